@@ -1,0 +1,1 @@
+"""Converters from public dataset formats, and synthetic generators in those formats."""

@@ -1,0 +1,144 @@
+"""Synthetic scenes of colored shapes on varied backgrounds, with exact boxes.
+
+Grounding, detection and counting data for tests and demos come from here, so that every
+task trains and evaluates offline. Everything is a function of the seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 40, 40),
+    "green": (40, 170, 60),
+    "blue": (40, 80, 220),
+    "yellow": (235, 200, 30),
+    "purple": (140, 60, 180),
+    "orange": (240, 130, 20),
+}
+SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
+SIZES: dict[str, tuple[float, float]] = {"small": (0.12, 0.18), "large": (0.26, 0.36)}  # of the short side
+
+
+@dataclass
+class SceneSpec:
+    """What scenes look like; the knobs that set a synthetic task's difficulty."""
+
+    min_objects: int = 1
+    max_objects: int = 4
+    min_side: int = 160
+    max_side: int = 320
+    colors: tuple[str, ...] = tuple(COLORS)
+    shapes: tuple[str, ...] = SHAPES
+    sizes: tuple[str, ...] = tuple(SIZES)
+    backgrounds: tuple[str, ...] = ("solid", "gradient", "noise")
+
+
+@dataclass
+class SceneObject:
+    shape: str
+    color: str
+    size: str
+    box: list[int]  # x1, y1, x2, y2 in image pixels
+
+    @property
+    def center(self) -> tuple[float, float]:
+        return (self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2
+
+
+@dataclass
+class Scene:
+    image: Image.Image
+    objects: list[SceneObject] = field(default_factory=list)
+
+
+def _background(kind: str, width: int, height: int, rng: np.random.Generator) -> Image.Image:
+    base = rng.integers(150, 256, size=3)
+    if kind == "solid":
+        return Image.new("RGB", (width, height), tuple(int(c) for c in base))
+    if kind == "gradient":
+        other = rng.integers(120, 256, size=3)
+        t = np.linspace(0.0, 1.0, height)[:, None, None]
+        rows = (1 - t) * base[None, None, :] + t * other[None, None, :]
+        pixels = np.broadcast_to(rows, (height, width, 3))
+        return Image.fromarray(pixels.astype(np.uint8), "RGB")
+    noise = rng.normal(0, 18, size=(height, width, 3))
+    pixels = np.clip(base[None, None, :] + noise, 0, 255)
+    return Image.fromarray(pixels.astype(np.uint8), "RGB")
+
+
+def _draw(draw: ImageDraw.ImageDraw, obj: SceneObject) -> None:
+    x1, y1, x2, y2 = obj.box
+    fill = COLORS[obj.color]
+    # PIL's shapes include their last pixel: draw to x2-1/y2-1 so the box is exact.
+    if obj.shape == "circle":
+        draw.ellipse([x1, y1, x2 - 1, y2 - 1], fill=fill)
+    elif obj.shape == "square":
+        draw.rectangle([x1, y1, x2 - 1, y2 - 1], fill=fill)
+    elif obj.shape == "triangle":
+        draw.polygon([((x1 + x2 - 1) / 2, y1), (x1, y2 - 1), (x2 - 1, y2 - 1)], fill=fill)
+    else:
+        raise ValueError(f"unknown shape {obj.shape!r}")
+
+
+def _overlaps(box: list[int], others: list[SceneObject], margin: int) -> bool:
+    return any(
+        box[0] < o.box[2] + margin and o.box[0] < box[2] + margin and box[1] < o.box[3] + margin and o.box[1] < box[3] + margin
+        for o in others
+    )
+
+
+def make_scene(spec: SceneSpec, rng: np.random.Generator, n_objects: int | None = None) -> Scene:
+    """A random scene; objects never overlap, so every box is exactly its object's extent."""
+    width = int(rng.integers(spec.min_side, spec.max_side + 1))
+    height = int(rng.integers(spec.min_side, spec.max_side + 1))
+    image = _background(str(rng.choice(spec.backgrounds)), width, height, rng)
+    draw = ImageDraw.Draw(image)
+    wanted = n_objects if n_objects is not None else int(rng.integers(spec.min_objects, spec.max_objects + 1))
+    objects: list[SceneObject] = []
+    short = min(width, height)
+    for _ in range(200 * max(wanted, 1)):
+        if len(objects) == wanted:
+            break
+        size = str(rng.choice(spec.sizes))
+        lo, hi = SIZES[size]
+        side = max(8, int(short * rng.uniform(lo, hi)))
+        x1 = int(rng.integers(0, width - side + 1))
+        y1 = int(rng.integers(0, height - side + 1))
+        box = [x1, y1, x1 + side, y1 + side]
+        if _overlaps(box, objects, margin=4):
+            continue
+        objects.append(SceneObject(str(rng.choice(spec.shapes)), str(rng.choice(spec.colors)), size, box))
+    for obj in objects:
+        _draw(draw, obj)
+    return Scene(image, objects)
+
+
+def _relation(target: SceneObject, anchor: SceneObject) -> str:
+    (tx, ty), (ax, ay) = target.center, anchor.center
+    if abs(tx - ax) >= abs(ty - ay):
+        return "left of" if tx < ax else "right of"
+    return "above" if ty < ay else "below"
+
+
+def referring_expression(scene: Scene, index: int) -> str | None:
+    """The shortest unambiguous phrase for object `index`, e.g. "the small red circle left of
+    the blue square"; None when no phrase of this grammar singles it out."""
+    target = scene.objects[index]
+    others = [o for i, o in enumerate(scene.objects) if i != index]
+    for attributes in (("color", "shape"), ("size", "color", "shape")):
+        words = tuple(getattr(target, a) for a in attributes)
+        if all(tuple(getattr(o, a) for a in attributes) != words for o in others):
+            return "the " + " ".join(words)
+    twins = [o for o in others if (o.size, o.color, o.shape) == (target.size, target.color, target.shape)]
+    for anchor in others:
+        # The anchor must be nameable by color and shape alone (so it is never a twin).
+        if sum(1 for o in scene.objects if (o.color, o.shape) == (anchor.color, anchor.shape)) != 1:
+            continue
+        relation = _relation(target, anchor)
+        if all(_relation(twin, anchor) != relation for twin in twins):
+            return f"the {target.size} {target.color} {target.shape} {relation} the {anchor.color} {anchor.shape}"
+    return None

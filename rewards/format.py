@@ -1,0 +1,25 @@
+"""Format rewards: does the completion have the shape the prompt asked for? 1.0 or 0.0."""
+
+from __future__ import annotations
+
+import regex
+
+from rewards.text import compile_pattern, fullmatch, search
+
+# R1-style: reasoning in <think>, answer in <answer>, nothing else (full match, DOTALL).
+THINK_ANSWER = compile_pattern(r"<think>.*?</think>\s*<answer>.*?</answer>", regex.DOTALL)
+# VLM-R1 REC (format_reward_rec): think, then an answer holding a JSON object with an integer box.
+VLM_R1_REC = compile_pattern(
+    r"<think>.*?</think>\s*<answer>.*?\{.*\[\d+,\s*\d+,\s*\d+,\s*\d+\].*\}.*?</answer>", regex.DOTALL
+)
+
+
+def think_answer(completion: str) -> float:
+    return 1.0 if fullmatch(THINK_ANSWER, completion) else 0.0
+
+
+def vlm_r1_rec(completion: str) -> float:
+    return 1.0 if search(VLM_R1_REC, completion) else 0.0
+
+
+FORMATS = {"think_answer": think_answer, "vlm_r1_rec": vlm_r1_rec}

@@ -1,0 +1,122 @@
+"""The shared-prefix forward equals G independent full forwards (values and gradients), and the
+rollout engine samples what the policy says, never vision tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tasks.refcoco import RefCOCO
+from vlrl.config import ModelConfig
+from vlrl.data import FrameSpec, load_split
+from vlrl.modeling import load_model, load_processor
+from vlrl.policy import completion_logprobs
+from vlrl.prompting import collate, render_prompt
+from vlrl.rollout import HFRollout, SamplingParams
+from vlrl.rollout.hf import VISION_TOKENS
+
+MIN_PIXELS, MAX_PIXELS = 3136, 50176
+
+
+@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen2_vl"])
+def setup(request, rec_data):
+    path = request.getfixturevalue("tiny_qwen25" if request.param == "qwen2_5_vl" else "tiny_qwen2")
+    cfg = ModelConfig(path=str(path), dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    processor = load_processor(cfg)
+    model = load_model(cfg).eval()
+    task = RefCOCO()
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, MAX_PIXELS)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, MIN_PIXELS, MAX_PIXELS) for s in samples[:3]]
+    return model, processor, prompts
+
+
+def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
+    """The peers' way: each row is prompt + completion in one sequence, vision per row."""
+    per_row = [prompts[r] for r in rows.tolist()]
+    batch = collate(per_row, pad_id)
+    input_ids = torch.cat([batch.input_ids, ids], dim=1)
+    attention = torch.cat([batch.attention_mask, mask.long()], dim=1)
+    types = torch.cat([batch.mm_token_type_ids, torch.zeros_like(ids, dtype=batch.mm_token_type_ids.dtype)], dim=1)
+    out = model(input_ids=input_ids, attention_mask=attention, mm_token_type_ids=types, **batch.vision)
+    logits = out.logits[:, batch.input_ids.shape[1] - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
+
+
+def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.tensor([0, 0, 1, 2, 2, 2])
+    ids = torch.randint(0, 300, (6, 9), generator=generator)
+    mask = torch.ones(6, 9)
+    mask[1, 4:] = 0
+    mask[3, 7:] = 0
+    weights = torch.rand(6, 9, generator=generator) * mask
+
+    model.zero_grad()
+    shared, _ = completion_logprobs(model, collate(prompts, pad), rows, ids, mask)
+    (shared * weights).sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
+    (full * weights).sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+
+    torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys() and any("visual" in n for n in shared_grads)
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_batched_generation_matches_one_prompt_at_a_time(setup):
+    model, processor, prompts = setup
+    engine = HFRollout(model, processor.tokenizer)
+    params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0)
+    together = engine.generate(prompts, params)
+    alone = [engine.generate([p], params)[0] for p in prompts]
+    assert [[c.token_ids for c in g] for g in together] == [[c.token_ids for c in g] for g in alone]
+
+
+def test_rollout_logprobs_equal_the_training_forward(setup):
+    model, processor, prompts = setup
+    engine = HFRollout(model, processor.tokenizer)
+    groups = engine.generate(prompts, SamplingParams(n=3, max_new_tokens=10, temperature=0.7), torch.Generator().manual_seed(1))
+    completions = [c for g in groups for c in g]
+    width = max(len(c.token_ids) for c in completions)
+    ids = torch.full((len(completions), width), engine.pad_id)
+    mask = torch.zeros(len(completions), width)
+    sampled = torch.zeros(len(completions), width)
+    for i, c in enumerate(completions):
+        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids)
+        mask[i, : len(c.token_ids)] = 1
+        sampled[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    with torch.no_grad():
+        recomputed, _ = completion_logprobs(
+            model, collate(prompts, engine.pad_id), torch.arange(3).repeat_interleave(3), ids, mask, temperature=0.7
+        )
+    torch.testing.assert_close(recomputed * mask, sampled * mask, rtol=1e-5, atol=1e-5)
+
+
+def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
+    model, processor, prompts = setup
+    tokenizer = processor.tokenizer
+    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]
+    vocab = model.config.get_text_config().vocab_size
+    forbidden += list(range(len(tokenizer), vocab))
+    assert len(tokenizer) < vocab  # the tiny vocabulary is padded, like Qwen's
+
+    def prefer_forbidden(module, inputs, output):
+        output = output.clone()
+        output[..., forbidden] += 1e4
+        return output
+
+    handle = model.lm_head.register_forward_hook(prefer_forbidden)
+    try:
+        engine = HFRollout(model, tokenizer)
+        groups = engine.generate(prompts, SamplingParams(n=4, max_new_tokens=8), torch.Generator().manual_seed(0))
+    finally:
+        handle.remove()
+    sampled = {t for g in groups for c in g for t in c.token_ids}
+    assert sampled and not sampled & set(forbidden)

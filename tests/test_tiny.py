@@ -1,0 +1,43 @@
+"""Tiny checkpoints: real transformers classes, deterministic, loadable like the real models."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+from vlrl.cli import main
+from vlrl.testing.tiny import SPECIAL_TOKENS
+
+
+def _digest(path):
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(path.iterdir()) if f.is_file()}
+
+
+def test_tiny_model_command_is_deterministic(tmp_path):
+    assert main(["tiny-model", str(tmp_path / "a")]) == 0
+    assert main(["tiny-model", str(tmp_path / "b")]) == 0
+    a, b = _digest(tmp_path / "a"), _digest(tmp_path / "b")
+    assert {"model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja"} <= a.keys()
+    assert a == b
+
+
+@pytest.mark.parametrize("arch,fixture", [("qwen2_5_vl", "tiny_qwen25"), ("qwen2_vl", "tiny_qwen2")])
+def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch, fixture, request):
+    path = request.getfixturevalue(fixture)
+    processor = AutoProcessor.from_pretrained(path)
+    model = AutoModelForImageTextToText.from_pretrained(path)
+    assert model.config.model_type == arch
+    tokenizer = processor.tokenizer
+    assert model.config.image_token_id == tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert model.config.vision_start_token_id == tokenizer.convert_tokens_to_ids("<|vision_start|>")
+    for token in SPECIAL_TOKENS:  # each special token is one id, never split
+        assert len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+        "<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert tokenizer.decode(tokenizer("[12, 345]")["input_ids"]) == "[12, 345]"

@@ -1,0 +1,131 @@
+"""`vlrl train` on the tiny model: weights change, resuming equals not stopping, bad updates are skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.trainer.rl import train
+
+TOY_TASK = f"{Path(__file__).parent / 'fixtures' / 'toy_task.py'}:BriefGrounding"
+TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step"}
+
+
+def tiny_overrides(run_dir: Path, data: Path, **extra) -> list[str]:
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.max_pixels": 50176,
+        "data.train": str(data),
+        "task.name": TOY_TASK,
+        "rollout.num_generations": 4,
+        "rollout.max_new_tokens": 12,
+        "trainer.output_dir": str(run_dir),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 3,
+        "trainer.lr": 1e-3,
+        "trainer.progress": False,
+        "trainer.save_every": 100,
+        **extra,
+    }
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
+
+
+def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwen25, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", *tiny_overrides(run_dir, rec_data)]) == 0
+    out = capsys.readouterr().out
+    assert f"run directory: {run_dir}" in out and "checkpoint:" in out
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["reward_std"] > 0 for r in rows)
+    assert {"reward/format", "reward/iou", "reward/brevity", "loss", "kl", "grad_norm"} <= rows[0].keys()
+    before = load_file(tiny_qwen25 / "model.safetensors")
+    after = load_file(run_dir / "checkpoints" / "step-0000003" / "model.safetensors")
+    changed = [name for name in before if not torch.equal(before[name], after[name])]
+    assert any(n.startswith("model.layers") for n in changed) and any(n.startswith("visual.") for n in changed)
+    assert (run_dir / "samples.jsonl").read_text().strip()
+
+
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25):
+    straight = tmp_path / "straight"
+    train(load_config(None, tiny_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    resumed = tmp_path / "resumed"
+    train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))
+    # The second half, as a new process would run it: same command, more steps, resume=auto.
+    train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+
+    assert metrics(resumed) == metrics(straight)
+    a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
+    b = load_file(resumed / "checkpoints" / "step-0000004" / "model.safetensors")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
+    from tasks.refcoco import RefCOCO
+    from vlrl.datasets import load_task_split
+    from vlrl.modeling import load_model, load_processor
+    from vlrl.rollout import HFRollout
+    from vlrl.trainer.rl import rollout, update_policy
+
+    cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04}))
+    task = RefCOCO()
+    samples = load_task_split(task, cfg, "train").samples[:3]
+    processor = load_processor(cfg.model)
+    model = load_model(cfg.model).eval()
+    reference = load_model(cfg.model).eval().requires_grad_(False)
+    with torch.no_grad():  # let the policy drift from the reference so the KL term has a gradient
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    engine = HFRollout(model, processor.tokenizer)
+    batch = rollout(engine, processor, task, samples, cfg, torch.Generator().manual_seed(0))
+    advantages = torch.randn(len(batch.completions), generator=torch.Generator().manual_seed(1))
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def gradient_step(budget: int) -> tuple[dict, dict]:
+        cfg.trainer.token_budget = budget
+        cfg.trainer.max_grad_norm = 1e9
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(start[n])
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        stats, applied = update_policy(model, reference, batch, advantages, cfg, optimizer, engine.pad_id)
+        assert applied
+        return {n: start[n] - p.detach() for n, p in model.named_parameters()}, stats
+
+    whole, whole_stats = gradient_step(100000)
+    split, split_stats = gradient_step(150)
+    assert split_stats["micro_batches"] > whole_stats["micro_batches"] == 1
+    assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
+    assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
+    for name in whole:
+        torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    import vlrl.trainer.rl as rl
+
+    original = rl.clipped_surrogate
+
+    def nan_surrogate(*args):
+        loss, clipped = original(*args)
+        return loss * float("nan"), clipped
+
+    monkeypatch.setattr(rl, "clipped_surrogate", nan_surrogate)
+    run = tmp_path / "nan"
+    cfg = load_config(None, tiny_overrides(run, rec_data, **{"trainer.steps": 5, "trainer.max_consecutive_nonfinite": 2}))
+    with pytest.raises(RuntimeError, match="2 consecutive updates had a non-finite loss"):
+        train(cfg)
+    rows = metrics(run)
+    assert [r["skipped_updates"] for r in rows] == [1, 2]
+    assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())

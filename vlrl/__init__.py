@@ -1,0 +1,3 @@
+"""vlrl: reinforcement learning from verifiable rewards for vision-language models."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,139 @@
+"""`vlrl train | score | data | tasks | tiny-model`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from vlrl.config import ConfigError, load_config
+from vlrl.data import RecordError
+
+console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="YAML config file (see configs/)")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5 rollout.num_generations=4")
+
+
+def _config(args: argparse.Namespace, **preset):
+    return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from vlrl.trainer.rl import train
+
+    cfg = _config(args, **{"task.name": args.task})
+    result = train(cfg, console)
+    console.print(f"run directory: {result.run_dir}")
+    console.print(f"metrics:       {result.metrics}")
+    console.print(f"checkpoint:    {result.checkpoint}")
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from vlrl.datasets import load_task_split
+    from vlrl.registry import make_task
+    from vlrl.scoring import score_file
+
+    cfg = _config(args, **{"task.name": args.task})
+    task = make_task(cfg.task)
+    split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
+    result = score_file(task, split.samples, args.completions, args.out)
+    for problem in result.problems[:10]:
+        console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
+    if len(result.problems) > 10:
+        console.print(f"[yellow]... {len(result.problems) - 10} more skipped completions[/yellow]")
+    table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("mean reward", f"{result.mean_reward:.4f}")
+    for name, value in result.metrics.items():
+        table.add_row(name, f"{value:.4f}")
+    console.print(table)
+
+
+def cmd_tasks(args: argparse.Namespace) -> None:
+    from vlrl.registry import list_tasks
+
+    table = Table(title="registered tasks")
+    for column in ("name", "origin", "description"):
+        table.add_column(column)
+    for row in list_tasks():
+        table.add_row(*row)
+    console.print(table)
+
+
+def cmd_data(args: argparse.Namespace) -> None:
+    from vlrl.config import TaskConfig
+    from vlrl.registry import make_task
+
+    task = make_task(TaskConfig(name=args.task))
+    task.synthesize(args.out, args.size, args.seed)
+    console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
+
+
+def cmd_tiny_model(args: argparse.Namespace) -> None:
+    from vlrl.testing.tiny import TinySpec, write_tiny_checkpoint
+
+    path = write_tiny_checkpoint(Path(args.out), TinySpec(arch=args.arch, seed=args.seed))
+    console.print(f"wrote tiny {args.arch} checkpoint to {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vlrl", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task")
+    train.add_argument("--task", help="task name (sets task.name)")
+    _add_config_args(train)
+    train.set_defaults(func=cmd_train)
+
+    score = commands.add_parser("score", help="score given completions against a task's data, no model needed")
+    score.add_argument("--task", help="task name (sets task.name)")
+    score.add_argument("--data", required=True, help="data file in the task's format")
+    score.add_argument("--completions", required=True, help='JSON lines {"id": ..., "completion": "..."}')
+    score.add_argument("--out", required=True, help='output JSON lines {"id", "rewards", "reward"}')
+    _add_config_args(score)
+    score.set_defaults(func=cmd_score)
+
+    tasks = commands.add_parser("tasks", help="list registered tasks")
+    tasks.add_argument("action", choices=["list"], nargs="?", default="list")
+    tasks.set_defaults(func=cmd_tasks)
+
+    data = commands.add_parser("data", help="data preparation")
+    data_commands = data.add_subparsers(dest="data_command", required=True)
+    synth = data_commands.add_parser("synth", help="write a task's synthetic dataset in its public format")
+    synth.add_argument("--task", required=True)
+    synth.add_argument("--out", required=True, help="data file to write (images go beside it)")
+    synth.add_argument("--size", type=int, default=512)
+    synth.add_argument("--seed", type=int, default=0)
+    synth.set_defaults(func=cmd_data)
+
+    tiny = commands.add_parser("tiny-model", help="write a tiny local Qwen-VL checkpoint (tests, demo)")
+    tiny.add_argument("out")
+    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen2_vl"], default="qwen2_5_vl")
+    tiny.add_argument("--seed", type=int, default=0)
+    tiny.set_defaults(func=cmd_tiny_model)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
+    try:
+        args.func(args)
+    except (ConfigError, RecordError, FileNotFoundError) as err:
+        console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""One dataclass tree for every command: YAML file + dotted overrides (``key.sub=value``).
+
+Validation happens here, before any model loads: an unknown key, a value of the wrong
+type or outside the allowed set fails with the dotted key and what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration key or value is wrong; the message names the key."""
+
+
+@dataclass
+class LoraConfig:
+    r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
+    alpha: int = 32
+    dropout: float = 0.0  # RL runs the policy without dropout, so the first ratio is exactly 1
+    target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
+
+@dataclass
+class ModelConfig:
+    path: str = "Qwen/Qwen2.5-VL-3B-Instruct"  # local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
+    # Frame the model reads and writes coordinates in; auto: absolute for Qwen2.5-VL, norm1000 for Qwen2-VL.
+    coord_frame: Literal["auto", "absolute", "norm1000", "original"] = "auto"
+    min_pixels: int = 3136
+    max_pixels: int = 12845056
+    freeze_vision: bool = False
+    lora: LoraConfig = field(default_factory=LoraConfig)
+
+
+@dataclass
+class DataConfig:
+    train: str = ""  # file in the task's public format (json or jsonl)
+    eval: str = ""
+    image_root: str = ""  # where relative image paths point; default: the data file's folder
+    strict: bool = False  # a bad record stops the run instead of being reported and skipped
+    limit: int = 0  # use only the first N records (0: all)
+    synthetic: bool = False  # write the task's synthetic dataset at `train` / `eval` when missing
+    synthetic_train_size: int = 512
+    synthetic_eval_size: int = 128
+
+
+@dataclass
+class TaskConfig:
+    name: str = "refcoco"
+    rewards: dict[str, float] = field(default_factory=dict)  # component -> weight; empty: the task's defaults
+    options: dict[str, Any] = field(default_factory=dict)  # task variants, validated by the task
+
+
+@dataclass
+class RolloutConfig:
+    engine: Literal["hf", "vllm"] = "hf"
+    num_generations: int = 8
+    max_new_tokens: int = 1024
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: no top-k filtering
+
+
+@dataclass
+class AlgoConfig:
+    advantage: Literal["grpo"] = "grpo"
+    loss: Literal["clip"] = "clip"
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
+    epsilon: float = 0.2
+    epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
+    beta: float = 0.04  # KL weight; 0 loads no reference model
+    kl_estimator: Literal["k3"] = "k3"
+    std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL
+
+
+@dataclass
+class TrainerConfig:
+    output_dir: str = "runs/refcoco"
+    steps: int = 1000
+    prompts_per_step: int = 8
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    token_budget: int = 16384  # tokens per micro-batch in the update (prefix + completions)
+    seed: int = 42
+    save_every: int = 100
+    keep_last: int = 2
+    resume: str = "auto"  # "auto": continue from the latest checkpoint in output_dir if any; "": fresh; or a path
+    log_samples_every: int = 10
+    progress: bool = True
+    max_consecutive_nonfinite: int = 3
+
+
+@dataclass
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+    def validate(self) -> Config:
+        """Checks that span fields; types and allowed values are checked while building."""
+        positive = {
+            "rollout.num_generations": self.rollout.num_generations,
+            "rollout.max_new_tokens": self.rollout.max_new_tokens,
+            "trainer.steps": self.trainer.steps,
+            "trainer.prompts_per_step": self.trainer.prompts_per_step,
+            "trainer.token_budget": self.trainer.token_budget,
+            "trainer.save_every": self.trainer.save_every,
+            "trainer.keep_last": self.trainer.keep_last,
+            "trainer.max_consecutive_nonfinite": self.trainer.max_consecutive_nonfinite,
+            "model.min_pixels": self.model.min_pixels,
+        }
+        for key, value in positive.items():
+            if value <= 0:
+                raise ConfigError(f"config: {key} must be > 0, got {value}")
+        if self.model.max_pixels < self.model.min_pixels:
+            raise ConfigError(
+                f"config: model.max_pixels ({self.model.max_pixels}) must be >= model.min_pixels ({self.model.min_pixels})"
+            )
+        if self.rollout.temperature <= 0:
+            raise ConfigError(f"config: rollout.temperature must be > 0, got {self.rollout.temperature}")
+        if not 0 < self.rollout.top_p <= 1:
+            raise ConfigError(f"config: rollout.top_p must be in (0, 1], got {self.rollout.top_p}")
+        if self.algo.beta < 0:
+            raise ConfigError(f"config: algo.beta must be >= 0, got {self.algo.beta}")
+        if self.algo.epsilon_high is not None and self.algo.epsilon_high < self.algo.epsilon:
+            raise ConfigError(
+                f"config: algo.epsilon_high ({self.algo.epsilon_high}) must be >= algo.epsilon ({self.algo.epsilon})"
+            )
+        return self
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check `value` against the annotation `tp`, converting where YAML is loose (int -> float)."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"config: {key} expects {' or '.join(_type_name(o) for o in options)}, got {value!r}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"config: {key} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"config: {key} expects a mapping of sub-keys, got {value!r}")
+        return build(tp, value, prefix=f"{key}.")
+    if origin is list:
+        (item_tp,) = get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"config: {key} expects a list, got {value!r}")
+        return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        key_tp, value_tp = get_args(tp)
+        if not isinstance(value, dict):
+            raise ConfigError(f"config: {key} expects a mapping, got {value!r}")
+        return {_coerce(k, key_tp, key): _coerce(v, value_tp, f"{key}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"config: {key} expects true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config: {key} expects an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML reads 1e-5 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"config: {key} expects a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"config: {key} expects a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported config annotation {tp!r} at {key}")
+
+
+def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Instantiate dataclass `cls` from a plain mapping, rejecting unknown keys by name."""
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        raise ConfigError(
+            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {', '.join(names)}"
+        )
+    kwargs = {k: _coerce(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    return dataclasses.asdict(obj)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'trainer.lr=1e-5' -> (['trainer', 'lr'], 1e-05); the value is read as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"config override {text!r} must look like key.sub=value")
+    key, raw = text.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"config override {text!r} has an empty key part")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config override {key}: cannot read value {raw!r}: {err}") from err
+    if isinstance(value, str) and value.lower() in ("none", "null"):
+        value = None
+    return parts, value
+
+
+def _set_path(tree: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"config override {'.'.join(parts)}: {'.'.join(parts[: i + 1])} is not a mapping")
+        node = child
+    node[parts[-1]] = value
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path}: invalid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    preset: dict[str, Any] | None = None,
+) -> Config:
+    """Defaults <- YAML file <- `preset` (dotted keys set by command line flags) <- overrides."""
+    tree: dict[str, Any] = read_yaml(path) if path else {}
+    for dotted, value in (preset or {}).items():
+        _set_path(tree, dotted.split("."), value)
+    for text in overrides:
+        parts, value = parse_override(text)
+        _set_path(tree, parts, value)
+    return build(Config, tree).validate()

@@ -1,0 +1,45 @@
+"""A task's split as the config names it: synthetic data written when asked, bad records reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+
+from vlrl.config import Config, ConfigError
+from vlrl.data import Split
+from vlrl.modeling import frame_spec
+from vlrl.task import Task
+
+SYNTHETIC_SEED_OFFSET = {"train": 0, "eval": 1}  # train and eval never share a scene
+
+
+def load_task_split(
+    task: Task,
+    cfg: Config,
+    which: Literal["train", "eval"],
+    console: Console | None = None,
+    require_images: bool = True,
+    path: str | None = None,
+) -> Split:
+    path = path or (cfg.data.train if which == "train" else cfg.data.eval)
+    if not path:
+        raise ConfigError(f"config: data.{which} is empty; give the path of a {task.name} data file")
+    if not Path(path).exists():
+        if not cfg.data.synthetic:
+            raise ConfigError(f"config: data.{which}: {path} does not exist (set data.synthetic=true to generate it)")
+        size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
+        task.synthesize(path, size, cfg.trainer.seed + SYNTHETIC_SEED_OFFSET[which])
+        if console:
+            console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
+    split = task.load(path, frame_spec(cfg.model), cfg.data.image_root, cfg.data.strict, cfg.data.limit, require_images)
+    if split.errors and console:
+        console.print(f"[yellow]skipped {len(split.errors)} bad record(s) in {path}[/yellow]")
+        for err in split.errors[:5]:
+            console.print(f"  {err}", markup=False, highlight=False)
+        if len(split.errors) > 5:
+            console.print(f"  ... and {len(split.errors) - 5} more")
+    if not split.samples:
+        raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
+    return split

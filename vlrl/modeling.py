@@ -1,0 +1,100 @@
+"""Loading a Qwen-VL policy and its processor from a local checkpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from vlrl.config import ConfigError, ModelConfig
+from vlrl.data import FrameSpec
+from vlrl.testing.tiny import resolve_tiny
+from vlrl.vision.frames import FrameKind
+
+SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
+
+
+def model_type(path: str) -> str | None:
+    """The checkpoint's model_type, read from config.json (None if there is none to read)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None
+    return json.loads(config.read_text()).get("model_type")
+
+
+def frame_kind(cfg: ModelConfig) -> FrameKind:
+    """The coordinate frame the model writes: explicit, or from the checkpoint's architecture."""
+    if cfg.coord_frame != "auto":
+        return cfg.coord_frame
+    path = cfg.path
+    if path.startswith("tiny:"):
+        return SUPPORTED.get(path.split(":", 1)[1], "absolute")
+    kind = model_type(path)
+    if kind in SUPPORTED:
+        return SUPPORTED[kind]
+    # Not a local checkpoint (scoring without a model): go by the name, Qwen2.5-VL by default.
+    return "norm1000" if "qwen2-vl" in Path(path).name.lower() else "absolute"
+
+
+def frame_spec(cfg: ModelConfig) -> FrameSpec:
+    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels)
+
+
+def _dtype(name: str) -> torch.dtype:
+    if name == "auto":
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return getattr(torch, name)
+
+
+def checkpoint_path(cfg: ModelConfig) -> str:
+    """The local directory to load from; fails early (naming model.path) if there is none."""
+    path = resolve_tiny(cfg.path)
+    if not (Path(path) / "config.json").is_file():
+        raise ConfigError(
+            f"config: model.path {cfg.path!r} is not a local checkpoint (no config.json); "
+            "vlrl loads local directories only: download the model first, or use tiny:qwen2_5_vl"
+        )
+    kind = model_type(path)
+    if kind not in SUPPORTED:
+        raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; supported: {', '.join(SUPPORTED)}")
+    return path
+
+
+def load_processor(cfg: ModelConfig, path: str | None = None):
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(path or checkpoint_path(cfg))
+    processor.tokenizer.padding_side = "left"
+    return processor
+
+
+def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The policy (or reference) model; LoRA adapters and vision freezing as configured."""
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(
+        path or checkpoint_path(cfg), dtype=_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
+    ).to(device)
+    if cfg.freeze_vision:
+        for param in model.model.visual.parameters():
+            param.requires_grad_(False)
+    if cfg.lora.r > 0:
+        from peft import LoraConfig, get_peft_model
+
+        names = "|".join(cfg.lora.target_modules)
+        lora = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=rf"^(?!.*visual).*\.({names})$",  # the language model only
+        )
+        model = get_peft_model(model, lora)
+    return model
+
+
+def core_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The *ForConditionalGeneration under any PEFT wrapper."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model

@@ -1,0 +1,119 @@
+"""The default rollout engine: sampling with transformers models, prompt prefix shared.
+
+The prompt batch is run once (vision encoded once per image); its KV cache is repeated for
+the n completions of each prompt and decoding continues from there. Vision special tokens
+and the padded tail of the vocabulary are never sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from vlrl.modeling import core_model
+from vlrl.policy import decode_positions, prefill
+from vlrl.prompting import Prompt, collate
+from vlrl.rollout.base import Completion, SamplingParams
+
+VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+
+
+def _filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens before it already hold top_p of the mass.
+        drop_sorted = (probs.cumsum(dim=-1) - probs) > top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+class HFRollout:
+    def __init__(self, model: torch.nn.Module, tokenizer):
+        self.model = model
+        self.tokenizer = tokenizer
+        config = core_model(model).config
+        generation_eos = core_model(model).generation_config.eos_token_id
+        stops = set(generation_eos if isinstance(generation_eos, list) else [generation_eos])
+        stops.add(tokenizer.eos_token_id)
+        self.stop_ids = torch.tensor(sorted(s for s in stops if s is not None))
+        self.pad_id = tokenizer.pad_token_id
+        vocab = config.get_text_config().vocab_size
+        banned = torch.zeros(vocab, dtype=torch.bool)
+        banned[len(tokenizer) :] = True
+        for token in VISION_TOKENS:
+            token_id = tokenizer.convert_tokens_to_ids(token)
+            if token_id is not None and token_id < vocab:
+                banned[token_id] = True
+        self.banned = banned
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
+    ) -> list[list[Completion]]:
+        """params.n completions for each prompt, grouped by prompt."""
+        device = next(self.model.parameters()).device
+        batch = collate(prompts, self.pad_id).to(device)
+        prefix = prefill(self.model, batch)
+        n = params.n
+        prefix.cache.batch_repeat_interleave(n)
+        logits = prefix.last_logits.repeat_interleave(n, dim=0)
+        next_position = prefix.next_position.repeat_interleave(n)
+        attention_mask = batch.attention_mask.repeat_interleave(n, dim=0)
+        rows = logits.shape[0]
+        banned = self.banned.to(device)
+        stop_ids = self.stop_ids.to(device)
+
+        tokens, logprobs = [], []
+        finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        for step in range(params.max_new_tokens):
+            logits = logits.float()
+            if params.temperature > 0:
+                logits = logits / params.temperature
+            step_logp = torch.log_softmax(logits, dim=-1)
+            allowed = logits.masked_fill(banned, float("-inf"))
+            if params.temperature > 0:
+                allowed = _filter_top_k_top_p(allowed, params.top_k, params.top_p)
+                choice = torch.multinomial(torch.softmax(allowed, dim=-1), 1, generator=generator).squeeze(1)
+            else:
+                choice = allowed.argmax(dim=-1)
+            choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
+            tokens.append(choice)
+            logprobs.append(step_logp.gather(1, choice[:, None]).squeeze(1))
+            live = ~finished
+            finished = finished | torch.isin(choice, stop_ids)
+            if bool(finished.all()) or step + 1 == params.max_new_tokens:
+                break
+            attention_mask = torch.cat([attention_mask, live.long()[:, None]], dim=1)
+            out = self.model(
+                input_ids=choice[:, None],
+                attention_mask=attention_mask,
+                position_ids=decode_positions(next_position, step, 1),
+                past_key_values=prefix.cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1]
+        return self._completions(torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), n)
+
+    def _completions(self, tokens: torch.Tensor, logprobs: torch.Tensor, n: int) -> list[list[Completion]]:
+        stop_ids = set(self.stop_ids.tolist())
+        groups: list[list[Completion]] = []
+        for row_tokens, row_logp in zip(tokens.tolist(), logprobs.tolist(), strict=True):
+            is_stop = [t in stop_ids for t in row_tokens]
+            length = is_stop.index(True) + 1 if any(is_stop) else len(row_tokens)
+            ids = row_tokens[:length]
+            completion = Completion(
+                token_ids=ids,
+                logprobs=row_logp[:length],
+                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                truncated=not any(is_stop),
+            )
+            if not groups or len(groups[-1]) == n:
+                groups.append([])
+            groups[-1].append(completion)
+        return groups

@@ -1,0 +1,27 @@
+"""Sample: one prompt's images, question, ground truth and metadata, as every task sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vlrl.vision.frames import Frame
+
+
+@dataclass
+class Sample:
+    """A prompt and its ground truth, in original-image coordinates.
+
+    `frame` maps between the original image and the frame the model reads and writes;
+    rewards use it to bring a prediction back to the ground truth's frame. `source` is
+    "file:line" of the record, for error messages and logs.
+    """
+
+    id: str
+    task: str
+    problem: str
+    solution: Any
+    images: list[str] = field(default_factory=list)
+    frame: Frame | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    source: str = ""

@@ -1,0 +1,266 @@
+"""Tiny local checkpoints built from the real transformers classes.
+
+Nothing may be downloaded from a model hub, so tests and the demo use complete local
+checkpoints written here: a tiny Qwen2.5-VL or Qwen2-VL (config, safetensors), a small
+byte-level BPE tokenizer trained locally with Qwen's pre-tokenizer and special tokens, the
+Qwen chat template, image and video processors. `from_pretrained(path)` loads them like
+the real ones. A build is a pure function of its spec and is cached by the spec's hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+BUILDER_VERSION = 1
+ARCHS = ("qwen2_5_vl", "qwen2_vl")
+
+# Qwen's special tokens, in Qwen's order (ids follow the BPE vocabulary here).
+SPECIAL_TOKENS = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+
+# Qwen2-VL / Qwen2.5-VL chat template, verbatim.
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+    "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: "
+    "{% endif %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+# Qwen2's pre-tokenizer split: digits one by one, words with their leading space.
+PRETOKENIZE_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Everything a tiny checkpoint is a function of."""
+
+    arch: Literal["qwen2_5_vl", "qwen2_vl"] = "qwen2_5_vl"
+    bpe_vocab: int = 1024
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 128
+    vision_depth: int = 2
+    vision_hidden: int = 32
+    vision_heads: int = 2
+    min_pixels: int = 56 * 56
+    max_pixels: int = 448 * 448
+    seed: int = 0
+
+    def key(self) -> str:
+        payload = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        return f"{self.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+
+
+def _corpus() -> list[str]:
+    """Text the tokenizer learns its merges from: prompts, answers and vocabulary of vlrl's tasks."""
+    from data_prep.shapes import COLORS, SHAPES, SIZES
+
+    lines = [
+        "You are a helpful assistant.",
+        "system user assistant",
+        "Please provide the bounding box coordinate of the region this sentence describes:",
+        "First output the thinking process in <think> </think> tags and then output the final answer "
+        "in <answer> </answer> tags. Output the final answer in JSON format.",
+        "How many objects are there in the image? Count them and answer with a number.",
+        "Locate every object of these categories and output their bounding boxes.",
+        "The pieces of the image are shuffled. For each position give the original position.",
+        "Click the button. Type the text. Scroll down. Answer with the letter of the option.",
+        "What is written in the image? Read the text.",
+        '<think> </think> <answer> </answer> {"bbox_2d": [ ], "label": ""} {"point_2d": [ ]}',
+        '[{"action": "click", "point": [ ], "input_text": ""}]',
+        "left of right of above below the small large",
+    ]
+    words = list(COLORS) + list(SHAPES) + list(SIZES)
+    for i, color in enumerate(COLORS):
+        for shape in SHAPES:
+            for size in SIZES:
+                lines.append(f"the {size} {color} {shape} left of the {words[i % len(words)]} square")
+    lines += [f"[{a}, {b}, {c}, {d}]" for a, b, c, d in zip(range(0, 999, 7), range(5, 999, 11), range(9, 999, 13), range(3, 999, 17))]
+    return lines * 4
+
+
+def build_tokenizer(spec: TinySpec):
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    bpe = Tokenizer(models.BPE())
+    bpe.normalizer = normalizers.NFC()
+    bpe.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.bpe_vocab,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_corpus(), trainer)
+    model = json.loads(bpe.to_str())["model"]
+    vocab = dict(model["vocab"])
+    for token in SPECIAL_TOKENS:
+        vocab[token] = len(vocab)
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in model["merges"]]
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab,
+        merges=merges,
+        unk_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_model(spec: TinySpec, tokenizer):
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+    )
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
+    vocab_size = (len(tokenizer) + 63) // 64 * 64  # padded like Qwen's: some ids are never text
+    head_dim = spec.hidden_size // spec.num_heads
+    half = head_dim // 2
+    mrope = [half - 2 * (half // 3), half // 3, half // 3]  # temporal, height, width; sums to head_dim/2
+    text = dict(
+        vocab_size=vocab_size,
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=8192,
+        rope_parameters={"rope_type": "default", "mrope_section": mrope, "rope_theta": 1000000.0},
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+    )
+    token_ids = dict(
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    if spec.arch == "qwen2_5_vl":
+        vision = dict(
+            depth=spec.vision_depth,
+            hidden_size=spec.vision_hidden,
+            intermediate_size=2 * spec.vision_hidden,
+            num_heads=spec.vision_heads,
+            out_hidden_size=spec.hidden_size,
+            fullatt_block_indexes=[spec.vision_depth - 1],
+            window_size=112,
+            tokens_per_second=2,
+        )
+        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **token_ids)
+        model_cls = Qwen2_5_VLForConditionalGeneration
+    else:
+        vision = dict(
+            depth=spec.vision_depth,
+            embed_dim=spec.vision_hidden,
+            hidden_size=spec.hidden_size,
+            num_heads=spec.vision_heads,
+            mlp_ratio=2,
+        )
+        config = Qwen2VLConfig(text_config=text, vision_config=vision, **token_ids)
+        model_cls = Qwen2VLForConditionalGeneration
+    torch.manual_seed(spec.seed)
+    model = model_cls(config)
+    model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
+    model.generation_config.pad_token_id = ids["<|endoftext|>"]
+    return model
+
+
+def build_processor(spec: TinySpec, tokenizer):
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    image_processor = Qwen2VLImageProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
+    video_processor = Qwen2VLVideoProcessor()
+    cls = Qwen2_5_VLProcessor if spec.arch == "qwen2_5_vl" else Qwen2VLProcessor
+    return cls(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=CHAT_TEMPLATE,
+    )
+
+
+def write_tiny_checkpoint(out: str | Path, spec: TinySpec) -> Path:
+    """Build the checkpoint for `spec` into `out` (replaced atomically if it exists)."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = build_tokenizer(spec)
+    model = build_model(spec, tokenizer)
+    model.save_pretrained(tmp)
+    build_processor(spec, tokenizer).save_pretrained(tmp)
+    (tmp / "vlrl_tiny_spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VLRL_CACHE", Path.home() / ".cache" / "vlrl"))
+
+
+def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
+    """Path of the cached checkpoint for `spec`, building it on first use."""
+    spec = spec or TinySpec()
+    path = cache_dir() / "tiny" / spec.key()
+    if not (path / "vlrl_tiny_spec.json").is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_tiny_checkpoint(path, spec)
+    return path
+
+
+def resolve_tiny(path: str) -> str:
+    """'tiny:qwen2_5_vl' -> the cached checkpoint's path; any other path unchanged."""
+    if not path.startswith("tiny:"):
+        return path
+    arch = path.split(":", 1)[1]
+    if arch not in ARCHS:
+        raise ValueError(f"model.path {path!r}: unknown tiny architecture {arch!r}; expected one of {ARCHS}")
+    return str(tiny_checkpoint(TinySpec(arch=arch)))

@@ -1,0 +1,1 @@
+"""The RL loop, the SFT cold-start loop, checkpoints and logging."""

@@ -1,0 +1,59 @@
+"""smart_resize exactly as qwen-vl-utils computes it.
+
+Qwen2.5-VL reads and writes coordinates in the pixels of the image *after* this resize,
+so training, scoring and evaluation must agree with it to the pixel. transformers' image
+processor has its own variant that differs on tiny images; vlrl resizes images with this
+function before the processor sees them, so the processor's resize is the identity.
+"""
+
+from __future__ import annotations
+
+import math
+
+IMAGE_FACTOR = 28
+MIN_PIXELS = 4 * 28 * 28
+MAX_PIXELS = 16384 * 28 * 28
+MAX_RATIO = 200
+
+
+def _round_by(number: float, factor: int) -> int:
+    return round(number / factor) * factor
+
+
+def _ceil_by(number: float, factor: int) -> int:
+    return math.ceil(number / factor) * factor
+
+
+def _floor_by(number: float, factor: int) -> int:
+    return math.floor(number / factor) * factor
+
+
+def smart_resize(
+    height: int,
+    width: int,
+    factor: int = IMAGE_FACTOR,
+    min_pixels: int = MIN_PIXELS,
+    max_pixels: int = MAX_PIXELS,
+) -> tuple[int, int]:
+    """Return (height, width): multiples of `factor`, area within [min_pixels, max_pixels],
+    aspect ratio kept as closely as possible."""
+    if height <= 0 or width <= 0:
+        raise ValueError(f"image size must be positive, got height={height}, width={width}")
+    if max_pixels < min_pixels:
+        raise ValueError(f"max_pixels ({max_pixels}) must be >= min_pixels ({min_pixels})")
+    if max(height, width) / min(height, width) > MAX_RATIO:
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than {MAX_RATIO}, "
+            f"got {max(height, width) / min(height, width)}"
+        )
+    h_bar = max(factor, _round_by(height, factor))
+    w_bar = max(factor, _round_by(width, factor))
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = _floor_by(height / beta, factor)
+        w_bar = _floor_by(width / beta, factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = _ceil_by(height * beta, factor)
+        w_bar = _ceil_by(width * beta, factor)
+    return h_bar, w_bar
