@@ -33,6 +33,7 @@ class Task:
     description: ClassVar[str] = ""
     Options: ClassVar[type] = NoOptions
     default_rewards: ClassVar[dict[str, float]] = {}
+    data_suffix: ClassVar[str] = ".json"  # file extension of the task's public data format
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         self.options = build(self.Options, dict(options or {}), prefix="task.options.")
@@ -80,7 +81,8 @@ class Task:
 
     # -- scoring --------------------------------------------------------------------------
     def reward_functions(self) -> dict[str, RewardFn]:
-        """Every reward component the task offers, by the name used in configs and logs."""
+        """Every reward component the task offers, by the name used in configs and logs.
+        Each returns values in [0, 1] for any completion, and never raises on model output."""
         raise NotImplementedError
 
     def predict(self, completion: str, sample: Sample) -> Any:
