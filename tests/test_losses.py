@@ -38,8 +38,8 @@ def test_grpo_loss_and_gradient_on_a_hand_computed_example():
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
     beta = 0.04
 
-    per_token, clipped = clipped_surrogate(logp, old, adv, 0.2, 0.2)
-    per_token = per_token + beta * kl_k3(logp, ref)
+    terms = clipped_surrogate(logp, old, adv, mask, 0.2, 0.2)
+    per_token = terms.per_token + beta * kl_k3(logp, ref)
     loss = (per_token * token_weights(mask, "seq_mean_token_mean", 2)).sum()
     loss.backward()
 
@@ -49,7 +49,8 @@ def test_grpo_loss_and_gradient_on_a_hand_computed_example():
     row0 = (-1.2 + beta * k3(-0.2) + -r01 + beta * k3(0.2)) / 2
     row1 = 1.0 + beta * k3(0.1)
     assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
-    assert clipped.tolist() == [[True, False], [False, True]]  # the last is masked out of every statistic
+    assert terms.high_clipped.tolist() == [[True, False], [False, False]]
+    assert terms.low_clipped.tolist() == [[False, False], [False, True]]  # masked out of every statistic
 
     # d/dlogp: -A r w on unclipped tokens (0 where clipped), plus beta w (1 - e^(ref - logp)).
     kl_grad = lambda d: beta * (1 - math.exp(d))  # noqa: E731
@@ -63,10 +64,11 @@ def test_grpo_loss_and_gradient_on_a_hand_computed_example():
 def test_clip_higher_uses_separate_bounds():
     logp = torch.log(torch.tensor([[1.25, 0.7]]))
     old = torch.zeros(1, 2)
-    loss_pos, _ = clipped_surrogate(logp, old, torch.tensor([1.0]), 0.2, 0.28)
-    assert loss_pos.tolist()[0] == pytest.approx([-1.25, -0.7])  # 1.25 is under 1 + 0.28
-    loss_sym, _ = clipped_surrogate(logp, old, torch.tensor([1.0]), 0.2, 0.2)
-    assert loss_sym.tolist()[0] == pytest.approx([-1.2, -0.7])
+    mask = torch.ones(1, 2)
+    higher = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.28).per_token
+    assert higher.tolist()[0] == pytest.approx([-1.25, -0.7])  # 1.25 is under 1 + 0.28
+    symmetric = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.2).per_token
+    assert symmetric.tolist()[0] == pytest.approx([-1.2, -0.7])
 
 
 def test_micro_batches_respect_the_token_budget_and_keep_groups_together():

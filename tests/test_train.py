@@ -49,7 +49,7 @@ def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwe
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert all(r["reward_std"] > 0 for r in rows)
-    assert {"reward/format", "reward/iou", "reward/brevity", "loss", "kl", "grad_norm"} <= rows[0].keys()
+    assert {"reward/format", "reward/iou", "reward/brevity", "loss", "kl", "grad_norm", "entropy"} <= rows[0].keys()
     before = load_file(tiny_qwen25 / "model.safetensors")
     after = load_file(run_dir / "checkpoints" / "step-0000003" / "model.safetensors")
     changed = [name for name in before if not torch.equal(before[name], after[name])]
@@ -72,40 +72,35 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_da
 
 
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
-    from tasks.refcoco import RefCOCO
-    from vlrl.datasets import load_task_split
-    from vlrl.modeling import load_model, load_processor
-    from vlrl.rollout import HFRollout
-    from vlrl.trainer.rl import rollout, update_policy
+    from rich.console import Console
 
-    cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04}))
-    task = RefCOCO()
-    samples = load_task_split(task, cfg, "train").samples[:3]
-    processor = load_processor(cfg.model)
-    model = load_model(cfg.model).eval()
-    reference = load_model(cfg.model).eval().requires_grad_(False)
+    from vlrl.trainer.rl import RLTrainer, RolloutBatch
+
+    cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04, "trainer.max_grad_norm": 1e9}))
+    trainer = RLTrainer(cfg, Console(quiet=True))
+    model = trainer.run.model
     with torch.no_grad():  # let the policy drift from the reference so the KL term has a gradient
         for p in model.parameters():
             p.add_(0.01 * torch.randn_like(p))
-    engine = HFRollout(model, processor.tokenizer)
-    batch = rollout(engine, processor, task, samples, cfg, torch.Generator().manual_seed(0))
-    advantages = torch.randn(len(batch.completions), generator=torch.Generator().manual_seed(1))
+    groups = trainer.generate_groups(trainer.split.samples[:3], step=1)
+    batch = RolloutBatch.from_groups(groups, trainer.engine.pad_id)
+    advantages = torch.randn(len(batch.prompt_index), generator=torch.Generator().manual_seed(1))
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     def gradient_step(budget: int) -> tuple[dict, dict]:
         cfg.trainer.token_budget = budget
-        cfg.trainer.max_grad_norm = 1e9
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(start[n])
-        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
-        stats, applied = update_policy(model, reference, batch, advantages, cfg, optimizer, engine.pad_id)
-        assert applied
+        trainer.run.optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        trainer.run.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.run.optimizer, lambda s: 1.0)
+        stats, skipped = trainer.update(batch, advantages)
+        assert skipped == 0
         return {n: start[n] - p.detach() for n, p in model.named_parameters()}, stats
 
     whole, whole_stats = gradient_step(100000)
     split, split_stats = gradient_step(150)
-    assert split_stats["micro_batches"] > whole_stats["micro_batches"] == 1
+    assert len(trainer.plan(batch, list(range(len(batch.prompt_index))))) > 1
     assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
     assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
     for name in whole:
@@ -115,13 +110,14 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
 def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     import vlrl.trainer.rl as rl
 
-    original = rl.clipped_surrogate
+    original = rl.policy_loss
 
-    def nan_surrogate(*args):
-        loss, clipped = original(*args)
-        return loss * float("nan"), clipped
+    def nan_loss(*args):
+        terms = original(*args)
+        terms.per_token = terms.per_token * float("nan")
+        return terms
 
-    monkeypatch.setattr(rl, "clipped_surrogate", nan_surrogate)
+    monkeypatch.setattr(rl, "policy_loss", nan_loss)
     run = tmp_path / "nan"
     cfg = load_config(None, tiny_overrides(run, rec_data, **{"trainer.steps": 5, "trainer.max_consecutive_nonfinite": 2}))
     with pytest.raises(RuntimeError, match="2 consecutive updates had a non-finite loss"):

@@ -1,4 +1,4 @@
-"""`vlrl train | score | data | tasks | tiny-model`: the command line."""
+"""`vlrl train | sft | score | data | tasks | tiny-model`: the command line."""
 
 from __future__ import annotations
 
@@ -25,14 +25,22 @@ def _config(args: argparse.Namespace, **preset):
     return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
 
 
-def cmd_train(args: argparse.Namespace) -> None:
-    from vlrl.trainer.rl import train
-
-    cfg = _config(args, **{"task.name": args.task})
-    result = train(cfg, console)
+def _print_run(result) -> None:
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")
     console.print(f"checkpoint:    {result.checkpoint}")
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from vlrl.trainer.rl import train
+
+    _print_run(train(_config(args, **{"task.name": args.task}), console))
+
+
+def cmd_sft(args: argparse.Namespace) -> None:
+    from vlrl.trainer.sft import train_sft
+
+    _print_run(train_sft(_config(args, **{"task.name": args.task}), console))
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -92,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--task", help="task name (sets task.name)")
     _add_config_args(train)
     train.set_defaults(func=cmd_train)
+
+    sft = commands.add_parser("sft", help="cold-start SFT on the task's ground-truth answers (settings under sft.)")
+    sft.add_argument("--task", help="task name (sets task.name)")
+    _add_config_args(sft)
+    sft.set_defaults(func=cmd_sft)
 
     score = commands.add_parser("score", help="score given completions against a task's data, no model needed")
     score.add_argument("--task", help="task name (sets task.name)")

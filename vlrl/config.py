@@ -72,22 +72,70 @@ class RolloutConfig:
 
 
 @dataclass
+class TrustConfig:
+    """Trust-GRPO (SophiaVL-R1): a thinking reward, trusted per group, annealed over steps."""
+
+    scorer: str = ""  # "": off; "module:function" / "file.py:function"; "http(s)://..."; "judge:PATH" (local model)
+    alpha: float = 0.3
+    decay_steps: float = 1000.0  # T in exp(-step / T)
+    timeout_s: float = 30.0  # HTTP scorer timeout; a failed call scores 0 and is counted
+    judge_max_new_tokens: int = 16
+
+
+@dataclass
+class TemporalConfig:
+    """T-GRPO (Video-R1): contrast each prompt with a shuffled-frame variant supplied by the task."""
+
+    enabled: bool = False
+    alpha: float = 0.3  # bonus added to correct completions of the ordered input
+    mu: float = 0.8  # bonus when acc(ordered) >= mu * acc(shuffled) (0.8 in Video-R1's code, 1.0 in the paper)
+    shuffled_fraction: float = 0.5  # shuffled completions per prompt = fraction x G
+
+
+@dataclass
 class AlgoConfig:
-    advantage: Literal["grpo"] = "grpo"
-    loss: Literal["clip"] = "clip"
-    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
+    # Advantages from each group's rewards.
+    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
+    advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
+    cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
+    std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL
+    positive_weight: float = 1.0  # scales positive advantages (W-REINFORCE: 0.1)
+    negative_weight: float = 1.0  # scales negative advantages
+    accuracy_reward: str = ""  # reward component that says "correct" (empty: the weighted total)
+    accuracy_threshold: float = 0.5  # correct when that reward >= this
+    # The policy loss.
+    loss: Literal["clip", "cpgd"] = "clip"
+    ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
-    beta: float = 0.04  # KL weight; 0 loads no reference model
-    kl_estimator: Literal["k3"] = "k3"
-    std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL
+    dual_clip: float | None = None  # dual-clip PPO's c (e.g. 3.0): bounds the loss of negative advantages
+    drift_coef: float = 1e-3  # CPGD's policy-drift weight
+    drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
+    # KL to the reference model.
+    beta: float = 0.04  # 0 loads no reference model
+    kl_estimator: Literal["k1", "k2", "k3", "low_var"] = "k3"
+    # Updates per rollout.
+    num_iterations: int = 1  # passes over each rollout batch
+    mini_batches: int = 1  # optimizer steps per pass
+    old_logprobs: Literal["rollout", "recompute"] = "rollout"  # where old log-probs come from when the policy moved
+    # Token and sample selection.
+    top_entropy_fraction: float = 1.0  # < 1: train only on the highest-entropy tokens ("Beyond the 80/20 Rule": 0.2)
+    mask_truncated: bool = False  # completions that hit max_new_tokens get no gradient
+    # DAPO.
+    dynamic_sampling: bool = False  # drop groups whose rewards are all equal and refill the batch
+    max_sampling_rounds: int = 4  # rollouts per step at most, when refilling
+    overlong_buffer: int = 0  # L_cache: penalty ramps from 0 at L_max - L_cache to -overlong_penalty at L_max
+    overlong_penalty: float = 1.0
+    trust: TrustConfig = field(default_factory=TrustConfig)
+    temporal: TemporalConfig = field(default_factory=TemporalConfig)
 
 
 @dataclass
 class TrainerConfig:
     output_dir: str = "runs/refcoco"
     steps: int = 1000
-    prompts_per_step: int = 8
+    prompts_per_step: int = 8  # B prompts per step (SFT: samples per step)
     lr: float = 1e-6
     weight_decay: float = 0.0
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
@@ -111,6 +159,8 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    # Cold-start SFT (`vlrl sft`): the same machinery, its own schedule and run directory.
+    sft: TrainerConfig = field(default_factory=lambda: TrainerConfig(output_dir="runs/sft", lr=1e-5, steps=500))
 
     def validate(self) -> Config:
         """Checks that span fields; types and allowed values are checked while building."""
@@ -123,6 +173,11 @@ class Config:
             "trainer.save_every": self.trainer.save_every,
             "trainer.keep_last": self.trainer.keep_last,
             "trainer.max_consecutive_nonfinite": self.trainer.max_consecutive_nonfinite,
+            "sft.steps": self.sft.steps,
+            "sft.prompts_per_step": self.sft.prompts_per_step,
+            "sft.token_budget": self.sft.token_budget,
+            "sft.save_every": self.sft.save_every,
+            "sft.keep_last": self.sft.keep_last,
             "model.min_pixels": self.model.min_pixels,
         }
         for key, value in positive.items():
@@ -142,6 +197,26 @@ class Config:
             raise ConfigError(
                 f"config: algo.epsilon_high ({self.algo.epsilon_high}) must be >= algo.epsilon ({self.algo.epsilon})"
             )
+        if self.algo.dual_clip is not None and self.algo.dual_clip <= 1:
+            raise ConfigError(f"config: algo.dual_clip must be > 1, got {self.algo.dual_clip}")
+        if not 0 < self.algo.top_entropy_fraction <= 1:
+            raise ConfigError(f"config: algo.top_entropy_fraction must be in (0, 1], got {self.algo.top_entropy_fraction}")
+        for key in ("num_iterations", "mini_batches", "max_sampling_rounds"):
+            if getattr(self.algo, key) <= 0:
+                raise ConfigError(f"config: algo.{key} must be > 0, got {getattr(self.algo, key)}")
+        if not 0 <= self.algo.overlong_buffer < self.rollout.max_new_tokens:
+            raise ConfigError(
+                f"config: algo.overlong_buffer must be in [0, rollout.max_new_tokens), got {self.algo.overlong_buffer}"
+            )
+        if self.algo.mini_batches > self.trainer.prompts_per_step:
+            raise ConfigError(
+                f"config: algo.mini_batches ({self.algo.mini_batches}) must be <= trainer.prompts_per_step "
+                f"({self.trainer.prompts_per_step}): a mini-batch holds whole groups"
+            )
+        if self.rollout.num_generations < 2 and self.algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
+            raise ConfigError(f"config: algo.advantage {self.algo.advantage!r} needs rollout.num_generations >= 2")
+        if self.algo.temporal.enabled and int(self.algo.temporal.shuffled_fraction * self.rollout.num_generations) < 1:
+            raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
         return self
 
 

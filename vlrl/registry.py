@@ -25,7 +25,7 @@ def _entry_points() -> dict[str, object]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def _import_object(spec: str) -> object:
+def import_object(spec: str) -> object:
     """'pkg.module:Class' or 'path/to/file.py:Class' -> the object."""
     target, _, attr = spec.rpartition(":")
     if target.endswith(".py") or "/" in target or "\\" in target:
@@ -51,11 +51,11 @@ def _import_object(spec: str) -> object:
 def task_class(name: str) -> type[Task]:
     builtin = _builtin()
     if name in builtin:
-        obj = _import_object(builtin[name])
+        obj = import_object(builtin[name])
     elif (ep := _entry_points().get(name)) is not None:
         obj = ep.load()
     elif ":" in name:
-        obj = _import_object(name)
+        obj = import_object(name)
     else:
         known = sorted(set(builtin) | set(_entry_points()))
         raise ConfigError(

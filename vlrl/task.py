@@ -79,6 +79,10 @@ class Task:
         """The ideal completion in the model's frame (cold-start SFT target)."""
         raise NotImplementedError
 
+    def temporal_variant(self, sample: Sample) -> Sample | None:
+        """The same question over shuffled frames, for T-GRPO; None where order carries nothing."""
+        return None
+
     # -- scoring --------------------------------------------------------------------------
     def reward_functions(self) -> dict[str, RewardFn]:
         """Every reward component the task offers, by the name used in configs and logs.

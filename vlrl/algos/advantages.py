@@ -1,15 +1,70 @@
-"""Advantages from the rewards of each prompt's group of completions."""
+"""Advantages from the rewards of each prompt's group of G completions.
+
+All estimators take rewards (groups, G) and return advantages of the same shape.
+"""
 
 from __future__ import annotations
 
 import torch
 
-
-def grpo(rewards: torch.Tensor, std_eps: float = 1e-4) -> torch.Tensor:
-    """(r - mean_g) / (std_g + eps) per group; rewards are (groups, G), std unbiased as in TRL."""
-    mean = rewards.mean(dim=1, keepdim=True)
-    std = rewards.std(dim=1, keepdim=True)
-    return (rewards - mean) / (std + std_eps)
+from vlrl.config import AlgoConfig
 
 
-ADVANTAGES = {"grpo": grpo}
+def grpo(rewards: torch.Tensor, std_eps: float = 1e-4, std_scope: str = "group") -> torch.Tensor:
+    """(r - mean_g) / (std + eps), std unbiased as TRL computes it: of the group, or of the whole batch
+    (TRL's scale_rewards="batch")."""
+    centered = rewards - rewards.mean(dim=1, keepdim=True)
+    std = rewards.std(dim=1, keepdim=True) if std_scope == "group" else rewards.std()
+    return centered / (std + std_eps)
+
+
+def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:
+    """Dr.GRPO: r - mean_g, no division by the std (which favours too-easy and too-hard prompts)."""
+    return rewards - rewards.mean(dim=1, keepdim=True)
+
+
+def rloo(rewards: torch.Tensor) -> torch.Tensor:
+    """REINFORCE leave-one-out: r_i minus the mean of the other G - 1 rewards = G/(G-1) (r_i - mean)."""
+    g = rewards.shape[1]
+    return (rewards - rewards.mean(dim=1, keepdim=True)) * g / (g - 1)
+
+
+def sign(correct: torch.Tensor) -> torch.Tensor:
+    """+1 for a correct completion, -1 otherwise: the REINFORCE of "The Surprising Effectiveness of
+    Negative Reinforcement in LLM Reasoning" (with positive_weight 0.1 it is their W-REINFORCE)."""
+    return correct.float() * 2 - 1
+
+
+def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
+    """CPGD's A = w (R - mean_g) with w = 1 (equal), 1 / (std_g + eps) (std), or clip_filter.
+
+    clip_filter is our reading of CPGD's "clip-filter-like" weight: rescale the batch by
+    (all completions / completions in groups with any spread), so that groups that teach
+    nothing do not dilute the update, as if they had been filtered out (DAPO-style) without
+    resampling. It could not be checked against CPGD's released code from here.
+    """
+    centered = dr_grpo(rewards)
+    if weighting == "equal":
+        return centered
+    if weighting == "std":
+        return centered / (rewards.std(dim=1, keepdim=True) + std_eps)
+    informative = (rewards.std(dim=1) > 0).float().sum() * rewards.shape[1]
+    return centered * (rewards.numel() / informative.clamp(min=1.0))
+
+
+def advantages(rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig) -> torch.Tensor:
+    if cfg.advantage == "grpo":
+        adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)
+    elif cfg.advantage == "dr_grpo":
+        adv = dr_grpo(rewards)
+    elif cfg.advantage == "rloo":
+        adv = rloo(rewards)
+    elif cfg.advantage == "sign":
+        adv = sign(correct)
+    elif cfg.advantage == "cpgd":
+        adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)
+    else:
+        raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
+    if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:
+        adv = torch.where(adv > 0, adv * cfg.positive_weight, adv * cfg.negative_weight)
+    return adv

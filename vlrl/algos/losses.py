@@ -1,33 +1,95 @@
-"""Per-token policy losses, KL estimators and the weights that aggregate tokens into a loss.
+"""Per-token policy losses, KL estimators, and the weights that aggregate tokens into a loss.
 
-The trainer computes `token_weights` once for the whole update batch; each micro-batch then
-contributes sum(per_token_loss * weights) to the loss, so splitting a batch into
-micro-batches changes nothing in the gradient.
+The trainer computes `token_weights` once per optimizer step over all of that step's
+completions; each micro-batch then contributes sum(per_token_loss * weights), so splitting
+a batch into micro-batches changes nothing in the gradient.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
+
+from vlrl.config import AlgoConfig
+
+
+@dataclass
+class PolicyLoss:
+    per_token: torch.Tensor  # (R, T), or (R, 1) for sequence-level ratios
+    low_clipped: torch.Tensor  # where the ratio fell below its trust region with A < 0
+    high_clipped: torch.Tensor  # where it rose above it with A > 0
+
+
+def log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:
+    """log(pi / pi_old) per token, or GSPO's per-sequence mean over the sequence's tokens (R, 1)."""
+    delta = logp - old_logp
+    if level == "sequence":
+        return (delta * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+    return delta
 
 
 def clipped_surrogate(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
+    mask: torch.Tensor,
     epsilon_low: float,
     epsilon_high: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    ratio_level: str = "token",
+    dual_clip: float | None = None,
+) -> PolicyLoss:
     """PPO/GRPO clipped objective as a loss: -min(r A, clip(r, 1-eps_low, 1+eps_high) A).
 
-    logp, old_logp: (R, T); advantages: (R,). Returns the per-token loss and where clipping
-    was active (the clipped term was the smaller one).
+    With `dual_clip` = c, a negative advantage's loss is capped at -c A (dual-clip PPO), so a
+    ratio far above 1 cannot blow the update up.
     """
-    ratio = torch.exp(logp - old_logp)
+    ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level))
     adv = advantages.unsqueeze(1)
-    unclipped = ratio * adv
-    clipped = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * adv
-    loss = -torch.min(unclipped, clipped)
-    return loss, (clipped < unclipped)
+    loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * adv)
+    if dual_clip is not None:
+        loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
+    return PolicyLoss(loss, (ratio < 1 - epsilon_low) & (adv < 0), (ratio > 1 + epsilon_high) & (adv > 0))
+
+
+def cpgd_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    epsilon_low: float,
+    epsilon_high: float,
+    drift_coef: float,
+    drift_clip: float,
+) -> PolicyLoss:
+    """CPGD: -min(ln r A, clip(ln r, ln(1-eps), ln(1+eps)) A) + coef * min(sg(r) - 1, c) ln pi.
+
+    The first term is a policy gradient clipped in log-ratio space (no ratio amplifying the
+    update); the second has the gradient of the k3 KL(pi_old || pi), capped at c: the drift.
+    """
+    log_r = logp - old_logp
+    adv = advantages.unsqueeze(1)
+    low, high = math.log(1 - epsilon_low), math.log(1 + epsilon_high)
+    surrogate = torch.min(log_r * adv, torch.clamp(log_r, low, high) * adv)
+    drift = torch.clamp(torch.exp(log_r.detach()) - 1, max=drift_clip) * logp
+    return PolicyLoss(-surrogate + drift_coef * drift, (log_r < low) & (adv < 0), (log_r > high) & (adv > 0))
+
+
+def policy_loss(
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, cfg: AlgoConfig
+) -> PolicyLoss:
+    epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
+    if cfg.loss == "cpgd":
+        return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)
+    return clipped_surrogate(logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.ratio_level, cfg.dual_clip)
+
+
+def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    return logp - ref_logp
+
+
+def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (logp - ref_logp) ** 2
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -36,7 +98,12 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1
 
 
-KL_ESTIMATORS = {"k3": kl_k3}
+def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k3 clamped to [-10, 10], as VeRL's low_var_kl, so one wild token cannot dominate."""
+    return torch.clamp(kl_k3(logp, ref_logp), -10.0, 10.0)
+
+
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}
 
 
 def token_weights(mask: torch.Tensor, aggregation: str, max_completion_length: int) -> torch.Tensor:
@@ -54,3 +121,13 @@ def token_weights(mask: torch.Tensor, aggregation: str, max_completion_length: i
     if aggregation == "seq_mean_token_sum_norm":
         return mask / (mask.shape[0] * max_completion_length)
     raise ValueError(f"unknown aggregation {aggregation!r}")
+
+
+def high_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Tokens whose entropy is in the top `fraction` of the batch's real tokens (the forking
+    tokens of "Beyond the 80/20 Rule"), as TRL selects them: entropy >= the (1 - fraction) quantile."""
+    real = entropy[mask.bool()].float()
+    if real.numel() == 0:
+        return torch.zeros_like(mask, dtype=torch.bool)
+    threshold = torch.quantile(real, 1 - fraction)
+    return (entropy >= threshold) & mask.bool()

@@ -17,9 +17,11 @@ class SamplingParams:
 @dataclass
 class Completion:
     """One sampled answer: its tokens (ending with the stop token unless truncated), the
-    log-probs of those tokens under the temperature-scaled policy, and the decoded text."""
+    log-probs of those tokens and the entropy of each step's distribution under the
+    temperature-scaled policy, and the decoded text."""
 
     token_ids: list[int]
     logprobs: list[float]
+    entropies: list[float]
     text: str
     truncated: bool

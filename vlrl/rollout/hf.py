@@ -69,7 +69,7 @@ class HFRollout:
         banned = self.banned.to(device)
         stop_ids = self.stop_ids.to(device)
 
-        tokens, logprobs = [], []
+        tokens, logprobs, entropies = [], [], []
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
         for step in range(params.max_new_tokens):
             logits = logits.float()
@@ -85,6 +85,7 @@ class HFRollout:
             choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
             tokens.append(choice)
             logprobs.append(step_logp.gather(1, choice[:, None]).squeeze(1))
+            entropies.append(-(step_logp.exp() * step_logp).sum(dim=-1))
             live = ~finished
             finished = finished | torch.isin(choice, stop_ids)
             if bool(finished.all()) or step + 1 == params.max_new_tokens:
@@ -98,18 +99,23 @@ class HFRollout:
                 use_cache=True,
             )
             logits = out.logits[:, -1]
-        return self._completions(torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), n)
+        return self._completions(
+            torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), torch.stack(entropies, dim=1), n
+        )
 
-    def _completions(self, tokens: torch.Tensor, logprobs: torch.Tensor, n: int) -> list[list[Completion]]:
+    def _completions(
+        self, tokens: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor, n: int
+    ) -> list[list[Completion]]:
         stop_ids = set(self.stop_ids.tolist())
         groups: list[list[Completion]] = []
-        for row_tokens, row_logp in zip(tokens.tolist(), logprobs.tolist(), strict=True):
+        for row_tokens, row_logp, row_entropy in zip(tokens.tolist(), logprobs.tolist(), entropies.tolist(), strict=True):
             is_stop = [t in stop_ids for t in row_tokens]
             length = is_stop.index(True) + 1 if any(is_stop) else len(row_tokens)
             ids = row_tokens[:length]
             completion = Completion(
                 token_ids=ids,
                 logprobs=row_logp[:length],
+                entropies=row_entropy[:length],
                 text=self.tokenizer.decode(ids, skip_special_tokens=True),
                 truncated=not any(is_stop),
             )

@@ -1,4 +1,4 @@
-"""The RL loop: rollout, reward, advantage, update, log — read it top to bottom in `train`."""
+"""The RL loop of the GRPO family: rollout, reward, advantage, update, log — top to bottom in `train`."""
 
 from __future__ import annotations
 
@@ -6,70 +6,91 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
-import yaml
 from rich.console import Console
 
-from vlrl.algos.advantages import ADVANTAGES
-from vlrl.algos.losses import KL_ESTIMATORS, clipped_surrogate, token_weights
-from vlrl.config import Config, ConfigError, to_dict
+from vlrl.algos.advantages import advantages as compute_advantages
+from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, policy_loss, token_weights
+from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
+from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split
-from vlrl.modeling import checkpoint_path, load_model, load_processor
+from vlrl.modeling import load_model
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import Prompt, collate, render_prompt
 from vlrl.registry import make_task
 from vlrl.rollout import Completion, HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
-from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restore_rng, rng_state, save_checkpoint
-from vlrl.trainer.loader import IndexStream
-from vlrl.trainer.logs import JsonlLog, drop_steps_after, progress_bar
+from vlrl.task import Task
+from vlrl.trainer.logs import progress_bar
+from vlrl.trainer.run import Run, RunResult
+from vlrl.trainer.thinking import make_scorer
 
 
 @dataclass
-class RunResult:
-    run_dir: Path
-    metrics: Path
-    checkpoint: Path | None
-    steps_done: int
+class Group:
+    """One prompt's G completions, scored: the unit that advantages are computed over."""
+
+    sample: Sample
+    prompt: Prompt
+    completions: list[Completion]
+    scores: Scores
+    reward: torch.Tensor  # (G,) the task's weighted reward plus shaping terms
+    correct: torch.Tensor  # (G,) bool, by algo.accuracy_reward >= algo.accuracy_threshold
+    shaping: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (G,) terms added to the reward
 
 
 @dataclass
 class RolloutBatch:
-    """B prompts with G completions each; rows are prompt-major (row = b * G + g)."""
+    """Groups flattened into rows, prompt-major (row = group * G + g)."""
 
-    samples: list[Sample]
-    prompts: list[Prompt]
-    completions: list[Completion]
-    prompt_index: torch.Tensor  # (R,) which prompt each row continues
+    groups: list[Group]
+    prompt_index: torch.Tensor  # (R,) which group's prompt each row continues
     completion_ids: torch.Tensor  # (R, T) right-padded
     completion_mask: torch.Tensor  # (R, T) 1 on real tokens
+    rollout_logprobs: torch.Tensor  # (R, T) sampled tokens' log-probs at rollout time
+    entropy: torch.Tensor  # (R, T) rollout distributions' entropy
+    truncated: torch.Tensor  # (R,) hit max_new_tokens without stopping
 
+    @classmethod
+    def from_groups(cls, groups: list[Group], pad_id: int) -> RolloutBatch:
+        completions = [c for g in groups for c in g.completions]
+        width = max(1, max(len(c.token_ids) for c in completions))
+        shape = (len(completions), width)
+        ids = torch.full(shape, pad_id, dtype=torch.long)
+        mask, logp, entropy = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
+        for i, c in enumerate(completions):
+            n = len(c.token_ids)
+            ids[i, :n] = torch.tensor(c.token_ids, dtype=torch.long)
+            mask[i, :n] = 1.0
+            logp[i, :n] = torch.tensor(c.logprobs)
+            entropy[i, :n] = torch.tensor(c.entropies)
+        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions])
+        truncated = torch.tensor([c.truncated for c in completions])
+        return cls(groups, prompt_index, ids, mask, logp, entropy, truncated)
 
-def pad_completions(completions: Sequence[Completion], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    length = max(1, max(len(c.token_ids) for c in completions))
-    ids = torch.full((len(completions), length), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(completions), length), dtype=torch.float32)
-    for i, c in enumerate(completions):
-        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
-        mask[i, : len(c.token_ids)] = 1.0
-    return ids, mask
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [g.prompt for g in self.groups]
+
+    def lengths(self) -> list[int]:
+        return self.completion_mask.sum(dim=1).long().tolist()
 
 
 def micro_batches(
     prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
 ) -> list[list[int]]:
-    """Rows grouped into micro-batches whose padded size (prompts x longest prompt + rows x
+    """Positions grouped into micro-batches whose padded size (prompts x longest prompt + rows x
     longest completion) stays within `token_budget`; rows of one prompt stay together when
     they fit, so its prefix is computed once. A single row always forms a micro-batch."""
     batches: list[list[int]] = []
     rows: list[int] = []
     prompts: set[int] = set()
     longest_prompt = longest_row = 0
-    for row, (p, length) in enumerate(zip(prompt_index, row_lengths, strict=True)):
+    for position, (p, length) in enumerate(zip(prompt_index, row_lengths, strict=True)):
         new_prompts = prompts | {p}
         new_longest_prompt = max(longest_prompt, prompt_lengths[p])
         new_longest_row = max(longest_row, length)
@@ -78,250 +99,282 @@ def micro_batches(
             batches.append(rows)
             rows, prompts, longest_prompt, longest_row = [], set(), 0, 0
             new_prompts, new_longest_prompt, new_longest_row = {p}, prompt_lengths[p], length
-        rows.append(row)
+        rows.append(position)
         prompts, longest_prompt, longest_row = new_prompts, new_longest_prompt, new_longest_row
     if rows:
         batches.append(rows)
     return batches
 
 
-def lr_factor(step: int, cfg: Config) -> float:
-    """Multiplier of trainer.lr at optimizer step `step` (0-based): warmup, then the schedule."""
-    t = cfg.trainer
-    if step < t.warmup_steps:
-        return (step + 1) / t.warmup_steps
-    progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
-    if t.lr_schedule == "linear":
-        return max(0.0, 1.0 - progress)
-    if t.lr_schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    return 1.0
-
-
-def rollout(
-    engine: HFRollout, processor, task, samples: list[Sample], cfg: Config, generator: torch.Generator
-) -> RolloutBatch:
-    prompts = [render_prompt(processor, task.messages(s), s, cfg.model.min_pixels, cfg.model.max_pixels) for s in samples]
-    params = SamplingParams(
-        n=cfg.rollout.num_generations,
-        max_new_tokens=cfg.rollout.max_new_tokens,
-        temperature=cfg.rollout.temperature,
-        top_p=cfg.rollout.top_p,
-        top_k=cfg.rollout.top_k,
-    )
-    groups = engine.generate(prompts, params, generator)
-    completions = [c for group in groups for c in group]
-    ids, mask = pad_completions(completions, engine.pad_id)
-    prompt_index = torch.arange(len(samples)).repeat_interleave(cfg.rollout.num_generations)
-    return RolloutBatch(samples, prompts, completions, prompt_index, ids, mask)
-
-
-def update_policy(
-    model: torch.nn.Module,
-    reference: torch.nn.Module | None,
-    batch: RolloutBatch,
-    advantages: torch.Tensor,
-    cfg: Config,
-    optimizer: torch.optim.Optimizer,
-    pad_id: int,
-) -> tuple[dict[str, float], bool]:
-    """One optimizer step on the batch, in token-budgeted micro-batches. Returns (stats, applied):
-    the step is skipped (not applied) when the loss or the gradient is not finite."""
+def rows_logprobs(
+    model: torch.nn.Module, batch: RolloutBatch, rows: list[int], temperature: float, pad_id: int
+) -> tuple[torch.Tensor, int]:
+    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt."""
     device = next(model.parameters()).device
-    algo = cfg.algo
-    weights = token_weights(batch.completion_mask, algo.aggregation, cfg.rollout.max_new_tokens)
-    lengths = batch.completion_mask.sum(dim=1).long().tolist()
-    plan = micro_batches(
-        batch.prompt_index.tolist(), [len(p) for p in batch.prompts], lengths, cfg.trainer.token_budget
-    )
-    epsilon_high = algo.epsilon if algo.epsilon_high is None else algo.epsilon_high
-    sums: dict[str, float] = defaultdict(float)
-    optimizer.zero_grad(set_to_none=True)
-    for rows in plan:
-        rows_t = torch.tensor(rows)
-        owners = batch.prompt_index[rows_t]
-        prompt_ids = sorted(set(owners.tolist()))
-        local = torch.tensor([prompt_ids.index(p) for p in owners.tolist()], device=device)
-        prompts = collate([batch.prompts[p] for p in prompt_ids], pad_id).to(device)
-        width = max(1, max(lengths[r] for r in rows))
-        ids = batch.completion_ids[rows_t, :width].to(device)
-        mask = batch.completion_mask[rows_t, :width].to(device)
+    rows_t = torch.tensor(rows)
+    owners = batch.prompt_index[rows_t].tolist()
+    prompt_ids = sorted(set(owners))
+    local = torch.tensor([prompt_ids.index(p) for p in owners], device=device)
+    prompts = collate([batch.groups[p].prompt for p in prompt_ids], pad_id).to(device)
+    width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
+    ids = batch.completion_ids[rows_t, :width].to(device)
+    mask = batch.completion_mask[rows_t, :width].to(device)
+    logp, _ = completion_logprobs(model, prompts, local, ids, mask, temperature)
+    return logp, width
 
-        logp, token_entropy = completion_logprobs(
-            model, prompts, local, ids, mask, cfg.rollout.temperature, with_entropy=True
+
+class RLTrainer:
+    """Holds what the loop needs; `train` is the loop."""
+
+    def __init__(self, cfg: Config, console: Console):
+        self.cfg = cfg
+        self.console = console
+        self.task: Task = make_task(cfg.task)
+        if cfg.rollout.engine != "hf":
+            raise ConfigError(f"config: rollout.engine {cfg.rollout.engine!r} is not available in this build; use 'hf'")
+        accuracy = cfg.algo.accuracy_reward
+        if accuracy and accuracy not in self.task.reward_weights:
+            raise ConfigError(
+                f"config: algo.accuracy_reward {accuracy!r} is not one of the run's rewards: "
+                f"{', '.join(self.task.reward_weights)}"
+            )
+        self.split = load_task_split(self.task, cfg, "train", console)
+        self.run = Run(cfg, cfg.trainer, "trainer", self.split, console)
+        self.reference = (
+            load_model(cfg.model, self.run.base_path, self.run.device).eval().requires_grad_(False)
+            if cfg.algo.beta > 0
+            else None  # beta = 0: no reference model is loaded at all
         )
-        old_logp = logp.detach()  # one update per rollout: the policy has not moved since sampling
-        per_token, clipped = clipped_surrogate(logp, old_logp, advantages[rows_t].to(device), algo.epsilon, epsilon_high)
-        if reference is not None:
-            with torch.no_grad():
-                ref_logp, _ = completion_logprobs(reference, prompts, local, ids, mask, cfg.rollout.temperature)
-            kl = KL_ESTIMATORS[algo.kl_estimator](logp, ref_logp)
-            per_token = per_token + algo.beta * kl
-            sums["kl"] += float((kl.detach() * mask).sum())
-        loss = (per_token * weights[rows_t, :width].to(device)).sum()
-        loss.backward()
-        sums["loss"] += float(loss.detach())
-        sums["clip_frac"] += float((clipped.float() * mask).sum())
-        sums["entropy"] += float((token_entropy * mask).sum())
-    params = [p for p in model.parameters() if p.requires_grad]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.trainer.max_grad_norm))
-    applied = math.isfinite(sums["loss"]) and math.isfinite(grad_norm)
-    if applied:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    n_tokens = float(batch.completion_mask.sum().clamp(min=1.0))
-    stats = {
-        "loss": sums["loss"],
-        "grad_norm": grad_norm,
-        "clip_frac": sums["clip_frac"] / n_tokens,
-        "entropy": sums["entropy"] / n_tokens,
-        "micro_batches": float(len(plan)),
-    }
-    if reference is not None:
-        stats["kl"] = sums["kl"] / n_tokens
-    return stats, applied
+        self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
+        self.thinking = make_scorer(cfg.algo.trust, cfg.model)
+        r = cfg.rollout
+        self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
 
+    # -- 1-2. rollout and reward ---------------------------------------------------------------
+    def render(self, sample: Sample) -> Prompt:
+        m = self.cfg.model
+        return render_prompt(self.run.processor, self.task.messages(sample), sample, m.min_pixels, m.max_pixels)
 
-def step_metrics(scores: Scores, rewards: torch.Tensor, advantages: torch.Tensor, batch: RolloutBatch) -> dict[str, float]:
-    lengths = batch.completion_mask.sum(dim=1)
-    metrics = {
-        "reward": float(rewards.mean()),
-        "reward_std": float(rewards.std(dim=1).mean()) if rewards.shape[1] > 1 else 0.0,
-        "frac_groups_zero_std": float((rewards.std(dim=1) == 0).float().mean()) if rewards.shape[1] > 1 else 1.0,
-        "advantage_abs": float(advantages.abs().mean()),
-        "completion_length": float(lengths.mean()),
-        "completion_length_max": float(lengths.max()),
-        "truncated_frac": sum(c.truncated for c in batch.completions) / len(batch.completions),
-    }
-    for name, values in scores.components.items():
-        metrics[f"reward/{name}"] = sum(values) / len(values)
-    for name, count in scores.failures.items():
-        metrics[f"reward_failures/{name}"] = float(count)
-    return metrics
+    def correct(self, scores: Scores, rows: slice) -> torch.Tensor:
+        name = self.cfg.algo.accuracy_reward
+        values = scores.components[name][rows] if name else scores.total[rows]
+        return torch.tensor(values) >= self.cfg.algo.accuracy_threshold
+
+    def generate_groups(self, samples: list[Sample], step: int) -> list[Group]:
+        """Render, sample G completions per prompt, score them, add the configured shaping terms."""
+        algo, G = self.cfg.algo, self.cfg.rollout.num_generations
+        prompts = [self.render(s) for s in samples]
+        completions = self.engine.generate(prompts, self.sampling, self.run.generator)
+        texts = [c.text for group in completions for c in group]
+        repeated = [s for s in samples for _ in range(G)]
+        scores = score(self.task, texts, repeated)
+        thinking = self.thinking(repeated, texts) if self.thinking else None
+        shuffled_correct = self.temporal_contrast(samples) if algo.temporal.enabled else [None] * len(samples)
+        groups = []
+        for i, (sample, prompt, group) in enumerate(zip(samples, prompts, completions, strict=True)):
+            rows = slice(i * G, (i + 1) * G)
+            reward = torch.tensor(scores.total[rows], dtype=torch.float32)
+            correct = self.correct(scores, rows)
+            shaping: dict[str, torch.Tensor] = {}
+            if algo.overlong_buffer > 0:
+                lengths = torch.tensor([len(c.token_ids) for c in group])
+                shaping["overlong"] = overlong_penalty(
+                    lengths, self.cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
+                )
+            if thinking is not None:
+                shaping["thinking"] = trust_bonus(
+                    torch.tensor(thinking[rows]), correct, algo.trust.alpha, step, algo.trust.decay_steps
+                )
+            if shuffled_correct[i] is not None:
+                shaping["temporal"] = temporal_bonus(correct, shuffled_correct[i], algo.temporal.alpha, algo.temporal.mu)
+            for term in shaping.values():
+                reward = reward + term
+            sub = Scores({k: v[rows] for k, v in scores.components.items()}, scores.total[rows])
+            groups.append(Group(sample, prompt, group, sub, reward, correct, shaping))
+        return groups
+
+    def temporal_contrast(self, samples: list[Sample]) -> list[torch.Tensor | None]:
+        """T-GRPO: which of a few completions on each prompt's shuffled-frame variant are correct."""
+        variants = [self.task.temporal_variant(s) for s in samples]
+        present = [(i, v) for i, v in enumerate(variants) if v is not None]
+        out: list[torch.Tensor | None] = [None] * len(samples)
+        if not present:
+            return out
+        n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
+        params = SamplingParams(n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k)
+        groups = self.engine.generate([self.render(v) for _, v in present], params, self.run.generator)
+        texts = [c.text for g in groups for c in g]
+        scores = score(self.task, texts, [v for _, v in present for _ in range(n)])
+        for j, (i, _) in enumerate(present):
+            out[i] = self.correct(scores, slice(j * n, (j + 1) * n))
+        return out
+
+    def collect(self, step: int) -> tuple[list[Group], int]:
+        """B scored groups. With DAPO's dynamic sampling, groups whose rewards are all equal
+        (zero advantage: nothing to learn) are dropped and the batch is refilled with new prompts."""
+        algo, B = self.cfg.algo, self.cfg.trainer.prompts_per_step
+        groups: list[Group] = []
+        rounds = 0
+        while len(groups) < B and rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):
+            rounds += 1
+            samples = [self.split.samples[i] for i in self.run.stream.take(B - len(groups))]
+            new = self.generate_groups(samples, step)
+            if algo.dynamic_sampling:
+                informative = [g for g in new if bool(g.reward.std() > 0)]
+                if not groups and not informative and rounds == algo.max_sampling_rounds:
+                    informative = new  # nothing informative at all: train on what there is
+                new = informative
+            groups.extend(new)
+        return groups, rounds
+
+    # -- 4. update -------------------------------------------------------------------------------
+    def logprobs_no_grad(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
+        """(R, T) log-probs of every row under `model`, without gradient (reference, old policy)."""
+        out = torch.zeros_like(batch.completion_mask)
+        all_rows = list(range(len(batch.prompt_index)))
+        with torch.no_grad():
+            for positions in self.plan(batch, all_rows):
+                rows = [all_rows[p] for p in positions]
+                logp, width = rows_logprobs(model, batch, rows, self.cfg.rollout.temperature, self.engine.pad_id)
+                out[torch.tensor(rows), :width] = logp.float().cpu()
+        return out
+
+    def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
+        lengths = batch.lengths()
+        return micro_batches(
+            [int(batch.prompt_index[r]) for r in rows],
+            [len(p) for p in batch.prompts],
+            [lengths[r] for r in rows],
+            self.cfg.trainer.token_budget,
+        )
+
+    def update(self, batch: RolloutBatch, advantages: torch.Tensor) -> tuple[dict[str, float], int]:
+        """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
+        groups, each step in token-budgeted micro-batches. Returns stats and skipped steps."""
+        algo, run = self.cfg.algo, self.run
+        device = run.device
+        loss_mask = batch.completion_mask.clone()
+        if algo.mask_truncated:
+            loss_mask[batch.truncated] = 0.0
+        selected = (
+            high_entropy_mask(batch.entropy, loss_mask, algo.top_entropy_fraction).float()
+            if algo.top_entropy_fraction < 1
+            else None
+        )
+        policy_moves = algo.num_iterations > 1 or algo.mini_batches > 1
+        old = None
+        if policy_moves:  # otherwise the policy has not moved since sampling: old = current, detached
+            old = batch.rollout_logprobs if algo.old_logprobs == "rollout" else self.logprobs_no_grad(run.model, batch)
+        ref = self.logprobs_no_grad(self.reference, batch) if self.reference is not None else None
+
+        sums: dict[str, float] = defaultdict(float)
+        skipped = 0
+        group_rows = [[r for r in range(len(batch.prompt_index)) if int(batch.prompt_index[r]) == g] for g in range(len(batch.groups))]
+        for _ in range(algo.num_iterations):
+            for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
+                rows = [r for g in chunk for r in group_rows[g]]
+                rows_t = torch.tensor(rows)
+                weights = token_weights(loss_mask[rows_t], algo.aggregation, self.cfg.rollout.max_new_tokens)
+                loss_total = 0.0
+                for positions in self.plan(batch, rows):
+                    micro = rows_t[positions]
+                    logp, width = rows_logprobs(run.model, batch, micro.tolist(), self.cfg.rollout.temperature, self.engine.pad_id)
+                    mask = loss_mask[micro, :width].to(device)
+                    old_logp = logp.detach() if old is None else old[micro, :width].to(device)
+                    terms = policy_loss(logp, old_logp, advantages[micro].to(device), mask, algo)
+                    per_token = terms.per_token
+                    if selected is not None:
+                        per_token = per_token * selected[micro, :width].to(device)
+                    if ref is not None:
+                        kl = KL_ESTIMATORS[algo.kl_estimator](logp, ref[micro, :width].to(device))
+                        per_token = per_token + algo.beta * kl
+                        sums["kl"] += float((kl.detach() * mask).sum())
+                    loss = (per_token * weights[positions, :width].to(device)).sum()
+                    loss.backward()
+                    loss_total += float(loss.detach())
+                    sums["clip_low"] += float((terms.low_clipped.float() * mask).sum())
+                    sums["clip_high"] += float((terms.high_clipped.float() * mask).sum())
+                    sums["tokens"] += float(mask.sum())
+                grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
+                skipped += not applied
+                sums["loss"] += loss_total
+                sums["grad_norm"] += grad_norm
+                sums["optimizer_steps"] += 1
+        steps, tokens = sums["optimizer_steps"], max(1.0, sums["tokens"])
+        stats = {
+            "loss": sums["loss"] / steps,
+            "grad_norm": sums["grad_norm"] / steps,
+            "clip_low_frac": sums["clip_low"] / tokens,
+            "clip_high_frac": sums["clip_high"] / tokens,
+            "optimizer_steps": steps,
+        }
+        if ref is not None:
+            stats["kl"] = sums["kl"] / tokens
+        return stats, skipped
+
+    # -- 5. log ----------------------------------------------------------------------------------
+    def step_metrics(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor) -> dict[str, float]:
+        rewards = torch.stack([g.reward for g in groups])
+        lengths = batch.completion_mask.sum(dim=1)
+        metrics = {
+            "reward": float(rewards.mean()),
+            "reward_std": float(rewards.std(dim=1).mean()),
+            "frac_groups_zero_std": float((rewards.std(dim=1) == 0).float().mean()),
+            "accuracy": float(torch.stack([g.correct for g in groups]).float().mean()),
+            "advantage_abs": float(advantages.abs().mean()),
+            "completion_length": float(lengths.mean()),
+            "completion_length_max": float(lengths.max()),
+            "truncated_frac": float(batch.truncated.float().mean()),
+            "entropy": float((batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)),
+        }
+        for name in groups[0].scores.components:
+            metrics[f"reward/{name}"] = float(np.mean([v for g in groups for v in g.scores.components[name]]))
+        for name in groups[0].shaping:
+            metrics[f"reward/{name}"] = float(torch.cat([g.shaping[name] for g in groups]).mean())
+        if self.thinking is not None:
+            metrics["thinking_failures"] = float(self.thinking.failures)
+        return metrics
+
+    def train(self) -> RunResult:
+        cfg, run, t = self.cfg, self.run, self.cfg.trainer
+        with progress_bar(self.console, t.progress) as progress:
+            bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
+            for step in range(run.step + 1, t.steps + 1):
+                t0 = time.perf_counter()
+                # 1-2. rollout and reward: B prompts, G scored completions each
+                groups, rounds = self.collect(step)
+                t1 = time.perf_counter()
+                # 3. advantages, per group
+                rewards = torch.stack([g.reward for g in groups])
+                correct = torch.stack([g.correct for g in groups])
+                advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
+                batch = RolloutBatch.from_groups(groups, self.engine.pad_id)
+                # 4. update
+                stats, skipped = self.update(batch, advantages)
+                t2 = time.perf_counter()
+                # 5. log and checkpoint
+                metrics = {"step": step, **self.step_metrics(groups, batch, advantages), **stats}
+                metrics.update(
+                    lr=run.optimizer.param_groups[0]["lr"],
+                    skipped_updates=run.skipped_updates + skipped,
+                    sampling_rounds=rounds,
+                    time_rollout=t1 - t0,
+                    time_update=t2 - t1,
+                    time_step=t2 - t0,
+                )
+                if step == 1:
+                    metrics["data_skipped_records"] = len(self.split.errors)
+                run.metrics.write(metrics)
+                if step % t.log_samples_every == 0 or step == 1:
+                    g = groups[0]
+                    for i, c in enumerate(g.completions):
+                        run.samples.write(
+                            {"step": step, "id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
+                        )
+                progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
+                run.end_step(step, skipped)
+        return run.close()
 
 
 def train(cfg: Config, console: Console | None = None) -> RunResult:
-    console = console or Console()
-    t = cfg.trainer
-    run_dir = Path(t.output_dir)
-    checkpoints_dir = run_dir / "checkpoints"
-    resume_from = _resume_checkpoint(cfg, checkpoints_dir)
-
-    # -- setup: task, data, model, optimizer (config errors surface before any model loads) ----
-    task = make_task(cfg.task)
-    base_path = checkpoint_path(cfg.model)
-    if cfg.rollout.engine != "hf":
-        raise ConfigError(f"config: rollout.engine {cfg.rollout.engine!r} is not available in this build; use 'hf'")
-    split = load_task_split(task, cfg, "train", console)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    if split.errors:
-        with open(run_dir / "skipped_records.txt", "w") as handle:
-            handle.writelines(f"{err}\n" for err in split.errors)
-
-    torch.manual_seed(t.seed)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    processor = load_processor(cfg.model, base_path)
-    model = load_model(cfg.model, str(resume_from) if resume_from else None, device).eval()
-    reference = load_model(cfg.model, base_path, device).eval().requires_grad_(False) if cfg.algo.beta > 0 else None
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg))
-    engine = HFRollout(model, processor.tokenizer)
-    stream = IndexStream(len(split.samples), t.seed)
-    generator = torch.Generator(device=device).manual_seed(t.seed)
-    start, consecutive_nonfinite, skipped_updates = 0, 0, 0
-    if resume_from:
-        state = load_trainer_state(resume_from)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        stream.load_state_dict(state["stream"])
-        restore_rng(state["rng"], generator)
-        start, consecutive_nonfinite, skipped_updates = state["step"], state["consecutive_nonfinite"], state["skipped_updates"]
-        console.print(f"resumed from {resume_from} (step {start})")
-    metrics_path = run_dir / "metrics.jsonl"
-    drop_steps_after(metrics_path, start)
-    drop_steps_after(run_dir / "samples.jsonl", start)
-    metrics_log, samples_log = JsonlLog(metrics_path), JsonlLog(run_dir / "samples.jsonl")
-    last_checkpoint = resume_from
-    G = cfg.rollout.num_generations
-
-    with progress_bar(console, t.progress) as progress:
-        bar = progress.add_task("train", total=t.steps, completed=start, status="")
-        for step in range(start + 1, t.steps + 1):
-            t0 = time.perf_counter()
-            # 1. rollout: B prompts, G completions each
-            samples = [split.samples[i] for i in stream.take(t.prompts_per_step)]
-            batch = rollout(engine, processor, task, samples, cfg, generator)
-            t1 = time.perf_counter()
-            # 2. reward: every component kept, weighted sum is the reward
-            group_samples = [s for s in samples for _ in range(G)]
-            scores = score(task, [c.text for c in batch.completions], group_samples)
-            rewards = torch.tensor(scores.total, dtype=torch.float32).view(len(samples), G)
-            # 3. advantage, per group
-            advantages = ADVANTAGES[cfg.algo.advantage](rewards, cfg.algo.std_eps).view(-1)
-            t2 = time.perf_counter()
-            # 4. update
-            stats, applied = update_policy(model, reference, batch, advantages, cfg, optimizer, engine.pad_id)
-            if applied:  # the schedule counts optimizer steps taken
-                scheduler.step()
-            consecutive_nonfinite = 0 if applied else consecutive_nonfinite + 1
-            skipped_updates += 0 if applied else 1
-            t3 = time.perf_counter()
-            # 5. log and checkpoint
-            metrics = {"step": step, **step_metrics(scores, rewards, advantages, batch), **stats}
-            metrics.update(
-                lr=optimizer.param_groups[0]["lr"],
-                skipped_updates=skipped_updates,
-                time_rollout=t1 - t0,
-                time_reward=t2 - t1,
-                time_update=t3 - t2,
-                time_step=t3 - t0,
-            )
-            if step == 1:
-                metrics["data_skipped_records"] = len(split.errors)
-            metrics_log.write(metrics)
-            if step % t.log_samples_every == 0 or step == 1:
-                for i, completion in enumerate(batch.completions[:G]):
-                    samples_log.write(
-                        {"step": step, "id": samples[0].id, "completion": completion.text, "rewards": scores.row(i), "reward": scores.total[i]}
-                    )
-            progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
-            if consecutive_nonfinite >= t.max_consecutive_nonfinite:
-                metrics_log.close()
-                raise RuntimeError(
-                    f"stopped at step {step}: {consecutive_nonfinite} consecutive updates had a non-finite loss or "
-                    f"gradient (trainer.max_consecutive_nonfinite={t.max_consecutive_nonfinite}); no NaN weights were "
-                    f"written; last good checkpoint: {last_checkpoint}"
-                )
-            if step % t.save_every == 0 or step == t.steps:
-                state = {
-                    "step": step,
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(),
-                    "stream": stream.state_dict(),
-                    "rng": rng_state(generator),
-                    "consecutive_nonfinite": consecutive_nonfinite,
-                    "skipped_updates": skipped_updates,
-                }
-                last_checkpoint = save_checkpoint(checkpoints_dir, step, model, processor, state, t.keep_last)
-    metrics_log.close()
-    samples_log.close()
-    return RunResult(run_dir, metrics_path, last_checkpoint, t.steps)
-
-
-def _resume_checkpoint(cfg: Config, checkpoints_dir: Path) -> Path | None:
-    resume = cfg.trainer.resume
-    if resume == "":
-        if list_checkpoints(checkpoints_dir):
-            raise ConfigError(
-                f"config: trainer.output_dir {cfg.trainer.output_dir} already holds checkpoints; "
-                "set trainer.resume=auto to continue that run, or choose another output_dir"
-            )
-        return None
-    if resume == "auto":
-        found = list_checkpoints(checkpoints_dir)
-        return found[-1] if found else None
-    path = Path(resume)
-    load_trainer_state(path)  # fails early, naming the path, if it is not a complete checkpoint
-    return path
+    return RLTrainer(cfg, console or Console()).train()

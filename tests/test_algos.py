@@ -1,0 +1,121 @@
+"""Advantage estimators, losses beyond TRL's, KL estimators and reward shaping, on hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vlrl.algos.advantages import advantages, cpgd, dr_grpo, grpo, rloo, sign
+from vlrl.algos.losses import clipped_surrogate, cpgd_loss, high_entropy_mask, kl_k1, kl_k2, kl_k3, kl_low_var
+from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
+from vlrl.config import AlgoConfig
+
+REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+
+
+def test_dr_grpo_and_rloo_center_without_dividing_by_the_std():
+    torch.testing.assert_close(dr_grpo(REWARDS)[1], torch.tensor([1.5, -0.5, -0.5, -0.5]))
+    # RLOO: r_i - mean of the other three: 3 - 1 = 2, 1 - 5/3 = -2/3
+    torch.testing.assert_close(rloo(REWARDS)[1], torch.tensor([2.0, -2 / 3, -2 / 3, -2 / 3]))
+
+
+def test_batch_std_scaling_divides_by_the_std_of_all_rewards():
+    batch_std = REWARDS.std()
+    torch.testing.assert_close(grpo(REWARDS, 1e-4, "batch"), dr_grpo(REWARDS) / (batch_std + 1e-4))
+
+
+def test_sign_advantage_and_w_reinforce_weights():
+    correct = torch.tensor([[True, False, True]])
+    assert sign(correct).tolist() == [[1.0, -1.0, 1.0]]
+    cfg = AlgoConfig(advantage="sign", positive_weight=0.1)
+    rewards = torch.tensor([[1.0, 0.0, 1.0]])
+    assert advantages(rewards, correct, cfg).tolist()[0] == pytest.approx([0.1, -1.0, 0.1])
+    cfg = AlgoConfig(advantage="dr_grpo", negative_weight=0.0)  # positive-sample reinforcement only
+    assert advantages(rewards, correct, cfg).tolist()[0] == pytest.approx([1 / 3, 0.0, 1 / 3])
+
+
+def test_cpgd_weightings():
+    torch.testing.assert_close(cpgd(REWARDS, "equal", 1e-4), dr_grpo(REWARDS))
+    torch.testing.assert_close(cpgd(REWARDS, "std", 1e-4), grpo(REWARDS))
+    # Two of three groups have spread: 12 completions / 8 informative ones = 1.5.
+    torch.testing.assert_close(cpgd(REWARDS, "clip_filter", 1e-4), dr_grpo(REWARDS) * 1.5)
+
+
+def test_dual_clip_caps_the_loss_of_a_negative_advantage():
+    logp = torch.log(torch.tensor([[5.0, 1.5]]))
+    old = torch.zeros(1, 2)
+    mask = torch.ones(1, 2)
+    plain = clipped_surrogate(logp, old, torch.tensor([-1.0]), mask, 0.2, 0.2).per_token
+    assert plain.tolist()[0] == pytest.approx([5.0, 1.5])  # -min(r A, clip(r) A) = -min(-r, -1.2) = r
+    dual = clipped_surrogate(logp, old, torch.tensor([-1.0]), mask, 0.2, 0.2, dual_clip=3.0).per_token
+    assert dual.tolist()[0] == pytest.approx([3.0, 1.5])
+    positive = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.2, dual_clip=3.0).per_token
+    assert positive.tolist()[0] == pytest.approx([-1.2, -1.2])  # positive advantages are untouched
+
+
+def test_sequence_level_ratio_is_the_mean_token_log_ratio():
+    logp = torch.tensor([[-1.0, -2.0, -9.0]], requires_grad=True)
+    old = torch.tensor([[-1.1, -2.1, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    terms = clipped_surrogate(logp, old, torch.tensor([2.0]), mask, 0.2, 0.2, ratio_level="sequence")
+    assert terms.per_token.shape == (1, 1)
+    assert terms.per_token.item() == pytest.approx(-2.0 * math.exp(0.1))
+    terms.per_token.sum().backward()
+    # d/dlogp_t of -A exp(mean log ratio) = -A r / n_tokens on real tokens, 0 on padding.
+    assert logp.grad.tolist()[0] == pytest.approx([-math.exp(0.1), -math.exp(0.1), 0.0])
+
+
+def test_cpgd_loss_clips_the_log_ratio_and_adds_a_capped_drift():
+    logp = torch.tensor([[math.log(0.5), math.log(0.2)]], requires_grad=True)
+    old = torch.tensor([[math.log(0.25), math.log(0.2)]])  # ratios 2 and 1
+    terms = cpgd_loss(logp, old, torch.tensor([1.0]), 0.2, 0.2, drift_coef=0.1, drift_clip=0.5)
+    # token 0: ln r = ln 2 clipped to ln 1.2 (A > 0, min picks the clipped); drift min(2 - 1, 0.5) = 0.5
+    # token 1: ln r = 0; drift 0
+    expected = [-math.log(1.2) + 0.1 * 0.5 * math.log(0.5), 0.0]
+    assert terms.per_token.tolist()[0] == pytest.approx(expected)
+    terms.per_token.sum().backward()
+    # Gradient: clipped token has none from the surrogate, only the drift (0.1 x 0.5); the other is -A.
+    assert logp.grad.tolist()[0] == pytest.approx([0.05, -1.0])
+    assert terms.high_clipped.tolist() == [[True, False]]
+
+
+def test_kl_estimators():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
+    assert kl_k1(logp, ref).item() == pytest.approx(0.5)
+    assert kl_k2(logp, ref).item() == pytest.approx(0.125)
+    assert kl_k3(logp, ref).item() == pytest.approx(math.exp(-0.5) + 0.5 - 1)
+    assert kl_low_var(torch.tensor([0.0]), torch.tensor([20.0])).item() == 10.0  # k3 would be e^20 - 21
+
+
+def test_overlong_penalty_ramps_over_the_buffer():
+    lengths = torch.tensor([50, 80, 90, 100])
+    assert overlong_penalty(lengths, max_length=100, buffer=20).tolist() == pytest.approx([0.0, 0.0, -0.5, -1.0])
+    assert overlong_penalty(lengths, max_length=100, buffer=0).tolist() == [0.0] * 4
+
+
+def test_trust_bonus_follows_sophiavl_r1():
+    thinking = torch.tensor([0.8, 0.6, 0.2, 0.4])
+    correct = torch.tensor([True, True, False, False])
+    # mu_c = 0.7 >= mu_w = 0.3: gamma = 1; bonus = 0.3 * exp(-100/1000) * R^t
+    torch.testing.assert_close(trust_bonus(thinking, correct, 0.3, 100, 1000.0), 0.3 * math.exp(-0.1) * thinking)
+    # Reasoning rated higher on wrong answers: gamma = exp(mu_c - mu_w) = exp(-0.4)
+    flipped = torch.tensor([False, False, True, True])
+    torch.testing.assert_close(trust_bonus(thinking, flipped, 0.3, 0, 1000.0), 0.3 * math.exp(-0.4) * thinking)
+    assert trust_bonus(thinking, torch.ones(4, dtype=torch.bool), 0.3, 0, 1000.0).tolist() == [0.0] * 4
+
+
+def test_temporal_bonus_goes_to_correct_ordered_completions_when_order_helped():
+    ordered = torch.tensor([True, True, False, False])
+    assert temporal_bonus(ordered, torch.tensor([True, False]), 0.3, 0.8).tolist() == pytest.approx([0.3, 0.3, 0, 0])
+    # 0.5 < 0.8 x 1.0: shuffled frames did as well, no bonus
+    assert temporal_bonus(ordered, torch.tensor([True, True]), 0.3, 0.8).tolist() == [0.0] * 4
+
+
+def test_high_entropy_mask_keeps_the_top_fraction_of_real_tokens():
+    entropy = torch.tensor([[0.1, 0.9, 0.5, 5.0], [0.3, 0.7, 0.2, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    selected = high_entropy_mask(entropy, mask, fraction=0.25)
+    # 7 real tokens; the 0.75 quantile of [0, .1, .2, .3, .5, .7, .9] is 0.6: .7 and .9 are kept, padding never
+    assert selected.tolist() == [[False, True, False, False], [False, True, False, False]]

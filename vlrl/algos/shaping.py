@@ -1,0 +1,43 @@
+"""Reward shaping applied by the trainer on top of a task's rewards, per group of completions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment: 0 up to L_max - L_cache, then linear down to -penalty at L_max."""
+    if buffer <= 0:
+        return torch.zeros_like(lengths, dtype=torch.float32)
+    start = max_length - buffer
+    ramp = (start - lengths.float()) / buffer * penalty
+    return torch.where(lengths.float() <= start, torch.zeros_like(ramp), ramp.clamp(min=-penalty))
+
+
+def trust_bonus(
+    thinking: torch.Tensor, correct: torch.Tensor, alpha: float, step: int, decay_steps: float
+) -> torch.Tensor:
+    """Trust-GRPO (SophiaVL-R1) for one group: gamma * alpha * exp(-step / T) * R^t.
+
+    gamma = 1 when the thinking reward is on average at least as high on correct completions
+    as on wrong ones, exp(mu_c - mu_w) otherwise; a group that is all right or all wrong gets
+    no thinking reward (nothing to trust it against).
+    """
+    if bool(correct.all()) or not bool(correct.any()):
+        return torch.zeros_like(thinking)
+    mu_correct = thinking[correct].mean()
+    mu_wrong = thinking[~correct].mean()
+    gamma = 1.0 if mu_correct >= mu_wrong else float(torch.exp(mu_correct - mu_wrong))
+    return gamma * alpha * math.exp(-step / decay_steps) * thinking
+
+
+def temporal_bonus(correct_ordered: torch.Tensor, correct_shuffled: torch.Tensor, alpha: float, mu: float) -> torch.Tensor:
+    """T-GRPO (Video-R1) for one prompt: alpha on each correct completion of the ordered input
+    when acc(ordered) >= mu * acc(shuffled), i.e. when order helped; nothing otherwise."""
+    ordered = correct_ordered.float().mean()
+    shuffled = correct_shuffled.float().mean()
+    if ordered >= mu * shuffled:
+        return alpha * correct_ordered.float()
+    return torch.zeros_like(correct_ordered, dtype=torch.float32)

@@ -1,0 +1,86 @@
+"""Cold-start SFT: teach the model the task's answer format (and answers) before RL.
+
+The targets are the task's own ideal completions, rendered in the model's coordinate frame
+(`Task.target`), so the cold start speaks exactly the language the rewards read. Same data,
+config, checkpoints and resume as RL; the schedule lives under `sft.` in the config.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+from rich.console import Console
+
+from vlrl.algos.losses import token_weights
+from vlrl.config import Config
+from vlrl.datasets import load_task_split
+from vlrl.policy import completion_logprobs
+from vlrl.prompting import collate, render_prompt
+from vlrl.registry import make_task
+from vlrl.trainer.logs import progress_bar
+from vlrl.trainer.rl import micro_batches
+from vlrl.trainer.run import Run, RunResult
+
+
+def target_ids(tokenizer, text: str) -> list[int]:
+    """The target's tokens followed by the end-of-turn token, so the model learns to stop."""
+    return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+
+def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
+    console = console or Console()
+    t = cfg.sft
+    task = make_task(cfg.task)
+    split = load_task_split(task, cfg, "train", console)
+    run = Run(cfg, t, "sft", split, console)
+    tokenizer = run.processor.tokenizer
+    pad_id = tokenizer.pad_token_id
+    with progress_bar(console, t.progress) as progress:
+        bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
+        for step in range(run.step + 1, t.steps + 1):
+            t0 = time.perf_counter()
+            samples = [split.samples[i] for i in run.stream.take(t.prompts_per_step)]
+            prompts = [
+                render_prompt(run.processor, task.messages(s), s, cfg.model.min_pixels, cfg.model.max_pixels)
+                for s in samples
+            ]
+            targets = [target_ids(tokenizer, task.target(s)) for s in samples]
+            width = max(len(ids) for ids in targets)
+            ids = torch.full((len(targets), width), pad_id, dtype=torch.long)
+            mask = torch.zeros(len(targets), width)
+            for i, row in enumerate(targets):
+                ids[i, : len(row)] = torch.tensor(row)
+                mask[i, : len(row)] = 1.0
+            weights = token_weights(mask, "token_mean", width)
+            lengths = [len(row) for row in targets]
+            loss_total = 0.0
+            for rows in micro_batches(list(range(len(samples))), [len(p) for p in prompts], lengths, t.token_budget):
+                rows_t = torch.tensor(rows)
+                batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
+                local = torch.arange(len(rows), device=run.device)
+                w = max(lengths[r] for r in rows)
+                logp, _ = completion_logprobs(
+                    run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
+                )
+                loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
+                loss.backward()
+                loss_total += float(loss.detach())
+            grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
+            metrics = {
+                "step": step,
+                "loss": loss_total,
+                "perplexity": math.exp(min(loss_total, 50.0)),
+                "grad_norm": grad_norm,
+                "target_tokens": float(mask.sum()),
+                "lr": run.optimizer.param_groups[0]["lr"],
+                "skipped_updates": run.skipped_updates + (not applied),
+                "time_step": time.perf_counter() - t0,
+            }
+            if step == 1:
+                metrics["data_skipped_records"] = len(split.errors)
+            run.metrics.write(metrics)
+            progress.update(bar, advance=1, status=f"loss {loss_total:.3f}")
+            run.end_step(step, int(not applied))
+    return run.close()
