@@ -1,4 +1,4 @@
-"""`vlrl train | sft | score | data | tasks | tiny-model`: the command line."""
+"""`vlrl train | sft | eval | score | data | tasks | plot | tiny-model`: the command line."""
 
 from __future__ import annotations
 
@@ -65,6 +65,40 @@ def cmd_score(args: argparse.Namespace) -> None:
     console.print(table)
 
 
+def cmd_eval(args: argparse.Namespace) -> None:
+    from vlrl.eval.harness import compare, run_eval
+
+    if args.compare:
+        console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
+        return
+    if not args.task:
+        raise ConfigError("vlrl eval needs --task (or --compare DIR1 DIR2)")
+    preset = {
+        "task.name": args.task[0].partition("=")[0],
+        "model.path": args.model,
+        "eval.limit": args.limit,
+        "eval.batch_size": args.batch_size,
+        "eval.backend": args.backend,
+    }
+    cfg = _config(args, **preset)
+    if cfg.eval.backend != "hf":
+        raise ConfigError("config: eval.backend 'vllm' is not available in this build; use 'hf'")
+    if cfg.eval.limit:
+        cfg.data.limit = cfg.eval.limit
+    names = "+".join(spec.partition("=")[0] for spec in args.task)
+    out = Path(args.out or cfg.eval.output_dir or f"runs/eval/{names}-{Path(cfg.model.path).name.replace(':', '_')}")
+    run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
+    console.print(f"results: {out / 'results.json'}")
+    console.print(f"samples: {out / 'samples.jsonl'}")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from vlrl.plots import plot_run
+
+    for path in plot_run(args.run_dir):
+        console.print(f"wrote {path}")
+
+
 def cmd_tasks(args: argparse.Namespace) -> None:
     from vlrl.registry import list_tasks
 
@@ -113,6 +147,22 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--out", required=True, help='output JSON lines {"id", "rewards", "reward"}')
     _add_config_args(score)
     score.set_defaults(func=cmd_score)
+
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples.jsonl)")
+    evaluate.add_argument("--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks")
+    evaluate.add_argument("--model", help="checkpoint to evaluate (sets model.path)")
+    evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
+    evaluate.add_argument("--limit", type=int, help="first N samples only")
+    evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
+    evaluate.add_argument("--backend", choices=["hf", "vllm"], help="generation engine")
+    evaluate.add_argument("--out", help="output directory")
+    evaluate.add_argument("--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs")
+    _add_config_args(evaluate)
+    evaluate.set_defaults(func=cmd_eval)
+
+    plot = commands.add_parser("plot", help="draw a run's metrics into PNG files")
+    plot.add_argument("run_dir")
+    plot.set_defaults(func=cmd_plot)
 
     tasks = commands.add_parser("tasks", help="list registered tasks")
     tasks.add_argument("action", choices=["list"], nargs="?", default="list")

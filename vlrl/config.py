@@ -132,6 +132,19 @@ class AlgoConfig:
 
 
 @dataclass
+class EvalConfig:
+    split: str = "eval"  # "eval" (data.eval), "train" (data.train), or a data file
+    limit: int = 0  # evaluate the first N samples (0: all)
+    batch_size: int = 8  # prompts per generation batch
+    max_new_tokens: int = 0  # 0: rollout.max_new_tokens
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    backend: Literal["hf", "vllm"] = "hf"
+    every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
+    output_dir: str = ""  # `vlrl eval` writes results.json and samples.jsonl here (default: runs/eval/...)
+
+
+@dataclass
 class TrainerConfig:
     output_dir: str = "runs/refcoco"
     steps: int = 1000
@@ -159,6 +172,7 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     # Cold-start SFT (`vlrl sft`): the same machinery, its own schedule and run directory.
     sft: TrainerConfig = field(default_factory=lambda: TrainerConfig(output_dir="runs/sft", lr=1e-5, steps=500))
 
@@ -179,6 +193,7 @@ class Config:
             "sft.save_every": self.sft.save_every,
             "sft.keep_last": self.sft.keep_last,
             "model.min_pixels": self.model.min_pixels,
+            "eval.batch_size": self.eval.batch_size,
         }
         for key, value in positive.items():
             if value <= 0:
@@ -187,6 +202,8 @@ class Config:
             raise ConfigError(
                 f"config: model.max_pixels ({self.model.max_pixels}) must be >= model.min_pixels ({self.model.min_pixels})"
             )
+        if self.eval.temperature < 0 or self.eval.max_new_tokens < 0 or self.eval.every < 0 or self.eval.limit < 0:
+            raise ConfigError("config: eval.temperature, eval.max_new_tokens, eval.every and eval.limit must be >= 0")
         if self.rollout.temperature <= 0:
             raise ConfigError(f"config: rollout.temperature must be > 0, got {self.rollout.temperature}")
         if not 0 < self.rollout.top_p <= 1:

@@ -17,6 +17,7 @@ from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, policy_loss, tok
 from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split
+from vlrl.eval.harness import evaluate
 from vlrl.modeling import load_model
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import Prompt, collate, render_prompt
@@ -147,6 +148,10 @@ class RLTrainer:
         )
         self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
+        self.eval_samples: list[Sample] = []
+        if cfg.eval.every > 0:  # a held-out split, evaluated during training
+            held_out = load_task_split(self.task, cfg, "eval", console).samples
+            self.eval_samples = held_out[: cfg.eval.limit] if cfg.eval.limit else held_out
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
 
@@ -364,6 +369,9 @@ class RLTrainer:
                 )
                 if step == 1:
                     metrics["data_skipped_records"] = len(self.split.errors)
+                if self.eval_samples and (step % cfg.eval.every == 0 or step == t.steps):
+                    result = evaluate(self.engine, run.processor, self.task, self.eval_samples, cfg, cfg.data.eval)
+                    metrics.update({f"eval/{k}": v for k, v in result.metrics.items()}, time_eval=result.seconds)
                 run.metrics.write(metrics)
                 if step % t.log_samples_every == 0 or step == 1:
                     g = groups[0]

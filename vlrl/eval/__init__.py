@@ -1,0 +1,1 @@
+"""The evaluation harness: `vlrl eval`, evaluation during training, comparing runs."""

@@ -1,0 +1,203 @@
+"""The evaluation harness: batched generation over a task's split, the task's metrics, files.
+
+Prompts are rendered exactly as in training (same template, resize and frame), answers are
+generated greedily by default, and the metrics are the task's, as its public evaluation
+defines them. Outputs follow lmms-eval's layout: `results.json` (metrics per task plus the
+run's model, config, versions, timing) and `samples.jsonl` (one line per sample: prompt,
+target, response, parsed prediction, per-sample rewards).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+import vlrl
+from vlrl.config import Config, ConfigError, TaskConfig, to_dict
+from vlrl.datasets import load_task_split
+from vlrl.prompting import render_prompt
+from vlrl.rollout import HFRollout, SamplingParams
+from vlrl.sample import Sample
+from vlrl.scoring import score
+from vlrl.task import Task
+
+
+@dataclass
+class TaskResult:
+    task: str
+    split: str
+    metrics: dict[str, float]
+    records: list[dict[str, Any]]
+    seconds: float
+
+    @property
+    def samples_per_second(self) -> float:
+        return len(self.records) / self.seconds if self.seconds > 0 else 0.0
+
+
+def sampling_params(cfg: Config) -> SamplingParams:
+    e = cfg.eval
+    return SamplingParams(
+        n=1,
+        max_new_tokens=e.max_new_tokens or cfg.rollout.max_new_tokens,
+        temperature=e.temperature,
+        top_p=e.top_p,
+    )
+
+
+def generate(
+    engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
+) -> list[str]:
+    """One completion per sample, in batches of eval.batch_size."""
+    params = sampling_params(cfg)
+    generator = torch.Generator(device=next(engine.model.parameters()).device).manual_seed(cfg.trainer.seed)
+    texts: list[str] = []
+    m = cfg.model
+    for start in range(0, len(samples), cfg.eval.batch_size):
+        batch = samples[start : start + cfg.eval.batch_size]
+        prompts = [render_prompt(processor, task.messages(s), s, m.min_pixels, m.max_pixels) for s in batch]
+        texts += [group[0].text for group in engine.generate(prompts, params, generator)]
+        if progress is not None:
+            progress(len(batch))
+    return texts
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def evaluate(
+    engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, split: str, progress: Any = None
+) -> TaskResult:
+    start = time.perf_counter()
+    was_training = engine.model.training
+    engine.model.eval()
+    with torch.no_grad():
+        texts = generate(engine, processor, task, samples, cfg, progress)
+    engine.model.train(was_training)
+    seconds = time.perf_counter() - start
+    metrics = dict(task.metrics(samples, texts))
+    scores = score(task, texts, samples)
+    metrics["reward"] = sum(scores.total) / len(texts)
+    for name, values in scores.components.items():
+        metrics[f"reward/{name}"] = sum(values) / len(values)
+    records = [
+        {
+            "doc_id": i,
+            "id": sample.id,
+            "task": task.name,
+            "prompt": sample.problem,
+            "target": _jsonable(sample.solution),
+            "resps": [text],
+            "filtered_resps": [_jsonable(task.predict(text, sample))],
+            "rewards": scores.row(i),
+            "reward": scores.total[i],
+        }
+        for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
+    ]
+    return TaskResult(task.name, split, metrics, records, seconds)
+
+
+def split_path(cfg: Config, split: str) -> str:
+    if split == "eval":
+        if not cfg.data.eval:
+            raise ConfigError("config: data.eval is empty; give the evaluation data file (or --split PATH)")
+        return cfg.data.eval
+    if split == "train":
+        return cfg.data.train
+    return split
+
+
+def versions() -> dict[str, str]:
+    import transformers
+
+    return {"vlrl": vlrl.__version__, "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
+
+
+def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Config) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    total = sum(r.seconds for r in results)
+    summary = {
+        "results": {r.task: r.metrics for r in results},
+        "n-samples": {r.task: len(r.records) for r in results},
+        "splits": {r.task: r.split for r in results},
+        "model": model,
+        "config": to_dict(cfg),
+        "versions": versions(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "total_evaluation_time_seconds": round(total, 3),
+        "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
+    }
+    (out_dir / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
+    with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
+        for r in results:
+            for record in r.records:
+                handle.write(json.dumps(record) + "\n")
+    return out_dir / "results.json"
+
+
+def results_table(results: list[TaskResult], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("task", "metric", "value"):
+        table.add_column(column, justify="right" if column == "value" else "left")
+    for r in results:
+        for name, value in r.metrics.items():
+            table.add_row(r.task, name, f"{value:.4f}")
+    return table
+
+
+def parse_task_spec(spec: str) -> tuple[str, str | None]:
+    """'refcoco' or 'refcoco=path/to/val.json'."""
+    name, _, data = spec.partition("=")
+    return name, data or None
+
+
+def run_eval(cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console) -> list[TaskResult]:
+    from vlrl.modeling import checkpoint_path, load_model, load_processor
+    from vlrl.registry import make_task
+
+    tasks = []
+    for spec in task_specs:
+        name, data = parse_task_spec(spec)
+        # The config's task options and reward weights apply to the task it names.
+        task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
+        task = make_task(task_cfg)
+        path = data or split_path(cfg, split)
+        which = "train" if split == "train" and not data else "eval"
+        tasks.append((task, load_task_split(task, cfg, which, console, path=path), path))
+    path = checkpoint_path(cfg.model)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    processor = load_processor(cfg.model, path)
+    model = load_model(cfg.model, path, device).eval()
+    engine = HFRollout(model, processor.tokenizer)
+    results = []
+    for task, loaded, data_path in tasks:
+        results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path))
+    write_outputs(out_dir, results, cfg.model.path, cfg)
+    console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
+    return results
+
+
+def compare(dir_a: Path, dir_b: Path) -> Table:
+    """Metric by metric: A, B and B - A, for every task in either results.json."""
+    a, b = (json.loads((d / "results.json").read_text())["results"] for d in (dir_a, dir_b))
+    table = Table(title=f"{dir_a} (A) vs {dir_b} (B)")
+    for column in ("task", "metric", "A", "B", "B - A"):
+        table.add_column(column, justify="left" if column in ("task", "metric") else "right")
+    for task in sorted(set(a) | set(b)):
+        metrics = sorted(set(a.get(task, {})) | set(b.get(task, {})))
+        for metric in metrics:
+            va, vb = a.get(task, {}).get(metric), b.get(task, {}).get(metric)
+            diff = f"{vb - va:+.4f}" if va is not None and vb is not None else "-"
+            table.add_row(task, metric, "-" if va is None else f"{va:.4f}", "-" if vb is None else f"{vb:.4f}", diff)
+    return table
