@@ -62,6 +62,18 @@ class TaskConfig:
 
 
 @dataclass
+class MixtureEntry:
+    """One task of a mixture: its data, its share of the prompts, its rewards and options."""
+
+    name: str = ""
+    weight: float = 1.0
+    train: str = ""
+    eval: str = ""
+    rewards: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RolloutConfig:
     engine: Literal["hf", "vllm"] = "hf"
     num_generations: int = 8
@@ -169,6 +181,8 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    # Several tasks in one run: when given, it replaces `task` and `data.train` / `data.eval`.
+    mixture: list[MixtureEntry] = field(default_factory=list)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -204,6 +218,13 @@ class Config:
             )
         if self.eval.temperature < 0 or self.eval.max_new_tokens < 0 or self.eval.every < 0 or self.eval.limit < 0:
             raise ConfigError("config: eval.temperature, eval.max_new_tokens, eval.every and eval.limit must be >= 0")
+        names = [entry.name for entry in self.mixture]
+        if any(not name for name in names):
+            raise ConfigError("config: every mixture entry needs a task name (mixture[i].name)")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"config: mixture names a task twice: {names}")
+        if any(entry.weight <= 0 for entry in self.mixture):
+            raise ConfigError("config: mixture weights must be > 0")
         if self.rollout.temperature <= 0:
             raise ConfigError(f"config: rollout.temperature must be > 0, got {self.rollout.temperature}")
         if not 0 < self.rollout.top_p <= 1:

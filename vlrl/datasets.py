@@ -1,15 +1,18 @@
-"""A task's split as the config names it: synthetic data written when asked, bad records reported."""
+"""A task's split as the config names it (synthetic data written when asked, bad records reported),
+and the tasks a run trains on."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
 
-from vlrl.config import Config, ConfigError
+from vlrl.config import Config, ConfigError, TaskConfig
 from vlrl.data import Split
 from vlrl.modeling import frame_spec
+from vlrl.registry import make_task
 from vlrl.task import Task
 
 SYNTHETIC_SEED_OFFSET = {"train": 0, "eval": 1}  # train and eval never share a scene
@@ -43,3 +46,28 @@ def load_task_split(
     if not split.samples:
         raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
     return split
+
+
+@dataclass
+class Source:
+    """A task and its training data in a run, with its share of the prompts."""
+
+    task: Task
+    train: Split
+    eval_path: str
+    weight: float
+
+
+def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
+    """The run's tasks: the `mixture` entries, or the single `task` with `data.train` / `data.eval`."""
+    if not cfg.mixture:
+        task = make_task(cfg.task)
+        return [Source(task, load_task_split(task, cfg, "train", console), cfg.data.eval, 1.0)]
+    sources = []
+    for i, entry in enumerate(cfg.mixture):
+        if not entry.train:
+            raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
+        task = make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options))
+        split = load_task_split(task, cfg, "train", console, path=entry.train)
+        sources.append(Source(task, split, entry.eval, entry.weight))
+    return sources

@@ -16,12 +16,11 @@ from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, policy_loss, token_weights
 from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
-from vlrl.datasets import load_task_split
+from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
 from vlrl.modeling import load_model
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import Prompt, collate, render_prompt
-from vlrl.registry import make_task
 from vlrl.rollout import Completion, HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
@@ -35,6 +34,7 @@ from vlrl.trainer.thinking import make_scorer
 class Group:
     """One prompt's G completions, scored: the unit that advantages are computed over."""
 
+    task: Task
     sample: Sample
     prompt: Prompt
     completions: list[Completion]
@@ -130,17 +130,17 @@ class RLTrainer:
     def __init__(self, cfg: Config, console: Console):
         self.cfg = cfg
         self.console = console
-        self.task: Task = make_task(cfg.task)
         if cfg.rollout.engine != "hf":
             raise ConfigError(f"config: rollout.engine {cfg.rollout.engine!r} is not available in this build; use 'hf'")
+        self.sources = task_sources(cfg, console)
         accuracy = cfg.algo.accuracy_reward
-        if accuracy and accuracy not in self.task.reward_weights:
-            raise ConfigError(
-                f"config: algo.accuracy_reward {accuracy!r} is not one of the run's rewards: "
-                f"{', '.join(self.task.reward_weights)}"
-            )
-        self.split = load_task_split(self.task, cfg, "train", console)
-        self.run = Run(cfg, cfg.trainer, "trainer", self.split, console)
+        for source in self.sources:
+            if accuracy and accuracy not in source.task.reward_weights:
+                raise ConfigError(
+                    f"config: algo.accuracy_reward {accuracy!r} is not one of task {source.task.name!r}'s rewards: "
+                    f"{', '.join(source.task.reward_weights)}"
+                )
+        self.run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         self.reference = (
             load_model(cfg.model, self.run.base_path, self.run.device).eval().requires_grad_(False)
             if cfg.algo.beta > 0
@@ -148,71 +148,69 @@ class RLTrainer:
         )
         self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        self.eval_samples: list[Sample] = []
-        if cfg.eval.every > 0:  # a held-out split, evaluated during training
-            held_out = load_task_split(self.task, cfg, "eval", console).samples
-            self.eval_samples = held_out[: cfg.eval.limit] if cfg.eval.limit else held_out
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
+        self.held_out: list[tuple[Task, str, list[Sample]]] = []
+        if cfg.eval.every > 0:  # held-out splits, evaluated during training
+            for source in self.sources:
+                samples = load_task_split(source.task, cfg, "eval", console, path=source.eval_path or None).samples
+                self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
-    def render(self, sample: Sample) -> Prompt:
+    def render(self, task: Task, sample: Sample) -> Prompt:
         m = self.cfg.model
-        return render_prompt(self.run.processor, self.task.messages(sample), sample, m.min_pixels, m.max_pixels)
+        return render_prompt(self.run.processor, task.messages(sample), sample, m.min_pixels, m.max_pixels)
 
-    def correct(self, scores: Scores, rows: slice) -> torch.Tensor:
+    def correct(self, scores: Scores) -> torch.Tensor:
         name = self.cfg.algo.accuracy_reward
-        values = scores.components[name][rows] if name else scores.total[rows]
+        values = scores.components[name] if name else scores.total
         return torch.tensor(values) >= self.cfg.algo.accuracy_threshold
 
-    def generate_groups(self, samples: list[Sample], step: int) -> list[Group]:
+    def generate_groups(self, items: list[tuple[Task, Sample]], step: int) -> list[Group]:
         """Render, sample G completions per prompt, score them, add the configured shaping terms."""
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
-        prompts = [self.render(s) for s in samples]
+        prompts = [self.render(task, sample) for task, sample in items]
         completions = self.engine.generate(prompts, self.sampling, self.run.generator)
-        texts = [c.text for group in completions for c in group]
-        repeated = [s for s in samples for _ in range(G)]
-        scores = score(self.task, texts, repeated)
-        thinking = self.thinking(repeated, texts) if self.thinking else None
-        shuffled_correct = self.temporal_contrast(samples) if algo.temporal.enabled else [None] * len(samples)
+        shuffled_correct = self.temporal_contrast(items) if algo.temporal.enabled else [None] * len(items)
         groups = []
-        for i, (sample, prompt, group) in enumerate(zip(samples, prompts, completions, strict=True)):
-            rows = slice(i * G, (i + 1) * G)
-            reward = torch.tensor(scores.total[rows], dtype=torch.float32)
-            correct = self.correct(scores, rows)
+        for (task, sample), prompt, group, shuffled in zip(items, prompts, completions, shuffled_correct, strict=True):
+            texts = [c.text for c in group]
+            scores = score(task, texts, [sample] * G)
+            reward = torch.tensor(scores.total, dtype=torch.float32)
+            correct = self.correct(scores)
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
                 lengths = torch.tensor([len(c.token_ids) for c in group])
                 shaping["overlong"] = overlong_penalty(
                     lengths, self.cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
                 )
-            if thinking is not None:
-                shaping["thinking"] = trust_bonus(
-                    torch.tensor(thinking[rows]), correct, algo.trust.alpha, step, algo.trust.decay_steps
-                )
-            if shuffled_correct[i] is not None:
-                shaping["temporal"] = temporal_bonus(correct, shuffled_correct[i], algo.temporal.alpha, algo.temporal.mu)
+            if self.thinking is not None:
+                thinking = torch.tensor(self.thinking([sample] * G, texts))
+                shaping["thinking"] = trust_bonus(thinking, correct, algo.trust.alpha, step, algo.trust.decay_steps)
+            if shuffled is not None:
+                shaping["temporal"] = temporal_bonus(correct, shuffled, algo.temporal.alpha, algo.temporal.mu)
             for term in shaping.values():
                 reward = reward + term
-            sub = Scores({k: v[rows] for k, v in scores.components.items()}, scores.total[rows])
-            groups.append(Group(sample, prompt, group, sub, reward, correct, shaping))
+            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping))
         return groups
 
-    def temporal_contrast(self, samples: list[Sample]) -> list[torch.Tensor | None]:
+    def temporal_contrast(self, items: list[tuple[Task, Sample]]) -> list[torch.Tensor | None]:
         """T-GRPO: which of a few completions on each prompt's shuffled-frame variant are correct."""
-        variants = [self.task.temporal_variant(s) for s in samples]
-        present = [(i, v) for i, v in enumerate(variants) if v is not None]
-        out: list[torch.Tensor | None] = [None] * len(samples)
+        variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
+        present = [(i, task, v) for i, task, v in variants if v is not None]
+        out: list[torch.Tensor | None] = [None] * len(items)
         if not present:
             return out
         n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
         params = SamplingParams(n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k)
-        groups = self.engine.generate([self.render(v) for _, v in present], params, self.run.generator)
-        texts = [c.text for g in groups for c in g]
-        scores = score(self.task, texts, [v for _, v in present for _ in range(n)])
-        for j, (i, _) in enumerate(present):
-            out[i] = self.correct(scores, slice(j * n, (j + 1) * n))
+        groups = self.engine.generate([self.render(task, v) for _, task, v in present], params, self.run.generator)
+        for (i, task, variant), group in zip(present, groups, strict=True):
+            out[i] = self.correct(score(task, [c.text for c in group], [variant] * n))
         return out
+
+    def draw(self, n: int) -> list[tuple[Task, Sample]]:
+        """The next n prompts of the run's task mixture."""
+        return [(self.sources[s].task, self.sources[s].train.samples[i]) for s, i in self.run.stream.take(n)]
 
     def collect(self, step: int) -> tuple[list[Group], int]:
         """B scored groups. With DAPO's dynamic sampling, groups whose rewards are all equal
@@ -222,8 +220,7 @@ class RLTrainer:
         rounds = 0
         while len(groups) < B and rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):
             rounds += 1
-            samples = [self.split.samples[i] for i in self.run.stream.take(B - len(groups))]
-            new = self.generate_groups(samples, step)
+            new = self.generate_groups(self.draw(B - len(groups)), step)
             if algo.dynamic_sampling:
                 informative = [g for g in new if bool(g.reward.std() > 0)]
                 if not groups and not informative and rounds == algo.max_sampling_rounds:
@@ -322,22 +319,31 @@ class RLTrainer:
         rewards = torch.stack([g.reward for g in groups])
         lengths = batch.completion_mask.sum(dim=1)
         metrics = {
-            "reward": float(rewards.mean()),
             "reward_std": float(rewards.std(dim=1).mean()),
             "frac_groups_zero_std": float((rewards.std(dim=1) == 0).float().mean()),
-            "accuracy": float(torch.stack([g.correct for g in groups]).float().mean()),
             "advantage_abs": float(advantages.abs().mean()),
             "completion_length": float(lengths.mean()),
             "completion_length_max": float(lengths.max()),
             "truncated_frac": float(batch.truncated.float().mean()),
             "entropy": float((batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)),
         }
-        for name in groups[0].scores.components:
-            metrics[f"reward/{name}"] = float(np.mean([v for g in groups for v in g.scores.components[name]]))
-        for name in groups[0].shaping:
-            metrics[f"reward/{name}"] = float(torch.cat([g.shaping[name] for g in groups]).mean())
+        metrics.update(reward_metrics(groups))
+        if len(self.sources) > 1:  # a mixture: the same numbers per task
+            for source in self.sources:
+                mine = [g for g in groups if g.task is source.task]
+                if mine:
+                    metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine).items()})
         if self.thinking is not None:
             metrics["thinking_failures"] = float(self.thinking.failures)
+        return metrics
+
+    def evaluate_held_out(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        for task, path, samples in self.held_out:
+            result = evaluate(self.engine, self.run.processor, task, samples, self.cfg, path)
+            prefix = f"eval/{task.name}/" if len(self.held_out) > 1 else "eval/"
+            metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
+            metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
         return metrics
 
     def train(self) -> RunResult:
@@ -368,10 +374,9 @@ class RLTrainer:
                     time_step=t2 - t0,
                 )
                 if step == 1:
-                    metrics["data_skipped_records"] = len(self.split.errors)
-                if self.eval_samples and (step % cfg.eval.every == 0 or step == t.steps):
-                    result = evaluate(self.engine, run.processor, self.task, self.eval_samples, cfg, cfg.data.eval)
-                    metrics.update({f"eval/{k}": v for k, v in result.metrics.items()}, time_eval=result.seconds)
+                    metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
+                if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
+                    metrics.update(self.evaluate_held_out())
                 run.metrics.write(metrics)
                 if step % t.log_samples_every == 0 or step == 1:
                     g = groups[0]
@@ -382,6 +387,20 @@ class RLTrainer:
                 progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
                 run.end_step(step, skipped)
         return run.close()
+
+
+def reward_metrics(groups: list[Group]) -> dict[str, float]:
+    """Mean reward, accuracy, and each reward component and shaping term, over the groups."""
+    out = {
+        "reward": float(torch.cat([g.reward for g in groups]).mean()),
+        "accuracy": float(torch.cat([g.correct for g in groups]).float().mean()),
+    }
+    for name in dict.fromkeys(k for g in groups for k in g.scores.components):
+        values = [v for g in groups for v in g.scores.components.get(name, [])]
+        out[f"reward/{name}"] = float(np.mean(values))
+    for name in dict.fromkeys(k for g in groups for k in g.shaping):
+        out[f"reward/{name}"] = float(torch.cat([g.shaping[name] for g in groups if name in g.shaping]).mean())
+    return out
 
 
 def train(cfg: Config, console: Console | None = None) -> RunResult:

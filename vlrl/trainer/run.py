@@ -11,10 +11,10 @@ import yaml
 from rich.console import Console
 
 from vlrl.config import Config, ConfigError, TrainerConfig, to_dict
-from vlrl.data import Split
+from vlrl.datasets import Source
 from vlrl.modeling import checkpoint_path, load_model, load_processor
 from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restore_rng, rng_state, save_checkpoint
-from vlrl.trainer.loader import IndexStream
+from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import JsonlLog, drop_steps_after
 
 
@@ -56,18 +56,20 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
 
 
 class Run:
-    """A training run in `t.output_dir`: the policy, its optimizer and schedule, the data stream,
+    """A training run in `t.output_dir`: the policy, its optimizer and schedule, the data stream
+    over the run's tasks,
     the sampling generator and the logs, restored from the latest checkpoint when resuming."""
 
-    def __init__(self, cfg: Config, t: TrainerConfig, section: str, split: Split, console: Console):
+    def __init__(self, cfg: Config, t: TrainerConfig, section: str, sources: list[Source], console: Console):
         self.t = t
         self.console = console
         self.dir = Path(t.output_dir)
         resume_from = resume_checkpoint(t, section)
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-        if split.errors:
-            (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in split.errors))
+        errors = [err for source in sources for err in source.train.errors]
+        if errors:
+            (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
 
         torch.manual_seed(t.seed)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -79,7 +81,7 @@ class Run:
         self.params = trainable
         self.optimizer = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
-        self.stream = IndexStream(len(split.samples), t.seed)
+        self.stream = MixtureStream([len(s.train.samples) for s in sources], [s.weight for s in sources], t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.step = 0
         self.consecutive_nonfinite = 0

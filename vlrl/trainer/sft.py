@@ -15,10 +15,9 @@ from rich.console import Console
 
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
-from vlrl.datasets import load_task_split
+from vlrl.datasets import task_sources
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
-from vlrl.registry import make_task
 from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.rl import micro_batches
 from vlrl.trainer.run import Run, RunResult
@@ -32,21 +31,20 @@ def target_ids(tokenizer, text: str) -> list[int]:
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     console = console or Console()
     t = cfg.sft
-    task = make_task(cfg.task)
-    split = load_task_split(task, cfg, "train", console)
-    run = Run(cfg, t, "sft", split, console)
+    sources = task_sources(cfg, console)
+    run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = tokenizer.pad_token_id
     with progress_bar(console, t.progress) as progress:
         bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
-            samples = [split.samples[i] for i in run.stream.take(t.prompts_per_step)]
+            items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.stream.take(t.prompts_per_step)]
             prompts = [
                 render_prompt(run.processor, task.messages(s), s, cfg.model.min_pixels, cfg.model.max_pixels)
-                for s in samples
+                for task, s in items
             ]
-            targets = [target_ids(tokenizer, task.target(s)) for s in samples]
+            targets = [target_ids(tokenizer, task.target(s)) for task, s in items]
             width = max(len(ids) for ids in targets)
             ids = torch.full((len(targets), width), pad_id, dtype=torch.long)
             mask = torch.zeros(len(targets), width)
@@ -56,7 +54,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             weights = token_weights(mask, "token_mean", width)
             lengths = [len(row) for row in targets]
             loss_total = 0.0
-            for rows in micro_batches(list(range(len(samples))), [len(p) for p in prompts], lengths, t.token_budget):
+            for rows in micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget):
                 rows_t = torch.tensor(rows)
                 batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
                 local = torch.arange(len(rows), device=run.device)
@@ -79,7 +77,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 "time_step": time.perf_counter() - t0,
             }
             if step == 1:
-                metrics["data_skipped_records"] = len(split.errors)
+                metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             run.metrics.write(metrics)
             progress.update(bar, advance=1, status=f"loss {loss_total:.3f}")
             run.end_step(step, int(not applied))
