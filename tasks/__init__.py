@@ -1,5 +1,7 @@
 """Built-in task plugins, one module per task family. Each registers under its name here."""
 
 BUILTIN_TASKS: dict[str, str] = {
+    "gui_action": "tasks.gui:GuiAction",
+    "gui_grounding": "tasks.gui:GuiGrounding",
     "refcoco": "tasks.refcoco:RefCOCO",
 }
