@@ -460,3 +460,14 @@ def test_public_regex_mode_clicks_the_origin_without_a_point(tmp_path):
     assert rewards(GuiGrounding(), no_point, sample)["click"] == 0.0
     assert public.metrics([sample], ["no answer"])["accuracy"] == 0.0  # UI-R1's evaluation errors
     assert GuiGrounding({"parser": "public_regex", "style": "gui_r1"}).metrics([sample], ["none"])["accuracy"] == 1.0
+
+
+def test_options_are_checked():
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="click_distance must be > 0"):
+        GuiAction({"click_distance": 0})
+    with pytest.raises(ConfigError, match="text_f1_threshold"):
+        GuiAction({"text_f1_threshold": 1.5})
+    with pytest.raises(ConfigError, match="style must be one of"):
+        GuiGrounding({"style": "seeclick"})
