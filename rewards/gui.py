@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import regex
 
+from rewards.format import THINK_ANSWER
 from rewards.text import answer_text, compile_pattern, fullmatch, search
 
 Style = Literal["gui_r1", "ui_r1"]
@@ -362,7 +363,6 @@ def scroll_direction(pred: str | None, gt: str) -> float:
     return 1.0 if pred in SCROLL_DIRECTIONS and pred == gt.strip().lower() else 0.0
 
 
-THINK_ANSWER = compile_pattern(r"<think>.*?</think>\s*<answer>.*?</answer>", regex.DOTALL)
 ANSWER_ONLY = compile_pattern(r"<answer>.*?</answer>", regex.DOTALL)  # UI-R1-E (no thinking)
 
 
