@@ -1,6 +1,8 @@
 """Built-in task plugins, one module per task family. Each registers under its name here."""
 
 BUILTIN_TASKS: dict[str, str] = {
+    "gui_action": "tasks.gui:GuiAction",
+    "gui_grounding": "tasks.gui:GuiGrounding",
     "jigsaw": "tasks.jigsaw:Jigsaw",
     "refcoco": "tasks.refcoco:RefCOCO",
 }
