@@ -2,4 +2,7 @@
 
 BUILTIN_TASKS: dict[str, str] = {
     "refcoco": "tasks.refcoco:RefCOCO",
+    "counting": "tasks.counting:Counting",
+    "classification": "tasks.classification:Classification",
+    "ocr": "tasks.ocr:OCR",
 }
