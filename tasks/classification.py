@@ -41,7 +41,10 @@ from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
 
 TEMPLATES = {
-    "thinking": "{Question}\n Please output the thinking process in <think> </think> and final answer in <answer> </answer> tags.",
+    "thinking": (
+        "{Question}\n Please output the thinking process in <think> </think> and final answer in "
+        "<answer> </answer> tags."
+    ),
     "no_thinking": "{Question}\n Please directly output the answer.",
 }
 

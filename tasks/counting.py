@@ -63,14 +63,20 @@ from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
 from vlrl.vision.frames import Frame
 
-_ANSWER_INSTRUCTION = "First output the thinking process in <think> </think> tags and then output the final answer in <answer> </answer> tags."
+_ANSWER_INSTRUCTION = (
+    "First output the thinking process in <think> </think> tags and then output the final answer in "
+    "<answer> </answer> tags."
+)
 TEMPLATES = {
     "points": (
         "{Question} Point to each of them. " + _ANSWER_INSTRUCTION + " The final answer is a JSON list with one "
         '{{"point_2d": [x, y], "label": "{label}"}} per object.'
     ),
     # R1-V's counting template ("r1v" in Perception-R1's constants.py).
-    "number": "{Question} Output the thinking process in <think> </think> and final answer (number) in <answer> </answer> tags.",
+    "number": (
+        "{Question} Output the thinking process in <think> </think> and final answer (number) in "
+        "<answer> </answer> tags."
+    ),
     # Perception-R1's "pr1_counting" question template; its question is the object label.
     "perception_r1": "Output all the bounding boxes of the {label}",
 }
