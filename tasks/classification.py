@@ -33,12 +33,12 @@ from typing import Any, Literal
 
 from data_prep.classification import CLS_RL_QUESTION, cls_rl_problem, write_synthetic_classification
 from rewards.classification import cls_rl_eval_correct, eval_answer, label_cls_rl, label_direct, label_normalized
-from rewards.format import bare_answer, think_answer
 from rewards.text import answer_text
 from tasks.records import optional_text, record_image
+from tasks.text_answer import TextAnswerTask
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.task import RewardFn
 
 TEMPLATES = {
     "thinking": (
@@ -58,12 +58,15 @@ class ClassificationOptions:
     target_think: str = "The object in the photo is: {label}."  # reasoning text of the SFT target
 
 
-class Classification(Task):
+class Classification(TextAnswerTask):
     name = "classification"
     description = "Image classification (CLS-RL jsonl): class-name match, thinking or no-thinking"
     Options = ClassificationOptions
     default_rewards = {"format": 1.0, "label": 1.0}
     data_suffix = ".jsonl"
+    templates = TEMPLATES
+    bare_variant = "no_thinking"
+    target_key = "label"
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -89,39 +92,23 @@ class Classification(Task):
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_synthetic_classification(path, size, seed)
 
-    # -- prompting ------------------------------------------------------------------------
-    def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        template = self.options.prompt_template or TEMPLATES[self.options.variant]
-        text = template.format(Question=sample.problem)
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-
-    def target(self, sample: Sample) -> str:
-        if self.options.variant == "no_thinking":
-            return sample.solution
-        think = self.options.target_think.format(label=sample.solution, problem=sample.problem)
-        return f"<think>{think}</think>\n<answer>{sample.solution}</answer>"
-
     # -- scoring --------------------------------------------------------------------------
     def reward_functions(self) -> dict[str, RewardFn]:
         return {
-            "format": lambda completions, samples: [self._format(c) for c in completions],
+            "format": self._format_reward,
             "label": lambda completions, samples: [
                 self._label_reward(c, s.solution) for c, s in zip(completions, samples, strict=True)
             ],
         }
 
-    def _format(self, completion: str) -> float:
-        return bare_answer(completion) if self.options.variant == "no_thinking" else think_answer(completion)
-
     def _label_reward(self, completion: str, label: str) -> float:
-        thinking = self.options.variant == "thinking"
         if self.options.match == "normalized":
-            return label_normalized(completion, label, think=thinking)
-        return label_cls_rl(completion, label) if thinking else label_direct(completion, label)
+            return label_normalized(completion, label, think=not self.bare)
+        return label_direct(completion, label) if self.bare else label_cls_rl(completion, label)
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         """The class name stated: the <answer> (or the whole text, as CLS-RL reads it), stripped."""
-        answer = eval_answer(completion) if self.options.variant == "thinking" else completion.strip()
+        answer = completion.strip() if self.bare else eval_answer(completion)
         return answer or None
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data_prep.ocr import write_synthetic_ocr
-from rewards.format import bare_answer, think_answer
 from rewards.ocr import edit_distance_score, video_r1_answer, wer_score, word_error_rate
 from rewards.text import answer_text
 from tasks.records import optional_text, record_image
+from tasks.text_answer import TextAnswerTask
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.task import RewardFn
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"].
 VIDEO_R1_OCR_TEMPLATE = (
@@ -67,12 +67,15 @@ class OCROptions:
     target_think: str = "The image reads: {text}"  # reasoning text of the SFT target
 
 
-class OCR(Task):
+class OCR(TextAnswerTask):
     name = "ocr"
     description = "OCR (image + text, Video-R1 OCR records): WER reward (Video-R1) and 1 - normalized edit distance"
     Options = OCROptions
     default_rewards = {"format": 1.0, "wer": 1.0}
     data_suffix = ".json"
+    templates = TEMPLATES
+    bare_variant = "plain"
+    target_key = "text"
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -95,22 +98,10 @@ class OCR(Task):
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_synthetic_ocr(path, size, seed)
 
-    # -- prompting ------------------------------------------------------------------------
-    def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        template = self.options.prompt_template or TEMPLATES[self.options.variant]
-        text = template.format(Question=sample.problem)
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
-
-    def target(self, sample: Sample) -> str:
-        if self.options.variant == "plain":
-            return sample.solution
-        think = self.options.target_think.format(text=sample.solution, problem=sample.problem)
-        return f"<think>{think}</think>\n<answer>{sample.solution}</answer>"
-
     # -- scoring --------------------------------------------------------------------------
     def reward_functions(self) -> dict[str, RewardFn]:
         return {
-            "format": lambda completions, samples: [self._format(c) for c in completions],
+            "format": self._format_reward,
             "wer": lambda completions, samples: [
                 wer_score(self._read(c), s.solution) for c, s in zip(completions, samples, strict=True)
             ],
@@ -119,17 +110,12 @@ class OCR(Task):
             ],
         }
 
-    def _format(self, completion: str) -> float:
-        return bare_answer(completion) if self.options.variant == "plain" else think_answer(completion)
-
     def _read(self, completion: str) -> str:
         """The transcription the rewards compare: Video-R1's answer, or the plain completion."""
-        return completion if self.options.variant == "plain" else video_r1_answer(completion)
+        return completion if self.bare else video_r1_answer(completion)
 
     def predict(self, completion: str, sample: Sample) -> str | None:
-        if self.options.variant == "plain":
-            return completion
-        return answer_text(completion)  # None when there is no <answer>
+        return completion if self.bare else answer_text(completion)  # None when there is no <answer>
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         n = len(samples)
