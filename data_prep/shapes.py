@@ -55,7 +55,8 @@ class Scene:
     objects: list[SceneObject] = field(default_factory=list)
 
 
-def _background(kind: str, width: int, height: int, rng: np.random.Generator) -> Image.Image:
+def background(kind: str, width: int, height: int, rng: np.random.Generator) -> Image.Image:
+    """A light background ("solid", "gradient" or "noise"): dark marks on it stay legible."""
     base = rng.integers(150, 256, size=3)
     if kind == "solid":
         return Image.new("RGB", (width, height), tuple(int(c) for c in base))
@@ -95,7 +96,7 @@ def make_scene(spec: SceneSpec, rng: np.random.Generator, n_objects: int | None 
     """A random scene; objects never overlap, so every box is exactly its object's extent."""
     width = int(rng.integers(spec.min_side, spec.max_side + 1))
     height = int(rng.integers(spec.min_side, spec.max_side + 1))
-    image = _background(str(rng.choice(spec.backgrounds)), width, height, rng)
+    image = background(str(rng.choice(spec.backgrounds)), width, height, rng)
     draw = ImageDraw.Draw(image)
     wanted = n_objects if n_objects is not None else int(rng.integers(spec.min_objects, spec.max_objects + 1))
     objects: list[SceneObject] = []

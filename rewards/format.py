@@ -22,4 +22,12 @@ def vlm_r1_rec(completion: str) -> float:
     return 1.0 if search(VLM_R1_REC, completion) else 0.0
 
 
-FORMATS = {"think_answer": think_answer, "vlm_r1_rec": vlm_r1_rec}
+REASONING_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+
+
+def bare_answer(completion: str) -> float:
+    """No-thinking variants: the answer itself, non-empty, with no <think> or <answer> tags."""
+    return 1.0 if completion.strip() and not any(tag in completion for tag in REASONING_TAGS) else 0.0
+
+
+FORMATS = {"think_answer": think_answer, "vlm_r1_rec": vlm_r1_rec, "bare_answer": bare_answer}

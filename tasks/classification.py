@@ -1,0 +1,147 @@
+"""Image classification as CLS-RL trains and evaluates it, with and without thinking.
+
+Records (CLS-RL's jsonl; data_prep/classification.py): `image`, the class name in `label`
+(or `solution`, optionally wrapped in <answer></answer>), the prompt text in `problem`
+(CLS-RL puts the candidates there: "...\\nPlease choose one from list [ a, b, c].").
+Optional `choices`: the candidate class names; the label must be one of them, and when
+`problem` is absent the prompt is built from `task.options.question` and the choices in
+CLS-RL's wording. Optional `width` / `height` must match the image. Sample.solution is the
+label; meta["choices"] the candidates (or None).
+
+Variants (task.options.variant), with CLS-RL's templates:
+
+- `thinking`: "{Question}\\n Please output the thinking process in <think> </think> and final
+  answer in <answer> </answer> tags." (grpo.py); format = <think>...</think><answer>...</answer>.
+- `no_thinking`: "{Question}\\n Please directly output the answer." (grpo_direct.py); the
+  completion is the bare class name; format = a non-empty answer with no reasoning tags.
+  CLS-RL's no-thinking run uses the label reward alone (configs: rewards {label: 1.0}).
+
+Rewards: `format`; `label` (task.options.match): `cls_rl` is CLS-RL's training rule for the
+variant (thinking: case-insensitive equality of the one-line <answer>; no-thinking: the
+completion equals the label exactly), `normalized` is this package's looser match (case,
+punctuation, articles, whitespace; rewards/classification.py).
+Metrics: `accuracy` by CLS-RL's evaluation rule (equality or containment, case-insensitive),
+`exact_accuracy` by the `label` reward's rule, `format_rate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from data_prep.classification import CLS_RL_QUESTION, cls_rl_problem, write_synthetic_classification
+from rewards.classification import cls_rl_eval_correct, eval_answer, label_cls_rl, label_direct, label_normalized
+from rewards.text import answer_text
+from tasks.records import optional_text, record_image
+from tasks.text_answer import TextAnswerTask
+from vlrl.data import RecordContext
+from vlrl.sample import Sample
+from vlrl.task import RewardFn
+
+TEMPLATES = {
+    "thinking": (
+        "{Question}\n Please output the thinking process in <think> </think> and final answer in "
+        "<answer> </answer> tags."
+    ),
+    "no_thinking": "{Question}\n Please directly output the answer.",
+}
+
+
+@dataclass
+class ClassificationOptions:
+    variant: Literal["thinking", "no_thinking"] = "thinking"
+    prompt_template: str = ""  # "" = CLS-RL's template for the variant; placeholder {Question}
+    match: Literal["cls_rl", "normalized"] = "cls_rl"
+    question: str = CLS_RL_QUESTION  # for records with `choices` and no `problem`
+    target_think: str = "The object in the photo is: {label}."  # reasoning text of the SFT target
+
+
+class Classification(TextAnswerTask):
+    name = "classification"
+    description = "Image classification (CLS-RL jsonl): class-name match, thinking or no-thinking"
+    Options = ClassificationOptions
+    default_rewards = {"format": 1.0, "label": 1.0}
+    data_suffix = ".jsonl"
+    templates = TEMPLATES
+    bare_variant = "no_thinking"
+    target_key = "label"
+
+    # -- data -----------------------------------------------------------------------------
+    def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
+        label = _label(record, ctx)
+        choices = _choices(record, ctx)
+        if choices is not None and label not in choices:
+            raise ctx.error(f"label {label!r} is not among the choices {choices!r}"[:200])
+        problem = optional_text(record, ctx, "problem", "the question text")
+        if problem is None:
+            problem = cls_rl_problem(self.options.question, choices or [])
+        path, width, height = record_image(record, ctx)
+        return Sample(
+            id=ctx.record_id(record),
+            task=self.name,
+            problem=problem,
+            solution=label,
+            images=[path],
+            frame=ctx.frame_spec.frame(width, height),
+            meta={"choices": choices},
+            source=ctx.source,
+        )
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        write_synthetic_classification(path, size, seed)
+
+    # -- scoring --------------------------------------------------------------------------
+    def reward_functions(self) -> dict[str, RewardFn]:
+        return {
+            "format": self._format_reward,
+            "label": lambda completions, samples: [
+                self._label_reward(c, s.solution) for c, s in zip(completions, samples, strict=True)
+            ],
+        }
+
+    def _label_reward(self, completion: str, label: str) -> float:
+        if self.options.match == "normalized":
+            return label_normalized(completion, label, think=not self.bare)
+        return label_direct(completion, label) if self.bare else label_cls_rl(completion, label)
+
+    def predict(self, completion: str, sample: Sample) -> str | None:
+        """The class name stated: the <answer> (or the whole text, as CLS-RL reads it), stripped."""
+        answer = completion.strip() if self.bare else eval_answer(completion)
+        return answer or None
+
+    def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
+        n = len(samples)
+        if n == 0:
+            return {}
+        pairs = list(zip(completions, samples, strict=True))
+        return {
+            "accuracy": sum(cls_rl_eval_correct(c, s.solution) for c, s in pairs) / n,
+            "exact_accuracy": sum(self._label_reward(c, s.solution) for c, s in pairs) / n,
+            "format_rate": sum(self._format(c) for c, _ in pairs) / n,
+        }
+
+
+def _label(record: dict[str, Any], ctx: RecordContext) -> str:
+    """The class name: `label`, or `solution` (CLS-RL's "<answer> name </answer>" or bare)."""
+    key = "label" if "label" in record or "solution" not in record else "solution"
+    value = ctx.get(record, key, str, "the class name")
+    if key == "solution":
+        inner = answer_text(value)
+        value = inner if inner is not None else value
+    value = value.strip()
+    if not value:
+        raise ctx.error(f"key '{key}' is an empty class name")
+    return value
+
+
+def _choices(record: dict[str, Any], ctx: RecordContext) -> list[str] | None:
+    if record.get("choices") is None:
+        return None
+    choices = ctx.get(record, "choices", list, "a list of candidate class names")
+    if not choices or not all(isinstance(c, str) and c.strip() for c in choices):
+        raise ctx.error(f"key 'choices' must be a non-empty list of non-empty strings, got {choices!r}"[:200])
+    if len(set(choices)) != len(choices):
+        raise ctx.error("key 'choices' lists a class name twice")
+    return list(choices)
