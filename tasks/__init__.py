@@ -2,4 +2,6 @@
 
 BUILTIN_TASKS: dict[str, str] = {
     "refcoco": "tasks.refcoco:RefCOCO",
+    "detection": "tasks.detection:Detection",
+    "coco": "tasks.detection:Detection",  # alias: the data format's name
 }
