@@ -75,16 +75,24 @@ def write_synthetic_coco(
 
 
 def coco_subset(
-    source: str | Path, out: str | Path, categories: list[str], keep_empty: bool = False, max_images: int = 0
+    source: str | Path,
+    out: str | Path,
+    categories: list[str] | None = None,
+    keep_empty: bool = False,
+    max_images: int = 0,
+    image_prefix: str = "",
 ) -> dict[str, int]:
-    """Keep the named categories of a COCO instances file (ids unchanged) and the images that
-    hold one of them (all images with `keep_empty`); returns counts of what was written."""
+    """Keep the named categories of a COCO instances file (all when None; ids unchanged) and
+    the images that hold one of them (every image with `keep_empty`), first `max_images` only
+    if > 0. `image_prefix` is put before every file_name, so that train and val files can share
+    one image root (e.g. "train2017/"). Returns counts of what was written."""
     data = json.loads(Path(source).read_text(encoding="utf-8"))
     by_name = {c["name"]: c for c in data["categories"]}
-    unknown = [name for name in categories if name not in by_name]
+    names = list(by_name) if categories is None else categories
+    unknown = [name for name in names if name not in by_name]
     if unknown:
         raise ValueError(f"{source}: no category named {', '.join(map(repr, unknown))}")
-    keep_ids = {by_name[name]["id"] for name in categories}
+    keep_ids = {by_name[name]["id"] for name in names}
     annotations = [a for a in data["annotations"] if a.get("category_id") in keep_ids]
     with_objects = {a.get("image_id") for a in annotations}
     images = [img for img in data["images"] if keep_empty or img.get("id") in with_objects]
@@ -92,6 +100,8 @@ def coco_subset(
         images = images[:max_images]
         kept = {img.get("id") for img in images}
         annotations = [a for a in annotations if a.get("image_id") in kept]
+    if image_prefix:
+        images = [{**img, "file_name": image_prefix + img["file_name"]} for img in images]
     subset = {
         "images": images,
         "annotations": annotations,
@@ -105,15 +115,16 @@ def coco_subset(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="COCO instances subset by category names")
-    parser.add_argument("source", help="COCO instances json, e.g. annotations/instances_val2017.json")
+    parser = argparse.ArgumentParser(description="Subset of a COCO instances file, by category names")
+    parser.add_argument("source", help="COCO instances json, e.g. data/coco/annotations/instances_val2017.json")
     parser.add_argument("out", help="where to write the subset json")
-    parser.add_argument("--categories", required=True, help="comma-separated category names, e.g. 'person,dog'")
+    parser.add_argument("--categories", default="", help="comma-separated category names, e.g. 'person,dog' (default: all)")
     parser.add_argument("--keep-empty", action="store_true", help="keep images without any kept category")
-    parser.add_argument("--max-images", type=int, default=0)
+    parser.add_argument("--max-images", type=int, default=0, help="keep only the first N images (0: all)")
+    parser.add_argument("--image-prefix", default="", help="prepended to every file_name, e.g. 'val2017/'")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.categories.split(",") if n.strip()]
-    counts = coco_subset(args.source, args.out, names, args.keep_empty, args.max_images)
+    names = [n.strip() for n in args.categories.split(",") if n.strip()] or None
+    counts = coco_subset(args.source, args.out, names, args.keep_empty, args.max_images, args.image_prefix)
     print(json.dumps(counts))
 
 

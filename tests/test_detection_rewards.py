@@ -473,3 +473,30 @@ def test_per_sample_map_equals_split_metric_on_one_image(tmp_path):
                          {"bbox_2d": [0, 0, 9, 9], "label": sample.solution[0]["label"]}])
     reward = task.reward_functions()["map"]([completion], [sample])[0]
     assert reward == pytest.approx(task.metrics([sample], [completion])["map"], abs=1e-9)
+
+
+def test_coco_subset_keeps_named_categories_and_prefixes_file_names(tmp_path):
+    from data_prep.detection import coco_subset
+
+    path = _coco_file(tmp_path, [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]},
+        {"id": 2, "image_id": 2, "category_id": 3, "bbox": [1, 1, 5, 5]},
+    ])
+    counts = coco_subset(path, tmp_path / "cats.json", ["cat"], image_prefix="imgs/")
+    assert counts == {"images": 1, "annotations": 1, "categories": 1}
+    data = json.loads((tmp_path / "cats.json").read_text())
+    assert [img["file_name"] for img in data["images"]] == ["imgs/b.png"]
+    assert coco_subset(path, tmp_path / "all.json", keep_empty=True)["images"] == 2
+    with pytest.raises(ValueError, match="no category named 'cow'"):
+        coco_subset(path, tmp_path / "x.json", ["cow"])
+
+
+def test_benchmark_runs_and_agrees_with_pycocotools():
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parent.parent / "bench" / "ap_vs_pycocotools.py"
+    out = subprocess.run([sys.executable, str(bench), "--samples", "20", "--repeats", "1"], capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout)
+    assert row["samples"] == 20 and row["max_abs_diff"] < 1e-9
+    assert {"vlrl_ms_per_sample", "pycocotools_ms_per_sample", "speedup"} <= set(row)
