@@ -218,6 +218,23 @@ def parse_detections(completion: str, mode: ParseMode = "vlm_r1") -> Detections 
     return _detections(data, says_none)
 
 
+def answer_well_formed(completion: str, mode: ParseMode = "vlm_r1") -> bool:
+    """The last <answer> says None, or holds a detection list every entry of which is well
+    formed (in a ```json fence for ``vlm_r1``; fenced or bare for ``lenient``)."""
+    if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+        return False
+    answer = last_answer(completion)
+    if answer is None:
+        return False
+    if _says_none(answer):
+        return True
+    block = _last_fence(answer, json_only=mode == "vlm_r1")
+    if block is None and mode == "vlm_r1":
+        return False
+    data = load_json((answer if block is None else block).strip())
+    return isinstance(data, list) and all(_entry(item) is not None for item in data)
+
+
 # -- COCO average precision on one image --------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from rewards.detection import (
     IOU_CONVENTIONS,
     Detections,
     GroundTruth,
+    answer_well_formed,
     ap50_reward,
     hungarian_reward,
     map_reward,
@@ -69,7 +70,8 @@ class DetectionOptions:
     # How an answer is read: "vlm_r1" exactly as VLM-R1's rewards (only a ```json fence counts;
     # no fence means an empty prediction), or "lenient" (bare JSON or any fence; non-JSON scores 0).
     answer_parse: Literal["vlm_r1", "lenient"] = "vlm_r1"
-    # "think_answer": VLM-R1's format reward; "think_answer_json": that, and the answer parses.
+    # "think_answer": VLM-R1's format reward; "think_answer_json": that, and the answer is "None"
+    # or a list of well-formed entries (in a ```json fence when answer_parse is "vlm_r1").
     format: Literal["think_answer", "think_answer_json"] = "think_answer"
     iou_convention: Literal["vlm_r1", "continuous"] = "vlm_r1"  # the IoU of `weighted_sum`
     iou_threshold: float = 0.5  # the matching threshold of `weighted_sum`
@@ -178,8 +180,7 @@ class Detection(Task):
         for completion in completions:
             ok = think_answer(completion)
             if ok and self.options.format == "think_answer_json":
-                parsed = _parse(completion, "lenient")
-                ok = 1.0 if parsed is not None and len(parsed.boxes) == parsed.raw_count else 0.0
+                ok = 1.0 if answer_well_formed(completion, self.options.answer_parse) else 0.0
             out.append(ok)
         return out
 

@@ -500,3 +500,16 @@ def test_benchmark_runs_and_agrees_with_pycocotools():
     row = json.loads(out.stdout)
     assert row["samples"] == 20 and row["max_abs_diff"] < 1e-9
     assert {"vlrl_ms_per_sample", "pycocotools_ms_per_sample", "speedup"} <= set(row)
+
+
+def test_json_format_variant_wants_a_well_formed_list_or_none():
+    task = Detection(options={"format": "think_answer_json"})
+    fmt = task.reward_functions()["format"]
+    good = answer([{"bbox_2d": [1, 2, 3, 4], "label": "a"}])
+    bad_entry = answer([{"bbox_2d": [1, 2, 3, 4], "label": "a"}, {"bbox_2d": [1, 2], "label": "a"}])
+    bare = '<think>t</think><answer>[{"bbox_2d": [1, 2, 3, 4], "label": "a"}]</answer>'
+    none = "<think>t</think> <answer>None</answer>"
+    assert fmt([good, bad_entry, bare, none, "<answer>None</answer>"], [None] * 5) == [1.0, 0.0, 0.0, 1.0, 0.0]
+    lenient = Detection(options={"format": "think_answer_json", "answer_parse": "lenient"})
+    assert lenient.reward_functions()["format"]([bare], [None]) == [1.0]
+    assert Detection().reward_functions()["format"]([bad_entry, bare], [None] * 2) == [1.0, 1.0]  # VLM-R1's
