@@ -38,6 +38,7 @@ from rewards.detection import (
     weighted_sum_reward,
 )
 from rewards.format import think_answer
+from vlrl.config import ConfigError
 from vlrl.data import FrameSpec, RecordContext, RecordError, Split
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
@@ -76,6 +77,14 @@ class DetectionOptions:
     iou_convention: Literal["vlm_r1", "continuous"] = "vlm_r1"  # the IoU of `weighted_sum`
     iou_threshold: float = 0.5  # the matching threshold of `weighted_sum`
     target_think: str = "The image shows {summary}."  # reasoning text of the SFT target
+
+    def __post_init__(self) -> None:
+        if self.negative_categories < 0:
+            raise ConfigError(f"config: task.options.negative_categories must be >= 0, got {self.negative_categories}")
+        if not 0.0 <= self.iou_threshold <= 1.0:
+            raise ConfigError(f"config: task.options.iou_threshold must be in [0, 1], got {self.iou_threshold}")
+        if "{categories}" not in self.prompt_template:
+            raise ConfigError("config: task.options.prompt_template must contain {categories}")
 
 
 class Detection(Task):

@@ -513,3 +513,11 @@ def test_json_format_variant_wants_a_well_formed_list_or_none():
     lenient = Detection(options={"format": "think_answer_json", "answer_parse": "lenient"})
     assert lenient.reward_functions()["format"]([bare], [None]) == [1.0]
     assert Detection().reward_functions()["format"]([bad_entry, bare], [None] * 2) == [1.0, 1.0]  # VLM-R1's
+
+
+@pytest.mark.parametrize("options", [{"negative_categories": -1}, {"iou_threshold": 1.5}, {"prompt_template": "detect"}, {"answer_parse": "eval"}])
+def test_bad_options_fail_with_the_key(options):
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="task.options"):
+        Detection(options=options)
