@@ -20,6 +20,19 @@ Public definitions matched (each function's docstring says what it follows and w
 
 Everything here is pure Python (numpy, scipy) over untrusted text: no eval, JSON parsed under
 size and nesting limits, linear-time scanning for tags and fences, values always in [0, 1].
+
+Where the public code crashes or reads garbage, this module decides, on purpose:
+- an entry is well formed only with exactly 4 finite numbers (no booleans, |v| <= 1e9) and a
+  string label; VLM-R1 uses the first four of a longer list and hands NaN or booleans to
+  pycocotools. Malformed entries still count as entries (n_pred, false alarms), as in VLM-R1.
+- weighted_sum reads the same block as map (last <answer>, last ```json fence); VLM-R1's
+  reads the first fence, and the whole completion when there is no <answer>. An entry without
+  a label is malformed (VLM-R1 raises NameError or reuses the previous entry's label).
+- hungarian compares the labels themselves in the class cost (Perception-R1 indexes the
+  prediction by id and the target by id - 1), works in float64 (Perception-R1: float32), counts
+  an inverted box as wrong format (Perception-R1's GIoU assertion fails and scores 0), and
+  follows the detection rule for empty cases (Perception-R1 has no images without objects).
+- per-image AP honours crowd regions as COCOeval does (VLM-R1's data has none).
 """
 
 from __future__ import annotations
