@@ -3,9 +3,13 @@
 BUILTIN_TASKS: dict[str, str] = {
     "classification": "tasks.classification:Classification",
     "counting": "tasks.counting:Counting",
+    "detection": "tasks.detection:Detection",
     "gui_action": "tasks.gui:GuiAction",
     "gui_grounding": "tasks.gui:GuiGrounding",
     "jigsaw": "tasks.jigsaw:Jigsaw",
     "ocr": "tasks.ocr:OCR",
     "refcoco": "tasks.refcoco:RefCOCO",
 }
+
+# Other names a task answers to (the data format's name, for instance).
+TASK_ALIASES: dict[str, str] = {"coco": "detection"}

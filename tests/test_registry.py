@@ -46,3 +46,9 @@ def test_a_task_is_found_by_entry_point(monkeypatch):
 def test_bad_task_specs_say_what_is_wrong(spec, message):
     with pytest.raises(ConfigError, match=message):
         task_class(spec)
+
+
+def test_an_alias_names_the_same_task(capsys):
+    assert task_class("coco") is task_class("detection")
+    assert main(["tasks", "list"]) == 0
+    assert "alias: coco" in capsys.readouterr().out

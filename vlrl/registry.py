@@ -21,6 +21,12 @@ def _builtin() -> dict[str, str]:
     return BUILTIN_TASKS
 
 
+def _aliases() -> dict[str, str]:
+    from tasks import TASK_ALIASES
+
+    return TASK_ALIASES
+
+
 def _entry_points() -> dict[str, object]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
@@ -50,6 +56,7 @@ def import_object(spec: str) -> object:
 
 def task_class(name: str) -> type[Task]:
     builtin = _builtin()
+    name = _aliases().get(name, name)
     if name in builtin:
         obj = import_object(builtin[name])
     elif (ep := _entry_points().get(name)) is not None:
@@ -57,7 +64,7 @@ def task_class(name: str) -> type[Task]:
     elif ":" in name:
         obj = import_object(name)
     else:
-        known = sorted(set(builtin) | set(_entry_points()))
+        known = sorted(set(builtin) | set(_aliases()) | set(_entry_points()))
         raise ConfigError(
             f"config: task.name {name!r} is not a registered task; available: {', '.join(known)} "
             "(or give module:Class or path/to/file.py:Class)"
@@ -74,9 +81,12 @@ def make_task(cfg: TaskConfig) -> Task:
 def list_tasks() -> list[tuple[str, str, str]]:
     """(name, origin, description) of every registered task."""
     rows = []
+    aliases = _aliases()
     for name in sorted(_builtin()):
         cls = task_class(name)
-        rows.append((name, "built-in", cls.description))
+        also = [alias for alias, target in aliases.items() if target == name]
+        origin = f"built-in (alias: {', '.join(also)})" if also else "built-in"
+        rows.append((name, origin, cls.description))
     for name, ep in sorted(_entry_points().items()):
         if name in _builtin():
             continue
