@@ -2,4 +2,6 @@
 
 BUILTIN_TASKS: dict[str, str] = {
     "refcoco": "tasks.refcoco:RefCOCO",
+    "refcoco+": "tasks.refcoco:RefCOCOPlus",
+    "refcocog": "tasks.refcoco:RefCOCOg",
 }
