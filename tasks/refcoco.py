@@ -68,7 +68,7 @@ class GroundingOptions:
 
 class RefCOCO(Task):
     name = "refcoco"
-    description = "Referring-expression grounding (RefCOCO, VLM-R1 REC json): one box per expression, IoU rewards"
+    description = "Referring-expression grounding (RefCOCO, VLM-R1 REC json): one or more boxes per expression, IoU rewards"
     Options = GroundingOptions
     default_rewards = {"format": 1.0, "iou": 1.0}
     expression_style: ClassVar[ExpressionStyle] = "refcoco"  # grammar of the synthetic expressions
