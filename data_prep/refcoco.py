@@ -2,6 +2,11 @@
 
 A record: {"image": "images/x.png", "problem": "...", "normal_caption": "...",
 "solution": [x1, y1, x2, y2] (original pixels), "height": H, "width": W}.
+
+Two extensions, both optional: an expression that names several objects has a list of
+boxes as its solution ([[x1, y1, x2, y2], ...]); a record may carry its target's COCO
+polygon segmentation ([[x1, y1, x2, y2, ...], ...]; with several targets, one such list
+per target, in the order of the boxes).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.shapes import SceneSpec, make_scene, referring_expression
+from data_prep.shapes import ExpressionStyle, SceneSpec, group_expression, make_scene, referring_expression
 
 REC_PROBLEM = "Please provide the bounding box coordinate of the region this sentence describes: {caption}."
 
@@ -25,8 +30,21 @@ def write_json_atomic(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def write_synthetic_rec(path: str | Path, size: int, seed: int, spec: SceneSpec | None = None) -> Path:
-    """`size` referring-expression records over shape scenes; images under images/ beside `path`."""
+def write_synthetic_rec(
+    path: str | Path,
+    size: int,
+    seed: int,
+    spec: SceneSpec | None = None,
+    style: ExpressionStyle = "refcoco",
+    multi_fraction: float = 0.0,
+    polygons: bool = False,
+) -> Path:
+    """`size` referring-expression records over shape scenes; images under images/ beside `path`.
+
+    `style` picks the expression grammar (see `referring_expression`); a `multi_fraction` of
+    the records name a group of objects ("all the red shapes": a list of boxes); with
+    `polygons`, every record carries its targets' exact outlines as COCO segmentation.
+    """
     path = Path(path)
     spec = spec or SceneSpec()
     rng = np.random.default_rng(seed)
@@ -37,21 +55,30 @@ def write_synthetic_rec(path: str | Path, size: int, seed: int, spec: SceneSpec 
         scene = make_scene(spec, rng)
         if not scene.objects:
             continue
-        index = int(rng.integers(len(scene.objects)))
-        caption = referring_expression(scene, index)
-        if caption is None:
-            continue
+        if multi_fraction > 0 and rng.random() < multi_fraction:
+            found = group_expression(scene, style, rng)
+            if found is None:
+                continue
+            caption, indices = found
+        else:
+            indices = [int(rng.integers(len(scene.objects)))]
+            caption = referring_expression(scene, indices[0], style)
+            if caption is None:
+                continue
+        targets = [scene.objects[i] for i in indices]
         relative = f"images/{path.stem}_{len(records):06d}.png"
         scene.image.save(path.parent / relative)
-        records.append(
-            {
-                "image": relative,
-                "problem": REC_PROBLEM.format(caption=caption),
-                "normal_caption": caption,
-                "solution": scene.objects[index].box,
-                "height": scene.image.height,
-                "width": scene.image.width,
-            }
-        )
+        record = {
+            "image": relative,
+            "problem": REC_PROBLEM.format(caption=caption),
+            "normal_caption": caption,
+            "solution": targets[0].box if len(targets) == 1 else [t.box for t in targets],
+            "height": scene.image.height,
+            "width": scene.image.width,
+        }
+        if polygons:
+            outlines = [[t.polygon()] for t in targets]
+            record["segmentation"] = outlines[0] if len(targets) == 1 else outlines
+        records.append(record)
     write_json_atomic(path, records)
     return path

@@ -6,7 +6,9 @@ task trains and evaluates offline. Everything is a function of the seed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -47,6 +49,23 @@ class SceneObject:
     @property
     def center(self) -> tuple[float, float]:
         return (self.box[0] + self.box[2]) / 2, (self.box[1] + self.box[3]) / 2
+
+    def polygon(self, circle_vertices: int = 64) -> list[float]:
+        """The shape's outline as one COCO polygon (flat [x1, y1, x2, y2, ...]), in the same
+        continuous convention as `box` (a square is its box; a circle is a regular
+        `circle_vertices`-gon inscribed in its box)."""
+        x1, y1, x2, y2 = self.box
+        if self.shape == "square":
+            points = [(x1, y1), (x2, y1), (x2, y2), (x1, y2)]
+        elif self.shape == "triangle":
+            points = [((x1 + x2) / 2, y1), (x2, y2), (x1, y2)]
+        elif self.shape == "circle":
+            (cx, cy), r = self.center, (x2 - x1) / 2
+            steps = [2 * math.pi * k / circle_vertices for k in range(circle_vertices)]
+            points = [(round(cx + r * math.cos(t), 2), round(cy + r * math.sin(t), 2)) for t in steps]
+        else:
+            raise ValueError(f"unknown shape {self.shape!r}")
+        return [float(v) for point in points for v in point]
 
 
 @dataclass
@@ -125,21 +144,93 @@ def _relation(target: SceneObject, anchor: SceneObject) -> str:
     return "above" if ty < ay else "below"
 
 
-def referring_expression(scene: Scene, index: int) -> str | None:
-    """The shortest unambiguous phrase for object `index`, e.g. "the small red circle left of
-    the blue square"; None when no phrase of this grammar singles it out."""
+ExpressionStyle = Literal["refcoco", "refcoco+", "refcocog"]
+
+
+def _unique_by(scene: Scene, index: int, attributes: tuple[str, ...]) -> bool:
+    target = scene.objects[index]
+    words = tuple(getattr(target, a) for a in attributes)
+    return all(tuple(getattr(o, a) for a in attributes) != words for i, o in enumerate(scene.objects) if i != index)
+
+
+def _anchor_relation(scene: Scene, index: int) -> tuple[SceneObject, str] | None:
+    """An anchor nameable by color and shape alone, and the target's relation to it that no
+    twin of the target (same size, color and shape) shares."""
     target = scene.objects[index]
     others = [o for i, o in enumerate(scene.objects) if i != index]
-    for attributes in (("color", "shape"), ("size", "color", "shape")):
-        words = tuple(getattr(target, a) for a in attributes)
-        if all(tuple(getattr(o, a) for a in attributes) != words for o in others):
-            return "the " + " ".join(words)
     twins = [o for o in others if (o.size, o.color, o.shape) == (target.size, target.color, target.shape)]
     for anchor in others:
-        # The anchor must be nameable by color and shape alone (so it is never a twin).
         if sum(1 for o in scene.objects if (o.color, o.shape) == (anchor.color, anchor.shape)) != 1:
             continue
         relation = _relation(target, anchor)
         if all(_relation(twin, anchor) != relation for twin in twins):
-            return f"the {target.size} {target.color} {target.shape} {relation} the {anchor.color} {anchor.shape}"
+            return anchor, relation
     return None
+
+
+def referring_expression(scene: Scene, index: int, style: ExpressionStyle = "refcoco") -> str | None:
+    """A phrase that singles out object `index`, or None when this grammar cannot.
+
+    - ``refcoco``: the shortest of "the red circle", "the small red circle", "the small red
+      circle left of the blue square".
+    - ``refcoco+``: appearance only, never a location word (RefCOCO+ forbids them): "the red
+      circle", "the small red circle"; None when appearance does not single the object out.
+    - ``refcocog``: longer, sentence-like descriptions (RefCOCOg's are about twice as long):
+      "a small red circle which is left of the large blue square", "the large green
+      triangle, the only triangle in the picture".
+    """
+    target = scene.objects[index]
+    if style == "refcocog":
+        return _long_expression(scene, index)
+    for attributes in (("color", "shape"), ("size", "color", "shape")):
+        if _unique_by(scene, index, attributes):
+            return "the " + " ".join(getattr(target, a) for a in attributes)
+    if style == "refcoco+":
+        return None
+    found = _anchor_relation(scene, index)
+    if found is None:
+        return None
+    anchor, relation = found
+    return f"the {target.size} {target.color} {target.shape} {relation} the {anchor.color} {anchor.shape}"
+
+
+def _long_expression(scene: Scene, index: int) -> str | None:
+    target = scene.objects[index]
+    name = f"{target.size} {target.color} {target.shape}"
+    found = _anchor_relation(scene, index)
+    if found is not None:
+        anchor, relation = found
+        return f"a {name} which is {relation} the {anchor.size} {anchor.color} {anchor.shape}"
+    if _unique_by(scene, index, ("shape",)):
+        return f"the {name}, the only {target.shape} in the picture"
+    if _unique_by(scene, index, ("size", "color", "shape")):
+        return f"the {name} that you can see in the picture"
+    return None
+
+
+def group_expression(scene: Scene, style: ExpressionStyle, rng: np.random.Generator) -> tuple[str, list[int]] | None:
+    """A phrase naming every object that shares an attribute (two at least), e.g. "all the
+    red shapes", "all the circles", "both green triangles", and those objects' indices;
+    None when no two objects share a color or a shape. No style uses location words here."""
+    groups: list[tuple[str, list[int]]] = []
+    for attributes in (("color",), ("shape",), ("color", "shape")):
+        keys: dict[tuple[str, ...], list[int]] = {}
+        for i, obj in enumerate(scene.objects):
+            keys.setdefault(tuple(getattr(obj, a) for a in attributes), []).append(i)
+        for key, members in keys.items():
+            if len(members) < 2:
+                continue
+            color = key[0] if "color" in attributes else ""
+            shape = key[-1] if "shape" in attributes else "shape"
+            noun = (f"{color} {shape}s" if color else f"{shape}s").strip()
+            groups.append((noun, members))
+    if not groups:
+        return None
+    noun, members = groups[int(rng.integers(len(groups)))]
+    if style == "refcocog":
+        phrase = f"every one of the {noun} that can be seen in the picture"
+    elif len(members) == 2:
+        phrase = f"both {noun}"
+    else:
+        phrase = f"all the {noun}"
+    return phrase, members

@@ -1,17 +1,48 @@
-"""Grounding: a box parsed from the answer, scored by IoU against the ground-truth box.
+"""Grounding: boxes parsed from the answer, scored by IoU against the ground-truth box(es).
 
 `iou_vlm_r1` is VLM-R1's definition to the bit (its inclusive-pixel intersection: an
-overlap at most one pixel wide counts as none); `iou_continuous` is plain geometric IoU.
+overlap at most one pixel wide counts as none); `iou_continuous` is plain geometric IoU,
+which is also Perception-R1's `compute_iou` (PR1 src/open_r1/utils.py; its reward is IoU²).
+
+Box parsers, by the name a task option uses:
+- ``vlm_r1``: integer boxes ``[x1, y1, x2, y2]`` inside ``<answer>`` (VLM-R1's `iou_reward`,
+  src/open-r1-multimodal/.../vlm_modules/qwen_module.py); the first one is *the* answer.
+- ``perception_r1``: Perception-R1's `parse_float_sequence_within` (src/open_r1/utils.py):
+  anywhere in the completion, the first pattern of ``[a, b, c, d]``, ``(a, b, c, d)``,
+  ``(a, b), (c, d)`` that occurs at all, signed decimals allowed.
+
+Several targets (an expression that names several objects) are scored by
+`hungarian_mean_iou`: an optimal one-to-one matching of predicted to target boxes that
+maximises total IoU, divided by max(#predicted, #targets), so that missing and extra boxes
+both cost. Neither VLM-R1 nor Perception-R1 defines a multi-target *grounding* reward
+(Perception-R1's Hungarian matcher is for detection, with class and L1/GIoU costs); this
+variant is named ``hungarian_mean`` (the grounding tasks' `multi_iou` reward, and their
+`iou` on records with several targets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
-from rewards.text import answer_text, compile_pattern, search
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from rewards.text import answer_text, compile_pattern, findall, search
 
 # VLM-R1's box pattern: the first four non-negative integers in brackets inside <answer>.
 INT_BOX = compile_pattern(r"\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)]")
+
+# Perception-R1's three box patterns, tried in this order over the whole completion.
+_PR1_NUM = r"(-?\d+(?:\.\d+)?)"
+PR1_BOX_PATTERNS = (
+    compile_pattern(rf"\[\s*{_PR1_NUM},\s*{_PR1_NUM},\s*{_PR1_NUM},\s*{_PR1_NUM}\s*\]"),
+    compile_pattern(rf"\(\s*{_PR1_NUM},\s*{_PR1_NUM},\s*{_PR1_NUM},\s*{_PR1_NUM}\s*\)"),
+    compile_pattern(rf"\(\s*{_PR1_NUM},\s*{_PR1_NUM}\),\s*\(\s*{_PR1_NUM},\s*{_PR1_NUM}\)"),
+)
+
+# More boxes than this in one answer is not an answer (and would make matching slow).
+MAX_BOXES = 64
 
 Box = Sequence[float]
 
@@ -28,6 +59,63 @@ def parse_answer_box(completion: str) -> list[int] | None:
         return [int(g) for g in match.groups()]
     except ValueError:  # more digits than Python will convert: not a coordinate
         return None
+
+
+def parse_answer_boxes(completion: str) -> list[list[int]] | None:
+    """Every VLM-R1 integer box inside <answer>, in order; None without an answer or with
+    more than MAX_BOXES boxes. A JSON list of {"bbox_2d": [...]} objects, a list of lists
+    and boxes in prose all read the same way."""
+    content = answer_text(completion)
+    if content is None:
+        return None
+    boxes = []
+    for groups in findall(INT_BOX, content):
+        try:
+            boxes.append([int(g) for g in groups])
+        except ValueError:  # more digits than Python will convert: not a coordinate
+            return None
+        if len(boxes) > MAX_BOXES:
+            return None
+    return boxes
+
+
+def parse_box_perception_r1(completion: str) -> list[float] | None:
+    """The box Perception-R1 scores: the first match of its first pattern that occurs
+    anywhere in the completion (None if none, or if a number is not finite)."""
+    for pattern in PR1_BOX_PATTERNS:
+        match = search(pattern, completion)
+        if match is not None:
+            box = [float(v) for v in match.groups()]
+            return box if all(math.isfinite(v) for v in box) else None
+    return None
+
+
+def parse_boxes_perception_r1(completion: str) -> list[list[float]] | None:
+    """Every box of the first Perception-R1 pattern that occurs in the completion, in order
+    (its first is the box Perception-R1 scores); None if a number is not finite or there are
+    more than MAX_BOXES."""
+    for pattern in PR1_BOX_PATTERNS:
+        found = findall(pattern, completion)
+        if not found:
+            continue
+        if len(found) > MAX_BOXES:
+            return None
+        boxes = [[float(v) for v in groups] for groups in found]
+        if not all(math.isfinite(v) for box in boxes for v in box):
+            return None
+        return boxes
+    return []
+
+
+# By parser name: the one box a single-target answer states, and every box an answer states.
+FIRST_BOX_PARSERS: dict[str, Callable[[str], list | None]] = {
+    "vlm_r1": parse_answer_box,
+    "perception_r1": parse_box_perception_r1,
+}
+BOX_PARSERS: dict[str, Callable[[str], list | None]] = {
+    "vlm_r1": parse_answer_boxes,
+    "perception_r1": parse_boxes_perception_r1,
+}
 
 
 def iou_vlm_r1(box1: Box, box2: Box) -> float:
@@ -61,3 +149,20 @@ IOU_CONVENTIONS = {"vlm_r1": iou_vlm_r1, "continuous": iou_continuous}
 def box_center_inside(pred: Box, gt: Box) -> bool:
     cx, cy = (pred[0] + pred[2]) / 2, (pred[1] + pred[3]) / 2
     return gt[0] <= cx <= gt[2] and gt[1] <= cy <= gt[3]
+
+
+def hungarian_mean_iou(
+    preds: Sequence, targets: Sequence, iou: Callable[[object, object], float]
+) -> tuple[float, list[tuple[int, int, float]]]:
+    """Multi-target score ``hungarian_mean``: the one-to-one matching of predictions to
+    targets with the largest total IoU (Hungarian algorithm), summed and divided by
+    max(len(preds), len(targets)). Both empty -> 1, one empty -> 0. Returns the score and
+    the matched (pred index, target index, IoU) pairs. `iou` scores one pair (boxes or shapes)."""
+    if not preds and not targets:
+        return 1.0, []
+    if not preds or not targets:
+        return 0.0, []
+    matrix = np.array([[iou(p, t) for t in targets] for p in preds], dtype=float)
+    rows, cols = linear_sum_assignment(matrix, maximize=True)
+    pairs = [(int(r), int(c), float(matrix[r, c])) for r, c in zip(rows, cols)]
+    return sum(v for _, _, v in pairs) / max(len(preds), len(targets)), pairs

@@ -36,6 +36,14 @@ def findall(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S)
         return []
 
 
+def finditer(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> list[regex.Match]:
+    """All matches (as a list), or none if matching runs out of time."""
+    try:
+        return list(pattern.finditer(text, timeout=timeout))
+    except TimeoutError:
+        return []
+
+
 ANSWER_TAG = compile_pattern(r"<answer>(.*?)</answer>", regex.DOTALL)
 
 

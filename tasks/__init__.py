@@ -9,6 +9,8 @@ BUILTIN_TASKS: dict[str, str] = {
     "jigsaw": "tasks.jigsaw:Jigsaw",
     "ocr": "tasks.ocr:OCR",
     "refcoco": "tasks.refcoco:RefCOCO",
+    "refcoco+": "tasks.refcoco:RefCOCOPlus",
+    "refcocog": "tasks.refcoco:RefCOCOg",
 }
 
 # Other names a task answers to (the data format's name, for instance).
