@@ -26,6 +26,7 @@ test-slow: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_vs_trl.py
+	$(BIN)/python bench/ap_vs_pycocotools.py
 
 clean:
 	rm -rf runs data/synthetic .cache

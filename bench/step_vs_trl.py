@@ -6,7 +6,8 @@ temperature and seed, on CPU, with the same reward (refcoco's format + IoU). Eac
 runs in its own process for a few steps; the processes alternate for several rounds so both
 see the same machine conditions. The first step of each process is warm-up and not counted.
 
-Prints one JSON line: median step time of each, their ratio, and each process's peak RSS.
+Prints one JSON line: median step time of each, their ratio, mean completion length of each
+(the same work: both sample up to max_new_tokens), and each process's peak RSS.
 
     python bench/step_vs_trl.py [--rounds 3] [--steps 4] [--generations 8] [--prompts 4]
 """
@@ -45,7 +46,7 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> list[float]:
+def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
     from rich.console import Console
 
     from vlrl.config import load_config
@@ -71,10 +72,10 @@ def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> list[float]:
     cfg = load_config(DEMO_CONFIG, [f"{k}={v}" for k, v in overrides.items()])
     result = train(cfg, Console(quiet=True))
     rows = [json.loads(line) for line in result.metrics.read_text().splitlines()]
-    return [r["time_step"] for r in rows]
+    return [r["time_step"] for r in rows], [r["completion_length"] for r in rows]
 
 
-def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> list[float]:
+def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
     from datasets import Dataset
     from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -155,7 +156,8 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> list[float]:
         callbacks=[timer],
     )
     trainer.train()
-    return timer.times
+    lengths = [row["completions/mean_length"] for row in trainer.state.log_history if "completions/mean_length" in row]
+    return timer.times, lengths
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -163,8 +165,8 @@ def worker(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         start_rss = peak_rss_mb()
         run = run_vlrl if args.worker == "vlrl" else run_trl
-        times = run(s, Path(args.data), args.steps, Path(tmp) / "run")
-    print(json.dumps({"times": times, "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": start_rss}))
+        times, lengths = run(s, Path(args.data), args.steps, Path(tmp) / "run")
+    print(json.dumps({"times": times, "lengths": lengths, "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": start_rss}))
 
 
 def main() -> None:
@@ -189,7 +191,7 @@ def main() -> None:
     tiny_checkpoint()  # built once, outside the timed processes
     s = settings(args)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    results: dict[str, dict] = {"vlrl": {"times": [], "peak_rss_mb": 0.0}, "trl": {"times": [], "peak_rss_mb": 0.0}}
+    results: dict[str, dict] = {name: {"times": [], "lengths": [], "peak_rss_mb": 0.0} for name in ("vlrl", "trl")}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)
@@ -202,6 +204,7 @@ def main() -> None:
                     raise SystemExit(f"{name} worker failed")
                 report = json.loads(done.stdout.strip().splitlines()[-1])
                 results[name]["times"].extend(report["times"][1:])  # step 1 of each process is warm-up
+                results[name]["lengths"].extend(report["lengths"])
                 results[name]["peak_rss_mb"] = max(results[name]["peak_rss_mb"], report["peak_rss_mb"])
     vlrl_median = statistics.median(results["vlrl"]["times"])
     trl_median = statistics.median(results["trl"]["times"])
@@ -216,6 +219,8 @@ def main() -> None:
                 "vlrl_median_step_s": round(vlrl_median, 4),
                 "trl_median_step_s": round(trl_median, 4),
                 "ratio_vlrl_over_trl": round(vlrl_median / trl_median, 4),
+                "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
+                "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
                 "trl_peak_rss_mb": round(results["trl"]["peak_rss_mb"], 1),
             }
