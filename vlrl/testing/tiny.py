@@ -77,6 +77,10 @@ class TinySpec:
     vision_depth: int = 2
     vision_hidden: int = 32
     vision_heads: int = 2
+    # Qwen's 1e6 leaves the height/width sections of mrope, at this head size, rotating by
+    # ~1e-4 rad per image token: a tiny model then cannot tell where anything is in an image.
+    # At 1.0 every section turns 1 rad per position and the model learns where objects are.
+    rope_theta: float = 1.0
     min_pixels: int = 56 * 56
     max_pixels: int = 448 * 448
     seed: int = 0
@@ -170,7 +174,7 @@ def build_model(spec: TinySpec, tokenizer):
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
         max_position_embeddings=8192,
-        rope_parameters={"rope_type": "default", "mrope_section": mrope, "rope_theta": 1000000.0},
+        rope_parameters={"rope_type": "default", "mrope_section": mrope, "rope_theta": spec.rope_theta},
         bos_token_id=ids["<|endoftext|>"],
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
