@@ -17,7 +17,8 @@ SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
 
 def model_type(path: str) -> str | None:
     """The checkpoint's model_type, read from config.json (None if there is none to read)."""
-    config = Path(path) / "config.json"
+    base = lora_base(path) if Path(path).is_dir() else None
+    config = Path(base or path) / "config.json"
     if not config.is_file():
         return None
     return json.loads(config.read_text()).get("model_type")
@@ -49,9 +50,20 @@ def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
 
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def lora_base(path: str) -> str | None:
+    """The base model a LoRA checkpoint's adapter was trained on (None: not a LoRA checkpoint)."""
+    adapter = Path(path) / ADAPTER_CONFIG
+    return json.loads(adapter.read_text())["base_model_name_or_path"] if adapter.is_file() else None
+
+
 def checkpoint_path(cfg: ModelConfig) -> str:
     """The local directory to load from; fails early (naming model.path) if there is none."""
     path = resolve_tiny(cfg.path)
+    if lora_base(path) is not None:
+        return path
     if not (Path(path) / "config.json").is_file():
         raise ConfigError(
             f"config: model.path {cfg.path!r} is not a local checkpoint (no config.json); "
@@ -72,16 +84,25 @@ def load_processor(cfg: ModelConfig, path: str | None = None):
 
 
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
-    """The policy (or reference) model; LoRA adapters and vision freezing as configured."""
+    """The policy (or reference) model; LoRA adapters and vision freezing as configured.
+
+    A LoRA checkpoint (adapter_config.json) loads its base model and the adapter on top,
+    trainable when the config trains LoRA adapters."""
     from transformers import AutoModelForImageTextToText
 
+    path = path or checkpoint_path(cfg)
+    base = lora_base(path)
     model = AutoModelForImageTextToText.from_pretrained(
-        path or checkpoint_path(cfg), dtype=_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
+        base or path, dtype=_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
     ).to(device)
     if cfg.freeze_vision:
         for param in model.model.visual.parameters():
             param.requires_grad_(False)
-    if cfg.lora.r > 0:
+    if base is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, path, is_trainable=cfg.lora.r > 0).to(device)
+    elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
         names = "|".join(cfg.lora.target_modules)

@@ -141,10 +141,12 @@ class RLTrainer:
                     f"{', '.join(source.task.reward_weights)}"
                 )
         self.run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
+        # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
+        self.lora = cfg.model.lora.r > 0
         self.reference = (
             load_model(cfg.model, self.run.base_path, self.run.device).eval().requires_grad_(False)
-            if cfg.algo.beta > 0
-            else None  # beta = 0: no reference model is loaded at all
+            if cfg.algo.beta > 0 and not self.lora
+            else None
         )
         self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
@@ -241,6 +243,12 @@ class RLTrainer:
                 out[torch.tensor(rows), :width] = logp.float().cpu()
         return out
 
+    def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        if self.reference is not None:
+            return self.logprobs_no_grad(self.reference, batch)
+        with self.run.model.disable_adapter():
+            return self.logprobs_no_grad(self.run.model, batch)
+
     def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
         lengths = batch.lengths()
         return micro_batches(
@@ -267,7 +275,7 @@ class RLTrainer:
         old = None
         if policy_moves:  # otherwise the policy has not moved since sampling: old = current, detached
             old = batch.rollout_logprobs if algo.old_logprobs == "rollout" else self.logprobs_no_grad(run.model, batch)
-        ref = self.logprobs_no_grad(self.reference, batch) if self.reference is not None else None
+        ref = self.reference_logprobs(batch) if algo.beta > 0 else None
 
         sums: dict[str, float] = defaultdict(float)
         skipped = 0

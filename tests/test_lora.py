@@ -1,0 +1,65 @@
+"""LoRA: only adapters train, the adapter-free policy is the reference, checkpoints resume and evaluate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.modeling import load_model
+from vlrl.trainer.rl import train
+
+
+def overrides(run_dir, data, **extra):
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.max_pixels": 50176,
+        "model.lora.r": 4,
+        "data.train": str(data),
+        "task.name": f"{Path(__file__).parent / 'fixtures' / 'toy_task.py'}:BriefGrounding",
+        "rollout.num_generations": 4,
+        "rollout.max_new_tokens": 10,
+        "trainer.output_dir": str(run_dir),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 2,
+        "trainer.lr": 5e-3,
+        "trainer.progress": False,
+        "trainer.save_every": 1,
+        "algo.advantage": "dr_grpo",
+        **extra,
+    }
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    import vlrl.trainer.rl as rl
+
+    loads = []
+    original = rl.load_model
+    monkeypatch.setattr(rl, "load_model", lambda *a, **k: loads.append(1) or original(*a, **k))
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(load_config(None, overrides(straight, rec_data, **{"trainer.steps": 3})))
+    assert not loads  # beta > 0, yet no second model: the adapters are switched off for the reference
+    checkpoint = straight / "checkpoints" / "step-0000003"
+    assert (checkpoint / "adapter_config.json").is_file() and (checkpoint / "adapter_model.safetensors").is_file()
+    adapters = load_file(checkpoint / "adapter_model.safetensors")
+    assert adapters and all("lora_" in name for name in adapters)
+    assert any(not torch.equal(w, torch.zeros_like(w)) for name, w in adapters.items() if "lora_B" in name)
+
+    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 2})))
+    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 3})))
+    rows = lambda d: [{k: v for k, v in json.loads(line).items() if not k.startswith("time")} for line in (d / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    assert rows(resumed) == rows(straight)
+    b = load_file(resumed / "checkpoints" / "step-0000003" / "adapter_model.safetensors")
+    assert all(torch.equal(adapters[name], b[name]) for name in adapters)
+
+    # A LoRA checkpoint loads as base model + adapter wherever a model path is taken.
+    model = load_model(load_config(None, [f"model.path={checkpoint}"]).model)
+    assert hasattr(model, "disable_adapter") and not any(p.requires_grad for p in model.parameters())
+    out = tmp_path / "eval"
+    assert main(["eval", "--task", f"refcoco={rec_data}", "--model", str(checkpoint), "--out", str(out), "--limit", "2", "model.max_pixels=50176", "eval.max_new_tokens=6"]) == 0
+    assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == 2
