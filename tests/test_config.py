@@ -66,3 +66,13 @@ def test_unknown_task_and_reward_names_list_the_choices(capsys):
 def test_task_options_are_validated_by_the_task(capsys):
     assert main(["train", "--task", "refcoco", "task.options.iou_convention=exactish"]) == 2
     assert "task.options.iou_convention must be one of 'vlm_r1', 'continuous'" in capsys.readouterr().out
+
+
+def test_overrides_may_follow_options_on_the_command_line(capsys):
+    from vlrl.cli import parse
+
+    args = parse(["eval", "--task", "refcoco", "model.max_pixels=12544", "--out", "x", "eval.limit=3"])
+    assert args.overrides == ["model.max_pixels=12544", "eval.limit=3"] and args.out == "x"
+    with pytest.raises(SystemExit):
+        parse(["tasks", "list", "trainer.lr=1"])
+    assert "unrecognized arguments" in capsys.readouterr().err

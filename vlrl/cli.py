@@ -185,8 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """Parse, letting key=value overrides stand anywhere (argparse alone drops them after an option)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable

@@ -52,6 +52,7 @@ class DataConfig:
     synthetic: bool = False  # write the task's synthetic dataset at `train` / `eval` when missing
     synthetic_train_size: int = 512
     synthetic_eval_size: int = 128
+    synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
 
 
 @dataclass
@@ -153,6 +154,7 @@ class EvalConfig:
     top_p: float = 1.0
     backend: Literal["hf", "vllm"] = "hf"
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
+    headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
     output_dir: str = ""  # `vlrl eval` writes results.json and samples.jsonl here (default: runs/eval/...)
 
 
@@ -295,6 +297,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"config: {key} expects a list, got {value!r}")
         return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:  # tuple[X, ...]: a YAML list
+        item_tp = get_args(tp)[0]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config: {key} expects a list, got {value!r}")
+        return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         key_tp, value_tp = get_args(tp)
         if not isinstance(value, dict):

@@ -33,7 +33,7 @@ def load_task_split(
         if not cfg.data.synthetic:
             raise ConfigError(f"config: data.{which}: {path} does not exist (set data.synthetic=true to generate it)")
         size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
-        task.synthesize(path, size, cfg.trainer.seed + SYNTHETIC_SEED_OFFSET[which])
+        task.synthesize(path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
     split = task.load(path, frame_spec(cfg.model), cfg.data.image_root, cfg.data.strict, cfg.data.limit, require_images)
