@@ -41,11 +41,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from data_prep.counting import COUNT_QUESTION, write_synthetic_counting
+from data_prep.counting import COUNT_QUESTION, counting_spec, write_synthetic_counting
+from data_prep.shapes import SceneSpec
 from rewards.counting import (
     MAX_POINTS,
     NORM1000_DIAGONAL,
@@ -58,6 +59,7 @@ from rewards.counting import (
 )
 from rewards.format import think_answer
 from tasks.records import optional_text, record_image
+from vlrl.config import build
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
@@ -90,6 +92,7 @@ class CountingOptions:
     count_parse: Literal["strict", "last_number"] = "strict"  # how a stated number is read
     number_words: bool = True  # "seven", "twenty-one", "a dozen" count as numbers
     point_distance: Literal["norm1000", "original"] = "norm1000"
+    synthetic_scene: dict[str, Any] = field(default_factory=dict)  # SceneSpec fields over counting_spec()'s
 
 
 @dataclass
@@ -135,7 +138,8 @@ class Counting(Task):
         )
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        write_synthetic_counting(path, size, seed)
+        scene = {**asdict(counting_spec()), **self.options.synthetic_scene}
+        write_synthetic_counting(path, size, seed, build(SceneSpec, scene, prefix="task.options.synthetic_scene."))
 
     # -- prompting ------------------------------------------------------------------------
     def messages(self, sample: Sample) -> list[dict[str, Any]]:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from data_prep.refcoco import write_synthetic_rec
-from data_prep.shapes import ExpressionStyle
+from data_prep.shapes import ExpressionStyle, SceneSpec
 from rewards.format import FORMATS
 from rewards.grounding import (
     BOX_PARSERS,
@@ -34,7 +34,7 @@ from rewards.grounding import (
 )
 from rewards.polygon import box_geometry, coco_geometry, geometry_iou, parse_answer_shapes, polygon_geometry
 from rewards.text import answer_text, compile_pattern, findall
-from vlrl.config import ConfigError
+from vlrl.config import ConfigError, build
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
@@ -58,12 +58,16 @@ class GroundingOptions:
     iou_convention: Literal["vlm_r1", "continuous"] = "vlm_r1"
     iou_threshold: float = 0.5  # for the thresholded reward `iou_threshold` (1 if IoU > t)
     target_think: str = "{caption}"  # reasoning text of the SFT target
+    # The SFT target's boxes scaled about their centers (clipped to the image): 1.0 is the
+    # ground truth; above 1 imitates a teacher whose boxes are too loose (the demo's cold start).
+    target_box_scale: float = 1.0
     # vlm_r1: integer boxes inside <answer>; perception_r1: Perception-R1's float patterns anywhere.
     box_parser: Literal["vlm_r1", "perception_r1"] = "vlm_r1"
     # ACC@t counts IoU > t (VLM-R1's evaluation); inclusive: IoU >= t (Perception-R1's evaluate_grounding.py).
     acc_inclusive: bool = False
     synthetic_multi: float = 0.0  # fraction of synthetic records whose expression names several objects
     synthetic_polygons: bool = False  # synthetic records carry their targets' exact outlines
+    synthetic_scene: dict[str, Any] = field(default_factory=dict)  # data_prep.shapes.SceneSpec fields
 
 
 class RefCOCO(Task):
@@ -75,6 +79,9 @@ class RefCOCO(Task):
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         super().__init__(options, rewards)
+        self.scene = build(SceneSpec, self.options.synthetic_scene, prefix="task.options.synthetic_scene.")
+        if self.options.target_box_scale <= 0:
+            raise ConfigError(f"config: task.options.target_box_scale must be > 0, got {self.options.target_box_scale}")
         if not 0.0 <= self.options.synthetic_multi <= 1.0:
             raise ConfigError(
                 f"config: task.options.synthetic_multi must be in [0, 1], got {self.options.synthetic_multi}"
@@ -119,6 +126,7 @@ class RefCOCO(Task):
             path,
             size,
             seed,
+            self.scene,
             style=self.expression_style,
             multi_fraction=self.options.synthetic_multi,
             polygons=self.options.synthetic_polygons,
@@ -130,7 +138,9 @@ class RefCOCO(Task):
         return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
 
     def target(self, sample: Sample) -> str:
-        boxes = [sample.frame.box_to_model(box) for box in target_boxes(sample)]
+        scale = self.options.target_box_scale
+        width, height = sample.frame.width, sample.frame.height
+        boxes = [sample.frame.box_to_model(scale_box(box, scale, width, height)) for box in target_boxes(sample)]
         caption = sample.meta.get("caption", "")
         if self.options.box_parser == "perception_r1":  # Qwen2-VL's grounding tokens, no reasoning
             spans = "".join(f"<|box_start|>({x1},{y1}),({x2},{y2})<|box_end|>" for x1, y1, x2, y2 in boxes)
@@ -261,6 +271,15 @@ class RefCOCOg(RefCOCO):
     name = "refcocog"
     description = "Referring-expression grounding (RefCOCOg: longer expressions), VLM-R1 REC json"
     expression_style = "refcocog"
+
+
+def scale_box(box: list[float], scale: float, width: float, height: float) -> list[float]:
+    """The box grown (or shrunk) by `scale` about its center, kept inside the image."""
+    if scale == 1.0:
+        return box
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    hw, hh = (box[2] - box[0]) * scale / 2, (box[3] - box[1]) * scale / 2
+    return [max(0.0, cx - hw), max(0.0, cy - hh), min(float(width), cx + hw), min(float(height), cy + hh)]
 
 
 def target_boxes(sample: Sample) -> list[list[float]]:
