@@ -32,13 +32,51 @@ def series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, tuple[list[
     return out
 
 
-def plot_run(run_dir: str | Path) -> list[Path]:
-    """Write RUN_DIR/plots/<topic>.png for each topic the run logged; returns the files."""
+def plot_curves(rows: list[dict], prefixes: tuple[str, ...], title: str, path: Path) -> Path | None:
+    """One figure of the metrics matching `prefixes` over steps; None when none was logged."""
+    curves = series(rows, prefixes)
+    return plot_panels(rows, {title: sorted(curves)}, path) if curves else None
+
+
+def moving_average(values: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value - (values[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_panels(rows: list[dict], panels: dict[str, list[str]], path: Path, smooth: int = 1) -> Path:
+    """Side-by-side panels of named metrics over steps (training curves smoothed by a moving
+    average of `smooth` steps; held-out `eval/` curves as points)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, (title, names) in zip(axes[0], panels.items(), strict=True):
+        curves = series(rows, tuple(names))
+        for name in names:
+            if name not in curves:
+                continue
+            steps, values = curves[name]
+            if name.startswith("eval/") or len(steps) < 50:  # sparse: points, not a line
+                ax.plot(steps, values, marker="o", label=name)
+            else:
+                ax.plot(steps, moving_average(values, smooth), label=f"{name} (mean of {smooth})" if smooth > 1 else name)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_run(run_dir: str | Path) -> list[Path]:
+    """Write RUN_DIR/plots/<topic>.png for each topic the run logged; returns the files."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.jsonl"
     if not metrics_path.is_file():
@@ -48,19 +86,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     out_dir.mkdir(exist_ok=True)
     written = []
     for topic, prefixes in FIGURES.items():
-        curves = series(rows, prefixes)
-        if not curves:
-            continue
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for name, (steps, values) in sorted(curves.items()):
-            ax.plot(steps, values, marker="." if len(steps) < 50 else None, label=name)
-        ax.set_xlabel("step")
-        ax.set_title(f"{run_dir.name}: {topic}")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"{topic}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        path = plot_curves(rows, prefixes, f"{run_dir.name}: {topic}", out_dir / f"{topic}.png")
+        if path is not None:
+            written.append(path)
     return written

@@ -30,6 +30,7 @@ from vlrl.rollout import HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import score
 from vlrl.task import Task
+from vlrl.trainer.logs import progress_bar
 
 
 @dataclass
@@ -162,7 +163,9 @@ def parse_task_spec(spec: str) -> tuple[str, str | None]:
     return name, data or None
 
 
-def run_eval(cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console) -> list[TaskResult]:
+def run_eval(
+    cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console, show_table: bool = True
+) -> list[TaskResult]:
     from vlrl.modeling import checkpoint_path, load_model, load_processor
     from vlrl.registry import make_task
 
@@ -181,10 +184,14 @@ def run_eval(cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, 
     model = load_model(cfg.model, path, device).eval()
     engine = HFRollout(model, processor.tokenizer)
     results = []
-    for task, loaded, data_path in tasks:
-        results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path))
+    with progress_bar(console, cfg.trainer.progress) as progress:
+        for task, loaded, data_path in tasks:
+            bar = progress.add_task(f"eval {task.name}", total=len(loaded.samples), status="")
+            advance = lambda n, bar=bar: progress.update(bar, advance=n)  # noqa: E731
+            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance))
     write_outputs(out_dir, results, cfg.model.path, cfg)
-    console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
+    if show_table:
+        console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
     return results
 
 
