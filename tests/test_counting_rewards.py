@@ -287,3 +287,13 @@ def test_records_without_a_local_image_are_refused(tmp_path):
         Counting().build_sample({"image_url": "http://x/y.jpg", "label": "cats", "count": 2}, _ctx(tmp_path))
     sample = Counting().build_sample({"image_path": "im.png", "label": "cats", "count": 0}, _ctx(tmp_path))
     assert sample.images[0].endswith("im.png")
+
+
+def test_counting_synthetic_scene_options_narrow_the_scenes(tmp_path):
+    one_kind = {"min_objects": 1, "max_objects": 3, "shapes": ["circle"], "colors": ["red"]}
+    path = tmp_path / "count.json"
+    Counting({"synthetic_scene": one_kind}).synthesize(path, 12, seed=5)
+    for record in json.loads(path.read_text()):
+        label = record.get("label") or record["question"]
+        count = record.get("count", record.get("number"))
+        assert "circles" in label and 1 <= count <= 3  # every object is a red circle: all are counted

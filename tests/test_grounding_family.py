@@ -370,3 +370,36 @@ def test_sft_targets_earn_the_rewards_on_multi_target_polygon_data(tmp_path, cls
     for name in ("format", "iou", "multi_iou"):
         values = task.reward_functions()[name](targets, samples)
         assert sum(values) / len(values) >= 0.9, (name, values)
+
+
+# -- the demo's knobs: an imperfect teacher and the scene ----------------------------------
+
+
+def test_target_box_scale_grows_the_sft_box_about_its_center_inside_the_image(tmp_path):
+    # Original box [100,100,300,200] (center 200,150; 200x100) x1.5 -> [50,75,350,225];
+    # the model frame is half: [25,38,175,112] after rounding 37.5 -> 38 and 112.5 -> 112.
+    sample = make_sample(tmp_path, [100, 100, 300, 200], **HALF)
+    task = RefCOCO({"target_box_scale": 1.5})
+    assert task.target(sample).endswith('<answer>{"bbox_2d": [25, 38, 175, 112]}</answer>')
+    # At a corner the box grows only inward: [0,0,100,100] x3 -> [-100,-100,200,200], clipped to
+    # [0,0,200,200], half of it in the model frame.
+    corner = make_sample(tmp_path, [0, 0, 100, 100], **HALF)
+    assert RefCOCO({"target_box_scale": 3.0}).target(corner).endswith('<answer>{"bbox_2d": [0, 0, 100, 100]}</answer>')
+    # A perfect imitator of the 1.5x teacher stays under ACC@0.5: IoU ~ 200*100 / (300*148) = 0.45.
+    imitated = rewards(task, task.target(sample), sample)
+    assert 0.4 < imitated["iou"] < 0.5 and imitated["iou_threshold"] == 0.0
+    with pytest.raises(ConfigError, match="target_box_scale"):
+        RefCOCO({"target_box_scale": 0})
+
+
+def test_synthetic_scene_options_shape_the_written_scenes(tmp_path):
+    task = RefCOCO({"synthetic_scene": {"min_objects": 1, "max_objects": 1, "min_side": 112, "max_side": 120, "sizes": ["large"]}})
+    path = tmp_path / "rec.json"
+    task.synthesize(path, 6, seed=3)
+    for record in json.loads(path.read_text()):
+        width, height = Image.open(tmp_path / record["image"]).size
+        assert 112 <= width <= 120 and 112 <= height <= 120
+        x1, y1, x2, y2 = record["solution"]
+        assert x2 - x1 >= 0.26 * min(width, height) - 1  # "large": 0.26-0.36 of the short side
+    with pytest.raises(ConfigError, match="synthetic_scene.colour"):
+        RefCOCO({"synthetic_scene": {"colour": ["red"]}})
