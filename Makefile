@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 demo: $(STAMP)
-	rm -rf runs/demo/refcoco
-	$(BIN)/vlrl train --task refcoco --config configs/demo/refcoco.yaml
+	$(BIN)/python -m vlrl.demo --config configs/demo/refcoco.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
