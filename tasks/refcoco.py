@@ -34,6 +34,7 @@ from rewards.grounding import (
 )
 from rewards.polygon import box_geometry, coco_geometry, geometry_iou, parse_answer_shapes, polygon_geometry
 from rewards.text import answer_text, compile_pattern, findall
+from tasks.records import record_image
 from vlrl.config import ConfigError, build
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
@@ -89,18 +90,9 @@ class RefCOCO(Task):
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
-        image = ctx.get(record, "image", (str, list), "an image path")
-        if isinstance(image, list):
-            if len(image) != 1 or not isinstance(image[0], str):
-                raise ctx.error(f"key 'image' must be one image path, got {len(image)} entries")
-            image = image[0]
         problem = ctx.get(record, "problem", str, "the question text")
         boxes = _solution_boxes(record, ctx)
-        path, width, height = ctx.image_with_size(image, record)
-        for key, actual in (("width", width), ("height", height)):
-            stated = record.get(key)
-            if stated is not None and ctx.require_images and stated != actual:
-                raise ctx.error(f"key '{key}' says {stated} but image {path} has {key} {actual}")
+        path, width, height = record_image(record, ctx)
         for i, (x1, y1, x2, y2) in enumerate(boxes):
             # One pixel of slack: public annotations round box edges past the border.
             if not (-1 <= x1 < x2 <= width + 1 and -1 <= y1 < y2 <= height + 1):
