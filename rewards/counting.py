@@ -175,8 +175,8 @@ PR1_FORMAT = compile_pattern(
     r"\A<\|object_ref_start\|>[^<]*<\|object_ref_end\|>(?:<\|box_start\|>[^<]*<\|box_end\|>)+<\|im_end\|>"
 )
 PR1_BOX = compile_pattern(r"<\|box_start\|>(.*?)<\|box_end\|>")
-# PR1 eval()s the box text and unpacks `(x1, y1), (x2, y2)`; these are the literal forms of
-# that which carry numbers: two pairs in () or [], optionally wrapped once more.
+# PR1 runs the box text through Python's eval and unpacks `(x1, y1), (x2, y2)`; these are the
+# literal forms of that which carry numbers: two pairs in () or [], optionally wrapped once more.
 _PAIR = rf"[(\[]\s*({_NUM})\s*,\s*({_NUM})\s*,?\s*[)\]]"
 PR1_BOX_BODY = compile_pattern(rf"\s*(?:{_PAIR}\s*,\s*{_PAIR}\s*,?|[(\[]\s*{_PAIR}\s*,\s*{_PAIR}\s*,?\s*[)\]])\s*")
 PR1_STRIP = "<|endoftext|>"
