@@ -32,7 +32,7 @@ def headline(metrics: dict[str, float], names: list[str]) -> dict[str, float]:
     return {name: metrics[name] for name in names if name in metrics} if names else dict(metrics)
 
 
-def rl_task_rewards(rows: list[dict]) -> list[str]:
+def reward_components(rows: list[dict]) -> list[str]:
     """The reward components a run logged (reward/<name>), in first-seen order."""
     return list(dict.fromkeys(key.split("/", 1)[1] for row in rows for key in row if key.startswith("reward/")))
 
@@ -74,7 +74,7 @@ def run_demo(config: str, seed: int, out: Path, console: Console, overrides: lis
     console.print(table)
     # The held-out curve starts at the SFT start (step 0).
     rows = [{"step": 0, **{f"eval/{k}": v for k, v in before.items()}}, *read_metrics(rl.metrics)]
-    components = [f"reward/{name}" for name in rl_task_rewards(rows)]
+    components = [f"reward/{name}" for name in reward_components(rows)]
     panels = {
         f"{task}: training reward (sampled)": ["reward", *components],
         f"{task}: held-out (greedy)": [f"eval/{name}" for name in (names or after)],

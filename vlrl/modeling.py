@@ -17,8 +17,7 @@ SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
 
 def model_type(path: str) -> str | None:
     """The checkpoint's model_type, read from config.json (None if there is none to read)."""
-    base = lora_base(path) if Path(path).is_dir() else None
-    config = Path(base or path) / "config.json"
+    config = Path(lora_base(path) or path) / "config.json"
     if not config.is_file():
         return None
     return json.loads(config.read_text()).get("model_type")

@@ -142,10 +142,9 @@ class RLTrainer:
                 )
         self.run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
-        self.lora = cfg.model.lora.r > 0
         self.reference = (
             load_model(cfg.model, self.run.base_path, self.run.device).eval().requires_grad_(False)
-            if cfg.algo.beta > 0 and not self.lora
+            if cfg.algo.beta > 0 and cfg.model.lora.r == 0
             else None
         )
         self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
