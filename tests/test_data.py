@@ -94,3 +94,19 @@ def test_scoring_without_images_trusts_the_recorded_size(folder):
     path.write_text(json.dumps(_record(image="not-here.png")) + "\n")
     split = load_split(path, RefCOCO().build_sample, SPEC, require_images=False)
     assert len(split.samples) == 1 and split.samples[0].frame.width == 100
+
+
+def test_synthetic_data_follows_data_synthetic_seed_not_the_training_seed(tmp_path):
+    from vlrl.config import load_config
+    from vlrl.datasets import load_task_split
+    from vlrl.registry import make_task
+
+    def written(name: str, *extra: str) -> list[dict]:
+        path = tmp_path / name / "train.json"
+        cfg = load_config(None, [f"data.train={path}", "data.synthetic=true", "data.synthetic_train_size=4", *extra])
+        load_task_split(make_task(cfg.task), cfg, "train")
+        return [{k: v for k, v in r.items() if k != "image"} for r in json.loads(path.read_text())]
+
+    base = written("a", "trainer.seed=1")
+    assert written("b", "trainer.seed=2") == base
+    assert written("c", "trainer.seed=1", "data.synthetic_seed=5") != base

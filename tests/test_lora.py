@@ -44,6 +44,8 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(load_config(None, overrides(straight, rec_data, **{"trainer.steps": 3})))
     assert not loads  # beta > 0, yet no second model: the adapters are switched off for the reference
+    kl = [json.loads(line)["kl"] for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert kl[0] == 0.0 and kl[-1] > 0.0  # lora_B starts at zero: the policy leaves the reference only as it trains
     checkpoint = straight / "checkpoints" / "step-0000003"
     assert (checkpoint / "adapter_config.json").is_file() and (checkpoint / "adapter_model.safetensors").is_file()
     adapters = load_file(checkpoint / "adapter_model.safetensors")
