@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-slow bench clean
+.PHONY: setup demo demo-counting test test-slow bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,9 @@ setup: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m vlrl.demo --config configs/demo/refcoco.yaml
+
+demo-counting: $(STAMP)
+	$(BIN)/python -m vlrl.demo --config configs/demo/counting.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -59,7 +59,7 @@ from rewards.counting import (
 )
 from rewards.format import think_answer
 from tasks.records import optional_text, record_image
-from vlrl.config import build
+from vlrl.config import ConfigError, build
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
@@ -93,6 +93,10 @@ class CountingOptions:
     number_words: bool = True  # "seven", "twenty-one", "a dozen" count as numbers
     point_distance: Literal["norm1000", "original"] = "norm1000"
     synthetic_scene: dict[str, Any] = field(default_factory=dict)  # SceneSpec fields over counting_spec()'s
+    # The SFT target states the true count plus this (never below 0): 0 is the ground truth;
+    # 1 imitates a teacher that counts one too many (the counting demo's cold start). Only
+    # for answers that are numbers (the `number` variant).
+    target_count_offset: int = 0
 
 
 @dataclass
@@ -107,6 +111,14 @@ class Counting(Task):
     Options = CountingOptions
     default_rewards = {"format": 1.0, "count_points": 1.0}
     data_suffix = ".json"
+
+    def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
+        super().__init__(options, rewards)
+        if self.options.target_count_offset and self.options.variant != "number":
+            raise ConfigError(
+                "config: task.options.target_count_offset applies to the 'number' variant, "
+                f"not {self.options.variant!r}: its answers are not a stated count"
+            )
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -154,6 +166,8 @@ class Counting(Task):
         if self.options.variant == "perception_r1":
             boxes = "".join(f"<|box_start|>({x},{y}),({x},{y})<|box_end|>" for x, y in model_points)
             return f"<|object_ref_start|>{label}<|object_ref_end|>{boxes}<|im_end|>"
+        if self.options.variant == "number":
+            count = max(0, count + self.options.target_count_offset)
         think = f"There are {count} {label}."
         if self.options.variant == "points" and points is not None:
             answer = json.dumps([{"point_2d": p, "label": label} for p in model_points])

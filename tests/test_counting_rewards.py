@@ -22,6 +22,7 @@ from rewards.counting import (
     pr1_format,
 )
 from tasks.counting import Counting
+from vlrl.config import ConfigError
 from vlrl.data import FrameSpec, RecordContext, RecordError
 
 D = NORM1000_DIAGONAL  # 1000 * sqrt(2)
@@ -205,6 +206,18 @@ def test_number_variant_and_zero_counts(tmp_path):
     assert fns["count_points"]([task.target(sample)], [sample]) == [1.0]
     assert fns["count_points"](["<think>a</think><answer>[]</answer>"], [sample]) == [1.0]
     assert fns["count_points"](["<think>a</think><answer>2</answer>"], [sample]) == [0.0]
+
+
+def test_target_count_offset_makes_the_sft_target_miscount_while_rewards_keep_the_truth(tmp_path):
+    task = Counting(options={"variant": "number", "target_count_offset": 1})
+    sample = _sample(tmp_path, count=3, points=None)
+    assert task.target(sample) == "<think>There are 4 dots.</think>\n<answer>4</answer>"
+    assert task.reward_functions()["count_exact"]([task.target(sample)], [sample]) == [0.0]
+    assert task.reward_functions()["count_exact"](["<think>a</think><answer>3</answer>"], [sample]) == [1.0]
+    undercount = Counting(options={"variant": "number", "target_count_offset": -1})
+    assert undercount.target(_sample(tmp_path, count=0, points=[])).endswith("<answer>0</answer>")  # never below 0
+    with pytest.raises(ConfigError, match="target_count_offset applies to the 'number' variant"):
+        Counting(options={"variant": "points", "target_count_offset": 1})
 
 
 def test_perception_r1_variant_scores_its_own_format(tmp_path):
