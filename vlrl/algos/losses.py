@@ -106,20 +106,32 @@ def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}
 
 
-def token_weights(mask: torch.Tensor, aggregation: str, max_completion_length: int) -> torch.Tensor:
+def token_weights(
+    mask: torch.Tensor,
+    aggregation: str,
+    max_completion_length: int,
+    rows: float | None = None,
+    tokens: float | None = None,
+) -> torch.Tensor:
     """Weights w with loss = sum(per_token_loss * w) over the whole batch.
 
     token_mean: every token of the batch counts the same (DAPO, TRL's bnpo/dapo).
     seq_mean_token_mean: mean over each sequence's tokens, then over sequences (GRPO, TRL's grpo).
     seq_mean_token_sum_norm: token sums divided by sequences x max length (Dr.GRPO).
+
+    `rows` and `tokens` are the batch's numbers of sequences and tokens to divide by; by
+    default this mask's. Data-parallel training passes their means over the processes, so the
+    averaged gradient equals the gradient over the whole batch on one process.
     """
     mask = mask.float()
+    rows = mask.shape[0] if rows is None else rows
+    tokens = float(mask.sum()) if tokens is None else tokens
     if aggregation == "token_mean":
-        return mask / mask.sum().clamp(min=1.0)
+        return mask / max(tokens, 1.0)
     if aggregation == "seq_mean_token_mean":
-        return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / mask.shape[0]
+        return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / rows
     if aggregation == "seq_mean_token_sum_norm":
-        return mask / (mask.shape[0] * max_completion_length)
+        return mask / (rows * max_completion_length)
     raise ValueError(f"unknown aggregation {aggregation!r}")
 
 

@@ -33,6 +33,19 @@ class JsonlLog:
         self._handle.close()
 
 
+class NullLog(JsonlLog):
+    """The logs of a process other than 0 in data-parallel training: process 0 writes them."""
+
+    def __init__(self) -> None:
+        pass
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def drop_steps_after(path: Path, step: int) -> None:
     """Forget lines logged after `step` (a resumed run logs those steps again)."""
     if not path.is_file():

@@ -25,6 +25,7 @@ from vlrl.rollout import Completion, HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
 from vlrl.task import Task
+from vlrl.trainer.distributed import Processes
 from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.run import Run, RunResult
 from vlrl.trainer.thinking import make_scorer
@@ -132,7 +133,9 @@ class RLTrainer:
         self.console = console
         if cfg.rollout.engine != "hf":
             raise ConfigError(f"config: rollout.engine {cfg.rollout.engine!r} is not available in this build; use 'hf'")
-        self.sources = task_sources(cfg, console)
+        procs = Processes.from_env()
+        with procs.main_first():  # process 0 writes missing synthetic data, the others read it
+            self.sources = task_sources(cfg, console)
         accuracy = cfg.algo.accuracy_reward
         for source in self.sources:
             if accuracy and accuracy not in source.task.reward_weights:
@@ -152,7 +155,7 @@ class RLTrainer:
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
-        if cfg.eval.every > 0:  # held-out splits, evaluated during training
+        if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
                 samples = load_task_split(source.task, cfg, "eval", console, path=source.eval_path or None).samples
                 self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
@@ -210,18 +213,25 @@ class RLTrainer:
         return out
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
-        """The next n prompts of the run's task mixture."""
-        return [(self.sources[s].task, self.sources[s].train.samples[i]) for s, i in self.run.stream.take(n)]
+        """This process's share of the next n prompts of the run's task mixture."""
+        return [(self.sources[s].task, self.sources[s].train.samples[i]) for s, i in self.run.take(n)]
 
     def collect(self, step: int) -> tuple[list[Group], int]:
         """B scored groups. With DAPO's dynamic sampling, groups whose rewards are all equal
         (zero advantage: nothing to learn) are dropped and the batch is refilled with new prompts."""
-        algo, B = self.cfg.algo, self.cfg.trainer.prompts_per_step
+        algo, procs = self.cfg.algo, self.run.procs
+        B = self.cfg.trainer.prompts_per_step // procs.world  # this process's share
         groups: list[Group] = []
         rounds = 0
-        while len(groups) < B and rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):
+        while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):
+            missing = B - len(groups)
+            # Every process draws what the neediest one misses, so their data streams stay in step.
+            most = procs.max(missing)
+            if most == 0:
+                break
             rounds += 1
-            new = self.generate_groups(self.draw(B - len(groups)), step)
+            items = self.draw(most * procs.world)[:missing]
+            new = self.generate_groups(items, step) if items else []
             if algo.dynamic_sampling:
                 informative = [g for g in new if bool(g.reward.std() > 0)]
                 if not groups and not informative and rounds == algo.max_sampling_rounds:
@@ -283,7 +293,14 @@ class RLTrainer:
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
                 rows = [r for g in chunk for r in group_rows[g]]
                 rows_t = torch.tensor(rows)
-                weights = token_weights(loss_mask[rows_t], algo.aggregation, self.cfg.rollout.max_new_tokens)
+                mask_rows = loss_mask[rows_t]
+                weights = token_weights(
+                    mask_rows,
+                    algo.aggregation,
+                    self.cfg.rollout.max_new_tokens,
+                    rows=run.procs.mean(len(rows)),
+                    tokens=run.procs.mean(float(mask_rows.sum())),
+                )
                 loss_total = 0.0
                 for positions in self.plan(batch, rows):
                     micro = rows_t[positions]
@@ -355,7 +372,7 @@ class RLTrainer:
 
     def train(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
-        with progress_bar(self.console, t.progress) as progress:
+        with progress_bar(self.console, t.progress and run.procs.main) as progress:
             bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
@@ -382,6 +399,7 @@ class RLTrainer:
                 )
                 if step == 1:
                     metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
+                metrics = run.procs.mean_metrics(metrics)
                 if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
                     metrics.update(self.evaluate_held_out())
                 run.metrics.write(metrics)

@@ -14,8 +14,9 @@ from vlrl.config import Config, ConfigError, TrainerConfig, to_dict
 from vlrl.datasets import Source
 from vlrl.modeling import checkpoint_path, load_model, load_processor
 from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restore_rng, rng_state, save_checkpoint
+from vlrl.trainer.distributed import Processes
 from vlrl.trainer.loader import MixtureStream
-from vlrl.trainer.logs import JsonlLog, drop_steps_after
+from vlrl.trainer.logs import JsonlLog, NullLog, drop_steps_after
 
 
 @dataclass
@@ -57,22 +58,31 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
 
 class Run:
     """A training run in `t.output_dir`: the policy, its optimizer and schedule, the data stream
-    over the run's tasks,
-    the sampling generator and the logs, restored from the latest checkpoint when resuming."""
+    over the run's tasks, the sampling generator and the logs, restored from the latest
+    checkpoint when resuming. With several processes (distributed.py) process 0 owns the run
+    directory; each process draws `t.prompts_per_step / processes` of every step's prompts."""
 
     def __init__(self, cfg: Config, t: TrainerConfig, section: str, sources: list[Source], console: Console):
         self.t = t
         self.console = console
+        self.procs = Processes.from_env()
+        if t.prompts_per_step % self.procs.world:
+            raise ConfigError(
+                f"config: {section}.prompts_per_step ({t.prompts_per_step}) must divide evenly among "
+                f"the {self.procs.world} training processes"
+            )
         self.dir = Path(t.output_dir)
         resume_from = resume_checkpoint(t, section)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-        errors = [err for source in sources for err in source.train.errors]
-        if errors:
-            (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
+        if self.procs.main:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+            errors = [err for source in sources for err in source.train.errors]
+            if errors:
+                (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
+        self.procs.barrier()  # the others see process 0's run directory, not a half-made one
 
         torch.manual_seed(t.seed)
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = self.procs.device()
         self.base_path = checkpoint_path(cfg.model)
         self.processor = load_processor(cfg.model, self.base_path)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
@@ -97,16 +107,28 @@ class Run:
             self.consecutive_nonfinite = state["consecutive_nonfinite"]
             self.skipped_updates = state["skipped_updates"]
             console.print(f"resumed from {resume_from} (step {self.step})")
+        if not self.procs.main:  # its own samples: a seed apart from process 0's, moved on by the step
+            self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
-        drop_steps_after(self.metrics_path, self.step)
-        drop_steps_after(self.dir / "samples.jsonl", self.step)
-        self.metrics = JsonlLog(self.metrics_path)
-        self.samples = JsonlLog(self.dir / "samples.jsonl")
+        if self.procs.main:
+            drop_steps_after(self.metrics_path, self.step)
+            drop_steps_after(self.dir / "samples.jsonl", self.step)
+            self.metrics: JsonlLog = JsonlLog(self.metrics_path)
+            self.samples: JsonlLog = JsonlLog(self.dir / "samples.jsonl")
+        else:
+            self.metrics, self.samples = NullLog(), NullLog()
+
+    def take(self, n: int) -> list[tuple[int, int]]:
+        """This process's share of the next n prompts, (source, index) each; every process
+        advances the stream by n, so the streams stay in step."""
+        return self.procs.share(self.stream.take(n))
 
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
-        """Clip, then step unless the loss or the gradient is not finite. Returns (grad_norm, applied)."""
+        """Average the gradients across processes, clip, then step unless the loss or the
+        gradient is not finite on any process. Returns (grad_norm, applied)."""
+        self.procs.average_gradients(self.params)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.t.max_grad_norm))
-        applied = loss_is_finite and math.isfinite(grad_norm)
+        applied = self.procs.all_true(loss_is_finite and math.isfinite(grad_norm))
         if applied:
             self.optimizer.step()
             self.scheduler.step()  # the schedule counts optimizer steps taken
@@ -135,9 +157,13 @@ class Run:
                 "consecutive_nonfinite": self.consecutive_nonfinite,
                 "skipped_updates": self.skipped_updates,
             }
-            self.checkpoint = save_checkpoint(
-                self.dir / "checkpoints", step, self.model, self.processor, state, self.t.keep_last
-            )
+            if self.procs.main:
+                self.checkpoint = save_checkpoint(
+                    self.dir / "checkpoints", step, self.model, self.processor, state, self.t.keep_last
+                )
+            self.procs.barrier()
+            if not self.procs.main:
+                self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
 
     def close(self) -> RunResult:
         self.metrics.close()

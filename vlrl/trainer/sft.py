@@ -18,6 +18,7 @@ from vlrl.config import Config
 from vlrl.datasets import task_sources
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
+from vlrl.trainer.distributed import Processes
 from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.rl import micro_batches
 from vlrl.trainer.run import Run, RunResult
@@ -31,15 +32,16 @@ def target_ids(tokenizer, text: str) -> list[int]:
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     console = console or Console()
     t = cfg.sft
-    sources = task_sources(cfg, console)
+    with Processes.from_env().main_first():  # process 0 writes missing synthetic data
+        sources = task_sources(cfg, console)
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = tokenizer.pad_token_id
-    with progress_bar(console, t.progress) as progress:
+    with progress_bar(console, t.progress and run.procs.main) as progress:
         bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
-            items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.stream.take(t.prompts_per_step)]
+            items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]
             prompts = [
                 render_prompt(run.processor, task.messages(s), s, cfg.model.min_pixels, cfg.model.max_pixels)
                 for task, s in items
@@ -51,7 +53,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             for i, row in enumerate(targets):
                 ids[i, : len(row)] = torch.tensor(row)
                 mask[i, : len(row)] = 1.0
-            weights = token_weights(mask, "token_mean", width)
+            weights = token_weights(mask, "token_mean", width, tokens=run.procs.mean(float(mask.sum())))
             lengths = [len(row) for row in targets]
             loss_total = 0.0
             for rows in micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget):
@@ -78,6 +80,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             }
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
+            metrics = run.procs.mean_metrics(metrics)
             run.metrics.write(metrics)
             progress.update(bar, advance=1, status=f"loss {loss_total:.3f}")
             run.end_step(step, int(not applied))

@@ -1,0 +1,125 @@
+"""Data parallelism across processes started by `accelerate launch` or `torchrun`.
+
+Each process holds the whole model, samples and scores its own share of every step's prompts,
+and computes its loss on them; gradients are averaged across processes before each optimizer
+step, so every process applies the same update and the weights stay identical. Losses are
+normalized by the whole step's sizes (`mean`), so the averaged gradient is the gradient one
+process would compute over all the prompts. Process 0 writes the logs and checkpoints and runs
+held-out evaluation. Without a launcher (no WORLD_SIZE in the environment) everything here is
+a no-op on one process.
+
+Gradients are all-reduced by hand rather than through DistributedDataParallel: the number of
+token-budgeted micro-batches differs between processes, and DDP needs every process to run
+the same number of backward passes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Processes:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @classmethod
+    def from_env(cls) -> Processes:
+        """The launcher's process group (WORLD_SIZE, RANK, LOCAL_RANK), joined on first use."""
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world == 1:
+            return cls()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if not dist.is_initialized():
+            # Long timeout: the other processes wait while process 0 evaluates or checkpoints.
+            timeout = timedelta(hours=2)
+            if torch.cuda.is_available():
+                torch.cuda.set_device(local_rank)
+                dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", local_rank))
+            else:
+                dist.init_process_group("gloo", timeout=timeout)
+            atexit.register(dist.destroy_process_group)  # gloo aborts at exit if the group is left open
+        return cls(dist.get_rank(), dist.get_world_size(), local_rank)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def device(self) -> torch.device:
+        if torch.cuda.is_available():
+            return torch.device("cuda", self.local_rank) if self.world > 1 else torch.device("cuda")
+        return torch.device("cpu")
+
+    def share(self, items: list) -> list:
+        """This process's contiguous share of a step's items (the count divides evenly)."""
+        n = len(items) // self.world
+        return items[self.rank * n : (self.rank + 1) * n]
+
+    def _comm_device(self) -> torch.device:
+        return self.device() if dist.get_backend() == "nccl" else torch.device("cpu")
+
+    def _reduce(self, value: float, op: dist.ReduceOp) -> float:
+        if self.world == 1:
+            return value
+        tensor = torch.tensor([float(value)], dtype=torch.float64, device=self._comm_device())
+        dist.all_reduce(tensor, op=op)
+        return float(tensor.item())
+
+    def mean(self, value: float) -> float:
+        return self._reduce(value, dist.ReduceOp.SUM) / self.world
+
+    def max(self, value: int) -> int:
+        return int(self._reduce(value, dist.ReduceOp.MAX))
+
+    def all_true(self, flag: bool) -> bool:
+        return self._reduce(1.0 if flag else 0.0, dist.ReduceOp.MIN) > 0
+
+    def average_gradients(self, params: list[torch.nn.Parameter]) -> None:
+        """Every gradient becomes the mean over processes; a parameter that no process gave a
+        gradient keeps none, as on one process (AdamW then leaves it alone)."""
+        if self.world == 1:
+            return
+        has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=self._comm_device())
+        dist.all_reduce(has_grad, op=dist.ReduceOp.MAX)
+        for p, anywhere in zip(params, has_grad.tolist(), strict=True):
+            if not anywhere:
+                continue
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+            p.grad /= self.world
+
+    def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Each metric averaged over the processes that logged it (a task of a mixture may be
+        missing from one process's share)."""
+        if self.world == 1:
+            return metrics
+        gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
+        dist.all_gather_object(gathered, metrics)
+        out = {}
+        for key in metrics:
+            values = [m[key] for m in gathered if key in m]
+            out[key] = metrics[key] if key == "step" else sum(values) / len(values)
+        return out
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    @contextlib.contextmanager
+    def main_first(self) -> Iterator[None]:
+        """Process 0 runs the block first (writing synthetic data, say), then the others."""
+        if not self.main:
+            self.barrier()
+        yield
+        if self.main:
+            self.barrier()
