@@ -168,6 +168,9 @@ class TrainerConfig:
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = 0
     max_grad_norm: float = 1.0
+    # The optimizer steps fp32 copies of bf16/fp16 weights (precision.py): without them, most
+    # updates at lr 1e-6 round away. false saves 4 bytes per weight and trains in the model's dtype.
+    master_weights: bool = True
     token_budget: int = 16384  # tokens per micro-batch in the update (prefix + completions)
     seed: int = 42
     save_every: int = 100

@@ -17,6 +17,7 @@ from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restor
 from vlrl.trainer.distributed import Processes
 from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import JsonlLog, NullLog, drop_steps_after
+from vlrl.trainer.precision import MasterWeights
 
 
 @dataclass
@@ -87,9 +88,10 @@ class Run:
         self.processor = load_processor(cfg.model, self.base_path)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
         self.model = load_model(cfg.model, str(resume_from) if resume_from else None, self.device).eval()
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
-        self.params = trainable
-        self.optimizer = torch.optim.AdamW(trainable, lr=t.lr, weight_decay=t.weight_decay)
+        trainable = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
+        self.params = [p for _, p in trainable]
+        self.weights = MasterWeights(trainable, t.master_weights)  # what the optimizer steps
+        self.optimizer = torch.optim.AdamW(self.weights.masters, lr=t.lr, weight_decay=t.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
         self.stream = MixtureStream([len(s.train.samples) for s in sources], [s.weight for s in sources], t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
@@ -99,6 +101,7 @@ class Run:
         self.checkpoint = resume_from
         if resume_from:
             state = load_trainer_state(resume_from)
+            self.weights.load_state_dict(state["master_weights"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.stream.load_state_dict(state["stream"])
@@ -126,13 +129,15 @@ class Run:
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Average the gradients across processes, clip, then step unless the loss or the
         gradient is not finite on any process. Returns (grad_norm, applied)."""
-        self.procs.average_gradients(self.params)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.t.max_grad_norm))
+        self.weights.gradients_to_masters()
+        self.procs.average_gradients(self.weights.masters)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.weights.masters, self.t.max_grad_norm))
         applied = self.procs.all_true(loss_is_finite and math.isfinite(grad_norm))
         if applied:
             self.optimizer.step()
             self.scheduler.step()  # the schedule counts optimizer steps taken
-        self.optimizer.zero_grad(set_to_none=True)
+            self.weights.masters_to_model()
+        self.weights.zero_grad()
         return grad_norm, applied
 
     def end_step(self, step: int, skipped: int) -> None:
@@ -151,6 +156,7 @@ class Run:
             state = {
                 "step": step,
                 "optimizer": self.optimizer.state_dict(),
+                "master_weights": self.weights.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "stream": self.stream.state_dict(),
                 "rng": rng_state(self.generator),
