@@ -1,15 +1,21 @@
 """One RL step of vlrl against one of TRL's GRPOTrainer, same work, same machine, alternately.
 
-Both train the same tiny local Qwen2.5-VL checkpoint on the same synthetic RefCOCO data with
-the same B prompts x G completions, completion length, learning rate, GRPO loss, KL weight,
-temperature and seed, on CPU, with the same reward (refcoco's format + IoU). Each trainer
-runs in its own process for a few steps; the processes alternate for several rounds so both
-see the same machine conditions. The first step of each process is warm-up and not counted.
+Both train the same local Qwen2.5-VL checkpoint on the same synthetic RefCOCO data with the
+same B prompts x G completions, completion length, learning rate, GRPO loss, KL weight,
+temperature and seed, with the same reward (refcoco's format + IoU). Each trainer runs in its
+own process for a few steps; the processes alternate for several rounds so both see the same
+machine conditions. The first step of each process is warm-up and not counted.
+
+On CPU the model is the tiny checkpoint in float32. With `--shape qwen2.5-vl-3b` it is a
+random-weight model of Qwen2.5-VL-3B's shape (vlrl.testing.SHAPES), on a GPU in bfloat16 for
+both (vlrl with its fp32 master weights, TRL stepping the bf16 weights as it does without
+DeepSpeed), images at the model's own pixel limits.
 
 Prints one JSON line: median step time of each, their ratio, mean completion length of each
-(the same work: both sample up to max_new_tokens), and each process's peak RSS.
+(the same work: both sample up to max_new_tokens), each process's peak RSS and peak GPU memory.
 
     python bench/step_vs_trl.py [--rounds 3] [--steps 4] [--generations 8] [--prompts 4]
+    python bench/step_vs_trl.py --shape qwen2.5-vl-3b --device cuda --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -29,8 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "configs" / "demo" / "refcoco.yaml"
 
 
-def settings(args: argparse.Namespace) -> dict:
+def settings(args: argparse.Namespace, model_path: str, max_pixels: int) -> dict:
     return {
+        "model_path": model_path,
+        "device": args.device,
+        "max_pixels": max_pixels,
         "prompts": args.prompts,
         "generations": args.generations,
         "max_new_tokens": args.max_new_tokens,
@@ -44,6 +53,17 @@ def settings(args: argparse.Namespace) -> dict:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def peak_gpu_mb() -> float:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else 0.0
+
+
+def model_overrides(s: dict) -> list[str]:
+    dtype = "bfloat16" if s["device"] == "cuda" else "float32"
+    return [f"model.path={s['model_path']}", f"model.dtype={dtype}", f"model.max_pixels={s['max_pixels']}"]
 
 
 def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
@@ -69,13 +89,14 @@ def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float
         "trainer.output_dir": str(out_dir),
         "trainer.resume": "",
     }
-    cfg = load_config(DEMO_CONFIG, [f"{k}={v}" for k, v in overrides.items()])
+    cfg = load_config(DEMO_CONFIG, [*model_overrides(s), *(f"{k}={v}" for k, v in overrides.items())])
     result = train(cfg, Console(quiet=True))
     rows = [json.loads(line) for line in result.metrics.read_text().splitlines()]
     return [r["time_step"] for r in rows], [r["completion_length"] for r in rows]
 
 
 def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -84,9 +105,10 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
     from vlrl.config import load_config
     from vlrl.datasets import load_task_split
     from vlrl.modeling import checkpoint_path
+    from vlrl.rollout.hf import VISION_TOKENS
     from vlrl.vision.images import load_image
 
-    cfg = load_config(DEMO_CONFIG, [f"data.train={data}"])
+    cfg = load_config(DEMO_CONFIG, [*model_overrides(s), f"data.train={data}"])
     task = RefCOCO()
     samples = load_task_split(task, cfg, "train").samples
     m = cfg.model
@@ -112,8 +134,15 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
 
     path = checkpoint_path(cfg.model)
     processor = AutoProcessor.from_pretrained(path)
-    model = AutoModelForImageTextToText.from_pretrained(path)
+    cuda = s["device"] == "cuda"
+    model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16 if cuda else torch.float32)
+    # The tokens vlrl never samples: TRL suppresses only <|image_pad|>, and a sampled
+    # <|vision_start|> broke its training forward on the random-weight 3B model.
+    tokenizer = processor.tokenizer
+    vocab = model.config.get_text_config().vocab_size
+    banned = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS] + list(range(len(tokenizer), vocab))
     config = GRPOConfig(
+        generation_kwargs={"suppress_tokens": banned},
         output_dir=str(out_dir),
         per_device_train_batch_size=s["prompts"] * s["generations"],
         gradient_accumulation_steps=1,
@@ -129,7 +158,8 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
         logging_steps=1,
         save_strategy="no",
         report_to="none",
-        use_cpu=True,
+        use_cpu=not cuda,
+        bf16=cuda,
         dataloader_num_workers=0,
         lr_scheduler_type="constant",
         max_grad_norm=1.0,
@@ -144,6 +174,8 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
             self._start = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
             self.times.append(time.perf_counter() - self._start)
 
     timer = StepTimer()
@@ -166,7 +198,8 @@ def worker(args: argparse.Namespace) -> None:
         start_rss = peak_rss_mb()
         run = run_vlrl if args.worker == "vlrl" else run_trl
         times, lengths = run(s, Path(args.data), args.steps, Path(tmp) / "run")
-    print(json.dumps({"times": times, "lengths": lengths, "peak_rss_mb": peak_rss_mb(), "rss_at_start_mb": start_rss}))
+    report = {"times": times, "lengths": lengths, "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb()}
+    print(json.dumps({**report, "rss_at_start_mb": start_rss}))
 
 
 def main() -> None:
@@ -177,6 +210,8 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--shape", help="a real model's shape with random weights (vlrl.testing.SHAPES); default: the tiny model")
     parser.add_argument("--worker", choices=["vlrl", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
@@ -186,13 +221,19 @@ def main() -> None:
         return
 
     from tasks.refcoco import RefCOCO
-    from vlrl.testing import tiny_checkpoint
+    from vlrl.config import load_config
+    from vlrl.testing.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
 
-    tiny_checkpoint()  # built once, outside the timed processes
-    s = settings(args)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    results: dict[str, dict] = {name: {"times": [], "lengths": [], "peak_rss_mb": 0.0} for name in ("vlrl", "trl")}
+    results = {name: {"times": [], "lengths": [], "peak_rss_mb": 0.0, "peak_gpu_mb": 0.0} for name in ("vlrl", "trl")}
     with tempfile.TemporaryDirectory() as tmp:
+        # Built once, outside the timed processes.
+        if args.shape:
+            spec = SHAPES[args.shape]
+            model_path, max_pixels = write_tiny_checkpoint(Path(tmp) / "model", spec, args.device), spec.max_pixels
+        else:
+            model_path, max_pixels = tiny_checkpoint(), load_config(DEMO_CONFIG, []).model.max_pixels
+        s = settings(args, str(model_path), max_pixels)
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)
         for _ in range(args.rounds):
@@ -205,16 +246,18 @@ def main() -> None:
                 report = json.loads(done.stdout.strip().splitlines()[-1])
                 results[name]["times"].extend(report["times"][1:])  # step 1 of each process is warm-up
                 results[name]["lengths"].extend(report["lengths"])
-                results[name]["peak_rss_mb"] = max(results[name]["peak_rss_mb"], report["peak_rss_mb"])
+                for peak in ("peak_rss_mb", "peak_gpu_mb"):
+                    results[name][peak] = max(results[name][peak], report[peak])
     vlrl_median = statistics.median(results["vlrl"]["times"])
     trl_median = statistics.median(results["trl"]["times"])
     print(
         json.dumps(
             {
                 "benchmark": "rl_step_vs_trl",
-                "device": "cpu",
+                **{k: v for k, v in s.items() if k != "model_path"},
+                "device": device_name(args.device),
+                "model": args.shape or "tiny",
                 "torch_threads": __import__("torch").get_num_threads(),
-                **{k: v for k, v in s.items()},
                 "steps_measured": {k: len(v["times"]) for k, v in results.items()},
                 "vlrl_median_step_s": round(vlrl_median, 4),
                 "trl_median_step_s": round(trl_median, 4),
@@ -223,9 +266,17 @@ def main() -> None:
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
                 "trl_peak_rss_mb": round(results["trl"]["peak_rss_mb"], 1),
+                "vlrl_peak_gpu_mb": round(results["vlrl"]["peak_gpu_mb"], 1),
+                "trl_peak_gpu_mb": round(results["trl"]["peak_gpu_mb"], 1),
             }
         )
     )
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name() if device == "cuda" else "cpu"
 
 
 if __name__ == "__main__":

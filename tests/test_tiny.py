@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from vlrl.cli import main
@@ -41,3 +42,22 @@ def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch, fixture, request)
         "<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
     )
     assert tokenizer.decode(tokenizer("[12, 345]")["input_ids"]) == "[12, 345]"
+
+
+
+def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):
+    assert main(["tiny-model", str(tmp_path / "a"), "--shape", "qwen-100b"]) != 0
+    err = capsys.readouterr()
+    assert "qwen-100b" in err.out + err.err and "qwen2.5-vl-3b" in err.out + err.err
+
+
+@pytest.mark.parametrize(("shape", "parameters"), [("qwen2.5-vl-3b", 3_754_622_976), ("qwen2-vl-2b", 2_208_985_600)])
+def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
+    """The counts of Qwen2.5-VL-3B-Instruct and Qwen2-VL-2B-Instruct (their bf16 safetensors'
+    total_size / 2), built on the meta device: no memory, no weights drawn."""
+    from vlrl.testing.tiny import SHAPES, build_model, build_tokenizer
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    assert sum(p.numel() for p in model.parameters()) == parameters

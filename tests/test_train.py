@@ -20,6 +20,7 @@ TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step"}
 def tiny_overrides(run_dir: Path, data: Path, **extra) -> list[str]:
     values = {
         "model.path": "tiny:qwen2_5_vl",
+        "model.dtype": "float32",  # also on a GPU, where auto is bfloat16: these tests compare to 1e-5
         "model.max_pixels": 50176,
         "data.train": str(data),
         "task.name": TOY_TASK,

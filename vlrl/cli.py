@@ -120,10 +120,18 @@ def cmd_data(args: argparse.Namespace) -> None:
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> None:
-    from vlrl.testing.tiny import TinySpec, write_tiny_checkpoint
+    import dataclasses
 
-    path = write_tiny_checkpoint(Path(args.out), TinySpec(arch=args.arch, seed=args.seed))
-    console.print(f"wrote tiny {args.arch} checkpoint to {path}")
+    from vlrl.testing.tiny import SHAPES, TinySpec, write_tiny_checkpoint
+
+    if args.shape:
+        if args.shape not in SHAPES:
+            raise ConfigError(f"tiny-model --shape {args.shape!r}: unknown; known shapes: {', '.join(SHAPES)}")
+        spec = dataclasses.replace(SHAPES[args.shape], seed=args.seed)
+    else:
+        spec = TinySpec(arch=args.arch, seed=args.seed)
+    path = write_tiny_checkpoint(Path(args.out), spec, args.device)
+    console.print(f"wrote {args.shape or 'tiny'} {spec.arch} checkpoint (random weights) to {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,6 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("out")
     tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen2_vl"], default="qwen2_5_vl")
     tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--shape", help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2-vl-2b")
+    tiny.add_argument("--device", default="cpu", help="where to draw the weights (cuda is faster for large shapes)")
     tiny.set_defaults(func=cmd_tiny_model)
     return parser
 

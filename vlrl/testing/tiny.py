@@ -84,10 +84,45 @@ class TinySpec:
     min_pixels: int = 56 * 56
     max_pixels: int = 448 * 448
     seed: int = 0
+    vocab_size: int = 0  # embedding rows; 0: the tokenizer's size rounded up to 64
+    vision_intermediate: int = 0  # 0: twice vision_hidden
+    dtype: str = "float32"  # of the saved weights
+    tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
 
     def key(self) -> str:
         payload = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
         return f"{self.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+
+
+# Real checkpoints' shapes with random weights and the tiny tokenizer (its padded vocabulary
+# as large as Qwen's): memory and speed at full size with nothing downloaded. Parameter counts
+# equal the real checkpoints' (tests/test_tiny.py).
+QWEN_SCALE = dict(
+    vocab_size=151936,
+    rope_theta=1e6,
+    vision_depth=32,
+    vision_hidden=1280,
+    vision_heads=16,
+    num_kv_heads=2,
+    min_pixels=3136,
+    max_pixels=12845056,
+    dtype="bfloat16",
+    tie_embeddings=True,
+)
+SHAPES = {
+    "qwen2.5-vl-3b": TinySpec(
+        hidden_size=2048, num_layers=36, num_heads=16, intermediate_size=11008, vision_intermediate=3420, **QWEN_SCALE
+    ),
+    "qwen2-vl-2b": TinySpec(
+        arch="qwen2_vl",
+        hidden_size=1536,
+        num_layers=28,
+        num_heads=12,
+        intermediate_size=8960,
+        vision_intermediate=5120,
+        **QWEN_SCALE,
+    ),
+}
 
 
 def _corpus() -> list[str]:
@@ -162,7 +197,7 @@ def build_model(spec: TinySpec, tokenizer):
     )
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    vocab_size = (len(tokenizer) + 63) // 64 * 64  # padded like Qwen's: some ids are never text
+    vocab_size = spec.vocab_size or (len(tokenizer) + 63) // 64 * 64  # padded like Qwen's: some ids are never text
     head_dim = spec.hidden_size // spec.num_heads
     half = head_dim // 2
     mrope = [half - 2 * (half // 3), half // 3, half // 3]  # temporal, height, width; sums to head_dim/2
@@ -189,14 +224,16 @@ def build_model(spec: TinySpec, tokenizer):
         vision = dict(
             depth=spec.vision_depth,
             hidden_size=spec.vision_hidden,
-            intermediate_size=2 * spec.vision_hidden,
+            intermediate_size=spec.vision_intermediate or 2 * spec.vision_hidden,
             num_heads=spec.vision_heads,
             out_hidden_size=spec.hidden_size,
-            fullatt_block_indexes=[spec.vision_depth - 1],
+            fullatt_block_indexes=list(range(7, spec.vision_depth, 8)) or [spec.vision_depth - 1],  # Qwen: every 8th
             window_size=112,
             tokens_per_second=2,
         )
-        config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **token_ids)
+        config = Qwen2_5_VLConfig(
+            text_config=text, vision_config=vision, tie_word_embeddings=spec.tie_embeddings, **token_ids
+        )
         model_cls = Qwen2_5_VLForConditionalGeneration
     else:
         vision = dict(
@@ -204,9 +241,11 @@ def build_model(spec: TinySpec, tokenizer):
             embed_dim=spec.vision_hidden,
             hidden_size=spec.hidden_size,
             num_heads=spec.vision_heads,
-            mlp_ratio=2,
+            mlp_ratio=(spec.vision_intermediate or 2 * spec.vision_hidden) // spec.vision_hidden,
         )
-        config = Qwen2VLConfig(text_config=text, vision_config=vision, **token_ids)
+        config = Qwen2VLConfig(
+            text_config=text, vision_config=vision, tie_word_embeddings=spec.tie_embeddings, **token_ids
+        )
         model_cls = Qwen2VLForConditionalGeneration
     torch.manual_seed(spec.seed)
     model = model_cls(config)
@@ -230,14 +269,16 @@ def build_processor(spec: TinySpec, tokenizer):
     )
 
 
-def write_tiny_checkpoint(out: str | Path, spec: TinySpec) -> Path:
-    """Build the checkpoint for `spec` into `out` (replaced atomically if it exists)."""
+def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") -> Path:
+    """Build the checkpoint for `spec` into `out` (replaced atomically if it exists).
+    `device` only speeds up building large shapes; weights drawn on a GPU differ from the CPU's."""
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = build_tokenizer(spec)
-    model = build_model(spec, tokenizer)
-    model.save_pretrained(tmp)
+    with torch.device(device):
+        model = build_model(spec, tokenizer)
+    model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
     build_processor(spec, tokenizer).save_pretrained(tmp)
     (tmp / "vlrl_tiny_spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
     if out.exists():

@@ -399,6 +399,8 @@ class RLTrainer:
                 )
                 if step == 1:
                     metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
+                if run.device.type == "cuda":
+                    metrics["gpu_peak_gb"] = torch.cuda.max_memory_allocated(run.device) / 2**30
                 metrics = run.procs.mean_metrics(metrics)
                 if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
                     metrics.update(self.evaluate_held_out())
