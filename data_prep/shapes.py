@@ -90,7 +90,7 @@ def background(kind: str, width: int, height: int, rng: np.random.Generator) -> 
     return Image.fromarray(pixels.astype(np.uint8), "RGB")
 
 
-def _draw(draw: ImageDraw.ImageDraw, obj: SceneObject) -> None:
+def draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject) -> None:
     x1, y1, x2, y2 = obj.box
     fill = COLORS[obj.color]
     # PIL's shapes include their last pixel: draw to x2-1/y2-1 so the box is exact.
@@ -133,7 +133,7 @@ def make_scene(spec: SceneSpec, rng: np.random.Generator, n_objects: int | None 
             continue
         objects.append(SceneObject(str(rng.choice(spec.shapes)), str(rng.choice(spec.colors)), size, box))
     for obj in objects:
-        _draw(draw, obj)
+        draw_object(draw, obj)
     return Scene(image, objects)
 
 

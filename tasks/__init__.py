@@ -11,7 +11,8 @@ BUILTIN_TASKS: dict[str, str] = {
     "refcoco": "tasks.refcoco:RefCOCO",
     "refcoco+": "tasks.refcoco:RefCOCOPlus",
     "refcocog": "tasks.refcoco:RefCOCOg",
+    "video_qa": "tasks.video_qa:VideoQA",
 }
 
 # Other names a task answers to (the data format's name, for instance).
-TASK_ALIASES: dict[str, str] = {"coco": "detection"}
+TASK_ALIASES: dict[str, str] = {"coco": "detection", "video_r1": "video_qa"}

@@ -36,22 +36,13 @@ from rewards.ocr import edit_distance_score, video_r1_answer, wer_score, word_er
 from rewards.text import answer_text
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
+from tasks.video_qa import QUESTION_TEMPLATE, TYPE_TEMPLATE
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"].
-VIDEO_R1_OCR_TEMPLATE = (
-    "{Question}\n"
-    "Please think about this question as if you were a human pondering deeply. "
-    "Engage in an internal dialogue using expressions such as 'let me think', 'wait', 'Hmm', 'oh, I see', "
-    "'let's break it down', etc, or other natural language thought expressions "
-    "It's encouraged to include self-reflection or verification in the reasoning process. "
-    "Provide your detailed reasoning between the <think> </think> tags, and then give your final answer "
-    "between the <answer> </answer> tags."
-    " Please transcribe text from the image/video clearly and provide your text answer within the "
-    "<answer> </answer> tags."
-)
+VIDEO_R1_OCR_TEMPLATE = QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"]
 # Perception-R1 (eval/evaluate_ocr.py) asks "<image>\nOCR this image: "; the image entry
 # stands for its "<image>" placeholder here, and the trailing space is dropped.
 PLAIN_OCR_TEMPLATE = "OCR this image:"

@@ -50,7 +50,7 @@ def test_synthetic_data_loads_without_errors(task_and_samples):
     assert all(s.task == task.name and s.source for s in split.samples)
 
 
-def test_prompt_renders_one_image_entry_per_sample_image(task_and_samples, tiny_qwen25):
+def test_prompt_renders_one_vision_entry_per_sample_image_and_video(task_and_samples, tiny_qwen25):
     from vlrl.config import ModelConfig
     from vlrl.modeling import load_processor
     from vlrl.prompting import render_prompt
@@ -59,10 +59,10 @@ def test_prompt_renders_one_image_entry_per_sample_image(task_and_samples, tiny_
     processor = load_processor(ModelConfig(path=str(tiny_qwen25)))
     for sample in split.samples[:3]:
         messages = task.messages(sample)
-        entries = [c for m in messages if isinstance(m["content"], list) for c in m["content"] if c.get("type") == "image"]
-        assert len(entries) == len(sample.images)
+        types = [c.get("type") for m in messages if isinstance(m["content"], list) for c in m["content"]]
+        assert types.count("image") == len(sample.images) and types.count("video") == bool(sample.video)
         prompt = render_prompt(processor, messages, sample, 3136, 50176)
-        assert prompt.text.count("<|vision_start|>") == len(sample.images)
+        assert prompt.text.count("<|vision_start|>") == len(sample.images) + bool(sample.video)
 
 
 def test_the_sft_target_earns_the_reward(task_and_samples):

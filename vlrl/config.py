@@ -30,6 +30,19 @@ class LoraConfig:
 
 
 @dataclass
+class VideoConfig:
+    """How video frames are sampled and sized: qwen-vl-utils' video keys; defaults are Video-R1's
+    training settings (fps 2, 4 to 16 frames, 128 x 28 x 28 pixels a frame)."""
+
+    fps: float = 2.0
+    min_frames: int = 4
+    max_frames: int = 16
+    min_pixels: int = 128 * 28 * 28
+    max_pixels: int = 128 * 28 * 28
+    total_pixels: float = 128000 * 28 * 28 * 0.9  # qwen-vl-utils' MODEL_SEQ_LEN budget over all frames
+
+
+@dataclass
 class ModelConfig:
     path: str = "Qwen/Qwen2.5-VL-3B-Instruct"  # local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -40,6 +53,7 @@ class ModelConfig:
     max_pixels: int = 12845056
     freeze_vision: bool = False
     lora: LoraConfig = field(default_factory=LoraConfig)
+    video: VideoConfig = field(default_factory=VideoConfig)
 
 
 @dataclass
@@ -220,6 +234,17 @@ class Config:
         if self.model.max_pixels < self.model.min_pixels:
             raise ConfigError(
                 f"config: model.max_pixels ({self.model.max_pixels}) must be >= model.min_pixels ({self.model.min_pixels})"
+            )
+        video = self.model.video
+        if video.fps <= 0 or video.min_frames < 1 or video.max_frames < 2 or video.min_pixels <= 0:
+            raise ConfigError(
+                "config: model.video needs fps > 0, min_frames >= 1, max_frames >= 2 and min_pixels > 0, got "
+                f"fps={video.fps}, min_frames={video.min_frames}, max_frames={video.max_frames}, min_pixels={video.min_pixels}"
+            )
+        if video.max_pixels < video.min_pixels or video.max_frames < video.min_frames:
+            raise ConfigError(
+                f"config: model.video.max_pixels ({video.max_pixels}) and max_frames ({video.max_frames}) must be >= "
+                f"min_pixels ({video.min_pixels}) and min_frames ({video.min_frames})"
             )
         if self.eval.temperature < 0 or self.eval.max_new_tokens < 0 or self.eval.every < 0 or self.eval.limit < 0:
             raise ConfigError("config: eval.temperature, eval.max_new_tokens, eval.every and eval.limit must be >= 0")

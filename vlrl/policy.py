@@ -31,11 +31,15 @@ class Prefix:
 def rope_positions(model: torch.nn.Module, batch: PromptBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Qwen-VL's 3D rope positions of the prompt (3, B, P) and each row's next position (B,)."""
     vlm = core_model(model).model
+    videos = {"video_grid_thw": batch.vision["video_grid_thw"]} if "video_grid_thw" in batch.vision else {}
+    if "second_per_grid_ts" in batch.vision:  # Qwen2.5-VL places video frames in time
+        videos["second_per_grid_ts"] = batch.vision["second_per_grid_ts"]
     positions, _ = vlm.get_rope_index(
         batch.input_ids,
         batch.mm_token_type_ids,
         image_grid_thw=batch.vision.get("image_grid_thw"),
         attention_mask=batch.attention_mask,
+        **videos,
     )
     next_position = positions.amax(dim=(0, 2)) + 1
     return positions, next_position

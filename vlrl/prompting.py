@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 import torch
 
+from vlrl.config import VideoConfig
 from vlrl.sample import Sample
 from vlrl.vision.images import load_image
+from vlrl.vision.video import load_video
 
-VISION_KEYS = ("pixel_values", "image_grid_thw")
+VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
 
 @dataclass
@@ -30,22 +32,45 @@ class Prompt:
         return self.input_ids.shape[0]
 
 
-def render_prompt(processor, messages: list[dict], sample: Sample, min_pixels: int, max_pixels: int) -> Prompt:
-    """Chat template + smart-resized images -> Prompt; checks the processor kept our resize."""
+def render_prompt(
+    processor,
+    messages: list[dict],
+    sample: Sample,
+    min_pixels: int,
+    max_pixels: int,
+    video: VideoConfig | None = None,
+) -> Prompt:
+    """Chat template + smart-resized images (and sampled video frames) -> Prompt; checks that
+    the processor kept our resize."""
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     images = [load_image(path, min_pixels, max_pixels) for path in sample.images]
-    size = {"shortest_edge": min_pixels, "longest_edge": max_pixels}
-    kwargs = {"images": images, "size": size} if images else {}
+    kwargs: dict = {"images": images, "size": {"shortest_edge": min_pixels, "longest_edge": max_pixels}} if images else {}
+    if sample.video:
+        spec = video or VideoConfig()
+        clip = load_video(sample.video, spec, sample.shuffle_frames)
+        pixels = clip.frames.shape[2] * clip.frames.shape[3]
+        kwargs["videos"] = [clip.frames]
+        kwargs["videos_kwargs"] = {
+            "video_metadata": [{"fps": clip.video_fps, "total_num_frames": clip.total_frames, "frames_indices": clip.indices}],
+            "do_sample_frames": False,
+            # frames are already sized as qwen-vl-utils sizes them (its upscale can exceed
+            # max_pixels); a budget of exactly their area makes the processor keep them
+            "size": {"shortest_edge": pixels, "longest_edge": pixels},
+        }
     encoded = processor(text=[text], return_tensors="pt", **kwargs)
-    if images:
-        patch = processor.image_processor.patch_size
-        for image, (_, h, w) in zip(images, encoded["image_grid_thw"].tolist(), strict=True):
-            if (h * patch, w * patch) != (image.height, image.width):
-                raise RuntimeError(
-                    f"{sample.source}: processor resized {image.width}x{image.height} to {w * patch}x{h * patch}; "
-                    "coordinates would be in the wrong frame"
-                )
-    vision = {k: encoded[k] for k in VISION_KEYS if k in encoded}
+    patch = processor.image_processor.patch_size
+    sizes = [(image.height, image.width) for image in images]
+    grids = encoded["image_grid_thw"].tolist() if images else []
+    if sample.video:
+        sizes.append(tuple(clip.frames.shape[2:]))
+        grids += encoded["video_grid_thw"].tolist()
+    for (height, width), (_, h, w) in zip(sizes, grids, strict=True):
+        if (h * patch, w * patch) != (height, width):
+            raise RuntimeError(
+                f"{sample.source}: processor resized {width}x{height} to {w * patch}x{h * patch}; "
+                "coordinates would be in the wrong frame"
+            )
+    vision = {k: torch.as_tensor(encoded[k]) for k in VISION_KEYS if k in encoded}
     return Prompt(encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text)
 
 

@@ -14,7 +14,9 @@ class Sample:
 
     `frame` maps between the original image and the frame the model reads and writes;
     rewards use it to bring a prediction back to the ground truth's frame. `source` is
-    "file:line" of the record, for error messages and logs.
+    "file:line" of the record, for error messages and logs. `video` is a video file the
+    prompt shows after its images; `shuffle_frames`, when set, is the seed that shuffles its
+    sampled frames (T-GRPO's temporal contrast).
     """
 
     id: str
@@ -25,3 +27,5 @@ class Sample:
     frame: Frame | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    video: str = ""
+    shuffle_frames: int | None = None

@@ -163,7 +163,7 @@ class RLTrainer:
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def render(self, task: Task, sample: Sample) -> Prompt:
         m = self.cfg.model
-        return render_prompt(self.run.processor, task.messages(sample), sample, m.min_pixels, m.max_pixels)
+        return render_prompt(self.run.processor, task.messages(sample), sample, m.min_pixels, m.max_pixels, m.video)
 
     def correct(self, scores: Scores) -> torch.Tensor:
         name = self.cfg.algo.accuracy_reward
