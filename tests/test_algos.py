@@ -9,7 +9,7 @@ import torch
 
 from vlrl.algos.advantages import advantages, cpgd, dr_grpo, grpo, rloo, sign
 from vlrl.algos.losses import clipped_surrogate, cpgd_loss, high_entropy_mask, kl_k1, kl_k2, kl_k3, kl_low_var
-from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
+from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import AlgoConfig
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
@@ -107,10 +107,30 @@ def test_trust_bonus_follows_sophiavl_r1():
 
 
 def test_temporal_bonus_goes_to_correct_ordered_completions_when_order_helped():
-    ordered = torch.tensor([True, True, False, False])
-    assert temporal_bonus(ordered, torch.tensor([True, False]), 0.3, 0.8).tolist() == pytest.approx([0.3, 0.3, 0, 0])
+    ordered = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    correct = ordered > 0.1
+    assert temporal_bonus(ordered, torch.tensor([1.0, 0.0]), correct, 0.3, 0.8).tolist() == pytest.approx([0.3, 0.3, 0, 0])
     # 0.5 < 0.8 x 1.0: shuffled frames did as well, no bonus
-    assert temporal_bonus(ordered, torch.tensor([True, True]), 0.3, 0.8).tolist() == [0.0] * 4
+    assert temporal_bonus(ordered, torch.tensor([1.0, 1.0]), correct, 0.3, 0.8).tolist() == [0.0] * 4
+
+
+def test_temporal_bonus_compares_mean_accuracies_as_video_r1s_code_does():
+    """Partial rewards (ROUGE, regression): Video-R1 compares the mean rewards, not the
+    fractions over the threshold; 2 of 4 ordered are "correct", their mean is 0.3."""
+    ordered = torch.tensor([0.5, 0.7, 0.0, 0.0])
+    correct = ordered > 0.1
+    shuffled = torch.tensor([0.15, 0.15])  # all "correct" (fractions: 0.5 < 0.8 x 1), mean 0.15 (0.3 >= 0.8 x 0.15)
+    assert temporal_bonus(ordered, shuffled, correct, 0.3, 0.8).tolist() == pytest.approx([0.3, 0.3, 0, 0])
+    assert temporal_bonus(ordered, torch.tensor([0.4, 0.4]), correct, 0.3, 0.8).tolist() == [0.0] * 4  # 0.3 < 0.32
+
+
+def test_length_bonus_rewards_correct_completions_of_moderate_length_when_two_are_correct():
+    lengths = torch.tensor([319, 320, 512, 513, 400])
+    correct = torch.tensor([True, True, True, True, False])
+    assert length_bonus(lengths, correct, 320, 512, 0.2).tolist() == pytest.approx([0, 0.2, 0.2, 0, 0])
+    # A single correct completion gets nothing (Video-R1: more than one must be correct).
+    alone = torch.tensor([False, True, False, False, False])
+    assert length_bonus(lengths, alone, 320, 512, 0.2).tolist() == [0.0] * 5
 
 
 def test_high_entropy_mask_keeps_the_top_fraction_of_real_tokens():

@@ -33,6 +33,8 @@ def test_defaults_then_file_then_overrides(tmp_path):
         ("rollout.num_generations=0", "rollout.num_generations must be > 0"),
         ("algo.epsilon_high=0.1", "algo.epsilon_high (0.1) must be >= algo.epsilon (0.2)"),
         ("trainer", "must look like key.sub=value"),
+        ("algo.length_control.min_tokens=600", "algo.length_control needs 0 <= min_tokens <= max_tokens, got 600 and 512"),
+        ("model.video.max_frames=1", "model.video needs fps > 0, min_frames >= 1, max_frames >= 2"),
     ],
 )
 def test_bad_keys_and_values_are_named(override, message):

@@ -279,11 +279,12 @@ def test_video_qa_trains_with_t_grpo_then_evaluates_and_scores(tmp_path, tiny_qw
     ]  # fmt: skip
     run = tmp_path / "run"
     options = [f"trainer.output_dir={run}", "trainer.steps=2", "trainer.prompts_per_step=2", "rollout.num_generations=4",
-               "rollout.max_new_tokens=12", "trainer.progress=false"]  # fmt: skip
+               "rollout.max_new_tokens=12", "trainer.progress=false", "algo.length_control.enabled=true",
+               "algo.length_control.min_tokens=1"]  # fmt: skip
     assert main(["train", *common, *options]) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    assert all({"reward/format", "reward/accuracy", "reward/temporal"} <= r.keys() for r in rows)
+    assert all({"reward/format", "reward/accuracy", "reward/temporal", "reward/length"} <= r.keys() for r in rows)
     assert all(math.isfinite(r["loss"]) for r in rows)
     out = tmp_path / "eval"
     checkpoint = run / "checkpoints" / "step-0000002"

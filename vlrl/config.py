@@ -120,6 +120,16 @@ class TemporalConfig:
 
 
 @dataclass
+class LengthControlConfig:
+    """Video-R1's len_control: a bonus for correct completions of a moderate length."""
+
+    enabled: bool = False
+    min_tokens: int = 320
+    max_tokens: int = 512
+    bonus: float = 0.2
+
+
+@dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
     advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
@@ -156,6 +166,7 @@ class AlgoConfig:
     overlong_penalty: float = 1.0
     trust: TrustConfig = field(default_factory=TrustConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
+    length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
 
 
 @dataclass
@@ -283,6 +294,11 @@ class Config:
             )
         if self.rollout.num_generations < 2 and self.algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
             raise ConfigError(f"config: algo.advantage {self.algo.advantage!r} needs rollout.num_generations >= 2")
+        length = self.algo.length_control
+        if not 0 <= length.min_tokens <= length.max_tokens:
+            raise ConfigError(
+                f"config: algo.length_control needs 0 <= min_tokens <= max_tokens, got {length.min_tokens} and {length.max_tokens}"
+            )
         if self.algo.temporal.enabled and int(self.algo.temporal.shuffled_fraction * self.rollout.num_generations) < 1:
             raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
         return self

@@ -33,11 +33,23 @@ def trust_bonus(
     return gamma * alpha * math.exp(-step / decay_steps) * thinking
 
 
-def temporal_bonus(correct_ordered: torch.Tensor, correct_shuffled: torch.Tensor, alpha: float, mu: float) -> torch.Tensor:
+def temporal_bonus(
+    accuracy_ordered: torch.Tensor, accuracy_shuffled: torch.Tensor, correct_ordered: torch.Tensor, alpha: float, mu: float
+) -> torch.Tensor:
     """T-GRPO (Video-R1) for one prompt: alpha on each correct completion of the ordered input
-    when acc(ordered) >= mu * acc(shuffled), i.e. when order helped; nothing otherwise."""
-    ordered = correct_ordered.float().mean()
-    shuffled = correct_shuffled.float().mean()
-    if ordered >= mu * shuffled:
+    when mean accuracy(ordered) >= mu * mean accuracy(shuffled), i.e. when order helped.
+
+    Video-R1's code compares the mean accuracy rewards (the paper: the fractions correct; the
+    same for 0/1 rewards) and rewards completions whose accuracy is over 0.1.
+    """
+    if accuracy_ordered.float().mean() >= mu * accuracy_shuffled.float().mean():
         return alpha * correct_ordered.float()
     return torch.zeros_like(correct_ordered, dtype=torch.float32)
+
+
+def length_bonus(lengths: torch.Tensor, correct: torch.Tensor, low: int, high: int, bonus: float) -> torch.Tensor:
+    """Video-R1's length control for one group: when more than one completion is correct, each
+    correct one of low to high tokens (end of sequence included) gets `bonus`."""
+    if int(correct.sum()) <= 1:
+        return torch.zeros_like(lengths, dtype=torch.float32)
+    return bonus * (correct & (lengths >= low) & (lengths <= high)).float()

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, policy_loss, token_weights
-from vlrl.algos.shaping import overlong_penalty, temporal_bonus, trust_bonus
+from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
@@ -165,26 +165,27 @@ class RLTrainer:
         m = self.cfg.model
         return render_prompt(self.run.processor, task.messages(sample), sample, m.min_pixels, m.max_pixels, m.video)
 
-    def correct(self, scores: Scores) -> torch.Tensor:
+    def accuracy(self, scores: Scores) -> torch.Tensor:
+        """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
         name = self.cfg.algo.accuracy_reward
-        values = scores.components[name] if name else scores.total
-        return torch.tensor(values) >= self.cfg.algo.accuracy_threshold
+        return torch.tensor(scores.components[name] if name else scores.total, dtype=torch.float32)
 
     def generate_groups(self, items: list[tuple[Task, Sample]], step: int) -> list[Group]:
         """Render, sample G completions per prompt, score them, add the configured shaping terms."""
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
         prompts = [self.render(task, sample) for task, sample in items]
         completions = self.engine.generate(prompts, self.sampling, self.run.generator)
-        shuffled_correct = self.temporal_contrast(items) if algo.temporal.enabled else [None] * len(items)
+        shuffled_accuracy = self.temporal_contrast(items) if algo.temporal.enabled else [None] * len(items)
         groups = []
-        for (task, sample), prompt, group, shuffled in zip(items, prompts, completions, shuffled_correct, strict=True):
+        for (task, sample), prompt, group, shuffled in zip(items, prompts, completions, shuffled_accuracy, strict=True):
             texts = [c.text for c in group]
             scores = score(task, texts, [sample] * G)
             reward = torch.tensor(scores.total, dtype=torch.float32)
-            correct = self.correct(scores)
+            accuracy = self.accuracy(scores)
+            correct = accuracy >= algo.accuracy_threshold
+            lengths = torch.tensor([len(c.token_ids) for c in group])
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
-                lengths = torch.tensor([len(c.token_ids) for c in group])
                 shaping["overlong"] = overlong_penalty(
                     lengths, self.cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
                 )
@@ -192,14 +193,17 @@ class RLTrainer:
                 thinking = torch.tensor(self.thinking([sample] * G, texts))
                 shaping["thinking"] = trust_bonus(thinking, correct, algo.trust.alpha, step, algo.trust.decay_steps)
             if shuffled is not None:
-                shaping["temporal"] = temporal_bonus(correct, shuffled, algo.temporal.alpha, algo.temporal.mu)
+                shaping["temporal"] = temporal_bonus(accuracy, shuffled, correct, algo.temporal.alpha, algo.temporal.mu)
+            if algo.length_control.enabled:
+                length = algo.length_control
+                shaping["length"] = length_bonus(lengths, correct, length.min_tokens, length.max_tokens, length.bonus)
             for term in shaping.values():
                 reward = reward + term
             groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping))
         return groups
 
     def temporal_contrast(self, items: list[tuple[Task, Sample]]) -> list[torch.Tensor | None]:
-        """T-GRPO: which of a few completions on each prompt's shuffled-frame variant are correct."""
+        """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant."""
         variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
         present = [(i, task, v) for i, task, v in variants if v is not None]
         out: list[torch.Tensor | None] = [None] * len(items)
@@ -209,7 +213,7 @@ class RLTrainer:
         params = SamplingParams(n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k)
         groups = self.engine.generate([self.render(task, v) for _, task, v in present], params, self.run.generator)
         for (i, task, variant), group in zip(present, groups, strict=True):
-            out[i] = self.correct(score(task, [c.text for c in group], [variant] * n))
+            out[i] = self.accuracy(score(task, [c.text for c in group], [variant] * n))
         return out
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
