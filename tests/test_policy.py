@@ -13,7 +13,7 @@ from vlrl.modeling import load_model, load_processor
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import HFRollout, SamplingParams
-from vlrl.rollout.hf import VISION_TOKENS
+from vlrl.rollout.hf import VISION_TOKENS, sample_categorical
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
@@ -120,3 +120,15 @@ def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
         handle.remove()
     sampled = {t for g in groups for c in g for t in c.token_ids}
     assert sampled and not sampled & set(forbidden)
+
+
+def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
+    probs = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0, 0.0])  # zeros first, inside and last
+    draws = 200_000
+    tokens = sample_categorical(probs.repeat(draws, 1), torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(tokens, minlength=len(probs)).double() / draws
+    assert frequencies[probs == 0].sum() == 0
+    sigma = (probs * (1 - probs) / draws).sqrt().double()
+    assert ((frequencies - probs.double()).abs() <= 5 * sigma).all(), frequencies
+    unnormalized = sample_categorical(2.0 * probs.repeat(draws, 1), torch.Generator().manual_seed(0))
+    assert torch.equal(unnormalized, tokens)  # the same draws: rows need not sum to 1

@@ -33,6 +33,18 @@ def _filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch
     return logits
 
 
+def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row, drawn with probability `probs` (rows need not sum to 1) by inverting
+    the CDF: one uniform per row. torch.multinomial (and the exponential trick) draw a random
+    number per vocabulary entry, which on CPU cost more than the tiny demo model's forward.
+    Zero-probability tokens are never drawn: the first index whose CDF exceeds u is never one
+    whose CDF equals its predecessor's."""
+    cdf = probs.double().cumsum(dim=-1)
+    # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
+    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device).double()
+    return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
+
+
 class HFRollout:
     def __init__(self, model: torch.nn.Module, tokenizer):
         self.model = model
@@ -79,7 +91,7 @@ class HFRollout:
             allowed = logits.masked_fill(banned, float("-inf"))
             if params.temperature > 0:
                 allowed = _filter_top_k_top_p(allowed, params.top_k, params.top_p)
-                choice = torch.multinomial(torch.softmax(allowed, dim=-1), 1, generator=generator).squeeze(1)
+                choice = sample_categorical(torch.softmax(allowed, dim=-1), generator)
             else:
                 choice = allowed.argmax(dim=-1)
             choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
