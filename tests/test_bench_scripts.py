@@ -1,4 +1,4 @@
-"""The GPU benchmark scripts run their whole path on the tiny model on CPU, so they do not rot between GPU sessions."""
+"""The benchmark scripts run their whole path on CPU (the GPU ones on the tiny model), so they do not rot between sessions."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,3 +23,27 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25):
     assert report["steps_measured"] == 1 and report["prompts_per_step"] == 2 and report["max_new_tokens"] == 8
     assert report["median_step_s"] >= report["median_rollout_s"] > 0
     assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
+
+
+def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import demo_seeds
+
+    gains = {0: 0.531, 1: 0.656, 2: 0.547}
+    for seed, gain in gains.items():
+        out = tmp_path / "runs" / f"refcoco-seed{seed}"
+        out.mkdir(parents=True)
+        before = {"acc@0.5": 0.3, "format_rate": 1.0, "reward": 1.0}
+        after = {"acc@0.5": 0.3 + gain, "format_rate": 1.0 - 0.01 * seed, "reward": 1.5}
+        summary = {"task": "refcoco", "seed": seed, "before": before, "after": after, "seconds": 300.0 + seed}
+        (out / "demo_summary.json").write_text(json.dumps(summary))
+    assert demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "1", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["seed"] for s in report["seeds"]] == [0, 1, 2] and report["seeds"][2]["seconds"] == 302.0
+    acc = report["metrics"]["acc@0.5"]
+    assert abs(acc["gain_mean"] - 0.578) < 1e-3 and abs(acc["gain_std"] - 0.0678) < 1e-3  # sample std
+    assert abs(acc["gain_over_std"] - acc["gain_mean"] / acc["gain_std"]) < 1e-9
+    assert abs(report["metrics"]["format_rate"]["gain_mean"] + 0.01) < 1e-9
+    assert report["metrics"]["reward"]["gain_std"] == 0 and report["metrics"]["reward"]["gain_over_std"] is None
+    with pytest.raises(SystemExit, match="seed 3"):
+        demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "3"])

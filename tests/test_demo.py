@@ -54,11 +54,12 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
     assert main(["--seed", "0", "--out", str(out), f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}"]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
-    # Seeds 0-2 moved these by +0.53 to +0.66 (acc@0.5) and +0.17 to +0.21 (mean IoU), with a
-    # standard deviation of 0.07 and 0.02 (README): the bounds sit ~3 standard deviations below.
-    assert after["acc@0.5"] - before["acc@0.5"] > 0.35
-    assert after["mean_iou"] - before["mean_iou"] > 0.11
-    assert after["format_rate"] >= 0.95
+    # Seeds 0-2 moved these by +0.45 to +0.61 (acc@0.5) and +0.16 to +0.20 (mean IoU), with a
+    # standard deviation of 0.09 and 0.02 (README): the bounds sit ~3 standard deviations below
+    # the mean, and the format bound leaves room for another CPU's numerics (0.95 seen there).
+    assert after["acc@0.5"] - before["acc@0.5"] > 0.28
+    assert after["mean_iou"] - before["mean_iou"] > 0.12
+    assert after["format_rate"] >= 0.9
 
 
 @pytest.mark.slow
@@ -69,10 +70,11 @@ def test_the_counting_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
     assert main(["--config", config, "--seed", "0", "--out", str(out), *data]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
-    # Seeds 0-2 moved accuracy by +0.555 to +0.563 and MAE by -0.586 to -0.594 (README). The
-    # cold start's teacher counts one too many, so the SFT start is below 0.1; RL can reach
-    # about 0.77 (1-circle scenes stay wrong). The bounds leave room for other platforms' numerics.
+    # Seeds 0-2 moved accuracy by +0.500 to +0.617 (standard deviation 0.06) and MAE by -0.516
+    # to -0.656 (README). The cold start's teacher counts one too many, so the SFT start is
+    # below 0.1; RL can reach about 0.77 (1-circle scenes stay wrong). The bounds sit ~3
+    # standard deviations below the mean gains.
     assert before["accuracy"] < 0.2
-    assert after["accuracy"] - before["accuracy"] > 0.4
+    assert after["accuracy"] - before["accuracy"] > 0.38
     assert after["mae"] < before["mae"] - 0.3
     assert after["format_rate"] >= 0.95
