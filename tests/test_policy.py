@@ -26,7 +26,7 @@ def setup(request, rec_data):
     model = load_model(cfg).eval()
     task = RefCOCO()
     samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, MAX_PIXELS)).samples
-    prompts = [render_prompt(processor, task.messages(s), s, MIN_PIXELS, MAX_PIXELS) for s in samples[:3]]
+    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:3]]
     return model, processor, prompts
 
 

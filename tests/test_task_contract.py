@@ -56,12 +56,13 @@ def test_prompt_renders_one_vision_entry_per_sample_image_and_video(task_and_sam
     from vlrl.prompting import render_prompt
 
     task, split = task_and_samples
-    processor = load_processor(ModelConfig(path=str(tiny_qwen25)))
+    model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=50176)
+    processor = load_processor(model)
     for sample in split.samples[:3]:
         messages = task.messages(sample)
         types = [c.get("type") for m in messages if isinstance(m["content"], list) for c in m["content"]]
         assert types.count("image") == len(sample.images) and types.count("video") == bool(sample.video)
-        prompt = render_prompt(processor, messages, sample, 3136, 50176)
+        prompt = render_prompt(processor, messages, sample, model)
         assert prompt.text.count("<|vision_start|>") == len(sample.images) + bool(sample.video)
 
 

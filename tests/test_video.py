@@ -236,15 +236,16 @@ def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, 
 
     task = VideoQA()
     sample = next(s for s in task.load(video_data, FrameSpec()).samples if s.meta["problem_type"] == "multiple choice")
-    processor = load_processor(ModelConfig(path=str(tiny_qwen25)))
-    spec = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
-    prompt = render_prompt(processor, task.messages(sample), sample, 3136, 12544, spec)
+    video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
+    model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=video)
+    processor = load_processor(model)
+    prompt = render_prompt(processor, task.messages(sample), sample, model)
     assert prompt.text.count("<|video_pad|>") == 1 and prompt.vision["video_grid_thw"].tolist() == [[2, 8, 8]]
     assert int((prompt.mm_token_type_ids == 2).sum()) == 2 * 8 * 8 // 4  # two frame pairs of 4 x 4 merged patches
     assert prompt.vision["second_per_grid_ts"].tolist() == [1.0]  # 2 frames a temporal patch at 2 fps
     variant = task.temporal_variant(sample)
     assert variant.shuffle_frames is not None and task.temporal_variant(sample) == variant
-    shuffled = render_prompt(processor, task.messages(variant), variant, 3136, 12544, spec)
+    shuffled = render_prompt(processor, task.messages(variant), variant, model)
     assert torch.equal(shuffled.input_ids, prompt.input_ids)
     assert not torch.equal(shuffled.vision["pixel_values_videos"], prompt.vision["pixel_values_videos"])
     image_sample = next(s for s in task.load(video_data, FrameSpec()).samples if not s.video)
@@ -263,7 +264,8 @@ def test_frames_upscaled_past_max_pixels_reach_the_model_at_their_size(video_dat
     spec = VideoConfig(max_frames=4, min_pixels=20000, max_pixels=20000)
     frames = load_video(sample.video, spec).frames
     assert frames.shape[2] * frames.shape[3] > spec.max_pixels
-    prompt = render_prompt(load_processor(ModelConfig(path=str(tiny_qwen25))), task.messages(sample), sample, 3136, 12544, spec)
+    model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=spec)
+    prompt = render_prompt(load_processor(model), task.messages(sample), sample, model)
     _, h, w = prompt.vision["video_grid_thw"][0].tolist()
     assert (h * 14, w * 14) == tuple(frames.shape[2:])
 

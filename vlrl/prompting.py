@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlrl.config import VideoConfig
+from vlrl.config import ModelConfig
 from vlrl.sample import Sample
 from vlrl.vision.images import load_image
 from vlrl.vision.video import load_video
@@ -32,22 +32,15 @@ class Prompt:
         return self.input_ids.shape[0]
 
 
-def render_prompt(
-    processor,
-    messages: list[dict],
-    sample: Sample,
-    min_pixels: int,
-    max_pixels: int,
-    video: VideoConfig | None = None,
-) -> Prompt:
-    """Chat template + smart-resized images (and sampled video frames) -> Prompt; checks that
-    the processor kept our resize."""
+def render_prompt(processor, messages: list[dict], sample: Sample, model: ModelConfig) -> Prompt:
+    """Chat template + smart-resized images (and sampled video frames), sized by the model's
+    pixel limits -> Prompt; checks that the processor kept our resize."""
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    images = [load_image(path, min_pixels, max_pixels) for path in sample.images]
-    kwargs: dict = {"images": images, "size": {"shortest_edge": min_pixels, "longest_edge": max_pixels}} if images else {}
+    images = [load_image(path, model.min_pixels, model.max_pixels) for path in sample.images]
+    size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}
+    kwargs: dict = {"images": images, "size": size} if images else {}
     if sample.video:
-        spec = video or VideoConfig()
-        clip = load_video(sample.video, spec, sample.shuffle_frames)
+        clip = load_video(sample.video, model.video, sample.shuffle_frames)
         pixels = clip.frames.shape[2] * clip.frames.shape[3]
         kwargs["videos"] = [clip.frames]
         kwargs["videos_kwargs"] = {

@@ -63,10 +63,9 @@ def generate(
     params = sampling_params(cfg)
     generator = torch.Generator(device=next(engine.model.parameters()).device).manual_seed(cfg.trainer.seed)
     texts: list[str] = []
-    m = cfg.model
     for start in range(0, len(samples), cfg.eval.batch_size):
         batch = samples[start : start + cfg.eval.batch_size]
-        prompts = [render_prompt(processor, task.messages(s), s, m.min_pixels, m.max_pixels, m.video) for s in batch]
+        prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in batch]
         texts += [group[0].text for group in engine.generate(prompts, params, generator)]
         if progress is not None:
             progress(len(batch))

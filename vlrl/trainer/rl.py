@@ -162,8 +162,7 @@ class RLTrainer:
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def render(self, task: Task, sample: Sample) -> Prompt:
-        m = self.cfg.model
-        return render_prompt(self.run.processor, task.messages(sample), sample, m.min_pixels, m.max_pixels, m.video)
+        return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model)
 
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""

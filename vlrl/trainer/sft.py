@@ -37,16 +37,12 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = tokenizer.pad_token_id
-    m = cfg.model
     with progress_bar(console, t.progress and run.procs.main) as progress:
         bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
             items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]
-            prompts = [
-                render_prompt(run.processor, task.messages(s), s, m.min_pixels, m.max_pixels, m.video)
-                for task, s in items
-            ]
+            prompts = [render_prompt(run.processor, task.messages(s), s, cfg.model) for task, s in items]
             targets = [target_ids(tokenizer, task.target(s)) for task, s in items]
             width = max(len(ids) for ids in targets)
             ids = torch.full((len(targets), width), pad_id, dtype=torch.long)

@@ -102,7 +102,7 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
             text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
             content = [{"type": "image"} for _ in sample.images] + [{"type": "text", "text": text}]
             messages = [{"role": "user", "content": content}]
-            prompts.append(render_prompt(processor, messages, sample, model_cfg.min_pixels, model_cfg.max_pixels, model_cfg.video))
+            prompts.append(render_prompt(processor, messages, sample, model_cfg))
         answers = engine.generate(prompts, params)
         out = []
         for group in answers:
