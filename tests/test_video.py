@@ -17,7 +17,7 @@ from rewards.video import accuracy
 from tasks.video_qa import VideoQA
 from vlrl.config import VideoConfig
 from vlrl.data import FrameSpec
-from vlrl.vision.video import frame_count, load_video
+from vlrl.vision.video import frame_count, load_video, shuffle_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,11 +99,11 @@ def test_frame_count_equals_smart_nframes():
 def test_shuffled_frames_are_the_same_frames_in_a_seeded_order(clips):
     spec = VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112)
     ordered = load_video(clips[0], spec)
-    shuffled = load_video(clips[0], spec, shuffle_seed=5)
+    shuffled = shuffle_frames(ordered, 5)
     assert shuffled.indices != ordered.indices and sorted(shuffled.indices) == ordered.indices
     for frame, index in zip(shuffled.frames, shuffled.indices, strict=True):
         assert torch.equal(frame, ordered.frames[ordered.indices.index(index)])
-    assert load_video(clips[0], spec, shuffle_seed=5).indices == shuffled.indices
+    assert shuffle_frames(load_video(clips[0], spec), 5).indices == shuffled.indices
 
 
 def video_r1_accuracy(content: str, sol: str, question_type: str) -> float:
@@ -300,3 +300,22 @@ def test_video_qa_trains_with_t_grpo_then_evaluates_and_scores(tmp_path, tiny_qw
                  "--completions", str(completions), "--out", str(scored)]) == 0  # fmt: skip
     lines = [json.loads(line) for line in scored.read_text().splitlines()]
     assert len(lines) == 4 and all(line["rewards"]["format"] == 1.0 for line in lines)
+
+
+def test_t_grpo_decodes_each_video_once_a_step(tmp_path, tiny_qwen25, monkeypatch):
+    """The shuffled-frame variant reuses the ordered prompt's decoded frames: decoding (every
+    frame up to the last sampled one) is the costly part of a video prompt."""
+    import vlrl.prompting
+    from vlrl.cli import main
+
+    decoded: list[str] = []
+    real = vlrl.prompting.load_video
+    monkeypatch.setattr(vlrl.prompting, "load_video", lambda path, *args: decoded.append(path) or real(path, *args))
+    data = tmp_path / "data"
+    assert main([
+        "train", "--config", str(ROOT / "configs" / "demo" / "video_qa.yaml"),
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic_train_size=8",
+        f"trainer.output_dir={tmp_path / 'run'}", "trainer.steps=1", "trainer.prompts_per_step=4", "eval.every=0",
+        "rollout.num_generations=2", "rollout.max_new_tokens=4", "trainer.progress=false",
+    ]) == 0  # fmt: skip
+    assert decoded and len(decoded) == len(set(decoded)), decoded

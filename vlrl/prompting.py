@@ -14,7 +14,7 @@ import torch
 from vlrl.config import ModelConfig
 from vlrl.sample import Sample
 from vlrl.vision.images import load_image
-from vlrl.vision.video import load_video
+from vlrl.vision.video import Video, load_video, shuffle_frames
 
 VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
@@ -32,15 +32,24 @@ class Prompt:
         return self.input_ids.shape[0]
 
 
-def render_prompt(processor, messages: list[dict], sample: Sample, model: ModelConfig) -> Prompt:
+def render_prompt(
+    processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
+) -> Prompt:
     """Chat template + smart-resized images (and sampled video frames), sized by the model's
-    pixel limits -> Prompt; checks that the processor kept our resize."""
+    pixel limits -> Prompt; checks that the processor kept our resize. `decoded` holds videos
+    already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
+    twice a step, in order and shuffled, from one decode."""
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     images = [load_image(path, model.min_pixels, model.max_pixels) for path in sample.images]
     size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}
     kwargs: dict = {"images": images, "size": size} if images else {}
     if sample.video:
-        clip = load_video(sample.video, model.video, sample.shuffle_frames)
+        decoded = {} if decoded is None else decoded
+        if sample.video not in decoded:
+            decoded[sample.video] = load_video(sample.video, model.video)
+        clip = decoded[sample.video]
+        if sample.shuffle_frames is not None:
+            clip = shuffle_frames(clip, sample.shuffle_frames)
         pixels = clip.frames.shape[2] * clip.frames.shape[3]
         kwargs["videos"] = [clip.frames]
         kwargs["videos_kwargs"] = {

@@ -29,6 +29,7 @@ from vlrl.trainer.distributed import Processes
 from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.run import Run, RunResult
 from vlrl.trainer.thinking import make_scorer
+from vlrl.vision.video import Video
 
 
 @dataclass
@@ -161,8 +162,8 @@ class RLTrainer:
                 self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
-    def render(self, task: Task, sample: Sample) -> Prompt:
-        return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model)
+    def render(self, task: Task, sample: Sample, decoded: dict[str, Video] | None = None) -> Prompt:
+        return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model, decoded)
 
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
@@ -172,9 +173,10 @@ class RLTrainer:
     def generate_groups(self, items: list[tuple[Task, Sample]], step: int) -> list[Group]:
         """Render, sample G completions per prompt, score them, add the configured shaping terms."""
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
-        prompts = [self.render(task, sample) for task, sample in items]
+        decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
+        prompts = [self.render(task, sample, decoded) for task, sample in items]
         completions = self.engine.generate(prompts, self.sampling, self.run.generator)
-        shuffled_accuracy = self.temporal_contrast(items) if algo.temporal.enabled else [None] * len(items)
+        shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
         groups = []
         for (task, sample), prompt, group, shuffled in zip(items, prompts, completions, shuffled_accuracy, strict=True):
             texts = [c.text for c in group]
@@ -201,7 +203,7 @@ class RLTrainer:
             groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping))
         return groups
 
-    def temporal_contrast(self, items: list[tuple[Task, Sample]]) -> list[torch.Tensor | None]:
+    def temporal_contrast(self, items: list[tuple[Task, Sample]], decoded: dict[str, Video]) -> list[torch.Tensor | None]:
         """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant."""
         variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
         present = [(i, task, v) for i, task, v in variants if v is not None]
@@ -210,7 +212,7 @@ class RLTrainer:
             return out
         n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
         params = SamplingParams(n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k)
-        groups = self.engine.generate([self.render(task, v) for _, task, v in present], params, self.run.generator)
+        groups = self.engine.generate([self.render(task, v, decoded) for _, task, v in present], params, self.run.generator)
         for (i, task, variant), group in zip(present, groups, strict=True):
             out[i] = self.accuracy(score(task, [c.text for c in group], [variant] * n))
         return out

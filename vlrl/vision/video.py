@@ -75,9 +75,8 @@ def probe(path: str | Path) -> tuple[int, float, int, int]:
     return total, fps, width, height
 
 
-def load_video(path: str | Path, spec: VideoConfig, shuffle_seed: int | None = None) -> Video:
-    """Sample, decode and resize a video's frames. With `shuffle_seed`, the sampled frames come
-    in an order shuffled by that seed (T-GRPO's temporal contrast); time stamps stay as sampled."""
+def load_video(path: str | Path, spec: VideoConfig) -> Video:
+    """Sample, decode and resize a video's frames."""
     import av
 
     total, fps, _, _ = probe(path)
@@ -102,8 +101,12 @@ def load_video(path: str | Path, spec: VideoConfig, shuffle_seed: int | None = N
 
         video = resize(video, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
     video = video.float()  # resized as uint8 (rounded), then float, as fetch_video does
-    if shuffle_seed is not None:
-        order = list(range(n))
-        random.Random(shuffle_seed).shuffle(order)
-        video, indices = video[order], [indices[i] for i in order]
     return Video(video, fps, total, indices)
+
+
+def shuffle_frames(video: Video, seed: int) -> Video:
+    """The same frames in an order shuffled by `seed` (T-GRPO's temporal contrast); each keeps
+    its index in the file."""
+    order = list(range(len(video.indices)))
+    random.Random(seed).shuffle(order)
+    return Video(video.frames[order], video.video_fps, video.total_frames, [video.indices[i] for i in order])
