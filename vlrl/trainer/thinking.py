@@ -83,7 +83,7 @@ def http_scorer(url: str, timeout: float) -> Callable[[Sequence[Sample], Sequenc
 
 
 def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Callable:
-    """A local VLM asked to rate the reasoning 0-10 given the same images; its answer / 10."""
+    """A local VLM asked to rate the reasoning 0-10 given the same images and video; its answer / 10."""
     from vlrl.modeling import load_model, load_processor
     from vlrl.prompting import render_prompt
     from vlrl.rollout import HFRollout, SamplingParams
@@ -100,7 +100,8 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
         prompts = []
         for sample, completion in zip(samples, completions, strict=True):
             text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
-            content = [{"type": "image"} for _ in sample.images] + [{"type": "text", "text": text}]
+            vision = [{"type": "image"} for _ in sample.images] + ([{"type": "video"}] if sample.video else [])
+            content = [*vision, {"type": "text", "text": text}]
             messages = [{"role": "user", "content": content}]
             prompts.append(render_prompt(processor, messages, sample, model_cfg))
         answers = engine.generate(prompts, params)
