@@ -112,14 +112,13 @@ class VideoQA(Task):
 
     @staticmethod
     def _video_path(record: dict[str, Any], ctx: RecordContext) -> str:
-        relative = ctx.get(record, "path", str, "the video's path")
-        path = Path(relative) if Path(relative).is_absolute() else ctx.image_root / relative
+        path = ctx.resolve(ctx.get(record, "path", str, "the video's path"))
         if not ctx.require_images:
             return str(path)
         if not path.is_file():
             raise ctx.error(f"video not found: {path}")
         try:
-            frames = probe(path)[0]
+            frames, _ = probe(path)
         except Exception as err:  # any decoder error is this record's problem
             raise ctx.error(f"video unreadable: {path} ({err})"[:300]) from err
         if frames < 2:

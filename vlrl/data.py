@@ -66,11 +66,14 @@ class RecordContext:
         value = record.get("id")
         return str(self.index) if value is None else str(value)
 
+    def resolve(self, relative: str) -> Path:
+        """A file the record names: an absolute path, or one under image_root."""
+        path = Path(relative)
+        return path if path.is_absolute() else self.image_root / path
+
     def image(self, relative: str) -> tuple[str, int, int]:
         """(absolute path, width, height) of an image the record names; checks it can be read."""
-        path = Path(relative)
-        if not path.is_absolute():
-            path = self.image_root / path
+        path = self.resolve(relative)
         if not path.is_file():
             raise self.error(f"image not found: {path}")
         try:
@@ -83,8 +86,7 @@ class RecordContext:
     def image_with_size(self, relative: str, record: dict[str, Any]) -> tuple[str, int, int]:
         """Like `image`, but trusts the record's width/height (when present) if images are not required."""
         if not self.require_images and isinstance(record.get("width"), int) and isinstance(record.get("height"), int):
-            path = Path(relative)
-            return str(path if path.is_absolute() else self.image_root / path), record["width"], record["height"]
+            return str(self.resolve(relative)), record["width"], record["height"]
         return self.image(relative)
 
 

@@ -31,9 +31,8 @@ class Prefix:
 def rope_positions(model: torch.nn.Module, batch: PromptBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """Qwen-VL's 3D rope positions of the prompt (3, B, P) and each row's next position (B,)."""
     vlm = core_model(model).model
-    videos = {"video_grid_thw": batch.vision["video_grid_thw"]} if "video_grid_thw" in batch.vision else {}
-    if "second_per_grid_ts" in batch.vision:  # Qwen2.5-VL places video frames in time
-        videos["second_per_grid_ts"] = batch.vision["second_per_grid_ts"]
+    # only what the prompt has: second_per_grid_ts (Qwen2.5-VL's frame times) is not Qwen2-VL's
+    videos = {k: batch.vision[k] for k in ("video_grid_thw", "second_per_grid_ts") if k in batch.vision}
     positions, _ = vlm.get_rope_index(
         batch.input_ids,
         batch.mm_token_type_ids,

@@ -61,25 +61,24 @@ def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig) -> tup
     return smart_resize(height, width, IMAGE_FACTOR, spec.min_pixels, min(spec.max_pixels, budget))
 
 
-def probe(path: str | Path) -> tuple[int, float, int, int]:
-    """(frames, fps, width, height) of a video file, from its header where it says them."""
+def probe(path: str | Path) -> tuple[int, float]:
+    """(frames, fps) of a video file, from its header where it says them."""
     import av
 
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         fps = float(stream.average_rate or stream.guessed_rate or 0)
         total = stream.frames or sum(1 for packet in container.demux(stream) if packet.size)
-        width, height = stream.codec_context.width, stream.codec_context.height
     if total <= 0 or fps <= 0:
         raise ValueError(f"video {path} reports {total} frames at {fps} fps")
-    return total, fps, width, height
+    return total, fps
 
 
 def load_video(path: str | Path, spec: VideoConfig) -> Video:
     """Sample, decode and resize a video's frames."""
     import av
 
-    total, fps, _, _ = probe(path)
+    total, fps = probe(path)
     n = frame_count(total, fps, spec)
     indices = frame_indices(total, n)
     position = {index: i for i, index in enumerate(indices)}  # distinct: n <= total
