@@ -321,14 +321,19 @@ def test_t_grpo_decodes_each_video_once_a_step(tmp_path, tiny_qwen25, monkeypatc
     assert decoded and len(decoded) == len(set(decoded)), decoded
 
 
-def test_a_judge_model_reads_the_video_of_a_video_sample(video_data, tiny_qwen25):
+def test_a_judge_model_reads_the_video_of_a_video_sample_once_per_call(video_data, tiny_qwen25, monkeypatch):
     """Trust-GRPO's local judge (algo.trust.scorer=judge:PATH) shows the judge the sample's
-    video as well as its images."""
+    video as well as its images; the G completions of one prompt share one decode."""
+    import vlrl.prompting
     from vlrl.config import ModelConfig
     from vlrl.trainer.thinking import judge_scorer
 
+    decoded: list[str] = []
+    real = vlrl.prompting.load_video
+    monkeypatch.setattr(vlrl.prompting, "load_video", lambda path, *args: decoded.append(path) or real(path, *args))
     video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
     judge = judge_scorer(str(tiny_qwen25), ModelConfig(path=str(tiny_qwen25), max_pixels=12544, video=video), 4)
-    samples = [s for s in VideoQA().load(video_data, FrameSpec()).samples if s.video][:2]
-    scores = judge(samples, ["<think>it moves left</think><answer>A</answer>"] * 2)
-    assert len(scores) == 2 and all(s is None or 0 <= s <= 1 for s in scores)
+    sample = next(s for s in VideoQA().load(video_data, FrameSpec()).samples if s.video)
+    scores = judge([sample] * 3, ["<think>it moves left</think><answer>A</answer>"] * 3)
+    assert len(scores) == 3 and all(s is None or 0 <= s <= 1 for s in scores)
+    assert decoded == [sample.video]

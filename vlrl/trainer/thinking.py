@@ -97,13 +97,13 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
 
     def score(samples: Sequence[Sample], completions: Sequence[str]) -> list[Any]:
-        prompts = []
+        prompts, decoded = [], {}  # a prompt's G completions: one decode of its video
         for sample, completion in zip(samples, completions, strict=True):
             text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
             vision = [{"type": "image"} for _ in sample.images] + ([{"type": "video"}] if sample.video else [])
             content = [*vision, {"type": "text", "text": text}]
             messages = [{"role": "user", "content": content}]
-            prompts.append(render_prompt(processor, messages, sample, model_cfg))
+            prompts.append(render_prompt(processor, messages, sample, model_cfg, decoded))
         answers = engine.generate(prompts, params)
         out = []
         for group in answers:
