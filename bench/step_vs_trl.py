@@ -105,7 +105,7 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
     from vlrl.config import load_config
     from vlrl.datasets import load_task_split
     from vlrl.modeling import checkpoint_path
-    from vlrl.rollout.hf import VISION_TOKENS
+    from vlrl.rollout.base import VISION_TOKENS
     from vlrl.vision.images import load_image
 
     cfg = load_config(DEMO_CONFIG, [*model_overrides(s), f"data.train={data}"])

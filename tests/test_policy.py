@@ -12,8 +12,9 @@ from vlrl.data import FrameSpec, load_split
 from vlrl.modeling import load_model, load_processor
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
-from vlrl.rollout import HFRollout, SamplingParams
-from vlrl.rollout.hf import VISION_TOKENS, sample_categorical
+from vlrl.rollout import SamplingParams
+from vlrl.rollout.base import VISION_TOKENS
+from vlrl.rollout.hf import HFEngine, sample_categorical
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
@@ -72,18 +73,18 @@ def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
 
 def test_batched_generation_matches_one_prompt_at_a_time(setup):
     model, processor, prompts = setup
-    engine = HFRollout(model, processor.tokenizer)
+    engine = HFEngine(model, processor.tokenizer)
     params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0)
     together = engine.generate(prompts, params)
     alone = [engine.generate([p], params)[0] for p in prompts]
-    assert [[c.token_ids for c in g] for g in together] == [[c.token_ids for c in g] for g in alone]
+    assert [[c.token_ids for c in g.completions] for g in together] == [[c.token_ids for c in g.completions] for g in alone]
 
 
 def test_rollout_logprobs_equal_the_training_forward(setup):
     model, processor, prompts = setup
-    engine = HFRollout(model, processor.tokenizer)
+    engine = HFEngine(model, processor.tokenizer)
     groups = engine.generate(prompts, SamplingParams(n=3, max_new_tokens=10, temperature=0.7), torch.Generator().manual_seed(1))
-    completions = [c for g in groups for c in g]
+    completions = [c for g in groups for c in g.completions]
     width = max(len(c.token_ids) for c in completions)
     ids = torch.full((len(completions), width), engine.pad_id)
     mask = torch.zeros(len(completions), width)
@@ -114,11 +115,11 @@ def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
 
     handle = model.lm_head.register_forward_hook(prefer_forbidden)
     try:
-        engine = HFRollout(model, tokenizer)
+        engine = HFEngine(model, tokenizer)
         groups = engine.generate(prompts, SamplingParams(n=4, max_new_tokens=8), torch.Generator().manual_seed(0))
     finally:
         handle.remove()
-    sampled = {t for g in groups for c in g for t in c.token_ids}
+    sampled = {t for g in groups for c in g.completions for t in c.token_ids}
     assert sampled and not sampled & set(forbidden)
 
 

@@ -38,9 +38,9 @@ def test_a_task_is_found_by_entry_point(monkeypatch):
     "spec,message",
     [
         ("tasks.refcoco:Nope", "has no attribute 'Nope'"),
-        ("no_such_module:Task", "cannot import task module"),
+        ("no_such_module:Task", "cannot import module"),
         ("tasks.refcoco:ACC_THRESHOLDS", "not a vlrl.task.Task subclass"),
-        ("/nowhere/task.py:Task", "task file not found"),
+        ("/nowhere/task.py:Task", "file not found: /nowhere/task.py"),
     ],
 )
 def test_bad_task_specs_say_what_is_wrong(spec, message):

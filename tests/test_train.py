@@ -85,7 +85,7 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
             p.add_(0.01 * torch.randn_like(p))
     task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:3]
     groups = trainer.generate_groups([(task, s) for s in samples], step=1)
-    batch = RolloutBatch.from_groups(groups, trainer.engine.pad_id)
+    batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
     advantages = torch.randn(len(batch.prompt_index), generator=torch.Generator().manual_seed(1))
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
 

@@ -81,8 +81,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
         "eval.backend": args.backend,
     }
     cfg = _config(args, **preset)
-    if cfg.eval.backend != "hf":
-        raise ConfigError("config: eval.backend 'vllm' is not available in this build; use 'hf'")
     if cfg.eval.limit:
         cfg.data.limit = cfg.eval.limit
     names = "+".join(spec.partition("=")[0] for spec in args.task)
@@ -162,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
     evaluate.add_argument("--limit", type=int, help="first N samples only")
     evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
-    evaluate.add_argument("--backend", choices=["hf", "vllm"], help="generation engine")
+    evaluate.add_argument("--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)")
     evaluate.add_argument("--out", help="output directory")
     evaluate.add_argument("--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs")
     _add_config_args(evaluate)

@@ -89,13 +89,42 @@ class MixtureEntry:
 
 
 @dataclass
+class VLLMConfig:
+    """The colocated vLLM engine (`rollout.engine=vllm`): vllm.LLM in the training process.
+    Each request carries a seed drawn from the run's sampling generator, so trainer.seed
+    governs vLLM's sampling too and a resumed run draws the same seeds."""
+
+    gpu_memory_utilization: float = 0.3  # share of the GPU for weights + KV cache (the rest trains)
+    tensor_parallel_size: int = 1
+    max_model_len: int = 0  # 0: the model's
+    enforce_eager: bool = False  # no CUDA graphs (always eager on CPU)
+    kv_cache_memory_bytes: int = 0  # KV cache size on CPU (0: vLLM's default, VLLM_CPU_KVCACHE_SPACE)
+    sleep: bool = True  # free the engine's GPU memory during the update (CUDA only; a no-op on CPU)
+
+
+@dataclass
 class RolloutConfig:
-    engine: Literal["hf", "vllm"] = "hf"
+    engine: str = "hf"  # hf, vllm, or module:Class of a RolloutEngine
     num_generations: int = 8
     max_new_tokens: int = 1024
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    """Importance sampling of the mismatch between a rollout engine and the trainer (an engine
+    that does not share the policy, like vLLM, computes the same policy with other kernels).
+    Modes and defaults as TRL's vllm_importance_sampling_*: the ratio pi_trainer / pi_engine of
+    each token (token_*) or sequence (sequence_*) is clipped (truncate) or zeroed outside
+    [clip_min, clip_max] (mask), and multiplies the policy-gradient term."""
+
+    enabled: bool = True  # TRL's vllm_importance_sampling_correction
+    mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = "sequence_mask"
+    clip_min: float | None = None
+    clip_max: float | None = 3.0
 
 
 @dataclass
@@ -155,7 +184,10 @@ class AlgoConfig:
     # Updates per rollout.
     num_iterations: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass
-    old_logprobs: Literal["rollout", "recompute"] = "rollout"  # where old log-probs come from when the policy moved
+    # Where old log-probs come from when the policy moved: the rollout engine's (when it shares
+    # the policy) or a fresh forward; an engine that does not share the policy always recomputes.
+    old_logprobs: Literal["rollout", "recompute"] = "rollout"
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     # Token and sample selection.
     top_entropy_fraction: float = 1.0  # < 1: train only on the highest-entropy tokens ("Beyond the 80/20 Rule": 0.2)
     mask_truncated: bool = False  # completions that hit max_new_tokens get no gradient
@@ -177,7 +209,7 @@ class EvalConfig:
     max_new_tokens: int = 0  # 0: rollout.max_new_tokens
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
-    backend: Literal["hf", "vllm"] = "hf"
+    backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
     output_dir: str = ""  # `vlrl eval` writes results.json and samples.jsonl here (default: runs/eval/...)
@@ -266,6 +298,24 @@ class Config:
             raise ConfigError(f"config: mixture names a task twice: {names}")
         if any(entry.weight <= 0 for entry in self.mixture):
             raise ConfigError("config: mixture weights must be > 0")
+        from vlrl.rollout import ENGINES
+
+        for key, engine in (("rollout.engine", self.rollout.engine), ("eval.backend", self.eval.backend)):
+            if engine not in ENGINES and ":" not in engine:
+                raise ConfigError(f"config: {key} must be one of {', '.join(map(repr, ENGINES))} or module:Class; got {engine!r}")
+        vllm = self.rollout.vllm
+        if not 0 < vllm.gpu_memory_utilization <= 1 or vllm.tensor_parallel_size < 1:
+            raise ConfigError(
+                "config: rollout.vllm needs 0 < gpu_memory_utilization <= 1 and tensor_parallel_size >= 1, got "
+                f"{vllm.gpu_memory_utilization} and {vllm.tensor_parallel_size}"
+            )
+        if vllm.max_model_len < 0 or vllm.kv_cache_memory_bytes < 0:
+            raise ConfigError("config: rollout.vllm.max_model_len and kv_cache_memory_bytes must be >= 0 (0: vLLM's default)")
+        correction = self.algo.rollout_correction
+        if correction.clip_min is not None and correction.clip_max is not None and correction.clip_min > correction.clip_max:
+            raise ConfigError(
+                f"config: algo.rollout_correction.clip_min ({correction.clip_min}) must be <= clip_max ({correction.clip_max})"
+            )
         if self.rollout.temperature <= 0:
             raise ConfigError(f"config: rollout.temperature must be > 0, got {self.rollout.temperature}")
         if not 0 < self.rollout.top_p <= 1:

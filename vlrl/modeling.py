@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.data import FrameSpec
-from vlrl.testing.tiny import resolve_tiny
+from vlrl.testing.tiny import resolve_tiny, tiny_spec
 from vlrl.vision.frames import FrameKind
 
 SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
@@ -29,7 +30,7 @@ def frame_kind(cfg: ModelConfig) -> FrameKind:
         return cfg.coord_frame
     path = cfg.path
     if path.startswith("tiny:"):
-        return SUPPORTED.get(path.split(":", 1)[1], "absolute")
+        return SUPPORTED[tiny_spec(path).arch]
     kind = model_type(path)
     if kind in SUPPORTED:
         return SUPPORTED[kind]
@@ -41,7 +42,8 @@ def frame_spec(cfg: ModelConfig) -> FrameSpec:
     return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels)
 
 
-def _dtype(name: str) -> torch.dtype:
+def torch_dtype(name: str) -> torch.dtype:
+    """model.dtype as a torch dtype; auto: bfloat16 on a GPU that has it, else float32."""
     if name == "auto":
         if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
             return torch.bfloat16
@@ -92,7 +94,7 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
     path = path or checkpoint_path(cfg)
     base = lora_base(path)
     model = AutoModelForImageTextToText.from_pretrained(
-        base or path, dtype=_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
+        base or path, dtype=torch_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
     ).to(device)
     if cfg.freeze_vision:
         for param in model.model.visual.parameters():
@@ -118,3 +120,27 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
 def core_model(model: torch.nn.Module) -> torch.nn.Module:
     """The *ForConditionalGeneration under any PEFT wrapper."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@torch.no_grad()
+def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The policy's full weights by their transformers names, for an engine that holds its own
+    copy. LoRA adapters are merged out of place (W + scale * B A, summed in float32, in W's
+    dtype), so the policy is never modified and no merge/unmerge rounding creeps into it."""
+    if not hasattr(model, "get_base_model"):
+        yield from model.state_dict().items()
+        return
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    merged: dict[str, torch.Tensor] = {}
+    for name, module in base.named_modules():
+        if isinstance(module, LoraLayer) and not module.disable_adapters:
+            weight = module.get_base_layer().weight
+            delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
+            merged[f"{name}.weight"] = (weight.float() + delta).to(weight.dtype)
+    for key, tensor in base.state_dict().items():
+        if ".lora_" in key:
+            continue
+        key = key.replace(".base_layer.", ".")
+        yield key, merged.get(key, tensor)

@@ -80,6 +80,28 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
         return -(logp.exp() * logp).sum(-1)
 
 
+def completion_logits(
+    model: torch.nn.Module,
+    batch: PromptBatch,
+    rows: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Next-token logits (R, T, V) for each token of `completion_ids`, where row r continues
+    prompt `rows[r]` of `batch`: the prompts run once, their cache rows shared per completion."""
+    prefix = prefill(model, batch)
+    prefix.cache.batch_select_indices(rows)
+    attention_mask = torch.cat([prefix.attention_mask[rows], completion_mask.to(prefix.attention_mask.dtype)], dim=1)
+    out = model(
+        input_ids=completion_ids,
+        attention_mask=attention_mask,
+        position_ids=decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1]),
+        past_key_values=prefix.cache,
+        use_cache=True,
+    )
+    return torch.cat([prefix.last_logits[rows].unsqueeze(1), out.logits[:, :-1]], dim=1)
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     batch: PromptBatch,
@@ -93,16 +115,6 @@ def completion_logprobs(
 
     Logits are divided by the sampling temperature, as the distribution sampled from was.
     """
-    prefix = prefill(model, batch)
-    prefix.cache.batch_select_indices(rows)
-    attention_mask = torch.cat([prefix.attention_mask[rows], completion_mask.to(prefix.attention_mask.dtype)], dim=1)
-    out = model(
-        input_ids=completion_ids,
-        attention_mask=attention_mask,
-        position_ids=decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1]),
-        past_key_values=prefix.cache,
-        use_cache=True,
-    )
-    logits = torch.cat([prefix.last_logits[rows].unsqueeze(1), out.logits[:, :-1]], dim=1) / temperature
+    logits = completion_logits(model, batch, rows, completion_ids, completion_mask) / temperature
     logp = selective_logprobs(logits, completion_ids)
     return logp, (entropy(logits) if with_entropy else None)

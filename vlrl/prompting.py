@@ -7,9 +7,10 @@ completions and every forward over them reuse that work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+from PIL import Image
 
 from vlrl.config import ModelConfig
 from vlrl.sample import Sample
@@ -21,12 +22,16 @@ VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_g
 
 @dataclass
 class Prompt:
-    """One rendered prompt: token ids, modality types and vision tensors from the processor."""
+    """One rendered prompt: token ids, modality types and vision tensors from the processor,
+    and the images and video clip they were made from (engines that run their own processor,
+    like vLLM, take these: the same pixels, so the same prompt)."""
 
     input_ids: torch.Tensor  # (P,)
     mm_token_type_ids: torch.Tensor  # (P,) 0 text, 1 image, 2 video
     vision: dict[str, torch.Tensor]
     text: str
+    images: list[Image.Image] = field(default_factory=list)  # smart-resized, in prompt order
+    video: Video | None = None  # sampled, sized (and for T-GRPO shuffled) frames
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -73,7 +78,9 @@ def render_prompt(
                 "coordinates would be in the wrong frame"
             )
     vision = {k: torch.as_tensor(encoded[k]) for k in VISION_KEYS if k in encoded}
-    return Prompt(encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text)
+    return Prompt(
+        encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text, images, clip if sample.video else None
+    )
 
 
 @dataclass

@@ -37,7 +37,7 @@ def import_object(spec: str) -> object:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target).resolve()
         if not path.is_file():
-            raise ConfigError(f"task file not found: {path}")
+            raise ConfigError(f"file not found: {path} (from {spec!r})")
         module_name = f"vlrl_user_task_{abs(hash(str(path)))}"
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(module_spec)
@@ -47,7 +47,7 @@ def import_object(spec: str) -> object:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ConfigError(f"cannot import task module {target!r}: {err}") from err
+            raise ConfigError(f"cannot import module {target!r}: {err}") from err
     try:
         return getattr(module, attr)
     except AttributeError as err:

@@ -143,3 +143,31 @@ def high_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, fraction: float
         return torch.zeros_like(mask, dtype=torch.bool)
     threshold = torch.quantile(real, 1 - fraction)
     return (entropy >= threshold) & mask.bool()
+
+
+def rollout_importance_weights(
+    trainer_logp: torch.Tensor,
+    engine_logp: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    clip_min: float | None = None,
+    clip_max: float | None = 3.0,
+) -> torch.Tensor:
+    """Importance weights pi_trainer / pi_engine for completions sampled by another engine, as
+    TRL's vllm_importance_sampling_* (grpo_trainer.py, trl 1.16): per token (R, T) or per
+    sequence (R, 1, the product over its tokens), then clipped into [clip_min, clip_max]
+    (`*_truncate`) or set to 0 outside it (`*_mask`). Truncated IS (Yao et al., "Your efficient RL
+    framework secretly brings you off-policy RL training", 2025) keeps the gradient unbiased
+    up to the clip while one badly mismatched token cannot blow it up. Multiplies the
+    policy-gradient term only, not the KL. No gradient flows through the weights."""
+    diff = ((trainer_logp - engine_logp) * mask).detach()
+    if mode.startswith("sequence"):
+        diff = diff.sum(dim=-1, keepdim=True)
+    ratio = torch.exp(diff)
+    if mode.endswith("_truncate"):
+        return torch.clamp(ratio, min=clip_min, max=clip_max)
+    if mode.endswith("_mask"):
+        low = -math.inf if clip_min is None else clip_min
+        high = math.inf if clip_max is None else clip_max
+        return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
+    raise ValueError(f"unknown rollout correction mode {mode!r}")

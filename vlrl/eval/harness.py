@@ -10,6 +10,7 @@ target, response, parsed prediction, per-sample rewards).
 from __future__ import annotations
 
 import json
+import logging
 import platform
 import time
 from collections.abc import Sequence
@@ -26,11 +27,13 @@ import vlrl
 from vlrl.config import Config, ConfigError, TaskConfig, to_dict
 from vlrl.datasets import load_task_split
 from vlrl.prompting import render_prompt
-from vlrl.rollout import HFRollout, SamplingParams
+from vlrl.rollout import RolloutEngine, SamplingParams, make_engine
 from vlrl.sample import Sample
 from vlrl.scoring import score
 from vlrl.task import Task
 from vlrl.trainer.logs import progress_bar
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -57,16 +60,20 @@ def sampling_params(cfg: Config) -> SamplingParams:
 
 
 def generate(
-    engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
-) -> list[str]:
-    """One completion per sample, in batches of eval.batch_size."""
+    engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
+) -> list[str | None]:
+    """One completion per sample, in batches of eval.batch_size; None where the engine
+    refused the prompt (said, and counted by `evaluate`)."""
     params = sampling_params(cfg)
-    generator = torch.Generator(device=next(engine.model.parameters()).device).manual_seed(cfg.trainer.seed)
-    texts: list[str] = []
+    generator = torch.Generator(device=engine.device).manual_seed(cfg.trainer.seed)
+    texts: list[str | None] = []
     for start in range(0, len(samples), cfg.eval.batch_size):
         batch = samples[start : start + cfg.eval.batch_size]
         prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in batch]
-        texts += [group[0].text for group in engine.generate(prompts, params, generator)]
+        for sample, generation in zip(batch, engine.generate(prompts, params, generator), strict=True):
+            if generation.rejected:
+                logger.warning("sample %s (%s): %s", sample.id, sample.source, generation.rejected)
+            texts.append(generation.completions[0].text if generation.completions else None)
         if progress is not None:
             progress(len(batch))
     return texts
@@ -77,20 +84,21 @@ def _jsonable(value: Any) -> Any:
 
 
 def evaluate(
-    engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, split: str, progress: Any = None
+    engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, split: str, progress: Any = None
 ) -> TaskResult:
     start = time.perf_counter()
-    was_training = engine.model.training
-    engine.model.eval()
-    with torch.no_grad():
-        texts = generate(engine, processor, task, samples, cfg, progress)
-    engine.model.train(was_training)
+    answers = generate(engine, processor, task, samples, cfg, progress)
     seconds = time.perf_counter() - start
+    # a refused prompt is scored as an empty answer: it counts against the model, as a missing
+    # answer does in lmms-eval, rather than silently shrinking the split
+    texts = ["" if a is None else a for a in answers]
     metrics = dict(task.metrics(samples, texts))
     scores = score(task, texts, samples)
     metrics["reward"] = sum(scores.total) / len(texts)
     for name, values in scores.components.items():
         metrics[f"reward/{name}"] = sum(values) / len(values)
+    if None in answers:
+        metrics["refused_samples"] = float(answers.count(None))
     records = [
         {
             "doc_id": i,
@@ -180,8 +188,7 @@ def run_eval(
     path = checkpoint_path(cfg.model)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     processor = load_processor(cfg.model, path)
-    model = load_model(cfg.model, path, device).eval()
-    engine = HFRollout(model, processor.tokenizer)
+    engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: load_model(cfg.model, path, device).eval())
     results = []
     with progress_bar(console, cfg.trainer.progress) as progress:
         for task, loaded, data_path in tasks:

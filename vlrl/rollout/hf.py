@@ -1,8 +1,9 @@
-"""The default rollout engine: sampling with transformers models, prompt prefix shared.
+"""The default rollout engine: sampling with the training policy itself, prompt prefix shared.
 
 The prompt batch is run once (vision encoded once per image); its KV cache is repeated for
 the n completions of each prompt and decoding continues from there. Vision special tokens
-and the padded tail of the vocabulary are never sampled.
+and the padded tail of the vocabulary are never sampled. Because it samples with the policy
+object the trainer updates, there are no weights to push and its log-probs are the trainer's.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ import torch
 from vlrl.modeling import core_model
 from vlrl.policy import decode_positions, prefill
 from vlrl.prompting import Prompt, collate
-from vlrl.rollout.base import Completion, SamplingParams
-
-VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
 
 
 def _filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -45,31 +44,51 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = 
     return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
 
 
-class HFRollout:
+def stop_token_ids(generation_config, tokenizer) -> list[int]:
+    """The ids that end a completion: the generation config's and the tokenizer's end tokens."""
+    generation_eos = generation_config.eos_token_id
+    stops = set(generation_eos if isinstance(generation_eos, list) else [generation_eos])
+    stops.add(tokenizer.eos_token_id)
+    return sorted(s for s in stops if s is not None)
+
+
+class HFEngine:
+    name = "hf"
+    shares_policy = True
+    gives_entropy = True
+
     def __init__(self, model: torch.nn.Module, tokenizer):
         self.model = model
         self.tokenizer = tokenizer
-        config = core_model(model).config
-        generation_eos = core_model(model).generation_config.eos_token_id
-        stops = set(generation_eos if isinstance(generation_eos, list) else [generation_eos])
-        stops.add(tokenizer.eos_token_id)
-        self.stop_ids = torch.tensor(sorted(s for s in stops if s is not None))
-        self.pad_id = tokenizer.pad_token_id
-        vocab = config.get_text_config().vocab_size
-        banned = torch.zeros(vocab, dtype=torch.bool)
-        banned[len(tokenizer) :] = True
-        for token in VISION_TOKENS:
-            token_id = tokenizer.convert_tokens_to_ids(token)
-            if token_id is not None and token_id < vocab:
-                banned[token_id] = True
-        self.banned = banned
+        self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
+        self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
+        vocab = core_model(model).config.get_text_config().vocab_size
+        self.banned = torch.zeros(vocab, dtype=torch.bool)
+        self.banned[banned_token_ids(tokenizer, vocab)] = True
+
+    @classmethod
+    def create(cls, cfg, processor, checkpoint: str, load_policy) -> HFEngine:
+        return cls(load_policy(), processor.tokenizer)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def sync_weights(self, weights) -> None:
+        """Nothing to do: this engine samples with the policy object the trainer updates."""
+
+    def sleep(self) -> None:
+        """Nothing to free: the engine holds no memory of its own between rollouts."""
+
+    def wake(self) -> None:
+        pass
 
     @torch.no_grad()
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
-    ) -> list[list[Completion]]:
+    ) -> list[Generation]:
         """params.n completions for each prompt, grouped by prompt."""
-        device = next(self.model.parameters()).device
+        device = self.device
         batch = collate(prompts, self.pad_id).to(device)
         prefix = prefill(self.model, batch)
         n = params.n
@@ -117,21 +136,21 @@ class HFRollout:
 
     def _completions(
         self, tokens: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor, n: int
-    ) -> list[list[Completion]]:
+    ) -> list[Generation]:
         stop_ids = set(self.stop_ids.tolist())
-        groups: list[list[Completion]] = []
+        groups: list[Generation] = []
         for row_tokens, row_logp, row_entropy in zip(tokens.tolist(), logprobs.tolist(), entropies.tolist(), strict=True):
             is_stop = [t in stop_ids for t in row_tokens]
             length = is_stop.index(True) + 1 if any(is_stop) else len(row_tokens)
             ids = row_tokens[:length]
             completion = Completion(
                 token_ids=ids,
-                logprobs=row_logp[:length],
-                entropies=row_entropy[:length],
                 text=self.tokenizer.decode(ids, skip_special_tokens=True),
                 truncated=not any(is_stop),
+                logprobs=row_logp[:length],
+                entropies=row_entropy[:length],
             )
-            if not groups or len(groups[-1]) == n:
-                groups.append([])
-            groups[-1].append(completion)
+            if not groups or len(groups[-1].completions) == n:
+                groups.append(Generation([]))
+            groups[-1].completions.append(completion)
         return groups

@@ -301,11 +301,26 @@ def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
     return path
 
 
+# The tiny builds `model.path=tiny:NAME` names. The -h32 ones have head size 32, which vLLM's
+# CPU attention accepts (it takes 32, 64, 80, ..., not the default build's 16).
+TINY = {
+    "qwen2_5_vl": TinySpec(arch="qwen2_5_vl"),
+    "qwen2_vl": TinySpec(arch="qwen2_vl"),
+    "qwen2_5_vl-h32": TinySpec(arch="qwen2_5_vl", num_heads=2, num_kv_heads=1),
+    "qwen2_vl-h32": TinySpec(arch="qwen2_vl", num_heads=2, num_kv_heads=1),
+}
+
+
+def tiny_spec(path: str) -> TinySpec:
+    """The spec of 'tiny:NAME'."""
+    name = path.split(":", 1)[1]
+    if name not in TINY:
+        from vlrl.config import ConfigError
+
+        raise ConfigError(f"config: model.path {path!r}: unknown tiny model {name!r}; expected one of {', '.join(TINY)}")
+    return TINY[name]
+
+
 def resolve_tiny(path: str) -> str:
     """'tiny:qwen2_5_vl' -> the cached checkpoint's path; any other path unchanged."""
-    if not path.startswith("tiny:"):
-        return path
-    arch = path.split(":", 1)[1]
-    if arch not in ARCHS:
-        raise ValueError(f"model.path {path!r}: unknown tiny architecture {arch!r}; expected one of {ARCHS}")
-    return str(tiny_checkpoint(TinySpec(arch=arch)))
+    return str(tiny_checkpoint(tiny_spec(path))) if path.startswith("tiny:") else path

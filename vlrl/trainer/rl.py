@@ -11,17 +11,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 
 from vlrl.algos.advantages import advantages as compute_advantages
-from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, policy_loss, token_weights
+from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, kl_k3, policy_loss, rollout_importance_weights, token_weights
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
-from vlrl.modeling import load_model
+from vlrl.modeling import full_weights, load_model
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import Prompt, collate, render_prompt
-from vlrl.rollout import Completion, HFRollout, SamplingParams
+from vlrl.rollout import Completion, SamplingParams, make_engine
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
 from vlrl.task import Task
@@ -54,25 +55,24 @@ class RolloutBatch:
     prompt_index: torch.Tensor  # (R,) which group's prompt each row continues
     completion_ids: torch.Tensor  # (R, T) right-padded
     completion_mask: torch.Tensor  # (R, T) 1 on real tokens
-    rollout_logprobs: torch.Tensor  # (R, T) sampled tokens' log-probs at rollout time
-    entropy: torch.Tensor  # (R, T) rollout distributions' entropy
+    rollout_logprobs: torch.Tensor | None  # (R, T) sampled tokens' log-probs from the engine, if it gives them
+    entropy: torch.Tensor | None  # (R, T) the engine's distributions' entropy, if it gives them
     truncated: torch.Tensor  # (R,) hit max_new_tokens without stopping
 
     @classmethod
     def from_groups(cls, groups: list[Group], pad_id: int) -> RolloutBatch:
         completions = [c for g in groups for c in g.completions]
-        width = max(1, max(len(c.token_ids) for c in completions))
+        width = max([1, *(len(c.token_ids) for c in completions)])
         shape = (len(completions), width)
         ids = torch.full(shape, pad_id, dtype=torch.long)
-        mask, logp, entropy = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
+        mask = torch.zeros(shape)
         for i, c in enumerate(completions):
-            n = len(c.token_ids)
-            ids[i, :n] = torch.tensor(c.token_ids, dtype=torch.long)
-            mask[i, :n] = 1.0
-            logp[i, :n] = torch.tensor(c.logprobs)
-            entropy[i, :n] = torch.tensor(c.entropies)
-        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions])
-        truncated = torch.tensor([c.truncated for c in completions])
+            ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
+            mask[i, : len(c.token_ids)] = 1.0
+        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)
+        truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
+        logp = _padded([c.logprobs for c in completions], shape)
+        entropy = _padded([c.entropies for c in completions], shape)
         return cls(groups, prompt_index, ids, mask, logp, entropy, truncated)
 
     @property
@@ -81,6 +81,16 @@ class RolloutBatch:
 
     def lengths(self) -> list[int]:
         return self.completion_mask.sum(dim=1).long().tolist()
+
+
+def _padded(rows: list[list[float] | None], shape: tuple[int, int]) -> torch.Tensor | None:
+    """Per-token values right-padded with zeros, or None if any row lacks them."""
+    if any(row is None for row in rows):
+        return None
+    out = torch.zeros(shape)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
 
 
 def micro_batches(
@@ -110,9 +120,15 @@ def micro_batches(
 
 
 def rows_logprobs(
-    model: torch.nn.Module, batch: RolloutBatch, rows: list[int], temperature: float, pad_id: int
-) -> tuple[torch.Tensor, int]:
-    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt."""
+    model: torch.nn.Module,
+    batch: RolloutBatch,
+    rows: list[int],
+    temperature: float,
+    pad_id: int,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt,
+    and each step's entropy when asked."""
     device = next(model.parameters()).device
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
@@ -122,8 +138,8 @@ def rows_logprobs(
     width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
-    logp, _ = completion_logprobs(model, prompts, local, ids, mask, temperature)
-    return logp, width
+    logp, entropy = completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy)
+    return logp, entropy, width
 
 
 class RLTrainer:
@@ -132,8 +148,6 @@ class RLTrainer:
     def __init__(self, cfg: Config, console: Console):
         self.cfg = cfg
         self.console = console
-        if cfg.rollout.engine != "hf":
-            raise ConfigError(f"config: rollout.engine {cfg.rollout.engine!r} is not available in this build; use 'hf'")
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
@@ -151,8 +165,18 @@ class RLTrainer:
             if cfg.algo.beta > 0 and cfg.model.lora.r == 0
             else None
         )
-        self.engine = HFRollout(self.run.model, self.run.processor.tokenizer)
+        self.engine = make_engine(cfg.rollout.engine, cfg, self.run.processor, self.run.base_path, lambda: self.run.model)
+        if not self.engine.shares_policy:
+            self.engine.sync_weights(full_weights(self.run.model))  # the run's weights: resumed, merged, rounded
+            if cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1:
+                console.print(f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
+        if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
+            console.print(
+                    f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
+                    "the entropy of a trainer forward (one more forward per step)"
+                )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
+        self.skipped_samples = 0  # this step's samples lost to a refused prompt
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
@@ -175,10 +199,14 @@ class RLTrainer:
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
         prompts = [self.render(task, sample, decoded) for task, sample in items]
-        completions = self.engine.generate(prompts, self.sampling, self.run.generator)
+        generations = self.engine.generate(prompts, self.sampling, self.run.generator)
         shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
         groups = []
-        for (task, sample), prompt, group, shuffled in zip(items, prompts, completions, shuffled_accuracy, strict=True):
+        for (task, sample), prompt, generation, shuffled in zip(items, prompts, generations, shuffled_accuracy, strict=True):
+            if generation.rejected:
+                self.skip(sample, generation.rejected)
+                continue
+            group = generation.completions
             texts = [c.text for c in group]
             scores = score(task, texts, [sample] * G)
             reward = torch.tensor(scores.total, dtype=torch.float32)
@@ -212,10 +240,16 @@ class RLTrainer:
             return out
         n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
         params = SamplingParams(n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k)
-        groups = self.engine.generate([self.render(task, v, decoded) for _, task, v in present], params, self.run.generator)
-        for (i, task, variant), group in zip(present, groups, strict=True):
-            out[i] = self.accuracy(score(task, [c.text for c in group], [variant] * n))
+        generations = self.engine.generate([self.render(task, v, decoded) for _, task, v in present], params, self.run.generator)
+        for (i, task, variant), generation in zip(present, generations, strict=True):
+            if not generation.rejected:  # else no contrast for this prompt (its ordered group is reported if refused)
+                out[i] = self.accuracy(score(task, [c.text for c in generation.completions], [variant] * n))
         return out
+
+    def skip(self, sample: Sample, reason: str) -> None:
+        """A sample lost for this step (the run goes on): said once, with its record, and counted."""
+        self.skipped_samples += 1
+        self.console.print(f"[yellow]skipped[/yellow] {escape(f'sample {sample.id} ({sample.source}): {reason}')}", highlight=False)
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
         """This process's share of the next n prompts of the run's task mixture."""
@@ -246,22 +280,30 @@ class RLTrainer:
         return groups, rounds
 
     # -- 4. update -------------------------------------------------------------------------------
-    def logprobs_no_grad(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
-        """(R, T) log-probs of every row under `model`, without gradient (reference, old policy)."""
+    def logprobs_no_grad(
+        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(R, T) log-probs of every row under `model` without gradient (reference, old policy),
+        and the entropy of each step when asked."""
         out = torch.zeros_like(batch.completion_mask)
+        entropy = torch.zeros_like(batch.completion_mask) if with_entropy else None
         all_rows = list(range(len(batch.prompt_index)))
         with torch.no_grad():
             for positions in self.plan(batch, all_rows):
                 rows = [all_rows[p] for p in positions]
-                logp, width = rows_logprobs(model, batch, rows, self.cfg.rollout.temperature, self.engine.pad_id)
+                logp, ent, width = rows_logprobs(
+                    model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, with_entropy
+                )
                 out[torch.tensor(rows), :width] = logp.float().cpu()
-        return out
+                if entropy is not None:
+                    entropy[torch.tensor(rows), :width] = ent.float().cpu()
+        return out, entropy
 
     def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
         if self.reference is not None:
-            return self.logprobs_no_grad(self.reference, batch)
+            return self.logprobs_no_grad(self.reference, batch)[0]
         with self.run.model.disable_adapter():
-            return self.logprobs_no_grad(self.run.model, batch)
+            return self.logprobs_no_grad(self.run.model, batch)[0]
 
     def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
         lengths = batch.lengths()
@@ -274,30 +316,47 @@ class RLTrainer:
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor) -> tuple[dict[str, float], int]:
         """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
-        groups, each step in token-budgeted micro-batches. Returns stats and skipped steps."""
+        groups, each step in token-budgeted micro-batches. Returns stats and skipped steps.
+
+        Old log-probs (the policy that sampled, for the ratio) are the detached current ones
+        while the policy has not moved since the rollout; after it moved, the rollout's when
+        the engine shares the policy, else a trainer forward made before the first update
+        (`algo.old_logprobs=recompute` forces that forward). An engine that does not share the
+        policy has its sampling log-probs corrected by importance weights and compared with
+        the trainer's (`rollout/*` metrics)."""
         algo, run = self.cfg.algo, self.run
         device = run.device
         loss_mask = batch.completion_mask.clone()
         if algo.mask_truncated:
             loss_mask[batch.truncated] = 0.0
+        foreign = not self.engine.shares_policy
+        policy_moves = algo.num_iterations > 1 or algo.mini_batches > 1
+        recompute = policy_moves and (algo.old_logprobs == "recompute" or foreign)
+        entropy_from_trainer = algo.top_entropy_fraction < 1 and batch.entropy is None
+        old, trainer_entropy = None, None
+        if recompute or entropy_from_trainer:
+            computed, trainer_entropy = self.logprobs_no_grad(run.model, batch, with_entropy=entropy_from_trainer)
+            old = computed if recompute else None
+        elif policy_moves:
+            old = batch.rollout_logprobs
+        # The old log-probs are the trainer's own unless they were taken from the rollout.
+        old_is_trainers = old is None or recompute
+        correct_rollout = foreign and algo.rollout_correction.enabled and batch.rollout_logprobs is not None
+        entropy = batch.entropy if batch.entropy is not None else trainer_entropy
         selected = (
-            high_entropy_mask(batch.entropy, loss_mask, algo.top_entropy_fraction).float()
+            high_entropy_mask(entropy, loss_mask, algo.top_entropy_fraction).float()
             if algo.top_entropy_fraction < 1
             else None
         )
-        policy_moves = algo.num_iterations > 1 or algo.mini_batches > 1
-        old = None
-        if policy_moves:  # otherwise the policy has not moved since sampling: old = current, detached
-            old = batch.rollout_logprobs if algo.old_logprobs == "rollout" else self.logprobs_no_grad(run.model, batch)
         ref = self.reference_logprobs(batch) if algo.beta > 0 else None
 
         sums: dict[str, float] = defaultdict(float)
         skipped = 0
         group_rows = [[r for r in range(len(batch.prompt_index)) if int(batch.prompt_index[r]) == g] for g in range(len(batch.groups))]
-        for _ in range(algo.num_iterations):
+        for iteration in range(algo.num_iterations):
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
                 rows = [r for g in chunk for r in group_rows[g]]
-                rows_t = torch.tensor(rows)
+                rows_t = torch.tensor(rows, dtype=torch.long)
                 mask_rows = loss_mask[rows_t]
                 weights = token_weights(
                     mask_rows,
@@ -309,11 +368,26 @@ class RLTrainer:
                 loss_total = 0.0
                 for positions in self.plan(batch, rows):
                     micro = rows_t[positions]
-                    logp, width = rows_logprobs(run.model, batch, micro.tolist(), self.cfg.rollout.temperature, self.engine.pad_id)
+                    logp, _, width = rows_logprobs(run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id)
                     mask = loss_mask[micro, :width].to(device)
                     old_logp = logp.detach() if old is None else old[micro, :width].to(device)
                     terms = policy_loss(logp, old_logp, advantages[micro].to(device), mask, algo)
                     per_token = terms.per_token
+                    if batch.rollout_logprobs is not None and iteration == 0 and old_is_trainers:
+                        engine_logp = batch.rollout_logprobs[micro, :width].to(device)
+                        real = batch.completion_mask[micro, :width].to(device)
+                        diff = (old_logp - engine_logp).abs() * real
+                        sums["mismatch_abs"] += float(diff.sum())
+                        sums["mismatch_max"] = max(sums["mismatch_max"], float(diff.max()))
+                        sums["mismatch_kl"] += float((kl_k3(engine_logp, old_logp) * real).sum())
+                        sums["mismatch_tokens"] += float(real.sum())
+                    if correct_rollout:
+                        c = algo.rollout_correction
+                        is_weights = rollout_importance_weights(
+                            old_logp, batch.rollout_logprobs[micro, :width].to(device), mask, c.mode, c.clip_min, c.clip_max
+                        )
+                        per_token = per_token * is_weights
+                        sums["is_weight"] += float((is_weights.expand_as(mask) * mask).sum())
                     if selected is not None:
                         per_token = per_token * selected[micro, :width].to(device)
                     if ref is not None:
@@ -341,10 +415,25 @@ class RLTrainer:
         }
         if ref is not None:
             stats["kl"] = sums["kl"] / tokens
+        if sums["mismatch_tokens"]:
+            n = sums["mismatch_tokens"]
+            stats.update(
+                {
+                    "rollout/logp_diff": sums["mismatch_abs"] / n,
+                    "rollout/logp_diff_max": sums["mismatch_max"],
+                    "rollout/kl": sums["mismatch_kl"] / n,
+                }
+            )
+        if correct_rollout:
+            stats["rollout/is_weight"] = sums["is_weight"] / tokens
+        if trainer_entropy is not None:
+            stats["entropy"] = float((trainer_entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1))
         return stats, skipped
 
     # -- 5. log ----------------------------------------------------------------------------------
     def step_metrics(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor) -> dict[str, float]:
+        if not groups:  # every prompt of this process was skipped: nothing of its own to report
+            return {}
         rewards = torch.stack([g.reward for g in groups])
         lengths = batch.completion_mask.sum(dim=1)
         metrics = {
@@ -354,8 +443,9 @@ class RLTrainer:
             "completion_length": float(lengths.mean()),
             "completion_length_max": float(lengths.max()),
             "truncated_frac": float(batch.truncated.float().mean()),
-            "entropy": float((batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)),
         }
+        if batch.entropy is not None:
+            metrics["entropy"] = float((batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1))
         metrics.update(reward_metrics(groups))
         if len(self.sources) > 1:  # a mixture: the same numbers per task
             for source in self.sources:
@@ -381,16 +471,24 @@ class RLTrainer:
             bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
+                self.skipped_samples = 0
                 # 1-2. rollout and reward: B prompts, G scored completions each
                 groups, rounds = self.collect(step)
+                self.engine.sleep()  # its memory is the update's until the next rollout
                 t1 = time.perf_counter()
                 # 3. advantages, per group
-                rewards = torch.stack([g.reward for g in groups])
-                correct = torch.stack([g.correct for g in groups])
-                advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
-                batch = RolloutBatch.from_groups(groups, self.engine.pad_id)
-                # 4. update
+                advantages = torch.zeros(0)
+                if groups:
+                    rewards = torch.stack([g.reward for g in groups])
+                    correct = torch.stack([g.correct for g in groups])
+                    advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
+                batch = RolloutBatch.from_groups(groups, run.pad_id)
+                # 4. update (every process takes part, even one whose prompts were all skipped),
+                # then the engine follows the new weights
                 stats, skipped = self.update(batch, advantages)
+                if not self.engine.shares_policy:
+                    self.engine.sync_weights(full_weights(run.model))
+                self.engine.wake()
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
                 metrics = {"step": step, **self.step_metrics(groups, batch, advantages), **stats}
@@ -398,6 +496,7 @@ class RLTrainer:
                     lr=run.optimizer.param_groups[0]["lr"],
                     skipped_updates=run.skipped_updates + skipped,
                     sampling_rounds=rounds,
+                    skipped_samples=self.skipped_samples,
                     time_rollout=t1 - t0,
                     time_update=t2 - t1,
                     time_step=t2 - t0,
@@ -410,13 +509,13 @@ class RLTrainer:
                 if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
                     metrics.update(self.evaluate_held_out())
                 run.metrics.write(metrics)
-                if step % t.log_samples_every == 0 or step == 1:
+                if groups and (step % t.log_samples_every == 0 or step == 1):
                     g = groups[0]
                     for i, c in enumerate(g.completions):
                         run.samples.write(
                             {"step": step, "id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
                         )
-                progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
+                progress.update(bar, advance=1, status=f"reward {metrics.get('reward', math.nan):.3f}")
                 run.end_step(step, skipped)
         return run.close()
 

@@ -86,6 +86,7 @@ class Run:
         self.device = self.procs.device()
         self.base_path = checkpoint_path(cfg.model)
         self.processor = load_processor(cfg.model, self.base_path)
+        self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
         self.model = load_model(cfg.model, str(resume_from) if resume_from else None, self.device).eval()
         trainable = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]

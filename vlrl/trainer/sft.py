@@ -36,7 +36,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
         sources = task_sources(cfg, console)
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
-    pad_id = tokenizer.pad_token_id
+    pad_id = run.pad_id
     with progress_bar(console, t.progress and run.procs.main) as progress:
         bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
         for step in range(run.step + 1, t.steps + 1):

@@ -86,14 +86,15 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
     """A local VLM asked to rate the reasoning 0-10 given the same images and video; its answer / 10."""
     from vlrl.modeling import load_model, load_processor
     from vlrl.prompting import render_prompt
-    from vlrl.rollout import HFRollout, SamplingParams
+    from vlrl.rollout import SamplingParams
+    from vlrl.rollout.hf import HFEngine
 
     judge_cfg = ModelConfig(
         path=path, dtype=model_cfg.dtype, min_pixels=model_cfg.min_pixels, max_pixels=model_cfg.max_pixels
     )
     processor = load_processor(judge_cfg)
     model = load_model(judge_cfg).eval().requires_grad_(False)
-    engine = HFRollout(model, processor.tokenizer)
+    engine = HFEngine(model, processor.tokenizer)
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
 
     def score(samples: Sequence[Sample], completions: Sequence[str]) -> list[Any]:
@@ -106,8 +107,8 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
             prompts.append(render_prompt(processor, messages, sample, model_cfg, decoded))
         answers = engine.generate(prompts, params)
         out = []
-        for group in answers:
-            match = search(NUMBER, group[0].text)
+        for generation in answers:
+            match = search(NUMBER, generation.completions[0].text)
             out.append(float(match.group(0)) / 10 if match else None)
         return out
 
