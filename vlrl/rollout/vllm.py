@@ -164,25 +164,21 @@ class VLLMEngine:
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[Generation]:
         seeds = torch.randint(0, SEED_RANGE, (len(prompts),), generator=generator).tolist()
-        requests = [self.request(p) for p in prompts]
-        sampling = [self.sampling(params, seed) for seed in seeds]
-        try:
-            outputs = self.llm.generate(requests, sampling, use_tqdm=False)
-        except Exception:
-            # One request vLLM refuses (too long, too many images) aborts the whole call:
-            # run them one by one so only the refused ones are lost.
-            one_by_one = [self._generate_one(r, s) for r, s in zip(requests, sampling, strict=True)]
-            if all(g.rejected for g in one_by_one):  # not a bad prompt: the engine itself fails
-                raise
-            return one_by_one
-        return [self._generation(o) for o in outputs]
-
-    def _generate_one(self, request: dict, sampling) -> Generation:
-        try:
-            (output,) = self.llm.generate([request], [sampling], use_tqdm=False)
-        except Exception as err:  # whatever vLLM raises for this prompt costs this prompt only
-            return Generation([], rejected=f"vLLM refused the prompt: {type(err).__name__}: {err}")
-        return self._generation(output)
+        generations: list[Generation | None] = [None] * len(prompts)
+        accepted: list[int] = []  # positions of the prompts vLLM took, in the order it took them
+        for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
+            try:
+                self.llm.enqueue([self.request(prompt)], [self.sampling(params, seed)], use_tqdm=False)
+            except Exception as err:  # refused when added (too long, too many images): this prompt only
+                generations[i] = Generation([], rejected=f"vLLM refused the prompt: {type(err).__name__}: {err}")
+            else:
+                accepted.append(i)
+        if accepted:  # an error while generating is the engine's, not a prompt's: it propagates
+            # vLLM returns finished requests sorted by request id, that is in the order added
+            outputs = self.llm.wait_for_completion(use_tqdm=False)
+            for i, output in zip(accepted, outputs, strict=True):
+                generations[i] = self._generation(output)
+        return generations  # type: ignore[return-value]
 
     def _generation(self, output) -> Generation:
         completions = []
