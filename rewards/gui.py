@@ -55,8 +55,9 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a
             "\\": "\\", "'": "'", '"': '"', "/": "/"}  # fmt: skip
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
-_NUMBER = regex.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_NAME = regex.compile(r"[A-Za-z_]\w*")
+# Python and JSON number literals are ASCII digits only.
+_NUMBER = compile_pattern(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NAME = compile_pattern(r"[A-Za-z_]\w*")
 
 
 class _LiteralParser:
