@@ -389,7 +389,7 @@ class _CocoReader:
         path, width, height = ctx.image_with_size(file_name, record)
         for key, actual in (("width", width), ("height", height)):
             stated = record.get(key)
-            if stated is not None and ctx.require_images and stated != actual:
+            if stated is not None and stated != actual:
                 raise ctx.error(f"key '{key}' says {stated} but image {path} has {key} {actual}")
         solution, crowd = [], []
         for index, obj in objects:
