@@ -9,7 +9,17 @@ import pytest
 import torch
 
 from vlrl.algos.advantages import advantages, cpgd, dr_grpo, grpo, rloo, sign
-from vlrl.algos.losses import clipped_surrogate, cpgd_loss, high_entropy_mask, kl_k1, kl_k2, kl_k3, kl_low_var
+from vlrl.algos.losses import (
+    KL_ESTIMATORS,
+    clipped_surrogate,
+    cpgd_loss,
+    high_entropy_mask,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    kl_low_var,
+    policy_loss,
+)
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import AlgoConfig, TrustConfig, load_config
 
@@ -195,3 +205,51 @@ def test_high_entropy_mask_keeps_the_top_fraction_of_real_tokens():
     selected = high_entropy_mask(entropy, mask, fraction=0.25)
     # 7 real tokens; the 0.75 quantile of [0, .1, .2, .3, .5, .7, .9] is 0.6: .7 and .9 are kept, padding never
     assert selected.tolist() == [[False, True, False, False], [False, True, False, False]]
+
+
+# -- every option reaches the math: the dispatchers the trainer calls, on hand-computed numbers ---
+def test_each_advantage_estimator_and_its_options_are_dispatched():
+    correct = REWARDS > 0.5
+    row = lambda cfg: advantages(REWARDS, correct, cfg)[1].tolist()  # noqa: E731  rewards [3, 1, 1, 1]
+    # grpo: (r - 1.5) / (std + eps), std of [3, 1, 1, 1] = 1; eps 1 makes the eps visible.
+    assert row(AlgoConfig(advantage="grpo", std_eps=1.0)) == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    batch_std = float(REWARDS.std())
+    assert row(AlgoConfig(advantage="grpo", advantage_std="batch", std_eps=0.0)) == pytest.approx(
+        [1.5 / batch_std, -0.5 / batch_std, -0.5 / batch_std, -0.5 / batch_std]
+    )
+    assert row(AlgoConfig(advantage="dr_grpo")) == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    assert row(AlgoConfig(advantage="rloo")) == pytest.approx([2.0, -2 / 3, -2 / 3, -2 / 3])
+    assert row(AlgoConfig(advantage="sign")) == [1.0, 1.0, 1.0, 1.0]
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="equal")) == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="std", std_eps=1.0)) == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="clip_filter")) == pytest.approx([2.25, -0.75, -0.75, -0.75])
+    assert row(AlgoConfig(advantage="dr_grpo", positive_weight=0.5, negative_weight=2.0)) == pytest.approx([0.75, -1, -1, -1])
+
+
+def test_each_policy_loss_option_is_dispatched():
+    logp = torch.log(torch.tensor([[5.0, 1.25, 0.5]]))
+    old, mask = torch.zeros(1, 3), torch.ones(1, 3)
+    loss = lambda adv, **kw: policy_loss(logp, old, torch.tensor([adv]), mask, AlgoConfig(**kw)).per_token.tolist()[0]  # noqa: E731
+    # A > 0: -min(r, clip(r)); clip at 1.2, or at 1.28 with clip-higher; below at 0.8 (epsilon 0.2) or 0.6.
+    assert loss(1.0) == pytest.approx([-1.2, -1.2, -0.5])
+    assert loss(1.0, epsilon_high=0.28) == pytest.approx([-1.28, -1.25, -0.5])
+    assert loss(-1.0, epsilon=0.4) == pytest.approx([5.0, 1.25, 0.6])  # A < 0: max(r, clip(r))
+    assert loss(-1.0, dual_clip=3.0) == pytest.approx([3.0, 1.25, 0.8])  # capped at -c A
+    sequence = policy_loss(logp, old, torch.tensor([1.0]), mask, AlgoConfig(ratio_level="sequence")).per_token
+    r = (5.0 * 1.25 * 0.5) ** (1 / 3)  # exp of the mean log ratio: 1.46, clipped to 1.2
+    assert sequence.shape == (1, 1) and sequence.item() == pytest.approx(-min(r, 1.2))
+    cpgd = loss(1.0, loss="cpgd", drift_coef=0.1, drift_clip=2.0)
+    # -min(ln r, clip(ln r, ln .8, ln 1.2)) + 0.1 min(r - 1, 2) ln pi
+    expected = [
+        -math.log(1.2) + 0.1 * 2.0 * math.log(5.0),
+        -math.log(1.2) + 0.1 * 0.25 * math.log(1.25),
+        -math.log(0.5) + 0.1 * -0.5 * math.log(0.5),
+    ]
+    assert cpgd == pytest.approx(expected)
+
+
+def test_each_kl_estimator_is_dispatched_by_name():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
+    values = {name: fn(logp, ref).item() for name, fn in KL_ESTIMATORS.items()}
+    k3 = math.exp(-0.5) + 0.5 - 1
+    assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3})
