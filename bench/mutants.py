@@ -33,6 +33,15 @@ ALGOS = "tests/test_algos.py"
 LOSSES = "tests/test_losses.py"
 TRL = "tests/test_trl_equivalence.py"
 OPTIONS = "tests/test_train_options.py"
+# Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
+KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
+MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
+ENTROPY = f"{OPTIONS}::test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips"
+DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them"
+SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
+ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
+DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 
 
 @dataclass(frozen=True)
@@ -44,28 +53,29 @@ class Mutation:
     tests: tuple[str, ...]  # pytest arguments (files or node ids) that should fail on the mutant
 
 
-def shaping_dropped(term: str) -> Mutation:
+def shaping_dropped(term: str, test: str) -> Mutation:
     """One shaping term computed and logged but never added to the reward."""
     return Mutation(
         f"shaping term {term} never added to the reward",
         "vlrl/trainer/rl.py",
         "reward = reward + term",
         f'reward = reward + (0 * term if term is shaping.get("{term}") else term)',
-        (OPTIONS,),
+        (test,),
     )
 
 
 MUTATIONS: tuple[Mutation, ...] = (
     # -- reward shaping (rl.py adds it, vlrl/algos/shaping.py computes it) ----------------------
-    *(shaping_dropped(term) for term in ("overlong", "thinking", "temporal", "length")),
-    Mutation("no shaping term added", "vlrl/trainer/rl.py", "reward = reward + term", "reward = reward", (OPTIONS,)),
+    shaping_dropped("overlong", KL),
+    *(shaping_dropped(term, SHAPING) for term in ("thinking", "temporal", "length")),
+    Mutation("no shaping term added", "vlrl/trainer/rl.py", "reward = reward + term", "reward = reward", (KL, SHAPING)),
     Mutation(
         "overlong penalty size ignored", "vlrl/algos/shaping.py",
-        "ramp = (start - lengths.float()) / buffer * penalty", "ramp = (start - lengths.float()) / buffer", (ALGOS, OPTIONS),
+        "ramp = (start - lengths.float()) / buffer * penalty", "ramp = (start - lengths.float()) / buffer", (ALGOS, KL),
     ),
     Mutation(
         "Trust-GRPO variant inverted", "vlrl/algos/shaping.py",
-        'if trust.variant == "code":', 'if trust.variant != "code":', (ALGOS, OPTIONS),
+        'if trust.variant == "code":', 'if trust.variant != "code":', (ALGOS, SHAPING),
     ),
     Mutation(
         "Trust-GRPO code: no outcome gate at 0.2", "vlrl/algos/shaping.py",
@@ -90,16 +100,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "Trust-GRPO default T not the variant's", "vlrl/config.py",
-        "self.decay_steps = TRUST_DECAY_STEPS[self.variant]", "self.decay_steps = 1000.0", (ALGOS, OPTIONS),
+        "self.decay_steps = TRUST_DECAY_STEPS[self.variant]", "self.decay_steps = 1000.0", (ALGOS, SHAPING),
     ),
     Mutation(
         "T-GRPO condition inverted", "vlrl/algos/shaping.py",
         "if accuracy_ordered.float().mean() >= mu * accuracy_shuffled.float().mean():",
-        "if accuracy_ordered.float().mean() < mu * accuracy_shuffled.float().mean():", (ALGOS, OPTIONS),
+        "if accuracy_ordered.float().mean() < mu * accuracy_shuffled.float().mean():", (ALGOS, SHAPING),
     ),
     Mutation(
         "T-GRPO alpha ignored", "vlrl/algos/shaping.py",
-        "return alpha * correct_ordered.float()", "return correct_ordered.float()", (ALGOS, OPTIONS),
+        "return alpha * correct_ordered.float()", "return correct_ordered.float()", (ALGOS, SHAPING),
     ),
     Mutation(
         "length control needs one correct, not two", "vlrl/algos/shaping.py",
@@ -108,25 +118,25 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "length control bonus size ignored", "vlrl/algos/shaping.py",
         "return bonus * (correct & (lengths >= low) & (lengths <= high)).float()",
-        "return (correct & (lengths >= low) & (lengths <= high)).float()", (ALGOS, OPTIONS),
+        "return (correct & (lengths >= low) & (lengths <= high)).float()", (ALGOS, SHAPING),
     ),
     Mutation(
         "accuracy_strict inverted", "vlrl/trainer/rl.py",
         "accuracy > algo.accuracy_threshold if algo.accuracy_strict else", "accuracy > algo.accuracy_threshold if not algo.accuracy_strict else",
-        (OPTIONS,),
+        (KL, MASK),
     ),
     Mutation(
         "accuracy_threshold ignored", "vlrl/trainer/rl.py",
-        "else accuracy >= algo.accuracy_threshold", "else accuracy >= 0.5", (OPTIONS,),
+        "else accuracy >= algo.accuracy_threshold", "else accuracy >= 0.5", (ENTROPY,),
     ),
     # -- the update (rl.py applies the options, vlrl/algos/losses.py computes) -------------------
     Mutation(
         "top_entropy_fraction ignored", "vlrl/trainer/rl.py",
-        "if algo.top_entropy_fraction < 1", "if False", (OPTIONS,),
+        "if algo.top_entropy_fraction < 1", "if False", (ENTROPY,),
     ),
     Mutation(
         "top_entropy_fraction selects the lowest-entropy tokens", "vlrl/algos/losses.py",
-        "return (entropy >= threshold) & mask.bool()", "return (entropy < threshold) & mask.bool()", (ALGOS, OPTIONS),
+        "return (entropy >= threshold) & mask.bool()", "return (entropy < threshold) & mask.bool()", (ALGOS, ENTROPY),
     ),
     Mutation(
         "dual_clip ignored", "vlrl/algos/losses.py",
@@ -136,15 +146,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "dual_clip cap not applied", "vlrl/algos/losses.py",
         "loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)", "loss = loss", (ALGOS,),
     ),
-    Mutation("KL term's sign flipped", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token - algo.beta * kl", (OPTIONS,)),
-    Mutation("beta ignored", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token + kl", (OPTIONS,)),
+    Mutation("KL term's sign flipped", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token - algo.beta * kl", (KL,)),
+    Mutation("beta ignored", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token + kl", (KL,)),
     Mutation(
         "kl_estimator names swapped", "vlrl/algos/losses.py",
         'KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}',
         'KL_ESTIMATORS = {"k1": kl_k3, "k2": kl_k2, "k3": kl_k1, "low_var": kl_low_var}', (ALGOS, TRL),
     ),
     Mutation("k3's sign flipped", "vlrl/algos/losses.py", "delta = ref_logp - logp", "delta = logp - ref_logp", (ALGOS, LOSSES, TRL)),
-    Mutation("mask_truncated ignored", "vlrl/trainer/rl.py", "if algo.mask_truncated:", "if False:", (OPTIONS,)),
+    Mutation("mask_truncated ignored", "vlrl/trainer/rl.py", "if algo.mask_truncated:", "if False:", (MASK,)),
     Mutation(
         "epsilon_high ignored", "vlrl/algos/losses.py",
         "epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high", "epsilon_high = cfg.epsilon",
@@ -161,7 +171,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "seq_mean_token_sum_norm divides by rows only", "vlrl/algos/losses.py",
-        "return mask / (rows * max_completion_length)", "return mask / rows", (LOSSES, TRL, OPTIONS),
+        "return mask / (rows * max_completion_length)", "return mask / rows", (LOSSES, TRL, MASK),
     ),
     Mutation(
         "token_mean weighs sequences instead", "vlrl/algos/losses.py",
@@ -170,23 +180,23 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "num_iterations ignored", "vlrl/trainer/rl.py",
-        "for _ in range(algo.num_iterations):", "for _ in range(1):", (f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs",),
+        "for _ in range(algo.num_iterations):", "for _ in range(1):", (ITERATIONS,),
     ),
     Mutation(
         "mini_batches ignored", "vlrl/trainer/rl.py",
         "np.array_split(np.arange(len(batch.groups)), algo.mini_batches)", "np.array_split(np.arange(len(batch.groups)), 1)",
-        (f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs",),
+        (ITERATIONS,),
     ),
     Mutation(
         "dynamic_sampling ignored", "vlrl/trainer/rl.py",
         "            if algo.dynamic_sampling:\n", "            if False:\n",
-        (f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills",),
+        (DYNAMIC,),
     ),
     Mutation(
         "max_sampling_rounds exceeded", "vlrl/trainer/rl.py",
         "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):",
         "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1):",
-        (f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills",),
+        (ROUNDS,),
     ),
     # -- advantages ---------------------------------------------------------------------------
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
@@ -207,12 +217,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return centered / (rewards.std(dim=1, keepdim=True) + std_eps)", "return centered", (ALGOS,),
     ),
     # -- the optimizer step (run.py) ------------------------------------------------------------
-    Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (OPTIONS,)),
-    Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (OPTIONS,)),
-    Mutation("weight_decay ignored", "vlrl/trainer/run.py", "weight_decay=t.weight_decay)", "weight_decay=0.0)", (OPTIONS,)),
+    Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (MASK,)),
+    Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation("weight_decay ignored", "vlrl/trainer/run.py", "weight_decay=t.weight_decay)", "weight_decay=0.0)", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
-        "clip_grad_norm_(self.weights.masters, self.t.max_grad_norm)", "clip_grad_norm_(self.weights.masters, 1e9)", (OPTIONS,),
+        "clip_grad_norm_(self.weights.masters, self.t.max_grad_norm)", "clip_grad_norm_(self.weights.masters, 1e9)", (ENTROPY,),
     ),
 )  # fmt: skip
 

@@ -78,7 +78,14 @@ def test_dynamic_sampling_drops_groups_without_spread_and_refills(tmp_path, rec_
         tmp_path / "dapo", rec_data, task=task, **{"trainer.prompts_per_step": 4, "trainer.steps": 3, "algo.dynamic_sampling": True}
     )
     assert all(r["frac_groups_zero_std"] == 0 for r in dynamic)
-    assert 1 < max(r["sampling_rounds"] for r in dynamic) <= 4  # algo.max_sampling_rounds
+    assert max(r["sampling_rounds"] for r in dynamic) > 1
+
+
+def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is(tmp_path, rec_data, tiny_qwen25):
+    options = {"task.rewards": "{half: 1.0}", "algo.dynamic_sampling": True, "algo.max_sampling_rounds": 3}
+    (r,) = run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 1})
+    # Every reward is 0.5: no group ever has a spread, so all 3 rounds are drawn and the last is kept.
+    assert r["sampling_rounds"] == 3 and r["frac_groups_zero_std"] == 1.0 and r["optimizer_steps"] == 1
 
 
 @pytest.mark.parametrize(
