@@ -196,7 +196,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "max_sampling_rounds exceeded", "vlrl/trainer/rl.py",
         "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):",
         "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1):",
-        (ROUNDS,),
+        (DYNAMIC, ROUNDS),
     ),
     # -- advantages ---------------------------------------------------------------------------
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),

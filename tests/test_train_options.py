@@ -74,11 +74,10 @@ def test_dynamic_sampling_drops_groups_without_spread_and_refills(tmp_path, rec_
     task = f"{FIXTURES / 'rl_fixtures.py'}:HalfInformative"
     plain = run(tmp_path / "plain", rec_data, task=task, **{"trainer.prompts_per_step": 4, "trainer.steps": 3})
     assert any(r["frac_groups_zero_std"] > 0 for r in plain)
-    dynamic = run(
-        tmp_path / "dapo", rec_data, task=task, **{"trainer.prompts_per_step": 4, "trainer.steps": 3, "algo.dynamic_sampling": True}
-    )
+    options = {"trainer.prompts_per_step": 4, "trainer.steps": 3, "algo.dynamic_sampling": True, "algo.max_sampling_rounds": 2}
+    dynamic = run(tmp_path / "dapo", rec_data, task=task, **options)
     assert all(r["frac_groups_zero_std"] == 0 for r in dynamic)
-    assert max(r["sampling_rounds"] for r in dynamic) > 1
+    assert max(r["sampling_rounds"] for r in dynamic) == 2  # refilled, never beyond max_sampling_rounds
 
 
 def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is(tmp_path, rec_data, tiny_qwen25):
@@ -145,27 +144,28 @@ def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25):
 # logged loss follows from the advantages, the KL and the token weights by hand.
 def test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward(tmp_path, rec_data, tiny_qwen25):
     options = {"algo.beta": 0.5, "algo.aggregation": "token_mean", "trainer.lr": 1e-2}
-    rows = run(tmp_path, rec_data, task=HALF, **ALL_CORRECT, **options, **{"algo.overlong_buffer": 9, "algo.overlong_penalty": 0.5})
+    rows = run(tmp_path, rec_data, task=HALF, **ALL_CORRECT, **options, **{"algo.overlong_buffer": 9, "algo.overlong_penalty": 2.0})
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)  # the policy is still the reference
     assert rows[1]["kl"] > 1e-3
     for r in rows:
         assert r["accuracy"] == 1.0
         assert r["loss"] == pytest.approx(-1.0 + 0.5 * r["kl"], abs=1e-6)  # token mean of -A + beta kl
-        # DAPO from L_max - 9 = 1 token: (1 - L) / 9 * 0.5 on every completion (all have 1..10 tokens).
-        assert r["reward/overlong"] == pytest.approx(-0.5 * (r["completion_length"] - 1) / 9, abs=1e-6)
+        # DAPO from L_max - 9 = 1 token: (1 - L) / 9 * 2 on every completion (all have 1..10 tokens).
+        assert r["reward/overlong"] == pytest.approx(-2.0 * (r["completion_length"] - 1) / 9, abs=1e-6)
         assert r["reward"] == pytest.approx(r["reward/format"] + r["reward/brevity"] + r["reward/overlong"], abs=1e-6)
 
 
 def test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule(tmp_path, rec_data, tiny_qwen25):
     options = {"algo.beta": 0.0, "algo.mask_truncated": True, "algo.aggregation": "seq_mean_token_sum_norm"}
-    schedule = {"rollout.max_new_tokens": 4, "trainer.lr_schedule": "linear", "trainer.warmup_steps": 1}
+    schedule = {"rollout.max_new_tokens": 4, "trainer.lr_schedule": "linear", "trainer.warmup_steps": 2, "trainer.steps": 3}
     rows = run(tmp_path, rec_data, task=HALF, **NONE_CORRECT, **options, **schedule)
     for r in rows:
         assert r["accuracy"] == 0.0 and r["truncated_frac"] > 0
         # A = -1: kept tokens / (rows x L_max); a truncated row holds L_max tokens, none kept.
         assert r["loss"] == pytest.approx(r["completion_length"] / 4 - r["truncated_frac"], abs=1e-6)
-    # After 1 optimizer step warmup is over (factor 1), after 2 the linear decay has reached 0.
-    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 0.0])
+    # The lr logged after optimizer step s (0-based schedule position s): warmup (s + 1) / 2 for
+    # s < 2, then linear from 1 at s = 2 down to 0 at s = 3 (the last of 3 steps).
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 1e-3, 0.0])
 
 
 def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):
