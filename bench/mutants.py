@@ -33,6 +33,7 @@ ALGOS = "tests/test_algos.py"
 LOSSES = "tests/test_losses.py"
 TRL = "tests/test_trl_equivalence.py"
 OPTIONS = "tests/test_train_options.py"
+SEAM = "tests/test_rollout_seam.py"
 # Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
@@ -180,7 +181,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "num_iterations ignored", "vlrl/trainer/rl.py",
-        "for _ in range(algo.num_iterations):", "for _ in range(1):", (ITERATIONS,),
+        "for iteration in range(algo.num_iterations):", "for iteration in range(1):", (ITERATIONS,),
     ),
     Mutation(
         "mini_batches ignored", "vlrl/trainer/rl.py",
@@ -197,6 +198,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):",
         "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1):",
         (DYNAMIC, ROUNDS),
+    ),
+    Mutation(
+        "rollout importance weights not applied", "vlrl/trainer/rl.py",
+        "per_token = per_token * is_weights", "per_token = per_token",
+        (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
+    ),
+    Mutation(
+        "old log-probs taken from another engine's rollout", "vlrl/trainer/rl.py",
+        'recompute = policy_moves and (algo.old_logprobs == "recompute" or foreign)',
+        'recompute = policy_moves and algo.old_logprobs == "recompute"',
+        (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     # -- advantages ---------------------------------------------------------------------------
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
