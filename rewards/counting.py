@@ -175,18 +175,26 @@ PR1_FORMAT = compile_pattern(
     r"\A<\|object_ref_start\|>[^<]*<\|object_ref_end\|>(?:<\|box_start\|>[^<]*<\|box_end\|>)+<\|im_end\|>"
 )
 PR1_BOX = compile_pattern(r"<\|box_start\|>(.*?)<\|box_end\|>")
-# PR1 runs the box text through Python's eval and unpacks `(x1, y1), (x2, y2)`; these are the
-# literal forms of that which carry numbers: two pairs in () or [], optionally wrapped once more.
-_PAIR = rf"[(\[]\s*({_NUM})\s*,\s*({_NUM})\s*,?\s*[)\]]"
-PR1_BOX_BODY = compile_pattern(rf"\s*(?:{_PAIR}\s*,\s*{_PAIR}\s*,?|[(\[]\s*{_PAIR}\s*,\s*{_PAIR}\s*,?\s*[)\]])\s*")
-PR1_STRIP = "<|endoftext|>"
+# PR1 runs the box text through Python's eval and unpacks `(x1, y1), (x2, y2)`. What is read
+# here are the literal forms of that: two pairs in () or [], optionally wrapped once more in
+# matching brackets, trailing commas allowed, numbers as Python writes literals (ASCII digits,
+# no leading zeros on integers, decimals and exponents, one sign) and Python's whitespace.
+# eval also reads what no literal is (arithmetic, True, 0x10, 1_000, "- 1", deeper nesting):
+# such a box is skipped here, as a box PR1 cannot unpack is skipped there.
+_WS = r"[ \t\n\r\f]*"
+_LITERAL = r"[-+]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|0+|[1-9][0-9]*)"
+_ITEMS = rf"{_WS}({_LITERAL}){_WS},{_WS}({_LITERAL}){_WS},?{_WS}"
+_PAIR = rf"(?:\({_ITEMS}\)|\[{_ITEMS}\])"
+_TWO = rf"{_WS}{_PAIR}{_WS},{_WS}{_PAIR}{_WS},?{_WS}"
+PR1_BOX_BODY = compile_pattern(rf"{_WS}(?:{_TWO}|\({_TWO}\)|\[{_TWO}\]){_WS}")
+PR1_STRIP = "<|endoftext|>"  # removed before the boxes are read (pr1_counting_reward)
 
 
 def pr1_format(completion: str) -> float:
     """Perception-R1's counting format: the completion opens with `<|object_ref_start|>label
     <|object_ref_end|>`, then one or more `<|box_start|>...<|box_end|>`, then `<|im_end|>`
-    (re.match: anchored at the start only; PR1 removes <|endoftext|> first)."""
-    return 1.0 if search(PR1_FORMAT, completion.replace(PR1_STRIP, "")) else 0.0
+    (re.match on the raw completion: anchored at the start only, <|endoftext|> kept)."""
+    return 1.0 if search(PR1_FORMAT, completion) else 0.0
 
 
 def pr1_box_centers(completion: str) -> list[tuple[float, float]] | None:

@@ -25,9 +25,9 @@ Where the public code crashes or reads garbage, this module decides, on purpose:
 - an entry is well formed only with exactly 4 finite numbers (no booleans, |v| <= 1e9) and a
   string label; VLM-R1 uses the first four of a longer list and hands NaN or booleans to
   pycocotools. Malformed entries still count as entries (n_pred, false alarms), as in VLM-R1.
-- weighted_sum reads the same block as map (last <answer>, last ```json fence); VLM-R1's
-  reads the first fence, and the whole completion when there is no <answer>. An entry without
-  a label is malformed (VLM-R1 raises NameError or reuses the previous entry's label).
+- weighted_sum reads its answer as VLM-R1's accuracy_reward does (`parse_weighted_sum`: its
+  clean_text, twice, then the first ```json fence of the lower-cased text). An entry without a
+  label is malformed (VLM-R1 raises NameError or reuses the previous entry's label).
 - hungarian compares the labels themselves in the class cost (Perception-R1 indexes the
   prediction by id and the target by id - 1), works in float64 (Perception-R1: float32), counts
   an inverted box as wrong format (Perception-R1's GIoU assertion fails and scores 0), and
@@ -229,6 +229,41 @@ def parse_detections(completion: str, mode: ParseMode = "vlm_r1") -> Detections 
     if not isinstance(data, list):
         return None
     return _detections(data, says_none)
+
+
+def _newlines_out(text: str, char: str) -> str:
+    """VLM-R1's `re.sub(r'(?<=\\s)' + char, '', text)` then `re.sub(r'(?<!\\s)' + char, ' ', text)`:
+    `char` dropped after whitespace, then each one left made a space (linear time)."""
+    kept = "".join(c for i, c in enumerate(text) if not (c == char and i > 0 and text[i - 1].isspace()))
+    return "".join(" " if c == char and not (i > 0 and kept[i - 1].isspace()) else c for i, c in enumerate(kept))
+
+
+def vlm_r1_clean_text(text: str) -> str:
+    """VLM-R1's clean_text (grpo_jsonl.py): the last <answer> block, or all the text without one;
+    newlines, then carriage returns, dropped after whitespace and made spaces elsewhere;
+    stripped, trailing dots dropped, lower-cased."""
+    blocks = _between(text, "<answer>", "</answer>")
+    if blocks:
+        text = blocks[-1]
+    for char in ("\n", "\r"):
+        text = _newlines_out(text, char)
+    return text.strip().rstrip(".").lower()
+
+
+def parse_weighted_sum(completion: str) -> Detections | None:
+    """The detections VLM-R1's `weighted_sum` accuracy reads (om-ai-lab/VLM-R1 at 90052f4,
+    grpo_jsonl.py: accuracy_reward, detection_score): the completion cleaned (says None when
+    that is "none"), cleaned once more inside detection_score, then the first ```json fence of
+    that lower-cased text parsed with json (so `NaN` no longer parses and `BBOX_2D` is a key).
+    None only for text over the size limit."""
+    if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+        return None
+    cleaned = vlm_r1_clean_text(completion)
+    fences = _between(vlm_r1_clean_text(cleaned), "```json", "```")
+    block = fences[0].strip() if fences else ""
+    data = load_json(block) if block else _INVALID
+    items = list(data) if isinstance(data, (list, dict, str)) else []
+    return _detections(items, cleaned == "none")
 
 
 def answer_well_formed(completion: str, mode: ParseMode = "vlm_r1") -> bool:
@@ -564,7 +599,8 @@ def _cxcywh(a: np.ndarray) -> np.ndarray:
 def hungarian_reward(pred: Detections | None, gt: GroundTruth, vocabulary: Sequence[str] | None = None) -> float:
     """Perception-R1 pr1_detection_reward / 3 (its range is [0, 3]).
 
-    Entries whose label is not in `vocabulary` (Perception-R1: the COCO category names) or
+    Entries whose label is not in `vocabulary` (Perception-R1: the 80 COCO category names of its
+    get_cate_to_id, whatever the prompt asked for) or
     whose box is inverted (Perception-R1's GIoU asserts x2 >= x1, y2 >= y1) count as wrong
     format: format = 1 - wrong / n_entries. Predictions and ground truth are matched by
     scipy's linear_sum_assignment on 5 * L1(cx, cy, w, h) - 2 * GIoU - p(class), p the

@@ -7,9 +7,12 @@ which is also Perception-R1's `compute_iou` (PR1 src/open_r1/utils.py; its rewar
 Box parsers, by the name a task option uses:
 - ``vlm_r1``: integer boxes ``[x1, y1, x2, y2]`` inside ``<answer>`` (VLM-R1's `iou_reward`,
   src/open-r1-multimodal/.../vlm_modules/qwen_module.py); the first one is *the* answer.
-- ``perception_r1``: Perception-R1's `parse_float_sequence_within` (src/open_r1/utils.py):
-  anywhere in the completion, the first pattern of ``[a, b, c, d]``, ``(a, b, c, d)``,
-  ``(a, b), (c, d)`` that occurs at all, signed decimals allowed.
+- ``perception_r1``: Perception-R1's `extract_bbox_answer` and `parse_float_sequence_within`
+  (src/open_r1/utils.py, linkangheng/PR1 at 48d5558): `<|endoftext|>` removed, then anywhere in
+  the completion the first pattern of ``[a, b, c, d]``, ``(a, b, c, d)``, ``(a, b), (c, d)``
+  that occurs at all, signed decimals allowed. A completion without `<|box_start|>` states a
+  relative (0-1) box, which PR1 scales into its 0-1000 frame as int(v * 1000)
+  (`pr1_untagged` / `pr1_relative_to_norm1000`; the grounding tasks apply it).
 
 Several targets (an expression that names several objects) are scored by
 `hungarian_mean_iou`: an optimal one-to-one matching of predicted to target boxes that
@@ -47,18 +50,25 @@ MAX_BOXES = 64
 Box = Sequence[float]
 
 
+def _integers(groups: Sequence[str]) -> list[int] | None:
+    """The box's integers; None where one has more digits than int() reads or is beyond any
+    float (VLM-R1's int() or its frame conversion raises there, and its reward is 0)."""
+    try:
+        values = [int(g) for g in groups]
+        for value in values:
+            float(value)
+    except (ValueError, OverflowError):
+        return None
+    return values
+
+
 def parse_answer_box(completion: str) -> list[int] | None:
     """First `[x1, y1, x2, y2]` (integers) inside <answer>; None if absent or absurd."""
     content = answer_text(completion)
     if content is None:
         return None
     match = search(INT_BOX, content)
-    if match is None:
-        return None
-    try:
-        return [int(g) for g in match.groups()]
-    except ValueError:  # more digits than Python will convert: not a coordinate
-        return None
+    return None if match is None else _integers(match.groups())
 
 
 def parse_answer_boxes(completion: str) -> list[list[int]] | None:
@@ -70,20 +80,35 @@ def parse_answer_boxes(completion: str) -> list[list[int]] | None:
         return None
     boxes = []
     for groups in findall(INT_BOX, content):
-        try:
-            boxes.append([int(g) for g in groups])
-        except ValueError:  # more digits than Python will convert: not a coordinate
+        box = _integers(groups)
+        if box is None or len(boxes) >= MAX_BOXES:
             return None
-        if len(boxes) > MAX_BOXES:
-            return None
+        boxes.append(box)
     return boxes
+
+
+PR1_END_OF_TEXT = "<|endoftext|>"  # removed before parsing (pr1_grounding_reward)
+PR1_BOX_START = "<|box_start|>"
+
+
+def pr1_untagged(completion: str) -> bool:
+    """PR1's `is_qwen2vl` test: without `<|box_start|>` the box is relative (0-1)."""
+    return PR1_BOX_START not in completion
+
+
+def pr1_relative_to_norm1000(box: Sequence[float]) -> list[int] | None:
+    """PR1's `[int(x * 1000) for x in bbox]`; None where a value leaves the floats."""
+    scaled = [v * 1000 for v in box]
+    return [int(v) for v in scaled] if all(math.isfinite(v) for v in scaled) else None
 
 
 def parse_box_perception_r1(completion: str) -> list[float] | None:
     """The box Perception-R1 scores: the first match of its first pattern that occurs
-    anywhere in the completion (None if none, or if a number is not finite)."""
+    anywhere in the completion, `<|endoftext|>` removed (None if none, or if a number is not
+    finite), as stated: `pr1_relative_to_norm1000` scales an untagged one."""
+    text = completion.replace(PR1_END_OF_TEXT, "")
     for pattern in PR1_BOX_PATTERNS:
-        match = search(pattern, completion)
+        match = search(pattern, text)
         if match is not None:
             box = [float(v) for v in match.groups()]
             return box if all(math.isfinite(v) for v in box) else None
@@ -94,8 +119,9 @@ def parse_boxes_perception_r1(completion: str) -> list[list[float]] | None:
     """Every box of the first Perception-R1 pattern that occurs in the completion, in order
     (its first is the box Perception-R1 scores); None if a number is not finite or there are
     more than MAX_BOXES."""
+    text = completion.replace(PR1_END_OF_TEXT, "")
     for pattern in PR1_BOX_PATTERNS:
-        found = findall(pattern, completion)
+        found = findall(pattern, text)
         if not found:
             continue
         if len(found) > MAX_BOXES:

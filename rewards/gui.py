@@ -55,8 +55,9 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "a
             "\\": "\\", "'": "'", '"': '"', "/": "/"}  # fmt: skip
 _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
 _NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
-_NUMBER = regex.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_NAME = regex.compile(r"[A-Za-z_]\w*")
+# Python and JSON number literals are ASCII digits only.
+_NUMBER = compile_pattern(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NAME = compile_pattern(r"[A-Za-z_]\w*")
 
 
 class _LiteralParser:
@@ -236,7 +237,10 @@ def _point(value: Any) -> tuple[float, float] | None:
         return None
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return None
-    x, y = float(value[0]), float(value[1])
+    try:
+        x, y = float(value[0]), float(value[1])
+    except OverflowError:  # an integer too large for a float is no coordinate
+        return None
     return (x, y) if math.isfinite(x) and math.isfinite(y) else None
 
 
@@ -270,7 +274,8 @@ def structured_action(content: str) -> GuiAction | None:
 def regex_action(content: str, style: Style, thinking: bool = True) -> GuiAction:
     """The fields as the public extractors find them: single-quoted action and input text,
     non-negative integer points (GUI-R1 / UI-R1-E: the last pair inside braces; UI-R1: the
-    first pair). Missing fields are None."""
+    first pair). Missing fields are None; a point the public code cannot use is (inf, inf),
+    which clicks nothing."""
     match = search(ACTION_QUOTED, content)
     if match is None and style == "ui_r1":
         match = search(ACTION_BARE, content)
@@ -282,8 +287,10 @@ def regex_action(content: str, style: Style, thinking: bool = True) -> GuiAction
     if point_match:
         try:
             point = (float(int(point_match.group(1))), float(int(point_match.group(2))))
-        except ValueError:  # more digits than int() converts
-            point = None
+        except ValueError:  # more digits than int() reads: GUI-R1's extractor falls back to [0, 0]; UI-R1 scores 0
+            point = (0.0, 0.0) if style == "gui_r1" else (math.inf, math.inf)
+        except OverflowError:  # no float holds it: the public comparisons fail or raise, never a hit
+            point = (math.inf, math.inf)
     return GuiAction(action, point, text_match.group(1) if text_match else None)
 
 

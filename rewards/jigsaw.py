@@ -30,7 +30,8 @@ Jigsaw-R1's reading of an answer, reproduced exactly:
 - a letter: the last A-Z letter of the answer; with none, the answer itself, compared
   case-insensitively (so a lone lowercase "b" is accepted as "B", as in Jigsaw-R1).
 - a number: the first run of decimal digits; Jigsaw-R1 compares it with math_verify, which
-  reads ASCII digits only, so a run with other decimal digits never matches.
+  reads ASCII digits only, so a run with other decimal digits never matches. With no digit at
+  all Jigsaw-R1 hands the whole answer to math_verify; here that scores 0 (docs/tasks.md).
 
 Every function here returns a float in [0, 1] (or a parse result), never raises on any string,
 and never evaluates model output.

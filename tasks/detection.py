@@ -35,6 +35,7 @@ from rewards.detection import (
     map_reward,
     od_length_reward,
     parse_detections,
+    parse_weighted_sum,
     weighted_sum_reward,
 )
 from rewards.format import think_answer
@@ -75,6 +76,9 @@ class DetectionOptions:
     # or a list of well-formed entries (in a ```json fence when answer_parse is "vlm_r1").
     format: Literal["think_answer", "think_answer_json"] = "think_answer"
     iou_convention: Literal["vlm_r1", "continuous"] = "vlm_r1"  # the IoU of `weighted_sum`
+    # Labels `hungarian` accepts: every category of the data file (Perception-R1 accepts any COCO
+    # category name, whatever the prompt named), or only those the prompt named.
+    hungarian_labels: Literal["categories", "prompted"] = "categories"
     iou_threshold: float = 0.5  # the matching threshold of `weighted_sum`
     target_think: str = "The image shows {summary}."  # reasoning text of the SFT target
 
@@ -169,14 +173,28 @@ class Detection(Task):
             "map": self._scorer(map_reward),
             "ap50": self._scorer(ap50_reward),
             "od_length": self._scorer(od_length_reward),
-            "weighted_sum": self._scorer(
-                lambda p, g: weighted_sum_reward(p, g, iou_threshold=self.options.iou_threshold, iou=iou)
-            ),
+            "weighted_sum": lambda completions, samples: [
+                weighted_sum_reward(
+                    self._weighted_sum_detections(c, s), _ground_truth(s), iou_threshold=self.options.iou_threshold, iou=iou
+                )
+                for c, s in zip(completions, samples, strict=True)
+            ],
             "hungarian": lambda completions, samples: [
-                hungarian_reward(self._detections(c, s), _ground_truth(s), s.meta.get("prompt_categories"))
+                hungarian_reward(self._detections(c, s), _ground_truth(s), self._hungarian_labels(s))
                 for c, s in zip(completions, samples, strict=True)
             ],
         }
+
+    def _weighted_sum_detections(self, completion: str, sample: Sample) -> Detections | None:
+        """VLM-R1's own reading for `weighted_sum` (answer_parse vlm_r1); the lenient parse otherwise."""
+        if self.options.answer_parse == "lenient":
+            return self._detections(completion, sample)
+        parsed = parse_weighted_sum(completion)
+        return None if parsed is None else parsed.map_boxes(sample.frame.box_to_original)
+
+    def _hungarian_labels(self, sample: Sample) -> list[str]:
+        key = "categories" if self.options.hungarian_labels == "categories" else "prompt_categories"
+        return sample.meta[key]
 
     def _scorer(self, fn) -> RewardFn:
         def score(completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
@@ -371,7 +389,7 @@ class _CocoReader:
         path, width, height = ctx.image_with_size(file_name, record)
         for key, actual in (("width", width), ("height", height)):
             stated = record.get(key)
-            if stated is not None and ctx.require_images and stated != actual:
+            if stated is not None and stated != actual:
                 raise ctx.error(f"key '{key}' says {stated} but image {path} has {key} {actual}")
         solution, crowd = [], []
         for index, obj in objects:

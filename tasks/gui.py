@@ -15,9 +15,20 @@ original pixels through the sample's Frame (GUI-R1's 140 px reward distance is m
 the model's frame, as GUI-R1 measures it in the resized image).
 
 `style` picks the public recipe: prompt, answer format (GUI-R1 `'point'` + `'input_text'`,
-UI-R1 `'coordinate'`), action names and format reward. The reward components keep their
-public definitions whatever the style: `action_type` and `click` are UI-R1's, `accuracy` is
-GUI-R1's (its total is `accuracy: 0.8, format: 0.2`).
+UI-R1 `'coordinate'`), action names, format reward, and how an answer is read: the style's
+public extractor (GUI-R1: the quoted action, the last [x, y] inside braces; UI-R1: also an
+unquoted action, the first [x, y]), which `parser=structured` (the default) tries after
+reading the answer as a literal. Every component then compares what was read by its own
+public rule, whatever the style: `action_type` and `click` as UI-R1 (the action name as
+written; the point truncated to integer pixels, box edges count), `accuracy` as GUI-R1 (the
+name lower-cased; strictly inside the box, or closer than the distance; text F1); GUI-R1's
+total is `accuracy: 0.8, format: 0.2`.
+
+An answer written in the other style's format is read for what it states: the structured
+parser takes `'point'` or `'coordinate'` alike, and the public regexes take any [x, y]. Its
+action names are compared with this style's names (GUI-R1's `type`, `press_back` are not
+UI-R1's `input_text`, `navigate_back`), and under `gui_r1` its format reward is 0 (GUI-R1's
+format needs the `'point'` and `'input_text'` keys).
 """
 
 from __future__ import annotations

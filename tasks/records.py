@@ -9,7 +9,7 @@ from vlrl.data import RecordContext
 
 def record_image(record: dict[str, Any], ctx: RecordContext, keys: tuple[str, ...] = ("image",)) -> tuple[str, int, int]:
     """(absolute path, width, height) of the one image a record names under the first of `keys`
-    it has; a stated "width" / "height" must agree with the image when the image is read."""
+    it has; a stated "width" / "height" must agree with the image whenever the file is there."""
     key = next((k for k in keys if k in record), keys[0])
     if key not in record and "image_url" in record:
         raise ctx.error("record has only 'image_url': download the image and give its local path in 'image'")
@@ -23,7 +23,7 @@ def record_image(record: dict[str, Any], ctx: RecordContext, keys: tuple[str, ..
     path, width, height = ctx.image_with_size(image, record)
     for name, actual in (("width", width), ("height", height)):
         stated = record.get(name)
-        if stated is not None and ctx.require_images and stated != actual:
+        if stated is not None and stated != actual:
             raise ctx.error(f"key '{name}' says {stated} but image {path} has {name} {actual}")
     return path, width, height
 

@@ -31,6 +31,8 @@ from rewards.grounding import (
     MAX_BOXES,
     box_center_inside,
     hungarian_mean_iou,
+    pr1_relative_to_norm1000,
+    pr1_untagged,
 )
 from rewards.polygon import box_geometry, coco_geometry, geometry_iou, parse_answer_shapes, polygon_geometry
 from rewards.text import answer_text, compile_pattern, findall
@@ -39,6 +41,7 @@ from vlrl.config import ConfigError, build
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
+from vlrl.vision.frames import Frame
 
 # VLM-R1's question template for REC.
 VLM_R1_REC_TEMPLATE = (
@@ -64,6 +67,10 @@ class GroundingOptions:
     target_box_scale: float = 1.0
     # vlm_r1: integer boxes inside <answer>; perception_r1: Perception-R1's float patterns anywhere.
     box_parser: Literal["vlm_r1", "perception_r1"] = "vlm_r1"
+    # perception_r1 on a completion without <|box_start|>: "relative" scales its box by 1000 into
+    # the 0-1000 frame, as PR1 does; "model" reads it in the model's frame (completions decoded
+    # without special tokens, as vlrl's HF rollout decodes them, never hold <|box_start|>).
+    pr1_untagged_boxes: Literal["relative", "model"] = "relative"
     # ACC@t counts IoU > t (VLM-R1's evaluation); inclusive: IoU >= t (Perception-R1's evaluate_grounding.py).
     acc_inclusive: bool = False
     synthetic_multi: float = 0.0  # fraction of synthetic records whose expression names several objects
@@ -162,15 +169,33 @@ class RefCOCO(Task):
     def _iou_reward(self, completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
         return [self._box_score(c, s)[0] for c, s in zip(completions, samples, strict=True)]
 
+    def _to_original(self, boxes: list | None, completion: str, sample: Sample) -> list[list[float]] | None:
+        """Stated boxes in original pixels; None without an answer, or where a coordinate maps to
+        no finite float (VLM-R1's frame conversion raises there, and its reward is 0)."""
+        if boxes is None:
+            return None
+        frame = sample.frame
+        relative = self.options.box_parser == "perception_r1" and self.options.pr1_untagged_boxes == "relative"
+        if relative and pr1_untagged(completion):
+            boxes = [pr1_relative_to_norm1000(box) for box in boxes]
+            if any(box is None for box in boxes):
+                return None
+            frame = Frame.for_image("norm1000", frame.width, frame.height, 0, 0)
+        try:
+            out = [frame.box_to_original(box) for box in boxes]
+        except OverflowError:
+            return None
+        return out if all(math.isfinite(v) for box in out for v in box) else None
+
     def _pred_boxes(self, completion: str, sample: Sample) -> list[list[float]] | None:
         """Every box the completion states, in original pixels (None if it states no answer)."""
-        boxes = BOX_PARSERS[self.options.box_parser](completion)
-        return None if boxes is None else [sample.frame.box_to_original(box) for box in boxes]
+        return self._to_original(BOX_PARSERS[self.options.box_parser](completion), completion, sample)
 
     def _first_box(self, completion: str, sample: Sample) -> list[float] | None:
         """The one box a single-target answer states, in original pixels."""
         box = FIRST_BOX_PARSERS[self.options.box_parser](completion)
-        return None if box is None else sample.frame.box_to_original(box)
+        boxes = self._to_original(None if box is None else [box], completion, sample)
+        return None if boxes is None else boxes[0]
 
     def _box_score(self, completion: str, sample: Sample) -> tuple[float, float, bool]:
         """(IoU, center hit, parsed) of a completion. One target: the first box the answer
@@ -217,11 +242,19 @@ class RefCOCO(Task):
         shapes = parse_answer_shapes(completion)
         if shapes is None:
             return None
+        try:
+            original = [
+                (kind, frame.box_to_original(value) if kind == "box" else [frame.point_to_original(p) for p in value])
+                for kind, value in shapes
+            ]
+        except OverflowError:  # an integer beyond any float: no usable answer
+            return None
+        values = [v for kind, value in original for v in (value if kind == "box" else [c for p in value for c in p])]
+        if not all(math.isfinite(v) for v in values):
+            return None
         return [
-            box_geometry(frame.box_to_original(value))
-            if kind == "box"
-            else polygon_geometry([tuple(frame.point_to_original(p)) for p in value])
-            for kind, value in shapes
+            box_geometry(value) if kind == "box" else polygon_geometry([tuple(p) for p in value])
+            for kind, value in original
         ]
 
     def predict(self, completion: str, sample: Sample) -> list | None:

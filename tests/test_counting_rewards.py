@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
 import math
+import re
 import time
 
 import pytest
@@ -118,11 +120,39 @@ def test_perception_r1_format_and_boxes():
     assert pr1_format(PR1_DOC.replace("<|im_end|>", "")) == 0.0
     assert pr1_format("sure: " + PR1_DOC) == 0.0  # re.match: anchored at the start
     assert pr1_format(PR1_DOC + " trailing") == 1.0  # ... and not at the end
-    assert pr1_format(PR1_DOC.replace("<|im_end|>", "<|endoftext|><|im_end|>")) == 1.0
+    assert pr1_format(PR1_DOC.replace("<|im_end|>", "<|endoftext|><|im_end|>")) == 0.0  # the raw completion
+    assert pr1_format(PR1_DOC + "<|endoftext|>") == 1.0
     assert pr1_box_centers(PR1_DOC) == [(747.0, 621.5)]
     two = "<|box_start|>(0,0),(10,20)<|box_end|><|box_start|>not a box<|box_end|><|box_start|>[1.5, 2], [3.5, 4]<|box_end|>"
     assert pr1_box_centers(two) == [(5.0, 10.0), (2.5, 3.0)]
     assert pr1_box_centers("no boxes") is None
+
+
+def pr1_extract_boxes(s: str) -> list[tuple[float, float]]:
+    """PR1's extract_boxes, transcribed from philipmit/PR1 at ef4fe26 (src/open_r1/utils.py).
+    PR1 calls eval on the box text; on the fixed literal strings below ast.literal_eval reads
+    the same values without running anything."""
+    res = []
+    for bbox in re.findall(r"<\|box_start\|>(.*?)<\|box_end\|>", s):
+        try:
+            (x1, y1), (x2, y2) = ast.literal_eval(bbox)
+            res.append(((x1 + x2) / 2, (y1 + y2) / 2))
+        except Exception:  # noqa: BLE001 - PR1's bare except
+            pass
+    return res
+
+
+PR1_BOX_TEXTS = [
+    "(1,2),(3,4)", "[1,2],[3,4]", "((1,2),(3,4))", "[[1,2],[3,4]]", "(1,2,),(3,4),", "( 1 , 2 ) ,\n( 3 , 4 )",
+    "(1.,2),(.5,1e3)", "(-1,+2),(3.25,-4e-1)", "(00,2),(3,4)", "(07,2),(3,4)", "(1,2],(3,4)", "(1,2),(3,4),(5,6)",
+    "(1,2)", "1,2,3,4", "(\u0663,2),(3,4)", "(1,\u00a02),(3,4)", "('a','b'),(1,2)", "[(1,2),(3,4)]",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", PR1_BOX_TEXTS)
+def test_perception_r1_box_literals_read_as_its_eval_reads_them(text):
+    completion = f"<|box_start|>{text}<|box_end|>"
+    assert (pr1_box_centers(completion) or []) == pr1_extract_boxes(completion)
 
 
 def test_rewards_stay_fast_on_huge_text():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -521,3 +522,114 @@ def test_bad_options_fail_with_the_key(options):
 
     with pytest.raises(ConfigError, match="task.options"):
         Detection(options=options)
+
+
+def vlm_r1_weighted_sum(content: str, sol: str) -> float:
+    """VLM-R1's accuracy_reward for accu_reward_method 'weighted_sum', transcribed from
+    om-ai-lab/VLM-R1 at 90052f4 (src/open-r1-multimodal/src/open_r1/grpo_jsonl.py: clean_text,
+    iou, detection_score); `sol` in the model's frame."""
+
+    def clean_text(text, exclue_chars=("\n", "\r")):
+        answer_matches = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)
+        if answer_matches:
+            text = answer_matches[-1]
+        for char in exclue_chars:
+            text = re.sub(r"(?<=\s)" + re.escape(char), "", text)
+            text = re.sub(r"(?<!\s)" + re.escape(char), " ", text)
+        return text.strip().rstrip(".").lower()
+
+    def iou(box1, box2):
+        inter_x1, inter_y1 = max(box1[0], box2[0]), max(box1[1], box2[1])
+        inter_x2, inter_y2 = min(box1[2] - 1, box2[2] - 1), min(box1[3] - 1, box2[3] - 1)
+        inter = (inter_x2 - inter_x1 + 1) * (inter_y2 - inter_y1 + 1) if inter_x1 < inter_x2 and inter_y1 < inter_y2 else 0
+        union = (box1[2] - box1[0]) * (box1[3] - box1[1]) + (box2[2] - box2[0]) * (box2[3] - box2[1]) - inter
+        return float(inter) / union
+
+    def boxes_of(text):
+        match = re.search(r"```json(.*?)```", clean_text(text), re.DOTALL)
+        block = match.group(1).strip() if match else None
+        if not block:
+            return []
+        try:
+            return [item for item in json.loads(block)]
+        except Exception:  # noqa: BLE001 - VLM-R1's bare except
+            return []
+
+    def detection_score(content, sol, iou_threshold=0.5, alpha=0.7, beta=0.0, gamma=0.3):
+        pred_boxes, gt_boxes = boxes_of(content), boxes_of(sol)
+        if len(gt_boxes) == 0:
+            return 1.0 if not pred_boxes else 0.0
+        if len(pred_boxes) == 0:
+            return 0.0
+        matches, unmatched_preds, unmatched_gts = [], list(range(len(pred_boxes))), list(range(len(gt_boxes)))
+        iou_matrix = []
+        for pred_box in pred_boxes:
+            row = []
+            for gt_box in gt_boxes:
+                try:
+                    row.append(iou(pred_box["bbox_2d"], gt_box["bbox_2d"]))
+                except Exception:  # noqa: BLE001
+                    row.append(0.0)
+            iou_matrix.append(row)
+        while unmatched_preds and unmatched_gts:
+            max_iou, max_pred_idx, max_gt_idx = -1, -1, -1
+            for pred_idx in unmatched_preds:
+                for gt_idx in unmatched_gts:
+                    if iou_matrix[pred_idx][gt_idx] > max_iou:
+                        max_iou, max_pred_idx, max_gt_idx = iou_matrix[pred_idx][gt_idx], pred_idx, gt_idx
+            if max_iou < iou_threshold:
+                break
+            label_correct = pred_boxes[max_pred_idx]["label"].lower() == gt_boxes[max_gt_idx]["label"].lower()
+            matches.append({"iou": max_iou if label_correct else 0, "label_correct": label_correct})
+            unmatched_preds.remove(max_pred_idx)
+            unmatched_gts.remove(max_gt_idx)
+        position_score = sum(m["iou"] for m in matches) / len(gt_boxes) if matches else 0.0
+        label_score = sum(1.0 for m in matches if m["label_correct"]) / len(gt_boxes) if matches else 0.0
+        miss_rate = len(unmatched_gts) / len(gt_boxes)
+        false_alarm_rate = len(unmatched_preds) / len(pred_boxes) if pred_boxes else 0.0
+        completeness_score = 1.0 - (miss_rate + false_alarm_rate) / 2.0
+        return (alpha * position_score + beta * label_score + gamma * completeness_score) / (alpha + beta + gamma)
+
+    clean_content, sol = clean_text(content), clean_text(sol)
+    if sol == "none":
+        return 1.0 if clean_content == "none" else 0.0
+    return detection_score(clean_content, sol)
+
+
+DOG = '{"bbox_2d": [110, 100, 300, 200], "label": "dog"}'
+WEIGHTED_SUM_COMPLETIONS = [
+    f"<think>a</think><answer>```json\n[{DOG}]\n```</answer>",
+    '<think>a</think><answer>```json\n[{"bbox_2d": [110, 100, NaN, 200], "label": "dog"}]\n```</answer>',
+    '<think>a</think><answer>```json\n[{"BBOX_2D": [110, 100, 300, 200], "LABEL": "DOG"}]\n```</answer>',
+    f"no answer tag, a fence all the same ```json [{DOG}] ```",
+    f'<answer>```json [{{"bbox_2d": [0, 0, 9, 9], "label": "dog"}}] ``` then ```json [{DOG}] ```</answer>',
+    '<answer>```json [{"bbox_2d": [110, 100, 300, 200], "label": "do\ng"}] ```</answer>',  # the newline becomes a space
+    f'<answer>```json [{DOG}, {{"bbox_2d": [true, 0, 1, 1], "label": "dog"}}] ```</answer>',
+    f"<answer>x</answer>\n<answer>```json\n[{DOG}, {DOG}]\n```.</answer>",
+    "<answer>None.</answer>",
+    '<answer>```json {"bbox_2d": [110, 100, 300, 200], "label": "dog"} ```</answer>',  # a dict: its keys are entries
+]
+
+
+@pytest.mark.parametrize("completion", WEIGHTED_SUM_COMPLETIONS)
+def test_weighted_sum_reads_answers_as_vlm_r1_does(tmp_path, completion):
+    sample = _one_image(tmp_path, "absolute", 12845056)  # 1120x560: the model's frame is the image's
+    sol = '```json\n[{"bbox_2d": [100, 100, 300, 200], "label": "dog"}]\n```'
+    ours = Detection(rewards={"weighted_sum": 1.0}).reward_functions()["weighted_sum"]([completion], [sample])[0]
+    assert ours == pytest.approx(vlm_r1_weighted_sum(completion, sol), abs=1e-12)
+
+
+def test_hungarian_accepts_every_category_of_the_file_unless_told_otherwise(tmp_path):
+    path = _coco_file(tmp_path, [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50]}])
+    completion = answer([{"bbox_2d": [0, 0, 50, 50], "label": "dog"}, {"bbox_2d": [100, 50, 150, 100], "label": "cat"}])
+    scores = {}
+    for labels in ("categories", "prompted"):
+        task = Detection(options={"hungarian_labels": labels}, rewards={"hungarian": 1.0})
+        sample = task.load(path, FrameSpec("original")).samples[0]
+        assert sample.meta["prompt_categories"] == ["dog"]
+        scores[labels] = task.reward_functions()["hungarian"]([completion], [sample])[0]
+    # Both entries count (format 1): one of two predictions matched, F1 2/3, class and IoU 1, penalty 0.5 * 1/2.
+    f1 = 2 * (0.5 * 1.0) / (1.5 + 1e-8)
+    assert scores["categories"] == pytest.approx((0.25 + 0.75 * f1 + 2.0 - 0.25) / 3, abs=1e-7)
+    # "cat" was not asked for: a wrong-format entry (format 1/2), the dog alone is matched.
+    assert scores["prompted"] == pytest.approx((0.25 * 0.5 + 0.75 + 2.0) / 3, abs=1e-7)

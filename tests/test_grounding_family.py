@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from PIL import Image
@@ -254,7 +255,8 @@ def test_perception_r1_box_parser(completion, expected):
 
 def test_perception_r1_iou_squared_in_the_norm1000_frame(tmp_path):
     task = RefCOCO(
-        options={"box_parser": "perception_r1", "iou_convention": "continuous"}, rewards={"iou_squared": 1.0}
+        options={"box_parser": "perception_r1", "iou_convention": "continuous", "pr1_untagged_boxes": "model"},
+        rewards={"iou_squared": 1.0},
     )
     sample = make_sample(tmp_path, [112, 56, 336, 168], task=task, **NORM)  # [100,100,300,300] in norm1000
     assert rewards(task, "it(100,100),(300,300)", sample)["iou_squared"] == pytest.approx(1.0)
@@ -263,6 +265,53 @@ def test_perception_r1_iou_squared_in_the_norm1000_frame(tmp_path):
     assert task.target(sample) == "<|object_ref_start|>it<|object_ref_end|><|box_start|>(100,100),(300,300)<|box_end|>"
     assert rewards(task, task.target(sample), sample)["iou"] == pytest.approx(1.0)
     assert parse_boxes_perception_r1("(1,2),(3,4) and (5,6),(7,8)") == [[1, 2, 3, 4], [5, 6, 7, 8]]
+
+
+def pr1_reward(completion: str, solution: list[float]) -> float:
+    """Perception-R1's pr1_grounding_reward, transcribed from linkangheng/PR1 at 48d5558
+    (src/open_r1/rewards.py and src/open_r1/utils.py: extract_bbox_answer,
+    parse_float_sequence_within, compute_iou); `solution` in its 0-1000 frame."""
+    content = completion.replace("<|endoftext|>", "")
+    is_qwen2vl = "<|box_start|>" in content
+    num = r"(-?\d+(?:\.\d+)?)"
+    patterns = [
+        rf"\[\s*{num},\s*{num},\s*{num},\s*{num}\s*\]",
+        rf"\(\s*{num},\s*{num},\s*{num},\s*{num}\s*\)",
+        rf"\(\s*{num},\s*{num}\),\s*\(\s*{num},\s*{num}\)",
+    ]
+    bbox = [0, 0, 0, 0]
+    for pattern in patterns:
+        match = re.search(pattern, content)
+        if match:
+            bbox = [float(match.group(i)) for i in range(1, 5)]
+            break
+    if not is_qwen2vl:
+        bbox = [int(x * 1000) for x in bbox]
+    box1, box2 = bbox, solution
+    x_left, y_top = max(box1[0], box2[0]), max(box1[1], box2[1])
+    x_right, y_bottom = min(box1[2], box2[2]), min(box1[3], box2[3])
+    intersection = max(0, x_right - x_left) * max(0, y_bottom - y_top)
+    union = (box1[2] - box1[0]) * (box1[3] - box1[1]) + (box2[2] - box2[0]) * (box2[3] - box2[1]) - intersection
+    return (intersection / union) ** 2
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        "<|object_ref_start|>it<|object_ref_end|><|box_start|>(100,100),(300,300)<|box_end|><|im_end|>",
+        "<|object_ref_start|>it<|object_ref_end|><|box_start|>(150,120),(320,290)<|box_end|><|endoftext|>",
+        "<|box_start|>(1<|endoftext|>50,120),(320,290)<|box_end|>",  # the token goes, the digits join
+        "(0.1,0.1),(0.3,0.3)",  # no <|box_start|>: a relative box, scaled by 1000
+        "[0.15, 0.1234, 0.29999, 0.3]",  # int(x * 1000) truncates
+        "the box is (0.12, 0.1), (0.3, 0.31)<|endoftext|>",
+        "(100,100),(300,300)",  # untagged absolute numbers: PR1 scales them too (IoU 0)
+    ],
+)
+def test_perception_r1_grounding_reward_equals_its_public_code(tmp_path, completion):
+    task = RefCOCO(options={"box_parser": "perception_r1", "iou_convention": "continuous"}, rewards={"iou_squared": 1.0})
+    sample = make_sample(tmp_path, [112, 56, 336, 168], task=task, **NORM)  # [100,100,300,300] in norm1000
+    expected = pr1_reward(completion, [100, 100, 300, 300])
+    assert rewards(task, completion, sample)["iou_squared"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_prompt_templates_can_use_the_expression(tmp_path):

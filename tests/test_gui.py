@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -471,3 +472,70 @@ def test_options_are_checked():
         GuiAction({"text_f1_threshold": 1.5})
     with pytest.raises(ConfigError, match="style must be one of"):
         GuiGrounding({"style": "seeclick"})
+
+
+# -- exact values where the model's frame is the image's -------------------------------------------
+def gui_r1_accuracy(completion: str, gt_action: str, gt_bbox: list) -> float:
+    """GUI-R1's r1gui_accuracy_reward for click steps, transcribed from ritzz-ai/GUI-R1 at d43eea2
+    (verl/utils/reward_score/r1gui.py: extract_action, extract_coord); gt_bbox in the model's frame."""
+    content = re.search(r"<answer>(.*?)</answer>", completion, re.DOTALL).group(1).strip()
+    action = re.search(r"'action':\s*'(\w+)'", content).group(1).lower()
+    match = re.search(r"\{.*\[(\d+),\s*(\d+)]\s*.*\}", content)
+    pred = [int(match.group(1)), int(match.group(2))] if match else [0, 0, 0, 0]
+    if action != gt_action:
+        return 0.0
+    if len(gt_bbox) == 2:
+        return 1.0 if (pred[0] - gt_bbox[0]) ** 2 + (pred[1] - gt_bbox[1]) ** 2 < 140**2 else 0.0
+    return 1.0 if gt_bbox[0] < pred[0] < gt_bbox[2] and gt_bbox[1] < pred[1] < gt_bbox[3] else 0.0
+
+
+def ui_r1_click(completion: str, bbox: list, scale: tuple[float, float]) -> float:
+    """UI-R1's accuracy_reward_coord for a click, transcribed from lll6gg/UI-R1 at 2fe9bf0
+    (src/ui_r1/src/open_r1/grpo_json_action_coord.py); scale = original / resized size."""
+    content = re.search(r"<answer>(.*?)</answer>", completion, re.DOTALL).group(1).strip()
+    match = re.search(r"\[(\d+),\s*(\d+)]", content)
+    x, y = int(int(match.group(1)) * scale[0]), int(int(match.group(2)) * scale[1])
+    return 1.0 if bbox[0] <= x <= bbox[2] and bbox[1] <= y <= bbox[3] else 0.0
+
+
+def _square_ctx(tmp_path: Path) -> RecordContext:
+    Image.new("RGB", (728, 728), (200, 200, 200)).save(tmp_path / "square.png")  # 26 x 28: not resized
+    return RecordContext("data.json:1", 0, tmp_path, FrameSpec("absolute", 3136, 12845056))
+
+
+EDGES = [99, 100, 101, 199, 299, 300, 301]
+
+
+def test_clicks_on_box_edges_follow_each_public_rule_exactly_where_frames_coincide(tmp_path):
+    box = [100, 100, 300, 300]  # 100 / 728 * 728 = 100.00000000000001: a converted edge would move
+    record = {"img_filename": "square.png", "bbox": box, "instruction": "x"}
+    sample = GuiGrounding().build_sample(record, _square_ctx(tmp_path))
+    assert (sample.frame.model_width, sample.frame.model_height) == (728, 728)
+    accuracy, click = GuiGrounding().reward_functions()["accuracy"], GuiGrounding().reward_functions()["click"]
+    for x in EDGES:
+        for y in EDGES:
+            gui, ui = gui_r1("click", (x, y)), ui_r1("click", (x, y))
+            assert accuracy([gui], [sample]) == [gui_r1_accuracy(gui, "click", box)], (x, y)
+            assert click([ui], [sample]) == [ui_r1_click(ui, box, (1.0, 1.0))], (x, y)
+            assert GuiGrounding().predict(ui, sample) == [float(x), float(y)]
+
+
+@pytest.mark.parametrize("point", [(240, 100), (100, 240), (184, 212), (16, 212), (239, 100), (183, 212)])
+def test_a_click_exactly_140_px_from_the_point_misses_as_in_gui_r1(tmp_path, point):
+    sample = GuiAction().build_sample(
+        {"image": "square.png", "task": "x", "gt": {"action_type": "click", "x": 100, "y": 100}}, _square_ctx(tmp_path)
+    )
+    completion = gui_r1("click", point)  # (184, 212): 84^2 + 112^2 = 140^2 exactly
+    expected = gui_r1_accuracy(completion, "click", [100, 100])
+    assert GuiAction().reward_functions()["accuracy"]([completion], [sample]) == [expected]
+
+
+def test_an_answer_in_the_other_styles_format_is_read_for_what_it_states(tmp_path):
+    sample = grounding_sample(tmp_path)  # box [100, 100, 300, 200] original, model frame halves it
+    under_gui_r1 = rewards(GuiGrounding({"style": "gui_r1"}), ui_r1("click", (100, 75)), sample)
+    assert under_gui_r1 == {"format": 0.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0}  # no 'point' key
+    under_ui_r1 = rewards(GuiGrounding(), gui_r1("click", (100, 75)), sample)
+    assert under_ui_r1 == {"format": 1.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0}
+    typed = action_sample(tmp_path, {"action_type": "input_text", "text": "hello"})  # GUI-R1 calls it "type"
+    ui_named = "<think>a</think> <answer>[{'action': 'input_text', 'coordinate': [0, 0]}]</answer>"
+    assert rewards(GuiAction(), ui_named, typed)["action_type"] == 0.0

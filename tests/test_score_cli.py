@@ -59,3 +59,21 @@ def test_score_reads_completions_in_the_configured_frame(tmp_path, rec_data, rec
     iou_norm = json.loads(out_norm.read_text())["rewards"]["iou"]
     iou_abs = json.loads(out_abs.read_text())["rewards"]["iou"]
     assert iou_norm > 0.95 and iou_abs < iou_norm
+
+
+def test_score_reads_the_image_size_from_the_file_as_train_and_eval_do(tmp_path, rec_data, records, capsys):
+    """VLM-R1 maps boxes with the size of the image file; a record whose width / height disagree
+    with its file is reported and not scored, as train and eval reject it."""
+    wrong = [dict(records[0], width=records[0]["width"] * 2), records[1]]
+    data = tmp_path / "wrong_size.json"
+    data.write_text(json.dumps(wrong))
+    completions = tmp_path / "c.jsonl"
+    completions.write_text("".join(json.dumps({"id": i, "completion": "x"}) + "\n" for i in range(2)))
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(data), "--completions", str(completions), "--out", str(out)]
+    assert main([*args, f"data.image_root={rec_data.parent}"]) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [1]
+    assert f"key 'width' says {records[0]['width'] * 2}" in capsys.readouterr().out
+    # Without the image files, the records' sizes are all there is: both are scored.
+    assert main(args) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 1]

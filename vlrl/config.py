@@ -127,15 +127,26 @@ class RolloutCorrectionConfig:
     clip_max: float | None = 3.0
 
 
+# T of exp(-step / T) by Trust-GRPO variant: SophiaVL-R1's RewardConfig default (its released
+# full-data script sets 12000); the paper variant keeps vlrl's earlier default.
+TRUST_DECAY_STEPS = {"code": 500.0, "paper": 1000.0}
+
+
 @dataclass
 class TrustConfig:
     """Trust-GRPO (SophiaVL-R1): a thinking reward, trusted per group, annealed over steps."""
 
     scorer: str = ""  # "": off; "module:function" / "file.py:function"; "http(s)://..."; "judge:PATH" (local model)
+    # code: SophiaVL-R1's released reward manager (it produced the published numbers); paper: the paper's rule.
+    variant: Literal["code", "paper"] = "code"
     alpha: float = 0.3
-    decay_steps: float = 1000.0  # T in exp(-step / T)
+    decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 500, paper 1000)
     timeout_s: float = 30.0  # HTTP scorer timeout; a failed call scores 0 and is counted
     judge_max_new_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        if self.decay_steps is None:  # resolved here, so that config.yaml states the T a run used
+            self.decay_steps = TRUST_DECAY_STEPS[self.variant]
 
 
 @dataclass
@@ -169,6 +180,7 @@ class AlgoConfig:
     negative_weight: float = 1.0  # scales negative advantages
     accuracy_reward: str = ""  # reward component that says "correct" (empty: the weighted total)
     accuracy_threshold: float = 0.5  # correct when that reward >= this
+    accuracy_strict: bool = False  # correct when that reward > the threshold (Video-R1: > 0.1)
     # The policy loss.
     loss: Literal["clip", "cpgd"] = "clip"
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
@@ -349,6 +361,8 @@ class Config:
             raise ConfigError(
                 f"config: algo.length_control needs 0 <= min_tokens <= max_tokens, got {length.min_tokens} and {length.max_tokens}"
             )
+        if not self.algo.trust.decay_steps > 0:
+            raise ConfigError(f"config: algo.trust.decay_steps must be > 0, got {self.algo.trust.decay_steps}")
         if self.algo.temporal.enabled and int(self.algo.temporal.shuffled_fraction * self.rollout.num_generations) < 1:
             raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
         return self

@@ -84,8 +84,10 @@ class RecordContext:
         return str(path), width, height
 
     def image_with_size(self, relative: str, record: dict[str, Any]) -> tuple[str, int, int]:
-        """Like `image`, but trusts the record's width/height (when present) if images are not required."""
-        if not self.require_images and isinstance(record.get("width"), int) and isinstance(record.get("height"), int):
+        """Like `image`; only when images are not required and the file is absent does the
+        record's width/height (when present) stand in for the file's."""
+        stated = isinstance(record.get("width"), int) and isinstance(record.get("height"), int)
+        if not self.require_images and stated and not self.resolve(relative).is_file():
             return str(self.resolve(relative)), record["width"], record["height"]
         return self.image(relative)
 

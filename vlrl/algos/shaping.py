@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from vlrl.config import TrustConfig
+
 
 def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, penalty: float = 1.0) -> torch.Tensor:
     """DAPO's soft overlong punishment: 0 up to L_max - L_cache, then linear down to -penalty at L_max."""
@@ -16,10 +18,10 @@ def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, penalt
     return torch.where(lengths.float() <= start, torch.zeros_like(ramp), ramp.clamp(min=-penalty))
 
 
-def trust_bonus(
+def trust_bonus_paper(
     thinking: torch.Tensor, correct: torch.Tensor, alpha: float, step: int, decay_steps: float
 ) -> torch.Tensor:
-    """Trust-GRPO (SophiaVL-R1) for one group: gamma * alpha * exp(-step / T) * R^t.
+    """Trust-GRPO as the SophiaVL-R1 paper writes it, for one group: gamma * alpha * exp(-step / T) * R^t.
 
     gamma = 1 when the thinking reward is on average at least as high on correct completions
     as on wrong ones, exp(mu_c - mu_w) otherwise; a group that is all right or all wrong gets
@@ -31,6 +33,42 @@ def trust_bonus(
     mu_wrong = thinking[~correct].mean()
     gamma = 1.0 if mu_correct >= mu_wrong else float(torch.exp(mu_correct - mu_wrong))
     return gamma * alpha * math.exp(-step / decay_steps) * thinking
+
+
+# SophiaVL-R1's released reward manager (kxfan2002/SophiaVL-R1 at a818494,
+# verl/workers/reward/custom.py, CustomRewardManager.__call__ with n > 0): its fixed thresholds.
+CODE_SKIP_ABOVE, CODE_SKIP_BELOW = 0.9, 0.1  # every outcome >= 0.9, or every one <= 0.1: no thinking reward
+CODE_MIN_OUTCOME = 0.2  # an answer whose outcome is below this gets no thinking reward
+CODE_CORRECT = 0.5  # outcome at which an answer counts as correct for the trust comparison
+
+
+def trust_bonus_code(
+    thinking: torch.Tensor, outcome: torch.Tensor, alpha: float, step: int, decay_steps: float
+) -> torch.Tensor:
+    """Trust-GRPO as SophiaVL-R1's released code computes it, for one group, from the outcome
+    (accuracy) rewards: thinking rewards of answers below outcome 0.2 count as 0 (also in the
+    means); the weight alpha * exp(-step / T) is multiplied by exp(mu_c - mu_w) when the correct
+    answers' (outcome >= 0.5) mean thinking reward is below the others' and some answer is
+    correct; a group whose outcomes are all >= 0.9 or all <= 0.1 gets nothing."""
+    if bool((outcome >= CODE_SKIP_ABOVE).all()) or bool((outcome <= CODE_SKIP_BELOW).all()):
+        return torch.zeros_like(thinking)
+    process = torch.where(outcome >= CODE_MIN_OUTCOME, thinking, torch.zeros_like(thinking))
+    correct = outcome >= CODE_CORRECT
+    mu_correct = float(process[correct].mean()) if bool(correct.any()) else 0.0
+    mu_wrong = float(process[~correct].mean()) if bool((~correct).any()) else 0.0
+    weight = alpha * math.exp(-step / decay_steps)
+    if mu_correct < mu_wrong and bool(correct.any()):
+        weight *= math.exp(mu_correct - mu_wrong)
+    return weight * process
+
+
+def trust_bonus(
+    thinking: torch.Tensor, outcome: torch.Tensor, correct: torch.Tensor, trust: TrustConfig, step: int
+) -> torch.Tensor:
+    """Trust-GRPO's thinking reward for one group, by `trust.variant` (code or paper)."""
+    if trust.variant == "code":
+        return trust_bonus_code(thinking, outcome, trust.alpha, step, trust.decay_steps)
+    return trust_bonus_paper(thinking, correct, trust.alpha, step, trust.decay_steps)
 
 
 def temporal_bonus(

@@ -43,7 +43,7 @@ class Group:
     completions: list[Completion]
     scores: Scores
     reward: torch.Tensor  # (G,) the task's weighted reward plus shaping terms
-    correct: torch.Tensor  # (G,) bool, by algo.accuracy_reward >= algo.accuracy_threshold
+    correct: torch.Tensor  # (G,) bool, by algo.accuracy_reward >= (or >, accuracy_strict) algo.accuracy_threshold
     shaping: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (G,) terms added to the reward
 
 
@@ -211,7 +211,7 @@ class RLTrainer:
             scores = score(task, texts, [sample] * G)
             reward = torch.tensor(scores.total, dtype=torch.float32)
             accuracy = self.accuracy(scores)
-            correct = accuracy >= algo.accuracy_threshold
+            correct = accuracy > algo.accuracy_threshold if algo.accuracy_strict else accuracy >= algo.accuracy_threshold
             lengths = torch.tensor([len(c.token_ids) for c in group])
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
@@ -220,7 +220,7 @@ class RLTrainer:
                 )
             if self.thinking is not None:
                 thinking = torch.tensor(self.thinking([sample] * G, texts))
-                shaping["thinking"] = trust_bonus(thinking, correct, algo.trust.alpha, step, algo.trust.decay_steps)
+                shaping["thinking"] = trust_bonus(thinking, accuracy, correct, algo.trust, step)
             if shuffled is not None:
                 shaping["temporal"] = temporal_bonus(accuracy, shuffled, correct, algo.temporal.alpha, algo.temporal.mu)
             if algo.length_control.enabled:

@@ -51,24 +51,27 @@ class Frame:
             return cls(kind, width, height, width, height)
         raise ValueError(f"unknown frame kind {kind!r}; expected one of {FRAME_KINDS}")
 
+    # Where the model's extent equals the image's, the frames coincide and a conversion is the
+    # identity, exactly: x / 728 * 728 is 100.00000000000001 for x = 100, which would flip a
+    # strict comparison on a box edge (GUI-R1 compares in the model's frame, unconverted).
+    # Elsewhere division comes first, as VLM-R1 writes it, so results agree to the last bit.
     def x_to_original(self, x: float) -> float:
-        if self.kind == "original":
+        if self.model_width == self.width:
             return float(x)
-        # Division first, as VLM-R1 writes it, so results agree to the last bit.
         return x / self.model_width * self.width
 
     def y_to_original(self, y: float) -> float:
-        if self.kind == "original":
+        if self.model_height == self.height:
             return float(y)
         return y / self.model_height * self.height
 
     def x_to_model(self, x: float) -> float:
-        if self.kind == "original":
+        if self.model_width == self.width:
             return float(x)
         return x / self.width * self.model_width
 
     def y_to_model(self, y: float) -> float:
-        if self.kind == "original":
+        if self.model_height == self.height:
             return float(y)
         return y / self.height * self.model_height
 

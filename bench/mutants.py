@@ -1,0 +1,328 @@
+"""Mutation check of the trainer's options: does some test fail when an option is switched off or
+inverted?
+
+Copies the working tree (tracked and untracked, not ignored files) to a temporary directory,
+runs the tests named by the mutations unmutated (they must pass), then applies each one-line
+mutation in turn, runs the tests meant to kill it, and restores the file. Prints one JSON
+object: every mutation with whether it was killed, and the names of the survivors. Exits 1
+when a mutation survives, when its original text does not occur exactly once in its file, or
+when the tests fail unmutated.
+
+    python bench/mutants.py [--only NAME ...] [--list]
+
+Run it before resolving an issue that adds or changes an option, and add that option's
+mutations to MUTATIONS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ALGOS = "tests/test_algos.py"
+LOSSES = "tests/test_losses.py"
+TRL = "tests/test_trl_equivalence.py"
+OPTIONS = "tests/test_train_options.py"
+SEAM = "tests/test_rollout_seam.py"
+# Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
+KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
+MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
+ENTROPY = f"{OPTIONS}::test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips"
+DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them"
+SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
+ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
+DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    path: str  # relative to the repository root
+    original: str  # must occur exactly once in the file
+    replacement: str
+    tests: tuple[str, ...]  # pytest arguments (files or node ids) that should fail on the mutant
+
+
+def shaping_dropped(term: str, test: str) -> Mutation:
+    """One shaping term computed and logged but never added to the reward."""
+    return Mutation(
+        f"shaping term {term} never added to the reward",
+        "vlrl/trainer/rl.py",
+        "reward = reward + term",
+        f'reward = reward + (0 * term if term is shaping.get("{term}") else term)',
+        (test,),
+    )
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- reward shaping (rl.py adds it, vlrl/algos/shaping.py computes it) ----------------------
+    shaping_dropped("overlong", KL),
+    *(shaping_dropped(term, SHAPING) for term in ("thinking", "temporal", "length")),
+    Mutation("no shaping term added", "vlrl/trainer/rl.py", "reward = reward + term", "reward = reward", (KL, SHAPING)),
+    Mutation(
+        "overlong penalty size ignored", "vlrl/algos/shaping.py",
+        "ramp = (start - lengths.float()) / buffer * penalty", "ramp = (start - lengths.float()) / buffer", (ALGOS, KL),
+    ),
+    Mutation(
+        "Trust-GRPO variant inverted", "vlrl/algos/shaping.py",
+        'if trust.variant == "code":', 'if trust.variant != "code":', (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "Trust-GRPO code: no outcome gate at 0.2", "vlrl/algos/shaping.py",
+        "process = torch.where(outcome >= CODE_MIN_OUTCOME, thinking, torch.zeros_like(thinking))",
+        "process = thinking", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO code: no skipped groups", "vlrl/algos/shaping.py",
+        "if bool((outcome >= CODE_SKIP_ABOVE).all()) or bool((outcome <= CODE_SKIP_BELOW).all()):", "if False:", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO code: trust weight ignored", "vlrl/algos/shaping.py",
+        "weight *= math.exp(mu_correct - mu_wrong)", "weight *= 1.0", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO: no annealing", "vlrl/algos/shaping.py",
+        "weight = alpha * math.exp(-step / decay_steps)", "weight = alpha", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO paper: gamma ignored", "vlrl/algos/shaping.py",
+        "gamma = 1.0 if mu_correct >= mu_wrong else float(torch.exp(mu_correct - mu_wrong))", "gamma = 1.0", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO default T not the variant's", "vlrl/config.py",
+        "self.decay_steps = TRUST_DECAY_STEPS[self.variant]", "self.decay_steps = 1000.0", (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "T-GRPO condition inverted", "vlrl/algos/shaping.py",
+        "if accuracy_ordered.float().mean() >= mu * accuracy_shuffled.float().mean():",
+        "if accuracy_ordered.float().mean() < mu * accuracy_shuffled.float().mean():", (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "T-GRPO alpha ignored", "vlrl/algos/shaping.py",
+        "return alpha * correct_ordered.float()", "return correct_ordered.float()", (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "length control needs one correct, not two", "vlrl/algos/shaping.py",
+        "if int(correct.sum()) <= 1:", "if int(correct.sum()) < 1:", (ALGOS,),
+    ),
+    Mutation(
+        "length control bonus size ignored", "vlrl/algos/shaping.py",
+        "return bonus * (correct & (lengths >= low) & (lengths <= high)).float()",
+        "return (correct & (lengths >= low) & (lengths <= high)).float()", (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "accuracy_strict inverted", "vlrl/trainer/rl.py",
+        "accuracy > algo.accuracy_threshold if algo.accuracy_strict else", "accuracy > algo.accuracy_threshold if not algo.accuracy_strict else",
+        (KL, MASK),
+    ),
+    Mutation(
+        "accuracy_threshold ignored", "vlrl/trainer/rl.py",
+        "else accuracy >= algo.accuracy_threshold", "else accuracy >= 0.5", (ENTROPY,),
+    ),
+    # -- the update (rl.py applies the options, vlrl/algos/losses.py computes) -------------------
+    Mutation(
+        "top_entropy_fraction ignored", "vlrl/trainer/rl.py",
+        "if algo.top_entropy_fraction < 1", "if False", (ENTROPY,),
+    ),
+    Mutation(
+        "top_entropy_fraction selects the lowest-entropy tokens", "vlrl/algos/losses.py",
+        "return (entropy >= threshold) & mask.bool()", "return (entropy < threshold) & mask.bool()", (ALGOS, ENTROPY),
+    ),
+    Mutation(
+        "dual_clip ignored", "vlrl/algos/losses.py",
+        "cfg.ratio_level, cfg.dual_clip)", "cfg.ratio_level, None)", (ALGOS,),
+    ),
+    Mutation(
+        "dual_clip cap not applied", "vlrl/algos/losses.py",
+        "loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)", "loss = loss", (ALGOS,),
+    ),
+    Mutation("KL term's sign flipped", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token - algo.beta * kl", (KL,)),
+    Mutation("beta ignored", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token + kl", (KL,)),
+    Mutation(
+        "kl_estimator names swapped", "vlrl/algos/losses.py",
+        'KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}',
+        'KL_ESTIMATORS = {"k1": kl_k3, "k2": kl_k2, "k3": kl_k1, "low_var": kl_low_var}', (ALGOS, TRL),
+    ),
+    Mutation("k3's sign flipped", "vlrl/algos/losses.py", "delta = ref_logp - logp", "delta = logp - ref_logp", (ALGOS, LOSSES, TRL)),
+    Mutation("mask_truncated ignored", "vlrl/trainer/rl.py", "if algo.mask_truncated:", "if False:", (MASK,)),
+    Mutation(
+        "epsilon_high ignored", "vlrl/algos/losses.py",
+        "epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high", "epsilon_high = cfg.epsilon",
+        (ALGOS, TRL),
+    ),
+    Mutation(
+        "ratio_level ignored", "vlrl/algos/losses.py",
+        "cfg.ratio_level, cfg.dual_clip)", '"token", cfg.dual_clip)', (ALGOS, TRL),
+    ),
+    Mutation(
+        "CPGD drift coefficient ignored", "vlrl/algos/losses.py",
+        "return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)",
+        "return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, 0.0, cfg.drift_clip)", (ALGOS,),
+    ),
+    Mutation(
+        "seq_mean_token_sum_norm divides by rows only", "vlrl/algos/losses.py",
+        "return mask / (rows * max_completion_length)", "return mask / rows", (LOSSES, TRL, MASK),
+    ),
+    Mutation(
+        "token_mean weighs sequences instead", "vlrl/algos/losses.py",
+        "return mask / max(tokens, 1.0)", "return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / rows",
+        (LOSSES, TRL),
+    ),
+    Mutation(
+        "num_iterations ignored", "vlrl/trainer/rl.py",
+        "for iteration in range(algo.num_iterations):", "for iteration in range(1):", (ITERATIONS,),
+    ),
+    Mutation(
+        "mini_batches ignored", "vlrl/trainer/rl.py",
+        "np.array_split(np.arange(len(batch.groups)), algo.mini_batches)", "np.array_split(np.arange(len(batch.groups)), 1)",
+        (ITERATIONS,),
+    ),
+    Mutation(
+        "dynamic_sampling ignored", "vlrl/trainer/rl.py",
+        "            if algo.dynamic_sampling:\n", "            if False:\n",
+        (DYNAMIC,),
+    ),
+    Mutation(
+        "max_sampling_rounds exceeded", "vlrl/trainer/rl.py",
+        "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):",
+        "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1):",
+        (DYNAMIC, ROUNDS),
+    ),
+    Mutation(
+        "rollout importance weights not applied", "vlrl/trainer/rl.py",
+        "per_token = per_token * is_weights", "per_token = per_token",
+        (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
+    ),
+    Mutation(
+        "old log-probs taken from another engine's rollout", "vlrl/trainer/rl.py",
+        'recompute = policy_moves and (algo.old_logprobs == "recompute" or foreign)',
+        'recompute = policy_moves and algo.old_logprobs == "recompute"',
+        (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
+    ),
+    # -- advantages ---------------------------------------------------------------------------
+    Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
+    Mutation(
+        "advantage_std ignored", "vlrl/algos/advantages.py",
+        "adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)", "adv = grpo(rewards, cfg.std_eps)", (ALGOS,),
+    ),
+    Mutation(
+        "std_eps ignored", "vlrl/algos/advantages.py",
+        "adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)", "adv = grpo(rewards, 1e-4, cfg.advantage_std)", (ALGOS,),
+    ),
+    Mutation(
+        "positive and negative weights swapped", "vlrl/algos/advantages.py",
+        "adv * cfg.positive_weight, adv * cfg.negative_weight", "adv * cfg.negative_weight, adv * cfg.positive_weight", (ALGOS,),
+    ),
+    Mutation(
+        "cpgd std weighting ignored", "vlrl/algos/advantages.py",
+        "return centered / (rewards.std(dim=1, keepdim=True) + std_eps)", "return centered", (ALGOS,),
+    ),
+    # -- the optimizer step (run.py) ------------------------------------------------------------
+    Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (MASK,)),
+    Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation("weight_decay ignored", "vlrl/trainer/run.py", "weight_decay=t.weight_decay)", "weight_decay=0.0)", (DECAY,)),
+    Mutation(
+        "max_grad_norm ignored", "vlrl/trainer/run.py",
+        "clip_grad_norm_(self.weights.masters, self.t.max_grad_norm)", "clip_grad_norm_(self.weights.masters, 1e9)", (ENTROPY,),
+    ),
+)  # fmt: skip
+
+
+def problems(mutations: tuple[Mutation, ...], root: Path) -> list[str]:
+    """Mutations whose original text does not occur exactly once in their file, or that change nothing."""
+    out = []
+    for m in mutations:
+        count = (root / m.path).read_text().count(m.original)
+        if count != 1:
+            out.append(f"{m.name}: {m.path} holds {m.original!r} {count} times, expected once")
+        if m.original == m.replacement:
+            out.append(f"{m.name}: the replacement equals the original")
+    return out
+
+
+def copy_tree(root: Path, target: Path) -> None:
+    """The working tree's tracked and untracked files (not the ignored ones) under `target`."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True
+    ).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = root / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[bool, str]:
+    """(passed, tail of the output) of pytest on `tests` in `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    try:
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, "timed out"
+    return done.returncode == 0, (done.stdout + done.stderr)[-400:]
+
+
+@dataclass
+class Outcome:
+    name: str
+    path: str
+    tests: list[str]
+    killed: bool
+    seconds: float
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="names (substrings) of the mutations to run")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per test run")
+    args = parser.parse_args(argv)
+    mutations = MUTATIONS
+    if args.only:
+        mutations = tuple(m for m in MUTATIONS if any(word in m.name for word in args.only))
+    if args.list:
+        print(json.dumps([asdict(m) for m in mutations], indent=1))
+        return 0
+    bad = problems(mutations, ROOT)
+    if bad:
+        print(json.dumps({"error": "malformed mutations", "problems": bad}, indent=1))
+        return 1
+    with tempfile.TemporaryDirectory(prefix="vlrl-mutants-") as temp:
+        tree = Path(temp)
+        copy_tree(ROOT, tree)
+        baseline = tuple(dict.fromkeys(t for m in mutations for t in m.tests))
+        passed, tail = run_tests(tree, baseline, args.timeout)
+        if not passed:
+            print(json.dumps({"error": "the tests fail without any mutation", "tests": baseline, "output": tail}, indent=1))
+            return 1
+        outcomes = []
+        for m in mutations:
+            path = tree / m.path
+            original = path.read_text()
+            path.write_text(original.replace(m.original, m.replacement, 1))
+            start = time.perf_counter()
+            try:
+                survived, _ = run_tests(tree, m.tests, args.timeout)
+            finally:
+                path.write_text(original)
+            outcomes.append(Outcome(m.name, m.path, list(m.tests), not survived, round(time.perf_counter() - start, 1)))
+            print(f"{'killed  ' if not survived else 'SURVIVED'} {m.name}", file=sys.stderr, flush=True)
+    survivors = [o.name for o in outcomes if not o.killed]
+    print(json.dumps({"mutations": [asdict(o) for o in outcomes], "survived": survivors}, indent=1))
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
