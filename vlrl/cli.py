@@ -1,4 +1,4 @@
-"""`vlrl train | sft | eval | score | data | tasks | plot | tiny-model`: the command line."""
+"""`vlrl train | sft | eval | score | data | tasks | config | plot | tiny-model`: the command line."""
 
 from __future__ import annotations
 
@@ -92,6 +92,15 @@ def cmd_eval(args: argparse.Namespace) -> None:
     console.print(f"samples: {out / 'samples.jsonl'}")
 
 
+def cmd_config(args: argparse.Namespace) -> None:
+    import yaml
+
+    from vlrl.config import to_dict
+
+    cfg = load_config(args.path, args.overrides)
+    console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
+
+
 def cmd_plot(args: argparse.Namespace) -> None:
     from vlrl.plots import plot_run
 
@@ -167,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs")
     _add_config_args(evaluate)
     evaluate.set_defaults(func=cmd_eval)
+
+    config = commands.add_parser("config", help="show a config file resolved: its extends merged, overrides applied, defaults filled")
+    config.add_argument("action", choices=["show"])
+    config.add_argument("path", help="YAML config file")
+    config.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.steps=20")
+    config.set_defaults(func=cmd_config)
 
     plot = commands.add_parser("plot", help="draw a run's metrics into PNG files")
     plot.add_argument("run_dir")

@@ -432,13 +432,45 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` on top of `base`: mappings merge key by key, anything else (lists too) replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_config_file(path: str | Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file with its `extends: other.yaml` chain resolved (the path relative to the
+    file), so that variants of a recipe state only what differs from it."""
+    path = Path(path)
+    data = read_yaml(path)
+    if "extends" not in data:
+        return data
+    parent = data.pop("extends")
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"config file {path}: extends expects a file name, got {parent!r}")
+    parent_path = path.parent / parent
+    chain = (*chain, path)
+    if parent_path.resolve() in {p.resolve() for p in chain}:
+        cycle = " -> ".join(str(p) for p in (*chain, parent_path))
+        raise ConfigError(f"config file {path}: extends {parent} makes a cycle: {cycle}")
+    if not parent_path.is_file():
+        raise ConfigError(f"config file {path}: extends {parent}, but {parent_path} does not exist")
+    return merge(read_config_file(parent_path, chain), data)
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     preset: dict[str, Any] | None = None,
 ) -> Config:
-    """Defaults <- YAML file <- `preset` (dotted keys set by command line flags) <- overrides."""
-    tree: dict[str, Any] = read_yaml(path) if path else {}
+    """Defaults <- YAML file (and the files it extends) <- `preset` (dotted keys set by command
+    line flags) <- overrides."""
+    tree: dict[str, Any] = read_config_file(path) if path else {}
     for dotted, value in (preset or {}).items():
         _set_path(tree, dotted.split("."), value)
     for text in overrides:
