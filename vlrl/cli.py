@@ -25,6 +25,14 @@ def _config(args: argparse.Namespace, **preset):
     return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
 
 
+def _quiet_transformers() -> None:
+    """vlrl shows its own progress; keep the output readable. (Imported only by the commands
+    that load a model: `vlrl tasks list` and `vlrl config show` stay fast without torch.)"""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def _print_run(result) -> None:
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")
@@ -34,12 +42,14 @@ def _print_run(result) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     from vlrl.trainer.rl import train
 
+    _quiet_transformers()
     _print_run(train(_config(args, **{"task.name": args.task}), console))
 
 
 def cmd_sft(args: argparse.Namespace) -> None:
     from vlrl.trainer.sft import train_sft
 
+    _quiet_transformers()
     _print_run(train_sft(_config(args, **{"task.name": args.task}), console))
 
 
@@ -68,6 +78,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 def cmd_eval(args: argparse.Namespace) -> None:
     from vlrl.eval.harness import compare, run_eval
 
+    _quiet_transformers()
     if args.compare:
         console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
         return
@@ -224,9 +235,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
     try:
         args.func(args)
     except (ConfigError, RecordError, FileNotFoundError) as err:
