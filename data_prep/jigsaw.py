@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
+from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 from rewards.jigsaw import QUESTION_TYPES
 
@@ -311,7 +311,7 @@ def write_jigsaw_dataset(
 
     image_dir = out.parent / "images"
     image_dir.mkdir(parents=True, exist_ok=True)
-    lines = []
+    records = []
     for index, (m, n) in enumerate(plan):
         if sources is not None:
             path = sources[int(order[index % len(sources)])]
@@ -344,13 +344,6 @@ def write_jigsaw_dataset(
             "question_type": question_type,
             **fields,
         }
-        lines.append(json.dumps(record, ensure_ascii=False))
-    _write_text_atomic(out, "".join(line + "\n" for line in lines))
+        records.append(record)
+    write_records_atomic(out, records)
     return out
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -135,7 +135,10 @@ def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.registry import make_task
 
     task = make_task(TaskConfig(name=args.task))
-    task.synthesize(args.out, args.size, args.seed)
+    try:
+        task.synthesize(args.out, args.size, args.seed)
+    except ValueError as err:  # a file name whose extension is not the format written
+        raise ConfigError(f"vlrl data synth --out: {err}") from err
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
 
 
@@ -206,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands = data.add_subparsers(dest="data_command", required=True)
     synth = data_commands.add_parser("synth", help="write a task's synthetic dataset in its public format")
     synth.add_argument("--task", required=True)
-    synth.add_argument("--out", required=True, help="data file to write (images go beside it)")
+    synth.add_argument("--out", required=True, help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it")
     synth.add_argument("--size", type=int, default=512)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_data)
