@@ -22,7 +22,7 @@ def test_defaults_then_file_then_overrides(tmp_path):
     assert cfg.rollout.num_generations == 4
     assert cfg.algo.epsilon_high == 0.28
     assert cfg.task.rewards == {"format": 1.0, "iou": 2.0}
-    assert cfg.model.path == "Qwen/Qwen2.5-VL-3B-Instruct"
+    assert cfg.model.path == ""  # no default model: MODEL_PATH_MISSING says how to get one
 
 
 @pytest.mark.parametrize(
@@ -61,17 +61,26 @@ def test_train_rejects_a_bad_config_before_loading_a_model(capsys, monkeypatch):
     assert "algo.beta must be >= 0" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_commands_that_load_a_model_say_how_to_get_one_when_model_path_is_unset(command, tmp_path, capsys):
+    data = tmp_path / "train.json"
+    assert main([command, "--task", "refcoco", f"data.train={data}", f"data.eval={data}", "data.synthetic=true"]) == 2
+    out = capsys.readouterr().out
+    assert "model.path is not set" in out and "huggingface-cli download" in out and "tiny:qwen2_5_vl" in out
+    assert not data.exists()  # refused before any data was written
+
+
 def test_unknown_task_and_reward_names_list_the_choices(capsys):
     assert main(["train", "--task", "nonsense", "model.path=tiny:qwen2_5_vl"]) == 2
     out = capsys.readouterr().out
     assert "is not a registered task; available: " in out and "refcoco" in out.split("available:")[1]
-    assert main(["train", "--task", "refcoco", "task.rewards={iuo: 1}"]) == 2
+    assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.rewards={iuo: 1}"]) == 2
     out = capsys.readouterr().out
     assert "task.rewards.iuo" in out and "available:" in out and "iou" in out
 
 
 def test_task_options_are_validated_by_the_task(capsys):
-    assert main(["train", "--task", "refcoco", "task.options.iou_convention=exactish"]) == 2
+    assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.options.iou_convention=exactish"]) == 2
     assert "task.options.iou_convention must be one of 'vlm_r1', 'continuous'" in capsys.readouterr().out
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import ConfigError, load_config
+from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config
 from vlrl.data import RecordError
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
@@ -21,8 +21,11 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5 rollout.num_generations=4")
 
 
-def _config(args: argparse.Namespace, **preset):
-    return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+def _config(args: argparse.Namespace, needs_model: bool = False, **preset) -> Config:
+    cfg = load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+    if needs_model and not cfg.model.path:
+        raise ConfigError(MODEL_PATH_MISSING)  # before any data is written or read
+    return cfg
 
 
 def _quiet_transformers() -> None:
@@ -43,14 +46,14 @@ def cmd_train(args: argparse.Namespace) -> None:
     from vlrl.trainer.rl import train
 
     _quiet_transformers()
-    _print_run(train(_config(args, **{"task.name": args.task}), console))
+    _print_run(train(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
 def cmd_sft(args: argparse.Namespace) -> None:
     from vlrl.trainer.sft import train_sft
 
     _quiet_transformers()
-    _print_run(train_sft(_config(args, **{"task.name": args.task}), console))
+    _print_run(train_sft(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -91,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         "eval.batch_size": args.batch_size,
         "eval.backend": args.backend,
     }
-    cfg = _config(args, **preset)
+    cfg = _config(args, needs_model=True, **preset)
     if cfg.eval.backend != "hf":
         raise ConfigError("config: eval.backend 'vllm' is not available in this build; use 'hf'")
     if cfg.eval.limit:

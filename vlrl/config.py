@@ -19,6 +19,16 @@ class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
 
 
+# No default model: a default that trains or scores a random tiny model when a real run
+# forgot model.path would fail silently, and a hub id is never loaded (vlrl never downloads).
+MODEL_PATH_MISSING = (
+    "config: model.path is not set. Give a local checkpoint directory (vlrl never downloads one: "
+    "`huggingface-cli download Qwen/Qwen2.5-VL-3B-Instruct --local-dir /models/Qwen2.5-VL-3B-Instruct`, "
+    "then model.path=/models/Qwen2.5-VL-3B-Instruct), a vlrl run's checkpoint (RUN/checkpoints/step-N), "
+    "or model.path=tiny:qwen2_5_vl for the built-in tiny model with random weights (what configs/demo/ use)"
+)
+
+
 @dataclass
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
@@ -44,7 +54,7 @@ class VideoConfig:
 
 @dataclass
 class ModelConfig:
-    path: str = "Qwen/Qwen2.5-VL-3B-Instruct"  # local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
+    path: str = ""  # required to load a model (MODEL_PATH_MISSING): a local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     # Frame the model reads and writes coordinates in; auto: absolute for Qwen2.5-VL, norm1000 for Qwen2-VL.
