@@ -211,8 +211,12 @@ class TrainerConfig:
     save_every: int = 100
     keep_last: int = 2
     resume: str = "auto"  # "auto": continue from the latest checkpoint in output_dir if any; "": fresh; or a path
-    log_samples_every: int = 10
-    progress: bool = True
+    log_samples_every: int = 10  # completions to samples.jsonl and the trackers' tables every N steps
+    # Where metrics go besides metrics.jsonl, which is always written: tensorboard, wandb, mlflow
+    # (trackers.py; each needs its package: pip install 'vlrl[tensorboard]').
+    report_to: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = field(default_factory=lambda: ["jsonl"])
+    progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
+    log_every: int = 10
     max_consecutive_nonfinite: int = 3
 
 
@@ -241,11 +245,14 @@ class Config:
             "trainer.save_every": self.trainer.save_every,
             "trainer.keep_last": self.trainer.keep_last,
             "trainer.max_consecutive_nonfinite": self.trainer.max_consecutive_nonfinite,
+            "trainer.log_every": self.trainer.log_every,
+            "trainer.log_samples_every": self.trainer.log_samples_every,
             "sft.steps": self.sft.steps,
             "sft.prompts_per_step": self.sft.prompts_per_step,
             "sft.token_budget": self.sft.token_budget,
             "sft.save_every": self.sft.save_every,
             "sft.keep_last": self.sft.keep_last,
+            "sft.log_every": self.sft.log_every,
             "model.min_pixels": self.model.min_pixels,
             "eval.batch_size": self.eval.batch_size,
         }

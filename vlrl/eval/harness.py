@@ -30,7 +30,7 @@ from vlrl.rollout import HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import score
 from vlrl.task import Task
-from vlrl.trainer.logs import progress_bar
+from vlrl.trainer.logs import ProgressReport
 
 
 @dataclass
@@ -183,11 +183,13 @@ def run_eval(
     model = load_model(cfg.model, path, device).eval()
     engine = HFRollout(model, processor.tokenizer)
     results = []
-    with progress_bar(console, cfg.trainer.progress) as progress:
-        for task, loaded, data_path in tasks:
-            bar = progress.add_task(f"eval {task.name}", total=len(loaded.samples), status="")
-            advance = lambda n, bar=bar: progress.update(bar, advance=n)  # noqa: E731
-            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance))
+    for task, loaded, data_path in tasks:
+        # A bar on a terminal, else a line every trainer.log_every batches (ProgressReport).
+        report = ProgressReport(
+            console, f"eval {task.name}", len(loaded.samples), every=cfg.trainer.log_every, unit="sample", enabled=cfg.trainer.progress
+        )
+        with report:
+            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance))
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
