@@ -12,6 +12,9 @@ from vlrl.data import FrameSpec
 from vlrl.registry import task_class
 
 
+PLOTTED_RL_TOPICS = ("rewards", "accuracy", "lengths", "kl_entropy", "loss", "eval")
+
+
 @pytest.mark.parametrize("name", sorted(BUILTIN_TASKS))
 def test_eval_writes_lmms_eval_style_results_for_every_task(name, tmp_path, tiny_qwen25, capsys):
     data = tmp_path / f"val{task_class(name).data_suffix}"
@@ -73,6 +76,7 @@ def test_eval_during_training_and_plots(tmp_path, rec_data, tiny_qwen25, capsys)
     capsys.readouterr()
     assert main(["plot", str(run_dir)]) == 0
     printed = capsys.readouterr().out
-    for topic in ("rewards", "lengths", "kl_entropy", "eval"):
-        png = run_dir / "plots" / f"{topic}.png"
+    for topic in ("rewards", "lengths", "kl_entropy", "loss", "eval"):
+        png = run_dir / "plots" / f"rl_{topic}.png"
         assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG" and str(png) in printed
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == sorted(f"rl_{t}.png" for t in PLOTTED_RL_TOPICS)

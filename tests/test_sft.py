@@ -39,6 +39,8 @@ def test_sft_lowers_the_loss_on_the_targets(tmp_path, rec_data, tiny_qwen25, cap
     values = losses(tmp_path / "sft")
     assert len(values) == 12
     assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
+    assert main(["plot", str(tmp_path / "sft")]) == 0  # the files say what kind of run drew them
+    assert sorted(p.name for p in (tmp_path / "sft" / "plots").iterdir()) == ["sft_loss.png"]
 
 
 def test_sft_resumes_to_the_same_weights(tmp_path, rec_data, tiny_qwen25):
