@@ -16,9 +16,41 @@ from vlrl.data import RecordError
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+def _add_config_args(parser: argparse.ArgumentParser, example: str = "trainer.lr=1e-5 rollout.num_generations=4") -> None:
     parser.add_argument("--config", help="YAML config file (see configs/)")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5 rollout.num_generations=4")
+    parser.add_argument("overrides", nargs="*", help=f"dotted overrides, e.g. {example}")
+
+
+# The config sections each training loop reads; a key of the other loop does nothing there.
+LOOP_SECTIONS = {
+    "train": ("model", "data", "task", "mixture", "rollout", "algo", "trainer", "eval"),
+    "sft": ("model", "data", "task", "mixture", "sft"),
+}
+TRAIN_EPILOG = (
+    "Keys that apply: model.*, data.*, task.*, mixture, rollout.*, algo.*, trainer.* and eval.* "
+    "(eval.every: held-out evaluation during training). sft.* is vlrl sft's: set here, it only draws a warning."
+)
+SFT_EPILOG = (
+    "Keys that apply: model.*, data.*, task.*, mixture and sft.*, which holds the same fields as trainer.* "
+    "(sft.steps, sft.lr, sft.prompts_per_step, sft.output_dir, sft.save_every, sft.report_to, ...). "
+    "trainer.*, rollout.*, algo.* and eval.* are vlrl train's: set here, they only draw a warning."
+)
+
+
+def _warn_other_loop(command: str, overrides: list[str]) -> None:
+    """`vlrl sft trainer.steps=50` used to run sft.steps in silence: name the key that applies."""
+    other = "sft" if command == "train" else "train"
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        section, _, rest = key.partition(".")
+        if section in LOOP_SECTIONS[command] or section not in LOOP_SECTIONS[other]:
+            continue
+        twin = {"sft": "trainer", "trainer": "sft"}.get(section)
+        hint = f"; {twin}.{rest} is the key that applies here" if twin and rest else ""
+        console.print(
+            f"[yellow]warning:[/yellow] {escape(key)} is read by vlrl {other}, not by vlrl {command}: it has no effect here{hint}",
+            highlight=False,
+        )
 
 
 def _config(args: argparse.Namespace, needs_model: bool = False, **preset) -> Config:
@@ -46,6 +78,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from vlrl.trainer.rl import train
 
     _quiet_transformers()
+    _warn_other_loop("train", args.overrides)
     _print_run(train(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
@@ -53,6 +86,7 @@ def cmd_sft(args: argparse.Namespace) -> None:
     from vlrl.trainer.sft import train_sft
 
     _quiet_transformers()
+    _warn_other_loop("sft", args.overrides)
     _print_run(train_sft(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
@@ -164,14 +198,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task")
+    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task", epilog=TRAIN_EPILOG)
     train.add_argument("--task", help="task name (sets task.name)")
-    _add_config_args(train)
+    _add_config_args(train, "trainer.steps=20 trainer.lr=1e-5 rollout.num_generations=4")
     train.set_defaults(func=cmd_train)
 
-    sft = commands.add_parser("sft", help="cold-start SFT on the task's ground-truth answers (settings under sft.)")
+    sft = commands.add_parser("sft", help="cold-start SFT on the task's ground-truth answers (settings under sft.)", epilog=SFT_EPILOG)
     sft.add_argument("--task", help="task name (sets task.name)")
-    _add_config_args(sft)
+    _add_config_args(sft, "sft.steps=200 sft.lr=1e-5")
     sft.set_defaults(func=cmd_sft)
 
     score = commands.add_parser("score", help="score given completions against a task's data, no model needed")
