@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config
+from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
 from vlrl.data import RecordError
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
@@ -48,7 +50,8 @@ def _warn_other_loop(command: str, overrides: list[str]) -> None:
         twin = {"sft": "trainer", "trainer": "sft"}.get(section)
         hint = f"; {twin}.{rest} is the key that applies here" if twin and rest else ""
         console.print(
-            f"[yellow]warning:[/yellow] {escape(key)} is read by vlrl {other}, not by vlrl {command}: it has no effect here{hint}",
+            f"[yellow]warning:[/yellow] {escape(key)} is read by vlrl {other}, not by vlrl {command}: "
+            f"it has no effect here{hint}",
             highlight=False,
         )
 
@@ -112,30 +115,78 @@ def cmd_score(args: argparse.Namespace) -> None:
     console.print(table)
 
 
+def run_config(checkpoint: str | None) -> Path | None:
+    """RUN/config.yaml when `checkpoint` is RUN/checkpoints/step-N of a vlrl run: the settings
+    (image budget, answer length, task variant) the model was trained and evaluated with."""
+    if not checkpoint:
+        return None
+    path = Path(checkpoint)
+    saved = path.parent.parent / "config.yaml"
+    return saved if path.parent.name == "checkpoints" and saved.is_file() else None
+
+
+def _label(text: str) -> str:
+    """A folder-name-safe label: no ':' or '/' (task specs are paths, model ids may hold ':')."""
+    return re.sub(r"[^\w.+-]", "_", text)
+
+
+def default_eval_dir(task_names: list[str], model: str) -> Path:
+    """runs/eval/<tasks>-<model>, the model named by its run and step when it is a run's checkpoint."""
+    from vlrl.registry import task_class
+
+    tasks = "+".join(task_class(name).name or name for name in task_names)
+    path = Path(model)
+    model_label = f"{path.parent.parent.name}-{path.name}" if path.parent.name == "checkpoints" else path.name
+    return Path("runs") / "eval" / _label(f"{tasks}-{model_label}")
+
+
 def cmd_eval(args: argparse.Namespace) -> None:
-    from vlrl.eval.harness import compare, run_eval
+    if args.compare:
+        from vlrl.eval.compare import compare
+
+        table, differences = compare(Path(args.compare[0]), Path(args.compare[1]))
+        if differences:
+            console.print(
+                "[yellow]warning:[/yellow] A and B were evaluated with different settings, so their differences are not "
+                "the models' alone:",
+                highlight=False,
+            )
+            for line in differences:
+                console.print(f"  {escape(line)}", highlight=False)
+        console.print(table)
+        return
+    from vlrl.eval.harness import run_eval
 
     _quiet_transformers()
-    if args.compare:
-        console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
-        return
-    if not args.task:
-        raise ConfigError("vlrl eval needs --task (or --compare DIR1 DIR2)")
-    preset = {
-        "task.name": args.task[0].partition("=")[0],
+    names = [spec.partition("=")[0] for spec in args.task or []]
+    preset: dict[str, Any] = {
+        "task.name": names[0] if names else None,
         "model.path": args.model,
         "eval.limit": args.limit,
         "eval.batch_size": args.batch_size,
         "eval.backend": args.backend,
     }
-    cfg = _config(args, needs_model=True, **preset)
+    config = args.config
+    if config is None and (saved := run_config(args.model)):
+        config = saved
+        console.print(f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False)
+        if names and names[0] != read_config_file(saved).get("task", {}).get("name"):
+            preset["task"] = {"name": preset.pop("task.name")}  # that run's task options are its task's
+    cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+    if not cfg.model.path:
+        raise ConfigError(MODEL_PATH_MISSING)
+    specs = args.task or ([cfg.task.name] if config and not cfg.mixture else [])
+    if not specs:
+        raise ConfigError(
+            "vlrl eval needs --task NAME[=DATAFILE] (or --config FILE, or --model RUN/checkpoints/step-N, whose run "
+            "names the task), or --compare DIR1 DIR2"
+        )
     if cfg.eval.backend != "hf":
         raise ConfigError("config: eval.backend 'vllm' is not available in this build; use 'hf'")
     if cfg.eval.limit:
         cfg.data.limit = cfg.eval.limit
-    names = "+".join(spec.partition("=")[0] for spec in args.task)
-    out = Path(args.out or cfg.eval.output_dir or f"runs/eval/{names}-{Path(cfg.model.path).name.replace(':', '_')}")
-    run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
+    out = Path(args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path))
+    run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
     console.print(f"samples: {out / 'samples.jsonl'}")
 
@@ -203,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(train, "trainer.steps=20 trainer.lr=1e-5 rollout.num_generations=4")
     train.set_defaults(func=cmd_train)
 
-    sft = commands.add_parser("sft", help="cold-start SFT on the task's ground-truth answers (settings under sft.)", epilog=SFT_EPILOG)
+    sft_help = "cold-start SFT on the task's ground-truth answers (settings under sft.)"
+    sft = commands.add_parser("sft", help=sft_help, epilog=SFT_EPILOG)
     sft.add_argument("--task", help="task name (sets task.name)")
     _add_config_args(sft, "sft.steps=200 sft.lr=1e-5")
     sft.set_defaults(func=cmd_sft)
@@ -217,14 +269,21 @@ def build_parser() -> argparse.ArgumentParser:
     score.set_defaults(func=cmd_score)
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples.jsonl)")
-    evaluate.add_argument("--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks")
-    evaluate.add_argument("--model", help="checkpoint to evaluate (sets model.path)")
+    evaluate.add_argument(
+        "--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks (default: the config's task)"
+    )
+    evaluate.add_argument(
+        "--model",
+        help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",
+    )
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
     evaluate.add_argument("--limit", type=int, help="first N samples only")
     evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
     evaluate.add_argument("--backend", choices=["hf", "vllm"], help="generation engine")
     evaluate.add_argument("--out", help="output directory")
-    evaluate.add_argument("--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs")
+    evaluate.add_argument(
+        "--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs, and the settings that differ"
+    )
     _add_config_args(evaluate)
     evaluate.set_defaults(func=cmd_eval)
 

@@ -409,6 +409,17 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
+def dotted(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"trainer": {"lr": 1e-6}} -> {"trainer.lr": 1e-6}: every leaf (lists, empty mappings) by its key."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'trainer.lr=1e-5' -> (['trainer', 'lr'], 1e-05); the value is read as YAML."""
     if "=" not in text:

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-from vlrl.config import ConfigError
+from vlrl.config import ConfigError, dotted
 
 
 def _clean(value: Any) -> Any:
@@ -82,18 +82,9 @@ def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"trainer": {"lr": 1e-6}} -> {"trainer.lr": 1e-6}; lists become JSON text, as hyperparameter
-    tables hold only scalars."""
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, f"{prefix}{key}."))
-        elif isinstance(value, (list, tuple, Mapping)):
-            out[f"{prefix}{key}"] = json.dumps(value)
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config by dotted key, lists as JSON text: hyperparameter tables hold only scalars."""
+    return {k: json.dumps(v) if isinstance(v, (list, tuple, dict)) else v for k, v in dotted(dict(config)).items()}
 
 
 def sample_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
