@@ -93,6 +93,28 @@ def cmd_sft(args: argparse.Namespace) -> None:
     _print_run(train_sft(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
+def frame_note(cfg: Config) -> str:
+    """Which coordinate frame completions are read in, and why: a wrong frame scores every box wrong."""
+    from vlrl.modeling import frame_kind
+
+    m = cfg.model
+    kind = frame_kind(m)
+    what = {
+        "absolute": (
+            f"pixels of the image smart-resized to model.min_pixels..max_pixels = {m.min_pixels}..{m.max_pixels} (Qwen2.5-VL)"
+        ),
+        "norm1000": "0-1000 normalized coordinates (Qwen2-VL)",
+        "original": "pixels of the original image",
+    }[kind]
+    if m.coord_frame != "auto":
+        why = f"model.coord_frame={kind}"
+    elif m.path:
+        why = f"model.coord_frame=auto, from model.path {m.path}"
+    else:
+        why = "model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
+    return f"coordinates read in the {kind} frame: {what}; {why} (set model.coord_frame=absolute, norm1000 or original)"
+
+
 def cmd_score(args: argparse.Namespace) -> None:
     from vlrl.datasets import load_task_split
     from vlrl.registry import make_task
@@ -100,6 +122,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 
     cfg = _config(args, **{"task.name": args.task})
     task = make_task(cfg.task)
+    console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
     result = score_file(task, split.samples, args.completions, args.out)
     for problem in result.problems[:10]:
