@@ -258,6 +258,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
 
     from vlrl.testing.tiny import SHAPES, TinySpec, write_tiny_checkpoint
 
+    _quiet_transformers()
     if args.shape:
         if args.shape not in SHAPES:
             raise ConfigError(f"tiny-model --shape {args.shape!r}: unknown; known shapes: {', '.join(SHAPES)}")
