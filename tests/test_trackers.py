@@ -95,6 +95,9 @@ def test_wandb_offline_run_holds_scalars_samples_and_config(tmp_path, monkeypatc
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     report("wandb", TrackedRun(tmp_path / "my-run", "trainer", CONFIG, 0))
+    import wandb
+
+    wandb.teardown()  # finish() returns before W&B's service has flushed the run file; teardown (atexit in a run) waits
     (run_file,) = (tmp_path / "my-run" / "wandb").glob("offline-run-*/run-*.wandb")
     records = list(wandb_records(run_file))
     (run,) = [r.run for r in records if r.HasField("run")]
