@@ -8,7 +8,7 @@ Jigsaw-R1) and pasted into ONE jigsaw image of the cropped size. The ground trut
 "forward" list: entry X (1-based, row-major) is the original position of the patch now at X.
 
 Jigsaw-R1 draws puzzles on the fly; vlrl writes them to files so that a split is fixed,
-inspectable and reproducible. One record per line (jsonl):
+inspectable and reproducible. A record (one per line in a .jsonl file, in a list in a .json file):
 
     {"id": "000003", "image": "images/train_000003.png", "source_image": "cat.jpg",
      "width": 320, "height": 240, "m": 2, "n": 2, "permutation": [3, 1, 4, 2],
@@ -275,7 +275,7 @@ def write_jigsaw_dataset(
     n_choices: int = 4,
     source_list: str | Path | None = None,
 ) -> Path:
-    """Write `size` puzzle records to `out` (jsonl) and their images under images/ beside it.
+    """Write `size` puzzle records to `out` (.jsonl or .json) and their images under images/ beside it.
 
     - source_folder: any folder of images (searched recursively, used in a seeded order, each
       once before any repeats); None: synthetic shape scenes.
