@@ -9,13 +9,12 @@ explicit "choices" list (and builds the problem from it when "problem" is absent
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 
 CLS_RL_QUESTION = "What type of object is in the photo?"
@@ -34,14 +33,6 @@ def cls_rl_problem(question: str, choices: Sequence[str]) -> str:
 def shape_labels(spec: SceneSpec) -> list[str]:
     """The fixed label set of the synthetic task: every "color shape" pair."""
     return [f"{color} {shape}" for color in spec.colors for shape in spec.shapes]
-
-
-def write_jsonl_atomic(path: Path, records: list[dict]) -> None:
-    """One JSON object per line, written so that a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_synthetic_classification(path: str | Path, size: int, seed: int, spec: SceneSpec | None = None) -> Path:
@@ -72,5 +63,5 @@ def write_synthetic_classification(path: str | Path, size: int, seed: int, spec:
                 "height": scene.image.height,
             }
         )
-    write_jsonl_atomic(path, records)
+    write_records_atomic(path, records)
     return path

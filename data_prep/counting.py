@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep.refcoco import write_json_atomic
+from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 
 COUNT_QUESTION = "How many {label} are there in the image?"
@@ -58,5 +58,5 @@ def write_synthetic_counting(path: str | Path, size: int, seed: int, spec: Scene
             points = [{"x": o.center[0], "y": o.center[1]} for o in matched]
             record = {"image": relative, "label": label, "count": len(matched), "points": points}
         records.append({**record, **size_fields})
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from data_prep.refcoco import write_json_atomic
+from data_prep.files import write_json_atomic
 from data_prep.shapes import SceneSpec, make_scene
 
 LabelBy = Literal["shape", "color_shape"]
@@ -41,6 +41,8 @@ def write_synthetic_coco(
     is a function of `seed`.
     """
     path = Path(path)
+    if path.suffix != ".json":
+        raise ValueError(f"{path}: COCO instances are one JSON object, not records: the file name must end in .json")
     spec = spec or SceneSpec()
     rng = np.random.default_rng(seed)
     image_dir = path.parent / "images"

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_prep.refcoco import write_json_atomic
+from data_prep.files import write_records_atomic
 from data_prep.shapes import COLORS
 
 PLATFORM_SIZES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {  # (width range, height range)
@@ -218,7 +218,7 @@ def write_synthetic_grounding(path: str | Path, size: int, seed: int) -> Path:
                 "height": screen.image.height,
             }
         )
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path
 
 
@@ -269,7 +269,7 @@ def write_synthetic_actions(path: str | Path, size: int, seed: int) -> Path:
                 "height": screen.image.height,
             }
         )
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path
 
 
@@ -301,7 +301,7 @@ def convert_screenspot(src: str | Path, dst: str | Path, platform: str | None = 
             raise ValueError(f"{src}: cannot tell the platform from the file name; pass platform=")
         platform = found.group(1)
     items = json.loads(src.read_text(encoding="utf-8"))
-    write_json_atomic(Path(dst), screenspot_to_grounding(items, platform))
+    write_records_atomic(Path(dst), screenspot_to_grounding(items, platform))
     return Path(dst)
 
 
@@ -383,7 +383,7 @@ def convert_gui_r1(src: str | Path, dst: str | Path, bbox_unit: BboxUnit = "rela
     Returns the reasons rows were skipped."""
     src, dst = Path(src), Path(dst)
     records, skipped = gui_r1_to_action(read_rows(src), src.parent, dst.parent / "images", bbox_unit)
-    write_json_atomic(dst, records)
+    write_records_atomic(dst, records)
     return skipped
 
 

@@ -8,7 +8,7 @@ Jigsaw-R1) and pasted into ONE jigsaw image of the cropped size. The ground trut
 "forward" list: entry X (1-based, row-major) is the original position of the patch now at X.
 
 Jigsaw-R1 draws puzzles on the fly; vlrl writes them to files so that a split is fixed,
-inspectable and reproducible. One record per line (jsonl):
+inspectable and reproducible. A record (one per line in a .jsonl file, in a list in a .json file):
 
     {"id": "000003", "image": "images/train_000003.png", "source_image": "cat.jpg",
      "width": 320, "height": 240, "m": 2, "n": 2, "permutation": [3, 1, 4, 2],
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import string
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
+from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 from rewards.jigsaw import QUESTION_TYPES
 
@@ -275,7 +275,7 @@ def write_jigsaw_dataset(
     n_choices: int = 4,
     source_list: str | Path | None = None,
 ) -> Path:
-    """Write `size` puzzle records to `out` (jsonl) and their images under images/ beside it.
+    """Write `size` puzzle records to `out` (.jsonl or .json) and their images under images/ beside it.
 
     - source_folder: any folder of images (searched recursively, used in a seeded order, each
       once before any repeats); None: synthetic shape scenes.
@@ -311,7 +311,7 @@ def write_jigsaw_dataset(
 
     image_dir = out.parent / "images"
     image_dir.mkdir(parents=True, exist_ok=True)
-    lines = []
+    records = []
     for index, (m, n) in enumerate(plan):
         if sources is not None:
             path = sources[int(order[index % len(sources)])]
@@ -344,13 +344,6 @@ def write_jigsaw_dataset(
             "question_type": question_type,
             **fields,
         }
-        lines.append(json.dumps(record, ensure_ascii=False))
-    _write_text_atomic(out, "".join(line + "\n" for line in lines))
+        records.append(record)
+    write_records_atomic(out, records)
     return out
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

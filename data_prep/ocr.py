@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from PIL import ImageDraw, ImageFont
 
-from data_prep.refcoco import write_json_atomic
+from data_prep.files import write_records_atomic
 from data_prep.shapes import background
 
 WORDS = (
@@ -52,5 +52,5 @@ def write_synthetic_ocr(path: str | Path, size: int, seed: int) -> Path:
         relative = f"images/{path.stem}_{index:06d}.png"
         image.save(path.parent / relative)
         records.append({"image": relative, "text": text, "width": width, "height": height})
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path

@@ -11,23 +11,14 @@ per target, in the order of the boxes).
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from data_prep.files import write_records_atomic
 from data_prep.shapes import ExpressionStyle, SceneSpec, group_expression, make_scene, referring_expression
 
 REC_PROBLEM = "Please provide the bounding box coordinate of the region this sentence describes: {caption}."
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """Write JSON so that a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def write_synthetic_rec(
@@ -80,5 +71,5 @@ def write_synthetic_rec(
             outlines = [[t.polygon()] for t in targets]
             record["segmentation"] = outlines[0] if len(targets) == 1 else outlines
         records.append(record)
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path

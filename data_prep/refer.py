@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_prep.refcoco import REC_PROBLEM, write_json_atomic
+from data_prep.files import write_records_atomic
+from data_prep.refcoco import REC_PROBLEM
 
 SPLITS = ("train", "val", "test", "testA", "testB", "testC", "testAB", "testBC", "testAC")
 _SAFE_GLOBALS = {("builtins", "set"), ("builtins", "frozenset"), ("__builtin__", "set"), ("__builtin__", "frozenset")}
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {err}", file=sys.stderr)
     if len(result.errors) > 20:
         print(f"... and {len(result.errors) - 20} more skipped refs", file=sys.stderr)
-    write_json_atomic(Path(args.out), result.records)
+    write_records_atomic(Path(args.out), result.records)
     print(f"wrote {len(result.records)} records ({len(result.errors)} refs skipped) to {args.out}")
     return 0
 

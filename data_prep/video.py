@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from data_prep.refcoco import write_json_atomic
+from data_prep.files import write_records_atomic
 from data_prep.shapes import COLORS, SHAPES, SceneObject, SceneSpec, background, draw_object, make_scene
 
 DIRECTIONS = ("left", "right", "up", "down")
@@ -109,5 +109,5 @@ def write_synthetic_video_qa(
                 "path": relative,
             }
         records.append(record)
-    write_json_atomic(path, records)
+    write_records_atomic(path, records)
     return path

@@ -37,7 +37,6 @@ from tasks.records import record_image
 from vlrl.data import RecordContext
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
-from vlrl.vision.video import probe
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE and TYPE_TEMPLATE.
 QUESTION_TEMPLATE = (
@@ -117,6 +116,8 @@ class VideoQA(Task):
             return str(path)
         if not path.is_file():
             raise ctx.error(f"video not found: {path}")
+        from vlrl.vision.video import probe  # imports torch: here, not when `vlrl tasks list` imports this module
+
         try:
             frames, _ = probe(path)
         except Exception as err:  # any decoder error is this record's problem

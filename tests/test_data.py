@@ -7,8 +7,11 @@ import json
 import pytest
 from PIL import Image
 
+from tasks import BUILTIN_TASKS
 from tasks.refcoco import RefCOCO
+from vlrl.cli import main
 from vlrl.data import FrameSpec, RecordError, load_split
+from vlrl.registry import task_class
 
 SPEC = FrameSpec("absolute", 3136, 50176)
 
@@ -110,3 +113,27 @@ def test_synthetic_data_follows_data_synthetic_seed_not_the_training_seed(tmp_pa
     base = written("a", "trainer.seed=1")
     assert written("b", "trainer.seed=2") == base
     assert written("c", "trainer.seed=1", "data.synthetic_seed=5") != base
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_TASKS))
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_data_synth_writes_the_format_its_file_name_says(name, suffix, tmp_path, capsys):
+    out = tmp_path / f"d{suffix}"
+    code = main(["data", "synth", "--task", name, "--out", str(out), "--size", "2"])
+    printed = capsys.readouterr().out
+    if name == "detection" and suffix == ".jsonl":  # COCO instances: one object, not records
+        assert code == 2 and "must end in .json" in printed and not out.exists()
+        return
+    assert code == 0, printed
+    text = out.read_text()
+    if suffix == ".jsonl":
+        assert [type(json.loads(line)) for line in text.splitlines()] == [dict, dict]
+    else:
+        assert isinstance(json.loads(text), (list, dict))
+    split = task_class(name)().load(out, FrameSpec("absolute", 3136, 50176))
+    assert len(split.samples) >= 1 and not split.errors  # what vlrl wrote, vlrl reads
+
+
+def test_data_synth_refuses_a_file_name_of_no_data_format(tmp_path, capsys):
+    assert main(["data", "synth", "--task", "jigsaw", "--out", str(tmp_path / "d.txt"), "--size", "2"]) == 2
+    assert "ends in .json or .jsonl" in capsys.readouterr().out

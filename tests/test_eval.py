@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,11 @@ from tasks import BUILTIN_TASKS
 from vlrl.cli import main
 from vlrl.data import FrameSpec
 from vlrl.registry import task_class
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+PLOTTED_RL_TOPICS = ("rewards", "accuracy", "lengths", "kl_entropy", "loss", "eval")
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_TASKS))
@@ -45,10 +51,12 @@ def test_eval_is_deterministic_and_compare_prints_differences(tmp_path, rec_data
     a, b = (json.loads((o / "results.json").read_text())["results"] for o in outs)
     assert a == b
     assert (outs[0] / "samples.jsonl").read_text() == (outs[1] / "samples.jsonl").read_text()
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert printed.count("eval refcoco 4/4 | ") == 2 and "done in" in printed  # a progress line: stdout is no terminal
     assert main(["eval", "--compare", str(outs[0]), str(outs[1])]) == 0
     printed = capsys.readouterr().out
     assert "acc@0.5" in printed and "+0.0000" in printed
+    assert "different settings" not in printed
 
 
 def test_eval_during_training_and_plots(tmp_path, rec_data, tiny_qwen25, capsys):
@@ -73,6 +81,71 @@ def test_eval_during_training_and_plots(tmp_path, rec_data, tiny_qwen25, capsys)
     capsys.readouterr()
     assert main(["plot", str(run_dir)]) == 0
     printed = capsys.readouterr().out
-    for topic in ("rewards", "lengths", "kl_entropy", "eval"):
-        png = run_dir / "plots" / f"{topic}.png"
+    for topic in ("rewards", "lengths", "kl_entropy", "loss", "eval"):
+        png = run_dir / "plots" / f"rl_{topic}.png"
         assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG" and str(png) in printed
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == sorted(f"rl_{t}.png" for t in PLOTTED_RL_TOPICS)
+
+
+def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny_qwen25, capsys, monkeypatch):
+    """Without --config, library defaults would evaluate with a 1000x larger image budget and
+    20x more new tokens than the run used: the run's own config.yaml applies instead."""
+    from tests.test_sft import sft_overrides
+
+    monkeypatch.chdir(tmp_path)  # the default output folder is relative: runs/eval/...
+    run = tmp_path / "my-run"
+    extra = {"sft.steps": 2, "data.eval": str(rec_data), "eval.max_new_tokens": 6, "task.options.iou_convention": "continuous"}
+    assert main(["sft", *sft_overrides(run, rec_data, **extra)]) == 0
+    checkpoint = run / "checkpoints" / "step-0000002"
+    capsys.readouterr()
+    assert main(["eval", "--model", str(checkpoint), "--limit", "2"]) == 0
+    assert f"config: {run / 'config.yaml'} (the run that wrote this checkpoint" in capsys.readouterr().out
+    out = tmp_path / "runs" / "eval" / "refcoco-my-run-step-0000002"  # named after the run and step
+    results = json.loads((out / "results.json").read_text())
+    assert results["n-samples"] == {"refcoco": 2} and results["splits"] == {"refcoco": str(rec_data)}
+    config = results["config"]
+    assert config["model"]["max_pixels"] == 50176 and config["eval"]["max_new_tokens"] == 6
+    assert config["model"]["path"] == str(checkpoint) and config["task"]["options"] == {"iou_convention": "continuous"}
+
+    # Another task on the same checkpoint: the run's settings, without its task's options.
+    counting = tmp_path / "counting.json"
+    task_class("counting")().synthesize(counting, 2, seed=1)
+    assert main(["eval", "--model", str(checkpoint), "--task", f"counting={counting}", "--out", "c"]) == 0
+    config = json.loads((tmp_path / "c" / "results.json").read_text())["config"]
+    assert config["task"] == {"name": "counting", "rewards": {}, "options": {}} and config["model"]["max_pixels"] == 50176
+
+
+def test_default_eval_folders_have_no_colons_or_nested_paths():
+    from vlrl.cli import default_eval_dir
+
+    example = f"{ROOT / 'docs' / 'examples' / 'largest_color.py'}:LargestColor"
+    assert default_eval_dir([example], "tiny:qwen2_5_vl") == Path("runs/eval/largest_color-tiny_qwen2_5_vl")
+    assert default_eval_dir(["coco", "refcoco+"], "/models/Qwen2.5-VL-3B-Instruct") == Path(
+        "runs/eval/detection+refcoco+-Qwen2.5-VL-3B-Instruct"
+    )
+
+
+def write_results(folder, **changes):
+    from vlrl.config import Config, to_dict
+
+    config = to_dict(Config())
+    for dotted_key, value in changes.items():
+        section, key = dotted_key.split(".", 1)
+        config[section][key] = value
+    folder.mkdir()
+    results = {"results": {"refcoco": {"acc@0.5": 0.5}}, "n-samples": {"refcoco": 8}, "splits": {"refcoco": "val.json"}}
+    (folder / "results.json").write_text(json.dumps({**results, "config": config}))
+    return folder
+
+
+def test_compare_warns_when_the_results_were_produced_with_different_settings(tmp_path, capsys):
+    a = write_results(tmp_path / "a", **{"eval.max_new_tokens": 48, "model.max_pixels": 12544})
+    b = write_results(tmp_path / "b", **{"rollout.max_new_tokens": 48, "model.max_pixels": 12544, "model.path": "x", "trainer.lr": 0.5})
+    assert main(["eval", "--compare", str(a), str(b)]) == 0
+    assert "different settings" not in capsys.readouterr().out  # same effective length; path and lr do not count
+    c = write_results(tmp_path / "c", **{"model.max_pixels": 50176, "eval.temperature": 1.0})
+    assert main(["eval", "--compare", str(a), str(c)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: A and B were evaluated with different settings" in out
+    assert "model.max_pixels: 12544 vs 50176" in out and "eval.temperature: 0.0 vs 1.0" in out
+    assert "max new tokens: 48 vs 1024" in out and "sampling seed (trainer.seed): - vs 42" in out

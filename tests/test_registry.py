@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -18,6 +21,22 @@ TOY = Path(__file__).parent / "fixtures" / "toy_task.py"
 def test_tasks_list_shows_the_built_in_tasks(capsys):
     assert main(["tasks", "list"]) == 0
     assert "refcoco" in capsys.readouterr().out
+
+
+def test_listing_tasks_and_showing_a_config_import_neither_torch_nor_transformers():
+    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table."""
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import sys\n"
+        "from vlrl.cli import main\n"
+        "assert main(['tasks', 'list']) == 0\n"
+        "assert main(['config', 'show', 'configs/demo/refcoco.yaml']) == 0\n"
+        "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "video_qa" in done.stdout and "HEAVY []" in done.stdout
 
 
 def test_a_task_is_found_by_module_and_by_file_path():

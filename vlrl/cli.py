@@ -1,28 +1,74 @@
-"""`vlrl train | sft | eval | score | data | tasks | plot | tiny-model`: the command line."""
+"""`vlrl train | sft | eval | score | data | tasks | config | plot | tiny-model`: the command line."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import ConfigError, load_config
+from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
 from vlrl.data import RecordError
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+def _add_config_args(parser: argparse.ArgumentParser, example: str = "trainer.lr=1e-5 rollout.num_generations=4") -> None:
     parser.add_argument("--config", help="YAML config file (see configs/)")
-    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.lr=1e-5 rollout.num_generations=4")
+    parser.add_argument("overrides", nargs="*", help=f"dotted overrides, e.g. {example}")
 
 
-def _config(args: argparse.Namespace, **preset):
-    return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+# The config sections each training loop reads; a key of the other loop does nothing there.
+LOOP_SECTIONS = {
+    "train": ("model", "data", "task", "mixture", "rollout", "algo", "trainer", "eval"),
+    "sft": ("model", "data", "task", "mixture", "sft"),
+}
+TRAIN_EPILOG = (
+    "Keys that apply: model.*, data.*, task.*, mixture, rollout.*, algo.*, trainer.* and eval.* "
+    "(eval.every: held-out evaluation during training). sft.* is vlrl sft's: set here, it only draws a warning."
+)
+SFT_EPILOG = (
+    "Keys that apply: model.*, data.*, task.*, mixture and sft.*, which holds the same fields as trainer.* "
+    "(sft.steps, sft.lr, sft.prompts_per_step, sft.output_dir, sft.save_every, sft.report_to, ...). "
+    "trainer.*, rollout.*, algo.* and eval.* are vlrl train's: set here, they only draw a warning."
+)
+
+
+def _warn_other_loop(command: str, overrides: list[str]) -> None:
+    """`vlrl sft trainer.steps=50` used to run sft.steps in silence: name the key that applies."""
+    other = "sft" if command == "train" else "train"
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        section, _, rest = key.partition(".")
+        if section in LOOP_SECTIONS[command] or section not in LOOP_SECTIONS[other]:
+            continue
+        twin = {"sft": "trainer", "trainer": "sft"}.get(section)
+        hint = f"; {twin}.{rest} is the key that applies here" if twin and rest else ""
+        console.print(
+            f"[yellow]warning:[/yellow] {escape(key)} is read by vlrl {other}, not by vlrl {command}: "
+            f"it has no effect here{hint}",
+            highlight=False,
+        )
+
+
+def _config(args: argparse.Namespace, needs_model: bool = False, **preset) -> Config:
+    cfg = load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+    if needs_model and not cfg.model.path:
+        raise ConfigError(MODEL_PATH_MISSING)  # before any data is written or read
+    return cfg
+
+
+def _quiet_transformers() -> None:
+    """vlrl shows its own progress; keep the output readable. (Imported only by the commands
+    that load a model: `vlrl tasks list` and `vlrl config show` stay fast without torch.)"""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def _print_run(result) -> None:
@@ -34,13 +80,39 @@ def _print_run(result) -> None:
 def cmd_train(args: argparse.Namespace) -> None:
     from vlrl.trainer.rl import train
 
-    _print_run(train(_config(args, **{"task.name": args.task}), console))
+    _quiet_transformers()
+    _warn_other_loop("train", args.overrides)
+    _print_run(train(_config(args, needs_model=True, **{"task.name": args.task}), console))
 
 
 def cmd_sft(args: argparse.Namespace) -> None:
     from vlrl.trainer.sft import train_sft
 
-    _print_run(train_sft(_config(args, **{"task.name": args.task}), console))
+    _quiet_transformers()
+    _warn_other_loop("sft", args.overrides)
+    _print_run(train_sft(_config(args, needs_model=True, **{"task.name": args.task}), console))
+
+
+def frame_note(cfg: Config) -> str:
+    """Which coordinate frame completions are read in, and why: a wrong frame scores every box wrong."""
+    from vlrl.modeling import frame_kind
+
+    m = cfg.model
+    kind = frame_kind(m)
+    what = {
+        "absolute": (
+            f"pixels of the image smart-resized to model.min_pixels..max_pixels = {m.min_pixels}..{m.max_pixels} (Qwen2.5-VL)"
+        ),
+        "norm1000": "0-1000 normalized coordinates (Qwen2-VL)",
+        "original": "pixels of the original image",
+    }[kind]
+    if m.coord_frame != "auto":
+        why = f"model.coord_frame={kind}"
+    elif m.path:
+        why = f"model.coord_frame=auto, from model.path {m.path}"
+    else:
+        why = "model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
+    return f"coordinates read in the {kind} frame: {what}; {why} (set model.coord_frame=absolute, norm1000 or original)"
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -50,6 +122,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 
     cfg = _config(args, **{"task.name": args.task})
     task = make_task(cfg.task)
+    console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
     result = score_file(task, split.samples, args.completions, args.out)
     for problem in result.problems[:10]:
@@ -65,29 +138,87 @@ def cmd_score(args: argparse.Namespace) -> None:
     console.print(table)
 
 
-def cmd_eval(args: argparse.Namespace) -> None:
-    from vlrl.eval.harness import compare, run_eval
+def run_config(checkpoint: str | None) -> Path | None:
+    """RUN/config.yaml when `checkpoint` is RUN/checkpoints/step-N of a vlrl run: the settings
+    (image budget, answer length, task variant) the model was trained and evaluated with."""
+    if not checkpoint:
+        return None
+    path = Path(checkpoint)
+    saved = path.parent.parent / "config.yaml"
+    return saved if path.parent.name == "checkpoints" and saved.is_file() else None
 
+
+def _label(text: str) -> str:
+    """A folder-name-safe label: no ':' or '/' (task specs are paths, model ids may hold ':')."""
+    return re.sub(r"[^\w.+-]", "_", text)
+
+
+def default_eval_dir(task_names: list[str], model: str) -> Path:
+    """runs/eval/<tasks>-<model>, the model named by its run and step when it is a run's checkpoint."""
+    from vlrl.registry import task_class
+
+    tasks = "+".join(task_class(name).name or name for name in task_names)
+    path = Path(model)
+    model_label = f"{path.parent.parent.name}-{path.name}" if path.parent.name == "checkpoints" else path.name
+    return Path("runs") / "eval" / _label(f"{tasks}-{model_label}")
+
+
+def cmd_eval(args: argparse.Namespace) -> None:
     if args.compare:
-        console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
+        from vlrl.eval.compare import compare
+
+        table, differences = compare(Path(args.compare[0]), Path(args.compare[1]))
+        if differences:
+            console.print(
+                "[yellow]warning:[/yellow] A and B were evaluated with different settings, so their differences are not "
+                "the models' alone:",
+                highlight=False,
+            )
+            for line in differences:
+                console.print(f"  {escape(line)}", highlight=False)
+        console.print(table)
         return
-    if not args.task:
-        raise ConfigError("vlrl eval needs --task (or --compare DIR1 DIR2)")
-    preset = {
-        "task.name": args.task[0].partition("=")[0],
+    from vlrl.eval.harness import run_eval
+
+    _quiet_transformers()
+    names = [spec.partition("=")[0] for spec in args.task or []]
+    preset: dict[str, Any] = {
+        "task.name": names[0] if names else None,
         "model.path": args.model,
         "eval.limit": args.limit,
         "eval.batch_size": args.batch_size,
         "eval.backend": args.backend,
     }
-    cfg = _config(args, **preset)
+    config = args.config
+    if config is None and (saved := run_config(args.model)):
+        config = saved
+        console.print(f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False)
+        if names and names[0] != read_config_file(saved).get("task", {}).get("name"):
+            preset["task"] = {"name": preset.pop("task.name")}  # that run's task options are its task's
+    cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+    if not cfg.model.path:
+        raise ConfigError(MODEL_PATH_MISSING)
+    specs = args.task or ([cfg.task.name] if config and not cfg.mixture else [])
+    if not specs:
+        raise ConfigError(
+            "vlrl eval needs --task NAME[=DATAFILE] (or --config FILE, or --model RUN/checkpoints/step-N, whose run "
+            "names the task), or --compare DIR1 DIR2"
+        )
     if cfg.eval.limit:
         cfg.data.limit = cfg.eval.limit
-    names = "+".join(spec.partition("=")[0] for spec in args.task)
-    out = Path(args.out or cfg.eval.output_dir or f"runs/eval/{names}-{Path(cfg.model.path).name.replace(':', '_')}")
-    run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
+    out = Path(args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path))
+    run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
     console.print(f"samples: {out / 'samples.jsonl'}")
+
+
+def cmd_config(args: argparse.Namespace) -> None:
+    import yaml
+
+    from vlrl.config import to_dict
+
+    cfg = load_config(args.path, args.overrides)
+    console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -113,7 +244,10 @@ def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.registry import make_task
 
     task = make_task(TaskConfig(name=args.task))
-    task.synthesize(args.out, args.size, args.seed)
+    try:
+        task.synthesize(args.out, args.size, args.seed)
+    except ValueError as err:  # a file name whose extension is not the format written
+        raise ConfigError(f"vlrl data synth --out: {err}") from err
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
 
 
@@ -122,6 +256,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
 
     from vlrl.testing.tiny import SHAPES, TinySpec, write_tiny_checkpoint
 
+    _quiet_transformers()
     if args.shape:
         if args.shape not in SHAPES:
             raise ConfigError(f"tiny-model --shape {args.shape!r}: unknown; known shapes: {', '.join(SHAPES)}")
@@ -136,14 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task")
+    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task", epilog=TRAIN_EPILOG)
     train.add_argument("--task", help="task name (sets task.name)")
-    _add_config_args(train)
+    _add_config_args(train, "trainer.steps=20 trainer.lr=1e-5 rollout.num_generations=4")
     train.set_defaults(func=cmd_train)
 
-    sft = commands.add_parser("sft", help="cold-start SFT on the task's ground-truth answers (settings under sft.)")
+    sft_help = "cold-start SFT on the task's ground-truth answers (settings under sft.)"
+    sft = commands.add_parser("sft", help=sft_help, epilog=SFT_EPILOG)
     sft.add_argument("--task", help="task name (sets task.name)")
-    _add_config_args(sft)
+    _add_config_args(sft, "sft.steps=200 sft.lr=1e-5")
     sft.set_defaults(func=cmd_sft)
 
     score = commands.add_parser("score", help="score given completions against a task's data, no model needed")
@@ -155,16 +291,29 @@ def build_parser() -> argparse.ArgumentParser:
     score.set_defaults(func=cmd_score)
 
     evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples.jsonl)")
-    evaluate.add_argument("--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks")
-    evaluate.add_argument("--model", help="checkpoint to evaluate (sets model.path)")
+    evaluate.add_argument(
+        "--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks (default: the config's task)"
+    )
+    evaluate.add_argument(
+        "--model",
+        help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",
+    )
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
     evaluate.add_argument("--limit", type=int, help="first N samples only")
     evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
     evaluate.add_argument("--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)")
     evaluate.add_argument("--out", help="output directory")
-    evaluate.add_argument("--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs")
+    evaluate.add_argument(
+        "--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs, and the settings that differ"
+    )
     _add_config_args(evaluate)
     evaluate.set_defaults(func=cmd_eval)
+
+    config = commands.add_parser("config", help="show a config file resolved: its extends merged, overrides applied, defaults filled")
+    config.add_argument("action", choices=["show"])
+    config.add_argument("path", help="YAML config file")
+    config.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.steps=20")
+    config.set_defaults(func=cmd_config)
 
     plot = commands.add_parser("plot", help="draw a run's metrics into PNG files")
     plot.add_argument("run_dir")
@@ -178,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands = data.add_subparsers(dest="data_command", required=True)
     synth = data_commands.add_parser("synth", help="write a task's synthetic dataset in its public format")
     synth.add_argument("--task", required=True)
-    synth.add_argument("--out", required=True, help="data file to write (images go beside it)")
+    synth.add_argument("--out", required=True, help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it")
     synth.add_argument("--size", type=int, default=512)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_data)
@@ -207,9 +356,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
     try:
         args.func(args)
     except (ConfigError, RecordError, FileNotFoundError) as err:

@@ -19,6 +19,16 @@ class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
 
 
+# No default model: a default that trains or scores a random tiny model when a real run
+# forgot model.path would fail silently, and a hub id is never loaded (vlrl never downloads).
+MODEL_PATH_MISSING = (
+    "config: model.path is not set. Give a local checkpoint directory (vlrl never downloads one: "
+    "`huggingface-cli download Qwen/Qwen2.5-VL-3B-Instruct --local-dir /models/Qwen2.5-VL-3B-Instruct`, "
+    "then model.path=/models/Qwen2.5-VL-3B-Instruct), a vlrl run's checkpoint (RUN/checkpoints/step-N), "
+    "or model.path=tiny:qwen2_5_vl for the built-in tiny model with random weights (what configs/demo/ use)"
+)
+
+
 @dataclass
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
@@ -44,7 +54,7 @@ class VideoConfig:
 
 @dataclass
 class ModelConfig:
-    path: str = "Qwen/Qwen2.5-VL-3B-Instruct"  # local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
+    path: str = ""  # required to load a model (MODEL_PATH_MISSING): a local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     # Frame the model reads and writes coordinates in; auto: absolute for Qwen2.5-VL, norm1000 for Qwen2-VL.
@@ -245,8 +255,12 @@ class TrainerConfig:
     save_every: int = 100
     keep_last: int = 2
     resume: str = "auto"  # "auto": continue from the latest checkpoint in output_dir if any; "": fresh; or a path
-    log_samples_every: int = 10
-    progress: bool = True
+    log_samples_every: int = 10  # completions to samples.jsonl and the trackers' tables every N steps
+    # Where metrics go besides metrics.jsonl, which is always written: tensorboard, wandb, mlflow
+    # (trackers.py; each needs its package: pip install 'vlrl[tensorboard]').
+    report_to: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = field(default_factory=lambda: ["jsonl"])
+    progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
+    log_every: int = 10
     max_consecutive_nonfinite: int = 3
 
 
@@ -275,11 +289,14 @@ class Config:
             "trainer.save_every": self.trainer.save_every,
             "trainer.keep_last": self.trainer.keep_last,
             "trainer.max_consecutive_nonfinite": self.trainer.max_consecutive_nonfinite,
+            "trainer.log_every": self.trainer.log_every,
+            "trainer.log_samples_every": self.trainer.log_samples_every,
             "sft.steps": self.sft.steps,
             "sft.prompts_per_step": self.sft.prompts_per_step,
             "sft.token_budget": self.sft.token_budget,
             "sft.save_every": self.sft.save_every,
             "sft.keep_last": self.sft.keep_last,
+            "sft.log_every": self.sft.log_every,
             "model.min_pixels": self.model.min_pixels,
             "eval.batch_size": self.eval.batch_size,
         }
@@ -456,6 +473,17 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return dataclasses.asdict(obj)
 
 
+def dotted(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"trainer": {"lr": 1e-6}} -> {"trainer.lr": 1e-6}: every leaf (lists, empty mappings) by its key."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'trainer.lr=1e-5' -> (['trainer', 'lr'], 1e-05); the value is read as YAML."""
     if "=" not in text:
@@ -496,13 +524,45 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` on top of `base`: mappings merge key by key, anything else (lists too) replaces."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_config_file(path: str | Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A config file with its `extends: other.yaml` chain resolved (the path relative to the
+    file), so that variants of a recipe state only what differs from it."""
+    path = Path(path)
+    data = read_yaml(path)
+    if "extends" not in data:
+        return data
+    parent = data.pop("extends")
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"config file {path}: extends expects a file name, got {parent!r}")
+    parent_path = path.parent / parent
+    chain = (*chain, path)
+    if parent_path.resolve() in {p.resolve() for p in chain}:
+        cycle = " -> ".join(str(p) for p in (*chain, parent_path))
+        raise ConfigError(f"config file {path}: extends {parent} makes a cycle: {cycle}")
+    if not parent_path.is_file():
+        raise ConfigError(f"config file {path}: extends {parent}, but {parent_path} does not exist")
+    return merge(read_config_file(parent_path, chain), data)
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     preset: dict[str, Any] | None = None,
 ) -> Config:
-    """Defaults <- YAML file <- `preset` (dotted keys set by command line flags) <- overrides."""
-    tree: dict[str, Any] = read_yaml(path) if path else {}
+    """Defaults <- YAML file (and the files it extends) <- `preset` (dotted keys set by command
+    line flags) <- overrides."""
+    tree: dict[str, Any] = read_config_file(path) if path else {}
     for dotted, value in (preset or {}).items():
         _set_path(tree, dotted.split("."), value)
     for text in overrides:

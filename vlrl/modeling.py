@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from vlrl.config import ConfigError, ModelConfig
+from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
 from vlrl.data import FrameSpec
 from vlrl.testing.tiny import resolve_tiny, tiny_spec
 from vlrl.vision.frames import FrameKind
@@ -31,10 +31,10 @@ def frame_kind(cfg: ModelConfig) -> FrameKind:
     path = cfg.path
     if path.startswith("tiny:"):
         return SUPPORTED[tiny_spec(path).arch]
-    kind = model_type(path)
+    kind = model_type(path) if path else None
     if kind in SUPPORTED:
         return SUPPORTED[kind]
-    # Not a local checkpoint (scoring without a model): go by the name, Qwen2.5-VL by default.
+    # No local checkpoint (scoring without a model): go by the name, Qwen2.5-VL by default.
     return "norm1000" if "qwen2-vl" in Path(path).name.lower() else "absolute"
 
 
@@ -62,6 +62,8 @@ def lora_base(path: str) -> str | None:
 
 def checkpoint_path(cfg: ModelConfig) -> str:
     """The local directory to load from; fails early (naming model.path) if there is none."""
+    if not cfg.path:
+        raise ConfigError(MODEL_PATH_MISSING)
     path = resolve_tiny(cfg.path)
     if lora_base(path) is not None:
         return path

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIGURES: dict[str, tuple[str, ...]] = {
-    "rewards": ("reward", "reward/"),
-    "accuracy": ("accuracy",),
-    "lengths": ("completion_length", "completion_length_max", "truncated_frac"),
-    "kl_entropy": ("kl", "entropy", "clip_low_frac", "clip_high_frac"),
-    "eval": ("eval/",),
-    "sft": ("loss", "perplexity"),
+# The figures of each kind of run: topic -> metric names (a name ending in "/" is a prefix).
+FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
+    "rl": {
+        "rewards": ("reward", "reward/"),
+        "accuracy": ("accuracy",),
+        "lengths": ("completion_length", "completion_length_max", "truncated_frac"),
+        "kl_entropy": ("kl", "entropy", "clip_low_frac", "clip_high_frac"),
+        "loss": ("loss", "grad_norm"),
+        "eval": ("eval/",),
+    },
+    "sft": {"loss": ("loss", "perplexity")},
 }
 
 
@@ -75,8 +79,14 @@ def plot_panels(rows: list[dict], panels: dict[str, list[str]], path: Path, smoo
     return path
 
 
+def run_kind(rows: list[dict]) -> str:
+    """"rl" or "sft": every RL step logs a reward, no SFT step does."""
+    return "rl" if any("reward" in row for row in rows) else "sft"
+
+
 def plot_run(run_dir: str | Path) -> list[Path]:
-    """Write RUN_DIR/plots/<topic>.png for each topic the run logged; returns the files."""
+    """Write RUN_DIR/plots/<kind>_<topic>.png (kind rl or sft) for each topic the run logged;
+    returns the files."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.jsonl"
     if not metrics_path.is_file():
@@ -84,9 +94,10 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     rows = read_metrics(metrics_path)
     out_dir = run_dir / "plots"
     out_dir.mkdir(exist_ok=True)
+    kind = run_kind(rows)
     written = []
-    for topic, prefixes in FIGURES.items():
-        path = plot_curves(rows, prefixes, f"{run_dir.name}: {topic}", out_dir / f"{topic}.png")
+    for topic, prefixes in FIGURES[kind].items():
+        path = plot_curves(rows, prefixes, f"{run_dir.name} ({kind}): {topic}", out_dir / f"{kind}_{topic}.png")
         if path is not None:
             written.append(path)
     return written

@@ -3,7 +3,6 @@ docs/custom_task.md. Load it by path: task.name=docs/examples/largest_color.py:L
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 from rewards.format import think_answer
 from rewards.text import answer_text
@@ -58,16 +58,16 @@ class LargestColor(Task):
         path = Path(path)
         (path.parent / "images").mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(seed)
-        lines = []
-        while len(lines) < size:
+        records: list[dict[str, str]] = []
+        while len(records) < size:
             scene = make_scene(SceneSpec(min_objects=2, max_objects=3, sizes=("small", "large")), rng)
             areas = sorted(((o.box[2] - o.box[0]) * (o.box[3] - o.box[1]), o.color) for o in scene.objects)
             if len(areas) < 2 or areas[-1][0] == areas[-2][0]:
                 continue  # no single largest shape
-            image = f"images/{path.stem}_{len(lines):05d}.png"
+            image = f"images/{path.stem}_{len(records):05d}.png"
             scene.image.save(path.parent / image)
-            lines.append(json.dumps({"image": image, "answer": areas[-1][1]}))
-        path.write_text("\n".join(lines) + "\n")
+            records.append({"image": image, "answer": areas[-1][1]})
+        write_records_atomic(path, records)  # .jsonl: one per line; .json: a list
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
         text = self.options.template.format(question=sample.problem)

@@ -31,7 +31,7 @@ from vlrl.rollout import RolloutEngine, SamplingParams, make_engine
 from vlrl.sample import Sample
 from vlrl.scoring import score
 from vlrl.task import Task
-from vlrl.trainer.logs import progress_bar
+from vlrl.trainer.logs import ProgressReport
 
 logger = logging.getLogger(__name__)
 
@@ -190,27 +190,13 @@ def run_eval(
     processor = load_processor(cfg.model, path)
     engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: load_model(cfg.model, path, device).eval())
     results = []
-    with progress_bar(console, cfg.trainer.progress) as progress:
-        for task, loaded, data_path in tasks:
-            bar = progress.add_task(f"eval {task.name}", total=len(loaded.samples), status="")
-            advance = lambda n, bar=bar: progress.update(bar, advance=n)  # noqa: E731
-            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance))
+    for task, loaded, data_path in tasks:
+        # A bar on a terminal, else a line every trainer.log_every batches (ProgressReport).
+        every, enabled = cfg.trainer.log_every, cfg.trainer.progress
+        with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
+            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance))
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
     return results
 
-
-def compare(dir_a: Path, dir_b: Path) -> Table:
-    """Metric by metric: A, B and B - A, for every task in either results.json."""
-    a, b = (json.loads((d / "results.json").read_text())["results"] for d in (dir_a, dir_b))
-    table = Table(title=f"{dir_a} (A) vs {dir_b} (B)")
-    for column in ("task", "metric", "A", "B", "B - A"):
-        table.add_column(column, justify="left" if column in ("task", "metric") else "right")
-    for task in sorted(set(a) | set(b)):
-        metrics = sorted(set(a.get(task, {})) | set(b.get(task, {})))
-        for metric in metrics:
-            va, vb = a.get(task, {}).get(metric), b.get(task, {}).get(metric)
-            diff = f"{vb - va:+.4f}" if va is not None and vb is not None else "-"
-            table.add_row(task, metric, "-" if va is None else f"{va:.4f}", "-" if vb is None else f"{vb:.4f}", diff)
-    return table

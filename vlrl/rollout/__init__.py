@@ -8,11 +8,13 @@ below, so the trainer and the evaluation harness build any of them the same way.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from vlrl.config import Config, ConfigError
 from vlrl.rollout.base import Completion, Generation, RolloutEngine, SamplingParams
+
+if TYPE_CHECKING:
+    import torch
 
 ENGINES = {"hf": "vlrl.rollout.hf:HFEngine", "vllm": "vlrl.rollout.vllm:VLLMEngine"}
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-import torch
+if TYPE_CHECKING:  # torch stays unimported until an engine is built: `vlrl config show` needs none
+    import torch
 
-if TYPE_CHECKING:
     from vlrl.prompting import Prompt
 
 # Qwen-VL's vision special tokens: never sampled by any engine (a sampled <|image_pad|> breaks

@@ -27,7 +27,6 @@ from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
 from vlrl.task import Task
 from vlrl.trainer.distributed import Processes
-from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.run import Run, RunResult
 from vlrl.trainer.thinking import make_scorer
 from vlrl.vision.video import Video
@@ -467,8 +466,7 @@ class RLTrainer:
 
     def train(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
-        with progress_bar(self.console, t.progress and run.procs.main) as progress:
-            bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
+        with run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
                 self.skipped_samples = 0
@@ -508,14 +506,14 @@ class RLTrainer:
                 metrics = run.procs.mean_metrics(metrics)
                 if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
                     metrics.update(self.evaluate_held_out())
-                run.metrics.write(metrics)
+                samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
                     g = groups[0]
-                    for i, c in enumerate(g.completions):
-                        run.samples.write(
-                            {"step": step, "id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
-                        )
-                progress.update(bar, advance=1, status=f"reward {metrics.get('reward', math.nan):.3f}")
+                    samples = [
+                        {"id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
+                        for i, c in enumerate(g.completions)
+                    ]
+                run.logs.log(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
                 run.end_step(step, skipped)
         return run.close()
 

@@ -16,8 +16,9 @@ from vlrl.modeling import checkpoint_path, load_model, load_processor
 from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restore_rng, rng_state, save_checkpoint
 from vlrl.trainer.distributed import Processes
 from vlrl.trainer.loader import MixtureStream
-from vlrl.trainer.logs import JsonlLog, NullLog, drop_steps_after
+from vlrl.trainer.logs import RunLog
 from vlrl.trainer.precision import MasterWeights
+from vlrl.trainer.trackers import TrackedRun, check_trackers
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Run:
             )
         self.dir = Path(t.output_dir)
         resume_from = resume_checkpoint(t, section)
+        check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
         if self.procs.main:
             self.dir.mkdir(parents=True, exist_ok=True)
             (self.dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -114,13 +116,7 @@ class Run:
         if not self.procs.main:  # its own samples: a seed apart from process 0's, moved on by the step
             self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
-        if self.procs.main:
-            drop_steps_after(self.metrics_path, self.step)
-            drop_steps_after(self.dir / "samples.jsonl", self.step)
-            self.metrics: JsonlLog = JsonlLog(self.metrics_path)
-            self.samples: JsonlLog = JsonlLog(self.dir / "samples.jsonl")
-        else:
-            self.metrics, self.samples = NullLog(), NullLog()
+        self.logs = RunLog(TrackedRun(self.dir, section, to_dict(cfg), self.step), t, console, self.procs.main)
 
     def take(self, n: int) -> list[tuple[int, int]]:
         """This process's share of the next n prompts, (source, index) each; every process
@@ -173,6 +169,5 @@ class Run:
                 self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
 
     def close(self) -> RunResult:
-        self.metrics.close()
-        self.samples.close()
+        self.logs.close()
         return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step)

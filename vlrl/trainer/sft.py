@@ -19,7 +19,6 @@ from vlrl.datasets import task_sources
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
 from vlrl.trainer.distributed import Processes
-from vlrl.trainer.logs import progress_bar
 from vlrl.trainer.rl import micro_batches
 from vlrl.trainer.run import Run, RunResult
 
@@ -37,8 +36,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
-    with progress_bar(console, t.progress and run.procs.main) as progress:
-        bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
+    with run.logs.showing_progress("sft", ("loss",)):
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
             items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]
@@ -78,7 +76,6 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)
-            run.metrics.write(metrics)
-            progress.update(bar, advance=1, status=f"loss {loss_total:.3f}")
+            run.logs.log(metrics)  # metrics.jsonl, trackers, progress
             run.end_step(step, int(not applied))
     return run.close()

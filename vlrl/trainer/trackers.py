@@ -1,0 +1,286 @@
+"""Experiment trackers: where a run's numbers go (`trainer.report_to`; metrics.jsonl always).
+
+Each tracker is one class behind the `Tracker` protocol: per-step scalars, sample completions
+as a table every `log_samples_every` steps, and the config as hyperparameters when it opens.
+TensorBoard, W&B and MLflow are optional installs (`pip install 'vlrl[tensorboard]'` ...);
+a run that asks for one that is missing stops before any model loads, saying what to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from vlrl.config import ConfigError, dotted
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; a null says "not a number" without breaking readers
+    return value
+
+
+class JsonlLog:
+    """Append-only JSON lines, flushed per line so a killed run keeps what it logged."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(path, "a", encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def drop_steps_after(path: Path, step: int) -> None:
+    """Forget lines logged after `step` (a resumed run logs those steps again)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+@dataclass
+class TrackedRun:
+    """What a tracker needs to know about the run it reports."""
+
+    dir: Path
+    section: str  # "trainer" or "sft": the config section whose report_to named the tracker
+    config: dict[str, Any]  # the whole config, as config.yaml holds it
+    resume_step: int  # 0: a fresh run; otherwise the checkpoint's step, after which steps are logged again
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+
+class Tracker(Protocol):
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None: ...
+
+    def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a metrics line, without its step."""
+    return {
+        k: float(v) for k, v in metrics.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config by dotted key, lists as JSON text: hyperparameter tables hold only scalars."""
+    return {k: json.dumps(v) if isinstance(v, (list, tuple, dict)) else v for k, v in dotted(dict(config)).items()}
+
+
+def sample_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Columns id, completion, reward and one per reward component, and the rows under them."""
+    components = list(dict.fromkeys(name for row in rows for name in row.get("rewards", {})))
+    columns = ["id", "completion", "reward", *components]
+    data = [
+        [str(row.get("id")), row.get("completion", ""), row.get("reward"), *(row.get("rewards", {}).get(c) for c in components)]
+        for row in rows
+    ]
+    return columns, data
+
+
+# tracker -> (module to import, package to install)
+PACKAGES = {"tensorboard": ("torch.utils.tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow")}
+
+
+def require(tracker: str, section: str) -> ModuleType:
+    """The tracker's client module, or a ConfigError that says what to install."""
+    module, package = PACKAGES[tracker]
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ConfigError(
+            f"config: {section}.report_to names {tracker!r}, but the {package} package is not installed ({err}); "
+            f"install it with `pip install 'vlrl[{tracker}]'` (or `pip install {package}`), "
+            f"or drop {tracker} from {section}.report_to"
+        ) from err
+
+
+def previous_id(run: TrackedRun, tracker: str) -> str | None:
+    """The tracker's run id that the run directory remembers, when resuming: a resumed vlrl
+    run continues the same tracked run."""
+    path = run.dir / "trackers.json"
+    return json.loads(path.read_text()).get(tracker) if run.resume_step and path.is_file() else None
+
+
+def remember_id(run: TrackedRun, tracker: str, run_id: str) -> None:
+    path = run.dir / "trackers.json"
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**known, tracker: run_id}, indent=1) + "\n")
+
+
+class JsonlTracker:
+    """RUN/metrics.jsonl (one line per step) and RUN/samples.jsonl (one line per completion):
+    always on, flushed per line, and cut back to the checkpoint's step when a run resumes."""
+
+    def __init__(self, run: TrackedRun):
+        drop_steps_after(run.dir / "metrics.jsonl", run.resume_step)
+        drop_steps_after(run.dir / "samples.jsonl", run.resume_step)
+        self.metrics = JsonlLog(run.dir / "metrics.jsonl")
+        self.samples = JsonlLog(run.dir / "samples.jsonl")
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        self.metrics.write(dict(metrics))
+
+    def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        for row in rows:
+            self.samples.write({"step": step, **row})
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.samples.close()
+
+
+class TensorBoardTracker:
+    """Event files in RUN/tensorboard (`tensorboard --logdir RUN`): scalars, the samples as a
+    text table, the config as HParams and as text. A resumed run purges the events logged
+    after its checkpoint, so each step is shown once."""
+
+    def __init__(self, run: TrackedRun):
+        writer_module = require("tensorboard", run.section)
+        from torch.utils.tensorboard.summary import hparams
+
+        self.writer = writer_module.SummaryWriter(
+            str(run.dir / "tensorboard"), purge_step=run.resume_step + 1 if run.resume_step else None
+        )
+        if not run.resume_step:
+            flat = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in flatten(run.config).items()}
+            for summary in hparams(flat, {}):
+                self.writer.file_writer.add_summary(summary)
+            self.writer.add_text("config", "\n".join(f"    {k}: {v}" for k, v in flatten(run.config).items()), 0)
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        for key, value in scalars(metrics).items():
+            self.writer.add_scalar(key, value, step)
+
+    def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        columns, data = sample_table(rows)
+
+        def cell(value: Any) -> str:
+            text = f"{value:.4f}" if isinstance(value, float) else str(value)
+            return text.replace("|", "\\|").replace("\n", "<br>")
+
+        lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+        lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in data]
+        self.writer.add_text("samples", "\n".join(lines), step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbTracker:
+    """A W&B run named after the run directory, its files under RUN/wandb; project from
+    WANDB_PROJECT (default "vlrl"), WANDB_MODE=offline to sync later. Samples are a
+    wandb.Table per logged step."""
+
+    def __init__(self, run: TrackedRun):
+        self.wandb = require("wandb", run.section)
+        self.run = self.wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "vlrl"),
+            name=run.name,
+            id=previous_id(run, "wandb"),  # None: W&B picks a new one
+            resume="allow",
+            dir=str(run.dir),
+            config=run.config,
+        )
+        remember_id(run, "wandb", self.run.id)
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        self.run.log(scalars(metrics), step=step)
+
+    def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        columns, data = sample_table(rows)
+        self.run.log({"samples": self.wandb.Table(columns=columns, data=data)}, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def mlflow_key(name: str) -> str:
+    """MLflow accepts letters, digits and _ - . / and spaces in names: acc@0.5 -> acc_0.5."""
+    return re.sub(r"[^\w./\- ]", "_", name)
+
+
+class MLflowTracker:
+    """An MLflow run named after the run directory, in the experiment MLFLOW_EXPERIMENT_NAME
+    (default "vlrl") of the tracking store MLFLOW_TRACKING_URI names. The config is logged as
+    params (dotted keys), the samples as a table artifact per logged step."""
+
+    def __init__(self, run: TrackedRun):
+        mlflow = require("mlflow", run.section)
+        from mlflow.entities import Metric, Param
+
+        self.Metric = Metric
+        self.client = mlflow.MlflowClient()
+        experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME", "vlrl")
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
+            previous = previous_id(run, "mlflow")
+            if previous:
+                self.run_id = previous
+                self.client.update_run(previous, status="RUNNING")
+            else:
+                self.run_id = self.client.create_run(experiment_id, run_name=run.name).info.run_id
+                remember_id(run, "mlflow", self.run_id)
+                params = [Param(mlflow_key(k), str(v)[:6000]) for k, v in flatten(run.config).items()]
+                self.client.log_batch(self.run_id, params=params)
+        except mlflow.exceptions.MlflowException as err:
+            raise ConfigError(
+                f"config: {run.section}.report_to mlflow: MLflow's tracking store {mlflow.get_tracking_uri()!r} "
+                f"did not open ({str(err)[:300]}); set MLFLOW_TRACKING_URI to your tracking server "
+                "(http://HOST:PORT), or install the full `mlflow` package for its local sqlite store"
+            ) from err
+
+    def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
+        now = int(time.time() * 1000)
+        batch = [self.Metric(mlflow_key(k), v, now, step) for k, v in scalars(metrics).items()]
+        self.client.log_batch(self.run_id, metrics=batch)
+
+    def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        columns, data = sample_table(rows)
+        table = {column: [row[i] for row in data] for i, column in enumerate(columns)}
+        self.client.log_table(self.run_id, table, f"samples/step-{step:07d}.json")
+
+    def close(self) -> None:
+        self.client.set_terminated(self.run_id)
+
+
+TRACKERS: dict[str, type] = {
+    "jsonl": JsonlTracker,
+    "tensorboard": TensorBoardTracker,
+    "wandb": WandbTracker,
+    "mlflow": MLflowTracker,
+}
+
+
+def check_trackers(names: Sequence[str], section: str) -> None:
+    """Fail now, naming what to install, rather than after the model has loaded."""
+    for name in names:
+        if name in PACKAGES:
+            require(name, section)
+
+
+def open_trackers(names: Sequence[str], run: TrackedRun) -> dict[str, Tracker]:
+    """jsonl first and always, then the others named, once each."""
+    return {name: TRACKERS[name](run) for name in dict.fromkeys(["jsonl", *names])}
+
