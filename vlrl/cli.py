@@ -214,7 +214,11 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
     try:
         args.func(args)
-    except (ConfigError, RecordError, FileNotFoundError) as err:
+    except Exception as err:
+        from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
+
+        if not isinstance(err, (ConfigError, RecordError, CheckpointError, FileNotFoundError)):
+            raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
     return 0
