@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rich.table import Table
 
 from vlrl.config import ConfigError, load_config
 from vlrl.data import RecordError
+from vlrl.trainer.stops import exit_status
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
@@ -25,22 +27,35 @@ def _config(args: argparse.Namespace, **preset):
     return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
 
 
-def _print_run(result) -> None:
+def _print_run(result) -> int:
+    """The run's files; after a stop signal, the exit status 128 + its number (stops.py)."""
+    if result.stopped_by:
+        console.print(
+            f"stopped by {signal.Signals(result.stopped_by).name} after step {result.steps_done}; "
+            "run the same command again to resume from the checkpoint"
+        )
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")
     console.print(f"checkpoint:    {result.checkpoint}")
+    return exit_status(result.stopped_by) if result.stopped_by else 0
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def cmd_train(args: argparse.Namespace) -> int:
     from vlrl.trainer.rl import train
+    from vlrl.trainer.run import removed_if_unused
 
-    _print_run(train(_config(args, **{"task.name": args.task}), console))
+    cfg = _config(args, **{"task.name": args.task})
+    with removed_if_unused(Path(cfg.trainer.output_dir)):
+        return _print_run(train(cfg, console))
 
 
-def cmd_sft(args: argparse.Namespace) -> None:
+def cmd_sft(args: argparse.Namespace) -> int:
+    from vlrl.trainer.run import removed_if_unused
     from vlrl.trainer.sft import train_sft
 
-    _print_run(train_sft(_config(args, **{"task.name": args.task}), console))
+    cfg = _config(args, **{"task.name": args.task})
+    with removed_if_unused(Path(cfg.sft.output_dir)):
+        return _print_run(train_sft(cfg, console))
 
 
 def cmd_score(args: argparse.Namespace) -> None:
@@ -213,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
     try:
-        args.func(args)
+        return args.func(args) or 0
     except Exception as err:
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
 
@@ -221,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
-    return 0
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop (which stops cleanly by itself)
+        console.print("interrupted")
+        return exit_status(signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from typing import Literal
 
 import torch
 
+from vlrl.config import ConfigError
+
 BUILDER_VERSION = 1
 ARCHS = ("qwen2_5_vl", "qwen2_vl")
 
@@ -307,5 +309,5 @@ def resolve_tiny(path: str) -> str:
         return path
     arch = path.split(":", 1)[1]
     if arch not in ARCHS:
-        raise ValueError(f"model.path {path!r}: unknown tiny architecture {arch!r}; expected one of {ARCHS}")
+        raise ConfigError(f"config: model.path {path!r}: unknown tiny architecture {arch!r}; expected one of {', '.join(ARCHS)}")
     return str(tiny_checkpoint(TinySpec(arch=arch)))

@@ -46,12 +46,31 @@ class NullLog(JsonlLog):
         pass
 
 
-def drop_steps_after(path: Path, step: int) -> None:
-    """Forget lines logged after `step` (a resumed run logs those steps again)."""
+def drop_steps_after(path: Path, step: int) -> list[str]:
+    """Forget lines logged after `step` (a resumed run logs those steps again) and lines that are
+    not whole JSON records (a run killed mid-write, or a full disk, leaves a torn last line).
+    Returns one "file:line: ..." report per torn line dropped."""
     if not path.is_file():
-        return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+        return []
+    kept, torn = [], []
+    # JSON lines end at "\n" only: str.splitlines() would also split at characters that JSON
+    # allows raw inside strings (U+2028, \x1c, ...).
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            torn.append(f"{path}:{lineno}: dropped a line that is not a whole JSON record (torn by a stop mid-write?)")
+            continue
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.replace(path)  # a stop during the repair leaves the old file, never half of it
+    return torn
 
 
 def progress_bar(console: Console, enabled: bool) -> Progress:

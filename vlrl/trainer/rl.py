@@ -377,7 +377,7 @@ class RLTrainer:
 
     def train(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
-        with progress_bar(self.console, t.progress and run.procs.main) as progress:
+        with run.stop_signals, progress_bar(self.console, t.progress and run.procs.main) as progress:
             bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
@@ -417,7 +417,8 @@ class RLTrainer:
                             {"step": step, "id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
                         )
                 progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
-                run.end_step(step, skipped)
+                if run.end_step(step, skipped):
+                    break
         return run.close()
 
 

@@ -37,7 +37,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = tokenizer.pad_token_id
-    with progress_bar(console, t.progress and run.procs.main) as progress:
+    with run.stop_signals, progress_bar(console, t.progress and run.procs.main) as progress:
         bar = progress.add_task("sft", total=t.steps, completed=run.step, status="")
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
@@ -80,5 +80,6 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             metrics = run.procs.mean_metrics(metrics)
             run.metrics.write(metrics)
             progress.update(bar, advance=1, status=f"loss {loss_total:.3f}")
-            run.end_step(step, int(not applied))
+            if run.end_step(step, int(not applied)):
+                break
     return run.close()
