@@ -13,19 +13,20 @@ import json
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import vlrl
 from vlrl.config import Config, ConfigError, TaskConfig, to_dict
 from vlrl.datasets import load_task_split
-from vlrl.prompting import render_prompt
+from vlrl.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.rollout import HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import score
@@ -40,6 +41,7 @@ class TaskResult:
     metrics: dict[str, float]
     records: list[dict[str, Any]]
     seconds: float
+    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of samples whose media failed
 
     @property
     def samples_per_second(self) -> float:
@@ -58,18 +60,24 @@ def sampling_params(cfg: Config) -> SamplingParams:
 
 def generate(
     engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
-) -> list[str]:
-    """One completion per sample, in batches of eval.batch_size."""
+) -> tuple[list[Sample], list[str], list[UnusableSample]]:
+    """One completion per sample, in batches of eval.batch_size: the samples answered, their
+    completions, and the samples left out because their media failed to decode."""
     params = sampling_params(cfg)
     generator = torch.Generator(device=next(engine.model.parameters()).device).manual_seed(cfg.trainer.seed)
+    answered: list[Sample] = []
     texts: list[str] = []
+    unusable: list[UnusableSample] = []
     for start in range(0, len(samples), cfg.eval.batch_size):
         batch = samples[start : start + cfg.eval.batch_size]
-        prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in batch]
-        texts += [group[0].text for group in engine.generate(prompts, params, generator)]
+        kept, prompts, failed = render_usable(batch, lambda s: render_prompt(processor, task.messages(s), s, cfg.model))
+        if kept:
+            texts += [group[0].text for group in engine.generate(prompts, params, generator)]
+        answered += kept
+        unusable += failed
         if progress is not None:
             progress(len(batch))
-    return texts
+    return answered, texts, unusable
 
 
 def _jsonable(value: Any) -> Any:
@@ -83,14 +91,15 @@ def evaluate(
     was_training = engine.model.training
     engine.model.eval()
     with torch.no_grad():
-        texts = generate(engine, processor, task, samples, cfg, progress)
+        samples, texts, unusable = generate(engine, processor, task, samples, cfg, progress)
     engine.model.train(was_training)
     seconds = time.perf_counter() - start
-    metrics = dict(task.metrics(samples, texts))
+    metrics = dict(task.metrics(samples, texts)) if samples else {}
     scores = score(task, texts, samples)
-    metrics["reward"] = sum(scores.total) / len(texts)
-    for name, values in scores.components.items():
-        metrics[f"reward/{name}"] = sum(values) / len(values)
+    if samples:
+        metrics["reward"] = sum(scores.total) / len(texts)
+        for name, values in scores.components.items():
+            metrics[f"reward/{name}"] = sum(values) / len(values)
     records = [
         {
             "doc_id": i,
@@ -105,7 +114,7 @@ def evaluate(
         }
         for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
     ]
-    return TaskResult(task.name, split, metrics, records, seconds)
+    return TaskResult(task.name, split, metrics, records, seconds, [str(err) for err in unusable])
 
 
 def split_path(cfg: Config, split: str) -> str:
@@ -130,6 +139,7 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
     summary = {
         "results": {r.task: r.metrics for r in results},
         "n-samples": {r.task: len(r.records) for r in results},
+        "skipped": {r.task: r.skipped for r in results},
         "splits": {r.task: r.split for r in results},
         "model": model,
         "config": to_dict(cfg),
@@ -188,6 +198,8 @@ def run_eval(
             bar = progress.add_task(f"eval {task.name}", total=len(loaded.samples), status="")
             advance = lambda n, bar=bar: progress.update(bar, advance=n)  # noqa: E731
             results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance))
+            for problem in results[-1].skipped:
+                console.print(f"[yellow]skipped sample[/yellow] {escape(problem)}", highlight=False)
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))

@@ -18,19 +18,23 @@ def _clean(value: Any) -> Any:
 
 
 class JsonlLog:
-    """Append-only JSON lines, flushed per line so a killed run keeps what it logged."""
+    """Append-only JSON lines, flushed per line so a killed run keeps what it logged. The file is
+    created by the first line written."""
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = None
 
     def write(self, record: dict[str, Any]) -> None:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")
         self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
 
 
 class NullLog(JsonlLog):

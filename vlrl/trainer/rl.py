@@ -20,7 +20,7 @@ from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
 from vlrl.modeling import load_model
 from vlrl.policy import completion_logprobs
-from vlrl.prompting import Prompt, collate, render_prompt
+from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, HFRollout, SamplingParams
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
@@ -61,7 +61,7 @@ class RolloutBatch:
     @classmethod
     def from_groups(cls, groups: list[Group], pad_id: int) -> RolloutBatch:
         completions = [c for g in groups for c in g.completions]
-        width = max(1, max(len(c.token_ids) for c in completions))
+        width = max(1, max((len(c.token_ids) for c in completions), default=0))
         shape = (len(completions), width)
         ids = torch.full(shape, pad_id, dtype=torch.long)
         mask, logp, entropy = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
@@ -71,8 +71,8 @@ class RolloutBatch:
             mask[i, :n] = 1.0
             logp[i, :n] = torch.tensor(c.logprobs)
             entropy[i, :n] = torch.tensor(c.entropies)
-        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions])
-        truncated = torch.tensor([c.truncated for c in completions])
+        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)
+        truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
         return cls(groups, prompt_index, ids, mask, logp, entropy, truncated)
 
     @property
@@ -155,6 +155,7 @@ class RLTrainer:
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
+        self.unusable: list[UnusableSample] = []  # this step's samples whose media failed to decode
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
@@ -174,7 +175,10 @@ class RLTrainer:
         """Render, sample G completions per prompt, score them, add the configured shaping terms."""
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
-        prompts = [self.render(task, sample, decoded) for task, sample in items]
+        items, prompts, unusable = render_usable(items, lambda item: self.render(*item, decoded))
+        self.unusable += unusable  # left out of the step: their media failed to decode
+        if not items:
+            return []
         completions = self.engine.generate(prompts, self.sampling, self.run.generator)
         shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
         groups = []
@@ -297,7 +301,7 @@ class RLTrainer:
         for _ in range(algo.num_iterations):
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
                 rows = [r for g in chunk for r in group_rows[g]]
-                rows_t = torch.tensor(rows)
+                rows_t = torch.tensor(rows, dtype=torch.long)
                 mask_rows = loss_mask[rows_t]
                 weights = token_weights(
                     mask_rows,
@@ -372,6 +376,7 @@ class RLTrainer:
             result = evaluate(self.engine, self.run.processor, task, samples, self.cfg, path)
             prefix = f"eval/{task.name}/" if len(self.held_out) > 1 else "eval/"
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
+            metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
             metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
         return metrics
 
@@ -381,19 +386,23 @@ class RLTrainer:
             bar = progress.add_task("train", total=t.steps, completed=run.step, status="")
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
-                # 1-2. rollout and reward: B prompts, G scored completions each
+                # 1-2. rollout and reward: B prompts (fewer if some media fail), G scored completions each
+                self.unusable = []
                 groups, rounds = self.collect(step)
                 t1 = time.perf_counter()
                 # 3. advantages, per group
-                rewards = torch.stack([g.reward for g in groups])
-                correct = torch.stack([g.correct for g in groups])
-                advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
+                advantages = torch.zeros(0)
+                if groups:
+                    rewards = torch.stack([g.reward for g in groups])
+                    correct = torch.stack([g.correct for g in groups])
+                    advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
                 batch = RolloutBatch.from_groups(groups, self.engine.pad_id)
-                # 4. update
+                # 4. update (with no groups too: every process makes the same collective calls)
                 stats, skipped = self.update(batch, advantages)
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
-                metrics = {"step": step, **self.step_metrics(groups, batch, advantages), **stats}
+                metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
+                metrics["skipped_samples"] = run.report_unusable(step, self.unusable)
                 metrics.update(
                     lr=run.optimizer.param_groups[0]["lr"],
                     skipped_updates=run.skipped_updates + skipped,
@@ -410,13 +419,13 @@ class RLTrainer:
                 if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
                     metrics.update(self.evaluate_held_out())
                 run.metrics.write(metrics)
-                if step % t.log_samples_every == 0 or step == 1:
+                if groups and (step % t.log_samples_every == 0 or step == 1):
                     g = groups[0]
                     for i, c in enumerate(g.completions):
                         run.samples.write(
                             {"step": step, "id": g.sample.id, "completion": c.text, "rewards": g.scores.row(i), "reward": float(g.reward[i])}
                         )
-                progress.update(bar, advance=1, status=f"reward {metrics['reward']:.3f}")
+                progress.update(bar, advance=1, status=f"reward {metrics.get('reward', math.nan):.3f}")
                 if run.end_step(step, skipped):
                     break
         return run.close()

@@ -19,6 +19,7 @@ from rich.markup import escape
 from vlrl.config import Config, ConfigError, TrainerConfig
 from vlrl.datasets import Source
 from vlrl.modeling import checkpoint_path, load_model, load_processor
+from vlrl.prompting import UnusableSample
 from vlrl.trainer.checkpoint import (
     CheckpointError,
     list_checkpoints,
@@ -33,6 +34,9 @@ from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import JsonlLog, NullLog, drop_steps_after
 from vlrl.trainer.precision import MasterWeights
 from vlrl.trainer.stops import StopSignals
+
+
+UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
 
 
 @dataclass
@@ -154,8 +158,9 @@ class Run:
             self._record_start(sources, changes, data_changed)
             self.metrics: JsonlLog = JsonlLog(self.metrics_path)
             self.samples: JsonlLog = JsonlLog(self.dir / "samples.jsonl")
+            self.unusable: JsonlLog = JsonlLog(self.dir / UNUSABLE_LOG)
         else:
-            self.metrics, self.samples = NullLog(), NullLog()
+            self.metrics, self.samples, self.unusable = NullLog(), NullLog(), NullLog()
         self.procs.barrier()  # the others see process 0's run directory, not a half-made one
         self.stop_signals = StopSignals(self.dir / "checkpoints")
         self.stopped_by = 0
@@ -173,7 +178,7 @@ class Run:
     def _record_start(self, sources: list[Source], changes: dict[str, dict], data_changed: dict[str, dict]) -> None:
         """Process 0: the logs cut back to the resumed step (torn lines dropped and reported), what
         changed since the checkpoint warned about and recorded, the config in effect written."""
-        for path in (self.metrics_path, self.dir / "samples.jsonl", self.dir / HISTORY_FILE):
+        for path in (self.metrics_path, self.dir / "samples.jsonl", self.dir / UNUSABLE_LOG, self.dir / HISTORY_FILE):
             for report in drop_steps_after(path, self.step):
                 self.console.print(f"[yellow]repaired[/yellow] {escape(report)}", highlight=False)
         for key, change in changes.items():
@@ -202,6 +207,16 @@ class Run:
         """This process's share of the next n prompts, (source, index) each; every process
         advances the stream by n, so the streams stay in step."""
         return self.procs.share(self.stream.take(n))
+
+    def report_unusable(self, step: int, skipped: list[UnusableSample]) -> int:
+        """The samples left out of this step because their media failed to decode, on any process:
+        printed and logged (skipped_samples.jsonl) by process 0; returns how many. Every process
+        calls it once a step (it gathers across processes)."""
+        everyone = self.procs.gather([(err.source, err.message) for err in skipped])
+        for source, reason in everyone if self.procs.main else []:
+            self.console.print(f"[yellow]skipped sample[/yellow] {escape(source)}: {escape(reason)}", highlight=False)
+            self.unusable.write({"step": step, "source": source, "reason": reason})
+        return len(everyone)
 
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Average the gradients across processes, clip, then step unless the loss or the
@@ -264,6 +279,6 @@ class Run:
             self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
 
     def close(self) -> RunResult:
-        self.metrics.close()
-        self.samples.close()
+        for log in (self.metrics, self.samples, self.unusable):
+            log.close()
         return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by)
