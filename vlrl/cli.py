@@ -134,6 +134,22 @@ def cmd_data(args: argparse.Namespace) -> None:
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from vlrl.registry import make_task
+    from vlrl.trainer.logs import progress_bar
+    from vlrl.validate import validate_split
+
+    cfg = _config(args, **{"task.name": args.task, "data.image_root": args.image_root})
+    task = make_task(cfg.task)
+    with progress_bar(console, cfg.trainer.progress) as progress:
+        bar = progress.add_task(f"validate {task.name}", total=None, status="")
+        report = validate_split(task, args.data, cfg, lambda n: progress.update(bar, advance=n))
+    for problem in report.problems:
+        console.print(escape(problem), highlight=False)
+    console.print(("[red]" if report.problems else "[green]") + escape(report.summary()), highlight=False)
+    return 1 if report.problems else 0
+
+
 def cmd_tiny_model(args: argparse.Namespace) -> None:
     import dataclasses
 
@@ -199,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--size", type=int, default=512)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_data)
+    validate = data_commands.add_parser("validate", help="report every problem of a dataset before a run; exit 1 if any")
+    validate.add_argument("--task", required=True)
+    validate.add_argument("data", help="the data file, in the task's format")
+    validate.add_argument("--image-root", help="where the records' relative paths point (sets data.image_root)")
+    _add_config_args(validate)
+    validate.set_defaults(func=cmd_validate)
 
     tiny = commands.add_parser("tiny-model", help="write a tiny local Qwen-VL checkpoint (tests, demo)")
     tiny.add_argument("out")

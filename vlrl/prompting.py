@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
+from PIL import Image
 
 from vlrl.config import ModelConfig
 from vlrl.data import RecordError
@@ -56,15 +57,9 @@ def render_usable(items: Sequence[T], render: Callable[[T], Prompt]) -> tuple[li
     return kept, prompts, skipped
 
 
-def render_prompt(
-    processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
-) -> Prompt:
-    """Chat template + smart-resized images (and sampled video frames), sized by the model's
-    pixel limits -> Prompt; checks that the processor kept our resize. `decoded` holds videos
-    already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
-    twice a step, in order and shuffled, from one decode."""
-    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    decoded = {} if decoded is None else decoded
+def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) -> list[Image.Image]:
+    """The sample's images, resized for the model, and its video decoded into `decoded` (unless
+    there already). Raises UnusableSample when a file fails to decode."""
     images, media = [], ""
     try:
         for media in sample.images:
@@ -74,6 +69,19 @@ def render_prompt(
             decoded[media] = load_video(media, model.video)
     except (OSError, ValueError) as err:  # the file passed the load-time check, yet fails to decode
         raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
+    return images
+
+
+def render_prompt(
+    processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
+) -> Prompt:
+    """Chat template + smart-resized images (and sampled video frames), sized by the model's
+    pixel limits -> Prompt; checks that the processor kept our resize. `decoded` holds videos
+    already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
+    twice a step, in order and shuffled, from one decode."""
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    decoded = {} if decoded is None else decoded
+    images = read_media(sample, model, decoded)
     size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}
     kwargs: dict = {"images": images, "size": size} if images else {}
     if sample.video:
