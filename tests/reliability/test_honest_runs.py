@@ -58,6 +58,17 @@ def test_resuming_after_the_data_changed_warns_and_records_it(tmp_path, finished
     assert history["step"] == 3 and str(data) in history["data_changed"] and "data.train" in history["changes"]
 
 
+def test_resuming_after_records_were_added_or_removed_is_refused(tmp_path, finished_run, capsys):
+    source = Path(next(o.split("=", 1)[1] for o in finished_run[1] if o.startswith("data.train=")))
+    data = tmp_path / "fewer.json"
+    data.write_text(json.dumps(json.loads(source.read_text())[:-1]))
+    changes = {"trainer.steps": 3, "data.train": data, "data.image_root": source.parent}
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **changes)
+    assert main(["train", *overrides]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: cannot resume from") and "had 12 samples" in out and "this run has 11" in out
+
+
 def test_config_yaml_holds_only_the_sections_the_command_used(tmp_path, rec_data, tiny_qwen25, finished_run):
     from vlrl.trainer.sft import train_sft
 
