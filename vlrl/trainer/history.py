@@ -64,6 +64,12 @@ IGNORED = ("output_dir", "resume", "progress")  # where and how a run is shown, 
 def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, checkpoint: Path) -> dict[str, dict]:
     """The settings that differ from the checkpoint's, {key: {"from", "to"}}; raises ConfigError
     naming the first one a resume cannot honour."""
+    if section not in saved:
+        other = "vlrl sft" if section == "trainer" else "vlrl train"
+        raise ConfigError(
+            f"config: {checkpoint} was written by `{other}`, so {section}.resume cannot continue it; "
+            f"start a new run from its weights with model.path={checkpoint}"
+        )
     before, after = flatten(saved), flatten(new)
     ignored = {f"{section}.{key}" for key in IGNORED}
     changes = {}
