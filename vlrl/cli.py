@@ -82,6 +82,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from vlrl.eval.harness import compare, run_eval
+    from vlrl.trainer.run import removed_if_unused
 
     if args.compare:
         console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
@@ -102,7 +103,12 @@ def cmd_eval(args: argparse.Namespace) -> None:
         cfg.data.limit = cfg.eval.limit
     names = "+".join(spec.partition("=")[0] for spec in args.task)
     out = Path(args.out or cfg.eval.output_dir or f"runs/eval/{names}-{Path(cfg.model.path).name.replace(':', '_')}")
-    run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
+    with removed_if_unused(out):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
+        run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
     console.print(f"samples: {out / 'samples.jsonl'}")
 

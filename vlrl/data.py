@@ -124,7 +124,7 @@ def read_data_text(path: str | Path) -> str:
     position, a byte-order mark dropped."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
+        raise FileNotFoundError(f"data file not found: {path}" + (" (it is a directory)" if path.is_dir() else ""))
     data = path.read_bytes()
     if b"\0" in data:
         line = data.count(b"\n", 0, data.index(b"\0")) + 1

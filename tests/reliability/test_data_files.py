@@ -171,3 +171,13 @@ def test_ordinary_mistakes_end_in_one_error_line_and_leave_no_run_directory(tmp_
     out = capsys.readouterr().out
     assert status == 2 and out.startswith("error:") and out.count("\n") == 1 and expected.format(blocker=blocker) in out, out
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("model, out", [("tiny:qwen9", "{tmp}/eval"), ("tiny:qwen2_5_vl", "{tmp}/a-file/eval")])
+def test_eval_mistakes_end_in_one_error_line_and_leave_no_output_directory(tmp_path, rec_data, capsys, model, out):
+    (tmp_path / "a-file").write_text("in the way")
+    out = out.format(tmp=tmp_path)
+    status = main(["eval", "--task", f"refcoco={rec_data}", "--model", model, "--out", out])
+    printed = capsys.readouterr().out
+    assert status == 2 and printed.startswith("error:") and printed.count("\n") == 1, printed
+    assert not (tmp_path / "eval").exists()

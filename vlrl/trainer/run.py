@@ -77,8 +77,9 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
 
 @contextlib.contextmanager
 def removed_if_unused(run_dir: Path) -> Iterator[None]:
-    """A run that fails before its first logged step leaves no run directory behind: one that this
-    run created and that holds no metrics and no checkpoint is removed (by process 0)."""
+    """A command that fails before it wrote results leaves no directory behind: one that it
+    created and that holds no metrics and no checkpoint is removed (by process 0). Training
+    logs metrics from its first step; evaluation writes its results at the end."""
     existed = run_dir.exists()
     try:
         yield
