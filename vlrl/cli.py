@@ -252,10 +252,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
     try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # vlrl shows its own progress; keep the output readable
         return args.func(args) or 0
     except Exception as err:
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed

@@ -68,3 +68,17 @@ def test_a_second_signal_exits_at_once_and_keeps_the_last_checkpoint(tmp_path, r
     held_step = logged_steps(run_dir / "metrics.jsonl")[-1] + 1
     assert checkpoint_steps(run_dir)[-1] == held_step - 1  # the in-flight step was not saved; the last one is whole
     assert not list((run_dir / "checkpoints").glob(".tmp-*"))
+
+
+def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directory(tmp_path, rec_data, capsys, monkeypatch):
+    import vlrl.trainer.run as run_module
+    from vlrl.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the model loads
+
+    monkeypatch.setattr(run_module, "load_model", interrupted)
+    run_dir = tmp_path / "run"
+    assert main(["train", *tiny_run(run_dir, rec_data)]) == 128 + signal.SIGINT
+    assert capsys.readouterr().out == "interrupted\n"
+    assert not run_dir.exists()
