@@ -35,7 +35,6 @@ from vlrl.trainer.logs import JsonlLog, NullLog, drop_steps_after
 from vlrl.trainer.precision import MasterWeights
 from vlrl.trainer.stops import StopSignals
 
-
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
 
 
