@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,9 +328,19 @@ def _image_file(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple
     relative = image.get("path") if isinstance(image, dict) else image
     if not isinstance(relative, str):
         raise ValueError(f"row {index}: image must be a path or {{'bytes': ...}}")
-    with Image.open(src_dir / relative) as im:
+    source = src_dir / relative
+    with Image.open(source) as im:
         width, height = im.size
-    return str((src_dir / relative).resolve()), width, height
+    # Under images/ beside the output too (a hard link where it can be, else a copy): the
+    # converted data keeps its files inside its data root, which vlrl requires by default.
+    image_dir.mkdir(parents=True, exist_ok=True)
+    target = image_dir / f"{index:06d}{source.suffix.lower()}"
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+    return f"{image_dir.name}/{target.name}", width, height
 
 
 BboxUnit = Literal["relative", "pixels"]
@@ -379,7 +391,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def convert_gui_r1(src: str | Path, dst: str | Path, bbox_unit: BboxUnit = "relative") -> list[str]:
-    """Convert a GUI-R1 file; embedded images are written under images/ beside `dst`.
+    """Convert a GUI-R1 file; its images (embedded or named) are placed under images/ beside `dst`.
     Returns the reasons rows were skipped."""
     src, dst = Path(src), Path(dst)
     records, skipped = gui_r1_to_action(read_rows(src), src.parent, dst.parent / "images", bbox_unit)

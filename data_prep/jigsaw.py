@@ -15,7 +15,8 @@ inspectable and reproducible. A record (one per line in a .jsonl file, in a list
      "question_type": "pair", "k": 1, "l": 4,
      "choices": ["1 is directly above 4", "1 is on the lower left of 4", ...], "answer": "B"}
 
-- `image`: the shuffled puzzle, relative to the data file's folder (or absolute).
+- `image`: the shuffled puzzle, relative to the data file's folder (or absolute, inside that folder
+  unless `data.allow_outside_root=true`).
 - `m`, `n`: rows and columns; `permutation`: the forward answer, a permutation of 1..m*n.
 - `question_type` "full": the answer is `permutation` itself (no more keys).
 - "pair": positions `k` != `l`; `choices` are Jigsaw-R1's relation sentences (2 for a 1-row or

@@ -40,7 +40,7 @@ from rewards.detection import (
 )
 from rewards.format import think_answer
 from vlrl.config import ConfigError
-from vlrl.data import FrameSpec, RecordContext, RecordError, Split
+from vlrl.data import FrameSpec, MediaRules, RecordContext, RecordError, Split, read_data_text
 from vlrl.sample import Sample
 from vlrl.task import RewardFn, Task
 
@@ -107,14 +107,13 @@ class Detection(Task):
         strict: bool = False,
         limit: int = 0,
         require_images: bool = True,
+        media: MediaRules = MediaRules(),
     ) -> Split:
         """One Sample per image of a COCO instances file. A bad category, image or annotation
         is reported at "file:line key[i]"; an image with a bad annotation is skipped whole,
         since a reward against part of its objects would be wrong."""
         path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"data file not found: {path}")
-        text = path.read_text(encoding="utf-8")
+        text = read_data_text(path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
@@ -124,7 +123,8 @@ class Detection(Task):
         for key in ("images", "annotations", "categories"):
             if not isinstance(data.get(key), list):
                 raise RecordError(f"{path}:1", f"key '{key}' must be a list (COCO instances format)")
-        reader = _CocoReader(self, path, text, Path(image_root) if image_root else path.parent, frame_spec, require_images)
+        root = Path(image_root) if image_root else path.parent
+        reader = _CocoReader(self, path, text, root, frame_spec, require_images, media)
         split = Split(str(path))
         for item in reader.samples(data):
             if isinstance(item, RecordError):
@@ -318,12 +318,15 @@ def coco_eval_stats(samples: Sequence[Sample], predictions: Sequence[list[dict[s
 class _CocoReader:
     """Validates a parsed COCO instances object and turns each image into a Sample."""
 
-    def __init__(self, task: Detection, path: Path, text: str, root: Path, frame_spec: FrameSpec, require_images: bool):
+    def __init__(
+        self, task: Detection, path: Path, text: str, root: Path, frame_spec: FrameSpec, require_images: bool, media: MediaRules
+    ):
         self.task = task
         self.path = path
         self.root = root
         self.frame_spec = frame_spec
         self.require_images = require_images
+        self.media = media
         self.lines = _element_lines(text)
 
     def where(self, key: str, index: int) -> str:
@@ -332,7 +335,7 @@ class _CocoReader:
         return f"{self.path}:{line} {key}[{index}]"
 
     def ctx(self, key: str, index: int) -> RecordContext:
-        return RecordContext(self.where(key, index), index, self.root, self.frame_spec, self.require_images)
+        return RecordContext(self.where(key, index), index, self.root, self.frame_spec, self.require_images, self.media)
 
     def samples(self, data: dict[str, Any]):
         """Yield a Sample per usable image, or a RecordError per bad record, in file order."""

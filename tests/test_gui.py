@@ -430,6 +430,7 @@ def test_gui_r1_converter(tmp_path):
         {"action_type": "input_text", "text": "cats"},
     ]
     assert records[0]["image"] == "images/000000.png" and (tmp_path / "out" / "images" / "000000.png").is_file()
+    assert records[1]["image"] == "images/000001.png"  # a named image too: the data stays inside its root
     assert len(skipped) == 1 and "'complete'" in skipped[0]
     path = tmp_path / "out" / "train.json"
     path.write_text(json.dumps(records))

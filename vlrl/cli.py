@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
 from vlrl.data import RecordError
+from vlrl.trainer.stops import exit_status
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
@@ -71,26 +73,39 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _print_run(result) -> None:
+def _print_run(result) -> int:
+    """The run's files; after a stop signal, the exit status 128 + its number (stops.py)."""
+    if result.stopped_by:
+        console.print(
+            f"stopped by {signal.Signals(result.stopped_by).name} after step {result.steps_done}; "
+            "run the same command again to resume from the checkpoint"
+        )
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")
     console.print(f"checkpoint:    {result.checkpoint}")
+    return exit_status(result.stopped_by) if result.stopped_by else 0
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def cmd_train(args: argparse.Namespace) -> int:
     from vlrl.trainer.rl import train
+    from vlrl.trainer.run import removed_if_unused
 
     _quiet_transformers()
     _warn_other_loop("train", args.overrides)
-    _print_run(train(_config(args, needs_model=True, **{"task.name": args.task}), console))
+    cfg = _config(args, needs_model=True, **{"task.name": args.task})
+    with removed_if_unused(Path(cfg.trainer.output_dir)):
+        return _print_run(train(cfg, console))
 
 
-def cmd_sft(args: argparse.Namespace) -> None:
+def cmd_sft(args: argparse.Namespace) -> int:
+    from vlrl.trainer.run import removed_if_unused
     from vlrl.trainer.sft import train_sft
 
     _quiet_transformers()
     _warn_other_loop("sft", args.overrides)
-    _print_run(train_sft(_config(args, needs_model=True, **{"task.name": args.task}), console))
+    cfg = _config(args, needs_model=True, **{"task.name": args.task})
+    with removed_if_unused(Path(cfg.sft.output_dir)):
+        return _print_run(train_sft(cfg, console))
 
 
 def frame_note(cfg: Config) -> str:
@@ -207,7 +222,14 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if cfg.eval.limit:
         cfg.data.limit = cfg.eval.limit
     out = Path(args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path))
-    run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
+    from vlrl.trainer.run import removed_if_unused
+
+    with removed_if_unused(out):
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
+        run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
     console.print(f"samples: {out / 'samples.jsonl'}")
 
@@ -249,6 +271,22 @@ def cmd_data(args: argparse.Namespace) -> None:
     except ValueError as err:  # a file name whose extension is not the format written
         raise ConfigError(f"vlrl data synth --out: {err}") from err
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from vlrl.registry import make_task
+    from vlrl.trainer.logs import progress_bar
+    from vlrl.validate import validate_split
+
+    cfg = _config(args, **{"task.name": args.task, "data.image_root": args.image_root})
+    task = make_task(cfg.task)
+    with progress_bar(console, cfg.trainer.progress) as progress:
+        bar = progress.add_task(f"validate {task.name}", total=None, status="")
+        report = validate_split(task, args.data, cfg, lambda n: progress.update(bar, advance=n))
+    for problem in report.problems:
+        console.print(escape(problem), highlight=False)
+    console.print(("[red]" if report.problems else "[green]") + escape(report.summary()), highlight=False)
+    return 1 if report.problems else 0
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> None:
@@ -331,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--size", type=int, default=512)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_data)
+    validate = data_commands.add_parser("validate", help="report every problem of a dataset before a run; exit 1 if any")
+    validate.add_argument("--task", required=True)
+    validate.add_argument("data", help="the data file, in the task's format")
+    validate.add_argument("--image-root", help="where the records' relative paths point (sets data.image_root)")
+    _add_config_args(validate)
+    validate.set_defaults(func=cmd_validate)
 
     tiny = commands.add_parser("tiny-model", help="write a tiny local Qwen-VL checkpoint (tests, demo)")
     tiny.add_argument("out")
@@ -357,11 +401,17 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
-        args.func(args)
-    except (ConfigError, RecordError, FileNotFoundError) as err:
+        return args.func(args) or 0
+    except Exception as err:
+        from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
+
+        if not isinstance(err, (ConfigError, RecordError, CheckpointError, FileNotFoundError)):
+            raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
-    return 0
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop (which stops cleanly by itself)
+        console.print("interrupted")
+        return exit_status(signal.SIGINT)
 
 
 if __name__ == "__main__":

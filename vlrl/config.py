@@ -15,6 +15,9 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import yaml
 
 
+PIL_REFUSES_ABOVE = 2 * 89_478_485  # PIL's Image.open raises DecompressionBombError above this
+
+
 class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
 
@@ -71,6 +74,10 @@ class DataConfig:
     train: str = ""  # file in the task's public format (json or jsonl)
     eval: str = ""
     image_root: str = ""  # where relative image paths point; default: the data file's folder
+    # Records may name files only inside the data root (image_root, else the data file's folder):
+    # true lets them name absolute paths and paths or links that lead elsewhere.
+    allow_outside_root: bool = False
+    max_image_pixels: int = 89_478_485  # an image whose header states more is refused (PIL's default limit)
     strict: bool = False  # a bad record stops the run instead of being reported and skipped
     limit: int = 0  # use only the first N records (0: all)
     synthetic: bool = False  # write the task's synthetic dataset at `train` / `eval` when missing
@@ -303,6 +310,11 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"config: {key} must be > 0, got {value}")
+        if not 0 < self.data.max_image_pixels <= PIL_REFUSES_ABOVE:
+            raise ConfigError(
+                f"config: data.max_image_pixels must be in (0, {PIL_REFUSES_ABOVE}] (PIL refuses larger images), "
+                f"got {self.data.max_image_pixels}"
+            )
         if self.model.max_pixels < self.model.min_pixels:
             raise ConfigError(
                 f"config: model.max_pixels ({self.model.max_pixels}) must be >= model.min_pixels ({self.model.min_pixels})"

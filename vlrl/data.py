@@ -7,15 +7,17 @@ A record that cannot become a Sample raises RecordError naming the place and the
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from vlrl.sample import Sample
 from vlrl.vision.frames import Frame, FrameKind
+from vlrl.vision.images import DEFAULT_MAX_IMAGE_PIXELS, ImageTooLarge, image_size
 
 
 class RecordError(ValueError):
@@ -39,6 +41,16 @@ class FrameSpec:
         return Frame.for_image(self.kind, width, height, self.min_pixels, self.max_pixels)
 
 
+@dataclass(frozen=True)
+class MediaRules:
+    """Which files a record may name and how large an image may be. Files stay inside the data
+    root (data.image_root, else the data file's folder) unless `allow_outside_root`: a dataset
+    from elsewhere must not make a run read /etc or a home directory through `../` or a link."""
+
+    allow_outside_root: bool = False
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+
+
 @dataclass
 class RecordContext:
     """What a task needs to turn one record into a Sample."""
@@ -48,6 +60,7 @@ class RecordContext:
     image_root: Path
     frame_spec: FrameSpec
     require_images: bool = True
+    media: MediaRules = MediaRules()
 
     def error(self, message: str) -> RecordError:
         return RecordError(self.source, message)
@@ -67,18 +80,29 @@ class RecordContext:
         return str(self.index) if value is None else str(value)
 
     def resolve(self, relative: str) -> Path:
-        """A file the record names: an absolute path, or one under image_root."""
+        """A file the record names (relative to image_root, or absolute). When files are to be read,
+        one outside the data root (links followed) is refused unless media.allow_outside_root."""
         path = Path(relative)
-        return path if path.is_absolute() else self.image_root / path
+        full = path if path.is_absolute() else self.image_root / path
+        if self.require_images and not self.media.allow_outside_root:
+            root = self.image_root.resolve()
+            if not full.resolve().is_relative_to(root):
+                raise self.error(
+                    f"path {relative!r} leads outside the data root {root}; set data.allow_outside_root=true "
+                    "if the dataset really keeps its files elsewhere"
+                )
+        return full
 
     def image(self, relative: str) -> tuple[str, int, int]:
-        """(absolute path, width, height) of an image the record names; checks it can be read."""
+        """(path, width, height) of an image the record names; checks that its header can be read
+        and that it is within media.max_image_pixels."""
         path = self.resolve(relative)
         if not path.is_file():
             raise self.error(f"image not found: {path}")
         try:
-            with Image.open(path) as im:
-                width, height = im.size
+            width, height = image_size(path, self.media.max_image_pixels)
+        except ImageTooLarge as err:
+            raise self.error(f"{err} (data.max_image_pixels)") from err
         except (UnidentifiedImageError, OSError) as err:
             raise self.error(f"image unreadable: {path} ({err})") from err
         return str(path), width, height
@@ -97,39 +121,76 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def read_records(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
-    """Yield (source, index, record-or-error) for a .jsonl file or a .json list of records."""
+def read_data_text(path: str | Path) -> str:
+    """A data file's text; a binary file (a NUL byte) or one that is not UTF-8 is refused by
+    position, a byte-order mark dropped."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+        raise FileNotFoundError(f"data file not found: {path}" + (" (it is a directory)" if path.is_dir() else ""))
+    data = path.read_bytes()
+    if b"\0" in data:
+        line = data.count(b"\n", 0, data.index(b"\0")) + 1
+        raise RecordError(f"{path}:{line}", "not a text file (it holds a NUL byte); expected JSON or JSON Lines")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise RecordError(f"{path}:{line}", f"not UTF-8 text (byte {err.start} of the file); expected JSON or JSON Lines") from err
+    return text.removeprefix("\ufeff")
+
+
+def read_records(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
+    """(source, index, record-or-error) for each record of a .jsonl file or a .json list of
+    records. A file that cannot hold records at all (binary, not UTF-8, empty, not a list) is
+    refused here, before any record is read."""
+    path = Path(path)
+    text = read_data_text(path)
     if path.suffix == ".jsonl":
-        index = 0
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            source = f"{path}:{lineno}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                yield source, index, RecordError(source, f"invalid JSON: {err.msg} (column {err.colno})")
+        return _json_lines(path, text)
+    return _json_list(path, text, _list_start(path, text))
+
+
+def _json_lines(path: Path, text: str) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
+    index = 0
+    # JSON Lines end at "\n" only: str.splitlines() also splits at characters that JSON
+    # allows raw inside strings (U+2028, U+2029, U+0085, \x1c-\x1e, \v, \f).
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        source = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            yield source, index, RecordError(source, f"invalid JSON: {err.msg} (column {err.colno})")
+        else:
+            if isinstance(record, dict):
+                yield source, index, record
             else:
-                if isinstance(record, dict):
-                    yield source, index, record
-                else:
-                    yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
-            index += 1
-        return
-    yield from _read_json_array(path, text)
+                yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
+        index += 1
 
 
-def _read_json_array(path: Path, text: str) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
-    """Records of a top-level JSON list, each with the line it starts on."""
-    decoder = json.JSONDecoder()
+def _list_start(path: Path, text: str) -> int:
+    """Position just inside the top-level '['."""
     pos = _skip_ws(text, 0)
-    if pos >= len(text) or text[pos] != "[":
-        raise ValueError(f"{path}:1: expected a JSON list of records (or use .jsonl, one record per line)")
-    pos = _skip_ws(text, pos + 1)
+    if pos >= len(text):
+        raise RecordError(f"{path}:1", "the file is empty; expected a JSON list of records")
+    if text[pos] != "[":
+        found = "a JSON object" if text[pos] == "{" else repr(text[pos : pos + 20])
+        raise RecordError(
+            f"{path}:{text.count(chr(10), 0, pos) + 1}",
+            f"expected a JSON list of records, found {found} (for one record per line, name the file .jsonl)",
+        )
+    return pos + 1
+
+
+def _json_list(path: Path, text: str, pos: int) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
+    """Records of a top-level JSON list, each with the line it starts on. A malformed record is
+    reported and skipped: reading resumes at the next record, so none after it is lost. Only a
+    record that never closes (unbalanced brackets to the end) leaves nowhere to resume: it ends
+    the list, reported with the lines that could not be read."""
+    decoder = json.JSONDecoder()
+    pos = _skip_ws(text, pos)
     line, counted = 1, 0
     index = 0
     if pos < len(text) and text[pos] == "]":
@@ -139,23 +200,67 @@ def _read_json_array(path: Path, text: str) -> Iterator[tuple[str, int, dict[str
         counted = pos
         source = f"{path}:{line}"
         try:
-            record, pos = decoder.raw_decode(text, pos)
+            record, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
-            # A broken element leaves no safe place to resume: the rest of the file is unreadable.
-            raise RecordError(f"{path}:{err.lineno}", f"invalid JSON: {err.msg} (column {err.colno})") from err
-        if isinstance(record, dict):
-            yield source, index, record
+            end = _record_end(text, pos)
+            if end is None:
+                raise RecordError(
+                    source,
+                    f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno}); the record never closes, so "
+                    f"lines {line}-{text.count(chr(10)) + 1} could not be read",
+                ) from err
+            yield source, index, RecordError(source, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})")
         else:
-            yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
+            if isinstance(record, dict):
+                yield source, index, record
+            else:
+                yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
         index += 1
-        pos = _skip_ws(text, pos)
+        pos = _skip_ws(text, end)
         if pos < len(text) and text[pos] == ",":
             pos = _skip_ws(text, pos + 1)
             continue
         if pos < len(text) and text[pos] == "]":
+            rest = _skip_ws(text, pos + 1)
+            if rest < len(text):
+                where = f"{path}:{text.count(chr(10), 0, rest) + 1}"
+                yield where, index, RecordError(where, "text after the list's closing ']' was ignored")
             return
-        line += text.count("\n", counted, pos)
-        raise RecordError(f"{path}:{line}", "expected ',' or ']' after a record")
+        where = f"{path}:{text.count(chr(10), 0, pos) + 1}"
+        if pos >= len(text):
+            raise RecordError(where, "the list never closes (no ']'): the file is cut short")
+        # Neither ',' nor ']' after a record: skip to the next record, reporting what was skipped.
+        end = _record_end(text, pos)
+        if end is None:
+            raise RecordError(where, "expected ',' or ']' after a record; the list cannot be read past this point")
+        yield where, index, RecordError(where, "expected ',' or ']' after a record; the text up to the next record was skipped")
+        index += 1
+        pos = end
+        if text[pos] == "]":
+            return
+        pos = _skip_ws(text, pos + 1)
+        counted = 0
+        line = 1
+
+
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
+
+
+def _record_end(text: str, pos: int) -> int | None:
+    """Where the list element starting at `pos` ends: the position of the ',' or ']' that follows
+    it at the list's depth (strings skipped, a string never spans lines); None if there is none."""
+    depth = 0
+    for token in _TOKENS.finditer(text, pos):
+        kind = token.group()
+        if kind in "[{":
+            depth += 1
+        elif kind in "]}":
+            if depth == 0 and kind == "]":
+                return token.start()
+            depth = max(0, depth - 1)
+        elif kind == "," and depth == 0:
+            return token.start()
+    return None
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -181,6 +286,7 @@ def load_split(
     strict: bool = False,
     limit: int = 0,
     require_images: bool = True,
+    media: MediaRules = MediaRules(),
 ) -> Split:
     """Read a data file into Samples; bad records are skipped and kept in `errors` (or raised if strict)."""
     path = Path(path)
@@ -200,7 +306,7 @@ def load_split(
         try:
             if isinstance(item, RecordError):
                 raise item
-            ctx = RecordContext(source, index, root, frame_spec, require_images)
+            ctx = RecordContext(source, index, root, frame_spec, require_images, media)
             split.samples.append(build_sample(item, ctx))
         except RecordError as err:
             if strict:

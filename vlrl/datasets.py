@@ -10,12 +10,16 @@ from typing import Literal
 from rich.console import Console
 
 from vlrl.config import Config, ConfigError, TaskConfig
-from vlrl.data import Split
+from vlrl.data import MediaRules, Split
 from vlrl.modeling import frame_spec
 from vlrl.registry import make_task
 from vlrl.task import Task
 
 SYNTHETIC_SEED_OFFSET = {"train": 0, "eval": 1}  # train and eval never share a scene
+
+
+def media_rules(cfg: Config) -> MediaRules:
+    return MediaRules(cfg.data.allow_outside_root, cfg.data.max_image_pixels)
 
 
 def load_task_split(
@@ -36,7 +40,8 @@ def load_task_split(
         task.synthesize(path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
-    split = task.load(path, frame_spec(cfg.model), cfg.data.image_root, cfg.data.strict, cfg.data.limit, require_images)
+    d = cfg.data
+    split = task.load(path, frame_spec(cfg.model), d.image_root, d.strict, d.limit, require_images, media_rules(cfg))
     if split.errors and console:
         console.print(f"[yellow]skipped {len(split.errors)} bad record(s) in {path}[/yellow]")
         for err in split.errors[:5]:

@@ -6,17 +6,20 @@ completions and every forward over them reuse that work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch
 from PIL import Image
 
 from vlrl.config import ModelConfig
+from vlrl.data import RecordError
 from vlrl.sample import Sample
 from vlrl.vision.images import load_image
 from vlrl.vision.video import Video, load_video, shuffle_frames
 
+T = TypeVar("T")
 VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
 
@@ -37,6 +40,42 @@ class Prompt:
         return self.input_ids.shape[0]
 
 
+class UnusableSample(RecordError):
+    """A sample whose image or video fails when a step reads it, though its record passed the
+    load-time check (a truncated file, undecodable frames): that sample is left out
+    (`render_usable`), the step goes on."""
+
+
+def render_usable(items: Sequence[T], render: Callable[[T], Prompt]) -> tuple[list[T], list[Prompt], list[UnusableSample]]:
+    """The items whose prompts render, their prompts, and the errors of those that did not."""
+    kept: list[T] = []
+    prompts: list[Prompt] = []
+    skipped: list[UnusableSample] = []
+    for item in items:
+        try:
+            prompts.append(render(item))
+        except UnusableSample as err:
+            skipped.append(err)
+        else:
+            kept.append(item)
+    return kept, prompts, skipped
+
+
+def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) -> list[Image.Image]:
+    """The sample's images, resized for the model, and its video decoded into `decoded` (unless
+    there already). Raises UnusableSample when a file fails to decode."""
+    images, media = [], ""
+    try:
+        for media in sample.images:
+            images.append(load_image(media, model.min_pixels, model.max_pixels))
+        if sample.video and sample.video not in decoded:
+            media = sample.video
+            decoded[media] = load_video(media, model.video)
+    except (OSError, ValueError) as err:  # the file passed the load-time check, yet fails to decode
+        raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
+    return images
+
+
 def render_prompt(
     processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
 ) -> Prompt:
@@ -45,13 +84,11 @@ def render_prompt(
     already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
     twice a step, in order and shuffled, from one decode."""
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    images = [load_image(path, model.min_pixels, model.max_pixels) for path in sample.images]
+    decoded = {} if decoded is None else decoded
+    images = read_media(sample, model, decoded)
     size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}
     kwargs: dict = {"images": images, "size": size} if images else {}
     if sample.video:
-        decoded = {} if decoded is None else decoded
-        if sample.video not in decoded:
-            decoded[sample.video] = load_video(sample.video, model.video)
         clip = decoded[sample.video]
         if sample.shuffle_frames is not None:
             clip = shuffle_frames(clip, sample.shuffle_frames)

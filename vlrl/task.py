@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from vlrl.config import ConfigError, build
-from vlrl.data import FrameSpec, RecordContext, Split, load_split
+from vlrl.data import FrameSpec, MediaRules, RecordContext, Split, load_split
 from vlrl.sample import Sample
 
 # A reward component: completions and their samples in, one float per completion out.
@@ -62,9 +62,10 @@ class Task:
         strict: bool = False,
         limit: int = 0,
         require_images: bool = True,
+        media: MediaRules = MediaRules(),
     ) -> Split:
         """Read a split. Tasks whose public format is not one record per item override this."""
-        return load_split(path, self.build_sample, frame_spec, image_root, strict, limit, require_images)
+        return load_split(path, self.build_sample, frame_spec, image_root, strict, limit, require_images, media)
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         """Write a synthetic dataset of `size` records in the task's public format at `path`."""

@@ -10,30 +10,29 @@ target, response, parsed prediction, per-sample rewards).
 from __future__ import annotations
 
 import json
-import logging
 import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import vlrl
 from vlrl.config import Config, ConfigError, TaskConfig, to_dict
 from vlrl.datasets import load_task_split
-from vlrl.prompting import render_prompt
+from vlrl.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.rollout import RolloutEngine, SamplingParams, make_engine
 from vlrl.sample import Sample
 from vlrl.scoring import score
 from vlrl.task import Task
 from vlrl.trainer.logs import ProgressReport
 
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,6 +42,7 @@ class TaskResult:
     metrics: dict[str, float]
     records: list[dict[str, Any]]
     seconds: float
+    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the samples left out
 
     @property
     def samples_per_second(self) -> float:
@@ -61,22 +61,28 @@ def sampling_params(cfg: Config) -> SamplingParams:
 
 def generate(
     engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
-) -> list[str | None]:
-    """One completion per sample, in batches of eval.batch_size; None where the engine
-    refused the prompt (said, and counted by `evaluate`)."""
+) -> tuple[list[Sample], list[str], list[UnusableSample]]:
+    """One completion per sample, in batches of eval.batch_size: the samples answered, their
+    completions, and the samples left out because their media failed to decode or the engine
+    refused their prompt."""
     params = sampling_params(cfg)
     generator = torch.Generator(device=engine.device).manual_seed(cfg.trainer.seed)
-    texts: list[str | None] = []
+    answered: list[Sample] = []
+    texts: list[str] = []
+    unusable: list[UnusableSample] = []
     for start in range(0, len(samples), cfg.eval.batch_size):
         batch = samples[start : start + cfg.eval.batch_size]
-        prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in batch]
-        for sample, generation in zip(batch, engine.generate(prompts, params, generator), strict=True):
+        kept, prompts, failed = render_usable(batch, lambda s: render_prompt(processor, task.messages(s), s, cfg.model))
+        unusable += failed
+        for sample, generation in zip(kept, engine.generate(prompts, params, generator) if kept else [], strict=True):
             if generation.rejected:
-                logger.warning("sample %s (%s): %s", sample.id, sample.source, generation.rejected)
-            texts.append(generation.completions[0].text if generation.completions else None)
+                unusable.append(UnusableSample(sample.source, generation.rejected))
+            else:
+                answered.append(sample)
+                texts.append(generation.completions[0].text)
         if progress is not None:
             progress(len(batch))
-    return texts
+    return answered, texts, unusable
 
 
 def _jsonable(value: Any) -> Any:
@@ -87,18 +93,14 @@ def evaluate(
     engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, split: str, progress: Any = None
 ) -> TaskResult:
     start = time.perf_counter()
-    answers = generate(engine, processor, task, samples, cfg, progress)
+    samples, texts, unusable = generate(engine, processor, task, samples, cfg, progress)
     seconds = time.perf_counter() - start
-    # a refused prompt is scored as an empty answer: it counts against the model, as a missing
-    # answer does in lmms-eval, rather than silently shrinking the split
-    texts = ["" if a is None else a for a in answers]
-    metrics = dict(task.metrics(samples, texts))
+    metrics = dict(task.metrics(samples, texts)) if samples else {}
     scores = score(task, texts, samples)
-    metrics["reward"] = sum(scores.total) / len(texts)
-    for name, values in scores.components.items():
-        metrics[f"reward/{name}"] = sum(values) / len(values)
-    if None in answers:
-        metrics["refused_samples"] = float(answers.count(None))
+    if samples:
+        metrics["reward"] = sum(scores.total) / len(texts)
+        for name, values in scores.components.items():
+            metrics[f"reward/{name}"] = sum(values) / len(values)
     records = [
         {
             "doc_id": i,
@@ -113,7 +115,7 @@ def evaluate(
         }
         for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
     ]
-    return TaskResult(task.name, split, metrics, records, seconds)
+    return TaskResult(task.name, split, metrics, records, seconds, [str(err) for err in unusable])
 
 
 def split_path(cfg: Config, split: str) -> str:
@@ -145,6 +147,7 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "total_evaluation_time_seconds": round(total, 3),
         "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
+        "skipped": {r.task: r.skipped for r in results},
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
     with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
@@ -195,6 +198,8 @@ def run_eval(
         every, enabled = cfg.trainer.log_every, cfg.trainer.progress
         with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
             results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance))
+        for problem in results[-1].skipped:
+            console.print(f"[yellow]skipped sample[/yellow] {escape(problem)}", highlight=False)
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))

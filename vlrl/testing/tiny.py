@@ -20,6 +20,8 @@ from typing import Literal
 
 import torch
 
+from vlrl.config import ConfigError
+
 BUILDER_VERSION = 1
 ARCHS = ("qwen2_5_vl", "qwen2_vl")
 
@@ -315,8 +317,6 @@ def tiny_spec(path: str) -> TinySpec:
     """The spec of 'tiny:NAME'."""
     name = path.split(":", 1)[1]
     if name not in TINY:
-        from vlrl.config import ConfigError
-
         raise ConfigError(f"config: model.path {path!r}: unknown tiny model {name!r}; expected one of {', '.join(TINY)}")
     return TINY[name]
 

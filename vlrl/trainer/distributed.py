@@ -111,6 +111,14 @@ class Processes:
             out[key] = metrics[key] if key == "step" else sum(values) / len(values)
         return out
 
+    def gather(self, items: list) -> list:
+        """Every process's `items`, concatenated in process order (the same list on each process)."""
+        if self.world == 1:
+            return list(items)
+        gathered: list[list] = [[] for _ in range(self.world)]
+        dist.all_gather_object(gathered, items)
+        return [item for part in gathered for item in part]
+
     def barrier(self) -> None:
         if self.world > 1:
             dist.barrier()

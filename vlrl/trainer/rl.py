@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from rich.console import Console
-from rich.markup import escape
 
 from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.losses import KL_ESTIMATORS, high_entropy_mask, kl_k3, policy_loss, rollout_importance_weights, token_weights
@@ -21,7 +20,7 @@ from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
 from vlrl.modeling import full_weights, load_model
 from vlrl.policy import completion_logprobs
-from vlrl.prompting import Prompt, collate, render_prompt
+from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, SamplingParams, make_engine
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
@@ -171,13 +170,13 @@ class RLTrainer:
                 console.print(f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
         if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
             console.print(
-                    f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
-                    "the entropy of a trainer forward (one more forward per step)"
-                )
+                f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
+                "the entropy of a trainer forward (one more forward per step)"
+            )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        self.skipped_samples = 0  # this step's samples lost to a refused prompt
         r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
+        self.unusable: list[UnusableSample] = []  # this step's samples left out: media that fail, prompts refused
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
@@ -197,13 +196,16 @@ class RLTrainer:
         """Render, sample G completions per prompt, score them, add the configured shaping terms."""
         algo, G = self.cfg.algo, self.cfg.rollout.num_generations
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
-        prompts = [self.render(task, sample, decoded) for task, sample in items]
+        items, prompts, unusable = render_usable(items, lambda item: self.render(*item, decoded))
+        self.unusable += unusable  # left out of the step: their media failed to decode
+        if not items:
+            return []
         generations = self.engine.generate(prompts, self.sampling, self.run.generator)
         shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
         groups = []
         for (task, sample), prompt, generation, shuffled in zip(items, prompts, generations, shuffled_accuracy, strict=True):
-            if generation.rejected:
-                self.skip(sample, generation.rejected)
+            if generation.rejected:  # left out of the step, as a sample whose media fail
+                self.unusable.append(UnusableSample(sample.source, generation.rejected))
                 continue
             group = generation.completions
             texts = [c.text for c in group]
@@ -245,10 +247,6 @@ class RLTrainer:
                 out[i] = self.accuracy(score(task, [c.text for c in generation.completions], [variant] * n))
         return out
 
-    def skip(self, sample: Sample, reason: str) -> None:
-        """A sample lost for this step (the run goes on): said once, with its record, and counted."""
-        self.skipped_samples += 1
-        self.console.print(f"[yellow]skipped[/yellow] {escape(f'sample {sample.id} ({sample.source}): {reason}')}", highlight=False)
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
         """This process's share of the next n prompts of the run's task mixture."""
@@ -461,16 +459,18 @@ class RLTrainer:
             result = evaluate(self.engine, self.run.processor, task, samples, self.cfg, path)
             prefix = f"eval/{task.name}/" if len(self.held_out) > 1 else "eval/"
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
+            metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
             metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
         return metrics
 
     def train(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
-        with run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
+        with run.stop_signals, run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
             for step in range(run.step + 1, t.steps + 1):
                 t0 = time.perf_counter()
-                self.skipped_samples = 0
-                # 1-2. rollout and reward: B prompts, G scored completions each
+                # 1-2. rollout and reward: B prompts (fewer if some media fail or the engine refuses
+                # a prompt), G scored completions each
+                self.unusable = []
                 groups, rounds = self.collect(step)
                 self.engine.sleep()  # its memory is the update's until the next rollout
                 t1 = time.perf_counter()
@@ -489,12 +489,12 @@ class RLTrainer:
                 self.engine.wake()
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
-                metrics = {"step": step, **self.step_metrics(groups, batch, advantages), **stats}
+                metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
+                metrics["skipped_samples"] = run.report_unusable(step, self.unusable)
                 metrics.update(
                     lr=run.optimizer.param_groups[0]["lr"],
                     skipped_updates=run.skipped_updates + skipped,
                     sampling_rounds=rounds,
-                    skipped_samples=self.skipped_samples,
                     time_rollout=t1 - t0,
                     time_update=t2 - t1,
                     time_step=t2 - t0,
@@ -514,7 +514,8 @@ class RLTrainer:
                         for i, c in enumerate(g.completions)
                     ]
                 run.logs.log(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
-                run.end_step(step, skipped)
+                if run.end_step(step, skipped):
+                    break
         return run.close()
 
 

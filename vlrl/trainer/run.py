@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, TrainerConfig, to_dict
+from vlrl.config import Config, ConfigError, TrainerConfig
 from vlrl.datasets import Source
 from vlrl.modeling import checkpoint_path, load_model, load_processor
-from vlrl.trainer.checkpoint import list_checkpoints, load_trainer_state, restore_rng, rng_state, save_checkpoint
+from vlrl.prompting import UnusableSample
+from vlrl.trainer.checkpoint import (
+    CheckpointError,
+    list_checkpoints,
+    load_trainer_state,
+    restore_rng,
+    rng_state,
+    save_checkpoint,
+)
 from vlrl.trainer.distributed import Processes
+from vlrl.trainer.history import HISTORY_FILE, data_changes, data_fingerprints, resume_changes, used_config
 from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import RunLog
 from vlrl.trainer.precision import MasterWeights
-from vlrl.trainer.trackers import TrackedRun, check_trackers
+from vlrl.trainer.stops import StopSignals
+from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
+
+UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
 
 
 @dataclass
@@ -27,6 +45,7 @@ class RunResult:
     metrics: Path
     checkpoint: Path | None
     steps_done: int
+    stopped_by: int = 0  # the signal that stopped the run early (stops.py); 0: it ran to the end
 
 
 def lr_factor(step: int, t: TrainerConfig) -> float:
@@ -53,9 +72,23 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
     if t.resume == "auto":
         found = list_checkpoints(checkpoints)
         return found[-1] if found else None
-    path = Path(t.resume)
-    load_trainer_state(path)  # fails early, naming the path, if it is not a complete checkpoint
-    return path
+    return Path(t.resume)
+
+
+@contextlib.contextmanager
+def removed_if_unused(run_dir: Path) -> Iterator[None]:
+    """A command that fails before it wrote results leaves no directory behind: one that it
+    created and that holds no metrics and no checkpoint is removed (by process 0). Training
+    logs metrics from its first step; evaluation writes its results at the end."""
+    existed = run_dir.exists()
+    try:
+        yield
+    except BaseException:
+        metrics = run_dir / "metrics.jsonl"
+        logged = (metrics.is_file() and metrics.stat().st_size > 0) or list_checkpoints(run_dir / "checkpoints")
+        if not existed and not logged and int(os.environ.get("RANK", "0")) == 0:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
 
 
 class Run:
@@ -76,13 +109,14 @@ class Run:
         self.dir = Path(t.output_dir)
         resume_from = resume_checkpoint(t, section)
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
+        state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
+        config = json.loads(json.dumps(used_config(cfg, section), default=str))
+        changes = resume_changes(config, json.loads(state["config"]), section, resume_from) if state else {}
         if self.procs.main:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            (self.dir / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-            errors = [err for source in sources for err in source.train.errors]
-            if errors:
-                (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
-        self.procs.barrier()  # the others see process 0's run directory, not a half-made one
+            try:
+                self.dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ConfigError(f"config: {section}.output_dir {self.dir} cannot be created: {err.strerror or err}") from err
 
         torch.manual_seed(t.seed)
         self.device = self.procs.device()
@@ -102,26 +136,89 @@ class Run:
         self.consecutive_nonfinite = 0
         self.skipped_updates = 0
         self.checkpoint = resume_from
-        if resume_from:
-            state = load_trainer_state(resume_from)
-            self.weights.load_state_dict(state["master_weights"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            self.stream.load_state_dict(state["stream"])
+        self.config = config
+        self.data = data_fingerprints([s.train.path for s in sources])
+        data_changed = {}
+        if state:
+            try:
+                self.weights.load_state_dict(state["master_weights"])
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.scheduler.load_state_dict(state["scheduler"])
+                self.stream.load_state_dict(state["stream"])
+            except ValueError as err:
+                raise ConfigError(f"cannot resume from {resume_from}: {err}") from err
+            self._apply_schedule()  # the config's lr and weight decay, not the checkpoint's
             restore_rng(state["rng"], self.generator)
             self.step = state["step"]
             self.consecutive_nonfinite = state["consecutive_nonfinite"]
             self.skipped_updates = state["skipped_updates"]
+            data_changed = data_changes(self.data, state["data"])
             console.print(f"resumed from {resume_from} (step {self.step})")
         if not self.procs.main:  # its own samples: a seed apart from process 0's, moved on by the step
             self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
-        self.logs = RunLog(TrackedRun(self.dir, section, to_dict(cfg), self.step), t, console, self.procs.main)
+        self.unusable: JsonlLog | None = None
+        if self.procs.main:
+            self._record_start(sources, changes, data_changed)
+            self.unusable = JsonlLog(self.dir / UNUSABLE_LOG)
+        # metrics.jsonl, samples.jsonl and the trackers (written by process 0), and the progress
+        self.logs = RunLog(TrackedRun(self.dir, section, self.config, self.step), t, console, self.procs.main)
+        self.procs.barrier()  # the others see process 0's run directory, not a half-made one
+        self.stop_signals = StopSignals(self.dir / "checkpoints")
+        self.stopped_by = 0
+
+    def _apply_schedule(self) -> None:
+        """Loading the optimizer and scheduler states brings back the checkpoint's learning rate
+        and weight decay; a resumed run uses the config's, from the step it resumes at."""
+        groups = self.optimizer.param_groups
+        for group in groups:
+            group["initial_lr"], group["weight_decay"] = self.t.lr, self.t.weight_decay
+            group["lr"] = self.t.lr * lr_factor(self.scheduler.last_epoch, self.t)
+        self.scheduler.base_lrs = [self.t.lr] * len(groups)
+        self.scheduler._last_lr = [group["lr"] for group in groups]
+
+    def _record_start(self, sources: list[Source], changes: dict[str, dict], data_changed: dict[str, dict]) -> None:
+        """Process 0: the logs cut back to the resumed step (torn lines dropped and reported), what
+        changed since the checkpoint warned about and recorded, the config in effect written."""
+        for path in (self.metrics_path, self.dir / "samples.jsonl", self.dir / UNUSABLE_LOG, self.dir / HISTORY_FILE):
+            for report in drop_steps_after(path, self.step):
+                self.console.print(f"[yellow]repaired[/yellow] {escape(report)}", highlight=False)
+        for key, change in changes.items():
+            self.console.print(
+                f"[yellow]changed from step {self.step + 1}:[/yellow] {key}: {escape(repr(change['from']))} -> "
+                f"{escape(repr(change['to']))} (recorded in {HISTORY_FILE})",
+                highlight=False,
+            )
+        for path in data_changed:
+            self.console.print(
+                f"[yellow]warning:[/yellow] the training data {escape(path)} changed since the checkpoint of step "
+                f"{self.step} was saved; the run goes on with the new contents (recorded in {HISTORY_FILE})",
+                highlight=False,
+            )
+        if changes or data_changed:
+            with open(self.dir / HISTORY_FILE, "a", encoding="utf-8") as handle:
+                entry = {"step": self.step + 1, "changes": changes, "data_changed": data_changed}
+                handle.write(json.dumps(entry) + "\n")
+        header = f"# the settings in effect from step {self.step + 1}; earlier values: {HISTORY_FILE}\n" if self.step else ""
+        (self.dir / "config.yaml").write_text(header + yaml.safe_dump(self.config, sort_keys=False))
+        errors = [err for source in sources for err in source.train.errors]
+        if errors:
+            (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
 
     def take(self, n: int) -> list[tuple[int, int]]:
         """This process's share of the next n prompts, (source, index) each; every process
         advances the stream by n, so the streams stay in step."""
         return self.procs.share(self.stream.take(n))
+
+    def report_unusable(self, step: int, skipped: list[UnusableSample]) -> int:
+        """The samples left out of this step because their media failed to decode, on any process:
+        printed and logged (skipped_samples.jsonl) by process 0; returns how many. Every process
+        calls it once a step (it gathers across processes)."""
+        everyone = self.procs.gather([(err.source, err.message) for err in skipped])
+        for source, reason in everyone if self.procs.main else []:
+            self.console.print(f"[yellow]skipped sample[/yellow] {escape(source)}: {escape(reason)}", highlight=False)
+            self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
+        return len(everyone)
 
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Average the gradients across processes, clip, then step unless the loss or the
@@ -137,8 +234,10 @@ class Run:
         self.weights.zero_grad()
         return grad_norm, applied
 
-    def end_step(self, step: int, skipped: int) -> None:
-        """Count skipped optimizer steps, stop after too many steps in a row had one, checkpoint on schedule."""
+    def end_step(self, step: int, skipped: int) -> bool:
+        """Count skipped optimizer steps, stop after too many steps in a row had one, checkpoint
+        on schedule. Returns True when a stop signal came (on any process): the step is then
+        checkpointed and the loop ends."""
         self.step = step
         self.skipped_updates += skipped
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
@@ -149,25 +248,40 @@ class Run:
                 f"gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
                 f"written; last good checkpoint: {self.checkpoint}"
             )
-        if step % self.t.save_every == 0 or step == self.t.steps:
-            state = {
-                "step": step,
-                "optimizer": self.optimizer.state_dict(),
-                "master_weights": self.weights.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "stream": self.stream.state_dict(),
-                "rng": rng_state(self.generator),
-                "consecutive_nonfinite": self.consecutive_nonfinite,
-                "skipped_updates": self.skipped_updates,
-            }
-            if self.procs.main:
+        self.stopped_by = self.procs.max(self.stop_signals.received)  # every process stops after this step
+        if step % self.t.save_every == 0 or step == self.t.steps or self.stopped_by:
+            self.save(step)
+        return bool(self.stopped_by)
+
+    def save(self, step: int) -> None:
+        state = {
+            "step": step,
+            "optimizer": self.optimizer.state_dict(),
+            "master_weights": self.weights.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "stream": self.stream.state_dict(),
+            "rng": rng_state(self.generator),
+            "consecutive_nonfinite": self.consecutive_nonfinite,
+            "skipped_updates": self.skipped_updates,
+            "config": json.dumps(self.config),
+            "data": self.data,
+        }
+        failure = None
+        if self.procs.main:
+            try:
                 self.checkpoint = save_checkpoint(
                     self.dir / "checkpoints", step, self.model, self.processor, state, self.t.keep_last
                 )
-            self.procs.barrier()
-            if not self.procs.main:
-                self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
+            except CheckpointError as err:
+                failure = err
+        if not self.procs.all_true(failure is None):  # every process stops if process 0's save failed
+            self.close()
+            raise failure or CheckpointError(f"process 0 could not write the checkpoint of step {step}")
+        if not self.procs.main:
+            self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
 
     def close(self) -> RunResult:
         self.logs.close()
-        return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step)
+        if self.unusable is not None:
+            self.unusable.close()
+        return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by)

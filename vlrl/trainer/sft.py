@@ -17,7 +17,9 @@ from vlrl.algos.losses import token_weights
 from vlrl.config import Config
 from vlrl.datasets import task_sources
 from vlrl.policy import completion_logprobs
-from vlrl.prompting import collate, render_prompt
+from vlrl.prompting import Prompt, collate, render_prompt, render_usable
+from vlrl.sample import Sample
+from vlrl.task import Task
 from vlrl.trainer.distributed import Processes
 from vlrl.trainer.rl import micro_batches
 from vlrl.trainer.run import Run, RunResult
@@ -36,13 +38,18 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
-    with run.logs.showing_progress("sft", ("loss",)):
+
+    def render(item: tuple[Task, Sample]) -> Prompt:
+        task, sample = item
+        return render_prompt(run.processor, task.messages(sample), sample, cfg.model)
+
+    with run.stop_signals, run.logs.showing_progress("sft", ("loss",)):
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
             items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]
-            prompts = [render_prompt(run.processor, task.messages(s), s, cfg.model) for task, s in items]
+            items, prompts, unusable = render_usable(items, render)  # a sample whose media fail is left out
             targets = [target_ids(tokenizer, task.target(s)) for task, s in items]
-            width = max(len(ids) for ids in targets)
+            width = max((len(ids) for ids in targets), default=1)
             ids = torch.full((len(targets), width), pad_id, dtype=torch.long)
             mask = torch.zeros(len(targets), width)
             for i, row in enumerate(targets):
@@ -71,11 +78,13 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 "target_tokens": float(mask.sum()),
                 "lr": run.optimizer.param_groups[0]["lr"],
                 "skipped_updates": run.skipped_updates + (not applied),
+                "skipped_samples": run.report_unusable(step, unusable),
                 "time_step": time.perf_counter() - t0,
             }
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)
             run.logs.log(metrics)  # metrics.jsonl, trackers, progress
-            run.end_step(step, int(not applied))
+            if run.end_step(step, int(not applied)):
+                break
     return run.close()

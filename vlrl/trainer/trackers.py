@@ -30,27 +30,50 @@ def _clean(value: Any) -> Any:
 
 
 class JsonlLog:
-    """Append-only JSON lines, flushed per line so a killed run keeps what it logged."""
+    """Append-only JSON lines, flushed per line so a killed run keeps what it logged. The file is
+    created by the first line written."""
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(path, "a", encoding="utf-8")
+        self._handle = None
 
     def write(self, record: dict[str, Any]) -> None:
+        if self._handle is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a", encoding="utf-8")
         self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
         self._handle.flush()
 
     def close(self) -> None:
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
 
 
-def drop_steps_after(path: Path, step: int) -> None:
-    """Forget lines logged after `step` (a resumed run logs those steps again)."""
+def drop_steps_after(path: Path, step: int) -> list[str]:
+    """Forget lines logged after `step` (a resumed run logs those steps again) and lines that are
+    not whole JSON records (a run killed mid-write, or a full disk, leaves a torn last line).
+    Returns one "file:line: ..." report per torn line dropped."""
     if not path.is_file():
-        return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept))
+        return []
+    kept, torn = [], []
+    # JSON lines end at "\n" only: str.splitlines() would also split at characters that JSON
+    # allows raw inside strings (U+2028, \x1c, ...).
+    for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            torn.append(f"{path}:{lineno}: dropped a line that is not a whole JSON record (torn by a stop mid-write?)")
+            continue
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.replace(path)  # a stop during the repair leaves the old file, never half of it
+    return torn
 
 
 @dataclass
@@ -125,16 +148,16 @@ def previous_id(run: TrackedRun, tracker: str) -> str | None:
 def remember_id(run: TrackedRun, tracker: str, run_id: str) -> None:
     path = run.dir / "trackers.json"
     known = json.loads(path.read_text()) if path.is_file() else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**known, tracker: run_id}, indent=1) + "\n")
 
 
 class JsonlTracker:
     """RUN/metrics.jsonl (one line per step) and RUN/samples.jsonl (one line per completion):
-    always on, flushed per line, and cut back to the checkpoint's step when a run resumes."""
+    always on and flushed per line."""
 
     def __init__(self, run: TrackedRun):
-        drop_steps_after(run.dir / "metrics.jsonl", run.resume_step)
-        drop_steps_after(run.dir / "samples.jsonl", run.resume_step)
+        # the Run has cut both files back to the resumed step, and reported any torn line
         self.metrics = JsonlLog(run.dir / "metrics.jsonl")
         self.samples = JsonlLog(run.dir / "samples.jsonl")
 

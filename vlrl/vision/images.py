@@ -1,17 +1,46 @@
-"""Reading images for the model: RGB, resized by smart_resize before the processor sees them."""
+"""Reading images for the model: RGB, resized by smart_resize before the processor sees them.
+
+Every image is opened through `open_image`, which refuses one whose header states more pixels
+than a limit before any pixel is decoded (a decompression bomb: a small file that decodes to
+gigabytes).
+"""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from PIL import Image
 
+from vlrl.config import PIL_REFUSES_ABOVE, DataConfig
 from vlrl.vision.resize import IMAGE_FACTOR, smart_resize
 
+# PIL's own Image.MAX_IMAGE_PIXELS. PIL only warns up to twice this and refuses above; vlrl
+# refuses above the configured limit (data.max_image_pixels), which may go up to PIL's refusal.
+DEFAULT_MAX_IMAGE_PIXELS = DataConfig.max_image_pixels
 
-def image_size(path: str | Path) -> tuple[int, int]:
+
+class ImageTooLarge(ValueError):
+    """An image whose header states more pixels than the limit."""
+
+
+def open_image(path: str | Path, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
+    """Image.open (header only), refusing more than `max_pixels` pixels."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the limit below decides
+        try:
+            image = Image.open(path)
+        except Image.DecompressionBombError as err:
+            raise ImageTooLarge(f"image {path} is over PIL's decompression-bomb limit: {err}") from err
+    if image.width * image.height > max_pixels:
+        image.close()
+        raise ImageTooLarge(f"image {path} has {image.width}x{image.height} pixels, more than the limit of {max_pixels}")
+    return image
+
+
+def image_size(path: str | Path, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> tuple[int, int]:
     """(width, height) from the file header, without decoding the pixels."""
-    with Image.open(path) as im:
+    with open_image(path, max_pixels) as im:
         return im.size
 
 
@@ -27,8 +56,10 @@ def to_rgb(image: Image.Image) -> Image.Image:
 def load_image(
     path: str | Path, min_pixels: int, max_pixels: int, factor: int = IMAGE_FACTOR
 ) -> Image.Image:
-    """Open, convert to RGB and resize to the smart_resize size (bicubic, as qwen-vl-utils)."""
-    with Image.open(path) as im:
+    """Open, convert to RGB and resize to the smart_resize size (bicubic, as qwen-vl-utils).
+    The data's size limit was checked when the record was read (RecordContext.image); here
+    only PIL's own refusal applies."""
+    with open_image(path, PIL_REFUSES_ABOVE) as im:
         image = to_rgb(im)
     height, width = smart_resize(image.height, image.width, factor, min_pixels, max_pixels)
     if (width, height) != image.size:

@@ -65,17 +65,23 @@ def probe(path: str | Path) -> tuple[int, float]:
     """(frames, fps) of a video file, from its header where it says them."""
     import av
 
-    with av.open(str(path)) as container:
-        stream = container.streams.video[0]
-        fps = float(stream.average_rate or stream.guessed_rate or 0)
-        total = stream.frames or sum(1 for packet in container.demux(stream) if packet.size)
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            fps = float(stream.average_rate or stream.guessed_rate or 0)
+            total = stream.frames or sum(1 for packet in container.demux(stream) if packet.size)
+    except av.error.FFmpegError as err:
+        raise ValueError(f"video {path}: {err}") from err
+    except IndexError as err:  # no video stream
+        raise ValueError(f"video {path} holds no video stream") from err
     if total <= 0 or fps <= 0:
         raise ValueError(f"video {path} reports {total} frames at {fps} fps")
     return total, fps
 
 
 def load_video(path: str | Path, spec: VideoConfig) -> Video:
-    """Sample, decode and resize a video's frames."""
+    """Sample, decode and resize a video's frames. A file that fails to decode raises ValueError
+    (FFmpeg's errors included) or OSError."""
     import av
 
     total, fps = probe(path)
@@ -83,12 +89,15 @@ def load_video(path: str | Path, spec: VideoConfig) -> Video:
     indices = frame_indices(total, n)
     position = {index: i for i, index in enumerate(indices)}  # distinct: n <= total
     frames: list[torch.Tensor | None] = [None] * n
-    with av.open(str(path)) as container:
-        for number, frame in enumerate(container.decode(video=0)):
-            if number in position:
-                frames[position[number]] = torch.from_numpy(frame.to_ndarray(format="rgb24")).permute(2, 0, 1)
-            if number >= indices[-1]:
-                break
+    try:
+        with av.open(str(path)) as container:
+            for number, frame in enumerate(container.decode(video=0)):
+                if number in position:
+                    frames[position[number]] = torch.from_numpy(frame.to_ndarray(format="rgb24")).permute(2, 0, 1)
+                if number >= indices[-1]:
+                    break
+    except av.error.FFmpegError as err:
+        raise ValueError(f"video {path}: {err}") from err
     missing = [indices[i] for i, f in enumerate(frames) if f is None]
     if missing:
         raise ValueError(f"video {path}: frames {missing[:5]} of {total} could not be decoded")

@@ -1,0 +1,39 @@
+"""A checkpoint that cannot be written (a full disk) leaves the previous one intact and says so."""
+
+from __future__ import annotations
+
+import errno
+
+import torch
+from conftest import checkpoint_steps, copy_run
+
+import vlrl.trainer.checkpoint as checkpoint_module
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.trainer.checkpoint import STATE_FILE, load_trainer_state
+from vlrl.trainer.rl import train
+
+
+def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path, finished_run, capsys, monkeypatch):
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 4, "trainer.save_every": 1})
+    real_save = torch.save
+
+    def disk_fills_up(obj, path, *args, **kwargs):
+        if str(path).endswith(STATE_FILE):
+            with open(path, "wb") as handle:
+                handle.write(b"PK\x03\x04 half a file")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", disk_fills_up)
+    assert main(["train", *overrides]) == 2
+    out = capsys.readouterr().out
+    previous = run_dir / "checkpoints" / "step-0000002"
+    assert "error:" in out and "No space left on device" in out and f"{previous} is intact" in out
+    assert checkpoint_steps(run_dir) == [2]
+    assert not list((run_dir / "checkpoints").glob(".tmp-*"))  # the partial write gave its space back
+    assert load_trainer_state(previous)["step"] == 2
+
+    monkeypatch.setattr(checkpoint_module.torch, "save", real_save)  # space again: the run goes on from step 2
+    train(load_config(None, overrides))
+    assert checkpoint_steps(run_dir)[-1] == 4

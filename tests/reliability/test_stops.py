@@ -1,0 +1,84 @@
+"""SIGTERM (preemption) and SIGINT (Ctrl-C) stop a run after the step in flight, checkpointed;
+a rerun resumes with no finished step lost; a second signal exits at once."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from conftest import HELD_TASK, checkpoint_steps, logged_steps, tiny_run
+
+from vlrl.config import load_config
+from vlrl.trainer.rl import train
+
+
+def test_sigterm_during_a_step_checkpoints_that_step_and_a_rerun_resumes_after_it(tmp_path, rec_data, tiny_qwen25, vlrl_process):
+    run_dir, hold = tmp_path / "run", tmp_path / "hold"
+    args = ["train", *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 50})]
+    run = vlrl_process(args, env={"VLRL_TEST_HOLD": str(hold)})
+    run.wait_for(lambda: logged_steps(run_dir / "metrics.jsonl"))  # step 1 is done
+    hold.touch()
+    run.wait_for(hold.with_suffix(".entered").exists)  # a later step is scoring its completions
+    run.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    hold.unlink()  # the step in flight goes on
+    status, out, err = run.finish()
+
+    steps = logged_steps(run_dir / "metrics.jsonl")
+    assert status == 128 + signal.SIGTERM, out + err
+    assert "Traceback" not in out + err
+    assert 2 <= steps[-1] < 50 and steps == list(range(1, steps[-1] + 1))
+    assert checkpoint_steps(run_dir) == [steps[-1]]  # save_every=100: only the stop saved it
+    assert f"stopped by SIGTERM after step {steps[-1]}" in out
+    assert f"step-{steps[-1]:07d}" in out  # where the checkpoint is
+
+    # The same command, run again (here for one more step), continues after the checkpoint.
+    train(load_config(None, tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": steps[-1] + 1})))
+    assert logged_steps(run_dir / "metrics.jsonl") == list(range(1, steps[-1] + 2))
+
+
+def test_ctrl_c_during_sft_stops_cleanly_with_status_130(tmp_path, rec_data, tiny_qwen25, vlrl_process):
+    run_dir = tmp_path / "sft"
+    run = vlrl_process(["sft", *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000})])
+    run.wait_for(lambda: logged_steps(run_dir / "metrics.jsonl"))
+    run.proc.send_signal(signal.SIGINT)
+    status, out, err = run.finish(timeout=60)
+
+    steps = logged_steps(run_dir / "metrics.jsonl")
+    assert status == 128 + signal.SIGINT, out + err
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err
+    assert steps == list(range(1, steps[-1] + 1)) and steps[-1] < 1000
+    assert checkpoint_steps(run_dir) == [steps[-1]]
+
+
+def test_a_second_signal_exits_at_once_and_keeps_the_last_checkpoint(tmp_path, rec_data, tiny_qwen25, vlrl_process):
+    run_dir, hold = tmp_path / "run", tmp_path / "hold"
+    args = ["train", *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 50, "trainer.save_every": 1})]
+    run = vlrl_process(args, env={"VLRL_TEST_HOLD": str(hold)})
+    run.wait_for(lambda: checkpoint_steps(run_dir))
+    hold.touch()
+    run.wait_for(hold.with_suffix(".entered").exists)
+    run.proc.send_signal(signal.SIGTERM)
+    time.sleep(1.5)  # past the window in which a launcher's forwarded copy counts as the same signal
+    run.proc.send_signal(signal.SIGTERM)
+    status, out, err = run.finish(timeout=10)  # while the step is still held: it did not wait for it
+
+    assert status == 128 + signal.SIGTERM, out + err
+    assert "again: stopping now" in err and "Traceback" not in out + err
+    held_step = logged_steps(run_dir / "metrics.jsonl")[-1] + 1
+    assert checkpoint_steps(run_dir)[-1] == held_step - 1  # the in-flight step was not saved; the last one is whole
+    assert not list((run_dir / "checkpoints").glob(".tmp-*"))
+
+
+def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directory(tmp_path, rec_data, capsys, monkeypatch):
+    import vlrl.trainer.run as run_module
+    from vlrl.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the model loads
+
+    monkeypatch.setattr(run_module, "load_model", interrupted)
+    run_dir = tmp_path / "run"
+    assert main(["train", *tiny_run(run_dir, rec_data)]) == 128 + signal.SIGINT
+    assert capsys.readouterr().out == "interrupted\n"
+    assert not run_dir.exists()

@@ -1,0 +1,34 @@
+"""A log torn by a stop mid-write is repaired on resume: the torn tail dropped and reported, no step twice."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import copy_run, logged_steps
+
+from vlrl.cli import main
+from vlrl.trainer.trackers import drop_steps_after
+
+
+def test_a_torn_last_line_is_dropped_reported_and_the_rerun_logs_each_step_once(tmp_path, finished_run, capsys):
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3})
+    metrics, samples = run_dir / "metrics.jsonl", run_dir / "samples.jsonl"
+    # Step 3 was logged after the checkpoint of step 2, then the run died writing a line.
+    with open(metrics, "a") as handle:
+        handle.write(json.dumps({"step": 3, "reward": 0.5}) + "\n" + '{"step": 4, "rew')
+    with open(samples, "a") as handle:
+        handle.write('{"step": 3, "completion": "<think>cut')
+    assert main(["train", *overrides]) == 0
+    out = capsys.readouterr().out
+    assert f"{metrics}:4: dropped a line that is not a whole JSON record" in out
+    assert f"{samples}:" in out
+    assert logged_steps(metrics) == [1, 2, 3]
+    assert all(json.loads(line) for line in samples.read_text().split("\n") if line)
+
+
+def test_lines_split_at_newlines_only(tmp_path):
+    log = tmp_path / "samples.jsonl"
+    text = "a\u2028b\x1cc\x0bd\x0ce\x85f"  # characters JSON allows raw in a string, which splitlines() splits at
+    log.write_text(json.dumps({"step": 1, "completion": text}, ensure_ascii=False) + "\n")
+    assert drop_steps_after(log, 1) == []
+    assert json.loads(log.read_text().split("\n")[0])["completion"] == text

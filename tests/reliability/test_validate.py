@@ -1,0 +1,46 @@
+"""`vlrl data validate` reports every problem of a dataset before a run, and exits non-zero if any."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from PIL import Image
+from test_bad_media import truncated_jpeg
+
+from vlrl.cli import main
+
+
+def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys):
+    root = tmp_path / "images"
+    root.mkdir()
+    Image.fromarray(np.zeros((80, 100, 3), dtype=np.uint8)).save(root / "ok.png")
+    truncated_jpeg(root / "cut.jpg", 100, 80)
+
+    def record(i, **changes):
+        return {"id": f"r{i}", "image": "ok.png", "problem": f"q{i}", "solution": [1, 1, 20, 20], "width": 100, "height": 80, **changes}
+
+    records = [
+        record(0),
+        record(1, image="cut.jpg"),  # undecodable: only a full decode finds it
+        record(2, image="../escape.png"),  # leaves the data root
+        record(3, width=640),  # the record's size disagrees with the file's
+        record(0, problem="another"),  # an id again
+        record(5, problem="q0"),  # the same image and question as r0
+        record(6, solution="nowhere"),  # a bad field
+    ]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    status = main(["data", "validate", "--task", "refcoco", str(data), "--image-root", str(root), "trainer.progress=false"])
+    out = capsys.readouterr().out
+    assert status == 1
+    for line, what in [(2, "cannot read"), (3, "path '../escape.png' leads outside the data root"), (4, "key 'width' says 640"),
+                       (5, "id 'r0' repeats the record at"), (6, "same media and question as the record at"),
+                       (7, "key 'solution'")]:
+        assert f"{data}:{line}: {what}" in out, (line, out)
+    assert f"{data}: 7 records, 3 usable; 6 problems" in out
+
+
+def test_a_clean_dataset_passes(tmp_path, rec_data, capsys):
+    assert main(["data", "validate", "--task", "refcoco", str(rec_data), "trainer.progress=false"]) == 0
+    assert "12 records, all usable" in capsys.readouterr().out

@@ -1,0 +1,110 @@
+"""What a resumed run changed: settings and data compared with the checkpoint it resumes.
+
+A checkpoint keeps the config its steps ran with and a fingerprint of each training data
+file. Rerunning in the run directory with a changed setting applies the new value from the
+next step, and the run records it in `config_history.jsonl` ({"step": first step it applies
+to, "changes": {key: {"from": old, "to": new}}}); a setting that a resume cannot honour is
+refused by name. A data file whose contents changed is warned about and recorded the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from vlrl.config import Config, ConfigError, to_dict
+
+# Sections each command reads: config.yaml states these and nothing else. An SFT run also keeps
+# rollout.* and eval.*: it does not sample, but `vlrl eval --model RUN/checkpoints/...` evaluates
+# its checkpoints with them (the generation length and image budget the user configured).
+USED_SECTIONS = {
+    "trainer": ("model", "data", "task", "mixture", "rollout", "algo", "trainer", "eval"),
+    "sft": ("model", "data", "task", "mixture", "sft", "rollout", "eval"),
+}
+HISTORY_FILE = "config_history.jsonl"
+
+
+def used_config(cfg: Config, section: str) -> dict[str, Any]:
+    tree = to_dict(cfg)
+    return {key: tree[key] for key in USED_SECTIONS[section]}
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}, "m": [{"n": "x"}]} -> {"a.b": 1, "m[0].n": "x"}; other lists stay values."""
+    if isinstance(tree, dict) and tree:
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(tree, list) and tree and all(isinstance(item, dict) for item in tree):
+        out = {f"{prefix}.length": len(tree)}
+        for i, item in enumerate(tree):
+            out.update(flatten(item, f"{prefix}[{i}]"))
+        return out
+    return {prefix: tree}
+
+
+def fixed_on_resume(key: str, section: str) -> str | None:
+    """Why a resumed run cannot take a new value for `key` (None: it can, from the next step)."""
+    if key == "model.path":
+        return "the weights come from the checkpoint"
+    if key.startswith("model.lora."):
+        return "the checkpoint's adapters have the old shape"
+    if key == "task.name" or key == "mixture.length" or (key.startswith("mixture[") and key.endswith("].name")):
+        return "the data stream and the rewards belong to the old tasks"
+    if key == f"{section}.seed":
+        return "the random generators are restored from the checkpoint"
+    if key == f"{section}.master_weights":
+        return "the optimizer's weights are restored from the checkpoint"
+    return None
+
+
+IGNORED = ("output_dir", "resume", "progress")  # where and how a run is shown, not what it computes
+
+
+def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, checkpoint: Path) -> dict[str, dict]:
+    """The settings that differ from the checkpoint's, {key: {"from", "to"}}; raises ConfigError
+    naming the first one a resume cannot honour."""
+    if section not in saved:
+        other = "vlrl sft" if section == "trainer" else "vlrl train"
+        raise ConfigError(
+            f"config: {checkpoint} was written by `{other}`, so {section}.resume cannot continue it; "
+            f"start a new run from its weights with model.path={checkpoint}"
+        )
+    before, after = flatten(saved), flatten(new)
+    ignored = {f"{section}.{key}" for key in IGNORED}
+    changes = {}
+    for key in sorted(set(before) | set(after)):
+        if key in ignored or before.get(key) == after.get(key):
+            continue
+        reason = fixed_on_resume(key, section)
+        if reason:
+            raise ConfigError(
+                f"config: {key} is {after.get(key)!r}, but {checkpoint} was trained with {before.get(key)!r} and a "
+                f"resumed run cannot change it ({reason}); set it back, or start a new run in another "
+                f"{section}.output_dir"
+            )
+        changes[key] = {"from": before.get(key), "to": after.get(key)}
+    return changes
+
+
+def file_digest(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_fingerprints(paths: list[str]) -> list[dict[str, str]]:
+    return [{"path": str(path), "sha256": file_digest(path)} for path in paths]
+
+
+def data_changes(new: list[dict[str, str]], saved: list[dict[str, str]]) -> dict[str, dict]:
+    """Training data files whose contents differ from the checkpoint's, by path."""
+    return {
+        after["path"]: {"from": before["sha256"], "to": after["sha256"]}
+        for before, after in zip(saved, new, strict=False)
+        if before["sha256"] != after["sha256"]
+    }

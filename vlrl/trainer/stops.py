@@ -1,0 +1,70 @@
+"""Stopping a run cleanly on SIGTERM (what SLURM and Kubernetes send before preemption) or SIGINT (Ctrl-C).
+
+The first signal asks the run to stop after the step in flight: the loop finishes that step,
+checkpoints it and returns; `vlrl train` / `vlrl sft` then exit with status 128 + the signal's
+number (130 for SIGINT, 143 for SIGTERM), the status a shell reports for a process that the
+signal ended. A rerun resumes from that checkpoint, so no finished step is lost.
+
+A second signal exits at once (status 128 + its number): checkpoints are written atomically,
+so the last one stays intact. Launchers forward the signal they receive to their workers
+(torchrun does), and a terminal's Ctrl-C reaches the workers too, so a worker can get one
+request twice within milliseconds: a repeat within REPEAT_WINDOW_S counts as the same request.
+
+Under data parallelism the processes agree at every step's end on the largest signal number
+any of them received (`Processes.max`), so all of them stop after the same step.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REPEAT_WINDOW_S = 1.0
+
+
+def exit_status(signum: int) -> int:
+    return 128 + signum
+
+
+class StopSignals:
+    """While entered (main thread only), SIGINT and SIGTERM set `received` instead of ending the
+    process; `received` is the first signal's number, 0 while none came."""
+
+    def __init__(self, checkpoints: Path):
+        self.checkpoints = checkpoints  # named in the message of an immediate exit
+        self.received = 0
+        self._first_at = 0.0
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        now = time.monotonic()
+        if not self.received:
+            self.received, self._first_at = signum, now
+            _say(f"{name}: stopping after the step in flight, which is checkpointed; send it again to stop at once")
+        elif now - self._first_at > REPEAT_WINDOW_S:
+            _say(f"{name} again: stopping now; the last checkpoint in {self.checkpoints} is intact")
+            os._exit(exit_status(signum))
+
+
+def _say(message: str) -> None:
+    sys.stdout.flush()
+    sys.stderr.write(f"\n{message}\n")
+    sys.stderr.flush()
