@@ -58,8 +58,12 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train: str = ""  # file in the task's public format (json or jsonl)
+    # A file in the task's public format (json or jsonl), or a published table: a parquet /
+    # arrow file, a glob, or a downloaded dataset directory, with @split (DIR@train).
+    train: str = ""
     eval: str = ""
+    columns: dict[str, str] = field(default_factory=dict)  # tables: task record key -> table column
+    image_cache: str = ""  # tables: where embedded images are written ("": the system temp dir)
     image_root: str = ""  # where relative image paths point; default: the data file's folder
     strict: bool = False  # a bad record stops the run instead of being reported and skipped
     limit: int = 0  # use only the first N records (0: all)
@@ -84,6 +88,7 @@ class MixtureEntry:
     weight: float = 1.0
     train: str = ""
     eval: str = ""
+    columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for this task's tables
     rewards: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
