@@ -67,12 +67,15 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> None:
     from vlrl.eval.harness import compare, run_eval
+    from vlrl.eval.layout import samples_path
 
     if args.compare:
         console.print(compare(Path(args.compare[0]), Path(args.compare[1])))
         return
     if not args.task:
         raise ConfigError("vlrl eval needs --task (or --compare DIR1 DIR2)")
+    if args.data:  # the data of every task not given its own (name=FILE)
+        args.task = [spec if "=" in spec else f"{spec}={args.data}" for spec in args.task]
     preset = {
         "task.name": args.task[0].partition("=")[0],
         "model.path": args.model,
@@ -87,9 +90,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
         cfg.data.limit = cfg.eval.limit
     names = "+".join(spec.partition("=")[0] for spec in args.task)
     out = Path(args.out or cfg.eval.output_dir or f"runs/eval/{names}-{Path(cfg.model.path).name.replace(':', '_')}")
-    run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
+    results = run_eval(cfg, args.task, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
-    console.print(f"samples: {out / 'samples.jsonl'}")
+    for result in results:
+        console.print(f"samples: {samples_path(out, result.task)}")
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -156,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(score)
     score.set_defaults(func=cmd_score)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples.jsonl)")
-    evaluate.add_argument("--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks")
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)")
+    evaluate.add_argument("--task", action="append", help="task or benchmark name, or name=DATA; repeat for several tasks")
+    evaluate.add_argument("--data", help="data of the tasks given without =DATA: a file, or a downloaded dataset (DIR[@split])")
     evaluate.add_argument("--model", help="checkpoint to evaluate (sets model.path)")
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
     evaluate.add_argument("--limit", type=int, help="first N samples only")

@@ -185,7 +185,7 @@ class EvalConfig:
     backend: Literal["hf", "vllm"] = "hf"
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
-    output_dir: str = ""  # `vlrl eval` writes results.json and samples.jsonl here (default: runs/eval/...)
+    output_dir: str = ""  # `vlrl eval` writes results.json and samples_<task>.jsonl here (default: runs/eval/...)
 
 
 @dataclass

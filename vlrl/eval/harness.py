@@ -2,19 +2,17 @@
 
 Prompts are rendered exactly as in training (same template, resize and frame), answers are
 generated greedily by default, and the metrics are the task's, as its public evaluation
-defines them. Outputs follow lmms-eval's layout: `results.json` (metrics per task plus the
-run's model, config, versions, timing) and `samples.jsonl` (one line per sample: prompt,
-target, response, parsed prediction, per-sample rewards).
+defines them. Outputs follow lmms-eval's layout (vlrl/eval/layout.py): `results.json` and
+one `samples_<task>.jsonl` per task (prompt, target, response, parsed prediction, and the
+per-sample rewards or a benchmark's per-sample metric values).
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-import vlrl
+from vlrl.benchmark import Benchmark
 from vlrl.config import Config, ConfigError, TaskConfig, to_dict
 from vlrl.datasets import load_task_split
+from vlrl.eval.layout import read_metrics, write_outputs
+from vlrl.modeling import frame_kind
 from vlrl.prompting import render_prompt
 from vlrl.rollout import HFRollout, SamplingParams
 from vlrl.sample import Sample
@@ -40,17 +40,19 @@ class TaskResult:
     metrics: dict[str, float]
     records: list[dict[str, Any]]
     seconds: float
+    config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
+    skipped: list[str] = field(default_factory=list)  # records of the data that could not be evaluated
 
     @property
     def samples_per_second(self) -> float:
         return len(self.records) / self.seconds if self.seconds > 0 else 0.0
 
 
-def sampling_params(cfg: Config) -> SamplingParams:
+def sampling_params(cfg: Config, task: Task) -> SamplingParams:
     e = cfg.eval
     return SamplingParams(
         n=1,
-        max_new_tokens=e.max_new_tokens or cfg.rollout.max_new_tokens,
+        max_new_tokens=e.max_new_tokens or task.max_new_tokens or cfg.rollout.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
     )
@@ -60,7 +62,7 @@ def generate(
     engine: HFRollout, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
 ) -> list[str]:
     """One completion per sample, in batches of eval.batch_size."""
-    params = sampling_params(cfg)
+    params = sampling_params(cfg, task)
     generator = torch.Generator(device=next(engine.model.parameters()).device).manual_seed(cfg.trainer.seed)
     texts: list[str] = []
     for start in range(0, len(samples), cfg.eval.batch_size):
@@ -87,25 +89,46 @@ def evaluate(
     engine.model.train(was_training)
     seconds = time.perf_counter() - start
     metrics = dict(task.metrics(samples, texts))
-    scores = score(task, texts, samples)
-    metrics["reward"] = sum(scores.total) / len(texts)
-    for name, values in scores.components.items():
-        metrics[f"reward/{name}"] = sum(values) / len(values)
     records = [
         {
             "doc_id": i,
             "id": sample.id,
-            "task": task.name,
-            "prompt": sample.problem,
+            "input": _prompt_text(task, sample),
             "target": _jsonable(sample.solution),
             "resps": [text],
             "filtered_resps": [_jsonable(task.predict(text, sample))],
-            "rewards": scores.row(i),
-            "reward": scores.total[i],
         }
         for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
     ]
-    return TaskResult(task.name, split, metrics, records, seconds)
+    if task.reward_weights:
+        scores = score(task, texts, samples)
+        metrics["reward"] = sum(scores.total) / len(texts)
+        for name, values in scores.components.items():
+            metrics[f"reward/{name}"] = sum(values) / len(values)
+        for i, record in enumerate(records):
+            record |= {"rewards": scores.row(i), "reward": scores.total[i]}
+    if isinstance(task, Benchmark):  # lmms-eval logs each sample's process_results
+        for record, sample, text in zip(records, samples, texts, strict=True):
+            record |= _jsonable(task.process(text, sample))
+    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, cfg, split))
+
+
+def _prompt_text(task: Task, sample: Sample) -> str:
+    """The text of the sample's prompt (lmms-eval's `input`)."""
+    return "".join(
+        part["text"] for message in task.messages(sample) for part in message["content"] if part.get("type") == "text"
+    )
+
+
+def task_config(task: Task, cfg: Config, data: str) -> dict[str, Any]:
+    """What results.json records of a task's run: lmms-eval's config keys, and the options used."""
+    out: dict[str, Any] = {"task": task.name, "data": data, "options": to_dict(task.options)}
+    if task.reward_weights:
+        out["rewards"] = dict(task.reward_weights)
+    if isinstance(task, Benchmark):
+        described = task.describe(frame_kind(cfg.model))
+        out |= {"dataset_path": described.pop("dataset"), "test_split": described.pop("split"), **described}
+    return out
 
 
 def split_path(cfg: Config, split: str) -> str:
@@ -116,34 +139,6 @@ def split_path(cfg: Config, split: str) -> str:
     if split == "train":
         return cfg.data.train
     return split
-
-
-def versions() -> dict[str, str]:
-    import transformers
-
-    return {"vlrl": vlrl.__version__, "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
-
-
-def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Config) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    total = sum(r.seconds for r in results)
-    summary = {
-        "results": {r.task: r.metrics for r in results},
-        "n-samples": {r.task: len(r.records) for r in results},
-        "splits": {r.task: r.split for r in results},
-        "model": model,
-        "config": to_dict(cfg),
-        "versions": versions(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "total_evaluation_time_seconds": round(total, 3),
-        "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
-    }
-    (out_dir / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-    with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
-        for r in results:
-            for record in r.records:
-                handle.write(json.dumps(record) + "\n")
-    return out_dir / "results.json"
 
 
 def results_table(results: list[TaskResult], title: str) -> Table:
@@ -169,6 +164,9 @@ def run_eval(
     from vlrl.registry import make_task
 
     tasks = []
+    names = [parse_task_spec(spec)[0] for spec in task_specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"vlrl eval names a task twice ({', '.join(names)}): its results and samples would collide")
     for spec in task_specs:
         name, data = parse_task_spec(spec)
         # The config's task options and reward weights apply to the task it names.
@@ -187,7 +185,9 @@ def run_eval(
         for task, loaded, data_path in tasks:
             bar = progress.add_task(f"eval {task.name}", total=len(loaded.samples), status="")
             advance = lambda n, bar=bar: progress.update(bar, advance=n)  # noqa: E731
-            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance))
+            result = evaluate(engine, processor, task, loaded.samples, cfg, data_path, advance)
+            result.skipped = [str(err) for err in loaded.errors]
+            results.append(result)
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
@@ -196,7 +196,7 @@ def run_eval(
 
 def compare(dir_a: Path, dir_b: Path) -> Table:
     """Metric by metric: A, B and B - A, for every task in either results.json."""
-    a, b = (json.loads((d / "results.json").read_text())["results"] for d in (dir_a, dir_b))
+    a, b = read_metrics(dir_a), read_metrics(dir_b)
     table = Table(title=f"{dir_a} (A) vs {dir_b} (B)")
     for column in ("task", "metric", "A", "B", "B - A"):
         table.add_column(column, justify="left" if column in ("task", "metric") else "right")
