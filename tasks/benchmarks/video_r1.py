@@ -283,12 +283,12 @@ def write_synthetic_eval(path: Path, size: int, seed: int, vsi: bool) -> None:
         if index % 3 == 2:
             record |= {"problem": f"How many seconds does the {color} {shape} move?", "problem_type": "regression",
                        "options": [], "solution": "<answer>2.0</answer>"}  # fmt: skip
-            question_type = str(rng.choice(NA_TYPES))
+            question_type = NA_TYPES[index // 3 % len(NA_TYPES)]
         else:
             letter = "ABCD"[["left", "right", "up", "down"].index(direction)]
             record |= {"problem": f"In which direction does the {color} {shape} move?", "problem_type": "multiple choice",
                        "options": MOTION_OPTIONS, "solution": f"<answer>{letter}</answer>"}  # fmt: skip
-            question_type = str(rng.choice(MCA_TYPES))
+            question_type = MCA_TYPES[index // 3 * 2 % len(MCA_TYPES) + index % 3]
         if vsi:
             record["original_question_type"] = question_type
         records.append(record)
