@@ -46,9 +46,9 @@ VSI_NAMES = {
 }  # fmt: skip
 
 
-def docs_from_parquet(path: Path) -> list[dict[str, Any]]:
-    """Rows as `datasets` yields them: an `Image` cell decoded into a PIL image."""
-    rows = pq.read_table(path).to_pylist()
+def docs_from_parquet(path: Path, skip: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """Rows as `datasets` yields them (an `Image` cell decoded into a PIL image), but `skip`."""
+    rows = [row for i, row in enumerate(pq.read_table(path).to_pylist()) if i not in skip]
     for row in rows:
         for key, value in row.items():
             if isinstance(value, dict) and "bytes" in value:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tasks.benchmarks import benchmark_classes
-from tasks.benchmarks.refcoco import rec_iou
+from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
 from tests.lmms_eval_reference import (
     Reimplementation,
@@ -25,7 +26,8 @@ from vlrl.config import ConfigError, TaskConfig, load_config
 from vlrl.data import FrameSpec
 from vlrl.datasets import load_task_split
 from vlrl.registry import make_task
-from vlrl.tables import hub_file
+from vlrl.eval.layout import samples_path
+from vlrl.tables import hub_file, write_parquet
 
 REFERENCES = references()
 IDS = [r.name for r in REFERENCES]
@@ -363,3 +365,56 @@ def test_training_on_a_benchmark_fails_with_a_clear_error(tmp_path, capsys):
     with pytest.raises(ConfigError, match="has no reward components selected"):
         Rewardless()
     type("EvalOnly", (Rewardless,), {"eval_only": True})()
+
+
+def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_path, tiny_qwen25, capsys):
+    """`vlrl eval --task refcoco_bbox_rec_val --data DIR --model CKPT` on a dataset as downloaded
+    (several splits; one row's image does not decode): lmms-eval's files, lmms-eval's numbers."""
+    from vlrl.cli import main
+
+    name, data = "refcoco_bbox_rec_val", tmp_path / "RefCOCO"
+    task = make_task(TaskConfig(name=name))
+    task.synthesize(data, 4, seed=0)
+    write_parquet(hub_file(data, "testA"), synthetic_rows(3, seed=1), SCHEMA)
+    rows = pq.read_table(hub_file(data, "val")).to_pylist()
+    rows[1]["image"] = {"bytes": b"not an image", "path": "broken.jpg"}
+    write_parquet(hub_file(data, "val"), rows, SCHEMA)
+    out = tmp_path / "out"
+    args = ["eval", "--task", name, "--data", str(data), "--model", "tiny:qwen2_5_vl", "--out", str(out), "--batch-size", "3",
+            "model.max_pixels=50176", "eval.max_new_tokens=12", f"data.image_cache={tmp_path / 'cache'}"]  # fmt: skip
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    metrics = [f"refcoco_{m}" for m in ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")]
+    assert set(results["results"][name]) == {"alias"} | {f"{m},none" for m in metrics} | {f"{m}_stderr,none" for m in metrics}
+    good = [r for i, r in enumerate(rows) if i != 1]
+    effective = sum(len(r["answer"]) for r in good)
+    assert results["n-samples"][name] == {"original": effective + 1, "effective": effective}
+    assert "row 1 image: embedded image does not decode" in results["skipped"][name][0]
+    config = results["configs"][name]
+    assert (config["dataset_path"], config["test_split"]) == ("lmms-lab/RefCOCO", "val") and "lmms-eval" in config["coords"]
+    lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
+    assert len(lines) == effective and "resps" not in lines[0]  # the filter left the response as it was
+    assert lines[0]["input"].startswith("Bounding box coordinates are specified") and isinstance(lines[0]["target"], str)
+    assert {"pred", "bbox", "answer", "ann_id"} <= lines[0]["refcoco_IoU"].keys()
+    # The reported numbers are lmms-eval's for the logged responses.
+    docs = docs_from_parquet(hub_file(data, "val"), skip=(1,))
+    prompts, expected = Reimplementation.refcoco_rec(docs, [line["filtered_resps"] for line in lines])
+    assert [line["input"] for line in lines] == prompts
+    assert {m: results["results"][name][f"{m},none"] for m in metrics} == expected
+    assert str(out / "results.json") in capsys.readouterr().out
+    from vlrl.registry import list_tasks
+
+    assert (name, "benchmark (evaluation only)") in [row[:2] for row in list_tasks()]
+
+
+
+def test_generation_length_is_the_benchmarks_unless_the_config_sets_one():
+    from vlrl.eval.harness import sampling_params
+
+    cfg = load_config(None, ["rollout.max_new_tokens=300"])
+    lengths = {name: sampling_params(cfg, make_task(TaskConfig(name=name))).max_new_tokens
+               for name in ("countbench", "pixmo_count", "screenspot_v2", "refcoco_grounding_test", "video_r1_vsibench", "refcoco_bbox_rec_val", "refcoco")}  # fmt: skip
+    assert lengths == {"countbench": 16, "pixmo_count": 32, "screenspot_v2": 128, "refcoco_grounding_test": 512,
+                       "video_r1_vsibench": 1024, "refcoco_bbox_rec_val": 300, "refcoco": 300}  # fmt: skip
+    cfg.eval.max_new_tokens = 7
+    assert sampling_params(cfg, make_task(TaskConfig(name="countbench"))).max_new_tokens == 7
