@@ -14,7 +14,7 @@ from PIL import Image
 
 from vlrl.config import ConfigError, load_config
 from vlrl.data import FrameSpec, RecordError
-from vlrl.datasets import load_task_split
+from vlrl.datasets import load_task_split, task_sources
 from vlrl.registry import make_task
 from vlrl.sample import Sample
 from vlrl.tables import IMAGE_TYPE, Column, SchemaError, image_cell, load_table_split, table_files, write_parquet
@@ -162,6 +162,10 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
         assert (got.problem, got.solution, got.meta, got.frame) == (want.problem, want.solution, want.meta, want.frame)
         with Image.open(got.images[0]) as a, Image.open(want.images[0]) as b:
             assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB")))
+    mixture = (f"mixture=[{{name: refcoco, train: '{tmp_path / 'ds'}@train', columns: {{image: images, problem: question, "
+               "solution: answer, normal_caption: caption}}]")  # fmt: skip
+    (source,) = task_sources(load_config(None, [mixture, *overrides[1:3]]))
+    assert [s.problem for s in source.train.samples] == [s.problem for s in reference]
     cfg.data.columns = {}  # unmapped, every row lacks the keys the task reads: each is reported
     with pytest.raises(ConfigError, match="no usable records"):
         load_task_split(task, cfg, "train")
