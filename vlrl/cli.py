@@ -59,7 +59,8 @@ def cmd_score(args: argparse.Namespace) -> None:
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("mean reward", f"{result.mean_reward:.4f}")
+    if task.reward_weights:  # a benchmark has metrics only
+        table.add_row("mean reward", f"{result.mean_reward:.4f}")
     for name, value in result.metrics.items():
         table.add_row(name, f"{value:.4f}")
     console.print(table)
