@@ -53,7 +53,7 @@ def measure(task: str, data: str, backend: str, batch_size: int, samples: int, m
     cfg = load_config(None, [*settings, f"data.limit={samples}"], {"task.name": task})
     result = run_eval(cfg, [f"{task}={data}"], "eval", workdir / "out", quiet, show_table=False)[0]
     return {"backend": backend, "batch_size": batch_size, "samples": len(result.records),
-            "seconds": round(result.seconds, 3), "samples_per_second": round(result.samples_per_second, 3)}  # fmt: skip
+            "seconds": round(result.seconds, 4), "samples_per_second": round(result.samples_per_second, 3)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
