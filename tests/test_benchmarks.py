@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from tasks.benchmarks import benchmark_classes
-from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
-from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
-from tests.lmms_eval_reference import (
+from lmms_eval_reference import (
     Reimplementation,
     docs_from_parquet,
     references,
@@ -21,12 +17,15 @@ from tests.lmms_eval_reference import (
     video_r1_final_acc,
     video_r1_prompt,
 )
-from tests.lmms_eval_reference import video_r1_reward as reference_video_r1_reward
+from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
+
+from tasks.benchmarks import benchmark_classes
+from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
+from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
 from vlrl.config import ConfigError, TaskConfig, load_config
-from vlrl.data import FrameSpec
 from vlrl.datasets import load_task_split
-from vlrl.registry import make_task
 from vlrl.eval.layout import samples_path
+from vlrl.registry import make_task
 from vlrl.tables import hub_file, write_parquet
 
 REFERENCES = references()
