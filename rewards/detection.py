@@ -157,17 +157,17 @@ def _nesting_within(text: str, limit: int) -> bool:
     return True
 
 
-_INVALID = object()
+INVALID_JSON = object()
 
 
 def load_json(text: str) -> Any:
-    """json.loads under size and nesting limits; `_INVALID` when the text is not acceptable JSON."""
+    """json.loads under size and nesting limits; `INVALID_JSON` when the text is not acceptable JSON."""
     if len(text) > MAX_COMPLETION_CHARS or not _nesting_within(text, MAX_JSON_DEPTH):
-        return _INVALID
+        return INVALID_JSON
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # JSONDecodeError, or an integer too long to convert
-        return _INVALID
+        return INVALID_JSON
 
 
 def _entry(item: Any) -> tuple[Box, str] | None:
@@ -217,7 +217,7 @@ def parse_detections(completion: str, mode: ParseMode = "vlm_r1") -> Detections 
     says_none = _says_none(answer)
     if mode == "vlm_r1":
         block = _last_fence(answer, json_only=True)
-        data = _INVALID if block is None else load_json(block.strip())
+        data = INVALID_JSON if block is None else load_json(block.strip())
         items = list(data) if isinstance(data, (list, dict, str)) else []
         return _detections(items, says_none)
     if says_none:
@@ -261,7 +261,7 @@ def parse_weighted_sum(completion: str) -> Detections | None:
     cleaned = vlm_r1_clean_text(completion)
     fences = _between(vlm_r1_clean_text(cleaned), "```json", "```")
     block = fences[0].strip() if fences else ""
-    data = load_json(block) if block else _INVALID
+    data = load_json(block) if block else INVALID_JSON
     items = list(data) if isinstance(data, (list, dict, str)) else []
     return _detections(items, cleaned == "none")
 

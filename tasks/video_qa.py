@@ -73,58 +73,7 @@ class VideoQA(Task):
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
-        problem = ctx.get(record, "problem", str, "the question text")
-        problem_type = ctx.get(record, "problem_type", str, "one of " + ", ".join(PROBLEM_TYPES))
-        if problem_type not in PROBLEM_TYPES:
-            raise ctx.error(f"problem_type {problem_type!r} is not one of {', '.join(PROBLEM_TYPES)}"[:200])
-        data_type = ctx.get(record, "data_type", str, '"video" or "image"')
-        if data_type not in ("video", "image"):
-            raise ctx.error(f'data_type {data_type!r} must be "video" or "image"'[:200])
-        solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
-        answer = answer_text(solution)
-        answer = (solution if answer is None else answer).strip()
-        if not answer:
-            raise ctx.error("solution holds an empty answer")
-        if problem_type in ("numerical", "regression") and to_number(answer) is None:
-            raise ctx.error(f"solution {answer!r} of a {problem_type} problem is not a number"[:200])
-        question = problem
-        if problem_type == "multiple choice":
-            options = ctx.get(record, "options", list, 'the options, like ["A. red", "B. blue"]')
-            if not options or not all(isinstance(o, str) for o in options):
-                raise ctx.error("options must be a non-empty list of strings")
-            question = problem + "Options:\n" + "".join(f"{option}\n" for option in options)
-        images, video = [], ""
-        if data_type == "image":
-            images = [record_image(record, ctx, keys=("path", "image"))[0]]
-        else:
-            video = self._video_path(record, ctx)
-        return Sample(
-            id=str(record["id"] if "id" in record else record.get("problem_id", ctx.index)),
-            task=self.name,
-            problem=question,
-            solution=answer,
-            images=images,
-            meta={"problem_type": problem_type, "data_type": data_type},
-            source=ctx.source,
-            video=video,
-        )
-
-    @staticmethod
-    def _video_path(record: dict[str, Any], ctx: RecordContext) -> str:
-        path = ctx.resolve(ctx.get(record, "path", str, "the video's path"))
-        if not ctx.require_images:
-            return str(path)
-        if not path.is_file():
-            raise ctx.error(f"video not found: {path}")
-        from vlrl.vision.video import probe  # imports torch: here, not when `vlrl tasks list` imports this module
-
-        try:
-            frames, _ = probe(path)
-        except Exception as err:  # any decoder error is this record's problem
-            raise ctx.error(f"video unreadable: {path} ({err})"[:300]) from err
-        if frames < 2:
-            raise ctx.error(f"video {path} has {frames} frame(s); at least 2 are needed")
-        return str(path)
+        return video_r1_sample(record, ctx, self.name)
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         o = self.options
@@ -172,3 +121,59 @@ class VideoQA(Task):
             if mine:
                 out[f"accuracy/{problem_type}"] = sum(mine) / len(mine)
         return out
+
+
+def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sample:
+    """One record of Video-R1's format -> Sample (also the format of Video-R1's benchmark files)."""
+    problem = ctx.get(record, "problem", str, "the question text")
+    problem_type = ctx.get(record, "problem_type", str, "one of " + ", ".join(PROBLEM_TYPES))
+    if problem_type not in PROBLEM_TYPES:
+        raise ctx.error(f"problem_type {problem_type!r} is not one of {', '.join(PROBLEM_TYPES)}"[:200])
+    data_type = ctx.get(record, "data_type", str, '"video" or "image"')
+    if data_type not in ("video", "image"):
+        raise ctx.error(f'data_type {data_type!r} must be "video" or "image"'[:200])
+    solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
+    answer = answer_text(solution)
+    answer = (solution if answer is None else answer).strip()
+    if not answer:
+        raise ctx.error("solution holds an empty answer")
+    if problem_type in ("numerical", "regression") and to_number(answer) is None:
+        raise ctx.error(f"solution {answer!r} of a {problem_type} problem is not a number"[:200])
+    question = problem
+    if problem_type == "multiple choice":
+        options = ctx.get(record, "options", list, 'the options, like ["A. red", "B. blue"]')
+        if not options or not all(isinstance(o, str) for o in options):
+            raise ctx.error("options must be a non-empty list of strings")
+        question = problem + "Options:\n" + "".join(f"{option}\n" for option in options)
+    images, video = [], ""
+    if data_type == "image":
+        images = [record_image(record, ctx, keys=("path", "image"))[0]]
+    else:
+        video = _video_path(record, ctx)
+    return Sample(
+        id=str(record["id"] if "id" in record else record.get("problem_id", ctx.index)),
+        task=task,
+        problem=question,
+        solution=answer,
+        images=images,
+        meta={"problem_type": problem_type, "data_type": data_type},
+        source=ctx.source,
+        video=video,
+    )
+
+
+def _video_path(record: dict[str, Any], ctx: RecordContext) -> str:
+    path = ctx.resolve(ctx.get(record, "path", str, "the video's path"))
+    if not ctx.require_images:
+        return str(path)
+    if not path.is_file():
+        raise ctx.error(f"video not found: {path}")
+    from vlrl.vision.video import probe  # imports torch: here, not when `vlrl tasks list` imports this module
+
+    try:
+        frames, _ = probe(path)
+    except Exception as err:  # any decoder error is this record's problem
+        raise ctx.error(f"video unreadable: {path} ({err})"[:300]) from err
+    if frames < 2:
+        raise ctx.error(f"video {path} has {frames} frame(s); at least 2 are needed")
+    return str(path)

@@ -47,3 +47,21 @@ def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, cap
     assert report["metrics"]["reward"]["gain_std"] == 0 and report["metrics"]["reward"]["gain_over_std"] is None
     with pytest.raises(SystemExit, match="seed 3"):
         demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "3"])
+
+
+def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(tiny_qwen25, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import eval_throughput
+
+    args = ["--task", "countbench", "--samples", "3", "--batch-sizes", "1", "3", "--workdir", str(tmp_path),
+            "eval.max_new_tokens=3", "model.max_pixels=12544"]  # fmt: skip
+    assert eval_throughput.main(args) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["backend"], r["batch_size"], r["samples"]) for r in report["runs"]] == [("hf", 1, 3), ("hf", 3, 3)]
+    for run in report["runs"]:  # samples/s is the samples over the harness's seconds (each rounded)
+        rate, seconds = run["samples_per_second"], run["seconds"]
+        assert seconds > 0 and abs(rate * seconds - 3) <= 6e-5 * rate + 6e-4 * seconds
+    assert report["fastest"] in report["runs"] and report["max_new_tokens"] == 3 and report["task"] == "countbench"
+    assert (tmp_path / "countbench" / "dataset" / "data" / "test-00000-of-00001.parquet").is_file()
+    with pytest.raises(SystemExit):
+        eval_throughput.main(["--backends", "no-such-engine"])

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from vlrl.cli import main
+from vlrl.eval.layout import read_metrics
 from vlrl.registry import task_class
 
 TASK = f"{Path(__file__).resolve().parent.parent / 'docs' / 'examples' / 'largest_color.py'}:LargestColor"
@@ -29,7 +30,7 @@ def test_the_docs_example_task_trains_evaluates_and_scores(tmp_path, tiny_qwen25
     out = tmp_path / "eval"
     checkpoint = run / "checkpoints" / "step-0000002"
     assert main(["eval", "--task", f"{TASK}={val}", "--model", str(checkpoint), "--out", str(out), "model.max_pixels=50176", "eval.max_new_tokens=8"]) == 0
-    results = json.loads((out / "results.json").read_text())["results"]["largest_color"]
+    results = read_metrics(out)["largest_color"]
     assert {"accuracy", "format_rate", "reward"} <= results.keys()
 
     answers = [json.loads(line)["answer"] for line in val.read_text().splitlines()]

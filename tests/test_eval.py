@@ -10,6 +10,7 @@ import pytest
 from tasks import BUILTIN_TASKS
 from vlrl.cli import main
 from vlrl.data import FrameSpec
+from vlrl.eval.layout import read_metrics, samples_path
 from vlrl.registry import task_class
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,16 +27,18 @@ def test_eval_writes_lmms_eval_style_results_for_every_task(name, tmp_path, tiny
     args = ["eval", "--task", f"{name}={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--batch-size", "2"]
     assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=12"]) == 0
     results = json.loads((out / "results.json").read_text())
-    metrics = results["results"][name]
-    assert results["n-samples"][name] == 5
-    assert {"model", "config", "versions", "date", "total_evaluation_time_seconds", "samples_per_second"} <= results.keys()
-    lines = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    metrics = read_metrics(out)[name]
+    assert results["n-samples"][name] == {"original": 5, "effective": 5}
+    assert results["results"][name]["alias"] == name and results["configs"][name]["task"] == name
+    assert {"model_name", "config", "environment", "date", "total_evaluation_time_seconds", "samples_per_second"} <= results.keys()
+    lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
     assert [line["doc_id"] for line in lines] == list(range(5))
-    assert {"id", "prompt", "target", "resps", "filtered_resps", "rewards"} <= lines[0].keys()
+    assert {"id", "input", "target", "filtered_resps", "rewards"} <= lines[0].keys()
     # The reported metrics are the task's metrics of the recorded responses, plus mean rewards.
     task = task_class(name)()
     split = task.load(data, FrameSpec("absolute", 3136, 50176))
-    recomputed = task.metrics(split.samples, [line["resps"][0] for line in lines])
+    responses = [line.get("resps", [line["filtered_resps"]])[0] for line in lines]
+    recomputed = task.metrics(split.samples, responses)
     assert recomputed == {k: v for k, v in metrics.items() if not k.startswith("reward")}
     assert metrics["reward"] == pytest.approx(sum(line["reward"] for line in lines) / 5)
     assert "results.json" in capsys.readouterr().out
@@ -48,9 +51,9 @@ def test_eval_is_deterministic_and_compare_prints_differences(tmp_path, rec_data
         args = ["eval", "--task", f"refcoco={rec_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "4"]
         assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=10"]) == 0
         outs.append(out)
-    a, b = (json.loads((o / "results.json").read_text())["results"] for o in outs)
-    assert a == b
-    assert (outs[0] / "samples.jsonl").read_text() == (outs[1] / "samples.jsonl").read_text()
+    a, b = (read_metrics(o) for o in outs)
+    assert a == b and a["refcoco"]["acc@0.5"] >= 0
+    assert samples_path(outs[0], "refcoco").read_text() == samples_path(outs[1], "refcoco").read_text()
     printed = capsys.readouterr().out
     assert printed.count("eval refcoco 4/4 | ") == 2 and "done in" in printed  # a progress line: stdout is no terminal
     assert main(["eval", "--compare", str(outs[0]), str(outs[1])]) == 0
@@ -102,7 +105,8 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
     assert f"config: {run / 'config.yaml'} (the run that wrote this checkpoint" in capsys.readouterr().out
     out = tmp_path / "runs" / "eval" / "refcoco-my-run-step-0000002"  # named after the run and step
     results = json.loads((out / "results.json").read_text())
-    assert results["n-samples"] == {"refcoco": 2} and results["splits"] == {"refcoco": str(rec_data)}
+    assert results["n-samples"] == {"refcoco": {"original": 2, "effective": 2}}
+    assert results["configs"]["refcoco"]["data"] == str(rec_data)
     config = results["config"]
     assert config["model"]["max_pixels"] == 50176 and config["eval"]["max_new_tokens"] == 6
     assert config["model"]["path"] == str(checkpoint) and config["task"]["options"] == {"iou_convention": "continuous"}
@@ -133,7 +137,11 @@ def write_results(folder, **changes):
         section, key = dotted_key.split(".", 1)
         config[section][key] = value
     folder.mkdir()
-    results = {"results": {"refcoco": {"acc@0.5": 0.5}}, "n-samples": {"refcoco": 8}, "splits": {"refcoco": "val.json"}}
+    results = {  # lmms-eval's layout, as vlrl/eval/layout.py writes it
+        "results": {"refcoco": {"alias": "refcoco", "acc@0.5,none": 0.5, "acc@0.5_stderr,none": "N/A"}},
+        "n-samples": {"refcoco": {"original": 8, "effective": 8}},
+        "configs": {"refcoco": {"task": "refcoco", "data": "val.json"}},
+    }
     (folder / "results.json").write_text(json.dumps({**results, "config": config}))
     return folder
 

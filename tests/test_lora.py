@@ -64,4 +64,4 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
     assert hasattr(model, "disable_adapter") and not any(p.requires_grad for p in model.parameters())
     out = tmp_path / "eval"
     assert main(["eval", "--task", f"refcoco={rec_data}", "--model", str(checkpoint), "--out", str(out), "--limit", "2", "model.max_pixels=50176", "eval.max_new_tokens=6"]) == 0
-    assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == 2
+    assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == {"original": 2, "effective": 2}

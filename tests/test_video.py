@@ -17,6 +17,7 @@ from rewards.video import accuracy
 from tasks.video_qa import VideoQA
 from vlrl.config import VideoConfig
 from vlrl.data import FrameSpec
+from vlrl.eval.layout import read_metrics
 from vlrl.vision.video import frame_count, load_video, shuffle_frames
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -291,7 +292,7 @@ def test_video_qa_trains_with_t_grpo_then_evaluates_and_scores(tmp_path, tiny_qw
     out = tmp_path / "eval"
     checkpoint = run / "checkpoints" / "step-0000002"
     assert main(["eval", *common, "--task", "video_qa", "--model", str(checkpoint), "--out", str(out), "eval.max_new_tokens=12"]) == 0
-    metrics = json.loads((out / "results.json").read_text())["results"]["video_qa"]
+    metrics = read_metrics(out)["video_qa"]
     assert {"accuracy", "format_rate"} <= metrics.keys() and 0 <= metrics["accuracy"] <= 1
     completions = tmp_path / "completions.jsonl"
     completions.write_text("".join(json.dumps({"id": i, "completion": "<think>x</think><answer>B</answer>"}) + "\n" for i in range(4)))

@@ -147,7 +147,8 @@ def cmd_score(args: argparse.Namespace) -> None:
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("mean reward", f"{result.mean_reward:.4f}")
+    if task.reward_weights:  # a benchmark has metrics only
+        table.add_row("mean reward", f"{result.mean_reward:.4f}")
     for name, value in result.metrics.items():
         table.add_row(name, f"{value:.4f}")
     console.print(table)
@@ -194,8 +195,11 @@ def cmd_eval(args: argparse.Namespace) -> None:
         console.print(table)
         return
     from vlrl.eval.harness import run_eval
+    from vlrl.eval.layout import samples_path
 
     _quiet_transformers()
+    if args.data and args.task:  # the data of every task not given its own (name=FILE)
+        args.task = [spec if "=" in spec else f"{spec}={args.data}" for spec in args.task]
     names = [spec.partition("=")[0] for spec in args.task or []]
     preset: dict[str, Any] = {
         "task.name": names[0] if names else None,
@@ -229,9 +233,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
-        run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
+        results = run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     console.print(f"results: {out / 'results.json'}")
-    console.print(f"samples: {out / 'samples.jsonl'}")
+    for result in results:
+        console.print(f"samples: {samples_path(out, result.task)}")
 
 
 def cmd_config(args: argparse.Namespace) -> None:
@@ -328,10 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(score)
     score.set_defaults(func=cmd_score)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples.jsonl)")
+    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)")
     evaluate.add_argument(
-        "--task", action="append", help="task name, or name=DATAFILE; repeat for several tasks (default: the config's task)"
+        "--task",
+        action="append",
+        help="task or benchmark name, or name=DATA; repeat for several tasks (default: the config's task)",
     )
+    evaluate.add_argument("--data", help="data of the tasks given without =DATA: a file, or a downloaded dataset (DIR[@split])")
     evaluate.add_argument(
         "--model",
         help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",

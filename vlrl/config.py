@@ -71,8 +71,12 @@ class ModelConfig:
 
 @dataclass
 class DataConfig:
-    train: str = ""  # file in the task's public format (json or jsonl)
+    # A file in the task's public format (json or jsonl), or a published table: a parquet /
+    # arrow file, a glob, or a downloaded dataset directory, with @split (DIR@train).
+    train: str = ""
     eval: str = ""
+    columns: dict[str, str] = field(default_factory=dict)  # tables: task record key -> table column
+    image_cache: str = ""  # tables: where embedded images are written ("": the system temp dir)
     image_root: str = ""  # where relative image paths point; default: the data file's folder
     # Records may name files only inside the data root (image_root, else the data file's folder):
     # true lets them name absolute paths and paths or links that lead elsewhere.
@@ -101,6 +105,7 @@ class MixtureEntry:
     weight: float = 1.0
     train: str = ""
     eval: str = ""
+    columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for this task's tables
     rewards: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -241,7 +246,7 @@ class EvalConfig:
     backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
-    output_dir: str = ""  # `vlrl eval` writes results.json and samples.jsonl here (default: runs/eval/...)
+    output_dir: str = ""  # `vlrl eval` writes results.json and samples_<task>.jsonl here (default: runs/eval/...)
 
 
 @dataclass

@@ -49,6 +49,7 @@ class MediaRules:
 
     allow_outside_root: bool = False
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    written_here: tuple[Path, ...] = ()  # folders vlrl fills itself (the embedded-image cache): allowed too
 
 
 @dataclass
@@ -86,7 +87,8 @@ class RecordContext:
         full = path if path.is_absolute() else self.image_root / path
         if self.require_images and not self.media.allow_outside_root:
             root = self.image_root.resolve()
-            if not full.resolve().is_relative_to(root):
+            target = full.resolve()
+            if not any(target.is_relative_to(r) for r in (root, *self.media.written_here)):
                 raise self.error(
                     f"path {relative!r} leads outside the data root {root}; set data.allow_outside_root=true "
                     "if the dataset really keeps its files elsewhere"

@@ -1,5 +1,5 @@
-"""Finding a task class by name: built-in, entry point (group `vlrl.tasks`), `module:Class`
-or `path/to/file.py:Class`."""
+"""Finding a task class by name: built-in, a benchmark (tasks/benchmarks), entry point (group
+`vlrl.tasks`), `module:Class` or `path/to/file.py:Class`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ def _aliases() -> dict[str, str]:
     from tasks import TASK_ALIASES
 
     return TASK_ALIASES
+
+
+def _benchmarks() -> dict[str, type]:
+    from tasks.benchmarks import benchmark_classes
+
+    return benchmark_classes()
 
 
 def _entry_points() -> dict[str, object]:
@@ -59,12 +65,14 @@ def task_class(name: str) -> type[Task]:
     name = _aliases().get(name, name)
     if name in builtin:
         obj = import_object(builtin[name])
+    elif name in (benchmarks := _benchmarks()):
+        obj = benchmarks[name]
     elif (ep := _entry_points().get(name)) is not None:
         obj = ep.load()
     elif ":" in name:
         obj = import_object(name)
     else:
-        known = sorted(set(builtin) | set(_aliases()) | set(_entry_points()))
+        known = sorted(set(builtin) | set(_aliases()) | set(benchmarks) | set(_entry_points()))
         raise ConfigError(
             f"config: task.name {name!r} is not a registered task; available: {', '.join(known)} "
             "(or give module:Class or path/to/file.py:Class)"
@@ -87,6 +95,8 @@ def list_tasks() -> list[tuple[str, str, str]]:
         also = [alias for alias, target in aliases.items() if target == name]
         origin = f"built-in (alias: {', '.join(also)})" if also else "built-in"
         rows.append((name, origin, cls.description))
+    for name, cls in sorted(_benchmarks().items()):
+        rows.append((name, "benchmark (evaluation only)", cls.description))
     for name, ep in sorted(_entry_points().items()):
         if name in _builtin():
             continue

@@ -3,7 +3,8 @@
 A task is a small class with a name, a record parser, a prompt, reward components, a
 prediction parser and metrics. The trainer, the scorer and the evaluator use tasks only
 through this class, so a task written outside the package (entry point, `module:Class`
-or `path/to/file.py:Class`) is as capable as a built-in one.
+or `path/to/file.py:Class`) is as capable as a built-in one. An evaluation-only task (a
+public benchmark, `eval_only`) has no rewards and cannot be trained on.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vlrl.config import ConfigError, build
 from vlrl.data import FrameSpec, MediaRules, RecordContext, Split, load_split
 from vlrl.sample import Sample
+
+if TYPE_CHECKING:
+    from vlrl.tables import Column
 
 # A reward component: completions and their samples in, one float per completion out.
 RewardFn = Callable[[Sequence[str], Sequence[Sample]], list[float]]
@@ -34,6 +38,12 @@ class Task:
     Options: ClassVar[type] = NoOptions
     default_rewards: ClassVar[dict[str, float]] = {}
     data_suffix: ClassVar[str] = ".json"  # file extension of the task's public data format
+    eval_only: ClassVar[bool] = False  # a benchmark: no rewards, never trained on
+    # Published tables (parquet / arrow, vlrl.tables): the columns the task reads, checked on
+    # every file, and the split it evaluates; empty: the task's data is its own format.
+    columns: ClassVar[tuple[Column, ...]] = ()
+    split: ClassVar[str] = ""
+    max_new_tokens: ClassVar[int] = 0  # the generation length its public evaluation uses (0: the config's)
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         self.options = build(self.Options, dict(options or {}), prefix="task.options.")
@@ -45,7 +55,7 @@ class Task:
                     f"config: task.rewards.{key} is not a reward of task {self.name!r}; "
                     f"available: {', '.join(sorted(available))}"
                 )
-        if not weights:
+        if not weights and not self.eval_only:
             raise ConfigError(f"config: task {self.name!r} has no reward components selected")
         self.reward_weights: dict[str, float] = weights
 
@@ -53,6 +63,10 @@ class Task:
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
         """One record of the task's data format -> Sample; raise ctx.error(...) on bad input."""
         raise NotImplementedError
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        """The samples one table row holds (one, unless a benchmark asks several questions a row)."""
+        return [self.build_sample(record, ctx)]
 
     def load(
         self,

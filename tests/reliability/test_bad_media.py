@@ -74,7 +74,7 @@ def test_eval_scores_the_readable_samples_and_lists_the_skipped_ones(tmp_path, d
     args = ["eval", "--task", f"refcoco={data_with_a_bad_image}", "--model", "tiny:qwen2_5_vl", "--out", str(out)]
     assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["n-samples"]["refcoco"] == 1 and len(rows(out / "samples.jsonl")) == 1
+    assert results["n-samples"]["refcoco"] == {"original": 2, "effective": 1} and len(rows(out / "samples_refcoco.jsonl")) == 1
     (skipped,) = results["skipped"]["refcoco"]
     assert skipped.startswith(f"{data_with_a_bad_image}:2: cannot read")
 
@@ -93,7 +93,7 @@ def test_a_video_whose_frames_do_not_decode_is_skipped(tmp_path, tiny_qwen25):
     args = ["eval", "--task", f"video_qa={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "eval.max_new_tokens=4"]
     assert main([*args, "model.video.max_frames=4", "model.video.max_pixels=3136", "model.video.min_pixels=3136"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["n-samples"]["video_qa"] == 1
+    assert results["n-samples"]["video_qa"] == {"original": 2, "effective": 1}
     (skipped,) = results["skipped"]["video_qa"]
     assert skipped.startswith(f"{data}:") and "Invalid data" in skipped
 

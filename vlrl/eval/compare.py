@@ -15,6 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from vlrl.config import dotted
+from vlrl.eval.layout import read_metrics
 
 # Config keys (and key prefixes, ending in ".") that decide an eval's numbers besides the model.
 SETTINGS = (
@@ -47,10 +48,10 @@ def settings(results: dict[str, Any]) -> dict[str, Any]:
     out["max new tokens"] = config.get("eval.max_new_tokens") or config.get("rollout.max_new_tokens")
     if config.get("eval.temperature", 0.0) > 0:
         out["sampling seed (trainer.seed)"] = config.get("trainer.seed")
-    for task, split in results.get("splits", {}).items():
-        out[f"{task}: data"] = split
+    for task, config in results.get("configs", {}).items():
+        out[f"{task}: data"] = config.get("data")
     for task, count in results.get("n-samples", {}).items():
-        out[f"{task}: samples"] = count
+        out[f"{task}: samples"] = count.get("effective") if isinstance(count, dict) else count
     return out
 
 
@@ -65,7 +66,7 @@ def compare(dir_a: Path, dir_b: Path) -> tuple[Table, list[str]]:
     """Metric by metric: A, B and B - A, for every task in either results.json; and the
     settings that differ between the two."""
     results_a, results_b = read_results(dir_a), read_results(dir_b)
-    a, b = results_a["results"], results_b["results"]
+    a, b = read_metrics(dir_a), read_metrics(dir_b)
     table = Table(title=f"{dir_a} (A) vs {dir_b} (B)")
     for column in ("task", "metric", "A", "B", "B - A"):
         table.add_column(column, justify="left" if column in ("task", "metric") else "right")

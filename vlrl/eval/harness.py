@@ -2,19 +2,17 @@
 
 Prompts are rendered exactly as in training (same template, resize and frame), answers are
 generated greedily by default, and the metrics are the task's, as its public evaluation
-defines them. Outputs follow lmms-eval's layout: `results.json` (metrics per task plus the
-run's model, config, versions, timing) and `samples.jsonl` (one line per sample: prompt,
-target, response, parsed prediction, per-sample rewards).
+defines them. Outputs follow lmms-eval's layout (vlrl/eval/layout.py): `results.json` and
+one `samples_<task>.jsonl` per task (prompt, target, response, parsed prediction, and the
+per-sample rewards or a benchmark's per-sample metric values).
 """
 
 from __future__ import annotations
 
 import json
-import platform
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +21,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-import vlrl
+from vlrl.benchmark import Benchmark
 from vlrl.config import Config, ConfigError, TaskConfig, to_dict
 from vlrl.datasets import load_task_split
+from vlrl.eval.layout import write_outputs
+from vlrl.modeling import frame_kind
 from vlrl.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.rollout import RolloutEngine, SamplingParams, make_engine
 from vlrl.sample import Sample
@@ -42,18 +42,19 @@ class TaskResult:
     metrics: dict[str, float]
     records: list[dict[str, Any]]
     seconds: float
-    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the samples left out
+    config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
+    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the data that could not be evaluated
 
     @property
     def samples_per_second(self) -> float:
         return len(self.records) / self.seconds if self.seconds > 0 else 0.0
 
 
-def sampling_params(cfg: Config) -> SamplingParams:
+def sampling_params(cfg: Config, task: Task) -> SamplingParams:
     e = cfg.eval
     return SamplingParams(
         n=1,
-        max_new_tokens=e.max_new_tokens or cfg.rollout.max_new_tokens,
+        max_new_tokens=e.max_new_tokens or task.max_new_tokens or cfg.rollout.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
     )
@@ -65,7 +66,7 @@ def generate(
     """One completion per sample, in batches of eval.batch_size: the samples answered, their
     completions, and the samples left out because their media failed to decode or the engine
     refused their prompt."""
-    params = sampling_params(cfg)
+    params = sampling_params(cfg, task)
     generator = torch.Generator(device=engine.device).manual_seed(cfg.trainer.seed)
     answered: list[Sample] = []
     texts: list[str] = []
@@ -96,26 +97,47 @@ def evaluate(
     samples, texts, unusable = generate(engine, processor, task, samples, cfg, progress)
     seconds = time.perf_counter() - start
     metrics = dict(task.metrics(samples, texts)) if samples else {}
-    scores = score(task, texts, samples)
-    if samples:
-        metrics["reward"] = sum(scores.total) / len(texts)
-        for name, values in scores.components.items():
-            metrics[f"reward/{name}"] = sum(values) / len(values)
     records = [
         {
             "doc_id": i,
             "id": sample.id,
-            "task": task.name,
-            "prompt": sample.problem,
+            "input": _prompt_text(task, sample),
             "target": _jsonable(sample.solution),
             "resps": [text],
             "filtered_resps": [_jsonable(task.predict(text, sample))],
-            "rewards": scores.row(i),
-            "reward": scores.total[i],
         }
         for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
     ]
-    return TaskResult(task.name, split, metrics, records, seconds, [str(err) for err in unusable])
+    if task.reward_weights and samples:
+        scores = score(task, texts, samples)
+        metrics["reward"] = sum(scores.total) / len(texts)
+        for name, values in scores.components.items():
+            metrics[f"reward/{name}"] = sum(values) / len(values)
+        for i, record in enumerate(records):
+            record |= {"rewards": scores.row(i), "reward": scores.total[i]}
+    if isinstance(task, Benchmark):  # lmms-eval logs each sample's process_results
+        for record, sample, text in zip(records, samples, texts, strict=True):
+            record |= _jsonable(task.process(text, sample))
+    skipped = [str(err) for err in unusable]
+    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, cfg, split), skipped)
+
+
+def _prompt_text(task: Task, sample: Sample) -> str:
+    """The text of the sample's prompt (lmms-eval's `input`)."""
+    return "".join(
+        part["text"] for message in task.messages(sample) for part in message["content"] if part.get("type") == "text"
+    )
+
+
+def task_config(task: Task, cfg: Config, data: str) -> dict[str, Any]:
+    """What results.json records of a task's run: lmms-eval's config keys, and the options used."""
+    out: dict[str, Any] = {"task": task.name, "data": data, "options": to_dict(task.options)}
+    if task.reward_weights:
+        out["rewards"] = dict(task.reward_weights)
+    if isinstance(task, Benchmark):
+        described = task.describe(frame_kind(cfg.model))
+        out |= {"dataset_path": described.pop("dataset"), "test_split": described.pop("split"), **described}
+    return out
 
 
 def split_path(cfg: Config, split: str) -> str:
@@ -126,35 +148,6 @@ def split_path(cfg: Config, split: str) -> str:
     if split == "train":
         return cfg.data.train
     return split
-
-
-def versions() -> dict[str, str]:
-    import transformers
-
-    return {"vlrl": vlrl.__version__, "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
-
-
-def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Config) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    total = sum(r.seconds for r in results)
-    summary = {
-        "results": {r.task: r.metrics for r in results},
-        "n-samples": {r.task: len(r.records) for r in results},
-        "splits": {r.task: r.split for r in results},
-        "model": model,
-        "config": to_dict(cfg),
-        "versions": versions(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "total_evaluation_time_seconds": round(total, 3),
-        "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
-        "skipped": {r.task: r.skipped for r in results},
-    }
-    (out_dir / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-    with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as handle:
-        for r in results:
-            for record in r.records:
-                handle.write(json.dumps(record) + "\n")
-    return out_dir / "results.json"
 
 
 def results_table(results: list[TaskResult], title: str) -> Table:
@@ -180,6 +173,9 @@ def run_eval(
     from vlrl.registry import make_task
 
     tasks = []
+    names = [parse_task_spec(spec)[0] for spec in task_specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"vlrl eval names a task twice ({', '.join(names)}): its results and samples would collide")
     for spec in task_specs:
         name, data = parse_task_spec(spec)
         # The config's task options and reward weights apply to the task it names.
@@ -197,9 +193,11 @@ def run_eval(
         # A bar on a terminal, else a line every trainer.log_every batches (ProgressReport).
         every, enabled = cfg.trainer.log_every, cfg.trainer.progress
         with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
-            results.append(evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance))
-        for problem in results[-1].skipped:
-            console.print(f"[yellow]skipped sample[/yellow] {escape(problem)}", highlight=False)
+            result = evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance)
+        result.skipped = [str(err) for err in loaded.errors] + result.skipped  # bad records, then bad media
+        results.append(result)
+        for problem in result.skipped:
+            console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))

@@ -1,0 +1,164 @@
+"""Counting benchmarks as lmms-eval evaluates them (commit 75571cf, PyPI 0.7.3): `countbench`
+and `countbenchqa` (vikhyatk/CountBenchQA: image, text, question, number) and `pixmo_count`
+(kcz358/pixmo-count: image, question, answer), lmms_eval/tasks/<name>/utils.py.
+
+They differ in prompt and in how the response is read; each reports `acc`, the mean of the
+per-sample scores:
+
+- countbench: "Look at the image carefully and count the objects. Answer with just a number,
+  without any additional text. " + the question. The whole response, stripped and lowercased,
+  with a number word ("none", "zero" ... "twenty") replaced by its numeral, must equal the
+  number: "3." or "3 cups" score 0.
+- countbenchqa: the caption `text` (when present), a blank line, the question, and
+  "\\nAnswer with a single number."; the stripped response must equal the number exactly.
+- pixmo_count: the question without "<image>", stripped, and "\\nAnswer with a single
+  number."; the first run of digits in the response (the whole response without one) must
+  equal the first run of digits of the answer.
+
+Generation lengths are lmms-eval's: 16 tokens for countbench, 32 for the others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from PIL import Image, ImageDraw
+
+from rewards.text import compile_pattern, search
+from tasks.records import record_image
+from vlrl.benchmark import Benchmark, mean, variants
+from vlrl.data import RecordContext
+from vlrl.sample import Sample
+from vlrl.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+
+LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
+COUNTBENCH_PRE_PROMPT = (
+    "Look at the image carefully and count the objects. Answer with just a number, without any additional text. "
+)
+SINGLE_NUMBER = "\nAnswer with a single number."
+NUMBER_WORDS = {
+    "none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
+    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18", "nineteen": "19",
+    "twenty": "20",
+}  # fmt: skip
+DIGITS = compile_pattern(r"\d+")
+
+
+def countbench_normalize(answer: Any) -> str:
+    """countbench's _normalize_count_answer: stripped, lowercased, a number word as its numeral."""
+    text = str(answer).strip().lower()
+    return NUMBER_WORDS.get(text, text)
+
+
+def first_digits(text: str) -> str | None:
+    match = search(DIGITS, text)
+    return match.group() if match else None
+
+
+class _CountingBenchmark(Benchmark):
+    reference = LMMS_EVAL
+    max_new_tokens = 32
+
+    def _sample(self, record: dict[str, Any], ctx: RecordContext, prompt: str, truth: Any) -> list[Sample]:
+        path, width, height = record_image(record, ctx)
+        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
+                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}]
+
+    def aggregations(self):
+        return {"acc": lambda items: mean(items)}
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
+        write_parquet(target, [self._synthetic_row(*scene) for scene in _scenes(size, seed)], self.schema)
+
+
+class CountBench(_CountingBenchmark):
+    """lmms_eval/tasks/countbench/utils.py."""
+
+    columns = (Column("image", "image"), Column("question", "string"), Column("number", "int|string"))
+    schema = pa.schema([("image", IMAGE_TYPE), ("text", pa.string()), ("question", pa.string()), ("number", pa.int64())])
+    max_new_tokens = 16
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        return self._sample(record, ctx, COUNTBENCH_PRE_PROMPT + _text(record, "question", ctx).strip(), record["number"])
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        return {"acc": float(countbench_normalize(completion) == countbench_normalize(sample.solution))}
+
+    def _synthetic_row(self, image: Image.Image, count: int, label: str, index: int) -> dict[str, Any]:
+        return {"image": image_cell(image, f"{index}.png"), "text": f"A picture of {count} {label}s.",
+                "question": f"How many {label}s are there in this image?", "number": count}  # fmt: skip
+
+
+class CountBenchQA(CountBench):
+    """lmms_eval/tasks/countbenchqa/utils.py."""
+
+    columns = (Column("image", "image"), Column("question", "string"), Column("number", "int|string"),
+               Column("text", "string", required=False))  # fmt: skip
+    max_new_tokens = 32
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        question = _text(record, "question", ctx)
+        if record.get("text"):
+            question = f"{record['text']}\n\n{question}"
+        return self._sample(record, ctx, question + SINGLE_NUMBER, record["number"])
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        score = 1.0 if completion.strip() == str(sample.solution) else 0.0
+        return {"acc": score, "exact_match": score}
+
+
+class PixmoCount(_CountingBenchmark):
+    """lmms_eval/tasks/pixmo_count/utils.py."""
+
+    columns = (Column("image", "image"), Column("question", "string"), Column("answer", "string"))
+    schema = pa.schema([("image", IMAGE_TYPE), ("question", pa.string()), ("answer", pa.string())])
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        question = _text(record, "question", ctx).replace("<image>", "").strip()
+        return self._sample(record, ctx, question + SINGLE_NUMBER, _text(record, "answer", ctx))
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        pred, truth = completion.strip(), sample.solution.strip()
+        truth = first_digits(truth) or truth
+        score = 1.0 if (first_digits(pred) or pred) == truth else 0.0
+        return {"acc": score, "exact_match": score}
+
+    def _synthetic_row(self, image: Image.Image, count: int, label: str, index: int) -> dict[str, Any]:
+        return {"image": image_cell(image, f"{index}.png"), "question": f"<image>\nHow many {label}s are in the image?",
+                "answer": str(count)}  # fmt: skip
+
+
+def _text(record: dict[str, Any], key: str, ctx: RecordContext) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise ctx.error(f"{key} must be a string, got {value!r}"[:200])
+    return value
+
+
+def _scenes(size: int, seed: int):
+    """(image, count, label, index): 1 to 6 dots of one color on a plain ground."""
+    rng = np.random.default_rng(seed)
+    for index in range(size):
+        count, side = int(rng.integers(1, 7)), int(rng.integers(96, 144))
+        image = Image.new("RGB", (side, side), (250, 250, 250))
+        draw = ImageDraw.Draw(image)
+        for k in range(count):
+            x, y = 8 + (k % 3) * (side // 3), 8 + (k // 3) * (side // 2)
+            draw.ellipse([x, y, x + 18, y + 18], fill=(200, 30, 30))
+        yield image, count, "dot", index
+
+
+BENCHMARKS = variants(CountBench, [{"name": "countbench", "split": "test", "dataset": "vikhyatk/CountBenchQA",
+                                    "description": "CountBench (vikhyatk/CountBenchQA), lmms-eval's countbench: exact count after number words"}])  # fmt: skip
+BENCHMARKS |= variants(CountBenchQA, [{"name": "countbenchqa", "split": "test", "dataset": "vikhyatk/CountBenchQA",
+                                       "description": "CountBenchQA, lmms-eval's countbenchqa: the response must be the number"}])  # fmt: skip
+BENCHMARKS |= variants(PixmoCount, [{"name": "pixmo_count", "split": "test", "dataset": "kcz358/pixmo-count",
+                                     "description": "PixMo-Count, lmms-eval's pixmo_count: the first number in the response"}])  # fmt: skip

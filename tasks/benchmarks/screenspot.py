@@ -1,0 +1,283 @@
+"""GUI grounding benchmarks as lmms-eval evaluates them (commit 75571cf, PyPI 0.7.3):
+`screenspot_v2` (HongxinLi/ScreenSpot_v2) and `screenspot_pro` (TIGER-Lab/ScreenSpot-Pro),
+lmms_eval/tasks/screenspot_{v2,pro}/utils.py.
+
+Both ask for one click point "as [x, y] in normalized coordinates within [0, 1]" and read it
+the same way: a <bbox> tag's center, else the first bracketed pair, else "x: .., y: ..",
+else the center of four numbers when the response says "box", else the first two numbers;
+a number with "%" is divided by 100. A point beyond 1 on either axis is divided by the
+image size. The sample is correct when the point lies in the ground-truth box, edges count.
+Metrics: `<name>_action_acc` (all samples), `<name>_text_acc` and `<name>_icon_acc` (by
+element type; 0 when a type has no samples). vlrl adds `<name>_acc/<platform>` and
+`<name>_acc/<platform>/<type>` from the platform column, which lmms-eval does not report.
+
+Where they differ is in reading the ground truth, quirks kept:
+
+- v2: the image size is `image_width` / `image_height` when the row has them, else 1 x 1;
+  a box inside [0, 1] with x2 >= x1 and y2 >= y1 is taken as normalized x1y1x2y2; else one
+  whose 3rd and 4th numbers exceed the 1st and 2nd as pixel x1y1x2y2 (so an [x, y, w, h]
+  box with w > x reads as x2 = w); else as [x, y, w, h]. Platform: `data_source`.
+- pro: the size is `img_size` ([w, h], or a string of it) when given, else `image_width` /
+  `image_height`, else 1 x 1; `bbox` (a list, or a string of one) is x1y1x2y2, normalized
+  unless its x2 or y2 exceeds 1. The element type is `ui_type`, else `data_type`. Platform:
+  `platform`.
+
+`task.options.coords=model` asks for the point in the model's frame (the prompt's coordinate
+clause replaced) and maps it to original pixels before the same reading.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import regex
+from PIL import Image, ImageDraw
+
+from rewards.text import compile_pattern, findall, search
+from tasks.records import record_image
+from vlrl.benchmark import Benchmark, CoordsOptions, variants
+from vlrl.data import RecordContext
+from vlrl.sample import Sample
+from vlrl.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+
+LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
+PROMPT = (
+    "Identify the UI element for the instruction and output exactly one click point as [x, y] in {coords}. "
+    "Do not output a bounding box.\nInstruction: {instruction}"
+)
+COORDS = {
+    "lmms_eval": "normalized coordinates within [0, 1]",
+    "absolute": "integer pixel coordinates of the image",
+    "norm1000": "integer coordinates normalized to 0-1000",
+    "original": "pixel coordinates of the image",
+}
+_TOKEN = r"-?\d+(?:\.\d+)?%?"
+NUMBER = compile_pattern(_TOKEN)
+BBOX_TAG = compile_pattern(r"<\s*bbox[^>]*>(.*?)<\s*/\s*bbox\s*>", regex.IGNORECASE | regex.DOTALL)
+PAIR = compile_pattern(rf"[\[\(]\s*({_TOKEN})\s*(?:,|\s)\s*({_TOKEN})\s*[\]\)]")
+XY = compile_pattern(rf"['\"]?x['\"]?\s*[:=]\s*({_TOKEN}).*?['\"]?y['\"]?\s*[:=]\s*({_TOKEN})", regex.IGNORECASE | regex.DOTALL)
+BOX_WORDS = ("bbox", "box", "rect", "rectangle")
+
+
+def _value(token: str) -> float:
+    token = token.strip()
+    return float(token[:-1]) / 100.0 if token.endswith("%") else float(token)
+
+
+def parse_point(text: str) -> tuple[float, float] | None:
+    """screenspot_{v2,pro}._parse_point."""
+    tag = search(BBOX_TAG, text)
+    if tag:
+        tokens = findall(NUMBER, tag.group(1))
+        if len(tokens) >= 4:
+            x1, y1, x2, y2 = (_value(v) for v in tokens[:4])
+            return (x1 + x2) / 2.0, (y1 + y2) / 2.0
+    for pattern in (PAIR, XY):
+        match = search(pattern, text)
+        if match:
+            return _value(match.group(1)), _value(match.group(2))
+    numbers = findall(NUMBER, text)
+    if len(numbers) >= 4 and any(word in text.lower() for word in BOX_WORDS):
+        x1, y1, x2, y2 = (_value(v) for v in numbers[:4])
+        return (x1 + x2) / 2.0, (y1 + y2) / 2.0
+    if len(numbers) >= 2:
+        return _value(numbers[0]), _value(numbers[1])
+    return None
+
+
+def point_in_box(point: tuple[float, float], box: list[float]) -> bool:
+    return box[0] <= point[0] <= box[2] and box[1] <= point[1] <= box[3]
+
+
+def v2_box(bbox: list[float], width: int, height: int) -> list[float]:
+    """screenspot_v2._normalize_bbox_to_xyxy."""
+    if len(bbox) != 4:
+        return [0.0, 0.0, 0.0, 0.0]
+    x1, y1, x2_or_w, y2_or_h = (float(v) for v in bbox)
+    if 0 <= x1 <= 1 and 0 <= y1 <= 1 and 0 <= x2_or_w <= 1 and 0 <= y2_or_h <= 1 and x2_or_w >= x1 and y2_or_h >= y1:
+        return [x1, y1, x2_or_w, y2_or_h]
+    if x2_or_w > x1 and y2_or_h > y1:
+        return [x1 / width, y1 / height, x2_or_w / width, y2_or_h / height]
+    return [x1 / width, y1 / height, (x1 + x2_or_w) / width, (y1 + y2_or_h) / height]
+
+
+def pro_box(bbox: list[float], width: int, height: int) -> list[float]:
+    """screenspot_pro._normalize_xyxy."""
+    if len(bbox) != 4:
+        return [0.0, 0.0, 0.0, 0.0]
+    if bbox[2] <= 1 and bbox[3] <= 1:
+        return bbox
+    return [bbox[0] / width, bbox[1] / height, bbox[2] / width, bbox[3] / height]
+
+
+def pro_numbers(value: Any) -> list[float]:
+    """screenspot_pro._parse_bbox: a list, a JSON list, or the first four numbers of a string."""
+    if isinstance(value, list):
+        return [float(v) for v in value]
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+            if isinstance(parsed, list):
+                return [float(v) for v in parsed]
+        except (json.JSONDecodeError, TypeError, ValueError):
+            numbers = regex.findall(r"-?\d+(?:\.\d+)?", value)
+            if len(numbers) >= 4:
+                return [float(v) for v in numbers[:4]]
+    return [0.0, 0.0, 0.0, 0.0]
+
+
+def pro_size(value: Any) -> tuple[int, int] | None:
+    """screenspot_pro._parse_img_size: [w, h], a JSON [w, h], or the first two integers of a string."""
+    if isinstance(value, list) and len(value) == 2:
+        w, h = int(value[0]), int(value[1])
+        if w > 0 and h > 0:
+            return w, h
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+            if isinstance(parsed, list) and len(parsed) == 2:
+                w, h = int(parsed[0]), int(parsed[1])
+                if w > 0 and h > 0:
+                    return w, h
+        except (json.JSONDecodeError, TypeError, ValueError):
+            numbers = regex.findall(r"\d+", value)
+            if len(numbers) >= 2:
+                w, h = int(numbers[0]), int(numbers[1])
+                if w > 0 and h > 0:
+                    return w, h
+    return None
+
+
+class _ScreenSpot(Benchmark):
+    Options = CoordsOptions
+    reference = LMMS_EVAL
+    max_new_tokens = 128
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        path, width, height = record_image(record, ctx)
+        instruction = record.get("instruction", "")
+        frame = ctx.frame_spec.frame(width, height)
+        coords = COORDS["lmms_eval" if self.options.coords == "lmms_eval" else frame.kind]
+        box, size, kind, platform = self._truth(record, ctx)
+        meta = {"size": size, "type": kind, "platform": platform}
+        return [Sample(id=str(record.get("id", ctx.index)), task=self.name, problem=PROMPT.format(coords=coords, instruction=instruction),
+                       solution=box, images=[path], frame=frame, meta=meta, source=ctx.source)]  # fmt: skip
+
+    def _truth(self, record: dict[str, Any], ctx: RecordContext) -> tuple[list[float], list[int], str, str]:
+        """(normalized box, the [width, height] the reading used, element type, platform)."""
+        raise NotImplementedError
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}]
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        point = parse_point(completion)
+        if point is not None and self.options.coords == "model":
+            point = tuple(sample.frame.point_to_original(point))
+        width, height = sample.meta["size"]
+        if point is not None and (point[0] > 1 or point[1] > 1):
+            point = (point[0] / width, point[1] / height)
+        record = {"correct": bool(point and point_in_box(point, sample.solution)), self._type_key: sample.meta["type"],
+                  "platform": sample.meta["platform"]}  # fmt: skip
+        return {f"{self.name}_{m}": record for m in ("action_acc", "text_acc", "icon_acc")}
+
+    def aggregations(self):
+        return {
+            f"{self.name}_action_acc": lambda items: _accuracy(items),
+            f"{self.name}_text_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "text"]),
+            f"{self.name}_icon_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "icon"]),
+        }
+
+    def metrics(self, samples, completions) -> dict[str, float]:
+        out = super().metrics(samples, completions)
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for completion, sample in zip(completions, samples, strict=True):
+            item = self.process(completion, sample)[f"{self.name}_action_acc"]
+            if item["platform"]:
+                groups[item["platform"]].append(item)
+                groups[f"{item['platform']}/{self._type_of(item)}"].append(item)
+        return out | {f"{self.name}_acc/{key}": _accuracy(items) for key, items in sorted(groups.items())}
+
+    _type_key = "data_type"
+
+    def _type_of(self, item: dict) -> str:
+        return str(item.get(self._type_key, "")).lower()
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
+        write_parquet(target, [self._synthetic_row(*screen) for screen in _screens(size, seed)], self.schema)
+
+
+class ScreenSpotV2(_ScreenSpot):
+    """lmms_eval/tasks/screenspot_v2/utils.py."""
+
+    columns = (Column("image", "image"), Column("instruction", "string"), Column("bbox", "list<number>"),
+               Column("data_type", "string", required=False), Column("data_source", "string", required=False),
+               Column("image_width", "int", required=False), Column("image_height", "int", required=False))  # fmt: skip
+    schema = pa.schema([("img_filename", pa.string()), ("bbox", pa.list_(pa.float64())), ("instruction", pa.string()),
+                        ("data_type", pa.string()), ("data_source", pa.string()), ("image", IMAGE_TYPE)])  # fmt: skip
+
+    def _truth(self, record, ctx):
+        width, height = 1, 1
+        if "image_width" in record and "image_height" in record:
+            width, height = int(record["image_width"]), int(record["image_height"])
+        return v2_box(record["bbox"], width, height), [width, height], record.get("data_type", ""), record.get("data_source") or ""
+
+    def _synthetic_row(self, image, box, kind, platform, index):
+        x1, y1, x2, y2 = box
+        return {"img_filename": f"{index}.png", "bbox": [x1, y1, x2 - x1, y2 - y1], "instruction": f"open item {index}",
+                "data_type": kind, "data_source": platform, "image": image_cell(image, f"{index}.png")}  # fmt: skip
+
+
+class ScreenSpotPro(_ScreenSpot):
+    """lmms_eval/tasks/screenspot_pro/utils.py."""
+
+    columns = (Column("image", "image"), Column("instruction", "string"), Column("bbox", "list<number>|string"),
+               Column("img_size", "list<number>|string", required=False), Column("ui_type", "string", required=False),
+               Column("data_type", "string", required=False), Column("platform", "string", required=False),
+               Column("image_width", "int", required=False), Column("image_height", "int", required=False))  # fmt: skip
+    schema = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE), ("instruction", pa.string()), ("bbox", pa.string()),
+                        ("img_size", pa.string()), ("ui_type", pa.string()), ("platform", pa.string()),
+                        ("application", pa.string()), ("group", pa.string())])  # fmt: skip
+    _type_key = "ui_type"
+
+    def _truth(self, record, ctx):
+        width, height = int(record.get("image_width", 1)), int(record.get("image_height", 1))
+        size = pro_size(record.get("img_size"))
+        if size is not None:
+            width, height = size
+        kind = str(record.get("ui_type", record.get("data_type", ""))).lower()
+        return pro_box(pro_numbers(record["bbox"]), width, height), [width, height], kind, record.get("platform") or ""
+
+    def _synthetic_row(self, image, box, kind, platform, index):
+        return {"id": f"pro_{index}", "image": image_cell(image, f"{index}.png"), "instruction": f"open item {index}",
+                "bbox": json.dumps(box), "img_size": json.dumps(list(image.size)), "ui_type": kind, "platform": platform,
+                "application": "synthetic", "group": "Dev"}  # fmt: skip
+
+
+def _accuracy(items: list[dict]) -> float:
+    """screenspot's _aggregate: the share of correct samples, 0 when there are none."""
+    return sum(1 for item in items if item.get("correct")) / len(items) if items else 0.0
+
+
+def _screens(size: int, seed: int):
+    """(screenshot, element box x1y1x2y2 in pixels, text | icon, platform, index)."""
+    rng = np.random.default_rng(seed)
+    for index in range(size):
+        width, height = int(rng.integers(160, 240)), int(rng.integers(120, 200))
+        image = Image.new("RGB", (width, height), (235, 235, 240))
+        w, h = int(rng.integers(12, 40)), int(rng.integers(10, 30))
+        x, y = int(rng.integers(0, width - w)), int(rng.integers(0, height - h))
+        ImageDraw.Draw(image).rectangle([x, y, x + w, y + h], fill=(30, 90, 200))
+        yield image, [x, y, x + w, y + h], str(rng.choice(["text", "icon"])), str(rng.choice(["ios", "windows", "web"])), index
+
+
+BENCHMARKS = variants(ScreenSpotV2, [{"name": "screenspot_v2", "split": "test", "dataset": "HongxinLi/ScreenSpot_v2",
+                                      "description": "ScreenSpot-v2, lmms-eval's screenspot_v2: normalized click point in the box"}])  # fmt: skip
+BENCHMARKS |= variants(ScreenSpotPro, [{"name": "screenspot_pro", "split": "test", "dataset": "TIGER-Lab/ScreenSpot-Pro",
+                                        "description": "ScreenSpot-Pro, lmms-eval's screenspot_pro: normalized click point in the box"}])  # fmt: skip

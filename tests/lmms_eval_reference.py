@@ -1,0 +1,467 @@
+"""The reference scoring vlrl's benchmarks are tested against.
+
+lmms-eval: its own task utilities when the package is importable (`LmmsEvalPackage`), and
+always a re-implementation of them (`Reimplementation`) written from lmms_eval/tasks/
+{refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
+countbenchqa/utils.py, pixmo_count/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py
+and vsibench/utils.py at EvolvingLMMs-Lab/lmms-eval commit
+75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3 (the same files as PyPI lmms-eval 0.7.3), with the
+prompts' keyword arguments of the tasks' yaml files. lmms-eval is not a dev dependency: it
+pins av<16 (vlrl's video tests need a newer PyAV) and brings some seventy packages; its task
+utilities import offline, so where it is installed the package itself is the reference.
+
+Video-R1: a re-implementation of src/eval_bench.py at tulerfeng/Video-R1 commit
+59d65c347e44efa71be27abf9d89b4a2bb7d1c05 (its scoring functions live inside the script's
+loop, so there is nothing to import).
+
+Each reference takes lmms-eval "docs" (rows as the datasets library yields them: images as
+PIL images) and responses, and returns the prompts and the aggregated metrics.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import torch
+from PIL import Image
+
+COUNTBENCH_KWARGS = {"pre_prompt": "Look at the image carefully and count the objects. Answer with just a number, without any additional text. ", "post_prompt": ""}
+SINGLE_NUMBER_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with a single number."}  # countbenchqa, pixmo_count
+AGGREGATIONS = {"IoU": "iou", "ACC@0.1": "acc01", "ACC@0.3": "acc03", "ACC@0.5": "acc05", "ACC@0.7": "acc07", "ACC@0.9": "acc09", "Center_ACC": "center_acc"}
+REC_NAMES = ["IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC"]
+VSI_MCA = ["object_rel_direction_easy", "object_rel_direction_medium", "object_rel_direction_hard", "object_rel_distance", "route_planning", "obj_appearance_order"]
+VSI_NA = ["object_abs_distance", "object_counting", "object_size_estimation", "room_size_estimation"]
+VSI_NAMES = {
+    "vsibench_overall": "overall", "obj_appearance_order_accuracy": "obj_appearance_order_accuracy",
+    "object_abs_distance_mra": "object_abs_distance_MRA:.5:.95:.05", "object_counting_mra": "object_counting_MRA:.5:.95:.05",
+    "object_rel_distance_accuracy": "object_rel_distance_accuracy", "object_size_estimation_mra": "object_size_estimation_MRA:.5:.95:.05",
+    "room_size_estimation_mra": "room_size_estimation_MRA:.5:.95:.05", "route_planning_accuracy": "route_planning_accuracy",
+    "object_rel_direction_accuracy": "object_rel_direction_accuracy",
+}  # fmt: skip
+
+
+def docs_from_parquet(path: Path, skip: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """Rows as `datasets` yields them (an `Image` cell decoded into a PIL image), but `skip`."""
+    rows = [row for i, row in enumerate(pq.read_table(path).to_pylist()) if i not in skip]
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, dict) and "bytes" in value:
+                row[key] = Image.open(io.BytesIO(value["bytes"]))
+    return rows
+
+
+class Reimplementation:
+    name = "reimplementation"
+
+    # -- RefCOCO strict REC (utils_rec.py) -------------------------------------------------------
+    @staticmethod
+    def refcoco_rec(docs, responses):
+        exploded = []
+        for doc in docs:
+            w, h = doc["image"].width, doc["image"].height
+            x, y, bw, bh = doc["bbox"]
+            box = [x / w, y / h, (x + bw) / w, (y + bh) / h]
+            exploded += [{**doc, "bbox": box, "answer": answer} for answer in doc["answer"]]
+        prompts = ["Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, "
+                   "bottom-right y). All values are floating point numbers bounded between 0 and 1. Please provide "
+                   "the bounding box coordinate of the region this sentence describes: " + d["answer"] for d in exploded]  # fmt: skip
+
+        def parse(text):
+            m = re.search(r"\[\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?)\s*\]", text)
+            return [float(m.group(i)) for i in range(1, 5)] if m else [0, 0, 0, 0]
+
+        items = [{"bbox": d["bbox"], "pred": parse(r)} for d, r in zip(exploded, responses, strict=True)]
+        return prompts, Reimplementation.rec_aggregate(items)
+
+    @staticmethod
+    def rec_aggregate(items):
+        def iou(a, b):
+            inter = max(0, min(a[2], b[2]) - max(a[0], b[0])) * max(0, min(a[3], b[3]) - max(a[1], b[1]))
+            return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+        return _aggregate_boxes("refcoco_", items, iou)
+
+    # -- RefCOCO lenient grounding (refcoco_grounding/utils.py) -----------------------------------
+    @staticmethod
+    def refcoco_grounding(docs, responses):
+        def refs(a):
+            if isinstance(a, str):
+                return f'"{a}"'
+            cleaned = [str(s).strip() for s in a if str(s).strip()]
+            return ", ".join(f'"{s}"' for s in cleaned) if cleaned else '""'
+
+        prompts = [f"Locate every object that matches the description {refs(d['answer'])} in the image. Report bbox coordinates in JSON format." for d in docs]
+
+        def iou(a, b):
+            inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+            union = max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1]) + max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1]) - inter
+            return 0.0 if union <= 0 else inter / union
+
+        def from_json(text):
+            text = text.strip()
+            if not text:
+                return None
+            m = re.search(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL | re.IGNORECASE)
+            for candidate in ([m.group(1)] if m else []) + [text]:
+                try:
+                    return json.loads(candidate)
+                except Exception:
+                    pass
+            for a, b in (("[", "]"), ("{", "}")):
+                s, e = text.find(a), text.rfind(b)
+                if s != -1 and e > s:
+                    try:
+                        return json.loads(text[s : e + 1])
+                    except Exception:
+                        continue
+            return None
+
+        def boxes(data):
+            if isinstance(data, list):
+                if data and all(isinstance(v, (int, float)) for v in data) and len(data) == 4:
+                    return [[float(v) for v in data]]
+                return [b for item in data for b in boxes(item)]
+            if isinstance(data, dict):
+                for key in ("bbox_2d", "bbox", "box", "coordinates", "coord", "location", "position"):
+                    if key in data and isinstance(data[key], (list, tuple)) and len(data[key]) == 4:
+                        try:
+                            return [[float(v) for v in data[key]]]
+                        except (TypeError, ValueError):
+                            continue
+                return [b for v in data.values() for b in boxes(v)]
+            return []
+
+        loose = re.compile(r"\[?\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*\]?")
+        items = []
+        for doc, text in zip(docs, responses, strict=True):
+            x, y, bw, bh = doc["bbox"]
+            gt = [float(x), float(y), float(x) + float(bw), float(y) + float(bh)]
+            w, h = doc["image"].size
+            raw = (boxes(from_json(text)) or [[float(m.group(i)) for i in range(1, 5)] for m in loose.finditer(text)]) if text else []
+            candidates = [c for b in raw for c in (b, [b[0] / 1000.0 * w, b[1] / 1000.0 * h, b[2] / 1000.0 * w, b[3] / 1000.0 * h])]
+            best, best_iou = (candidates[0] if candidates else [0.0, 0.0, 0.0, 0.0]), -1.0
+            for c in candidates:
+                if iou(c, gt) > best_iou:
+                    best, best_iou = c, iou(c, gt)
+            items.append({"bbox": gt, "pred": best})
+        return prompts, _aggregate_boxes("refcoco_grounding_", items, iou, to_float=True)
+
+    # -- counting ---------------------------------------------------------------------------------
+    @staticmethod
+    def countbench(docs, responses):
+        words = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+        words["none"] = "0"
+
+        def norm(a):
+            a = str(a).strip().lower()
+            return words.get(a, a)
+
+        prompts = [COUNTBENCH_KWARGS["pre_prompt"] + d["question"].strip() for d in docs]
+        return prompts, {"acc": _mean([float(norm(r) == norm(d["number"])) for d, r in zip(docs, responses, strict=True)])}
+
+    @staticmethod
+    def countbenchqa(docs, responses):
+        prompts = [(f"{d['text']}\n\n{d['question']}" if d.get("text") else d["question"]) + SINGLE_NUMBER_KWARGS["post_prompt"] for d in docs]
+        return prompts, {"acc": _mean([1.0 if r.strip() == str(d["number"]) else 0.0 for d, r in zip(docs, responses, strict=True)])}
+
+    @staticmethod
+    def pixmo_count(docs, responses):
+        prompts = [d["question"].replace("<image>", "").strip() + SINGLE_NUMBER_KWARGS["post_prompt"] for d in docs]
+        scores = []
+        for d, r in zip(docs, responses, strict=True):
+            pred, truth = r.strip(), d["answer"].strip()
+            truth = (re.search(r"\d+", truth) or [truth])[0]
+            pred = (re.search(r"\d+", pred) or [pred])[0]
+            scores.append(1.0 if pred == truth else 0.0)
+        return prompts, {"acc": _mean(scores)}
+
+    # -- ScreenSpot ---------------------------------------------------------------------------------
+    @staticmethod
+    def _point(text):
+        token = r"-?\d+(?:\.\d+)?%?"
+        value = lambda t: float(t.strip()[:-1]) / 100.0 if t.strip().endswith("%") else float(t.strip())  # noqa: E731
+        m = re.search(r"<\s*bbox[^>]*>(.*?)<\s*/\s*bbox\s*>", text, re.IGNORECASE | re.DOTALL)
+        if m and len(t := re.findall(token, m.group(1))) >= 4:
+            return (value(t[0]) + value(t[2])) / 2.0, (value(t[1]) + value(t[3])) / 2.0
+        m = re.search(r"[\[\(]\s*(" + token + r")\s*(?:,|\s)\s*(" + token + r")\s*[\]\)]", text)
+        if m:
+            return value(m.group(1)), value(m.group(2))
+        m = re.search(r"['\"]?x['\"]?\s*[:=]\s*(" + token + r").*?['\"]?y['\"]?\s*[:=]\s*(" + token + r")", text, re.IGNORECASE | re.DOTALL)
+        if m:
+            return value(m.group(1)), value(m.group(2))
+        n = re.findall(token, text)
+        if len(n) >= 4 and any(k in text.lower() for k in ("bbox", "box", "rect", "rectangle")):
+            return (value(n[0]) + value(n[2])) / 2.0, (value(n[1]) + value(n[3])) / 2.0
+        return (value(n[0]), value(n[1])) if len(n) >= 2 else None
+
+    @classmethod
+    def screenspot_v2(cls, docs, responses):
+        prompts = [f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}" for d in docs]
+        records = []
+        for d, r in zip(docs, responses, strict=True):
+            w, h = (int(d["image_width"]), int(d["image_height"])) if "image_width" in d and "image_height" in d else (1, 1)
+            b = [float(v) for v in d["bbox"]]
+            if all(0 <= v <= 1 for v in b) and b[2] >= b[0] and b[3] >= b[1]:
+                gt = b
+            elif b[2] > b[0] and b[3] > b[1]:
+                gt = [b[0] / w, b[1] / h, b[2] / w, b[3] / h]
+            else:
+                gt = [b[0] / w, b[1] / h, (b[0] + b[2]) / w, (b[1] + b[3]) / h]
+            p = cls._point(r)
+            if p is not None and (p[0] > 1 or p[1] > 1):
+                p = (p[0] / w, p[1] / h)
+            records.append({"correct": bool(p and gt[0] <= p[0] <= gt[2] and gt[1] <= p[1] <= gt[3]), "type": str(d.get("data_type", "")).lower()})
+        return prompts, _click_accuracies("screenspot_v2", records)
+
+    @classmethod
+    def screenspot_pro(cls, docs, responses):
+        prompts = [f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}" for d in docs]
+
+        def listed(value, n):
+            if isinstance(value, list):
+                return value
+            try:
+                parsed = json.loads(value)
+                return parsed if isinstance(parsed, list) else None
+            except (ValueError, TypeError):
+                found = re.findall(r"-?\d+(?:\.\d+)?" if n == 4 else r"\d+", value)
+                return found[:n] if len(found) >= n else None
+
+        records = []
+        for d, r in zip(docs, responses, strict=True):
+            w, h = int(d.get("image_width", 1)), int(d.get("image_height", 1))
+            size = listed(d.get("img_size"), 2) if d.get("img_size") is not None else None
+            if size is not None and len(size) == 2 and int(size[0]) > 0 and int(size[1]) > 0:
+                w, h = int(size[0]), int(size[1])
+            b = [float(v) for v in (listed(d["bbox"], 4) or [0.0, 0.0, 0.0, 0.0])]
+            if len(b) != 4:
+                gt = [0.0, 0.0, 0.0, 0.0]
+            else:
+                gt = b if b[2] <= 1 and b[3] <= 1 else [b[0] / w, b[1] / h, b[2] / w, b[3] / h]
+            p = cls._point(r)
+            if p is not None and (p[0] > 1 or p[1] > 1):
+                p = (p[0] / w, p[1] / h)
+            records.append({"correct": bool(p and gt[0] <= p[0] <= gt[2] and gt[1] <= p[1] <= gt[3]),
+                            "type": str(d.get("ui_type", d.get("data_type", ""))).lower()})  # fmt: skip
+        return prompts, _click_accuracies("screenspot_pro", records)
+
+    # -- VSI-Bench (vsibench/utils.py) --------------------------------------------------------------
+    @staticmethod
+    def vsibench(docs, predictions):
+        numbers = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+        numbers |= {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000}
+
+        def number(text):
+            s = str(text).strip().lower()
+            if not s:
+                return None
+            digit = re.search(r"-?\d+(?:\.\d+)?", s)
+            start, run = None, []
+            for m in re.finditer(r"[a-z]+", s):
+                if start is None:
+                    if m.group(0) in numbers:
+                        start, run = m.start(), [m.group(0)]
+                elif m.group(0) != "and":
+                    if m.group(0) not in numbers:
+                        break
+                    run.append(m.group(0))
+            if digit and (start is None or digit.start() < start):
+                return float(digit.group(0))
+            if start is None:
+                return None
+            total = current = 0
+            for word in run:
+                v = numbers[word]
+                if v == 100:
+                    current = max(current, 1) * 100
+                elif v == 1000:
+                    total, current = total + max(current, 1) * 1000, 0
+                else:
+                    current += v
+            return float(total + current)
+
+        by_type: dict[str, list[float]] = {}
+        for doc, pred in zip(docs, predictions, strict=True):
+            qt = doc["question_type"]
+            if qt in VSI_MCA:
+                score = 1.0 if pred.split(" ")[0].rstrip(".").strip().lower() == doc["ground_truth"].lower() else 0.0
+            else:
+                p = number(pred)
+                try:
+                    target = float(doc["ground_truth"])
+                except ValueError:
+                    target = None
+                if p is None or target is None:
+                    score = 0.0
+                else:
+                    score = (abs(p - target) / target <= 1 - np.linspace(0.5, 0.95, 10)).mean()
+            by_type.setdefault(qt, []).append(score)
+        out = {f"{qt}_{'accuracy' if qt in VSI_MCA else 'MRA:.5:.95:.05'}": float(np.mean(v)) for qt, v in by_type.items()}
+        out["object_rel_direction_accuracy"] = sum(out.pop(f"object_rel_direction_{k}_accuracy") for k in ("easy", "medium", "hard")) / 3.0
+        out["overall"] = sum(out.values()) / len(out)
+        return {name: round(out.get(key, 0.0), 6) for name, key in VSI_NAMES.items()}
+
+
+def _mean(values):
+    return sum(values) / len(values)
+
+
+def _aggregate_boxes(prefix, items, iou, to_float=False):
+    score = {"IoU": iou, "Center_ACC": lambda g, p: g[0] <= (p[0] + p[2]) / 2 <= g[2] and g[1] <= (p[1] + p[3]) / 2 <= g[3]}
+    score |= {f"ACC@{t}": (lambda g, p, t=t: iou(g, p) >= t) for t in (0.1, 0.3, 0.5, 0.7, 0.9)}
+    cast = float if to_float else (lambda v: v)
+    return {prefix + name: _mean([cast(score[name](i["bbox"], i["pred"])) for i in items]) for name in REC_NAMES}
+
+
+def _click_accuracies(name, records):
+    def acc(rows):
+        return sum(1 for r in rows if r["correct"]) / len(rows) if rows else 0.0
+
+    return {f"{name}_action_acc": acc(records), f"{name}_text_acc": acc([r for r in records if r["type"] == "text"]),
+            f"{name}_icon_acc": acc([r for r in records if r["type"] == "icon"])}  # fmt: skip
+
+
+class LmmsEvalPackage:
+    """The same entry points, through lmms-eval's own task utilities."""
+
+    name = "lmms_eval"
+
+    def __init__(self):
+        from lmms_eval.tasks.countbench import utils as countbench
+        from lmms_eval.tasks.countbenchqa import utils as countbenchqa
+        from lmms_eval.tasks.pixmo_count import utils as pixmo
+        from lmms_eval.tasks.refcoco import utils_rec
+        from lmms_eval.tasks.refcoco_grounding import utils as grounding
+        from lmms_eval.tasks.screenspot_pro import utils as pro
+        from lmms_eval.tasks.screenspot_v2 import utils as v2
+        from lmms_eval.tasks.vsibench import utils as vsibench
+
+        self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
+                  "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench}  # fmt: skip
+
+    def refcoco_rec(self, docs, responses):
+        from datasets import Dataset
+
+        rec = self.m["rec"]
+        exploded = list(rec.refcoco_bbox_rec_preprocess_dataset(Dataset.from_list(docs)))
+        prompts = [rec.refcoco_bbox_rec_doc_to_text(d) for d in exploded]
+        items = [rec.refcoco_bbox_rec_process_result(d, [r])["refcoco_IoU"] for d, r in zip(exploded, responses, strict=True)]
+        return prompts, self.rec_aggregate(items)
+
+    def rec_aggregate(self, items):
+        rec = self.m["rec"]
+        return {f"refcoco_{n}": getattr(rec, f"refcoco_bbox_rec_{f}")(items) for n, f in AGGREGATIONS.items()}
+
+    def refcoco_grounding(self, docs, responses):
+        g = self.m["grounding"]
+        prompts = [g.refcoco_grounding_doc_to_text(d) for d in docs]
+        items = [g.refcoco_grounding_process_result(d, [r])["refcoco_grounding_IoU"] for d, r in zip(docs, responses, strict=True)]
+        return prompts, {f"refcoco_grounding_{n}": getattr(g, f"refcoco_grounding_{f}")(items) for n, f in AGGREGATIONS.items()}
+
+    def countbench(self, docs, responses):
+        c = self.m["countbench"]
+        return [c.countbench_doc_to_text(d, COUNTBENCH_KWARGS) for d in docs], {"acc": _mean([c.countbench_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+
+    def countbenchqa(self, docs, responses):
+        c = self.m["countbenchqa"]
+        return [c.countbenchqa_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {"acc": _mean([c.countbenchqa_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+
+    def pixmo_count(self, docs, responses):
+        c = self.m["pixmo"]
+        return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {"acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+
+    def screenspot_v2(self, docs, responses):
+        v2 = self.m["v2"]
+        items = [v2.screenspot_v2_process_results(d, [r])["screenspot_v2_action_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [v2.screenspot_v2_doc_to_text(d) for d in docs], {f"screenspot_v2_{k}_acc": getattr(v2, f"screenspot_v2_{k}_acc")(items) for k in ("action", "text", "icon")}
+
+    def screenspot_pro(self, docs, responses):
+        pro = self.m["pro"]
+        items = [pro.screenspot_pro_process_results(d, [r])["screenspot_pro_action_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [pro.screenspot_pro_doc_to_text(d) for d in docs], {f"screenspot_pro_{k}_acc": getattr(pro, f"screenspot_pro_{k}_acc")(items) for k in ("action", "text", "icon")}
+
+    def vsibench(self, docs, predictions):
+        v = self.m["vsibench"]
+        items = [v.vsibench_process_results(dict(d), [p])["vsibench_overall"] for d, p in zip(docs, predictions, strict=True)]
+        return {name: getattr(v, "vsibench_aggregate_" + ("overall" if name == "vsibench_overall" else name))(items) for name in VSI_NAMES}
+
+
+def references() -> list[Any]:
+    """The re-implementation, and lmms-eval itself where it is installed."""
+    out: list[Any] = [Reimplementation()]
+    try:
+        out.append(LmmsEvalPackage())
+    except ImportError:
+        pass
+    return out
+
+
+# -- Video-R1's evaluator (src/eval_bench.py) ----------------------------------------------------
+VIDEO_R1_TYPES = {
+    "multiple choice": " Please provide only the single option letter (e.g., A, B, C, D, etc.) within the <answer> </answer> tags.",
+    "numerical": " Please provide the numerical value (e.g., 42 or 3.14) within the <answer> </answer> tags.",
+    "OCR": " Please transcribe text from the image/video clearly and provide your text answer within the <answer> </answer> tags.",
+    "free-form": " Please provide your text answer within the <answer> </answer> tags.",
+    "regression": " Please provide the numerical value (e.g., 42 or 3.14) within the <answer> </answer> tags.",
+}
+
+
+def video_r1_prompt(record):
+    question = record["problem"]
+    if record["problem_type"] == "multiple choice":
+        question += "Options:\n" + "".join(op + "\n" for op in record["options"])
+    return (
+        f"{question}\nPlease think about this question as if you were a human pondering deeply. Engage in an internal "
+        "dialogue using expressions such as 'let me think', 'wait', 'Hmm', 'oh, I see', 'let's break it down', etc, or "
+        "other natural language thought expressions It's encouraged to include self-reflection or verification in the "
+        "reasoning process. Provide your detailed reasoning between the <think> and </think> tags, and then give your "
+        "final answer between the <answer> and </answer> tags." + VIDEO_R1_TYPES[record["problem_type"]]
+    )
+
+
+def video_r1_extract_answer(text):
+    m = re.search(r"<answer>\s*(.*?)\s*</answer>", text, re.DOTALL)
+    return m.group(1).strip() if m else ""
+
+
+def video_r1_reward(sample, output, problem_type):
+    def number(s):
+        try:
+            return float(s.replace(",", ""))
+        except Exception:
+            return None
+
+    try:
+        out = video_r1_extract_answer(output) or output
+        gt = video_r1_extract_answer(sample.get("solution", ""))
+        if problem_type == "multiple choice":
+            return 1.0 if out.strip() == gt.strip() else 0.0
+        if problem_type == "numerical":
+            if (("." in gt) or ("," in gt)) != (("." in out) or ("," in out)):
+                return 0.0
+            g, o = number(gt), number(out)
+            return 0.0 if g is None or o is None else (1.0 if round(g, 2) == round(o, 2) else 0.0)
+        if problem_type == "regression":
+            g, o = number(gt), number(out)
+            if g is None or o is None:
+                return 0.0
+            pred, target = torch.tensor(o, dtype=torch.float32), torch.tensor(g, dtype=torch.float32)
+            rel = torch.abs(pred - target) / (torch.abs(target) + 1e-8)
+            return (rel < (1 - torch.arange(0.5, 0.95 + 0.05 / 2, 0.05, dtype=torch.float32))).float().mean().item()
+        return 0.0
+    except Exception:
+        return 0.0
+
+
+def video_r1_final_acc(records, outputs):
+    acc, mra = [], []
+    for record, output in zip(records, outputs, strict=True):
+        reward = video_r1_reward(record, output, record.get("problem_type", ""))
+        (mra if record["problem_type"] == "regression" else acc).append(reward)
+    return {"mean_acc": torch.tensor(acc).mean().item(), "mean_mra": torch.tensor(mra).mean().item() if mra else 0.0}

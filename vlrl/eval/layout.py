@@ -1,0 +1,104 @@
+"""lmms-eval's output layout, so that tools that read lmms-eval's output read vlrl's.
+
+`results.json` holds what lmms-eval's `<date>_results.json` holds: `results` (per task
+`alias` and `<metric>,none` with its `<metric>_stderr,none`, "N/A" here: no bootstrap),
+`configs` (per task: its name, data, split, reference and options, and for a benchmark the
+coordinate convention its prompt used), `versions`, `n-shot`, `group_subtasks`, `n-samples`
+({"original", "effective"}: rows read, samples evaluated), `model_name`,
+`total_evaluation_time_seconds`, plus vlrl's own: the run's `config`, `environment`
+(package versions), `date`, `samples_per_second` and `skipped` (the first reasons records
+were skipped). `samples_<task>.jsonl` holds what lmms-eval's `<date>_samples_<task>.jsonl`
+holds, one line per sample: `doc_id`, `target` (as a string), `filtered_resps`, `resps`
+(only when the filter changed the response, as lmms-eval drops it), `input` (the prompt
+text) and the sample's per-metric values (a benchmark's, by metric name), plus vlrl's `id`
+and, for a task with rewards, `rewards` and `reward`.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+import vlrl
+from vlrl.config import Config, to_dict
+
+if TYPE_CHECKING:
+    from vlrl.eval.harness import TaskResult
+
+FILTER = "none"  # lmms-eval's filter name for an unfiltered response
+SKIPPED_SHOWN = 20  # reasons kept per task in results.json
+
+
+def environment() -> dict[str, str]:
+    import transformers
+
+    return {"vlrl": vlrl.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}  # fmt: skip
+
+
+def task_results(metrics: dict[str, float], task: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"alias": task}
+    for name, value in metrics.items():
+        out[f"{name},{FILTER}"] = value
+        out[f"{name}_stderr,{FILTER}"] = "N/A"
+    return out
+
+
+def samples_line(record: dict[str, Any]) -> dict[str, Any]:
+    """lmms-eval's saved sample: one-element lists unwrapped, `resps` dropped when the filter
+    left the response unchanged, `target` as a string."""
+    line = dict(record)
+    resps, filtered = line["resps"], line["filtered_resps"]
+    filtered = filtered[0] if isinstance(filtered, list) and len(filtered) == 1 else filtered
+    line["filtered_resps"] = filtered
+    if isinstance(resps, list) and len(resps) == 1 and resps[0] == filtered:
+        del line["resps"]
+    line["target"] = str(line["target"])
+    return line
+
+
+def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Config) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "results": {r.task: task_results(r.metrics, r.task) for r in results},
+        "group_subtasks": {r.task: [] for r in results},
+        "configs": {r.task: r.config for r in results},
+        "versions": {r.task: vlrl.__version__ for r in results},
+        "n-shot": {r.task: 0 for r in results},
+        "n-samples": {r.task: {"original": len(r.records) + len(r.skipped), "effective": len(r.records)} for r in results},
+        "model_name": model,
+        "total_evaluation_time_seconds": str(round(sum(r.seconds for r in results), 3)),
+        "config": to_dict(cfg),
+        "environment": environment(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
+        "skipped": {r.task: r.skipped[:SKIPPED_SHOWN] for r in results if r.skipped},
+    }
+    (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    for r in results:
+        with open(samples_path(out_dir, r.task), "w", encoding="utf-8") as handle:
+            for record in r.records:
+                handle.write(json.dumps(samples_line(record), default=str, ensure_ascii=False) + "\n")
+    return out_dir / "results.json"
+
+
+def samples_path(out_dir: Path, task: str) -> Path:
+    return out_dir / f"samples_{task}.jsonl"
+
+
+def read_metrics(out_dir: Path) -> dict[str, dict[str, float]]:
+    """Task -> metric -> value of a results.json (lmms-eval's or vlrl's), errors left out."""
+    results = json.loads((out_dir / "results.json").read_text())["results"]
+    out = {}
+    for task, values in results.items():
+        out[task] = {
+            key.rpartition(",")[0]: value
+            for key, value in values.items()
+            if "," in key and "_stderr" not in key.rpartition(",")[0] and isinstance(value, (int, float))
+        }
+    return out
