@@ -210,6 +210,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         'recompute = policy_moves and algo.old_logprobs == "recompute"',
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
+    Mutation(
+        "the engine never gets the updated weights", "vlrl/trainer/rl.py",
+        "                    self.engine.sync_weights(full_weights(run.model))",
+        "                    pass",
+        (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
+    ),
+    Mutation(
+        "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/rl.py",
+        "                        if not foreign:\n                            expected = old_logp",
+        "                        if True:\n                            expected = old_logp",
+        (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
+    ),
     # -- advantages ---------------------------------------------------------------------------
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(

@@ -55,7 +55,7 @@ def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
     weights = torch.rand(6, 9, generator=generator) * mask
 
     model.zero_grad()
-    shared, _ = completion_logprobs(model, collate(prompts, pad), rows, ids, mask)
+    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
     (shared * weights).sum().backward()
     shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -94,7 +94,7 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
         mask[i, : len(c.token_ids)] = 1
         sampled[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
     with torch.no_grad():
-        recomputed, _ = completion_logprobs(
+        recomputed, _, _ = completion_logprobs(
             model, collate(prompts, engine.pad_id), torch.arange(3).repeat_interleave(3), ids, mask, temperature=0.7
         )
     torch.testing.assert_close(recomputed * mask, sampled * mask, rtol=1e-5, atol=1e-5)

@@ -10,6 +10,7 @@ loss and its gradient are those of G full forwards (tests pin this down).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
@@ -102,6 +103,42 @@ def completion_logits(
     return torch.cat([prefix.last_logits[rows].unsqueeze(1), out.logits[:, :-1]], dim=1)
 
 
+def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Logits with everything outside the top k, and outside the smallest set holding top_p of
+    the mass, set to -inf."""
+    if top_k > 0:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # Drop a token when the tokens before it already hold top_p of the mass.
+        drop_sorted = (probs.cumsum(dim=-1) - probs) > top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+@dataclass(frozen=True)
+class SamplingFilter:
+    """What a rollout engine removes from the policy's (temperature-scaled) distribution before
+    it draws: banned ids (vision tokens, the padded vocabulary tail), then top-k / top-p."""
+
+    banned: torch.Tensor  # (V,) bool
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
+        return filter_top_k_top_p(allowed, self.top_k, self.top_p)
+
+
+class TokenLogprobs(NamedTuple):
+    logp: torch.Tensor  # (R, T) under the temperature-scaled policy, over the whole vocabulary
+    entropy: torch.Tensor | None  # (R, T) of each step's distribution, when asked
+    sampled: torch.Tensor | None  # (R, T) under the distribution an engine draws from (SamplingFilter), no grad
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     batch: PromptBatch,
@@ -110,11 +147,20 @@ def completion_logprobs(
     completion_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+    sampler: SamplingFilter | None = None,
+) -> TokenLogprobs:
     """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`.
 
-    Logits are divided by the sampling temperature, as the distribution sampled from was.
+    Logits are divided by the sampling temperature, as the distribution sampled from was. With
+    a `sampler`, also the log-probs an engine that renormalizes over what it may draw reports
+    (vLLM): the trainer's value to compare the engine's with.
     """
     logits = completion_logits(model, batch, rows, completion_ids, completion_mask) / temperature
     logp = selective_logprobs(logits, completion_ids)
-    return logp, (entropy(logits) if with_entropy else None)
+    sampled = None
+    if sampler is not None:
+        with torch.no_grad():
+            sampled = torch.stack(
+                [selective_logprobs(sampler.apply(row.float())[None], ids[None])[0] for row, ids in zip(logits, completion_ids, strict=True)]
+            )
+    return TokenLogprobs(logp, entropy(logits) if with_entropy else None, sampled)

@@ -13,23 +13,9 @@ from collections.abc import Sequence
 import torch
 
 from vlrl.modeling import core_model
-from vlrl.policy import decode_positions, prefill
+from vlrl.policy import SamplingFilter, decode_positions, prefill
 from vlrl.prompting import Prompt, collate
 from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
-
-
-def _filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    if top_k > 0:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the tokens before it already hold top_p of the mass.
-        drop_sorted = (probs.cumsum(dim=-1) - probs) > top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    return logits
 
 
 def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -97,7 +83,8 @@ class HFEngine:
         next_position = prefix.next_position.repeat_interleave(n)
         attention_mask = batch.attention_mask.repeat_interleave(n, dim=0)
         rows = logits.shape[0]
-        banned = self.banned.to(device)
+        greedy = params.temperature == 0
+        sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
         stop_ids = self.stop_ids.to(device)
 
         tokens, logprobs, entropies = [], [], []
@@ -107,9 +94,8 @@ class HFEngine:
             if params.temperature > 0:
                 logits = logits / params.temperature
             step_logp = torch.log_softmax(logits, dim=-1)
-            allowed = logits.masked_fill(banned, float("-inf"))
+            allowed = sampler.apply(logits)
             if params.temperature > 0:
-                allowed = _filter_top_k_top_p(allowed, params.top_k, params.top_p)
                 choice = sample_categorical(torch.softmax(allowed, dim=-1), generator)
             else:
                 choice = allowed.argmax(dim=-1)

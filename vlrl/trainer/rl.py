@@ -18,10 +18,11 @@ from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, t
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
-from vlrl.modeling import full_weights, load_model
-from vlrl.policy import completion_logprobs
+from vlrl.modeling import core_model, full_weights, load_model
+from vlrl.policy import SamplingFilter, TokenLogprobs, completion_logprobs
 from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, SamplingParams, make_engine
+from vlrl.rollout.base import banned_token_ids
 from vlrl.sample import Sample
 from vlrl.scoring import Scores, score
 from vlrl.task import Task
@@ -124,9 +125,10 @@ def rows_logprobs(
     temperature: float,
     pad_id: int,
     with_entropy: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor | None, int]:
-    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt,
-    and each step's entropy when asked."""
+    sampler: SamplingFilter | None = None,
+) -> tuple[TokenLogprobs, int]:
+    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
+    (with each step's entropy, and the sampling distribution's log-probs, when asked)."""
     device = next(model.parameters()).device
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
@@ -136,8 +138,7 @@ def rows_logprobs(
     width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
-    logp, entropy = completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy)
-    return logp, entropy, width
+    return completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler), width
 
 
 class RLTrainer:
@@ -164,6 +165,11 @@ class RLTrainer:
             else None
         )
         self.engine = make_engine(cfg.rollout.engine, cfg, self.run.processor, self.run.base_path, lambda: self.run.model)
+        r = cfg.rollout
+        vocab = core_model(self.run.model).config.get_text_config().vocab_size
+        banned = torch.zeros(vocab, dtype=torch.bool)
+        banned[banned_token_ids(self.run.processor.tokenizer, vocab)] = True
+        self.sampler = SamplingFilter(banned, r.top_k, r.top_p)  # what every engine draws from, as the trainer computes it
         if not self.engine.shares_policy:
             self.engine.sync_weights(full_weights(self.run.model))  # the run's weights: resumed, merged, rounded
             if cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1:
@@ -174,7 +180,6 @@ class RLTrainer:
                 "the entropy of a trainer forward (one more forward per step)"
             )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        r = cfg.rollout
         self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
         self.unusable: list[UnusableSample] = []  # this step's samples left out: media that fail, prompts refused
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
@@ -278,29 +283,34 @@ class RLTrainer:
 
     # -- 4. update -------------------------------------------------------------------------------
     def logprobs_no_grad(
-        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool = False, sampled: bool = False
+    ) -> TokenLogprobs:
         """(R, T) log-probs of every row under `model` without gradient (reference, old policy),
-        and the entropy of each step when asked."""
+        with each step's entropy and the sampling distribution's log-probs when asked."""
         out = torch.zeros_like(batch.completion_mask)
-        entropy = torch.zeros_like(batch.completion_mask) if with_entropy else None
+        ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
+        samp = torch.zeros_like(batch.completion_mask) if sampled else None
         all_rows = list(range(len(batch.prompt_index)))
         with torch.no_grad():
             for positions in self.plan(batch, all_rows):
                 rows = [all_rows[p] for p in positions]
-                logp, ent, width = rows_logprobs(
-                    model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, with_entropy
-                )
-                out[torch.tensor(rows), :width] = logp.float().cpu()
-                if entropy is not None:
-                    entropy[torch.tensor(rows), :width] = ent.float().cpu()
-        return out, entropy
+                stats, width = rows_logprobs(
+                    model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, with_entropy,
+                    self.sampler if sampled else None,
+                )  # fmt: skip
+                index = torch.tensor(rows)
+                out[index, :width] = stats.logp.float().cpu()
+                if ent is not None:
+                    ent[index, :width] = stats.entropy.float().cpu()
+                if samp is not None:
+                    samp[index, :width] = stats.sampled.float().cpu()
+        return TokenLogprobs(out, ent, samp)
 
     def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
         if self.reference is not None:
-            return self.logprobs_no_grad(self.reference, batch)[0]
+            return self.logprobs_no_grad(self.reference, batch).logp
         with self.run.model.disable_adapter():
-            return self.logprobs_no_grad(self.run.model, batch)[0]
+            return self.logprobs_no_grad(self.run.model, batch).logp
 
     def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
         lengths = batch.lengths()
@@ -330,10 +340,13 @@ class RLTrainer:
         policy_moves = algo.num_iterations > 1 or algo.mini_batches > 1
         recompute = policy_moves and (algo.old_logprobs == "recompute" or foreign)
         entropy_from_trainer = algo.top_entropy_fraction < 1 and batch.entropy is None
-        old, trainer_entropy = None, None
+        # A foreign engine reports log-probs of what it draws from (bans, top-k/p renormalized):
+        # the trainer computes the same quantity to compare and correct them with.
+        sampler = self.sampler if foreign else None
+        old = old_sampled = trainer_entropy = None
         if recompute or entropy_from_trainer:
-            computed, trainer_entropy = self.logprobs_no_grad(run.model, batch, with_entropy=entropy_from_trainer)
-            old = computed if recompute else None
+            before = self.logprobs_no_grad(run.model, batch, entropy_from_trainer, sampled=recompute and foreign)
+            old, old_sampled, trainer_entropy = (before.logp if recompute else None), before.sampled, before.entropy
         elif policy_moves:
             old = batch.rollout_logprobs
         # The old log-probs are the trainer's own unless they were taken from the rollout.
@@ -365,23 +378,33 @@ class RLTrainer:
                 loss_total = 0.0
                 for positions in self.plan(batch, rows):
                     micro = rows_t[positions]
-                    logp, _, width = rows_logprobs(run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id)
+                    stats, width = rows_logprobs(
+                        run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id,
+                        sampler=sampler if old is None else None,
+                    )  # fmt: skip
+                    logp = stats.logp
                     mask = loss_mask[micro, :width].to(device)
                     old_logp = logp.detach() if old is None else old[micro, :width].to(device)
                     terms = policy_loss(logp, old_logp, advantages[micro].to(device), mask, algo)
                     per_token = terms.per_token
-                    if batch.rollout_logprobs is not None and iteration == 0 and old_is_trainers:
+                    if batch.rollout_logprobs is not None and old_is_trainers:
                         engine_logp = batch.rollout_logprobs[micro, :width].to(device)
-                        real = batch.completion_mask[micro, :width].to(device)
-                        diff = (old_logp - engine_logp).abs() * real
-                        sums["mismatch_abs"] += float(diff.sum())
-                        sums["mismatch_max"] = max(sums["mismatch_max"], float(diff.max()))
-                        sums["mismatch_kl"] += float((kl_k3(engine_logp, old_logp) * real).sum())
-                        sums["mismatch_tokens"] += float(real.sum())
+                        # the trainer's value of what the engine reported, at the policy that sampled
+                        if not foreign:
+                            expected = old_logp
+                        else:
+                            expected = stats.sampled if old is None else old_sampled[micro, :width].to(device)
+                        if iteration == 0:
+                            real = batch.completion_mask[micro, :width].to(device)
+                            diff = (expected - engine_logp).abs() * real
+                            sums["mismatch_abs"] += float(diff.sum())
+                            sums["mismatch_max"] = max(sums["mismatch_max"], float(diff.max()))
+                            sums["mismatch_kl"] += float((kl_k3(engine_logp, expected) * real).sum())
+                            sums["mismatch_tokens"] += float(real.sum())
                     if correct_rollout:
                         c = algo.rollout_correction
                         is_weights = rollout_importance_weights(
-                            old_logp, batch.rollout_logprobs[micro, :width].to(device), mask, c.mode, c.clip_min, c.clip_max
+                            expected, engine_logp, mask, c.mode, c.clip_min, c.clip_max
                         )
                         per_token = per_token * is_weights
                         sums["is_weight"] += float((is_weights.expand_as(mask) * mask).sum())

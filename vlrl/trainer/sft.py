@@ -63,9 +63,9 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
                 local = torch.arange(len(rows), device=run.device)
                 w = max(lengths[r] for r in rows)
-                logp, _ = completion_logprobs(
+                logp = completion_logprobs(
                     run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
-                )
+                ).logp
                 loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
                 loss.backward()
                 loss_total += float(loss.detach())
