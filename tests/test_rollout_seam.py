@@ -66,7 +66,7 @@ def test_the_engine_gets_the_policys_weights_after_every_update(tmp_path, rec_da
     start = {k: v.clone() for k, v in full_weights(trainer.run.model)}
     assert len(engine.pushed) == 1 and all(torch.equal(engine.pushed[0][k], v) for k, v in start.items())
     trainer.train()
-    assert engine.calls == ["sync", "generate", "sleep", "sync", "wake", "generate", "sleep", "sync", "wake"]
+    assert engine.calls == ["sync", "generate", "sleep", "sync", "wake", "generate", "sleep", "sync", "wake", "close"]
     final = dict(full_weights(trainer.run.model))
     assert all(torch.equal(engine.pushed[-1][k], v) for k, v in final.items())
     assert any(not torch.equal(start[k], final[k]) for k in final)  # the policy moved, the engine followed

@@ -87,3 +87,38 @@ def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_pat
     assert [len(o.prompt_token_ids) for o in outputs] == [len(p) for p in prompts]
     generations = engine.generate(prompts, SamplingParams(n=2, max_new_tokens=6), torch.Generator().manual_seed(0))
     assert all(len(g.completions) == 2 and not g.rejected for g in generations)
+
+
+def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_path):
+    """torchrun, two CPU processes: each runs vLLM inside the launcher's process group
+    (external_launcher) on its share of the prompts and follows the shared weights; the run ends
+    without a teardown traceback."""
+    import os
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    overrides = {
+        "model.path": TINY_VLLM,
+        "task.name": f"{FIXTURES / 'toy_task.py'}:BriefGrounding",
+        "rollout.engine": "vllm",
+        "rollout.vllm.kv_cache_memory_bytes": KV_CACHE,
+        "rollout.num_generations": 4,
+        "rollout.max_new_tokens": 8,
+        "data.synthetic_train_size": 16,
+        "data.train": str(tmp_path / "data" / "train.json"),
+        "data.eval": str(tmp_path / "data" / "val.json"),
+        "trainer.output_dir": str(run),
+        "trainer.steps": 2,
+        "trainer.prompts_per_step": 4,
+        "trainer.progress": False,
+        "eval.every": 0,
+    }
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "vlrl.cli",
+               "train", "--config", str(DEMO), *[f"{k}={v}" for k, v in overrides.items()]]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["rollout/logp_diff"] < 1e-4 and r["grad_norm"] > 0 for r in rows)  # averaged over both processes

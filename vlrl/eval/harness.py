@@ -188,18 +188,24 @@ def run_eval(
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     processor = load_processor(cfg.model, path)
     engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: load_model(cfg.model, path, device).eval())
-    results = []
-    for task, loaded, data_path in tasks:
-        # A bar on a terminal, else a line every trainer.log_every batches (ProgressReport).
-        every, enabled = cfg.trainer.log_every, cfg.trainer.progress
-        with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
-            result = evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance)
-        result.skipped = [str(err) for err in loaded.errors] + result.skipped  # bad records, then bad media
-        results.append(result)
-        for problem in result.skipped:
-            console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
+    try:
+        results = [evaluate_logged(engine, processor, task, loaded, cfg, data_path, console) for task, loaded, data_path in tasks]
+    finally:
+        engine.close()
     write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
     return results
+
+
+def evaluate_logged(engine: RolloutEngine, processor, task: Task, loaded, cfg: Config, data_path: str, console: Console) -> TaskResult:
+    """`evaluate` with its progress shown (a bar on a terminal, else a line every
+    trainer.log_every batches) and what it skipped said: bad records, then bad media."""
+    every, enabled = cfg.trainer.log_every, cfg.trainer.progress
+    with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
+        result = evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance)
+    result.skipped = [str(err) for err in loaded.errors] + result.skipped
+    for problem in result.skipped:
+        console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
+    return result
 

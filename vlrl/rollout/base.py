@@ -101,3 +101,8 @@ class RolloutEngine(Protocol):
     def wake(self) -> None:
         """Undo `sleep` before the next rollout."""
         ...
+
+    def close(self) -> None:
+        """Release what the engine holds (vLLM: its engine core and process groups) while the
+        process still runs, rather than in interpreter teardown."""
+        ...

@@ -69,6 +69,9 @@ class HFEngine:
     def wake(self) -> None:
         pass
 
+    def close(self) -> None:
+        """The policy belongs to the trainer: nothing to release."""
+
     @torch.no_grad()
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None

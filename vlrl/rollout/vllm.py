@@ -216,3 +216,8 @@ class VLLMEngine:
         if self.asleep:
             self.llm.wake_up()
             self.asleep = False
+
+    def close(self) -> None:
+        # Shut the engine core down now: left to garbage collection at exit, it tears down
+        # process groups that torchrun's own exit handling has already destroyed.
+        self.llm.llm_engine.engine_core.shutdown()

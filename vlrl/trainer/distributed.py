@@ -26,6 +26,12 @@ import torch
 import torch.distributed as dist
 
 
+def _leave_group() -> None:
+    """At exit: leave the process group, unless something (vLLM's shutdown) already did."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 @dataclass(frozen=True)
 class Processes:
     rank: int = 0
@@ -47,7 +53,7 @@ class Processes:
                 dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", local_rank))
             else:
                 dist.init_process_group("gloo", timeout=timeout)
-            atexit.register(dist.destroy_process_group)  # gloo aborts at exit if the group is left open
+            atexit.register(_leave_group)  # gloo aborts at exit if the group is left open
         return cls(dist.get_rank(), dist.get_world_size(), local_rank)
 
     @property

@@ -487,6 +487,12 @@ class RLTrainer:
         return metrics
 
     def train(self) -> RunResult:
+        try:
+            return self.loop()
+        finally:
+            self.engine.close()
+
+    def loop(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
         with run.stop_signals, run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
             for step in range(run.step + 1, t.steps + 1):
