@@ -36,6 +36,9 @@ demo: $(STAMP)
 demo-counting: $(STAMP)
 	$(BIN)/python -m vlrl.demo --config configs/demo/counting.yaml
 
+demo-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m vlrl.demo --config configs/demo/refcoco_vllm.yaml
+
 test: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not vllm"
 	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine

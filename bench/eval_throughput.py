@@ -3,6 +3,7 @@ generation backend and batch size.
 
     python bench/eval_throughput.py [--task refcoco_bbox_rec_val] [--samples 64]
         [--batch-sizes 1 2 4 8 16] [--backends hf] [--model tiny:qwen2_5_vl] [key=value ...]
+    .venv-vllm/bin/python bench/eval_throughput.py --backends hf vllm --model tiny:qwen2_5_vl-h32
 
 Writes the benchmark's synthetic data in its published schema (parquet with embedded
 images, or Video-R1's json and clips), then runs the evaluation harness, the code `vlrl eval`
@@ -10,7 +11,8 @@ runs, once per (backend, batch size) after one warm-up batch. The time is the ha
 rendering prompts and generating, not loading the model nor scoring. Prints one JSON object:
 the task, model, device, samples, max_new_tokens, one entry per run {backend, batch_size,
 seconds, samples_per_second} and the fastest. A backend is one entry of BACKENDS (the config
-overrides that select it), so the vLLM engine, once it exists, is one more line.
+overrides that select it). vLLM needs its environment (.venv-vllm) and, on CPU, a model whose
+head size its attention supports (tiny:qwen2_5_vl-h32).
 Timings mean something only on an otherwise idle machine.
 """
 
@@ -32,7 +34,10 @@ from vlrl.eval.harness import run_eval, sampling_params  # noqa: E402
 from vlrl.registry import make_task  # noqa: E402
 
 # backend name -> the config overrides that select it (`vlrl eval --backend NAME`)
-BACKENDS: dict[str, list[str]] = {"hf": ["eval.backend=hf"]}
+BACKENDS: dict[str, list[str]] = {
+    "hf": ["eval.backend=hf"],
+    "vllm": ["eval.backend=vllm", f"rollout.vllm.kv_cache_memory_bytes={256 << 20}"],  # the KV cache size counts on CPU only
+}
 
 
 def synthetic_benchmark(task_name: str, size: int, workdir: Path) -> str:

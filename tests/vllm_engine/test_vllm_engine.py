@@ -151,6 +151,17 @@ def test_after_a_push_the_same_image_prompt_is_computed_with_the_new_weights(set
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
 
 
+def test_seeded_sampling_over_more_prompt_tokens_than_one_engine_step_takes(setup):
+    """Regression: 42 prompts of ~134 tokens exceed a step's 4096-token budget; with chunked
+    prefill vLLM 0.32 then rewinds a seeded CPU generator and raises ("CPU Generator does not
+    use offset")."""
+    engine, _, _, prompts = setup
+    many = prompts * 14
+    assert sum(len(p) for p in many) > 4096
+    generations = engine.generate(many, SamplingParams(n=2, max_new_tokens=2), torch.Generator().manual_seed(0))
+    assert all(len(g.completions) == 2 for g in generations)
+
+
 def test_a_refused_prompt_costs_only_that_sample(setup):
     engine, _, _, prompts = setup
     text = torch.full((engine.max_model_len,), int(prompts[1].input_ids[-1]))  # a prompt longer than the model takes

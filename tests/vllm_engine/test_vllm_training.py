@@ -20,30 +20,31 @@ DEMO = ROOT / "configs" / "demo" / "refcoco.yaml"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
-    """configs/demo/refcoco.yaml through vLLM for three steps, with a brevity reward beside IoU so
-    that the untrained model's groups differ and every step moves the weights: the engine
-    follows the policy (its log-probs stay within float noise of the trainer's after every
-    update; a missed weight push would leave them a step behind)."""
-    run = tmp_path / "run"
-    overrides = {
+def brief_demo(tmp_path: Path, **changes) -> list[str]:
+    """configs/demo/refcoco.yaml through vLLM, shrunk to seconds, with a brevity reward beside
+    IoU so that the untrained model's groups differ and every step moves the weights."""
+    values = {
         "model.path": TINY_VLLM,
         "task.name": f"{FIXTURES / 'toy_task.py'}:BriefGrounding",
         "rollout.engine": "vllm",
         "rollout.vllm.kv_cache_memory_bytes": KV_CACHE,
-        "rollout.max_new_tokens": 16,
+        "rollout.num_generations": 4,
         "data.synthetic_train_size": 16,
         "data.train": str(tmp_path / "data" / "train.json"),
         "data.eval": str(tmp_path / "data" / "val.json"),
-        "trainer.output_dir": str(run),
-        "trainer.steps": 3,
-        "trainer.prompts_per_step": 2,
-        "rollout.num_generations": 4,
-        "trainer.lr": 1e-3,
+        "trainer.output_dir": str(tmp_path / "run"),
         "trainer.progress": False,
         "eval.every": 0,
+        **changes,
     }
-    args = ["train", "--config", str(DEMO), *[f"{k}={v}" for k, v in overrides.items()]]
+    return ["train", "--config", str(DEMO), *[f"{k}={v}" for k, v in values.items()]]
+
+
+def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
+    """Three steps: the engine follows the policy (its log-probs stay within float noise of the
+    trainer's after every update; a missed weight push would leave them a step behind)."""
+    run = tmp_path / "run"
+    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 16, "trainer.steps": 3, "trainer.prompts_per_step": 2, "trainer.lr": 1e-3})
     assert main(args) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -98,24 +99,8 @@ def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_pat
     import sys
 
     run = tmp_path / "run"
-    overrides = {
-        "model.path": TINY_VLLM,
-        "task.name": f"{FIXTURES / 'toy_task.py'}:BriefGrounding",
-        "rollout.engine": "vllm",
-        "rollout.vllm.kv_cache_memory_bytes": KV_CACHE,
-        "rollout.num_generations": 4,
-        "rollout.max_new_tokens": 8,
-        "data.synthetic_train_size": 16,
-        "data.train": str(tmp_path / "data" / "train.json"),
-        "data.eval": str(tmp_path / "data" / "val.json"),
-        "trainer.output_dir": str(run),
-        "trainer.steps": 2,
-        "trainer.prompts_per_step": 4,
-        "trainer.progress": False,
-        "eval.every": 0,
-    }
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "vlrl.cli",
-               "train", "--config", str(DEMO), *[f"{k}={v}" for k, v in overrides.items()]]  # fmt: skip
+    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4})
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "vlrl.cli", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -52,6 +52,7 @@ def _import_vllm():
     # In-process engine core: weights are pushed by reference and no worker processes start
     # (the multiprocess default needs a __main__ guard and pickles tensors).
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vlrl reports its own progress
     if not torch.cuda.is_available():
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # leave the cores to torch as they were
     try:
@@ -89,8 +90,13 @@ class VLLMEngine:
             kwargs["max_model_len"] = v.max_model_len
         if cuda:
             kwargs.update(gpu_memory_utilization=v.gpu_memory_utilization, enable_sleep_mode=v.sleep)
-        elif v.kv_cache_memory_bytes:
-            kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
+        else:
+            # vLLM 0.32's CPU runner rewinds a request's seeded generator when it discards the
+            # token sampled after a partial (chunked) prefill, which CPU generators cannot do
+            # ("CPU Generator does not use offset"): prefills are never split on CPU.
+            kwargs["enable_chunked_prefill"] = False
+            if v.kv_cache_memory_bytes:
+                kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
         self.llm = vllm.LLM(**kwargs)
         self.can_sleep = cuda and v.sleep
         self.asleep = False
