@@ -52,7 +52,8 @@ def _import_vllm():
     # In-process engine core: weights are pushed by reference and no worker processes start
     # (the multiprocess default needs a __main__ guard and pickles tensors).
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vlrl reports its own progress
+    # vlrl reports its own progress; vLLM on CPU warns on every step that it keeps its threads
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     if not torch.cuda.is_available():
         os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # leave the cores to torch as they were
     try:
