@@ -39,6 +39,9 @@ PROMPTS = {
                  "3fb59648c1485e76", "f060b7397887a962", "d2c7b25294f9b9d9", "280b77b904c637fd"],
 }  # fmt: skip
 
+# Three SFT losses and three RL entropies of the refcoco demo config (the last test below).
+TRAJECTORY = [[6.478041648864746, 6.427733421325684, 6.360558032989502], [6.448943138122559, 6.448986053466797, 6.448932647705078]]
+
 
 @pytest.mark.parametrize("name", sorted(WEIGHTS))
 def test_tiny_checkpoints_keep_their_cache_keys_and_weights(name):
@@ -83,3 +86,20 @@ def test_rendered_prompts_are_byte_identical(arch, rec_data, motion_data):
         for variant in (sample, task.temporal_variant(sample)):
             digests.append(prompt_digest(render_prompt(processor, task.messages(variant), variant, model)))
     assert digests == PROMPTS[arch]
+
+
+def test_a_short_demo_run_keeps_its_numbers(tmp_path):
+    """Three cold-start SFT steps (their losses), then three RL steps from a random start (the
+    sampled completions' entropies: sampling, cache and rope positions all enter them)."""
+    import json
+
+    from vlrl.cli import main
+
+    config = Path(__file__).resolve().parent.parent / "configs" / "demo" / "refcoco.yaml"
+    common = ["--config", str(config), f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}",
+              "data.synthetic_train_size=8", "eval.every=0", "trainer.progress=false", "sft.progress=false"]  # fmt: skip
+    assert main(["sft", *common, f"sft.output_dir={tmp_path / 'sft'}", "sft.steps=3", "sft.prompts_per_step=2"]) == 0
+    assert main(["train", *common, f"trainer.output_dir={tmp_path / 'rl'}", "trainer.steps=3",
+                 "trainer.prompts_per_step=2", "rollout.num_generations=4", "rollout.max_new_tokens=16"]) == 0  # fmt: skip
+    read = lambda run, key: [json.loads(line)[key] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]  # noqa: E731
+    assert [read("sft", "loss"), read("rl", "entropy")] == TRAJECTORY
