@@ -16,7 +16,7 @@ from tasks.refcoco import RefCOCO
 from tasks.video_qa import VideoQA
 from vlrl.config import ModelConfig, VideoConfig
 from vlrl.data import FrameSpec, load_split
-from vlrl.testing.tiny import TINY, tiny_checkpoint
+from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
 
 # sha256 of model.safetensors; the -h32 builds hold the same tensors under other head counts.
 WEIGHTS = {
@@ -45,7 +45,7 @@ TRAJECTORY = [[6.478041648864746, 6.427733421325684, 6.360558032989502], [6.4489
 
 @pytest.mark.parametrize("name", sorted(WEIGHTS))
 def test_tiny_checkpoints_keep_their_cache_keys_and_weights(name):
-    spec = TINY[name]
+    spec = tiny_spec(f"tiny:{name}")
     assert spec.key() == CACHE_KEYS[name]
     path = tiny_checkpoint(spec)
     assert hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest() == WEIGHTS[name]
@@ -74,7 +74,7 @@ def test_rendered_prompts_are_byte_identical(arch, rec_data, motion_data):
     from vlrl.prompting import render_prompt
 
     video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
-    model = ModelConfig(path=str(tiny_checkpoint(TINY[arch])), min_pixels=3136, max_pixels=50176, video=video)
+    model = ModelConfig(path=str(tiny_checkpoint(tiny_spec(f"tiny:{arch}"))), min_pixels=3136, max_pixels=50176, video=video)
     processor = load_processor(model)
     kind = "absolute" if arch == "qwen2_5_vl" else "norm1000"
     grounding = RefCOCO()

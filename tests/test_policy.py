@@ -9,11 +9,10 @@ import torch
 from tasks.refcoco import RefCOCO
 from vlrl.config import ModelConfig
 from vlrl.data import FrameSpec, load_split
-from vlrl.modeling import load_model, load_processor
+from vlrl.modeling import family_of_model, load_model, load_processor
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams
-from vlrl.rollout.base import VISION_TOKENS
 from vlrl.rollout.hf import HFEngine, sample_categorical
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
@@ -103,7 +102,7 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
 def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
     model, processor, prompts = setup
     tokenizer = processor.tokenizer
-    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]
+    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in family_of_model(model).vision_tokens]
     vocab = model.config.get_text_config().vocab_size
     forbidden += list(range(len(tokenizer), vocab))
     assert len(tokenizer) < vocab  # the tiny vocabulary is padded, like Qwen's

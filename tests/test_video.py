@@ -75,7 +75,7 @@ SPECS = [
 def test_frames_equal_qwen_vl_utils_fetch_video(clips, spec, monkeypatch):
     for path in clips:
         expected, expected_fps = qwen_vl_utils_video(path, spec, monkeypatch)
-        video = load_video(path, spec)
+        video = load_video(path, spec, 28)
         assert video.frames.shape == expected.shape
         assert torch.equal(video.frames, expected)  # same frames, same bicubic resize, same rounding
         assert video.sampled_fps == pytest.approx(expected_fps)
@@ -99,12 +99,12 @@ def test_frame_count_equals_smart_nframes():
 
 def test_shuffled_frames_are_the_same_frames_in_a_seeded_order(clips):
     spec = VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112)
-    ordered = load_video(clips[0], spec)
+    ordered = load_video(clips[0], spec, 28)
     shuffled = shuffle_frames(ordered, 5)
     assert shuffled.indices != ordered.indices and sorted(shuffled.indices) == ordered.indices
     for frame, index in zip(shuffled.frames, shuffled.indices, strict=True):
         assert torch.equal(frame, ordered.frames[ordered.indices.index(index)])
-    assert shuffle_frames(load_video(clips[0], spec), 5).indices == shuffled.indices
+    assert shuffle_frames(load_video(clips[0], spec, 28), 5).indices == shuffled.indices
 
 
 def video_r1_accuracy(content: str, sol: str, question_type: str) -> float:
@@ -263,7 +263,7 @@ def test_frames_upscaled_past_max_pixels_reach_the_model_at_their_size(video_dat
     task = VideoQA()
     sample = next(s for s in task.load(video_data, FrameSpec()).samples if s.video)
     spec = VideoConfig(max_frames=4, min_pixels=20000, max_pixels=20000)
-    frames = load_video(sample.video, spec).frames
+    frames = load_video(sample.video, spec, 28).frames
     assert frames.shape[2] * frames.shape[3] > spec.max_pixels
     model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=spec)
     prompt = render_prompt(load_processor(model), task.messages(sample), sample, model)
