@@ -1,5 +1,6 @@
 """The shared-prefix forward equals G independent full forwards (values and gradients), and the
-rollout engine samples what the policy says, never vision tokens."""
+rollout engine samples what the policy says, never vision tokens: for every model family, on a
+batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
-from vlrl.config import ModelConfig
-from vlrl.data import FrameSpec, load_split
-from vlrl.modeling import family_of_model, load_model, load_processor
+from tasks.video_qa import VideoQA
+from vlrl.config import ModelConfig, VideoConfig
+from vlrl.data import load_split
+from vlrl.modeling import family_of_model, frame_spec, load_model, load_processor
+from vlrl.models import FAMILIES
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams
@@ -18,15 +21,17 @@ from vlrl.rollout.hf import HFEngine, sample_categorical
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen2_vl"])
-def setup(request, rec_data):
-    path = request.getfixturevalue("tiny_qwen25" if request.param == "qwen2_5_vl" else "tiny_qwen2")
-    cfg = ModelConfig(path=str(path), dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def setup(request, rec_data, video_qa_data):
+    video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
+    cfg = ModelConfig(path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
     task = RefCOCO()
-    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, MAX_PIXELS)).samples
-    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:3]]
+    samples = load_split(rec_data, task.build_sample, frame_spec(cfg)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:2]]
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
     return model, processor, prompts
 
 

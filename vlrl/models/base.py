@@ -121,6 +121,14 @@ class ModelFamily:
         return {"video_metadata": [self.video_metadata(clip)], "do_sample_frames": False, "size": self.video_size(clip)}
 
     # -- vLLM ---------------------------------------------------------------------------------
+    def vllm_refusal(self, dtype: torch.dtype, cuda: bool) -> str:
+        """Why the vLLM engine cannot run this family in this setting ("": it can)."""
+        return ""
+
+    # Why vLLM cannot take this family's video prompts ("": it can); such a prompt is refused
+    # alone (costing its sample), with this reason.
+    vllm_video_refusal: ClassVar[str] = ""
+
     def vllm_prompt_ids(self, prompt: Prompt, tokenizer) -> list[int]:
         """The prompt's token ids as vLLM takes them: each run of image or video pads collapsed
         to one pad, which vLLM expands again itself (already-expanded ids would be expanded
@@ -144,6 +152,9 @@ class ModelFamily:
     # -- tiny local checkpoints ---------------------------------------------------------------
     # The tiny builds tiny:NAME resolves to, by name (vlrl/testing/tiny.py builds and caches them).
     tiny_builds: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Part of a tiny build's cache key: raise it when the family's tiny build changes, so that no
+    # cache serves the old one.
+    tiny_version: ClassVar[int] = 1
     chat_template: ClassVar[str] = ""  # of the tiny build (a real checkpoint brings its own)
 
     def build_tiny_model(self, spec: TinySpec, tokenizer) -> torch.nn.Module:

@@ -20,6 +20,7 @@ from vlrl.testing.tiny import TinySpec, instantiate, mrope_sections, text_config
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
 FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
+LINEAR_HEAD_DIM = 64  # tiny build: vLLM's CPU gated-delta-rule kernel takes 64 and 128, not 32 (Qwen3.5: 128)
 
 
 def _shared_prefix_layer():
@@ -77,6 +78,13 @@ class Qwen35(Qwen3VL):
         "projections (in_proj_qkv, in_proj_z, out_proj: add them to model.lora.target_modules)"
     )
 
+    def vllm_refusal(self, dtype, cuda: bool) -> str:
+        import torch
+
+        if cuda or dtype == torch.bfloat16:
+            return ""
+        return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
+
     def new_cache(self, model):
         from transformers import DynamicCache
         from transformers.cache_utils import LinearAttentionLayer
@@ -101,8 +109,8 @@ class Qwen35(Qwen3VL):
             "layer_types": ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(spec.num_layers)],
             "linear_num_key_heads": spec.num_heads,
             "linear_num_value_heads": 2 * spec.num_heads,  # Qwen3.5: twice as many value heads as key heads
-            "linear_key_head_dim": head_dim // 2,
-            "linear_value_head_dim": head_dim // 2,
+            "linear_key_head_dim": LINEAR_HEAD_DIM,
+            "linear_value_head_dim": LINEAR_HEAD_DIM,
             "linear_conv_kernel_dim": 4,
         }
 

@@ -47,6 +47,10 @@ class Qwen3VL(ModelFamily):
     patch_size = 16
     tiny_builds: ClassVar[dict] = {"qwen3_vl": QWEN3_TINY}
     chat_template = QWEN3_CHAT_TEMPLATE
+    vllm_video_refusal = (
+        "vLLM 0.32's Qwen3-VL processor runs transformers' processor on the video placeholder without the video, "
+        "which transformers >= 5.20 refuses ('Found 1 <|video_pad|> tokens in the text but no videos were passed')"
+    )
 
     def video_metadata(self, clip) -> dict[str, Any]:
         # Frames shuffled for T-GRPO keep the timestamps of the ordered clip: the text says when
@@ -117,6 +121,13 @@ class Qwen3VLMoe(Qwen3VL):
         "not the Linear modules peft targets"
     )
     experts = 4  # tiny build: 4 experts, 2 of them per token
+
+    def vllm_refusal(self, dtype, cuda: bool) -> str:
+        return (
+            "vLLM 0.32 loads Qwen3-VL-MoE's fused expert weights in the layout of the released checkpoints; "
+            "transformers 5 keeps them transposed (experts.gate_up_proj is experts x 2*intermediate x hidden), so "
+            "neither its checkpoints nor the weights vlrl pushes after an update load; use rollout.engine=hf"
+        )
     experts_per_token = 2
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
@@ -128,6 +139,9 @@ class Qwen3VLMoe(Qwen3VL):
             "num_experts_per_tok": self.experts_per_token,
             "moe_intermediate_size": spec.intermediate_size // 2,
             "decoder_sparse_step": 1,
+            # transformers' router always renormalizes the top-k weights; vLLM reads the switch
+            # that the released checkpoints' configs state
+            "norm_topk_prob": True,
         }
         config = Qwen3VLMoeConfig(
             text_config=text,

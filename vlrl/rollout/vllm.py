@@ -63,11 +63,15 @@ class VLLMEngine:
     gives_entropy = False  # vLLM returns chosen tokens' log-probs, not whole distributions
 
     def __init__(self, checkpoint: str, processor, cfg: Config, dtype: torch.dtype):
+        cuda = torch.cuda.is_available()
+        self.family = model_family(cfg.model)
+        refusal = self.family.vllm_refusal(dtype, cuda)
+        if refusal:
+            raise ConfigError(f"config: the vLLM engine cannot run {self.family.label} here: {refusal}")
         vllm = _import_vllm()
         from transformers import GenerationConfig
 
         v = cfg.rollout.vllm
-        cuda = torch.cuda.is_available()
         kwargs = dict(
             model=checkpoint,
             dtype=dtype,
@@ -94,7 +98,6 @@ class VLLMEngine:
         self.asleep = False
         self.device = torch.device("cpu")  # the sampling generator only draws per-request seeds
         self.tokenizer = processor.tokenizer
-        self.family = model_family(cfg.model)
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
         banned = set(banned_token_ids(self.tokenizer, vocab, self.family.vision_tokens))
@@ -121,6 +124,8 @@ class VLLMEngine:
             media["image"] = prompt.images
             mm_kwargs["size"] = self.image_size
         if prompt.video is not None:
+            if self.family.vllm_video_refusal:
+                raise ValueError(self.family.vllm_video_refusal)
             frames, metadata, videos_kwargs = self.family.vllm_video(prompt.video)
             media["video"] = [(frames, metadata)]
             mm_kwargs["videos_kwargs"] = videos_kwargs

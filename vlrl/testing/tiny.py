@@ -24,7 +24,6 @@ import torch
 
 from vlrl.config import ConfigError
 
-BUILDER_VERSION = 1
 
 # Qwen's special tokens, in Qwen's order (ids follow the BPE vocabulary here).
 SPECIAL_TOKENS = (
@@ -93,7 +92,11 @@ class TinySpec:
     tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
 
     def key(self) -> str:
-        payload = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        """The cache key: the family, and a hash of the spec and the family's builder version."""
+        from vlrl.models import family_class
+
+        builder = family_class(self.arch).tiny_version
+        payload = json.dumps({"builder": builder, **dataclasses.asdict(self)}, sort_keys=True)
         return f"{self.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
@@ -297,10 +300,15 @@ def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
 
 
 def tiny_builds() -> dict[str, TinySpec]:
-    """The tiny builds `model.path=tiny:NAME` names, each family's (its `tiny_builds`)."""
+    """The tiny builds `model.path=tiny:NAME` names, each family's (the `tiny_builds` its class
+    declares: a family derived from another does not inherit the other's)."""
     from vlrl.models import all_families
 
-    return {name: TinySpec(arch=family.name, **fields) for family in all_families() for name, fields in family.tiny_builds.items()}
+    return {
+        name: TinySpec(arch=family.name, **fields)
+        for family in all_families()
+        for name, fields in type(family).__dict__.get("tiny_builds", {}).items()
+    }
 
 
 def tiny_spec(path: str) -> TinySpec:
