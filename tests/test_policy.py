@@ -75,6 +75,29 @@ def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
         torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
+def test_one_token_completions_equal_full_forwards(setup):
+    """A single-token continuation takes the cache's one-step path (Qwen3.5 updates its
+    convolution window in place there): values and gradients still those of full forwards."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    rows = torch.tensor([0, 1, 2, 2])
+    ids = torch.tensor([[5], [17], [42], [99]])
+    mask = torch.ones(4, 1)
+    model.zero_grad()
+    shared, _ = completion_logprobs(model, collate(prompts, pad), rows, ids, mask)
+    shared.sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
+    full.sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.testing.assert_close(shared, full, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys()
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_batched_generation_matches_one_prompt_at_a_time(setup):
     model, processor, prompts = setup
     engine = HFEngine(model, processor.tokenizer)

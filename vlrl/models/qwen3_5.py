@@ -4,11 +4,13 @@ attention, whose cache is a recurrent state and a short convolution window, not 
 
 transformers' cache for those layers cannot serve vlrl's shared-prefix forward as it is: it has
 no row selection or repetition (`batch_select_indices`, `batch_repeat_interleave` raise), and it
-overwrites its states in place, which breaks the backward pass through a cached prefix ("a
+overwrites its recurrent state in place, which breaks the backward pass through a cached prefix
+(the completion forward reads the state, then writes its new one into the same tensor: "a
 variable needed for gradient computation has been modified by an inplace operation").
-`SharedPrefixLinearAttention` keeps the same states, replaced instead of written, with both row
-operations; tests/test_model_families.py checks the log-probs and gradients it gives against
-full forwards.
+`SharedPrefixLinearAttention` replaces the recurrent state instead, and selects and repeats rows
+(the convolution window it keeps as transformers does: row selection copies it, so its in-place
+update touches no tensor the backward pass needs). tests/test_policy.py checks the log-probs
+and gradients against full forwards.
 """
 
 from __future__ import annotations
@@ -24,27 +26,11 @@ LINEAR_HEAD_DIM = 64  # tiny build: vLLM's CPU gated-delta-rule kernel takes 64 
 
 
 def _shared_prefix_layer():
-    import torch
-    import torch.nn.functional as F
     from transformers.cache_utils import LinearAttentionLayer
 
     class SharedPrefixLinearAttention(LinearAttentionLayer):
-        """A linear-attention cache layer whose states are replaced, never written in place,
-        and whose rows can be selected or repeated for the completions sharing a prefix."""
-
-        def update_conv_state(self, conv_states, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs):
-            if not self.has_previous_state[state_idx]:  # the prefill: the window starts here
-                kernel = conv_kernel_size or conv_states.shape[-1]
-                self.conv_kernel_size[state_idx] = kernel
-                self.dtype, self.device = conv_states.dtype, conv_states.device
-                self.is_conv_states_initialized[state_idx] = True
-                self.has_previous_state[state_idx] = True
-                full = F.pad(conv_states, (max(kernel - conv_states.shape[-1], 0), 0))
-            else:
-                full = torch.cat([self.conv_states[state_idx], conv_states], dim=-1)
-            # a copy, not a view of `full`: one-token decoding updates the window in place
-            self.conv_states[state_idx] = full[..., -self.conv_kernel_size[state_idx] :].clone()
-            return full
+        """A linear-attention cache layer whose recurrent state is replaced, never written in
+        place, and whose rows can be selected or repeated for the completions sharing a prefix."""
 
         def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
             self.is_recurrent_states_initialized[state_idx] = True
