@@ -81,6 +81,72 @@ def test_frames_equal_qwen_vl_utils_fetch_video(clips, spec, monkeypatch):
         assert video.sampled_fps == pytest.approx(expected_fps)
 
 
+@pytest.mark.parametrize("spec", SPECS[:2], ids=range(2))
+def test_decord_samples_the_frames_pyav_does_and_that_qwen_vl_utils_reads_with_it(clips, spec, monkeypatch):
+    """model.video.backend=decord: qwen-vl-utils' decord reader (what Video-R1 trains with)
+    gives these frames, and they are PyAV's to the pixel on the test clips."""
+    import dataclasses
+
+    import qwen_vl_utils.vision_process as vp
+
+    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "decord")
+    decord = dataclasses.replace(spec, backend="decord")
+    for path in clips:
+        video = load_video(path, decord, 28)
+        element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
+        element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
+        expected, expected_fps = vp.fetch_video(element, return_video_sample_fps=True)
+        assert torch.equal(video.frames, expected) and video.sampled_fps == pytest.approx(expected_fps)
+        pyav = load_video(path, spec, 28)
+        assert (pyav.indices, pyav.total_frames, pyav.video_fps) == (video.indices, video.total_frames, video.video_fps)
+        assert torch.equal(pyav.frames, video.frames)
+
+
+def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, video_data):
+    """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. The record is reported, the others stay."""
+    import av
+
+    from vlrl.config import load_config
+    from vlrl.validate import validate_split
+
+    if "libsvtav1" not in av.codecs_available:
+        pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
+    (tmp_path / "videos").mkdir()
+    with av.open(str(tmp_path / "videos" / "av1.mp4"), "w") as container:
+        stream = container.add_stream("libsvtav1", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for t in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * t, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    records = [r for r in json.loads(video_data.read_text()) if r["data_type"] == "video"][:2]
+    for record in records:
+        (tmp_path / record["path"]).write_bytes((video_data.parent / record["path"]).read_bytes())
+    records.append({**records[0], "problem_id": 99, "path": "videos/av1.mp4"})
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(records))
+    overrides = ["task.name=video_qa", "model.video.max_frames=4"]
+    with_pyav = validate_split(VideoQA(), str(path), load_config(None, overrides))
+    assert with_pyav.usable == 3 and not with_pyav.problems
+    with_decord = validate_split(VideoQA(), str(path), load_config(None, [*overrides, "model.video.backend=decord"]))
+    assert with_decord.usable == 2 and len(with_decord.problems) == 1
+    problem = with_decord.problems[0]
+    assert problem.startswith(f"{path}:") and "av1.mp4: video" in problem and "decord cannot read it" in problem
+
+
+def test_the_decord_backend_without_decord_is_refused_by_the_config(monkeypatch):
+    import importlib.util
+
+    from vlrl.config import ConfigError, load_config
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "decord" else real(name, *a))
+    with pytest.raises(ConfigError, match="model.video.backend=decord needs the decord package"):
+        load_config(None, ["model.video.backend=decord"])
+
+
 def test_frame_count_equals_smart_nframes():
     from qwen_vl_utils.vision_process import smart_nframes
 
