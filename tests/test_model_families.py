@@ -69,20 +69,17 @@ def test_a_checkpoint_goes_by_its_model_type_and_a_bare_name_by_its_hints(tmp_pa
         assert model_family(ModelConfig(path=path)).name == name, path
 
 
-class FrameLessQwen25(family_class("qwen2_5_vl")):
-    """A family written outside the package: Qwen2.5-VL fine-tuned to answer in 0-1000."""
-
-    name = "qwen2_5_vl_norm1000"
-    coord_frame = "norm1000"
+EXAMPLE = f"{ROOT / 'docs' / 'examples' / 'qwen25_norm1000.py'}:Qwen25Norm1000"  # docs/model_families.md
 
 
 def test_model_family_names_a_family_an_entry_point_or_a_class(monkeypatch, tiny_qwen25):
     import vlrl.models
 
     assert model_family(ModelConfig(path=str(tiny_qwen25), family="qwen2_vl")).name == "qwen2_vl"
-    custom = ModelConfig(path=str(tiny_qwen25), family="tests.test_model_families:FrameLessQwen25")
+    custom = ModelConfig(path=str(tiny_qwen25), family=EXAMPLE)
     assert model_family(custom).coord_frame == "norm1000" and frame_kind(custom) == "norm1000"
     assert checkpoint_path(custom) == str(tiny_qwen25)  # it claims qwen2_5_vl checkpoints
+    FrameLessQwen25 = family_class(EXAMPLE)
 
     class EntryPoint:
         name, value = "qwen_plugin", "plugin:Family"
