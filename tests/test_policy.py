@@ -84,7 +84,7 @@ def test_one_token_completions_equal_full_forwards(setup):
     ids = torch.tensor([[5], [17], [42], [99]])
     mask = torch.ones(4, 1)
     model.zero_grad()
-    shared, _ = completion_logprobs(model, collate(prompts, pad), rows, ids, mask)
+    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
     shared.sum().backward()
     shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
