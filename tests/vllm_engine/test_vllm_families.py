@@ -5,6 +5,7 @@ CPU kernel of its linear attention takes bfloat16 only), Qwen3-VL and Qwen3.5 vi
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import pytest
@@ -14,19 +15,20 @@ from tasks.refcoco import RefCOCO
 from tasks.video_qa import VideoQA
 from vlrl.config import ConfigError
 from vlrl.data import load_split
-from vlrl.modeling import frame_spec, load_model, load_processor
+from vlrl.modeling import frame_spec, full_weights, load_model, load_processor
 from vlrl.models import model_family
 from vlrl.policy import completion_logits
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams, make_engine
 from vlrl.rollout.base import banned_token_ids
+from vlrl.rollout.hf import HFEngine
 from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
 
 # family build, dtype, log-prob tolerance: float32 as the HF forward to rounding; bfloat16 (what
 # Qwen3.5's CPU kernel takes) on both sides, where the two implementations round differently:
-# 1.4e-3 apart here, and 1.6e-2 when the HF side's decoding positions are shifted by one
+# 1.4e-3 apart here, and 1.6e-2 when the HF side's decoding positions are shifted by one.
+# Qwen2.5-VL's image prompts are test_vllm_engine.py's; Qwen2-VL's video goes the same way.
 FAMILIES = {
-    "qwen2_5_vl-h32": ("float32", 1e-5),
     "qwen2_vl-h32": ("float32", 1e-5),
     "qwen3_vl": ("float32", 1e-5),
     "qwen3_5": ("bfloat16", 5e-3),
@@ -89,6 +91,27 @@ def test_sampled_logprobs_equal_the_hf_forward(setup):
     logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], engine.family.vision_tokens)] = float("-inf")
     reference = torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None]).squeeze(-1)
     torch.testing.assert_close(sampled * mask, reference * mask, rtol=0, atol=tolerance)
+
+
+def test_pushed_weights_are_the_ones_sampled_with(setup):
+    """The policy's full weights, pushed as the trainer pushes them after an update, load under
+    vLLM's names for the family: greedy samples follow the changed weights."""
+    engine, model, processor, prompts, _, _ = setup
+    changed = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in changed.named_parameters():
+            if "layers" in name:
+                p.add_(0.5 * torch.randn(p.shape, generator=generator).to(p.dtype))
+    greedy = SamplingParams(n=1, max_new_tokens=6, temperature=0.0)
+    tokens = lambda gens: [g.completions[0].token_ids for g in gens]  # noqa: E731
+    before = tokens(engine.generate(prompts, greedy))
+    try:
+        engine.sync_weights(full_weights(changed))
+        pushed = tokens(engine.generate(prompts, greedy))
+    finally:
+        engine.sync_weights(full_weights(model))
+    assert pushed == tokens(HFEngine(changed, processor.tokenizer).generate(prompts, greedy)) and pushed != before
 
 
 def test_a_video_prompt_vllm_cannot_take_costs_only_its_sample(setup):

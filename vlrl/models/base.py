@@ -125,6 +125,10 @@ class ModelFamily:
         """Why the vLLM engine cannot run this family in this setting ("": it can)."""
         return ""
 
+    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
+        """Arguments of vllm.LLM this family needs beyond vlrl's own."""
+        return {}
+
     # Why vLLM cannot take this family's video prompts ("": it can); such a prompt is refused
     # alone (costing its sample), with this reason.
     vllm_video_refusal: ClassVar[str] = ""

@@ -71,6 +71,11 @@ class Qwen35(Qwen3VL):
             return ""
         return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
 
+    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
+        # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
+        # prefill, and vlrl turns chunked prefill off on CPU (vlrl/rollout/vllm.py): no prefix cache
+        return {} if cuda else {"enable_prefix_caching": False}
+
     def new_cache(self, model):
         from transformers import DynamicCache
         from transformers.cache_utils import LinearAttentionLayer

@@ -93,6 +93,7 @@ class VLLMEngine:
             kwargs["enable_chunked_prefill"] = False
             if v.kv_cache_memory_bytes:
                 kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
+        kwargs.update(self.family.vllm_engine_args(cuda))
         self.llm = vllm.LLM(**kwargs)
         self.can_sleep = cuda and v.sleep
         self.asleep = False
