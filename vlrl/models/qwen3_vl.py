@@ -139,9 +139,6 @@ class Qwen3VLMoe(Qwen3VL):
             "num_experts_per_tok": self.experts_per_token,
             "moe_intermediate_size": spec.intermediate_size // 2,
             "decoder_sparse_step": 1,
-            # transformers' router always renormalizes the top-k weights; vLLM reads the switch
-            # that the released checkpoints' configs state
-            "norm_topk_prob": True,
         }
         config = Qwen3VLMoeConfig(
             text_config=text,
