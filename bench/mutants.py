@@ -34,6 +34,8 @@ LOSSES = "tests/test_losses.py"
 TRL = "tests/test_trl_equivalence.py"
 OPTIONS = "tests/test_train_options.py"
 SEAM = "tests/test_rollout_seam.py"
+POLICY = "tests/test_policy.py"
+FAMILY = "tests/test_model_families.py"
 # Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
@@ -247,6 +249,30 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
         "clip_grad_norm_(self.weights.masters, self.t.max_grad_norm)", "clip_grad_norm_(self.weights.masters, 1e9)", (ENTROPY,),
+    ),
+    # -- model families (vlrl/models/) and video decoding ------------------------------------------
+    Mutation(
+        "Qwen2.5-VL rope without the frames' times", "vlrl/models/qwen2_5_vl.py",
+        'second_per_grid_ts=batch.vision.get("second_per_grid_ts"),', "", (POLICY,),
+    ),
+    Mutation("Qwen3-VL answers read as pixels", "vlrl/models/qwen3_vl.py", 'coord_frame = "norm1000"', 'coord_frame = "absolute"', (FAMILY,)),
+    Mutation(
+        "Qwen3-VL: a shuffled clip's timestamps shuffled too", "vlrl/models/qwen3_vl.py",
+        '"frames_indices": sorted(clip.indices)}', '"frames_indices": clip.indices}', (FAMILY,),
+    ),
+    Mutation(
+        "Qwen3-VL: a per-frame pixel budget for the whole clip", "vlrl/models/qwen3_vl.py",
+        "pixels = clip.frames.shape[0] * clip.frames.shape[2] * clip.frames.shape[3]",
+        "pixels = clip.frames.shape[2] * clip.frames.shape[3]", (FAMILY,),
+    ),
+    Mutation(
+        "Qwen3.5: the recurrent state written in place (transformers' cache layer)", "vlrl/models/qwen3_5.py",
+        "self.is_recurrent_states_initialized[state_idx] = True",
+        "return super().update_recurrent_state(recurrent_states, state_idx)", (POLICY,),
+    ),
+    Mutation(
+        "decord backend reads with PyAV", "vlrl/vision/video.py",
+        '"decord": (_decord_probe, _decord_frames)', '"decord": (probe, _pyav_frames)', ("tests/test_video.py",),
     ),
 )  # fmt: skip
 

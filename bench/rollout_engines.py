@@ -44,12 +44,12 @@ def main() -> None:
     from vlrl.prompting import render_prompt
     from vlrl.registry import make_task
     from vlrl.rollout import SamplingParams, make_engine
-    from vlrl.testing.tiny import SHAPES, TINY, tiny_checkpoint
+    from vlrl.testing.tiny import SHAPES, tiny_checkpoint, tiny_spec
 
     if args.shape:
         path = str(tiny_checkpoint(SHAPES[args.shape]))
     else:
-        path = args.model or str(tiny_checkpoint(TINY["qwen2_5_vl-h32"]))
+        path = args.model or str(tiny_checkpoint(tiny_spec("tiny:qwen2_5_vl-h32")))
     cuda = torch.cuda.is_available()
     work = Path(tempfile.mkdtemp(prefix="vlrl-bench-"))
     data = write_synthetic_rec(work / "rec.json", size=args.prompts, seed=0)

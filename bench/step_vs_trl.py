@@ -105,18 +105,19 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
     from vlrl.config import load_config
     from vlrl.datasets import load_task_split
     from vlrl.modeling import checkpoint_path
-    from vlrl.rollout.base import VISION_TOKENS
+    from vlrl.models import model_family
     from vlrl.vision.images import load_image
 
     cfg = load_config(DEMO_CONFIG, [*model_overrides(s), f"data.train={data}"])
     task = RefCOCO()
     samples = load_task_split(task, cfg, "train").samples
     m = cfg.model
+    family = model_family(m)
     # The same prompt text and the same smart-resized image as vlrl renders.
     rows = [
         {
             "prompt": [{"role": "user", "content": task.messages(sample)[0]["content"][1]["text"]}],
-            "image": load_image(sample.images[0], m.min_pixels, m.max_pixels),
+            "image": load_image(sample.images[0], m.min_pixels, m.max_pixels, family.factor),
             "index": i,
         }
         for i, sample in enumerate(samples)
@@ -140,7 +141,7 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
     # <|vision_start|> broke its training forward on the random-weight 3B model.
     tokenizer = processor.tokenizer
     vocab = model.config.get_text_config().vocab_size
-    banned = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS] + list(range(len(tokenizer), vocab))
+    banned = [tokenizer.convert_tokens_to_ids(t) for t in family.vision_tokens] + list(range(len(tokenizer), vocab))
     config = GRPOConfig(
         generation_kwargs={"suppress_tokens": banned},
         output_dir=str(out_dir),

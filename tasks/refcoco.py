@@ -48,6 +48,14 @@ VLM_R1_REC_TEMPLATE = (
     "{Question} First output the thinking process in <think> </think> tags and then output "
     "the final answer in <answer> </answer> tags. Output the final answer in JSON format."
 )
+# For the families that answer in relative 0-1000 coordinates (Qwen3-VL, Qwen3.5): VLM-R1's
+# template, with the answer's JSON bbox_2d and its frame stated as Qwen3-VL's grounding data
+# writes them. No public RL recipe for Qwen3-VL grounding exists to copy (docs/tasks.md).
+QWEN3_REC_TEMPLATE = (
+    "{Question} First output the thinking process in <think> </think> tags and then output the final answer "
+    'in <answer> </answer> tags. Output the final answer in JSON format as {{"bbox_2d": [x1, y1, x2, y2]}}, '
+    "with coordinates relative to the image from 0 to 1000."
+)
 # Perception-R1's grounding question template ("pr1_grounding"), over the expression alone.
 PERCEPTION_R1_TEMPLATE = "Output the bounding box of the {Caption} in the image."
 ACC_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -83,6 +91,9 @@ class RefCOCO(Task):
     description = "Referring-expression grounding (RefCOCO, VLM-R1 REC json): one or more boxes per expression, IoU rewards"
     Options = GroundingOptions
     default_rewards = {"format": 1.0, "iou": 1.0}
+    family_options: ClassVar[dict[str, dict[str, Any]]] = {
+        family: {"prompt_template": QWEN3_REC_TEMPLATE} for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
+    }
     expression_style: ClassVar[ExpressionStyle] = "refcoco"  # grammar of the synthetic expressions
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):

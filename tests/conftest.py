@@ -25,6 +25,14 @@ def tiny_qwen2(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def video_qa_data(tmp_path_factory) -> Path:
+    """A small synthetic Video-R1 split: moving-shape and counting clips, and still images."""
+    from data_prep.video import write_synthetic_video_qa
+
+    return write_synthetic_video_qa(tmp_path_factory.mktemp("video_qa") / "train.json", 6, seed=0, n_frames=8)
+
+
+@pytest.fixture(scope="session")
 def rec_data(tmp_path_factory) -> Path:
     """A small synthetic RefCOCO split in VLM-R1's REC json format."""
     from data_prep.refcoco import write_synthetic_rec

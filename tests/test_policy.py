@@ -1,5 +1,6 @@
 """The shared-prefix forward equals G independent full forwards (values and gradients), and the
-rollout engine samples what the policy says, never vision tokens."""
+rollout engine samples what the policy says, never vision tokens: for every model family, on a
+batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,30 @@ import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
-from vlrl.config import ModelConfig
-from vlrl.data import FrameSpec, load_split
-from vlrl.modeling import load_model, load_processor
+from tasks.video_qa import VideoQA
+from vlrl.config import ModelConfig, VideoConfig
+from vlrl.data import load_split
+from vlrl.modeling import family_of_model, frame_spec, load_model, load_processor
+from vlrl.models import FAMILIES
 from vlrl.policy import completion_logprobs
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams
-from vlrl.rollout.base import VISION_TOKENS
 from vlrl.rollout.hf import HFEngine, sample_categorical
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-@pytest.fixture(scope="module", params=["qwen2_5_vl", "qwen2_vl"])
-def setup(request, rec_data):
-    path = request.getfixturevalue("tiny_qwen25" if request.param == "qwen2_5_vl" else "tiny_qwen2")
-    cfg = ModelConfig(path=str(path), dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def setup(request, rec_data, video_qa_data):
+    video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
+    cfg = ModelConfig(path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
     task = RefCOCO()
-    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, MAX_PIXELS)).samples
-    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:3]]
+    samples = load_split(rec_data, task.build_sample, frame_spec(cfg)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:2]]
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
     return model, processor, prompts
 
 
@@ -71,6 +75,29 @@ def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
         torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
+def test_one_token_completions_equal_full_forwards(setup):
+    """A single-token continuation takes the cache's one-step path (Qwen3.5 updates its
+    convolution window in place there): values and gradients still those of full forwards."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    rows = torch.tensor([0, 1, 2, 2])
+    ids = torch.tensor([[5], [17], [42], [99]])
+    mask = torch.ones(4, 1)
+    model.zero_grad()
+    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
+    shared.sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
+    full.sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.testing.assert_close(shared, full, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys()
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
 def test_batched_generation_matches_one_prompt_at_a_time(setup):
     model, processor, prompts = setup
     engine = HFEngine(model, processor.tokenizer)
@@ -103,7 +130,7 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
 def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
     model, processor, prompts = setup
     tokenizer = processor.tokenizer
-    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in VISION_TOKENS]
+    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in family_of_model(model).vision_tokens]
     vocab = model.config.get_text_config().vocab_size
     forbidden += list(range(len(tokenizer), vocab))
     assert len(tokenizer) < vocab  # the tiny vocabulary is padded, like Qwen's

@@ -55,15 +55,15 @@ def test_score_reads_completions_in_the_configured_frame_and_says_which(tmp_path
     out_norm, out_abs = tmp_path / "norm.jsonl", tmp_path / "abs.jsonl"
     args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
     assert main([*args, "--out", str(out_norm), "model.coord_frame=norm1000"]) == 0
-    qwen2 = "coordinates read in the norm1000 frame: 0-1000 normalized coordinates (Qwen2-VL)"
+    qwen2 = "coordinates read in the norm1000 frame: 0-1000 normalized coordinates (Qwen2-VL, Qwen3-VL, Qwen3.5)"
     assert f"{qwen2}; model.coord_frame=norm1000" in capsys.readouterr().out
     assert main([*args, "--out", str(out_abs)]) == 0
     assert (
         "coordinates read in the absolute frame: pixels of the image smart-resized to model.min_pixels..max_pixels = "
-        "3136..12845056 (Qwen2.5-VL); model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
+        "3136..12845056 in multiples of 28 (Qwen2.5-VL); model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
     ) in capsys.readouterr().out
     assert main([*args, "--out", str(out_abs), f"model.path={tiny_qwen2}"]) == 0  # a Qwen2-VL checkpoint: its frame
-    assert f"{qwen2}; model.coord_frame=auto, from model.path {tiny_qwen2}" in capsys.readouterr().out
+    assert f"{qwen2}; model.coord_frame=auto, from model.path {tiny_qwen2} (Qwen2-VL)" in capsys.readouterr().out
     assert main([*args, "--out", str(out_abs)]) == 0
     iou_norm = json.loads(out_norm.read_text())["rewards"]["iou"]
     iou_abs = json.loads(out_abs.read_text())["rewards"]["iou"]

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from vlrl.cli import main
-from vlrl.testing.tiny import SPECIAL_TOKENS
+from vlrl.testing.tiny import SPECIAL_TOKENS, tiny_checkpoint, tiny_spec
 
 
 def _digest(path):
@@ -24,9 +24,12 @@ def test_tiny_model_command_is_deterministic(tmp_path):
     assert a == b
 
 
-@pytest.mark.parametrize("arch,fixture", [("qwen2_5_vl", "tiny_qwen25"), ("qwen2_vl", "tiny_qwen2")])
-def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch, fixture, request):
-    path = request.getfixturevalue(fixture)
+QWEN2_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"  # Qwen3-VL's template has none
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5"])
+def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch):
+    path = tiny_checkpoint(tiny_spec(f"tiny:{arch}"))
     processor = AutoProcessor.from_pretrained(path)
     model = AutoModelForImageTextToText.from_pretrained(path)
     assert model.config.model_type == arch
@@ -37,12 +40,23 @@ def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch, fixture, request)
         assert len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert text == (
-        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-        "<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
+    assert text == (QWEN2_SYSTEM if arch.startswith("qwen2") else "") + (
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
     )
+    patch = 14 if arch.startswith("qwen2") else 16
+    assert processor.image_processor.patch_size == processor.video_processor.patch_size == model.config.vision_config.patch_size == patch
     assert tokenizer.decode(tokenizer("[12, 345]")["input_ids"]) == "[12, 345]"
 
+
+
+def test_tiny_model_writes_any_familys_build_and_refuses_an_unknown_one(tmp_path, capsys):
+    from transformers import AutoConfig
+
+    assert main(["tiny-model", str(tmp_path / "q35"), "--arch", "qwen3_5"]) == 0
+    assert AutoConfig.from_pretrained(tmp_path / "q35").model_type == "qwen3_5"
+    assert main(["tiny-model", str(tmp_path / "x"), "--arch", "qwen9_vl"]) != 0
+    err = capsys.readouterr()
+    assert "qwen9_vl" in err.out + err.err and "qwen3_vl_moe" in err.out + err.err
 
 
 def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):

@@ -75,10 +75,76 @@ SPECS = [
 def test_frames_equal_qwen_vl_utils_fetch_video(clips, spec, monkeypatch):
     for path in clips:
         expected, expected_fps = qwen_vl_utils_video(path, spec, monkeypatch)
-        video = load_video(path, spec)
+        video = load_video(path, spec, 28)
         assert video.frames.shape == expected.shape
         assert torch.equal(video.frames, expected)  # same frames, same bicubic resize, same rounding
         assert video.sampled_fps == pytest.approx(expected_fps)
+
+
+@pytest.mark.parametrize("spec", SPECS[:2], ids=range(2))
+def test_decord_samples_the_frames_pyav_does_and_that_qwen_vl_utils_reads_with_it(clips, spec, monkeypatch):
+    """model.video.backend=decord: qwen-vl-utils' decord reader (what Video-R1 trains with)
+    gives these frames, and they are PyAV's to the pixel on the test clips."""
+    import dataclasses
+
+    import qwen_vl_utils.vision_process as vp
+
+    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "decord")
+    decord = dataclasses.replace(spec, backend="decord")
+    for path in clips:
+        video = load_video(path, decord, 28)
+        element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
+        element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
+        expected, expected_fps = vp.fetch_video(element, return_video_sample_fps=True)
+        assert torch.equal(video.frames, expected) and video.sampled_fps == pytest.approx(expected_fps)
+        pyav = load_video(path, spec, 28)
+        assert (pyav.indices, pyav.total_frames, pyav.video_fps) == (video.indices, video.total_frames, video.video_fps)
+        assert torch.equal(pyav.frames, video.frames)
+
+
+def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, video_data):
+    """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. The record is reported, the others stay."""
+    import av
+
+    from vlrl.config import load_config
+    from vlrl.validate import validate_split
+
+    if "libsvtav1" not in av.codecs_available:
+        pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
+    (tmp_path / "videos").mkdir()
+    with av.open(str(tmp_path / "videos" / "av1.mp4"), "w") as container:
+        stream = container.add_stream("libsvtav1", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for t in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * t, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    records = [r for r in json.loads(video_data.read_text()) if r["data_type"] == "video"][:2]
+    for record in records:
+        (tmp_path / record["path"]).write_bytes((video_data.parent / record["path"]).read_bytes())
+    records.append({**records[0], "problem_id": 99, "path": "videos/av1.mp4"})
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(records))
+    overrides = ["task.name=video_qa", "model.video.max_frames=4"]
+    with_pyav = validate_split(VideoQA(), str(path), load_config(None, overrides))
+    assert with_pyav.usable == 3 and not with_pyav.problems
+    with_decord = validate_split(VideoQA(), str(path), load_config(None, [*overrides, "model.video.backend=decord"]))
+    assert with_decord.usable == 2 and len(with_decord.problems) == 1
+    problem = with_decord.problems[0]
+    assert problem.startswith(f"{path}:") and "av1.mp4: video" in problem and "decord cannot read it" in problem
+
+
+def test_the_decord_backend_without_decord_is_refused_by_the_config(monkeypatch):
+    import importlib.util
+
+    from vlrl.config import ConfigError, load_config
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "decord" else real(name, *a))
+    with pytest.raises(ConfigError, match="model.video.backend=decord needs the decord package"):
+        load_config(None, ["model.video.backend=decord"])
 
 
 def test_frame_count_equals_smart_nframes():
@@ -99,12 +165,12 @@ def test_frame_count_equals_smart_nframes():
 
 def test_shuffled_frames_are_the_same_frames_in_a_seeded_order(clips):
     spec = VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112)
-    ordered = load_video(clips[0], spec)
+    ordered = load_video(clips[0], spec, 28)
     shuffled = shuffle_frames(ordered, 5)
     assert shuffled.indices != ordered.indices and sorted(shuffled.indices) == ordered.indices
     for frame, index in zip(shuffled.frames, shuffled.indices, strict=True):
         assert torch.equal(frame, ordered.frames[ordered.indices.index(index)])
-    assert shuffle_frames(load_video(clips[0], spec), 5).indices == shuffled.indices
+    assert shuffle_frames(load_video(clips[0], spec, 28), 5).indices == shuffled.indices
 
 
 def video_r1_accuracy(content: str, sol: str, question_type: str) -> float:
@@ -263,7 +329,7 @@ def test_frames_upscaled_past_max_pixels_reach_the_model_at_their_size(video_dat
     task = VideoQA()
     sample = next(s for s in task.load(video_data, FrameSpec()).samples if s.video)
     spec = VideoConfig(max_frames=4, min_pixels=20000, max_pixels=20000)
-    frames = load_video(sample.video, spec).frames
+    frames = load_video(sample.video, spec, 28).frames
     assert frames.shape[2] * frames.shape[3] > spec.max_pixels
     model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=spec)
     prompt = render_prompt(load_processor(model), task.messages(sample), sample, model)

@@ -43,7 +43,7 @@ def test_smart_resize_equals_qwen_vl_utils_on_random_sizes(height, width, limits
 
 
 def test_absolute_frame_uses_the_resized_image_size():
-    frame = Frame.for_image("absolute", width=640, height=427, min_pixels=3136, max_pixels=12845056)
+    frame = Frame.for_image("absolute", width=640, height=427, min_pixels=3136, max_pixels=12845056, factor=28)
     assert (frame.model_width, frame.model_height) == (644, 420)
     assert frame.box_to_model([100, 50, 320, 213.5]) == [101, 49, 322, 210]
     # VLM-R1 scales a predicted box back with x / input_width * image_width.
@@ -72,7 +72,7 @@ def test_original_frame_is_the_identity():
     fy=st.floats(0, 1),
 )
 def test_a_point_survives_the_round_trip_through_the_model_frame(kind, width, height, fx, fy):
-    frame = Frame.for_image(kind, width, height, 3136, 12845056)
+    frame = Frame.for_image(kind, width, height, 3136, 12845056, 28)
     x, y = fx * width, fy * height
     back = frame.point_to_original(frame.point_to_model([x, y], integer=False))
     assert back == pytest.approx([x, y], abs=1e-6)

@@ -111,20 +111,25 @@ def cmd_sft(args: argparse.Namespace) -> int:
 def frame_note(cfg: Config) -> str:
     """Which coordinate frame completions are read in, and why: a wrong frame scores every box wrong."""
     from vlrl.modeling import frame_kind
+    from vlrl.models import model_family
 
     m = cfg.model
     kind = frame_kind(m)
+    family = model_family(m)
     what = {
         "absolute": (
-            f"pixels of the image smart-resized to model.min_pixels..max_pixels = {m.min_pixels}..{m.max_pixels} (Qwen2.5-VL)"
+            f"pixels of the image smart-resized to model.min_pixels..max_pixels = {m.min_pixels}..{m.max_pixels} "
+            f"in multiples of {family.factor} ({family.label})"
         ),
-        "norm1000": "0-1000 normalized coordinates (Qwen2-VL)",
+        "norm1000": "0-1000 normalized coordinates (Qwen2-VL, Qwen3-VL, Qwen3.5)",
         "original": "pixels of the original image",
     }[kind]
     if m.coord_frame != "auto":
         why = f"model.coord_frame={kind}"
+    elif m.family != "auto":
+        why = f"model.coord_frame=auto, the frame of model.family={m.family}"
     elif m.path:
-        why = f"model.coord_frame=auto, from model.path {m.path}"
+        why = f"model.coord_frame=auto, from model.path {m.path} ({family.label})"
     else:
         why = "model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
     return f"coordinates read in the {kind} frame: {what}; {why} (set model.coord_frame=absolute, norm1000 or original)"
@@ -297,15 +302,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_tiny_model(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from vlrl.testing.tiny import SHAPES, TinySpec, write_tiny_checkpoint
+    from vlrl.testing.tiny import SHAPES, tiny_builds, write_tiny_checkpoint
 
     _quiet_transformers()
     if args.shape:
         if args.shape not in SHAPES:
             raise ConfigError(f"tiny-model --shape {args.shape!r}: unknown; known shapes: {', '.join(SHAPES)}")
-        spec = dataclasses.replace(SHAPES[args.shape], seed=args.seed)
+        spec = SHAPES[args.shape]
     else:
-        spec = TinySpec(arch=args.arch, seed=args.seed)
+        builds = tiny_builds()
+        if args.arch not in builds:
+            raise ConfigError(f"tiny-model --arch {args.arch!r}: unknown; known: {', '.join(builds)}")
+        spec = builds[args.arch]  # what model.path=tiny:NAME loads
+    spec = dataclasses.replace(spec, seed=args.seed)
     path = write_tiny_checkpoint(Path(args.out), spec, args.device)
     console.print(f"wrote {args.shape or 'tiny'} {spec.arch} checkpoint (random weights) to {path}")
 
@@ -384,9 +393,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(validate)
     validate.set_defaults(func=cmd_validate)
 
-    tiny = commands.add_parser("tiny-model", help="write a tiny local Qwen-VL checkpoint (tests, demo)")
+    tiny = commands.add_parser("tiny-model", help="write a tiny local checkpoint of a model family (tests, demo)")
     tiny.add_argument("out")
-    tiny.add_argument("--arch", choices=["qwen2_5_vl", "qwen2_vl"], default="qwen2_5_vl")
+    tiny.add_argument(
+        "--arch",
+        default="qwen2_5_vl",
+        help="a tiny build, as model.path=tiny:NAME names it: qwen2_5_vl, qwen2_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, "
+        "the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered family's",
+    )
     tiny.add_argument("--seed", type=int, default=0)
     tiny.add_argument("--shape", help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2-vl-2b")
     tiny.add_argument("--device", default="cpu", help="where to draw the weights (cuda is faster for large shapes)")

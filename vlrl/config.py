@@ -53,14 +53,20 @@ class VideoConfig:
     min_pixels: int = 128 * 28 * 28
     max_pixels: int = 128 * 28 * 28
     total_pixels: float = 128000 * 28 * 28 * 0.9  # qwen-vl-utils' MODEL_SEQ_LEN budget over all frames
+    # What decodes the file: PyAV (FFmpeg, frame by frame) or decord (what Video-R1 reads with).
+    backend: Literal["pyav", "decord"] = "pyav"
 
 
 @dataclass
 class ModelConfig:
-    path: str = ""  # required to load a model (MODEL_PATH_MISSING): a local checkpoint, or tiny:qwen2_5_vl / tiny:qwen2_vl
+    path: str = ""  # required to load a model (MODEL_PATH_MISSING): a local checkpoint, or tiny:NAME (vlrl/models/)
+    # The model family (vlrl/models/): auto goes by the checkpoint's model_type; or a family's
+    # name (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, an entry point) or module:Class.
+    family: str = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
-    # Frame the model reads and writes coordinates in; auto: absolute for Qwen2.5-VL, norm1000 for Qwen2-VL.
+    # Frame the model reads and writes coordinates in; auto: the family's (absolute for Qwen2.5-VL,
+    # norm1000 for Qwen2-VL, Qwen3-VL and Qwen3.5).
     coord_frame: Literal["auto", "absolute", "norm1000", "original"] = "auto"
     min_pixels: int = 3136
     max_pixels: int = 12845056
@@ -335,6 +341,11 @@ class Config:
                 f"config: model.video.max_pixels ({video.max_pixels}) and max_frames ({video.max_frames}) must be >= "
                 f"min_pixels ({video.min_pixels}) and min_frames ({video.min_frames})"
             )
+        if video.backend == "decord":
+            import importlib.util
+
+            if importlib.util.find_spec("decord") is None:
+                raise ConfigError("config: model.video.backend=decord needs the decord package (pip install decord)")
         if self.eval.temperature < 0 or self.eval.max_new_tokens < 0 or self.eval.every < 0 or self.eval.limit < 0:
             raise ConfigError("config: eval.temperature, eval.max_new_tokens, eval.every and eval.limit must be >= 0")
         names = [entry.name for entry in self.mixture]

@@ -31,14 +31,16 @@ class RecordError(ValueError):
 
 @dataclass(frozen=True)
 class FrameSpec:
-    """How to build a sample's Frame: the model's coordinate frame and its resize limits."""
+    """How to build a sample's Frame: the model's coordinate frame, resize limits and resize
+    factor (its family's patch x merge size). The defaults are Qwen2.5-VL's."""
 
     kind: FrameKind = "absolute"
     min_pixels: int = 3136
     max_pixels: int = 12845056
+    factor: int = 28
 
     def frame(self, width: int, height: int) -> Frame:
-        return Frame.for_image(self.kind, width, height, self.min_pixels, self.max_pixels)
+        return Frame.for_image(self.kind, width, height, self.min_pixels, self.max_pixels, self.factor)
 
 
 @dataclass(frozen=True)

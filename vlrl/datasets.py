@@ -15,6 +15,7 @@ from rich.console import Console
 from vlrl.config import Config, ConfigError, TaskConfig
 from vlrl.data import MediaRules, Split
 from vlrl.modeling import frame_spec
+from vlrl.models import model_family
 from vlrl.registry import make_task
 from vlrl.tables import is_table_spec, load_table_split, spec_exists
 from vlrl.task import Task
@@ -103,14 +104,15 @@ class Source:
 
 def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     """The run's tasks: the `mixture` entries, or the single `task` with `data.train` / `data.eval`."""
+    family = model_family(cfg.model).name  # a task's prompt may follow the model family's recipe
     if not cfg.mixture:
-        task = check_trainable(make_task(cfg.task))
+        task = check_trainable(make_task(cfg.task, family))
         return [Source(task, load_task_split(task, cfg, "train", console), cfg.data.eval, 1.0)]
     sources = []
     for i, entry in enumerate(cfg.mixture):
         if not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
-        task = check_trainable(make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options)))
+        task = check_trainable(make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family))
         split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns)
         sources.append(Source(task, split, entry.eval, entry.weight))
     return sources

@@ -1,4 +1,4 @@
-"""Loading a Qwen-VL policy and its processor from a local checkpoint."""
+"""Loading a policy and its processor from a local checkpoint, through its model family."""
 
 from __future__ import annotations
 
@@ -10,36 +10,20 @@ import torch
 
 from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
 from vlrl.data import FrameSpec
-from vlrl.testing.tiny import resolve_tiny, tiny_spec
+from vlrl.models import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.testing.tiny import resolve_tiny
 from vlrl.vision.frames import FrameKind
-
-SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
-
-
-def model_type(path: str) -> str | None:
-    """The checkpoint's model_type, read from config.json (None if there is none to read)."""
-    config = Path(lora_base(path) or path) / "config.json"
-    if not config.is_file():
-        return None
-    return json.loads(config.read_text()).get("model_type")
 
 
 def frame_kind(cfg: ModelConfig) -> FrameKind:
-    """The coordinate frame the model writes: explicit, or from the checkpoint's architecture."""
+    """The coordinate frame the model writes: explicit, or its family's."""
     if cfg.coord_frame != "auto":
         return cfg.coord_frame
-    path = cfg.path
-    if path.startswith("tiny:"):
-        return SUPPORTED[tiny_spec(path).arch]
-    kind = model_type(path) if path else None
-    if kind in SUPPORTED:
-        return SUPPORTED[kind]
-    # No local checkpoint (scoring without a model): go by the name, Qwen2.5-VL by default.
-    return "norm1000" if "qwen2-vl" in Path(path).name.lower() else "absolute"
+    return model_family(cfg).coord_frame
 
 
 def frame_spec(cfg: ModelConfig) -> FrameSpec:
-    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels)
+    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, model_family(cfg).factor)
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -72,18 +56,17 @@ def checkpoint_path(cfg: ModelConfig) -> str:
             f"config: model.path {cfg.path!r} is not a local checkpoint (no config.json); "
             "vlrl loads local directories only: download the model first, or use tiny:qwen2_5_vl"
         )
-    kind = model_type(path)
-    if kind not in SUPPORTED:
-        raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; supported: {', '.join(SUPPORTED)}")
+    kind = checkpoint_model_type(path)
+    family = model_family(cfg)
+    if kind not in family.model_types:
+        claimed = f"the {family.name!r} family (model.family) loads {', '.join(family.model_types)}"
+        supported = claimed if cfg.family != "auto" else f"supported: {', '.join(supported_model_types())}"
+        raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; {supported}")
     return path
 
 
 def load_processor(cfg: ModelConfig, path: str | None = None):
-    from transformers import AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(path or checkpoint_path(cfg))
-    processor.tokenizer.padding_side = "left"
-    return processor
+    return model_family(cfg).load_processor(path or checkpoint_path(cfg))
 
 
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
@@ -91,15 +74,13 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
 
     A LoRA checkpoint (adapter_config.json) loads its base model and the adapter on top,
     trainable when the config trains LoRA adapters."""
-    from transformers import AutoModelForImageTextToText
-
     path = path or checkpoint_path(cfg)
     base = lora_base(path)
-    model = AutoModelForImageTextToText.from_pretrained(
-        base or path, dtype=torch_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
-    ).to(device)
+    family = model_family(cfg)
+    model = family.load_model(base or path, torch_dtype(cfg.dtype), cfg.attn_implementation).to(device)
+    model.vlrl_family = family  # forward passes ask the model's family (vlrl.models.family_of_model)
     if cfg.freeze_vision:
-        for param in model.model.visual.parameters():
+        for param in family.vision_module(model).parameters():
             param.requires_grad_(False)
     if base is not None:
         from peft import PeftModel
@@ -108,12 +89,11 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
-        names = "|".join(cfg.lora.target_modules)
         lora = LoraConfig(
             r=cfg.lora.r,
             lora_alpha=cfg.lora.alpha,
             lora_dropout=cfg.lora.dropout,
-            target_modules=rf"^(?!.*visual).*\.({names})$",  # the language model only
+            target_modules=family.lora_target(cfg.lora.target_modules),  # the language model only
         )
         model = get_peft_model(model, lora)
     return model
@@ -122,6 +102,9 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
 def core_model(model: torch.nn.Module) -> torch.nn.Module:
     """The *ForConditionalGeneration under any PEFT wrapper."""
     return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+__all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_weights", "load_model", "load_processor"]
 
 
 @torch.no_grad()

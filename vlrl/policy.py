@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
-from transformers import DynamicCache
+from transformers import Cache
 
-from vlrl.modeling import core_model
+from vlrl.modeling import core_model, family_of_model
 from vlrl.prompting import PromptBatch
 
 
@@ -23,31 +23,17 @@ from vlrl.prompting import PromptBatch
 class Prefix:
     """A prompt batch run through the model: cache, next-token logits, next position."""
 
-    cache: DynamicCache
+    cache: Cache
     last_logits: torch.Tensor  # (B, V)
     next_position: torch.Tensor  # (B,) first position id of the completion
     attention_mask: torch.Tensor  # (B, P)
 
 
-def rope_positions(model: torch.nn.Module, batch: PromptBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Qwen-VL's 3D rope positions of the prompt (3, B, P) and each row's next position (B,)."""
-    vlm = core_model(model).model
-    # only what the prompt has: second_per_grid_ts (Qwen2.5-VL's frame times) is not Qwen2-VL's
-    videos = {k: batch.vision[k] for k in ("video_grid_thw", "second_per_grid_ts") if k in batch.vision}
-    positions, _ = vlm.get_rope_index(
-        batch.input_ids,
-        batch.mm_token_type_ids,
-        image_grid_thw=batch.vision.get("image_grid_thw"),
-        attention_mask=batch.attention_mask,
-        **videos,
-    )
-    next_position = positions.amax(dim=(0, 2)) + 1
-    return positions, next_position
-
-
 def prefill(model: torch.nn.Module, batch: PromptBatch) -> Prefix:
-    positions, next_position = rope_positions(model, batch)
-    cache = DynamicCache(config=core_model(model).config)
+    """The prompts run once: rope positions and the cache as the model's family makes them."""
+    family = family_of_model(model)
+    positions, next_position = family.rope_positions(core_model(model), batch)
+    cache = family.new_cache(core_model(model))
     out = model(
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
@@ -58,12 +44,6 @@ def prefill(model: torch.nn.Module, batch: PromptBatch) -> Prefix:
         **batch.vision,
     )
     return Prefix(cache, out.logits[:, -1], next_position, batch.attention_mask)
-
-
-def decode_positions(next_position: torch.Tensor, offset: int, length: int) -> torch.Tensor:
-    """Text positions (3, R, length) continuing after the prompt."""
-    steps = torch.arange(offset, offset + length, device=next_position.device)
-    return (next_position[:, None] + steps[None, :]).unsqueeze(0).expand(3, -1, -1)
 
 
 def selective_logprobs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -96,7 +76,7 @@ def completion_logits(
     out = model(
         input_ids=completion_ids,
         attention_mask=attention_mask,
-        position_ids=decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1]),
+        position_ids=family_of_model(model).decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1]),
         past_key_values=prefix.cache,
         use_cache=True,
     )

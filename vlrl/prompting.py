@@ -15,12 +15,12 @@ from PIL import Image
 
 from vlrl.config import ModelConfig
 from vlrl.data import RecordError
+from vlrl.models import model_family
 from vlrl.sample import Sample
 from vlrl.vision.images import load_image
 from vlrl.vision.video import Video, load_video, shuffle_frames
 
 T = TypeVar("T")
-VISION_KEYS = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw", "second_per_grid_ts")
 
 
 @dataclass
@@ -65,12 +65,13 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     """The sample's images, resized for the model, and its video decoded into `decoded` (unless
     there already). Raises UnusableSample when a file fails to decode."""
     images, media = [], ""
+    factor = model_family(model).factor
     try:
         for media in sample.images:
-            images.append(load_image(media, model.min_pixels, model.max_pixels))
+            images.append(load_image(media, model.min_pixels, model.max_pixels, factor))
         if sample.video and sample.video not in decoded:
             media = sample.video
-            decoded[media] = load_video(media, model.video)
+            decoded[media] = load_video(media, model.video, factor)
     except (OSError, ValueError) as err:  # the file passed the load-time check, yet fails to decode
         raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
     return images
@@ -83,6 +84,7 @@ def render_prompt(
     pixel limits -> Prompt; checks that the processor kept our resize. `decoded` holds videos
     already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
     twice a step, in order and shuffled, from one decode."""
+    family = model_family(model)
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     decoded = {} if decoded is None else decoded
     images = read_media(sample, model, decoded)
@@ -92,15 +94,8 @@ def render_prompt(
         clip = decoded[sample.video]
         if sample.shuffle_frames is not None:
             clip = shuffle_frames(clip, sample.shuffle_frames)
-        pixels = clip.frames.shape[2] * clip.frames.shape[3]
         kwargs["videos"] = [clip.frames]
-        kwargs["videos_kwargs"] = {
-            "video_metadata": [{"fps": clip.video_fps, "total_num_frames": clip.total_frames, "frames_indices": clip.indices}],
-            "do_sample_frames": False,
-            # frames are already sized as qwen-vl-utils sizes them (its upscale can exceed
-            # max_pixels); a budget of exactly their area makes the processor keep them
-            "size": {"shortest_edge": pixels, "longest_edge": pixels},
-        }
+        kwargs["videos_kwargs"] = family.video_processor_kwargs(clip)
     encoded = processor(text=[text], return_tensors="pt", **kwargs)
     patch = processor.image_processor.patch_size
     sizes = [(image.height, image.width) for image in images]
@@ -114,7 +109,7 @@ def render_prompt(
                 f"{sample.source}: processor resized {width}x{height} to {w * patch}x{h * patch}; "
                 "coordinates would be in the wrong frame"
             )
-    vision = {k: torch.as_tensor(encoded[k]) for k in VISION_KEYS if k in encoded}
+    vision = {k: torch.as_tensor(encoded[k]) for k in family.vision_keys if k in encoded}
     return Prompt(
         encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text, images, clip if sample.video else None
     )
@@ -149,8 +144,6 @@ def collate(prompts: Sequence[Prompt], pad_id: int) -> PromptBatch:
         attention_mask[i, length - len(p) :] = 1
         mm_types[i, length - len(p) :] = p.mm_token_type_ids
     vision = {}
-    for key in VISION_KEYS:
-        parts = [p.vision[key] for p in prompts if key in p.vision]
-        if parts:
-            vision[key] = torch.cat(parts, dim=0)
+    for key in dict.fromkeys(key for p in prompts for key in p.vision):  # the processor's keys, in its order
+        vision[key] = torch.cat([p.vision[key] for p in prompts if key in p.vision], dim=0)
     return PromptBatch(input_ids, attention_mask, mm_types, vision)

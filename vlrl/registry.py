@@ -82,8 +82,10 @@ def task_class(name: str) -> type[Task]:
     return obj
 
 
-def make_task(cfg: TaskConfig) -> Task:
-    return task_class(cfg.name)(options=cfg.options, rewards=cfg.rewards)
+def make_task(cfg: TaskConfig, family: str = "") -> Task:
+    """The task `cfg` names, for a model of `family` (its `family_options` under cfg.options)."""
+    cls = task_class(cfg.name)
+    return cls(options={**cls.family_options.get(family, {}), **cfg.options}, rewards=cfg.rewards)
 
 
 def list_tasks() -> list[tuple[str, str, str]]:

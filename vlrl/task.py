@@ -44,6 +44,10 @@ class Task:
     columns: ClassVar[tuple[Column, ...]] = ()
     split: ClassVar[str] = ""
     max_new_tokens: ClassVar[int] = 0  # the generation length its public evaluation uses (0: the config's)
+    # Option defaults by model family (vlrl/models/), where that family's recipe differs from
+    # the task's defaults (a prompt that states the family's coordinates, say); task.options
+    # given in the config override them.
+    family_options: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         self.options = build(self.Options, dict(options or {}), prefix="task.options.")

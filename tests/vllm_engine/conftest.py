@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from vlrl.testing.tiny import TINY, tiny_checkpoint
+from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
 
 TINY_VLLM = "tiny:qwen2_5_vl-h32"  # head size 32: vLLM's CPU attention has no kernel for the default's 16
 KV_CACHE = 64 << 20  # bytes: plenty for the tiny model, and vLLM starts fast
@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_vllm_path():
-    return tiny_checkpoint(TINY[TINY_VLLM.split(":", 1)[1]])
+    return tiny_checkpoint(tiny_spec(TINY_VLLM))
 
 
 def pytest_configure(config):  # noqa: ARG001

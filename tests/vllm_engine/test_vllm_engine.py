@@ -12,14 +12,16 @@ from tasks.refcoco import RefCOCO
 from vlrl.config import ModelConfig
 from vlrl.data import FrameSpec, load_split
 from vlrl.modeling import full_weights, load_model, load_processor
+from vlrl.models import family_class
+from vlrl.models.base import collapse_runs
 from vlrl.policy import completion_logits
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams, make_engine
 from vlrl.rollout.base import banned_token_ids
 from vlrl.rollout.hf import HFEngine
-from vlrl.rollout.vllm import collapse_runs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
+VISION = family_class("qwen2_5_vl")().vision_tokens
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,7 @@ def reference_logprobs(model, processor, prompts, generations, temperature: floa
         mask[i, : len(c.token_ids)] = 1
     with torch.no_grad():
         logits = completion_logits(model, collate(prompts, pad), rows, ids, mask).float()
-    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1])] = float("-inf")
+    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], VISION)] = float("-inf")
     logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, ids[..., None]).squeeze(-1)
     engine = torch.zeros_like(logp)
     for i, c in enumerate(completions):
@@ -109,7 +111,7 @@ def test_banned_tokens_are_never_sampled_from_a_uniform_model(setup, restore_wei
     engine.sync_weights(weights.items())
     generations = engine.generate(prompts, SamplingParams(n=8, max_new_tokens=32), torch.Generator().manual_seed(0))
     sampled = [t for g in generations for c in g.completions for t in c.token_ids]
-    banned = set(banned_token_ids(processor.tokenizer, weights["lm_head.weight"].shape[0]))
+    banned = set(banned_token_ids(processor.tokenizer, weights["lm_head.weight"].shape[0], VISION))
     assert len(sampled) > 500 and not banned & set(sampled)
     assert len(set(sampled)) > 300  # uniform indeed: the ban is what kept those tokens out
 

@@ -170,6 +170,7 @@ def run_eval(
     cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console, show_table: bool = True
 ) -> list[TaskResult]:
     from vlrl.modeling import checkpoint_path, load_model, load_processor
+    from vlrl.models import model_family
     from vlrl.registry import make_task
 
     tasks = []
@@ -180,7 +181,7 @@ def run_eval(
         name, data = parse_task_spec(spec)
         # The config's task options and reward weights apply to the task it names.
         task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
-        task = make_task(task_cfg)
+        task = make_task(task_cfg, model_family(cfg.model).name)
         path = data or split_path(cfg, split)
         which = "train" if split == "train" and not data else "eval"
         tasks.append((task, load_task_split(task, cfg, which, console, path=path), path))

@@ -17,11 +17,6 @@ if TYPE_CHECKING:  # torch stays unimported until an engine is built: `vlrl conf
 
     from vlrl.prompting import Prompt
 
-# Qwen-VL's vision special tokens: never sampled by any engine (a sampled <|image_pad|> breaks
-# the training forward, which expects one image feature per pad).
-VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
-
-
 @dataclass(frozen=True)
 class SamplingParams:
     n: int = 1  # completions per prompt
@@ -57,11 +52,12 @@ class Generation:
     rejected: str = ""
 
 
-def banned_token_ids(tokenizer, vocab_size: int) -> list[int]:
-    """Ids no engine may sample: the vision special tokens and the padded tail of the
-    embedding matrix past the tokenizer (rows that decode to nothing)."""
+def banned_token_ids(tokenizer, vocab_size: int, vision_tokens: Sequence[str]) -> list[int]:
+    """Ids no engine may sample: the model family's vision special tokens (a sampled
+    <|image_pad|> breaks the training forward, which expects one image feature per pad) and the
+    padded tail of the embedding matrix past the tokenizer (rows that decode to nothing)."""
     banned = set(range(len(tokenizer), vocab_size))
-    for token in VISION_TOKENS:
+    for token in vision_tokens:
         token_id = tokenizer.convert_tokens_to_ids(token)
         if token_id is not None and token_id < vocab_size:
             banned.add(token_id)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import torch
 
-from vlrl.modeling import core_model
-from vlrl.policy import SamplingFilter, decode_positions, prefill
+from vlrl.modeling import core_model, family_of_model
+from vlrl.policy import SamplingFilter, prefill
 from vlrl.prompting import Prompt, collate
 from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
 
@@ -45,12 +45,13 @@ class HFEngine:
 
     def __init__(self, model: torch.nn.Module, tokenizer):
         self.model = model
+        self.family = family_of_model(model)
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
         vocab = core_model(model).config.get_text_config().vocab_size
         self.banned = torch.zeros(vocab, dtype=torch.bool)
-        self.banned[banned_token_ids(tokenizer, vocab)] = True
+        self.banned[banned_token_ids(tokenizer, vocab, self.family.vision_tokens)] = True
 
     @classmethod
     def create(cls, cfg, processor, checkpoint: str, load_policy) -> HFEngine:
@@ -114,7 +115,7 @@ class HFEngine:
             out = self.model(
                 input_ids=choice[:, None],
                 attention_mask=attention_mask,
-                position_ids=decode_positions(next_position, step, 1),
+                position_ids=self.family.decode_positions(next_position, step, 1),
                 past_key_values=prefix.cache,
                 use_cache=True,
             )

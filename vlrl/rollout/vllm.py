@@ -3,8 +3,11 @@
 It is given exactly the prompt the HF engine would run: vlrl's own rendering (chat template,
 smart-resized images, sampled video frames) as token ids plus the same images and frames.
 vLLM runs the checkpoint's processor on the media and expands each image/video placeholder
-itself, so every run of `<|image_pad|>` / `<|video_pad|>` is collapsed to one token before
-sending; already-expanded ids would be expanded again, silently (longer prompts, no error).
+itself, so the ids are sent unexpanded, as the model family says (`ModelFamily.vllm_prompt_ids`:
+every run of `<|image_pad|>` / `<|video_pad|>` collapsed to one token; for Qwen3-VL, whose
+processor also writes each frame's timestamp, the template's text); already-expanded ids would
+be expanded again, silently (longer prompts, no error). The video's frames, metadata and pixel
+budget are the family's too (`ModelFamily.vllm_video`).
 
 Sampling matches the HF engine's contract: vision tokens and the padded vocabulary tail are
 never drawn (`allowed_token_ids`), and each sampled token comes with its log-prob after
@@ -29,23 +32,12 @@ from collections.abc import Iterable, Sequence
 import torch
 
 from vlrl.config import Config, ConfigError
+from vlrl.models import model_family
 from vlrl.prompting import Prompt
 from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.hf import stop_token_ids
 
-IMAGE_PAD, VIDEO_PAD = "<|image_pad|>", "<|video_pad|>"
 SEED_RANGE = 2**31 - 1
-
-
-def collapse_runs(ids: Sequence[int], pad_ids: set[int]) -> list[int]:
-    """Token ids with every run of one pad token reduced to a single token (vLLM re-expands
-    each to as many tokens as its image or video needs)."""
-    out: list[int] = []
-    for token in ids:
-        if token in pad_ids and out and out[-1] == token:
-            continue
-        out.append(token)
-    return out
 
 
 def _import_vllm():
@@ -72,11 +64,15 @@ class VLLMEngine:
     gives_entropy = False  # vLLM returns chosen tokens' log-probs, not whole distributions
 
     def __init__(self, checkpoint: str, processor, cfg: Config, dtype: torch.dtype):
+        cuda = torch.cuda.is_available()
+        self.family = model_family(cfg.model)
+        refusal = self.family.vllm_refusal(dtype, cuda)
+        if refusal:
+            raise ConfigError(f"config: the vLLM engine cannot run {self.family.label} here: {refusal}")
         vllm = _import_vllm()
         from transformers import GenerationConfig
 
         v = cfg.rollout.vllm
-        cuda = torch.cuda.is_available()
         kwargs = dict(
             model=checkpoint,
             dtype=dtype,
@@ -98,6 +94,7 @@ class VLLMEngine:
             kwargs["enable_chunked_prefill"] = False
             if v.kv_cache_memory_bytes:
                 kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
+        kwargs.update(self.family.vllm_engine_args(cuda))
         self.llm = vllm.LLM(**kwargs)
         self.can_sleep = cuda and v.sleep
         self.asleep = False
@@ -105,10 +102,9 @@ class VLLMEngine:
         self.tokenizer = processor.tokenizer
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
-        banned = set(banned_token_ids(self.tokenizer, vocab))
+        banned = set(banned_token_ids(self.tokenizer, vocab, self.family.vision_tokens))
         self.allowed = [i for i in range(vocab) if i not in banned]
         self.stop_ids = stop_token_ids(GenerationConfig.from_pretrained(checkpoint), self.tokenizer)
-        self.pads = {self.tokenizer.convert_tokens_to_ids(IMAGE_PAD), self.tokenizer.convert_tokens_to_ids(VIDEO_PAD)}
         self.image_size = {"shortest_edge": cfg.model.min_pixels, "longest_edge": cfg.model.max_pixels}
 
     @classmethod
@@ -121,7 +117,7 @@ class VLLMEngine:
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, prompt: Prompt) -> dict:
-        """The vLLM prompt for a rendered Prompt: collapsed ids plus the same media."""
+        """The vLLM prompt for a rendered Prompt: unexpanded ids plus the same media."""
         from vllm.inputs import TokensPrompt
 
         media: dict = {}
@@ -130,21 +126,12 @@ class VLLMEngine:
             media["image"] = prompt.images
             mm_kwargs["size"] = self.image_size
         if prompt.video is not None:
-            clip = prompt.video
-            frames = clip.frames.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()  # T, H, W, C
-            metadata = {
-                "fps": clip.video_fps,
-                "duration": clip.total_frames / clip.video_fps,
-                "total_num_frames": clip.total_frames,
-                "frames_indices": clip.indices,
-                "video_backend": "vlrl",
-                "do_sample_frames": False,  # already sampled as qwen-vl-utils samples them
-            }
+            if self.family.vllm_video_refusal:
+                raise ValueError(self.family.vllm_video_refusal)
+            frames, metadata, videos_kwargs = self.family.vllm_video(prompt.video)
             media["video"] = [(frames, metadata)]
-            pixels = frames.shape[1] * frames.shape[2]
-            # a budget of exactly the frames' area keeps their size (see render_prompt)
-            mm_kwargs["videos_kwargs"] = {"size": {"shortest_edge": pixels, "longest_edge": pixels}, "do_sample_frames": False}
-        out = TokensPrompt(prompt_token_ids=collapse_runs(prompt.input_ids.tolist(), self.pads))
+            mm_kwargs["videos_kwargs"] = videos_kwargs
+        out = TokensPrompt(prompt_token_ids=self.family.vllm_prompt_ids(prompt, self.tokenizer))
         if media:
             out["multi_modal_data"] = media
             out["mm_processor_kwargs"] = mm_kwargs

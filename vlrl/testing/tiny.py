@@ -1,10 +1,12 @@
 """Tiny local checkpoints built from the real transformers classes.
 
 Nothing may be downloaded from a model hub, so tests and the demo use complete local
-checkpoints written here: a tiny Qwen2.5-VL or Qwen2-VL (config, safetensors), a small
-byte-level BPE tokenizer trained locally with Qwen's pre-tokenizer and special tokens, the
-Qwen chat template, image and video processors. `from_pretrained(path)` loads them like
-the real ones. A build is a pure function of its spec and is cached by the spec's hash.
+checkpoints written here: a tiny model of any family (config, safetensors), a small byte-level
+BPE tokenizer trained locally with Qwen's pre-tokenizer and special tokens, the family's chat
+template, image and video processors. `from_pretrained(path)` loads them like the real ones.
+A build is a pure function of its spec and is cached by the spec's hash. What is particular to
+a family (its config, its processor) is its adapter's (`ModelFamily.build_tiny_model`,
+vlrl/models/); what they share is here.
 """
 
 from __future__ import annotations
@@ -16,14 +18,12 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 import torch
 
 from vlrl.config import ConfigError
 
-BUILDER_VERSION = 1
-ARCHS = ("qwen2_5_vl", "qwen2_vl")
 
 # Qwen's special tokens, in Qwen's order (ids follow the BPE vocabulary here).
 SPECIAL_TOKENS = (
@@ -43,7 +43,7 @@ SPECIAL_TOKENS = (
     "<|video_pad|>",
 )
 
-# Qwen2-VL / Qwen2.5-VL chat template, verbatim.
+# Qwen2-VL / Qwen2.5-VL chat template, verbatim (the other families' are their adapters').
 CHAT_TEMPLATE = (
     "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
     "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
@@ -69,7 +69,7 @@ PRETOKENIZE_REGEX = (
 class TinySpec:
     """Everything a tiny checkpoint is a function of."""
 
-    arch: Literal["qwen2_5_vl", "qwen2_vl"] = "qwen2_5_vl"
+    arch: str = "qwen2_5_vl"  # the model family (vlrl/models/)
     bpe_vocab: int = 1024
     hidden_size: int = 64
     num_layers: int = 2
@@ -92,7 +92,11 @@ class TinySpec:
     tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
 
     def key(self) -> str:
-        payload = json.dumps({"builder": BUILDER_VERSION, **dataclasses.asdict(self)}, sort_keys=True)
+        """The cache key: the family, and a hash of the spec and the family's builder version."""
+        from vlrl.models import family_class
+
+        builder = family_class(self.arch).tiny_version
+        payload = json.dumps({"builder": builder, **dataclasses.asdict(self)}, sort_keys=True)
         return f"{self.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
 
 
@@ -155,7 +159,7 @@ def _corpus() -> list[str]:
     return lines * 4
 
 
-def build_tokenizer(spec: TinySpec):
+def build_tokenizer(spec: TinySpec, chat_template: str = CHAT_TEMPLATE):
     from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -186,69 +190,62 @@ def build_tokenizer(spec: TinySpec):
         pad_token="<|endoftext|>",
     )
     tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer
 
 
-def build_model(spec: TinySpec, tokenizer):
-    from transformers import (
-        Qwen2_5_VLConfig,
-        Qwen2_5_VLForConditionalGeneration,
-        Qwen2VLConfig,
-        Qwen2VLForConditionalGeneration,
-    )
+def special_token_ids(tokenizer) -> dict[str, int]:
+    return {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    vocab_size = spec.vocab_size or (len(tokenizer) + 63) // 64 * 64  # padded like Qwen's: some ids are never text
-    head_dim = spec.hidden_size // spec.num_heads
-    half = head_dim // 2
-    mrope = [half - 2 * (half // 3), half // 3, half // 3]  # temporal, height, width; sums to head_dim/2
-    text = dict(
-        vocab_size=vocab_size,
+
+def vocab_rows(spec: TinySpec, tokenizer) -> int:
+    """Embedding rows: padded like Qwen's, so some ids are never text."""
+    return spec.vocab_size or (len(tokenizer) + 63) // 64 * 64
+
+
+def mrope_sections(rotary_dim: int) -> list[int]:
+    """Temporal, height and width sections of mrope, summing to half the rotary dimension."""
+    half = rotary_dim // 2
+    return [half - 2 * (half // 3), half // 3, half // 3]
+
+
+def text_config(spec: TinySpec, tokenizer, **rope: Any) -> dict[str, Any]:
+    """The language model's config keys every family shares; `rope` adds to rope_parameters."""
+    ids = special_token_ids(tokenizer)
+    return dict(
+        vocab_size=vocab_rows(spec, tokenizer),
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
         max_position_embeddings=8192,
-        rope_parameters={"rope_type": "default", "mrope_section": mrope, "rope_theta": spec.rope_theta},
+        rope_parameters={
+            "rope_type": "default",
+            "mrope_section": mrope_sections(spec.hidden_size // spec.num_heads),
+            "rope_theta": spec.rope_theta,
+            **rope,
+        },
         bos_token_id=ids["<|endoftext|>"],
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
     )
-    token_ids = dict(
+
+
+def vision_token_ids(tokenizer) -> dict[str, int]:
+    """The config keys naming the vision special tokens' ids."""
+    ids = special_token_ids(tokenizer)
+    return dict(
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
     )
-    if spec.arch == "qwen2_5_vl":
-        vision = dict(
-            depth=spec.vision_depth,
-            hidden_size=spec.vision_hidden,
-            intermediate_size=spec.vision_intermediate or 2 * spec.vision_hidden,
-            num_heads=spec.vision_heads,
-            out_hidden_size=spec.hidden_size,
-            fullatt_block_indexes=list(range(7, spec.vision_depth, 8)) or [spec.vision_depth - 1],  # Qwen: every 8th
-            window_size=112,
-            tokens_per_second=2,
-        )
-        config = Qwen2_5_VLConfig(
-            text_config=text, vision_config=vision, tie_word_embeddings=spec.tie_embeddings, **token_ids
-        )
-        model_cls = Qwen2_5_VLForConditionalGeneration
-    else:
-        vision = dict(
-            depth=spec.vision_depth,
-            embed_dim=spec.vision_hidden,
-            hidden_size=spec.hidden_size,
-            num_heads=spec.vision_heads,
-            mlp_ratio=(spec.vision_intermediate or 2 * spec.vision_hidden) // spec.vision_hidden,
-        )
-        config = Qwen2VLConfig(
-            text_config=text, vision_config=vision, tie_word_embeddings=spec.tie_embeddings, **token_ids
-        )
-        model_cls = Qwen2VLForConditionalGeneration
+
+
+def instantiate(model_cls, config, spec: TinySpec, tokenizer):
+    """The model with weights drawn from spec.seed, ending its completions as Qwen's do."""
+    ids = special_token_ids(tokenizer)
     torch.manual_seed(spec.seed)
     model = model_cls(config)
     model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
@@ -256,28 +253,27 @@ def build_model(spec: TinySpec, tokenizer):
     return model
 
 
-def build_processor(spec: TinySpec, tokenizer):
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLProcessor
-    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+def build_model(spec: TinySpec, tokenizer):
+    from vlrl.models import family_class
 
-    image_processor = Qwen2VLImageProcessor(min_pixels=spec.min_pixels, max_pixels=spec.max_pixels)
-    video_processor = Qwen2VLVideoProcessor()
-    cls = Qwen2_5_VLProcessor if spec.arch == "qwen2_5_vl" else Qwen2VLProcessor
-    return cls(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=CHAT_TEMPLATE,
-    )
+    return family_class(spec.arch)().build_tiny_model(spec, tokenizer)
+
+
+def build_processor(spec: TinySpec, tokenizer):
+    from vlrl.models import family_class
+
+    return family_class(spec.arch)().build_tiny_processor(spec, tokenizer)
 
 
 def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") -> Path:
     """Build the checkpoint for `spec` into `out` (replaced atomically if it exists).
     `device` only speeds up building large shapes; weights drawn on a GPU differ from the CPU's."""
     out = Path(out)
+    from vlrl.models import family_class
+
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = build_tokenizer(spec)
+    tokenizer = build_tokenizer(spec, family_class(spec.arch).chat_template)
     with torch.device(device):
         model = build_model(spec, tokenizer)
     model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
@@ -303,22 +299,25 @@ def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
     return path
 
 
-# The tiny builds `model.path=tiny:NAME` names. The -h32 ones have head size 32, which vLLM's
-# CPU attention accepts (it takes 32, 64, 80, ..., not the default build's 16).
-TINY = {
-    "qwen2_5_vl": TinySpec(arch="qwen2_5_vl"),
-    "qwen2_vl": TinySpec(arch="qwen2_vl"),
-    "qwen2_5_vl-h32": TinySpec(arch="qwen2_5_vl", num_heads=2, num_kv_heads=1),
-    "qwen2_vl-h32": TinySpec(arch="qwen2_vl", num_heads=2, num_kv_heads=1),
-}
+def tiny_builds() -> dict[str, TinySpec]:
+    """The tiny builds `model.path=tiny:NAME` names, each family's (the `tiny_builds` its class
+    declares: a family derived from another does not inherit the other's)."""
+    from vlrl.models import all_families
+
+    return {
+        name: TinySpec(arch=family.name, **fields)
+        for family in all_families()
+        for name, fields in type(family).__dict__.get("tiny_builds", {}).items()
+    }
 
 
 def tiny_spec(path: str) -> TinySpec:
     """The spec of 'tiny:NAME'."""
     name = path.split(":", 1)[1]
-    if name not in TINY:
-        raise ConfigError(f"config: model.path {path!r}: unknown tiny model {name!r}; expected one of {', '.join(TINY)}")
-    return TINY[name]
+    builds = tiny_builds()
+    if name not in builds:
+        raise ConfigError(f"config: model.path {path!r}: unknown tiny model {name!r}; expected one of {', '.join(builds)}")
+    return builds[name]
 
 
 def resolve_tiny(path: str) -> str:

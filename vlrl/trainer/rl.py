@@ -18,7 +18,7 @@ from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, t
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
-from vlrl.modeling import core_model, full_weights, load_model
+from vlrl.modeling import core_model, family_of_model, full_weights, load_model
 from vlrl.policy import SamplingFilter, TokenLogprobs, completion_logprobs
 from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, SamplingParams, make_engine
@@ -168,7 +168,7 @@ class RLTrainer:
         r = cfg.rollout
         vocab = core_model(self.run.model).config.get_text_config().vocab_size
         banned = torch.zeros(vocab, dtype=torch.bool)
-        banned[banned_token_ids(self.run.processor.tokenizer, vocab)] = True
+        banned[banned_token_ids(self.run.processor.tokenizer, vocab, family_of_model(self.run.model).vision_tokens)] = True
         self.sampler = SamplingFilter(banned, r.top_k, r.top_p)  # what every engine draws from, as the trainer computes it
         if not self.engine.shares_policy:
             self.engine.sync_weights(full_weights(self.run.model))  # the run's weights: resumed, merged, rounded

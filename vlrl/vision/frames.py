@@ -2,8 +2,9 @@
 
 Ground truth is stored in original-image pixels. A model reads and writes another frame:
 
-- ``absolute`` (Qwen2.5-VL): pixels of the image after smart_resize;
-- ``norm1000`` (Qwen2-VL): 0..1000 normalized by the original width and height;
+- ``absolute`` (Qwen2.5-VL): pixels of the image after smart_resize (the model family's factor);
+- ``norm1000`` (Qwen2-VL, Qwen3-VL, Qwen3.5): 0..1000 normalized by the original width and
+  height, x / width * 1000 (Qwen's "relative coordinates");
 - ``original``: original pixels (for scoring outputs of systems that already map back).
 
 Tasks convert ground truth into the model's frame for prompts and SFT targets, and
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vlrl.vision.resize import IMAGE_FACTOR, smart_resize
+from vlrl.vision.resize import smart_resize
 
 FrameKind = Literal["absolute", "norm1000", "original"]
 FRAME_KINDS: tuple[str, ...] = ("absolute", "norm1000", "original")
@@ -40,9 +41,12 @@ class Frame:
         height: int,
         min_pixels: int,
         max_pixels: int,
-        factor: int = IMAGE_FACTOR,
+        factor: int | None = None,
     ) -> Frame:
+        """`factor` (smart_resize's) is needed by the absolute frame only."""
         if kind == "absolute":
+            if factor is None:
+                raise ValueError("the absolute frame needs the model's resize factor")
             resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
             return cls(kind, width, height, resized_w, resized_h)
         if kind == "norm1000":

@@ -13,7 +13,7 @@ from pathlib import Path
 from PIL import Image
 
 from vlrl.config import PIL_REFUSES_ABOVE, DataConfig
-from vlrl.vision.resize import IMAGE_FACTOR, smart_resize
+from vlrl.vision.resize import smart_resize
 
 # PIL's own Image.MAX_IMAGE_PIXELS. PIL only warns up to twice this and refuses above; vlrl
 # refuses above the configured limit (data.max_image_pixels), which may go up to PIL's refusal.
@@ -53,9 +53,7 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def load_image(
-    path: str | Path, min_pixels: int, max_pixels: int, factor: int = IMAGE_FACTOR
-) -> Image.Image:
+def load_image(path: str | Path, min_pixels: int, max_pixels: int, factor: int) -> Image.Image:
     """Open, convert to RGB and resize to the smart_resize size (bicubic, as qwen-vl-utils).
     The data's size limit was checked when the record was read (RecordContext.image); here
     only PIL's own refusal applies."""

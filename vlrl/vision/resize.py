@@ -3,16 +3,14 @@
 Qwen2.5-VL reads and writes coordinates in the pixels of the image *after* this resize,
 so training, scoring and evaluation must agree with it to the pixel. transformers' image
 processor has its own variant that differs on tiny images; vlrl resizes images with this
-function before the processor sees them, so the processor's resize is the identity.
+function before the processor sees them, so the processor's resize is the identity. The factor
+is the model family's patch x merge size (28 for Qwen2/2.5-VL, 32 for Qwen3-VL and Qwen3.5).
 """
 
 from __future__ import annotations
 
 import math
 
-IMAGE_FACTOR = 28
-MIN_PIXELS = 4 * 28 * 28
-MAX_PIXELS = 16384 * 28 * 28
 MAX_RATIO = 200
 
 
@@ -31,9 +29,9 @@ def _floor_by(number: float, factor: int) -> int:
 def smart_resize(
     height: int,
     width: int,
-    factor: int = IMAGE_FACTOR,
-    min_pixels: int = MIN_PIXELS,
-    max_pixels: int = MAX_PIXELS,
+    factor: int,
+    min_pixels: int,
+    max_pixels: int,
 ) -> tuple[int, int]:
     """Return (height, width): multiples of `factor`, area within [min_pixels, max_pixels],
     aspect ratio kept as closely as possible."""

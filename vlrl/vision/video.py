@@ -3,9 +3,12 @@
 qwen-vl-utils (vision_process.py) is the reference: `frame_count` is its smart_nframes (fps
 frames per second of video, at least min_frames and at most max_frames, an even number),
 the frames are the rounded `linspace(0, total - 1, n)` indices, the sampled fps is
-n / total * video fps, and every frame is smart-resized with fetch_video's pixel budget,
-bicubic with antialiasing. Decoding is PyAV's (FFmpeg), frame by frame, keeping only the
-sampled frames in memory.
+n / total * video fps, and every frame is smart-resized with fetch_video's pixel budget
+(which scales with the model family's factor), bicubic with antialiasing.
+
+Decoding (`model.video.backend`): PyAV (FFmpeg), frame by frame, keeping only the sampled
+frames in memory; or decord, qwen-vl-utils' and Video-R1's reader, which seeks to the sampled
+frames. Each backend reads the frame count and fps itself, as qwen-vl-utils does with decord.
 """
 
 from __future__ import annotations
@@ -18,10 +21,10 @@ from pathlib import Path
 import torch
 
 from vlrl.config import VideoConfig
-from vlrl.vision.resize import IMAGE_FACTOR, smart_resize
+from vlrl.vision.resize import smart_resize
 
-FRAME_FACTOR = 2  # Qwen-VL merges two frames into one temporal patch
-VIDEO_FRAME_MAX_PIXELS = 768 * IMAGE_FACTOR * IMAGE_FACTOR  # qwen-vl-utils' VIDEO_MAX_TOKEN_NUM
+FRAME_FACTOR = 2  # qwen-vl-utils samples an even number of frames (two make a temporal patch)
+VIDEO_MAX_TOKENS = 768  # qwen-vl-utils' VIDEO_MAX_TOKEN_NUM: a frame's pixels stay below this x factor^2
 
 
 @dataclass
@@ -55,14 +58,15 @@ def frame_indices(total_frames: int, n: int) -> list[int]:
     return torch.linspace(0, total_frames - 1, n).round().long().tolist()
 
 
-def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig) -> tuple[int, int]:
-    """(height, width) of each frame after fetch_video's resize."""
-    budget = max(min(VIDEO_FRAME_MAX_PIXELS, spec.total_pixels / n_frames * FRAME_FACTOR), int(spec.min_pixels * 1.05))
-    return smart_resize(height, width, IMAGE_FACTOR, spec.min_pixels, min(spec.max_pixels, budget))
+def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig, factor: int) -> tuple[int, int]:
+    """(height, width) of each frame after fetch_video's resize (`factor`: the family's)."""
+    frame_max = VIDEO_MAX_TOKENS * factor * factor
+    budget = max(min(frame_max, spec.total_pixels / n_frames * FRAME_FACTOR), int(spec.min_pixels * 1.05))
+    return smart_resize(height, width, factor, spec.min_pixels, min(spec.max_pixels, budget))
 
 
 def probe(path: str | Path) -> tuple[int, float]:
-    """(frames, fps) of a video file, from its header where it says them."""
+    """(frames, fps) of a video file as PyAV reads them, from its header where it says them."""
     import av
 
     try:
@@ -79,16 +83,12 @@ def probe(path: str | Path) -> tuple[int, float]:
     return total, fps
 
 
-def load_video(path: str | Path, spec: VideoConfig) -> Video:
-    """Sample, decode and resize a video's frames. A file that fails to decode raises ValueError
-    (FFmpeg's errors included) or OSError."""
+def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
+    """The frames at `indices` (sorted, distinct), uint8 (3, H, W), decoded in order."""
     import av
 
-    total, fps = probe(path)
-    n = frame_count(total, fps, spec)
-    indices = frame_indices(total, n)
-    position = {index: i for i, index in enumerate(indices)}  # distinct: n <= total
-    frames: list[torch.Tensor | None] = [None] * n
+    position = {index: i for i, index in enumerate(indices)}
+    frames: list[torch.Tensor | None] = [None] * len(indices)
     try:
         with av.open(str(path)) as container:
             for number, frame in enumerate(container.decode(video=0)):
@@ -100,9 +100,48 @@ def load_video(path: str | Path, spec: VideoConfig) -> Video:
         raise ValueError(f"video {path}: {err}") from err
     missing = [indices[i] for i, f in enumerate(frames) if f is None]
     if missing:
-        raise ValueError(f"video {path}: frames {missing[:5]} of {total} could not be decoded")
-    video = torch.stack(frames)  # type: ignore[arg-type]
-    height, width = frame_size(video.shape[2], video.shape[3], n, spec)
+        raise ValueError(f"video {path}: frames {missing[:5]} could not be decoded")
+    return frames  # type: ignore[return-value]
+
+
+def _decord_reader(path: str | Path):
+    import decord
+
+    try:
+        return decord.VideoReader(str(path), num_threads=1)
+    except Exception as err:  # decord raises its own DECORDError (and RuntimeError) on unreadable files
+        raise ValueError(f"video {path}: decord cannot read it: {err}") from err
+
+
+def _decord_probe(path: str | Path) -> tuple[int, float]:
+    reader = _decord_reader(path)
+    total, fps = len(reader), float(reader.get_avg_fps())
+    if total <= 0 or fps <= 0:
+        raise ValueError(f"video {path} reports {total} frames at {fps} fps (decord)")
+    return total, fps
+
+
+def _decord_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
+    reader = _decord_reader(path)
+    try:
+        batch = reader.get_batch(indices).asnumpy()
+    except Exception as err:
+        raise ValueError(f"video {path}: decord could not decode frames {indices[:5]}...: {err}") from err
+    return list(torch.from_numpy(batch).permute(0, 3, 1, 2))
+
+
+BACKENDS = {"pyav": (probe, _pyav_frames), "decord": (_decord_probe, _decord_frames)}
+
+
+def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
+    """Sample, decode and resize a video's frames for a model family with resize `factor`. A
+    file that fails to decode raises ValueError (the backend's errors included) or OSError."""
+    read_info, read_frames = BACKENDS[spec.backend]
+    total, fps = read_info(path)
+    n = frame_count(total, fps, spec)
+    indices = frame_indices(total, n)  # distinct: n <= total
+    video = torch.stack(read_frames(path, indices))
+    height, width = frame_size(video.shape[2], video.shape[3], n, spec, factor)
     if (height, width) != tuple(video.shape[2:]):
         from torchvision.transforms import InterpolationMode
         from torchvision.transforms.functional import resize

@@ -1,0 +1,134 @@
+"""The vLLM engine on every model family vLLM's CPU build runs here: the prompts it is given
+have the HF processor's token counts, and its log-probs are the HF forward's. What it cannot
+run is refused with the reason: Qwen3-VL-MoE (expert weight layout), Qwen3.5 in float32 (the
+CPU kernel of its linear attention takes bfloat16 only), Qwen3-VL and Qwen3.5 videos."""
+
+from __future__ import annotations
+
+import copy
+import gc
+
+import pytest
+import torch
+
+from tasks.refcoco import RefCOCO
+from tasks.video_qa import VideoQA
+from vlrl.config import ConfigError
+from vlrl.data import load_split
+from vlrl.modeling import frame_spec, full_weights, load_model, load_processor
+from vlrl.models import model_family
+from vlrl.policy import completion_logits
+from vlrl.prompting import collate, render_prompt
+from vlrl.rollout import SamplingParams, make_engine
+from vlrl.rollout.base import banned_token_ids
+from vlrl.rollout.hf import HFEngine
+from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
+
+# family build, dtype, log-prob tolerance: float32 as the HF forward to rounding; bfloat16 (what
+# Qwen3.5's CPU kernel takes) on both sides, where the two implementations round differently:
+# 1.4e-3 apart here, and 1.6e-2 when the HF side's decoding positions are shifted by one.
+# Qwen2.5-VL's image prompts are test_vllm_engine.py's; Qwen2-VL's video goes the same way.
+FAMILIES = {
+    "qwen2_vl-h32": ("float32", 1e-5),
+    "qwen3_vl": ("float32", 1e-5),
+    "qwen3_5": ("bfloat16", 5e-3),
+}
+
+
+def config(vllm_config, name: str, dtype: str):
+    path = tiny_checkpoint(tiny_spec(f"tiny:{name}"))
+    video = "{max_frames: 4, min_pixels: 3136, max_pixels: 12544}"
+    return vllm_config(**{"model.path": str(path), "model.dtype": dtype, "model.max_pixels": 50176, "model.video": video})
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def setup(request, vllm_config, rec_data, video_qa_data):
+    name = request.param
+    dtype, tolerance = FAMILIES[name]
+    cfg = config(vllm_config, name, dtype)
+    processor = load_processor(cfg.model)
+    model = load_model(cfg.model).eval()
+    engine = make_engine("vllm", cfg, processor, cfg.model.path, lambda: pytest.fail("vLLM must not load the HF policy"))
+    task, videos = RefCOCO(), VideoQA()
+    samples = load_split(rec_data, task.build_sample, frame_spec(cfg.model)).samples[:2]
+    prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
+    clip = next(s for s in videos.load(video_qa_data, frame_spec(cfg.model)).samples if s.video)
+    video = render_prompt(processor, videos.messages(clip), clip, cfg.model)
+    yield engine, model, processor, prompts, video, tolerance
+    del engine
+    gc.collect()
+
+
+def test_prompt_token_counts_equal_the_hf_processor(setup):
+    from vllm import SamplingParams as VLLMSampling
+
+    engine, _, _, prompts, video, _ = setup
+    if not engine.family.vllm_video_refusal:
+        prompts = [*prompts, video]
+    outputs = engine.llm.generate([engine.request(p) for p in prompts], VLLMSampling(max_tokens=1), use_tqdm=False)
+    assert [len(o.prompt_token_ids) for o in outputs] == [len(p) for p in prompts]
+
+
+def test_sampled_logprobs_equal_the_hf_forward(setup):
+    engine, model, processor, prompts, video, tolerance = setup
+    if not engine.family.vllm_video_refusal:
+        prompts = [*prompts, video]
+    generations = engine.generate(prompts, SamplingParams(n=2, max_new_tokens=8), torch.Generator().manual_seed(0))
+    completions = [c for g in generations for c in g.completions]
+    assert len(completions) == 2 * len(prompts)
+    rows = torch.tensor([i for i, g in enumerate(generations) for _ in g.completions])
+    pad = processor.tokenizer.pad_token_id
+    width = max(len(c.token_ids) for c in completions)
+    ids = torch.full((len(completions), width), pad)
+    mask = torch.zeros(len(completions), width)
+    sampled = torch.zeros(len(completions), width)
+    for i, c in enumerate(completions):
+        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids)
+        mask[i, : len(c.token_ids)] = 1
+        sampled[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    with torch.no_grad():
+        logits = completion_logits(model, collate(prompts, pad), rows, ids, mask).float()
+    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], engine.family.vision_tokens)] = float("-inf")
+    reference = torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None]).squeeze(-1)
+    torch.testing.assert_close(sampled * mask, reference * mask, rtol=0, atol=tolerance)
+
+
+def test_pushed_weights_are_the_ones_sampled_with(setup):
+    """The policy's full weights, pushed as the trainer pushes them after an update, load under
+    vLLM's names for the family: greedy samples follow the changed weights."""
+    engine, model, processor, prompts, _, _ = setup
+    changed = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in changed.named_parameters():
+            if "layers" in name:
+                p.add_(0.5 * torch.randn(p.shape, generator=generator).to(p.dtype))
+    greedy = SamplingParams(n=1, max_new_tokens=6, temperature=0.0)
+    tokens = lambda gens: [g.completions[0].token_ids for g in gens]  # noqa: E731
+    before = tokens(engine.generate(prompts, greedy))
+    try:
+        engine.sync_weights(full_weights(changed))
+        pushed = tokens(engine.generate(prompts, greedy))
+    finally:
+        engine.sync_weights(full_weights(model))
+    assert pushed == tokens(HFEngine(changed, processor.tokenizer).generate(prompts, greedy)) and pushed != before
+
+
+def test_a_video_prompt_vllm_cannot_take_costs_only_its_sample(setup):
+    engine, _, _, prompts, video, _ = setup
+    if not engine.family.vllm_video_refusal:
+        pytest.skip(f"{engine.family.label} videos run on vLLM (the tests above)")
+    generations = engine.generate([prompts[0], video], SamplingParams(n=2, max_new_tokens=4))
+    assert len(generations[0].completions) == 2 and not generations[0].rejected
+    assert not generations[1].completions and engine.family.vllm_video_refusal in generations[1].rejected
+
+
+@pytest.mark.parametrize(("name", "dtype", "reason"), [
+    ("qwen3_vl_moe", "float32", "fused expert weights"),
+    ("qwen3_5", "float32", "takes bfloat16 only: set model.dtype=bfloat16"),
+])  # fmt: skip
+def test_what_vllm_cannot_run_is_refused_before_it_starts(vllm_config, name, dtype, reason):
+    cfg = config(vllm_config, name, dtype)
+    family = model_family(cfg.model)
+    with pytest.raises(ConfigError, match=f"cannot run {family.label} here: .*{reason}"):
+        make_engine("vllm", cfg, load_processor(cfg.model), cfg.model.path, lambda: None)

@@ -1,0 +1,125 @@
+"""Model families (the `ModelFamily` seam, base.py): found by name, by a checkpoint's model_type,
+or as `module:Class`; families outside the package register under the entry point group
+`vlrl.models`, as tasks do under `vlrl.tasks` (docs/model_families.md).
+
+`model.family` picks one explicitly; `auto` (the default) goes by the checkpoint: the family of
+a `tiny:NAME` build, else the one claiming config.json's model_type, else (no checkpoint to read,
+as when scoring completions) the one whose name hints match model.path, else Qwen2.5-VL.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from vlrl.config import ConfigError, ModelConfig
+from vlrl.models.base import ModelFamily
+
+ENTRY_POINT_GROUP = "vlrl.models"
+FAMILIES = {
+    "qwen2_vl": "vlrl.models.qwen2_vl:Qwen2VL",
+    "qwen2_5_vl": "vlrl.models.qwen2_5_vl:Qwen25VL",
+    "qwen3_vl": "vlrl.models.qwen3_vl:Qwen3VL",
+    "qwen3_vl_moe": "vlrl.models.qwen3_vl:Qwen3VLMoe",
+    "qwen3_5": "vlrl.models.qwen3_5:Qwen35",
+}
+DEFAULT_FAMILY = "qwen2_5_vl"  # the frame of scores made without a checkpoint to read
+
+
+def _entry_points() -> dict[str, object]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@functools.cache
+def family_class(name: str) -> type[ModelFamily]:
+    """A family by name (built-in or entry point) or as module:Class / path/to/file.py:Class."""
+    from vlrl.registry import import_object
+
+    if name in FAMILIES:
+        obj = import_object(FAMILIES[name])
+    elif (ep := _entry_points().get(name)) is not None:
+        obj = ep.load()
+    elif ":" in name:
+        obj = import_object(name)
+    else:
+        known = sorted(set(FAMILIES) | set(_entry_points()))
+        raise ConfigError(f"config: model.family {name!r} is unknown; available: {', '.join(known)} (or module:Class)")
+    if not (isinstance(obj, type) and issubclass(obj, ModelFamily)):
+        raise ConfigError(f"model family {name!r} resolves to {obj!r}, which is not a vlrl.models.ModelFamily subclass")
+    return obj
+
+
+def all_families() -> list[ModelFamily]:
+    """One instance of every registered family: built-in first, then entry points."""
+    names = [*FAMILIES, *(n for n in _entry_points() if n not in FAMILIES)]
+    return [family_class(name)() for name in names]
+
+
+def family_for_model_type(model_type: str | None) -> ModelFamily | None:
+    return next((f for f in all_families() if model_type in f.model_types), None)
+
+
+def supported_model_types() -> list[str]:
+    return [t for family in all_families() for t in family.model_types]
+
+
+def checkpoint_model_type(path: str) -> str | None:
+    """The model_type in a checkpoint's config.json (a LoRA checkpoint's: its base model's);
+    None where there is no config to read."""
+    from vlrl.modeling import lora_base
+
+    config = Path(lora_base(path) or path) / "config.json"
+    return json.loads(config.read_text()).get("model_type") if config.is_file() else None
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(family: str, path: str) -> ModelFamily:
+    if family != "auto":
+        return family_class(family)()
+    if path.startswith("tiny:"):
+        from vlrl.testing.tiny import tiny_spec
+
+        return family_class(tiny_spec(path).arch)()
+    found = family_for_model_type(checkpoint_model_type(path)) if path else None
+    if found is not None:
+        return found
+    name = Path(path).name.lower()
+    hinted = [f for f in all_families() if any(hint in name for hint in f.name_hints)]
+    # the longest hint wins: "qwen3-vl-30b-a3b" (MoE) over "qwen3-vl"
+    hinted.sort(key=lambda f: -max(len(h) for h in f.name_hints if h in name))
+    return hinted[0] if hinted else family_class(DEFAULT_FAMILY)()
+
+
+def model_family(cfg: ModelConfig) -> ModelFamily:
+    """The family of the configured model (cached: render_prompt asks once per prompt)."""
+    return _resolve(cfg.family, cfg.path)
+
+
+def family_of_model(model) -> ModelFamily:
+    """The family of a loaded model: the one it was loaded as (load_model records it), else the
+    one claiming its config's model_type."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    family = getattr(core, "vlrl_family", None) or family_for_model_type(core.config.model_type)
+    if family is None:
+        raise ConfigError(
+            f"model of type {core.config.model_type!r} belongs to no model family; "
+            f"supported: {', '.join(supported_model_types())} (or set model.family)"
+        )
+    return family
+
+
+__all__ = [
+    "DEFAULT_FAMILY",
+    "ENTRY_POINT_GROUP",
+    "FAMILIES",
+    "ModelFamily",
+    "all_families",
+    "checkpoint_model_type",
+    "family_class",
+    "family_for_model_type",
+    "family_of_model",
+    "model_family",
+    "supported_model_types",
+]

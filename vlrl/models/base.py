@@ -1,0 +1,178 @@
+"""The model-family seam: what the engine knows about one family of checkpoints, in one class.
+
+Everything that differs between Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 lives in a subclass
+of `ModelFamily`: which config.json `model_type`s it claims, how it is loaded, its vision
+special tokens and processor outputs, its patch and merge sizes (the smart_resize factor), the
+coordinate frame its answers use, how rope positions and the prefix cache work, where its
+vision tower is, how a video is handed to its processor and to vLLM, and how to build a tiny
+local checkpoint of it. The rest of vlrl asks the family (vlrl/models/__init__.py finds it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vlrl.vision.frames import FrameKind
+
+if TYPE_CHECKING:  # torch and transformers load only when a model does (`vlrl score` needs neither)
+    import torch
+
+    from vlrl.prompting import Prompt, PromptBatch
+    from vlrl.testing.tiny import TinySpec
+    from vlrl.vision.video import Video
+
+
+class ModelFamily:
+    """One family of vision-language checkpoints. Subclasses set the class attributes and
+    override what differs; the defaults are Qwen2-VL's, the family the others grew from."""
+
+    name: ClassVar[str] = ""  # model.family=NAME, tiny:NAME
+    label: ClassVar[str] = ""  # its name in messages and tables
+    model_types: ClassVar[tuple[str, ...]] = ()  # config.json model_type values it loads
+    # Fragments of a checkpoint folder's name that say the family when there is no config.json
+    # to read (`vlrl score` with a model name only).
+    name_hints: ClassVar[tuple[str, ...]] = ()
+    coord_frame: ClassVar[FrameKind] = "norm1000"  # the frame its answers' coordinates are in
+    patch_size: ClassVar[int] = 14
+    merge_size: ClassVar[int] = 2  # spatial: merge_size x merge_size patches make one token
+    temporal_patch_size: ClassVar[int] = 2  # frames merged into one temporal patch
+    takes_video: ClassVar[bool] = True
+    # Never sampled by any engine: a sampled <|image_pad|> breaks the training forward, which
+    # expects one image feature per pad.
+    vision_tokens: ClassVar[tuple[str, ...]] = (
+        "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+    )  # fmt: skip
+    image_pad: ClassVar[str] = "<|image_pad|>"
+    video_pad: ClassVar[str] = "<|video_pad|>"
+    # The processor outputs the model's forward takes (besides input_ids and mm_token_type_ids).
+    vision_keys: ClassVar[tuple[str, ...]] = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw")
+    vision_tower: ClassVar[str] = "visual"  # attribute of the *Model under *ForConditionalGeneration
+    # Where the family's weights or cache keep something the engine cannot do for it, a sentence
+    # saying so (README's model table); empty: nothing.
+    limits: ClassVar[str] = ""
+
+    @property
+    def factor(self) -> int:
+        """smart_resize's factor: image sides are multiples of one merged token's side."""
+        return self.patch_size * self.merge_size
+
+    # -- loading ------------------------------------------------------------------------------
+    def load_model(self, path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+
+    def load_processor(self, path: str):
+        from transformers import AutoProcessor
+
+        processor = AutoProcessor.from_pretrained(path)
+        processor.tokenizer.padding_side = "left"
+        return processor
+
+    def vision_module(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The vision tower of a *ForConditionalGeneration (frozen by model.freeze_vision)."""
+        return getattr(model.model, self.vision_tower)
+
+    def lora_target(self, module_names: list[str]) -> str:
+        """peft's target_modules regex: the named projections of the language model only."""
+        return rf"^(?!.*{self.vision_tower}).*\.({'|'.join(module_names)})$"
+
+    # -- forward passes -----------------------------------------------------------------------
+    def rope_positions(self, model: torch.nn.Module, batch: PromptBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """3D rope positions of a prompt batch (3, B, P) and each row's next position (B,).
+        `model` is the *ForConditionalGeneration (no PEFT wrapper)."""
+        positions, _ = model.model.get_rope_index(
+            batch.input_ids,
+            batch.mm_token_type_ids,
+            image_grid_thw=batch.vision.get("image_grid_thw"),
+            video_grid_thw=batch.vision.get("video_grid_thw"),
+            attention_mask=batch.attention_mask,
+        )
+        return positions, positions.amax(dim=(0, 2)) + 1
+
+    def decode_positions(self, next_position: torch.Tensor, offset: int, length: int) -> torch.Tensor:
+        """Rope positions (3, R, length) of text continuing after the prompt: every section
+        advances together, one position per token."""
+        import torch
+
+        steps = torch.arange(offset, offset + length, device=next_position.device)
+        return (next_position[:, None] + steps[None, :]).unsqueeze(0).expand(3, -1, -1)
+
+    def new_cache(self, model: torch.nn.Module):
+        """An empty cache for a prefill whose rows are then repeated or selected per completion
+        (`batch_repeat_interleave`, `batch_select_indices`), gradients flowing through it."""
+        from transformers import DynamicCache
+
+        return DynamicCache(config=model.config)
+
+    # -- video --------------------------------------------------------------------------------
+    def video_metadata(self, clip: Video) -> dict[str, Any]:
+        """What the processor is told about a clip's frames: where they came from in the file."""
+        return {"fps": clip.video_fps, "total_num_frames": clip.total_frames, "frames_indices": clip.indices}
+
+    def video_size(self, clip: Video) -> dict[str, int]:
+        """The processor's pixel budget for a clip that keeps its frames' size exactly: frames
+        are already sized as qwen-vl-utils sizes them (its upscale can exceed max_pixels)."""
+        pixels = clip.frames.shape[2] * clip.frames.shape[3]
+        return {"shortest_edge": pixels, "longest_edge": pixels}
+
+    def video_processor_kwargs(self, clip: Video) -> dict[str, Any]:
+        """The processor's videos_kwargs for frames vlrl sampled and sized itself."""
+        return {"video_metadata": [self.video_metadata(clip)], "do_sample_frames": False, "size": self.video_size(clip)}
+
+    # -- vLLM ---------------------------------------------------------------------------------
+    def vllm_refusal(self, dtype: torch.dtype, cuda: bool) -> str:
+        """Why the vLLM engine cannot run this family in this setting ("": it can)."""
+        return ""
+
+    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
+        """Arguments of vllm.LLM this family needs beyond vlrl's own."""
+        return {}
+
+    # Why vLLM cannot take this family's video prompts ("": it can); such a prompt is refused
+    # alone (costing its sample), with this reason.
+    vllm_video_refusal: ClassVar[str] = ""
+
+    def vllm_prompt_ids(self, prompt: Prompt, tokenizer) -> list[int]:
+        """The prompt's token ids as vLLM takes them: each run of image or video pads collapsed
+        to one pad, which vLLM expands again itself (already-expanded ids would be expanded
+        twice, silently)."""
+        pads = {tokenizer.convert_tokens_to_ids(self.image_pad), tokenizer.convert_tokens_to_ids(self.video_pad)}
+        return collapse_runs(prompt.input_ids.tolist(), pads)
+
+    def vllm_video(self, clip: Video) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """(frames T x H x W x C uint8, metadata, videos_kwargs) of a clip for vLLM's processor."""
+        import torch
+
+        frames = clip.frames.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+        metadata = {
+            **self.video_metadata(clip),
+            "duration": clip.total_frames / clip.video_fps,
+            "video_backend": "vlrl",
+            "do_sample_frames": False,  # already sampled as qwen-vl-utils samples them
+        }
+        return frames, metadata, {"size": self.video_size(clip), "do_sample_frames": False}
+
+    # -- tiny local checkpoints ---------------------------------------------------------------
+    # The tiny builds tiny:NAME resolves to, by name (vlrl/testing/tiny.py builds and caches them).
+    tiny_builds: ClassVar[dict[str, dict[str, Any]]] = {}
+    # Part of a tiny build's cache key: raise it when the family's tiny build changes, so that no
+    # cache serves the old one.
+    tiny_version: ClassVar[int] = 1
+    chat_template: ClassVar[str] = ""  # of the tiny build (a real checkpoint brings its own)
+
+    def build_tiny_model(self, spec: TinySpec, tokenizer) -> torch.nn.Module:
+        raise NotImplementedError(f"model family {self.name!r} has no tiny build")
+
+    def build_tiny_processor(self, spec: TinySpec, tokenizer):
+        raise NotImplementedError(f"model family {self.name!r} has no tiny build")
+
+
+def collapse_runs(ids: list[int], pad_ids: set[int]) -> list[int]:
+    """Token ids with every run of one pad token reduced to a single token."""
+    out: list[int] = []
+    for token in ids:
+        if token in pad_ids and out and out[-1] == token:
+            continue
+        out.append(token)
+    return out

@@ -1,0 +1,122 @@
+"""Qwen3.5: natively multimodal, Qwen3-VL's vision (factor 32, 0-1000 answers, timestamped
+video), and a hybrid language model: three of every four layers are gated-delta-net linear
+attention, whose cache is a recurrent state and a short convolution window, not keys and values.
+
+transformers' cache for those layers cannot serve vlrl's shared-prefix forward as it is: it has
+no row selection or repetition (`batch_select_indices`, `batch_repeat_interleave` raise), and it
+overwrites its recurrent state in place, which breaks the backward pass through a cached prefix
+(the completion forward reads the state, then writes its new one into the same tensor: "a
+variable needed for gradient computation has been modified by an inplace operation").
+`SharedPrefixLinearAttention` replaces the recurrent state instead, and selects and repeats rows
+(the convolution window it keeps as transformers does: row selection copies it, so its in-place
+update touches no tensor the backward pass needs). tests/test_policy.py checks the log-probs
+and gradients against full forwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL
+from vlrl.testing.tiny import TinySpec, instantiate, mrope_sections, text_config, vision_token_ids
+
+PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
+FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
+LINEAR_HEAD_DIM = 64  # tiny build: vLLM's CPU gated-delta-rule kernel takes 64 and 128, not 32 (Qwen3.5: 128)
+
+
+def _shared_prefix_layer():
+    from transformers.cache_utils import LinearAttentionLayer
+
+    class SharedPrefixLinearAttention(LinearAttentionLayer):
+        """A linear-attention cache layer whose recurrent state is replaced, never written in
+        place, and whose rows can be selected or repeated for the completions sharing a prefix."""
+
+        def update_recurrent_state(self, recurrent_states, state_idx: int = 0, **kwargs):
+            self.is_recurrent_states_initialized[state_idx] = True
+            self.recurrent_states[state_idx] = recurrent_states
+            return recurrent_states
+
+        def _rows(self, pick) -> None:
+            for i in range(self.number_of_states):
+                if self.is_conv_states_initialized[i]:
+                    self.conv_states[i] = pick(self.conv_states[i])
+                if self.is_recurrent_states_initialized[i]:
+                    self.recurrent_states[i] = pick(self.recurrent_states[i])
+
+        def batch_select_indices(self, indices) -> None:
+            self._rows(lambda state: state[indices.to(state.device)])
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            self._rows(lambda state: state.repeat_interleave(repeats, dim=0))
+
+    return SharedPrefixLinearAttention
+
+
+class Qwen35(Qwen3VL):
+    name = "qwen3_5"
+    label = "Qwen3.5"
+    model_types = ("qwen3_5",)
+    name_hints = ("qwen3.5", "qwen3_5")
+    tiny_builds: ClassVar[dict] = {"qwen3_5": QWEN3_TINY}
+    limits = (
+        "LoRA's default targets reach the full-attention layers and the MLPs, not the linear-attention "
+        "projections (in_proj_qkv, in_proj_z, out_proj: add them to model.lora.target_modules)"
+    )
+
+    def vllm_refusal(self, dtype, cuda: bool) -> str:
+        import torch
+
+        if cuda or dtype == torch.bfloat16:
+            return ""
+        return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
+
+    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
+        # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
+        # prefill, and vlrl turns chunked prefill off on CPU (vlrl/rollout/vllm.py): no prefix cache
+        return {} if cuda else {"enable_prefix_caching": False}
+
+    def new_cache(self, model):
+        from transformers import DynamicCache
+        from transformers.cache_utils import LinearAttentionLayer
+
+        cache = DynamicCache(config=model.config)
+        layer_cls = _shared_prefix_layer()
+        cache.layers = [
+            layer_cls(number_of_states=layer.number_of_states) if isinstance(layer, LinearAttentionLayer) else layer
+            for layer in cache.layers
+        ]
+        return cache
+
+    def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
+        head_dim = spec.hidden_size // spec.num_heads
+        rope = dict(mrope_interleaved=True, partial_rotary_factor=PARTIAL_ROTARY)
+        text = text_config(spec, tokenizer, **rope)
+        text["rope_parameters"]["mrope_section"] = mrope_sections(int(head_dim * PARTIAL_ROTARY))
+        every = min(FULL_ATTENTION_EVERY, spec.num_layers)
+        return {
+            **text,
+            "head_dim": head_dim,
+            "layer_types": ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(spec.num_layers)],
+            "linear_num_key_heads": spec.num_heads,
+            "linear_num_value_heads": 2 * spec.num_heads,  # Qwen3.5: twice as many value heads as key heads
+            "linear_key_head_dim": LINEAR_HEAD_DIM,
+            "linear_value_head_dim": LINEAR_HEAD_DIM,
+            "linear_conv_kernel_dim": 4,
+        }
+
+    def vision_config(self, spec: TinySpec) -> dict[str, Any]:
+        vision = super().vision_config(spec)
+        del vision["deepstack_visual_indexes"]  # Qwen3.5's vision tower has no deepstack
+        return vision
+
+    def build_tiny_model(self, spec: TinySpec, tokenizer):
+        from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+        config = Qwen3_5Config(
+            text_config=self.text_config(spec, tokenizer),
+            vision_config=self.vision_config(spec),
+            tie_word_embeddings=spec.tie_embeddings,
+            **vision_token_ids(tokenizer),
+        )
+        return instantiate(Qwen3_5ForConditionalGeneration, config, spec, tokenizer)
