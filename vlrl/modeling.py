@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -127,22 +127,27 @@ def core_model(model: torch.nn.Module) -> torch.nn.Module:
 @torch.no_grad()
 def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """The policy's full weights by their transformers names, for an engine that holds its own
-    copy. LoRA adapters are merged out of place (W + scale * B A, summed in float32, in W's
-    dtype), so the policy is never modified and no merge/unmerge rounding creeps into it."""
-    if not hasattr(model, "get_base_model"):
-        yield from model.state_dict().items()
-        return
-    from peft.tuners.lora import LoraLayer
+    copy (LoRA merged: `transformers_weights`)."""
+    base = core_model(model)
+    yield from transformers_weights(base, base.state_dict().items())
 
-    base = model.get_base_model()
-    merged: dict[str, torch.Tensor] = {}
-    for name, module in base.named_modules():
-        if isinstance(module, LoraLayer) and not module.disable_adapters:
-            weight = module.get_base_layer().weight
-            delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
-            merged[f"{name}.weight"] = (weight.float() + delta).to(weight.dtype)
-    for key, tensor in base.state_dict().items():
+
+@torch.no_grad()
+def transformers_weights(
+    base: torch.nn.Module, tensors: Iterable[tuple[str, torch.Tensor]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """`tensors` of `base` (the model under any PEFT wrapper, by names relative to it) as a
+    plain transformers model holds them: LoRA adapters are merged out of place (W + scale * B A,
+    summed in float32, in W's dtype), so the policy is never modified and no merge/unmerge
+    rounding creeps into it; the adapters' own tensors are left out."""
+    for key, tensor in tensors:
         if ".lora_" in key:
             continue
-        key = key.replace(".base_layer.", ".")
-        yield key, merged.get(key, tensor)
+        if key.endswith(".base_layer.weight"):
+            from peft.tuners.lora import LoraLayer
+
+            module = base.get_submodule(key.removesuffix(".base_layer.weight"))
+            if isinstance(module, LoraLayer) and not module.disable_adapters:
+                delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
+                tensor = (tensor.float() + delta).to(tensor.dtype)
+        yield key.replace(".base_layer.", "."), tensor
