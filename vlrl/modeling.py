@@ -18,7 +18,7 @@ SUPPORTED = {"qwen2_5_vl": "absolute", "qwen2_vl": "norm1000"}
 
 def model_type(path: str) -> str | None:
     """The checkpoint's model_type, read from config.json (None if there is none to read)."""
-    config = Path(lora_base(path) or path) / "config.json"
+    config = Path(weights_root(path)) / "config.json"
     if not config.is_file():
         return None
     return json.loads(config.read_text()).get("model_type")
@@ -60,6 +60,14 @@ def lora_base(path: str) -> str | None:
     return json.loads(adapter.read_text())["base_model_name_or_path"] if adapter.is_file() else None
 
 
+def weights_root(path: str) -> str:
+    """The checkpoint with full weights under a LoRA checkpoint (an RL adapter's base may itself
+    be a LoRA checkpoint: the SFT cold start it was added to)."""
+    while (base := lora_base(path)) is not None:
+        path = base
+    return path
+
+
 def checkpoint_path(cfg: ModelConfig) -> str:
     """The local directory to load from; fails early (naming model.path) if there is none."""
     if not cfg.path:
@@ -86,25 +94,40 @@ def load_processor(cfg: ModelConfig, path: str | None = None):
     return processor
 
 
+def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
+    """The plain transformers model at `path`; a LoRA checkpoint is merged into its base
+    (recursively: an RL adapter on an SFT adapter on a base model)."""
+    from transformers import AutoModelForImageTextToText
+
+    base = lora_base(path)
+    if base is None:
+        return AutoModelForImageTextToText.from_pretrained(
+            path, dtype=torch_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
+        )
+    from peft import PeftModel
+
+    # PEFT froze the base to load the adapter: unfrozen again, as any from_pretrained model
+    return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
+
+
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
     """The policy (or reference) model; LoRA adapters and vision freezing as configured.
 
-    A LoRA checkpoint (adapter_config.json) loads its base model and the adapter on top,
-    trainable when the config trains LoRA adapters."""
-    from transformers import AutoModelForImageTextToText
-
-    path = path or checkpoint_path(cfg)
-    base = lora_base(path)
-    model = AutoModelForImageTextToText.from_pretrained(
-        base or path, dtype=torch_dtype(cfg.dtype), attn_implementation=cfg.attn_implementation
-    ).to(device)
+    A LoRA checkpoint as model.path (an SFT cold start) is merged into its base: a run starts
+    from that model, its reference is that model, and with model.lora.r > 0 the run trains a
+    new adapter on top of it (whose adapter_config.json names model.path as its base). A LoRA
+    checkpoint given as `path` (a run's own, to resume or evaluate) keeps its adapter on its
+    base, trainable when the config trains LoRA adapters."""
+    model_path = path or checkpoint_path(cfg)
+    base = lora_base(model_path) if path else None
+    model = pretrained(cfg, base or model_path).to(device)
     if cfg.freeze_vision:
         for param in model.model.visual.parameters():
             param.requires_grad_(False)
     if base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, path, is_trainable=cfg.lora.r > 0).to(device)
+        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0).to(device)
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
@@ -116,6 +139,7 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
             target_modules=rf"^(?!.*visual).*\.({names})$",  # the language model only
         )
         model = get_peft_model(model, lora)
+        model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
     return model
 
 
