@@ -60,6 +60,7 @@ def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
     out = tmp_path_factory.mktemp("reference")
     return {
         "rl": worker.rl(out / "rl", str(rec_data), "replicated")[0],
+        "rl, step 3": worker.rl(out / "rl", str(rec_data), "replicated", **{"trainer.steps": 3})[0],
         "lora": worker.rl(out / "lora", str(rec_data), "replicated", **{"model.lora.r": 4})[0],
         "sft": worker.sft(out / "sft", str(rec_data), "replicated"),
     }
@@ -104,6 +105,19 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
     for rank in ranks:
         assert rank["generate"]["sharded"] == rank["generate"]["plain"]
     assert max(len(ids) for group in ranks[0]["generate"]["sharded"] for ids in group) > 3
+
+    # The two processes' checkpoint of step 2 resumes on one process (DCP reshards the weights
+    # and AdamW's state): step 3 is the step one process takes after its own two.
+    worker = load_worker()
+    try:
+        third = worker.rl(tmp_path / "resume", str(rec_data), "fsdp2", **{**worker.RL_RUNS["rl-recompute"], "trainer.steps": 3})[0]
+    finally:
+        torch.distributed.destroy_process_group()  # the one-process group FSDP2 made in this process
+    expected = reference["rl, step 3"]
+    assert third["rows"][:2] == resumed["rows"]
+    assert third["rows"][2] == pytest.approx(expected["rows"][2], rel=RELATIVE)
+    for name, tensor in expected["weights"].items():
+        torch.testing.assert_close(third["weights"][name], tensor, rtol=0, atol=WEIGHT_ATOL, msg=name)
 
 
 def test_fsdp2_on_four_processes_equals_one_process(tmp_path, rec_data, reference):
