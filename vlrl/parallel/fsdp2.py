@@ -1,13 +1,15 @@
 """FSDP2 (torch.distributed.fsdp.fully_shard): weights, gradients and AdamW's state sharded.
 
 Each decoder layer of the language model is its own FSDP unit (all-gathered for its forward
-and backward, its gradients reduce-scattered right after); everything else (embeddings, the
-output layer, the vision tower) is the root unit, gathered once per forward. The vision tower
-stays in the root unit on purpose: how often it runs depends on the inputs (not at all for a
-text-only batch, once for its images and once more for its videos), and per-block units
-would then all-gather a different number of times on different processes and deadlock. The
-decoder layers run exactly twice per micro-batch on every process (prompt, then completions).
-The layer classes come from the model's `_no_split_modules`, so new families need no code.
+and backward, its gradients reduce-scattered right after), so are the input embeddings and the
+output layer (one unit when they share their weights); everything else (the vision tower, the
+final norm) is the root unit, gathered once per forward. The vision tower stays in the root
+unit on purpose: how often it runs depends on the inputs (not at all for a text-only batch,
+once for its images and once more for its videos), and per-block units would then all-gather
+a different number of times on different processes and deadlock. The other units run exactly
+once per model call, and every micro-batch makes two (prompt, then completions) on every
+process. The layer classes come from the model's `_no_split_modules` and the embeddings from
+transformers' get_input_embeddings / get_output_embeddings, so new families need no code.
 
 Precision: a bf16 or fp16 model trains through fp32 weights (the optimizer's), computed in the
 model's dtype (MixedPrecisionPolicy param_dtype) with gradients reduced in fp32; this replaces
@@ -57,16 +59,26 @@ def ensure_process_group(procs: Processes) -> None:
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=procs.world)
 
 
-def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The language model's layers: modules of the `_no_split_modules` classes outside the vision tower."""
+def unit_modules(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
+    """The FSDP units below the root, in the order they are wrapped: each decoder layer (modules
+    of the `_no_split_modules` classes outside the vision tower), then the input embeddings and
+    the output layer, together when they share their weight."""
     core = core_model(model)
     vision = core.get_encoder(modality="image")
     in_vision = set() if vision is core else {id(m) for m in vision.modules()}
     names = layer_class_names(model)
-    layers = [m for m in model.modules() if type(m).__name__ in names and id(m) not in in_vision]
+    layers = [[m] for m in model.modules() if type(m).__name__ in names and id(m) not in in_vision]
     if not layers:
         raise RuntimeError(f"found no decoder layers ({', '.join(sorted(names))}) in {type(core).__name__}")
-    return layers
+    embed, head = core.get_input_embeddings(), core.get_output_embeddings()
+    if head is None:
+        return [*layers, [embed]]
+    if head.weight is embed.weight:
+        return [*layers, [embed, head]]
+    return [*layers, [embed], [head]]
+
+
+Unit = tuple[FSDPModule, list[str]]  # a unit's handle and its modules' names in the transformers model
 
 
 class FSDP2:
@@ -83,12 +95,12 @@ class FSDP2:
         self.master_weights = t.master_weights
         self.gradient_checkpointing = t.gradient_checkpointing
         self.model: torch.nn.Module | None = None
-        self.units: list[FSDPModule] = []  # the decoder layers, then the root
+        self.units: list[Unit] = []  # the decoder layers, the embeddings, then the root
         self.parameters: list[torch.nn.Parameter] = []
         self.optimizer: torch.optim.Optimizer | None = None
 
     # -- wrapping -------------------------------------------------------------------------------
-    def _shard(self, model: torch.nn.Module, upcast: bool) -> list[FSDPModule]:
+    def _shard(self, model: torch.nn.Module, upcast: bool) -> list[Unit]:
         dtype = core_model(model).dtype
         trainable = [p for p in model.parameters() if p.requires_grad]
         upcast = upcast and dtype != torch.float32 and any(p.dtype == dtype for p in trainable)
@@ -99,14 +111,16 @@ class FSDP2:
             param_dtype=dtype if upcast else None, reduce_dtype=torch.float32 if dtype != torch.float32 else None
         )
         offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if self.cpu_offload else OffloadPolicy()
-        layers = decoder_layers(model)
-        for layer in layers:
-            fully_shard(layer, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=True)
+        names = {id(m): name for name, m in core_model(model).named_modules()}
+        units: list[Unit] = []
+        for modules in unit_modules(model):
+            fully_shard(modules, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=True)
+            units.append((modules[0], [names[id(m)] for m in modules]))
         root = fully_shard(model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=False)
         # A process whose batch has no image leaves the vision tower without gradients: it then
         # reduces zeros, so the reduce-scatter of the root unit has the same size everywhere.
         root.set_reduce_scatter_unused_params(True, recurse=False)
-        return [*layers, root]
+        return [*units, (root, [])]
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.gradient_checkpointing:
@@ -185,18 +199,16 @@ class FSDP2:
     def _unit_tensors(self) -> list[tuple[FSDPModule, list[tuple[str, torch.nn.Module, str]]]]:
         """Each unit with its own parameters and persistent buffers: (name relative to the
         transformers model, owning module, attribute), tied weights under each of their names."""
-        core = core_model(self.model)
-        prefix = {id(m): name for name, m in core.named_modules()}
-        unit_prefixes = [(prefix[id(u)] + "." if id(u) in prefix and prefix[id(u)] else "", u) for u in self.units[:-1]]
-        owned: dict[int, list[tuple[str, torch.nn.Module, str]]] = {id(u): [] for u in self.units}
-        for module_name, module in core.named_modules(remove_duplicate=False):
-            tensors = [(n, "p") for n, _ in module.named_parameters(recurse=False)]
-            tensors += [(n, "b") for n, _ in module.named_buffers(recurse=False) if n not in module._non_persistent_buffers_set]
-            for attr, _ in tensors:
+        prefixes = [(f"{name}.", i) for i, (_, names) in enumerate(self.units) for name in names]
+        owned: list[list[tuple[str, torch.nn.Module, str]]] = [[] for _ in self.units]
+        for module_name, module in core_model(self.model).named_modules(remove_duplicate=False):
+            tensors = [n for n, _ in module.named_parameters(recurse=False)]
+            tensors += [n for n, _ in module.named_buffers(recurse=False) if n not in module._non_persistent_buffers_set]
+            for attr in tensors:
                 name = f"{module_name}.{attr}" if module_name else attr
-                unit = next((u for p, u in unit_prefixes if name.startswith(p)), self.units[-1])
-                owned[id(unit)].append((name, module, attr))
-        return [(u, owned[id(u)]) for u in self.units]
+                unit = next((i for prefix, i in prefixes if name.startswith(prefix)), len(self.units) - 1)
+                owned[unit].append((name, module, attr))
+        return [(handle, tensors) for (handle, _), tensors in zip(self.units, owned, strict=True)]
 
     def _stream(self, device: torch.device | str | None, keep: bool = True) -> Iterator[tuple[str, torch.Tensor]]:
         """Unit by unit: gather it (a collective), yield copies of its tensors, free it again; a
@@ -219,12 +231,13 @@ class FSDP2:
     def gathered(self) -> Iterator[None]:
         """Every unit all-gathered once and kept through any number of forwards (each process
         holds the policy's full weights in the compute dtype until the block ends)."""
-        for unit in self.units:
-            unit.set_reshard_after_forward(False, recurse=False)
-            unit.unshard()
+        handles = [handle for handle, _ in self.units]
+        for handle in handles:
+            handle.set_reshard_after_forward(False, recurse=False)
+            handle.unshard()
         try:
             yield
         finally:
-            for unit in self.units:
-                unit.reshard()
-                unit.set_reshard_after_forward(unit is not self.units[-1], recurse=False)
+            for handle in handles:
+                handle.reshard()
+                handle.set_reshard_after_forward(handle is not handles[-1], recurse=False)
