@@ -7,7 +7,7 @@ import pytest
 from vlrl.cli import main
 from vlrl.config import load_config
 from vlrl.modeling import load_model
-from vlrl.plan import Block, ModelShape, Workload, memory, model_shape
+from vlrl.plan import Block, ModelShape, Workload, activation_bytes, memory, model_shape
 
 
 def test_counts_from_the_config_equal_the_loaded_models(tiny_qwen25):
@@ -34,7 +34,7 @@ def test_a_shape_is_counted_without_its_tokenizer():
 SHAPE = ModelShape(
     params=1000, trainable=1000, upcast=1000, dtype_bytes=2, trainable_bytes=2,
     layers=Block(count=2, params=300, hidden=10), vision=Block(count=1, params=100, hidden=5),
-    patches_per_token=4, kv_width=8, vocab=50, root_unit=100, largest_unit=300,
+    patches_per_token=4, patch_values=12, kv_width=8, vocab=50, root_unit=100, largest_unit=300,
 )
 WORK = Workload(gpus=4, gpu_memory=10_000, token_budget=20, image_tokens=0, rows=2, max_new_tokens=6,
                 beta=0.1, lora=False, engine="hf", engine_share=0.3, engine_sleeps=True)
@@ -58,6 +58,19 @@ def test_terms_by_hand():
     offloaded = memory(SHAPE, WORK, "fsdp2 + cpu_offload", checkpointing=False)
     assert offloaded["optimizer"] == offloaded["master weights"] == 0 and offloaded["cpu memory"] == 1000 * 16 / 4
     assert memory(SHAPE, WORK, "fsdp2", checkpointing=True)["activations"] < sharded["activations"]
+
+
+def test_activations_by_hand():
+    # a decoder layer keeps 2 (4/3 300/10 + 5/3 10) + 20 10 bytes a token, a vision block
+    # 2 (4/3 100/5 + 5/3 5) + 20 5
+    layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
+    tokens = 1 * 10 + 2 * 5  # one prompt of 10 tokens, two completions of 5
+    lm = 2 * (tokens * layer + 2 * 10 * 10 * 2)  # two layers; each row keeps its prompt's keys
+    expected = lm + 4 * block + 4 * 12 * 2 + 2 * 5 * 50 * 4  # vision, pixel values, float32 logits
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=False, transient=False) == pytest.approx(expected)
+    # checkpointed: each layer keeps its input, keys and values; one layer or block is recomputed at a time
+    kept = tokens * 2 * 2 * (10 + 8) + 4 * 1 * 2 * 5 + max(tokens * layer + 400, 4 * block)
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=True, transient=False) == pytest.approx(kept + 96 + 2000)
 
 
 def test_plan_prints_a_table_per_strategy(capsys):

@@ -15,10 +15,11 @@ config. A step has three phases, and the peak is the largest:
 
 Activation bytes per token of a transformer block with hidden size d and p parameters are
 `b (4/3 p/d + 5/3 d) + 20 d` (b the compute dtype's size): the inputs each matmul keeps for
-its backward, the attention's and SwiGLU's intermediates, RMSNorm's fp32 copies. The completion
-logits add `vocab (2 b + 4)` per completion token (the logits, their temperature-scaled copy,
-the float32 copy log-softmax keeps). bench/plan_vs_measured.py compares these with what
-autograd keeps on CPU, and with the one GPU peak measured (README, Performance).
+its backward, the attention's and SwiGLU's intermediates, RMSNorm's fp32 copies. Each
+completion row's attention keeps its prompt's keys once more (the shared cache, repeated to
+every head), the patch embedding its pixel values, and log-softmax a float32 copy of every
+completion token's logits (`activation_bytes`). bench/plan_vs_measured.py compares these with
+what autograd keeps on CPU, and the total with the one GPU peak measured (README, Performance).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ModelShape:
     layers: Block  # the language model's decoder layers
     vision: Block  # the vision tower's blocks
     patches_per_token: int  # vision patches merged into one image token
+    patch_values: int  # pixel values per patch (channels x frames x patch size squared)
     kv_width: int  # keys plus values per token per decoder layer (elements)
     vocab: int
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
@@ -99,7 +101,8 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
     unit_params = [sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values()) for modules in units]
     text = config.get_text_config()
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    merge = getattr(config.vision_config, "spatial_merge_size", 2)
+    vision_config = config.vision_config
+    merge = getattr(vision_config, "spatial_merge_size", 2)
     b = torch.finfo(dtype).bits // 8
     return ModelShape(
         params=params,
@@ -110,6 +113,7 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         layers=Block(len(layers), sum(p.numel() for p in layers[0].parameters()), _hidden(layers[0])),
         vision=Block(len(blocks), sum(p.numel() for p in blocks[0].parameters()), _hidden(blocks[0])),
         patches_per_token=merge * merge,
+        patch_values=vision_config.in_channels * vision_config.temporal_patch_size * vision_config.patch_size**2,
         kv_width=2 * text.num_key_value_heads * head_dim,
         vocab=text.vocab_size,
         root_unit=params - sum(unit_params),
@@ -179,25 +183,42 @@ class Workload:
     def prompt_tokens(self) -> int:
         return self.image_tokens + TEXT_TOKENS
 
-    @property
-    def completion_tokens(self) -> int:
-        """One prompt's completions filling the rest of the budget (long completions' case)."""
-        return max(0, self.token_budget - self.prompt_tokens)
 
-
-def activation_bytes(shape: ModelShape, work: Workload, checkpointing: bool) -> float:
-    """What one micro-batch at the token budget keeps for its backward pass."""
-    b, tokens = shape.dtype_bytes, work.token_budget
-    patches = work.image_tokens * shape.patches_per_token
-    logits = work.completion_tokens * shape.vocab * (2 * b + 4)
+def activation_bytes(
+    shape: ModelShape, prompts: int, prompt_length: int, rows: int, width: int, patches: int, checkpointing: bool,
+    transient: bool = True,
+) -> float:
+    """What one micro-batch keeps for its backward pass: `prompts` prompts padded to
+    `prompt_length` tokens, `rows` completions of `width` tokens continuing them, `patches`
+    vision patches. `transient`: with what the forward holds at its end besides (the logits in
+    the compute dtype and their temperature-scaled copy), for the peak."""
+    b = shape.dtype_bytes
+    prompt_tokens, completion_tokens = prompts * prompt_length, rows * width
+    tokens = prompt_tokens + completion_tokens
+    # log-softmax keeps a float32 copy of every completion token's logits (a float32 model
+    # keeps its logits besides)
+    logits = completion_tokens * shape.vocab * (4 + (4 if b == 4 else 0) + (2 * b if transient else 0))
     layer, block = shape.layers.token_bytes(b), shape.vision.token_bytes(b)
+    row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head
+    pixels = patches * shape.patch_values * b  # what the patch embedding keeps of its input
     if not checkpointing:
-        return tokens * shape.layers.count * layer + patches * shape.vision.count * block + logits
+        lm = shape.layers.count * (tokens * layer + row_prompts)
+        return lm + patches * shape.vision.count * block + pixels + logits
     # each block keeps its input (and each layer its keys and values, the shared prompt's cache);
     # the one being recomputed holds everything for a moment
     kept = tokens * shape.layers.count * b * (shape.layers.hidden + shape.kv_width)
     kept += patches * shape.vision.count * b * shape.vision.hidden
-    return kept + max(tokens * layer, patches * block) + logits
+    return kept + max(tokens * layer + row_prompts, patches * block) + pixels + logits
+
+
+def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -> float:
+    """One prompt and as many whole completions of max_new_tokens as fill the token budget
+    (the long completions of an untrained model, or of a thinking one)."""
+    length = work.prompt_tokens
+    rows = max(1, (work.token_budget - length) // work.max_new_tokens)
+    width = min(work.max_new_tokens, max(1, work.token_budget - length))
+    patches = work.image_tokens * shape.patches_per_token
+    return activation_bytes(shape, 1, length, rows, width, patches, checkpointing)
 
 
 STRATEGIES = ("replicated", "fsdp2", "fsdp2 + cpu_offload")
@@ -234,7 +255,7 @@ def memory(shape: ModelShape, work: Workload, strategy: str, checkpointing: bool
     base = sum(terms.values())
     terms["gradients"] = max(grads_update, grads_step)
     terms["gathered units"] = gathered
-    terms["activations"] = activation_bytes(shape, work, checkpointing)
+    terms["activations"] = budget_activations(shape, work, checkpointing)
     terms["rollout engine"] = engine
     phases = {
         "rollout": base + engine,

@@ -100,7 +100,9 @@ class FSDP2:
         self.optimizer: torch.optim.Optimizer | None = None
 
     # -- wrapping -------------------------------------------------------------------------------
-    def _shard(self, model: torch.nn.Module, upcast: bool) -> list[Unit]:
+    def _shard(self, model: torch.nn.Module, upcast: bool, keep_root: bool) -> list[Unit]:
+        """`keep_root`: the root unit stays gathered from a forward to its backward (the policy);
+        a model without backward (the reference) frees it after each forward instead."""
         dtype = core_model(model).dtype
         trainable = [p for p in model.parameters() if p.requires_grad]
         upcast = upcast and dtype != torch.float32 and any(p.dtype == dtype for p in trainable)
@@ -116,7 +118,7 @@ class FSDP2:
         for modules in unit_modules(model):
             fully_shard(modules, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=True)
             units.append((modules[0], [names[id(m)] for m in modules]))
-        root = fully_shard(model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=False)
+        root = fully_shard(model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=not keep_root)
         # A process whose batch has no image leaves the vision tower without gradients: it then
         # reduces zeros, so the reduce-scatter of the root unit has the same size everywhere.
         root.set_reduce_scatter_unused_params(True, recurse=False)
@@ -125,13 +127,13 @@ class FSDP2:
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.gradient_checkpointing:
             checkpoint_layers(model)
-        self.units = self._shard(model, upcast=self.master_weights)
+        self.units = self._shard(model, upcast=self.master_weights, keep_root=True)
         self.model = model
         self.parameters = [p for p in model.parameters() if p.requires_grad]
         return model
 
     def wrap_reference(self, model: torch.nn.Module) -> torch.nn.Module:
-        self._shard(model, upcast=False)
+        self._shard(model, upcast=False, keep_root=False)
         return model
 
     def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
