@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
+
+from tests.test_precision import layer_weights, moved_fraction
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "fixtures" / "fsdp_worker.py"
@@ -81,13 +84,14 @@ def assert_same_run(sharded: dict, one: dict) -> None:
         torch.testing.assert_close(sharded["weights"][name], tensor, rtol=0, atol=WEIGHT_ATOL, msg=name)
 
 
-def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, reference):
+def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, tiny_qwen25, reference):
     # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU: the
     # same numbers as one replicated process without either.
-    ranks = launch(2, tmp_path, rec_data, "rl-recompute", "lora-offload", "sft", "resume", "generate")
+    ranks = launch(2, tmp_path, rec_data, "rl-recompute", "lora-offload", "sft", "precision", "rl-hf", "resume", "generate")
     first = ranks[0]
     for scenario in ("rl-recompute", "lora-offload", "sft"):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
+    assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
     # The rollout engine received the full weights (LoRA merged), as from one process.
     for scenario in ("rl-recompute", "lora-offload"):
         pushed, expected = first[scenario]["pushed"], reference[SAME_AS[scenario]]["pushed"]
@@ -96,25 +100,36 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
     # Process 1's prompts took fewer micro-batches: it ran idle passes, forward-only (reference
     # log-probs) and with a backward (the update), so that every forward had a partner.
     assert True in ranks[1]["idle"]["passes"] and False in ranks[1]["idle"]["passes"]
-    # Stopped after step 1 and resumed: the same metrics and weights as the uninterrupted run.
+    # Sampling with the policy (each process its own prompts, its own generator), stopped after
+    # step 1 and resumed: the same metrics and weights as the uninterrupted run.
     resumed = first["resume"]
-    assert resumed["rows"] == first["rl-recompute"]["rows"]
-    assert all(torch.equal(resumed["weights"][n], t) for n, t in first["rl-recompute"]["weights"].items())
+    assert resumed["rows"] == first["rl-hf"]["rows"]
+    assert all(torch.equal(resumed["weights"][n], t) for n, t in first["rl-hf"]["weights"].items())
     # Sampling with the sharded policy, 24 decoding steps on process 0 and 3 on process 1: no
     # deadlock, and the tokens a plain copy of the weights samples with the same generator.
     for rank in ranks:
         assert rank["generate"]["sharded"] == rank["generate"]["plain"]
     assert max(len(ids) for group in ranks[0]["generate"]["sharded"] for ids in group) > 3
 
+    # A bf16 model trains through fp32 shards (FSDP2's mixed precision): AdamW's 1e-6 steps,
+    # which bf16 weights would round away (tests/test_precision.py), move nearly every weight;
+    # the checkpoint's model is those weights rounded.
+    masters, saved = (layer_weights(first["precision"][key]) for key in ("masters", "saved"))
+    assert masters.keys() == saved.keys() and all(m.dtype == torch.float32 for m in masters.values())
+    start = {n: t.to(torch.bfloat16) for n, t in layer_weights(load_file(tiny_qwen25 / "model.safetensors")).items()}
+    assert moved_fraction(start, masters) > 0.95
+    assert all(torch.equal(saved[n], masters[n].to(torch.bfloat16)) for n in saved)
+
     # The two processes' checkpoint of step 2 resumes on one process (DCP reshards the weights
     # and AdamW's state): step 3 is the step one process takes after its own two.
     worker = load_worker()
     try:
-        third = worker.rl(tmp_path / "resume", str(rec_data), "fsdp2", **{**worker.RL_RUNS["rl-recompute"], "trainer.steps": 3})[0]
+        options = {**worker.RL_RUNS["rl-recompute"], "trainer.steps": 3}
+        third = worker.rl(tmp_path / "rl-recompute", str(rec_data), "fsdp2", **options)[0]
     finally:
         torch.distributed.destroy_process_group()  # the one-process group FSDP2 made in this process
     expected = reference["rl, step 3"]
-    assert third["rows"][:2] == resumed["rows"]
+    assert third["rows"][:2] == first["rl-recompute"]["rows"]
     assert third["rows"][2] == pytest.approx(expected["rows"][2], rel=RELATIVE)
     for name, tensor in expected["weights"].items():
         torch.testing.assert_close(third["weights"][name], tensor, rtol=0, atol=WEIGHT_ATOL, msg=name)

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint import metadata as dcp_metadata
 from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter, _StorageInfo, _StoragePrefix
 
@@ -78,14 +79,30 @@ def _tensors_only(tree: Any, where: str = "") -> None:
         raise TypeError(f"sharded state holds a {type(tree).__name__} at {where}: only tensors are stored (no pickles)")
 
 
+def _first_failure(err: CheckpointException) -> str:
+    """DCP raises one CheckpointException (a BaseException) for every process's failure."""
+    failure, _ = next(iter(err.failures.values()))
+    return f"{type(failure).__name__}: {failure}"
+
+
 def save_sharded(state: dict[str, Any], directory: Path) -> None:
-    """Every process writes its shards of `state` (nested dicts of tensors and DTensors)."""
+    """Every process writes its shards of `state` (nested dicts of tensors and DTensors); a
+    failed write (on any process) raises OSError on every process."""
     _tensors_only(state)
-    dcp.save(state, storage_writer=DataOnlyWriter(str(directory)))
+    try:
+        dcp.save(state, storage_writer=DataOnlyWriter(str(directory)))
+    except CheckpointException as err:
+        raise OSError(f"writing the sharded state failed: {_first_failure(err)}") from err
 
 
 def load_sharded(state: dict[str, Any], directory: Path) -> None:
-    """Fill `state` (the same structure, this run's shards) in place from `directory`."""
+    """Fill `state` (the same structure, this run's shards) in place from `directory`; raises
+    ValueError when its index is not DCP's data or the shards do not fit `state`."""
     if not (directory / ".metadata").is_file():
         raise ValueError(f"{directory} holds no sharded state (.metadata is missing)")
-    dcp.load(state, storage_reader=DataOnlyReader(str(directory)))
+    reader = DataOnlyReader(str(directory))
+    reader.read_metadata()  # refused here, with its own message, before DCP reads it
+    try:
+        dcp.load(state, storage_reader=reader)
+    except CheckpointException as err:
+        raise ValueError(f"{directory}: {_first_failure(err)}") from err
