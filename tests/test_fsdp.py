@@ -20,6 +20,8 @@ import torch
 from safetensors.torch import load_file
 
 from tests.test_precision import layer_weights, moved_fraction
+from vlrl.config import ModelConfig
+from vlrl.modeling import pretrained
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "fixtures" / "fsdp_worker.py"
@@ -92,6 +94,14 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
     for scenario in ("rl-recompute", "lora-offload", "sft"):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
     assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
+    # LoRA's full weights are the base plus B A: PEFT's own merge of the adapter the run saved
+    checkpoint = tmp_path / "lora-offload" / "checkpoints" / "step-0000002"
+    model_cfg = ModelConfig(path=str(tiny_qwen25), dtype="float32")
+    merged, base = (dict(pretrained(model_cfg, str(path)).named_parameters()) for path in (checkpoint, tiny_qwen25))
+    adapted = [n for n in merged if "q_proj.weight" in n and "visual" not in n]
+    assert adapted and all(not torch.equal(merged[n], base[n]) for n in adapted)  # the adapter moved them
+    for name, tensor in first["lora-offload"]["weights"].items():
+        torch.testing.assert_close(tensor, merged[name].detach(), rtol=0, atol=1e-6, msg=name)
     # The rollout engine received the full weights (LoRA merged), as from one process.
     for scenario in ("rl-recompute", "lora-offload"):
         pushed, expected = first[scenario]["pushed"], reference[SAME_AS[scenario]]["pushed"]
