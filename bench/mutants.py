@@ -36,6 +36,10 @@ OPTIONS = "tests/test_train_options.py"
 SEAM = "tests/test_rollout_seam.py"
 POLICY = "tests/test_policy.py"
 FAMILY = "tests/test_model_families.py"
+PARALLEL = "tests/test_parallel.py"
+RECOMPUTE = "tests/test_recompute.py"
+FSDP_TWO = "tests/test_fsdp.py::test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process"
+FSDP_FOUR = "tests/test_fsdp.py::test_fsdp2_on_four_processes_equals_one_process"
 # Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
@@ -214,7 +218,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "the engine never gets the updated weights", "vlrl/trainer/rl.py",
-        "                    self.engine.sync_weights(full_weights(run.model))",
+        "                    self.engine.sync_weights(run.strategy.full_weights())",
         "                    pass",
         (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
     ),
@@ -245,10 +249,58 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the optimizer step (run.py) ------------------------------------------------------------
     Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (MASK,)),
     Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
-    Mutation("weight_decay ignored", "vlrl/trainer/run.py", "weight_decay=t.weight_decay)", "weight_decay=0.0)", (DECAY,)),
+    Mutation("weight_decay ignored", "vlrl/parallel/replicated.py", "weight_decay=weight_decay)", "weight_decay=0.0)", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
-        "clip_grad_norm_(self.weights.masters, self.t.max_grad_norm)", "clip_grad_norm_(self.weights.masters, 1e9)", (ENTROPY,),
+        "self.strategy.clip_gradients(self.t.max_grad_norm)", "self.strategy.clip_gradients(1e9)", (ENTROPY,),
+    ),
+    # -- parallelism (vlrl/parallel/, run.py) and what it touches --------------------------------
+    Mutation(
+        "fsdp2: no idle micro-batches for the processes with fewer", "vlrl/trainer/run.py",
+        "return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]", "return planned",
+        (f"{PARALLEL}::test_a_process_with_fewer_micro_batches_runs_empty_ones_only_when_forwards_are_collective",),
+    ),
+    Mutation(
+        "fsdp2: an unused vision tower's gradients not reduced", "vlrl/parallel/fsdp2.py",
+        "root.set_reduce_scatter_unused_params(True, recurse=False)", "root.set_reduce_scatter_unused_params(False, recurse=False)",
+        (FSDP_FOUR,),
+    ),
+    Mutation(
+        "fsdp2: bf16 weights stepped in place (no fp32 shards)", "vlrl/parallel/fsdp2.py",
+        "upcast = upcast and dtype != torch.float32 and any(p.dtype == dtype for p in trainable)", "upcast = False",
+        (FSDP_TWO,),
+    ),
+    Mutation(
+        "fsdp2: cpu_offload ignored", "vlrl/parallel/fsdp2.py",
+        "offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if self.cpu_offload else OffloadPolicy()",
+        "offload = OffloadPolicy()", (FSDP_TWO,),
+    ),
+    Mutation(
+        "fsdp2: AdamW's state not restored on resume", "vlrl/parallel/fsdp2.py",
+        '{"state": sharded["optimizer"], "param_groups": state["optimizer_groups"]},',
+        '{"state": {}, "param_groups": state["optimizer_groups"]},', (FSDP_TWO,),
+    ),
+    Mutation(
+        "a resumed process other than 0 reseeds instead of restoring its generators", "vlrl/trainer/run.py",
+        "                restore_rng(own, self.generator)", "                pass", (FSDP_TWO,),
+    ),
+    Mutation(
+        "gradient_checkpointing ignored", "vlrl/parallel/replicated.py",
+        "        if self.gradient_checkpointing:\n            checkpoint_layers(model)",
+        "        if False:\n            checkpoint_layers(model)", (RECOMPUTE,),
+    ),
+    Mutation(
+        "a recomputed layer sees the KV cache as the forward left it", "vlrl/parallel/recompute.py",
+        "            _set_cache_state(cache, before)", "            pass", (RECOMPUTE,),
+    ),
+    Mutation(
+        "model.path's LoRA adapter kept trainable instead of merged", "vlrl/modeling.py",
+        "    base = lora_base(model_path) if path else None", "    base = lora_base(model_path)",
+        ("tests/test_lora.py::test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model",),
+    ),
+    Mutation(
+        "full weights without the LoRA merge", "vlrl/modeling.py",
+        "tensor = (tensor.float() + delta).to(tensor.dtype)", "tensor = tensor", (FSDP_TWO,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
     Mutation(

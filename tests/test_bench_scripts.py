@@ -65,3 +65,19 @@ def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(t
     assert (tmp_path / "countbench" / "dataset" / "data" / "test-00000-of-00001.parquet").is_file()
     with pytest.raises(SystemExit):
         eval_throughput.main(["--backends", "no-such-engine"])
+
+
+@pytest.mark.slow  # a torchrun launch per configuration: ~30 s
+def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_qwen25, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import parallel_cpu
+    import plan_vs_measured
+
+    assert parallel_cpu.main(["--processes", "2", "--strategies", "fsdp2", "--steps", "1"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["processes"] == 2 and len(run["state_bytes_per_process"]) == 2 and run["median_step_s"] > 0
+    assert plan_vs_measured.main(["--shapes", "tiny", "--processes", "2", "--strategies", "fsdp2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["cpu"]
+    assert all(abs(term["error"] or 0) < 0.15 for term in row["terms"].values()) and row["activations"]["micro_batches"] > 0
+    assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from vlrl.cli import main
 from vlrl.config import load_config
-from vlrl.modeling import load_model
+from vlrl.modeling import load_model, pretrained
 from vlrl.trainer.rl import train
 
 
@@ -59,9 +59,37 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
     b = load_file(resumed / "checkpoints" / "step-0000003" / "adapter_model.safetensors")
     assert all(torch.equal(adapters[name], b[name]) for name in adapters)
 
-    # A LoRA checkpoint loads as base model + adapter wherever a model path is taken.
-    model = load_model(load_config(None, [f"model.path={checkpoint}"]).model)
-    assert hasattr(model, "disable_adapter") and not any(p.requires_grad for p in model.parameters())
+    # A LoRA checkpoint as model.path loads as its base with the adapter merged in: the model
+    # that base + adapter computes.
+    from peft import PeftModel
+
+    merged = load_model(load_config(None, [f"model.path={checkpoint}"]).model).eval()
+    unmerged = PeftModel.from_pretrained(load_model(load_config(None, ["model.path=tiny:qwen2_5_vl"]).model), str(checkpoint)).eval()
+    ids = torch.randint(0, 300, (2, 12), generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(merged(input_ids=ids).logits, unmerged(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
+    assert not hasattr(merged, "disable_adapter")
     out = tmp_path / "eval"
     assert main(["eval", "--task", f"refcoco={rec_data}", "--model", str(checkpoint), "--out", str(out), "--limit", "2", "model.max_pixels=50176", "eval.max_new_tokens=6"]) == 0
     assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == {"original": 2, "effective": 2}
+
+
+def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model(tmp_path, rec_data, tiny_qwen25):
+    from vlrl.trainer.sft import train_sft
+
+    from tests.test_sft import sft_overrides
+
+    sft = train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **{"model.lora.r": 4, "sft.steps": 2, "sft.lr": 5e-2})))
+    model_cfg = load_config(None, ["model.path=tiny:qwen2_5_vl"]).model
+    sft_model = dict(pretrained(model_cfg, str(sft.checkpoint)).named_parameters())  # base + SFT adapter, merged
+    moved = [n for n, w in pretrained(model_cfg, str(tiny_qwen25)).named_parameters() if not torch.equal(w, sft_model[n])]
+    assert moved and all("language_model" in n for n in moved)  # the SFT adapter, merged, moved the language model
+
+    for rank in (4, 0):  # a new LoRA adapter on the SFT model, or all of its weights
+        run_dir = tmp_path / f"rl-{rank}"
+        rl = train(load_config(None, overrides(run_dir, rec_data, **{"model.path": sft.checkpoint, "model.lora.r": rank, "algo.beta": 0.04})))
+        kl = [json.loads(line)["kl"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        assert kl[0] == 0.0 and kl[-1] > 0.0  # the policy starts as its reference, the SFT model, then moves
+        trained = pretrained(model_cfg, str(rl.checkpoint))
+        assert any(not torch.equal(w, sft_model[n]) for n, w in trained.named_parameters())
+    adapter = json.loads((tmp_path / "rl-4" / "checkpoints" / "step-0000002" / "adapter_config.json").read_text())
+    assert adapter["base_model_name_or_path"] == str(sft.checkpoint)  # resumed and evaluated on the SFT model

@@ -94,7 +94,7 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(start[n])
-        trainer.run.optimizer = torch.optim.SGD(trainer.run.weights.masters, lr=1.0)
+        trainer.run.optimizer = torch.optim.SGD(trainer.run.strategy.parameters, lr=1.0)
         trainer.run.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.run.optimizer, lambda s: 1.0)
         stats, skipped = trainer.update(batch, advantages)
         assert skipped == 0

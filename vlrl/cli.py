@@ -1,4 +1,4 @@
-"""`vlrl train | sft | eval | score | data | tasks | config | plot | tiny-model`: the command line."""
+"""`vlrl train | sft | eval | score | data | tasks | config | plot | plan | tiny-model`: the command line."""
 
 from __future__ import annotations
 
@@ -319,6 +319,35 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
     console.print(f"wrote {args.shape or 'tiny'} {spec.arch} checkpoint (random weights) to {path}")
 
 
+def cmd_plan(args: argparse.Namespace) -> None:
+    from vlrl.plan import GB, Workload, fits, model_shape, plans
+
+    cfg = _config(args)
+    shape = model_shape(cfg, args.shape)
+    image_tokens = args.image_tokens if args.image_tokens is not None else min(cfg.model.max_pixels // 784, cfg.trainer.token_budget // 2)
+    work = Workload.of(cfg, args.gpus, args.gpu_memory, image_tokens)
+    console.print(
+        f"{args.shape or cfg.model.path}: {shape.params / 1e9:.2f}B parameters, {shape.trainable / 1e9:.3f}B trained; "
+        f"{args.gpus} GPU(s) of {args.gpu_memory:g} GB; a micro-batch of {work.token_budget} tokens (one prompt with "
+        f"{image_tokens} image tokens, --image-tokens), {work.rows} completions per GPU per step, engine {work.engine}",
+        highlight=False,
+    )
+    columns = {  # header: term
+        "weights": "weights", "masters": "master weights", "grads": "gradients", "AdamW": "optimizer",
+        "reference": "reference", "gathered": "gathered units", "activations": "activations",
+        "engine": "rollout engine", "peak": "peak",
+    }
+    table = Table(title="GB per GPU; peak: the largest of rollout, update and optimizer step; fits: peak <= 95% of the GPU")
+    for header in ("strategy", "checkpointing", *columns, "fits"):
+        table.add_column(header, justify="left" if header in ("strategy", "checkpointing", "fits") else "right")
+    for strategy, checkpointing, terms in plans(shape, work):
+        verdict = "yes" if fits(terms, work) else "no"
+        if "cpu memory" in terms:
+            verdict += f" (+{terms['cpu memory'] / GB:.0f} GB CPU)"
+        table.add_row(strategy, "on" if checkpointing else "off", *(f"{terms[t] / GB:.1f}" for t in columns.values()), verdict)
+    Console(width=max(console.width, 150)).print(table)  # wide enough for every column, also in a file
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vlrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -392,6 +421,14 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--image-root", help="where the records' relative paths point (sets data.image_root)")
     _add_config_args(validate)
     validate.set_defaults(func=cmd_validate)
+
+    plan = commands.add_parser("plan", help="per-GPU memory of a run for each parallelism strategy, from the model's config")
+    plan.add_argument("--gpus", type=int, default=1, help="GPUs in the run (default 1)")
+    plan.add_argument("--gpu-memory", type=float, default=80.0, help="GB of memory per GPU (default 80)")
+    plan.add_argument("--shape", help="a real checkpoint's shape instead of model.path: " + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b")))
+    plan.add_argument("--image-tokens", type=int, help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)")
+    _add_config_args(plan)
+    plan.set_defaults(func=cmd_plan)
 
     tiny = commands.add_parser("tiny-model", help="write a tiny local checkpoint of a model family (tests, demo)")
     tiny.add_argument("out")

@@ -256,6 +256,15 @@ class EvalConfig:
 
 
 @dataclass
+class FSDPConfig:
+    """FSDP2 (`trainer.parallel: fsdp2`, vlrl/parallel/fsdp2.py)."""
+
+    # Sharded weights, gradients and AdamW's state live in CPU memory and the optimizer steps on
+    # the CPU (FSDP2's CPUOffloadPolicy): a model too large for the GPUs trains, more slowly.
+    cpu_offload: bool = False
+
+
+@dataclass
 class TrainerConfig:
     output_dir: str = "runs/refcoco"
     steps: int = 1000
@@ -268,6 +277,13 @@ class TrainerConfig:
     # The optimizer steps fp32 copies of bf16/fp16 weights (precision.py): without them, most
     # updates at lr 1e-6 round away. false saves 4 bytes per weight and trains in the model's dtype.
     master_weights: bool = True
+    # How the model is spread over the processes (vlrl/parallel/): replicated (each holds the whole
+    # model, gradients averaged) or fsdp2 (weights, gradients and optimizer state sharded, FSDP2).
+    parallel: Literal["replicated", "fsdp2"] = "replicated"
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+    # Recompute decoder layers' and vision blocks' activations in the backward pass instead of
+    # keeping them: less memory at the token budget, about one more forward of compute.
+    gradient_checkpointing: bool = False
     token_budget: int = 16384  # tokens per micro-batch in the update (prefix + completions)
     seed: int = 42
     save_every: int = 100
@@ -321,6 +337,10 @@ class Config:
         for key, value in positive.items():
             if value <= 0:
                 raise ConfigError(f"config: {key} must be > 0, got {value}")
+        for section in ("trainer", "sft"):
+            t = getattr(self, section)
+            if t.fsdp.cpu_offload and t.parallel != "fsdp2":
+                raise ConfigError(f"config: {section}.fsdp.cpu_offload needs {section}.parallel=fsdp2, got {t.parallel!r}")
         if not 0 < self.data.max_image_pixels <= PIL_REFUSES_ABOVE:
             raise ConfigError(
                 f"config: data.max_image_pixels must be in (0, {PIL_REFUSES_ABOVE}] (PIL refuses larger images), "

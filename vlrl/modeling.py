@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -13,7 +13,6 @@ from vlrl.data import FrameSpec
 from vlrl.models import checkpoint_model_type, family_of_model, model_family, supported_model_types
 from vlrl.testing.tiny import resolve_tiny
 from vlrl.vision.frames import FrameKind
-
 
 def frame_kind(cfg: ModelConfig) -> FrameKind:
     """The coordinate frame the model writes: explicit, or its family's."""
@@ -44,6 +43,14 @@ def lora_base(path: str) -> str | None:
     return json.loads(adapter.read_text())["base_model_name_or_path"] if adapter.is_file() else None
 
 
+def weights_root(path: str) -> str:
+    """The checkpoint with full weights under a LoRA checkpoint (an RL adapter's base may itself
+    be a LoRA checkpoint: the SFT cold start it was added to)."""
+    while (base := lora_base(path)) is not None:
+        path = base
+    return path
+
+
 def checkpoint_path(cfg: ModelConfig) -> str:
     """The local directory to load from; fails early (naming model.path) if there is none."""
     if not cfg.path:
@@ -69,23 +76,39 @@ def load_processor(cfg: ModelConfig, path: str | None = None):
     return model_family(cfg).load_processor(path or checkpoint_path(cfg))
 
 
+def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
+    """The plain transformers model at `path`, loaded by its family; a LoRA checkpoint is merged
+    into its base (recursively: an RL adapter on an SFT adapter on a base model)."""
+    base = lora_base(path)
+    if base is None:
+        model = model_family(cfg).load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
+        model.vlrl_family = model_family(cfg)  # forward passes ask the model's family (family_of_model)
+        return model
+    from peft import PeftModel
+
+    # PEFT froze the base to load the adapter: unfrozen again, as any from_pretrained model
+    return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
+
+
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
     """The policy (or reference) model; LoRA adapters and vision freezing as configured.
 
-    A LoRA checkpoint (adapter_config.json) loads its base model and the adapter on top,
-    trainable when the config trains LoRA adapters."""
-    path = path or checkpoint_path(cfg)
-    base = lora_base(path)
+    A LoRA checkpoint as model.path (an SFT cold start) is merged into its base: a run starts
+    from that model, its reference is that model, and with model.lora.r > 0 the run trains a
+    new adapter on top of it (whose adapter_config.json names model.path as its base). A LoRA
+    checkpoint given as `path` (a run's own, to resume or evaluate) keeps its adapter on its
+    base, trainable when the config trains LoRA adapters."""
+    model_path = path or checkpoint_path(cfg)
+    base = lora_base(model_path) if path else None
     family = model_family(cfg)
-    model = family.load_model(base or path, torch_dtype(cfg.dtype), cfg.attn_implementation).to(device)
-    model.vlrl_family = family  # forward passes ask the model's family (vlrl.models.family_of_model)
+    model = pretrained(cfg, base or model_path).to(device)
     if cfg.freeze_vision:
         for param in family.vision_module(model).parameters():
             param.requires_grad_(False)
     if base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, path, is_trainable=cfg.lora.r > 0).to(device)
+        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0).to(device)
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
@@ -96,6 +119,7 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
             target_modules=family.lora_target(cfg.lora.target_modules),  # the language model only
         )
         model = get_peft_model(model, lora)
+        model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
     return model
 
 
@@ -110,22 +134,27 @@ __all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_we
 @torch.no_grad()
 def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """The policy's full weights by their transformers names, for an engine that holds its own
-    copy. LoRA adapters are merged out of place (W + scale * B A, summed in float32, in W's
-    dtype), so the policy is never modified and no merge/unmerge rounding creeps into it."""
-    if not hasattr(model, "get_base_model"):
-        yield from model.state_dict().items()
-        return
-    from peft.tuners.lora import LoraLayer
+    copy (LoRA merged: `transformers_weights`)."""
+    base = core_model(model)
+    yield from transformers_weights(base, base.state_dict().items())
 
-    base = model.get_base_model()
-    merged: dict[str, torch.Tensor] = {}
-    for name, module in base.named_modules():
-        if isinstance(module, LoraLayer) and not module.disable_adapters:
-            weight = module.get_base_layer().weight
-            delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
-            merged[f"{name}.weight"] = (weight.float() + delta).to(weight.dtype)
-    for key, tensor in base.state_dict().items():
+
+@torch.no_grad()
+def transformers_weights(
+    base: torch.nn.Module, tensors: Iterable[tuple[str, torch.Tensor]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """`tensors` of `base` (the model under any PEFT wrapper, by names relative to it) as a
+    plain transformers model holds them: LoRA adapters are merged out of place (W + scale * B A,
+    summed in float32, in W's dtype), so the policy is never modified and no merge/unmerge
+    rounding creeps into it; the adapters' own tensors are left out."""
+    for key, tensor in tensors:
         if ".lora_" in key:
             continue
-        key = key.replace(".base_layer.", ".")
-        yield key, merged.get(key, tensor)
+        if key.endswith(".base_layer.weight"):
+            from peft.tuners.lora import LoraLayer
+
+            module = base.get_submodule(key.removesuffix(".base_layer.weight"))
+            if isinstance(module, LoraLayer) and not module.disable_adapters:
+                delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
+                tensor = (tensor.float() + delta).to(tensor.dtype)
+        yield key.replace(".base_layer.", "."), tensor

@@ -123,7 +123,7 @@ def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(tmp_
         overrides = tiny_run(tmp_path / name, data, **{"trainer.prompts_per_step": 1, "trainer.steps": 1, "algo.beta": 0.04})
         trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
         calls[name] = []
-        trainer.run.procs = CountingProcesses(calls[name])
+        trainer.run.procs = trainer.run.strategy.procs = CountingProcesses(calls[name])
         trainer.train()
     assert "average_gradients" in calls["readable"]
     assert calls["unreadable"] == calls["readable"]

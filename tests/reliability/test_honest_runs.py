@@ -31,7 +31,7 @@ def test_a_changed_setting_applies_from_the_resumed_step_and_is_recorded(tmp_pat
     assert yaml.safe_load(text)["trainer"]["lr"] == 0.0005
 
 
-@pytest.mark.parametrize("key, value", [("trainer.seed", 7), ("model.path", "tiny:qwen2_vl")])
+@pytest.mark.parametrize("key, value", [("trainer.seed", 7), ("model.path", "tiny:qwen2_vl"), ("trainer.parallel", "fsdp2")])
 def test_a_setting_a_resume_cannot_honour_is_refused_by_name(tmp_path, finished_run, capsys, key, value):
     run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3, key: value})
     before = (run_dir / "config.yaml").read_text()

@@ -66,11 +66,11 @@ def supported_model_types() -> list[str]:
 
 
 def checkpoint_model_type(path: str) -> str | None:
-    """The model_type in a checkpoint's config.json (a LoRA checkpoint's: its base model's);
+    """The model_type in a checkpoint's config.json (a LoRA checkpoint's: the model under its adapters);
     None where there is no config to read."""
-    from vlrl.modeling import lora_base
+    from vlrl.modeling import weights_root
 
-    config = Path(lora_base(path) or path) / "config.json"
+    config = Path(weights_root(path)) / "config.json"
     return json.loads(config.read_text()).get("model_type") if config.is_file() else None
 
 

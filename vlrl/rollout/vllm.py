@@ -109,11 +109,11 @@ class VLLMEngine:
 
     @classmethod
     def create(cls, cfg: Config, processor, checkpoint: str, load_policy) -> VLLMEngine:
-        from vlrl.modeling import lora_base, torch_dtype
+        from vlrl.modeling import torch_dtype, weights_root
 
         # A LoRA checkpoint holds only the adapter: the engine starts from its base model and
         # receives the merged weights with the first push.
-        return cls(lora_base(checkpoint) or checkpoint, processor, cfg, torch_dtype(cfg.model.dtype))
+        return cls(weights_root(checkpoint), processor, cfg, torch_dtype(cfg.model.dtype))
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, prompt: Prompt) -> dict:

@@ -119,6 +119,14 @@ SHAPES = {
     "qwen2.5-vl-3b": TinySpec(
         hidden_size=2048, num_layers=36, num_heads=16, intermediate_size=11008, vision_intermediate=3420, **QWEN_SCALE
     ),
+    "qwen2.5-vl-7b": TinySpec(
+        hidden_size=3584,
+        num_layers=28,
+        num_heads=28,
+        intermediate_size=18944,
+        vision_intermediate=3420,
+        **{**QWEN_SCALE, "num_kv_heads": 4, "vocab_size": 152064, "tie_embeddings": False},
+    ),
     "qwen2-vl-2b": TinySpec(
         arch="qwen2_vl",
         hidden_size=1536,

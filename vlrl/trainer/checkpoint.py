@@ -75,6 +75,46 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator) -> None:
     generator.set_state(state["sampler"])
 
 
+def staging_dir(checkpoints: Path, step: int) -> Path:
+    """A fresh hidden directory to write the checkpoint of `step` into (by process 0; under
+    several processes each writes its part into it); the leftovers of killed saves go."""
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    for stale in checkpoints.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = checkpoints / f".tmp-step-{step:07d}-{os.getpid()}"
+    tmp.mkdir()
+    return tmp
+
+
+def write_trainer_state(directory: Path, step: int, trainer_state: dict[str, Any]) -> None:
+    torch.save(trainer_state, directory / STATE_FILE)
+    (directory / STATE_INFO).write_text(json.dumps({"step": step, "format": STATE_FORMAT}, indent=1) + "\n")
+
+
+def save_failed(checkpoints: Path, tmp: Path | None, step: int, reason: str) -> CheckpointError:
+    """Give back the space a partial write took; the error says which checkpoint is intact."""
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+    kept = list_checkpoints(checkpoints)
+    return CheckpointError(
+        f"could not write the checkpoint of step {step} in {checkpoints}: {reason}; "
+        f"the previous checkpoint {kept[-1] if kept else '(none yet)'} is intact"
+    )
+
+
+def commit_checkpoint(checkpoints: Path, tmp: Path, step: int, keep_last: int) -> Path:
+    """Flush the complete `tmp`, rename it to step-NNNNNNN, prune the oldest beyond keep_last."""
+    _fsync_tree(tmp)
+    final = checkpoints / f"step-{step:07d}"
+    if final.exists():  # re-saving a step (a resumed run that rewinds): replace it
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync_tree(checkpoints)
+    for old in list_checkpoints(checkpoints)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
 def save_checkpoint(
     checkpoints: Path,
     step: int,
@@ -85,31 +125,33 @@ def save_checkpoint(
 ) -> Path:
     """Write step-NNNNNNN/ (HF-format model + processor + trainer state) atomically; prune old
     ones. Raises CheckpointError, with the previous checkpoints intact, when the write fails."""
-    checkpoints.mkdir(parents=True, exist_ok=True)
-    for stale in checkpoints.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    final = checkpoints / f"step-{step:07d}"
-    tmp = checkpoints / f".tmp-{final.name}-{os.getpid()}"
+    tmp = None
     try:
+        tmp = staging_dir(checkpoints, step)
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
-        torch.save(trainer_state, tmp / STATE_FILE)
-        (tmp / STATE_INFO).write_text(json.dumps({"step": step, "format": STATE_FORMAT}, indent=1) + "\n")
+        write_trainer_state(tmp, step, trainer_state)
         _fsync_tree(tmp)
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)  # give back the space a partial write took
-        kept = list_checkpoints(checkpoints)
-        raise CheckpointError(
-            f"could not write the checkpoint of step {step} in {checkpoints}: {err.strerror or err}; "
-            f"the previous checkpoint {kept[-1] if kept else '(none yet)'} is intact"
-        ) from err
-    if final.exists():  # re-saving a step (a resumed run that rewinds): replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_tree(checkpoints)
-    for old in list_checkpoints(checkpoints)[:-keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+        raise save_failed(checkpoints, tmp, step, err.strerror or str(err)) from err
+    return commit_checkpoint(checkpoints, tmp, step, keep_last)
+
+
+def rng_file(directory: Path, rank: int) -> Path:
+    """Where process `rank` (> 0) keeps its random generators; process 0's are in the trainer state."""
+    return directory / f"rng-process-{rank:05d}.pt"
+
+
+def load_process_rng(checkpoint: Path, rank: int) -> dict[str, Any] | None:
+    """Process `rank`'s saved generators, read as data only; None if the checkpoint has none
+    for it (written by fewer processes, or by an older vlrl)."""
+    path = rng_file(checkpoint, rank)
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
+        raise CheckpointError(f"{path} holds something other than tensors and plain values, or is damaged; refusing it") from err
 
 
 def list_checkpoints(checkpoints: Path) -> list[Path]:

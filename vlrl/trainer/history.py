@@ -57,6 +57,8 @@ def fixed_on_resume(key: str, section: str) -> str | None:
         return "the random generators are restored from the checkpoint"
     if key == f"{section}.master_weights":
         return "the optimizer's weights are restored from the checkpoint"
+    if key == f"{section}.parallel":
+        return "the optimizer's state is saved in that strategy's layout"
     return None
 
 
@@ -73,6 +75,7 @@ def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, che
             f"start a new run from its weights with model.path={checkpoint}"
         )
     before, after = flatten(saved), flatten(new)
+    before.setdefault(f"{section}.parallel", "replicated")  # checkpoints from before vlrl/parallel/
     ignored = {f"{section}.{key}" for key in IGNORED}
     changes = {}
     for key in sorted(set(before) | set(after)):

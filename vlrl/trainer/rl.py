@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import defaultdict
@@ -18,7 +19,7 @@ from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, t
 from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
-from vlrl.modeling import core_model, family_of_model, full_weights, load_model
+from vlrl.modeling import core_model, family_of_model, load_model
 from vlrl.policy import SamplingFilter, TokenLogprobs, completion_logprobs
 from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, SamplingParams, make_engine
@@ -160,18 +161,26 @@ class RLTrainer:
         self.run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         self.reference = (
-            load_model(cfg.model, self.run.base_path, self.run.device).eval().requires_grad_(False)
+            self.run.strategy.wrap_reference(
+                load_model(cfg.model, self.run.base_path, self.run.strategy.load_device).eval().requires_grad_(False)
+            )
             if cfg.algo.beta > 0 and cfg.model.lora.r == 0
             else None
         )
-        self.engine = make_engine(cfg.rollout.engine, cfg, self.run.processor, self.run.base_path, lambda: self.run.model)
+        self.samples_with_policy = False  # the engine asked for the policy: sampling runs inside strategy.gathered()
+
+        def policy() -> torch.nn.Module:
+            self.samples_with_policy = True
+            return self.run.model
+
+        self.engine = make_engine(cfg.rollout.engine, cfg, self.run.processor, self.run.base_path, policy)
         r = cfg.rollout
         vocab = core_model(self.run.model).config.get_text_config().vocab_size
         banned = torch.zeros(vocab, dtype=torch.bool)
         banned[banned_token_ids(self.run.processor.tokenizer, vocab, family_of_model(self.run.model).vision_tokens)] = True
         self.sampler = SamplingFilter(banned, r.top_k, r.top_p)  # what every engine draws from, as the trainer computes it
-        if not self.engine.shares_policy:
-            self.engine.sync_weights(full_weights(self.run.model))  # the run's weights: resumed, merged, rounded
+        if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
+            self.engine.sync_weights(self.run.strategy.full_weights())
             if cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1:
                 console.print(f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
         if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
@@ -189,6 +198,11 @@ class RLTrainer:
                 self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
+    def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
+        """Where the engine samples: with the policy's weights gathered, if it samples with the
+        policy (every process enters it at the same time)."""
+        return self.run.strategy.gathered() if self.samples_with_policy else contextlib.nullcontext()
+
     def render(self, task: Task, sample: Sample, decoded: dict[str, Video] | None = None) -> Prompt:
         return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model, decoded)
 
@@ -292,7 +306,10 @@ class RLTrainer:
         samp = torch.zeros_like(batch.completion_mask) if sampled else None
         all_rows = list(range(len(batch.prompt_index)))
         with torch.no_grad():
-            for positions in self.plan(batch, all_rows):
+            for positions in self.run.micro_batches(self.plan(batch, all_rows)):
+                if not positions:  # this process has fewer micro-batches than another (FSDP2)
+                    self.run.idle_pass(model, backward=False)
+                    continue
                 rows = [all_rows[p] for p in positions]
                 stats, width = rows_logprobs(
                     model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, with_entropy,
@@ -376,7 +393,10 @@ class RLTrainer:
                     tokens=run.procs.mean(float(mask_rows.sum())),
                 )
                 loss_total = 0.0
-                for positions in self.plan(batch, rows):
+                for positions in run.micro_batches(self.plan(batch, rows)):
+                    if not positions:  # this process has fewer micro-batches than another (FSDP2)
+                        run.idle_pass(run.model, backward=True)
+                        continue
                     micro = rows_t[positions]
                     stats, width = rows_logprobs(
                         run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id,
@@ -500,7 +520,8 @@ class RLTrainer:
                 # 1-2. rollout and reward: B prompts (fewer if some media fail or the engine refuses
                 # a prompt), G scored completions each
                 self.unusable = []
-                groups, rounds = self.collect(step)
+                with self.sampling_weights():
+                    groups, rounds = self.collect(step)
                 self.engine.sleep()  # its memory is the update's until the next rollout
                 t1 = time.perf_counter()
                 # 3. advantages, per group
@@ -514,7 +535,7 @@ class RLTrainer:
                 # then the engine follows the new weights
                 stats, skipped = self.update(batch, advantages)
                 if not self.engine.shares_policy:
-                    self.engine.sync_weights(full_weights(run.model))
+                    self.engine.sync_weights(run.strategy.full_weights())
                 self.engine.wake()
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
@@ -533,8 +554,9 @@ class RLTrainer:
                 if run.device.type == "cuda":
                     metrics["gpu_peak_gb"] = torch.cuda.max_memory_allocated(run.device) / 2**30
                 metrics = run.procs.mean_metrics(metrics)
-                if self.held_out and (step % cfg.eval.every == 0 or step == t.steps):
-                    metrics.update(self.evaluate_held_out())
+                if cfg.eval.every > 0 and (step % cfg.eval.every == 0 or step == t.steps):
+                    with self.sampling_weights():  # entered by every process; process 0 evaluates
+                        metrics.update(self.evaluate_held_out())
                 samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
                     g = groups[0]

@@ -19,20 +19,26 @@ from rich.markup import escape
 from vlrl.config import Config, ConfigError, TrainerConfig
 from vlrl.datasets import Source
 from vlrl.modeling import checkpoint_path, load_model, load_processor
-from vlrl.prompting import UnusableSample
+from vlrl.policy import completion_logprobs
+from vlrl.prompting import Prompt, UnusableSample, collate
+from vlrl.parallel import make_strategy
 from vlrl.trainer.checkpoint import (
     CheckpointError,
+    commit_checkpoint,
     list_checkpoints,
+    load_process_rng,
     load_trainer_state,
     restore_rng,
+    rng_file,
     rng_state,
-    save_checkpoint,
+    save_failed,
+    staging_dir,
+    write_trainer_state,
 )
 from vlrl.trainer.distributed import Processes
 from vlrl.trainer.history import HISTORY_FILE, data_changes, data_fingerprints, resume_changes, used_config
 from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import RunLog
-from vlrl.trainer.precision import MasterWeights
 from vlrl.trainer.stops import StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
@@ -95,7 +101,8 @@ class Run:
     """A training run in `t.output_dir`: the policy, its optimizer and schedule, the data stream
     over the run's tasks, the sampling generator and the logs, restored from the latest
     checkpoint when resuming. With several processes (distributed.py) process 0 owns the run
-    directory; each process draws `t.prompts_per_step / processes` of every step's prompts."""
+    directory; each process draws `t.prompts_per_step / processes` of every step's prompts.
+    How the model is spread over the processes is the strategy's (vlrl/parallel/)."""
 
     def __init__(self, cfg: Config, t: TrainerConfig, section: str, sources: list[Source], console: Console):
         self.t = t
@@ -123,12 +130,12 @@ class Run:
         self.base_path = checkpoint_path(cfg.model)
         self.processor = load_processor(cfg.model, self.base_path)
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
+        self.strategy = make_strategy(t, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
-        self.model = load_model(cfg.model, str(resume_from) if resume_from else None, self.device).eval()
-        trainable = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        self.params = [p for _, p in trainable]
-        self.weights = MasterWeights(trainable, t.master_weights)  # what the optimizer steps
-        self.optimizer = torch.optim.AdamW(self.weights.masters, lr=t.lr, weight_decay=t.weight_decay)
+        model = load_model(cfg.model, str(resume_from) if resume_from else None, self.strategy.load_device).eval()
+        self.model = self.strategy.wrap(model)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
         self.stream = MixtureStream([len(s.train.samples) for s in sources], [s.weight for s in sources], t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
@@ -141,8 +148,7 @@ class Run:
         data_changed = {}
         if state:
             try:
-                self.weights.load_state_dict(state["master_weights"])
-                self.optimizer.load_state_dict(state["optimizer"])
+                self.strategy.load(resume_from, state)
                 self.scheduler.load_state_dict(state["scheduler"])
                 self.stream.load_state_dict(state["stream"])
             except ValueError as err:
@@ -154,8 +160,12 @@ class Run:
             self.skipped_updates = state["skipped_updates"]
             data_changed = data_changes(self.data, state["data"])
             console.print(f"resumed from {resume_from} (step {self.step})")
-        if not self.procs.main:  # its own samples: a seed apart from process 0's, moved on by the step
-            self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
+        if not self.procs.main:  # its own samples: a seed apart from process 0's
+            own = load_process_rng(resume_from, self.procs.rank) if resume_from else None
+            if own is not None:
+                restore_rng(own, self.generator)
+            else:  # a new run, or a checkpoint written by fewer processes: moved on by the step
+                self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.unusable: JsonlLog | None = None
         if self.procs.main:
@@ -220,18 +230,37 @@ class Run:
             self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
         return len(everyone)
 
+    def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
+        """`planned` followed by empty micro-batches up to the most any process has, when every
+        forward is a collective (FSDP2): each process runs as many forwards and backwards. The
+        loops run `idle_pass` for an empty one. Unchanged under the replicated strategy."""
+        if not self.strategy.collective_forward:
+            return planned
+        return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]
+
+    def idle_pass(self, model: torch.nn.Module, backward: bool) -> None:
+        """A micro-batch that moves nothing: one token of prompt and one of completion through
+        `model` (the same forwards as any micro-batch), and a backward of zero when `backward`."""
+        prompt = Prompt(torch.tensor([self.pad_id]), torch.zeros(1, dtype=torch.long), {}, "")
+        ids = torch.tensor([[self.pad_id]], device=self.device)
+        with contextlib.nullcontext() if backward else torch.no_grad():
+            logp = completion_logprobs(
+                model, collate([prompt], self.pad_id).to(self.device), torch.zeros(1, dtype=torch.long, device=self.device),
+                ids, torch.ones(1, 1, device=self.device),
+            ).logp
+            if backward:
+                (logp.sum() * 0.0).backward()
+
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
-        """Average the gradients across processes, clip, then step unless the loss or the
+        """Reduce the gradients across processes, clip, then step unless the loss or the
         gradient is not finite on any process. Returns (grad_norm, applied)."""
-        self.weights.gradients_to_masters()
-        self.procs.average_gradients(self.weights.masters)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.weights.masters, self.t.max_grad_norm))
+        grad_norm = self.strategy.clip_gradients(self.t.max_grad_norm)
         applied = self.procs.all_true(loss_is_finite and math.isfinite(grad_norm))
         if applied:
             self.optimizer.step()
             self.scheduler.step()  # the schedule counts optimizer steps taken
-            self.weights.masters_to_model()
-        self.weights.zero_grad()
+            self.strategy.after_step()
+        self.strategy.zero_grad()
         return grad_norm, applied
 
     def end_step(self, step: int, skipped: int) -> bool:
@@ -254,10 +283,11 @@ class Run:
         return bool(self.stopped_by)
 
     def save(self, step: int) -> None:
+        """Every process writes its part into one staging directory (process 0: the trainer
+        state, the processor and, through the strategy, the HF-format model; each process its
+        random generators and, under FSDP2, its shards); process 0 renames it when all are done."""
         state = {
             "step": step,
-            "optimizer": self.optimizer.state_dict(),
-            "master_weights": self.weights.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "stream": self.stream.state_dict(),
             "rng": rng_state(self.generator),
@@ -265,20 +295,36 @@ class Run:
             "skipped_updates": self.skipped_updates,
             "config": json.dumps(self.config),
             "data": self.data,
+            **self.strategy.trainer_state(),
         }
-        failure = None
-        if self.procs.main:
+        checkpoints, main = self.dir / "checkpoints", self.procs.main
+        failure, tmp = "", None
+        if main:
             try:
-                self.checkpoint = save_checkpoint(
-                    self.dir / "checkpoints", step, self.model, self.processor, state, self.t.keep_last
-                )
-            except CheckpointError as err:
-                failure = err
-        if not self.procs.all_true(failure is None):  # every process stops if process 0's save failed
+                tmp = staging_dir(checkpoints, step)
+            except OSError as err:
+                failure = err.strerror or str(err)
+        shared = self.procs.gather([str(tmp or "")] if main else [])[0]
+        if shared:
+            tmp = Path(shared)
+            try:
+                self.strategy.save(tmp, main)
+                if main:
+                    self.processor.save_pretrained(tmp)
+                    write_trainer_state(tmp, step, state)
+                else:
+                    torch.save(rng_state(self.generator), rng_file(tmp, self.procs.rank))
+            except OSError as err:
+                failure = err.strerror or str(err)
+        failures = self.procs.gather([f"process {self.procs.rank}: {failure}" if self.procs.world > 1 else failure] if failure else [])
+        if failures or not shared:  # every process stops if any could not write its part
             self.close()
-            raise failure or CheckpointError(f"process 0 could not write the checkpoint of step {step}")
-        if not self.procs.main:
-            self.checkpoint = list_checkpoints(self.dir / "checkpoints")[-1]
+            raise save_failed(checkpoints, tmp if main else None, step, "; ".join(failures))
+        if main:
+            self.checkpoint = commit_checkpoint(checkpoints, tmp, step, self.t.keep_last)
+        self.procs.barrier()
+        if not main:
+            self.checkpoint = list_checkpoints(checkpoints)[-1]
 
     def close(self) -> RunResult:
         self.logs.close()

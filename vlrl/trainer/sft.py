@@ -58,7 +58,10 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             weights = token_weights(mask, "token_mean", width, tokens=run.procs.mean(float(mask.sum())))
             lengths = [len(row) for row in targets]
             loss_total = 0.0
-            for rows in micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget):
+            for rows in run.micro_batches(micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)):
+                if not rows:  # this process has fewer micro-batches than another (FSDP2)
+                    run.idle_pass(run.model, backward=True)
+                    continue
                 rows_t = torch.tensor(rows)
                 batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
                 local = torch.arange(len(rows), device=run.device)

@@ -1,0 +1,105 @@
+"""vlrl.plan's estimates beside measurements: on CPU, what each process holds by term (tiny and a
+small shape, 1, 2 and 4 gloo processes, replicated and FSDP2) and what autograd keeps for each
+training micro-batch; on a GPU, the one peak measured so far (README, Performance: 93 GB for
+configs/refcoco.yaml at Qwen2.5-VL-3B's shape, replicated, token budget 4096).
+
+    python bench/plan_vs_measured.py [--shapes tiny small] [--processes 1 2 4]
+
+Prints one JSON object: every term's estimate, measurement and relative error, and whether the
+dominant terms (weights, master weights, gradients, optimizer state, reference) are within 15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from parallel_cpu import ROOT, measure
+
+from vlrl.config import load_config
+from vlrl.plan import GB, Workload, activation_bytes, memory, model_shape
+from vlrl.testing.tiny import TinySpec, write_tiny_checkpoint
+
+DOMINANT = ("weights", "master weights", "gradients", "optimizer", "reference")
+# A small model of Qwen's proportions with Qwen's vocabulary, in bfloat16 (fp32 masters)
+SHAPES = {
+    "tiny": (TinySpec(), "float32"),
+    "small": (
+        TinySpec(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=1024, vision_depth=4,
+                 vision_hidden=128, vision_heads=4, vision_intermediate=512, vocab_size=151936),
+        "bfloat16",
+    ),
+}  # fmt: skip
+GPU_MEASURED = {"peak_gb": 93.0, "shape": "qwen2.5-vl-3b", "device": "NVIDIA H200", "image_tokens": 130}
+
+
+def run_overrides(model: Path, dtype: str, workdir: Path, strategy: str) -> list[str]:
+    data = workdir / "data" / "train.json"
+    return [
+        f"model.path={model}", f"model.dtype={dtype}", "model.max_pixels=50176", "task.name=refcoco", f"data.train={data}",
+        "data.synthetic=true", "data.synthetic_train_size=32", "rollout.num_generations=4", "rollout.max_new_tokens=48",
+        "algo.beta=0.04", "trainer.prompts_per_step=4", "trainer.token_budget=512", "trainer.steps=2", "trainer.progress=false",
+        f"trainer.output_dir={workdir / 'run'}", "trainer.resume=", f"trainer.parallel={strategy}",
+    ]  # fmt: skip
+
+
+def error(estimate: float, measured: float) -> float | None:
+    return round((estimate - measured) / measured, 4) if measured else None
+
+
+def compare(name: str, model: Path, dtype: str, strategy: str, processes: int, workdir: Path) -> dict:
+    overrides = run_overrides(model, dtype, workdir, strategy)
+    ranks = measure(processes, "-", overrides, workdir)
+    cfg = load_config(None, overrides)
+    shape = model_shape(cfg)
+    estimate = memory(shape, Workload.of(cfg, processes, 80, 0), strategy, checkpointing=False)
+    measured = {term: max(r["terms"][term] for r in ranks) for term in DOMINANT}
+    terms = {t: {"estimate": int(estimate[t]), "measured": measured[t], "error": error(estimate[t], measured[t])} for t in DOMINANT}
+    activations = [
+        error(activation_bytes(shape, m["prompts"], m["prompt_length"], m["rows"], m["width"], m["patches"], False, transient=False), m["bytes"])
+        for r in ranks for m in r["micro_batches"]
+    ]  # fmt: skip
+    return {
+        "shape": name, "strategy": strategy, "processes": processes, "terms": terms,
+        "activations": {"micro_batches": len(activations), "median_error": statistics.median(activations),
+                        "worst_error": max(activations, key=abs)},
+    }  # fmt: skip
+
+
+def gpu_row() -> dict:
+    cfg = load_config(ROOT / "configs" / "refcoco.yaml", [])
+    estimate = memory(model_shape(cfg, GPU_MEASURED["shape"]), Workload.of(cfg, 1, 139, GPU_MEASURED["image_tokens"]), "replicated", False)
+    peak = estimate["peak"] / GB
+    return {**GPU_MEASURED, "estimate_gb": round(peak, 1), "error": error(peak, GPU_MEASURED["peak_gb"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--strategies", nargs="+", default=["replicated", "fsdp2"])
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.shapes:
+            spec, dtype = SHAPES[name]
+            model = write_tiny_checkpoint(Path(tmp) / name, spec)
+            for strategy in args.strategies:
+                for processes in args.processes:
+                    workdir = Path(tmp) / f"{name}-{strategy}-{processes}"
+                    workdir.mkdir()
+                    rows.append(compare(name, model, dtype, strategy, processes, workdir))
+    gpu = gpu_row()
+    errors = [row["terms"][t]["error"] for row in rows for t in DOMINANT if row["terms"][t]["error"] is not None]
+    within = all(abs(e) <= 0.15 for e in errors) and abs(gpu["error"]) <= 0.15
+    print(json.dumps({"benchmark": "plan_vs_measured", "cpu": rows, "gpu": gpu, "dominant_terms_within_15pct": within}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The parallelism seam: how a run spreads its model, gradients and optimizer over the processes.
+
+`Run` (vlrl/trainer/run.py) composes a strategy and the RL and SFT loops never ask which one it
+is. A strategy wraps the loaded policy (and the reference model), builds the optimizer over
+what each process holds, reduces and clips the gradients, writes and reads the model's part
+of a checkpoint, and hands out the policy's full weights (to a rollout engine that keeps its
+own copy, and to HF-format checkpoints). Implementations: `replicated` (every process holds
+everything, gradients averaged by hand) and `fsdp2` (PyTorch's FSDP2: weights, gradients and
+AdamW's state sharded). Adding one (tensor parallelism, DeepSpeed) is one module registered in
+`vlrl.parallel.STRATEGIES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import torch
+
+
+class Strategy(Protocol):
+    """`collective_forward`: every forward pass is a collective (FSDP2 all-gathers each layer), so
+    all processes must run the same number of them; the loops pad the processes with fewer
+    micro-batches with idle passes (`Run.micro_batches`). `load_device`: where `load_model`
+    puts the weights before `wrap` (FSDP2 shards from the CPU copy onto the device)."""
+
+    name: ClassVar[str]
+    collective_forward: ClassVar[bool]
+    load_device: torch.device
+    parameters: list[torch.nn.Parameter]  # what the optimizer steps (set by `wrap`)
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The trained policy, distributed; `parameters` are set."""
+        ...
+
+    def wrap_reference(self, model: torch.nn.Module) -> torch.nn.Module:
+        """A frozen model (the KL reference), distributed the same way; no optimizer state."""
+        ...
+
+    def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+        """AdamW over `parameters` (this process's shards under FSDP2)."""
+        ...
+
+    def clip_gradients(self, max_norm: float) -> float:
+        """Reduce the gradients across processes (if not done in backward), clip them to
+        `max_norm` by their global norm, and return that norm (the same on every process)."""
+        ...
+
+    def after_step(self) -> None:
+        """After optimizer.step(): bring the model's weights up to date (replicated: the rounded masters)."""
+        ...
+
+    def zero_grad(self) -> None: ...
+
+    def trainer_state(self) -> dict[str, Any]:
+        """Entries of trainer_state.pt (tensors and plain values only: loaded with weights_only)."""
+        ...
+
+    def save(self, directory: Path, main: bool) -> None:
+        """Write the model's part of a checkpoint into `directory`, on every process (a
+        collective under FSDP2): the HF-format model or LoRA adapter by process 0 (`main`),
+        plus whatever the strategy needs besides `trainer_state` (FSDP2: sharded state)."""
+        ...
+
+    def load(self, checkpoint: Path, state: dict[str, Any]) -> None:
+        """Restore the optimizer and the exact trained weights from a checkpoint (the model was
+        loaded from its HF files). Raises ValueError when the checkpoint does not fit this run."""
+        ...
+
+    def full_weights(self, device: torch.device | str | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+        """The policy's full weights by transformers names, LoRA merged, in the model's dtype; on
+        `device` (None: where they are). Every process must iterate to the end (a collective
+        under FSDP2); the tensors are the caller's to keep."""
+        ...
+
+    def gathered(self) -> AbstractContextManager[None]:
+        """While entered (by every process at once), forwards of the policy need no collective:
+        the rollout engine that samples with the policy may run any number of them."""
+        ...

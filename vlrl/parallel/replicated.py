@@ -1,0 +1,86 @@
+"""Every process holds the whole model, its fp32 master weights and AdamW's state.
+
+Gradients are averaged by hand before each optimizer step (Processes.average_gradients), not
+through DistributedDataParallel: processes run different numbers of token-budgeted
+micro-batches, and DDP needs every process to run the same number of backward passes. The
+optimizer steps the fp32 masters of low-precision weights (vlrl/trainer/precision.py) and the
+model's weights are those masters rounded. The master weights and the optimizer's state go
+into trainer_state.pt; process 0 writes the HF-format model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vlrl.config import TrainerConfig
+from vlrl.modeling import full_weights
+from vlrl.parallel.recompute import checkpoint_layers
+from vlrl.trainer.distributed import Processes
+from vlrl.trainer.precision import MasterWeights
+
+
+class Replicated:
+    name = "replicated"
+    collective_forward = False
+
+    def __init__(self, procs: Processes, t: TrainerConfig):
+        self.procs = procs
+        self.load_device = procs.device()
+        self.master_weights = t.master_weights
+        self.gradient_checkpointing = t.gradient_checkpointing
+        self.model: torch.nn.Module | None = None
+        self.weights: MasterWeights | None = None
+        self.parameters: list[torch.nn.Parameter] = []
+        self.optimizer: torch.optim.Optimizer | None = None
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.gradient_checkpointing:
+            checkpoint_layers(model)
+        self.model = model
+        trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.weights = MasterWeights(trainable, self.master_weights)
+        self.parameters = self.weights.masters
+        return model
+
+    def wrap_reference(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model
+
+    def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+        self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
+        return self.optimizer
+
+    def clip_gradients(self, max_norm: float) -> float:
+        self.weights.gradients_to_masters()
+        self.procs.average_gradients(self.parameters)
+        return float(torch.nn.utils.clip_grad_norm_(self.parameters, max_norm))
+
+    def after_step(self) -> None:
+        self.weights.masters_to_model()
+
+    def zero_grad(self) -> None:
+        self.weights.zero_grad()
+
+    def trainer_state(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "master_weights": self.weights.state_dict()}
+
+    def save(self, directory: Path, main: bool) -> None:
+        if main:
+            self.model.save_pretrained(directory)
+
+    def load(self, checkpoint: Path, state: dict[str, Any]) -> None:
+        if "master_weights" not in state:
+            raise ValueError(f"it holds no fp32 master weights; it was written with {state.get('parallel', {}).get('strategy')}")
+        self.weights.load_state_dict(state["master_weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
+    def full_weights(self, device: torch.device | str | None = None) -> Iterator[tuple[str, torch.Tensor]]:
+        for name, tensor in full_weights(self.model):
+            yield name, tensor if device is None else tensor.to(device)
+
+    def gathered(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
