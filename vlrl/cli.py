@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
@@ -74,16 +75,20 @@ def _quiet_transformers() -> None:
 
 
 def _print_run(result) -> int:
-    """The run's files; after a stop signal, the exit status 128 + its number (stops.py)."""
+    """After a stop signal (every process says where it stopped), the exit status 128 + its
+    number (stops.py); the run's files, printed by process 0 only under torchrun."""
     if result.stopped_by:
         console.print(
             f"stopped by {signal.Signals(result.stopped_by).name} after step {result.steps_done}; "
             "run the same command again to resume from the checkpoint"
         )
+    status = exit_status(result.stopped_by) if result.stopped_by else 0
+    if os.environ.get("RANK", "0") != "0":
+        return status
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")
     console.print(f"checkpoint:    {result.checkpoint}")
-    return exit_status(result.stopped_by) if result.stopped_by else 0
+    return status
 
 
 def cmd_train(args: argparse.Namespace) -> int:
