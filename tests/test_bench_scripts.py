@@ -23,6 +23,7 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25):
     assert report["steps_measured"] == 1 and report["prompts_per_step"] == 2 and report["max_new_tokens"] == 8
     assert report["median_step_s"] >= report["median_rollout_s"] > 0
     assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
+    assert report["rollout_tokens_per_s"] >= report["end_to_end_tokens_per_s"] > 0
 
 
 def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):
