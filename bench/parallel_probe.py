@@ -60,7 +60,7 @@ class Probe:
                 out = forward(model, batch, rows, *args, **kwargs)
             owners = sorted({int(batch.prompt_index[r]) for r in rows})
             prompts = collate([batch.groups[p].prompt for p in owners], 0)
-            width = out[2]
+            width = out[-1]  # rows_logprobs returns (log-probs, width)
             probe.micro_batches.append(
                 {
                     "bytes": sum(storages.values()),
