@@ -68,7 +68,6 @@ def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(t
         eval_throughput.main(["--backends", "no-such-engine"])
 
 
-@pytest.mark.slow  # a torchrun launch per configuration: ~30 s
 def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_qwen25, capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     import parallel_cpu
