@@ -58,6 +58,9 @@ def launch(processes: int, out: Path, data: Path, *scenarios: str) -> list[dict]
     return [torch.load(out / f"results.{rank}.pt", weights_only=True) for rank in range(processes)]
 
 
+FAMILIES = ("qwen3_vl", "qwen3_5")  # beside Qwen2.5-VL, trained on two processes
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
     """The same runs on one process, replicated (today's trainer)."""
@@ -68,10 +71,11 @@ def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
         "rl, step 3": worker.rl(out / "rl", str(rec_data), "replicated", **{"trainer.steps": 3})[0],
         "lora": worker.rl(out / "lora", str(rec_data), "replicated", **{"model.lora.r": 4})[0],
         "sft": worker.sft(out / "sft", str(rec_data), "replicated"),
+        **{family: worker.rl(out / family, str(rec_data), "replicated", **worker.RL_RUNS[family])[0] for family in FAMILIES},
     }
 
 
-SAME_AS = {"rl": "rl", "rl-recompute": "rl", "lora": "lora", "lora-offload": "lora", "sft": "sft"}
+SAME_AS = {"rl": "rl", "rl-recompute": "rl", "lora": "lora", "lora-offload": "lora", "sft": "sft"} | {f: f for f in FAMILIES}
 
 
 def assert_same_run(sharded: dict, one: dict) -> None:
@@ -89,9 +93,9 @@ def assert_same_run(sharded: dict, one: dict) -> None:
 def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, tiny_qwen25, reference):
     # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU: the
     # same numbers as one replicated process without either.
-    ranks = launch(2, tmp_path, rec_data, "rl-recompute", "lora-offload", "sft", "precision", "rl-hf", "resume", "generate")
+    ranks = launch(2, tmp_path, rec_data, "rl-recompute", "lora-offload", "sft", "precision", "rl-hf", "resume", "generate", *FAMILIES)
     first = ranks[0]
-    for scenario in ("rl-recompute", "lora-offload", "sft"):
+    for scenario in ("rl-recompute", "lora-offload", "sft", *FAMILIES):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
     assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
     # LoRA's full weights are the base plus B A: PEFT's own merge of the adapter the run saved
