@@ -93,13 +93,14 @@ def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_pat
 def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_path):
     """torchrun, two CPU processes: each runs vLLM inside the launcher's process group
     (external_launcher) on its share of the prompts and follows the shared weights; the run ends
-    without a teardown traceback."""
+    without a teardown traceback. Under FSDP2, so the weights each engine gets are gathered from
+    the shards unit by unit (the replicated push is the one-process runs' above)."""
     import os
     import subprocess
     import sys
 
     run = tmp_path / "run"
-    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4})
+    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4, "trainer.parallel": "fsdp2"})
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "vlrl.cli", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
