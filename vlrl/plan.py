@@ -122,8 +122,12 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
 
 
 def lora_params(model: torch.nn.Module, cfg: Config) -> int:
-    """Parameters of the adapters load_model adds: r (in + out) per targeted language-model Linear."""
-    target = re.compile(rf"^(?!.*visual).*\.({'|'.join(cfg.model.lora.target_modules)})$")
+    """Parameters of the adapters load_model adds: r (in + out) per targeted language-model
+    Linear, targeted as the model's family targets them."""
+    from vlrl.models import family_for_model_type
+
+    family = family_for_model_type(model.config.model_type)
+    target = re.compile(family.lora_target(cfg.model.lora.target_modules))
     r = cfg.model.lora.r
     return sum(
         r * (m.in_features + m.out_features) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and target.match(name)
