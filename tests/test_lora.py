@@ -91,5 +91,20 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
         assert kl[0] == 0.0 and kl[-1] > 0.0  # the policy starts as its reference, the SFT model, then moves
         trained = pretrained(model_cfg, str(rl.checkpoint))
         assert any(not torch.equal(w, sft_model[n]) for n, w in trained.named_parameters())
-    adapter = json.loads((tmp_path / "rl-4" / "checkpoints" / "step-0000002" / "adapter_config.json").read_text())
+    rl_checkpoint = tmp_path / "rl-4" / "checkpoints" / "step-0000002"
+    adapter = json.loads((rl_checkpoint / "adapter_config.json").read_text())
     assert adapter["base_model_name_or_path"] == str(sft.checkpoint)  # resumed and evaluated on the SFT model
+
+    # `vlrl export`: the RL adapter on the SFT adapter on the base, as one plain model that
+    # transformers loads without PEFT, equal to the merge vlrl itself loads.
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+
+    assert main(["export", str(rl_checkpoint), str(tmp_path / "exported")]) == 0
+    assert not (tmp_path / "exported" / "adapter_config.json").exists()
+    exported = AutoModelForImageTextToText.from_pretrained(tmp_path / "exported")
+    merged = dict(pretrained(model_cfg, str(rl_checkpoint)).named_parameters())
+    assert all(torch.equal(w, merged[n]) for n, w in exported.named_parameters())
+    assert any(not torch.equal(w, sft_model[n]) for n, w in exported.named_parameters())  # the RL adapter is in it
+    processor = AutoProcessor.from_pretrained(tmp_path / "exported")
+    assert processor.chat_template == AutoProcessor.from_pretrained(rl_checkpoint).chat_template is not None

@@ -1,4 +1,4 @@
-"""`vlrl train | sft | eval | score | data | tasks | config | plot | plan | tiny-model`: the command line."""
+"""`vlrl train | sft | eval | score | data | tasks | config | plot | plan | export | tiny-model`: the command line."""
 
 from __future__ import annotations
 
@@ -324,6 +324,14 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
     console.print(f"wrote {args.shape or 'tiny'} {spec.arch} checkpoint (random weights) to {path}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    from vlrl.modeling import export_full_model
+
+    _quiet_transformers()
+    out = export_full_model(args.checkpoint, Path(args.out))
+    console.print(f"wrote the full model of {args.checkpoint} (LoRA adapters merged) to {out}")
+
+
 def cmd_plan(args: argparse.Namespace) -> None:
     from vlrl.plan import GB, Workload, fits, model_shape, plans
 
@@ -434,6 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--image-tokens", type=int, help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)")
     _add_config_args(plan)
     plan.set_defaults(func=cmd_plan)
+
+    export = commands.add_parser(
+        "export", help="a checkpoint as a plain HF model directory (LoRA adapters merged), for from_pretrained and other tools"
+    )
+    export.add_argument("checkpoint", help="a run's checkpoints/step-N (full or LoRA) or any local checkpoint")
+    export.add_argument("out", help="the directory to write")
+    export.set_defaults(func=cmd_export)
 
     tiny = commands.add_parser("tiny-model", help="write a tiny local checkpoint of a model family (tests, demo)")
     tiny.add_argument("out")

@@ -90,6 +90,19 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
 
 
+def export_full_model(checkpoint: str, out: Path) -> Path:
+    """`checkpoint` as a plain transformers model directory that `from_pretrained` loads without
+    PEFT: a LoRA checkpoint's adapters merged (an RL adapter on an SFT adapter on a base), in the
+    dtype its full weights were saved in; the processor beside it."""
+    cfg = ModelConfig(path=checkpoint)
+    path = checkpoint_path(cfg)
+    saved = json.loads((Path(weights_root(path)) / "config.json").read_text())
+    cfg.dtype = saved.get("dtype") or saved.get("torch_dtype") or "float32"
+    pretrained(cfg, path).save_pretrained(out)
+    load_processor(cfg, path).save_pretrained(out)
+    return out
+
+
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
     """The policy (or reference) model; LoRA adapters and vision freezing as configured.
 
