@@ -13,7 +13,7 @@ from vlrl.config import ModelConfig, VideoConfig
 from vlrl.data import load_split
 from vlrl.modeling import family_of_model, frame_spec, load_model, load_processor
 from vlrl.models import FAMILIES
-from vlrl.policy import completion_logprobs
+from vlrl.policy import completion_logprobs, completion_rows
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, sample_categorical
@@ -111,20 +111,11 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
     model, processor, prompts = setup
     engine = HFEngine(model, processor.tokenizer)
     groups = engine.generate(prompts, SamplingParams(n=3, max_new_tokens=10, temperature=0.7), torch.Generator().manual_seed(1))
-    completions = [c for g in groups for c in g.completions]
-    width = max(len(c.token_ids) for c in completions)
-    ids = torch.full((len(completions), width), engine.pad_id)
-    mask = torch.zeros(len(completions), width)
-    sampled = torch.zeros(len(completions), width)
-    for i, c in enumerate(completions):
-        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids)
-        mask[i, : len(c.token_ids)] = 1
-        sampled[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
+    r = completion_rows(groups, engine.pad_id)
+    assert r.rows.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     with torch.no_grad():
-        recomputed, _, _ = completion_logprobs(
-            model, collate(prompts, engine.pad_id), torch.arange(3).repeat_interleave(3), ids, mask, temperature=0.7
-        )
-    torch.testing.assert_close(recomputed * mask, sampled * mask, rtol=1e-5, atol=1e-5)
+        recomputed = completion_logprobs(model, collate(prompts, engine.pad_id), r.rows, r.ids, r.mask, temperature=0.7).logp
+    torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
 
 
 def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):

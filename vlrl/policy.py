@@ -9,14 +9,18 @@ loss and its gradient are those of G full forwards (tests pin this down).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from transformers import Cache
 
 from vlrl.modeling import core_model, family_of_model
 from vlrl.prompting import PromptBatch
+
+if TYPE_CHECKING:
+    from vlrl.rollout.base import Completion
 
 
 @dataclass
@@ -111,6 +115,44 @@ class SamplingFilter:
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
         return filter_top_k_top_p(allowed, self.top_k, self.top_p)
+
+
+class CompletionRows(NamedTuple):
+    """Completions of several prompts as right-padded rows, prompt-major."""
+
+    rows: torch.Tensor  # (R,) the prompt each row continues
+    ids: torch.Tensor  # (R, T) token ids, padded with the pad id
+    mask: torch.Tensor  # (R, T) 1 on real tokens
+    logprobs: torch.Tensor | None  # (R, T) the engine's, zero-padded; None if any completion lacks them
+    entropies: torch.Tensor | None  # (R, T) likewise
+    truncated: torch.Tensor  # (R,) hit max_new_tokens without stopping
+
+
+def completion_rows(groups: Sequence[object], pad_id: int) -> CompletionRows:
+    """The completions of `groups` (anything with `.completions`: an engine's Generations, the
+    trainer's Groups) as the tensors the forwards take."""
+    completions: list[Completion] = [c for g in groups for c in g.completions]  # type: ignore[attr-defined]
+    shape = (len(completions), max([1, *(len(c.token_ids) for c in completions)]))
+    ids = torch.full(shape, pad_id, dtype=torch.long)
+    mask = torch.zeros(shape)
+    for i, c in enumerate(completions):
+        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
+        mask[i, : len(c.token_ids)] = 1.0
+    rows = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)  # type: ignore[attr-defined]
+    truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
+    return CompletionRows(
+        rows, ids, mask, _padded([c.logprobs for c in completions], shape), _padded([c.entropies for c in completions], shape), truncated
+    )
+
+
+def _padded(values: list[list[float] | None], shape: tuple[int, int]) -> torch.Tensor | None:
+    """Per-token values right-padded with zeros, or None if any row lacks them."""
+    if any(row is None for row in values):
+        return None
+    out = torch.zeros(shape)
+    for i, row in enumerate(values):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
 
 
 class TokenLogprobs(NamedTuple):

@@ -12,6 +12,26 @@ TINY_VLLM = "tiny:qwen2_5_vl-h32"  # head size 32: vLLM's CPU attention has no k
 KV_CACHE = 64 << 20  # bytes: plenty for the tiny model, and vLLM starts fast
 
 
+def reference_logprobs(model, processor, prompts, generations, temperature: float):
+    """The engine's log-probs of its sampled tokens and the HF policy's, under the distribution
+    the engine samples from (logits / T, the family's vision tokens and the padded vocabulary
+    removed), both (R, T) and zero past each completion."""
+    import torch
+
+    from vlrl.modeling import family_of_model
+    from vlrl.policy import completion_logits, completion_rows
+    from vlrl.prompting import collate
+    from vlrl.rollout.base import banned_token_ids
+
+    pad = processor.tokenizer.pad_token_id
+    r = completion_rows(generations, pad)
+    with torch.no_grad():
+        logits = completion_logits(model, collate(prompts, pad), r.rows, r.ids, r.mask).float()
+    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], family_of_model(model).vision_tokens)] = float("-inf")
+    logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, r.ids[..., None]).squeeze(-1)
+    return logp * r.mask, r.logprobs * r.mask
+
+
 def pytest_collection_modifyitems(config, items):
     import importlib.util
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
+from tests.vllm_engine.conftest import reference_logprobs
 from vlrl.config import ModelConfig
 from vlrl.data import FrameSpec, load_split
 from vlrl.modeling import full_weights, load_model, load_processor
 from vlrl.models import family_class
 from vlrl.models.base import collapse_runs
-from vlrl.policy import completion_logits
-from vlrl.prompting import collate, render_prompt
+from vlrl.prompting import render_prompt
 from vlrl.rollout import SamplingParams, make_engine
 from vlrl.rollout.base import banned_token_ids
 from vlrl.rollout.hf import HFEngine
@@ -50,28 +50,6 @@ def engine_prompt_lengths(engine, prompts) -> list[int]:
 
     outputs = engine.llm.generate([engine.request(p) for p in prompts], VLLMSampling(max_tokens=1), use_tqdm=False)
     return [len(o.prompt_token_ids) for o in outputs]
-
-
-def reference_logprobs(model, processor, prompts, generations, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """The HF policy's log-probs of the engine's tokens under the distribution the engine
-    samples from: logits / T with the banned tokens removed."""
-    completions = [c for g in generations for c in g.completions]
-    rows = torch.tensor([i for i, g in enumerate(generations) for _ in g.completions])
-    width = max(len(c.token_ids) for c in completions)
-    pad = processor.tokenizer.pad_token_id
-    ids = torch.full((len(completions), width), pad)
-    mask = torch.zeros(len(completions), width)
-    for i, c in enumerate(completions):
-        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids)
-        mask[i, : len(c.token_ids)] = 1
-    with torch.no_grad():
-        logits = completion_logits(model, collate(prompts, pad), rows, ids, mask).float()
-    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], VISION)] = float("-inf")
-    logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, ids[..., None]).squeeze(-1)
-    engine = torch.zeros_like(logp)
-    for i, c in enumerate(completions):
-        engine[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
-    return logp * mask, engine * mask
 
 
 def test_pad_runs_collapse_to_one_token_each():

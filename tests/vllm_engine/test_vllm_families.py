@@ -17,11 +17,10 @@ from vlrl.config import ConfigError
 from vlrl.data import load_split
 from vlrl.modeling import frame_spec, full_weights, load_model, load_processor
 from vlrl.models import model_family
-from vlrl.policy import completion_logits
-from vlrl.prompting import collate, render_prompt
+from vlrl.prompting import render_prompt
 from vlrl.rollout import SamplingParams, make_engine
-from vlrl.rollout.base import banned_token_ids
 from vlrl.rollout.hf import HFEngine
+from tests.vllm_engine.conftest import reference_logprobs
 from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
 
 # family build, dtype, log-prob tolerance: float32 as the HF forward to rounding; bfloat16 (what
@@ -74,23 +73,9 @@ def test_sampled_logprobs_equal_the_hf_forward(setup):
     if not engine.family.vllm_video_refusal:
         prompts = [*prompts, video]
     generations = engine.generate(prompts, SamplingParams(n=2, max_new_tokens=8), torch.Generator().manual_seed(0))
-    completions = [c for g in generations for c in g.completions]
-    assert len(completions) == 2 * len(prompts)
-    rows = torch.tensor([i for i, g in enumerate(generations) for _ in g.completions])
-    pad = processor.tokenizer.pad_token_id
-    width = max(len(c.token_ids) for c in completions)
-    ids = torch.full((len(completions), width), pad)
-    mask = torch.zeros(len(completions), width)
-    sampled = torch.zeros(len(completions), width)
-    for i, c in enumerate(completions):
-        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids)
-        mask[i, : len(c.token_ids)] = 1
-        sampled[i, : len(c.logprobs)] = torch.tensor(c.logprobs)
-    with torch.no_grad():
-        logits = completion_logits(model, collate(prompts, pad), rows, ids, mask).float()
-    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], engine.family.vision_tokens)] = float("-inf")
-    reference = torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None]).squeeze(-1)
-    torch.testing.assert_close(sampled * mask, reference * mask, rtol=0, atol=tolerance)
+    assert sum(len(g.completions) for g in generations) == 2 * len(prompts)
+    reference, sampled = reference_logprobs(model, processor, prompts, generations, 1.0)
+    torch.testing.assert_close(sampled, reference, rtol=0, atol=tolerance)
 
 
 def test_pushed_weights_are_the_ones_sampled_with(setup):

@@ -20,7 +20,7 @@ from vlrl.config import Config, ConfigError
 from vlrl.datasets import load_task_split, task_sources
 from vlrl.eval.harness import evaluate
 from vlrl.modeling import core_model, family_of_model, load_model
-from vlrl.policy import SamplingFilter, TokenLogprobs, completion_logprobs
+from vlrl.policy import SamplingFilter, TokenLogprobs, completion_logprobs, completion_rows
 from vlrl.prompting import Prompt, UnusableSample, collate, render_prompt, render_usable
 from vlrl.rollout import Completion, SamplingParams, make_engine
 from vlrl.rollout.base import banned_token_ids
@@ -61,19 +61,8 @@ class RolloutBatch:
 
     @classmethod
     def from_groups(cls, groups: list[Group], pad_id: int) -> RolloutBatch:
-        completions = [c for g in groups for c in g.completions]
-        width = max([1, *(len(c.token_ids) for c in completions)])
-        shape = (len(completions), width)
-        ids = torch.full(shape, pad_id, dtype=torch.long)
-        mask = torch.zeros(shape)
-        for i, c in enumerate(completions):
-            ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
-            mask[i, : len(c.token_ids)] = 1.0
-        prompt_index = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)
-        truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
-        logp = _padded([c.logprobs for c in completions], shape)
-        entropy = _padded([c.entropies for c in completions], shape)
-        return cls(groups, prompt_index, ids, mask, logp, entropy, truncated)
+        r = completion_rows(groups, pad_id)
+        return cls(groups, r.rows, r.ids, r.mask, r.logprobs, r.entropies, r.truncated)
 
     @property
     def prompts(self) -> list[Prompt]:
@@ -81,16 +70,6 @@ class RolloutBatch:
 
     def lengths(self) -> list[int]:
         return self.completion_mask.sum(dim=1).long().tolist()
-
-
-def _padded(rows: list[list[float] | None], shape: tuple[int, int]) -> torch.Tensor | None:
-    """Per-token values right-padded with zeros, or None if any row lacks them."""
-    if any(row is None for row in rows):
-        return None
-    out = torch.zeros(shape)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
 
 
 def micro_batches(
