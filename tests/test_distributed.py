@@ -103,6 +103,7 @@ def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_
         tmp_path,
     )
     assert sft.returncode == 0, sft.stderr[-3000:]
+    assert sft.stdout.count("run directory:") == 1  # process 0 prints the run's files
     checkpoint = sft_dir / "checkpoints" / "step-0000003"
     assert checkpoint.is_dir()
     rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines()]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import sys
@@ -83,7 +82,7 @@ def _print_run(result) -> int:
             "run the same command again to resume from the checkpoint"
         )
     status = exit_status(result.stopped_by) if result.stopped_by else 0
-    if os.environ.get("RANK", "0") != "0":
+    if not result.main:
         return status
     console.print(f"run directory: {result.run_dir}")
     console.print(f"metrics:       {result.metrics}")

@@ -52,6 +52,7 @@ class RunResult:
     checkpoint: Path | None
     steps_done: int
     stopped_by: int = 0  # the signal that stopped the run early (stops.py); 0: it ran to the end
+    main: bool = True  # process 0 (under torchrun the others return the same run)
 
 
 def lr_factor(step: int, t: TrainerConfig) -> float:
@@ -330,4 +331,4 @@ class Run:
         self.logs.close()
         if self.unusable is not None:
             self.unusable.close()
-        return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by)
+        return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by, self.procs.main)
