@@ -56,6 +56,12 @@ def test_a_checkpoint_goes_by_its_model_type_and_a_bare_name_by_its_hints(tmp_pa
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
         assert model_family(ModelConfig(path=str(folder))).name == model_type
+    # an RL LoRA adapter added to an SFT LoRA adapter of a Qwen3-VL model: the base's family
+    sft, rl = tmp_path / "sft-adapter", tmp_path / "rl-adapter"
+    for adapter, base in ((sft, tmp_path / "qwen3_vl"), (rl, sft)):
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+    assert model_family(ModelConfig(path=str(rl))).name == "qwen3_vl"
     hinted = {
         "/models/Qwen2-VL-2B-Instruct": "qwen2_vl",
         "/models/Qwen2.5-VL-7B-Instruct": "qwen2_5_vl",

@@ -81,8 +81,9 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     into its base (recursively: an RL adapter on an SFT adapter on a base model)."""
     base = lora_base(path)
     if base is None:
-        model = model_family(cfg).load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
-        model.vlrl_family = model_family(cfg)  # forward passes ask the model's family (family_of_model)
+        family = model_family(cfg)
+        model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
+        model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
         return model
     from peft import PeftModel
 
