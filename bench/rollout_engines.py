@@ -51,7 +51,8 @@ def main() -> None:
     else:
         path = args.model or str(tiny_checkpoint(tiny_spec("tiny:qwen2_5_vl-h32")))
     cuda = torch.cuda.is_available()
-    work = Path(tempfile.mkdtemp(prefix="vlrl-bench-"))
+    scratch = tempfile.TemporaryDirectory(prefix="vlrl-bench-")  # removed when the bench exits
+    work = Path(scratch.name)
     data = write_synthetic_rec(work / "rec.json", size=args.prompts, seed=0)
     overrides = {
         "model.path": path,

@@ -19,6 +19,7 @@ from vlrl.config import AlgoConfig
 
 TRL_VERSION = "1.16.0"  # what these tests were written against; the dev extra pins it
 MAX_COMPLETION_LENGTH = 12
+SCRATCH = tempfile.TemporaryDirectory(prefix="trl-")  # the trainers' output_dir, removed at exit
 ROWS, PROMPT_LENGTH = 8, 5
 AGGREGATION = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm"}
 CASES = [
@@ -47,7 +48,7 @@ def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, le
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_path, dtype=torch.float32)
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="trl-"),
+        output_dir=SCRATCH.name,
         loss_type=loss_type,
         beta=beta,
         use_bias_correction_kl=False,  # TRL 1.16's default weighs the KL by the ratio; vlrl's k3 has no such weight

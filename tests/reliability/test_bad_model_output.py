@@ -6,6 +6,7 @@ range, in bounded time, without raising."""
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from functools import cache
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from vlrl.data import FrameSpec
 from vlrl.registry import task_class
 
+SCRATCH = tempfile.TemporaryDirectory(prefix="bad-output-")  # the synthetic data, removed at exit
 # Every task, and the options that switch to another parser or rule.
 CONFIGS = [
     ("classification", {}),
@@ -92,11 +94,10 @@ MEGABYTE = [
 
 @cache
 def task_and_samples(name: str, options: tuple) -> tuple:
-    import tempfile
     from pathlib import Path
 
     task = task_class(name)(options=dict(options), rewards={n: 1.0 for n in task_class(name)(dict(options)).reward_functions()})
-    path = Path(tempfile.mkdtemp(prefix="bad-output-")) / f"train{task.data_suffix}"
+    path = Path(tempfile.mkdtemp(dir=SCRATCH.name)) / f"train{task.data_suffix}"
     task.synthesize(path, size=4, seed=0)
     split = task.load(path, FrameSpec("absolute", 3136, 50176))
     assert not split.errors and split.samples
