@@ -10,7 +10,7 @@ from vlrl.modeling import load_model
 from vlrl.plan import Block, ModelShape, Workload, activation_bytes, memory, model_shape
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_5"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
 def test_counts_from_the_config_equal_the_loaded_models(family):
     for lora in (0, 4):
         cfg = load_config(None, [f"model.path=tiny:{family}", f"model.lora.r={lora}", "model.dtype=float32"])
@@ -20,10 +20,12 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
         frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
         assert shape.trainable == trained
         assert shape.params == (frozen if lora else trained)  # LoRA: the base's weights are frozen
-    if family != "qwen2_5_vl":
-        return
-    assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64) and shape.vision.count == 2
-    assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
+    # the widths the activations are counted in: the tiny builds' hidden sizes (Qwen3's layers
+    # hold QK-norms of head size 32 before their hidden-size norms)
+    assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64)
+    assert shape.vision == Block(count=2, params=shape.vision.params, hidden=32)
+    if family == "qwen2_5_vl":
+        assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
 
 
 def test_a_shape_is_counted_without_its_tokenizer():

@@ -67,12 +67,16 @@ class ModelShape:
 
 
 def _hidden(block: torch.nn.Module) -> int:
-    """The block's width: the size of its first normalization's weight."""
-    for module in block.modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(weight, torch.Tensor) and weight.dim() == 1 and not isinstance(module, torch.nn.Linear):
-            return weight.numel()
-    raise ValueError(f"{type(block).__name__} has no normalization layer to read its width from")
+    """The block's width: the size of its widest normalization weight (Qwen3's layers
+    normalize each head's queries and keys first, over head_dim, then the hidden state)."""
+    widths = [
+        module.weight.numel()
+        for module in block.modules()
+        if isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dim() == 1 and not isinstance(module, torch.nn.Linear)
+    ]
+    if not widths:
+        raise ValueError(f"{type(block).__name__} has no normalization layer to read its width from")
+    return max(widths)
 
 
 def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
