@@ -67,11 +67,16 @@ def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("shape", "parameters"),
-    [("qwen2.5-vl-3b", 3_754_622_976), ("qwen2.5-vl-7b", 8_292_166_656), ("qwen2-vl-2b", 2_208_985_600)],
+    [
+        ("qwen2.5-vl-3b", 3_754_622_976),
+        ("qwen2.5-vl-7b", 8_292_166_656),
+        ("qwen2-vl-2b", 2_208_985_600),
+        ("qwen3-vl-8b", 8_767_123_696),
+    ],
 )
 def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
-    """The counts of Qwen2.5-VL-3B-Instruct, Qwen2.5-VL-7B-Instruct and Qwen2-VL-2B-Instruct
-    (their bf16 safetensors' total_size / 2), built on the meta device: no memory, no weights drawn."""
+    """The counts of Qwen2.5-VL-3B-Instruct, Qwen2.5-VL-7B-Instruct, Qwen2-VL-2B-Instruct and
+    Qwen3-VL-8B-Instruct (their bf16 safetensors' total_size / 2), built on the meta device: no memory, no weights drawn."""
     from vlrl.testing.tiny import SHAPES, build_model, build_tokenizer
 
     spec = SHAPES[shape]

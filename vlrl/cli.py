@@ -437,7 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="per-GPU memory of a run for each parallelism strategy, from the model's config")
     plan.add_argument("--gpus", type=int, default=1, help="GPUs in the run (default 1)")
     plan.add_argument("--gpu-memory", type=float, default=80.0, help="GB of memory per GPU (default 80)")
-    plan.add_argument("--shape", help="a real checkpoint's shape instead of model.path: " + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b")))
+    plan.add_argument("--shape", help="a real checkpoint's shape instead of model.path: " + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b")))
     plan.add_argument("--image-tokens", type=int, help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)")
     _add_config_args(plan)
     plan.set_defaults(func=cmd_plan)
@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered family's",
     )
     tiny.add_argument("--seed", type=int, default=0)
-    tiny.add_argument("--shape", help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2-vl-2b")
+    tiny.add_argument("--shape", help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2-vl-2b, qwen3-vl-8b")
     tiny.add_argument("--device", default="cpu", help="where to draw the weights (cuda is faster for large shapes)")
     tiny.set_defaults(func=cmd_tiny_model)
     return parser

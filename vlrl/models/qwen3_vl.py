@@ -121,6 +121,7 @@ class Qwen3VLMoe(Qwen3VL):
         "not the Linear modules peft targets"
     )
     experts = 4  # tiny build: 4 experts, 2 of them per token
+    experts_per_token = 2
 
     def vllm_refusal(self, dtype, cuda: bool) -> str:
         return (
@@ -128,7 +129,6 @@ class Qwen3VLMoe(Qwen3VL):
             "transformers 5 keeps them transposed (experts.gate_up_proj is experts x 2*intermediate x hidden), so "
             "neither its checkpoints nor the weights vlrl pushes after an update load; use rollout.engine=hf"
         )
-    experts_per_token = 2
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
         from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration

@@ -136,6 +136,24 @@ SHAPES = {
         vision_intermediate=5120,
         **QWEN_SCALE,
     ),
+    # Qwen3-VL-8B-Instruct: the family's vision tower (27 blocks of 1152, deepstack at 8/16/24)
+    # and Qwen3-8B's text model.
+    "qwen3-vl-8b": TinySpec(
+        arch="qwen3_vl",
+        hidden_size=4096,
+        num_layers=36,
+        num_heads=32,
+        intermediate_size=12288,
+        **{
+            **QWEN_SCALE,
+            "num_kv_heads": 8,
+            "rope_theta": 5e6,
+            "vision_depth": 27,
+            "vision_hidden": 1152,
+            "vision_intermediate": 4304,
+            "tie_embeddings": False,
+        },
+    ),
 }
 
 
