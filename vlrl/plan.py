@@ -69,11 +69,8 @@ class ModelShape:
 def _hidden(block: torch.nn.Module) -> int:
     """The block's width: the size of its widest normalization weight (Qwen3's layers
     normalize each head's queries and keys first, over head_dim, then the hidden state)."""
-    widths = [
-        module.weight.numel()
-        for module in block.modules()
-        if isinstance(getattr(module, "weight", None), torch.Tensor) and module.weight.dim() == 1 and not isinstance(module, torch.nn.Linear)
-    ]
+    weights = [getattr(module, "weight", None) for module in block.modules() if not isinstance(module, torch.nn.Linear)]
+    widths = [w.numel() for w in weights if isinstance(w, torch.Tensor) and w.dim() == 1]
     if not widths:
         raise ValueError(f"{type(block).__name__} has no normalization layer to read its width from")
     return max(widths)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from vlrl.models.qwen2_vl import H32, Qwen2VL
-from vlrl.testing.tiny import TinySpec, instantiate, text_config, vision_token_ids
+from vlrl.testing.tiny import TinySpec, instantiate, text_config
 
 
 class Qwen25VL(Qwen2VL):
@@ -31,7 +31,7 @@ class Qwen25VL(Qwen2VL):
         return positions, positions.amax(dim=(0, 2)) + 1
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+        from transformers import Qwen2_5_VLForConditionalGeneration
 
         vision = dict(
             depth=spec.vision_depth,
@@ -43,13 +43,7 @@ class Qwen25VL(Qwen2VL):
             window_size=112,
             tokens_per_second=2,
         )
-        config = Qwen2_5_VLConfig(
-            text_config=text_config(spec, tokenizer),
-            vision_config=vision,
-            tie_word_embeddings=spec.tie_embeddings,
-            **vision_token_ids(tokenizer),
-        )
-        return instantiate(Qwen2_5_VLForConditionalGeneration, config, spec, tokenizer)
+        return instantiate(Qwen2_5_VLForConditionalGeneration, spec, tokenizer, text_config(spec, tokenizer), vision)
 
     def build_tiny_processor(self, spec: TinySpec, tokenizer):
         from transformers import Qwen2_5_VLProcessor

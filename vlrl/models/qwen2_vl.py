@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from vlrl.models.base import ModelFamily
-from vlrl.testing.tiny import CHAT_TEMPLATE, TinySpec, instantiate, text_config, vision_token_ids
+from vlrl.testing.tiny import CHAT_TEMPLATE, TinySpec, instantiate, text_config
 
 # head size 32 (num_heads 2 at hidden 64): vLLM's CPU attention has no kernel for the default's 16
 H32 = {"num_heads": 2, "num_kv_heads": 1}
@@ -22,7 +22,7 @@ class Qwen2VL(ModelFamily):
     chat_template = CHAT_TEMPLATE
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+        from transformers import Qwen2VLForConditionalGeneration
 
         vision = dict(
             depth=spec.vision_depth,
@@ -31,13 +31,7 @@ class Qwen2VL(ModelFamily):
             num_heads=spec.vision_heads,
             mlp_ratio=(spec.vision_intermediate or 2 * spec.vision_hidden) // spec.vision_hidden,
         )
-        config = Qwen2VLConfig(
-            text_config=text_config(spec, tokenizer),
-            vision_config=vision,
-            tie_word_embeddings=spec.tie_embeddings,
-            **vision_token_ids(tokenizer),
-        )
-        return instantiate(Qwen2VLForConditionalGeneration, config, spec, tokenizer)
+        return instantiate(Qwen2VLForConditionalGeneration, spec, tokenizer, text_config(spec, tokenizer), vision)
 
     def build_tiny_processor(self, spec: TinySpec, tokenizer):
         from transformers import Qwen2VLProcessor

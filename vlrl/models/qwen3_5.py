@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL
-from vlrl.testing.tiny import TinySpec, instantiate, mrope_sections, text_config, vision_token_ids
+from vlrl.testing.tiny import TinySpec, instantiate, mrope_sections, text_config
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
 FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
@@ -111,12 +111,7 @@ class Qwen35(Qwen3VL):
         return vision
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+        from transformers import Qwen3_5ForConditionalGeneration
 
-        config = Qwen3_5Config(
-            text_config=self.text_config(spec, tokenizer),
-            vision_config=self.vision_config(spec),
-            tie_word_embeddings=spec.tie_embeddings,
-            **vision_token_ids(tokenizer),
-        )
-        return instantiate(Qwen3_5ForConditionalGeneration, config, spec, tokenizer)
+        text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
+        return instantiate(Qwen3_5ForConditionalGeneration, spec, tokenizer, text, vision)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from vlrl.models.base import ModelFamily
-from vlrl.testing.tiny import TinySpec, instantiate, text_config, vision_token_ids
+from vlrl.testing.tiny import TinySpec, instantiate, text_config
 
 # Renders what Qwen3-VL-Instruct's own template renders for vlrl's messages (an optional system
 # message, user turns of images, videos and text, assistant turns of text): no default system
@@ -85,15 +85,10 @@ class Qwen3VL(ModelFamily):
         return {**text_config(spec, tokenizer, mrope_interleaved=True), "head_dim": spec.hidden_size // spec.num_heads}
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+        from transformers import Qwen3VLForConditionalGeneration
 
-        config = Qwen3VLConfig(
-            text_config=self.text_config(spec, tokenizer),
-            vision_config=self.vision_config(spec),
-            tie_word_embeddings=spec.tie_embeddings,
-            **vision_token_ids(tokenizer),
-        )
-        return instantiate(Qwen3VLForConditionalGeneration, config, spec, tokenizer)
+        text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
+        return instantiate(Qwen3VLForConditionalGeneration, spec, tokenizer, text, vision)
 
     def build_tiny_processor(self, spec: TinySpec, tokenizer):
         from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor
@@ -131,7 +126,7 @@ class Qwen3VLMoe(Qwen3VL):
         )
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+        from transformers import Qwen3VLMoeForConditionalGeneration
 
         text = {
             **self.text_config(spec, tokenizer),
@@ -140,10 +135,4 @@ class Qwen3VLMoe(Qwen3VL):
             "moe_intermediate_size": spec.intermediate_size // 2,
             "decoder_sparse_step": 1,
         }
-        config = Qwen3VLMoeConfig(
-            text_config=text,
-            vision_config=self.vision_config(spec),
-            tie_word_embeddings=spec.tie_embeddings,
-            **vision_token_ids(tokenizer),
-        )
-        return instantiate(Qwen3VLMoeForConditionalGeneration, config, spec, tokenizer)
+        return instantiate(Qwen3VLMoeForConditionalGeneration, spec, tokenizer, text, self.vision_config(spec))

@@ -258,20 +258,19 @@ def text_config(spec: TinySpec, tokenizer, **rope: Any) -> dict[str, Any]:
     )
 
 
-def vision_token_ids(tokenizer) -> dict[str, int]:
-    """The config keys naming the vision special tokens' ids."""
+def instantiate(model_cls, spec: TinySpec, tokenizer, text: dict[str, Any], vision: dict[str, Any]):
+    """`model_cls` with these text and vision configs, the vision tokens' ids and weights drawn
+    from spec.seed, ending its completions as Qwen's do."""
     ids = special_token_ids(tokenizer)
-    return dict(
+    config = model_cls.config_class(
+        text_config=text,
+        vision_config=vision,
+        tie_word_embeddings=spec.tie_embeddings,
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
         vision_end_token_id=ids["<|vision_end|>"],
     )
-
-
-def instantiate(model_cls, config, spec: TinySpec, tokenizer):
-    """The model with weights drawn from spec.seed, ending its completions as Qwen's do."""
-    ids = special_token_ids(tokenizer)
     torch.manual_seed(spec.seed)
     model = model_cls(config)
     model.generation_config.eos_token_id = [ids["<|im_end|>"], ids["<|endoftext|>"]]
