@@ -266,6 +266,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         (FSDP_FOUR,),
     ),
     Mutation(
+        "fsdp2 on torch 2.11: an unused vision tower's gradients not reduced", "vlrl/parallel/fsdp2.py",
+        "    root.register_forward_hook(touch_every_parameter)", "    pass", (FSDP_TWO,),
+    ),
+    Mutation(
         "fsdp2: bf16 weights stepped in place (no fp32 shards)", "vlrl/parallel/fsdp2.py",
         "upcast = upcast and dtype != torch.float32 and any(p.dtype == dtype for p in trainable)", "upcast = False",
         (FSDP_TWO,),

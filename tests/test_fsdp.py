@@ -75,7 +75,7 @@ def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
     }
 
 
-SAME_AS = {"rl": "rl", "rl-recompute": "rl", "lora": "lora", "lora-offload": "lora", "sft": "sft"} | {f: f for f in FAMILIES}
+SAME_AS = {"rl": "rl", "rl-torch-2.11": "rl", "rl-recompute": "rl", "lora": "lora", "lora-offload": "lora", "sft": "sft"} | {f: f for f in FAMILIES}
 
 
 def assert_same_run(sharded: dict, one: dict) -> None:
@@ -93,9 +93,11 @@ def assert_same_run(sharded: dict, one: dict) -> None:
 def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, tiny_qwen25, reference):
     # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU: the
     # same numbers as one replicated process without either.
-    ranks = launch(2, tmp_path, rec_data, "rl-recompute", "lora-offload", "sft", "precision", "rl-hf", "resume", "generate", *FAMILIES)
+    # On torch 2.11's FSDP2 too (no set_reduce_scatter_unused_params: vlrl/parallel/fsdp2.py).
+    scenarios = ("rl-recompute", "rl-torch-2.11", "lora-offload", "sft", "precision", "rl-hf", "resume", "generate", *FAMILIES)
+    ranks = launch(2, tmp_path, rec_data, *scenarios)
     first = ranks[0]
-    for scenario in ("rl-recompute", "lora-offload", "sft", *FAMILIES):
+    for scenario in ("rl-recompute", "rl-torch-2.11", "lora-offload", "sft", *FAMILIES):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
     assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
     # LoRA's full weights are the base plus B A: PEFT's own merge of the adapter the run saved

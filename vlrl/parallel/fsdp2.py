@@ -78,6 +78,44 @@ def unit_modules(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
     return [*layers, [embed], [head]]
 
 
+def root_parameters(model: torch.nn.Module, below: list[list[torch.nn.Module]]) -> list[tuple[torch.nn.Module, str]]:
+    """The trained parameters of the root unit (the vision tower, the final norm) as (module,
+    attribute): FSDP2 swaps the tensor an attribute holds when it gathers or frees a unit."""
+    in_units = {id(p) for modules in below for m in modules for p in m.parameters()}
+    return [
+        (module, name)
+        for module in model.modules()
+        for name, p in module.named_parameters(recurse=False)
+        if p.requires_grad and id(p) not in in_units
+    ]
+
+
+def reduce_unused_root_gradients(root: FSDPModule, trained: list[tuple[torch.nn.Module, str]]) -> None:
+    """A process whose micro-batch has no image (an idle pass, a text-only sample) leaves the
+    vision tower without gradients, while another process's has them: the root unit's
+    reduce-scatters would then differ in size between processes and the run dies. Every
+    process must reduce every trained root parameter, zeros where it has no gradient.
+
+    torch >= 2.12 does it when asked (`set_reduce_scatter_unused_params`). Older FSDP2 (2.11
+    on the GPU machines this project is lent) reduces only parameters that have a gradient:
+    there, every forward that records gradients adds zero times one element of each trained
+    root parameter to the logits, so each of them gets a gradient of zeros."""
+    if hasattr(root, "set_reduce_scatter_unused_params"):
+        root.set_reduce_scatter_unused_params(True, recurse=False)
+        return
+    if not trained:
+        return
+
+    def touch_every_parameter(module: torch.nn.Module, args: Any, output: Any) -> Any:
+        if torch.is_grad_enabled() and getattr(output, "logits", None) is not None:
+            # the gathered tensors, as the root keeps them from its forward to its backward
+            zero = sum(getattr(owner, name).reshape(-1)[0].float() for owner, name in trained) * 0.0
+            output.logits = output.logits + zero.to(output.logits.dtype)
+        return output
+
+    root.register_forward_hook(touch_every_parameter)
+
+
 Unit = tuple[FSDPModule, list[str]]  # a unit's handle and its modules' names in the transformers model
 
 
@@ -114,14 +152,14 @@ class FSDP2:
         )
         offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if self.cpu_offload else OffloadPolicy()
         names = {id(m): name for name, m in core_model(model).named_modules()}
+        below = unit_modules(model)
+        root_trained = root_parameters(model, below)
         units: list[Unit] = []
-        for modules in unit_modules(model):
+        for modules in below:
             fully_shard(modules, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=True)
             units.append((modules[0], [names[id(m)] for m in modules]))
         root = fully_shard(model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=not keep_root)
-        # A process whose batch has no image leaves the vision tower without gradients: it then
-        # reduces zeros, so the reduce-scatter of the root unit has the same size everywhere.
-        root.set_reduce_scatter_unused_params(True, recurse=False)
+        reduce_unused_root_gradients(root, root_trained)
         return [*units, (root, [])]
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
