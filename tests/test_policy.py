@@ -4,6 +4,8 @@ batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attentio
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -17,6 +19,7 @@ from vlrl.policy import completion_logprobs, completion_rows
 from vlrl.prompting import collate, render_prompt
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, sample_categorical
+from vlrl.trainer.rl import RolloutBatch, rows_logprobs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
@@ -151,3 +154,29 @@ def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
     assert ((frequencies - probs.double()).abs() <= 5 * sigma).all(), frequencies
     unnormalized = sample_categorical(2.0 * probs.repeat(draws, 1), torch.Generator().manual_seed(0))
     assert torch.equal(unnormalized, tokens)  # the same draws: rows need not sum to 1
+
+
+def test_forwards_compute_on_the_run_device_not_where_the_parameters_are_stored(setup):
+    """FSDP2 with CPU offload stores the parameters on the CPU and computes on the GPU: inputs
+    placed by the first parameter's device met CUDA logits in the reference forward (issue 23).
+    A first parameter on the meta device stands in for the stored shards here."""
+    model, processor, prompts = setup
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=0.0)
+    expected = HFEngine(model, processor.tokenizer).generate(prompts, params)
+    rows = completion_rows(expected, processor.tokenizer.pad_token_id)
+    batch = RolloutBatch([SimpleNamespace(prompt=p) for p in prompts], rows.rows, rows.ids, rows.mask, None, None, rows.truncated)
+    everything = list(range(len(rows.rows)))
+    with torch.no_grad():
+        expected_logp, _ = rows_logprobs(model, batch, everything, 1.0, processor.tokenizer.pad_token_id, torch.device("cpu"))
+    model.register_parameter("stored_elsewhere", torch.nn.Parameter(torch.zeros(1, device="meta"), requires_grad=False))
+    try:
+        assert next(model.parameters()).device.type == "meta"
+        engine = HFEngine.create(None, processor, "", lambda: (model, torch.device("cpu")))
+        assert [[c.token_ids for c in g.completions] for g in engine.generate(prompts, params)] == [
+            [c.token_ids for c in g.completions] for g in expected
+        ]
+        with torch.no_grad():
+            logp, _ = rows_logprobs(model, batch, everything, 1.0, processor.tokenizer.pad_token_id, torch.device("cpu"))
+        assert torch.equal(logp.logp, expected_logp.logp)
+    finally:
+        del model._parameters["stored_elsewhere"]

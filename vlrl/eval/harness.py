@@ -188,7 +188,7 @@ def run_eval(
     path = checkpoint_path(cfg.model)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     processor = load_processor(cfg.model, path)
-    engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: load_model(cfg.model, path, device).eval())
+    engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: (load_model(cfg.model, path, device).eval(), device))
     try:
         results = [evaluate_logged(engine, processor, task, loaded, cfg, data_path, console) for task, loaded, data_path in tasks]
     finally:

@@ -33,11 +33,12 @@ def make_engine(
     cfg: Config,
     processor,
     checkpoint: str,
-    load_policy: Callable[[], torch.nn.Module],
+    load_policy: Callable[[], tuple[torch.nn.Module, torch.device]],
 ) -> RolloutEngine:
     """The engine `name`, for the policy stored at `checkpoint`. `load_policy` returns the
-    policy module; only engines that sample with it (`shares_policy`) call it, so evaluating
-    with vLLM never loads the model twice."""
+    policy module and the device its forwards compute on (not always where its parameters are
+    stored: FSDP2 with CPU offload keeps them on the CPU); only engines that sample with it
+    (`shares_policy`) call it, so evaluating with vLLM never loads the model twice."""
     return engine_class(name).create(cfg, processor, checkpoint, load_policy)
 
 

@@ -43,8 +43,11 @@ class HFEngine:
     shares_policy = True
     gives_entropy = True
 
-    def __init__(self, model: torch.nn.Module, tokenizer):
+    def __init__(self, model: torch.nn.Module, tokenizer, device: torch.device | None = None):
+        """`device`: where the forwards compute; by default where the parameters are, which
+        is not so under FSDP2 with CPU offload (`create` is told by the trainer)."""
         self.model = model
+        self.device = device or next(model.parameters()).device
         self.family = family_of_model(model)
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
@@ -55,11 +58,8 @@ class HFEngine:
 
     @classmethod
     def create(cls, cfg, processor, checkpoint: str, load_policy) -> HFEngine:
-        return cls(load_policy(), processor.tokenizer)
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        model, device = load_policy()
+        return cls(model, processor.tokenizer, device)
 
     def sync_weights(self, weights) -> None:
         """Nothing to do: this engine samples with the policy object the trainer updates."""

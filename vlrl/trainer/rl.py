@@ -104,12 +104,13 @@ def rows_logprobs(
     rows: list[int],
     temperature: float,
     pad_id: int,
+    device: torch.device,
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
 ) -> tuple[TokenLogprobs, int]:
     """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
-    (with each step's entropy, and the sampling distribution's log-probs, when asked)."""
-    device = next(model.parameters()).device
+    (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
+    on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU)."""
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
     prompt_ids = sorted(set(owners))
@@ -148,9 +149,9 @@ class RLTrainer:
         )
         self.samples_with_policy = False  # the engine asked for the policy: sampling runs inside strategy.gathered()
 
-        def policy() -> torch.nn.Module:
+        def policy() -> tuple[torch.nn.Module, torch.device]:
             self.samples_with_policy = True
-            return self.run.model
+            return self.run.model, self.run.device
 
         self.engine = make_engine(cfg.rollout.engine, cfg, self.run.processor, self.run.base_path, policy)
         r = cfg.rollout
@@ -291,7 +292,7 @@ class RLTrainer:
                     continue
                 rows = [all_rows[p] for p in positions]
                 stats, width = rows_logprobs(
-                    model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, with_entropy,
+                    model, batch, rows, self.cfg.rollout.temperature, self.run.pad_id, self.run.device, with_entropy,
                     self.sampler if sampled else None,
                 )  # fmt: skip
                 index = torch.tensor(rows)
@@ -378,7 +379,7 @@ class RLTrainer:
                         continue
                     micro = rows_t[positions]
                     stats, width = rows_logprobs(
-                        run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id,
+                        run.model, batch, micro.tolist(), self.cfg.rollout.temperature, run.pad_id, device,
                         sampler=sampler if old is None else None,
                     )  # fmt: skip
                     logp = stats.logp
