@@ -134,11 +134,19 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
         return reward
 
     path = checkpoint_path(cfg.model)
-    processor = AutoProcessor.from_pretrained(path)
+    # Left padding, as TRL requires of a processing class and sets when it loads one itself
+    # (trl/trainer/grpo_trainer.py:223, :365-371). Its training forward left-pads the prompt ids
+    # but takes mm_token_type_ids from re-running the processor with padding=True (:2529), so a
+    # right-padding processor shifts them against the attention mask: Qwen2.5-VL's get_rope_index
+    # then misplaces the image of every padded row, and fails ("value tensor of shape [3, 291]
+    # cannot be broadcast to indexing result of shape [3, 283]") once a row's padding exceeds the
+    # tokens before its image, as with the differently sized images at the 3B shape (issue 23).
+    processor = AutoProcessor.from_pretrained(path, padding_side="left", truncation_side="left")
     cuda = s["device"] == "cuda"
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.bfloat16 if cuda else torch.float32)
-    # The tokens vlrl never samples: TRL suppresses only <|image_pad|>, and a sampled
-    # <|vision_start|> broke its training forward on the random-weight 3B model.
+    # The tokens vlrl never samples (TRL suppresses only <|image_pad|>), so both do the same work.
+    # (A sampled <|vision_start|> does not break TRL's forward with transformers 5.23: what broke
+    # it on the 3B shape was the right padding fixed above.)
     tokenizer = processor.tokenizer
     vocab = model.config.get_text_config().vocab_size
     banned = [tokenizer.convert_tokens_to_ids(t) for t in family.vision_tokens] + list(range(len(tokenizer), vocab))
