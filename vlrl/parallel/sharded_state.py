@@ -23,7 +23,13 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint import metadata as dcp_metadata
-from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter, _StorageInfo, _StoragePrefix
+from torch.distributed.checkpoint.filesystem import (
+    CURRENT_DCP_VERSION,
+    FileSystemReader,
+    FileSystemWriter,
+    _StorageInfo,
+    _StoragePrefix,
+)
 
 
 def _metadata_classes() -> list[Any]:
@@ -41,12 +47,16 @@ class DataOnlyWriter(FileSystemWriter):
     unpickler reads (DCP's default protocol frames its pickle, which that unpickler refuses)."""
 
     def finish(self, metadata: dcp_metadata.Metadata, results: list) -> None:
-        super().finish(metadata, results)  # completes `metadata` and writes it; written again here
-        if metadata.storage_meta is not None:  # a pathlib.Path: no class of DCP's own
-            metadata.storage_meta.checkpoint_id = str(metadata.storage_meta.checkpoint_id)
+        super().finish(metadata, results)  # writes the index; written again here
+        # What the index holds, as finish() completes it (torch 2.11 completes a copy, newer
+        # torch the object passed in): the storage of every write, this writer's storage meta.
+        storage = {result.index: result.storage_data for writes in results for result in writes}
+        complete = dataclasses.replace(metadata, version=CURRENT_DCP_VERSION, storage_data=storage, storage_meta=self.storage_meta())
+        if complete.storage_meta is not None:  # a pathlib.Path: no class of DCP's own
+            complete.storage_meta.checkpoint_id = str(complete.storage_meta.checkpoint_id)
         path = self._get_metadata_path()
         with open(path, "wb") as handle:
-            pickle.dump(metadata, handle, protocol=2)
+            pickle.dump(complete, handle, protocol=2)
             handle.flush()
             os.fsync(handle.fileno())
 
