@@ -14,6 +14,7 @@ import torch
 from rich.console import Console
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
+from tests.fixtures.fsdp_worker import kept_run
 from vlrl.config import load_config
 from vlrl.trainer.rl import RLTrainer
 from vlrl.trainer.sft import train_sft
@@ -94,24 +95,6 @@ def sft_run(model: Path, data: Path, out: Path, **extra) -> Outcome:
         train_sft(load_config(None, [f"{k}={v}" for k, v in values.items()]), Console(quiet=True))
     run = kept["run"]
     return Outcome(rows(out), {}, trained_fp32(run), peak(run.device))
-
-
-@contextlib.contextmanager
-def kept_run() -> Iterator[dict]:
-    """The Run a block trains (train_sft returns only its result), in ["run"]."""
-    from vlrl.trainer.run import Run
-
-    kept, original = {}, Run.close
-
-    def keep(self):
-        kept["run"] = self
-        return original(self)
-
-    Run.close = keep
-    try:
-        yield kept
-    finally:
-        Run.close = original
 
 
 def rows(out: Path) -> list[dict]:
