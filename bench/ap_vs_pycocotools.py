@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rewards.detection import coco_ap  # noqa: E402
+from rewards.detection import coco_ap
 
 Sample = tuple[list[list[float]], list[str], list[list[float]], list[str]]
 
@@ -43,10 +43,10 @@ def make_samples(n: int, seed: int) -> list[Sample]:
             gts.append([float(x), float(y), float(x + w), float(y + h)])
             gt_labels.append(str(rng.choice(labels)))
         dts, dt_labels = [], []
-        for box, label in zip(gts, gt_labels):
+        for box, label in zip(gts, gt_labels, strict=False):
             if rng.random() < 0.8:  # found, a few pixels off, sometimes with the wrong label
                 noise = rng.normal(0, 4, size=4)
-                dts.append([float(v + e) for v, e in zip(box, noise)])
+                dts.append([float(v + e) for v, e in zip(box, noise, strict=False)])
                 dt_labels.append(label if rng.random() < 0.9 else str(rng.choice(labels)))
         for _ in range(int(rng.integers(0, 4))):  # false alarms
             x, y = rng.uniform(0, 600, size=2)
@@ -65,14 +65,21 @@ def pycocotools_map(gts, gt_labels, dts, dt_labels) -> float:
     for label in gt_labels:
         category.setdefault(label, len(category))
     annotations = []
-    for i, (b, label) in enumerate(zip(gts, gt_labels)):
+    for i, (b, label) in enumerate(zip(gts, gt_labels, strict=False)):
         w, h = b[2] - b[0], b[3] - b[1]
         annotations.append(
-            {"id": i + 1, "image_id": 0, "category_id": category[label], "bbox": [b[0], b[1], w, h], "area": w * h, "iscrowd": 0}
+            {
+                "id": i + 1,
+                "image_id": 0,
+                "category_id": category[label],
+                "bbox": [b[0], b[1], w, h],
+                "area": w * h,
+                "iscrowd": 0,
+            }
         )
     results = [
         {"image_id": 0, "category_id": category[label], "bbox": [b[0], b[1], b[2] - b[0], b[3] - b[1]], "score": 1.0}
-        for b, label in zip(dts, dt_labels)
+        for b, label in zip(dts, dt_labels, strict=False)
         if label in category
     ]
     if not results:
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     pycocotools_map(*samples[0])  # imports and first-call costs out of the timing
     ours, ours_values = best_time(vlrl_map, samples, args.repeats)
     theirs, their_values = best_time(pycocotools_map, samples, args.repeats)
-    diff = max(abs(a - b) for a, b in zip(ours_values, their_values))
+    diff = max(abs(a - b) for a, b in zip(ours_values, their_values, strict=False))
     print(
         json.dumps(
             {

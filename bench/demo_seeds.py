@@ -1,4 +1,4 @@
-"""Is the demo's gain beyond seed noise? Runs `python -m vlrl.demo` for several seeds and
+"""Is the demo's gain beyond seed noise? Runs `python -m vlrl.app.demo` for several seeds and
 compares each headline metric's mean gain (after RL - SFT start) with its spread over seeds.
 
     python bench/demo_seeds.py [--config configs/demo/refcoco.yaml] [--seeds 0 1 2] [--jobs 1]
@@ -30,7 +30,18 @@ from vlrl.config import load_config  # noqa: E402
 
 def run_seed(config: str, seed: int, out: Path, overrides: list[str], threads: int | None) -> None:
     env = dict(os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
-    command = [sys.executable, "-m", "vlrl.demo", "--config", config, "--seed", str(seed), "--out", str(out), *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "vlrl.app.demo",
+        "--config",
+        config,
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        *overrides,
+    ]
     log = out.with_name(out.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as stream:

@@ -29,14 +29,17 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vlrl.config import TaskConfig, load_config  # noqa: E402
-from vlrl.eval.harness import run_eval, sampling_params  # noqa: E402
-from vlrl.registry import make_task  # noqa: E402
+from vlrl.config import TaskConfig, load_config
+from vlrl.eval.harness import EvalSettings, run_eval, sampling_params
+from vlrl.tasking.registry import make_task
 
 # backend name -> the config overrides that select it (`vlrl eval --backend NAME`)
 BACKENDS: dict[str, list[str]] = {
     "hf": ["eval.backend=hf"],
-    "vllm": ["eval.backend=vllm", f"rollout.vllm.kv_cache_memory_bytes={256 << 20}"],  # the KV cache size counts on CPU only
+    "vllm": [
+        "eval.backend=vllm",
+        f"rollout.vllm.kv_cache_memory_bytes={256 << 20}",
+    ],  # the KV cache size counts on CPU only
 }
 
 
@@ -69,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="+", default=["hf"], help=f"of: {', '.join(BACKENDS)}")
     parser.add_argument("--model", default="tiny:qwen2_5_vl")
     parser.add_argument("--workdir", default="", help="where the synthetic data goes (default: a temporary folder)")
-    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. eval.max_new_tokens=64 model.max_pixels=401408")
+    parser.add_argument(
+        "overrides", nargs="*", help="config overrides, e.g. eval.max_new_tokens=64 model.max_pixels=401408"
+    )
     args = parser.parse_args(argv)
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         "task": args.task,
         "model": args.model,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "max_new_tokens": sampling_params(cfg, make_task(cfg.task)).max_new_tokens,
+        "max_new_tokens": sampling_params(EvalSettings.of(cfg), make_task(cfg.task)).max_new_tokens,
         "runs": runs,
         "fastest": max(runs, key=lambda run: run["samples_per_second"]),
     }

@@ -29,17 +29,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ALGOS = "tests/test_algos.py"
-LOSSES = "tests/test_losses.py"
-TRL = "tests/test_trl_equivalence.py"
-OPTIONS = "tests/test_train_options.py"
-SEAM = "tests/test_rollout_seam.py"
-POLICY = "tests/test_policy.py"
-FAMILY = "tests/test_model_families.py"
-PARALLEL = "tests/test_parallel.py"
-RECOMPUTE = "tests/test_recompute.py"
-FSDP_TWO = "tests/test_fsdp.py::test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process"
-FSDP_FOUR = "tests/test_fsdp.py::test_fsdp2_on_four_processes_equals_one_process"
+ALGOS = "tests/algos/test_algos.py"
+LOSSES = "tests/algos/test_losses.py"
+TRL = "tests/algos/test_trl_equivalence.py"
+OPTIONS = "tests/trainer/test_train_options.py"
+SEAM = "tests/rollout/test_rollout_seam.py"
+POLICY = "tests/models/test_policy.py"
+FAMILY = "tests/models/test_model_families.py"
+PARALLEL = "tests/parallel/test_parallel.py"
+RECOMPUTE = "tests/parallel/test_recompute.py"
+FSDP_TWO = "tests/parallel/test_fsdp.py::test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process"
+FSDP_FOUR = "tests/parallel/test_fsdp.py::test_fsdp2_on_four_processes_equals_one_process"
 # Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
@@ -147,14 +147,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dual_clip ignored", "vlrl/algos/losses.py",
-        "cfg.ratio_level, cfg.dual_clip)", "cfg.ratio_level, None)", (ALGOS,),
+        "cfg.ratio_level, cfg.dual_clip", "cfg.ratio_level, None", (ALGOS,),
     ),
     Mutation(
         "dual_clip cap not applied", "vlrl/algos/losses.py",
         "loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)", "loss = loss", (ALGOS,),
     ),
-    Mutation("KL term's sign flipped", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token - algo.beta * kl", (KL,)),
-    Mutation("beta ignored", "vlrl/trainer/rl.py", "per_token = per_token + algo.beta * kl", "per_token = per_token + kl", (KL,)),
+    Mutation("KL term's sign flipped", "vlrl/algos/losses.py", "per_token = per_token + cfg.beta * kl", "per_token = per_token - cfg.beta * kl", (KL,)),
+    Mutation("beta ignored", "vlrl/algos/losses.py", "per_token = per_token + cfg.beta * kl", "per_token = per_token + kl", (KL,)),
     Mutation(
         "kl_estimator names swapped", "vlrl/algos/losses.py",
         'KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}',
@@ -169,7 +169,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "ratio_level ignored", "vlrl/algos/losses.py",
-        "cfg.ratio_level, cfg.dual_clip)", '"token", cfg.dual_clip)', (ALGOS, TRL),
+        "cfg.ratio_level, cfg.dual_clip", '"token", cfg.dual_clip', (ALGOS, TRL),
     ),
     Mutation(
         "CPGD drift coefficient ignored", "vlrl/algos/losses.py",
@@ -206,14 +206,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         (DYNAMIC, ROUNDS),
     ),
     Mutation(
-        "rollout importance weights not applied", "vlrl/trainer/rl.py",
+        "rollout importance weights not applied", "vlrl/algos/losses.py",
         "per_token = per_token * is_weights", "per_token = per_token",
         (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
     ),
     Mutation(
-        "old log-probs taken from another engine's rollout", "vlrl/trainer/rl.py",
-        'recompute = policy_moves and (algo.old_logprobs == "recompute" or foreign)',
-        'recompute = policy_moves and algo.old_logprobs == "recompute"',
+        "old log-probs taken from another engine's rollout", "vlrl/trainer/update.py",
+        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)',
+        'recompute = moves and algo.old_logprobs == "recompute"',
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     Mutation(
@@ -223,9 +223,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
     ),
     Mutation(
-        "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/rl.py",
-        "                        if not foreign:\n                            expected = old_logp",
-        "                        if True:\n                            expected = old_logp",
+        "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/update.py",
+        "            if self.foreign:\n                expected = current.sampled",
+        "            if False:\n                expected = current.sampled",
         (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
     ),
     # -- advantages ---------------------------------------------------------------------------
@@ -256,8 +256,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- parallelism (vlrl/parallel/, run.py) and what it touches --------------------------------
     Mutation(
-        "fsdp2: no idle micro-batches for the processes with fewer", "vlrl/trainer/run.py",
-        "return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]", "return planned",
+        "fsdp2: no idle micro-batches for the processes with fewer", "vlrl/parallel/fsdp2.py",
+        "        return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]", "        return planned",
         (f"{PARALLEL}::test_a_process_with_fewer_micro_batches_runs_empty_ones_only_when_forwards_are_collective",),
     ),
     Mutation(
@@ -298,12 +298,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            _set_cache_state(cache, before)", "            pass", (RECOMPUTE,),
     ),
     Mutation(
-        "model.path's LoRA adapter kept trainable instead of merged", "vlrl/modeling.py",
+        "model.path's LoRA adapter kept trainable instead of merged", "vlrl/models/loading.py",
         "    base = lora_base(model_path) if path else None", "    base = lora_base(model_path)",
-        ("tests/test_lora.py::test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model",),
+        ("tests/models/test_lora.py::test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model",),
     ),
     Mutation(
-        "full weights without the LoRA merge", "vlrl/modeling.py",
+        "full weights without the LoRA merge", "vlrl/models/loading.py",
         "tensor = (tensor.float() + delta).to(tensor.dtype)", "tensor = tensor", (FSDP_TWO,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
@@ -328,7 +328,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "decord backend reads with PyAV", "vlrl/vision/video.py",
-        '"decord": (_decord_probe, _decord_frames)', '"decord": (probe, _pyav_frames)', ("tests/test_video.py",),
+        '"decord": (_decord_probe, _decord_frames)', '"decord": (probe, _pyav_frames)', ("tests/vision/test_video.py",),
     ),
 )  # fmt: skip
 
@@ -347,9 +347,16 @@ def problems(mutations: tuple[Mutation, ...], root: Path) -> list[str]:
 
 def copy_tree(root: Path, target: Path) -> None:
     """The working tree's tracked and untracked files (not the ignored ones) under `target`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = root / name
         if source.is_file():
@@ -399,7 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         baseline = tuple(dict.fromkeys(t for m in mutations for t in m.tests))
         passed, tail = run_tests(tree, baseline, args.timeout)
         if not passed:
-            print(json.dumps({"error": "the tests fail without any mutation", "tests": baseline, "output": tail}, indent=1))
+            print(
+                json.dumps(
+                    {"error": "the tests fail without any mutation", "tests": baseline, "output": tail}, indent=1
+                )
+            )
             return 1
         outcomes = []
         for m in mutations:

@@ -31,7 +31,9 @@ def measure(processes: int, config: Path | str, overrides: list[str], workdir: P
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
-    done = subprocess.run([*command, str(PROBE), str(out), str(config), *overrides], cwd=workdir, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*command, str(PROBE), str(out), str(config), *overrides], cwd=workdir, env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"{processes} processes failed:\n{done.stderr[-3000:]}")
     return [json.loads(Path(f"{out}.{rank}").read_text()) for rank in range(processes)]
@@ -75,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
             share = max(run["state_bytes_per_process"]) / base
             run["share_of_replicated"] = round(share, 4)
             run["within_10pct_of_1_over_n"] = abs(share * run["processes"] - 1) <= 0.10
-    print(json.dumps({"benchmark": "parallel_cpu", "config": str(DEMO.relative_to(ROOT)), "steps": args.steps, "runs": runs}))
+    print(
+        json.dumps(
+            {"benchmark": "parallel_cpu", "config": str(DEMO.relative_to(ROOT)), "steps": args.steps, "runs": runs}
+        )
+    )
     return 0
 
 

@@ -4,7 +4,7 @@
 
 Runs `vlrl train` with the config file (- for none) and overrides (under torchrun: one
 process of N) and writes, per process, OUT.json.<rank>: the bytes this process holds by term
-as vlrl.plan names them (weights, master weights, gradients at their largest, optimizer
+as vlrl.models.memory names them (weights, master weights, gradients at their largest, optimizer
 state, reference), its largest total of parameters, gradients and optimizer state, what
 autograd kept for the backward pass of each training micro-batch with that micro-batch's
 size (prompts, their padded length, completion rows and width, vision patches), and each
@@ -21,8 +21,8 @@ import torch
 from rich.console import Console
 
 from vlrl.config import load_config
-from vlrl.prompting import collate
-from vlrl.trainer import rl
+from vlrl.models.batch import collate
+from vlrl.trainer import update
 from vlrl.trainer.rl import RLTrainer
 from vlrl.trainer.run import Run
 
@@ -43,7 +43,7 @@ class Probe:
 
     def watch(self) -> None:
         """Wrap the update's training forward and the optimizer step to measure them."""
-        probe, forward, step = self, rl.rows_logprobs, Run.optimizer_step
+        probe, forward, step = self, update.rows_logprobs, Run.optimizer_step
 
         def measured_forward(model, batch, rows, *args, **kwargs):
             if not torch.is_grad_enabled():
@@ -92,7 +92,7 @@ class Probe:
             finally:
                 strategy.clip_gradients = clip
 
-        rl.rows_logprobs = measured_forward
+        update.rows_logprobs = measured_forward
         Run.optimizer_step = measured_step
 
 
@@ -107,7 +107,7 @@ def optimizer_tensors(run: Run) -> list[torch.Tensor]:
 
 
 def terms(trainer: RLTrainer, probe: Probe) -> dict[str, int]:
-    """This process's bytes by vlrl.plan's terms (FSDP2: its shards)."""
+    """This process's bytes by vlrl plan's terms (FSDP2: its shards)."""
     run = trainer.run
     stepped = {id(p) for p in run.strategy.parameters}
     model = list(run.model.parameters())
@@ -121,7 +121,7 @@ def terms(trainer: RLTrainer, probe: Probe) -> dict[str, int]:
         "master weights": masters,
         "gradients": probe.gradients,
         "optimizer": nbytes(optimizer_tensors(run)),
-        "reference": nbytes(trainer.reference.parameters()) if trainer.reference is not None else 0,
+        "reference": nbytes(trainer.updater.reference.parameters()) if trainer.updater.reference is not None else 0,
     }
 
 

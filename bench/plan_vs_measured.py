@@ -1,4 +1,4 @@
-"""vlrl.plan's estimates beside measurements: on CPU, what each process holds by term (tiny and a
+"""vlrl.app.plan's estimates beside measurements: on CPU, what each process holds by term (tiny and a
 small shape, 1, 2 and 4 gloo processes, replicated and FSDP2) and what autograd keeps for each
 training micro-batch; on a GPU, the one peak measured so far (README, Performance: 93 GB for
 configs/refcoco.yaml at Qwen2.5-VL-3B's shape, replicated, token budget 4096).
@@ -20,9 +20,12 @@ from pathlib import Path
 
 from parallel_cpu import ROOT, measure
 
+from vlrl.app.plan import memory, variants
 from vlrl.config import load_config
-from vlrl.plan import GB, Workload, activation_bytes, memory, model_shape
-from vlrl.testing.tiny import TinySpec, write_tiny_checkpoint
+from vlrl.models.build import TinySpec
+from vlrl.models.memory import GB, Workload, activation_bytes, model_shape
+from vlrl.models.tiny import write_tiny_checkpoint
+from vlrl.rollout import choose_engine
 
 DOMINANT = ("weights", "master weights", "gradients", "optimizer", "reference")
 # A small model of Qwen's proportions with Qwen's vocabulary, in bfloat16 (fp32 masters)
@@ -47,6 +50,13 @@ def run_overrides(model: Path, dtype: str, workdir: Path, strategy: str) -> list
     ]  # fmt: skip
 
 
+def estimate_terms(cfg, shape, work: Workload, strategy: str, checkpointing: bool) -> dict[str, float]:
+    """vlrl plan's terms for the strategy variant labelled `strategy`."""
+    cls, options = next((c, o) for label, c, o in variants() if label == strategy)
+    engine = choose_engine(cfg.rollout.engine, cfg.rollout.options)
+    return memory(shape, work, cls.memory(shape, work, options), engine, checkpointing)
+
+
 def error(estimate: float, measured: float) -> float | None:
     return round((estimate - measured) / measured, 4) if measured else None
 
@@ -56,9 +66,12 @@ def compare(name: str, model: Path, dtype: str, strategy: str, processes: int, w
     ranks = measure(processes, "-", overrides, workdir)
     cfg = load_config(None, overrides)
     shape = model_shape(cfg)
-    estimate = memory(shape, Workload.of(cfg, processes, 80, 0), strategy, checkpointing=False)
+    estimate = estimate_terms(cfg, shape, Workload.of(cfg, processes, 80, 0), strategy, checkpointing=False)
     measured = {term: max(r["terms"][term] for r in ranks) for term in DOMINANT}
-    terms = {t: {"estimate": int(estimate[t]), "measured": measured[t], "error": error(estimate[t], measured[t])} for t in DOMINANT}
+    terms = {
+        t: {"estimate": int(estimate[t]), "measured": measured[t], "error": error(estimate[t], measured[t])}
+        for t in DOMINANT
+    }
     activations = [
         error(activation_bytes(shape, m["prompts"], m["prompt_length"], m["rows"], m["width"], m["patches"], False, transient=False), m["bytes"])
         for r in ranks for m in r["micro_batches"]
@@ -72,7 +85,8 @@ def compare(name: str, model: Path, dtype: str, strategy: str, processes: int, w
 
 def gpu_row() -> dict:
     cfg = load_config(ROOT / "configs" / "refcoco.yaml", [])
-    estimate = memory(model_shape(cfg, GPU_MEASURED["shape"]), Workload.of(cfg, 1, 139, GPU_MEASURED["image_tokens"]), "replicated", False)
+    work = Workload.of(cfg, 1, 139, GPU_MEASURED["image_tokens"])
+    estimate = estimate_terms(cfg, model_shape(cfg, GPU_MEASURED["shape"]), work, "replicated", False)
     peak = estimate["peak"] / GB
     return {**GPU_MEASURED, "estimate_gb": round(peak, 1), "error": error(peak, GPU_MEASURED["peak_gb"])}
 

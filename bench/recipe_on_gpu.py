@@ -1,6 +1,6 @@
 """configs/refcoco.yaml, VLM-R1's RefCOCO recipe, for a few RL steps on one GPU at a real size.
 
-The model is a random-weight Qwen2.5-VL-3B (vlrl.testing.SHAPES: real shapes, nothing
+The model is a random-weight Qwen2.5-VL-3B (vlrl.models.tiny.SHAPES: real shapes, nothing
 downloaded), so its completions run to max_new_tokens: the worst case of the recipe's
 16 prompts x 8 completions x 1024 tokens. The data is synthetic RefCOCO. Prints one JSON line:
 median rollout, update and step seconds (step 1 is warm-up and not counted), completion
@@ -27,7 +27,8 @@ from rich.console import Console
 
 from tasks.refcoco import RefCOCO
 from vlrl.config import load_config
-from vlrl.testing.tiny import SHAPES, TinySpec, write_tiny_checkpoint
+from vlrl.models.build import TinySpec
+from vlrl.models.tiny import SHAPES, write_tiny_checkpoint
 from vlrl.trainer.rl import RLTrainer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,11 +40,12 @@ def main() -> None:
 
     from data_prep.refcoco import write_synthetic_rec
     from vlrl.config import load_config
-    from vlrl.modeling import load_model, load_processor
-    from vlrl.prompting import render_prompt
-    from vlrl.registry import make_task
-    from vlrl.rollout import SamplingParams, make_engine
-    from vlrl.testing.tiny import SHAPES, tiny_checkpoint, tiny_spec
+    from vlrl.models.families import tiny_spec
+    from vlrl.models.loading import load_model, load_processor
+    from vlrl.models.prompting import render_prompt
+    from vlrl.models.tiny import SHAPES, tiny_checkpoint
+    from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
+    from vlrl.tasking.registry import make_task
 
     if args.shape:
         path = str(tiny_checkpoint(SHAPES[args.shape]))
@@ -64,15 +65,29 @@ def main() -> None:
     cfg = load_config(None, [f"{k}={v}" for k, v in overrides.items()])
     processor = load_processor(cfg.model)
     task = make_task(cfg.task)
-    from vlrl.datasets import load_task_split
+    from vlrl.tasking.sources import load_task_split
 
     samples = load_task_split(task, cfg, "train").samples
     prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
     params = SamplingParams(n=args.generations, max_new_tokens=args.tokens, temperature=1.0)
 
     device = torch.device("cuda" if cuda else "cpu")
-    engine = make_engine("vllm", cfg, processor, path, lambda: None)
-    hf = None if args.no_hf else make_engine("hf", cfg, processor, path, lambda: load_model(cfg.model, path, device).eval())
+    engine = choose_engine("vllm", cfg.rollout.options).build(
+        EngineSetup(cfg.model, path, processor, cfg.trainer.seed, lambda: None)
+    )
+    hf = (
+        None
+        if args.no_hf
+        else choose_engine("hf", cfg.rollout.options).build(
+            EngineSetup(
+                cfg.model,
+                path,
+                processor,
+                cfg.trainer.seed,
+                lambda: (load_model(cfg.model, path, device).eval(), device),
+            )
+        )
+    )
 
     def run_engine(which) -> int:
         generations = which.generate(prompts, params, torch.Generator(device=which.device).manual_seed(0))
@@ -128,7 +143,9 @@ def main() -> None:
         ),
     }
     if "hf" in engines:
-        out["ratio_vllm_engine_vs_hf"] = round(engines["vllm_engine"]["tokens_per_s"] / engines["hf"]["tokens_per_s"], 3)
+        out["ratio_vllm_engine_vs_hf"] = round(
+            engines["vllm_engine"]["tokens_per_s"] / engines["hf"]["tokens_per_s"], 3
+        )
     print(json.dumps(out))
 
 

@@ -7,7 +7,7 @@ own process for a few steps; the processes alternate for several rounds so both 
 machine conditions. The first step of each process is warm-up and not counted.
 
 On CPU the model is the tiny checkpoint in float32. With `--shape qwen2.5-vl-3b` it is a
-random-weight model of Qwen2.5-VL-3B's shape (vlrl.testing.SHAPES), on a GPU in bfloat16 for
+random-weight model of Qwen2.5-VL-3B's shape (vlrl.models.tiny.SHAPES), on a GPU in bfloat16 for
 both (vlrl with its fp32 master weights, TRL stepping the bf16 weights as it does without
 DeepSpeed), images at the model's own pixel limits.
 
@@ -103,9 +103,9 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
 
     from tasks.refcoco import RefCOCO
     from vlrl.config import load_config
-    from vlrl.datasets import load_task_split
-    from vlrl.modeling import checkpoint_path
-    from vlrl.models import model_family
+    from vlrl.models.families import model_family
+    from vlrl.models.loading import checkpoint_path
+    from vlrl.tasking.sources import load_task_split
     from vlrl.vision.images import load_image
 
     cfg = load_config(DEMO_CONFIG, [*model_overrides(s), f"data.train={data}"])
@@ -220,7 +220,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--shape", help="a real model's shape with random weights (vlrl.testing.SHAPES); default: the tiny model")
+    parser.add_argument(
+        "--shape", help="a real model's shape with random weights (vlrl.models.tiny.SHAPES); default: the tiny model"
+    )
     parser.add_argument("--worker", choices=["vlrl", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
@@ -231,7 +233,7 @@ def main() -> None:
 
     from tasks.refcoco import RefCOCO
     from vlrl.config import load_config
-    from vlrl.testing.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
+    from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     results = {name: {"times": [], "lengths": [], "peak_rss_mb": 0.0, "peak_gpu_mb": 0.0} for name in ("vlrl", "trl")}
@@ -247,7 +249,18 @@ def main() -> None:
         RefCOCO().synthesize(data, 64, args.seed)
         for _ in range(args.rounds):
             for name in ("vlrl", "trl"):
-                command = [sys.executable, __file__, "--worker", name, "--data", str(data), "--steps", str(args.steps), "--settings", json.dumps(s)]
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    name,
+                    "--data",
+                    str(data),
+                    "--steps",
+                    str(args.steps),
+                    "--settings",
+                    json.dumps(s),
+                ]
                 done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
                 if done.returncode != 0:
                     sys.stderr.write(done.stderr[-4000:])

@@ -120,7 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Subset of a COCO instances file, by category names")
     parser.add_argument("source", help="COCO instances json, e.g. data/coco/annotations/instances_val2017.json")
     parser.add_argument("out", help="where to write the subset json")
-    parser.add_argument("--categories", default="", help="comma-separated category names, e.g. 'person,dog' (default: all)")
+    parser.add_argument(
+        "--categories", default="", help="comma-separated category names, e.g. 'person,dog' (default: all)"
+    )
     parser.add_argument("--keep-empty", action="store_true", help="keep images without any kept category")
     parser.add_argument("--max-images", type=int, default=0, help="keep only the first N images (0: all)")
     parser.add_argument("--image-prefix", default="", help="prepended to every file_name, e.g. 'val2017/'")

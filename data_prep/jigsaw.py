@@ -85,7 +85,7 @@ GridSpec = str | tuple[int, int]
 
 # -- grids and answers ------------------------------------------------------------------------
 def parse_grid_spec(spec: GridSpec) -> tuple[int, int]:
-    """"3x1" or (3, 1) -> (m rows, n columns); at least two patches."""
+    """ "3x1" or (3, 1) -> (m rows, n columns); at least two patches."""
     if isinstance(spec, str):
         parts = spec.lower().split("x")
         if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -208,7 +208,11 @@ def normalize_grids(grids: GridsArg) -> list[tuple[int, int, float]]:
         if len(item) != 2 or not isinstance(item[0], str):
             raise ValueError(f"grid entry {item!r} must be 'MxN' or ('MxN', weight)")
         spec, weight = item
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight > 0):
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not (math.isfinite(weight) and weight > 0)
+        ):
             raise ValueError(f"grid {spec!r} has weight {weight!r}; weights must be numbers > 0")
         out.append((*parse_grid_spec(spec), float(weight)))
     return out

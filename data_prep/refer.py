@@ -171,7 +171,9 @@ def convert_refer(
             if not split_matches(split, ref_split):
                 continue
             out.records.extend(
-                _ref_records(ref, where, images, anns, instances_path, segmentation, image_prefix, sentence_key, decimals)
+                _ref_records(
+                    ref, where, images, anns, instances_path, segmentation, image_prefix, sentence_key, decimals
+                )
             )
         except ReferError as err:
             if strict:
@@ -256,14 +258,16 @@ def _ref_records(
 
 def _box(ann: dict[str, Any], where: str, width: int, height: int, decimals: int | None) -> list[float]:
     bbox = _field(ann, "bbox", list, where)
-    if len(bbox) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bbox):
+    if len(bbox) != 4 or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bbox
+    ):
         raise ReferError(where, f"bbox must be 4 finite numbers [x, y, w, h], got {bbox!r}"[:200])
     x, y, w, h = (float(v) for v in bbox)
     x2, y2 = x + w, y + h
     if decimals is not None:
         x2, y2 = round(x2, decimals), round(y2, decimals)
     # One pixel of slack, as the task's loader allows: annotations round edges past the border.
-    if not (w > 0 and h > 0 and -1 <= x and -1 <= y and x2 <= width + 1 and y2 <= height + 1):
+    if not (w > 0 and h > 0 and x >= -1 and y >= -1 and x2 <= width + 1 and y2 <= height + 1):
         raise ReferError(where, f"bbox [x, y, w, h] = {bbox} is empty or outside the {width}x{height} image")
     return [x, y, x2, y2]
 

@@ -106,7 +106,10 @@ def draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject) -> None:
 
 def _overlaps(box: list[int], others: list[SceneObject], margin: int) -> bool:
     return any(
-        box[0] < o.box[2] + margin and o.box[0] < box[2] + margin and box[1] < o.box[3] + margin and o.box[1] < box[3] + margin
+        box[0] < o.box[2] + margin
+        and o.box[0] < box[2] + margin
+        and box[1] < o.box[3] + margin
+        and o.box[1] < box[3] + margin
         for o in others
     )
 

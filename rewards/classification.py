@@ -74,4 +74,3 @@ def cls_rl_eval_correct(completion: str, label: str) -> bool:
         if answer == gt or gt in answer:
             return True
     return False
-

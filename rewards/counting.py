@@ -56,11 +56,29 @@ INTEGER_TOKEN = compile_pattern(r"(?<![\w.\-])(?<!\d,)(?:\d{1,3}(?:,\d{3})+|\d+)
 # Number words understood as counts: zero..nineteen, the tens, tens-units compounds
 # ("twenty-one", "twenty one"), and "dozen" / "a dozen" / "one dozen" (12). Nothing else:
 # no "none", "no", "few", "hundred", ordinals or fractions. Case does not matter.
-UNITS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen"
-).split()
-TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+UNITS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+]
+TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 NUMBER_WORDS: dict[str, int] = {w: i for i, w in enumerate(UNITS)}
 NUMBER_WORDS.update({w: 20 + 10 * i for i, w in enumerate(TENS)})
 for _i, _tens in enumerate(TENS):

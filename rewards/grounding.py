@@ -190,5 +190,5 @@ def hungarian_mean_iou(
         return 0.0, []
     matrix = np.array([[iou(p, t) for t in targets] for p in preds], dtype=float)
     rows, cols = linear_sum_assignment(matrix, maximize=True)
-    pairs = [(int(r), int(c), float(matrix[r, c])) for r, c in zip(rows, cols)]
+    pairs = [(int(r), int(c), float(matrix[r, c])) for r, c in zip(rows, cols, strict=False)]
     return sum(v for _, _, v in pairs) / max(len(preds), len(targets)), pairs

@@ -173,7 +173,7 @@ def jigsaw_partial(pred: Sequence[int] | None, gt: Sequence[int]) -> float:
     """Fraction of positions right; 0 if unparsed or of the wrong length (`score_jigsaw_patches`)."""
     if pred is None or len(gt) == 0 or len(pred) != len(gt):
         return 0.0
-    return sum(1 for p, g in zip(pred, gt) if p == g) / len(gt)
+    return sum(1 for p, g in zip(pred, gt, strict=False) if p == g) / len(gt)
 
 
 def jigsaw_exact(pred: Sequence[int] | None, gt: Sequence[int]) -> float:
@@ -218,9 +218,7 @@ def number_reward(completion: str, answer: int, think: bool = True, require_tag:
     return 1.0 if parse_number(completion, think, require_tag) == answer else 0.0
 
 
-def permutation_reward(
-    completion: str, gt: Sequence[int], think: bool = True, require_tag: bool = False
-) -> float:
+def permutation_reward(completion: str, gt: Sequence[int], think: bool = True, require_tag: bool = False) -> float:
     """Full questions: `jigsaw_partial` of the completion's answer (Jigsaw-R1's accuracy reward)."""
     return jigsaw_partial(parse_permutation(completion, len(gt), think, require_tag), gt)
 

@@ -36,9 +36,9 @@ from rewards.classification import cls_rl_eval_correct, eval_answer, label_cls_r
 from rewards.text import answer_text
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn
 
 TEMPLATES = {
     "thinking": (

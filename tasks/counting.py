@@ -60,9 +60,9 @@ from rewards.counting import (
 from rewards.format import think_answer
 from tasks.records import optional_text, record_image
 from vlrl.config import ConfigError, build
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import Frame
 
 _ANSWER_INSTRUCTION = (
@@ -247,7 +247,9 @@ class Counting(Task):
         }
 
 
-def _points(record: dict[str, Any], ctx: RecordContext, count: int, width: int, height: int) -> list[list[float]] | None:
+def _points(
+    record: dict[str, Any], ctx: RecordContext, count: int, width: int, height: int
+) -> list[list[float]] | None:
     """The record's points as [[x, y], ...] in original pixels, checked; None when it has none."""
     value = record.get("points")
     if value is None:
@@ -256,7 +258,7 @@ def _points(record: dict[str, Any], ctx: RecordContext, count: int, width: int, 
         xs, ys = value.get("x"), value.get("y")
         if not isinstance(xs, list) or not isinstance(ys, list) or len(xs) != len(ys):
             raise ctx.error("key 'points' as a mapping must be {'x': [...], 'y': [...]} of equal length")
-        value = [[x, y] for x, y in zip(xs, ys)]
+        value = [[x, y] for x, y in zip(xs, ys, strict=False)]
     if not isinstance(value, list):
         raise ctx.error(f"key 'points' must be a list of points, got {type(value).__name__}")
     if not value and count > 0:

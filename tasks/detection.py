@@ -40,9 +40,9 @@ from rewards.detection import (
 )
 from rewards.format import think_answer
 from vlrl.config import ConfigError
-from vlrl.data import FrameSpec, MediaRules, RecordContext, RecordError, Split, read_data_text
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import FrameSpec, MediaRules, RecordContext, RecordError, Split, read_data_text
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 
 # VLM-R1's OVD prompt (om-ai-lab/VLM-R1 examples/ovd/infer_ovd.py build_prompt, the prompt of
 # its public OVD demo); {categories} becomes the Python list of names, as VLM-R1 writes it.
@@ -93,7 +93,9 @@ class DetectionOptions:
 
 class Detection(Task):
     name = "detection"
-    description = "Object detection on COCO instances json (VLM-R1 OVD prompt): per-image COCO mAP rewards, COCOeval metrics"
+    description = (
+        "Object detection on COCO instances json (VLM-R1 OVD prompt): per-image COCO mAP rewards, COCOeval metrics"
+    )
     Options = DetectionOptions
     default_rewards = {"format": 1.0, "map": 1.0}
     data_suffix = ".json"
@@ -119,7 +121,9 @@ class Detection(Task):
         except json.JSONDecodeError as err:
             raise RecordError(f"{path}:{err.lineno}", f"invalid JSON: {err.msg} (column {err.colno})") from err
         if not isinstance(data, dict):
-            raise RecordError(f"{path}:1", "expected a COCO instances object with 'images', 'annotations', 'categories'")
+            raise RecordError(
+                f"{path}:1", "expected a COCO instances object with 'images', 'annotations', 'categories'"
+            )
         for key in ("images", "annotations", "categories"):
             if not isinstance(data.get(key), list):
                 raise RecordError(f"{path}:1", f"key '{key}' must be a list (COCO instances format)")
@@ -175,7 +179,10 @@ class Detection(Task):
             "od_length": self._scorer(od_length_reward),
             "weighted_sum": lambda completions, samples: [
                 weighted_sum_reward(
-                    self._weighted_sum_detections(c, s), _ground_truth(s), iou_threshold=self.options.iou_threshold, iou=iou
+                    self._weighted_sum_detections(c, s),
+                    _ground_truth(s),
+                    iou_threshold=self.options.iou_threshold,
+                    iou=iou,
                 )
                 for c, s in zip(completions, samples, strict=True)
             ],
@@ -294,7 +301,14 @@ def coco_eval_stats(samples: Sequence[Sample], predictions: Sequence[list[dict[s
         for o in boxes or ():
             if o["label"] in category_id:
                 x1, y1, x2, y2 = o["box"]
-                results.append({"image_id": i, "category_id": category_id[o["label"]], "bbox": [x1, y1, x2 - x1, y2 - y1], "score": 1.0})
+                results.append(
+                    {
+                        "image_id": i,
+                        "category_id": category_id[o["label"]],
+                        "bbox": [x1, y1, x2 - x1, y2 - y1],
+                        "score": 1.0,
+                    }
+                )
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO()
         gt.dataset = {"images": images, "annotations": annotations, "categories": categories}
@@ -319,7 +333,14 @@ class _CocoReader:
     """Validates a parsed COCO instances object and turns each image into a Sample."""
 
     def __init__(
-        self, task: Detection, path: Path, text: str, root: Path, frame_spec: FrameSpec, require_images: bool, media: MediaRules
+        self,
+        task: Detection,
+        path: Path,
+        text: str,
+        root: Path,
+        frame_spec: FrameSpec,
+        require_images: bool,
+        media: MediaRules,
     ):
         self.task = task
         self.path = path
@@ -397,12 +418,14 @@ class _CocoReader:
         solution, crowd = [], []
         for index, obj in objects:
             x1, y1, x2, y2 = obj["box"]
-            if not (-BOX_SLACK <= x1 and x2 <= width + BOX_SLACK and -BOX_SLACK <= y1 and y2 <= height + BOX_SLACK):
+            if not (x1 >= -BOX_SLACK and x2 <= width + BOX_SLACK and y1 >= -BOX_SLACK and y2 <= height + BOX_SLACK):
                 raise RecordError(
                     self.where("annotations", index),
                     f"bbox {obj['bbox']} lies outside the {width}x{height} image {image_id}; image {image_id} skipped",
                 )
-            (crowd if obj["iscrowd"] else solution).append({"box": obj["box"], "label": obj["label"], "area": obj["area"]})
+            (crowd if obj["iscrowd"] else solution).append(
+                {"box": obj["box"], "label": obj["label"], "area": obj["area"]}
+            )
         present = [n for n in names if any(o["label"] == n for o in solution)]
         asked = self.task.prompt_categories(present, names, image_id)
         return Sample(

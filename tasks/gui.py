@@ -44,9 +44,9 @@ from data_prep.gui import write_synthetic_actions, write_synthetic_grounding
 from rewards import gui as R
 from rewards.text import compile_pattern
 from vlrl.config import ConfigError
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import Frame
 
 DistanceUnit = Literal["model_px", "original_px", "relative"]

@@ -38,7 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from data_prep.jigsaw import LETTERS, MAX_CHOICES, grid_name, grid_string, pair_choices, pair_relation, write_jigsaw_dataset
+from data_prep.jigsaw import (
+    LETTERS,
+    MAX_CHOICES,
+    grid_name,
+    grid_string,
+    pair_choices,
+    pair_relation,
+    write_jigsaw_dataset,
+)
 from rewards.jigsaw import (
     QUESTION_TYPES,
     jigsaw_connections,
@@ -50,9 +58,9 @@ from rewards.jigsaw import (
     parse_number,
     parse_permutation,
 )
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 
 # Jigsaw-R1's instruct-model prompt: question, blank line, thinking instruction, answer format.
 JIGSAW_R1_TEMPLATE = "{question}\n\n{think_instruction}{format_instruction}"
@@ -68,7 +76,7 @@ FORMAT_INSTRUCTIONS = {
     "single": "The final answer should be a single number.",
 }
 FULL_QUESTION = (
-    'For each patch, determine its correct position index in the original image. If a patch currently '
+    "For each patch, determine its correct position index in the original image. If a patch currently "
     'at position X should belong at position Y, place "Y" at position X.'
 )
 SYNTHETIC_GRIDS = {"2x1": 1.0, "2x2": 1.0}
@@ -97,7 +105,10 @@ def puzzle_question(meta: dict[str, Any]) -> str:
     if qtype == "full":
         return text + FULL_QUESTION
     if qtype == "single":
-        return text + f"For the patch currently at position {meta['k']}, determine its correct position index in the original image."
+        return (
+            text
+            + f"For the patch currently at position {meta['k']}, determine its correct position index in the original image."
+        )
     choices = meta["choices"]
     if qtype == "pair":
         listed = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
@@ -136,7 +147,13 @@ class Jigsaw(Task):
                 f"grid mismatch: image {path} is {width}x{height}, which does not split into {m} rows x {n} columns "
                 f"(width must be a multiple of {n}, height of {m})"
             )
-        meta: dict[str, Any] = {"m": m, "n": n, "grid": grid_name(m, n), "question_type": qtype, "permutation": permutation}
+        meta: dict[str, Any] = {
+            "m": m,
+            "n": n,
+            "grid": grid_name(m, n),
+            "question_type": qtype,
+            "permutation": permutation,
+        }
         solution: Any = permutation
         if qtype == "single":
             meta["k"] = _position(record, "k", size, ctx)
@@ -148,7 +165,9 @@ class Jigsaw(Task):
             meta["choices"] = _choices(record, ctx)
             expected = pair_choices(m, n, meta["k"], meta["l"])
             if sorted(meta["choices"]) != sorted(expected):
-                raise ctx.error(f"key 'choices' must be the {len(expected)} relations of a {m}x{n} grid, in any order: {expected}")
+                raise ctx.error(
+                    f"key 'choices' must be the {len(expected)} relations of a {m}x{n} grid, in any order: {expected}"
+                )
             truth = meta["choices"].index(pair_relation(permutation, n, meta["k"], meta["l"]))
             solution = _letter(record, meta["choices"], truth, ctx)
         elif qtype == "multiple":
@@ -157,7 +176,9 @@ class Jigsaw(Task):
             for i, choice in enumerate(meta["choices"]):
                 values = parse_grid(choice, size)
                 if values is None or sorted(values) != list(range(1, size + 1)):
-                    raise ctx.error(f"choice ({LETTERS[i]}) {choice!r} is not a permutation of 1..{size} laid out as a grid")
+                    raise ctx.error(
+                        f"choice ({LETTERS[i]}) {choice!r} is not a permutation of 1..{size} laid out as a grid"
+                    )
                 parsed.append(values)
             if len({tuple(v) for v in parsed}) != len(parsed):
                 raise ctx.error("key 'choices' lists the same permutation twice")
@@ -243,7 +264,11 @@ class Jigsaw(Task):
     def _format(self, completion: str, sample: Sample) -> float:
         meta = sample.meta
         return jigsaw_format(
-            completion, meta["question_type"], meta["m"] * meta["n"], self.options.think, self.options.require_answer_tag
+            completion,
+            meta["question_type"],
+            meta["m"] * meta["n"],
+            self.options.think,
+            self.options.require_answer_tag,
         )
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
@@ -276,7 +301,9 @@ class Jigsaw(Task):
 def _permutation(record: dict[str, Any], size: int, m: int, n: int, ctx: RecordContext) -> list[int]:
     value = ctx.get(record, "permutation", list, f"the forward answer, a permutation of 1..{size}")
     if len(value) != size:
-        raise ctx.error(f"grid mismatch: key 'permutation' has {len(value)} entries but a {m}x{n} grid has {size} positions")
+        raise ctx.error(
+            f"grid mismatch: key 'permutation' has {len(value)} entries but a {m}x{n} grid has {size} positions"
+        )
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ctx.error(f"key 'permutation' must hold integers, got {value!r}"[:200])
     if sorted(value) != list(range(1, size + 1)):

@@ -37,9 +37,9 @@ from rewards.text import answer_text
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
 from tasks.video_qa import QUESTION_TEMPLATE, TYPE_TEMPLATE
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"].
 VIDEO_R1_OCR_TEMPLATE = QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from vlrl.data import RecordContext
+from vlrl.data.records import RecordContext
 
 
-def record_image(record: dict[str, Any], ctx: RecordContext, keys: tuple[str, ...] = ("image",)) -> tuple[str, int, int]:
+def record_image(
+    record: dict[str, Any], ctx: RecordContext, keys: tuple[str, ...] = ("image",)
+) -> tuple[str, int, int]:
     """(absolute path, width, height) of the one image a record names under the first of `keys`
     it has; a stated "width" / "height" must agree with the image whenever the file is there."""
     key = next((k for k in keys if k in record), keys[0])

@@ -38,9 +38,9 @@ from rewards.polygon import box_geometry, coco_geometry, geometry_iou, parse_ans
 from rewards.text import answer_text, compile_pattern, findall
 from tasks.records import record_image
 from vlrl.config import ConfigError, build
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import Frame
 
 # VLM-R1's question template for REC.
@@ -88,7 +88,9 @@ class GroundingOptions:
 
 class RefCOCO(Task):
     name = "refcoco"
-    description = "Referring-expression grounding (RefCOCO, VLM-R1 REC json): one or more boxes per expression, IoU rewards"
+    description = (
+        "Referring-expression grounding (RefCOCO, VLM-R1 REC json): one or more boxes per expression, IoU rewards"
+    )
     Options = GroundingOptions
     default_rewards = {"format": 1.0, "iou": 1.0}
     family_options: ClassVar[dict[str, dict[str, Any]]] = {
@@ -376,7 +378,9 @@ def _segmentation(
             out.append(None)
             continue
         if not _is_polygon_list(polygons):
-            raise ctx.error(f"{which} must be COCO polygons: a list of flat [x1, y1, x2, y2, ...] lists (RLE is not supported)")
+            raise ctx.error(
+                f"{which} must be COCO polygons: a list of flat [x1, y1, x2, y2, ...] lists (RLE is not supported)"
+            )
         for polygon in polygons:
             if len(polygon) < 6 or len(polygon) % 2:
                 raise ctx.error(f"{which}: a polygon needs an even count of at least 6 numbers, got {len(polygon)}")
@@ -393,4 +397,8 @@ def _segmentation(
 
 
 def _is_polygon_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(p, list) and p and not isinstance(p[0], list) for p in value)
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(p, list) and p and not isinstance(p[0], list) for p in value)
+    )

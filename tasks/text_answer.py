@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from rewards.format import bare_answer, think_answer
-from vlrl.sample import Sample
-from vlrl.task import Task
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import Task
 
 
 class TextAnswerTask(Task):

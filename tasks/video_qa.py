@@ -34,9 +34,9 @@ from rewards.ocr import video_r1_answer
 from rewards.text import answer_text
 from rewards.video import PROBLEM_TYPES, accuracy, to_number
 from tasks.records import record_image
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE and TYPE_TEMPLATE.
 QUESTION_TEMPLATE = (
@@ -103,7 +103,9 @@ class VideoQA(Task):
         }
 
     def _accuracy(self, completion: str, sample: Sample) -> float:
-        return accuracy(video_r1_answer(completion), sample.solution, sample.meta["problem_type"], self.options.nonfinite)
+        return accuracy(
+            video_r1_answer(completion), sample.solution, sample.meta["problem_type"], self.options.nonfinite
+        )
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         return video_r1_answer(completion) or None

@@ -10,16 +10,19 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a test that reaches for a hub fails instead of hanging
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
 @pytest.fixture(scope="session")
 def tiny_qwen25(tmp_path_factory) -> Path:
-    from vlrl.testing import TinySpec, tiny_checkpoint
+    from vlrl.models.build import TinySpec
+    from vlrl.models.tiny import tiny_checkpoint
 
     return tiny_checkpoint(TinySpec(arch="qwen2_5_vl"))
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen2(tmp_path_factory) -> Path:
-    from vlrl.testing import TinySpec, tiny_checkpoint
+    from vlrl.models.build import TinySpec
+    from vlrl.models.tiny import tiny_checkpoint
 
     return tiny_checkpoint(TinySpec(arch="qwen2_vl"))
 

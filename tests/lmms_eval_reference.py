@@ -31,11 +31,29 @@ import pyarrow.parquet as pq
 import torch
 from PIL import Image
 
-COUNTBENCH_KWARGS = {"pre_prompt": "Look at the image carefully and count the objects. Answer with just a number, without any additional text. ", "post_prompt": ""}
+COUNTBENCH_KWARGS = {
+    "pre_prompt": "Look at the image carefully and count the objects. Answer with just a number, without any additional text. ",
+    "post_prompt": "",
+}
 SINGLE_NUMBER_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with a single number."}  # countbenchqa, pixmo_count
-AGGREGATIONS = {"IoU": "iou", "ACC@0.1": "acc01", "ACC@0.3": "acc03", "ACC@0.5": "acc05", "ACC@0.7": "acc07", "ACC@0.9": "acc09", "Center_ACC": "center_acc"}
+AGGREGATIONS = {
+    "IoU": "iou",
+    "ACC@0.1": "acc01",
+    "ACC@0.3": "acc03",
+    "ACC@0.5": "acc05",
+    "ACC@0.7": "acc07",
+    "ACC@0.9": "acc09",
+    "Center_ACC": "center_acc",
+}
 REC_NAMES = ["IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC"]
-VSI_MCA = ["object_rel_direction_easy", "object_rel_direction_medium", "object_rel_direction_hard", "object_rel_distance", "route_planning", "obj_appearance_order"]
+VSI_MCA = [
+    "object_rel_direction_easy",
+    "object_rel_direction_medium",
+    "object_rel_direction_hard",
+    "object_rel_distance",
+    "route_planning",
+    "obj_appearance_order",
+]
 VSI_NA = ["object_abs_distance", "object_counting", "object_size_estimation", "room_size_estimation"]
 VSI_NAMES = {
     "vsibench_overall": "overall", "obj_appearance_order_accuracy": "obj_appearance_order_accuracy",
@@ -73,7 +91,9 @@ class Reimplementation:
                    "the bounding box coordinate of the region this sentence describes: " + d["answer"] for d in exploded]  # fmt: skip
 
         def parse(text):
-            m = re.search(r"\[\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?)\s*\]", text)
+            m = re.search(
+                r"\[\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?)\s*\]", text
+            )
             return [float(m.group(i)) for i in range(1, 5)] if m else [0, 0, 0, 0]
 
         items = [{"bbox": d["bbox"], "pred": parse(r)} for d, r in zip(exploded, responses, strict=True)]
@@ -96,11 +116,16 @@ class Reimplementation:
             cleaned = [str(s).strip() for s in a if str(s).strip()]
             return ", ".join(f'"{s}"' for s in cleaned) if cleaned else '""'
 
-        prompts = [f"Locate every object that matches the description {refs(d['answer'])} in the image. Report bbox coordinates in JSON format." for d in docs]
+        prompts = [
+            f"Locate every object that matches the description {refs(d['answer'])} in the image. Report bbox coordinates in JSON format."
+            for d in docs
+        ]
 
         def iou(a, b):
             inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-            union = max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1]) + max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1]) - inter
+            union = (
+                max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1]) + max(0.0, b[2] - b[0]) * max(0.0, b[3] - b[1]) - inter
+            )
             return 0.0 if union <= 0 else inter / union
 
         def from_json(text):
@@ -137,14 +162,24 @@ class Reimplementation:
                 return [b for v in data.values() for b in boxes(v)]
             return []
 
-        loose = re.compile(r"\[?\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*\]?")
+        loose = re.compile(
+            r"\[?\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*[,\s]\s*(-?\d+(?:\.\d+)?)\s*\]?"
+        )
         items = []
         for doc, text in zip(docs, responses, strict=True):
             x, y, bw, bh = doc["bbox"]
             gt = [float(x), float(y), float(x) + float(bw), float(y) + float(bh)]
             w, h = doc["image"].size
-            raw = (boxes(from_json(text)) or [[float(m.group(i)) for i in range(1, 5)] for m in loose.finditer(text)]) if text else []
-            candidates = [c for b in raw for c in (b, [b[0] / 1000.0 * w, b[1] / 1000.0 * h, b[2] / 1000.0 * w, b[3] / 1000.0 * h])]
+            raw = (
+                (boxes(from_json(text)) or [[float(m.group(i)) for i in range(1, 5)] for m in loose.finditer(text)])
+                if text
+                else []
+            )
+            candidates = [
+                c
+                for b in raw
+                for c in (b, [b[0] / 1000.0 * w, b[1] / 1000.0 * h, b[2] / 1000.0 * w, b[3] / 1000.0 * h])
+            ]
             best, best_iou = (candidates[0] if candidates else [0.0, 0.0, 0.0, 0.0]), -1.0
             for c in candidates:
                 if iou(c, gt) > best_iou:
@@ -155,7 +190,34 @@ class Reimplementation:
     # -- counting ---------------------------------------------------------------------------------
     @staticmethod
     def countbench(docs, responses):
-        words = {w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+        words = {
+            w: str(i)
+            for i, w in enumerate(
+                [
+                    "zero",
+                    "one",
+                    "two",
+                    "three",
+                    "four",
+                    "five",
+                    "six",
+                    "seven",
+                    "eight",
+                    "nine",
+                    "ten",
+                    "eleven",
+                    "twelve",
+                    "thirteen",
+                    "fourteen",
+                    "fifteen",
+                    "sixteen",
+                    "seventeen",
+                    "eighteen",
+                    "nineteen",
+                    "twenty",
+                ]
+            )
+        }
         words["none"] = "0"
 
         def norm(a):
@@ -163,12 +225,20 @@ class Reimplementation:
             return words.get(a, a)
 
         prompts = [COUNTBENCH_KWARGS["pre_prompt"] + d["question"].strip() for d in docs]
-        return prompts, {"acc": _mean([float(norm(r) == norm(d["number"])) for d, r in zip(docs, responses, strict=True)])}
+        return prompts, {
+            "acc": _mean([float(norm(r) == norm(d["number"])) for d, r in zip(docs, responses, strict=True)])
+        }
 
     @staticmethod
     def countbenchqa(docs, responses):
-        prompts = [(f"{d['text']}\n\n{d['question']}" if d.get("text") else d["question"]) + SINGLE_NUMBER_KWARGS["post_prompt"] for d in docs]
-        return prompts, {"acc": _mean([1.0 if r.strip() == str(d["number"]) else 0.0 for d, r in zip(docs, responses, strict=True)])}
+        prompts = [
+            (f"{d['text']}\n\n{d['question']}" if d.get("text") else d["question"])
+            + SINGLE_NUMBER_KWARGS["post_prompt"]
+            for d in docs
+        ]
+        return prompts, {
+            "acc": _mean([1.0 if r.strip() == str(d["number"]) else 0.0 for d, r in zip(docs, responses, strict=True)])
+        }
 
     @staticmethod
     def pixmo_count(docs, responses):
@@ -192,7 +262,11 @@ class Reimplementation:
         m = re.search(r"[\[\(]\s*(" + token + r")\s*(?:,|\s)\s*(" + token + r")\s*[\]\)]", text)
         if m:
             return value(m.group(1)), value(m.group(2))
-        m = re.search(r"['\"]?x['\"]?\s*[:=]\s*(" + token + r").*?['\"]?y['\"]?\s*[:=]\s*(" + token + r")", text, re.IGNORECASE | re.DOTALL)
+        m = re.search(
+            r"['\"]?x['\"]?\s*[:=]\s*(" + token + r").*?['\"]?y['\"]?\s*[:=]\s*(" + token + r")",
+            text,
+            re.IGNORECASE | re.DOTALL,
+        )
         if m:
             return value(m.group(1)), value(m.group(2))
         n = re.findall(token, text)
@@ -202,10 +276,17 @@ class Reimplementation:
 
     @classmethod
     def screenspot_v2(cls, docs, responses):
-        prompts = [f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}" for d in docs]
+        prompts = [
+            f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
+            for d in docs
+        ]
         records = []
         for d, r in zip(docs, responses, strict=True):
-            w, h = (int(d["image_width"]), int(d["image_height"])) if "image_width" in d and "image_height" in d else (1, 1)
+            w, h = (
+                (int(d["image_width"]), int(d["image_height"]))
+                if "image_width" in d and "image_height" in d
+                else (1, 1)
+            )
             b = [float(v) for v in d["bbox"]]
             if all(0 <= v <= 1 for v in b) and b[2] >= b[0] and b[3] >= b[1]:
                 gt = b
@@ -216,12 +297,20 @@ class Reimplementation:
             p = cls._point(r)
             if p is not None and (p[0] > 1 or p[1] > 1):
                 p = (p[0] / w, p[1] / h)
-            records.append({"correct": bool(p and gt[0] <= p[0] <= gt[2] and gt[1] <= p[1] <= gt[3]), "type": str(d.get("data_type", "")).lower()})
+            records.append(
+                {
+                    "correct": bool(p and gt[0] <= p[0] <= gt[2] and gt[1] <= p[1] <= gt[3]),
+                    "type": str(d.get("data_type", "")).lower(),
+                }
+            )
         return prompts, _click_accuracies("screenspot_v2", records)
 
     @classmethod
     def screenspot_pro(cls, docs, responses):
-        prompts = [f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}" for d in docs]
+        prompts = [
+            f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
+            for d in docs
+        ]
 
         def listed(value, n):
             if isinstance(value, list):
@@ -254,8 +343,45 @@ class Reimplementation:
     # -- VSI-Bench (vsibench/utils.py) --------------------------------------------------------------
     @staticmethod
     def vsibench(docs, predictions):
-        numbers = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
-        numbers |= {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "thousand": 1000}
+        numbers = {
+            w: i
+            for i, w in enumerate(
+                [
+                    "zero",
+                    "one",
+                    "two",
+                    "three",
+                    "four",
+                    "five",
+                    "six",
+                    "seven",
+                    "eight",
+                    "nine",
+                    "ten",
+                    "eleven",
+                    "twelve",
+                    "thirteen",
+                    "fourteen",
+                    "fifteen",
+                    "sixteen",
+                    "seventeen",
+                    "eighteen",
+                    "nineteen",
+                    "twenty",
+                ]
+            )
+        }
+        numbers |= {
+            "thirty": 30,
+            "forty": 40,
+            "fifty": 50,
+            "sixty": 60,
+            "seventy": 70,
+            "eighty": 80,
+            "ninety": 90,
+            "hundred": 100,
+            "thousand": 1000,
+        }
 
         def number(text):
             s = str(text).strip().lower()
@@ -302,8 +428,12 @@ class Reimplementation:
                 else:
                     score = (abs(p - target) / target <= 1 - np.linspace(0.5, 0.95, 10)).mean()
             by_type.setdefault(qt, []).append(score)
-        out = {f"{qt}_{'accuracy' if qt in VSI_MCA else 'MRA:.5:.95:.05'}": float(np.mean(v)) for qt, v in by_type.items()}
-        out["object_rel_direction_accuracy"] = sum(out.pop(f"object_rel_direction_{k}_accuracy") for k in ("easy", "medium", "hard")) / 3.0
+        out = {
+            f"{qt}_{'accuracy' if qt in VSI_MCA else 'MRA:.5:.95:.05'}": float(np.mean(v)) for qt, v in by_type.items()
+        }
+        out["object_rel_direction_accuracy"] = (
+            sum(out.pop(f"object_rel_direction_{k}_accuracy") for k in ("easy", "medium", "hard")) / 3.0
+        )
         out["overall"] = sum(out.values()) / len(out)
         return {name: round(out.get(key, 0.0), 6) for name, key in VSI_NAMES.items()}
 
@@ -313,7 +443,10 @@ def _mean(values):
 
 
 def _aggregate_boxes(prefix, items, iou, to_float=False):
-    score = {"IoU": iou, "Center_ACC": lambda g, p: g[0] <= (p[0] + p[2]) / 2 <= g[2] and g[1] <= (p[1] + p[3]) / 2 <= g[3]}
+    score = {
+        "IoU": iou,
+        "Center_ACC": lambda g, p: g[0] <= (p[0] + p[2]) / 2 <= g[2] and g[1] <= (p[1] + p[3]) / 2 <= g[3],
+    }
     score |= {f"ACC@{t}": (lambda g, p, t=t: iou(g, p) >= t) for t in (0.1, 0.3, 0.5, 0.7, 0.9)}
     cast = float if to_float else (lambda v: v)
     return {prefix + name: _mean([cast(score[name](i["bbox"], i["pred"])) for i in items]) for name in REC_NAMES}
@@ -351,7 +484,9 @@ class LmmsEvalPackage:
         rec = self.m["rec"]
         exploded = list(rec.refcoco_bbox_rec_preprocess_dataset(Dataset.from_list(docs)))
         prompts = [rec.refcoco_bbox_rec_doc_to_text(d) for d in exploded]
-        items = [rec.refcoco_bbox_rec_process_result(d, [r])["refcoco_IoU"] for d, r in zip(exploded, responses, strict=True)]
+        items = [
+            rec.refcoco_bbox_rec_process_result(d, [r])["refcoco_IoU"] for d, r in zip(exploded, responses, strict=True)
+        ]
         return prompts, self.rec_aggregate(items)
 
     def rec_aggregate(self, items):
@@ -361,35 +496,62 @@ class LmmsEvalPackage:
     def refcoco_grounding(self, docs, responses):
         g = self.m["grounding"]
         prompts = [g.refcoco_grounding_doc_to_text(d) for d in docs]
-        items = [g.refcoco_grounding_process_result(d, [r])["refcoco_grounding_IoU"] for d, r in zip(docs, responses, strict=True)]
-        return prompts, {f"refcoco_grounding_{n}": getattr(g, f"refcoco_grounding_{f}")(items) for n, f in AGGREGATIONS.items()}
+        items = [
+            g.refcoco_grounding_process_result(d, [r])["refcoco_grounding_IoU"]
+            for d, r in zip(docs, responses, strict=True)
+        ]
+        return prompts, {
+            f"refcoco_grounding_{n}": getattr(g, f"refcoco_grounding_{f}")(items) for n, f in AGGREGATIONS.items()
+        }
 
     def countbench(self, docs, responses):
         c = self.m["countbench"]
-        return [c.countbench_doc_to_text(d, COUNTBENCH_KWARGS) for d in docs], {"acc": _mean([c.countbench_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+        return [c.countbench_doc_to_text(d, COUNTBENCH_KWARGS) for d in docs], {
+            "acc": _mean([c.countbench_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
+        }
 
     def countbenchqa(self, docs, responses):
         c = self.m["countbenchqa"]
-        return [c.countbenchqa_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {"acc": _mean([c.countbenchqa_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+        return [c.countbenchqa_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
+            "acc": _mean([c.countbenchqa_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
+        }
 
     def pixmo_count(self, docs, responses):
         c = self.m["pixmo"]
-        return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {"acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])}
+        return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
+            "acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
+        }
 
     def screenspot_v2(self, docs, responses):
         v2 = self.m["v2"]
-        items = [v2.screenspot_v2_process_results(d, [r])["screenspot_v2_action_acc"] for d, r in zip(docs, responses, strict=True)]
-        return [v2.screenspot_v2_doc_to_text(d) for d in docs], {f"screenspot_v2_{k}_acc": getattr(v2, f"screenspot_v2_{k}_acc")(items) for k in ("action", "text", "icon")}
+        items = [
+            v2.screenspot_v2_process_results(d, [r])["screenspot_v2_action_acc"]
+            for d, r in zip(docs, responses, strict=True)
+        ]
+        return [v2.screenspot_v2_doc_to_text(d) for d in docs], {
+            f"screenspot_v2_{k}_acc": getattr(v2, f"screenspot_v2_{k}_acc")(items) for k in ("action", "text", "icon")
+        }
 
     def screenspot_pro(self, docs, responses):
         pro = self.m["pro"]
-        items = [pro.screenspot_pro_process_results(d, [r])["screenspot_pro_action_acc"] for d, r in zip(docs, responses, strict=True)]
-        return [pro.screenspot_pro_doc_to_text(d) for d in docs], {f"screenspot_pro_{k}_acc": getattr(pro, f"screenspot_pro_{k}_acc")(items) for k in ("action", "text", "icon")}
+        items = [
+            pro.screenspot_pro_process_results(d, [r])["screenspot_pro_action_acc"]
+            for d, r in zip(docs, responses, strict=True)
+        ]
+        return [pro.screenspot_pro_doc_to_text(d) for d in docs], {
+            f"screenspot_pro_{k}_acc": getattr(pro, f"screenspot_pro_{k}_acc")(items)
+            for k in ("action", "text", "icon")
+        }
 
     def vsibench(self, docs, predictions):
         v = self.m["vsibench"]
-        items = [v.vsibench_process_results(dict(d), [p])["vsibench_overall"] for d, p in zip(docs, predictions, strict=True)]
-        return {name: getattr(v, "vsibench_aggregate_" + ("overall" if name == "vsibench_overall" else name))(items) for name in VSI_NAMES}
+        items = [
+            v.vsibench_process_results(dict(d), [p])["vsibench_overall"] for d, p in zip(docs, predictions, strict=True)
+        ]
+        return {
+            name: getattr(v, "vsibench_aggregate_" + ("overall" if name == "vsibench_overall" else name))(items)
+            for name in VSI_NAMES
+        }
 
 
 def references() -> list[Any]:

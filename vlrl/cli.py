@@ -14,13 +14,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
-from vlrl.data import RecordError
+from vlrl.data.records import RecordError
 from vlrl.trainer.stops import exit_status
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
 
-def _add_config_args(parser: argparse.ArgumentParser, example: str = "trainer.lr=1e-5 rollout.num_generations=4") -> None:
+def _add_config_args(
+    parser: argparse.ArgumentParser, example: str = "trainer.lr=1e-5 rollout.num_generations=4"
+) -> None:
     parser.add_argument("--config", help="YAML config file (see configs/)")
     parser.add_argument("overrides", nargs="*", help=f"dotted overrides, e.g. {example}")
 
@@ -114,8 +116,8 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
 def frame_note(cfg: Config) -> str:
     """Which coordinate frame completions are read in, and why: a wrong frame scores every box wrong."""
-    from vlrl.modeling import frame_kind
-    from vlrl.models import model_family
+    from vlrl.models.families import model_family
+    from vlrl.models.loading import frame_kind
 
     m = cfg.model
     kind = frame_kind(m)
@@ -140,9 +142,9 @@ def frame_note(cfg: Config) -> str:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from vlrl.datasets import load_task_split
-    from vlrl.registry import make_task
-    from vlrl.scoring import score_file
+    from vlrl.tasking.registry import make_task
+    from vlrl.tasking.scoring import score_file
+    from vlrl.tasking.sources import load_task_split
 
     cfg = _config(args, **{"task.name": args.task})
     task = make_task(cfg.task)
@@ -180,7 +182,7 @@ def _label(text: str) -> str:
 
 def default_eval_dir(task_names: list[str], model: str) -> Path:
     """runs/eval/<tasks>-<model>, the model named by its run and step when it is a run's checkpoint."""
-    from vlrl.registry import task_class
+    from vlrl.tasking.registry import task_class
 
     tasks = "+".join(task_class(name).name or name for name in task_names)
     path = Path(model)
@@ -234,7 +236,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
         )
     if cfg.eval.limit:
         cfg.data.limit = cfg.eval.limit
-    out = Path(args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path))
+    out = Path(
+        args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path)
+    )
     from vlrl.trainer.run import removed_if_unused
 
     with removed_if_unused(out):
@@ -249,23 +253,30 @@ def cmd_eval(args: argparse.Namespace) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> None:
+    if args.action == "reference":
+        from vlrl.app.reference import reference
+
+        console.print(reference(), end="", markup=False, highlight=False)
+        return
     import yaml
 
     from vlrl.config import to_dict
 
+    if not args.path:
+        raise ConfigError("vlrl config show needs the YAML config file to show")
     cfg = load_config(args.path, args.overrides)
     console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from vlrl.plots import plot_run
+    from vlrl.app.plots import plot_run
 
     for path in plot_run(args.run_dir):
         console.print(f"wrote {path}")
 
 
 def cmd_tasks(args: argparse.Namespace) -> None:
-    from vlrl.registry import list_tasks
+    from vlrl.tasking.registry import list_tasks
 
     table = Table(title="registered tasks")
     for column in ("name", "origin", "description"):
@@ -277,7 +288,7 @@ def cmd_tasks(args: argparse.Namespace) -> None:
 
 def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.config import TaskConfig
-    from vlrl.registry import make_task
+    from vlrl.tasking.registry import make_task
 
     task = make_task(TaskConfig(name=args.task))
     try:
@@ -288,9 +299,9 @@ def cmd_data(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from vlrl.registry import make_task
-    from vlrl.trainer.logs import progress_bar
-    from vlrl.validate import validate_split
+    from vlrl.progress import progress_bar
+    from vlrl.tasking.registry import make_task
+    from vlrl.tasking.validate import validate_split
 
     cfg = _config(args, **{"task.name": args.task, "data.image_root": args.image_root})
     task = make_task(cfg.task)
@@ -306,7 +317,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_tiny_model(args: argparse.Namespace) -> None:
     import dataclasses
 
-    from vlrl.testing.tiny import SHAPES, tiny_builds, write_tiny_checkpoint
+    from vlrl.models.families import tiny_builds
+    from vlrl.models.tiny import SHAPES, write_tiny_checkpoint
 
     _quiet_transformers()
     if args.shape:
@@ -324,7 +336,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from vlrl.modeling import export_full_model
+    from vlrl.models.loading import export_full_model
 
     _quiet_transformers()
     out = export_full_model(args.checkpoint, Path(args.out))
@@ -332,31 +344,42 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
-    from vlrl.plan import GB, Workload, fits, model_shape, plans
+    from vlrl.app.plan import fits, plans
+    from vlrl.models.memory import GB, Workload, model_shape
+    from vlrl.rollout import configured_engines
 
     cfg = _config(args)
+    engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)
     shape = model_shape(cfg, args.shape)
-    image_tokens = args.image_tokens if args.image_tokens is not None else min(cfg.model.max_pixels // 784, cfg.trainer.token_budget // 2)
+    image_tokens = (
+        args.image_tokens
+        if args.image_tokens is not None
+        else min(cfg.model.max_pixels // 784, cfg.trainer.token_budget // 2)
+    )
     work = Workload.of(cfg, args.gpus, args.gpu_memory, image_tokens)
     console.print(
         f"{args.shape or cfg.model.path}: {shape.params / 1e9:.2f}B parameters, {shape.trainable / 1e9:.3f}B trained; "
         f"{args.gpus} GPU(s) of {args.gpu_memory:g} GB; a micro-batch of {work.token_budget} tokens (one prompt with "
-        f"{image_tokens} image tokens, --image-tokens), {work.rows} completions per GPU per step, engine {work.engine}",
+        f"{image_tokens} image tokens, --image-tokens), {work.rows} completions per GPU per step, engine {cfg.rollout.engine}",
         highlight=False,
     )
     columns = {  # header: term
         "weights": "weights", "masters": "master weights", "grads": "gradients", "AdamW": "optimizer",
         "reference": "reference", "gathered": "gathered units", "activations": "activations",
         "engine": "rollout engine", "peak": "peak",
-    }
-    table = Table(title="GB per GPU; peak: the largest of rollout, update and optimizer step; fits: peak <= 95% of the GPU")
+    }  # fmt: skip
+    table = Table(
+        title="GB per GPU; peak: the largest of rollout, update and optimizer step; fits: peak <= 95% of the GPU"
+    )
     for header in ("strategy", "checkpointing", *columns, "fits"):
         table.add_column(header, justify="left" if header in ("strategy", "checkpointing", "fits") else "right")
-    for strategy, checkpointing, terms in plans(shape, work):
+    for strategy, checkpointing, terms in plans(shape, work, engine):
         verdict = "yes" if fits(terms, work) else "no"
         if "cpu memory" in terms:
             verdict += f" (+{terms['cpu memory'] / GB:.0f} GB CPU)"
-        table.add_row(strategy, "on" if checkpointing else "off", *(f"{terms[t] / GB:.1f}" for t in columns.values()), verdict)
+        table.add_row(
+            strategy, "on" if checkpointing else "off", *(f"{terms[t] / GB:.1f}" for t in columns.values()), verdict
+        )
     Console(width=max(console.width, 150)).print(table)  # wide enough for every column, also in a file
 
 
@@ -383,13 +406,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(score)
     score.set_defaults(func=cmd_score)
 
-    evaluate = commands.add_parser("eval", help="evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)"
+    )
     evaluate.add_argument(
         "--task",
         action="append",
         help="task or benchmark name, or name=DATA; repeat for several tasks (default: the config's task)",
     )
-    evaluate.add_argument("--data", help="data of the tasks given without =DATA: a file, or a downloaded dataset (DIR[@split])")
+    evaluate.add_argument(
+        "--data", help="data of the tasks given without =DATA: a file, or a downloaded dataset (DIR[@split])"
+    )
     evaluate.add_argument(
         "--model",
         help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",
@@ -397,17 +424,26 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
     evaluate.add_argument("--limit", type=int, help="first N samples only")
     evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
-    evaluate.add_argument("--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)")
+    evaluate.add_argument(
+        "--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)"
+    )
     evaluate.add_argument("--out", help="output directory")
     evaluate.add_argument(
-        "--compare", nargs=2, metavar="DIR", help="print the metric differences of two eval outputs, and the settings that differ"
+        "--compare",
+        nargs=2,
+        metavar="DIR",
+        help="print the metric differences of two eval outputs, and the settings that differ",
     )
     _add_config_args(evaluate)
     evaluate.set_defaults(func=cmd_eval)
 
-    config = commands.add_parser("config", help="show a config file resolved: its extends merged, overrides applied, defaults filled")
-    config.add_argument("action", choices=["show"])
-    config.add_argument("path", help="YAML config file")
+    config = commands.add_parser(
+        "config",
+        help="show a config file resolved (its extends merged, overrides applied, defaults filled), "
+        "or print the reference of every key (docs/config.md)",
+    )
+    config.add_argument("action", choices=["show", "reference"])
+    config.add_argument("path", nargs="?", help="YAML config file (show)")
     config.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.steps=20")
     config.set_defaults(func=cmd_config)
 
@@ -423,27 +459,44 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands = data.add_subparsers(dest="data_command", required=True)
     synth = data_commands.add_parser("synth", help="write a task's synthetic dataset in its public format")
     synth.add_argument("--task", required=True)
-    synth.add_argument("--out", required=True, help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it")
+    synth.add_argument(
+        "--out",
+        required=True,
+        help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it",
+    )
     synth.add_argument("--size", type=int, default=512)
     synth.add_argument("--seed", type=int, default=0)
     synth.set_defaults(func=cmd_data)
-    validate = data_commands.add_parser("validate", help="report every problem of a dataset before a run; exit 1 if any")
+    validate = data_commands.add_parser(
+        "validate", help="report every problem of a dataset before a run; exit 1 if any"
+    )
     validate.add_argument("--task", required=True)
     validate.add_argument("data", help="the data file, in the task's format")
     validate.add_argument("--image-root", help="where the records' relative paths point (sets data.image_root)")
     _add_config_args(validate)
     validate.set_defaults(func=cmd_validate)
 
-    plan = commands.add_parser("plan", help="per-GPU memory of a run for each parallelism strategy, from the model's config")
+    plan = commands.add_parser(
+        "plan", help="per-GPU memory of a run for each parallelism strategy, from the model's config"
+    )
     plan.add_argument("--gpus", type=int, default=1, help="GPUs in the run (default 1)")
     plan.add_argument("--gpu-memory", type=float, default=80.0, help="GB of memory per GPU (default 80)")
-    plan.add_argument("--shape", help="a real checkpoint's shape instead of model.path: " + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b")))
-    plan.add_argument("--image-tokens", type=int, help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)")
+    plan.add_argument(
+        "--shape",
+        help="a real checkpoint's shape instead of model.path: "
+        + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b")),
+    )
+    plan.add_argument(
+        "--image-tokens",
+        type=int,
+        help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)",
+    )
     _add_config_args(plan)
     plan.set_defaults(func=cmd_plan)
 
     export = commands.add_parser(
-        "export", help="a checkpoint as a plain HF model directory (LoRA adapters merged), for from_pretrained and other tools"
+        "export",
+        help="a checkpoint as a plain HF model directory (LoRA adapters merged), for from_pretrained and other tools",
     )
     export.add_argument("checkpoint", help="a run's checkpoints/step-N (full or LoRA) or any local checkpoint")
     export.add_argument("out", help="the directory to write")
@@ -458,7 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered family's",
     )
     tiny.add_argument("--seed", type=int, default=0)
-    tiny.add_argument("--shape", help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2-vl-2b, qwen3-vl-8b")
+    tiny.add_argument(
+        "--shape",
+        help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2-vl-2b, qwen3-vl-8b",
+    )
     tiny.add_argument("--device", default="cpu", help="where to draw the weights (cuda is faster for large shapes)")
     tiny.set_defaults(func=cmd_tiny_model)
     return parser

@@ -14,12 +14,26 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
-
 PIL_REFUSES_ABOVE = 2 * 89_478_485  # PIL's Image.open raises DecompressionBombError above this
 
 
 class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
+
+
+def require_positive(key: str, section: Any, *names: str) -> None:
+    """`key.name` > 0 for each name of `section`."""
+    for name in names:
+        value = getattr(section, name)
+        if value <= 0:
+            raise ConfigError(f"config: {key}.{name} must be > 0, got {value}")
+
+
+def plugin_sections() -> Any:
+    """A section's field holding the option sections of the plugins it chooses (`rollout.vllm`,
+    `trainer.fsdp`): any key of the section that is a mapping and no field of its own. The
+    chosen plugin reads and validates its own (vlrl/plugins.py: `plugin_options`)."""
+    return field(default_factory=dict, metadata={"plugin_sections": True})
 
 
 # No default model: a default that trains or scores a random tiny model when a real run
@@ -56,6 +70,23 @@ class VideoConfig:
     # What decodes the file: PyAV (FFmpeg, frame by frame) or decord (what Video-R1 reads with).
     backend: Literal["pyav", "decord"] = "pyav"
 
+    def validate(self, key: str) -> None:
+        if self.fps <= 0 or self.min_frames < 1 or self.max_frames < 2 or self.min_pixels <= 0:
+            raise ConfigError(
+                f"config: {key} needs fps > 0, min_frames >= 1, max_frames >= 2 and min_pixels > 0, got "
+                f"fps={self.fps}, min_frames={self.min_frames}, max_frames={self.max_frames}, min_pixels={self.min_pixels}"
+            )
+        if self.max_pixels < self.min_pixels or self.max_frames < self.min_frames:
+            raise ConfigError(
+                f"config: {key}.max_pixels ({self.max_pixels}) and max_frames ({self.max_frames}) must be >= "
+                f"min_pixels ({self.min_pixels}) and min_frames ({self.min_frames})"
+            )
+        if self.backend == "decord":
+            import importlib.util
+
+            if importlib.util.find_spec("decord") is None:
+                raise ConfigError(f"config: {key}.backend=decord needs the decord package (pip install decord)")
+
 
 @dataclass
 class ModelConfig:
@@ -73,6 +104,14 @@ class ModelConfig:
     freeze_vision: bool = False
     lora: LoraConfig = field(default_factory=LoraConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
+
+    def validate(self, key: str) -> None:
+        require_positive(key, self, "min_pixels")
+        if self.max_pixels < self.min_pixels:
+            raise ConfigError(
+                f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
+            )
+        self.video.validate(f"{key}.video")
 
 
 @dataclass
@@ -94,6 +133,13 @@ class DataConfig:
     synthetic_train_size: int = 512
     synthetic_eval_size: int = 128
     synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
+
+    def validate(self, key: str) -> None:
+        if not 0 < self.max_image_pixels <= PIL_REFUSES_ABOVE:
+            raise ConfigError(
+                f"config: {key}.max_image_pixels must be in (0, {PIL_REFUSES_ABOVE}] (PIL refuses larger images), "
+                f"got {self.max_image_pixels}"
+            )
 
 
 @dataclass
@@ -117,28 +163,22 @@ class MixtureEntry:
 
 
 @dataclass
-class VLLMConfig:
-    """The colocated vLLM engine (`rollout.engine=vllm`): vllm.LLM in the training process.
-    Each request carries a seed drawn from the run's sampling generator, so trainer.seed
-    governs vLLM's sampling too and a resumed run draws the same seeds."""
-
-    gpu_memory_utilization: float = 0.3  # share of the GPU for weights + KV cache (the rest trains)
-    tensor_parallel_size: int = 1
-    max_model_len: int = 0  # 0: the model's
-    enforce_eager: bool = False  # no CUDA graphs (always eager on CPU)
-    kv_cache_memory_bytes: int = 0  # KV cache size on CPU (0: vLLM's default, VLLM_CPU_KVCACHE_SPACE)
-    sleep: bool = True  # free the engine's GPU memory during the update (CUDA only; a no-op on CPU)
-
-
-@dataclass
 class RolloutConfig:
-    engine: str = "hf"  # hf, vllm, or module:Class of a RolloutEngine
+    engine: str = "hf"  # a registered engine (hf, vllm: vlrl/rollout/), or module:Class of a RolloutEngine
     num_generations: int = 8
     max_new_tokens: int = 1024
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
-    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    # The engine's own options under its name, e.g. rollout.vllm.gpu_memory_utilization (its Options)
+    options: dict[str, dict[str, Any]] = plugin_sections()
+
+    def validate(self, key: str) -> None:
+        require_positive(key, self, "num_generations", "max_new_tokens")
+        if self.temperature <= 0:
+            raise ConfigError(f"config: {key}.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {self.top_p}")
 
 
 @dataclass
@@ -153,6 +193,10 @@ class RolloutCorrectionConfig:
     mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = "sequence_mask"
     clip_min: float | None = None
     clip_max: float | None = 3.0
+
+    def validate(self, key: str) -> None:
+        if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
+            raise ConfigError(f"config: {key}.clip_min ({self.clip_min}) must be <= clip_max ({self.clip_max})")
 
 
 # T of exp(-step / T) by Trust-GRPO variant: SophiaVL-R1's RewardConfig default (its released
@@ -176,6 +220,10 @@ class TrustConfig:
         if self.decay_steps is None:  # resolved here, so that config.yaml states the T a run used
             self.decay_steps = TRUST_DECAY_STEPS[self.variant]
 
+    def validate(self, key: str) -> None:
+        if not self.decay_steps > 0:
+            raise ConfigError(f"config: {key}.decay_steps must be > 0, got {self.decay_steps}")
+
 
 @dataclass
 class TemporalConfig:
@@ -195,6 +243,12 @@ class LengthControlConfig:
     min_tokens: int = 320
     max_tokens: int = 512
     bonus: float = 0.2
+
+    def validate(self, key: str) -> None:
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ConfigError(
+                f"config: {key} needs 0 <= min_tokens <= max_tokens, got {self.min_tokens} and {self.max_tokens}"
+            )
 
 
 @dataclass
@@ -240,6 +294,22 @@ class AlgoConfig:
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
 
+    def validate(self, key: str) -> None:
+        require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
+        if self.beta < 0:
+            raise ConfigError(f"config: {key}.beta must be >= 0, got {self.beta}")
+        if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
+            raise ConfigError(
+                f"config: {key}.epsilon_high ({self.epsilon_high}) must be >= {key}.epsilon ({self.epsilon})"
+            )
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ConfigError(f"config: {key}.dual_clip must be > 1, got {self.dual_clip}")
+        if not 0 < self.top_entropy_fraction <= 1:
+            raise ConfigError(f"config: {key}.top_entropy_fraction must be in (0, 1], got {self.top_entropy_fraction}")
+        self.rollout_correction.validate(f"{key}.rollout_correction")
+        self.trust.validate(f"{key}.trust")
+        self.length_control.validate(f"{key}.length_control")
+
 
 @dataclass
 class EvalConfig:
@@ -254,14 +324,10 @@ class EvalConfig:
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
     output_dir: str = ""  # `vlrl eval` writes results.json and samples_<task>.jsonl here (default: runs/eval/...)
 
-
-@dataclass
-class FSDPConfig:
-    """FSDP2 (`trainer.parallel: fsdp2`, vlrl/parallel/fsdp2.py)."""
-
-    # Sharded weights, gradients and AdamW's state live in CPU memory and the optimizer steps on
-    # the CPU (FSDP2's CPUOffloadPolicy): a model too large for the GPUs trains, more slowly.
-    cpu_offload: bool = False
+    def validate(self, key: str) -> None:
+        require_positive(key, self, "batch_size")
+        if self.temperature < 0 or self.max_new_tokens < 0 or self.every < 0 or self.limit < 0:
+            raise ConfigError(f"config: {key}.temperature, max_new_tokens, every and limit must be >= 0")
 
 
 @dataclass
@@ -278,9 +344,11 @@ class TrainerConfig:
     # updates at lr 1e-6 round away. false saves 4 bytes per weight and trains in the model's dtype.
     master_weights: bool = True
     # How the model is spread over the processes (vlrl/parallel/): replicated (each holds the whole
-    # model, gradients averaged) or fsdp2 (weights, gradients and optimizer state sharded, FSDP2).
-    parallel: Literal["replicated", "fsdp2"] = "replicated"
-    fsdp: FSDPConfig = field(default_factory=FSDPConfig)
+    # model, gradients averaged), fsdp2 (weights, gradients and optimizer state sharded, FSDP2;
+    # its options under trainer.fsdp), or module:Class of a Strategy.
+    parallel: str = "replicated"
+    # The strategy's own options under its options key, e.g. trainer.fsdp.cpu_offload (its Options)
+    options: dict[str, dict[str, Any]] = plugin_sections()
     # Recompute decoder layers' and vision blocks' activations in the backward pass instead of
     # keeping them: less memory at the token budget, about one more forward of compute.
     gradient_checkpointing: bool = False
@@ -296,6 +364,12 @@ class TrainerConfig:
     progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
     log_every: int = 10
     max_consecutive_nonfinite: int = 3
+
+    def validate(self, key: str) -> None:
+        require_positive(
+            key, self, "steps", "prompts_per_step", "token_budget", "save_every", "keep_last", "max_consecutive_nonfinite",
+            "log_every", "log_samples_every",
+        )  # fmt: skip
 
 
 @dataclass
@@ -313,61 +387,10 @@ class Config:
     sft: TrainerConfig = field(default_factory=lambda: TrainerConfig(output_dir="runs/sft", lr=1e-5, steps=500))
 
     def validate(self) -> Config:
-        """Checks that span fields; types and allowed values are checked while building."""
-        positive = {
-            "rollout.num_generations": self.rollout.num_generations,
-            "rollout.max_new_tokens": self.rollout.max_new_tokens,
-            "trainer.steps": self.trainer.steps,
-            "trainer.prompts_per_step": self.trainer.prompts_per_step,
-            "trainer.token_budget": self.trainer.token_budget,
-            "trainer.save_every": self.trainer.save_every,
-            "trainer.keep_last": self.trainer.keep_last,
-            "trainer.max_consecutive_nonfinite": self.trainer.max_consecutive_nonfinite,
-            "trainer.log_every": self.trainer.log_every,
-            "trainer.log_samples_every": self.trainer.log_samples_every,
-            "sft.steps": self.sft.steps,
-            "sft.prompts_per_step": self.sft.prompts_per_step,
-            "sft.token_budget": self.sft.token_budget,
-            "sft.save_every": self.sft.save_every,
-            "sft.keep_last": self.sft.keep_last,
-            "sft.log_every": self.sft.log_every,
-            "model.min_pixels": self.model.min_pixels,
-            "eval.batch_size": self.eval.batch_size,
-        }
-        for key, value in positive.items():
-            if value <= 0:
-                raise ConfigError(f"config: {key} must be > 0, got {value}")
-        for section in ("trainer", "sft"):
-            t = getattr(self, section)
-            if t.fsdp.cpu_offload and t.parallel != "fsdp2":
-                raise ConfigError(f"config: {section}.fsdp.cpu_offload needs {section}.parallel=fsdp2, got {t.parallel!r}")
-        if not 0 < self.data.max_image_pixels <= PIL_REFUSES_ABOVE:
-            raise ConfigError(
-                f"config: data.max_image_pixels must be in (0, {PIL_REFUSES_ABOVE}] (PIL refuses larger images), "
-                f"got {self.data.max_image_pixels}"
-            )
-        if self.model.max_pixels < self.model.min_pixels:
-            raise ConfigError(
-                f"config: model.max_pixels ({self.model.max_pixels}) must be >= model.min_pixels ({self.model.min_pixels})"
-            )
-        video = self.model.video
-        if video.fps <= 0 or video.min_frames < 1 or video.max_frames < 2 or video.min_pixels <= 0:
-            raise ConfigError(
-                "config: model.video needs fps > 0, min_frames >= 1, max_frames >= 2 and min_pixels > 0, got "
-                f"fps={video.fps}, min_frames={video.min_frames}, max_frames={video.max_frames}, min_pixels={video.min_pixels}"
-            )
-        if video.max_pixels < video.min_pixels or video.max_frames < video.min_frames:
-            raise ConfigError(
-                f"config: model.video.max_pixels ({video.max_pixels}) and max_frames ({video.max_frames}) must be >= "
-                f"min_pixels ({video.min_pixels}) and min_frames ({video.min_frames})"
-            )
-        if video.backend == "decord":
-            import importlib.util
-
-            if importlib.util.find_spec("decord") is None:
-                raise ConfigError("config: model.video.backend=decord needs the decord package (pip install decord)")
-        if self.eval.temperature < 0 or self.eval.max_new_tokens < 0 or self.eval.every < 0 or self.eval.limit < 0:
-            raise ConfigError("config: eval.temperature, eval.max_new_tokens, eval.every and eval.limit must be >= 0")
+        """Each section checks itself (types and allowed values were checked while building);
+        then what spans sections."""
+        for name in ("model", "data", "rollout", "algo", "trainer", "eval", "sft"):
+            getattr(self, name).validate(name)
         names = [entry.name for entry in self.mixture]
         if any(not name for name in names):
             raise ConfigError("config: every mixture entry needs a task name (mixture[i].name)")
@@ -375,60 +398,19 @@ class Config:
             raise ConfigError(f"config: mixture names a task twice: {names}")
         if any(entry.weight <= 0 for entry in self.mixture):
             raise ConfigError("config: mixture weights must be > 0")
-        from vlrl.rollout import ENGINES
-
-        for key, engine in (("rollout.engine", self.rollout.engine), ("eval.backend", self.eval.backend)):
-            if engine not in ENGINES and ":" not in engine:
-                raise ConfigError(f"config: {key} must be one of {', '.join(map(repr, ENGINES))} or module:Class; got {engine!r}")
-        vllm = self.rollout.vllm
-        if not 0 < vllm.gpu_memory_utilization <= 1 or vllm.tensor_parallel_size < 1:
+        algo, rollout = self.algo, self.rollout
+        if not 0 <= algo.overlong_buffer < rollout.max_new_tokens:
             raise ConfigError(
-                "config: rollout.vllm needs 0 < gpu_memory_utilization <= 1 and tensor_parallel_size >= 1, got "
-                f"{vllm.gpu_memory_utilization} and {vllm.tensor_parallel_size}"
+                f"config: algo.overlong_buffer must be in [0, rollout.max_new_tokens), got {algo.overlong_buffer}"
             )
-        if vllm.max_model_len < 0 or vllm.kv_cache_memory_bytes < 0:
-            raise ConfigError("config: rollout.vllm.max_model_len and kv_cache_memory_bytes must be >= 0 (0: vLLM's default)")
-        correction = self.algo.rollout_correction
-        if correction.clip_min is not None and correction.clip_max is not None and correction.clip_min > correction.clip_max:
+        if algo.mini_batches > self.trainer.prompts_per_step:
             raise ConfigError(
-                f"config: algo.rollout_correction.clip_min ({correction.clip_min}) must be <= clip_max ({correction.clip_max})"
-            )
-        if self.rollout.temperature <= 0:
-            raise ConfigError(f"config: rollout.temperature must be > 0, got {self.rollout.temperature}")
-        if not 0 < self.rollout.top_p <= 1:
-            raise ConfigError(f"config: rollout.top_p must be in (0, 1], got {self.rollout.top_p}")
-        if self.algo.beta < 0:
-            raise ConfigError(f"config: algo.beta must be >= 0, got {self.algo.beta}")
-        if self.algo.epsilon_high is not None and self.algo.epsilon_high < self.algo.epsilon:
-            raise ConfigError(
-                f"config: algo.epsilon_high ({self.algo.epsilon_high}) must be >= algo.epsilon ({self.algo.epsilon})"
-            )
-        if self.algo.dual_clip is not None and self.algo.dual_clip <= 1:
-            raise ConfigError(f"config: algo.dual_clip must be > 1, got {self.algo.dual_clip}")
-        if not 0 < self.algo.top_entropy_fraction <= 1:
-            raise ConfigError(f"config: algo.top_entropy_fraction must be in (0, 1], got {self.algo.top_entropy_fraction}")
-        for key in ("num_iterations", "mini_batches", "max_sampling_rounds"):
-            if getattr(self.algo, key) <= 0:
-                raise ConfigError(f"config: algo.{key} must be > 0, got {getattr(self.algo, key)}")
-        if not 0 <= self.algo.overlong_buffer < self.rollout.max_new_tokens:
-            raise ConfigError(
-                f"config: algo.overlong_buffer must be in [0, rollout.max_new_tokens), got {self.algo.overlong_buffer}"
-            )
-        if self.algo.mini_batches > self.trainer.prompts_per_step:
-            raise ConfigError(
-                f"config: algo.mini_batches ({self.algo.mini_batches}) must be <= trainer.prompts_per_step "
+                f"config: algo.mini_batches ({algo.mini_batches}) must be <= trainer.prompts_per_step "
                 f"({self.trainer.prompts_per_step}): a mini-batch holds whole groups"
             )
-        if self.rollout.num_generations < 2 and self.algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
-            raise ConfigError(f"config: algo.advantage {self.algo.advantage!r} needs rollout.num_generations >= 2")
-        length = self.algo.length_control
-        if not 0 <= length.min_tokens <= length.max_tokens:
-            raise ConfigError(
-                f"config: algo.length_control needs 0 <= min_tokens <= max_tokens, got {length.min_tokens} and {length.max_tokens}"
-            )
-        if not self.algo.trust.decay_steps > 0:
-            raise ConfigError(f"config: algo.trust.decay_steps must be > 0, got {self.algo.trust.decay_steps}")
-        if self.algo.temporal.enabled and int(self.algo.temporal.shuffled_fraction * self.rollout.num_generations) < 1:
+        if rollout.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
+            raise ConfigError(f"config: algo.advantage {algo.advantage!r} needs rollout.num_generations >= 2")
+        if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * rollout.num_generations) < 1:
             raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
         return self
 
@@ -504,21 +486,50 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise TypeError(f"unsupported config annotation {tp!r} at {key}")
 
 
+def _sections_field(cls: type) -> str | None:
+    return next((f.name for f in dataclasses.fields(cls) if f.metadata.get("plugin_sections")), None)
+
+
 def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
-    """Instantiate dataclass `cls` from a plain mapping, rejecting unknown keys by name."""
+    """Instantiate dataclass `cls` from a plain mapping, rejecting unknown keys by name. A
+    section with plugin sections (`plugin_sections`) keeps its unknown mapping keys there."""
     hints = get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
+    sections = _sections_field(cls)
+    data = dict(data)
+    if sections is not None:
+        plugins = dict(data.pop(sections, None) or {})
+        for key in [k for k in data if k not in names and isinstance(data[k], dict)]:
+            plugins[key] = data.pop(key)
+        data[sections] = plugins
     unknown = [k for k in data if k not in names]
     if unknown:
+        allowed = ", ".join(n for n in names if n != sections)
+        also = " (or the chosen plugin's option section)" if sections else ""
         raise ConfigError(
-            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {', '.join(names)}"
+            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {allowed}{also}"
         )
     kwargs = {k: _coerce(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
     return cls(**kwargs)
 
 
-def to_dict(obj: Any) -> dict[str, Any]:
-    return dataclasses.asdict(obj)
+def to_dict(obj: Any) -> Any:
+    """The config as plain data, as it is written: plugin sections under their own names
+    (`rollout.vllm`), where they were read from."""
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = to_dict(getattr(obj, f.name))
+            if f.metadata.get("plugin_sections"):
+                out.update(value)
+            else:
+                out[f.name] = value
+        return out
+    if isinstance(obj, list):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
 
 
 def dotted(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:

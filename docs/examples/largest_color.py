@@ -14,9 +14,9 @@ from data_prep.files import write_records_atomic
 from data_prep.shapes import SceneSpec, make_scene
 from rewards.format import think_answer
 from rewards.text import answer_text
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.task import RewardFn, Task
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import RewardFn, Task
 
 QUESTION = "What color is the largest shape in the image?"
 
@@ -79,7 +79,9 @@ class LargestColor(Task):
     def reward_functions(self) -> dict[str, RewardFn]:
         return {
             "format": lambda completions, samples: [think_answer(c) for c in completions],
-            "color": lambda completions, samples: [color_match(c, s.solution) for c, s in zip(completions, samples)],
+            "color": lambda completions, samples: [
+                color_match(c, s.solution) for c, s in zip(completions, samples, strict=False)
+            ],
         }
 
     def predict(self, completion: str, sample: Sample) -> str | None:
@@ -89,6 +91,6 @@ class LargestColor(Task):
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         n = len(samples)
         return {
-            "accuracy": sum(color_match(c, s.solution) for c, s in zip(completions, samples)) / n,
+            "accuracy": sum(color_match(c, s.solution) for c, s in zip(completions, samples, strict=False)) / n,
             "format_rate": sum(think_answer(c) for c in completions) / n,
         }

@@ -6,7 +6,7 @@ coordinates (docs/model_families.md). Everything else is Qwen2.5-VL's, so it der
 
 from __future__ import annotations
 
-from vlrl.models import family_class
+from vlrl.models.families import family_class
 
 Qwen25VL = family_class("qwen2_5_vl")
 

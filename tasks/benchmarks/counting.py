@@ -29,10 +29,10 @@ from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, search
 from tasks.records import record_image
-from vlrl.benchmark import Benchmark, mean, variants
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 COUNTBENCH_PRE_PROMPT = (
@@ -83,11 +83,15 @@ class CountBench(_CountingBenchmark):
     """lmms_eval/tasks/countbench/utils.py."""
 
     columns = (Column("image", "image"), Column("question", "string"), Column("number", "int|string"))
-    schema = pa.schema([("image", IMAGE_TYPE), ("text", pa.string()), ("question", pa.string()), ("number", pa.int64())])
+    schema = pa.schema(
+        [("image", IMAGE_TYPE), ("text", pa.string()), ("question", pa.string()), ("number", pa.int64())]
+    )
     max_new_tokens = 16
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        return self._sample(record, ctx, COUNTBENCH_PRE_PROMPT + _text(record, "question", ctx).strip(), record["number"])
+        return self._sample(
+            record, ctx, COUNTBENCH_PRE_PROMPT + _text(record, "question", ctx).strip(), record["number"]
+        )
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"acc": float(countbench_normalize(completion) == countbench_normalize(sample.solution))}

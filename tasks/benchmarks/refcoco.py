@@ -42,10 +42,10 @@ from PIL import Image, ImageDraw
 from rewards.detection import INVALID_JSON, load_json
 from rewards.text import compile_pattern, finditer, search
 from tasks.records import record_image
-from vlrl.benchmark import Benchmark, CoordsOptions, mean, variants
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.tasking.benchmark import Benchmark, CoordsOptions, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 REC_METRICS = ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")
@@ -70,9 +70,16 @@ CODE_FENCE = compile_pattern(r"```(?:json)?\s*(.*?)\s*```", regex.DOTALL | regex
 BOX_KEYS = ("bbox_2d", "bbox", "box", "coordinates", "coord", "location", "position")
 
 SCHEMA = pa.schema(
-    [("question_id", pa.string()), ("image", IMAGE_TYPE), ("question", pa.string()), ("answer", pa.list_(pa.string())),
-     ("segmentation", pa.list_(pa.float32())), ("bbox", pa.list_(pa.float32())), ("iscrowd", pa.int8()),
-     ("file_name", pa.string())]  # fmt: skip
+    [
+        ("question_id", pa.string()),
+        ("image", IMAGE_TYPE),
+        ("question", pa.string()),
+        ("answer", pa.list_(pa.string())),
+        ("segmentation", pa.list_(pa.float32())),
+        ("bbox", pa.list_(pa.float32())),
+        ("iscrowd", pa.int8()),
+        ("file_name", pa.string()),
+    ]
 )
 
 
@@ -198,7 +205,11 @@ class _RefCOCOBenchmark(Benchmark):
     def _row(self, record: dict[str, Any], ctx: RecordContext) -> tuple[str, int, int, list[float], str]:
         path, width, height = record_image(record, ctx)
         bbox = record["bbox"]
-        if not (isinstance(bbox, list) and len(bbox) == 4 and all(isinstance(v, (int, float)) and math.isfinite(v) for v in bbox)):
+        if not (
+            isinstance(bbox, list)
+            and len(bbox) == 4
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in bbox)
+        ):
             raise ctx.error(f"bbox must be 4 finite numbers [x, y, w, h], got {bbox!r}"[:200])
         qid = record.get("question_id")
         return path, width, height, [float(v) for v in bbox], str(ctx.index if qid is None else qid)
@@ -222,9 +233,16 @@ class RefCOCOBboxRec(_RefCOCOBenchmark):
         frame = ctx.frame_spec.frame(width, height)
         values = REC_VALUES["lmms_eval" if self.options.coords == "lmms_eval" else frame.kind]
         return [
-            Sample(id=f"{qid}/{k}", task=self.name, problem=REC_PROMPT.format(values=values, expression=answer),
-                   solution=normalized, images=[path], frame=frame, meta={"answer": answer, "ann_id": qid},
-                   source=ctx.source)  # fmt: skip
+            Sample(
+                id=f"{qid}/{k}",
+                task=self.name,
+                problem=REC_PROMPT.format(values=values, expression=answer),
+                solution=normalized,
+                images=[path],
+                frame=frame,
+                meta={"answer": answer, "ann_id": qid},
+                source=ctx.source,
+            )
             for k, answer in enumerate(_strings(record["answer"], ctx))
         ]
 
@@ -241,7 +259,10 @@ class RefCOCOBboxRec(_RefCOCOBenchmark):
 
     def aggregations(self):
         score = scorers(rec_iou)
-        return {f"refcoco_{m}": lambda items, m=m: mean([score[m](i["bbox"], i["pred"]) for i in items]) for m in REC_METRICS}
+        return {
+            f"refcoco_{m}": lambda items, m=m: mean([score[m](i["bbox"], i["pred"]) for i in items])
+            for m in REC_METRICS
+        }
 
 
 class RefCOCOGrounding(_RefCOCOBenchmark):
@@ -255,9 +276,16 @@ class RefCOCOGrounding(_RefCOCOBenchmark):
         path, width, height, (x, y, w, h), qid = self._row(record, ctx)
         answers = record["answer"]
         return [
-            Sample(id=qid, task=self.name, problem=GROUNDING_PROMPT.format(refs=_quoted(answers)),
-                   solution=[x, y, x + w, y + h], images=[path], frame=ctx.frame_spec.frame(width, height),
-                   meta={"answer": answers, "ann_id": qid}, source=ctx.source)  # fmt: skip
+            Sample(
+                id=qid,
+                task=self.name,
+                problem=GROUNDING_PROMPT.format(refs=_quoted(answers)),
+                solution=[x, y, x + w, y + h],
+                images=[path],
+                frame=ctx.frame_spec.frame(width, height),
+                meta={"answer": answers, "ann_id": qid},
+                source=ctx.source,
+            )
         ]
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:

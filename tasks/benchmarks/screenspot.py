@@ -40,10 +40,10 @@ from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, findall, search
 from tasks.records import record_image
-from vlrl.benchmark import Benchmark, CoordsOptions, variants
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
-from vlrl.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.tasking.benchmark import Benchmark, CoordsOptions, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PROMPT = (
@@ -60,7 +60,9 @@ _TOKEN = r"-?\d+(?:\.\d+)?%?"
 NUMBER = compile_pattern(_TOKEN)
 BBOX_TAG = compile_pattern(r"<\s*bbox[^>]*>(.*?)<\s*/\s*bbox\s*>", regex.IGNORECASE | regex.DOTALL)
 PAIR = compile_pattern(rf"[\[\(]\s*({_TOKEN})\s*(?:,|\s)\s*({_TOKEN})\s*[\]\)]")
-XY = compile_pattern(rf"['\"]?x['\"]?\s*[:=]\s*({_TOKEN}).*?['\"]?y['\"]?\s*[:=]\s*({_TOKEN})", regex.IGNORECASE | regex.DOTALL)
+XY = compile_pattern(
+    rf"['\"]?x['\"]?\s*[:=]\s*({_TOKEN}).*?['\"]?y['\"]?\s*[:=]\s*({_TOKEN})", regex.IGNORECASE | regex.DOTALL
+)
 BOX_WORDS = ("bbox", "box", "rect", "rectangle")
 
 
@@ -226,7 +228,12 @@ class ScreenSpotV2(_ScreenSpot):
         width, height = 1, 1
         if "image_width" in record and "image_height" in record:
             width, height = int(record["image_width"]), int(record["image_height"])
-        return v2_box(record["bbox"], width, height), [width, height], record.get("data_type", ""), record.get("data_source") or ""
+        return (
+            v2_box(record["bbox"], width, height),
+            [width, height],
+            record.get("data_type", ""),
+            record.get("data_source") or "",
+        )
 
     def _synthetic_row(self, image, box, kind, platform, index):
         x1, y1, x2, y2 = box
@@ -274,7 +281,13 @@ def _screens(size: int, seed: int):
         w, h = int(rng.integers(12, 40)), int(rng.integers(10, 30))
         x, y = int(rng.integers(0, width - w)), int(rng.integers(0, height - h))
         ImageDraw.Draw(image).rectangle([x, y, x + w, y + h], fill=(30, 90, 200))
-        yield image, [x, y, x + w, y + h], str(rng.choice(["text", "icon"])), str(rng.choice(["ios", "windows", "web"])), index
+        yield (
+            image,
+            [x, y, x + w, y + h],
+            str(rng.choice(["text", "icon"])),
+            str(rng.choice(["ios", "windows", "web"])),
+            index,
+        )
 
 
 BENCHMARKS = variants(ScreenSpotV2, [{"name": "screenspot_v2", "split": "test", "dataset": "HongxinLi/ScreenSpot_v2",

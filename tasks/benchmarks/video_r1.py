@@ -42,9 +42,9 @@ import regex
 from data_prep.video import MOTION_OPTIONS, motion_clip, write_clip
 from rewards.text import compile_pattern, finditer, search
 from tasks.video_qa import TYPE_TEMPLATE, video_r1_sample
-from vlrl.benchmark import Benchmark, variants
-from vlrl.data import RecordContext
-from vlrl.sample import Sample
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.tasking.benchmark import Benchmark, variants
 
 VIDEO_R1 = "Video-R1 59d65c3 src/eval_bench.py"
 EVAL_QUESTION_TEMPLATE = (
@@ -84,7 +84,7 @@ def extract_answer(text: str) -> str:
 def _number(text: str) -> float | None:
     try:
         return float(text.replace(",", ""))
-    except Exception:  # noqa: BLE001 - as eval_bench.normalize_number
+    except Exception:
         return None
 
 
@@ -118,7 +118,7 @@ def video_r1_reward(output: str, solution: str, problem_type: str) -> float:
                 return 0.0
             return video_r1_mra(answer_n, truth_n)
         return 0.0
-    except Exception:  # noqa: BLE001 - as reward_fn: an error scores 0
+    except Exception:
         return 0.0
 
 
@@ -231,7 +231,9 @@ class VideoR1Benchmark(Benchmark):
         question_type = record.get("original_question_type", record.get("question_type"))
         if self.vsi and question_type is not None:
             if question_type not in MCA_TYPES + NA_TYPES:
-                raise ctx.error(f"VSI-Bench question type {question_type!r} is not one of {', '.join(MCA_TYPES + NA_TYPES)}")
+                raise ctx.error(
+                    f"VSI-Bench question type {question_type!r} is not one of {', '.join(MCA_TYPES + NA_TYPES)}"
+                )
             sample.meta["question_type"] = question_type
         return sample
 
@@ -242,11 +244,19 @@ class VideoR1Benchmark(Benchmark):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         answer = extract_answer(completion) or completion
         reward = video_r1_reward(completion, sample.meta["solution"], sample.meta["problem_type"])
-        item = {"problem_type": sample.meta["problem_type"], "prediction": answer, "reward": reward, "correct": reward == 1.0}
+        item = {
+            "problem_type": sample.meta["problem_type"],
+            "prediction": answer,
+            "reward": reward,
+            "correct": reward == 1.0,
+        }
         out = {"mean_acc": item, "mean_mra": item}
         if "question_type" in sample.meta:
             truth = extract_answer(sample.meta["solution"])
-            vsi = {"question_type": sample.meta["question_type"], "score": vsi_score(sample.meta["question_type"], answer, truth)}
+            vsi = {
+                "question_type": sample.meta["question_type"],
+                "score": vsi_score(sample.meta["question_type"], answer, truth),
+            }
             out |= {"vsibench_overall": vsi} | {name: vsi for name in VSI_METRICS}
         return out
 
@@ -282,7 +292,12 @@ def write_synthetic_eval(path: Path, size: int, seed: int, vsi: bool) -> None:
     for index in range(size):
         frames, direction, color, shape = motion_clip(rng, side=64, n_frames=8)
         write_clip(path.parent / "videos" / f"{index}.mp4", frames, fps=4)
-        record = {"problem_id": index, "data_type": "video", "path": f"./videos/{index}.mp4", "data_source": "synthetic"}
+        record = {
+            "problem_id": index,
+            "data_type": "video",
+            "path": f"./videos/{index}.mp4",
+            "data_source": "synthetic",
+        }
         if index % 3 == 2:
             record |= {"problem": f"How many seconds does the {color} {shape} move?", "problem_type": "regression",
                        "options": [], "solution": "<answer>2.0</answer>"}  # fmt: skip

@@ -5,7 +5,7 @@ Every test here is marked `gpu` and needs CUDA; without it the tier is skipped. 
 VLRL_GPU_TIER_ON_CPU=1 the same tests run on the CPU at the tiny shape: a check of the tier's
 own logic (comparisons, tolerances' direction, bookkeeping), never a claim about CUDA.
 
-Models are built locally with random weights (vlrl.testing; nothing downloaded) at a mid-size
+Models are built locally with random weights (vlrl.models.tiny; nothing downloaded) at a mid-size
 Qwen2.5-VL shape: Qwen's 151,936-token vocabulary and bf16 weights, so that bf16 rounding and
 the float32 logits weigh as at real size, with 8 layers instead of 36 to keep the tier under
 8 minutes on one H100/H200. One test runs Qwen2.5-VL-3B's own shape (test_plan_on_gpu.py).
@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from vlrl.testing.tiny import QWEN_SCALE, TinySpec, tiny_checkpoint
+from vlrl.models.build import TinySpec
+from vlrl.models.tiny import QWEN_SCALE, tiny_checkpoint
 
 ON_CPU = os.environ.get("VLRL_GPU_TIER_ON_CPU") == "1"
 

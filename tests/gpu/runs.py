@@ -12,7 +12,10 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+)
 
 from tests.fixtures.fsdp_worker import kept_run
 from vlrl.config import load_config
@@ -38,7 +41,10 @@ def trained_fp32(run) -> dict[str, torch.Tensor]:
     """The trained parameters as the optimizer steps them (fp32 masters or shards), gathered."""
     strategy = run.strategy
     if strategy.name == "replicated":
-        return {n: m.detach().float().cpu().clone() for n, m in zip(strategy.weights.names, strategy.weights.masters, strict=True)}
+        return {
+            n: m.detach().float().cpu().clone()
+            for n, m in zip(strategy.weights.names, strategy.weights.masters, strict=True)
+        }
     options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=True)
     return {n: t.float().clone() for n, t in get_model_state_dict(run.model, options=options).items()}
 

@@ -2,7 +2,7 @@
 prompt, and it samples the same tokens with the policy of every parallelism strategy (FSDP2
 gathers the shards, CPU offload brings them from the CPU).
 
-The first test also runs on the CPU in `make test` (tests/test_policy.py calls it
+The first test also runs on the CPU in `make test` (tests/models/test_policy.py calls it
 with the tiny model)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free, rl_overrides
 from tests.gpu.test_strategies_on_gpu import STRATEGIES
 from vlrl.config import ModelConfig, load_config
-from vlrl.data import load_split
-from vlrl.modeling import frame_spec, load_model, load_processor
-from vlrl.prompting import render_prompt
+from vlrl.data.records import load_split
+from vlrl.models.loading import frame_spec, load_model, load_processor
+from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine
 from vlrl.trainer.rl import RLTrainer
@@ -75,7 +75,9 @@ def test_the_engine_samples_the_same_tokens_under_every_strategy(mid_model, data
     completions as the replicated policy (step 1, before any update)."""
     tokens = {}
     for name, options in STRATEGIES.items():
-        overrides = rl_overrides(mid_model, data, tmp_path / name.replace(" ", ""), **{**options, "rollout.engine": "hf"})
+        overrides = rl_overrides(
+            mid_model, data, tmp_path / name.replace(" ", ""), **{**options, "rollout.engine": "hf"}
+        )
         trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
         prompts = [trainer.render(RefCOCO(), s) for s in trainer.sources[0].train.samples[:2]]
         generator = torch.Generator(device=trainer.run.device).manual_seed(3)

@@ -9,6 +9,7 @@ of one prompt with its G completions (the token budget is one prompt plus G x ma
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -16,23 +17,24 @@ import torch
 
 from data_prep.refcoco import write_synthetic_rec
 from tests.gpu.runs import rl_run
+from vlrl.app.plan import fits, memory, variants
 from vlrl.config import load_config
-from vlrl.plan import GB, TEXT_TOKENS, Workload, fits, model_shape, plans
-from vlrl.testing.tiny import SHAPES, TinySpec, cache_dir, write_tiny_checkpoint
+from vlrl.models.build import TinySpec
+from vlrl.models.memory import GB, TEXT_TOKENS, Workload, model_shape
+from vlrl.models.tiny import SHAPES, cache_dir, cache_key, write_tiny_checkpoint
+from vlrl.rollout import choose_engine
 
 pytestmark = pytest.mark.gpu
 
 MAX_PIXELS = 200704  # images of at most 256 tokens
 GENERATIONS, MAX_NEW = 4, 128
-OPTIONS = {"strategy": {"replicated": {}, "fsdp2": {"trainer.parallel": "fsdp2"},
-                        "fsdp2 + cpu_offload": {"trainer.parallel": "fsdp2", "trainer.fsdp.cpu_offload": True}}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def shape_model(device) -> Path:
     """Qwen2.5-VL-3B's shape (the tiny model on the CPU), drawn on the device, cached."""
     spec = SHAPES["qwen2.5-vl-3b"] if device.type == "cuda" else TinySpec()
-    path = cache_dir() / "tiny" / spec.key()
+    path = cache_dir() / "tiny" / cache_key(spec)
     if not (path / "vlrl_tiny_spec.json").is_file():
         write_tiny_checkpoint(path, spec, device.type)
     return path
@@ -55,11 +57,23 @@ def configurations(model: Path, device: torch.device) -> list[tuple[str, bool, f
     cfg = load_config(None, [f"{k}={v}" for k, v in base.items()])
     memory_gb = torch.cuda.get_device_properties(device).total_memory / GB if device.type == "cuda" else 80.0
     work = Workload.of(cfg, 1, memory_gb, image_tokens)
+    shape, engine = model_shape(cfg), choose_engine("hf", {})
     out = []
-    for strategy, checkpointing, terms in plans(model_shape(cfg), work):
-        if fits(terms, work):
-            overrides = {**base, **OPTIONS["strategy"][strategy], "trainer.gradient_checkpointing": checkpointing}
-            out.append((strategy, checkpointing, terms["peak"], overrides))
+    for label, cls, options in variants():  # every registered strategy's configurations
+        chosen = {"trainer.parallel": cls.name}
+        if options is not None:
+            chosen |= {f"trainer.{cls.options_key}.{k}": v for k, v in dataclasses.asdict(options).items()}
+        for checkpointing in (False, True):
+            terms = memory(shape, work, cls.memory(shape, work, options), engine, checkpointing)
+            if fits(terms, work):
+                out.append(
+                    (
+                        label,
+                        checkpointing,
+                        terms["peak"],
+                        {**base, **chosen, "trainer.gradient_checkpointing": checkpointing},
+                    )
+                )
     return out
 
 

@@ -13,8 +13,8 @@ from data_prep.refcoco import write_synthetic_rec
 from tests.gpu.runs import on_cpu, relative_difference, rl_run, rows, sft_run
 from tests.gpu.test_engine_on_gpu import greedy_equals_generate
 from vlrl.cli import main
-from vlrl.models import FAMILIES
-from vlrl.testing.tiny import tiny_builds, tiny_checkpoint
+from vlrl.models.families import family_names, tiny_builds
+from vlrl.models.tiny import tiny_checkpoint
 
 pytestmark = pytest.mark.gpu
 
@@ -44,7 +44,7 @@ def test_sft_on_the_gpu_equals_sft_on_the_cpu(device, data, tmp_path):
     assert relative_difference(gpu.end, cpu.end) < RELATIVE
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", sorted(family_names()))
 def test_every_family_trains_two_rl_steps_and_evaluates_as_on_the_cpu(family, device, data, tmp_path):
     """Two RL steps (scripted completions: the same on both devices), then `vlrl eval` of the
     trained checkpoint: greedy answers are transformers' generate's, and the metrics equal the
@@ -61,10 +61,18 @@ def test_every_family_trains_two_rl_steps_and_evaluates_as_on_the_cpu(family, de
     evaluate = ["eval", "--task", f"refcoco={data}", "--limit", "4", "eval.max_new_tokens=24", "--model"]
     assert main([*evaluate, str(checkpoint), "--out", str(tmp_path / "eval-gpu")]) == 0
     with on_cpu():
-        assert main([*evaluate, str(tmp_path / "cpu" / "checkpoints" / "step-0000002"), "--out", str(tmp_path / "eval-cpu")]) == 0
+        assert (
+            main(
+                [*evaluate, str(tmp_path / "cpu" / "checkpoints" / "step-0000002"), "--out", str(tmp_path / "eval-cpu")]
+            )
+            == 0
+        )
     results = {side: json.loads((tmp_path / f"eval-{side}" / "results.json").read_text()) for side in ("gpu", "cpu")}
     answers = {
-        side: [json.loads(line)["resps"] for line in (tmp_path / f"eval-{side}" / "samples_refcoco.jsonl").read_text().splitlines()]
+        side: [
+            json.loads(line)["resps"]
+            for line in (tmp_path / f"eval-{side}" / "samples_refcoco.jsonl").read_text().splitlines()
+        ]
         for side in ("gpu", "cpu")
     }
     assert len(answers["gpu"]) == 4

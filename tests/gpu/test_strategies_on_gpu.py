@@ -41,13 +41,18 @@ def data(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def references(mid_model, data, tmp_path_factory):
-    return {kind: rl_run(mid_model, data, tmp_path_factory.mktemp(f"ref-{kind}"), **options) for kind, options in KINDS.items()}
+    return {
+        kind: rl_run(mid_model, data, tmp_path_factory.mktemp(f"ref-{kind}"), **options)
+        for kind, options in KINDS.items()
+    }
 
 
 @pytest.mark.parametrize("checkpointing", [False, True], ids=["no-checkpointing", "checkpointing"])
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_every_strategy_trains_as_the_replicated_run(kind, strategy, checkpointing, mid_model, data, references, tmp_path):
+def test_every_strategy_trains_as_the_replicated_run(
+    kind, strategy, checkpointing, mid_model, data, references, tmp_path
+):
     reference = references[kind]
     if strategy == "replicated" and not checkpointing:
         got = reference

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from vlrl.cli import main
 from vlrl.config import load_config
-from vlrl.trainer.distributed import Processes
+from vlrl.parallel.distributed import Processes
 
 
 def truncated_jpeg(path, width: int = 112, height: int = 112) -> None:
@@ -32,8 +32,22 @@ def data_with_a_bad_image(tmp_path):
     Image.fromarray(np.full((112, 112, 3), 200, dtype=np.uint8)).save(folder / "good.png")
     truncated_jpeg(folder / "bad.jpg")
     records = [
-        {"id": "good", "image": "good.png", "problem": "the square", "solution": [10, 10, 60, 60], "width": 112, "height": 112},
-        {"id": "bad", "image": "bad.jpg", "problem": "the square", "solution": [10, 10, 60, 60], "width": 112, "height": 112},
+        {
+            "id": "good",
+            "image": "good.png",
+            "problem": "the square",
+            "solution": [10, 10, 60, 60],
+            "width": 112,
+            "height": 112,
+        },
+        {
+            "id": "bad",
+            "image": "bad.jpg",
+            "problem": "the square",
+            "solution": [10, 10, 60, 60],
+            "width": 112,
+            "height": 112,
+        },
     ]
     path = folder / "train.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -64,7 +78,9 @@ def test_sft_skips_the_sample_and_trains_on_the_others(tmp_path, data_with_a_bad
     from vlrl.trainer.sft import train_sft
 
     run_dir = tmp_path / "sft"
-    train_sft(load_config(None, tiny_run(run_dir, data_with_a_bad_image, "sft", **{"sft.steps": 1})), Console(quiet=True))
+    train_sft(
+        load_config(None, tiny_run(run_dir, data_with_a_bad_image, "sft", **{"sft.steps": 1})), Console(quiet=True)
+    )
     (metrics,) = rows(run_dir / "metrics.jsonl")
     assert metrics["skipped_samples"] == 1 and metrics["loss"] > 0 and metrics["target_tokens"] > 0
 
@@ -74,7 +90,10 @@ def test_eval_scores_the_readable_samples_and_lists_the_skipped_ones(tmp_path, d
     args = ["eval", "--task", f"refcoco={data_with_a_bad_image}", "--model", "tiny:qwen2_5_vl", "--out", str(out)]
     assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["n-samples"]["refcoco"] == {"original": 2, "effective": 1} and len(rows(out / "samples_refcoco.jsonl")) == 1
+    assert (
+        results["n-samples"]["refcoco"] == {"original": 2, "effective": 1}
+        and len(rows(out / "samples_refcoco.jsonl")) == 1
+    )
     (skipped,) = results["skipped"]["refcoco"]
     assert skipped.startswith(f"{data_with_a_bad_image}:2: cannot read")
 
@@ -90,7 +109,16 @@ def test_a_video_whose_frames_do_not_decode_is_skipped(tmp_path, tiny_qwen25):
     content[start:end] = bytes(end - start)  # the frames are zeros; the header (moov) still says 16 frames
     first.write_bytes(bytes(content))
     out = tmp_path / "eval"
-    args = ["eval", "--task", f"video_qa={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "eval.max_new_tokens=4"]
+    args = [
+        "eval",
+        "--task",
+        f"video_qa={data}",
+        "--model",
+        "tiny:qwen2_5_vl",
+        "--out",
+        str(out),
+        "eval.max_new_tokens=4",
+    ]
     assert main([*args, "model.video.max_frames=4", "model.video.max_pixels=3136", "model.video.min_pixels=3136"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["n-samples"]["video_qa"] == {"original": 2, "effective": 1}
@@ -111,7 +139,9 @@ class CountingProcesses(Processes):
         return object.__getattribute__(self, name)
 
 
-def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(tmp_path, data_with_a_bad_image, tiny_qwen25):
+def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(
+    tmp_path, data_with_a_bad_image, tiny_qwen25
+):
     """Under data parallelism a process whose samples all failed must still join every collective."""
     from vlrl.trainer.rl import RLTrainer
 
@@ -120,7 +150,9 @@ def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(tmp_
     for name, line in (("readable", lines[0]), ("unreadable", lines[1])):
         data = data_with_a_bad_image.with_name(f"{name}.jsonl")
         data.write_text(line + "\n")
-        overrides = tiny_run(tmp_path / name, data, **{"trainer.prompts_per_step": 1, "trainer.steps": 1, "algo.beta": 0.04})
+        overrides = tiny_run(
+            tmp_path / name, data, **{"trainer.prompts_per_step": 1, "trainer.steps": 1, "algo.beta": 0.04}
+        )
         trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
         calls[name] = []
         trainer.run.procs = trainer.run.strategy.procs = CountingProcesses(calls[name])

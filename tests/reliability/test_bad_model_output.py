@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vlrl.data import FrameSpec
-from vlrl.registry import task_class
+from vlrl.data.records import FrameSpec
+from vlrl.tasking.registry import task_class
 
 SCRATCH = tempfile.TemporaryDirectory(prefix="bad-output-")  # the synthetic data, removed at exit
 # Every task, and the options that switch to another parser or rule.
@@ -69,7 +69,13 @@ PIECES = st.sampled_from(
 CONTROL = st.characters(categories=["Cc", "Cf", "Zl", "Zp", "Zs", "Cs"])
 NESTING = st.tuples(st.sampled_from(["[", "{", "(", "[{", "<answer>"]), st.integers(1, 500)).map(lambda t: t[0] * t[1])
 FILLED = st.builds(
-    lambda t, *values: t.format(*values), st.sampled_from(TEMPLATES), NUMBERS, NUMBERS, NUMBERS, NUMBERS, st.text(max_size=8)
+    lambda t, *values: t.format(*values),
+    st.sampled_from(TEMPLATES),
+    NUMBERS,
+    NUMBERS,
+    NUMBERS,
+    NUMBERS,
+    st.text(max_size=8),
 )
 TEXTS = st.lists(st.one_of(FILLED, NUMBERS, PIECES, CONTROL, NESTING, st.text(max_size=20)), max_size=12).map("".join)
 
@@ -96,7 +102,9 @@ MEGABYTE = [
 def task_and_samples(name: str, options: tuple) -> tuple:
     from pathlib import Path
 
-    task = task_class(name)(options=dict(options), rewards={n: 1.0 for n in task_class(name)(dict(options)).reward_functions()})
+    task = task_class(name)(
+        options=dict(options), rewards={n: 1.0 for n in task_class(name)(dict(options)).reward_functions()}
+    )
     path = Path(tempfile.mkdtemp(dir=SCRATCH.name)) / f"train{task.data_suffix}"
     task.synthesize(path, size=4, seed=0)
     split = task.load(path, FrameSpec("absolute", 3136, 50176))

@@ -11,7 +11,6 @@ from conftest import copy_run, tiny_run
 
 from vlrl.cli import main
 from vlrl.config import load_config
-from vlrl.trainer.rl import train
 
 
 def metrics_rows(run_dir):
@@ -31,7 +30,9 @@ def test_a_changed_setting_applies_from_the_resumed_step_and_is_recorded(tmp_pat
     assert yaml.safe_load(text)["trainer"]["lr"] == 0.0005
 
 
-@pytest.mark.parametrize("key, value", [("trainer.seed", 7), ("model.path", "tiny:qwen2_vl"), ("trainer.parallel", "fsdp2")])
+@pytest.mark.parametrize(
+    "key, value", [("trainer.seed", 7), ("model.path", "tiny:qwen2_vl"), ("trainer.parallel", "fsdp2")]
+)
 def test_a_setting_a_resume_cannot_honour_is_refused_by_name(tmp_path, finished_run, capsys, key, value):
     run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3, key: value})
     before = (run_dir / "config.yaml").read_text()
@@ -63,7 +64,7 @@ def test_resuming_after_records_were_added_or_removed_is_refused(tmp_path, finis
     data = tmp_path / "fewer.json"
     data.write_text(json.dumps(json.loads(source.read_text())[:-1]))
     changes = {"trainer.steps": 3, "data.train": data, "data.image_root": source.parent}
-    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **changes)
+    _run_dir, overrides = copy_run(finished_run, tmp_path / "run", **changes)
     assert main(["train", *overrides]) == 2
     out = capsys.readouterr().out
     assert out.startswith("error: cannot resume from") and "had 12 samples" in out and "this run has 11" in out
@@ -73,7 +74,10 @@ def test_a_checkpoint_of_the_other_command_is_not_continued(tmp_path, finished_r
     checkpoint = finished_run[0] / "checkpoints" / "step-0000002"
     _, overrides = copy_run(finished_run, tmp_path / "run")
     assert main(["sft", *overrides, f"sft.resume={checkpoint}", f"sft.output_dir={tmp_path / 'sft'}"]) == 2
-    assert f"was written by `vlrl train`, so sft.resume cannot continue it; start a new run from its weights with model.path={checkpoint}" in capsys.readouterr().out
+    assert (
+        f"was written by `vlrl train`, so sft.resume cannot continue it; start a new run from its weights with model.path={checkpoint}"
+        in capsys.readouterr().out
+    )
 
 
 def test_config_yaml_holds_only_the_sections_the_command_used(tmp_path, rec_data, tiny_qwen25, finished_run):
@@ -82,6 +86,14 @@ def test_config_yaml_holds_only_the_sections_the_command_used(tmp_path, rec_data
     run_dir = tmp_path / "sft"
     train_sft(load_config(None, tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1})))
     # rollout and eval: how `vlrl eval --model` evaluates the run's checkpoints (history.USED_SECTIONS)
-    assert set(yaml.safe_load((run_dir / "config.yaml").read_text())) == {"model", "data", "task", "mixture", "sft", "rollout", "eval"}
+    assert set(yaml.safe_load((run_dir / "config.yaml").read_text())) == {
+        "model",
+        "data",
+        "task",
+        "mixture",
+        "sft",
+        "rollout",
+        "eval",
+    }
     rl = yaml.safe_load((finished_run[0] / "config.yaml").read_text())
     assert "sft" not in rl and {"trainer", "algo", "rollout"} <= set(rl)

@@ -74,7 +74,7 @@ class EvilProcessor(Qwen2_5_VLProcessor): pass
 def test_a_checkpoint_that_ships_its_own_code_loads_without_running_it(tmp_path, tiny_qwen25):
     from transformers import AutoModelForImageTextToText
 
-    from vlrl.modeling import load_model, load_processor
+    from vlrl.models.loading import load_model, load_processor
 
     checkpoint, marker = tmp_path / "ckpt", tmp_path / "remote-code-ran"
     shutil.copytree(tiny_qwen25, checkpoint)

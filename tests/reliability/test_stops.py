@@ -12,7 +12,9 @@ from vlrl.config import load_config
 from vlrl.trainer.rl import train
 
 
-def test_sigterm_during_a_step_checkpoints_that_step_and_a_rerun_resumes_after_it(tmp_path, rec_data, tiny_qwen25, vlrl_process):
+def test_sigterm_during_a_step_checkpoints_that_step_and_a_rerun_resumes_after_it(
+    tmp_path, rec_data, tiny_qwen25, vlrl_process
+):
     run_dir, hold = tmp_path / "run", tmp_path / "hold"
     args = ["train", *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 50})]
     run = vlrl_process(args, env={"VLRL_TEST_HOLD": str(hold)})
@@ -53,7 +55,10 @@ def test_ctrl_c_during_sft_stops_cleanly_with_status_130(tmp_path, rec_data, tin
 
 def test_a_second_signal_exits_at_once_and_keeps_the_last_checkpoint(tmp_path, rec_data, tiny_qwen25, vlrl_process):
     run_dir, hold = tmp_path / "run", tmp_path / "hold"
-    args = ["train", *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 50, "trainer.save_every": 1})]
+    args = [
+        "train",
+        *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 50, "trainer.save_every": 1}),
+    ]
     run = vlrl_process(args, env={"VLRL_TEST_HOLD": str(hold)})
     run.wait_for(lambda: checkpoint_steps(run_dir))
     hold.touch()
@@ -70,7 +75,9 @@ def test_a_second_signal_exits_at_once_and_keeps_the_last_checkpoint(tmp_path, r
     assert not list((run_dir / "checkpoints").glob(".tmp-*"))
 
 
-def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directory(tmp_path, rec_data, capsys, monkeypatch):
+def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directory(
+    tmp_path, rec_data, capsys, monkeypatch
+):
     import vlrl.trainer.run as run_module
     from vlrl.cli import main
 

@@ -15,7 +15,7 @@ from conftest import ROOT, checkpoint_steps, copy_run, logged_steps, tiny_run
 from rich.console import Console
 
 from vlrl.config import load_config
-from vlrl.trainer.distributed import Processes
+from vlrl.parallel.distributed import Processes
 
 
 def worker_with_rank(launcher: int, rank: int) -> int | None:
@@ -55,14 +55,30 @@ def test_sigterm_to_one_process_stops_both_after_the_same_step(tmp_path, rec_dat
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "vlrl.cli", "sft", *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000})],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "vlrl.cli",
+            "sft",
+            *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000}),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 180
         while len(logged_steps(run_dir / "metrics.jsonl")) < 2:
-            assert launcher.poll() is None and time.monotonic() < deadline, launcher.stdout.read() if launcher.poll() else ""
+            assert launcher.poll() is None and time.monotonic() < deadline, (
+                launcher.stdout.read() if launcher.poll() else ""
+            )
             time.sleep(0.05)
         os.kill(worker_with_rank(launcher.pid, 1), signal.SIGTERM)  # process 1 only: process 0 gets no signal
         out, _ = launcher.communicate(timeout=120)

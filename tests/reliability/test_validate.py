@@ -18,7 +18,15 @@ def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys)
     truncated_jpeg(root / "cut.jpg", 100, 80)
 
     def record(i, **changes):
-        return {"id": f"r{i}", "image": "ok.png", "problem": f"q{i}", "solution": [1, 1, 20, 20], "width": 100, "height": 80, **changes}
+        return {
+            "id": f"r{i}",
+            "image": "ok.png",
+            "problem": f"q{i}",
+            "solution": [1, 1, 20, 20],
+            "width": 100,
+            "height": 80,
+            **changes,
+        }
 
     records = [
         record(0),
@@ -31,12 +39,19 @@ def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys)
     ]
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
-    status = main(["data", "validate", "--task", "refcoco", str(data), "--image-root", str(root), "trainer.progress=false"])
+    status = main(
+        ["data", "validate", "--task", "refcoco", str(data), "--image-root", str(root), "trainer.progress=false"]
+    )
     out = capsys.readouterr().out
     assert status == 1
-    for line, what in [(2, "cannot read"), (3, "path '../escape.png' leads outside the data root"), (4, "key 'width' says 640"),
-                       (5, "id 'r0' repeats the record at"), (6, "same media and question as the record at"),
-                       (7, "key 'solution'")]:
+    for line, what in [
+        (2, "cannot read"),
+        (3, "path '../escape.png' leads outside the data root"),
+        (4, "key 'width' says 640"),
+        (5, "id 'r0' repeats the record at"),
+        (6, "same media and question as the record at"),
+        (7, "key 'solution'"),
+    ]:
         assert f"{data}:{line}: {what}" in out, (line, out)
     assert f"{data}: 7 records, 3 usable; 6 problems" in out
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
+from vlrl.models.families import tiny_spec
+from vlrl.models.tiny import tiny_checkpoint
 
 TINY_VLLM = "tiny:qwen2_5_vl-h32"  # head size 32: vLLM's CPU attention has no kernel for the default's 16
 KV_CACHE = 64 << 20  # bytes: plenty for the tiny model, and vLLM starts fast
@@ -18,16 +19,18 @@ def reference_logprobs(model, processor, prompts, generations, temperature: floa
     removed), both (R, T) and zero past each completion."""
     import torch
 
-    from vlrl.modeling import family_of_model
-    from vlrl.policy import completion_logits, completion_rows
-    from vlrl.prompting import collate
-    from vlrl.rollout.base import banned_token_ids
+    from vlrl.models.batch import collate
+    from vlrl.models.loading import family_of_model
+    from vlrl.models.policy import completion_logits
+    from vlrl.rollout.base import banned_token_ids, completion_rows
 
     pad = processor.tokenizer.pad_token_id
     r = completion_rows(generations, pad)
     with torch.no_grad():
         logits = completion_logits(model, collate(prompts, pad), r.rows, r.ids, r.mask).float()
-    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], family_of_model(model).vision_tokens)] = float("-inf")
+    logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], family_of_model(model).vision_tokens)] = float(
+        "-inf"
+    )
     logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, r.ids[..., None]).squeeze(-1)
     return logp * r.mask, r.logprobs * r.mask
 
@@ -40,7 +43,9 @@ def pytest_collection_modifyitems(config, items):
         if "/tests/vllm_engine/" in str(item.fspath):
             item.add_marker(pytest.mark.vllm)
             if missing:
-                item.add_marker(pytest.mark.skip(reason="vLLM is not installed here: `make test` runs these in .venv-vllm"))
+                item.add_marker(
+                    pytest.mark.skip(reason="vLLM is not installed here: `make test` runs these in .venv-vllm")
+                )
 
 
 @pytest.fixture(scope="session")
@@ -48,13 +53,15 @@ def tiny_vllm_path():
     return tiny_checkpoint(tiny_spec(TINY_VLLM))
 
 
-def pytest_configure(config):  # noqa: ARG001
+def pytest_configure(config):
     import importlib.util
     import os
 
     if importlib.util.find_spec("vllm") is None:
         if os.environ.get("VLRL_REQUIRE_VLLM") == "1":  # `make test` runs this folder in .venv-vllm
-            raise pytest.UsageError("VLRL_REQUIRE_VLLM=1 but vllm is not importable: rebuild .venv-vllm (make setup-vllm)")
+            raise pytest.UsageError(
+                "VLRL_REQUIRE_VLLM=1 but vllm is not importable: rebuild .venv-vllm (make setup-vllm)"
+            )
 
 
 @pytest.fixture(scope="session")

@@ -21,5 +21,6 @@ def test_rollout_engines_bench_times_engine_standalone_and_hf_side_by_side(tiny_
     assert all(e["tokens_per_s"] > 0 and 0 < e["tokens"][0] <= 2 * 2 * 4 for e in engines.values())
     # the same seeds and settings: the engine and plain vLLM sample the same tokens
     assert engines["vllm_engine"]["tokens"] == engines["vllm_standalone"]["tokens"]
-    assert report["ratio_engine_vs_standalone"] == round(engines["vllm_engine"]["tokens_per_s"] / engines["vllm_standalone"]["tokens_per_s"], 3)
-
+    assert report["ratio_engine_vs_standalone"] == round(
+        engines["vllm_engine"]["tokens_per_s"] / engines["vllm_standalone"]["tokens_per_s"], 3
+    )

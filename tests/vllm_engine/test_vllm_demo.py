@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vlrl.demo import main
+from vlrl.app.demo import main
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo" / "refcoco_vllm.yaml"
 

@@ -11,14 +11,14 @@ import torch
 from tasks.refcoco import RefCOCO
 from tests.vllm_engine.conftest import reference_logprobs
 from vlrl.config import ModelConfig
-from vlrl.data import FrameSpec, load_split
-from vlrl.modeling import full_weights, load_model, load_processor
-from vlrl.models import family_class
-from vlrl.models.base import collapse_runs
-from vlrl.prompting import render_prompt
-from vlrl.rollout import SamplingParams, make_engine
+from vlrl.data.records import FrameSpec, load_split
+from vlrl.models.families import family_class
+from vlrl.models.loading import full_weights, load_model, load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
 from vlrl.rollout.base import banned_token_ids
 from vlrl.rollout.hf import HFEngine
+from vlrl.rollout.vllm import collapse_runs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 VISION = family_class("qwen2_5_vl")().vision_tokens
@@ -30,7 +30,15 @@ def setup(tiny_vllm_path, vllm_config, rec_data):
     model_cfg = cfg.model
     processor = load_processor(model_cfg)
     model = load_model(model_cfg).eval()
-    engine = make_engine("vllm", cfg, processor, str(tiny_vllm_path), lambda: pytest.fail("vLLM must not load the HF policy"))
+    engine = choose_engine("vllm", cfg.rollout.options).build(
+        EngineSetup(
+            cfg.model,
+            str(tiny_vllm_path),
+            processor,
+            cfg.trainer.seed,
+            lambda: pytest.fail("vLLM must not load the HF policy"),
+        )
+    )
     task = RefCOCO()
     samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, MAX_PIXELS)).samples
     prompts = [render_prompt(processor, task.messages(s), s, model_cfg) for s in samples[:3]]
@@ -121,7 +129,7 @@ def test_after_a_push_the_same_image_prompt_is_computed_with_the_new_weights(set
     without the encoder-cache reset vLLM dies on the repeated image ("Encoder cache miss"),
     without the prefix-cache reset it reuses the prompt's KV from the old weights and the
     log-probs are those of neither model."""
-    engine, model, processor, prompts = setup
+    engine, _model, processor, prompts = setup
     params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0)
     engine.generate(prompts, params, torch.Generator().manual_seed(0))  # caches filled with the old weights
     changed = perturbed(engine, 0.05)

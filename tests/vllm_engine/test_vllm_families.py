@@ -13,15 +13,15 @@ import torch
 
 from tasks.refcoco import RefCOCO
 from tasks.video_qa import VideoQA
-from vlrl.config import ConfigError
-from vlrl.data import load_split
-from vlrl.modeling import frame_spec, full_weights, load_model, load_processor
-from vlrl.models import model_family
-from vlrl.prompting import render_prompt
-from vlrl.rollout import SamplingParams, make_engine
-from vlrl.rollout.hf import HFEngine
 from tests.vllm_engine.conftest import reference_logprobs
-from vlrl.testing.tiny import tiny_checkpoint, tiny_spec
+from vlrl.config import ConfigError
+from vlrl.data.records import load_split
+from vlrl.models.families import model_family, tiny_spec
+from vlrl.models.loading import frame_spec, full_weights, load_model, load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.models.tiny import tiny_checkpoint
+from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
+from vlrl.rollout.hf import HFEngine
 
 # family build, dtype, log-prob tolerance: float32 as the HF forward to rounding; bfloat16 (what
 # Qwen3.5's CPU kernel takes) on both sides, where the two implementations round differently:
@@ -37,7 +37,9 @@ FAMILIES = {
 def config(vllm_config, name: str, dtype: str):
     path = tiny_checkpoint(tiny_spec(f"tiny:{name}"))
     video = "{max_frames: 4, min_pixels: 3136, max_pixels: 12544}"
-    return vllm_config(**{"model.path": str(path), "model.dtype": dtype, "model.max_pixels": 50176, "model.video": video})
+    return vllm_config(
+        **{"model.path": str(path), "model.dtype": dtype, "model.max_pixels": 50176, "model.video": video}
+    )
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -47,7 +49,15 @@ def setup(request, vllm_config, rec_data, video_qa_data):
     cfg = config(vllm_config, name, dtype)
     processor = load_processor(cfg.model)
     model = load_model(cfg.model).eval()
-    engine = make_engine("vllm", cfg, processor, cfg.model.path, lambda: pytest.fail("vLLM must not load the HF policy"))
+    engine = choose_engine("vllm", cfg.rollout.options).build(
+        EngineSetup(
+            cfg.model,
+            cfg.model.path,
+            processor,
+            cfg.trainer.seed,
+            lambda: pytest.fail("vLLM must not load the HF policy"),
+        )
+    )
     task, videos = RefCOCO(), VideoQA()
     samples = load_split(rec_data, task.build_sample, frame_spec(cfg.model)).samples[:2]
     prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
@@ -62,7 +72,7 @@ def test_prompt_token_counts_equal_the_hf_processor(setup):
     from vllm import SamplingParams as VLLMSampling
 
     engine, _, _, prompts, video, _ = setup
-    if not engine.family.vllm_video_refusal:
+    if not engine.on_vllm.video_refusal:
         prompts = [*prompts, video]
     outputs = engine.llm.generate([engine.request(p) for p in prompts], VLLMSampling(max_tokens=1), use_tqdm=False)
     assert [len(o.prompt_token_ids) for o in outputs] == [len(p) for p in prompts]
@@ -70,7 +80,7 @@ def test_prompt_token_counts_equal_the_hf_processor(setup):
 
 def test_sampled_logprobs_equal_the_hf_forward(setup):
     engine, model, processor, prompts, video, tolerance = setup
-    if not engine.family.vllm_video_refusal:
+    if not engine.on_vllm.video_refusal:
         prompts = [*prompts, video]
     generations = engine.generate(prompts, SamplingParams(n=2, max_new_tokens=8), torch.Generator().manual_seed(0))
     assert sum(len(g.completions) for g in generations) == 2 * len(prompts)
@@ -101,11 +111,11 @@ def test_pushed_weights_are_the_ones_sampled_with(setup):
 
 def test_a_video_prompt_vllm_cannot_take_costs_only_its_sample(setup):
     engine, _, _, prompts, video, _ = setup
-    if not engine.family.vllm_video_refusal:
+    if not engine.on_vllm.video_refusal:
         pytest.skip(f"{engine.family.label} videos run on vLLM (the tests above)")
     generations = engine.generate([prompts[0], video], SamplingParams(n=2, max_new_tokens=4))
     assert len(generations[0].completions) == 2 and not generations[0].rejected
-    assert not generations[1].completions and engine.family.vllm_video_refusal in generations[1].rejected
+    assert not generations[1].completions and engine.on_vllm.video_refusal in generations[1].rejected
 
 
 @pytest.mark.parametrize(("name", "dtype", "reason"), [
@@ -116,4 +126,6 @@ def test_what_vllm_cannot_run_is_refused_before_it_starts(vllm_config, name, dty
     cfg = config(vllm_config, name, dtype)
     family = model_family(cfg.model)
     with pytest.raises(ConfigError, match=f"cannot run {family.label} here: .*{reason}"):
-        make_engine("vllm", cfg, load_processor(cfg.model), cfg.model.path, lambda: None)
+        choose_engine("vllm", cfg.rollout.options).build(
+            EngineSetup(cfg.model, cfg.model.path, load_processor(cfg.model), cfg.trainer.seed, lambda: None)
+        )

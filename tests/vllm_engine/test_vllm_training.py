@@ -11,9 +11,9 @@ import torch
 from tests.vllm_engine.conftest import KV_CACHE, TINY_VLLM
 from vlrl.cli import main
 from vlrl.eval.layout import read_metrics, samples_path
-from vlrl.modeling import load_processor
-from vlrl.prompting import render_prompt
-from vlrl.rollout import SamplingParams, make_engine
+from vlrl.models.loading import load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "configs" / "demo" / "refcoco.yaml"
@@ -44,7 +44,10 @@ def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
     """Three steps: the engine follows the policy (its log-probs stay within float noise of the
     trainer's after every update; a missed weight push would leave them a step behind)."""
     run = tmp_path / "run"
-    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 16, "trainer.steps": 3, "trainer.prompts_per_step": 2, "trainer.lr": 1e-3})
+    args = brief_demo(
+        tmp_path,
+        **{"rollout.max_new_tokens": 16, "trainer.steps": 3, "trainer.prompts_per_step": 2, "trainer.lr": 1e-3},
+    )
     assert main(args) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -60,18 +63,26 @@ def test_eval_with_vllm_equals_the_hf_backend_under_greedy_decoding(tmp_path, ti
     for backend in ("hf", "vllm"):
         out = tmp_path / backend
         args = ["eval", "--task", f"refcoco={rec_data}", "--model", TINY_VLLM, "--backend", backend, "--out", str(out)]
-        extra = ["model.max_pixels=50176", "eval.max_new_tokens=12", "model.dtype=float32", f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}"]
+        extra = [
+            "model.max_pixels=50176",
+            "eval.max_new_tokens=12",
+            "model.dtype=float32",
+            f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}",
+        ]
         assert main([*args, *extra]) == 0
         outs[backend] = out
     assert read_metrics(outs["hf"]) == read_metrics(outs["vllm"])
-    answers = {b: [json.loads(line)["filtered_resps"] for line in samples_path(o, "refcoco").read_text().splitlines()] for b, o in outs.items()}
+    answers = {
+        b: [json.loads(line)["filtered_resps"] for line in samples_path(o, "refcoco").read_text().splitlines()]
+        for b, o in outs.items()
+    }
     assert answers["hf"] == answers["vllm"] and len(answers["hf"]) == 12
 
 
 def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_path, tiny_vllm_path, vllm_config):
     from data_prep.video import write_synthetic_video_qa
     from tasks.video_qa import VideoQA
-    from vlrl.data import FrameSpec
+    from vlrl.data.records import FrameSpec
 
     data = write_synthetic_video_qa(tmp_path / "video" / "train.json", 4, seed=0)
     video = {"model.video.max_frames": 4, "model.video.min_pixels": 3136, "model.video.max_pixels": 3136}
@@ -81,7 +92,9 @@ def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_pat
     samples = [s for s in task.load(data, FrameSpec()).samples if s.video][:2]
     prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
     assert all(p.video is not None for p in prompts)
-    engine = make_engine("vllm", cfg, processor, cfg.model.path, lambda: None)
+    engine = choose_engine("vllm", cfg.rollout.options).build(
+        EngineSetup(cfg.model, cfg.model.path, processor, cfg.trainer.seed, lambda: None)
+    )
     from vllm import SamplingParams as VLLMSampling
 
     outputs = engine.llm.generate([engine.request(p) for p in prompts], VLLMSampling(max_tokens=1), use_tqdm=False)
@@ -100,8 +113,21 @@ def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_pat
     import sys
 
     run = tmp_path / "run"
-    args = brief_demo(tmp_path, **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4, "trainer.parallel": "fsdp2"})
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "vlrl.cli", *args]
+    args = brief_demo(
+        tmp_path,
+        **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4, "trainer.parallel": "fsdp2"},
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "vlrl.cli",
+        *args,
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]

@@ -81,7 +81,44 @@ def policy_loss(
     epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
     if cfg.loss == "cpgd":
         return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)
-    return clipped_surrogate(logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.ratio_level, cfg.dual_clip)
+    return clipped_surrogate(
+        logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.ratio_level, cfg.dual_clip
+    )
+
+
+@dataclass
+class TokenLoss:
+    per_token: torch.Tensor  # (R, T): what each token adds to the loss before aggregation weights
+    kl: torch.Tensor | None  # (R, T) the KL estimate, detached (None without a reference)
+    low_clipped: torch.Tensor
+    high_clipped: torch.Tensor
+
+
+def token_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: AlgoConfig,
+    ref_logp: torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None,
+    selected: torch.Tensor | None = None,
+) -> TokenLoss:
+    """Every term of the per-token loss, in order: the policy term (`policy_loss`), times the
+    importance weights correcting another engine's samples (TRL: the policy-gradient term only),
+    times the selection of high-entropy tokens; plus beta times the KL to the reference."""
+    terms = policy_loss(logp, old_logp, advantages, mask, cfg)
+    per_token = terms.per_token
+    if is_weights is not None:
+        per_token = per_token * is_weights
+    if selected is not None:
+        per_token = per_token * selected
+    kl = None
+    if ref_logp is not None:
+        kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)
+        per_token = per_token + cfg.beta * kl
+        kl = kl.detach()
+    return TokenLoss(per_token, kl, terms.low_clipped, terms.high_clipped)
 
 
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -171,3 +208,16 @@ def rollout_importance_weights(
         high = math.inf if clip_max is None else clip_max
         return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
     raise ValueError(f"unknown rollout correction mode {mode!r}")
+
+
+def mismatch(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, real: torch.Tensor) -> dict[str, float]:
+    """How far an engine's log-probs are from the trainer's for the same tokens (the same
+    policy): sums over real tokens of |difference| and of k3 KL(engine || trainer), the largest
+    difference, and the token count (rollout/logp_diff, rollout/logp_diff_max, rollout/kl)."""
+    diff = (trainer_logp - engine_logp).abs() * real
+    return {
+        "mismatch_abs": float(diff.sum()),
+        "mismatch_max": float(diff.max()),
+        "mismatch_kl": float((kl_k3(engine_logp, trainer_logp) * real).sum()),
+        "mismatch_tokens": float(real.sum()),
+    }

@@ -72,7 +72,11 @@ def trust_bonus(
 
 
 def temporal_bonus(
-    accuracy_ordered: torch.Tensor, accuracy_shuffled: torch.Tensor, correct_ordered: torch.Tensor, alpha: float, mu: float
+    accuracy_ordered: torch.Tensor,
+    accuracy_shuffled: torch.Tensor,
+    correct_ordered: torch.Tensor,
+    alpha: float,
+    mu: float,
 ) -> torch.Tensor:
     """T-GRPO (Video-R1) for one prompt: alpha on each correct completion of the ordered input
     when mean accuracy(ordered) >= mu * mean accuracy(shuffled), i.e. when order helped.

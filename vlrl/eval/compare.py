@@ -43,7 +43,11 @@ def read_results(out_dir: Path) -> dict[str, Any]:
 def settings(results: dict[str, Any]) -> dict[str, Any]:
     """The settings behind one results.json, by name."""
     config = dotted(results.get("config", {}))
-    out = {key: value for key, value in config.items() if any(key == s or key.startswith(s) and s.endswith(".") for s in SETTINGS)}
+    out = {
+        key: value
+        for key, value in config.items()
+        if any(key == s or (key.startswith(s) and s.endswith(".")) for s in SETTINGS)
+    }
     # eval.max_new_tokens 0 means rollout.max_new_tokens: compare what generation used.
     out["max new tokens"] = config.get("eval.max_new_tokens") or config.get("rollout.max_new_tokens")
     if config.get("eval.temperature", 0.0) > 0:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,59 +21,65 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.benchmark import Benchmark
-from vlrl.config import Config, ConfigError, TaskConfig, to_dict
-from vlrl.datasets import load_task_split
-from vlrl.eval.layout import write_outputs
-from vlrl.modeling import frame_kind
-from vlrl.prompting import UnusableSample, render_prompt, render_usable
-from vlrl.rollout import RolloutEngine, SamplingParams, make_engine
-from vlrl.sample import Sample
-from vlrl.scoring import score
-from vlrl.task import Task
-from vlrl.trainer.logs import ProgressReport
+from vlrl.config import Config, ConfigError, EvalConfig, ModelConfig, TaskConfig, TrainerConfig, to_dict
+from vlrl.data.sample import Sample
+from vlrl.eval.layout import TaskResult, write_outputs
+from vlrl.models.loading import frame_kind
+from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
+from vlrl.progress import ProgressReport
+from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
+from vlrl.tasking.benchmark import Benchmark
+from vlrl.tasking.scoring import score
+from vlrl.tasking.sources import load_task_split
+from vlrl.tasking.task import Task
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """What evaluating a task takes of the config."""
 
-@dataclass
-class TaskResult:
-    task: str
-    split: str
-    metrics: dict[str, float]
-    records: list[dict[str, Any]]
-    seconds: float
-    config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
-    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the data that could not be evaluated
+    eval: EvalConfig
+    model: ModelConfig  # prompts rendered as in training (pixel budgets, frame)
+    max_new_tokens: int  # when neither eval.max_new_tokens nor the task sets one (rollout.max_new_tokens)
+    seed: int  # of the sampling generator (trainer.seed)
 
-    @property
-    def samples_per_second(self) -> float:
-        return len(self.records) / self.seconds if self.seconds > 0 else 0.0
+    @classmethod
+    def of(cls, cfg: Config) -> EvalSettings:
+        return cls(cfg.eval, cfg.model, cfg.rollout.max_new_tokens, cfg.trainer.seed)
 
 
-def sampling_params(cfg: Config, task: Task) -> SamplingParams:
-    e = cfg.eval
+def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
+    e = settings.eval
     return SamplingParams(
         n=1,
-        max_new_tokens=e.max_new_tokens or task.max_new_tokens or cfg.rollout.max_new_tokens,
+        max_new_tokens=e.max_new_tokens or task.max_new_tokens or settings.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
     )
 
 
 def generate(
-    engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, progress: Any = None
+    engine: RolloutEngine,
+    processor,
+    task: Task,
+    samples: Sequence[Sample],
+    settings: EvalSettings,
+    progress: Any = None,
 ) -> tuple[list[Sample], list[str], list[UnusableSample]]:
     """One completion per sample, in batches of eval.batch_size: the samples answered, their
     completions, and the samples left out because their media failed to decode or the engine
     refused their prompt."""
-    params = sampling_params(cfg, task)
-    generator = torch.Generator(device=engine.device).manual_seed(cfg.trainer.seed)
+    params = sampling_params(settings, task)
+    generator = torch.Generator(device=engine.device).manual_seed(settings.seed)
     answered: list[Sample] = []
     texts: list[str] = []
     unusable: list[UnusableSample] = []
-    for start in range(0, len(samples), cfg.eval.batch_size):
-        batch = samples[start : start + cfg.eval.batch_size]
-        kept, prompts, failed = render_usable(batch, lambda s: render_prompt(processor, task.messages(s), s, cfg.model))
+    size = settings.eval.batch_size
+    for start in range(0, len(samples), size):
+        batch = samples[start : start + size]
+        kept, prompts, failed = render_usable(
+            batch, lambda s: render_prompt(processor, task.messages(s), s, settings.model)
+        )
         unusable += failed
         for sample, generation in zip(kept, engine.generate(prompts, params, generator) if kept else [], strict=True):
             if generation.rejected:
@@ -91,10 +97,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def evaluate(
-    engine: RolloutEngine, processor, task: Task, samples: Sequence[Sample], cfg: Config, split: str, progress: Any = None
+    engine: RolloutEngine,
+    processor,
+    task: Task,
+    samples: Sequence[Sample],
+    settings: EvalSettings,
+    split: str,
+    progress: Any = None,
 ) -> TaskResult:
     start = time.perf_counter()
-    samples, texts, unusable = generate(engine, processor, task, samples, cfg, progress)
+    samples, texts, unusable = generate(engine, processor, task, samples, settings, progress)
     seconds = time.perf_counter() - start
     metrics = dict(task.metrics(samples, texts)) if samples else {}
     records = [
@@ -119,7 +131,7 @@ def evaluate(
         for record, sample, text in zip(records, samples, texts, strict=True):
             record |= _jsonable(task.process(text, sample))
     skipped = [str(err) for err in unusable]
-    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, cfg, split), skipped)
+    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings.model, split), skipped)
 
 
 def _prompt_text(task: Task, sample: Sample) -> str:
@@ -129,13 +141,13 @@ def _prompt_text(task: Task, sample: Sample) -> str:
     )
 
 
-def task_config(task: Task, cfg: Config, data: str) -> dict[str, Any]:
+def task_config(task: Task, model: ModelConfig, data: str) -> dict[str, Any]:
     """What results.json records of a task's run: lmms-eval's config keys, and the options used."""
     out: dict[str, Any] = {"task": task.name, "data": data, "options": to_dict(task.options)}
     if task.reward_weights:
         out["rewards"] = dict(task.reward_weights)
     if isinstance(task, Benchmark):
-        described = task.describe(frame_kind(cfg.model))
+        described = task.describe(frame_kind(model))
         out |= {"dataset_path": described.pop("dataset"), "test_split": described.pop("split"), **described}
     return out
 
@@ -169,10 +181,11 @@ def parse_task_spec(spec: str) -> tuple[str, str | None]:
 def run_eval(
     cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console, show_table: bool = True
 ) -> list[TaskResult]:
-    from vlrl.modeling import checkpoint_path, load_model, load_processor
-    from vlrl.models import model_family
-    from vlrl.registry import make_task
+    from vlrl.models.families import model_family
+    from vlrl.models.loading import checkpoint_path, load_model, load_processor
+    from vlrl.tasking.registry import make_task
 
+    _, backend = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
     tasks = []
     names = [parse_task_spec(spec)[0] for spec in task_specs]
     if len(set(names)) != len(names):
@@ -188,9 +201,17 @@ def run_eval(
     path = checkpoint_path(cfg.model)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     processor = load_processor(cfg.model, path)
-    engine = make_engine(cfg.eval.backend, cfg, processor, path, lambda: (load_model(cfg.model, path, device).eval(), device))
+    engine = backend.build(
+        EngineSetup(
+            cfg.model, path, processor, cfg.trainer.seed, lambda: (load_model(cfg.model, path, device).eval(), device)
+        )
+    )
     try:
-        results = [evaluate_logged(engine, processor, task, loaded, cfg, data_path, console) for task, loaded, data_path in tasks]
+        settings = EvalSettings.of(cfg)
+        results = [
+            evaluate_logged(engine, processor, task, loaded, settings, cfg.trainer, data_path, console)
+            for task, loaded, data_path in tasks
+        ]
     finally:
         engine.close()
     write_outputs(out_dir, results, cfg.model.path, cfg)
@@ -199,14 +220,24 @@ def run_eval(
     return results
 
 
-def evaluate_logged(engine: RolloutEngine, processor, task: Task, loaded, cfg: Config, data_path: str, console: Console) -> TaskResult:
+def evaluate_logged(
+    engine: RolloutEngine,
+    processor,
+    task: Task,
+    loaded,
+    settings: EvalSettings,
+    t: TrainerConfig,
+    data_path: str,
+    console: Console,
+) -> TaskResult:
     """`evaluate` with its progress shown (a bar on a terminal, else a line every
     trainer.log_every batches) and what it skipped said: bad records, then bad media."""
-    every, enabled = cfg.trainer.log_every, cfg.trainer.progress
-    with ProgressReport(console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled) as report:
-        result = evaluate(engine, processor, task, loaded.samples, cfg, data_path, report.advance)
+    every, enabled = t.log_every, t.progress
+    with ProgressReport(
+        console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled
+    ) as report:
+        result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance)
     result.skipped = [str(err) for err in loaded.errors] + result.skipped
     for problem in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
     return result
-

@@ -18,17 +18,31 @@ from __future__ import annotations
 
 import json
 import platform
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 import vlrl
 from vlrl.config import Config, to_dict
 
-if TYPE_CHECKING:
-    from vlrl.eval.harness import TaskResult
+
+@dataclass
+class TaskResult:
+    task: str
+    split: str
+    metrics: dict[str, float]
+    records: list[dict[str, Any]]
+    seconds: float
+    config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
+    skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the data that could not be evaluated
+
+    @property
+    def samples_per_second(self) -> float:
+        return len(self.records) / self.seconds if self.seconds > 0 else 0.0
+
 
 FILTER = "none"  # lmms-eval's filter name for an unfiltered response
 SKIPPED_SHOWN = 20  # reasons kept per task in results.json
@@ -70,7 +84,9 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
         "configs": {r.task: r.config for r in results},
         "versions": {r.task: vlrl.__version__ for r in results},
         "n-shot": {r.task: 0 for r in results},
-        "n-samples": {r.task: {"original": len(r.records) + len(r.skipped), "effective": len(r.records)} for r in results},
+        "n-samples": {
+            r.task: {"original": len(r.records) + len(r.skipped), "effective": len(r.records)} for r in results
+        },
         "model_name": model,
         "total_evaluation_time_seconds": str(round(sum(r.seconds for r in results), 3)),
         "config": to_dict(cfg),

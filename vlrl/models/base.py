@@ -5,7 +5,7 @@ of `ModelFamily`: which config.json `model_type`s it claims, how it is loaded, i
 special tokens and processor outputs, its patch and merge sizes (the smart_resize factor), the
 coordinate frame its answers use, how rope positions and the prefix cache work, where its
 vision tower is, how a video is handed to its processor and to vLLM, and how to build a tiny
-local checkpoint of it. The rest of vlrl asks the family (vlrl/models/__init__.py finds it).
+local checkpoint of it. The rest of vlrl asks the family (vlrl/models/families.py finds it).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from vlrl.vision.frames import FrameKind
 if TYPE_CHECKING:  # torch and transformers load only when a model does (`vlrl score` needs neither)
     import torch
 
-    from vlrl.prompting import Prompt, PromptBatch
-    from vlrl.testing.tiny import TinySpec
+    from vlrl.models.batch import PromptBatch
+    from vlrl.models.build import TinySpec
     from vlrl.vision.video import Video
 
 
@@ -120,41 +120,8 @@ class ModelFamily:
         """The processor's videos_kwargs for frames vlrl sampled and sized itself."""
         return {"video_metadata": [self.video_metadata(clip)], "do_sample_frames": False, "size": self.video_size(clip)}
 
-    # -- vLLM ---------------------------------------------------------------------------------
-    def vllm_refusal(self, dtype: torch.dtype, cuda: bool) -> str:
-        """Why the vLLM engine cannot run this family in this setting ("": it can)."""
-        return ""
-
-    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
-        """Arguments of vllm.LLM this family needs beyond vlrl's own."""
-        return {}
-
-    # Why vLLM cannot take this family's video prompts ("": it can); such a prompt is refused
-    # alone (costing its sample), with this reason.
-    vllm_video_refusal: ClassVar[str] = ""
-
-    def vllm_prompt_ids(self, prompt: Prompt, tokenizer) -> list[int]:
-        """The prompt's token ids as vLLM takes them: each run of image or video pads collapsed
-        to one pad, which vLLM expands again itself (already-expanded ids would be expanded
-        twice, silently)."""
-        pads = {tokenizer.convert_tokens_to_ids(self.image_pad), tokenizer.convert_tokens_to_ids(self.video_pad)}
-        return collapse_runs(prompt.input_ids.tolist(), pads)
-
-    def vllm_video(self, clip: Video) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """(frames T x H x W x C uint8, metadata, videos_kwargs) of a clip for vLLM's processor."""
-        import torch
-
-        frames = clip.frames.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
-        metadata = {
-            **self.video_metadata(clip),
-            "duration": clip.total_frames / clip.video_fps,
-            "video_backend": "vlrl",
-            "do_sample_frames": False,  # already sampled as qwen-vl-utils samples them
-        }
-        return frames, metadata, {"size": self.video_size(clip), "do_sample_frames": False}
-
     # -- tiny local checkpoints ---------------------------------------------------------------
-    # The tiny builds tiny:NAME resolves to, by name (vlrl/testing/tiny.py builds and caches them).
+    # The tiny builds tiny:NAME resolves to, by name (vlrl/models/tiny.py builds and caches them).
     tiny_builds: ClassVar[dict[str, dict[str, Any]]] = {}
     # Part of a tiny build's cache key: raise it when the family's tiny build changes, so that no
     # cache serves the old one.
@@ -166,13 +133,3 @@ class ModelFamily:
 
     def build_tiny_processor(self, spec: TinySpec, tokenizer):
         raise NotImplementedError(f"model family {self.name!r} has no tiny build")
-
-
-def collapse_runs(ids: list[int], pad_ids: set[int]) -> list[int]:
-    """Token ids with every run of one pad token reduced to a single token."""
-    out: list[int] = []
-    for token in ids:
-        if token in pad_ids and out and out[-1] == token:
-            continue
-        out.append(token)
-    return out

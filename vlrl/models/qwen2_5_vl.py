@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from vlrl.models.build import TinySpec, instantiate, text_config
 from vlrl.models.qwen2_vl import H32, Qwen2VL
-from vlrl.testing.tiny import TinySpec, instantiate, text_config
 
 
 class Qwen25VL(Qwen2VL):

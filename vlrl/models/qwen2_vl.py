@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from vlrl.models.base import ModelFamily
-from vlrl.testing.tiny import CHAT_TEMPLATE, TinySpec, instantiate, text_config
+from vlrl.models.build import CHAT_TEMPLATE, TinySpec, instantiate, text_config
 
 # head size 32 (num_heads 2 at hidden 64): vLLM's CPU attention has no kernel for the default's 16
 H32 = {"num_heads": 2, "num_kv_heads": 1}

@@ -9,7 +9,7 @@ overwrites its recurrent state in place, which breaks the backward pass through 
 variable needed for gradient computation has been modified by an inplace operation").
 `SharedPrefixLinearAttention` replaces the recurrent state instead, and selects and repeats rows
 (the convolution window it keeps as transformers does: row selection copies it, so its in-place
-update touches no tensor the backward pass needs). tests/test_policy.py checks the log-probs
+update touches no tensor the backward pass needs). tests/models/test_policy.py checks the log-probs
 and gradients against full forwards.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from vlrl.models.build import TinySpec, instantiate, mrope_sections, text_config
 from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL
-from vlrl.testing.tiny import TinySpec, instantiate, mrope_sections, text_config
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
 FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
@@ -64,18 +64,6 @@ class Qwen35(Qwen3VL):
         "projections (in_proj_qkv, in_proj_z, out_proj: add them to model.lora.target_modules)"
     )
 
-    def vllm_refusal(self, dtype, cuda: bool) -> str:
-        import torch
-
-        if cuda or dtype == torch.bfloat16:
-            return ""
-        return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
-
-    def vllm_engine_args(self, cuda: bool) -> dict[str, Any]:
-        # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
-        # prefill, and vlrl turns chunked prefill off on CPU (vlrl/rollout/vllm.py): no prefix cache
-        return {} if cuda else {"enable_prefix_caching": False}
-
     def new_cache(self, model):
         from transformers import DynamicCache
         from transformers.cache_utils import LinearAttentionLayer
@@ -97,7 +85,9 @@ class Qwen35(Qwen3VL):
         return {
             **text,
             "head_dim": head_dim,
-            "layer_types": ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(spec.num_layers)],
+            "layer_types": [
+                "full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(spec.num_layers)
+            ],
             "linear_num_key_heads": spec.num_heads,
             "linear_num_value_heads": 2 * spec.num_heads,  # Qwen3.5: twice as many value heads as key heads
             "linear_key_head_dim": LINEAR_HEAD_DIM,

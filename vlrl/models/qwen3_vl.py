@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from vlrl.models.base import ModelFamily
-from vlrl.testing.tiny import TinySpec, instantiate, text_config
+from vlrl.models.build import TinySpec, instantiate, text_config
 
 # Renders what Qwen3-VL-Instruct's own template renders for vlrl's messages (an optional system
 # message, user turns of images, videos and text, assistant turns of text): no default system
@@ -47,10 +47,6 @@ class Qwen3VL(ModelFamily):
     patch_size = 16
     tiny_builds: ClassVar[dict] = {"qwen3_vl": QWEN3_TINY}
     chat_template = QWEN3_CHAT_TEMPLATE
-    vllm_video_refusal = (
-        "vLLM 0.32's Qwen3-VL processor runs transformers' processor on the video placeholder without the video, "
-        "which transformers >= 5.20 refuses ('Found 1 <|video_pad|> tokens in the text but no videos were passed')"
-    )
 
     def video_metadata(self, clip) -> dict[str, Any]:
         # Frames shuffled for T-GRPO keep the timestamps of the ordered clip: the text says when
@@ -61,11 +57,6 @@ class Qwen3VL(ModelFamily):
         # Qwen3-VL's video processor budgets pixels over all frames (t x h x w), not per frame.
         pixels = clip.frames.shape[0] * clip.frames.shape[2] * clip.frames.shape[3]
         return {"shortest_edge": pixels, "longest_edge": pixels}
-
-    def vllm_prompt_ids(self, prompt, tokenizer) -> list[int]:
-        """The template's text before the processor expanded it: vLLM writes each frame's
-        timestamp and pads itself, so collapsing the pads would leave the timestamps twice."""
-        return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
 
     def vision_config(self, spec: TinySpec) -> dict[str, Any]:
         return dict(
@@ -94,10 +85,16 @@ class Qwen3VL(ModelFamily):
         from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor
         from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
-        shape = dict(patch_size=self.patch_size, merge_size=self.merge_size, temporal_patch_size=self.temporal_patch_size)
+        shape = dict(
+            patch_size=self.patch_size, merge_size=self.merge_size, temporal_patch_size=self.temporal_patch_size
+        )
         return Qwen3VLProcessor(
             image_processor=Qwen2VLImageProcessor(
-                min_pixels=spec.min_pixels, max_pixels=spec.max_pixels, image_mean=[0.5] * 3, image_std=[0.5] * 3, **shape
+                min_pixels=spec.min_pixels,
+                max_pixels=spec.max_pixels,
+                image_mean=[0.5] * 3,
+                image_std=[0.5] * 3,
+                **shape,
             ),
             tokenizer=tokenizer,
             video_processor=Qwen3VLVideoProcessor(**shape),
@@ -117,13 +114,6 @@ class Qwen3VLMoe(Qwen3VL):
     )
     experts = 4  # tiny build: 4 experts, 2 of them per token
     experts_per_token = 2
-
-    def vllm_refusal(self, dtype, cuda: bool) -> str:
-        return (
-            "vLLM 0.32 loads Qwen3-VL-MoE's fused expert weights in the layout of the released checkpoints; "
-            "transformers 5 keeps them transposed (experts.gate_up_proj is experts x 2*intermediate x hidden), so "
-            "neither its checkpoints nor the weights vlrl pushes after an update load; use rollout.engine=hf"
-        )
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
         from transformers import Qwen3VLMoeForConditionalGeneration

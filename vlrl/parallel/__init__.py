@@ -1,23 +1,25 @@
-"""How a run spreads its model over processes: the `Strategy` seam (base.py) and its
-implementations, chosen by `trainer.parallel` (`sft.parallel`)."""
+"""How a run spreads its model over processes: the `Strategy` seam (base.py). Strategies are
+plugins of the entry point group `vlrl.strategies` (replicated, fsdp2: one module each), or
+`module:Class`, chosen by `trainer.parallel` (`sft.parallel`); a strategy's options are its
+`Options` dataclass, read from `trainer.<options_key>` (`trainer.fsdp`)."""
 
 from __future__ import annotations
 
+from vlrl import plugins
 from vlrl.config import TrainerConfig
 from vlrl.parallel.base import Strategy
-from vlrl.trainer.distributed import Processes
-
-STRATEGIES = ("replicated", "fsdp2")
+from vlrl.parallel.distributed import Processes
 
 
-def make_strategy(t: TrainerConfig, procs: Processes) -> Strategy:
-    if t.parallel == "fsdp2":
-        from vlrl.parallel.fsdp2 import FSDP2
-
-        return FSDP2(procs, t)
-    from vlrl.parallel.replicated import Replicated
-
-    return Replicated(procs, t)
+def strategy_class(name: str, key: str) -> type:
+    return plugins.find_class(plugins.STRATEGIES, name, key)
 
 
-__all__ = ["STRATEGIES", "Strategy", "make_strategy"]
+def make_strategy(t: TrainerConfig, section: str, procs: Processes) -> Strategy:
+    """The strategy `{section}.parallel` names, with its options from `{section}.<options_key>`."""
+    cls = strategy_class(t.parallel, f"{section}.parallel")
+    plugins.check_sections(t.options, [cls], plugins.STRATEGIES, section)
+    return cls(procs, t, plugins.plugin_options(cls, t.options, section))
+
+
+__all__ = ["Strategy", "make_strategy", "strategy_class"]

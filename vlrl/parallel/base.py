@@ -7,7 +7,7 @@ of a checkpoint, and hands out the policy's full weights (to a rollout engine th
 own copy, and to HF-format checkpoints). Implementations: `replicated` (every process holds
 everything, gradients averaged by hand) and `fsdp2` (PyTorch's FSDP2: weights, gradients and
 AdamW's state sharded). Adding one (tensor parallelism, DeepSpeed) is one module registered in
-`vlrl.parallel.STRATEGIES`.
+the entry point group `vlrl.strategies` (pyproject.toml).
 """
 
 from __future__ import annotations
@@ -19,17 +19,30 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 
+from vlrl.models.memory import ModelShape, StrategyMemory, Workload
+
 
 class Strategy(Protocol):
-    """`collective_forward`: every forward pass is a collective (FSDP2 all-gathers each layer), so
-    all processes must run the same number of them; the loops pad the processes with fewer
-    micro-batches with idle passes (`Run.micro_batches`). `load_device`: where `load_model`
-    puts the weights before `wrap` (FSDP2 shards from the CPU copy onto the device)."""
+    """`load_device`: where `load_model` puts the weights before `wrap` (FSDP2 shards from the
+    CPU copy onto the device)."""
 
     name: ClassVar[str]
-    collective_forward: ClassVar[bool]
+    # Its options: a dataclass read from trainer.<options_key> (vlrl/plugins.py), or None;
+    # built as Strategy(procs, trainer_config, options)
+    Options: ClassVar[type | None]
+    options_key: ClassVar[str]
     load_device: torch.device
     parameters: list[torch.nn.Parameter]  # what the optimizer steps (set by `wrap`)
+
+    @staticmethod
+    def plan_variants() -> dict[str, Any]:
+        """The configurations `vlrl plan` shows, by label: its options for each."""
+        ...
+
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: Any) -> StrategyMemory:
+        """What one GPU holds under this strategy with `options`, on paper (vlrl/models/memory.py)."""
+        ...
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         """The trained policy, distributed; `parameters` are set."""
@@ -41,6 +54,16 @@ class Strategy(Protocol):
 
     def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
         """AdamW over `parameters` (this process's shards under FSDP2)."""
+        ...
+
+    def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
+        """This process's micro-batches (row positions), with empty ones where every forward is
+        a collective (FSDP2 all-gathers each layer) and another process has more: all processes
+        must then run the same number of forwards. The loops run `idle_pass` for an empty one."""
+        ...
+
+    def idle_pass(self, model: torch.nn.Module, pad_id: int, backward: bool) -> None:
+        """The forwards (and, with `backward`, a backward of zero) of a micro-batch that moves nothing."""
         ...
 
     def clip_gradients(self, max_norm: float) -> float:

@@ -16,7 +16,7 @@ model's dtype (MixedPrecisionPolicy param_dtype) with gradients reduced in fp32;
 the replicated strategy's hand-made master weights. LoRA's adapters are fp32 already and the
 frozen base stays in its dtype, each computing in its own dtype as when replicated.
 
-Every forward is a collective, so all processes run the same number of them (`Run.micro_batches`
+Every forward is a collective, so all processes run the same number of them (`micro_batches`
 pads with idle passes); sampling with the policy happens inside `gathered`, where every unit is
 all-gathered once and the decoding forwards, as many as each process needs, gather nothing.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,14 @@ from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionP
 from torch.distributed.tensor import DTensor
 
 from vlrl.config import TrainerConfig
-from vlrl.modeling import core_model, transformers_weights
-from vlrl.parallel.recompute import checkpoint_layers, layer_class_names
+from vlrl.models.batch import Prompt, collate
+from vlrl.models.blocks import unit_modules
+from vlrl.models.loading import core_model, transformers_weights
+from vlrl.models.memory import ModelShape, StrategyMemory, Workload
+from vlrl.models.policy import completion_logprobs
+from vlrl.parallel.distributed import Processes
+from vlrl.parallel.recompute import checkpoint_layers
 from vlrl.parallel.sharded_state import load_sharded, save_sharded
-from vlrl.trainer.distributed import Processes
 
 SHARDS = "sharded"  # the checkpoint's subdirectory of DCP shards
 
@@ -57,25 +62,6 @@ def ensure_process_group(procs: Processes) -> None:
         return
     backend = "cuda:nccl,cpu:gloo" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=procs.world)
-
-
-def unit_modules(model: torch.nn.Module) -> list[list[torch.nn.Module]]:
-    """The FSDP units below the root, in the order they are wrapped: each decoder layer (modules
-    of the `_no_split_modules` classes outside the vision tower), then the input embeddings and
-    the output layer, together when they share their weight."""
-    core = core_model(model)
-    vision = core.get_encoder(modality="image")
-    in_vision = set() if vision is core else {id(m) for m in vision.modules()}
-    names = layer_class_names(model)
-    layers = [[m] for m in model.modules() if type(m).__name__ in names and id(m) not in in_vision]
-    if not layers:
-        raise RuntimeError(f"found no decoder layers ({', '.join(sorted(names))}) in {type(core).__name__}")
-    embed, head = core.get_input_embeddings(), core.get_output_embeddings()
-    if head is None:
-        return [*layers, [embed]]
-    if head.weight is embed.weight:
-        return [*layers, [embed, head]]
-    return [*layers, [embed], [head]]
 
 
 def root_parameters(model: torch.nn.Module, below: list[list[torch.nn.Module]]) -> list[tuple[torch.nn.Module, str]]:
@@ -119,23 +105,61 @@ def reduce_unused_root_gradients(root: FSDPModule, trained: list[tuple[torch.nn.
 Unit = tuple[FSDPModule, list[str]]  # a unit's handle and its modules' names in the transformers model
 
 
+@dataclass
+class FSDPOptions:
+    """trainer.fsdp (sft.fsdp)."""
+
+    # Sharded weights, gradients and AdamW's state live in CPU memory and the optimizer steps on
+    # the CPU (FSDP2's CPUOffloadPolicy): a model too large for the GPUs trains, more slowly.
+    cpu_offload: bool = False
+
+
 class FSDP2:
     name = "fsdp2"
-    collective_forward = True
+    Options = FSDPOptions
+    options_key = "fsdp"
 
-    def __init__(self, procs: Processes, t: TrainerConfig):
+    def __init__(self, procs: Processes, t: TrainerConfig, options: FSDPOptions):
         ensure_process_group(procs)
         self.procs = procs
         self.device = procs.device()
         self.load_device = torch.device("cpu")  # each unit is moved to the device as it is sharded
         self.mesh = init_device_mesh(self.device.type, (procs.world,))
-        self.cpu_offload = t.fsdp.cpu_offload
+        self.cpu_offload = options.cpu_offload
         self.master_weights = t.master_weights
         self.gradient_checkpointing = t.gradient_checkpointing
         self.model: torch.nn.Module | None = None
         self.units: list[Unit] = []  # the decoder layers, the embeddings, then the root
         self.parameters: list[torch.nn.Parameter] = []
         self.optimizer: torch.optim.Optimizer | None = None
+
+    # -- memory on paper (vlrl plan) ------------------------------------------------------------
+    @staticmethod
+    def plan_variants() -> dict[str, FSDPOptions]:
+        return {"fsdp2": FSDPOptions(), "fsdp2 + cpu_offload": FSDPOptions(cpu_offload=True)}
+
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: FSDPOptions) -> StrategyMemory:
+        """The fp32 weights are the masters, sharded over the GPUs with gradients, moments and
+        the reference (offloaded: in CPU memory instead); frozen weights stay in the model's
+        dtype. Gathered: the root unit for the whole forward and backward, the unit being
+        computed and the next (prefetched), and that unit's unsharded gradients with their fp32
+        reduce-scatter copy; an engine sampling with the policy gathers all of it."""
+        n, b, T, P = work.gpus, shape.dtype_bytes, shape.trainable, shape.params
+        stepped = 4 if shape.upcast else shape.trainable_bytes
+        resting = 0.0 if options.cpu_offload else 1.0
+        return StrategyMemory(
+            weights=resting * (P - T) * b / n,
+            master_weights=resting * T * stepped / n,
+            optimizer=resting * T * 2 * stepped / n,
+            reference=resting * P * b / n if work.beta > 0 and not work.lora else 0.0,
+            gradients_update=resting * T * stepped / n,
+            gradients_step=resting * T * stepped / n,
+            gathered=shape.root_unit * b + 2 * shape.largest_unit * b + shape.largest_unit * (b + 4),
+            step_temporaries=resting * T * stepped / n,
+            sampling_weights=P * b,
+            cpu_memory=((P - T) * b + T * stepped * 4) / n if options.cpu_offload else 0.0,
+        )
 
     # -- wrapping -------------------------------------------------------------------------------
     def _shard(self, model: torch.nn.Module, upcast: bool, keep_root: bool) -> list[Unit]:
@@ -158,7 +182,9 @@ class FSDP2:
         for modules in below:
             fully_shard(modules, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=True)
             units.append((modules[0], [names[id(m)] for m in modules]))
-        root = fully_shard(model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=not keep_root)
+        root = fully_shard(
+            model, mesh=self.mesh, mp_policy=policy, offload_policy=offload, reshard_after_forward=not keep_root
+        )
         reduce_unused_root_gradients(root, root_trained)
         return [*units, (root, [])]
 
@@ -179,6 +205,25 @@ class FSDP2:
         return self.optimizer
 
     # -- the update -----------------------------------------------------------------------------
+    def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
+        """`planned` followed by empty micro-batches up to the most any process has: every
+        forward is a collective, so each process runs as many forwards and backwards (an
+        empty one is an `idle_pass`)."""
+        return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]
+
+    def idle_pass(self, model: torch.nn.Module, pad_id: int, backward: bool) -> None:
+        """A micro-batch that moves nothing: one token of prompt and one of completion through
+        `model` (the same forwards as any micro-batch), and a backward of zero when `backward`."""
+        prompt = Prompt(torch.tensor([pad_id]), torch.zeros(1, dtype=torch.long), {}, "")
+        ids = torch.tensor([[pad_id]], device=self.device)
+        with contextlib.nullcontext() if backward else torch.no_grad():
+            logp = completion_logprobs(
+                model, collate([prompt], pad_id).to(self.device), torch.zeros(1, dtype=torch.long, device=self.device),
+                ids, torch.ones(1, 1, device=self.device),
+            ).logp  # fmt: skip
+            if backward:
+                (logp.sum() * 0.0).backward()
+
     def clip_gradients(self, max_norm: float) -> float:
         """Gradients were reduce-scattered in backward; the global norm sums every shard's."""
         grads = [p.grad for p in self.parameters if p.grad is not None]
@@ -204,7 +249,10 @@ class FSDP2:
 
     def _sharded_state(self) -> dict[str, Any]:
         optimizer = get_optimizer_state_dict(self.model, self.optimizer, options=self._state_options())
-        return {"model": get_model_state_dict(self.model, options=self._state_options()), "optimizer": optimizer["state"]}
+        return {
+            "model": get_model_state_dict(self.model, options=self._state_options()),
+            "optimizer": optimizer["state"],
+        }
 
     def trainer_state(self) -> dict[str, Any]:
         groups = get_optimizer_state_dict(self.model, self.optimizer, options=self._state_options())["param_groups"]
@@ -243,7 +291,9 @@ class FSDP2:
         owned: list[list[tuple[str, torch.nn.Module, str]]] = [[] for _ in self.units]
         for module_name, module in core_model(self.model).named_modules(remove_duplicate=False):
             tensors = [n for n, _ in module.named_parameters(recurse=False)]
-            tensors += [n for n, _ in module.named_buffers(recurse=False) if n not in module._non_persistent_buffers_set]
+            tensors += [
+                n for n, _ in module.named_buffers(recurse=False) if n not in module._non_persistent_buffers_set
+            ]
             for attr in tensors:
                 name = f"{module_name}.{attr}" if module_name else attr
                 unit = next((i for prefix, i in prefixes if name.startswith(prefix)), len(self.units) - 1)

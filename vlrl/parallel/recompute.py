@@ -1,7 +1,7 @@
 """Activation checkpointing of decoder layers and vision blocks that keeps vlrl's KV cache.
 
 vlrl's training forward runs each prompt once into a KV cache and the completions on top,
-with gradients through the cache (vlrl/policy.py). transformers' own gradient checkpointing
+with gradients through the cache (vlrl/models/policy.py). transformers' own gradient checkpointing
 turns the cache off in every layer it checkpoints (it would append the recomputed keys a
 second time), and only in train mode, which RL never enters (dropout stays off): it would
 silently change nothing or break the shared prefix. Here each layer's forward runs under
@@ -22,15 +22,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from vlrl.modeling import core_model
-
-
-def layer_class_names(model: torch.nn.Module) -> set[str]:
-    """The classes transformers keeps whole when splitting a model: decoder layers, vision blocks."""
-    names = set(getattr(core_model(model), "_no_split_modules", None) or [])
-    if not names:
-        raise RuntimeError(f"{type(core_model(model)).__name__} names no layer classes (_no_split_modules)")
-    return names
+from vlrl.models.blocks import layer_class_names
 
 
 def checkpoint_layers(model: torch.nn.Module) -> int:

@@ -3,7 +3,7 @@
 Gradients are averaged by hand before each optimizer step (Processes.average_gradients), not
 through DistributedDataParallel: processes run different numbers of token-budgeted
 micro-batches, and DDP needs every process to run the same number of backward passes. The
-optimizer steps the fp32 masters of low-precision weights (vlrl/trainer/precision.py) and the
+optimizer steps the fp32 masters of low-precision weights (vlrl/parallel/precision.py) and the
 model's weights are those masters rounded. The master weights and the optimizer's state go
 into trainer_state.pt; process 0 writes the HF-format model.
 """
@@ -18,17 +18,19 @@ from typing import Any
 import torch
 
 from vlrl.config import TrainerConfig
-from vlrl.modeling import full_weights
+from vlrl.models.loading import full_weights
+from vlrl.models.memory import ModelShape, StrategyMemory, Workload
+from vlrl.parallel.distributed import Processes
+from vlrl.parallel.precision import MasterWeights
 from vlrl.parallel.recompute import checkpoint_layers
-from vlrl.trainer.distributed import Processes
-from vlrl.trainer.precision import MasterWeights
 
 
 class Replicated:
     name = "replicated"
-    collective_forward = False
+    Options = None
+    options_key = "replicated"
 
-    def __init__(self, procs: Processes, t: TrainerConfig):
+    def __init__(self, procs: Processes, t: TrainerConfig, options: None = None):
         self.procs = procs
         self.load_device = procs.device()
         self.master_weights = t.master_weights
@@ -37,6 +39,28 @@ class Replicated:
         self.weights: MasterWeights | None = None
         self.parameters: list[torch.nn.Parameter] = []
         self.optimizer: torch.optim.Optimizer | None = None
+
+    @staticmethod
+    def plan_variants() -> dict[str, None]:
+        return {"replicated": None}
+
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: None) -> StrategyMemory:
+        """Everything on every GPU: the model's weights, fp32 masters of low-precision ones, AdamW's
+        moments, the reference; gradients in the model's dtype in backward, moved onto the fp32
+        masters for the step."""
+        b, T, P = shape.dtype_bytes, shape.trainable, shape.params
+        stepped = 4 if shape.upcast else shape.trainable_bytes  # the optimizer's weights, gradients and moments
+        return StrategyMemory(
+            weights=P * b,
+            master_weights=shape.upcast * 4,
+            optimizer=T * 2 * stepped,
+            reference=P * b if work.beta > 0 and not work.lora else 0.0,
+            gradients_update=T * shape.trainable_bytes,
+            gradients_step=T * stepped,
+            gathered=0.0,
+            step_temporaries=T * stepped,
+        )
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.gradient_checkpointing:
@@ -53,6 +77,13 @@ class Replicated:
     def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
         self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
         return self.optimizer
+
+    def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
+        """Forwards are no collectives here: each process runs its own micro-batches."""
+        return planned
+
+    def idle_pass(self, model: torch.nn.Module, pad_id: int, backward: bool) -> None:
+        raise RuntimeError("the replicated strategy plans no empty micro-batches")
 
     def clip_gradients(self, max_norm: float) -> float:
         self.weights.gradients_to_masters()
@@ -74,7 +105,9 @@ class Replicated:
 
     def load(self, checkpoint: Path, state: dict[str, Any]) -> None:
         if "master_weights" not in state:
-            raise ValueError(f"it holds no fp32 master weights; it was written with {state.get('parallel', {}).get('strategy')}")
+            raise ValueError(
+                f"it holds no fp32 master weights; it was written with {state.get('parallel', {}).get('strategy')}"
+            )
         self.weights.load_state_dict(state["master_weights"])
         self.optimizer.load_state_dict(state["optimizer"])
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint import metadata as dcp_metadata
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import (
     CURRENT_DCP_VERSION,
     FileSystemReader,
@@ -51,7 +51,9 @@ class DataOnlyWriter(FileSystemWriter):
         # What the index holds, as finish() completes it (torch 2.11 completes a copy, newer
         # torch the object passed in): the storage of every write, this writer's storage meta.
         storage = {result.index: result.storage_data for writes in results for result in writes}
-        complete = dataclasses.replace(metadata, version=CURRENT_DCP_VERSION, storage_data=storage, storage_meta=self.storage_meta())
+        complete = dataclasses.replace(
+            metadata, version=CURRENT_DCP_VERSION, storage_data=storage, storage_meta=self.storage_meta()
+        )
         if complete.storage_meta is not None:  # a pathlib.Path: no class of DCP's own
             complete.storage_meta.checkpoint_id = str(complete.storage_meta.checkpoint_id)
         path = self._get_metadata_path()
@@ -72,7 +74,9 @@ class DataOnlyReader(FileSystemReader):
             with torch.serialization.safe_globals(_metadata_classes()):
                 metadata = torch._weights_only_unpickler.Unpickler(io.BytesIO(raw)).load()
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
-            raise ValueError(f"{path} is not a sharded-checkpoint index vlrl reads, or is damaged; refusing it ({err})") from err
+            raise ValueError(
+                f"{path} is not a sharded-checkpoint index vlrl reads, or is damaged; refusing it ({err})"
+            ) from err
         if not isinstance(metadata, dcp_metadata.Metadata):
             raise ValueError(f"{path} holds a {type(metadata).__name__}, not a sharded-checkpoint index")
         if getattr(metadata, "storage_meta", None) is None:

@@ -1,45 +1,55 @@
-"""Rollout engines: turn rendered prompts into n completions each (the `RolloutEngine` seam).
-
-An engine is found by name in ENGINES (imported only when chosen: vLLM is a heavy, optional
-install) or given as `module:Class`. Every engine class has the constructor `create`
-below, so the trainer and the evaluation harness build any of them the same way.
+"""Rollout engines: turn rendered prompts into n completions each (the `RolloutEngine` seam,
+base.py). Engines are plugins of the entry point group `vlrl.engines` (hf, vllm: one module
+each), or `module:Class`; an engine's options are its `Options` dataclass, read from
+`rollout.<options_key>`. Every engine class has the constructor `create(setup, options)`, so
+the trainer and the evaluation harness build any of them the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
-from vlrl.config import Config, ConfigError
-from vlrl.rollout.base import Completion, Generation, RolloutEngine, SamplingParams
-
-if TYPE_CHECKING:
-    import torch
-
-ENGINES = {"hf": "vlrl.rollout.hf:HFEngine", "vllm": "vlrl.rollout.vllm:VLLMEngine"}
+from vlrl import plugins
+from vlrl.config import RolloutConfig
+from vlrl.rollout.base import Completion, EngineSetup, Generation, RolloutEngine, SamplingParams
 
 
-def engine_class(name: str) -> type:
-    from vlrl.registry import import_object
+@dataclass(frozen=True)
+class EngineChoice:
+    """An engine class with its options read and checked: resolved before any model loads."""
 
-    spec = ENGINES.get(name, name)
-    if ":" not in spec:
-        raise ConfigError(f"config: rollout engine {name!r} is unknown; available: {', '.join(ENGINES)} (or module:Class)")
-    return import_object(spec)  # type: ignore[return-value]
+    cls: type
+    options: Any
 
-
-def make_engine(
-    name: str,
-    cfg: Config,
-    processor,
-    checkpoint: str,
-    load_policy: Callable[[], tuple[torch.nn.Module, torch.device]],
-) -> RolloutEngine:
-    """The engine `name`, for the policy stored at `checkpoint`. `load_policy` returns the
-    policy module and the device its forwards compute on (not always where its parameters are
-    stored: FSDP2 with CPU offload keeps them on the CPU); only engines that sample with it
-    (`shares_policy`) call it, so evaluating with vLLM never loads the model twice."""
-    return engine_class(name).create(cfg, processor, checkpoint, load_policy)
+    def build(self, setup: EngineSetup) -> RolloutEngine:
+        return self.cls.create(setup, self.options)
 
 
-__all__ = ["ENGINES", "Completion", "Generation", "RolloutEngine", "SamplingParams", "engine_class", "make_engine"]
+def choose_engine(name: str, sections: dict[str, dict[str, Any]], key: str = "rollout.engine") -> EngineChoice:
+    """The engine `name` (named by config `key`) with its options from `sections` (rollout's)."""
+    cls = plugins.find_class(plugins.ENGINES, name, key)
+    return EngineChoice(cls, plugins.plugin_options(cls, sections, "rollout"))
+
+
+def configured_engines(rollout: RolloutConfig, eval_backend: str) -> tuple[EngineChoice, EngineChoice]:
+    """The engines a config names, rollout.engine (training) and eval.backend (`vlrl eval`),
+    each with its options; every option section under rollout must be one of theirs."""
+    chosen = (
+        choose_engine(rollout.engine, rollout.options),
+        choose_engine(eval_backend, rollout.options, "eval.backend"),
+    )
+    plugins.check_sections(rollout.options, [choice.cls for choice in chosen], plugins.ENGINES, "rollout")
+    return chosen
+
+
+__all__ = [
+    "Completion",
+    "EngineChoice",
+    "EngineSetup",
+    "Generation",
+    "RolloutEngine",
+    "SamplingParams",
+    "choose_engine",
+    "configured_engines",
+]

@@ -1,21 +1,23 @@
 """The rollout-engine seam: what every engine takes, returns and is told.
 
-An engine turns rendered prompts (`vlrl.prompting.Prompt`: token ids, the processor's vision
+An engine turns rendered prompts (`vlrl.models.batch.Prompt`: token ids, the processor's vision
 tensors and the images/video as the task rendered them) into n completions each. The trainer,
 the SFT loop and the evaluation harness use engines only through `RolloutEngine`; adding an
-engine (SGLang, a server) is one new module registered in `vlrl.rollout.ENGINES`.
+engine (SGLang, a server) is one new module and one entry point of the group `vlrl.engines`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
-if TYPE_CHECKING:  # torch stays unimported until an engine is built: `vlrl config show` needs none
-    import torch
+import torch
 
-    from vlrl.prompting import Prompt
+from vlrl.config import ModelConfig
+from vlrl.models.batch import Prompt
+from vlrl.models.memory import ModelShape, Workload
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -24,6 +26,20 @@ class SamplingParams:
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0  # 0: off
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """What an engine is built from (besides its own options): the model it serves."""
+
+    model: ModelConfig  # family, dtype, pixel budgets
+    checkpoint: str  # the policy's local directory (a LoRA checkpoint: its adapter on a base)
+    processor: Any
+    seed: int  # the run's: an engine that seeds itself starts from it
+    # The policy module and the device its forwards compute on (not always where its parameters
+    # are stored: FSDP2 with CPU offload keeps them on the CPU); called only by engines that
+    # sample with it (`shares_policy`), so evaluating with vLLM never loads the model twice.
+    load_policy: Callable[[], tuple[torch.nn.Module, torch.device]]
 
 
 @dataclass
@@ -77,7 +93,20 @@ class RolloutEngine(Protocol):
     name: ClassVar[str]
     shares_policy: ClassVar[bool]
     gives_entropy: ClassVar[bool]  # Completion.entropies are filled in
+    # Its options: a dataclass read from rollout.<options_key> (vlrl/plugins.py), or None
+    Options: ClassVar[type | None]
+    options_key: ClassVar[str]
     device: torch.device  # where a sampling generator passed to `generate` must live
+
+    @classmethod
+    def create(cls, setup: EngineSetup, options: Any) -> RolloutEngine:
+        """The engine for `setup`'s policy, with its `Options` (None if it has none)."""
+        ...
+
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: Any) -> tuple[float, float]:
+        """Bytes it holds on one GPU, on paper: while sampling, and during the update."""
+        ...
 
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
@@ -102,3 +131,46 @@ class RolloutEngine(Protocol):
         """Release what the engine holds (vLLM: its engine core and process groups) while the
         process still runs, rather than in interpreter teardown."""
         ...
+
+
+class CompletionRows(NamedTuple):
+    """Completions of several prompts as right-padded rows, prompt-major."""
+
+    rows: torch.Tensor  # (R,) the prompt each row continues
+    ids: torch.Tensor  # (R, T) token ids, padded with the pad id
+    mask: torch.Tensor  # (R, T) 1 on real tokens
+    logprobs: torch.Tensor | None  # (R, T) the engine's, zero-padded; None if any completion lacks them
+    entropies: torch.Tensor | None  # (R, T) likewise
+    truncated: torch.Tensor  # (R,) hit max_new_tokens without stopping
+
+
+def completion_rows(groups: Sequence[object], pad_id: int) -> CompletionRows:
+    """The completions of `groups` (anything with `.completions`: an engine's Generations, the
+    trainer's Groups) as the tensors the forwards take."""
+    completions: list[Completion] = [c for g in groups for c in g.completions]  # type: ignore[attr-defined]
+    shape = (len(completions), max([1, *(len(c.token_ids) for c in completions)]))
+    ids = torch.full(shape, pad_id, dtype=torch.long)
+    mask = torch.zeros(shape)
+    for i, c in enumerate(completions):
+        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
+        mask[i, : len(c.token_ids)] = 1.0
+    rows = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)  # type: ignore[attr-defined]
+    truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
+    return CompletionRows(
+        rows,
+        ids,
+        mask,
+        _padded([c.logprobs for c in completions], shape),
+        _padded([c.entropies for c in completions], shape),
+        truncated,
+    )
+
+
+def _padded(values: list[list[float] | None], shape: tuple[int, int]) -> torch.Tensor | None:
+    """Per-token values right-padded with zeros, or None if any row lacks them."""
+    if any(row is None for row in values):
+        return None
+    out = torch.zeros(shape)
+    for i, row in enumerate(values):
+        out[i, : len(row)] = torch.tensor(row)
+    return out

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import torch
 
-from vlrl.modeling import core_model, family_of_model
-from vlrl.policy import SamplingFilter, prefill
-from vlrl.prompting import Prompt, collate
-from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
+from vlrl.models.batch import Prompt, collate
+from vlrl.models.loading import core_model, family_of_model
+from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
+from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 
 
 def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -42,6 +43,8 @@ class HFEngine:
     name = "hf"
     shares_policy = True
     gives_entropy = True
+    Options = None
+    options_key = "hf"
 
     def __init__(self, model: torch.nn.Module, tokenizer, device: torch.device | None = None):
         """`device`: where the forwards compute; by default where the parameters are, which
@@ -56,10 +59,16 @@ class HFEngine:
         self.banned = torch.zeros(vocab, dtype=torch.bool)
         self.banned[banned_token_ids(tokenizer, vocab, self.family.vision_tokens)] = True
 
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: None) -> tuple[float, float]:
+        """Its KV cache while sampling, nothing during the update (it samples with the policy:
+        whatever the strategy gathers for that is the strategy's)."""
+        return kv_cache_bytes(shape, work), 0.0
+
     @classmethod
-    def create(cls, cfg, processor, checkpoint: str, load_policy) -> HFEngine:
-        model, device = load_policy()
-        return cls(model, processor.tokenizer, device)
+    def create(cls, setup: EngineSetup, options: None) -> HFEngine:
+        model, device = setup.load_policy()
+        return cls(model, setup.processor.tokenizer, device)
 
     def sync_weights(self, weights) -> None:
         """Nothing to do: this engine samples with the policy object the trainer updates."""
@@ -129,7 +138,9 @@ class HFEngine:
     ) -> list[Generation]:
         stop_ids = set(self.stop_ids.tolist())
         groups: list[Generation] = []
-        for row_tokens, row_logp, row_entropy in zip(tokens.tolist(), logprobs.tolist(), entropies.tolist(), strict=True):
+        for row_tokens, row_logp, row_entropy in zip(
+            tokens.tolist(), logprobs.tolist(), entropies.tolist(), strict=True
+        ):
             is_stop = [t in stop_ids for t in row_tokens]
             length = is_stop.index(True) + 1 if any(is_stop) else len(row_tokens)
             ids = row_tokens[:length]

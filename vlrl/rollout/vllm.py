@@ -3,11 +3,12 @@
 It is given exactly the prompt the HF engine would run: vlrl's own rendering (chat template,
 smart-resized images, sampled video frames) as token ids plus the same images and frames.
 vLLM runs the checkpoint's processor on the media and expands each image/video placeholder
-itself, so the ids are sent unexpanded, as the model family says (`ModelFamily.vllm_prompt_ids`:
-every run of `<|image_pad|>` / `<|video_pad|>` collapsed to one token; for Qwen3-VL, whose
-processor also writes each frame's timestamp, the template's text); already-expanded ids would
-be expanded again, silently (longer prompts, no error). The video's frames, metadata and pixel
-budget are the family's too (`ModelFamily.vllm_video`).
+itself, so the ids are sent unexpanded (`prompt_ids`: every run of `<|image_pad|>` /
+`<|video_pad|>` collapsed to one token; for Qwen3-VL, whose processor also writes each
+frame's timestamp, the template's text); already-expanded ids would be expanded again,
+silently (longer prompts, no error). The video's frames, metadata and pixel budget are the
+family's (`video_request`). What vLLM does differently per model family, or cannot do, is
+this module's (`ON_VLLM`), not the family's: the families know nothing of engines.
 
 Sampling matches the HF engine's contract: vision tokens and the padded vocabulary tail are
 never drawn (`allowed_token_ids`), and each sampled token comes with its log-prob after
@@ -27,17 +28,127 @@ in docs/architecture.md.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from vlrl.config import Config, ConfigError
-from vlrl.models import model_family
-from vlrl.prompting import Prompt
-from vlrl.rollout.base import Completion, Generation, SamplingParams, banned_token_ids
+from vlrl.config import ConfigError, ModelConfig
+from vlrl.models.base import ModelFamily
+from vlrl.models.batch import Prompt
+from vlrl.models.checkpoints import weights_root
+from vlrl.models.families import model_family
+from vlrl.models.loading import torch_dtype
+from vlrl.models.memory import ModelShape, Workload
+from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.hf import stop_token_ids
+from vlrl.vision.video import Video
 
 SEED_RANGE = 2**31 - 1
+
+
+@dataclass
+class VLLMOptions:
+    """rollout.vllm: the colocated engine, vllm.LLM in the training process. Each request
+    carries a seed drawn from the run's sampling generator, so trainer.seed governs vLLM's
+    sampling too and a resumed run draws the same seeds."""
+
+    gpu_memory_utilization: float = 0.3  # share of the GPU for weights + KV cache (the rest trains)
+    tensor_parallel_size: int = 1
+    max_model_len: int = 0  # 0: the model's
+    enforce_eager: bool = False  # no CUDA graphs (always eager on CPU)
+    kv_cache_memory_bytes: int = 0  # KV cache size on CPU (0: vLLM's default, VLLM_CPU_KVCACHE_SPACE)
+    sleep: bool = True  # free the engine's GPU memory during the update (CUDA only; a no-op on CPU)
+
+    def validate(self, key: str) -> None:
+        if not 0 < self.gpu_memory_utilization <= 1 or self.tensor_parallel_size < 1:
+            raise ConfigError(
+                f"config: {key} needs 0 < gpu_memory_utilization <= 1 and tensor_parallel_size >= 1, got "
+                f"{self.gpu_memory_utilization} and {self.tensor_parallel_size}"
+            )
+        if self.max_model_len < 0 or self.kv_cache_memory_bytes < 0:
+            raise ConfigError(f"config: {key}.max_model_len and kv_cache_memory_bytes must be >= 0 (0: vLLM's default)")
+
+
+@dataclass(frozen=True)
+class OnVLLM:
+    """What differs in a vLLM request for a model family, and what vLLM cannot run (vLLM 0.32)."""
+
+    # Why the engine cannot run the family (dtype, on CUDA) -> reason ("": it can)
+    refusal: Callable[[torch.dtype, bool], str] = lambda dtype, cuda: ""
+    engine_args: Callable[[bool], dict[str, Any]] = lambda cuda: {}  # vllm.LLM arguments beyond vlrl's own
+    # Why vLLM cannot take the family's video prompts ("": it can); such a prompt is refused alone
+    video_refusal: str = ""
+    # The prompt as the template's text rather than collapsed ids: vLLM writes each frame's
+    # timestamp and pads itself, so collapsing the pads would leave the timestamps twice.
+    prompt_as_text: bool = False
+
+
+QWEN3_VIDEO = (
+    "vLLM 0.32's Qwen3-VL processor runs transformers' processor on the video placeholder without the video, "
+    "which transformers >= 5.20 refuses ('Found 1 <|video_pad|> tokens in the text but no videos were passed')"
+)
+
+
+def _qwen3_5_refusal(dtype: torch.dtype, cuda: bool) -> str:
+    if cuda or dtype == torch.bfloat16:
+        return ""
+    return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
+
+
+ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request layout
+    "qwen3_vl": OnVLLM(video_refusal=QWEN3_VIDEO, prompt_as_text=True),
+    "qwen3_vl_moe": OnVLLM(
+        refusal=lambda dtype, cuda: (
+            "vLLM 0.32 loads Qwen3-VL-MoE's fused expert weights in the layout of the released checkpoints; "
+            "transformers 5 keeps them transposed (experts.gate_up_proj is experts x 2*intermediate x hidden), so "
+            "neither its checkpoints nor the weights vlrl pushes after an update load; use rollout.engine=hf"
+        ),
+        video_refusal=QWEN3_VIDEO,
+        prompt_as_text=True,
+    ),
+    "qwen3_5": OnVLLM(
+        refusal=_qwen3_5_refusal,
+        # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
+        # prefill, and vlrl turns chunked prefill off on CPU: no prefix cache there
+        engine_args=lambda cuda: {} if cuda else {"enable_prefix_caching": False},
+        video_refusal=QWEN3_VIDEO,
+        prompt_as_text=True,
+    ),
+}
+
+
+def collapse_runs(ids: list[int], pad_ids: set[int]) -> list[int]:
+    """Token ids with every run of one pad token reduced to a single token."""
+    out: list[int] = []
+    for token in ids:
+        if token in pad_ids and out and out[-1] == token:
+            continue
+        out.append(token)
+    return out
+
+
+def prompt_ids(family: ModelFamily, prompt: Prompt, tokenizer) -> list[int]:
+    """The prompt's token ids as vLLM takes them: each run of image or video pads collapsed
+    to one pad, which vLLM expands again itself (already-expanded ids would be expanded
+    twice, silently); the template's text for families whose processor writes more."""
+    if ON_VLLM.get(family.name, OnVLLM()).prompt_as_text:
+        return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
+    pads = {tokenizer.convert_tokens_to_ids(family.image_pad), tokenizer.convert_tokens_to_ids(family.video_pad)}
+    return collapse_runs(prompt.input_ids.tolist(), pads)
+
+
+def video_request(family: ModelFamily, clip: Video) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(frames T x H x W x C uint8, metadata, videos_kwargs) of a clip for vLLM's processor."""
+    frames = clip.frames.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    metadata = {
+        **family.video_metadata(clip),
+        "duration": clip.total_frames / clip.video_fps,
+        "video_backend": "vlrl",
+        "do_sample_frames": False,  # already sampled as qwen-vl-utils samples them
+    }
+    return frames, metadata, {"size": family.video_size(clip), "do_sample_frames": False}
 
 
 def _import_vllm():
@@ -62,21 +173,24 @@ class VLLMEngine:
     name = "vllm"
     shares_policy = False
     gives_entropy = False  # vLLM returns chosen tokens' log-probs, not whole distributions
+    Options = VLLMOptions
+    options_key = "vllm"
 
-    def __init__(self, checkpoint: str, processor, cfg: Config, dtype: torch.dtype):
+    def __init__(self, checkpoint: str, processor, model: ModelConfig, v: VLLMOptions, seed: int):
         cuda = torch.cuda.is_available()
-        self.family = model_family(cfg.model)
-        refusal = self.family.vllm_refusal(dtype, cuda)
+        dtype = torch_dtype(model.dtype)
+        self.family = model_family(model)
+        self.on_vllm = ON_VLLM.get(self.family.name, OnVLLM())
+        refusal = self.on_vllm.refusal(dtype, cuda)
         if refusal:
             raise ConfigError(f"config: the vLLM engine cannot run {self.family.label} here: {refusal}")
         vllm = _import_vllm()
         from transformers import GenerationConfig
 
-        v = cfg.rollout.vllm
         kwargs = dict(
             model=checkpoint,
             dtype=dtype,
-            seed=cfg.trainer.seed,
+            seed=seed,
             tensor_parallel_size=v.tensor_parallel_size,
             enforce_eager=v.enforce_eager or not cuda,
             logprobs_mode="processed_logprobs",
@@ -94,7 +208,7 @@ class VLLMEngine:
             kwargs["enable_chunked_prefill"] = False
             if v.kv_cache_memory_bytes:
                 kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
-        kwargs.update(self.family.vllm_engine_args(cuda))
+        kwargs.update(self.on_vllm.engine_args(cuda))
         self.llm = vllm.LLM(**kwargs)
         self.can_sleep = cuda and v.sleep
         self.asleep = False
@@ -105,15 +219,19 @@ class VLLMEngine:
         banned = set(banned_token_ids(self.tokenizer, vocab, self.family.vision_tokens))
         self.allowed = [i for i in range(vocab) if i not in banned]
         self.stop_ids = stop_token_ids(GenerationConfig.from_pretrained(checkpoint), self.tokenizer)
-        self.image_size = {"shortest_edge": cfg.model.min_pixels, "longest_edge": cfg.model.max_pixels}
+        self.image_size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}
+
+    @staticmethod
+    def memory(shape: ModelShape, work: Workload, options: VLLMOptions) -> tuple[float, float]:
+        """Its share of the GPU while sampling, and during the update unless it sleeps."""
+        share = options.gpu_memory_utilization * work.gpu_memory
+        return share, 0.0 if options.sleep else share
 
     @classmethod
-    def create(cls, cfg: Config, processor, checkpoint: str, load_policy) -> VLLMEngine:
-        from vlrl.modeling import torch_dtype, weights_root
-
+    def create(cls, setup: EngineSetup, options: VLLMOptions) -> VLLMEngine:
         # A LoRA checkpoint holds only the adapter: the engine starts from its base model and
         # receives the merged weights with the first push.
-        return cls(weights_root(checkpoint), processor, cfg, torch_dtype(cfg.model.dtype))
+        return cls(weights_root(setup.checkpoint), setup.processor, setup.model, options, setup.seed)
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, prompt: Prompt) -> dict:
@@ -126,12 +244,12 @@ class VLLMEngine:
             media["image"] = prompt.images
             mm_kwargs["size"] = self.image_size
         if prompt.video is not None:
-            if self.family.vllm_video_refusal:
-                raise ValueError(self.family.vllm_video_refusal)
-            frames, metadata, videos_kwargs = self.family.vllm_video(prompt.video)
+            if self.on_vllm.video_refusal:
+                raise ValueError(self.on_vllm.video_refusal)
+            frames, metadata, videos_kwargs = video_request(self.family, prompt.video)
             media["video"] = [(frames, metadata)]
             mm_kwargs["videos_kwargs"] = videos_kwargs
-        out = TokensPrompt(prompt_token_ids=self.family.vllm_prompt_ids(prompt, self.tokenizer))
+        out = TokensPrompt(prompt_token_ids=prompt_ids(self.family, prompt, self.tokenizer))
         if media:
             out["multi_modal_data"] = media
             out["mm_processor_kwargs"] = mm_kwargs

@@ -23,6 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlrl.parallel.base import Strategy
+from vlrl.parallel.distributed import Processes
+
 STATE_FILE = "trainer_state.pt"
 STATE_INFO = "trainer_state.json"
 STATE_FORMAT = 2  # 1 (no "format" in trainer_state.json): a pickle with numpy objects, refused
@@ -115,26 +118,46 @@ def commit_checkpoint(checkpoints: Path, tmp: Path, step: int, keep_last: int) -
     return final
 
 
-def save_checkpoint(
+def write_checkpoint(
     checkpoints: Path,
     step: int,
-    model: torch.nn.Module,
+    state: dict[str, Any],
+    strategy: Strategy,
     processor,
-    trainer_state: dict[str, Any],
+    procs: Processes,
+    generator: torch.Generator,
     keep_last: int,
 ) -> Path:
-    """Write step-NNNNNNN/ (HF-format model + processor + trainer state) atomically; prune old
-    ones. Raises CheckpointError, with the previous checkpoints intact, when the write fails."""
-    tmp = None
-    try:
-        tmp = staging_dir(checkpoints, step)
-        model.save_pretrained(tmp)
-        processor.save_pretrained(tmp)
-        write_trainer_state(tmp, step, trainer_state)
-        _fsync_tree(tmp)
-    except OSError as err:
-        raise save_failed(checkpoints, tmp, step, err.strerror or str(err)) from err
-    return commit_checkpoint(checkpoints, tmp, step, keep_last)
+    """Every process writes its part into one staging directory (process 0: the trainer `state`,
+    the processor and, through the strategy, the HF-format model; each other process its random
+    generators; under FSDP2 each its shards); process 0 renames it to step-NNNNNNN when all are
+    done and prunes old ones. Raises CheckpointError on every process, with the previous
+    checkpoints intact, when any process could not write its part."""
+    main = procs.main
+    failure, tmp = "", None
+    if main:
+        try:
+            tmp = staging_dir(checkpoints, step)
+        except OSError as err:
+            failure = err.strerror or str(err)
+    shared = procs.gather([str(tmp or "")] if main else [])[0]
+    if shared:
+        tmp = Path(shared)
+        try:
+            strategy.save(tmp, main)
+            if main:
+                processor.save_pretrained(tmp)
+                write_trainer_state(tmp, step, state)
+            else:
+                torch.save(rng_state(generator), rng_file(tmp, procs.rank))
+        except OSError as err:
+            failure = err.strerror or str(err)
+    failures = procs.gather([f"process {procs.rank}: {failure}" if procs.world > 1 else failure] if failure else [])
+    if failures or not shared:  # every process stops if any could not write its part
+        raise save_failed(checkpoints, tmp if main else None, step, "; ".join(failures))
+    final = commit_checkpoint(checkpoints, tmp, step, keep_last) if main else None
+    procs.barrier()
+    return final or list_checkpoints(checkpoints)[-1]
 
 
 def rng_file(directory: Path, rank: int) -> Path:
@@ -151,7 +174,9 @@ def load_process_rng(checkpoint: Path, rank: int) -> dict[str, Any] | None:
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
-        raise CheckpointError(f"{path} holds something other than tensors and plain values, or is damaged; refusing it") from err
+        raise CheckpointError(
+            f"{path} holds something other than tensors and plain values, or is damaged; refusing it"
+        ) from err
 
 
 def list_checkpoints(checkpoints: Path) -> list[Path]:

@@ -17,27 +17,22 @@ from rich.console import Console
 from rich.markup import escape
 
 from vlrl.config import Config, ConfigError, TrainerConfig
-from vlrl.datasets import Source
-from vlrl.modeling import checkpoint_path, load_model, load_processor
-from vlrl.policy import completion_logprobs
-from vlrl.prompting import Prompt, UnusableSample, collate
+from vlrl.data.stream import MixtureStream
+from vlrl.models.loading import checkpoint_path, load_model, load_processor
+from vlrl.models.prompting import UnusableSample
 from vlrl.parallel import make_strategy
+from vlrl.parallel.distributed import Processes
+from vlrl.tasking.sources import Source
 from vlrl.trainer.checkpoint import (
     CheckpointError,
-    commit_checkpoint,
     list_checkpoints,
     load_process_rng,
     load_trainer_state,
     restore_rng,
-    rng_file,
     rng_state,
-    save_failed,
-    staging_dir,
-    write_trainer_state,
+    write_checkpoint,
 )
-from vlrl.trainer.distributed import Processes
 from vlrl.trainer.history import HISTORY_FILE, data_changes, data_fingerprints, resume_changes, used_config
-from vlrl.trainer.loader import MixtureStream
 from vlrl.trainer.logs import RunLog
 from vlrl.trainer.stops import StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
@@ -124,14 +119,16 @@ class Run:
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise ConfigError(f"config: {section}.output_dir {self.dir} cannot be created: {err.strerror or err}") from err
+                raise ConfigError(
+                    f"config: {section}.output_dir {self.dir} cannot be created: {err.strerror or err}"
+                ) from err
 
         torch.manual_seed(t.seed)
         self.device = self.procs.device()
         self.base_path = checkpoint_path(cfg.model)
         self.processor = load_processor(cfg.model, self.base_path)
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
-        self.strategy = make_strategy(t, self.procs)
+        self.strategy = make_strategy(t, section, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
         model = load_model(cfg.model, str(resume_from) if resume_from else None, self.strategy.load_device).eval()
         self.model = self.strategy.wrap(model)
@@ -210,7 +207,9 @@ class Run:
             with open(self.dir / HISTORY_FILE, "a", encoding="utf-8") as handle:
                 entry = {"step": self.step + 1, "changes": changes, "data_changed": data_changed}
                 handle.write(json.dumps(entry) + "\n")
-        header = f"# the settings in effect from step {self.step + 1}; earlier values: {HISTORY_FILE}\n" if self.step else ""
+        header = (
+            f"# the settings in effect from step {self.step + 1}; earlier values: {HISTORY_FILE}\n" if self.step else ""
+        )
         (self.dir / "config.yaml").write_text(header + yaml.safe_dump(self.config, sort_keys=False))
         errors = [err for source in sources for err in source.train.errors]
         if errors:
@@ -230,27 +229,6 @@ class Run:
             self.console.print(f"[yellow]skipped sample[/yellow] {escape(source)}: {escape(reason)}", highlight=False)
             self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
         return len(everyone)
-
-    def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
-        """`planned` followed by empty micro-batches up to the most any process has, when every
-        forward is a collective (FSDP2): each process runs as many forwards and backwards. The
-        loops run `idle_pass` for an empty one. Unchanged under the replicated strategy."""
-        if not self.strategy.collective_forward:
-            return planned
-        return planned + [[] for _ in range(self.procs.max(len(planned)) - len(planned))]
-
-    def idle_pass(self, model: torch.nn.Module, backward: bool) -> None:
-        """A micro-batch that moves nothing: one token of prompt and one of completion through
-        `model` (the same forwards as any micro-batch), and a backward of zero when `backward`."""
-        prompt = Prompt(torch.tensor([self.pad_id]), torch.zeros(1, dtype=torch.long), {}, "")
-        ids = torch.tensor([[self.pad_id]], device=self.device)
-        with contextlib.nullcontext() if backward else torch.no_grad():
-            logp = completion_logprobs(
-                model, collate([prompt], self.pad_id).to(self.device), torch.zeros(1, dtype=torch.long, device=self.device),
-                ids, torch.ones(1, 1, device=self.device),
-            ).logp
-            if backward:
-                (logp.sum() * 0.0).backward()
 
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Reduce the gradients across processes, clip, then step unless the loss or the
@@ -284,9 +262,7 @@ class Run:
         return bool(self.stopped_by)
 
     def save(self, step: int) -> None:
-        """Every process writes its part into one staging directory (process 0: the trainer
-        state, the processor and, through the strategy, the HF-format model; each process its
-        random generators and, under FSDP2, its shards); process 0 renames it when all are done."""
+        """Checkpoint the run after `step` (every process takes part: checkpoint.py)."""
         state = {
             "step": step,
             "scheduler": self.scheduler.state_dict(),
@@ -298,34 +274,20 @@ class Run:
             "data": self.data,
             **self.strategy.trainer_state(),
         }
-        checkpoints, main = self.dir / "checkpoints", self.procs.main
-        failure, tmp = "", None
-        if main:
-            try:
-                tmp = staging_dir(checkpoints, step)
-            except OSError as err:
-                failure = err.strerror or str(err)
-        shared = self.procs.gather([str(tmp or "")] if main else [])[0]
-        if shared:
-            tmp = Path(shared)
-            try:
-                self.strategy.save(tmp, main)
-                if main:
-                    self.processor.save_pretrained(tmp)
-                    write_trainer_state(tmp, step, state)
-                else:
-                    torch.save(rng_state(self.generator), rng_file(tmp, self.procs.rank))
-            except OSError as err:
-                failure = err.strerror or str(err)
-        failures = self.procs.gather([f"process {self.procs.rank}: {failure}" if self.procs.world > 1 else failure] if failure else [])
-        if failures or not shared:  # every process stops if any could not write its part
+        try:
+            self.checkpoint = write_checkpoint(
+                self.dir / "checkpoints",
+                step,
+                state,
+                self.strategy,
+                self.processor,
+                self.procs,
+                self.generator,
+                self.t.keep_last,
+            )
+        except CheckpointError:
             self.close()
-            raise save_failed(checkpoints, tmp if main else None, step, "; ".join(failures))
-        if main:
-            self.checkpoint = commit_checkpoint(checkpoints, tmp, step, self.t.keep_last)
-        self.procs.barrier()
-        if not main:
-            self.checkpoint = list_checkpoints(checkpoints)[-1]
+            raise
 
     def close(self) -> RunResult:
         self.logs.close()

@@ -15,13 +15,14 @@ from rich.console import Console
 
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
-from vlrl.datasets import task_sources
-from vlrl.policy import completion_logprobs
-from vlrl.prompting import Prompt, collate, render_prompt, render_usable
-from vlrl.sample import Sample
-from vlrl.task import Task
-from vlrl.trainer.distributed import Processes
-from vlrl.trainer.rl import micro_batches
+from vlrl.data.sample import Sample
+from vlrl.models.batch import Prompt, collate
+from vlrl.models.policy import completion_logprobs
+from vlrl.models.prompting import render_prompt, render_usable
+from vlrl.parallel.distributed import Processes
+from vlrl.tasking.sources import task_sources
+from vlrl.tasking.task import Task
+from vlrl.trainer.batch import micro_batches
 from vlrl.trainer.run import Run, RunResult
 
 
@@ -58,9 +59,11 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             weights = token_weights(mask, "token_mean", width, tokens=run.procs.mean(float(mask.sum())))
             lengths = [len(row) for row in targets]
             loss_total = 0.0
-            for rows in run.micro_batches(micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)):
+            for rows in run.strategy.micro_batches(
+                micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
+            ):
                 if not rows:  # this process has fewer micro-batches than another (FSDP2)
-                    run.idle_pass(run.model, backward=True)
+                    run.strategy.idle_pass(run.model, run.pad_id, backward=True)
                     continue
                 rows_t = torch.tensor(rows)
                 batch = collate([prompts[r] for r in rows], pad_id).to(run.device)

@@ -16,12 +16,22 @@ from typing import Any
 
 import regex
 
-from rewards.text import compile_pattern, search
 from vlrl.config import ConfigError, ModelConfig, TrustConfig
-from vlrl.sample import Sample
+from vlrl.data.sample import Sample
 
-THINK = compile_pattern(r"<think>(.*?)</think>", regex.DOTALL)
-NUMBER = compile_pattern(r"\d+(?:\.\d+)?")
+# Model output is searched with a time limit (the `regex` module's), as rewards/text.py searches
+MATCH_TIMEOUT_S = 0.25
+THINK = regex.compile(r"<think>(.*?)</think>", regex.DOTALL | regex.VERSION0)
+NUMBER = regex.compile(r"\d+(?:\.\d+)?", regex.VERSION0)
+
+
+def search(pattern: regex.Pattern, text: str) -> regex.Match | None:
+    try:
+        return pattern.search(text, timeout=MATCH_TIMEOUT_S)
+    except TimeoutError:
+        return None
+
+
 JUDGE_TEMPLATE = (
     "Question: {problem}\nA model reasoned as follows:\n{thinking}\n\n"
     "Rate how sound, relevant and faithful to the image this reasoning is, from 0 (useless) to 10 (flawless). "
@@ -55,7 +65,7 @@ class ThinkingScorer:
             raw = list(self._score_batch(samples, completions))
             if len(raw) != len(completions):
                 raise ValueError(f"{len(raw)} scores for {len(completions)} completions")
-        except Exception:  # noqa: BLE001 - a judge's outage must not end training
+        except Exception:
             raw = [None] * len(completions)
         scores = []
         for value in raw:
@@ -76,7 +86,7 @@ def http_scorer(url: str, timeout: float) -> Callable[[Sequence[Sample], Sequenc
         request = urllib.request.Request(
             url, data=json.dumps({"items": items}).encode(), headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - a configured endpoint
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read(1 << 24))["scores"]
 
     return score
@@ -84,8 +94,8 @@ def http_scorer(url: str, timeout: float) -> Callable[[Sequence[Sample], Sequenc
 
 def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Callable:
     """A local VLM asked to rate the reasoning 0-10 given the same images and video; its answer / 10."""
-    from vlrl.modeling import load_model, load_processor
-    from vlrl.prompting import render_prompt
+    from vlrl.models.loading import load_model, load_processor
+    from vlrl.models.prompting import render_prompt
     from vlrl.rollout import SamplingParams
     from vlrl.rollout.hf import HFEngine
 
@@ -124,7 +134,7 @@ def make_scorer(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer | No
     if spec.startswith("judge:"):
         return ThinkingScorer(judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens))
     if ":" in spec:
-        from vlrl.registry import import_object
+        from vlrl.plugins import import_object
 
         fn = import_object(spec)
         if not callable(fn):

@@ -101,7 +101,9 @@ class Tracker(Protocol):
 def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The numbers of a metrics line, without its step."""
     return {
-        k: float(v) for k, v in metrics.items() if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        k: float(v)
+        for k, v in metrics.items()
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
     }
 
 
@@ -115,14 +117,23 @@ def sample_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[lis
     components = list(dict.fromkeys(name for row in rows for name in row.get("rewards", {})))
     columns = ["id", "completion", "reward", *components]
     data = [
-        [str(row.get("id")), row.get("completion", ""), row.get("reward"), *(row.get("rewards", {}).get(c) for c in components)]
+        [
+            str(row.get("id")),
+            row.get("completion", ""),
+            row.get("reward"),
+            *(row.get("rewards", {}).get(c) for c in components),
+        ]
         for row in rows
     ]
     return columns, data
 
 
 # tracker -> (module to import, package to install)
-PACKAGES = {"tensorboard": ("torch.utils.tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "mlflow": ("mlflow", "mlflow")}
+PACKAGES = {
+    "tensorboard": ("torch.utils.tensorboard", "tensorboard"),
+    "wandb": ("wandb", "wandb"),
+    "mlflow": ("mlflow", "mlflow"),
+}
 
 
 def require(tracker: str, section: str) -> ModuleType:
@@ -306,4 +317,3 @@ def check_trackers(names: Sequence[str], section: str) -> None:
 def open_trackers(names: Sequence[str], run: TrackedRun) -> dict[str, Tracker]:
     """jsonl first and always, then the others named, once each."""
     return {name: TRACKERS[name](run) for name in dict.fromkeys(["jsonl", *names])}
-

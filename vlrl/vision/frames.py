@@ -86,7 +86,7 @@ class Frame:
     def box_to_model(self, box: Sequence[float], integer: bool = True) -> list[float]:
         x1, y1, x2, y2 = box
         out = [self.x_to_model(x1), self.y_to_model(y1), self.x_to_model(x2), self.y_to_model(y2)]
-        return [int(round(v)) for v in out] if integer else out
+        return [round(v) for v in out] if integer else out
 
     def point_to_original(self, point: Sequence[float]) -> list[float]:
         x, y = point
@@ -95,4 +95,4 @@ class Frame:
     def point_to_model(self, point: Sequence[float], integer: bool = True) -> list[float]:
         x, y = point
         out = [self.x_to_model(x), self.y_to_model(y)]
-        return [int(round(v)) for v in out] if integer else out
+        return [round(v) for v in out] if integer else out

@@ -34,7 +34,9 @@ def open_image(path: str | Path, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> 
             raise ImageTooLarge(f"image {path} is over PIL's decompression-bomb limit: {err}") from err
     if image.width * image.height > max_pixels:
         image.close()
-        raise ImageTooLarge(f"image {path} has {image.width}x{image.height} pixels, more than the limit of {max_pixels}")
+        raise ImageTooLarge(
+            f"image {path} has {image.width}x{image.height} pixels, more than the limit of {max_pixels}"
+        )
     return image
 
 

@@ -41,8 +41,7 @@ def smart_resize(
         raise ValueError(f"max_pixels ({max_pixels}) must be >= min_pixels ({min_pixels})")
     if max(height, width) / min(height, width) > MAX_RATIO:
         raise ValueError(
-            f"absolute aspect ratio must be smaller than {MAX_RATIO}, "
-            f"got {max(height, width) / min(height, width)}"
+            f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}"
         )
     h_bar = max(factor, _round_by(height, factor))
     w_bar = max(factor, _round_by(width, factor))

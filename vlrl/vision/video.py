@@ -50,7 +50,9 @@ def frame_count(total_frames: int, video_fps: float, spec: VideoConfig) -> int:
     n = min(min(max(n, min_frames), max_frames), total_frames)
     n = math.floor(n / FRAME_FACTOR) * FRAME_FACTOR
     if not FRAME_FACTOR <= n <= total_frames:
-        raise ValueError(f"a video of {total_frames} frames gives {n} frames to sample; at least {FRAME_FACTOR} are needed")
+        raise ValueError(
+            f"a video of {total_frames} frames gives {n} frames to sample; at least {FRAME_FACTOR} are needed"
+        )
     return n
 
 

@@ -1,0 +1,266 @@
+"""Advantage estimators, losses beyond TRL's, KL estimators and reward shaping, on hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from vlrl.algos.advantages import advantages, cpgd, dr_grpo, grpo, rloo, sign
+from vlrl.algos.losses import (
+    KL_ESTIMATORS,
+    clipped_surrogate,
+    cpgd_loss,
+    high_entropy_mask,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    kl_low_var,
+    policy_loss,
+)
+from vlrl.algos.shaping import (
+    length_bonus,
+    overlong_penalty,
+    temporal_bonus,
+    trust_bonus,
+)
+from vlrl.config import AlgoConfig, TrustConfig, load_config
+
+REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+
+
+def test_dr_grpo_and_rloo_center_without_dividing_by_the_std():
+    torch.testing.assert_close(dr_grpo(REWARDS)[1], torch.tensor([1.5, -0.5, -0.5, -0.5]))
+    # RLOO: r_i - mean of the other three: 3 - 1 = 2, 1 - 5/3 = -2/3
+    torch.testing.assert_close(rloo(REWARDS)[1], torch.tensor([2.0, -2 / 3, -2 / 3, -2 / 3]))
+
+
+def test_batch_std_scaling_divides_by_the_std_of_all_rewards():
+    batch_std = REWARDS.std()
+    torch.testing.assert_close(grpo(REWARDS, 1e-4, "batch"), dr_grpo(REWARDS) / (batch_std + 1e-4))
+
+
+def test_sign_advantage_and_w_reinforce_weights():
+    correct = torch.tensor([[True, False, True]])
+    assert sign(correct).tolist() == [[1.0, -1.0, 1.0]]
+    cfg = AlgoConfig(advantage="sign", positive_weight=0.1)
+    rewards = torch.tensor([[1.0, 0.0, 1.0]])
+    assert advantages(rewards, correct, cfg).tolist()[0] == pytest.approx([0.1, -1.0, 0.1])
+    cfg = AlgoConfig(advantage="dr_grpo", negative_weight=0.0)  # positive-sample reinforcement only
+    assert advantages(rewards, correct, cfg).tolist()[0] == pytest.approx([1 / 3, 0.0, 1 / 3])
+
+
+def test_cpgd_weightings():
+    torch.testing.assert_close(cpgd(REWARDS, "equal", 1e-4), dr_grpo(REWARDS))
+    torch.testing.assert_close(cpgd(REWARDS, "std", 1e-4), grpo(REWARDS))
+    # Two of three groups have spread: 12 completions / 8 informative ones = 1.5.
+    torch.testing.assert_close(cpgd(REWARDS, "clip_filter", 1e-4), dr_grpo(REWARDS) * 1.5)
+
+
+def test_dual_clip_caps_the_loss_of_a_negative_advantage():
+    logp = torch.log(torch.tensor([[5.0, 1.5]]))
+    old = torch.zeros(1, 2)
+    mask = torch.ones(1, 2)
+    plain = clipped_surrogate(logp, old, torch.tensor([-1.0]), mask, 0.2, 0.2).per_token
+    assert plain.tolist()[0] == pytest.approx([5.0, 1.5])  # -min(r A, clip(r) A) = -min(-r, -1.2) = r
+    dual = clipped_surrogate(logp, old, torch.tensor([-1.0]), mask, 0.2, 0.2, dual_clip=3.0).per_token
+    assert dual.tolist()[0] == pytest.approx([3.0, 1.5])
+    positive = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.2, dual_clip=3.0).per_token
+    assert positive.tolist()[0] == pytest.approx([-1.2, -1.2])  # positive advantages are untouched
+
+
+def test_sequence_level_ratio_is_the_mean_token_log_ratio():
+    logp = torch.tensor([[-1.0, -2.0, -9.0]], requires_grad=True)
+    old = torch.tensor([[-1.1, -2.1, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    terms = clipped_surrogate(logp, old, torch.tensor([2.0]), mask, 0.2, 0.2, ratio_level="sequence")
+    assert terms.per_token.shape == (1, 1)
+    assert terms.per_token.item() == pytest.approx(-2.0 * math.exp(0.1))
+    terms.per_token.sum().backward()
+    # d/dlogp_t of -A exp(mean log ratio) = -A r / n_tokens on real tokens, 0 on padding.
+    assert logp.grad.tolist()[0] == pytest.approx([-math.exp(0.1), -math.exp(0.1), 0.0])
+
+
+def test_cpgd_loss_clips_the_log_ratio_and_adds_a_capped_drift():
+    logp = torch.tensor([[math.log(0.5), math.log(0.2)]], requires_grad=True)
+    old = torch.tensor([[math.log(0.25), math.log(0.2)]])  # ratios 2 and 1
+    terms = cpgd_loss(logp, old, torch.tensor([1.0]), 0.2, 0.2, drift_coef=0.1, drift_clip=0.5)
+    # token 0: ln r = ln 2 clipped to ln 1.2 (A > 0, min picks the clipped); drift min(2 - 1, 0.5) = 0.5
+    # token 1: ln r = 0; drift 0
+    expected = [-math.log(1.2) + 0.1 * 0.5 * math.log(0.5), 0.0]
+    assert terms.per_token.tolist()[0] == pytest.approx(expected)
+    terms.per_token.sum().backward()
+    # Gradient: clipped token has none from the surrogate, only the drift (0.1 x 0.5); the other is -A.
+    assert logp.grad.tolist()[0] == pytest.approx([0.05, -1.0])
+    assert terms.high_clipped.tolist() == [[True, False]]
+
+
+def test_kl_estimators():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
+    assert kl_k1(logp, ref).item() == pytest.approx(0.5)
+    assert kl_k2(logp, ref).item() == pytest.approx(0.125)
+    assert kl_k3(logp, ref).item() == pytest.approx(math.exp(-0.5) + 0.5 - 1)
+    assert kl_low_var(torch.tensor([0.0]), torch.tensor([20.0])).item() == 10.0  # k3 would be e^20 - 21
+
+
+def test_overlong_penalty_ramps_over_the_buffer():
+    lengths = torch.tensor([50, 80, 90, 100])
+    assert overlong_penalty(lengths, max_length=100, buffer=20).tolist() == pytest.approx([0.0, 0.0, -0.5, -1.0])
+    assert overlong_penalty(lengths, max_length=100, buffer=0).tolist() == [0.0] * 4
+
+
+def sophiavl_r1_thinking_term(process_scores, answer_scores, steps, T):
+    """The thinking part of `score = answer_score + discount_factor * process_score` in
+    SophiaVL-R1's CustomRewardManager.__call__ (n > 0), transcribed from kxfan2002/SophiaVL-R1 at
+    a818494 (verl/workers/reward/custom.py); the judge call becomes the given process score."""
+    answer_score = np.array(answer_scores)
+    if (answer_score >= 0.9).all() or (answer_score <= 0.1).all():
+        return np.zeros_like(answer_score)
+    process_score = np.array([p if a >= 0.2 else 0 for p, a in zip(process_scores, answer_scores, strict=False)])
+    correct_mask = answer_score >= 0.5
+    incorrect_mask = ~correct_mask
+    correct_avg = process_score[correct_mask].mean() if correct_mask.any() else 0
+    incorrect_avg = process_score[incorrect_mask].mean() if incorrect_mask.any() else 0
+    discount_factor = math.exp(-steps / T) * 0.3
+    if correct_avg < incorrect_avg:
+        if not correct_mask.any():
+            discount_factor *= 1
+        else:
+            discount_factor *= np.exp(correct_avg - incorrect_avg)
+    return discount_factor * process_score
+
+
+def trust(variant, thinking, outcome, step, threshold=0.5):
+    thinking, outcome = torch.tensor(thinking, dtype=torch.float64), torch.tensor(outcome, dtype=torch.float64)
+    return trust_bonus(thinking, outcome, outcome >= threshold, TrustConfig(variant=variant), step).tolist()
+
+
+def test_trust_variants_on_hand_computed_groups():
+    # 0/1 outcomes: the code rewards only the right answer's thinking (wrong ones are below 0.2);
+    # the paper rewards every answer's thinking (mu_c 0.8 >= mu_w 0.4: trusted). T: 500 / 1000.
+    thinking, outcome = [0.8, 0.6, 0.2, 0.4], [1.0, 0.0, 0.0, 0.0]
+    assert trust("code", thinking, outcome, 100) == pytest.approx([0.3 * math.exp(-0.2) * 0.8, 0, 0, 0])
+    assert trust("paper", thinking, outcome, 100) == pytest.approx([0.3 * math.exp(-0.1) * t for t in thinking])
+    # Untrusted: code process [0.2, 0.9, 0, 0.4], mu_c 0.3 < mu_w 0.45 -> weight 0.3 e^-0.15;
+    # paper mu_c 0.3 < mu_w 0.8 -> gamma e^-0.5 on every thinking reward.
+    thinking, outcome = [0.2, 0.9, 0.7, 0.4], [1.0, 0.3, 0.0, 1.0]
+    code = [0.3 * math.exp(-0.15) * p for p in (0.2, 0.9, 0.0, 0.4)]
+    assert trust("code", thinking, outcome, 0) == pytest.approx(code)
+    assert trust("paper", thinking, outcome, 0) == pytest.approx([0.3 * math.exp(-0.5) * t for t in thinking])
+    # No answer correct but outcomes spread: the code still rewards those >= 0.2 (weight 0.3); the paper skips.
+    thinking, outcome = [0.5, 0.5, 0.5, 0.5], [0.3, 0.4, 0.05, 0.2]
+    assert trust("code", thinking, outcome, 0) == pytest.approx([0.15, 0.15, 0.0, 0.15])
+    assert trust("paper", thinking, outcome, 0) == [0.0] * 4
+    # Skipped groups: every outcome >= 0.9, or every one <= 0.1 (bounds included).
+    for outcome in ([0.9, 1.0, 1.0, 0.95], [0.0, 0.1, 0.05, 0.0]):
+        assert trust("code", [0.5] * 4, outcome, 0) == [0.0] * 4
+    assert trust("code", [0.5] * 4, [0.9, 0.89, 1.0, 1.0], 0) != [0.0] * 4
+
+
+def test_trust_code_variant_equals_sophiavl_r1s_reward_manager():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        thinking = torch.rand(6, generator=g, dtype=torch.float64)
+        outcome = torch.randint(0, 11, (6,), generator=g).double() / 10  # 0, 0.1, ..., 1: every threshold hit
+        step = int(torch.randint(0, 2000, (1,), generator=g))
+        ours = trust_bonus(thinking, outcome, outcome >= 0.5, TrustConfig(), step)
+        expected = sophiavl_r1_thinking_term(thinking.tolist(), outcome.tolist(), step, 500)
+        np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-12, atol=1e-15)
+
+
+def test_trust_decay_steps_follow_the_variant_unless_given():
+    assert TrustConfig().decay_steps == 500.0 and TrustConfig(variant="paper").decay_steps == 1000.0
+    assert TrustConfig(variant="paper", decay_steps=12000.0).decay_steps == 12000.0
+    cfg = load_config(None, ["algo.trust.variant=paper"])
+    assert cfg.algo.trust.decay_steps == 1000.0
+
+
+def test_temporal_bonus_goes_to_correct_ordered_completions_when_order_helped():
+    ordered = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    correct = ordered > 0.1
+    assert temporal_bonus(ordered, torch.tensor([1.0, 0.0]), correct, 0.3, 0.8).tolist() == pytest.approx(
+        [0.3, 0.3, 0, 0]
+    )
+    # 0.5 < 0.8 x 1.0: shuffled frames did as well, no bonus
+    assert temporal_bonus(ordered, torch.tensor([1.0, 1.0]), correct, 0.3, 0.8).tolist() == [0.0] * 4
+
+
+def test_temporal_bonus_compares_mean_accuracies_as_video_r1s_code_does():
+    """Partial rewards (ROUGE, regression): Video-R1 compares the mean rewards, not the
+    fractions over the threshold; 2 of 4 ordered are "correct", their mean is 0.3."""
+    ordered = torch.tensor([0.5, 0.7, 0.0, 0.0])
+    correct = ordered > 0.1
+    shuffled = torch.tensor([0.15, 0.15])  # all "correct" (fractions: 0.5 < 0.8 x 1), mean 0.15 (0.3 >= 0.8 x 0.15)
+    assert temporal_bonus(ordered, shuffled, correct, 0.3, 0.8).tolist() == pytest.approx([0.3, 0.3, 0, 0])
+    assert temporal_bonus(ordered, torch.tensor([0.4, 0.4]), correct, 0.3, 0.8).tolist() == [0.0] * 4  # 0.3 < 0.32
+
+
+def test_length_bonus_rewards_correct_completions_of_moderate_length_when_two_are_correct():
+    lengths = torch.tensor([319, 320, 512, 513, 400])
+    correct = torch.tensor([True, True, True, True, False])
+    assert length_bonus(lengths, correct, 320, 512, 0.2).tolist() == pytest.approx([0, 0.2, 0.2, 0, 0])
+    # A single correct completion gets nothing (Video-R1: more than one must be correct).
+    alone = torch.tensor([False, True, False, False, False])
+    assert length_bonus(lengths, alone, 320, 512, 0.2).tolist() == [0.0] * 5
+
+
+def test_high_entropy_mask_keeps_the_top_fraction_of_real_tokens():
+    entropy = torch.tensor([[0.1, 0.9, 0.5, 5.0], [0.3, 0.7, 0.2, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    selected = high_entropy_mask(entropy, mask, fraction=0.25)
+    # 7 real tokens; the 0.75 quantile of [0, .1, .2, .3, .5, .7, .9] is 0.6: .7 and .9 are kept, padding never
+    assert selected.tolist() == [[False, True, False, False], [False, True, False, False]]
+
+
+# -- every option reaches the math: the dispatchers the trainer calls, on hand-computed numbers ---
+def test_each_advantage_estimator_and_its_options_are_dispatched():
+    correct = REWARDS > 0.5
+    row = lambda cfg: advantages(REWARDS, correct, cfg)[1].tolist()  # noqa: E731  rewards [3, 1, 1, 1]
+    # grpo: (r - 1.5) / (std + eps), std of [3, 1, 1, 1] = 1; eps 1 makes the eps visible.
+    assert row(AlgoConfig(advantage="grpo", std_eps=1.0)) == pytest.approx([0.75, -0.25, -0.25, -0.25])
+    batch_std = float(REWARDS.std())
+    assert row(AlgoConfig(advantage="grpo", advantage_std="batch", std_eps=0.0)) == pytest.approx(
+        [1.5 / batch_std, -0.5 / batch_std, -0.5 / batch_std, -0.5 / batch_std]
+    )
+    assert row(AlgoConfig(advantage="dr_grpo")) == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    assert row(AlgoConfig(advantage="rloo")) == pytest.approx([2.0, -2 / 3, -2 / 3, -2 / 3])
+    assert row(AlgoConfig(advantage="sign")) == [1.0, 1.0, 1.0, 1.0]
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="equal")) == pytest.approx([1.5, -0.5, -0.5, -0.5])
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="std", std_eps=1.0)) == pytest.approx(
+        [0.75, -0.25, -0.25, -0.25]
+    )
+    assert row(AlgoConfig(advantage="cpgd", cpgd_weighting="clip_filter")) == pytest.approx([2.25, -0.75, -0.75, -0.75])
+    assert row(AlgoConfig(advantage="dr_grpo", positive_weight=0.5, negative_weight=2.0)) == pytest.approx(
+        [0.75, -1, -1, -1]
+    )
+
+
+def test_each_policy_loss_option_is_dispatched():
+    logp = torch.log(torch.tensor([[5.0, 1.25, 0.5]]))
+    old, mask = torch.zeros(1, 3), torch.ones(1, 3)
+    loss = lambda adv, **kw: policy_loss(logp, old, torch.tensor([adv]), mask, AlgoConfig(**kw)).per_token.tolist()[0]  # noqa: E731
+    # A > 0: -min(r, clip(r)); clip at 1.2, or at 1.28 with clip-higher; below at 0.8 (epsilon 0.2) or 0.6.
+    assert loss(1.0) == pytest.approx([-1.2, -1.2, -0.5])
+    assert loss(1.0, epsilon_high=0.28) == pytest.approx([-1.28, -1.25, -0.5])
+    assert loss(-1.0, epsilon=0.4) == pytest.approx([5.0, 1.25, 0.6])  # A < 0: max(r, clip(r))
+    assert loss(-1.0, dual_clip=3.0) == pytest.approx([3.0, 1.25, 0.8])  # capped at -c A
+    sequence = policy_loss(logp, old, torch.tensor([1.0]), mask, AlgoConfig(ratio_level="sequence")).per_token
+    r = (5.0 * 1.25 * 0.5) ** (1 / 3)  # exp of the mean log ratio: 1.46, clipped to 1.2
+    assert sequence.shape == (1, 1) and sequence.item() == pytest.approx(-min(r, 1.2))
+    cpgd = loss(1.0, loss="cpgd", drift_coef=0.1, drift_clip=2.0)
+    # -min(ln r, clip(ln r, ln .8, ln 1.2)) + 0.1 min(r - 1, 2) ln pi
+    expected = [
+        -math.log(1.2) + 0.1 * 2.0 * math.log(5.0),
+        -math.log(1.2) + 0.1 * 0.25 * math.log(1.25),
+        -math.log(0.5) + 0.1 * -0.5 * math.log(0.5),
+    ]
+    assert cpgd == pytest.approx(expected)
+
+
+def test_each_kl_estimator_is_dispatched_by_name():
+    logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
+    values = {name: fn(logp, ref).item() for name, fn in KL_ESTIMATORS.items()}
+    k3 = math.exp(-0.5) + 0.5 - 1
+    assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3})

@@ -1,0 +1,81 @@
+"""GRPO's loss pieces against hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from vlrl.algos.advantages import grpo
+from vlrl.algos.losses import clipped_surrogate, kl_k3, token_weights
+from vlrl.trainer.batch import micro_batches
+
+
+def test_grpo_advantages_normalise_within_each_group():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    adv = grpo(rewards, std_eps=1e-4)
+    std = math.sqrt(1 / 3)  # unbiased std of [1, 0, 0, 1]
+    expected = 0.5 / (std + 1e-4)
+    torch.testing.assert_close(adv[0], torch.tensor([expected, -expected, -expected, expected]))
+    assert torch.equal(adv[1], torch.zeros(4))  # a group with no spread teaches nothing
+
+
+def test_token_weights_for_each_aggregation():
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    torch.testing.assert_close(token_weights(mask, "token_mean", 10), mask / 4)
+    torch.testing.assert_close(
+        token_weights(mask, "seq_mean_token_mean", 10), torch.tensor([[1 / 6, 1 / 6, 1 / 6], [1 / 2, 0, 0]])
+    )
+    torch.testing.assert_close(token_weights(mask, "seq_mean_token_sum_norm", 10), mask / 20)
+
+
+def test_grpo_loss_and_gradient_on_a_hand_computed_example():
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]], requires_grad=True)
+    old = torch.tensor([[-1.5, -2.1], [-0.5, -1.2]])
+    ref = torch.tensor([[-1.2, -1.8], [-0.4, -1.0]])
+    adv = torch.tensor([1.0, -1.0])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    beta = 0.04
+
+    terms = clipped_surrogate(logp, old, adv, mask, 0.2, 0.2)
+    per_token = terms.per_token + beta * kl_k3(logp, ref)
+    loss = (per_token * token_weights(mask, "seq_mean_token_mean", 2)).sum()
+    loss.backward()
+
+    # Ratios: e^0.5 (clipped to 1.2, A > 0), e^0.1, 1; the masked token does not count.
+    r01 = math.exp(0.1)
+    k3 = lambda d: math.exp(d) - d - 1  # noqa: E731  (d = ref - logp)
+    row0 = (-1.2 + beta * k3(-0.2) + -r01 + beta * k3(0.2)) / 2
+    row1 = 1.0 + beta * k3(0.1)
+    assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
+    assert terms.high_clipped.tolist() == [[True, False], [False, False]]
+    assert terms.low_clipped.tolist() == [[False, False], [False, True]]  # masked out of every statistic
+
+    # d/dlogp: -A r w on unclipped tokens (0 where clipped), plus beta w (1 - e^(ref - logp)).
+    kl_grad = lambda d: beta * (1 - math.exp(d))  # noqa: E731
+    expected = [
+        [kl_grad(-0.2) / 4, (-r01 + kl_grad(0.2)) / 4],
+        [(1.0 + kl_grad(0.1)) / 2, 0.0],
+    ]
+    torch.testing.assert_close(logp.grad, torch.tensor(expected), rtol=1e-6, atol=1e-7)
+
+
+def test_clip_higher_uses_separate_bounds():
+    logp = torch.log(torch.tensor([[1.25, 0.7]]))
+    old = torch.zeros(1, 2)
+    mask = torch.ones(1, 2)
+    higher = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.28).per_token
+    assert higher.tolist()[0] == pytest.approx([-1.25, -0.7])  # 1.25 is under 1 + 0.28
+    symmetric = clipped_surrogate(logp, old, torch.tensor([1.0]), mask, 0.2, 0.2).per_token
+    assert symmetric.tolist()[0] == pytest.approx([-1.2, -0.7])
+
+
+def test_micro_batches_respect_the_token_budget_and_keep_groups_together():
+    prompt_index = [0, 0, 0, 1, 1, 1]
+    plan = micro_batches(prompt_index, prompt_lengths=[100, 100], row_lengths=[10] * 6, token_budget=130)
+    assert plan == [[0, 1, 2], [3, 4, 5]]  # 100 + 3 x 10 fits; a second prompt would not
+    plan = micro_batches(prompt_index, prompt_lengths=[100, 100], row_lengths=[10] * 6, token_budget=1000)
+    assert plan == [[0, 1, 2, 3, 4, 5]]
+    plan = micro_batches(prompt_index, prompt_lengths=[100, 100], row_lengths=[10] * 6, token_budget=1)
+    assert plan == [[i] for i in range(6)]

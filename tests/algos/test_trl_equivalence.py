@@ -1,0 +1,147 @@
+"""For every loss that TRL's GRPOTrainer also has, vlrl's loss and gradient equal TRL's: a real
+GRPOTrainer (trl 1.16.0, the version pinned in the dev extra) computes its loss through its
+public `compute_loss` on the tiny model, and vlrl's loss is computed from the same model's
+log-probs with the same old and reference log-probs, advantages and masks; both losses and
+the gradients they put on the model's weights must agree."""
+
+from __future__ import annotations
+
+import tempfile
+from functools import cache
+
+import pytest
+import torch
+import trl
+
+from vlrl.algos.advantages import grpo
+from vlrl.algos.losses import KL_ESTIMATORS, policy_loss, token_weights
+from vlrl.config import AlgoConfig
+
+TRL_VERSION = "1.16.0"  # what these tests were written against; the dev extra pins it
+MAX_COMPLETION_LENGTH = 12
+SCRATCH = tempfile.TemporaryDirectory(prefix="trl-")  # the trainers' output_dir, removed at exit
+ROWS, PROMPT_LENGTH = 8, 5
+AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+}
+CASES = [
+    # loss_type, beta, epsilon_high, importance-sampling level
+    ("grpo", 0.0, 0.2, "token"),
+    ("grpo", 0.04, 0.28, "token"),
+    ("dr_grpo", 0.04, 0.28, "token"),
+    ("bnpo", 0.0, 0.28, "token"),
+    ("dapo", 0.04, 0.28, "token"),
+    ("grpo", 0.0, 0.2, "sequence"),
+    ("dapo", 0.04, 0.28, "sequence"),
+]
+
+
+def test_written_against_the_pinned_trl():
+    assert trl.__version__ == TRL_VERSION, f"tests/algos/test_trl_equivalence.py was written against trl {TRL_VERSION}"
+
+
+@cache
+def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, level: str):
+    """A GRPOTrainer on a fresh copy of the tiny model, in eval mode (its loss is then not scaled
+    for gradient accumulation, which a training loop would set up)."""
+    from datasets import Dataset
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny_path, dtype=torch.float32)
+    args = GRPOConfig(
+        output_dir=SCRATCH.name,
+        loss_type=loss_type,
+        beta=beta,
+        use_bias_correction_kl=False,  # TRL 1.16's default weighs the KL by the ratio; vlrl's k3 has no such weight
+        epsilon=0.2,
+        epsilon_high=epsilon_high,
+        importance_sampling_level=level,
+        max_completion_length=MAX_COMPLETION_LENGTH,
+        per_device_train_batch_size=ROWS,
+        num_generations=4,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+    )
+    reward = lambda completions, **kwargs: [0.0] * len(completions)  # noqa: E731 - never called
+    grpo_trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "x"}] * ROWS),
+        processing_class=AutoTokenizer.from_pretrained(tiny_path),
+    )
+    grpo_trainer.model.eval()
+    return grpo_trainer
+
+
+def completion_logprobs(model, input_ids, attention_mask) -> torch.Tensor:
+    """log p of each completion token under the model's plain forward (temperature 1, as TRL's)."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, PROMPT_LENGTH - 1 : -1]
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, input_ids[:, PROMPT_LENGTH:, None]).squeeze(-1)
+
+
+def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level):
+    cfg = AlgoConfig(epsilon=0.2, epsilon_high=epsilon_high, ratio_level=level, beta=beta)
+    per_token = policy_loss(logp, old_logp, advantages, mask, cfg).per_token
+    if beta != 0.0:
+        per_token = per_token + beta * KL_ESTIMATORS["k3"](logp, ref_logp)
+    return (per_token * token_weights(mask, AGGREGATION[loss_type], MAX_COMPLETION_LENGTH)).sum()
+
+
+def gradients(model, loss) -> dict[str, torch.Tensor]:
+    model.zero_grad()
+    loss.backward()
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("loss_type,beta,epsilon_high,level", CASES)
+def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta, epsilon_high, level):
+    grpo_trainer = trainer(str(tiny_qwen25), loss_type, beta, epsilon_high, level)
+    model = grpo_trainer.model
+    vocab = model.config.get_text_config().vocab_size
+    for seed in (0, 1):
+        g = torch.Generator().manual_seed(seed)
+        prompt_ids = torch.randint(0, vocab, (ROWS, PROMPT_LENGTH), generator=g)
+        completion_ids = torch.randint(0, vocab, (ROWS, MAX_COMPLETION_LENGTH), generator=g)
+        lengths = torch.randint(1, MAX_COMPLETION_LENGTH + 1, (ROWS,), generator=g)
+        mask = (torch.arange(MAX_COMPLETION_LENGTH)[None, :] < lengths[:, None]).long()
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([torch.ones_like(prompt_ids), mask], dim=1)
+        advantages = grpo(torch.rand(2, 4, generator=g).round()).view(-1)
+        with torch.no_grad():
+            base = completion_logprobs(model, input_ids, attention_mask)
+        old_logp = base + 0.3 * torch.randn(base.shape, generator=g)  # ratios well outside [0.8, 1.28] too
+        ref_logp = base + 0.2 * torch.randn(base.shape, generator=g)
+        inputs = {
+            "prompt_ids": prompt_ids,
+            "prompt_mask": torch.ones_like(prompt_ids),
+            "completion_ids": completion_ids,
+            "completion_mask": mask,
+            "advantages": advantages,
+            "old_per_token_logps": old_logp,
+            "ref_per_token_logps": ref_logp,
+            "num_items_in_batch": mask.sum(),
+        }
+        theirs = grpo_trainer.compute_loss(model, inputs)
+        their_grads = gradients(model, theirs)
+        logp = completion_logprobs(model, input_ids, attention_mask)
+        ours = vlrl_loss(logp, old_logp, ref_logp, advantages, mask.float(), loss_type, beta, epsilon_high, level)
+        our_grads = gradients(model, ours)
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+        assert their_grads.keys() == our_grads.keys() and their_grads
+        for name, grad in their_grads.items():
+            torch.testing.assert_close(our_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_advantages_equal_trl_group_normalisation():
+    rewards = torch.tensor([[1.0, 0.0, 0.5, 0.25], [2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 1.0, 1.0]])
+    # TRL: mean and std (unbiased) per group, advantages = (r - mean) / (std + 1e-4)
+    mean = rewards.mean(dim=1).repeat_interleave(4)
+    std = rewards.std(dim=1).repeat_interleave(4)
+    expected = (rewards.view(-1) - mean) / (std + 1e-4)
+    torch.testing.assert_close(grpo(rewards).view(-1), expected)

@@ -1,0 +1,96 @@
+"""The benchmark scripts run their whole path on CPU (the GPU ones on the tiny model), so they do not rot between sessions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_recipe_benchmark_reports_its_timings(tiny_qwen25):
+    command = [
+        sys.executable,
+        str(ROOT / "bench" / "recipe_on_gpu.py"),
+        "--shape",
+        "tiny",
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "trainer.prompts_per_step=2",
+        "rollout.num_generations=2",
+        "rollout.max_new_tokens=8",
+        "model.max_pixels=12544",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["steps_measured"] == 1 and report["prompts_per_step"] == 2 and report["max_new_tokens"] == 8
+    assert report["median_step_s"] >= report["median_rollout_s"] > 0
+    assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
+    assert report["rollout_tokens_per_s"] >= report["end_to_end_tokens_per_s"] > 0
+
+
+def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import demo_seeds
+
+    gains = {0: 0.531, 1: 0.656, 2: 0.547}
+    for seed, gain in gains.items():
+        out = tmp_path / "runs" / f"refcoco-seed{seed}"
+        out.mkdir(parents=True)
+        before = {"acc@0.5": 0.3, "format_rate": 1.0, "reward": 1.0}
+        after = {"acc@0.5": 0.3 + gain, "format_rate": 1.0 - 0.01 * seed, "reward": 1.5}
+        summary = {"task": "refcoco", "seed": seed, "before": before, "after": after, "seconds": 300.0 + seed}
+        (out / "demo_summary.json").write_text(json.dumps(summary))
+    assert demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "1", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["seed"] for s in report["seeds"]] == [0, 1, 2] and report["seeds"][2]["seconds"] == 302.0
+    acc = report["metrics"]["acc@0.5"]
+    assert abs(acc["gain_mean"] - 0.578) < 1e-3 and abs(acc["gain_std"] - 0.0678) < 1e-3  # sample std
+    assert abs(acc["gain_over_std"] - acc["gain_mean"] / acc["gain_std"]) < 1e-9
+    assert abs(report["metrics"]["format_rate"]["gain_mean"] + 0.01) < 1e-9
+    assert report["metrics"]["reward"]["gain_std"] == 0 and report["metrics"]["reward"]["gain_over_std"] is None
+    with pytest.raises(SystemExit, match="seed 3"):
+        demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "3"])
+
+
+def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(tiny_qwen25, tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import eval_throughput
+
+    args = ["--task", "countbench", "--samples", "3", "--batch-sizes", "1", "3", "--workdir", str(tmp_path),
+            "eval.max_new_tokens=3", "model.max_pixels=12544"]  # fmt: skip
+    assert eval_throughput.main(args) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["backend"], r["batch_size"], r["samples"]) for r in report["runs"]] == [("hf", 1, 3), ("hf", 3, 3)]
+    for run in report["runs"]:  # samples/s is the samples over the harness's seconds (each rounded)
+        rate, seconds = run["samples_per_second"], run["seconds"]
+        assert seconds > 0 and abs(rate * seconds - 3) <= 6e-5 * rate + 6e-4 * seconds
+    assert report["fastest"] in report["runs"] and report["max_new_tokens"] == 3 and report["task"] == "countbench"
+    assert (tmp_path / "countbench" / "dataset" / "data" / "test-00000-of-00001.parquet").is_file()
+    with pytest.raises(SystemExit):
+        eval_throughput.main(["--backends", "no-such-engine"])
+
+
+def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_qwen25, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import parallel_cpu
+    import plan_vs_measured
+
+    assert parallel_cpu.main(["--processes", "2", "--strategies", "fsdp2", "--steps", "1"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["processes"] == 2 and len(run["state_bytes_per_process"]) == 2 and run["median_step_s"] > 0
+    assert plan_vs_measured.main(["--shapes", "tiny", "--processes", "2", "--strategies", "fsdp2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["cpu"]
+    assert (
+        all(abs(term["error"] or 0) < 0.15 for term in row["terms"].values())
+        and row["activations"]["micro_batches"] > 0
+    )
+    assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]

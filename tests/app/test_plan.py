@@ -1,0 +1,128 @@
+"""`vlrl plan`: parameter counts from the config alone, memory terms by hand, the table."""
+
+from __future__ import annotations
+
+import pytest
+
+from vlrl.app.plan import memory
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.models.loading import load_model
+from vlrl.models.memory import Block, ModelShape, Workload, activation_bytes, model_shape
+from vlrl.parallel.fsdp2 import FSDP2, FSDPOptions
+from vlrl.parallel.replicated import Replicated
+from vlrl.rollout import choose_engine
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+def test_counts_from_the_config_equal_the_loaded_models(family):
+    for lora in (0, 4):
+        cfg = load_config(None, [f"model.path=tiny:{family}", f"model.lora.r={lora}", "model.dtype=float32"])
+        shape = model_shape(cfg)
+        model = load_model(cfg.model)
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+        assert shape.trainable == trained
+        assert shape.params == (frozen if lora else trained)  # LoRA: the base's weights are frozen
+    # the widths the activations are counted in: the tiny builds' hidden sizes (Qwen3's layers
+    # hold QK-norms of head size 32 before their hidden-size norms)
+    assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64)
+    assert shape.vision == Block(count=2, params=shape.vision.params, hidden=32)
+    if family == "qwen2_5_vl":
+        assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
+
+
+def test_a_shape_is_counted_without_its_tokenizer():
+    cfg = load_config("configs/refcoco.yaml", [])
+    shape = model_shape(cfg, "qwen2.5-vl-3b")
+    assert shape.params == 3_754_622_976  # as tests/models/test_tiny.py counts the real checkpoint
+    # the vision tower (about 0.67B) is the root unit; the tied embeddings, counted once, the largest other
+    assert 0.66e9 < shape.root_unit < 0.67e9 and shape.largest_unit == 151_936 * 2048
+
+
+SHAPE = ModelShape(
+    params=1000,
+    trainable=1000,
+    upcast=1000,
+    dtype_bytes=2,
+    trainable_bytes=2,
+    layers=Block(count=2, params=300, hidden=10),
+    vision=Block(count=1, params=100, hidden=5),
+    patches_per_token=4,
+    patch_values=12,
+    kv_width=8,
+    vocab=50,
+    root_unit=100,
+    largest_unit=300,
+)
+WORK = Workload(
+    gpus=4, gpu_memory=10_000, token_budget=20, image_tokens=0, rows=2, max_new_tokens=6, beta=0.1, lora=False
+)
+HF = choose_engine("hf", {})
+VLLM = choose_engine("vllm", {"vllm": {"gpu_memory_utilization": 0.3, "sleep": False}})
+
+
+def plan(strategy, options, checkpointing=False, engine=HF):
+    return memory(SHAPE, WORK, strategy.memory(SHAPE, WORK, options), engine, checkpointing)
+
+
+def test_terms_by_hand():
+    one = plan(Replicated, None)
+    # bf16 weights, fp32 masters, two fp32 moments, a bf16 reference; gradients in bf16 during
+    # backward, fp32 on the masters for the step
+    assert (one["weights"], one["master weights"], one["optimizer"], one["reference"]) == (2000, 4000, 8000, 2000)
+    assert one["gradients"] == 4000 and one["gathered units"] == 0
+    kv_cache = 2 * (0 + 64 + 6) * 8 * 2 * 2  # rows x (prompt + new tokens) x kv width x layers x 2 bytes
+    assert one["rollout engine"] == kv_cache and one["rollout"] == 16000 + kv_cache
+    assert one["optimizer step"] == 16000 + 4000 + 4000  # + fp32 gradients + AdamW's foreach temporaries
+    sharded = plan(FSDP2, FSDPOptions())
+    # the fp32 weights are the masters, sharded four ways with gradients, moments and reference
+    assert (sharded["weights"], sharded["master weights"], sharded["optimizer"], sharded["reference"]) == (
+        0,
+        1000,
+        2000,
+        500,
+    )
+    assert sharded["gradients"] == 1000
+    assert sharded["gathered units"] == 100 * 2 + 2 * 300 * 2 + 300 * 6
+    assert sharded["rollout engine"] == kv_cache + 2000  # the policy gathered to sample with it
+    offloaded = plan(FSDP2, FSDPOptions(cpu_offload=True))
+    assert offloaded["optimizer"] == offloaded["master weights"] == 0 and offloaded["cpu memory"] == 1000 * 16 / 4
+    assert plan(FSDP2, FSDPOptions(), checkpointing=True)["activations"] < sharded["activations"]
+    # vLLM holds its share of the card, also during the update when it does not sleep
+    awake = plan(FSDP2, FSDPOptions(), engine=VLLM)
+    assert awake["rollout engine"] == 3000 and awake["update"] == sharded["update"] + 3000
+
+
+def test_activations_by_hand():
+    # a decoder layer keeps 2 (4/3 300/10 + 5/3 10) + 20 10 bytes a token, a vision block
+    # 2 (4/3 100/5 + 5/3 5) + 20 5
+    layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
+    tokens = 1 * 10 + 2 * 5  # one prompt of 10 tokens, two completions of 5
+    lm = 2 * (tokens * layer + 2 * 10 * 10 * 2)  # two layers; each row keeps its prompt's keys
+    expected = lm + 4 * block + 4 * 12 * 2 + 2 * 5 * 50 * 4  # vision, pixel values, float32 logits
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=False, transient=False) == pytest.approx(expected)
+    # checkpointed: each layer keeps its input, keys and values; one layer or block is recomputed at a time
+    kept = tokens * 2 * 2 * (10 + 8) + 4 * 1 * 2 * 5 + max(tokens * layer + 400, 4 * block)
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=True, transient=False) == pytest.approx(
+        kept + 96 + 2000
+    )
+
+
+def test_plan_prints_a_table_per_strategy(capsys):
+    args = [
+        "plan",
+        "--config",
+        "configs/refcoco.yaml",
+        "--shape",
+        "qwen2.5-vl-7b",
+        "--gpus",
+        "8",
+        "--gpu-memory",
+        "141",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "8.29B parameters" in out and out.count("fsdp2") >= 4 and "replicated" in out
+    with pytest.raises(SystemExit):
+        main(["plan", "--shape"])  # a missing value is argparse's error

@@ -1,0 +1,20 @@
+"""docs/config.md is what the code says: a key added, removed or re-documented in a config
+dataclass (or a plugin's options) without regenerating the page fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlrl.app.reference import reference
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "config.md"
+
+
+def test_the_config_reference_page_is_the_one_the_code_writes():
+    assert PAGE.read_text() == reference(), "docs/config.md is stale: run `vlrl config reference > docs/config.md`"
+
+
+def test_every_key_of_the_config_and_of_each_plugins_options_is_on_the_page():
+    page = reference()
+    for key in ("`token_budget`", "`gpu_memory_utilization`", "`cpu_offload`", "`accuracy_reward`", "## `mixture[i]`"):
+        assert key in page

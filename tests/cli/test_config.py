@@ -1,0 +1,181 @@
+"""Config errors name the key and what was expected, and surface before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vlrl.cli import main
+from vlrl.config import Config, ConfigError, build, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_defaults_then_file_then_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("trainer:\n  lr: 0.5\n  steps: 7\nrollout:\n  num_generations: 4\n")
+    cfg = load_config(path, ["trainer.lr=1e-5", "algo.epsilon_high=0.28", "task.rewards={format: 1, iou: 2}"])
+    assert isinstance(cfg, Config)
+    assert cfg.trainer.lr == 1e-5 and cfg.trainer.steps == 7
+    assert cfg.rollout.num_generations == 4
+    assert cfg.algo.epsilon_high == 0.28
+    assert cfg.task.rewards == {"format": 1.0, "iou": 2.0}
+    assert cfg.model.path == ""  # no default model: MODEL_PATH_MISSING says how to get one
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("trainer.lrr=1", "unknown key 'trainer.lrr'"),
+        ("traner.lr=1", "unknown key 'traner'"),
+        ("trainer.steps=many", "trainer.steps expects an integer"),
+        ("trainer.steps=1.5", "trainer.steps expects an integer"),
+        ("model.dtype=fp8", "model.dtype must be one of"),
+        ("trainer.progress=maybe", "trainer.progress expects true or false"),
+        ("rollout.num_generations=0", "rollout.num_generations must be > 0"),
+        ("algo.epsilon_high=0.1", "algo.epsilon_high (0.1) must be >= algo.epsilon (0.2)"),
+        ("trainer", "must look like key.sub=value"),
+        (
+            "algo.length_control.min_tokens=600",
+            "algo.length_control needs 0 <= min_tokens <= max_tokens, got 600 and 512",
+        ),
+        ("model.video.max_frames=1", "model.video needs fps > 0, min_frames >= 1, max_frames >= 2"),
+    ],
+)
+def test_bad_keys_and_values_are_named(override, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_config(None, [override])
+
+
+def test_unknown_config_file_is_reported(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_train_rejects_a_bad_config_before_loading_a_model(capsys, monkeypatch):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the config was validated")
+
+    monkeypatch.setattr("vlrl.models.loading.load_model", no_model)
+    assert main(["train", "--task", "refcoco", "algo.beta=-1"]) == 2
+    assert "algo.beta must be >= 0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_commands_that_load_a_model_say_how_to_get_one_when_model_path_is_unset(command, tmp_path, capsys):
+    data = tmp_path / "train.json"
+    assert main([command, "--task", "refcoco", f"data.train={data}", f"data.eval={data}", "data.synthetic=true"]) == 2
+    out = capsys.readouterr().out
+    assert "model.path is not set" in out and "huggingface-cli download" in out and "tiny:qwen2_5_vl" in out
+    assert not data.exists()  # refused before any data was written
+
+
+def test_unknown_task_and_reward_names_list_the_choices(capsys):
+    assert main(["train", "--task", "nonsense", "model.path=tiny:qwen2_5_vl"]) == 2
+    out = capsys.readouterr().out
+    assert "is not a registered task; available: " in out and "refcoco" in out.split("available:")[1]
+    assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.rewards={iuo: 1}"]) == 2
+    out = capsys.readouterr().out
+    assert "task.rewards.iuo" in out and "available:" in out and "iou" in out
+
+
+def test_task_options_are_validated_by_the_task(capsys):
+    assert (
+        main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.options.iou_convention=exactish"]) == 2
+    )
+    assert "task.options.iou_convention must be one of 'vlm_r1', 'continuous'" in capsys.readouterr().out
+
+
+def test_overrides_may_follow_options_on_the_command_line(capsys):
+    from vlrl.cli import parse
+
+    args = parse(["eval", "--task", "refcoco", "model.max_pixels=12544", "--out", "x", "eval.limit=3"])
+    assert args.overrides == ["model.max_pixels=12544", "eval.limit=3"] and args.out == "x"
+    with pytest.raises(SystemExit):
+        parse(["tasks", "list", "trainer.lr=1"])
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_extends_merges_the_base_then_overrides_it(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "base.yaml").write_text(
+        "trainer: {lr: 0.5, steps: 7}\ntask: {name: refcoco, options: {format: vlm_r1_rec, iou_convention: vlm_r1}}\n"
+        "model: {lora: {target_modules: [q_proj, v_proj]}}\n"
+    )
+    (tmp_path / "recipes" / "mid.yaml").write_text("extends: base.yaml\ntrainer: {steps: 9}\n")
+    child = tmp_path / "child.yaml"  # the parent is found relative to the file, not to the working directory
+    child.write_text(
+        "extends: recipes/mid.yaml\ntask: {name: refcoco+, options: {iou_convention: continuous}}\n"
+        "model: {lora: {target_modules: [o_proj]}}\n"
+    )
+    cfg = load_config(child, ["trainer.lr=0.25"])
+    assert cfg.trainer.steps == 9 and cfg.trainer.lr == 0.25
+    assert cfg.task.name == "refcoco+"
+    assert cfg.task.options == {"format": "vlm_r1_rec", "iou_convention": "continuous"}  # mappings merge
+    assert cfg.model.lora.target_modules == ["o_proj"]  # lists replace
+
+
+def test_extends_cycles_and_missing_parents_are_refused(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\ntrainer: {steps: 3}\n")
+    with pytest.raises(ConfigError, match=r"extends a.yaml makes a cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "self.yaml").write_text("extends: ./self.yaml\n")
+    with pytest.raises(ConfigError, match="makes a cycle"):
+        load_config(tmp_path / "self.yaml")
+    (tmp_path / "orphan.yaml").write_text("extends: gone.yaml\n")
+    with pytest.raises(ConfigError, match=r"orphan.yaml: extends gone.yaml, but .*gone.yaml does not exist"):
+        load_config(tmp_path / "orphan.yaml")
+    (tmp_path / "bad.yaml").write_text("extends: [a.yaml]\n")
+    with pytest.raises(ConfigError, match="bad.yaml: extends expects a file name"):
+        load_config(tmp_path / "bad.yaml")
+
+
+# configs/demo/refcoco.yaml as it was before it extended configs/demo/base.yaml: `make demo`'s
+# numbers in the README were measured with exactly this configuration.
+DEMO_REFCOCO_FLAT = """
+model: {path: "tiny:qwen2_5_vl", dtype: float32, min_pixels: 3136, max_pixels: 12544}
+data:
+  train: data/synthetic/refcoco-demo/train.json
+  eval: data/synthetic/refcoco-demo/val.json
+  synthetic: true
+  synthetic_train_size: 8192
+  synthetic_eval_size: 128
+task:
+  name: refcoco
+  options:
+    target_think: ""
+    target_box_scale: 1.5
+    synthetic_scene: {min_objects: 1, max_objects: 1, min_side: 112, max_side: 168, sizes: [large]}
+rollout: {num_generations: 8, max_new_tokens: 48, temperature: 1.0}
+algo: {beta: 0.0}
+trainer: {output_dir: runs/demo/refcoco, steps: 500, prompts_per_step: 8, lr: 3.0e-4, save_every: 100, keep_last: 1, log_samples_every: 25}
+sft: {output_dir: runs/demo/refcoco-sft, steps: 3000, prompts_per_step: 8, lr: 3.0e-3, lr_schedule: cosine, warmup_steps: 20, save_every: 1000, keep_last: 1}
+eval: {max_new_tokens: 48, batch_size: 32, every: 100, headline: [acc@0.5, mean_iou, format_rate, reward]}
+"""
+
+
+def test_the_demo_config_resolves_to_the_configuration_it_was_measured_with(tmp_path):
+    flat = tmp_path / "flat.yaml"
+    flat.write_text(DEMO_REFCOCO_FLAT)
+    assert load_config(ROOT / "configs" / "demo" / "refcoco.yaml") == load_config(flat)
+
+
+def test_config_show_prints_the_merged_config(capsys):
+    assert main(["config", "show", str(ROOT / "configs" / "refcocog.yaml"), "trainer.steps=5"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    cfg = load_config(ROOT / "configs" / "refcocog.yaml", ["trainer.steps=5"])
+    assert build(Config, shown) == cfg
+    assert shown["task"]["name"] == "refcocog" and shown["trainer"]["steps"] == 5
+    assert shown["trainer"]["token_budget"] == 4096  # from refcoco.yaml, which it extends
+
+
+def test_an_unknown_engine_is_named_with_the_registered_ones():
+    from vlrl.rollout import configured_engines
+
+    with pytest.raises(ConfigError, match="rollout.engine 'tgi' is unknown; available: hf, vllm"):
+        configured_engines(load_config(None, ["rollout.engine=tgi"]).rollout, "hf")
+    with pytest.raises(ConfigError, match="eval.backend 'sglang' is unknown"):
+        configured_engines(load_config(None, ["eval.backend=sglang"]).rollout, "sglang")

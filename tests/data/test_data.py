@@ -1,0 +1,138 @@
+"""Bad data records are reported with file and line, and skipped (default) or fatal (strict)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from tasks.refcoco import RefCOCO
+from vlrl.cli import main
+from vlrl.data.records import FrameSpec, RecordError, load_split
+from vlrl.tasking.registry import builtin_training_tasks, task_class
+
+SPEC = FrameSpec("absolute", 3136, 50176)
+
+
+def _record(**changes):
+    record = {"image": "ok.png", "problem": "find it", "solution": [10, 10, 50, 40], "width": 100, "height": 80}
+    record.update(changes)
+    return {k: v for k, v in record.items() if v is not None}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    Image.new("RGB", (100, 80), (1, 2, 3)).save(tmp_path / "ok.png")
+    (tmp_path / "broken.png").write_bytes(b"not a png at all")
+    return tmp_path
+
+
+def _load(path, strict=False):
+    return load_split(path, RefCOCO().build_sample, SPEC, strict=strict)
+
+
+def test_each_bad_record_is_reported_with_its_line_and_skipped(folder):
+    lines = [
+        json.dumps(_record()),
+        json.dumps(_record(image="missing.png")),
+        json.dumps(_record(image="broken.png")),
+        json.dumps(_record(solution=[10, 10, 500, 40])),
+        json.dumps(_record(solution="left corner")),
+        json.dumps(_record(problem=None)),
+        '{"image": "ok.png", "problem": ',
+        json.dumps(_record(problem=7)),
+        json.dumps(_record(width=99)),
+        json.dumps([1, 2]),
+        json.dumps(_record(id="last")),
+    ]
+    path = folder / "data.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    split = _load(path)
+    assert [s.id for s in split.samples] == ["0", "last"]  # ids: the record's id, else its position
+    reasons = {err.source: err.message for err in split.errors}
+    assert len(split.errors) == 9
+    assert "image not found" in reasons[f"{path}:2"]
+    assert "image unreadable" in reasons[f"{path}:3"]
+    assert "outside the 100x80 image" in reasons[f"{path}:4"]
+    assert "key 'solution' must be 4 numbers" in reasons[f"{path}:5"]
+    assert "missing key 'problem'" in reasons[f"{path}:6"]
+    assert "invalid JSON" in reasons[f"{path}:7"]
+    assert "key 'problem' must be the question text, got int" in reasons[f"{path}:8"]
+    assert "key 'width' says 99" in reasons[f"{path}:9"]
+    assert "must be a JSON object" in reasons[f"{path}:10"]
+
+
+def test_strict_mode_stops_at_the_first_bad_record(folder):
+    path = folder / "data.jsonl"
+    path.write_text(json.dumps(_record()) + "\n" + json.dumps(_record(image="missing.png")) + "\n")
+    with pytest.raises(RecordError, match=r"data.jsonl:2: image not found"):
+        _load(path, strict=True)
+
+
+def test_json_list_records_carry_the_line_they_start_on(folder):
+    path = folder / "data.json"
+    path.write_text(json.dumps([_record(), _record(image="missing.png"), _record()], indent=1))
+    split = _load(path)
+    assert len(split.samples) == 2
+    (error,) = split.errors
+    first_lines = [i + 1 for i, line in enumerate(path.read_text().splitlines()) if line == " {"]
+    assert [s.source for s in split.samples] == [f"{path}:{first_lines[0]}", f"{path}:{first_lines[2]}"]
+    assert error.source == f"{path}:{first_lines[1]}"
+
+
+def test_a_json_list_that_breaks_off_keeps_the_records_before_the_break(folder):
+    path = folder / "data.json"
+    path.write_text("[\n" + json.dumps(_record()) + ",\n" + json.dumps(_record()) + ",\n{broken\n")
+    split = _load(path)
+    assert len(split.samples) == 2
+    assert split.errors[0].source == f"{path}:4"
+    with pytest.raises(RecordError):
+        _load(path, strict=True)
+
+
+def test_scoring_without_images_trusts_the_recorded_size(folder):
+    path = folder / "data.jsonl"
+    path.write_text(json.dumps(_record(image="not-here.png")) + "\n")
+    split = load_split(path, RefCOCO().build_sample, SPEC, require_images=False)
+    assert len(split.samples) == 1 and split.samples[0].frame.width == 100
+
+
+def test_synthetic_data_follows_data_synthetic_seed_not_the_training_seed(tmp_path):
+    from vlrl.config import load_config
+    from vlrl.tasking.registry import make_task
+    from vlrl.tasking.sources import load_task_split
+
+    def written(name: str, *extra: str) -> list[dict]:
+        path = tmp_path / name / "train.json"
+        cfg = load_config(None, [f"data.train={path}", "data.synthetic=true", "data.synthetic_train_size=4", *extra])
+        load_task_split(make_task(cfg.task), cfg, "train")
+        return [{k: v for k, v in r.items() if k != "image"} for r in json.loads(path.read_text())]
+
+    base = written("a", "trainer.seed=1")
+    assert written("b", "trainer.seed=2") == base
+    assert written("c", "trainer.seed=1", "data.synthetic_seed=5") != base
+
+
+@pytest.mark.parametrize("name", sorted(builtin_training_tasks()))
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_data_synth_writes_the_format_its_file_name_says(name, suffix, tmp_path, capsys):
+    out = tmp_path / f"d{suffix}"
+    code = main(["data", "synth", "--task", name, "--out", str(out), "--size", "2"])
+    printed = capsys.readouterr().out
+    if name == "detection" and suffix == ".jsonl":  # COCO instances: one object, not records
+        assert code == 2 and "must end in .json" in printed and not out.exists()
+        return
+    assert code == 0, printed
+    text = out.read_text()
+    if suffix == ".jsonl":
+        assert [type(json.loads(line)) for line in text.splitlines()] == [dict, dict]
+    else:
+        assert isinstance(json.loads(text), (list, dict))
+    split = task_class(name)().load(out, FrameSpec("absolute", 3136, 50176))
+    assert len(split.samples) >= 1 and not split.errors  # what vlrl wrote, vlrl reads
+
+
+def test_data_synth_refuses_a_file_name_of_no_data_format(tmp_path, capsys):
+    assert main(["data", "synth", "--task", "jigsaw", "--out", str(tmp_path / "d.txt"), "--size", "2"]) == 2
+    assert "ends in .json or .jsonl" in capsys.readouterr().out

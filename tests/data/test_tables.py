@@ -1,0 +1,197 @@
+"""Published tables (parquet / arrow as downloaded): file layouts, schema errors, bad images,
+streaming, and training data read through a column mapping."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from vlrl.config import ConfigError, load_config
+from vlrl.data.records import FrameSpec, RecordError
+from vlrl.data.sample import Sample
+from vlrl.data.tables import (
+    IMAGE_TYPE,
+    Column,
+    SchemaError,
+    image_cell,
+    load_table_split,
+    table_files,
+    write_parquet,
+)
+from vlrl.tasking.registry import make_task
+from vlrl.tasking.sources import load_task_split, task_sources
+
+SCHEMA = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE), ("answer", pa.list_(pa.string()))])
+SPEC = FrameSpec("absolute", 3136, 50176)
+
+
+def _rows(n: int, start: int = 0) -> list[dict]:
+    colors = ["red", "green", "blue", "white", "black"]
+    return [
+        {
+            "id": str(start + i),
+            "image": image_cell(Image.new("RGB", (20 + i, 10), colors[i % 5]), f"{i}.png"),
+            "answer": ["a"] * (i % 3),
+        }
+        for i in range(n)
+    ]
+
+
+def _keep(record: dict, ctx) -> list[Sample]:
+    return [
+        Sample(
+            id=record["id"],
+            task="t",
+            problem="",
+            solution=record["answer"],
+            images=[record["image"]],
+            source=ctx.source,
+        )
+    ]
+
+
+def _write_stream(path: Path, rows: list[dict]) -> None:
+    """An arrow file as `datasets` writes it (IPC stream format)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, SCHEMA) as writer:
+        writer.write_table(table, max_chunksize=2)
+
+
+def test_a_directory_as_downloaded_is_read_split_by_split(tmp_path):
+    for name, rows in [("val-00000-of-00002", _rows(3)), ("val-00001-of-00002", _rows(2, 3)), ("test-00000-of-00001", _rows(1, 9)),
+                       ("testA-00000-of-00001", _rows(1, 7))]:  # fmt: skip
+        write_parquet(tmp_path / "hub" / "data" / f"{name}.parquet", rows, SCHEMA)
+    hub = tmp_path / "hub"
+    assert [p.name for p in table_files(f"{hub}@val")] == ["val-00000-of-00002.parquet", "val-00001-of-00002.parquet"]
+    assert [p.name for p in table_files(str(hub), default_split="test")] == ["test-00000-of-00001.parquet"]
+    with pytest.raises(FileNotFoundError, match=r"several splits \(test, testA, val\)"):
+        table_files(str(hub))
+    with pytest.raises(FileNotFoundError, match="no files of split 'train'; splits found: test, testA, val"):
+        table_files(f"{hub}@train")
+    split = load_table_split(f"{hub}@val", _keep, SPEC, image_cache=tmp_path / "cache")
+    assert [s.id for s in split.samples] == ["0", "1", "2", "3", "4"] and not split.errors
+    assert split.samples[3].source.endswith("val-00001-of-00002.parquet:row 0")
+    # Embedded images become files in the cache, byte for byte.
+    first = Path(split.samples[0].images[0])
+    assert first.parent.parent == tmp_path / "cache"
+    assert first.read_bytes() == _rows(1)[0]["image"]["bytes"]
+    with Image.open(first) as image:
+        assert image.size == (20, 10)
+
+
+def test_save_to_disk_and_cache_arrow_files_read_the_same_rows(tmp_path):
+    rows = _rows(5)
+    _write_stream(tmp_path / "saved" / "train" / "data-00000-of-00001.arrow", rows)
+    _write_stream(tmp_path / "saved" / "test" / "data-00000-of-00001.arrow", _rows(2))
+    _write_stream(tmp_path / "cache" / "parquet-train.arrow", rows)
+    write_parquet(tmp_path / "hub.parquet", rows, SCHEMA)
+    read = [load_table_split(spec, _keep, SPEC, image_cache=tmp_path / "img").samples
+            for spec in (f"{tmp_path / 'saved'}@train", f"{tmp_path / 'cache'}@train", str(tmp_path / "hub.parquet"))]  # fmt: skip
+    for samples in read:
+        assert [(s.id, s.solution) for s in samples] == [(r["id"], r["answer"]) for r in rows]
+        assert [s.images for s in samples] == [s.images for s in read[0]]  # same bytes, same cached file
+    assert len({s.images[0] for s in read[0]}) == 5
+
+
+def test_a_wrong_schema_names_the_column_and_the_expected_schema(tmp_path):
+    path = write_parquet(tmp_path / "x.parquet", _rows(2), SCHEMA)
+    columns = (Column("image", "image"), Column("answer", "list<string>|string"), Column("bbox", "list<number>"))
+    with pytest.raises(SchemaError, match=r"x.parquet: missing column 'bbox'; the file has: id, image, answer; expected: "
+                       r"image: image \(struct<bytes, path> or a path string\); answer: list<string> or string; bbox: list<number>"):  # fmt: skip
+        load_table_split(str(path), _keep, SPEC, columns=columns)
+    wrong = (Column("image", "image"), Column("id", "list<number>"))
+    with pytest.raises(SchemaError, match=r"column 'id' is string, expected id: list<number>; expected schema: "):
+        load_table_split(str(path), _keep, SPEC, columns=wrong)
+    optional = (
+        Column("id", "string"),
+        Column("image", "image"),
+        Column("answer", "list<string>"),
+        Column("bbox", "list<number>", required=False),
+    )
+    assert len(load_table_split(str(path), _keep, SPEC, columns=optional, image_cache=tmp_path / "c").samples) == 2
+    with pytest.raises(SchemaError, match=r"missing column 'question' \(data.columns.problem\)"):
+        load_table_split(str(path), _keep, SPEC, rename={"problem": "question"})
+
+
+def test_an_undecodable_embedded_image_costs_its_row_only(tmp_path):
+    rows = _rows(4)
+    rows[1]["image"] = {"bytes": b"\x89PNG\r\n\x1a\n not really", "path": "broken.png"}
+    rows[2]["image"] = {"bytes": rows[2]["image"]["bytes"][:-30], "path": "truncated.png"}
+    path = write_parquet(tmp_path / "x.parquet", rows, SCHEMA)
+    split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "3"]
+    assert [e.source for e in split.errors] == [f"{path}:row 1 image", f"{path}:row 2 image"]
+    assert all("embedded image does not decode" in str(e) for e in split.errors)
+    assert not any(p.name.endswith(".partial") for p in (tmp_path / "c").rglob("*"))
+    with pytest.raises(RecordError, match="row 1 image: embedded image does not decode"):
+        load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c", strict=True)
+
+
+def _peak_reading(path: Path) -> int:
+    """The most arrow memory held at any row while reading the file."""
+    peak = 0
+
+    def build(record, ctx):
+        nonlocal peak
+        peak = max(peak, pa.total_allocated_bytes())
+        return [Sample(id=record["id"], task="t", problem="", solution=None)]
+
+    base = pa.total_allocated_bytes()
+    assert len(load_table_split(str(path), build, SPEC, batch_rows=8).samples) == pq.ParquetFile(path).metadata.num_rows
+    return peak - base
+
+
+def test_large_files_stream_memory_does_not_grow_with_the_file(tmp_path):
+    rng = np.random.default_rng(0)
+    schema = pa.schema([("id", pa.string()), ("blob", pa.binary())])
+    paths = {}
+    for rows in (40, 200):  # 4 MB and 20 MB of bytes that do not compress
+        data = [{"id": str(i), "blob": rng.bytes(100_000)} for i in range(rows)]
+        paths[rows] = write_parquet(tmp_path / f"{rows}.parquet", data, schema, row_group_rows=8)
+    small, large = _peak_reading(paths[40]), _peak_reading(paths[200])
+    assert large < 8_000_000 and large <= 1.5 * small + 1_000_000  # bounded by the batch, not the file
+    base = pa.total_allocated_bytes()
+    whole = pq.read_table(paths[200])  # what reading the file at once holds
+    assert pa.total_allocated_bytes() - base > 19_000_000
+    del whole
+
+
+def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, rec_data):
+    """VLM-R1's REC records as an EasyR1-style parquet (a list of embedded images, other
+    column names): mapped back by data.columns, they give the json's samples."""
+    records = json.loads(rec_data.read_text())
+    schema = pa.schema([("images", pa.list_(IMAGE_TYPE)), ("question", pa.string()), ("answer", pa.string()),
+                        ("caption", pa.string()), ("id", pa.int64())])  # fmt: skip
+    rows = []
+    for i, r in enumerate(records):
+        with Image.open(rec_data.parent / r["image"]) as image:
+            rows.append({"images": [image_cell(image.convert("RGB"))], "question": r["problem"], "answer": json.dumps(r["solution"]),
+                         "caption": r["normal_caption"], "id": i})  # fmt: skip
+    write_parquet(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet", rows, schema)
+    write_parquet(tmp_path / "ds" / "data" / "test-00000-of-00001.parquet", rows[:2], schema)
+    overrides = [f"data.train={tmp_path / 'ds'}@train", f"data.image_cache={tmp_path / 'cache'}", "model.max_pixels=50176",
+                 "data.columns.image=images", "data.columns.problem=question", "data.columns.solution=answer",
+                 "data.columns.normal_caption=caption"]  # fmt: skip
+    cfg = load_config(None, overrides, {"task.name": "refcoco"})
+    task = make_task(cfg.task)
+    table = load_task_split(task, cfg, "train").samples
+    reference = task.load(rec_data, SPEC).samples
+    assert len(table) == len(records) == len(reference)
+    for got, want in zip(table, reference, strict=True):
+        assert (got.problem, got.solution, got.meta, got.frame) == (want.problem, want.solution, want.meta, want.frame)
+        with Image.open(got.images[0]) as a, Image.open(want.images[0]) as b:
+            assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB")))
+    mixture = (f"mixture=[{{name: refcoco, train: '{tmp_path / 'ds'}@train', columns: {{image: images, problem: question, "
+               "solution: answer, normal_caption: caption}}]")  # fmt: skip
+    (source,) = task_sources(load_config(None, [mixture, *overrides[1:3]]))
+    assert [s.problem for s in source.train.samples] == [s.problem for s in reference]
+    cfg.data.columns = {}  # unmapped, every row lacks the keys the task reads: each is reported
+    with pytest.raises(ConfigError, match="no usable records"):
+        load_task_split(task, cfg, "train")

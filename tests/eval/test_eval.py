@@ -1,0 +1,185 @@
+"""`vlrl eval` on every task with the tiny model, comparing runs, evaluation during training, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vlrl.cli import main
+from vlrl.data.records import FrameSpec
+from vlrl.eval.layout import read_metrics, samples_path
+from vlrl.tasking.registry import builtin_training_tasks, task_class
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+PLOTTED_RL_TOPICS = ("rewards", "accuracy", "lengths", "kl_entropy", "loss", "eval")
+
+
+@pytest.mark.parametrize("name", sorted(builtin_training_tasks()))
+def test_eval_writes_lmms_eval_style_results_for_every_task(name, tmp_path, tiny_qwen25, capsys):
+    data = tmp_path / f"val{task_class(name).data_suffix}"
+    task_class(name)().synthesize(data, 5, seed=3)
+    out = tmp_path / "out"
+    args = ["eval", "--task", f"{name}={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--batch-size", "2"]
+    assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=12"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    metrics = read_metrics(out)[name]
+    assert results["n-samples"][name] == {"original": 5, "effective": 5}
+    assert results["results"][name]["alias"] == name and results["configs"][name]["task"] == name
+    assert {
+        "model_name",
+        "config",
+        "environment",
+        "date",
+        "total_evaluation_time_seconds",
+        "samples_per_second",
+    } <= results.keys()
+    lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
+    assert [line["doc_id"] for line in lines] == list(range(5))
+    assert {"id", "input", "target", "filtered_resps", "rewards"} <= lines[0].keys()
+    # The reported metrics are the task's metrics of the recorded responses, plus mean rewards.
+    task = task_class(name)()
+    split = task.load(data, FrameSpec("absolute", 3136, 50176))
+    responses = [line.get("resps", [line["filtered_resps"]])[0] for line in lines]
+    recomputed = task.metrics(split.samples, responses)
+    assert recomputed == {k: v for k, v in metrics.items() if not k.startswith("reward")}
+    assert metrics["reward"] == pytest.approx(sum(line["reward"] for line in lines) / 5)
+    assert "results.json" in capsys.readouterr().out
+
+
+def test_eval_is_deterministic_and_compare_prints_differences(tmp_path, rec_data, tiny_qwen25, capsys):
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        args = [
+            "eval",
+            "--task",
+            f"refcoco={rec_data}",
+            "--model",
+            "tiny:qwen2_5_vl",
+            "--out",
+            str(out),
+            "--limit",
+            "4",
+        ]
+        assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=10"]) == 0
+        outs.append(out)
+    a, b = (read_metrics(o) for o in outs)
+    assert a == b and a["refcoco"]["acc@0.5"] >= 0
+    assert samples_path(outs[0], "refcoco").read_text() == samples_path(outs[1], "refcoco").read_text()
+    printed = capsys.readouterr().out
+    assert printed.count("eval refcoco 4/4 | ") == 2 and "done in" in printed  # a progress line: stdout is no terminal
+    assert main(["eval", "--compare", str(outs[0]), str(outs[1])]) == 0
+    printed = capsys.readouterr().out
+    assert "acc@0.5" in printed and "+0.0000" in printed
+    assert "different settings" not in printed
+
+
+def test_eval_during_training_and_plots(tmp_path, rec_data, tiny_qwen25, capsys):
+    run_dir = tmp_path / "run"
+    overrides = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.max_pixels": 50176,
+        "data.train": str(rec_data),
+        "data.eval": str(rec_data),
+        "rollout.num_generations": 2,
+        "rollout.max_new_tokens": 8,
+        "trainer.output_dir": str(run_dir),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 3,
+        "trainer.progress": False,
+        "eval.every": 2,
+        "eval.limit": 3,
+    }
+    assert main(["train", "--task", "refcoco", *[f"{k}={v}" for k, v in overrides.items()]]) == 0
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert ["eval/acc@0.5" in r for r in rows] == [False, True, True]  # every 2 steps, and at the end
+    capsys.readouterr()
+    assert main(["plot", str(run_dir)]) == 0
+    printed = capsys.readouterr().out
+    for topic in ("rewards", "lengths", "kl_entropy", "loss", "eval"):
+        png = run_dir / "plots" / f"rl_{topic}.png"
+        assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG" and str(png) in printed
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == sorted(f"rl_{t}.png" for t in PLOTTED_RL_TOPICS)
+
+
+def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny_qwen25, capsys, monkeypatch):
+    """Without --config, library defaults would evaluate with a 1000x larger image budget and
+    20x more new tokens than the run used: the run's own config.yaml applies instead."""
+    from tests.trainer.test_sft import sft_overrides
+
+    monkeypatch.chdir(tmp_path)  # the default output folder is relative: runs/eval/...
+    run = tmp_path / "my-run"
+    extra = {
+        "sft.steps": 2,
+        "data.eval": str(rec_data),
+        "eval.max_new_tokens": 6,
+        "task.options.iou_convention": "continuous",
+    }
+    assert main(["sft", *sft_overrides(run, rec_data, **extra)]) == 0
+    checkpoint = run / "checkpoints" / "step-0000002"
+    capsys.readouterr()
+    assert main(["eval", "--model", str(checkpoint), "--limit", "2"]) == 0
+    assert f"config: {run / 'config.yaml'} (the run that wrote this checkpoint" in capsys.readouterr().out
+    out = tmp_path / "runs" / "eval" / "refcoco-my-run-step-0000002"  # named after the run and step
+    results = json.loads((out / "results.json").read_text())
+    assert results["n-samples"] == {"refcoco": {"original": 2, "effective": 2}}
+    assert results["configs"]["refcoco"]["data"] == str(rec_data)
+    config = results["config"]
+    assert config["model"]["max_pixels"] == 50176 and config["eval"]["max_new_tokens"] == 6
+    assert config["model"]["path"] == str(checkpoint) and config["task"]["options"] == {"iou_convention": "continuous"}
+
+    # Another task on the same checkpoint: the run's settings, without its task's options.
+    counting = tmp_path / "counting.json"
+    task_class("counting")().synthesize(counting, 2, seed=1)
+    assert main(["eval", "--model", str(checkpoint), "--task", f"counting={counting}", "--out", "c"]) == 0
+    config = json.loads((tmp_path / "c" / "results.json").read_text())["config"]
+    assert (
+        config["task"] == {"name": "counting", "rewards": {}, "options": {}} and config["model"]["max_pixels"] == 50176
+    )
+
+
+def test_default_eval_folders_have_no_colons_or_nested_paths():
+    from vlrl.cli import default_eval_dir
+
+    example = f"{ROOT / 'docs' / 'examples' / 'largest_color.py'}:LargestColor"
+    assert default_eval_dir([example], "tiny:qwen2_5_vl") == Path("runs/eval/largest_color-tiny_qwen2_5_vl")
+    assert default_eval_dir(["coco", "refcoco+"], "/models/Qwen2.5-VL-3B-Instruct") == Path(
+        "runs/eval/detection+refcoco+-Qwen2.5-VL-3B-Instruct"
+    )
+
+
+def write_results(folder, **changes):
+    from vlrl.config import Config, to_dict
+
+    config = to_dict(Config())
+    for dotted_key, value in changes.items():
+        section, key = dotted_key.split(".", 1)
+        config[section][key] = value
+    folder.mkdir()
+    results = {  # lmms-eval's layout, as vlrl/eval/layout.py writes it
+        "results": {"refcoco": {"alias": "refcoco", "acc@0.5,none": 0.5, "acc@0.5_stderr,none": "N/A"}},
+        "n-samples": {"refcoco": {"original": 8, "effective": 8}},
+        "configs": {"refcoco": {"task": "refcoco", "data": "val.json"}},
+    }
+    (folder / "results.json").write_text(json.dumps({**results, "config": config}))
+    return folder
+
+
+def test_compare_warns_when_the_results_were_produced_with_different_settings(tmp_path, capsys):
+    a = write_results(tmp_path / "a", **{"eval.max_new_tokens": 48, "model.max_pixels": 12544})
+    b = write_results(
+        tmp_path / "b",
+        **{"rollout.max_new_tokens": 48, "model.max_pixels": 12544, "model.path": "x", "trainer.lr": 0.5},
+    )
+    assert main(["eval", "--compare", str(a), str(b)]) == 0
+    assert "different settings" not in capsys.readouterr().out  # same effective length; path and lr do not count
+    c = write_results(tmp_path / "c", **{"model.max_pixels": 50176, "eval.temperature": 1.0})
+    assert main(["eval", "--compare", str(a), str(c)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: A and B were evaluated with different settings" in out
+    assert "model.max_pixels: 12544 vs 50176" in out and "eval.temperature: 0.0 vs 1.0" in out
+    assert "max new tokens: 48 vs 1024" in out and "sampling seed (trainer.seed): - vs 42" in out

@@ -1,0 +1,206 @@
+"""The shared-prefix forward equals G independent full forwards (values and gradients), and the
+rollout engine samples what the policy says, never vision tokens: for every model family, on a
+batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tasks.refcoco import RefCOCO
+from tasks.video_qa import VideoQA
+from vlrl.config import ModelConfig, VideoConfig
+from vlrl.data.records import load_split
+from vlrl.models.batch import collate
+from vlrl.models.families import family_names
+from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
+from vlrl.models.policy import completion_logprobs
+from vlrl.models.prompting import render_prompt
+from vlrl.rollout import EngineSetup, SamplingParams
+from vlrl.rollout.base import completion_rows
+from vlrl.rollout.hf import HFEngine, sample_categorical
+from vlrl.trainer.batch import RolloutBatch, rows_logprobs
+
+MIN_PIXELS, MAX_PIXELS = 3136, 50176
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
+    cfg = ModelConfig(
+        path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video
+    )
+    processor = load_processor(cfg)
+    model = load_model(cfg).eval()
+    task = RefCOCO()
+    samples = load_split(rec_data, task.build_sample, frame_spec(cfg)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:2]]
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
+    return model, processor, prompts
+
+
+def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
+    """The peers' way: each row is prompt + completion in one sequence, vision per row."""
+    per_row = [prompts[r] for r in rows.tolist()]
+    batch = collate(per_row, pad_id)
+    input_ids = torch.cat([batch.input_ids, ids], dim=1)
+    attention = torch.cat([batch.attention_mask, mask.long()], dim=1)
+    types = torch.cat([batch.mm_token_type_ids, torch.zeros_like(ids, dtype=batch.mm_token_type_ids.dtype)], dim=1)
+    out = model(input_ids=input_ids, attention_mask=attention, mm_token_type_ids=types, **batch.vision)
+    logits = out.logits[:, batch.input_ids.shape[1] - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
+
+
+def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    generator = torch.Generator().manual_seed(0)
+    rows = torch.tensor([0, 0, 1, 2, 2, 2])
+    ids = torch.randint(0, 300, (6, 9), generator=generator)
+    mask = torch.ones(6, 9)
+    mask[1, 4:] = 0
+    mask[3, 7:] = 0
+    weights = torch.rand(6, 9, generator=generator) * mask
+
+    model.zero_grad()
+    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
+    (shared * weights).sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
+    (full * weights).sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+
+    torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys() and any("visual" in n for n in shared_grads)
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_one_token_completions_equal_full_forwards(setup):
+    """A single-token continuation takes the cache's one-step path (Qwen3.5 updates its
+    convolution window in place there): values and gradients still those of full forwards."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    rows = torch.tensor([0, 1, 2, 2])
+    ids = torch.tensor([[5], [17], [42], [99]])
+    mask = torch.ones(4, 1)
+    model.zero_grad()
+    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
+    shared.sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
+    full.sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.testing.assert_close(shared, full, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys()
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_batched_generation_matches_one_prompt_at_a_time(setup):
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer)
+    params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0)
+    together = engine.generate(prompts, params)
+    alone = [engine.generate([p], params)[0] for p in prompts]
+    assert [[c.token_ids for c in g.completions] for g in together] == [
+        [c.token_ids for c in g.completions] for g in alone
+    ]
+
+
+def test_rollout_logprobs_equal_the_training_forward(setup):
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer)
+    groups = engine.generate(
+        prompts, SamplingParams(n=3, max_new_tokens=10, temperature=0.7), torch.Generator().manual_seed(1)
+    )
+    r = completion_rows(groups, engine.pad_id)
+    assert r.rows.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    with torch.no_grad():
+        recomputed = completion_logprobs(
+            model, collate(prompts, engine.pad_id), r.rows, r.ids, r.mask, temperature=0.7
+        ).logp
+    torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
+
+
+def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
+    model, processor, prompts = setup
+    tokenizer = processor.tokenizer
+    forbidden = [tokenizer.convert_tokens_to_ids(t) for t in family_of_model(model).vision_tokens]
+    vocab = model.config.get_text_config().vocab_size
+    forbidden += list(range(len(tokenizer), vocab))
+    assert len(tokenizer) < vocab  # the tiny vocabulary is padded, like Qwen's
+
+    def prefer_forbidden(module, inputs, output):
+        output = output.clone()
+        output[..., forbidden] += 1e4
+        return output
+
+    handle = model.lm_head.register_forward_hook(prefer_forbidden)
+    try:
+        engine = HFEngine(model, tokenizer)
+        groups = engine.generate(prompts, SamplingParams(n=4, max_new_tokens=8), torch.Generator().manual_seed(0))
+    finally:
+        handle.remove()
+    sampled = {t for g in groups for c in g.completions for t in c.token_ids}
+    assert sampled and not sampled & set(forbidden)
+
+
+def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
+    probs = torch.tensor([0.0, 0.1, 0.0, 0.6, 0.3, 0.0, 0.0])  # zeros first, inside and last
+    draws = 200_000
+    tokens = sample_categorical(probs.repeat(draws, 1), torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(tokens, minlength=len(probs)).double() / draws
+    assert frequencies[probs == 0].sum() == 0
+    sigma = (probs * (1 - probs) / draws).sqrt().double()
+    assert ((frequencies - probs.double()).abs() <= 5 * sigma).all(), frequencies
+    unnormalized = sample_categorical(2.0 * probs.repeat(draws, 1), torch.Generator().manual_seed(0))
+    assert torch.equal(unnormalized, tokens)  # the same draws: rows need not sum to 1
+
+
+def test_forwards_compute_on_the_run_device_not_where_the_parameters_are_stored(setup):
+    """FSDP2 with CPU offload stores the parameters on the CPU and computes on the GPU: inputs
+    placed by the first parameter's device met CUDA logits in the reference forward (issue 23).
+    A first parameter on the meta device stands in for the stored shards here."""
+    model, processor, prompts = setup
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=0.0)
+    expected = HFEngine(model, processor.tokenizer).generate(prompts, params)
+    rows = completion_rows(expected, processor.tokenizer.pad_token_id)
+    batch = RolloutBatch(
+        [SimpleNamespace(prompt=p) for p in prompts], rows.rows, rows.ids, rows.mask, None, None, rows.truncated
+    )
+    everything = list(range(len(rows.rows)))
+    with torch.no_grad():
+        expected_logp, _ = rows_logprobs(
+            model, batch, everything, 1.0, processor.tokenizer.pad_token_id, torch.device("cpu")
+        )
+    model.register_parameter("stored_elsewhere", torch.nn.Parameter(torch.zeros(1, device="meta"), requires_grad=False))
+    try:
+        assert next(model.parameters()).device.type == "meta"
+        setup = EngineSetup(ModelConfig(), "", processor, 0, lambda: (model, torch.device("cpu")))
+        engine = HFEngine.create(setup, None)
+        assert [[c.token_ids for c in g.completions] for g in engine.generate(prompts, params)] == [
+            [c.token_ids for c in g.completions] for g in expected
+        ]
+        with torch.no_grad():
+            logp, _ = rows_logprobs(
+                model, batch, everything, 1.0, processor.tokenizer.pad_token_id, torch.device("cpu")
+            )
+        assert torch.equal(logp.logp, expected_logp.logp)
+    finally:
+        del model._parameters["stored_elsewhere"]
+
+
+def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
+    """On the CPU here, on a GPU in the GPU tier (tests/gpu/test_engine_on_gpu.py) at a mid-size shape."""
+    from tests.gpu.test_engine_on_gpu import greedy_equals_generate
+
+    greedy_equals_generate(tiny_qwen25, rec_data, torch.device("cpu"), "float32", 24)

@@ -1,0 +1,101 @@
+"""Tiny checkpoints: real transformers classes, deterministic, loadable like the real models."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor
+
+from vlrl.cli import main
+from vlrl.models.build import SPECIAL_TOKENS
+from vlrl.models.families import tiny_spec
+from vlrl.models.tiny import tiny_checkpoint
+
+
+def _digest(path):
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(path.iterdir()) if f.is_file()}
+
+
+def test_tiny_model_command_is_deterministic(tmp_path):
+    assert main(["tiny-model", str(tmp_path / "a")]) == 0
+    assert main(["tiny-model", str(tmp_path / "b")]) == 0
+    a, b = _digest(tmp_path / "a"), _digest(tmp_path / "b")
+    assert {"model.safetensors", "tokenizer.json", "config.json", "chat_template.jinja"} <= a.keys()
+    assert a == b
+
+
+QWEN2_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"  # Qwen3-VL's template has none
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5"])
+def test_tiny_checkpoint_loads_like_a_qwen_vl_checkpoint(arch):
+    path = tiny_checkpoint(tiny_spec(f"tiny:{arch}"))
+    processor = AutoProcessor.from_pretrained(path)
+    model = AutoModelForImageTextToText.from_pretrained(path)
+    assert model.config.model_type == arch
+    tokenizer = processor.tokenizer
+    assert model.config.image_token_id == tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    assert model.config.vision_start_token_id == tokenizer.convert_tokens_to_ids("<|vision_start|>")
+    for token in SPECIAL_TOKENS:  # each special token is one id, never split
+        assert len(tokenizer(token, add_special_tokens=False)["input_ids"]) == 1
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert text == (QWEN2_SYSTEM if arch.startswith("qwen2") else "") + (
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    patch = 14 if arch.startswith("qwen2") else 16
+    assert (
+        processor.image_processor.patch_size
+        == processor.video_processor.patch_size
+        == model.config.vision_config.patch_size
+        == patch
+    )
+    assert tokenizer.decode(tokenizer("[12, 345]")["input_ids"]) == "[12, 345]"
+
+
+def test_tiny_model_writes_any_familys_build_and_refuses_an_unknown_one(tmp_path, capsys):
+    from transformers import AutoConfig
+
+    assert main(["tiny-model", str(tmp_path / "q35"), "--arch", "qwen3_5"]) == 0
+    assert AutoConfig.from_pretrained(tmp_path / "q35").model_type == "qwen3_5"
+    assert main(["tiny-model", str(tmp_path / "x"), "--arch", "qwen9_vl"]) != 0
+    err = capsys.readouterr()
+    assert "qwen9_vl" in err.out + err.err and "qwen3_vl_moe" in err.out + err.err
+
+
+def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):
+    assert main(["tiny-model", str(tmp_path / "a"), "--shape", "qwen-100b"]) != 0
+    err = capsys.readouterr()
+    assert "qwen-100b" in err.out + err.err and "qwen2.5-vl-3b" in err.out + err.err
+
+
+@pytest.mark.parametrize(
+    ("shape", "parameters"),
+    [
+        ("qwen2.5-vl-3b", 3_754_622_976),
+        ("qwen2.5-vl-7b", 8_292_166_656),
+        ("qwen2-vl-2b", 2_208_985_600),
+        ("qwen3-vl-8b", 8_767_123_696),
+    ],
+)
+def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
+    """The counts of Qwen2.5-VL-3B-Instruct, Qwen2.5-VL-7B-Instruct, Qwen2-VL-2B-Instruct and
+    Qwen3-VL-8B-Instruct (their bf16 safetensors' total_size / 2), built on the meta device: no memory, no weights drawn."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    assert sum(p.numel() for p in model.parameters()) == parameters
+
+
+def test_the_tiny_tokenizer_learns_the_words_of_the_synthetic_scenes():
+    """The tokenizer's corpus (vlrl/models/build.py) names the scene words of data_prep/shapes.py
+    itself (the engine imports nothing of data_prep): the two lists must stay the same."""
+    from data_prep.shapes import COLORS, SHAPES, SIZES
+    from vlrl.models.build import CORPUS_COLORS, CORPUS_SHAPES, CORPUS_SIZES
+
+    assert (tuple(COLORS), tuple(SHAPES), tuple(SIZES)) == (CORPUS_COLORS, CORPUS_SHAPES, CORPUS_SIZES)

@@ -1,0 +1,184 @@
+"""Data-parallel training across processes (torchrun / accelerate launch), on CPU with gloo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from vlrl.parallel.distributed import Processes
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+def torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Two CPU processes over gloo, also on a machine with one GPU (which two processes cannot split)."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run([*TORCHRUN, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_one_process_is_a_no_op():
+    procs = Processes()
+    param = torch.nn.Parameter(torch.ones(2))
+    param.grad = torch.tensor([1.0, 3.0])
+    procs.average_gradients([param])
+    assert param.grad.tolist() == [1.0, 3.0]
+    assert procs.share([1, 2, 3]) == [1, 2, 3] and procs.all_true(False) is False
+    assert procs.mean_metrics({"step": 1, "loss": 2.0}) == {"step": 1, "loss": 2.0}
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, torch
+    from vlrl.algos.losses import token_weights
+    from vlrl.parallel.distributed import Processes
+
+    procs = Processes.from_env()
+    r = procs.rank
+    # Per-token losses x * c over unequal shares: rank 0 has two rows (5 tokens), rank 1 one row (1 token).
+    mask = [torch.tensor([[1.0, 1, 1], [1, 1, 0]]), torch.tensor([[1.0, 0, 0]])][r]
+    coef = [torch.tensor([[1.0, 2, 3], [4, 5, 0]]), torch.tensor([[6.0, 0, 0]])][r]
+    whole_batch_gradients = {}
+    for aggregation in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+        x = torch.nn.Parameter(torch.zeros(1))
+        w = token_weights(mask, aggregation, 3, rows=procs.mean(mask.shape[0]), tokens=procs.mean(float(mask.sum())))
+        (x * coef * w).sum().backward()
+        procs.average_gradients([x])
+        whole_batch_gradients[aggregation] = x.grad.item()
+    shared, only_rank1, unused = (torch.nn.Parameter(torch.zeros(2)) for _ in range(3))
+    shared.grad = torch.tensor([1.0, 2.0]) * (r + 1)  # rank 0: [1, 2], rank 1: [2, 4]
+    if r == 1:
+        only_rank1.grad = torch.tensor([4.0, 4.0])
+    procs.average_gradients([shared, only_rank1, unused])
+    out = {
+        "shared": shared.grad.tolist(),
+        "only_rank1": only_rank1.grad.tolist(),
+        "unused": unused.grad is None,
+        "share": procs.share(list(range(6))),
+        "all_true": procs.all_true(r == 0),
+        "all_true_both": procs.all_true(True),
+        "metrics": procs.mean_metrics({"step": 3, "loss": float(r), **({"extra": 5.0} if r == 1 else {})}),
+        "max": procs.max(r + 1),
+        "whole_batch_gradients": whole_batch_gradients,
+    }
+    open(sys.argv[1] + f".{r}", "w").write(json.dumps(out))
+    """
+)
+
+
+def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    result = torchrun([str(script), str(tmp_path / "out")], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"out.{r}").read_text()) for r in range(2)]
+    for r, out in enumerate(ranks):
+        assert out["shared"] == [1.5, 3.0]  # the mean of [1, 2] and [2, 4]
+        assert out["only_rank1"] == [2.0, 2.0]  # the other process counts as a zero gradient
+        assert out["unused"]  # no gradient anywhere: none, as on one process
+        assert out["share"] == [[0, 1, 2], [3, 4, 5]][r]
+        assert out["all_true"] is False and out["all_true_both"] is True
+        assert out["metrics"]["step"] == 3 and out["metrics"]["loss"] == 0.5  # averaged, the step kept
+        assert out["max"] == 2
+        # The averaged gradient is the one over all six tokens at once, however unequal the shares.
+        expected = {"token_mean": 21 / 6, "seq_mean_token_mean": (2 + 4.5 + 6) / 3, "seq_mean_token_sum_norm": 21 / 9}
+        assert out["whole_batch_gradients"] == pytest.approx(expected, rel=1e-6)
+    assert ranks[0]["metrics"] == {"step": 3, "loss": 0.5}  # process 0 logs its own keys
+
+
+def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_data, tiny_qwen25):
+    common = ["model.path=tiny:qwen2_5_vl", "model.max_pixels=12544", f"data.train={rec_data}", "task.name=refcoco"]
+    sft_dir, rl_dir = tmp_path / "sft", tmp_path / "rl"
+    sft = torchrun(
+        [
+            "-m",
+            "vlrl.cli",
+            "sft",
+            *common,
+            f"sft.output_dir={sft_dir}",
+            "sft.steps=3",
+            "sft.prompts_per_step=4",
+            "sft.save_every=3",
+            "sft.progress=false",
+        ],
+        tmp_path,
+    )
+    assert sft.returncode == 0, sft.stderr[-3000:]
+    assert sft.stdout.count("run directory:") == 1  # process 0 prints the run's files
+    checkpoint = sft_dir / "checkpoints" / "step-0000003"
+    assert checkpoint.is_dir()
+    rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2, 3]  # one process writes the log, once per step
+    script = tmp_path / "rl_worker.py"
+    script.write_text(RL_WORKER)
+    toy_task = f"task.name={ROOT / 'tests' / 'fixtures' / 'toy_task.py'}:BriefGrounding"  # a dense reward: it moves
+    rl = torchrun(
+        [
+            str(script),
+            str(tmp_path / "weights"),
+            *common,
+            toy_task,
+            f"model.path={checkpoint}",
+            f"trainer.output_dir={rl_dir}",
+        ],
+        tmp_path,
+    )
+    assert rl.returncode == 0, rl.stderr[-3000:]
+    rows = [json.loads(line) for line in (rl_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2] and all("reward" in row and "kl" in row for row in rows)
+    assert (rl_dir / "checkpoints" / "step-0000002").is_dir()
+    # Different prompts and samples per process (Processes.share), one averaged update: the weights agree.
+    sums = [json.loads((tmp_path / f"weights.{r}").read_text()) for r in range(2)]
+    assert sums[0]["moved"] > 0 and sums[0]["checksum"] == sums[1]["checksum"]
+    assert sums[0]["stream"] == sums[1]["stream"]  # refilling groups kept the data streams in step
+
+
+RL_WORKER = textwrap.dedent(
+    """
+    import json, sys, torch
+    from rich.console import Console
+    from vlrl.config import load_config
+    from vlrl.trainer.rl import RLTrainer
+
+    overrides = [*sys.argv[2:], "trainer.steps=2", "trainer.prompts_per_step=2", "rollout.num_generations=4",
+                 "rollout.max_new_tokens=12", "trainer.lr=1e-3", "trainer.save_every=2", "trainer.progress=false", "algo.beta=0.04",
+                 "algo.dynamic_sampling=true"]
+    trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
+    start = [p.detach().clone() for p in trainer.run.params]
+    trainer.train()
+    params = trainer.run.params
+    out = {
+        "checksum": sum(float(p.double().sum()) * (i + 1) for i, p in enumerate(params)),
+        "moved": sum(float((p - s).abs().sum()) for p, s in zip(params, start)),
+        "stream": trainer.run.stream.state_dict(),
+    }
+    open(sys.argv[1] + f".{trainer.run.procs.rank}", "w").write(json.dumps(out))
+    """
+)
+
+
+def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_qwen25):
+    result = torchrun(
+        [
+            "-m",
+            "vlrl.cli",
+            "sft",
+            "model.path=tiny:qwen2_5_vl",
+            f"data.train={rec_data}",
+            "task.name=refcoco",
+            f"sft.output_dir={tmp_path / 'sft'}",
+            "sft.steps=1",
+            "sft.prompts_per_step=3",
+        ],
+        tmp_path,
+    )
+    assert result.returncode != 0
+    assert "sft.prompts_per_step (3) must divide evenly among the 2 training processes" in result.stdout + result.stderr

@@ -1,0 +1,55 @@
+"""bf16 policies train through fp32 master weights: small updates accumulate instead of rounding away."""
+
+from __future__ import annotations
+
+import torch
+from safetensors.torch import load_file
+
+from tests.trainer.test_sft import sft_overrides
+from vlrl.config import load_config
+from vlrl.trainer.checkpoint import load_trainer_state
+from vlrl.trainer.sft import train_sft
+
+
+def layer_weights(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The language model's layer matrices, every one with a gradient in every step, by their
+    name below `layers.` (saved files and the model in memory prefix them differently)."""
+    return {
+        n.split("layers.", 1)[1]: t for n, t in state.items() if "layers." in n and "visual" not in n and t.dim() == 2
+    }
+
+
+def bf16_sft(run_dir, data, **extra):
+    options = {"model.dtype": "bfloat16", "sft.lr": 1e-6, "sft.steps": 2, "sft.save_every": 2, **extra}
+    return train_sft(load_config(None, sft_overrides(run_dir, data, **options)))
+
+
+def moved_fraction(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> float:
+    moved = sum(int((after[n].float() != before[n].float()).sum()) for n in before)
+    return moved / sum(t.numel() for t in before.values())
+
+
+def test_masters_take_the_small_steps_that_bf16_weights_round_away(tmp_path, rec_data, tiny_qwen25):
+    start = layer_weights(load_file(tiny_qwen25 / "model.safetensors"))
+    start_bf16 = {n: t.to(torch.bfloat16) for n, t in start.items()}
+
+    plain = bf16_sft(tmp_path / "plain", rec_data, **{"sft.master_weights": False})
+    plain_after = layer_weights(load_file(plain.checkpoint / "model.safetensors"))
+    assert moved_fraction(start_bf16, plain_after) < 0.2  # most of AdamW's 1e-6 steps rounded away
+
+    mixed = bf16_sft(tmp_path / "mixed", rec_data)
+    masters = layer_weights(load_trainer_state(mixed.checkpoint)["master_weights"])
+    assert masters.keys() == start.keys()
+    assert all(m.dtype == torch.float32 for m in masters.values())
+    assert moved_fraction(start_bf16, masters) > 0.95  # every weight took its steps, in fp32
+    saved = layer_weights(load_file(mixed.checkpoint / "model.safetensors"))
+    assert all(torch.equal(saved[n], masters[n].to(torch.bfloat16)) for n in saved)  # the model is the rounded masters
+
+
+def test_a_bf16_run_resumes_from_its_masters(tmp_path, rec_data, tiny_qwen25):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    bf16_sft(straight, rec_data, **{"sft.steps": 4})
+    bf16_sft(resumed, rec_data)
+    bf16_sft(resumed, rec_data, **{"sft.steps": 4})
+    a, b = (load_trainer_state(run / "checkpoints" / "step-0000004")["master_weights"] for run in (straight, resumed))
+    assert all(torch.equal(a[name], b[name]) for name in a)

@@ -1,0 +1,163 @@
+"""Classification rewards: CLS-RL's thinking / no-thinking rules and its evaluation rule, by hand."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from rewards.classification import (
+    cls_rl_answer,
+    cls_rl_eval_correct,
+    label_cls_rl,
+    label_direct,
+    label_normalized,
+    normalize_label,
+)
+from rewards.format import bare_answer, think_answer
+from tasks.classification import Classification
+from vlrl.data.records import FrameSpec, RecordContext, RecordError
+
+
+@pytest.mark.parametrize(
+    "completion,expected",
+    [
+        ("<think>fur</think><answer> Golden Retriever </answer>", 1.0),  # case and outer spaces do not matter
+        ("<think>fur</think><answer>golden retriever dog</answer>", 0.0),  # equality, not containment
+        ("<think>a</think><answer>golden retriever</answer><answer>cat</answer>", 1.0),  # the first answer
+        ("<think>a</think><answer>\ngolden retriever\n</answer>", 0.0),  # no DOTALL: not found, whole text compared
+        ("golden retriever", 1.0),  # no tags: the whole completion is the answer
+        ("  GOLDEN RETRIEVER\n", 1.0),
+        ("<answer>golden_retriever</answer>", 0.0),  # CLS-RL's reward does not read "_" as " "
+        ("", 0.0),
+    ],
+)
+def test_cls_rl_thinking_reward(completion, expected):
+    assert label_cls_rl(completion, "golden retriever") == expected
+
+
+def test_cls_rl_no_thinking_reward_is_exact_equality():
+    assert label_direct("golden retriever", "golden retriever") == 1.0
+    assert label_direct("golden retriever\n", "golden retriever") == 0.0
+    assert label_direct("Golden retriever", "golden retriever") == 0.0
+    assert label_direct("<answer>golden retriever</answer>", "golden retriever") == 0.0
+
+
+@pytest.mark.parametrize(
+    "completion,label,expected",
+    [
+        ("<think>x</think><answer>golden retriever</answer>", "Golden Retriever", True),
+        ("<think>x</think><answer>It is a golden retriever.</answer>", "golden retriever", True),  # containment
+        ("<answer>\n golden retriever \n</answer>", "golden retriever", True),  # the eval reads across lines
+        ("<answer>golden retriever</answer>", "golden_retriever", True),  # second try: "_" as " "
+        ("<answer>retriever</answer>", "golden retriever", False),
+        ("<answer></answer>golden retriever", "golden retriever", True),  # empty answer: whole output
+        ("a golden retriever", "golden retriever", True),
+    ],
+)
+def test_cls_rl_evaluation_rule(completion, label, expected):
+    assert cls_rl_eval_correct(completion, label) is expected
+
+
+def test_normalized_match_ignores_case_punctuation_and_articles():
+    assert normalize_label("The Golden-Retriever.") == "golden retriever"
+    assert normalize_label("  an   Apple ") == "apple"
+    assert label_normalized("<think>x</think><answer>The golden_retriever!</answer>", "Golden Retriever") == 1.0
+    assert label_normalized("A golden retriever", "golden retriever", think=False) == 1.0
+    assert label_normalized("<answer>golden</answer>", "golden retriever") == 0.0
+    assert cls_rl_answer("no tags\n") == "no tags"
+
+
+def test_formats_of_the_two_variants():
+    assert think_answer("<think>x</think>\n<answer>cat</answer>") == 1.0
+    assert think_answer("cat") == 0.0
+    assert bare_answer("cat") == 1.0
+    assert bare_answer("  cat \n") == 1.0
+    assert bare_answer("<answer>cat</answer>") == 0.0
+    assert bare_answer("<think>hm</think>cat") == 0.0
+    assert bare_answer("   ") == 0.0
+
+
+# -- the task -------------------------------------------------------------------------------------
+PROBLEM = "What type of object is in the photo?\nPlease choose one from list [ cat, golden retriever]."
+
+
+def _ctx(tmp_path):
+    Image.new("RGB", (64, 48), (10, 20, 30)).save(tmp_path / "im.png")
+    return RecordContext("data.jsonl:1", 0, tmp_path, FrameSpec("absolute", 3136, 50176))
+
+
+def _sample(tmp_path, task=None, **record):
+    base = {"image": "im.png", "label": "golden retriever", "problem": PROBLEM}
+    return (task or Classification()).build_sample({**base, **record}, _ctx(tmp_path))
+
+
+def test_thinking_variant_prompt_target_and_rewards(tmp_path):
+    task = Classification()
+    sample = _sample(tmp_path)
+    assert task.messages(sample)[0]["content"][1]["text"] == (
+        PROBLEM
+        + "\n Please output the thinking process in <think> </think> and final answer in <answer> </answer> tags."
+    )
+    target = task.target(sample)
+    assert target == "<think>The object in the photo is: golden retriever.</think>\n<answer>golden retriever</answer>"
+    fns = task.reward_functions()
+    assert fns["format"]([target], [sample]) == [1.0]
+    assert fns["label"]([target, "<think>x</think><answer>cat</answer>"], [sample, sample]) == [1.0, 0.0]
+    assert task.predict(target, sample) == "golden retriever"
+    assert task.predict("   ", sample) is None
+
+
+def test_no_thinking_variant_prompt_target_and_rewards(tmp_path):
+    task = Classification(options={"variant": "no_thinking"}, rewards={"label": 1.0})
+    sample = _sample(tmp_path, task=task)
+    assert task.messages(sample)[0]["content"][1]["text"] == PROBLEM + "\n Please directly output the answer."
+    assert task.target(sample) == "golden retriever"
+    fns = task.reward_functions()
+    assert fns["label"](["golden retriever", "Golden retriever", "golden retriever."], [sample] * 3) == [1.0, 0.0, 0.0]
+    assert fns["format"](["golden retriever", "<think>x</think>cat"], [sample] * 2) == [1.0, 0.0]
+    loose = Classification(options={"variant": "no_thinking", "match": "normalized"})
+    assert loose.reward_functions()["label"](["Golden retriever."], [sample]) == [1.0]
+
+
+def test_classification_metrics_on_fixed_predictions(tmp_path):
+    sample = _sample(tmp_path)
+    completions = [
+        "<think>x</think><answer>golden retriever</answer>",  # right by every rule
+        "<think>x</think><answer>a golden retriever</answer>",  # right by the eval's containment only
+        "<answer>GOLDEN RETRIEVER</answer>",  # right, but no <think>
+        "<think>x</think><answer>cat</answer>",  # wrong
+    ]
+    metrics = Classification().metrics([sample] * 4, completions)
+    assert metrics == {"accuracy": 0.75, "exact_accuracy": 0.5, "format_rate": 0.75}
+
+
+def test_records_in_cls_rl_and_choice_forms(tmp_path):
+    ctx = _ctx(tmp_path)
+    built = Classification().build_sample({"image": "im.png", "label": "cat", "choices": ["dog", "cat"]}, ctx)
+    assert built.problem == "What type of object is in the photo?\nPlease choose one from list [ dog, cat]."
+    assert built.meta["choices"] == ["dog", "cat"]
+    tagged = Classification().build_sample(
+        {"image": "im.png", "solution": "<answer> cat </answer>", "problem": "?"}, ctx
+    )
+    assert tagged.solution == "cat" and tagged.meta["choices"] is None
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"label": None}, "missing key 'label'"),
+        ({"label": 3}, "'label' must be the class name"),
+        ({"label": "  "}, "empty class name"),
+        ({"choices": ["cat", "dog"]}, "not among the choices"),
+        ({"choices": ["golden retriever", "cat", "cat"]}, "lists a class name twice"),
+        ({"choices": []}, "non-empty list"),
+        ({"choices": "cat, dog"}, "'choices' must be a list"),
+        ({"problem": 5}, "'problem' must be the question text"),
+        ({"image": "nope.png"}, "image not found"),
+    ],
+)
+def test_bad_classification_records_say_what_is_wrong(tmp_path, change, message):
+    record = {"image": "im.png", "label": "golden retriever", "problem": PROBLEM, **change}
+    record = {k: v for k, v in record.items() if v is not None}
+    with pytest.raises(RecordError, match=message):
+        Classification().build_sample(record, _ctx(tmp_path))

@@ -1,0 +1,68 @@
+"""Every pattern the rewards compile matches exactly what Python's `re` matches (the public
+code runs its patterns with `re`; the `regex` module's \\s, \\d and \\w differ from `re`'s)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tasks  # noqa: F401  (imports every reward module, so every pattern is compiled)
+from rewards.format import THINK_ANSWER
+from rewards.grounding import parse_answer_box
+from rewards.gui import regex_action
+from rewards.text import compiled_patterns, re_compatible
+
+# Characters on which `regex` and `re` disagree (U+001C-U+001F are whitespace to `re` only;
+# U+10D40 is a decimal digit in newer Unicode tables than this Python's; U+0301 is a combining
+# mark), characters the case-insensitive patterns fold, and the pieces the patterns look for.
+PIECES = [
+    *"ab xyzAZ09_.,;:'\"-+()[]{}|<>/\\\n\t\r",
+    "\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "\x0b", "\x0c",
+    "\U00010d40", "\U00010d41", "\u0663", "\uff13", "\u00b2", "\u0301", "\u017f", "\u212a", "\u0130",
+    "<think>", "</think>", "<answer>", "</answer>", "'action':", "'input_text':", "'click'", "point",
+    "<|box_start|>", "<|box_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|im_end|>",
+    "twenty", "one", "dozen", "Seven", "123", "1.5", "-4", "e5",
+]  # fmt: skip
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+FLAGS = re.DOTALL | re.IGNORECASE | re.MULTILINE
+
+
+def test_every_reward_pattern_is_registered():
+    sources = [source for _, source in compiled_patterns()]
+    assert r"\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)]" in sources  # VLM-R1's box
+    assert r"'action':\s*'(\w+)'" in sources  # GUI-R1's action
+
+
+@settings(max_examples=150, deadline=None)
+@given(TEXTS)
+def test_patterns_find_what_re_finds(text):
+    for compiled, source in compiled_patterns():
+        reference = re.compile(source, compiled.flags & FLAGS)
+        ours, theirs = compiled.search(text), reference.search(text)
+        assert (ours is None) == (theirs is None), (source, text)
+        if ours is not None:
+            assert ours.span() == theirs.span() and ours.groups() == theirs.groups(), (source, text)
+        assert bool(compiled.fullmatch(text)) == bool(reference.fullmatch(text)), (source, text)
+
+
+def test_control_separators_are_whitespace_as_in_re():
+    completion = "<think>a</think>\x1c<answer>b</answer>"
+    assert re.fullmatch(r"<think>.*?</think>\s*<answer>.*?</answer>", completion, re.DOTALL)
+    assert THINK_ANSWER.fullmatch(completion)
+
+
+def test_a_digit_unknown_to_re_does_not_hide_the_next_box():
+    # re's \d does not match U+10D40, so VLM-R1 reads the second box; int() could not read the first.
+    completion = "<answer>[\U00010d40, 1, 2, 3] [10, 20, 30, 40]</answer>"
+    assert parse_answer_box(completion) == [10, 20, 30, 40]
+    action = regex_action("[{'action': 'click', 'point': [\U00010d40, 1]}] {[5, 6]}", "gui_r1")
+    assert action.point == (5.0, 6.0)
+
+
+@pytest.mark.parametrize("pattern", [r"\b", r"[\S]", r"[^\W]"])
+def test_what_cannot_be_spelled_out_exactly_is_refused(pattern):
+    with pytest.raises(ValueError):
+        re_compatible(pattern)

@@ -1,0 +1,95 @@
+"""A rollout engine and a parallelism strategy written outside the package (docs/examples/),
+chosen by path with their own options: each is one module, nothing in vlrl changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+
+from vlrl import plugins
+from vlrl.cli import main
+from vlrl.config import ConfigError, load_config
+from vlrl.trainer.rl import RLTrainer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+ENGINE = f"{EXAMPLES / 'canned_engine.py'}:CannedEngine"
+STRATEGY = f"{EXAMPLES / 'sgd_strategy.py'}:SGDReplicated"
+ANSWERS = ['<think>a</think><answer>{"bbox_2d": [10, 12, 60, 70]}</answer>', "no"]
+
+
+def overrides(run: Path, data: Path, **extra) -> list[str]:
+    values = {
+        "model.path": "tiny:qwen2_5_vl", "model.dtype": "float32", "model.max_pixels": 12544, "data.train": str(data),
+        "task.name": "refcoco", "rollout.engine": ENGINE, "rollout.canned.answers": json.dumps(ANSWERS),
+        "rollout.num_generations": 2, "rollout.max_new_tokens": 64, "trainer.parallel": STRATEGY, "trainer.lr": 0.01,
+        "trainer.prompts_per_step": 2, "trainer.steps": 1, "trainer.progress": False, "trainer.output_dir": str(run),
+        "trainer.log_samples_every": 1, **extra,
+    }  # fmt: skip
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def test_an_engine_and_a_strategy_from_outside_the_package_train_with_their_own_options(
+    tmp_path, rec_data, tiny_qwen25
+):
+    trainer = RLTrainer(load_config(None, overrides(tmp_path / "run", rec_data)), Console(quiet=True))
+    start = [p.detach().clone() for p in trainer.run.strategy.parameters]
+    assert type(trainer.run.optimizer) is torch.optim.SGD and trainer.run.optimizer.defaults["momentum"] == 0.0
+    trainer.train()
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # the engine's canned completions were scored ...
+    samples = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert [s["completion"] for s in samples] == ANSWERS
+    # ... and SGD stepped the weights: one step of lr times the gradient clipped to norm 1 (AdamW
+    # would have moved each weight by about lr)
+    moved = torch.cat([(p.detach() - s).flatten() for p, s in zip(trainer.run.strategy.parameters, start, strict=True)])
+    assert float(moved.norm()) == pytest.approx(0.01 * min(row["grad_norm"], 1.0), rel=1e-4)
+    assert row["grad_norm"] > 0
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ({"trainer.sgd.momentum": 1.5}, r"trainer.sgd.momentum must be in \[0, 1\), got 1.5"),
+        ({"trainer.sgd.nesterov": True}, "unknown key 'trainer.sgd.nesterov'"),
+        ({"rollout.canned.answers": "[]"}, "rollout.canned.answers needs at least one answer"),
+        ({"rollout.vllm.sleep": 3}, "rollout.vllm.sleep expects true or false"),  # another engine's, checked
+        (
+            {"rollout.vlm.sleep": False},
+            r"unknown key 'rollout.vlm': the run's plugins \(canned, hf\) read rollout.canned",
+        ),
+    ],
+)
+def test_a_plugins_options_are_checked_by_the_plugin_before_any_model_loads(
+    tmp_path, rec_data, extra, message, monkeypatch
+):
+    monkeypatch.setattr("vlrl.models.loading.pretrained", lambda *a, **k: pytest.fail("a model was loaded"))
+    with pytest.raises(ConfigError, match=message):
+        RLTrainer(load_config(None, overrides(tmp_path / "run", rec_data, **extra)), Console(quiet=True))
+
+
+def test_vlrl_plan_counts_a_registered_strategy_as_it_says(monkeypatch, capsys):
+    class FileEntryPoint:  # as a package registering it would: by name, loading the class
+        name, value = "sgd_replicated", STRATEGY
+
+        def load(self):
+            return plugins.import_object(STRATEGY)
+
+    ep = FileEntryPoint()
+    registered = plugins.registered
+    monkeypatch.setattr(
+        plugins,
+        "registered",
+        lambda group: {**registered(group), **({ep.name: ep} if group == plugins.STRATEGIES else {})},
+    )
+    assert main(["plan", "--config", "configs/refcoco.yaml", "--shape", "qwen2.5-vl-3b"]) == 0
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("│") and "│ off" in line
+    }
+    adamw = lambda label: float(rows[label].split("│")[6])  # noqa: E731
+    assert adamw("sgd") == 0.0 and adamw("sgd + momentum") == pytest.approx(adamw("replicated") / 2, abs=0.1)

@@ -1,0 +1,444 @@
+"""Benchmarks: the same responses scored by vlrl and by the reference evaluation (lmms-eval,
+Video-R1's evaluator) give the same numbers and prompts; fixtures in each benchmark's
+published schema are built here (no downloads)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from lmms_eval_reference import (
+    Reimplementation,
+    docs_from_parquet,
+    references,
+    video_r1_extract_answer,
+    video_r1_final_acc,
+    video_r1_prompt,
+)
+from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
+
+from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
+from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
+from vlrl.config import ConfigError, TaskConfig, load_config
+from vlrl.data.tables import hub_file, write_parquet
+from vlrl.eval.layout import samples_path
+from vlrl.tasking.registry import benchmark_names, make_task
+from vlrl.tasking.sources import load_task_split
+
+REFERENCES = references()
+IDS = [r.name for r in REFERENCES]
+
+
+def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "absolute", **options):
+    """A synthetic benchmark in its published schema, read by vlrl: (task, samples, data path)."""
+    task = make_task(TaskConfig(name=name, options=options))
+    path = tmp_path / name / ("eval.json" if task.data_suffix == ".json" and not task.columns else "dataset")
+    overrides = [f"data.eval={path}", "data.synthetic=true", f"data.synthetic_eval_size={size}", f"data.synthetic_seed={seed}",
+                 f"data.image_cache={tmp_path / 'cache'}", "model.max_pixels=50176", f"model.coord_frame={frame}"]  # fmt: skip
+    cfg = load_config(None, overrides, {"task.name": name})
+    split = load_task_split(task, cfg, "eval")
+    assert not split.errors
+    return task, split.samples, path
+
+
+def _docs(task, path: Path) -> list[dict]:
+    return docs_from_parquet(hub_file(path, task.split))
+
+
+def _rounds(variants_of, samples):
+    """Every sample meets every response kind: round r gives sample i kind (i + r) % K."""
+    kinds = [variants_of(s) for s in samples]
+    k = len(kinds[0])
+    return [[kinds[i][(i + r) % k] for i in range(len(samples))] for r in range(k)]
+
+
+def _assert_same(task, samples, responses, expected: dict[str, float]) -> None:
+    got = task.metrics(samples, responses)
+    assert {k: got[k] for k in expected} == expected
+
+
+# -- RefCOCO ---------------------------------------------------------------------------------------
+def _rec_responses(sample):
+    x1, y1, x2, y2 = sample.solution
+    return [
+        f"[{x1:.2f}, {y1:.2f}, {x2:.2f}, {y2:.2f}]",
+        f"It is [{x1 + 0.04:.3f},{y1:.3f},{x2 + 0.04:.3f},{y2:.3f}] or [0, 0, 1, 1]",  # the first box counts
+        f"[{x2:.3f}, {y2:.3f}, {x1:.3f}, {y1:.3f}]",  # inverted: a positive unclipped area
+        "[ 0.2 , 0.2, 0.6, 0.7 ]",  # a space before a comma: no match, [0, 0, 0, 0]
+        '{"bbox_2d": [10, 20, 30, 40]}',
+        "no box here",
+        f"[{(x1 + x2) / 2:.3f}, {(y1 + y2) / 2:.3f}, {x2 + 0.3:.3f}, {y2 + 0.3:.3f}]",
+        "[-0.1, 0.0, 0.5, 0.5]",
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["refcoco_bbox_rec_val", "refcoco+_bbox_rec_testA", "refcocog_bbox_rec_test"])
+def test_refcoco_strict_rec_equals_lmms_eval(name, reference, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=8, seed=1)
+    docs = _docs(task, path)
+    assert len(samples) > len(docs)  # one sample per expression, as lmms-eval explodes them
+    for responses in _rounds(_rec_responses, samples):
+        prompts, expected = reference.refcoco_rec(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+    assert set(expected) == {
+        f"refcoco_{m}" for m in ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")
+    }
+
+
+def _grounding_responses(sample):
+    x1, y1, x2, y2 = sample.solution
+    w, h = sample.frame.width, sample.frame.height
+    k = [x1 / w * 1000, y1 / h * 1000, x2 / w * 1000, y2 / h * 1000]
+    return [
+        f'```json\n[{{"bbox_2d": [{x1:g}, {y1:g}, {x2:g}, {y2:g}], "label": "box"}}]\n```',
+        f'[{{"bbox_2d": [{k[0]:.0f}, {k[1]:.0f}, {k[2]:.0f}, {k[3]:.0f}]}}]',  # 0-1000: the second reading wins
+        f'[{{"bbox": [0, 0, 5, 5]}}, {{"box": [{x1 + 3:g}, {y1:g}, {x2 + 3:g}, {y2:g}]}}]',  # the best of several
+        f"The object is at ({x1:g}, {y1:g}, {x2:g}, {y2:g}).",  # no JSON: the loose regex
+        f'{{"objects": [{{"coordinates": [{x1:g}, {y1:g}, {x2 + 9:g}, {y2:g}]}}]}}',
+        '{"bbox_2d": ["a", 1, 2, 3]}',  # not numbers: no box
+        f"[{x1:g} {y1:g} {x2:g} {y2:g}]",
+        "[NaN, 1, 2, 3]",
+        f'{{"bbox_2d": [{(x1 + x2) / 2:g}, {(y1 + y2) / 2:g}, {(x1 + x2) / 2:g}, {(y1 + y2) / 2:g}]}}',  # a point: IoU ties at 0
+        "nothing",
+        "",
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["refcoco_grounding_testA", "refcoco_plus_grounding_testB", "refcocog_grounding_test"])
+def test_refcoco_lenient_grounding_equals_lmms_eval(name, reference, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=10, seed=2)
+    docs = _docs(task, path)
+    for responses in _rounds(_grounding_responses, samples):
+        prompts, expected = reference.refcoco_grounding(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+    assert expected["refcoco_grounding_ACC@0.5"] > 0  # some responses do hit
+
+
+def test_strict_and_lenient_differ_where_lmms_eval_says_they_do(tmp_path):
+    """Pixel boxes score 0 in the strict task (which reads normalized floats) and hit in the
+    lenient one; the lenient task keeps the best of several boxes, the strict one the first."""
+    strict, s_samples, _ = _load("refcoco_bbox_rec_testA", tmp_path, size=4, seed=3)
+    lenient, l_samples, _ = _load("refcoco_grounding_testA", tmp_path, size=4, seed=3)
+    pixels = [json.dumps({"bbox_2d": s.solution}) for s in l_samples]
+    assert lenient.metrics(l_samples, pixels)["refcoco_grounding_ACC@0.9"] == 1.0
+    first_wrong = ["[0.0, 0.0, 0.01, 0.01] [{}]".format(", ".join(f"{v:.4f}" for v in s.solution)) for s in s_samples]
+    assert strict.metrics(s_samples, first_wrong)["refcoco_ACC@0.1"] == 0.0
+    best_of = [json.dumps([{"bbox_2d": [0, 0, 1, 1]}, {"bbox_2d": s.solution}]) for s in l_samples]
+    assert lenient.metrics(l_samples, best_of)["refcoco_grounding_ACC@0.9"] == 1.0
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+def test_refcoco_acc_counts_an_iou_equal_to_the_threshold(reference):
+    items = [{"bbox": [0.0, 0.0, 1.0, 1.0], "pred": [0.0, 0.0, 0.5, 1.0], "answer": "", "ann_id": ""},  # IoU exactly 0.5
+             {"bbox": [0.0, 0.0, 1.0, 1.0], "pred": [0.0, 0.0, 0.3, 1.0], "answer": "", "ann_id": ""}]  # fmt: skip
+    got = {k: f(items) for k, f in make_task(TaskConfig(name="refcoco_bbox_rec_val")).aggregations().items()}
+    assert got == reference.rec_aggregate(items)
+    assert (got["refcoco_ACC@0.5"], got["refcoco_ACC@0.3"], got["refcoco_ACC@0.7"]) == (0.5, 1.0, 0.0)
+
+
+def test_strict_iou_where_lmms_eval_divides_by_zero_is_zero():
+    """A box inverted in x alone has a negative unclipped area; when it cancels the ground
+    truth's, lmms-eval's union is 0 and it raises: vlrl scores the sample 0 and goes on."""
+    gt, pred = [0.0, 0.0, 0.5, 0.5], [0.5, 0.0, 0.25, 1.0]
+    items = [{"bbox": [0.0, 0.0, 0.5, 0.5], "pred": [0.5, 0.0, 0.25, 1.0], "answer": "", "ann_id": ""}]
+    assert rec_iou(gt, pred) == 0.0
+    assert make_task(TaskConfig(name="refcoco_bbox_rec_val")).aggregations()["refcoco_IoU"](items) == 0.0
+    with pytest.raises(ZeroDivisionError):
+        _reference_iou_raises(gt, pred)
+
+
+def _reference_iou_raises(gt, pred):
+    inter = max(0, min(gt[2], pred[2]) - max(gt[0], pred[0])) * max(0, min(gt[3], pred[3]) - max(gt[1], pred[1]))
+    return inter / ((gt[2] - gt[0]) * (gt[3] - gt[1]) + (pred[2] - pred[0]) * (pred[3] - pred[1]) - inter)
+
+
+@pytest.mark.parametrize("frame", ["absolute", "norm1000"])
+def test_coords_model_asks_and_reads_the_models_own_frame(frame, tmp_path):
+    """coords=model: the prompt states the model's frame, and a box in that frame is read back
+    to the image: the model's own answer scores, where lmms-eval's reading would not."""
+    words = {"absolute": "integer pixel coordinates", "norm1000": "between 0 and 1000"}[frame]
+    for name in ("refcoco_bbox_rec_val", "refcoco_grounding_test"):
+        task, samples, _ = _load(name, tmp_path / name, size=4, seed=4, frame=frame, coords="model")
+        lmms_task, lmms_samples, _ = _load(name, tmp_path / f"{name}-lmms", size=4, seed=4, frame=frame)
+        boxes = []
+        for s in samples:
+            f = s.frame
+            gt = s.solution if name.startswith("refcoco_grounding") else [s.solution[0] * f.width, s.solution[1] * f.height,
+                                                                           s.solution[2] * f.width, s.solution[3] * f.height]  # fmt: skip
+            boxes.append(f.box_to_model(gt))
+        responses = [json.dumps({"bbox_2d": box}) for box in boxes]
+        metric = "refcoco_ACC@0.5" if "rec" in name else "refcoco_grounding_ACC@0.5"
+        assert task.metrics(samples, responses)[metric] == 1.0
+        if "rec" in name:
+            assert words in samples[0].problem and "between 0 and 1." not in samples[0].problem
+            assert lmms_task.metrics(lmms_samples, responses)[metric] == 0.0
+        assert task.describe(frame)["coords"] != lmms_task.describe(frame)["coords"]
+    task, samples, _ = _load("screenspot_pro", tmp_path / "pro", size=4, seed=4, frame=frame, coords="model")
+    centers = [
+        [(s.solution[0] + s.solution[2]) / 2 * s.frame.width, (s.solution[1] + s.solution[3]) / 2 * s.frame.height]
+        for s in samples
+    ]
+    responses = [str(s.frame.point_to_model(c)) for s, c in zip(samples, centers, strict=True)]
+    assert task.metrics(samples, responses)["screenspot_pro_action_acc"] == 1.0
+    assert words.split()[-1] in samples[0].problem and "within [0, 1]" not in samples[0].problem
+
+
+# -- counting ----------------------------------------------------------------------------------------
+def _count_responses(sample):
+    n = int(str(sample.solution).strip())
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven"]
+    return [
+        f"{n}",
+        f" {n}\n",
+        f"{n}.",
+        words[n],
+        words[n].title(),
+        f"There are {n} dots.",
+        f"{n + 1}",
+        "",
+        "none",
+        f"{n}.0",
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["countbench", "countbenchqa", "pixmo_count"])
+def test_counting_benchmarks_equal_lmms_eval(name, reference, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=8, seed=5)
+    docs = _docs(task, path)
+    for responses in _rounds(_count_responses, samples):
+        prompts, expected = getattr(reference, name)(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+
+
+def test_counting_parsers_differ_as_lmms_eval_defines_them(tmp_path):
+    got = {}
+    for name in ("countbench", "countbenchqa", "pixmo_count"):
+        task, samples, _ = _load(name, tmp_path, size=1, seed=6)
+        n = int(str(samples[0].solution))
+        words = ["zero", "one", "two", "three", "four", "five", "six"]
+        got[name] = [task.metrics(samples, [r])["acc"] for r in (words[n], f"There are {n}.", f" {n} ")]
+    assert got == {"countbench": [1.0, 0.0, 1.0], "countbenchqa": [0.0, 0.0, 1.0], "pixmo_count": [0.0, 1.0, 1.0]}
+
+
+# -- ScreenSpot ----------------------------------------------------------------------------------------
+def _click_responses(sample):
+    w, h = sample.frame.width, sample.frame.height
+    x1, y1, x2, y2 = sample.solution
+    if max(sample.solution) <= 1:  # normalized truth
+        cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
+        px, py = cx * w, cy * h
+    else:  # pixel truth (v2 without a stated size reads pixels)
+        px, py = (x1 + x2) / 2, (y1 + y2) / 2
+        cx, cy = px / w, py / h
+    return [
+        f"[{cx:.3f}, {cy:.3f}]",
+        f"({px:.0f}, {py:.0f})",
+        f"<bbox>{px - 2:.0f} {py - 2:.0f} {px + 2:.0f} {py + 2:.0f}</bbox>",
+        f'{{"x": {cx:.3f}, "y": {cy:.3f}}}',
+        f"click at {cx * 100:.1f}% and {cy * 100:.1f}%",
+        f"the box is {px - 1:.0f} {py - 1:.0f} {px + 1:.0f} {py + 1:.0f}",
+        "I cannot find it",
+        "[0.99, 0.01]",
+        f"[{px:.0f}, {cy:.3f}]",  # one coordinate beyond 1: both are divided by the size
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["screenspot_v2", "screenspot_pro"])
+def test_screenspot_equals_lmms_eval(name, reference, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=12, seed=7)
+    docs = _docs(task, path)
+    for responses in _rounds(_click_responses, samples):
+        prompts, expected = getattr(reference, name)(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+    by_platform = task.metrics(samples, [_click_responses(s)[1] for s in samples])
+    assert any(key.startswith(f"{name}_acc/") for key in by_platform)  # vlrl's own split by platform
+
+
+# -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------
+REWARD_CASES = [
+    ("<think>hm</think><answer>B</answer>", "<answer>B</answer>", "multiple choice"),
+    ("<answer> B </answer>", "<answer>B</answer>", "multiple choice"),
+    ("B", "<answer>B</answer>", "multiple choice"),
+    ("<answer></answer>", "<answer>B</answer>", "multiple choice"),
+    ("<answer>b</answer>", "<answer>B</answer>", "multiple choice"),
+    ("<answer>3</answer>", "<answer>3</answer>", "numerical"),
+    ("<answer>3.0</answer>", "<answer>3</answer>", "numerical"),
+    ("<answer>1,000</answer>", "<answer>1000.5</answer>", "numerical"),
+    ("<answer>3.004</answer>", "<answer>3.001</answer>", "numerical"),
+    ("<answer>2</answer>", "<answer>2.0</answer>", "regression"),
+    ("<answer>2.6</answer>", "<answer>2.0</answer>", "regression"),
+    ("<answer>2.49999</answer>", "<answer>2.0</answer>", "regression"),
+    ("<answer>0</answer>", "<answer>0</answer>", "regression"),
+    ("<answer>nan</answer>", "<answer>2.0</answer>", "regression"),
+    ("<answer>inf</answer>", "<answer>2.0</answer>", "numerical"),
+    ("<answer>two</answer>", "<answer>2.0</answer>", "regression"),
+    ("<answer>hello</answer>", "<answer>hello</answer>", "OCR"),
+    ("<answer>a cat</answer>", "<answer>a cat</answer>", "free-form"),
+    ("<answer>B</answer>", "B", "multiple choice"),  # an untagged solution reads as ""
+]
+
+
+@pytest.mark.parametrize("output,solution,problem_type", REWARD_CASES)
+def test_video_r1_reward_equals_the_evaluator(output, solution, problem_type):
+    assert video_r1_reward(output, solution, problem_type) == reference_video_r1_reward(
+        {"solution": solution}, output, problem_type
+    )
+
+
+@pytest.mark.parametrize("name", ["video_r1_vsibench", "video_r1_mvbench"])
+def test_video_r1_benchmarks_equal_the_evaluator(name, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=18, seed=8)
+    records = json.loads(path.read_text())
+    assert [task.messages(s)[0]["content"][1]["text"] for s in samples] == [video_r1_prompt(r) for r in records]
+    assert [s.video for s in samples] == [str(path.parent / r["path"]) for r in records]
+
+    def responses_of(sample):
+        truth = video_r1_extract_answer(sample.meta["solution"])
+        return [f"<think>x</think><answer>{truth}</answer>", "<answer>A</answer>", truth, "<answer>2.3</answer>",
+                "<answer>three</answer>", f"The answer is {truth}.", "<answer>1.5 meters</answer>"]  # fmt: skip
+
+    for responses in _rounds(responses_of, samples):
+        got = task.metrics(samples, responses)
+        expected = video_r1_final_acc(records, responses)
+        assert {k: got[k] for k in expected} == expected
+        if name == "video_r1_vsibench":
+            docs = [
+                {"question_type": r["original_question_type"], "ground_truth": video_r1_extract_answer(r["solution"])}
+                for r in records
+            ]
+            predictions = [video_r1_extract_answer(text) or text for text in responses]
+            for reference in REFERENCES:
+                vsi = reference.vsibench(docs, predictions)
+                assert {k: got[k] for k in vsi} == vsi
+        else:
+            assert "vsibench_overall" not in got
+
+
+VSI_CASES = [
+    ("object_counting", "3", "3"), ("object_counting", "three chairs", "3"), ("object_counting", "one apple, room 2", "1"),
+    ("object_counting", "twenty-one", "21"), ("object_counting", "three hundred and twenty-one", "321"),
+    ("object_abs_distance", "about 2.5 meters", "2.1"), ("object_size_estimation", "no idea", "80"),
+    ("room_size_estimation", "15", "20.5"), ("object_rel_direction_easy", "A. left", "A"),
+    ("object_rel_direction_medium", "a", "A"), ("object_rel_direction_hard", "B.", "A"), ("object_rel_distance", "C", "C"),
+    ("route_planning", "D is right", "D"), ("obj_appearance_order", "Option B", "B"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+def test_vsi_bench_eight_task_mean_equals_lmms_eval(reference):
+    docs = [{"question_type": t, "ground_truth": g} for t, _, g in VSI_CASES]
+    predictions = [p for _, p, _ in VSI_CASES]
+    scores = vsi_task_scores([{"question_type": t, "score": vsi_score(t, p, g)} for t, p, g in VSI_CASES])
+    expected = reference.vsibench(docs, predictions)
+    assert round(scores["overall"], 6) == expected["vsibench_overall"]
+    assert round(scores["object_counting_MRA:.5:.95:.05"], 6) == expected["object_counting_mra"]
+    assert round(scores["object_rel_direction_accuracy"], 6) == expected["object_rel_direction_accuracy"]
+    assert 0 < expected["vsibench_overall"] < 1
+
+
+# -- every benchmark: the eval-only contract ------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(benchmark_names()))
+def test_every_benchmark_reads_its_fixture_and_scores_any_text(name, tmp_path):
+    task, samples, _ = _load(name, tmp_path, size=2, seed=9)
+    assert task.eval_only and not task.reward_functions() and task.reward_weights == {}
+    with pytest.raises(ConfigError, match="evaluation-only"):
+        task.target(samples[0])
+    content = task.messages(samples[0])[0]["content"]
+    assert [part["type"] for part in content if part["type"] != "text"] in (["image"], ["video"])
+    junk = ["", "]]]]{{{", "<answer>" * 50, "1" * 5000, "[1e309, 2, 3, 4] NaN -0 ０.５"]
+    for text in junk:
+        metrics = task.metrics(samples, [text] * len(samples))
+        assert set(task.aggregations()) <= metrics.keys() and all(isinstance(v, float) for v in metrics.values())
+    assert task.describe("absolute")["reference"]
+
+
+def test_training_on_a_benchmark_fails_with_a_clear_error(tmp_path, capsys):
+    from vlrl.cli import main
+    from vlrl.tasking.task import Task
+
+    data = tmp_path / "ds"
+    make_task(TaskConfig(name="countbench")).synthesize(data, 2, 0)
+    for command in ("train", "sft"):
+        assert main([command, "--task", "countbench", f"data.train={data}", "model.path=tiny:qwen2_5_vl"]) == 2
+        assert "'countbench' is an evaluation-only benchmark (no rewards)" in capsys.readouterr().out
+    mixture = f"mixture=[{{name: counting, train: {tmp_path / 'c.json'}}}, {{name: countbench, train: {data}}}]"
+    assert main(["train", mixture, "data.synthetic=true", "model.path=tiny:qwen2_5_vl"]) == 2
+    assert "evaluation-only benchmark" in capsys.readouterr().out
+
+    class Rewardless(Task):  # only an eval-only task may go without rewards
+        name = "rewardless"
+
+        def reward_functions(self):
+            return {"r": lambda c, s: [0.0] * len(c)}
+
+    with pytest.raises(ConfigError, match="has no reward components selected"):
+        Rewardless()
+    type("EvalOnly", (Rewardless,), {"eval_only": True})()
+
+
+def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_path, tiny_qwen25, capsys):
+    """`vlrl eval --task refcoco_bbox_rec_val --data DIR --model CKPT` on a dataset as downloaded
+    (several splits; one row's image does not decode): lmms-eval's files, lmms-eval's numbers."""
+    from vlrl.cli import main
+
+    name, data = "refcoco_bbox_rec_val", tmp_path / "RefCOCO"
+    task = make_task(TaskConfig(name=name))
+    task.synthesize(data, 4, seed=0)
+    write_parquet(hub_file(data, "testA"), synthetic_rows(3, seed=1), SCHEMA)
+    rows = pq.read_table(hub_file(data, "val")).to_pylist()
+    rows[1]["image"] = {"bytes": b"not an image", "path": "broken.jpg"}
+    write_parquet(hub_file(data, "val"), rows, SCHEMA)
+    out = tmp_path / "out"
+    args = ["eval", "--task", name, "--data", str(data), "--model", "tiny:qwen2_5_vl", "--out", str(out), "--batch-size", "3",
+            "model.max_pixels=50176", "eval.max_new_tokens=12", f"data.image_cache={tmp_path / 'cache'}"]  # fmt: skip
+    assert main(args) == 0
+    results = json.loads((out / "results.json").read_text())
+    metrics = [f"refcoco_{m}" for m in ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")]
+    assert set(results["results"][name]) == {"alias"} | {f"{m},none" for m in metrics} | {
+        f"{m}_stderr,none" for m in metrics
+    }
+    good = [r for i, r in enumerate(rows) if i != 1]
+    effective = sum(len(r["answer"]) for r in good)
+    assert results["n-samples"][name] == {"original": effective + 1, "effective": effective}
+    assert "row 1 image: embedded image does not decode" in results["skipped"][name][0]
+    config = results["configs"][name]
+    assert (config["dataset_path"], config["test_split"]) == ("lmms-lab/RefCOCO", "val") and "lmms-eval" in config[
+        "coords"
+    ]
+    lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
+    assert len(lines) == effective and "resps" not in lines[0]  # the filter left the response as it was
+    assert lines[0]["input"].startswith("Bounding box coordinates are specified") and isinstance(
+        lines[0]["target"], str
+    )
+    assert {"pred", "bbox", "answer", "ann_id"} <= lines[0]["refcoco_IoU"].keys()
+    # The reported numbers are lmms-eval's for the logged responses.
+    docs = docs_from_parquet(hub_file(data, "val"), skip=(1,))
+    prompts, expected = Reimplementation.refcoco_rec(docs, [line["filtered_resps"] for line in lines])
+    assert [line["input"] for line in lines] == prompts
+    assert {m: results["results"][name][f"{m},none"] for m in metrics} == expected
+    assert str(out / "results.json") in capsys.readouterr().out
+    from vlrl.tasking.registry import list_tasks
+
+    assert (name, "benchmark (evaluation only)") in [row[:2] for row in list_tasks()]
+
+
+def test_generation_length_is_the_benchmarks_unless_the_config_sets_one():
+    from vlrl.eval.harness import EvalSettings, sampling_params
+
+    cfg = load_config(None, ["rollout.max_new_tokens=300"])
+    lengths = {name: sampling_params(EvalSettings.of(cfg), make_task(TaskConfig(name=name))).max_new_tokens
+               for name in ("countbench", "pixmo_count", "screenspot_v2", "refcoco_grounding_test", "video_r1_vsibench", "refcoco_bbox_rec_val", "refcoco")}  # fmt: skip
+    assert lengths == {"countbench": 16, "pixmo_count": 32, "screenspot_v2": 128, "refcoco_grounding_test": 512,
+                       "video_r1_vsibench": 1024, "refcoco_bbox_rec_val": 300, "refcoco": 300}  # fmt: skip
+    cfg.eval.max_new_tokens = 7
+    assert sampling_params(EvalSettings.of(cfg), make_task(TaskConfig(name="countbench"))).max_new_tokens == 7

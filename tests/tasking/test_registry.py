@@ -1,0 +1,81 @@
+"""Tasks are found by built-in name, entry point, module:Class or file.py:Class."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from tasks.refcoco import RefCOCO
+from vlrl import plugins
+from vlrl.cli import main
+from vlrl.config import ConfigError
+from vlrl.tasking.registry import list_tasks, task_class
+
+TOY = Path(__file__).parent.parent / "fixtures" / "toy_task.py"
+
+
+def test_tasks_list_shows_the_built_in_tasks(capsys):
+    assert main(["tasks", "list"]) == 0
+    assert "refcoco" in capsys.readouterr().out
+
+
+def test_listing_tasks_and_showing_a_config_import_neither_torch_nor_transformers():
+    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table."""
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys\n"
+        "from vlrl.cli import main\n"
+        "assert main(['tasks', 'list']) == 0\n"
+        "assert main(['config', 'show', 'configs/demo/refcoco.yaml']) == 0\n"
+        "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "video_qa" in done.stdout and "HEAVY []" in done.stdout
+
+
+def test_a_task_is_found_by_module_and_by_file_path():
+    assert task_class("tasks.refcoco:RefCOCO") is RefCOCO
+    toy = task_class(f"{TOY}:BriefGrounding")
+    assert toy.name == "brief_grounding" and issubclass(toy, RefCOCO)
+    assert "brevity" in toy().reward_functions()
+
+
+def test_a_task_is_found_by_entry_point(monkeypatch):
+    fake = EntryPoint(name="my_grounding", value="tasks.refcoco:RefCOCO", group="vlrl.tasks")
+    registered = plugins.registered
+    monkeypatch.setattr(
+        plugins,
+        "registered",
+        lambda group: {**registered(group), **({fake.name: fake} if group == plugins.TASKS else {})},
+    )
+    assert task_class("my_grounding") is RefCOCO
+    assert ("my_grounding", "entry point tasks.refcoco:RefCOCO", RefCOCO.description) in list_tasks()
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("tasks.refcoco:Nope", "has no attribute 'Nope'"),
+        ("no_such_module:Task", "cannot import module"),
+        ("tasks.refcoco:ACC_THRESHOLDS", "not a vlrl.tasking.task.Task subclass"),
+        ("/nowhere/task.py:Task", "file not found: /nowhere/task.py"),
+    ],
+)
+def test_bad_task_specs_say_what_is_wrong(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        task_class(spec)
+
+
+def test_an_alias_names_the_same_task(capsys):
+    assert task_class("coco") is task_class("detection")
+    assert main(["tasks", "list"]) == 0
+    assert "alias: coco" in capsys.readouterr().out

@@ -1,0 +1,105 @@
+"""`vlrl score` scores other systems' completions against the data, with no model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tasks.refcoco import RefCOCO
+from vlrl.cli import main
+from vlrl.data.records import FrameSpec, load_split
+
+
+@pytest.fixture
+def records(rec_data):
+    return json.loads(rec_data.read_text())
+
+
+def test_score_writes_components_and_totals_per_completion(tmp_path, rec_data, records, capsys):
+    task = RefCOCO()
+    # Default frame: Qwen2.5-VL's absolute pixels of the smart-resized image, default pixel limits.
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", 3136, 12845056)).samples
+    perfect = task.target(samples[0])
+    lines = [
+        {"id": 0, "completion": perfect},
+        {"id": "1", "completion": "<think>hm</think><answer>no idea</answer>"},
+        {"id": 2, "completion": ""},
+        {"id": 99, "completion": perfect},
+    ]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    out = tmp_path / "scores.jsonl"
+    assert (
+        main(
+            [
+                "score",
+                "--task",
+                "refcoco",
+                "--data",
+                str(rec_data),
+                "--completions",
+                str(completions),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [s["id"] for s in scored] == [0, "1", 2]
+    assert scored[0]["rewards"]["format"] == 1.0
+    # The target box is rounded to whole model pixels, so the IoU is high but need not be exactly 1.
+    assert scored[0]["rewards"]["iou"] > 0.9
+    assert scored[0]["reward"] == pytest.approx(1.0 + scored[0]["rewards"]["iou"])
+    assert scored[1]["rewards"] == {"format": 0.0, "iou": 0.0}
+    assert scored[2]["reward"] == 0.0
+    printed = capsys.readouterr().out
+    assert "no usable data record has id 99" in printed and "completions.jsonl:5: invalid JSON" in printed
+    assert "acc@0.5" in printed and "3 completions scored" in printed
+
+
+def test_score_reads_completions_in_the_configured_frame_and_says_which(
+    tmp_path, rec_data, records, capsys, tiny_qwen2
+):
+    record = records[0]
+    x1, y1, x2, y2 = record["solution"]
+    w, h = record["width"], record["height"]
+    norm = [round(x1 / w * 1000), round(y1 / h * 1000), round(x2 / w * 1000), round(y2 / h * 1000)]
+    completion = f'<think>t</think><answer>{{"bbox_2d": {norm}}}</answer>'
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(json.dumps({"id": 0, "completion": completion}) + "\n")
+    out_norm, out_abs = tmp_path / "norm.jsonl", tmp_path / "abs.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
+    assert main([*args, "--out", str(out_norm), "model.coord_frame=norm1000"]) == 0
+    qwen2 = "coordinates read in the norm1000 frame: 0-1000 normalized coordinates (Qwen2-VL, Qwen3-VL, Qwen3.5)"
+    assert f"{qwen2}; model.coord_frame=norm1000" in capsys.readouterr().out
+    assert main([*args, "--out", str(out_abs)]) == 0
+    assert (
+        "coordinates read in the absolute frame: pixels of the image smart-resized to model.min_pixels..max_pixels = "
+        "3136..12845056 in multiples of 28 (Qwen2.5-VL); model.coord_frame=auto and no model.path: Qwen2.5-VL's frame"
+    ) in capsys.readouterr().out
+    assert main([*args, "--out", str(out_abs), f"model.path={tiny_qwen2}"]) == 0  # a Qwen2-VL checkpoint: its frame
+    assert f"{qwen2}; model.coord_frame=auto, from model.path {tiny_qwen2} (Qwen2-VL)" in capsys.readouterr().out
+    assert main([*args, "--out", str(out_abs)]) == 0
+    iou_norm = json.loads(out_norm.read_text())["rewards"]["iou"]
+    iou_abs = json.loads(out_abs.read_text())["rewards"]["iou"]
+    assert iou_norm > 0.95 and iou_abs < iou_norm
+
+
+def test_score_reads_the_image_size_from_the_file_as_train_and_eval_do(tmp_path, rec_data, records, capsys):
+    """VLM-R1 maps boxes with the size of the image file; a record whose width / height disagree
+    with its file is reported and not scored, as train and eval reject it."""
+    wrong = [dict(records[0], width=records[0]["width"] * 2), records[1]]
+    data = tmp_path / "wrong_size.json"
+    data.write_text(json.dumps(wrong))
+    completions = tmp_path / "c.jsonl"
+    completions.write_text("".join(json.dumps({"id": i, "completion": "x"}) + "\n" for i in range(2)))
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(data), "--completions", str(completions), "--out", str(out)]
+    assert main([*args, f"data.image_root={rec_data.parent}"]) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [1]
+    assert f"key 'width' says {records[0]['width'] * 2}" in capsys.readouterr().out
+    # Without the image files, the records' sizes are all there is: both are scored.
+    assert main(args) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 1]

@@ -1,0 +1,46 @@
+"""Scoring never fails on model output: oversized completions and raising rewards score 0, counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks.refcoco import RefCOCO
+from vlrl.data.records import FrameSpec, load_split
+from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score
+
+
+@pytest.fixture(scope="module")
+def samples(rec_data: Path):
+    return load_split(rec_data, RefCOCO().build_sample, FrameSpec("absolute", 3136, 50176)).samples
+
+
+def _check(task, completions, samples):
+    scores = score(task, completions, [samples[0]] * len(completions))
+    for name, values in scores.components.items():
+        assert all(0.0 <= v <= 1.0 for v in values), (name, values)
+    return scores
+
+
+def test_completions_longer_than_the_limit_score_zero_and_are_counted(samples):
+    task = RefCOCO()
+    good = '<think>x</think><answer>{"bbox_2d": [1, 2, 3, 4]}</answer>'
+    scores = _check(task, [good + " " * MAX_COMPLETION_CHARS, good], samples)
+    assert scores.oversized == 1
+    assert scores.components["format"] == [0.0, 1.0]
+
+
+def test_a_reward_that_raises_scores_zero_and_is_counted(samples):
+    class Fragile(RefCOCO):
+        def reward_functions(self):
+            fns = super().reward_functions()
+
+            def fragile(completions, batch):
+                return [1.0 if c == "ok" else 1 / 0 for c in completions]
+
+            return {**fns, "fragile": fragile}
+
+    scores = score(Fragile(rewards={"fragile": 1.0}), ["ok", "boom", "ok"], [samples[0]] * 3)
+    assert scores.components["fragile"] == [1.0, 0.0, 1.0]
+    assert scores.failures == {"fragile": 1}

@@ -1,0 +1,542 @@
+"""GUI tasks: UI-R1's and GUI-R1's reward and metric definitions on hand-computed cases, the
+parser's safety, bad records, converters and the synthetic data."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from data_prep.gui import (
+    convert_gui_r1,
+    convert_screenspot,
+    gui_r1_to_action,
+    write_synthetic_actions,
+    write_synthetic_grounding,
+)
+from rewards import gui as R
+from tasks.gui import GuiAction, GuiGrounding
+from vlrl.data.records import FrameSpec, RecordContext, RecordError
+
+PAYLOAD = "__import__('os').system('touch PWNED')"
+
+
+def gui_r1(action: str, point=(-100, -100), text: str = "no input text") -> str:
+    answer = f"[{{'action': '{action}', 'point': [{point[0]}, {point[1]}], 'input_text': '{text}'}}]"
+    return f"<think>ok</think> <answer>{answer}</answer>"
+
+
+def ui_r1(action: str, point=(0, 0)) -> str:
+    return f"<think>ok</think> <answer>[{{'action': '{action}', 'coordinate': [{point[0]}, {point[1]}]}}]</answer>"
+
+
+# -- the literal parser --------------------------------------------------------------------------
+def test_literal_parser_reads_json_and_python_literals_alike():
+    python = "[{'action': 'click', 'point': (1, -2.5), 'input_text': 'it\\'s', 'ok': True, 'x': None,}]"
+    json_text = '[{"action": "click", "point": [1, -2.5], "input_text": "it\'s", "ok": true, "x": null}]'
+    expected = {"action": "click", "point": (1, -2.5), "input_text": "it's", "ok": True, "x": None}
+    assert R.parse_literal(python) == [expected]
+    assert R.parse_literal(json_text) == [{**expected, "point": [1, -2.5]}]
+    assert R.parse_literal("('a',)") == ("a",) and R.parse_literal("(3)") == 3
+    assert R.parse_literal("'\\u00e9\\n\\x41'") == "é\nA"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        PAYLOAD,
+        "[{'action': print('x')}]",
+        "[1, 2] + [3]",
+        "{'a': 1",
+        "f'{x}'",
+        "[" * (R.MAX_DEPTH + 2) + "]" * (R.MAX_DEPTH + 2),
+        "[" + ", ".join(["1"] * (R.MAX_NODES + 1)) + "]",
+        "'" + "a" * R.MAX_ANSWER_CHARS + "'",
+        "[" + "9" * 5000 + "]",
+        "'unterminated",
+        "{[1]: 2}",
+    ],
+)
+def test_literal_parser_rejects_code_junk_and_oversized_input(text):
+    with pytest.raises(R.LiteralError):
+        R.parse_literal(text)
+
+
+def test_no_completion_runs_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    completions = [
+        f"<think>a</think> <answer>{PAYLOAD}</answer>",
+        f"<think>a</think> <answer>[{{'action': {PAYLOAD}, 'point': [1, 2], 'input_text': 'x'}}]</answer>",
+        f"<answer>[{{'action': 'click', 'point': [1, 2], 'input_text': {PAYLOAD}}}]</answer>",
+    ]
+    for completion in completions:
+        for style in ("gui_r1", "ui_r1"):
+            R.extract_action(completion, style)
+            R.gui_r1_format(completion)
+    assert not (tmp_path / "PWNED").exists()
+
+
+# -- extraction ----------------------------------------------------------------------------------
+def test_extraction_reads_both_answer_styles_and_json():
+    expected = R.GuiAction("click", (123.0, 300.0), "no input text")
+    assert R.extract_action(gui_r1("click", (123, 300))) == expected
+    as_json = '<answer>[{"action": "click", "point": [123, 300], "input_text": "no input text"}]</answer>'
+    assert R.extract_action(as_json) == expected
+    assert R.extract_action(ui_r1("click", (7, 8)), "ui_r1") == R.GuiAction("click", (7.0, 8.0), None)
+    assert R.extract_action("no answer tag") is None
+    # A text with an apostrophe is double-quoted in a Python literal: read whole.
+    quoted = "<answer>[{'action': 'type', 'point': [-100, -100], 'input_text': \"Mona lisa's painting\"}]</answer>"
+    assert R.extract_action(quoted).input_text == "Mona lisa's painting"
+
+
+def test_extraction_falls_back_to_the_public_regexes_on_junk():
+    # Not a literal: GUI-R1's regexes still find the action, the text and the point in braces.
+    junk = "<answer>Action: [{'action': 'click', 'point': [5, 6], 'input_text': 'no input text'}] done</answer>"
+    assert R.extract_action(junk) == R.GuiAction("click", (5.0, 6.0), "no input text")
+    nested = "<answer>[[[{'action': 'click', 'point': [5, 6]}]]]</answer>"  # a literal, but no action dict first
+    assert R.extract_action(nested) == R.GuiAction("click", (5.0, 6.0), None)
+    # UI-R1 takes the first [x, y], GUI-R1 the last one inside braces.
+    two = "<answer>{'action': 'click', 'coordinate': [1, 2]} {'coordinate': [3, 4]} x</answer>"
+    assert R.extract_action(two, "ui_r1").point == (1.0, 2.0)
+    assert R.extract_action(two, "gui_r1").point == (3.0, 4.0)
+
+
+def test_public_regex_mode_reads_only_what_the_public_code_reads():
+    as_json = '<answer>[{"action": "click", "point": [1, 2], "input_text": "x"}]</answer>'
+    assert R.extract_action(as_json, parser="public_regex") == R.GuiAction(None, (1.0, 2.0), None)
+    negative = "<answer>[{'action': 'click', 'point': [-5, 2], 'input_text': 'no input text'}]</answer>"
+    assert R.extract_action(negative, parser="public_regex").point is None
+    assert R.extract_action(negative).point == (-5.0, 2.0)
+    assert R.extract_action("<answer>[{'action': click}]</answer>", "ui_r1", parser="public_regex").action == "click"
+    assert R.extract_action("<answer>[{'action': click}]</answer>", "gui_r1", parser="public_regex").action is None
+
+
+# -- components ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "pred,gt,f1",
+    [
+        ("shanghai mall", "shanghai shopping mall", 0.8),  # P 1, R 2/3
+        ("a b", "a c d", 0.4),  # P 1/2, R 1/3
+        ("a b c", "a", 0.5),  # P 1/3, R 1: exactly the threshold
+        ("mall", "shoppingmall", 1.0),  # single tokens: containment counts
+        ("[UP]", "up", 1.0),  # brackets dropped, case folded
+        ("no input text", "text", 0.5),  # GUI-R1's default text against a one-word truth
+        ("", "", 0.0),
+    ],
+)
+def test_text_f1_is_gui_r1s(pred, gt, f1):
+    assert R.text_f1(pred, gt) == pytest.approx(f1)
+
+
+def test_input_text_threshold_is_inclusive():
+    assert R.input_text("a b c", "a") == 1.0  # F1 0.5 >= 0.5
+    assert R.input_text("a b", "a c d") == 0.0  # F1 0.4
+    assert R.input_text(None, "text") == 1.0  # missing text is "no input text" (F1 0.5), as in GUI-R1
+    assert R.input_text("a b c", "a", threshold=0.6) == 0.0
+
+
+def test_point_rules_on_edges_and_distances():
+    box = [10, 0, 20, 10]
+    assert R.point_in_box((10, 5), box, inclusive=True) and not R.point_in_box((10, 5), box, inclusive=False)
+    assert R.point_in_box((15, 5), box, inclusive=False)
+    assert R.point_near((139.9, 0), (0, 0), 140) and not R.point_near((140, 0), (0, 0), 140)  # strict
+    assert R.point_near((83, 0), (0, 0), 0.14, scale=(600, 100))  # 0.138 of the width
+    assert not R.point_near((0, 14), (0, 0), 0.14, scale=(600, 100))  # 0.14 of the height
+    assert not R.point_near((float("nan"), 0), (0, 0), 140)
+
+
+def test_action_type_and_scroll_direction():
+    assert R.action_type("click", "click") == 1.0
+    assert R.action_type("Click", "click") == 0.0  # UI-R1 compares as written
+    assert R.action_type("Click", "click", case_sensitive=False) == 1.0  # GUI-R1 lower-cases
+    assert R.action_type(None, "click") == 0.0
+    assert R.scroll_direction("Down ", "down") == 1.0
+    assert R.scroll_direction("sideways", "sideways") == 0.0
+    assert R.scroll_direction(None, "up") == 0.0
+
+
+@pytest.mark.parametrize(
+    "completion,ui,gui",
+    [
+        (gui_r1("click", (1, 2)), 1.0, 1.0),
+        (gui_r1("click", (1, 2)) + " trailing", 0.0, 0.0),
+        ("<answer>[{'action': 'click', 'point': [1, 2], 'input_text': 'x'}]</answer>", 0.0, 0.0),  # no think
+        ("<think>a</think><answer>[{'action': 'click', 'point': [1, 2]}]</answer>", 1.0, 0.0),  # no input_text key
+        ("<think>a</think><answer>[{'action': 'click', 'point': [1.5, 2], 'input_text': 'x'}]</answer>", 1.0, 0.0),
+        (gui_r1("type"), 1.0, 0.0),  # type needs a text
+        (gui_r1("open_app", text="Maps"), 1.0, 1.0),
+        (gui_r1("scroll", text="sideways"), 1.0, 0.0),
+        (gui_r1("scroll", text="up"), 1.0, 1.0),
+        ("<think>a</think><answer>[]</answer>", 1.0, 1.0),  # GUI-R1 passes an empty list
+        ("<think>a</think><answer>{'action': 'click', 'point': [1, 2], 'input_text': 'x'}</answer>", 1.0, 0.0),
+        ("<think>a</think><answer>[{'action': 'click', 'point': [1, 2], 'input_text': 'x'}, 3]</answer>", 1.0, 0.0),
+    ],
+)
+def test_format_rewards(completion, ui, gui):
+    assert R.tags_format(completion) == ui
+    assert R.gui_r1_format(completion) == gui
+
+
+def test_format_without_thinking():
+    answer = "<answer>[{'action': 'click', 'point': [1, 2], 'input_text': 'x'}]</answer>"
+    assert R.tags_format(answer, thinking=False) == 1.0 and R.gui_r1_format(answer, thinking=False) == 1.0
+    assert R.tags_format("<think>a</think>" + answer, thinking=False) == 0.0
+
+
+def test_gui_r1_total():
+    assert R.gui_r1_total(1.0, 1.0) == 1.0 and R.gui_r1_total(0.0, 1.0) == pytest.approx(0.2)
+
+
+# -- tasks: samples in a frame where model pixels are half the original ---------------------------
+def _ctx(tmp_path: Path, kind: str = "absolute") -> RecordContext:
+    Image.new("RGB", (1120, 560), (200, 200, 200)).save(tmp_path / "screen.png")
+    return RecordContext("data.json:1", 0, tmp_path, FrameSpec(kind, 3136, 560 * 280))
+
+
+def grounding_sample(tmp_path, box=(100, 100, 300, 200), **meta):
+    record = {"img_filename": "screen.png", "bbox": list(box), "instruction": "click the send button", **meta}
+    return GuiGrounding().build_sample(record, _ctx(tmp_path))
+
+
+def action_sample(tmp_path, gt, options=None):
+    return GuiAction(options).build_sample({"image": "screen.png", "task": "do it", "gt": gt}, _ctx(tmp_path))
+
+
+def rewards(task, completion, sample):
+    return {name: fn([completion], [sample])[0] for name, fn in task.reward_functions().items()}
+
+
+def test_grounding_click_edges_and_truncation_follow_each_public_definition(tmp_path):
+    sample = grounding_sample(tmp_path)
+    assert (sample.frame.model_width, sample.frame.model_height) == (560, 280)
+    task = GuiGrounding()
+    inside = rewards(task, ui_r1("click", (100, 75)), sample)  # original (200, 150)
+    assert inside == {"format": 1.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0}
+    # (50, 50) is the box corner (100, 100): UI-R1 counts edges, GUI-R1 does not.
+    edge = rewards(task, ui_r1("click", (50, 50)), sample)
+    assert edge["click"] == 1.0 and edge["accuracy"] == 0.0
+    # x 150.25 -> 300.5 original: UI-R1 truncates to 300 (inside), GUI-R1 keeps 300.5 (outside).
+    past = rewards(task, ui_r1("click", (150.25, 75)), sample)
+    assert past["click"] == 1.0 and past["accuracy"] == 0.0
+    wrong_type = rewards(task, ui_r1("scroll", (100, 75)), sample)
+    assert wrong_type["action_type"] == wrong_type["click"] == wrong_type["accuracy"] == 0.0
+    capital = rewards(task, ui_r1("Click", (100, 75)), sample)
+    assert capital["click"] == 0.0 and capital["accuracy"] == 1.0  # UI-R1 exact, GUI-R1 lower-cased
+    assert task.predict(ui_r1("click", (100, 75)), sample) == [200.0, 150.0]
+    assert task.target(sample) == (
+        "<think>click the send button</think> <answer>[{'action': 'click', 'coordinate': [100, 75]}]</answer>"
+    )
+
+
+def test_grounding_in_the_qwen2_norm1000_frame(tmp_path):
+    record = {"img_filename": "screen.png", "bbox": [112, 56, 336, 168], "instruction": "x"}
+    sample = GuiGrounding().build_sample(record, _ctx(tmp_path, "norm1000"))
+    assert GuiGrounding().predict(ui_r1("click", (200, 200)), sample) == [224.0, 112.0]
+    assert rewards(GuiGrounding(), ui_r1("click", (200, 200)), sample)["click"] == 1.0
+    assert rewards(GuiGrounding(), ui_r1("click", (400, 200)), sample)["click"] == 0.0
+
+
+def test_gui_r1_grounding_prompt_places_the_image_where_gui_r1_does(tmp_path):
+    sample = grounding_sample(tmp_path)
+    content = GuiGrounding({"style": "gui_r1"}).messages(sample)[0]["content"]
+    assert [c["type"] for c in content] == ["text", "image", "text"]
+    assert content[0]["text"].endswith("In this UI screenshot ")
+    assert content[2]["text"].startswith(", I want you to continue executing the command 'click the send button'")
+    assert "with the action history being 'None'" in content[2]["text"]
+    ui = GuiGrounding().messages(sample)[0]["content"]
+    assert [c["type"] for c in ui] == ["image", "text"] and "<think>" in ui[1]["text"]
+    ui_e = GuiGrounding({"thinking": False}).messages(sample)[0]["content"][1]["text"]
+    assert "<think>" not in ui_e and "enumerate in ['click']" in ui_e
+    custom = GuiGrounding({"prompt_template": "Find {instruction} {braces}"}).messages(sample)[0]["content"]
+    assert custom[1]["text"] == "Find click the send button {braces}"
+
+
+def test_action_click_distance_units(tmp_path):
+    gt = {"action_type": "click", "x": 600, "y": 300}  # model frame (300, 150)
+    sample = action_sample(tmp_path, gt)
+    accuracy = GuiAction().reward_functions()["accuracy"]
+    # GUI-R1: closer than 140 px of the model's frame.
+    assert accuracy([gui_r1("click", (439, 150))], [sample]) == [1.0]
+    assert accuracy([gui_r1("click", (440, 150))], [sample]) == [0.0]
+    original = GuiAction({"click_distance_unit": "original_px"}).reward_functions()["accuracy"]
+    assert original([gui_r1("click", (369, 150))], [sample]) == [1.0]  # 138 original px
+    assert original([gui_r1("click", (371, 150))], [sample]) == [0.0]  # 142
+    relative = GuiAction({"click_distance": 0.14, "click_distance_unit": "relative"}).reward_functions()["accuracy"]
+    assert relative([gui_r1("click", (378, 150))], [sample]) == [1.0]  # 156 / 1120 = 0.139
+    assert relative([gui_r1("click", (379, 150))], [sample]) == [0.0]  # 158 / 1120 = 0.141
+    assert accuracy([gui_r1("long_press", (300, 150))], [sample]) == [0.0]
+    assert GuiAction().target(sample) == (
+        "<think>do it</think> "
+        "<answer>[{'action': 'click', 'point': [300, 150], 'input_text': 'no input text'}]</answer>"
+    )
+
+
+def test_action_text_rewards(tmp_path):
+    typed = action_sample(tmp_path, {"action_type": "input_text", "text": "shanghai shopping mall"})
+    assert typed.solution["action"] == "type"  # GUI-R1's name for AndroidControl's input_text
+    task = GuiAction()
+    good = rewards(task, gui_r1("type", text="shanghai mall"), typed)
+    assert good == {"format": 1.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0, "input_text": 1.0}
+    bad = rewards(task, gui_r1("type", text="beijing"), typed)
+    assert bad["accuracy"] == bad["input_text"] == 0.0 and bad["click"] == 1.0  # UI-R1 does not read text
+    app = action_sample(tmp_path, {"action_type": "open_app", "app_name": "Maps"})
+    wrong_app = rewards(task, gui_r1("open_app", text="Camera"), app)
+    assert wrong_app["accuracy"] == 1.0 and wrong_app["input_text"] == 0.0  # GUI-R1's reward skips app names
+    scroll = action_sample(tmp_path, {"action_type": "scroll", "direction": "Down"})
+    assert rewards(task, gui_r1("scroll", text="down"), scroll)["accuracy"] == 1.0
+    assert rewards(task, gui_r1("scroll", text="up"), scroll)["accuracy"] == 0.0
+    back = action_sample(tmp_path, {"action_type": "navigate_back"})
+    assert rewards(task, gui_r1("press_back"), back)["accuracy"] == 1.0
+    ui_back = action_sample(tmp_path, {"action_type": "navigate_back"}, {"style": "ui_r1"})
+    assert ui_back.solution["action"] == "navigate_back"
+
+
+def test_action_metrics_on_fixed_predictions(tmp_path):
+    samples = [
+        action_sample(tmp_path, {"action_type": "click", "x": 600, "y": 300}),
+        action_sample(tmp_path, {"action_type": "click", "x": 100, "y": 100}),
+        action_sample(tmp_path, {"action_type": "long_press", "x": 600, "y": 300}),
+        action_sample(tmp_path, {"action_type": "input_text", "text": "hello world"}),
+        action_sample(tmp_path, {"action_type": "scroll", "direction": "down"}),
+        action_sample(tmp_path, {"action_type": "navigate_back"}),
+    ]
+    completions = [
+        gui_r1("click", (370, 150)),  # original (740, 300): 140/1120 = 0.125 < 0.14: hit
+        gui_r1("long_press", (50, 50)),  # wrong type, right place: GUI-R1 grounds it anyway
+        gui_r1("click", (300, 150)),  # wrong type, right place
+        gui_r1("type", text="hello"),  # F1 2/3
+        gui_r1("scroll", text="up"),  # right type, wrong direction
+        "no answer",
+    ]
+    m = GuiAction().metrics(samples, completions)
+    assert m["type_acc"] == pytest.approx(3 / 6)
+    assert m["type_acc/click"] == 0.5 and m["type_acc/press_back"] == 0.0
+    assert m["grounding_acc"] == 1.0  # 3 of 3 point steps, types not asked
+    assert m["step_success"] == pytest.approx(4 / 5)  # 3 grounded + 1 text of 5 point/text steps
+    assert m["step_success_strict"] == pytest.approx(2 / 6)  # click 1 and type only
+    assert m["format_rate"] == pytest.approx(5 / 6) and m["parse_rate"] == pytest.approx(5 / 6)
+    ui = GuiAction({"eval_click_distance": 151.2, "eval_click_distance_unit": "original_px"})
+    m_ui = ui.metrics(samples, completions)
+    assert m_ui["grounding_acc"] == 1.0  # 140 original px < 151.2
+
+
+def test_ui_r1_grounding_metric_needs_the_type(tmp_path):
+    task = GuiAction({"style": "ui_r1", "eval_click_distance": 151.2, "eval_click_distance_unit": "original_px"})
+    sample = action_sample(tmp_path, {"action_type": "click", "x": 600, "y": 300}, {"style": "ui_r1"})
+    assert task.metrics([sample], [ui_r1("click", (375, 150))])["grounding_acc"] == 1.0  # 150 px
+    # 152 px; 376 / 560 * 1120 is 751.99.. in floats, which must not truncate to 751 (UI-R1: 376 * 2.0)
+    assert task.metrics([sample], [ui_r1("click", (376, 150))])["grounding_acc"] == 0.0
+    assert task.metrics([sample], [ui_r1("scroll", (300, 150))])["grounding_acc"] == 0.0
+
+
+def test_grounding_metrics_split_by_platform_and_type(tmp_path):
+    specs = [("mobile", "text", (100, 75)), ("mobile", "icon", (10, 10)), ("web", "text", (100, 75)),
+             ("desktop", "icon", (150, 100))]  # fmt: skip
+    samples = [grounding_sample(tmp_path, platform=p, data_type=t) for p, t, _ in specs]
+    completions = [ui_r1("click", point) for _, _, point in specs]
+    m = GuiGrounding().metrics(samples, completions)
+    assert m["accuracy"] == 0.75
+    assert m["acc/mobile"] == 0.5 and m["acc/web"] == 1.0 and m["acc/desktop"] == 1.0  # (300, 200) is an edge
+    assert m["acc/text"] == 1.0 and m["acc/icon"] == 0.5
+    assert m["acc/mobile/icon"] == 0.0 and m["acc/desktop/icon"] == 1.0 and m["acc/web/text"] == 1.0
+    assert m["format_rate"] == 1.0 and m["parse_rate"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "record,message",
+    [
+        ({"bbox": [0, 0, 10, 10], "instruction": "x"}, "missing key 'img_filename'"),
+        ({"img_filename": "missing.png", "bbox": [0, 0, 10, 10], "instruction": "x"}, "image not found"),
+        ({"img_filename": "screen.png", "bbox": [0, 0, 1200, 10], "instruction": "x"}, "outside the 1120x560 image"),
+        ({"img_filename": "screen.png", "bbox": [10, 0, 5, 10], "instruction": "x"}, "is empty or outside"),
+        ({"img_filename": "screen.png", "bbox": [0, 0, 10], "instruction": "x"}, "must be 4 finite numbers"),
+        ({"img_filename": "screen.png", "bbox": [0, 0, 10, 10]}, "missing key 'instruction'"),
+        ({"img_filename": "screen.png", "bbox": [0, 0, 10, 10], "instruction": "x", "platform": 3}, "key 'platform'"),
+    ],
+)
+def test_bad_grounding_records_are_named(tmp_path, record, message):
+    with pytest.raises(RecordError, match=message):
+        GuiGrounding().build_sample(record, _ctx(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "gt,options,message",
+    [
+        ({"action_type": "teleport"}, None, "is not an AndroidControl action"),
+        ({"action_type": "click", "x": 5}, None, "needs finite numbers 'x' and 'y'"),
+        ({"action_type": "click", "x": 5000, "y": 5}, None, "outside the 1120x560 image"),
+        ({"action_type": "input_text"}, None, "needs a non-empty string 'text'"),
+        ({"action_type": "open_app", "app_name": " "}, None, "needs a non-empty string 'app_name'"),
+        ({"action_type": "scroll", "direction": "sideways"}, None, "gt.direction must be one of"),
+        ({"action_type": "navigate_home"}, None, "outside the gui_r1 action space"),
+        ({"action_type": "wait"}, {"style": "ui_r1"}, "outside the ui_r1 action space"),
+        ({"action_type": "click", "x": 5, "y": 5, "bbox": [0, 0, 2000, 9]}, None, "gt.bbox"),
+    ],
+)
+def test_bad_action_records_are_named(tmp_path, gt, options, message):
+    with pytest.raises(RecordError, match=message):
+        action_sample(tmp_path, gt, options)
+
+
+def test_action_records_need_an_instruction_and_a_gt(tmp_path):
+    with pytest.raises(RecordError, match="missing key 'task'"):
+        GuiAction().build_sample({"image": "screen.png", "gt": {"action_type": "wait"}}, _ctx(tmp_path))
+    with pytest.raises(RecordError, match="missing key 'gt'"):
+        GuiAction().build_sample({"image": "screen.png", "instruction": "x"}, _ctx(tmp_path))
+    record = {"image": "screen.png", "instruction": "x", "history": ["a", "b"], "gt": {"action_type": "wait"}}
+    sample = GuiAction().build_sample(record, _ctx(tmp_path))
+    assert "with the action history being 'a; b'" in GuiAction().messages(sample)[0]["content"][2]["text"]
+
+
+def test_a_text_with_an_apostrophe_survives_the_target(tmp_path):
+    sample = action_sample(tmp_path, {"action_type": "input_text", "text": "Mona lisa's painting"})
+    target = GuiAction().target(sample)
+    assert '"Mona lisa\'s painting"' in target
+    assert rewards(GuiAction(), target, sample)["input_text"] == 1.0
+
+
+# -- data ----------------------------------------------------------------------------------------
+def test_screenspot_converter(tmp_path):
+    src = tmp_path / "screenspot_web.json"
+    src.write_text(json.dumps([{"img_filename": "a.png", "bbox": [10, 20, 30, 40], "instruction": "go",
+                                "data_type": "icon", "data_source": "shop"}]))  # fmt: skip
+    out = json.loads(convert_screenspot(src, tmp_path / "out.json").read_text())
+    assert out == [{"img_filename": "a.png", "bbox": [10, 20, 40, 60], "instruction": "go", "platform": "web",
+                    "data_type": "icon", "data_source": "shop"}]  # fmt: skip
+    with pytest.raises(ValueError, match="platform"):
+        convert_screenspot(src.rename(tmp_path / "other.json"), tmp_path / "o.json")
+
+
+def test_gui_r1_converter(tmp_path):
+    buffer = io.BytesIO()
+    Image.new("RGB", (200, 100)).save(buffer, format="PNG")
+    Image.new("RGB", (400, 200)).save(tmp_path / "shot.png")
+    rows = [
+        {"image": {"bytes": buffer.getvalue()}, "instruction": "tap", "gt_action": "click", "gt_bbox": [0.5, 0.25],
+         "gt_input_text": "no input text", "history": "None"},
+        {"image": "shot.png", "instruction": "tap box", "gt_action": "click", "gt_bbox": [0.1, 0.1, 0.2, 0.3],
+         "gt_input_text": "no input text"},
+        {"image": "shot.png", "instruction": "type", "gt_action": "type", "gt_bbox": [-1, -1], "gt_input_text": "cats"},
+        {"image": "shot.png", "instruction": "done", "gt_action": "complete", "gt_bbox": [-1, -1], "gt_input_text": ""},
+    ]  # fmt: skip
+    records, skipped = gui_r1_to_action(rows, tmp_path, tmp_path / "out" / "images")
+    assert [r["gt"] for r in records] == [
+        {"action_type": "click", "x": 100.0, "y": 25.0},
+        {"action_type": "click", "bbox": [40.0, 20.0, 80.0, 60.0], "x": 60.0, "y": 40.0},
+        {"action_type": "input_text", "text": "cats"},
+    ]
+    assert records[0]["image"] == "images/000000.png" and (tmp_path / "out" / "images" / "000000.png").is_file()
+    assert records[1]["image"] == "images/000001.png"  # a named image too: the data stays inside its root
+    assert len(skipped) == 1 and "'complete'" in skipped[0]
+    path = tmp_path / "out" / "train.json"
+    path.write_text(json.dumps(records))
+    split = GuiAction().load(path, FrameSpec("absolute", 3136, 50176))
+    assert not split.errors and split.samples[1].solution["box"] == [40.0, 20.0, 80.0, 60.0]
+    src = tmp_path / "rows.jsonl"  # GUI-R1's jsonl evaluation files name their images
+    src.write_text("\n".join(json.dumps(row) for row in rows[1:]))
+    assert len(convert_gui_r1(src, tmp_path / "j" / "out.json")) == 1
+    assert len(json.loads((tmp_path / "j" / "out.json").read_text())) == 2
+
+
+def test_synthetic_data_is_deterministic(tmp_path):
+    for write in (write_synthetic_grounding, write_synthetic_actions):
+        a = write(tmp_path / "a" / "train.json", 6, seed=3)
+        b = write(tmp_path / "b" / "train.json", 6, seed=3)
+        assert a.read_text() == b.read_text()
+        image = Path("images") / "train_000005.png"
+        assert (a.parent / image).read_bytes() == (b.parent / image).read_bytes()
+    records = json.loads((tmp_path / "a" / "train.json").read_text())
+    kinds = [r["gt"]["action_type"] for r in records[:5]]
+    assert kinds == ["click", "input_text", "scroll", "open_app", "navigate_back"]
+
+
+def test_public_regex_mode_clicks_the_origin_without_a_point(tmp_path):
+    sample = grounding_sample(tmp_path, box=(0, 0, 50, 50))
+    no_point = "<think>a</think> <answer>[{'action': 'click'}]</answer>"
+    public = GuiGrounding({"parser": "public_regex"})
+    assert rewards(public, no_point, sample)["click"] == 1.0  # UI-R1 reads [0, 0]: inside this box
+    assert rewards(GuiGrounding(), no_point, sample)["click"] == 0.0
+    assert public.metrics([sample], ["no answer"])["accuracy"] == 0.0  # UI-R1's evaluation errors
+    assert GuiGrounding({"parser": "public_regex", "style": "gui_r1"}).metrics([sample], ["none"])["accuracy"] == 1.0
+
+
+def test_options_are_checked():
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="click_distance must be > 0"):
+        GuiAction({"click_distance": 0})
+    with pytest.raises(ConfigError, match="text_f1_threshold"):
+        GuiAction({"text_f1_threshold": 1.5})
+    with pytest.raises(ConfigError, match="style must be one of"):
+        GuiGrounding({"style": "seeclick"})
+
+
+# -- exact values where the model's frame is the image's -------------------------------------------
+def gui_r1_accuracy(completion: str, gt_action: str, gt_bbox: list) -> float:
+    """GUI-R1's r1gui_accuracy_reward for click steps, transcribed from ritzz-ai/GUI-R1 at d43eea2
+    (verl/utils/reward_score/r1gui.py: extract_action, extract_coord); gt_bbox in the model's frame."""
+    content = re.search(r"<answer>(.*?)</answer>", completion, re.DOTALL).group(1).strip()
+    action = re.search(r"'action':\s*'(\w+)'", content).group(1).lower()
+    match = re.search(r"\{.*\[(\d+),\s*(\d+)]\s*.*\}", content)
+    pred = [int(match.group(1)), int(match.group(2))] if match else [0, 0, 0, 0]
+    if action != gt_action:
+        return 0.0
+    if len(gt_bbox) == 2:
+        return 1.0 if (pred[0] - gt_bbox[0]) ** 2 + (pred[1] - gt_bbox[1]) ** 2 < 140**2 else 0.0
+    return 1.0 if gt_bbox[0] < pred[0] < gt_bbox[2] and gt_bbox[1] < pred[1] < gt_bbox[3] else 0.0
+
+
+def ui_r1_click(completion: str, bbox: list, scale: tuple[float, float]) -> float:
+    """UI-R1's accuracy_reward_coord for a click, transcribed from lll6gg/UI-R1 at 2fe9bf0
+    (src/ui_r1/src/open_r1/grpo_json_action_coord.py); scale = original / resized size."""
+    content = re.search(r"<answer>(.*?)</answer>", completion, re.DOTALL).group(1).strip()
+    match = re.search(r"\[(\d+),\s*(\d+)]", content)
+    x, y = int(int(match.group(1)) * scale[0]), int(int(match.group(2)) * scale[1])
+    return 1.0 if bbox[0] <= x <= bbox[2] and bbox[1] <= y <= bbox[3] else 0.0
+
+
+def _square_ctx(tmp_path: Path) -> RecordContext:
+    Image.new("RGB", (728, 728), (200, 200, 200)).save(tmp_path / "square.png")  # 26 x 28: not resized
+    return RecordContext("data.json:1", 0, tmp_path, FrameSpec("absolute", 3136, 12845056))
+
+
+EDGES = [99, 100, 101, 199, 299, 300, 301]
+
+
+def test_clicks_on_box_edges_follow_each_public_rule_exactly_where_frames_coincide(tmp_path):
+    box = [100, 100, 300, 300]  # 100 / 728 * 728 = 100.00000000000001: a converted edge would move
+    record = {"img_filename": "square.png", "bbox": box, "instruction": "x"}
+    sample = GuiGrounding().build_sample(record, _square_ctx(tmp_path))
+    assert (sample.frame.model_width, sample.frame.model_height) == (728, 728)
+    accuracy, click = GuiGrounding().reward_functions()["accuracy"], GuiGrounding().reward_functions()["click"]
+    for x in EDGES:
+        for y in EDGES:
+            gui, ui = gui_r1("click", (x, y)), ui_r1("click", (x, y))
+            assert accuracy([gui], [sample]) == [gui_r1_accuracy(gui, "click", box)], (x, y)
+            assert click([ui], [sample]) == [ui_r1_click(ui, box, (1.0, 1.0))], (x, y)
+            assert GuiGrounding().predict(ui, sample) == [float(x), float(y)]
+
+
+@pytest.mark.parametrize("point", [(240, 100), (100, 240), (184, 212), (16, 212), (239, 100), (183, 212)])
+def test_a_click_exactly_140_px_from_the_point_misses_as_in_gui_r1(tmp_path, point):
+    sample = GuiAction().build_sample(
+        {"image": "square.png", "task": "x", "gt": {"action_type": "click", "x": 100, "y": 100}}, _square_ctx(tmp_path)
+    )
+    completion = gui_r1("click", point)  # (184, 212): 84^2 + 112^2 = 140^2 exactly
+    expected = gui_r1_accuracy(completion, "click", [100, 100])
+    assert GuiAction().reward_functions()["accuracy"]([completion], [sample]) == [expected]
+
+
+def test_an_answer_in_the_other_styles_format_is_read_for_what_it_states(tmp_path):
+    sample = grounding_sample(tmp_path)  # box [100, 100, 300, 200] original, model frame halves it
+    under_gui_r1 = rewards(GuiGrounding({"style": "gui_r1"}), ui_r1("click", (100, 75)), sample)
+    assert under_gui_r1 == {"format": 0.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0}  # no 'point' key
+    under_ui_r1 = rewards(GuiGrounding(), gui_r1("click", (100, 75)), sample)
+    assert under_ui_r1 == {"format": 1.0, "action_type": 1.0, "click": 1.0, "accuracy": 1.0}
+    typed = action_sample(tmp_path, {"action_type": "input_text", "text": "hello"})  # GUI-R1 calls it "type"
+    ui_named = "<think>a</think> <answer>[{'action': 'input_text', 'coordinate': [0, 0]}]</answer>"
+    assert rewards(GuiAction(), ui_named, typed)["action_type"] == 0.0

@@ -1,0 +1,66 @@
+"""A checkpoint is complete or absent: an interrupted save never looks like a checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vlrl.parallel.distributed import Processes
+from vlrl.trainer.checkpoint import list_checkpoints, write_checkpoint
+
+
+class TinySaver(torch.nn.Module):
+    """Enough of a strategy and a processor for write_checkpoint: its weights into a folder."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+
+    def save_pretrained(self, path):
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "weights.pt")
+
+    def save(self, path, main):
+        self.save_pretrained(path)
+
+
+def save_checkpoint(checkpoints, step, model, processor, state, keep_last):
+    return write_checkpoint(checkpoints, step, state, model, processor, Processes(), torch.Generator(), keep_last)
+
+
+def test_keep_last_prunes_the_oldest(tmp_path):
+    model = TinySaver()
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path, step, model, model, {"step": step}, keep_last=2)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000002", "step-0000003"]
+
+
+def test_a_save_killed_midway_leaves_no_checkpoint_and_is_cleaned_up(tmp_path, monkeypatch):
+    model = TinySaver()
+    save_checkpoint(tmp_path, 1, model, model, {"step": 1}, keep_last=3)
+
+    import vlrl.trainer.checkpoint as checkpoint
+
+    real_save = torch.save
+
+    def dies_writing_state(obj, path, *args, **kwargs):
+        if str(path).endswith("trainer_state.pt"):
+            raise KeyboardInterrupt  # the process is killed while writing the last file
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "save", dies_writing_state)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 2, model, model, {"step": 2}, keep_last=3)
+    assert not (tmp_path / "step-0000002").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000001"]
+
+    monkeypatch.setattr(checkpoint.torch, "save", real_save)
+    save_checkpoint(tmp_path, 2, model, model, {"step": 2}, keep_last=3)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000001", "step-0000002"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_step_directory_without_trainer_state_is_not_a_checkpoint(tmp_path):
+    (tmp_path / "step-0000005").mkdir()
+    assert list_checkpoints(tmp_path) == []

@@ -1,0 +1,78 @@
+"""`vlrl sft`: the cold start learns the task's targets, checkpoints and resumes like RL."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.trainer.sft import train_sft
+
+
+def sft_overrides(run_dir, data, **extra):
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.max_pixels": 50176,
+        "data.train": str(data),
+        "task.name": "refcoco",
+        "sft.output_dir": str(run_dir),
+        "sft.prompts_per_step": 4,
+        "sft.steps": 12,
+        "sft.lr": 3e-3,
+        "sft.progress": False,
+        "sft.save_every": 6,
+        **extra,
+    }
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def losses(run_dir):
+    return [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_sft_lowers_the_loss_on_the_targets(tmp_path, rec_data, tiny_qwen25, capsys):
+    assert main(["sft", *sft_overrides(tmp_path / "sft", rec_data)]) == 0
+    assert "checkpoint:" in capsys.readouterr().out
+    values = losses(tmp_path / "sft")
+    assert len(values) == 12
+    assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
+    assert main(["plot", str(tmp_path / "sft")]) == 0  # the files say what kind of run drew them
+    assert sorted(p.name for p in (tmp_path / "sft" / "plots").iterdir()) == ["sft_loss.png"]
+
+
+def test_sft_resumes_to_the_same_weights(tmp_path, rec_data, tiny_qwen25):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train_sft(load_config(None, sft_overrides(straight, rec_data)))
+    train_sft(load_config(None, sft_overrides(resumed, rec_data, **{"sft.steps": 6})))
+    train_sft(load_config(None, sft_overrides(resumed, rec_data)))
+    assert losses(resumed) == losses(straight)
+    a = load_file(straight / "checkpoints" / "step-0000012" / "model.safetensors")
+    b = load_file(resumed / "checkpoints" / "step-0000012" / "model.safetensors")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_sft_warns_about_keys_of_the_rl_loop_and_runs_its_own(tmp_path, rec_data, tiny_qwen25, capsys):
+    run_dir = tmp_path / "sft"
+    args = sft_overrides(run_dir, rec_data, **{"sft.steps": 2})
+    assert main(["sft", *args, "trainer.steps=5", "rollout.num_generations=2"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "trainer.steps is read by vlrl train, not by vlrl sft: it has no effect here; sft.steps is the key that applies"
+        in out
+    )
+    assert "rollout.num_generations is read by vlrl train, not by vlrl sft" in out
+    assert "sft.steps is read" not in out and "model.path is read" not in out
+    assert len(losses(run_dir)) == 2  # sft.steps, not trainer.steps
+
+
+def test_train_warns_about_keys_of_the_sft_loop(capsys):
+    assert main(["train", "--task", "refcoco", "sft.lr=0.1", "trainer.lr=0.1", "algo.beta=-1"]) == 2
+    out = capsys.readouterr().out
+    assert (
+        "sft.lr is read by vlrl sft, not by vlrl train: it has no effect here; trainer.lr is the key that applies"
+        in out
+    )
+    assert "trainer.lr is read" not in out

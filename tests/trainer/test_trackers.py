@@ -1,0 +1,234 @@
+"""trainer.report_to: each tracker's scalars, sample tables and config, read back with the
+tracker's own reader (TensorBoard's event accumulator, W&B's offline run file, MLflow's client)."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from vlrl.cli import main
+from vlrl.config import ConfigError, load_config
+from vlrl.trainer import trackers
+from vlrl.trainer.trackers import TrackedRun, open_trackers
+
+CONFIG = {"trainer": {"lr": 1e-6, "report_to": ["jsonl"]}, "task": {"name": "refcoco", "rewards": {"iou": 1.0}}}
+STEPS = [
+    {"step": 1, "reward": 0.25, "accuracy": 0.5, "eval/acc@0.5": 0.125, "time_step": 1.5},
+    {"step": 2, "reward": 0.75, "accuracy": 1.0, "eval/acc@0.5": 0.375, "time_step": 1.25},
+]
+SAMPLES = [
+    {"id": "r7", "completion": "<answer>[1, 2, 3, 4]</answer>", "rewards": {"format": 1.0, "iou": 0.5}, "reward": 1.5},
+    {"id": "r7", "completion": "no | box\nhere", "rewards": {"format": 0.0, "iou": 0.0}, "reward": 0.0},
+]
+
+
+def report(name: str, run: TrackedRun, steps=STEPS) -> None:
+    opened = open_trackers([name], run)
+    assert list(opened) == ["jsonl", name]
+    for metrics in steps:
+        for tracker in opened.values():
+            tracker.log_metrics(metrics["step"], metrics)
+            tracker.log_samples(metrics["step"], SAMPLES)
+    for tracker in opened.values():
+        tracker.close()
+
+
+def test_tensorboard_event_files_hold_scalars_samples_and_hparams(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    report("tensorboard", TrackedRun(tmp_path, "trainer", CONFIG, 0))
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward")] == [(1, 0.25), (2, 0.75)]
+    assert [e.value for e in events.Scalars("eval/acc@0.5")] == [0.125, 0.375]
+    assert "step" not in events.Tags()["scalars"]
+    table = events.Tensors("samples/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert table.splitlines()[0] == "| id | completion | reward | format | iou |"
+    assert "| r7 | no \\| box<br>here | 0.0000 | 0.0000 | 0.0000 |" in table
+    start = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    hparams = plugin_data_pb2.HParamsPluginData.FromString(start).session_start_info.hparams
+    assert hparams["trainer.lr"].number_value == 1e-6
+    assert hparams["task.rewards.iou"].number_value == 1.0
+    assert hparams["trainer.report_to"].string_value == '["jsonl"]'
+
+
+def test_tensorboard_shows_a_resumed_step_once(tmp_path):
+    """A run resumed from its step-1 checkpoint logs step 2 again: the earlier value is purged."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    report("tensorboard", TrackedRun(tmp_path, "trainer", CONFIG, 0))
+    report("tensorboard", TrackedRun(tmp_path, "trainer", CONFIG, 1), [{"step": 2, "reward": 0.5}])
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward")] == [(1, 0.25), (2, 0.5)]
+
+
+def wandb_records(run_file):
+    """The protobuf records of a W&B offline run file (LevelDB log format: 32 KiB blocks of
+    records with a 7-byte header: crc32c, length, type FULL/FIRST/MIDDLE/LAST)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = run_file.read_bytes()
+    position, pending = 7, b""  # after the file header (ident, magic, version)
+    while position + 7 <= len(data):
+        if 32768 - position % 32768 < 7:  # a block's tail too short for a header is padding
+            position += 32768 - position % 32768
+            continue
+        _, length, kind = struct.unpack("<IHB", data[position : position + 7])
+        if kind == 0:
+            break
+        pending += data[position + 7 : position + 7 + length]
+        position += 7 + length
+        if kind in (1, 4):  # FULL or LAST: a whole record
+            yield wandb_internal_pb2.Record.FromString(pending)
+            pending = b""
+
+
+def test_wandb_offline_run_holds_scalars_samples_and_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    report("wandb", TrackedRun(tmp_path / "my-run", "trainer", CONFIG, 0))
+    import wandb
+
+    wandb.teardown()  # finish() returns before W&B's service has flushed the run file; teardown (atexit in a run) waits
+    (run_file,) = (tmp_path / "my-run" / "wandb").glob("offline-run-*/run-*.wandb")
+    records = list(wandb_records(run_file))
+    (run,) = [r.run for r in records if r.HasField("run")]
+    assert run.display_name == "my-run" and run.project == "vlrl"
+    assert run.run_id == json.loads((tmp_path / "my-run" / "trackers.json").read_text())["wandb"]
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    assert config["trainer"] == {"lr": 1e-6, "report_to": ["jsonl"]}
+    history = [
+        {(item.key or "/".join(item.nested_key)): json.loads(item.value_json) for item in r.history.item}
+        for r in records
+        if r.HasField("history")
+    ]
+    assert [(h["_step"], h["reward"], h["eval/acc@0.5"]) for h in history] == [(1, 0.25, 0.125), (2, 0.75, 0.375)]
+    table_files = sorted((run_file.parent / "files" / "media" / "table").glob("samples_*.table.json"))
+    table = json.loads(table_files[-1].read_text())
+    assert table["columns"] == ["id", "completion", "reward", "format", "iou"]
+    assert table["data"][1] == ["r7", "no | box\nhere", 0.0, 0.0, 0.0]
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch):
+    """MLflow's offline store: a local file store, which mlflow-skinny reads and writes."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"file:{tmp_path / 'mlruns'}")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "vlrl-test")
+
+
+def test_mlflow_run_holds_scalars_samples_and_params(tmp_path, mlflow_store):
+    from mlflow import MlflowClient
+
+    run_dir = tmp_path / "my-run"
+    report("mlflow", TrackedRun(run_dir, "sft", CONFIG, 0))
+    run_id = json.loads((run_dir / "trackers.json").read_text())["mlflow"]
+    client = MlflowClient()
+    run = client.get_run(run_id)
+    assert run.info.run_name == "my-run" and run.info.status == "FINISHED"
+    assert client.get_experiment(run.info.experiment_id).name == "vlrl-test"
+    assert run.data.params["trainer.lr"] == "1e-06" and run.data.params["task.rewards.iou"] == "1.0"
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "reward")] == [(1, 0.25), (2, 0.75)]
+    assert [m.value for m in client.get_metric_history(run_id, "eval/acc_0.5")] == [0.125, 0.375]  # '@' is not allowed
+    local = client.download_artifacts(run_id, "samples/step-0000002.json", str(tmp_path))
+    table = json.loads(Path(local).read_text())
+    assert table["columns"] == ["id", "completion", "reward", "format", "iou"]
+    assert table["data"][0] == ["r7", "<answer>[1, 2, 3, 4]</answer>", 1.5, 1.0, 0.5]
+
+
+def test_a_resumed_run_continues_the_same_tracked_run(tmp_path, mlflow_store):
+    from mlflow import MlflowClient
+
+    report("mlflow", TrackedRun(tmp_path, "trainer", CONFIG, 0), STEPS[:1])
+    first = json.loads((tmp_path / "trackers.json").read_text())["mlflow"]
+    report("mlflow", TrackedRun(tmp_path, "trainer", CONFIG, 1), STEPS[1:])
+    assert json.loads((tmp_path / "trackers.json").read_text())["mlflow"] == first
+    assert [m.step for m in MlflowClient().get_metric_history(first, "reward")] == [1, 2]
+    report("mlflow", TrackedRun(tmp_path, "trainer", CONFIG, 0), STEPS[:1])  # a fresh run: a new tracked run
+    assert json.loads((tmp_path / "trackers.json").read_text())["mlflow"] != first
+
+
+@pytest.mark.parametrize(
+    "name,module", [("wandb", "wandb"), ("mlflow", "mlflow"), ("tensorboard", "torch.utils.tensorboard")]
+)
+def test_a_missing_tracker_package_is_named_with_how_to_install_it(
+    name, module, tmp_path, monkeypatch, capsys, rec_data
+):
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if it were not installed
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the missing tracker was reported")
+
+    monkeypatch.setattr("vlrl.trainer.run.load_model", no_model)
+    args = [
+        "train",
+        "--task",
+        "refcoco",
+        "model.path=tiny:qwen2_5_vl",
+        f"data.train={rec_data}",
+        f"trainer.output_dir={tmp_path}",
+    ]
+    assert main([*args, f"trainer.report_to=[{name}]"]) == 2
+    out = capsys.readouterr().out
+    assert f"trainer.report_to names '{name}'" in out and f"pip install 'vlrl[{name}]'" in out
+
+
+def test_report_to_names_only_known_trackers():
+    with pytest.raises(
+        ConfigError, match=r"trainer.report_to\[1\] must be one of 'jsonl', 'tensorboard', 'wandb', 'mlflow'"
+    ):
+        load_config(None, ["trainer.report_to=[jsonl, comet]"])
+
+
+def test_a_tracker_that_fails_mid_run_is_switched_off_and_jsonl_keeps_every_step(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from vlrl.trainer.logs import RunLog
+
+    class Flaky:
+        def __init__(self, run):
+            pass
+
+        def log_metrics(self, step, metrics):
+            raise OSError("connection reset")
+
+        def log_samples(self, step, rows):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(trackers.TRACKERS, "wandb", Flaky)
+    console = Console(file=io.StringIO(), width=200)
+    t = load_config(None, ["trainer.report_to=[wandb]"]).trainer
+    logs = RunLog(TrackedRun(tmp_path, "trainer", CONFIG, 0), t, console, enabled=True)
+    for metrics in STEPS:
+        logs.log(metrics, SAMPLES)
+    logs.close()
+    printed = console.file.getvalue()
+    assert printed.count("warning: wandb failed at step 1 (OSError: connection reset)") == 1
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert len((tmp_path / "samples.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_run_reports_each_step_to_the_trackers_of_report_to(tmp_path, rec_data, tiny_qwen25):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.trainer.test_sft import sft_overrides
+    from vlrl.trainer.sft import train_sft
+
+    run_dir = tmp_path / "sft"
+    train_sft(load_config(None, sft_overrides(run_dir, rec_data, **{"sft.steps": 3, "sft.report_to": "[tensorboard]"})))
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("loss")] == [
+        (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged
+    ]

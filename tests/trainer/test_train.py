@@ -1,0 +1,132 @@
+"""`vlrl train` on the tiny model: weights change, resuming equals not stopping, bad updates are skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vlrl.cli import main
+from vlrl.config import load_config
+from vlrl.trainer.rl import train
+
+TOY_TASK = f"{Path(__file__).parent.parent / 'fixtures' / 'toy_task.py'}:BriefGrounding"
+TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step"}
+
+
+def tiny_overrides(run_dir: Path, data: Path, **extra) -> list[str]:
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.dtype": "float32",  # also on a GPU, where auto is bfloat16: these tests compare to 1e-5
+        "model.max_pixels": 50176,
+        "data.train": str(data),
+        "task.name": TOY_TASK,
+        "rollout.num_generations": 4,
+        "rollout.max_new_tokens": 12,
+        "trainer.output_dir": str(run_dir),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 3,
+        "trainer.lr": 1e-3,
+        "trainer.progress": False,
+        "trainer.save_every": 100,
+        **extra,
+    }
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
+
+
+def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwen25, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", *tiny_overrides(run_dir, rec_data)]) == 0
+    out = capsys.readouterr().out
+    assert f"run directory: {run_dir}" in out and "checkpoint:" in out
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert all(r["reward_std"] > 0 for r in rows)
+    assert {"reward/format", "reward/iou", "reward/brevity", "loss", "kl", "grad_norm", "entropy"} <= rows[0].keys()
+    before = load_file(tiny_qwen25 / "model.safetensors")
+    after = load_file(run_dir / "checkpoints" / "step-0000003" / "model.safetensors")
+    changed = [name for name in before if not torch.equal(before[name], after[name])]
+    assert any(n.startswith("model.layers") for n in changed) and any(n.startswith("visual.") for n in changed)
+    assert (run_dir / "samples.jsonl").read_text().strip()
+
+
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25):
+    straight = tmp_path / "straight"
+    train(load_config(None, tiny_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    resumed = tmp_path / "resumed"
+    train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))
+    # The second half, as a new process would run it: same command, more steps, resume=auto.
+    train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+
+    assert metrics(resumed) == metrics(straight)
+    a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
+    b = load_file(resumed / "checkpoints" / "step-0000004" / "model.safetensors")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
+    from rich.console import Console
+
+    from vlrl.trainer.batch import RolloutBatch
+    from vlrl.trainer.rl import RLTrainer
+
+    cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04, "trainer.max_grad_norm": 1e9}))
+    trainer = RLTrainer(cfg, Console(quiet=True))
+    model = trainer.run.model
+    with torch.no_grad():  # let the policy drift from the reference so the KL term has a gradient
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:3]
+    groups, _ = trainer.generate_groups([(task, s) for s in samples], step=1)
+    batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
+    advantages = torch.randn(len(batch.prompt_index), generator=torch.Generator().manual_seed(1))
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def gradient_step(budget: int) -> tuple[dict, dict]:
+        cfg.trainer.token_budget = budget
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                p.copy_(start[n])
+        trainer.run.optimizer = torch.optim.SGD(trainer.run.strategy.parameters, lr=1.0)
+        trainer.run.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.run.optimizer, lambda s: 1.0)
+        stats, skipped = trainer.update(batch, advantages)
+        assert skipped == 0
+        return {n: start[n] - p.detach() for n, p in model.named_parameters()}, stats
+
+    whole, whole_stats = gradient_step(100000)
+    split, split_stats = gradient_step(150)
+    assert len(trainer.updater.plan(batch, list(range(len(batch.prompt_index))))) > 1
+    assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
+    assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
+    for name in whole:
+        torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    import vlrl.algos.losses as losses
+
+    original = losses.policy_loss
+
+    def nan_loss(*args):
+        terms = original(*args)
+        terms.per_token = terms.per_token * float("nan")
+        return terms
+
+    monkeypatch.setattr(losses, "policy_loss", nan_loss)
+    run = tmp_path / "nan"
+    cfg = load_config(
+        None, tiny_overrides(run, rec_data, **{"trainer.steps": 5, "trainer.max_consecutive_nonfinite": 2})
+    )
+    with pytest.raises(RuntimeError, match="2 consecutive updates had a non-finite loss"):
+        train(cfg)
+    rows = metrics(run)
+    assert [r["skipped_updates"] for r in rows] == [1, 2]
+    assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())

@@ -1,0 +1,253 @@
+"""Each trainer option of the GRPO family runs end to end on the tiny model and does what it says."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vlrl.algos.shaping import trust_bonus_code
+from vlrl.config import load_config
+from vlrl.trainer.rl import train
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+BRIEF = f"{FIXTURES / 'toy_task.py'}:BriefGrounding"
+HALF = f"{FIXTURES / 'rl_fixtures.py'}:HalfCorrect"
+# Sign advantages from the constant `half` reward (0.5): +1 for every completion, or -1 for every one.
+ALL_CORRECT = {"algo.advantage": "sign", "algo.accuracy_reward": "half", "algo.accuracy_threshold": 0.5}
+NONE_CORRECT = {**ALL_CORRECT, "algo.accuracy_strict": True}  # 0.5 > 0.5 is false
+
+
+def run(tmp_path, data, task=BRIEF, **extra) -> list[dict]:
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.dtype": "float32",  # also on a GPU, where auto is bfloat16: these tests compare to 1e-5
+        "model.max_pixels": 50176,
+        "data.train": str(data),
+        "task.name": task,
+        "rollout.num_generations": 4,
+        "rollout.max_new_tokens": 10,
+        "trainer.output_dir": str(tmp_path / "run"),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 2,
+        "trainer.lr": 1e-3,
+        "trainer.progress": False,
+        **extra,
+    }
+    result = train(load_config(None, [f"{k}={v}" for k, v in values.items()]))
+    return [json.loads(line) for line in result.metrics.read_text().splitlines()]
+
+
+def test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs(tmp_path, rec_data, tiny_qwen25):
+    options = {"algo.num_iterations": 2, "algo.mini_batches": 2, "algo.beta": 0.0}
+    from_rollout = run(tmp_path / "a", rec_data, **options)
+    recomputed = run(tmp_path / "b", rec_data, **options, **{"algo.old_logprobs": "recompute"})
+    assert [r["optimizer_steps"] for r in from_rollout] == [4.0, 4.0]
+    # The rollout's log-probs are the policy's: both runs take the same steps.
+    for a, b in zip(from_rollout, recomputed, strict=False):
+        assert a["reward"] == b["reward"]
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-3, abs=1e-5)
+
+
+def test_beta_zero_loads_no_reference_model(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    import vlrl.trainer.rl as rl
+    import vlrl.trainer.run as run_module
+
+    loads = []
+    original = run_module.load_model
+    counting = lambda *a, **k: loads.append(1) or original(*a, **k)  # noqa: E731
+    monkeypatch.setattr(run_module, "load_model", counting)
+    monkeypatch.setattr(rl, "load_model", counting)
+    rows = run(tmp_path, rec_data, **{"algo.beta": 0.0})
+    assert len(loads) == 1 and "kl" not in rows[0]
+    loads.clear()
+    rows = run(tmp_path / "kl", rec_data, **{"algo.beta": 0.04})
+    assert len(loads) == 2 and "kl" in rows[0]
+
+
+def test_dynamic_sampling_drops_groups_without_spread_and_refills(tmp_path, rec_data, tiny_qwen25):
+    task = f"{FIXTURES / 'rl_fixtures.py'}:HalfInformative"
+    plain = run(tmp_path / "plain", rec_data, task=task, **{"trainer.prompts_per_step": 4, "trainer.steps": 3})
+    assert any(r["frac_groups_zero_std"] > 0 for r in plain)
+    options = {
+        "trainer.prompts_per_step": 4,
+        "trainer.steps": 3,
+        "algo.dynamic_sampling": True,
+        "algo.max_sampling_rounds": 2,
+    }
+    dynamic = run(tmp_path / "dapo", rec_data, task=task, **options)
+    assert all(r["frac_groups_zero_std"] == 0 for r in dynamic)
+    assert max(r["sampling_rounds"] for r in dynamic) == 2  # refilled, never beyond max_sampling_rounds
+
+
+def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is(tmp_path, rec_data, tiny_qwen25):
+    options = {"task.rewards": "{half: 1.0}", "algo.dynamic_sampling": True, "algo.max_sampling_rounds": 3}
+    (r,) = run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 1})
+    # Every reward is 0.5: no group ever has a spread, so all 3 rounds are drawn and the last is kept.
+    assert r["sampling_rounds"] == 3 and r["frac_groups_zero_std"] == 1.0 and r["optimizer_steps"] == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"algo.loss": "cpgd", "algo.advantage": "cpgd", "algo.cpgd_weighting": "clip_filter"},
+        {"algo.ratio_level": "sequence", "algo.aggregation": "token_mean", "algo.epsilon_high": 0.28},
+        {"algo.advantage": "rloo", "algo.kl_estimator": "low_var", "algo.dual_clip": 3.0},
+        {
+            "algo.advantage": "sign",
+            "algo.positive_weight": 0.1,
+            "algo.accuracy_reward": "brevity",
+            "algo.accuracy_threshold": 0.9,
+        },
+        {"algo.top_entropy_fraction": 0.2, "algo.aggregation": "seq_mean_token_sum_norm", "algo.advantage": "dr_grpo"},
+        {"algo.advantage_std": "batch", "algo.kl_estimator": "k1"},
+    ],
+)
+def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):
+    rows = run(tmp_path, rec_data, **options)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["skipped_updates"] == 0 and r["grad_norm"] > 0 for r in rows)
+
+
+class Scores(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.server.broken:
+            self.send_response(500)
+            self.end_headers()
+            return
+        payload = json.dumps({"scores": [0.5] * len(body["items"])}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_trust_grpo_with_an_http_scorer_survives_its_failures(tmp_path, rec_data, tiny_qwen25, broken):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scores)
+    server.broken = broken
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/score"
+        rows = run(
+            tmp_path,
+            rec_data,
+            **{"algo.trust.scorer": url, "algo.accuracy_reward": "brevity", "algo.accuracy_threshold": 0.95},
+        )
+    finally:
+        server.shutdown()
+    assert [r["thinking_failures"] > 0 for r in rows] == [broken, broken]
+
+
+def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25):
+    rows = run(
+        tmp_path, rec_data, **{"algo.trust.scorer": "judge:tiny:qwen2_5_vl", "algo.trust.judge_max_new_tokens": 4}
+    )
+    assert [r["step"] for r in rows] == [1, 2]  # an untrained judge rarely answers a number: scored 0, counted
+    assert all("thinking_failures" in r for r in rows)
+
+
+# With one pass over each rollout the ratio is 1, so the policy loss of a token is -A, and the
+# logged loss follows from the advantages, the KL and the token weights by hand.
+def test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward(tmp_path, rec_data, tiny_qwen25):
+    options = {"algo.beta": 0.5, "algo.aggregation": "token_mean", "trainer.lr": 1e-2}
+    rows = run(
+        tmp_path,
+        rec_data,
+        task=HALF,
+        **ALL_CORRECT,
+        **options,
+        **{"algo.overlong_buffer": 9, "algo.overlong_penalty": 2.0},
+    )
+    assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)  # the policy is still the reference
+    assert rows[1]["kl"] > 1e-3
+    for r in rows:
+        assert r["accuracy"] == 1.0
+        assert r["loss"] == pytest.approx(-1.0 + 0.5 * r["kl"], abs=1e-6)  # token mean of -A + beta kl
+        # DAPO from L_max - 9 = 1 token: (1 - L) / 9 * 2 on every completion (all have 1..10 tokens).
+        assert r["reward/overlong"] == pytest.approx(-2.0 * (r["completion_length"] - 1) / 9, abs=1e-6)
+        assert r["reward"] == pytest.approx(r["reward/format"] + r["reward/brevity"] + r["reward/overlong"], abs=1e-6)
+
+
+def test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule(tmp_path, rec_data, tiny_qwen25):
+    options = {"algo.beta": 0.0, "algo.mask_truncated": True, "algo.aggregation": "seq_mean_token_sum_norm"}
+    schedule = {
+        "rollout.max_new_tokens": 4,
+        "trainer.lr_schedule": "linear",
+        "trainer.warmup_steps": 2,
+        "trainer.steps": 3,
+    }
+    rows = run(tmp_path, rec_data, task=HALF, **NONE_CORRECT, **options, **schedule)
+    for r in rows:
+        assert r["accuracy"] == 0.0 and r["truncated_frac"] > 0
+        # A = -1: kept tokens / (rows x L_max); a truncated row holds L_max tokens, none kept.
+        assert r["loss"] == pytest.approx(r["completion_length"] / 4 - r["truncated_frac"], abs=1e-6)
+    # The lr logged after optimizer step s (0-based schedule position s): warmup (s + 1) / 2 for
+    # s < 2, then linear from 1 at s = 2 down to 0 at s = 3 (the last of 3 steps).
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 1e-3, 0.0])
+
+
+def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):
+    options = {"algo.beta": 0.0, "algo.top_entropy_fraction": 0.2, "algo.aggregation": "token_mean"}
+    (r,) = run(tmp_path, rec_data, task=HALF, **{**ALL_CORRECT, "algo.accuracy_threshold": 0.6}, **options,
+               **{"trainer.steps": 1, "trainer.max_grad_norm": 1e-12})  # fmt: skip
+    assert r["accuracy"] == 0.0  # 0.5 < 0.6: A = -1
+    tokens = round(r["completion_length"] * 8)
+    assert abs(r["loss"] - 0.2) <= 2 / tokens  # the top 20% of tokens by entropy, A = -1 each
+    # The gradient clipped to norm 1e-12: Adam's first step, lr g / (|g| + 1e-8), moves nothing visibly.
+    before = load_file(tiny_qwen25 / "model.safetensors")
+    after = load_file(tmp_path / "run" / "checkpoints" / "step-0000001" / "model.safetensors")
+    assert max(float((after[name] - before[name]).abs().max()) for name in before) < 1e-6
+
+
+def test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them(tmp_path, rec_data, tiny_qwen25):
+    options = {
+        "task.rewards": "{half: 1.0}",
+        "algo.advantage": "dr_grpo",
+        "algo.beta": 0.0,
+        "trainer.weight_decay": 0.1,
+    }
+    run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 1, "trainer.lr": 1e-2})
+    # Equal rewards: advantages and gradients are 0, so AdamW only decays, w (1 - lr wd).
+    before = load_file(tiny_qwen25 / "model.safetensors")
+    after = load_file(tmp_path / "run" / "checkpoints" / "step-0000001" / "model.safetensors")
+    for name in before:
+        torch.testing.assert_close(after[name], before[name] * (1 - 1e-2 * 0.1), rtol=1e-6, atol=0, msg=name)
+
+
+def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, rec_data, tiny_qwen25):
+    task = f"{FIXTURES / 'rl_fixtures.py'}:OrderedGrounding"
+    options = {
+        "trainer.steps": 1,
+        "algo.accuracy_reward": "brevity",
+        "algo.accuracy_threshold": 0.0,  # every completion correct
+        "algo.trust.scorer": f"{FIXTURES / 'rl_fixtures.py'}:thinking_length",
+        "algo.temporal.enabled": True,
+        "algo.temporal.mu": 0.0,  # order always "helped": alpha on every correct ordered completion
+        "algo.length_control.enabled": True,
+        "algo.length_control.min_tokens": 1,
+        "algo.length_control.max_tokens": 10,
+    }
+    (r,) = run(tmp_path, rec_data, task=task, **options)
+    assert r["reward/temporal"] == pytest.approx(0.3) and r["reward/length"] == pytest.approx(0.2)
+    parts = ("format", "iou", "brevity", "temporal", "length", "thinking")
+    assert r["reward"] == pytest.approx(sum(r[f"reward/{p}"] for p in parts), abs=1e-6)
+    # The first group, completion by completion: Trust-GRPO's code variant on the scorer's values
+    # and the accuracy reward, at step 1 with T = 500.
+    logged = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    thinking = torch.tensor([min(1.0, len(s["completion"]) / 100) for s in logged], dtype=torch.float64)
+    outcome = torch.tensor([s["rewards"]["brevity"] for s in logged], dtype=torch.float64)
+    bonus = trust_bonus_code(thinking, outcome, 0.3, 1, 500.0).tolist()
+    assert any(b > 0 for b in bonus)
+    for sample, b in zip(logged, bonus, strict=True):
+        base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))
+        assert sample["reward"] == pytest.approx(base + 0.3 + 0.2 + b, abs=1e-5)

@@ -1,0 +1,439 @@
+"""Video: frames sampled and sized as qwen-vl-utils does, Video-R1's rewards and task, T-GRPO."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from data_prep.video import write_clip, write_synthetic_video_qa
+from rewards.ocr import video_r1_answer
+from rewards.video import accuracy
+from tasks.video_qa import VideoQA
+from vlrl.config import VideoConfig
+from vlrl.data.records import FrameSpec
+from vlrl.eval.layout import read_metrics
+from vlrl.vision.video import frame_count, load_video, shuffle_frames
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def clip(path: Path, n_frames: int, width: int, height: int, fps: int) -> Path:
+    """A clip whose frames differ: frame t has a bar at column t and a brightness of its own."""
+    frames = []
+    for t in range(n_frames):
+        pixels = np.full((height, width, 3), 40 + (t * 7) % 180, np.uint8)
+        pixels[:, (t * 5) % width : (t * 5) % width + 4] = (250, 30, 30)
+        frames.append(Image.fromarray(pixels))
+    write_clip(path, frames, fps)
+    return path
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("clips")
+    return [
+        clip(root / "a.mp4", 32, 112, 112, 8),
+        clip(root / "b.mp4", 45, 160, 96, 15),
+        clip(root / "c.mp4", 7, 64, 48, 4),
+    ]
+
+
+def qwen_vl_utils_video(path: Path, spec: VideoConfig, monkeypatch) -> tuple[torch.Tensor, float]:
+    """qwen-vl-utils' fetch_video on the file, its torchvision reader fed by a plain PyAV decode
+    of every frame (torchvision no longer reads video; decord is not installed)."""
+    import av
+    import qwen_vl_utils.vision_process as vp
+
+    def read_video(path, start_pts=0.0, end_pts=None, pts_unit="sec", output_format="TCHW"):
+        with av.open(path) as container:
+            fps = float(container.streams.video[0].average_rate)
+            frames = [
+                torch.from_numpy(f.to_ndarray(format="rgb24")).permute(2, 0, 1) for f in container.decode(video=0)
+            ]
+        return torch.stack(frames), None, {"video_fps": fps}
+
+    monkeypatch.setattr(vp.io, "read_video", read_video, raising=False)
+    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "torchvision")
+    element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
+    element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
+    return vp.fetch_video(element, return_video_sample_fps=True)
+
+
+SPECS = [
+    VideoConfig(),  # Video-R1's training settings: frames grow to 128 x 28 x 28 pixels
+    VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112),
+    VideoConfig(fps=1.0, min_frames=2, max_frames=8, min_pixels=4 * 28 * 28, max_pixels=80 * 90),
+    VideoConfig(fps=4.0, max_frames=64, min_pixels=28 * 28, max_pixels=768 * 28 * 28, total_pixels=20 * 28 * 28 * 10),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=range(len(SPECS)))
+def test_frames_equal_qwen_vl_utils_fetch_video(clips, spec, monkeypatch):
+    for path in clips:
+        expected, expected_fps = qwen_vl_utils_video(path, spec, monkeypatch)
+        video = load_video(path, spec, 28)
+        assert video.frames.shape == expected.shape
+        assert torch.equal(video.frames, expected)  # same frames, same bicubic resize, same rounding
+        assert video.sampled_fps == pytest.approx(expected_fps)
+
+
+@pytest.mark.parametrize("spec", SPECS[:2], ids=range(2))
+def test_decord_samples_the_frames_pyav_does_and_that_qwen_vl_utils_reads_with_it(clips, spec, monkeypatch):
+    """model.video.backend=decord: qwen-vl-utils' decord reader (what Video-R1 trains with)
+    gives these frames, and they are PyAV's to the pixel on the test clips."""
+    import dataclasses
+
+    import qwen_vl_utils.vision_process as vp
+
+    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "decord")
+    decord = dataclasses.replace(spec, backend="decord")
+    for path in clips:
+        video = load_video(path, decord, 28)
+        element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
+        element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
+        expected, expected_fps = vp.fetch_video(element, return_video_sample_fps=True)
+        assert torch.equal(video.frames, expected) and video.sampled_fps == pytest.approx(expected_fps)
+        pyav = load_video(path, spec, 28)
+        assert (pyav.indices, pyav.total_frames, pyav.video_fps) == (video.indices, video.total_frames, video.video_fps)
+        assert torch.equal(pyav.frames, video.frames)
+
+
+def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, video_data):
+    """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. The record is reported, the others stay."""
+    import av
+
+    from vlrl.config import load_config
+    from vlrl.tasking.validate import validate_split
+
+    if "libsvtav1" not in av.codecs_available:
+        pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
+    (tmp_path / "videos").mkdir()
+    with av.open(str(tmp_path / "videos" / "av1.mp4"), "w") as container:
+        stream = container.add_stream("libsvtav1", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for t in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * t, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    records = [r for r in json.loads(video_data.read_text()) if r["data_type"] == "video"][:2]
+    for record in records:
+        (tmp_path / record["path"]).write_bytes((video_data.parent / record["path"]).read_bytes())
+    records.append({**records[0], "problem_id": 99, "path": "videos/av1.mp4"})
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(records))
+    overrides = ["task.name=video_qa", "model.video.max_frames=4"]
+    with_pyav = validate_split(VideoQA(), str(path), load_config(None, overrides))
+    assert with_pyav.usable == 3 and not with_pyav.problems
+    with_decord = validate_split(VideoQA(), str(path), load_config(None, [*overrides, "model.video.backend=decord"]))
+    assert with_decord.usable == 2 and len(with_decord.problems) == 1
+    problem = with_decord.problems[0]
+    assert problem.startswith(f"{path}:") and "av1.mp4: video" in problem and "decord cannot read it" in problem
+
+
+def test_the_decord_backend_without_decord_is_refused_by_the_config(monkeypatch):
+    import importlib.util
+
+    from vlrl.config import ConfigError, load_config
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "decord" else real(name, *a))
+    with pytest.raises(ConfigError, match="model.video.backend=decord needs the decord package"):
+        load_config(None, ["model.video.backend=decord"])
+
+
+def test_frame_count_equals_smart_nframes():
+    from qwen_vl_utils.vision_process import smart_nframes
+
+    for total in (2, 3, 7, 16, 45, 300, 5000):
+        for video_fps in (1.0, 4.0, 24.0, 29.97, 60.0):
+            for spec in (
+                VideoConfig(),
+                VideoConfig(fps=0.5, min_frames=3, max_frames=9),
+                VideoConfig(fps=8, max_frames=768),
+            ):
+                element = {"fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
+                try:
+                    expected = smart_nframes(element, total, video_fps)
+                except ValueError:
+                    with pytest.raises(ValueError):
+                        frame_count(total, video_fps, spec)
+                    continue
+                assert frame_count(total, video_fps, spec) == expected, (total, video_fps, spec)
+
+
+def test_shuffled_frames_are_the_same_frames_in_a_seeded_order(clips):
+    spec = VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112)
+    ordered = load_video(clips[0], spec, 28)
+    shuffled = shuffle_frames(ordered, 5)
+    assert shuffled.indices != ordered.indices and sorted(shuffled.indices) == ordered.indices
+    for frame, index in zip(shuffled.frames, shuffled.indices, strict=True):
+        assert torch.equal(frame, ordered.frames[ordered.indices.index(index)])
+    assert shuffle_frames(load_video(clips[0], spec, 28), 5).indices == shuffled.indices
+
+
+def video_r1_accuracy(content: str, sol: str, question_type: str) -> float:
+    """Video-R1's accuracy_reward for one completion, transcribed from its grpo.py (WER through
+    rewards.ocr, which tests/rewards/test_ocr_rewards.py checks against the same source)."""
+    import re
+
+    from rewards.ocr import wer_score
+    from rewards.video import free_form
+
+    def extract_answer(text):
+        match = re.search(r"<answer>\s*(.*?)\s*</answer>", text, re.DOTALL)
+        return match.group(1).strip() if match else ""
+
+    def normalize_number(num_str):
+        try:
+            return float(num_str.replace(",", ""))
+        except Exception:
+            return None
+
+    try:
+        output_ans, gt_ans = extract_answer(content), extract_answer(sol)
+        if question_type == "multiple choice":
+            return 1.0 if output_ans.strip() == gt_ans.strip() else 0.0
+        if question_type == "numerical":
+            if (("." in gt_ans) or ("," in gt_ans)) != (("." in output_ans) or ("," in output_ans)):
+                return 0.0
+            gt_number, out_number = normalize_number(gt_ans), normalize_number(output_ans)
+            if gt_number is None or out_number is None:
+                return 0.0
+            return 1.0 if round(gt_number, 2) == round(out_number, 2) else 0.0
+        if question_type == "OCR":
+            return wer_score(output_ans, gt_ans)
+        if question_type == "free-form":
+            return free_form(output_ans, gt_ans)
+        if question_type == "regression":
+            gt_number, out_number = normalize_number(gt_ans), normalize_number(output_ans)
+            rel_diff = (abs(out_number - gt_number) + 1e-9) / (abs(gt_number) + 1e-9)
+            return 1 - min(1.0, max(0.0, rel_diff))
+    except Exception:
+        return 0.0
+    return 0.0
+
+
+CASES = [
+    ("multiple choice", "B", ["B", " B ", "b", "B.", "(B)", "A", "", "B C"]),
+    ("numerical", "3", ["3", "3.0", "03", "3,0", "4", "three", "nan", "inf", "1e0", "3_0"]),
+    ("numerical", "2.50", ["2.5", "2.499", "2.494", "2,5", "2", "2.5.1", "-2.5"]),
+    ("numerical", "1,000", ["1000", "1,000", "1.000", "1,000.001"]),
+    ("regression", "10", ["10", "8", "12.5", "-10", "0", "30", "abc", "inf", "1e400"]),
+    ("regression", "0", ["0", "0.0000000001", "1"]),
+    ("OCR", "open 24 hours", ["open 24 hours", "open 24", "OPEN 24 HOURS", "", "open 24 hours now"]),
+    (
+        "free-form",
+        "the red ball rolls to the left",
+        ["the red ball rolls to the left", "a red ball rolling left", "blue", ""],
+    ),
+]
+
+
+@pytest.mark.parametrize(("problem_type", "truth", "answers"), CASES)
+def test_accuracy_equals_video_r1_on_each_problem_type(problem_type, truth, answers):
+    for answer in answers:
+        for completion in (f"<think>hm</think><answer>{answer}</answer>", f"<answer> {answer} </answer>", answer):
+            expected = video_r1_accuracy(completion, f"<answer>{truth}</answer>", problem_type)
+            got = accuracy(video_r1_answer(completion), truth, problem_type)
+            assert got == pytest.approx(expected, abs=1e-12), (problem_type, truth, completion)
+
+
+def test_accuracy_by_hand():
+    assert accuracy("B", "B", "multiple choice") == 1.0 and accuracy("B.", "B", "multiple choice") == 0.0
+    assert accuracy("3.0", "3", "numerical") == 0.0  # a decimal point where the truth has none
+    assert accuracy("2.504", "2.50", "numerical") == 1.0  # equal to two decimals
+    assert accuracy("8", "10", "regression") == pytest.approx(0.8)
+    assert accuracy("30", "10", "regression") == 0.0
+    assert accuracy("open 24", "open 24 hours", "OCR") == pytest.approx(2 / 3)  # one word missing of three
+
+
+def test_a_nan_regression_answer_scores_zero_unless_video_r1s_code_is_asked_for():
+    assert (
+        video_r1_accuracy("<answer>nan</answer>", "<answer>10</answer>", "regression") == 1.0
+    )  # the public code's hole
+    assert accuracy("nan", "10", "regression") == 0.0
+    assert accuracy("nan", "10", "regression", nonfinite="video_r1") == 1.0
+    assert accuracy("nan", "10", "numerical") == 0.0  # NaN equals nothing there anyway
+
+
+@pytest.fixture(scope="module")
+def video_data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("video_qa") / "train.json"
+    write_synthetic_video_qa(path, 24, seed=0)
+    return path
+
+
+def test_synthetic_records_are_video_r1_records_and_load(video_data):
+    records = json.loads(video_data.read_text())
+    assert {r["data_type"] for r in records} == {"video", "image"}
+    assert {r["problem_type"] for r in records} == {"multiple choice", "numerical"}
+    for r in records:
+        assert r["solution"].startswith("<answer>") and (video_data.parent / r["path"]).is_file()
+    split = VideoQA().load(video_data, FrameSpec())
+    assert not split.errors and len(split.samples) == 24
+    motion = next(s for s in split.samples if s.meta["problem_type"] == "multiple choice")
+    assert motion.video and not motion.images and "Options:\nA. left\nB. right\nC. up\nD. down\n" in motion.problem
+    assert motion.solution in "ABCD"
+
+
+def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
+    good = json.loads(video_data.read_text())[0]
+    bad = [
+        {**good, "path": "videos/missing.mp4", "data_type": "video"},
+        {**good, "problem_type": "yes/no"},
+        {**good, "problem_type": "numerical", "solution": "<answer>many</answer>"},
+        {**good, "problem_type": "multiple choice", "options": []},
+        {**good, "solution": "<answer> </answer>"},
+    ]
+    (tmp_path / "videos").mkdir()
+    (tmp_path / "videos" / "broken.mp4").write_bytes(b"not a video")
+    bad.append({**good, "path": "videos/broken.mp4", "data_type": "video"})
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad, indent=1))
+    split = VideoQA().load(path, FrameSpec(), image_root=video_data.parent)
+    assert not split.samples and len(split.errors) == len(bad)
+    messages = [str(e) for e in split.errors]
+    assert all(str(path) in m for m in messages)
+    for needle in ("video not found", "yes/no", "not a number", "options", "empty answer"):
+        assert any(needle in m for m in messages), needle
+    split = VideoQA().load(path, FrameSpec())  # relative to the data file: the broken file is found, and unreadable
+    assert any("video unreadable" in str(e) for e in split.errors)
+
+
+def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, tiny_qwen25):
+    from vlrl.config import ModelConfig
+    from vlrl.models.loading import load_processor
+    from vlrl.models.prompting import render_prompt
+
+    task = VideoQA()
+    sample = next(s for s in task.load(video_data, FrameSpec()).samples if s.meta["problem_type"] == "multiple choice")
+    video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
+    model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=video)
+    processor = load_processor(model)
+    prompt = render_prompt(processor, task.messages(sample), sample, model)
+    assert prompt.text.count("<|video_pad|>") == 1 and prompt.vision["video_grid_thw"].tolist() == [[2, 8, 8]]
+    assert int((prompt.mm_token_type_ids == 2).sum()) == 2 * 8 * 8 // 4  # two frame pairs of 4 x 4 merged patches
+    assert prompt.vision["second_per_grid_ts"].tolist() == [1.0]  # 2 frames a temporal patch at 2 fps
+    variant = task.temporal_variant(sample)
+    assert variant.shuffle_frames is not None and task.temporal_variant(sample) == variant
+    shuffled = render_prompt(processor, task.messages(variant), variant, model)
+    assert torch.equal(shuffled.input_ids, prompt.input_ids)
+    assert not torch.equal(shuffled.vision["pixel_values_videos"], prompt.vision["pixel_values_videos"])
+    image_sample = next(s for s in task.load(video_data, FrameSpec()).samples if not s.video)
+    assert task.temporal_variant(image_sample) is None
+
+
+def test_frames_upscaled_past_max_pixels_reach_the_model_at_their_size(video_data, tiny_qwen25):
+    """qwen-vl-utils rounds an upscale up to whole patches, past max_pixels; the processor must
+    not shrink such frames again."""
+    from vlrl.config import ModelConfig
+    from vlrl.models.loading import load_processor
+    from vlrl.models.prompting import render_prompt
+
+    task = VideoQA()
+    sample = next(s for s in task.load(video_data, FrameSpec()).samples if s.video)
+    spec = VideoConfig(max_frames=4, min_pixels=20000, max_pixels=20000)
+    frames = load_video(sample.video, spec, 28).frames
+    assert frames.shape[2] * frames.shape[3] > spec.max_pixels
+    model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=spec)
+    prompt = render_prompt(load_processor(model), task.messages(sample), sample, model)
+    _, h, w = prompt.vision["video_grid_thw"][0].tolist()
+    assert (h * 14, w * 14) == tuple(frames.shape[2:])
+
+
+def test_video_qa_trains_with_t_grpo_then_evaluates_and_scores(tmp_path, tiny_qwen25, capsys):
+    from vlrl.cli import main
+
+    data = tmp_path / "data"
+    common = [
+        "--config", str(ROOT / "configs" / "demo" / "video_qa.yaml"),
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}",
+        "data.synthetic_train_size=8", "data.synthetic_eval_size=4",
+    ]  # fmt: skip
+    run = tmp_path / "run"
+    options = [f"trainer.output_dir={run}", "trainer.steps=2", "trainer.prompts_per_step=2", "rollout.num_generations=4",
+               "rollout.max_new_tokens=12", "trainer.progress=false", "algo.length_control.enabled=true",
+               "algo.length_control.min_tokens=1"]  # fmt: skip
+    assert main(["train", *common, *options]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all({"reward/format", "reward/accuracy", "reward/temporal", "reward/length"} <= r.keys() for r in rows)
+    assert all(math.isfinite(r["loss"]) for r in rows)
+    out = tmp_path / "eval"
+    checkpoint = run / "checkpoints" / "step-0000002"
+    assert (
+        main(
+            [
+                "eval",
+                *common,
+                "--task",
+                "video_qa",
+                "--model",
+                str(checkpoint),
+                "--out",
+                str(out),
+                "eval.max_new_tokens=12",
+            ]
+        )
+        == 0
+    )
+    metrics = read_metrics(out)["video_qa"]
+    assert {"accuracy", "format_rate"} <= metrics.keys() and 0 <= metrics["accuracy"] <= 1
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(
+        "".join(json.dumps({"id": i, "completion": "<think>x</think><answer>B</answer>"}) + "\n" for i in range(4))
+    )
+    scored = tmp_path / "scored.jsonl"
+    assert main(["score", *common, "--task", "video_qa", "--data", str(data / "val.json"),
+                 "--completions", str(completions), "--out", str(scored)]) == 0  # fmt: skip
+    lines = [json.loads(line) for line in scored.read_text().splitlines()]
+    assert len(lines) == 4 and all(line["rewards"]["format"] == 1.0 for line in lines)
+
+
+def test_t_grpo_decodes_each_video_once_a_step(tmp_path, tiny_qwen25, monkeypatch):
+    """The shuffled-frame variant reuses the ordered prompt's decoded frames: decoding (every
+    frame up to the last sampled one) is the costly part of a video prompt."""
+    import vlrl.models.prompting
+    from vlrl.cli import main
+
+    decoded: list[str] = []
+    real = vlrl.models.prompting.load_video
+    monkeypatch.setattr(
+        vlrl.models.prompting, "load_video", lambda path, *args: decoded.append(path) or real(path, *args)
+    )
+    data = tmp_path / "data"
+    assert main([
+        "train", "--config", str(ROOT / "configs" / "demo" / "video_qa.yaml"),
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic_train_size=8",
+        f"trainer.output_dir={tmp_path / 'run'}", "trainer.steps=1", "trainer.prompts_per_step=4", "eval.every=0",
+        "rollout.num_generations=2", "rollout.max_new_tokens=4", "trainer.progress=false",
+    ]) == 0  # fmt: skip
+    assert decoded and len(decoded) == len(set(decoded)), decoded
+
+
+def test_a_judge_model_reads_the_video_of_a_video_sample_once_per_call(video_data, tiny_qwen25, monkeypatch):
+    """Trust-GRPO's local judge (algo.trust.scorer=judge:PATH) shows the judge the sample's
+    video as well as its images; the G completions of one prompt share one decode."""
+    import vlrl.models.prompting
+    from vlrl.config import ModelConfig
+    from vlrl.trainer.thinking import judge_scorer
+
+    decoded: list[str] = []
+    real = vlrl.models.prompting.load_video
+    monkeypatch.setattr(
+        vlrl.models.prompting, "load_video", lambda path, *args: decoded.append(path) or real(path, *args)
+    )
+    video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
+    judge = judge_scorer(str(tiny_qwen25), ModelConfig(path=str(tiny_qwen25), max_pixels=12544, video=video), 4)
+    sample = next(s for s in VideoQA().load(video_data, FrameSpec()).samples if s.video)
+    scores = judge([sample] * 3, ["<think>it moves left</think><answer>A</answer>"] * 3)
+    assert len(scores) == 3 and all(s is None or 0 <= s <= 1 for s in scores)
+    assert decoded == [sample.video]

@@ -1,0 +1,1 @@
+"""Applications over the engine: the demo, plots of a run, `vlrl plan`."""

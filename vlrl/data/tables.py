@@ -1,0 +1,400 @@
+"""Reading Hugging Face datasets as they are downloaded: parquet and arrow files, streamed.
+
+A table spec is `PATH[@split]`. PATH is a parquet or arrow file, a glob of them, or a
+directory as `huggingface-cli download` (data/val-00000-of-00004.parquet), `save_to_disk`
+(val/data-00000-of-00001.arrow) or the datasets cache (name-val.arrow) leaves it; `@split`
+picks one split's files in a directory. vlrl never downloads: the files are local.
+
+Rows are read BATCH_ROWS at a time (parquet batches; arrow files are memory-mapped and
+sliced), so memory holds a batch, not the file.
+An image embedded as bytes (the `Image` feature, struct<bytes, path>) is decoded once,
+written to a content-addressed cache and replaced in the record by that file's path, so
+tasks read it like any image path; an image stored as a path stays a path.
+
+Bad input: a file whose schema lacks a column the task reads, or holds it in another type,
+fails naming the column and the expected schema (SchemaError); a row whose embedded image
+does not decode is skipped and reported at "file:row N" like a bad json record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import glob
+import hashlib
+import io
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from PIL import Image
+
+from vlrl.data.records import FrameSpec, MediaRules, RecordContext, RecordError, Split
+from vlrl.data.sample import Sample
+
+TABLE_SUFFIXES = (".parquet", ".arrow")
+BATCH_ROWS = 64  # rows read and turned into Python objects at a time
+_SHARD = re.compile(r"(.+?)-\d{5}-of-\d{5}")
+# The `Image` feature as the hub, save_to_disk and the datasets cache store it.
+IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+class SchemaError(RecordError):
+    """A table file lacks a column the task reads, or holds it in another type."""
+
+
+# -- column types ---------------------------------------------------------------------------
+def _text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _number(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _list_of(item: Callable[[pa.DataType], bool]) -> Callable[[pa.DataType], bool]:
+    def check(t: pa.DataType) -> bool:
+        listed = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+        return listed and item(t.value_type)
+
+    return check
+
+
+def is_image_struct(t: pa.DataType) -> bool:
+    """The `Image` feature: a struct holding the encoded `bytes` (and the original `path`)."""
+    return pa.types.is_struct(t) and t.get_field_index("bytes") >= 0
+
+
+def _image(t: pa.DataType) -> bool:
+    return is_image_struct(t) or _text(t)
+
+
+ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
+    "string": _text,
+    "int": pa.types.is_integer,
+    "number": _number,
+    "list<string>": _list_of(_text),
+    "list<number>": _list_of(_number),
+    "image": _image,
+}
+ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column a task reads: its name and type, e.g. "list<number>" or "string|list<string>"."""
+
+    name: str
+    kind: str
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [atom for atom in self.kind.split("|") if atom not in ATOMS]
+        if unknown:
+            raise ValueError(f"column {self.name!r}: unknown type {unknown}; known: {', '.join(ATOMS)}")
+
+    def accepts(self, t: pa.DataType) -> bool:
+        return any(ATOMS[atom](t) for atom in self.kind.split("|"))
+
+    def describe(self) -> str:
+        kind = " or ".join(ATOM_WORDS.get(atom, atom) for atom in self.kind.split("|"))
+        return f"{self.name}: {kind}" + ("" if self.required else " (optional)")
+
+
+def describe_schema(columns: Sequence[Column]) -> str:
+    return "; ".join(column.describe() for column in columns)
+
+
+def check_schema(path: Path, schema: pa.Schema, columns: Sequence[Column], rename: Mapping[str, str]) -> None:
+    """Every column the task reads is there (under its mapped name) in a type the task reads;
+    a column mapped by data.columns for a task without a declared schema must be there."""
+    expected = describe_schema(columns) if columns else ", ".join(f"{k} <- {v}" for k, v in rename.items())
+    declared = {column.name for column in columns}
+    wanted = [(column, rename.get(column.name, column.name)) for column in columns]
+    wanted += [(None, name) for key, name in rename.items() if key not in declared]
+    for column, name in wanted:
+        if name not in schema.names:
+            if column is not None and not column.required:
+                continue
+            key = next((k for k, v in rename.items() if v == name), None)
+            mapped = f" (data.columns.{key})" if key else ""
+            raise SchemaError(
+                str(path),
+                f"missing column {name!r}{mapped}; the file has: {', '.join(schema.names)}; expected: {expected}",
+            )
+        actual = schema.field(name).type
+        if column is not None and not column.accepts(actual):
+            raise SchemaError(
+                str(path), f"column {name!r} is {actual}, expected {column.describe()}; expected schema: {expected}"
+            )
+
+
+# -- files ----------------------------------------------------------------------------------
+def split_spec(spec: str) -> tuple[str, str]:
+    """'DIR@val' -> ('DIR', 'val'); a path that exists as written keeps its '@'."""
+    head, at, tail = spec.rpartition("@")
+    if at and head and tail and "/" not in tail and not Path(spec).exists():
+        return head, tail
+    return spec, ""
+
+
+def _has_glob(path: str) -> bool:
+    return any(char in path for char in "*?[")
+
+
+def spec_exists(spec: str) -> bool:
+    """The file or directory exists, or the glob matches something."""
+    path, _ = split_spec(spec)
+    return Path(path).exists() or (_has_glob(path) and bool(glob.glob(path)))
+
+
+def is_table_spec(spec: str) -> bool:
+    """A parquet / arrow file, a glob of them, or a directory (a dataset as downloaded)."""
+    path, _ = split_spec(spec)
+    if Path(path).suffix in TABLE_SUFFIXES or Path(path).is_dir():
+        return True
+    return _has_glob(path) and any(Path(p).suffix in TABLE_SUFFIXES for p in glob.glob(path))
+
+
+def file_split(path: Path) -> str:
+    """The split a file holds, by the names the hub (val-00000-of-00004.parquet), save_to_disk
+    (val/data-00000-of-00001.arrow) and the datasets cache (builder-val.arrow) give files."""
+    stem = path.name.split(".")[0]
+    match = _SHARD.fullmatch(stem)
+    base = match.group(1) if match else stem
+    if base == "data" or base.isdigit():
+        return path.parent.name
+    return base.rsplit("-", 1)[-1] if "-" in base and not match else base
+
+
+def _belongs(path: Path, split: str) -> bool:
+    stem = path.name.split(".")[0]
+    match = _SHARD.fullmatch(stem)
+    base = match.group(1) if match else stem
+    if base == "data" or base.isdigit():
+        return path.parent.name == split
+    return base == split or base.endswith(f"-{split}")
+
+
+def table_files(spec: str, default_split: str = "") -> list[Path]:
+    """The files of a table spec, shards in order. A directory holding several splits needs
+    one named (`DIR@split`, or the benchmark's own split)."""
+    path, split = split_spec(spec)
+    split = split or default_split
+    if _has_glob(path):
+        files = sorted(Path(p) for p in glob.glob(path) if Path(p).suffix in TABLE_SUFFIXES)
+        if not files:
+            raise FileNotFoundError(f"data: no parquet or arrow file matches {path}")
+        return files
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise FileNotFoundError(f"data: {path} does not exist")
+    files = sorted(p for p in root.rglob("*") if p.suffix in TABLE_SUFFIXES and not p.name.startswith(("cache-", ".")))
+    if not files:
+        raise FileNotFoundError(f"data: {root} holds no parquet or arrow file")
+    if split:
+        chosen = [p for p in files if _belongs(p, split)]
+        if not chosen:
+            found = sorted({file_split(p) for p in files})
+            raise FileNotFoundError(f"data: {root} has no files of split {split!r}; splits found: {', '.join(found)}")
+        return chosen
+    splits = sorted({file_split(p) for p in files})
+    if len(splits) > 1:
+        raise FileNotFoundError(f"data: {root} holds several splits ({', '.join(splits)}); name one: {root}@SPLIT")
+    return files
+
+
+def _record_batches(
+    path: Path, columns: list[str] | None, rows: int = BATCH_ROWS
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+    """The file's schema and its record batches of at most `rows` rows, read one at a time."""
+    try:
+        if path.suffix == ".parquet":
+            # No pre-buffering, no reading threads: either reads row groups ahead of the consumer.
+            parquet = pq.ParquetFile(path, pre_buffer=False)
+            batches = parquet.iter_batches(batch_size=rows, columns=columns, use_threads=False)
+            return parquet.schema_arrow, batches
+        source = pa.memory_map(str(path))
+        try:
+            stream = pa.ipc.open_stream(source)  # what `datasets` writes
+            return stream.schema, _sliced(iter(stream), columns, rows)
+        except pa.ArrowInvalid:
+            source.seek(0)
+            reader = pa.ipc.open_file(source)
+            whole = (reader.get_batch(i) for i in range(reader.num_record_batches))
+            return reader.schema, _sliced(whole, columns, rows)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise RecordError(str(path), f"not a readable {path.suffix[1:]} file ({err})") from err
+
+
+def _sliced(batches: Iterator[pa.RecordBatch], columns: list[str] | None, rows: int) -> Iterator[pa.RecordBatch]:
+    """Memory-mapped batches in slices of `rows` (zero-copy), restricted to `columns`."""
+    for batch in batches:
+        if columns is not None:
+            batch = batch.select(columns)
+        for start in range(0, batch.num_rows, rows):
+            yield batch.slice(start, rows)
+
+
+# -- images ---------------------------------------------------------------------------------
+def default_image_cache() -> Path:
+    return Path(tempfile.gettempdir()) / f"vlrl-images-{getpass.getuser()}"
+
+
+class ImageCache:
+    """Embedded images as files named by the hash of their bytes: each is decoded (checked)
+    once, however many rows, runs or processes read it."""
+
+    def __init__(self, root: str | Path = ""):
+        self.root = Path(root) if root else default_image_cache()
+
+    def store(self, data: bytes, where: str) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        target = self.root / digest[:2] / digest
+        if target.is_file():
+            return str(target)
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                image.load()
+        except Exception as err:
+            raise RecordError(where, f"embedded image does not decode ({type(err).__name__}: {err})"[:300]) from err
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{digest}.{os.getpid()}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, target)  # atomic: a reader never sees half a file
+        return str(target)
+
+    def path_of(self, cell: Any, where: str) -> str | None:
+        """A cell of the `Image` feature -> the path of a file holding the image."""
+        if cell is None:
+            return None
+        if cell.get("bytes"):
+            return self.store(cell["bytes"], where)
+        if cell.get("path"):
+            return cell["path"]
+        raise RecordError(where, "image holds neither bytes nor a path")
+
+
+def _materialize(row: dict[str, Any], image_columns: dict[str, bool], cache: ImageCache, where: str) -> None:
+    """Embedded images (a column, or a list column of them) -> paths, in place."""
+    for name, listed in image_columns.items():
+        value = row.get(name)
+        if listed and value is not None:
+            row[name] = [cache.path_of(cell, f"{where} {name}[{i}]") for i, cell in enumerate(value)]
+        else:
+            row[name] = cache.path_of(value, f"{where} {name}")
+
+
+def _image_columns(schema: pa.Schema) -> dict[str, bool]:
+    """Columns of embedded images: name -> whether the column holds a list of them."""
+    out = {}
+    for field in schema:
+        if is_image_struct(field.type):
+            out[field.name] = False
+        elif _list_of(is_image_struct)(field.type):
+            out[field.name] = True
+    return out
+
+
+# -- reading --------------------------------------------------------------------------------
+Build = Callable[[dict[str, Any], RecordContext], list[Sample]]
+
+
+def load_table_split(
+    spec: str,
+    build: Build,
+    frame_spec: FrameSpec,
+    *,
+    columns: Sequence[Column] = (),
+    rename: Mapping[str, str] | None = None,
+    default_split: str = "",
+    image_root: str | Path = "",
+    image_cache: str | Path = "",
+    strict: bool = False,
+    limit: int = 0,
+    require_images: bool = True,
+    media: MediaRules = MediaRules(),
+    batch_rows: int = BATCH_ROWS,
+) -> Split:
+    """Rows of a table spec -> Samples. `columns` is the schema the task reads (checked on
+    every file); `rename` maps the task's record keys to the table's columns (data.columns)."""
+    rename = dict(rename or {})
+    cache = ImageCache(image_cache)
+    media = dataclasses.replace(media, written_here=(*media.written_here, cache.root.resolve()))
+    split = Split(spec)
+    row_index = 0
+    for path in table_files(spec, default_split):
+        wanted = [rename.get(c.name, c.name) for c in columns] + list(rename.values())
+        schema, _ = _record_batches(path, None)
+        check_schema(path, schema, columns, rename)
+        read = sorted({name for name in wanted if name in schema.names}) if columns else None
+        _, batches = _record_batches(path, read, batch_rows)
+        images = {k: v for k, v in _image_columns(schema).items() if read is None or k in read}
+        root = Path(image_root) if image_root else path.parent
+        in_file = 0
+        for batch in batches:
+            for row in batch.to_pylist():
+                source = f"{path}:row {in_file}"
+                ctx = RecordContext(source, row_index, root, frame_spec, require_images, media)
+                _add_row(split, row, rename, images, cache, ctx, build, strict)
+                in_file += 1
+                row_index += 1
+                if limit and len(split.samples) >= limit:
+                    del split.samples[limit:]
+                    return split
+    return split
+
+
+def _add_row(
+    split: Split,
+    row: dict[str, Any],
+    rename: Mapping[str, str],
+    images: dict[str, bool],
+    cache: ImageCache,
+    ctx: RecordContext,
+    build: Build,
+    strict: bool,
+) -> None:
+    try:
+        _materialize(row, images, cache, ctx.source)
+        record = {**row, **{key: row[column] for key, column in rename.items()}}
+        split.samples.extend(build(record, ctx))
+    except RecordError as err:
+        if strict:
+            raise
+        split.errors.append(err)
+    except (TypeError, ValueError, KeyError, IndexError) as err:
+        wrapped = RecordError(ctx.source, f"{type(err).__name__}: {err}")
+        if strict:
+            raise wrapped from err
+        split.errors.append(wrapped)
+
+
+# -- writing (synthetic data in a published schema) -----------------------------------------
+def image_cell(image: Image.Image, name: str = "") -> dict[str, Any]:
+    """An `Image` feature cell: the PNG bytes and a file name, as the hub stores them."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return {"bytes": buffer.getvalue(), "path": name}
+
+
+def write_parquet(path: str | Path, rows: list[dict[str, Any]], schema: pa.Schema, row_group_rows: int = 100) -> Path:
+    """Rows in `schema` as one parquet file (row groups of `row_group_rows`, as the hub's)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, path, row_group_size=row_group_rows)
+    return path
+
+
+def hub_file(root: str | Path, split: str) -> Path:
+    """Where the hub puts a one-shard split: ROOT/data/SPLIT-00000-of-00001.parquet."""
+    return Path(root) / "data" / f"{split}-00000-of-00001.parquet"

@@ -1,0 +1,161 @@
+"""Loading a policy and its processor from a local checkpoint, through its model family."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import torch
+
+from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
+from vlrl.data.records import FrameSpec
+from vlrl.models.checkpoints import lora_base, weights_root
+from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.models.tiny import resolve_tiny
+from vlrl.vision.frames import FrameKind
+
+
+def frame_kind(cfg: ModelConfig) -> FrameKind:
+    """The coordinate frame the model writes: explicit, or its family's."""
+    if cfg.coord_frame != "auto":
+        return cfg.coord_frame
+    return model_family(cfg).coord_frame
+
+
+def frame_spec(cfg: ModelConfig) -> FrameSpec:
+    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, model_family(cfg).factor)
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """model.dtype as a torch dtype; auto: bfloat16 on a GPU that has it, else float32."""
+    if name == "auto":
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return getattr(torch, name)
+
+
+def checkpoint_path(cfg: ModelConfig) -> str:
+    """The local directory to load from; fails early (naming model.path) if there is none."""
+    if not cfg.path:
+        raise ConfigError(MODEL_PATH_MISSING)
+    path = resolve_tiny(cfg.path)
+    if lora_base(path) is not None:
+        return path
+    if not (Path(path) / "config.json").is_file():
+        raise ConfigError(
+            f"config: model.path {cfg.path!r} is not a local checkpoint (no config.json); "
+            "vlrl loads local directories only: download the model first, or use tiny:qwen2_5_vl"
+        )
+    kind = checkpoint_model_type(path)
+    family = model_family(cfg)
+    if kind not in family.model_types:
+        claimed = f"the {family.name!r} family (model.family) loads {', '.join(family.model_types)}"
+        supported = claimed if cfg.family != "auto" else f"supported: {', '.join(supported_model_types())}"
+        raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; {supported}")
+    return path
+
+
+def load_processor(cfg: ModelConfig, path: str | None = None):
+    return model_family(cfg).load_processor(path or checkpoint_path(cfg))
+
+
+def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
+    """The plain transformers model at `path`, loaded by its family; a LoRA checkpoint is merged
+    into its base (recursively: an RL adapter on an SFT adapter on a base model)."""
+    base = lora_base(path)
+    if base is None:
+        family = model_family(cfg)
+        model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
+        model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
+        return model
+    from peft import PeftModel
+
+    # PEFT froze the base to load the adapter: unfrozen again, as any from_pretrained model
+    return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
+
+
+def export_full_model(checkpoint: str, out: Path) -> Path:
+    """`checkpoint` as a plain transformers model directory that `from_pretrained` loads without
+    PEFT: a LoRA checkpoint's adapters merged (an RL adapter on an SFT adapter on a base), in the
+    dtype its full weights were saved in; the processor beside it."""
+    cfg = ModelConfig(path=checkpoint)
+    path = checkpoint_path(cfg)
+    saved = json.loads((Path(weights_root(path)) / "config.json").read_text())
+    cfg.dtype = saved.get("dtype") or saved.get("torch_dtype") or "float32"
+    pretrained(cfg, path).save_pretrained(out)
+    load_processor(cfg, path).save_pretrained(out)
+    return out
+
+
+def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The policy (or reference) model; LoRA adapters and vision freezing as configured.
+
+    A LoRA checkpoint as model.path (an SFT cold start) is merged into its base: a run starts
+    from that model, its reference is that model, and with model.lora.r > 0 the run trains a
+    new adapter on top of it (whose adapter_config.json names model.path as its base). A LoRA
+    checkpoint given as `path` (a run's own, to resume or evaluate) keeps its adapter on its
+    base, trainable when the config trains LoRA adapters."""
+    model_path = path or checkpoint_path(cfg)
+    base = lora_base(model_path) if path else None
+    family = model_family(cfg)
+    model = pretrained(cfg, base or model_path)  # on the CPU: new LoRA adapters draw from its generator
+    if cfg.freeze_vision:
+        for param in family.vision_module(model).parameters():
+            param.requires_grad_(False)
+    if base is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0)
+    elif cfg.lora.r > 0:
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=family.lora_target(cfg.lora.target_modules),  # the language model only
+        )
+        model = get_peft_model(model, lora)
+        model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
+    # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2
+    # loads on the CPU, the replicated strategy on the GPU).
+    return model.to(device)
+
+
+def core_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The *ForConditionalGeneration under any PEFT wrapper."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+__all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_weights", "load_model", "load_processor"]
+
+
+@torch.no_grad()
+def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The policy's full weights by their transformers names, for an engine that holds its own
+    copy (LoRA merged: `transformers_weights`)."""
+    base = core_model(model)
+    yield from transformers_weights(base, base.state_dict().items())
+
+
+@torch.no_grad()
+def transformers_weights(
+    base: torch.nn.Module, tensors: Iterable[tuple[str, torch.Tensor]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """`tensors` of `base` (the model under any PEFT wrapper, by names relative to it) as a
+    plain transformers model holds them: LoRA adapters are merged out of place (W + scale * B A,
+    summed in float32, in W's dtype), so the policy is never modified and no merge/unmerge
+    rounding creeps into it; the adapters' own tensors are left out."""
+    for key, tensor in tensors:
+        if ".lora_" in key:
+            continue
+        if key.endswith(".base_layer.weight"):
+            from peft.tuners.lora import LoraLayer
+
+            module = base.get_submodule(key.removesuffix(".base_layer.weight"))
+            if isinstance(module, LoraLayer) and not module.disable_adapters:
+                delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
+                tensor = (tensor.float() + delta).to(tensor.dtype)
+        yield key.replace(".base_layer.", "."), tensor

@@ -1,0 +1,245 @@
+"""What a model and its training take in memory, on paper: the model's shape counted on PyTorch's
+meta device (no memory, no weights), a run's workload, and the activations one micro-batch
+keeps. The parallelism strategies and rollout engines add their own terms to these
+(`Strategy.memory`, `RolloutEngine.memory`); `vlrl plan` (vlrl/app/plan.py) puts them together.
+
+Activation bytes per token of a transformer block with hidden size d and p parameters are
+`b (4/3 p/d + 5/3 d) + 20 d` (b the compute dtype's size): the inputs each matmul keeps for
+its backward, the attention's and SwiGLU's intermediates, RMSNorm's fp32 copies. Each
+completion row's attention keeps its prompt's keys once more (the shared cache, repeated to
+every head), the patch embedding its pixel values, and log-softmax a float32 copy of every
+completion token's logits (`activation_bytes`). bench/plan_vs_measured.py compares these with
+what autograd keeps on CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from vlrl.config import Config, ConfigError
+from vlrl.models.blocks import unit_modules
+from vlrl.models.build import SPECIAL_TOKENS
+from vlrl.models.checkpoints import weights_root
+from vlrl.models.families import family_for_model_type
+from vlrl.models.loading import checkpoint_path, core_model, torch_dtype
+from vlrl.models.tiny import SHAPES, build_model
+
+GB = 1e9
+BLOCK_D_COEF, BLOCK_P_COEF, NORM_BYTES = 5 / 3, 4 / 3, 20  # see the module docstring
+TEXT_TOKENS = 64  # a prompt's text besides its image: system prompt, question, template
+
+
+@dataclass(frozen=True)
+class Block:
+    """One repeated transformer block: how many, its parameters and hidden size."""
+
+    count: int
+    params: int
+    hidden: int
+
+    def token_bytes(self, b: int) -> float:
+        """What autograd keeps per token of one block for the backward pass."""
+        return b * (BLOCK_P_COEF * self.params / self.hidden + BLOCK_D_COEF * self.hidden) + NORM_BYTES * self.hidden
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    params: int
+    trainable: int  # what the optimizer steps (LoRA: the adapters; model.freeze_vision: not the tower)
+    upcast: int  # trainable weights held below fp32, which the optimizer steps in fp32 copies
+    dtype_bytes: int  # the compute dtype's size
+    trainable_bytes: int  # the size of a trained weight (LoRA's adapters: fp32)
+    layers: Block  # the language model's decoder layers
+    vision: Block  # the vision tower's blocks
+    patches_per_token: int  # vision patches merged into one image token
+    patch_values: int  # pixel values per patch (channels x frames x patch size squared)
+    kv_width: int  # keys plus values per token per decoder layer (elements)
+    vocab: int
+    root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
+    largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
+
+
+def _hidden(block: torch.nn.Module) -> int:
+    """The block's width: the size of its widest normalization weight (Qwen3's layers
+    normalize each head's queries and keys first, over head_dim, then the hidden state)."""
+    weights = [getattr(module, "weight", None) for module in block.modules() if not isinstance(module, torch.nn.Linear)]
+    widths = [w.numel() for w in weights if isinstance(w, torch.Tensor) and w.dim() == 1]
+    if not widths:
+        raise ValueError(f"{type(block).__name__} has no normalization layer to read its width from")
+    return max(widths)
+
+
+def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
+    """The run's model, on the meta device: parameter counts by what holds them."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    if shape:
+        config = shape_config(shape)
+    else:
+        config = AutoConfig.from_pretrained(weights_root(checkpoint_path(cfg.model)))
+    dtype = torch_dtype(cfg.model.dtype)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
+    core = core_model(model)
+    vision = core.get_encoder(modality="image")
+    units = unit_modules(model)
+    names = set(core._no_split_modules)
+    layers = [modules[0] for modules in units if type(modules[0]).__name__ in names]
+    blocks = [m for m in vision.modules() if type(m).__name__ in names]
+    params = sum(p.numel() for p in model.parameters())
+    frozen = sum(p.numel() for p in vision.parameters()) if cfg.model.freeze_vision else 0
+    trainable = lora_params(model, cfg) if cfg.model.lora.r > 0 else params - frozen
+    unit_params = [
+        sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values()) for modules in units
+    ]
+    text = config.get_text_config()
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    vision_config = config.vision_config
+    merge = getattr(vision_config, "spatial_merge_size", 2)
+    b = torch.finfo(dtype).bits // 8
+    return ModelShape(
+        params=params,
+        trainable=trainable,
+        upcast=trainable if b < 4 and cfg.model.lora.r == 0 and cfg.trainer.master_weights else 0,
+        dtype_bytes=b,
+        trainable_bytes=4 if cfg.model.lora.r > 0 else b,  # PEFT keeps adapters in fp32
+        layers=Block(len(layers), sum(p.numel() for p in layers[0].parameters()), _hidden(layers[0])),
+        vision=Block(len(blocks), sum(p.numel() for p in blocks[0].parameters()), _hidden(blocks[0])),
+        patches_per_token=merge * merge,
+        patch_values=vision_config.in_channels * vision_config.temporal_patch_size * vision_config.patch_size**2,
+        kv_width=2 * text.num_key_value_heads * head_dim,
+        vocab=text.vocab_size,
+        root_unit=params - sum(unit_params),
+        largest_unit=max(unit_params),
+    )
+
+
+def lora_params(model: torch.nn.Module, cfg: Config) -> int:
+    """Parameters of the adapters load_model adds: r (in + out) per targeted language-model
+    Linear, targeted as the model's family targets them."""
+    family = family_for_model_type(model.config.model_type)
+    target = re.compile(family.lora_target(cfg.model.lora.target_modules))
+    r = cfg.model.lora.r
+    return sum(
+        r * (m.in_features + m.out_features)
+        for name, m in model.named_modules()
+        if isinstance(m, torch.nn.Linear) and target.match(name)
+    )
+
+
+def shape_config(name: str):
+    """The transformers config of a vlrl.models.tiny shape, built without a tokenizer."""
+    if name not in SHAPES:
+        raise ConfigError(f"vlrl plan --shape {name!r}: unknown; known shapes: {', '.join(SHAPES)}")
+
+    class SpecialIds:  # build_model reads the special tokens' ids; any distinct ids do here
+        def convert_tokens_to_ids(self, token: str) -> int:
+            return SPECIAL_TOKENS.index(token)
+
+    with torch.device("meta"):
+        return build_model(SHAPES[name], SpecialIds()).config
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one micro-batch and one rollout hold, from the run's config."""
+
+    gpus: int
+    gpu_memory: float  # bytes
+    token_budget: int
+    image_tokens: int
+    rows: int  # completions sampled per GPU per step
+    max_new_tokens: int
+    beta: float
+    lora: bool
+
+    @classmethod
+    def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
+        r = cfg.rollout
+        return cls(
+            gpus=gpus,
+            gpu_memory=gpu_memory_gb * GB,
+            token_budget=cfg.trainer.token_budget,
+            image_tokens=image_tokens,
+            rows=max(1, cfg.trainer.prompts_per_step // gpus) * r.num_generations,
+            max_new_tokens=r.max_new_tokens,
+            beta=cfg.algo.beta,
+            lora=cfg.model.lora.r > 0,
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.image_tokens + TEXT_TOKENS
+
+
+def activation_bytes(
+    shape: ModelShape,
+    prompts: int,
+    prompt_length: int,
+    rows: int,
+    width: int,
+    patches: int,
+    checkpointing: bool,
+    transient: bool = True,
+) -> float:
+    """What one micro-batch keeps for its backward pass: `prompts` prompts padded to
+    `prompt_length` tokens, `rows` completions of `width` tokens continuing them, `patches`
+    vision patches. `transient`: with what the forward holds at its end besides (the logits in
+    the compute dtype and their temperature-scaled copy), for the peak."""
+    b = shape.dtype_bytes
+    prompt_tokens, completion_tokens = prompts * prompt_length, rows * width
+    tokens = prompt_tokens + completion_tokens
+    # log-softmax keeps a float32 copy of every completion token's logits (a float32 model
+    # keeps its logits besides)
+    logits = completion_tokens * shape.vocab * (4 + (4 if b == 4 else 0) + (2 * b if transient else 0))
+    layer, block = shape.layers.token_bytes(b), shape.vision.token_bytes(b)
+    row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head
+    pixels = patches * shape.patch_values * b  # what the patch embedding keeps of its input
+    if not checkpointing:
+        lm = shape.layers.count * (tokens * layer + row_prompts)
+        return lm + patches * shape.vision.count * block + pixels + logits
+    # each block keeps its input (and each layer its keys and values, the shared prompt's cache);
+    # the one being recomputed holds everything for a moment
+    kept = tokens * shape.layers.count * b * (shape.layers.hidden + shape.kv_width)
+    kept += patches * shape.vision.count * b * shape.vision.hidden
+    return kept + max(tokens * layer + row_prompts, patches * block) + pixels + logits
+
+
+def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -> float:
+    """One prompt and as many whole completions of max_new_tokens as fill the token budget
+    (the long completions of an untrained model, or of a thinking one)."""
+    length = work.prompt_tokens
+    rows = max(1, (work.token_budget - length) // work.max_new_tokens)
+    width = min(work.max_new_tokens, max(1, work.token_budget - length))
+    patches = work.image_tokens * shape.patches_per_token
+    return activation_bytes(shape, 1, length, rows, width, patches, checkpointing)
+
+
+def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:
+    """The HF engine's KV cache for this GPU's rows, prompts and completions at full length."""
+    return (
+        work.rows * (work.prompt_tokens + work.max_new_tokens) * shape.kv_width * shape.layers.count * shape.dtype_bytes
+    )
+
+
+@dataclass(frozen=True)
+class StrategyMemory:
+    """Bytes one GPU holds under a parallelism strategy (and CPU memory, when it offloads)."""
+
+    weights: float
+    master_weights: float
+    optimizer: float  # AdamW's two moments
+    reference: float  # the KL reference model
+    gradients_update: float  # during backward
+    gradients_step: float  # during the optimizer step
+    gathered: float  # units gathered around the one computed (FSDP2)
+    step_temporaries: float  # AdamW's foreach temporaries: about one copy of what it steps
+    sampling_weights: float = 0.0  # held besides when an engine samples with the policy (FSDP2 gathers it)
+    cpu_memory: float = 0.0
+
+    @property
+    def resting(self) -> float:
+        return self.weights + self.master_weights + self.optimizer + self.reference

@@ -1,0 +1,132 @@
+"""Tiny local checkpoints built from the real transformers classes.
+
+Nothing may be downloaded from a model hub, so tests and the demo use complete local
+checkpoints written here: a tiny model of any family (config, safetensors), a small byte-level
+BPE tokenizer trained locally with Qwen's pre-tokenizer and special tokens, the family's chat
+template, image and video processors. `from_pretrained(path)` loads them like the real ones.
+A build is a pure function of its spec and is cached by the spec's hash. What is particular to
+a family (its config, its processor) is its adapter's (`ModelFamily.build_tiny_model`,
+vlrl/models/); what they share is here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from vlrl.models.build import TinySpec, build_tokenizer
+from vlrl.models.families import family_class, tiny_spec
+
+# Real checkpoints' shapes with random weights and the tiny tokenizer (its padded vocabulary
+# as large as Qwen's): memory and speed at full size with nothing downloaded. Parameter counts
+# equal the real checkpoints' (tests/models/test_tiny.py).
+QWEN_SCALE = dict(
+    vocab_size=151936,
+    rope_theta=1e6,
+    vision_depth=32,
+    vision_hidden=1280,
+    vision_heads=16,
+    num_kv_heads=2,
+    min_pixels=3136,
+    max_pixels=12845056,
+    dtype="bfloat16",
+    tie_embeddings=True,
+)
+SHAPES = {
+    "qwen2.5-vl-3b": TinySpec(
+        hidden_size=2048, num_layers=36, num_heads=16, intermediate_size=11008, vision_intermediate=3420, **QWEN_SCALE
+    ),
+    "qwen2.5-vl-7b": TinySpec(
+        hidden_size=3584,
+        num_layers=28,
+        num_heads=28,
+        intermediate_size=18944,
+        vision_intermediate=3420,
+        **{**QWEN_SCALE, "num_kv_heads": 4, "vocab_size": 152064, "tie_embeddings": False},
+    ),
+    "qwen2-vl-2b": TinySpec(
+        arch="qwen2_vl",
+        hidden_size=1536,
+        num_layers=28,
+        num_heads=12,
+        intermediate_size=8960,
+        vision_intermediate=5120,
+        **QWEN_SCALE,
+    ),
+    # Qwen3-VL-8B-Instruct: the family's vision tower (27 blocks of 1152, deepstack at 8/16/24)
+    # and Qwen3-8B's text model.
+    "qwen3-vl-8b": TinySpec(
+        arch="qwen3_vl",
+        hidden_size=4096,
+        num_layers=36,
+        num_heads=32,
+        intermediate_size=12288,
+        **{
+            **QWEN_SCALE,
+            "num_kv_heads": 8,
+            "rope_theta": 5e6,
+            "vision_depth": 27,
+            "vision_hidden": 1152,
+            "vision_intermediate": 4304,
+            "tie_embeddings": False,
+        },
+    ),
+}
+
+
+def build_model(spec: TinySpec, tokenizer):
+    return family_class(spec.arch)().build_tiny_model(spec, tokenizer)
+
+
+def build_processor(spec: TinySpec, tokenizer):
+    return family_class(spec.arch)().build_tiny_processor(spec, tokenizer)
+
+
+def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") -> Path:
+    """Build the checkpoint for `spec` into `out` (replaced atomically if it exists).
+    `device` only speeds up building large shapes; weights drawn on a GPU differ from the CPU's."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = build_tokenizer(spec, family_class(spec.arch).chat_template)
+    with torch.device(device):
+        model = build_model(spec, tokenizer)
+    model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
+    build_processor(spec, tokenizer).save_pretrained(tmp)
+    (tmp / "vlrl_tiny_spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+    return out
+
+
+def cache_key(spec: TinySpec) -> str:
+    """The cache key: the family, and a hash of the spec and the family's builder version."""
+    builder = family_class(spec.arch).tiny_version
+    payload = json.dumps({"builder": builder, **dataclasses.asdict(spec)}, sort_keys=True)
+    return f"{spec.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VLRL_CACHE", Path.home() / ".cache" / "vlrl"))
+
+
+def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
+    """Path of the cached checkpoint for `spec`, building it on first use."""
+    spec = spec or TinySpec()
+    path = cache_dir() / "tiny" / cache_key(spec)
+    if not (path / "vlrl_tiny_spec.json").is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_tiny_checkpoint(path, spec)
+    return path
+
+
+def resolve_tiny(path: str) -> str:
+    """'tiny:qwen2_5_vl' -> the cached checkpoint's path; any other path unchanged."""
+    return str(tiny_checkpoint(tiny_spec(path))) if path.startswith("tiny:") else path

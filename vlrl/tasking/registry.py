@@ -1,0 +1,115 @@
+"""Finding a task class by name.
+
+Every task, built-in or third-party, is an entry point of the group `vlrl.tasks`
+(pyproject.toml): a Task subclass under its name (a second name for the same class is an
+alias), or a collection, a mapping of names to Task subclasses (a benchmark family's published
+variants). A task may also be given as `module:Class` or `path/to/file.py:Class`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+
+from vlrl import plugins
+from vlrl.config import ConfigError, TaskConfig
+from vlrl.tasking.benchmark import Benchmark
+from vlrl.tasking.task import Task
+
+PACKAGE = "vlrl"  # the distribution whose entry points are the built-in tasks
+
+
+@dataclass(frozen=True)
+class Registered:
+    name: str
+    cls: type[Task]
+    entry_point: EntryPoint
+
+    @property
+    def builtin(self) -> bool:
+        return self.entry_point.dist is not None and self.entry_point.dist.name == PACKAGE
+
+    @property
+    def alias(self) -> bool:
+        return self.name != self.cls.name
+
+
+def _entries() -> Iterator[tuple[str, object, EntryPoint]]:
+    """(name, loaded object or the error loading it, entry point) of every `vlrl.tasks` entry."""
+    for name, ep in plugins.registered(plugins.TASKS).items():
+        try:
+            yield name, ep.load(), ep
+        except Exception as err:  # a broken third-party plugin must not hide the others
+            yield name, err, ep
+
+
+def registered_tasks() -> list[Registered]:
+    """Every task the entry points name, collections expanded, in registration order."""
+    out = []
+    for name, obj, ep in _entries():
+        if isinstance(obj, Mapping):
+            out += [Registered(n, cls, ep) for n, cls in obj.items()]
+        elif isinstance(obj, type):
+            out.append(Registered(name, obj, ep))
+    return out
+
+
+def builtin_training_tasks() -> list[str]:
+    """The names of vlrl's own trainable tasks (no aliases, no benchmarks)."""
+    return [r.name for r in registered_tasks() if r.builtin and not r.alias and not issubclass(r.cls, Benchmark)]
+
+
+def benchmark_names() -> list[str]:
+    """The names of vlrl's own benchmarks (evaluation-only tasks)."""
+    return [r.name for r in registered_tasks() if r.builtin and not r.alias and issubclass(r.cls, Benchmark)]
+
+
+def task_class(name: str) -> type[Task]:
+    ep = plugins.registered(plugins.TASKS).get(name)
+    obj = ep.load() if ep is not None else None
+    if obj is None or isinstance(obj, Mapping):
+        found = next((r.cls for r in registered_tasks() if r.name == name), None)
+        if found is not None:
+            obj = found
+        elif ":" in name:
+            obj = plugins.import_object(name)
+        else:
+            known = sorted(r.name for r in registered_tasks())
+            raise ConfigError(
+                f"config: task.name {name!r} is not a registered task; available: {', '.join(known)} "
+                "(or give module:Class or path/to/file.py:Class)"
+            )
+    if not (isinstance(obj, type) and issubclass(obj, Task)):
+        raise ConfigError(f"task {name!r} resolves to {obj!r}, which is not a vlrl.tasking.task.Task subclass")
+    return obj
+
+
+def make_task(cfg: TaskConfig, family: str = "") -> Task:
+    """The task `cfg` names, for a model of `family` (its `family_options` under cfg.options)."""
+    cls = task_class(cfg.name)
+    return cls(options={**cls.family_options.get(family, {}), **cfg.options}, rewards=cfg.rewards)
+
+
+def list_tasks() -> list[tuple[str, str, str]]:
+    """(name, origin, description) of every registered task: vlrl's own training tasks (with
+    their aliases), its benchmarks, then other packages' tasks."""
+    tasks = registered_tasks()
+    rows = []
+    for r in tasks:
+        if r.alias and r.builtin:  # listed beside the task it names
+            continue
+        if r.builtin:
+            also = [a.name for a in tasks if a.alias and a.cls is r.cls]
+            origin = "benchmark (evaluation only)" if issubclass(r.cls, Benchmark) else "built-in"
+            origin += f" (alias: {', '.join(also)})" if also else ""
+        else:
+            origin = f"entry point {r.entry_point.value}"
+        rows.append((r.name, origin, r.cls.description))
+    failed = [
+        (name, f"entry point {ep.value}", f"(failed to load: {err})")
+        for name, err, ep in _entries()
+        if isinstance(err, Exception)
+    ]
+    order = {"built-in": 0, "benchmark": 1}
+    return sorted(rows, key=lambda row: (order.get(row[1].split(" (")[0].split(" ")[0], 2), row[0])) + failed

@@ -1,0 +1,120 @@
+"""Scoring completions with a task's reward components, never raising on model output.
+
+Each component is called on the whole batch; if it raises, its items are retried one by
+one and the failing ones score 0 (counted). Non-finite values score 0 (counted). A
+completion longer than `max_chars` scores 0 on every component: no real answer is that
+long, and it bounds the time any reward can spend.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vlrl.data.records import RecordError, read_records
+from vlrl.data.sample import Sample
+from vlrl.tasking.task import Task
+
+MAX_COMPLETION_CHARS = 65536
+
+
+@dataclass
+class Scores:
+    components: dict[str, list[float]]  # component name -> one value per completion
+    total: list[float]  # weighted sum
+    failures: dict[str, int] = field(default_factory=dict)  # component -> values replaced by 0
+    oversized: int = 0
+
+    def row(self, i: int) -> dict[str, float]:
+        return {name: values[i] for name, values in self.components.items()}
+
+
+def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[list[float], int]:
+    try:
+        values = list(fn(completions, samples))
+        if len(values) != len(completions):
+            raise ValueError(f"returned {len(values)} values for {len(completions)} completions")
+    except Exception:
+        values = []
+        for completion, sample in zip(completions, samples, strict=True):
+            try:
+                values.append(fn([completion], [sample])[0])
+            except Exception:
+                values.append(float("nan"))
+    failures = 0
+    clean = []
+    for value in values:
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if not math.isfinite(value):
+            failures += 1
+            value = 0.0
+        clean.append(value)
+    return clean, failures
+
+
+def score(
+    task: Task, completions: Sequence[str], samples: Sequence[Sample], max_chars: int = MAX_COMPLETION_CHARS
+) -> Scores:
+    if len(completions) != len(samples):
+        raise ValueError(f"{len(completions)} completions for {len(samples)} samples")
+    functions = task.reward_functions()
+    keep = [i for i, c in enumerate(completions) if isinstance(c, str) and len(c) <= max_chars]
+    kept_completions = [completions[i] for i in keep]
+    kept_samples = [samples[i] for i in keep]
+    components: dict[str, list[float]] = {}
+    failures: dict[str, int] = {}
+    for name in task.reward_weights:
+        values = [0.0] * len(completions)
+        if keep:
+            kept_values, failures[name] = _safe_values(functions[name], kept_completions, kept_samples)
+            for i, value in zip(keep, kept_values, strict=True):
+                values[i] = value
+        components[name] = values
+    total = [
+        sum(task.reward_weights[name] * components[name][i] for name in components) for i in range(len(completions))
+    ]
+    return Scores(components, total, {k: v for k, v in failures.items() if v}, len(completions) - len(keep))
+
+
+@dataclass
+class FileScore:
+    scored: int
+    metrics: dict[str, float]
+    problems: list[str]  # "file:line: reason" for completions that could not be scored
+    mean_reward: float
+
+
+def score_file(task: Task, samples: Sequence[Sample], completions_path: str, out_path: str) -> FileScore:
+    """Score `{"id", "completion"}` lines against the samples with those ids; write one
+    `{"id", "rewards", "reward"}` line per scored completion to `out_path`."""
+    by_id = {s.id: s for s in samples}
+    pairs: list[tuple[object, str, Sample]] = []
+    problems: list[str] = []
+    for where, _, record in read_records(completions_path):
+        if isinstance(record, RecordError):
+            problems.append(str(record))
+            continue
+        if "id" not in record or not isinstance(record.get("completion"), str):
+            problems.append(f'{where}: expected {{"id": ..., "completion": "..."}}')
+            continue
+        sample = by_id.get(str(record["id"]))
+        if sample is None:
+            problems.append(f"{where}: no usable data record has id {record['id']!r}")
+            continue
+        pairs.append((record["id"], record["completion"], sample))
+    texts = [text for _, text, _ in pairs]
+    matched = [sample for _, _, sample in pairs]
+    scores = score(task, texts, matched)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as handle:
+        for i, (record_id, _, _) in enumerate(pairs):
+            handle.write(json.dumps({"id": record_id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
+    metrics = task.metrics(matched, texts) if pairs else {}
+    mean = sum(scores.total) / len(pairs) if pairs else 0.0
+    return FileScore(len(pairs), metrics, problems, mean)

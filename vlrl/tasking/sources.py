@@ -1,0 +1,122 @@
+"""A task's split as the config names it (synthetic data written when asked, bad records reported),
+and the tasks a run trains on.
+
+The data is the task's own format (json, jsonl, COCO...) or a published table (parquet /
+arrow as downloaded, vlrl.data.tables), whose columns `data.columns` maps to the task's record keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rich.console import Console
+
+from vlrl.config import Config, ConfigError, TaskConfig
+from vlrl.data.records import MediaRules, Split
+from vlrl.data.tables import is_table_spec, load_table_split, spec_exists
+from vlrl.models.families import model_family
+from vlrl.models.loading import frame_spec
+from vlrl.tasking.registry import make_task
+from vlrl.tasking.task import Task
+
+SYNTHETIC_SEED_OFFSET = {"train": 0, "eval": 1}  # train and eval never share a scene
+
+
+def media_rules(cfg: Config) -> MediaRules:
+    return MediaRules(cfg.data.allow_outside_root, cfg.data.max_image_pixels)
+
+
+def load_task_split(
+    task: Task,
+    cfg: Config,
+    which: Literal["train", "eval"],
+    console: Console | None = None,
+    require_images: bool = True,
+    path: str | None = None,
+    columns: dict[str, str] | None = None,
+) -> Split:
+    path = path or (cfg.data.train if which == "train" else cfg.data.eval)
+    if not path:
+        raise ConfigError(f"config: data.{which} is empty; give the path of a {task.name} data file")
+    if not spec_exists(path):
+        if not cfg.data.synthetic:
+            raise ConfigError(f"config: data.{which}: {path} does not exist (set data.synthetic=true to generate it)")
+        size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
+        task.synthesize(path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
+        if console:
+            console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
+    split = _read(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
+    if split.errors and console:
+        console.print(f"[yellow]skipped {len(split.errors)} bad record(s) in {path}[/yellow]")
+        for err in split.errors[:5]:
+            console.print(f"  {err}", markup=False, highlight=False)
+        if len(split.errors) > 5:
+            console.print(f"  ... and {len(split.errors) - 5} more")
+    if not split.samples:
+        raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
+    return split
+
+
+def _read(task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str]) -> Split:
+    d = cfg.data
+    if not (task.columns or is_table_spec(path)):
+        if columns:
+            raise ConfigError(f"config: data.columns maps table columns, but {path} is not a parquet / arrow table")
+        return task.load(path, frame_spec(cfg.model), d.image_root, d.strict, d.limit, require_images, media_rules(cfg))
+    if type(task).build_sample is Task.build_sample and type(task).build_samples is Task.build_samples:
+        raise ConfigError(
+            f"task {task.name!r} reads its own file format ({task.data_suffix}), not parquet / arrow tables"
+        )
+    return load_table_split(
+        path,
+        task.build_samples,
+        frame_spec(cfg.model),
+        columns=task.columns,
+        rename=columns,
+        default_split=task.split,
+        image_root=d.image_root,
+        image_cache=d.image_cache,
+        strict=d.strict,
+        limit=d.limit,
+        require_images=require_images,
+        media=media_rules(cfg),
+    )
+
+
+def check_trainable(task: Task) -> Task:
+    """An evaluation-only task (a benchmark) has nothing to train on: say so before any model loads."""
+    if task.eval_only:
+        raise ConfigError(
+            f"config: task {task.name!r} is an evaluation-only benchmark (no rewards); train on a task "
+            f"with rewards (`vlrl tasks` lists them) and evaluate with `vlrl eval --task {task.name}`"
+        )
+    return task
+
+
+@dataclass
+class Source:
+    """A task and its training data in a run, with its share of the prompts."""
+
+    task: Task
+    train: Split
+    eval_path: str
+    weight: float
+
+
+def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
+    """The run's tasks: the `mixture` entries, or the single `task` with `data.train` / `data.eval`."""
+    family = model_family(cfg.model).name  # a task's prompt may follow the model family's recipe
+    if not cfg.mixture:
+        task = check_trainable(make_task(cfg.task, family))
+        return [Source(task, load_task_split(task, cfg, "train", console), cfg.data.eval, 1.0)]
+    sources = []
+    for i, entry in enumerate(cfg.mixture):
+        if not entry.train:
+            raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
+        task = check_trainable(
+            make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
+        )
+        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns)
+        sources.append(Source(task, split, entry.eval, entry.weight))
+    return sources

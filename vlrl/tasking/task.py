@@ -1,0 +1,117 @@
+"""The Task interface: the one plugin point between a perception task and the engine.
+
+A task is a small class with a name, a record parser, a prompt, reward components, a
+prediction parser and metrics. The trainer, the scorer and the evaluator use tasks only
+through this class, so a task written outside the package (entry point, `module:Class`
+or `path/to/file.py:Class`) is as capable as a built-in one. An evaluation-only task (a
+public benchmark, `eval_only`) has no rewards and cannot be trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vlrl.config import ConfigError, build
+from vlrl.data.records import FrameSpec, MediaRules, RecordContext, Split, load_split
+from vlrl.data.sample import Sample
+
+if TYPE_CHECKING:
+    from vlrl.data.tables import Column
+
+# A reward component: completions and their samples in, one float per completion out.
+RewardFn = Callable[[Sequence[str], Sequence[Sample]], list[float]]
+
+
+@dataclass
+class NoOptions:
+    """A task without variants."""
+
+
+class Task:
+    """Base class of every task. Subclasses set `name` and implement the methods below."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+    default_rewards: ClassVar[dict[str, float]] = {}
+    data_suffix: ClassVar[str] = ".json"  # file extension of the task's public data format
+    eval_only: ClassVar[bool] = False  # a benchmark: no rewards, never trained on
+    # Published tables (parquet / arrow, vlrl.data.tables): the columns the task reads, checked on
+    # every file, and the split it evaluates; empty: the task's data is its own format.
+    columns: ClassVar[tuple[Column, ...]] = ()
+    split: ClassVar[str] = ""
+    max_new_tokens: ClassVar[int] = 0  # the generation length its public evaluation uses (0: the config's)
+    # Option defaults by model family (vlrl/models/), where that family's recipe differs from
+    # the task's defaults (a prompt that states the family's coordinates, say); task.options
+    # given in the config override them.
+    family_options: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
+        self.options = build(self.Options, dict(options or {}), prefix="task.options.")
+        available = self.reward_functions()
+        weights = dict(rewards) if rewards else dict(self.default_rewards)
+        for key in weights:
+            if key not in available:
+                raise ConfigError(
+                    f"config: task.rewards.{key} is not a reward of task {self.name!r}; "
+                    f"available: {', '.join(sorted(available))}"
+                )
+        if not weights and not self.eval_only:
+            raise ConfigError(f"config: task {self.name!r} has no reward components selected")
+        self.reward_weights: dict[str, float] = weights
+
+    # -- data -----------------------------------------------------------------------------
+    def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
+        """One record of the task's data format -> Sample; raise ctx.error(...) on bad input."""
+        raise NotImplementedError
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        """The samples one table row holds (one, unless a benchmark asks several questions a row)."""
+        return [self.build_sample(record, ctx)]
+
+    def load(
+        self,
+        path: str | Path,
+        frame_spec: FrameSpec,
+        image_root: str | Path = "",
+        strict: bool = False,
+        limit: int = 0,
+        require_images: bool = True,
+        media: MediaRules = MediaRules(),
+    ) -> Split:
+        """Read a split. Tasks whose public format is not one record per item override this."""
+        return load_split(path, self.build_sample, frame_spec, image_root, strict, limit, require_images, media)
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        """Write a synthetic dataset of `size` records in the task's public format at `path`."""
+        raise NotImplementedError(f"task {self.name!r} has no synthetic data generator")
+
+    # -- prompting ------------------------------------------------------------------------
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        """Chat messages for the sample; image entries ({"type": "image"}) follow sample.images in order."""
+        raise NotImplementedError
+
+    def target(self, sample: Sample) -> str:
+        """The ideal completion in the model's frame (cold-start SFT target)."""
+        raise NotImplementedError
+
+    def temporal_variant(self, sample: Sample) -> Sample | None:
+        """The same question over shuffled frames, for T-GRPO; None where order carries nothing."""
+        return None
+
+    # -- scoring --------------------------------------------------------------------------
+    def reward_functions(self) -> dict[str, RewardFn]:
+        """Every reward component the task offers, by the name used in configs and logs.
+        Each returns values in [0, 1] for any completion, and never raises on model output."""
+        raise NotImplementedError
+
+    def predict(self, completion: str, sample: Sample) -> Any:
+        """The prediction a completion states, in the ground truth's frame (None if unparseable)."""
+        raise NotImplementedError
+
+    def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
+        """Evaluation metrics of a split, as the task's public evaluation defines them."""
+        raise NotImplementedError

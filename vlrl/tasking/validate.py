@@ -1,0 +1,68 @@
+"""`vlrl data validate`: every problem of a dataset, found before a run rather than during one.
+
+It reads the file as a run does (the task's parser, the data root and the image size limit),
+then does what a run does only when it draws a sample: decodes every image and video in full.
+It adds what no run checks: ids that repeat, and records that ask the same question about the
+same media.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vlrl.config import Config
+from vlrl.models.loading import frame_spec
+from vlrl.models.prompting import UnusableSample, read_media
+from vlrl.tasking.sources import media_rules
+from vlrl.tasking.task import Task
+
+
+@dataclass
+class Validation:
+    path: str
+    records: int = 0  # records the file holds, usable or not
+    usable: int = 0  # records a run would train on (repeats included)
+    problems: list[str] = field(default_factory=list)  # "file:line: what is wrong"
+    kinds: Counter = field(default_factory=Counter)
+
+    def add(self, kind: str, problem: str) -> None:
+        self.problems.append(problem)
+        self.kinds[kind] += 1
+
+    def summary(self) -> str:
+        if not self.problems:
+            return f"{self.path}: {self.records} records, all usable"
+        kinds = ", ".join(f"{n} {kind}" for kind, n in self.kinds.most_common())
+        return f"{self.path}: {self.records} records, {self.usable} usable; {len(self.problems)} problems ({kinds})"
+
+
+def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int], None] | None = None) -> Validation:
+    split = task.load(path, frame_spec(cfg.model), cfg.data.image_root, False, 0, True, media_rules(cfg))
+    report = Validation(path, len(split.samples) + len(split.errors))
+    for err in split.errors:
+        report.add("bad records", str(err))
+    first_of_id: dict[str, str] = {}
+    first_of_prompt: dict[tuple, str] = {}
+    for sample in split.samples:
+        if sample.id in first_of_id:
+            report.add(
+                "repeated ids", f"{sample.source}: id {sample.id!r} repeats the record at {first_of_id[sample.id]}"
+            )
+        first_of_id.setdefault(sample.id, sample.source)
+        prompt = (tuple(sample.images), sample.video, sample.problem)
+        if prompt in first_of_prompt:
+            report.add(
+                "repeated questions",
+                f"{sample.source}: same media and question as the record at {first_of_prompt[prompt]}",
+            )
+        first_of_prompt.setdefault(prompt, sample.source)
+        try:
+            read_media(sample, cfg.model, {})
+            report.usable += 1
+        except UnusableSample as err:
+            report.add("undecodable media", str(err))
+        if progress:
+            progress(1)
+    return report

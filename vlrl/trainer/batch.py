@@ -1,0 +1,110 @@
+"""A step's scored groups, flattened into rows, and how the update walks them: token-budgeted
+micro-batches of whole prompts, each prompt's prefix run once (`rows_logprobs`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from vlrl.data.sample import Sample
+from vlrl.models.batch import Prompt, collate
+from vlrl.models.policy import SamplingFilter, TokenLogprobs, completion_logprobs
+from vlrl.rollout import Completion
+from vlrl.rollout.base import completion_rows
+from vlrl.tasking.scoring import Scores
+from vlrl.tasking.task import Task
+
+
+@dataclass
+class Group:
+    """One prompt's G completions, scored: the unit that advantages are computed over."""
+
+    task: Task
+    sample: Sample
+    prompt: Prompt
+    completions: list[Completion]
+    scores: Scores
+    reward: torch.Tensor  # (G,) the task's weighted reward plus shaping terms
+    correct: torch.Tensor  # (G,) bool, by algo.accuracy_reward >= (or >, accuracy_strict) algo.accuracy_threshold
+    shaping: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (G,) terms added to the reward
+
+
+@dataclass
+class RolloutBatch:
+    """Groups flattened into rows, prompt-major (row = group * G + g)."""
+
+    groups: list[Group]
+    prompt_index: torch.Tensor  # (R,) which group's prompt each row continues
+    completion_ids: torch.Tensor  # (R, T) right-padded
+    completion_mask: torch.Tensor  # (R, T) 1 on real tokens
+    rollout_logprobs: torch.Tensor | None  # (R, T) sampled tokens' log-probs from the engine, if it gives them
+    entropy: torch.Tensor | None  # (R, T) the engine's distributions' entropy, if it gives them
+    truncated: torch.Tensor  # (R,) hit max_new_tokens without stopping
+
+    @classmethod
+    def from_groups(cls, groups: list[Group], pad_id: int) -> RolloutBatch:
+        r = completion_rows(groups, pad_id)
+        return cls(groups, r.rows, r.ids, r.mask, r.logprobs, r.entropies, r.truncated)
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        return [g.prompt for g in self.groups]
+
+    def lengths(self) -> list[int]:
+        return self.completion_mask.sum(dim=1).long().tolist()
+
+    def group_rows(self, group: int) -> list[int]:
+        """The rows of one group's completions."""
+        return (self.prompt_index == group).nonzero().flatten().tolist()
+
+
+def micro_batches(
+    prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
+) -> list[list[int]]:
+    """Positions grouped into micro-batches whose padded size (prompts x longest prompt + rows x
+    longest completion) stays within `token_budget`; rows of one prompt stay together when
+    they fit, so its prefix is computed once. A single row always forms a micro-batch."""
+    batches: list[list[int]] = []
+    rows: list[int] = []
+    prompts: set[int] = set()
+    longest_prompt = longest_row = 0
+    for position, (p, length) in enumerate(zip(prompt_index, row_lengths, strict=True)):
+        new_prompts = prompts | {p}
+        new_longest_prompt = max(longest_prompt, prompt_lengths[p])
+        new_longest_row = max(longest_row, length)
+        cost = len(new_prompts) * new_longest_prompt + (len(rows) + 1) * new_longest_row
+        if rows and cost > token_budget:
+            batches.append(rows)
+            rows, prompts, longest_prompt, longest_row = [], set(), 0, 0
+            new_prompts, new_longest_prompt, new_longest_row = {p}, prompt_lengths[p], length
+        rows.append(position)
+        prompts, longest_prompt, longest_row = new_prompts, new_longest_prompt, new_longest_row
+    if rows:
+        batches.append(rows)
+    return batches
+
+
+def rows_logprobs(
+    model: torch.nn.Module,
+    batch: RolloutBatch,
+    rows: list[int],
+    temperature: float,
+    pad_id: int,
+    device: torch.device,
+    with_entropy: bool = False,
+    sampler: SamplingFilter | None = None,
+) -> tuple[TokenLogprobs, int]:
+    """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
+    (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
+    on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU)."""
+    rows_t = torch.tensor(rows)
+    owners = batch.prompt_index[rows_t].tolist()
+    prompt_ids = sorted(set(owners))
+    local = torch.tensor([prompt_ids.index(p) for p in owners], device=device)
+    prompts = collate([batch.groups[p].prompt for p in prompt_ids], pad_id).to(device)
+    width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
+    ids = batch.completion_ids[rows_t, :width].to(device)
+    mask = batch.completion_mask[rows_t, :width].to(device)
+    return completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler), width

@@ -1,0 +1,211 @@
+"""The pieces of the policy update (`RLTrainer.update` puts them together): which old log-probs
+the ratio compares with, the reference's log-probs, one mini-batch's gradient accumulated over
+token-budgeted micro-batches, and the statistics the step logs. The per-token loss itself is
+vlrl/algos/losses.py's (`token_loss`), and so is the measure of an engine's mismatch."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import torch
+
+from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, token_weights
+from vlrl.config import AlgoConfig, RolloutConfig
+from vlrl.models.policy import SamplingFilter, TokenLogprobs
+from vlrl.trainer.batch import RolloutBatch, micro_batches, rows_logprobs
+from vlrl.trainer.run import Run
+
+
+@dataclass
+class OldLogprobs:
+    """The policy that sampled, as the ratio sees it."""
+
+    logp: torch.Tensor | None  # (R, T); None: the current policy's, detached (it has not moved since the rollout)
+    trainers: bool  # computed by the trainer (or None above), not taken from the engine
+    sampled: torch.Tensor | None  # the trainer's log-probs of what a foreign engine draws from, at that policy
+    entropy: (
+        torch.Tensor | None
+    )  # of each step, from a trainer forward (when selecting tokens and the engine gave none)
+
+
+def rows_of(values: torch.Tensor, micro: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
+    return values[micro, :width].to(device)
+
+
+@dataclass
+class Updater:
+    """What the update needs besides the batch: the run (policy, optimizer, processes), the
+    options, the KL reference (None: the policy with its LoRA adapters off), and the engine's
+    two facts. `sampler` is what every engine draws from, as the trainer computes it."""
+
+    run: Run
+    algo: AlgoConfig
+    rollout: RolloutConfig
+    reference: torch.nn.Module | None
+    foreign: bool  # the engine does not sample with the policy: its log-probs are another implementation's
+    sampler: SamplingFilter
+
+    def old_logprobs(self, batch: RolloutBatch) -> OldLogprobs:
+        """While the policy has not moved since the rollout (one pass, one optimizer step) the
+        old log-probs are the detached current ones. Once it moves: the rollout's, when the
+        engine samples with the policy, else a trainer forward made before the first update
+        (also with `algo.old_logprobs=recompute`). Top-entropy selection without the engine's
+        entropies takes them from that forward too."""
+        algo = self.algo
+        moves = algo.num_iterations > 1 or algo.mini_batches > 1
+        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)
+        need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
+        if recompute or need_entropy:
+            before = self.logprobs_no_grad(self.run.model, batch, need_entropy, sampled=recompute and self.foreign)
+            return OldLogprobs(before.logp if recompute else None, True, before.sampled, before.entropy)
+        if moves:
+            return OldLogprobs(batch.rollout_logprobs, batch.rollout_logprobs is None, None, None)
+        return OldLogprobs(None, True, None, None)
+
+    def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
+        if self.reference is not None:
+            return self.logprobs_no_grad(self.reference, batch).logp
+        with self.run.model.disable_adapter():
+            return self.logprobs_no_grad(self.run.model, batch).logp
+
+    def corrects(self, batch: RolloutBatch) -> bool:
+        """Importance weights correct a foreign engine's samples (algo.rollout_correction)."""
+        return self.foreign and self.algo.rollout_correction.enabled and batch.rollout_logprobs is not None
+
+    def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
+        """Micro-batches of `rows`, padded with empty ones where every forward is a collective."""
+        lengths = batch.lengths()
+        planned = micro_batches(
+            [int(batch.prompt_index[r]) for r in rows],
+            [len(p) for p in batch.prompts],
+            [lengths[r] for r in rows],
+            self.run.t.token_budget,
+        )
+        return self.run.strategy.micro_batches(planned)
+
+    def logprobs_no_grad(
+        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool = False, sampled: bool = False
+    ) -> TokenLogprobs:
+        """(R, T) log-probs of every row under `model` without gradient (reference, old policy),
+        with each step's entropy and the sampling distribution's log-probs when asked."""
+        out = torch.zeros_like(batch.completion_mask)
+        ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
+        samp = torch.zeros_like(batch.completion_mask) if sampled else None
+        run = self.run
+        with torch.no_grad():
+            for rows in self.plan(batch, list(range(len(batch.prompt_index)))):
+                if not rows:  # this process has fewer micro-batches than another (FSDP2)
+                    run.strategy.idle_pass(model, run.pad_id, backward=False)
+                    continue
+                stats, width = rows_logprobs(
+                    model, batch, rows, self.rollout.temperature, run.pad_id, run.device, with_entropy,
+                    self.sampler if sampled else None,
+                )  # fmt: skip
+                index = torch.tensor(rows)
+                out[index, :width] = stats.logp.float().cpu()
+                if ent is not None:
+                    ent[index, :width] = stats.entropy.float().cpu()
+                if samp is not None:
+                    samp[index, :width] = stats.sampled.float().cpu()
+        return TokenLogprobs(out, ent, samp)
+
+    def accumulate(
+        self,
+        batch: RolloutBatch,
+        rows: list[int],
+        mask: torch.Tensor,
+        advantages: torch.Tensor,
+        old: OldLogprobs,
+        ref: torch.Tensor | None,
+        selected: torch.Tensor | None,
+        sums: defaultdict[str, float],
+        first: bool,
+    ) -> float:
+        """One optimizer step's gradient over `rows`, micro-batch by micro-batch (each weighted
+        by the whole step's counts, so the split changes nothing); its loss. The engine's
+        mismatch is measured on the `first` pass, where the policy is the one that sampled."""
+        run, algo, device = self.run, self.algo, self.run.device
+        rows_t = torch.tensor(rows, dtype=torch.long)
+        weights = token_weights(
+            mask[rows_t], algo.aggregation, self.rollout.max_new_tokens,
+            rows=run.procs.mean(len(rows)), tokens=run.procs.mean(float(mask[rows_t].sum())),
+        )  # fmt: skip
+        correct = self.corrects(batch)
+        total = 0.0
+        for positions in self.plan(batch, rows):
+            if not positions:  # this process has fewer micro-batches than another (FSDP2)
+                run.strategy.idle_pass(run.model, run.pad_id, backward=True)
+                continue
+            micro = rows_t[positions]
+            current, width = rows_logprobs(
+                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device,
+                sampler=self.sampler if self.foreign and old.logp is None else None,
+            )  # fmt: skip
+            m = rows_of(mask, micro, width, device)
+            old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)
+            engine_logp = (
+                None if batch.rollout_logprobs is None else rows_of(batch.rollout_logprobs, micro, width, device)
+            )
+            # the trainer's value of what the engine reported, at the policy that sampled
+            expected = old_logp
+            if self.foreign:
+                expected = current.sampled if old.logp is None else rows_of(old.sampled, micro, width, device)
+            if engine_logp is not None and old.trainers and first:
+                add_mismatch(
+                    sums, mismatch(expected, engine_logp, rows_of(batch.completion_mask, micro, width, device))
+                )
+            is_weights = None
+            if correct:
+                c = algo.rollout_correction
+                is_weights = rollout_importance_weights(expected, engine_logp, m, c.mode, c.clip_min, c.clip_max)
+                sums["is_weight"] += float((is_weights.expand_as(m) * m).sum())
+            terms = token_loss(
+                current.logp, old_logp, advantages[micro].to(device), m, algo,
+                ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
+                selected=None if selected is None else rows_of(selected, micro, width, device),
+            )  # fmt: skip
+            loss = (terms.per_token * weights[positions, :width].to(device)).sum()
+            loss.backward()
+            total += float(loss.detach())
+            if terms.kl is not None:
+                sums["kl"] += float((terms.kl * m).sum())
+            sums["clip_low"] += float((terms.low_clipped.float() * m).sum())
+            sums["clip_high"] += float((terms.high_clipped.float() * m).sum())
+            sums["tokens"] += float(m.sum())
+        return total
+
+
+def add_mismatch(sums: defaultdict[str, float], measured: dict[str, float]) -> None:
+    sums["mismatch_max"] = max(sums["mismatch_max"], measured.pop("mismatch_max"))
+    for key, value in measured.items():
+        sums[key] += value
+
+
+def update_stats(
+    sums: dict[str, float], with_kl: bool, corrected: bool, trainer_entropy: torch.Tensor | None, batch: RolloutBatch
+) -> dict[str, float]:
+    """The update's logged statistics from its sums: means per optimizer step and per token."""
+    steps, tokens = sums["optimizer_steps"], max(1.0, sums["tokens"])
+    stats = {
+        "loss": sums["loss"] / steps,
+        "grad_norm": sums["grad_norm"] / steps,
+        "clip_low_frac": sums["clip_low"] / tokens,
+        "clip_high_frac": sums["clip_high"] / tokens,
+        "optimizer_steps": steps,
+    }
+    if with_kl:
+        stats["kl"] = sums["kl"] / tokens
+    if sums["mismatch_tokens"]:
+        n = sums["mismatch_tokens"]
+        stats |= {
+            "rollout/logp_diff": sums["mismatch_abs"] / n,
+            "rollout/logp_diff_max": sums["mismatch_max"],
+            "rollout/kl": sums["mismatch_kl"] / n,
+        }
+    if corrected:
+        stats["rollout/is_weight"] = sums["is_weight"] / tokens
+    if trainer_entropy is not None:
+        mask = batch.completion_mask
+        stats["entropy"] = float((trainer_entropy * mask).sum() / mask.sum().clamp(min=1))
+    return stats
