@@ -25,7 +25,8 @@ points outside the frame); distances are float64 (PR1: float32, differences ~1e-
 
 Parsing is bounded: patterns run under the time limit of rewards.text, at most
 MAX_POINTS points are read (more is "no parse"), counts above MAX_COUNT are "no parse",
-and nothing is ever evaluated.
+box text over MAX_BOX_CHARS is skipped, and nothing is ever run: PR1's box text is read by
+Python's literal parser (rewards.text.python_literal), not its eval.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import numpy as np
 import regex
 from scipy.optimize import linear_sum_assignment
 
-from rewards.text import answer_text, compile_pattern, findall, fullmatch, search
+from rewards.text import answer_text, compile_pattern, findall, fullmatch, python_literal, search
 
 MAX_POINTS = 2000  # more points than this in one answer is not a count, it is noise
 MAX_COUNT = 10**9  # larger stated counts are treated as unparseable
@@ -175,19 +176,8 @@ PR1_FORMAT = compile_pattern(
     r"\A<\|object_ref_start\|>[^<]*<\|object_ref_end\|>(?:<\|box_start\|>[^<]*<\|box_end\|>)+<\|im_end\|>"
 )
 PR1_BOX = compile_pattern(r"<\|box_start\|>(.*?)<\|box_end\|>")
-# PR1 runs the box text through Python's eval and unpacks `(x1, y1), (x2, y2)`. What is read
-# here are the literal forms of that: two pairs in () or [], optionally wrapped once more in
-# matching brackets, trailing commas allowed, numbers as Python writes literals (ASCII digits,
-# no leading zeros on integers, decimals and exponents, one sign) and Python's whitespace.
-# eval also reads what no literal is (arithmetic, True, 0x10, 1_000, "- 1", deeper nesting):
-# such a box is skipped here, as a box PR1 cannot unpack is skipped there.
-_WS = r"[ \t\n\r\f]*"
-_LITERAL = r"[-+]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|0+|[1-9][0-9]*)"
-_ITEMS = rf"{_WS}({_LITERAL}){_WS},{_WS}({_LITERAL}){_WS},?{_WS}"
-_PAIR = rf"(?:\({_ITEMS}\)|\[{_ITEMS}\])"
-_TWO = rf"{_WS}{_PAIR}{_WS},{_WS}{_PAIR}{_WS},?{_WS}"
-PR1_BOX_BODY = compile_pattern(rf"{_WS}(?:{_TWO}|\({_TWO}\)|\[{_TWO}\]){_WS}")
 PR1_STRIP = "<|endoftext|>"  # removed before the boxes are read (pr1_counting_reward)
+MAX_BOX_CHARS = 1024  # a box is about 20 characters; longer box text is skipped unread
 
 
 def pr1_format(completion: str) -> float:
@@ -197,19 +187,33 @@ def pr1_format(completion: str) -> float:
     return 1.0 if search(PR1_FORMAT, completion) else 0.0
 
 
+def pr1_box_center(text: str) -> tuple[float, float] | None:
+    """The center PR1's extract_boxes takes from one box's text: the text as Python reads it,
+    unpacked as `(x1, y1), (x2, y2)`, then `((x1 + x2) / 2, (y1 + y2) / 2)` in Python's
+    arithmetic (True is 1, 1e999 is inf, an integer too large for a float raises); None where
+    that raises, as PR1's `except` skips the box. A complex center, which PR1 counts and then
+    cannot turn into a float tensor (its reward raises: 0), is (nan, nan), which scores 0 too."""
+    if len(text) > MAX_BOX_CHARS:
+        return None
+    try:
+        (x1, y1), (x2, y2) = python_literal(text)
+        center = ((x1 + x2) / 2, (y1 + y2) / 2)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if any(isinstance(v, complex) for v in center):
+        return (math.nan, math.nan)
+    return center
+
+
 def pr1_box_centers(completion: str) -> list[tuple[float, float]] | None:
-    """Centers of the `(x1,y1),(x2,y2)` boxes between <|box_start|> and <|box_end|>, as PR1's
-    extract_boxes computes them (a box whose text is not two pairs is skipped); None if none."""
+    """Centers of the boxes between <|box_start|> and <|box_end|>, as PR1's extract_boxes reads
+    them (a box it skips is skipped; an infinite center is kept and counted); None if none."""
     centers = []
     for body in findall(PR1_BOX, completion.replace(PR1_STRIP, "")):
-        match = fullmatch(PR1_BOX_BODY, body)
-        if match is None:
+        center = pr1_box_center(body)
+        if center is None:
             continue
-        numbers = [float(g) for g in match.groups() if g is not None]
-        if len(numbers) != 4 or not all(math.isfinite(v) for v in numbers):
-            continue
-        x1, y1, x2, y2 = numbers
-        centers.append(((x1 + x2) / 2, (y1 + y2) / 2))
+        centers.append(center)
         if len(centers) > MAX_POINTS:
             return None
     return centers or None
