@@ -18,6 +18,15 @@ Two reward definitions:
   diagonal in the 0-1000 frame". Callers pass points in that frame (tasks/counting.py
   converts through the sample's Frame) or another frame with its own diagonal as `scale`.
 
+A center at infinity (a box `(1e999, 298),(300, 400)`, which PR1 counts) scores as there: an
+infinite distance is a pair PR1's linear_sum_assignment never uses, so with more predicted
+points than true ones the point is left unmatched, and where it must be matched the reward
+is 0 ("cost matrix is infeasible", caught). A nan among PR1's distances scores 0: a nan
+center, and, with more than 25 points on either side (torch.cdist's matrix-product path), a
++inf coordinate or one past float32's products (`_pr1_matrix_product_nan` says which). Huge
+finite centers come out alike: unmatched where they can be, else a distance that clips the
+reward to 0.
+
 Where this differs from Perception-R1's code, on inputs its data never holds:
 both point sets empty scores 1.0 (PR1's code raises inside torch.cdist and scores 0; its
 PixMo-Count data has counts >= 1); the value is clipped to [0, 1] (PR1's goes negative for
@@ -43,6 +52,7 @@ from rewards.text import answer_text, compile_pattern, findall, fullmatch, pytho
 MAX_POINTS = 2000  # more points than this in one answer is not a count, it is noise
 MAX_COUNT = 10**9  # larger stated counts are treated as unparseable
 NORM1000_DIAGONAL = 1000 * math.sqrt(2)
+CDIST_MM_POINTS = 25  # torch.cdist computes p=2 distances by matrix products above this many points
 
 Point = Sequence[float]
 
@@ -231,6 +241,21 @@ def count_ratio(n_pred: int, n_gt: int) -> float:
     return min(n_pred, n_gt) / max(n_pred, n_gt)
 
 
+def _pr1_matrix_product_nan(p: np.ndarray, g: np.ndarray) -> bool:
+    """Does torch.cdist's matrix-product path, which PR1's float32 distances take with more than
+    CDIST_MM_POINTS points on either side, give a nan? It sums -2 p.g + |p|^2 + |g|^2, term by
+    term here: +inf (or a product past float32's range) meets the infinite |p|^2 as inf - inf,
+    and an infinite coordinate times a true 0 is nan."""
+    p32, g32 = p.astype(np.float32), g.astype(np.float32)
+    terms = (
+        (-2 * p32[:, None, 0]) * g32[None, :, 0],
+        (-2 * p32[:, None, 1]) * g32[None, :, 1],
+        (p32**2).sum(axis=-1)[:, None],
+        (g32**2).sum(axis=-1)[None, :],
+    )
+    return bool(np.isnan(sum(terms)).any())
+
+
 def count_points(pred: Sequence[Point] | None, truth: Sequence[Point], scale: float = NORM1000_DIAGONAL) -> float:
     """Perception-R1's partial counting reward (see the module docstring), in [0, 1]."""
     pred = list(pred or [])
@@ -241,13 +266,16 @@ def count_points(pred: Sequence[Point] | None, truth: Sequence[Point], scale: fl
         return 0.0
     p = np.asarray(pred, dtype=np.float64).reshape(-1, 2)
     g = np.asarray(truth, dtype=np.float64).reshape(-1, 2)
-    if not (np.isfinite(p).all() and np.isfinite(g).all()):
+    if not np.isfinite(g).all():
         return 0.0
     with np.errstate(over="ignore", invalid="ignore"):
+        if max(len(p), len(g)) > CDIST_MM_POINTS and _pr1_matrix_product_nan(p, g):
+            return 0.0
         cost = np.sqrt(((p[:, None, :] - g[None, :, :]) ** 2).sum(axis=-1))
-    if not np.isfinite(cost).all():  # coordinates so large their distance overflows
-        return 0.0
-    rows, cols = linear_sum_assignment(cost)
+    try:  # an infinite distance is a pair never matched; a nan, or no matching without one, raises
+        rows, cols = linear_sum_assignment(cost)
+    except ValueError:
+        return 0.0  # PR1's `except` in pr1_counting_reward
     mean_dist = float(cost[rows, cols].mean())
     value = count_ratio(len(pred), len(truth)) * (1.0 - mean_dist / scale)
     return min(1.0, max(0.0, value))

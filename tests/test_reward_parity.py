@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from PIL import Image
 
 from rewards.counting import MAX_BOX_CHARS, count_points, pr1_box_centers, pr1_format
+from tasks.counting import Counting
+from vlrl.data import FrameSpec, RecordContext
 
 # -- Perception-R1 counting ----------------------------------------------------------------------
 PR1_TRUTH = [[221, 343], [476, 173]]  # the solution in pr1_counting_reward's docstring
@@ -82,3 +85,80 @@ def test_hostile_boxes_are_skipped_quickly():
     boxes = ("(" * 600, "-" * 1000 + "1", "1+" * 500 + "1", "'\ud800'", "{[1]: 2}")
     assert pr1_box_centers(pr1_completion(*boxes)) is None
     assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    "boxes,count,reward",
+    [
+        ((NEAR_FIRST, NEAR_SECOND), 2, 0.9980913996696472),  # typical: both matched closely
+        ((INF_BOX, NEAR_SECOND), 2, 0.0),  # counted; linear_sum_assignment: "cost matrix is infeasible"
+        ((INF_BOX,), 1, 0.0),
+        (("(-1e999, 298),(300,400)", NEAR_SECOND), 2, 0.0),
+        ((INF_BOX, NEAR_SECOND, NEAR_FIRST), 3, 0.6653943061828613),  # more boxes than objects: inf left unmatched
+        (("(-1e999, 298),(300,400)", NEAR_SECOND, NEAR_FIRST), 3, 0.6653943061828613),
+        ((INF_BOX, INF_BOX, NEAR_SECOND), 3, 0.0),  # two infinite boxes for two objects: infeasible
+        ((INF_BOX, INF_BOX, NEAR_SECOND, NEAR_FIRST), 4, 0.4990456998348236),
+        (("(1e999, 298),(-1e999,400)", NEAR_SECOND, NEAR_FIRST), 3, 0.0),  # nan center: "invalid numeric entries"
+        (("(1e308, 298),(1e308,400)", NEAR_SECOND, NEAR_FIRST), 3, 0.6653943061828613),  # the center sum overflows
+        (("(1e300, 298),(1e300,400)", NEAR_SECOND, NEAR_FIRST), 3, 0.6653943061828613),  # inf in float32 only
+        (("(1e300, 298),(1e300,400)", NEAR_SECOND), 2, 0.0),
+    ],
+)
+def test_a_box_with_an_infinite_center_is_counted_and_scored_as_perception_r1_does(boxes, count, reward):
+    assert pr1_reward(*boxes) == (count, pytest.approx(reward, abs=1e-6))
+
+
+# Above 25 points on either side torch.cdist computes distances by matrix products, in float32:
+# -2 p.g + |p|^2 + |g|^2, where +inf (or a product past float32's range) meets an infinite square.
+MANY_TRUTH = [[10 * i + 5, 20 * i + 7] for i in range(26)]
+MANY_BOXES = tuple(f"({10 * i},{20 * i}),({10 * i + 12},{20 * i + 14})" for i in range(26))  # each 2 units off
+
+
+@pytest.mark.parametrize(
+    "extra,reward",
+    [
+        ("(1e999, 298),(300,400)", 0.0),  # nan: "matrix contains invalid numeric entries"
+        ("(-1e999, 298),(300,400)", 0.9622820615768433),  # -2 p.g is +inf: inf, no nan, left unmatched
+        ("(300, -1e999),(300,400)", 0.9622820615768433),
+        ("(1e30, 298),(1e30,400)", 0.9622820615768433),  # finite products
+        ("(1e36, 298),(1e36,400)", 0.0),  # -2 p.g overflows to -inf against the infinite square
+        ("(-1e36, 298),(-1e36,400)", 0.9622820615768433),
+        ("(4e38, 298),(4e38,400)", 0.0),  # past float32's range
+        ("(1j, 298),(300,400)", 0.0),  # a complex center: torch.tensor raises "must be real number"
+    ],
+)
+def test_with_more_than_25_points_an_infinite_box_scores_as_perception_r1s_matrix_product_distances(extra, reward):
+    assert pr1_reward(*MANY_BOXES, extra, truth=MANY_TRUTH) == (27, pytest.approx(reward, abs=1e-6))
+    assert pr1_reward(*MANY_BOXES, truth=MANY_TRUTH) == (26, pytest.approx(0.9992929100990295, abs=1e-6))
+
+
+def test_the_25_point_boundary_is_torch_cdists():
+    far = tuple(f"({3000 + i},3000),({3000 + i},3000)" for i in range(23))
+    # 25 predicted points: cdist's direct path, the inf row is unmatched; 26: products, nan.
+    assert pr1_reward(NEAR_FIRST, NEAR_SECOND, INF_BOX, *far[:22]) == (25, pytest.approx(0.0798473134636879, abs=1e-6))
+    assert pr1_reward(NEAR_FIRST, NEAR_SECOND, INF_BOX, *far) == (26, 0.0)
+    # A true x of 0 against -inf: -2 * -inf * 0 is nan.
+    zero_x = [[0, 20 * i + 7] for i in range(26)]
+    assert pr1_reward(*MANY_BOXES, "(-1e999, 298),(-1e999,400)", truth=zero_x) == (27, 0.0)
+
+
+def _norm1000_sample(tmp_path, task):
+    Image.new("RGB", (1120, 560), (128, 128, 128)).save(tmp_path / "im.png")
+    record = {"image": "im.png", "label": "dots", "count": 2, "points": [{"x": 100, "y": 100}, {"x": 300, "y": 200}]}
+    return task.build_sample(record, RecordContext("data.json:1", 0, tmp_path, FrameSpec("norm1000", 3136, 560 * 280)))
+
+
+def test_the_perception_r1_variant_counts_an_infinite_box_so_its_exact_count_holds(tmp_path):
+    task = Counting(options={"variant": "perception_r1"})
+    sample = _norm1000_sample(tmp_path, task)
+    fns = task.reward_functions()
+    one_inf = pr1_completion(INF_BOX, "(80,160),(120,200)")
+    three = pr1_completion(INF_BOX, "(80,160),(120,200)", "(250,330),(306,384)")
+    # PR1's evaluate_counting.py: len(extract_boxes(...)) == 2 == ground truth; its reward: infeasible, 0.
+    assert task.predict(one_inf, sample) == 2
+    assert fns["count_exact"]([one_inf], [sample]) == [1.0]
+    assert fns["count_points"]([one_inf], [sample]) == [0.0]
+    # Truth (100, 100), (300, 200) of 1120x560 in the 0-1000 frame; PR1 gives 0.661728024482727.
+    assert task.predict(three, sample) == 3
+    assert fns["count_points"]([three], [sample]) == pytest.approx([0.661728024482727], abs=1e-6)
+    assert task.metrics([sample], [one_inf])["accuracy"] == 1.0
