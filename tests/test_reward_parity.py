@@ -1,11 +1,12 @@
 """Reward parity on the edges issue 27 named: Perception-R1's counting boxes and point reward,
-each against the value the public code gives.
+GUI-R1's format reward, each against the value the public code gives.
 
 The expected values are literals, read off the public code run on these exact strings:
 Perception-R1 at linkangheng/PR1@accb7cb (src/open_r1/utils.py `extract_boxes`, `num_scale`,
 `match_and_compute_distances`; src/open_r1/rewards.py `pr1_counting_reward`; read in the fork
-philipmit/PR1@ef4fe26, whose files are identical), with torch 2.14 on CPU. PR1 computes in
-float32, vlrl in float64: its values are compared to 1e-6.
+philipmit/PR1@ef4fe26, whose files are identical), with torch 2.14 on CPU; GUI-R1 at
+ritzz-ai/GUI-R1@d43eea2 (verl/utils/reward_score/r1gui.py `r1gui_format_reward`). PR1 computes
+in float32, vlrl in float64: its values are compared to 1e-6.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from PIL import Image
 
 from rewards.counting import MAX_BOX_CHARS, count_points, pr1_box_centers, pr1_format
+from rewards.gui import gui_r1_format
 from tasks.counting import Counting
 from vlrl.data import FrameSpec, RecordContext
 
@@ -162,3 +164,85 @@ def test_the_perception_r1_variant_counts_an_infinite_box_so_its_exact_count_hol
     assert task.predict(three, sample) == 3
     assert fns["count_points"]([three], [sample]) == pytest.approx([0.661728024482727], abs=1e-6)
     assert task.metrics([sample], [one_inf])["accuracy"] == 1.0
+
+
+# -- GUI-R1 format -------------------------------------------------------------------------------
+def gui_answer(answer: str) -> str:
+    return f"<think>ok</think> <answer>{answer}</answer>"
+
+
+ACTION = "{'action': 'click', 'point': [100, 500], 'input_text': 'no input text'}"
+JSON_ACTION = '{"action": "click", "point": [100, 500], "input_text": "no input text"}'
+
+
+def with_point(point: str) -> str:
+    return f"[{{'action': 'click', 'point': {point}, 'input_text': 'no input text'}}]"
+
+
+@pytest.mark.parametrize(
+    "answer,gui_r1",
+    [
+        (f"[{ACTION}]", 1.0),
+        (with_point("[True, 500]"), 1.0),  # isinstance(True, int)
+        (with_point("[True, False]"), 1.0),
+        (with_point("[100.0, 500]"), 0.0),
+        (with_point("(100, 500)"), 1.0),
+        (with_point("[100, 500, 7]"), 1.0),  # only point[0] and point[1] are looked at
+        (with_point("[100]"), 0.0),  # point[1] raises IndexError
+        (with_point("{0: 100, 1: 500}"), 1.0),  # a dict indexes by 0 and 1
+        (with_point("b'\\x01\\x02'"), 1.0),  # bytes index to integers
+        (with_point("'[100, 500]'"), 0.0),  # a string indexes to strings
+        (with_point("None"), 0.0),
+        (with_point("[1_000, 500]"), 1.0),
+        (with_point("[0x10, 500]"), 1.0),
+        (with_point("[" + "9" * 400 + ", 500]"), 1.0),
+        (with_point("[" + "9" * 5000 + ", 500]"), 0.0),  # Python's 4300-digit limit: SyntaxError
+        (f"[{ACTION}]  # click it", 1.0),  # a comment
+        ("[{'action': 'click',  # where\n 'point': [100, 500], 'input_text': 'no input text'}]", 1.0),
+        ("[{'action': 'click', \\\n 'point': [100, 500], 'input_text': 'no input text'}]", 1.0),
+        ("[{'action':\x0c'click', 'point': [100, 500], 'input_text': 'no input text'}]", 1.0),  # form feed
+        ("[{'action':\u00a0'click', 'point': [100, 500], 'input_text': 'no input text'}]", 0.0),  # NBSP
+        (f"[{ACTION}]\n[]", 0.0),  # a second line
+        ("[{'action': 'cl' 'ick', 'point': [100, 500], 'input_text': 'no input text'}]", 1.0),
+        ("[{'action': r'click', 'point': [100, 500], 'input_text': 'no input text'}]", 1.0),
+        (f"[{ACTION[:-1]}, 'x': {{1, 2}}}}]", 1.0),  # a set in an extra key
+        (f"[{ACTION[:-1]}, 'point': 'x'}}]", 0.0),  # a repeated key: the last one counts
+        (f"({ACTION},)", 0.0),  # a tuple is not a list
+        ("[]", 1.0),
+        (f"[{JSON_ACTION}]", 1.0),
+        (f"[{JSON_ACTION[:-1]}, \"done\": false}}]", 0.0),  # NameError: name 'false' is not defined
+        (f"[{JSON_ACTION[:-1]}, \"ok\": true}}]", 0.0),
+        (f"[{JSON_ACTION[:-1]}, \"extra\": null}}]", 0.0),
+        (f"[{ACTION[:-1]}, 'done': True}}]", 1.0),
+        ("[" + ", ".join([ACTION] * 60) + "]", 1.0),  # about 4 kB: no size limit there
+        ("[" + ", ".join([JSON_ACTION] * 90) + "]", 1.0),
+        (f"[{ACTION}]\x00", 0.0),  # null bytes: SyntaxError
+        ("[" * 150 + "]" * 150, 0.0),
+        ("[" * 201 + "]" * 201, 0.0),  # too many nested parentheses: SyntaxError
+    ],
+)
+def test_gui_r1_format_reads_the_answer_as_its_eval_reads_a_literal(answer, gui_r1):
+    assert gui_r1_format(gui_answer(answer)) == gui_r1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        with_point("[50+50, 500]"),
+        with_point("[--100, 500]"),
+        with_point("[-True, 500]"),
+        "[{'action': f'click', 'point': [100, 500], 'input_text': 'no input text'}]",
+    ],
+)
+def test_answers_only_eval_reads_fail_the_gui_r1_format_a_documented_deviation(answer):
+    assert gui_r1_format(gui_answer(answer)) == 0.0  # GUI-R1: 1.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["-" * 60_000 + "1", "+0" * 30_000, "1+" * 30_000 + "1", "[" * 60_000, "'\ud800'", "{[1]: 2}"],
+)
+def test_hostile_answers_fail_the_gui_r1_format_quickly_as_python_fails_to_parse_them(answer):
+    start = time.perf_counter()
+    assert gui_r1_format(gui_answer(answer)) == 0.0  # GUI-R1: MemoryError, RecursionError, SyntaxError, ...
+    assert time.perf_counter() - start < 2.0
