@@ -1,12 +1,13 @@
 """Reward parity on the edges issue 27 named: Perception-R1's counting boxes and point reward,
-GUI-R1's format reward, each against the value the public code gives.
+GUI-R1's format and accuracy, each against the value the public code gives.
 
 The expected values are literals, read off the public code run on these exact strings:
 Perception-R1 at linkangheng/PR1@accb7cb (src/open_r1/utils.py `extract_boxes`, `num_scale`,
 `match_and_compute_distances`; src/open_r1/rewards.py `pr1_counting_reward`; read in the fork
 philipmit/PR1@ef4fe26, whose files are identical), with torch 2.14 on CPU; GUI-R1 at
-ritzz-ai/GUI-R1@d43eea2 (verl/utils/reward_score/r1gui.py `r1gui_format_reward`). PR1 computes
-in float32, vlrl in float64: its values are compared to 1e-6.
+ritzz-ai/GUI-R1@d43eea2 (verl/utils/reward_score/r1gui.py `r1gui_format_reward`,
+`r1gui_accuracy_reward`). PR1 computes in float32, vlrl in float64: its values are compared
+to 1e-6.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from PIL import Image
 from rewards.counting import MAX_BOX_CHARS, count_points, pr1_box_centers, pr1_format
 from rewards.gui import gui_r1_format
 from tasks.counting import Counting
+from tasks.gui import GuiAction
 from vlrl.data import FrameSpec, RecordContext
 
 # -- Perception-R1 counting ----------------------------------------------------------------------
@@ -246,3 +248,33 @@ def test_hostile_answers_fail_the_gui_r1_format_quickly_as_python_fails_to_parse
     start = time.perf_counter()
     assert gui_r1_format(gui_answer(answer)) == 0.0  # GUI-R1: MemoryError, RecursionError, SyntaxError, ...
     assert time.perf_counter() - start < 2.0
+
+
+# -- GUI-R1 accuracy: what each parser reads ------------------------------------------------------
+def _click_sample(tmp_path, **gt):
+    Image.new("RGB", (1120, 560), (200, 200, 200)).save(tmp_path / "screen.png")
+    ctx = RecordContext("data.json:1", 0, tmp_path, FrameSpec("original", 3136, 560 * 280))  # model frame = image
+    return GuiAction().build_sample({"image": "screen.png", "task": "do it", "gt": {"action_type": "click", **gt}}, ctx)
+
+
+@pytest.mark.parametrize(
+    "point,in_box,near_origin,structured_in_box",
+    [
+        ("[100, 500]", 1.0, 0.0, 1.0),
+        ("'[100, 500]'", 1.0, 0.0, 0.0),  # GUI-R1's regex reads the point out of the string
+        ("[-100, 500]", 0.0, 1.0, 0.0),  # `\[(\d+),\s*(\d+)]` finds none: [0, 0, 0, 0], 78 px from (50, 60)
+        ("[100.0, 500]", 0.0, 1.0, 1.0),
+        ("(100, 500)", 0.0, 1.0, 1.0),
+    ],
+)
+def test_public_regex_accuracy_is_gui_r1s_and_structured_reads_the_point_as_written(
+    tmp_path, point, in_box, near_origin, structured_in_box
+):
+    # in_box, near_origin: GUI-R1's r1gui_accuracy_reward with gt_bbox [90, 490, 110, 510] and [50, 60].
+    box = _click_sample(tmp_path, x=100, y=500, bbox=[90, 490, 110, 510])
+    origin = _click_sample(tmp_path, x=50, y=60)
+    completion = gui_answer(with_point(point))
+    public = GuiAction({"parser": "public_regex"}).reward_functions()["accuracy"]
+    assert public([completion, completion], [box, origin]) == [in_box, near_origin]
+    structured = GuiAction().reward_functions()["accuracy"]  # a documented deviation: the point as written
+    assert structured([completion, completion], [box, origin]) == [structured_in_box, 0.0]
