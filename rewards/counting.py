@@ -18,6 +18,15 @@ Two reward definitions:
   diagonal in the 0-1000 frame". Callers pass points in that frame (tasks/counting.py
   converts through the sample's Frame) or another frame with its own diagonal as `scale`.
 
+A center at infinity (a box `(1e999, 298),(300, 400)`, which PR1 counts) scores as there: an
+infinite distance is a pair PR1's linear_sum_assignment never uses, so with more predicted
+points than true ones the point is left unmatched, and where it must be matched the reward
+is 0 ("cost matrix is infeasible", caught). A nan among PR1's distances scores 0: a nan
+center, and, with more than 25 points on either side (torch.cdist's matrix-product path), a
++inf coordinate or one past float32's products (`_pr1_matrix_product_nan` says which). Huge
+finite centers come out alike: unmatched where they can be, else a distance that clips the
+reward to 0.
+
 Where this differs from Perception-R1's code, on inputs its data never holds:
 both point sets empty scores 1.0 (PR1's code raises inside torch.cdist and scores 0; its
 PixMo-Count data has counts >= 1); the value is clipped to [0, 1] (PR1's goes negative for
@@ -25,7 +34,8 @@ points outside the frame); distances are float64 (PR1: float32, differences ~1e-
 
 Parsing is bounded: patterns run under the time limit of rewards.text, at most
 MAX_POINTS points are read (more is "no parse"), counts above MAX_COUNT are "no parse",
-and nothing is ever evaluated.
+box text over MAX_BOX_CHARS is skipped, and nothing is ever run: PR1's box text is read by
+Python's literal parser (rewards.text.python_literal), not its eval.
 """
 
 from __future__ import annotations
@@ -37,11 +47,12 @@ import numpy as np
 import regex
 from scipy.optimize import linear_sum_assignment
 
-from rewards.text import answer_text, compile_pattern, findall, fullmatch, search
+from rewards.text import answer_text, compile_pattern, findall, fullmatch, python_literal, search
 
 MAX_POINTS = 2000  # more points than this in one answer is not a count, it is noise
 MAX_COUNT = 10**9  # larger stated counts are treated as unparseable
 NORM1000_DIAGONAL = 1000 * math.sqrt(2)
+CDIST_MM_POINTS = 25  # torch.cdist computes p=2 distances by matrix products above this many points
 
 Point = Sequence[float]
 
@@ -193,19 +204,8 @@ PR1_FORMAT = compile_pattern(
     r"\A<\|object_ref_start\|>[^<]*<\|object_ref_end\|>(?:<\|box_start\|>[^<]*<\|box_end\|>)+<\|im_end\|>"
 )
 PR1_BOX = compile_pattern(r"<\|box_start\|>(.*?)<\|box_end\|>")
-# PR1 runs the box text through Python's eval and unpacks `(x1, y1), (x2, y2)`. What is read
-# here are the literal forms of that: two pairs in () or [], optionally wrapped once more in
-# matching brackets, trailing commas allowed, numbers as Python writes literals (ASCII digits,
-# no leading zeros on integers, decimals and exponents, one sign) and Python's whitespace.
-# eval also reads what no literal is (arithmetic, True, 0x10, 1_000, "- 1", deeper nesting):
-# such a box is skipped here, as a box PR1 cannot unpack is skipped there.
-_WS = r"[ \t\n\r\f]*"
-_LITERAL = r"[-+]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[0-9]+[eE][-+]?[0-9]+|0+|[1-9][0-9]*)"
-_ITEMS = rf"{_WS}({_LITERAL}){_WS},{_WS}({_LITERAL}){_WS},?{_WS}"
-_PAIR = rf"(?:\({_ITEMS}\)|\[{_ITEMS}\])"
-_TWO = rf"{_WS}{_PAIR}{_WS},{_WS}{_PAIR}{_WS},?{_WS}"
-PR1_BOX_BODY = compile_pattern(rf"{_WS}(?:{_TWO}|\({_TWO}\)|\[{_TWO}\]){_WS}")
 PR1_STRIP = "<|endoftext|>"  # removed before the boxes are read (pr1_counting_reward)
+MAX_BOX_CHARS = 1024  # a box is about 20 characters; longer box text is skipped unread
 
 
 def pr1_format(completion: str) -> float:
@@ -215,19 +215,33 @@ def pr1_format(completion: str) -> float:
     return 1.0 if search(PR1_FORMAT, completion) else 0.0
 
 
+def pr1_box_center(text: str) -> tuple[float, float] | None:
+    """The center PR1's extract_boxes takes from one box's text: the text as Python reads it,
+    unpacked as `(x1, y1), (x2, y2)`, then `((x1 + x2) / 2, (y1 + y2) / 2)` in Python's
+    arithmetic (True is 1, 1e999 is inf, an integer too large for a float raises); None where
+    that raises, as PR1's `except` skips the box. A complex center, which PR1 counts and then
+    cannot turn into a float tensor (its reward raises: 0), is (nan, nan), which scores 0 too."""
+    if len(text) > MAX_BOX_CHARS:
+        return None
+    try:
+        (x1, y1), (x2, y2) = python_literal(text)
+        center = ((x1 + x2) / 2, (y1 + y2) / 2)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if any(isinstance(v, complex) for v in center):
+        return (math.nan, math.nan)
+    return center
+
+
 def pr1_box_centers(completion: str) -> list[tuple[float, float]] | None:
-    """Centers of the `(x1,y1),(x2,y2)` boxes between <|box_start|> and <|box_end|>, as PR1's
-    extract_boxes computes them (a box whose text is not two pairs is skipped); None if none."""
+    """Centers of the boxes between <|box_start|> and <|box_end|>, as PR1's extract_boxes reads
+    them (a box it skips is skipped; an infinite center is kept and counted); None if none."""
     centers = []
     for body in findall(PR1_BOX, completion.replace(PR1_STRIP, "")):
-        match = fullmatch(PR1_BOX_BODY, body)
-        if match is None:
+        center = pr1_box_center(body)
+        if center is None:
             continue
-        numbers = [float(g) for g in match.groups() if g is not None]
-        if len(numbers) != 4 or not all(math.isfinite(v) for v in numbers):
-            continue
-        x1, y1, x2, y2 = numbers
-        centers.append(((x1 + x2) / 2, (y1 + y2) / 2))
+        centers.append(center)
         if len(centers) > MAX_POINTS:
             return None
     return centers or None
@@ -245,6 +259,21 @@ def count_ratio(n_pred: int, n_gt: int) -> float:
     return min(n_pred, n_gt) / max(n_pred, n_gt)
 
 
+def _pr1_matrix_product_nan(p: np.ndarray, g: np.ndarray) -> bool:
+    """Does torch.cdist's matrix-product path, which PR1's float32 distances take with more than
+    CDIST_MM_POINTS points on either side, give a nan? It sums -2 p.g + |p|^2 + |g|^2, term by
+    term here: +inf (or a product past float32's range) meets the infinite |p|^2 as inf - inf,
+    and an infinite coordinate times a true 0 is nan."""
+    p32, g32 = p.astype(np.float32), g.astype(np.float32)
+    terms = (
+        (-2 * p32[:, None, 0]) * g32[None, :, 0],
+        (-2 * p32[:, None, 1]) * g32[None, :, 1],
+        (p32**2).sum(axis=-1)[:, None],
+        (g32**2).sum(axis=-1)[None, :],
+    )
+    return bool(np.isnan(sum(terms)).any())
+
+
 def count_points(pred: Sequence[Point] | None, truth: Sequence[Point], scale: float = NORM1000_DIAGONAL) -> float:
     """Perception-R1's partial counting reward (see the module docstring), in [0, 1]."""
     pred = list(pred or [])
@@ -255,13 +284,16 @@ def count_points(pred: Sequence[Point] | None, truth: Sequence[Point], scale: fl
         return 0.0
     p = np.asarray(pred, dtype=np.float64).reshape(-1, 2)
     g = np.asarray(truth, dtype=np.float64).reshape(-1, 2)
-    if not (np.isfinite(p).all() and np.isfinite(g).all()):
+    if not np.isfinite(g).all():
         return 0.0
     with np.errstate(over="ignore", invalid="ignore"):
+        if max(len(p), len(g)) > CDIST_MM_POINTS and _pr1_matrix_product_nan(p, g):
+            return 0.0
         cost = np.sqrt(((p[:, None, :] - g[None, :, :]) ** 2).sum(axis=-1))
-    if not np.isfinite(cost).all():  # coordinates so large their distance overflows
-        return 0.0
-    rows, cols = linear_sum_assignment(cost)
+    try:  # an infinite distance is a pair never matched; a nan, or no matching without one, raises
+        rows, cols = linear_sum_assignment(cost)
+    except ValueError:
+        return 0.0  # PR1's `except` in pr1_counting_reward
     mean_dist = float(cost[rows, cols].mean())
     value = count_ratio(len(pred), len(truth)) * (1.0 - mean_dist / scale)
     return min(1.0, max(0.0, value))

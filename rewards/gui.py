@@ -15,10 +15,12 @@ The definitions follow the public code, cited per function:
   (two ints), `input_text` (str), a text for type/select/open_app, a direction for scroll);
   total 0.8 * accuracy + 0.2 * format.
 
-Model output is untrusted. Nothing here evaluates it: the answer is read as JSON, then by a
-small literal parser (Python-literal style: 'single quotes', True/None, tuples) with limits
-on size, depth and node count; where that fails, the public code's own regexes extract the
-fields (bounded time). Every function returns a number for any input and never raises.
+Model output is untrusted. Nothing here evaluates it. To extract an action the answer is read
+as JSON, then by a small literal parser (Python-literal style: 'single quotes', True/None,
+tuples) with limits on size, depth and node count; where that fails, the public code's own
+regexes extract the fields (bounded time). GUI-R1's format, which runs `eval` on the answer,
+reads it instead as Python reads a literal (`rewards.text.python_literal`). Every function
+returns a number for any input and never raises.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any, Literal
 import regex
 
 from rewards.format import THINK_ANSWER
-from rewards.text import answer_text, compile_pattern, fullmatch, search
+from rewards.text import answer_text, compile_pattern, fullmatch, python_literal, search
 
 Style = Literal["gui_r1", "ui_r1"]
 Parser = Literal["structured", "public_regex"]
@@ -381,8 +383,13 @@ def tags_format(completion: str, thinking: bool = True) -> float:
     return 1.0 if fullmatch(THINK_ANSWER if thinking else ANSWER_ONLY, completion) else 0.0
 
 
-def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _int_at(point: Any, index: int) -> bool:
+    """GUI-R1's `isinstance(point[index], int)`: a bool is an int, and whatever indexes so passes
+    (a dict {0: x, 1: y}, bytes); a point that does not index raises there, scoring 0."""
+    try:
+        return isinstance(point[index], int)
+    except (LookupError, TypeError):
+        return False
 
 
 def gui_r1_action_format(item: Any) -> bool:
@@ -392,7 +399,7 @@ def gui_r1_action_format(item: Any) -> bool:
     action, point, text = item["action"], item["point"], item["input_text"]
     if not isinstance(action, str) or not isinstance(text, str):
         return False
-    if not (isinstance(point, (list, tuple)) and len(point) >= 2 and _int(point[0]) and _int(point[1])):
+    if not (_int_at(point, 0) and _int_at(point, 1)):
         return False
     if action in ("type", "select", "open_app") and text == NO_INPUT_TEXT:
         return False
@@ -401,13 +408,16 @@ def gui_r1_action_format(item: Any) -> bool:
 
 def gui_r1_format(completion: str, thinking: bool = True) -> float:
     """GUI-R1's format reward: the tags fully match and the answer is a list of well-formed
-    actions (an empty list passes, as in GUI-R1)."""
+    actions (an empty list passes, as in GUI-R1). GUI-R1 reads the answer with `eval`; here
+    Python reads it as a literal, so what passes is what passes there (comments, `0x10`,
+    'cl' 'ick' included; JSON's true / false / null are names eval cannot resolve: 0), but for
+    answers only eval reads (arithmetic, calls)."""
     if tags_format(completion, thinking) == 0.0:
         return 0.0
     content = answer_text(completion)
     try:
-        actions = parse_literal(content) if content is not None else None
-    except LiteralError:
+        actions = python_literal(content) if content is not None else None
+    except ValueError:
         return 0.0
     if not isinstance(actions, list):
         return 0.0

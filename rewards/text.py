@@ -8,13 +8,19 @@ The public code (VLM-R1, GUI-R1, UI-R1, Video-R1, ...) runs its patterns with `r
 its newer Unicode tables make `\\d` and `\\w` match characters that `re` (and so `int()`)
 does not know. `compile_pattern` therefore rewrites those escapes into explicit character
 sets read off `re` itself, so that every pattern matches exactly what `re` matches.
+
+Where public code calls `eval` on model output, `python_literal` reads the same text with
+Python's own parser and evaluates literals only.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
+import warnings
 from functools import cache
+from typing import Any
 
 import regex
 
@@ -130,3 +136,17 @@ def answer_text(completion: str) -> str | None:
     """Content of the first <answer>...</answer>, stripped (None if there is none)."""
     match = search(ANSWER_TAG, completion)
     return match.group(1).strip() if match else None
+
+
+def python_literal(text: str) -> Any:
+    """The value Python's `eval` gives `text` where the text is a literal: numbers, strings and
+    bytes (implicit concatenation included), True / False / None, and tuples, lists, sets and
+    dicts of them, with Python's comments and whitespace. Read by ast.literal_eval, which runs
+    nothing. Raises ValueError where eval raises and where only eval reads the text (arithmetic,
+    names, calls, `--1`); Python's parser bounds nesting, so deep input raises too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an invalid escape in a string warns (SyntaxWarning from Python 3.12)
+        try:
+            return ast.literal_eval(text)
+        except (SyntaxError, TypeError, MemoryError, RecursionError) as err:
+            raise ValueError(f"not a Python literal: {err}") from err
