@@ -175,7 +175,7 @@ class SceneGraph(Task):
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
         user = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}
         system = self.options.system_prompt
-        return [{"role": "system", "content": system}, user] if system else [user]
+        return [{"role": "system", "content": [{"type": "text", "text": system}]}, user] if system else [user]
 
     def target(self, sample: Sample) -> str:
         objects = [{"id": o["id"], "bbox": sample.frame.box_to_model(o["bbox"])} for o in sample.solution["objects"]]

@@ -40,7 +40,7 @@ def test_records_read_as_r1_sggs_collator_reads_them(root):
     sample = sample_of(root)
     assert sample.id == "2343" and sample.solution["relationships"][0]["predicate"] == "riding"
     assert task.messages(sample) == [
-        {"role": "system", "content": R1V_SYSTEM_PROMPT},
+        {"role": "system", "content": [{"type": "text", "text": R1V_SYSTEM_PROMPT}]},
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_SG}]},
     ]
     scores = score(task, [EXACT, OTHER], [sample, sample])
