@@ -13,6 +13,7 @@ third image."). Each names its target image.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -37,21 +38,21 @@ def norm1000_box(box: list[int], width: int, height: int) -> list[int]:
     return [round(x1 / width * 1000), round(y1 / height * 1000), round(x2 / width * 1000), round(y2 / height * 1000)]
 
 
-def _question(scenes: list[Scene], rng: np.random.Generator) -> tuple[str, int, list[int]] | None:
-    """(question, target image, target box in pixels), or None when these scenes allow none."""
+def _question(scenes: list[Scene], spec: SceneSpec, rng: np.random.Generator) -> tuple[str, int, list[int]] | None:
+    """(question, target image, target box in pixels), or None when these scenes allow none. A
+    question by reference replaces another scene with one showing a single shape like the target."""
     target = int(rng.integers(len(scenes)))
     objects = scenes[target].objects
     if not objects:
         return None
     index = int(rng.integers(len(objects)))
     chosen = objects[index]
-    references = [
-        i for i, s in enumerate(scenes) if i != target and len(s.objects) == 1 and s.objects[0].shape == chosen.shape
-    ]
-    references = [i for i in references if scenes[i].objects[0].color == chosen.color]
-    alike = [o for o in objects if (o.color, o.shape) == (chosen.color, chosen.shape)]
-    if references and len(alike) == 1:
-        question = BY_REFERENCE.format(reference=ORDINALS[references[0]], target=ORDINALS[target])
+    unique = sum((o.color, o.shape) == (chosen.color, chosen.shape) for o in objects) == 1
+    if unique and rng.random() < 0.5:
+        reference = int(rng.choice([i for i in range(len(scenes)) if i != target]))
+        alike = dataclasses.replace(spec, colors=(chosen.color,), shapes=(chosen.shape,))
+        scenes[reference] = make_scene(alike, rng, n_objects=1)
+        question = BY_REFERENCE.format(reference=ORDINALS[reference], target=ORDINALS[target])
         return question, target, chosen.box
     expression = referring_expression(scenes[target], index)
     if expression is None:
@@ -62,8 +63,7 @@ def _question(scenes: list[Scene], rng: np.random.Generator) -> tuple[str, int, 
 def write_synthetic_multi_image(
     path: str | Path, size: int, seed: int, max_images: int = 3, spec: SceneSpec | None = None
 ) -> Path:
-    """`size` multi-image grounding records; images under images/ beside `path`. About half the
-    scenes hold a single shape, so that questions by reference occur."""
+    """`size` multi-image grounding records; images under images/ beside `path`."""
     if not 2 <= max_images <= len(ORDINALS):
         raise ValueError(f"max_images must be in [2, {len(ORDINALS)}], got {max_images}")
     path = Path(path)
@@ -73,8 +73,8 @@ def write_synthetic_multi_image(
     records = []
     while len(records) < size:
         count = int(rng.integers(2, max_images + 1))
-        scenes = [make_scene(spec, rng, n_objects=1 if rng.random() < 0.5 else None) for _ in range(count)]
-        found = _question(scenes, rng)
+        scenes = [make_scene(spec, rng) for _ in range(count)]
+        found = _question(scenes, spec, rng)
         if found is None:
             continue
         question, target, box = found

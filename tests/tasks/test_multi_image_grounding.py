@@ -118,3 +118,16 @@ def test_a_record_without_target_image_needs_no_conversion(images):
 def test_bad_records_are_refused_by_place(images, change, message):
     with pytest.raises(RecordError, match=f"d.json:2: .*{message}"):
         sample_of(images, {**RECORD, **change})
+
+
+def test_synthetic_records_show_several_images_and_name_the_target(tmp_path):
+    from data_prep.multi_image import ORDINALS
+
+    task = MultiImageGrounding()
+    task.synthesize(tmp_path / "train.json", 12, 0)
+    split = task.load(tmp_path / "train.json", QWEN25)
+    assert not split.errors and len(split.samples) == 12
+    for sample in split.samples:
+        assert len(sample.images) >= 2
+        assert f"the {ORDINALS[sample.meta['target_image']]} image" in sample.problem
+    assert any("same color and kind" in s.problem for s in split.samples)  # questions by reference occur
