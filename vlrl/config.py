@@ -252,6 +252,20 @@ class LengthControlConfig:
 
 
 @dataclass
+class DifficultyConfig:
+    """UniVG-R1's difficulty-aware weighting (vlrl/algos/difficulty.py): each group's policy term,
+    not the KL, times phi of the group's mean `reward` component (its mIoU)."""
+
+    weighting: Literal["none", "exp", "power", "log"] = "none"  # UniVG-R1's miou_adjust_math; its run: exp
+    reward: str = ""  # the task's reward component whose group mean is the difficulty (UniVG-R1: the IoU)
+    power: float = 1.0  # power's exponent (UniVG-R1's miou_weight)
+
+    def validate(self, key: str) -> None:
+        if self.weighting != "none" and not self.reward:
+            raise ConfigError(f"config: {key}.weighting={self.weighting} needs {key}.reward (a reward component)")
+
+
+@dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
     advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
@@ -293,6 +307,7 @@ class AlgoConfig:
     trust: TrustConfig = field(default_factory=TrustConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
+    difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
@@ -309,6 +324,7 @@ class AlgoConfig:
         self.rollout_correction.validate(f"{key}.rollout_correction")
         self.trust.validate(f"{key}.trust")
         self.length_control.validate(f"{key}.length_control")
+        self.difficulty.validate(f"{key}.difficulty")
 
 
 @dataclass

@@ -12,6 +12,7 @@ import torch
 from rich.console import Console
 
 from vlrl.algos.advantages import advantages as compute_advantages
+from vlrl.algos.difficulty import difficulty_weights
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
@@ -45,13 +46,16 @@ class RLTrainer:
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
-        accuracy = cfg.algo.accuracy_reward
-        for source in self.sources:
-            if accuracy and accuracy not in source.task.reward_weights:
-                raise ConfigError(
-                    f"config: algo.accuracy_reward {accuracy!r} is not one of task {source.task.name!r}'s rewards: "
-                    f"{', '.join(source.task.reward_weights)}"
-                )
+        for key, name in (
+            ("accuracy_reward", cfg.algo.accuracy_reward),
+            ("difficulty.reward", cfg.algo.difficulty.reward),
+        ):
+            for source in self.sources:
+                if name and name not in source.task.reward_weights:
+                    raise ConfigError(
+                        f"config: algo.{key} {name!r} is not one of task {source.task.name!r}'s rewards: "
+                        f"{', '.join(source.task.reward_weights)}"
+                    )
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
@@ -210,20 +214,35 @@ class RLTrainer:
             entropy = batch.entropy if batch.entropy is not None else old.entropy
             selected = high_entropy_mask(entropy, mask, algo.top_entropy_fraction).float()
         ref = self.updater.reference_logprobs(batch) if algo.beta > 0 else None
+        group_weights = self.difficulty(batch)
+        row_weights = None if group_weights is None else group_weights[batch.prompt_index]
         sums: defaultdict[str, float] = defaultdict(float)
         skipped = 0
         for iteration in range(algo.num_iterations):
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
                 rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
-                    batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0
-                )
+                    batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
+                    row_weights=row_weights,
+                )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 skipped += not applied
                 sums["loss"] += loss
                 sums["grad_norm"] += grad_norm
                 sums["optimizer_steps"] += 1
-        return update_stats(sums, ref is not None, self.updater.corrects(batch), old.entropy, batch), skipped
+        stats = update_stats(sums, ref is not None, self.updater.corrects(batch), old.entropy, batch)
+        if group_weights is not None and len(group_weights):
+            stats["difficulty_weight"] = float(group_weights.mean())
+        return stats, skipped
+
+    def difficulty(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """UniVG-R1's weight of each group's policy term, from the group's mean of the
+        algo.difficulty.reward component (None when off)."""
+        d = self.cfg.algo.difficulty
+        if d.weighting == "none":
+            return None
+        means = torch.tensor([float(np.mean(g.scores.components[d.reward])) for g in batch.groups], dtype=torch.float64)
+        return difficulty_weights(means, d.weighting, d.power).float()
 
     # -- 5. log ----------------------------------------------------------------------------------
     def step_metrics(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor) -> dict[str, float]:

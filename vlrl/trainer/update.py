@@ -121,10 +121,12 @@ class Updater:
         selected: torch.Tensor | None,
         sums: defaultdict[str, float],
         first: bool,
+        row_weights: torch.Tensor | None = None,
     ) -> float:
         """One optimizer step's gradient over `rows`, micro-batch by micro-batch (each weighted
         by the whole step's counts, so the split changes nothing); its loss. The engine's
-        mismatch is measured on the `first` pass, where the policy is the one that sampled."""
+        mismatch is measured on the `first` pass, where the policy is the one that sampled.
+        `row_weights` (R,) multiply each row's policy term (algo.difficulty)."""
         run, algo, device = self.run, self.algo, self.run.device
         rows_t = torch.tensor(rows, dtype=torch.long)
         weights = token_weights(
@@ -164,6 +166,7 @@ class Updater:
                 current.logp, old_logp, advantages[micro].to(device), m, algo,
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
+                row_weights=None if row_weights is None else row_weights[micro].to(device),
             )  # fmt: skip
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
             loss.backward()
