@@ -45,6 +45,9 @@ from rewards.format import think_answer
 from rewards.mathruler import NO_BOX, boxed_content, grade_answer
 from rewards.text import compile_pattern, findall, fullmatch, search
 
+# math-verify runs its regexes with `re`, unbounded: longer completions score 0 without it, as the
+# scorer (vlrl.tasking.scoring, 65,536 characters) scores them 0 anyway.
+MAX_VERIFY_CHARS = 65536
 MATH_VERIFY_HINT = "math-verify is not installed: pip install 'vlrl[math]' (math-verify==0.5.2, as the recipes pin)"
 
 
@@ -62,9 +65,11 @@ def require_math_verify() -> None:
     math_verify()
 
 
-def _main_thread() -> None:
+def _verifiable(text: str) -> bool:
+    """math-verify may run on `text`: in the main thread (else RuntimeError), not too long."""
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("math-verify's time limits work only in the main thread; score there")
+    return len(text) <= MAX_VERIFY_CHARS
 
 
 # -- EasyR1 -------------------------------------------------------------------------------------
@@ -135,9 +140,8 @@ def chatml_response(completion: str) -> str:
 def mm_eureka_accuracy(completion: str, answer: str) -> float:
     """accuracy_reward_func (an empty response scores 0, as reward_func's guard does)."""
     mv = math_verify()
-    _main_thread()
     completion = chatml_response(completion)
-    if not completion:
+    if not completion or not _verifiable(completion):
         return 0.0
     match = search(TAGGED_ANSWER, completion)
     content = match.group(1) if match else completion.split("<answer>")[-1]
@@ -175,9 +179,8 @@ def lmm_r1_accuracy(completion: str, answer: str) -> float:
     """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`.
     An empty response scores 0 (LMM-R1 then parses the whole query instead: not available here)."""
     mv = math_verify()
-    _main_thread()
     response = chatml_response(completion)
-    if not response:
+    if not response or not _verifiable(response):
         return 0.0
     answer = answer if answer.startswith("$") else f"${answer}$"
     gold = mv.parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
@@ -210,7 +213,8 @@ def visualthinker_accuracy(completion: str, answer: str) -> float:
     """accuracy_reward: math-verify (completion first, as there), then the first one-line
     <answer> equal to the truth, or its last standalone letter A-H equal to it."""
     mv = math_verify()
-    _main_thread()
+    if not _verifiable(completion):
+        return 0.0
     solution = f"<answer>{answer}</answer>"
     try:
         if float(mv.verify(mv.parse(completion), mv.parse(solution))) > 0:
