@@ -265,7 +265,7 @@ def test_grounding_prompts_follow_the_family_and_task_options_override_them(task
     )
 
 
-MIXTURE_SEED = 2  # its first 22 draws of the 11 tasks (equal weights) hold every task
+MIXTURE_SEED = 3  # its first 22 draws of the 12 tasks (equal weights) hold every task (and of 11 without math_vqa)
 
 
 @pytest.mark.parametrize("name", sorted(family_names()))
