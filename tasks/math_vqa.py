@@ -176,14 +176,14 @@ class MathVQA(Task):
         if "parts" in sample.meta and self.options.record_messages:
             system = sample.meta["system"]
             user = {"role": "user", "content": [dict(p) for p in sample.meta["parts"]]}
-            return ([{"role": "system", "content": system}] if system is not None else []) + [user]
+            return ([_system(system)] if system is not None else []) + [user]
         if variant == "visualthinker":
             return self._visualthinker(sample)
         images = [{"type": "image"} for _ in sample.images]
         if variant in ("mm_eureka", "lmm_r1"):
             question = sample.problem.replace(IMAGE, "")
             return [
-                {"role": "system", "content": MM_EUREKA_SYSTEM},
+                _system(MM_EUREKA_SYSTEM),
                 {"role": "user", "content": [*images, {"type": "text", "text": question}]},
             ]
         text = sample.problem.strip() + (EASYR1_MATH if variant == "easyr1" else EASYR1_R1V)
@@ -253,6 +253,10 @@ class MathVQA(Task):
         formatted = functions["format"](completions, samples)
         parsed = [self.predict(c, s) is not None for c, s in zip(completions, samples, strict=True)]
         return {"accuracy": sum(accuracy) / n, "format_rate": sum(formatted) / n, "parse_rate": sum(parsed) / n}
+
+
+def _system(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": [{"type": "text", "text": text}]}
 
 
 def _split_images(text: str, n_images: int) -> list[dict[str, Any]]:

@@ -308,7 +308,8 @@ class _MathBenchmark(Benchmark):
             "role": "user",
             "content": [*({"type": "image"} for _ in sample.images), {"type": "text", "text": sample.problem}],
         }
-        return ([{"role": "system", "content": self.system}] if self.system else []) + [user]
+        system = {"role": "system", "content": [{"type": "text", "text": self.system}]}
+        return ([system] if self.system else []) + [user]
 
     def _sample(self, record, ctx, prompt: str, truth: Any, image_key: str) -> list[Sample]:
         path, width, height = record_image(record, ctx, (image_key,))

@@ -500,7 +500,7 @@ def test_math_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         prompts, expected = getattr(reference, name)(docs, responses)
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
-    assert task.messages(samples[0])[0] == {"role": "system", "content": task.system}
+    assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": task.system}]}
 
 
 def _geometry3k_responses(sample):

@@ -4,6 +4,7 @@ samples training and evaluating on every model family (LMM-R1), the recipes' con
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -22,6 +23,7 @@ from vlrl.models.loading import load_processor
 from vlrl.models.prompting import render_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
+_HAS_MATH_VERIFY = importlib.util.find_spec("math_verify") is not None
 FRAME = FrameSpec("absolute", 3136, 50176)
 
 
@@ -78,7 +80,7 @@ def test_mmk12_rows_get_mm_eurekas_system_prompt(tmp_path):
     sample = task.load(path, FRAME).samples[0]
     assert sample.id == "7" and task.reward_weights == {"accuracy": 1.0, "format": 0.5}
     assert task.messages(sample) == [
-        {"role": "system", "content": MM_EUREKA_SYSTEM},
+        {"role": "system", "content": [{"type": "text", "text": MM_EUREKA_SYSTEM}]},
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Which?\nA. 1\nB. 2"}]},
     ]
     assert "$...$.The reasoning" in MM_EUREKA_SYSTEM
@@ -102,7 +104,7 @@ def test_lmm_r1_message_records_keep_their_own_chat_and_may_have_no_image(tmp_pa
     text_only, with_image = split.samples
     assert text_only.images == [] and text_only.frame is None and len(with_image.images) == 1
     assert task.messages(text_only) == [
-        {"role": "system", "content": "Solve it.\n"},
+        {"role": "system", "content": [{"type": "text", "text": "Solve it.\n"}]},
         {"role": "user", "content": [{"type": "text", "text": "What is $1+1$?"}]},
     ]
     assert [p["type"] for p in task.messages(with_image)[1]["content"]] == ["text", "image"]  # the record's order
@@ -188,7 +190,8 @@ def _text_only_config(tmp_path: Path, family: str) -> Path:
             "eval": str(tmp_path / "data" / "text.json"),
             "synthetic": False,
         },
-        "task": {"name": "tasks.math_vqa:MathVQA"},
+        # LMM-R1's variant (its system prompt, math-verify) where math-verify is installed
+        "task": {"name": "tasks.math_vqa:MathVQA", "options": {"variant": "lmm_r1" if _HAS_MATH_VERIFY else "easyr1"}},
         "rollout": {"num_generations": 2, "max_new_tokens": 8},
         "eval": {"every": 1, "limit": 2, "max_new_tokens": 8},
         "trainer": {"steps": 1, "prompts_per_step": 2, "progress": False, "output_dir": str(tmp_path / "rl")},
