@@ -353,7 +353,7 @@ def test_every_benchmark_reads_its_fixture_and_scores_any_text(name, tmp_path):
     assert task.eval_only and not task.reward_functions() and task.reward_weights == {}
     with pytest.raises(ConfigError, match="evaluation-only"):
         task.target(samples[0])
-    content = task.messages(samples[0])[0]["content"]
+    content = task.messages(samples[0])[-1]["content"]  # the user's turn (after a system prompt, if any)
     assert [part["type"] for part in content if part["type"] != "text"] in (["image"], ["video"])
     junk = ["", "]]]]{{{", "<answer>" * 50, "1" * 5000, "[1e309, 2, 3, 4] NaN -0 ０.５"]
     for text in junk:
