@@ -100,9 +100,9 @@ def test_the_math_vqa_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
     assert main(["--config", config, "--seed", "0", "--out", str(out), *data]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
-    # The cold start's teacher states every sum one too high, so the SFT start is near 0
-    # (seed 0: 0.055); GRPO on EasyR1's reward moved seed 0 to 0.742 (docs/demo.md has the
-    # seeds' spread). The bound leaves room for another CPU's numerics.
+    # The cold start's teacher states every sum one too high, so the SFT start is below 0.1;
+    # seeds 0-2 gained +0.625 to +0.688 accuracy (mean 0.654, standard deviation 0.032,
+    # docs/demo.md): the bound sits 3 standard deviations below the mean.
     assert before["accuracy"] < 0.2
-    assert after["accuracy"] - before["accuracy"] > 0.4
+    assert after["accuracy"] - before["accuracy"] > 0.55
     assert after["format_rate"] >= 0.95
