@@ -102,6 +102,9 @@ class ModelConfig:
     min_pixels: int = 3136
     max_pixels: int = 12845056
     freeze_vision: bool = False
+    # How messages become the prompt: the checkpoint's chat template, or none: their content
+    # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).
+    chat_template: Literal["model", "none"] = "model"
     lora: LoraConfig = field(default_factory=LoraConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
 

@@ -1,6 +1,7 @@
 """The shared-prefix forward equals G independent full forwards (values and gradients), and the
 rollout engine samples what the policy says, never vision tokens: for every model family, on a
-batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states)."""
+batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states), and
+on text-only prompts, alone and beside them (LMM-R1's text-only samples)."""
 
 from __future__ import annotations
 
@@ -129,6 +130,67 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
             model, collate(prompts, engine.pad_id), r.rows, r.ids, r.mask, temperature=0.7
         ).logp
     torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
+
+
+def _text_only_prompt(model, processor):
+    """A prompt with no image (LMM-R1's text-only samples), rendered for the model's family."""
+    from vlrl.data.sample import Sample
+
+    cfg = ModelConfig(
+        path=f"tiny:{family_of_model(model).name}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS
+    )
+    sample = Sample(id="text", task="math_vqa", problem="What is 3 plus 2?", solution="5")
+    messages = [{"role": "user", "content": [{"type": "text", "text": sample.problem}]}]
+    return render_prompt(processor, messages, sample, cfg)
+
+
+def test_text_only_prompts_alone_and_beside_images_equal_full_forwards(setup):
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    text = _text_only_prompt(model, processor)
+    assert text.vision == {} and not text.mm_token_type_ids.any()
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 300, (4, 7), generator=generator)
+    mask = torch.ones(4, 7)
+    mask[2, 5:] = 0
+    for batch_prompts, rows in (([text], torch.tensor([0, 0, 0, 0])), ([*prompts, text], torch.tensor([3, 0, 3, 2]))):
+        model.zero_grad()
+        shared = completion_logprobs(model, collate(batch_prompts, pad), rows, ids, mask).logp
+        (shared * mask).sum().backward()
+        shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad()
+        full = full_forward_logprobs(model, batch_prompts, rows, ids, mask, pad)
+        (full * mask).sum().backward()
+        full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad()
+        torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
+        assert shared_grads.keys() == full_grads.keys()
+        for name in full_grads:
+            torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+    with torch.no_grad():  # the plain forward of the prompt and one completion, no cache, no rope positions given
+        plain = model(input_ids=torch.cat([text.input_ids[None], ids[:1]], dim=1)).logits[0, len(text) - 1 : -1]
+        expected = torch.log_softmax(plain.float(), -1).gather(-1, ids[0, :, None]).squeeze(-1)
+        got = completion_logprobs(model, collate([text], pad), torch.tensor([0]), ids[:1], mask[:1]).logp[0]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_text_only_prompt_samples_what_the_training_forward_scores(setup):
+    model, processor, prompts = setup
+    text = _text_only_prompt(model, processor)
+    engine = HFEngine(model, processor.tokenizer)
+    batch_prompts = [text, *prompts[:1]]
+    groups = engine.generate(
+        batch_prompts, SamplingParams(n=2, max_new_tokens=8, temperature=0.7), torch.Generator().manual_seed(2)
+    )
+    r = completion_rows(groups, engine.pad_id)
+    with torch.no_grad():
+        recomputed = completion_logprobs(
+            model, collate(batch_prompts, engine.pad_id), r.rows, r.ids, r.mask, temperature=0.7
+        ).logp
+    torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
+    alone = engine.generate([text], SamplingParams(n=1, max_new_tokens=8, temperature=0.0))
+    together = engine.generate(batch_prompts, SamplingParams(n=1, max_new_tokens=8, temperature=0.0))
+    assert alone[0].completions[0].token_ids == together[0].completions[0].token_ids
 
 
 def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
