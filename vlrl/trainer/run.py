@@ -147,7 +147,9 @@ class Run:
         self.reward_files = data_fingerprints(
             sorted({r.file for s in sources for r in s.task.config_rewards.values() if r.file})
         )
-        for path, change in (file_changes(self.reward_files, state.get("reward_files", [])) if state else {}).items():
+        changed = file_changes(self.reward_files, state.get("reward_files", [])) if state else {}
+        if changed:
+            path, change = next(iter(changed.items()))
             raise ConfigError(
                 f"config: the reward function file {path} changed since the checkpoint {resume_from} was saved "
                 f"(sha256 {change['from'][:12]}... -> {change['to'][:12]}...): a resumed run must score as its earlier "
