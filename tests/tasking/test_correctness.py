@@ -123,3 +123,24 @@ def test_training_logs_the_tasks_correctness_as_accuracy_not_the_total_reward(tm
     assert [r["correct_frac"] for r in rows] == [1.0, 1.0]  # what the sign advantages count as correct
     lines = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert [line["accuracy"] for line in lines if line["step"] == 1] == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_a_task_whose_metrics_name_no_accuracy_logs_none_and_says_so(tmp_path, rec_data, tiny_qwen25, capsys):
+    values = {
+        "model.path": "tiny:qwen2_5_vl",
+        "model.max_pixels": 12544,
+        "data.train": str(rec_data),
+        "task.name": f"{FIXTURES / 'rl_fixtures.py'}:NoAccuracyMetric",
+        "rollout.num_generations": 2,
+        "rollout.max_new_tokens": 8,
+        "trainer.output_dir": str(tmp_path / "run"),
+        "trainer.prompts_per_step": 2,
+        "trainer.steps": 1,
+        "trainer.progress": False,
+    }
+    from vlrl.cli import main
+
+    assert main(["train", *(f"{k}={v}" for k, v in values.items())]) == 0
+    assert "warning: task no_accuracy_metric's metrics report no 'accuracy' for a sample" in capsys.readouterr().out
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert "accuracy" not in row and "accuracy_failures" not in row and "reward" in row

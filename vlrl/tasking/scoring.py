@@ -92,6 +92,20 @@ def score(
     return Scores(components, total, {k: v for k, v in failures.items() if v}, oversized)
 
 
+def judges(task: Task, sample: Sample) -> bool:
+    """Whether the task defines a correctness (`Task.correct`): its own `correct`, or an
+    `accuracy_metric` that its metrics report for one sample (a task's metrics may name none,
+    a split-level recall say: then nothing is logged rather than a failure per completion)."""
+    if not task.accuracy_metric:
+        return False
+    if type(task).correct is not Task.correct:
+        return True
+    try:
+        return task.accuracy_metric in task.metrics([sample], [""])
+    except Exception:  # the metrics themselves fail: scoring counts each failure
+        return True
+
+
 def correctness(
     task: Task, completions: Sequence[str], samples: Sequence[Sample], max_chars: int = MAX_COMPLETION_CHARS
 ) -> tuple[list[float], int] | None:

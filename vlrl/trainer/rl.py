@@ -25,7 +25,7 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids
-from vlrl.tasking.scoring import Scores, correctness, score
+from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
@@ -46,6 +46,15 @@ class RLTrainer:
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
         check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
+        self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
+        for source in self.sources:
+            if id(source.task) in self.unjudged and source.task.accuracy_metric:
+                console.print(
+                    f"[yellow]warning:[/yellow] task {source.task.name}'s metrics report no "
+                    f"{source.task.accuracy_metric!r} for a sample (Task.accuracy_metric): training logs no accuracy "
+                    "for it; name another metric in accuracy_metric, or override Task.correct",
+                    highlight=False,
+                )
         accuracy = cfg.algo.accuracy_reward
         for source in self.sources:
             if accuracy and accuracy not in source.task.reward_weights:
@@ -142,7 +151,7 @@ class RLTrainer:
                 shaping["length"] = length_bonus(lengths, correct, length.min_tokens, length.max_tokens, length.bonus)
             for term in shaping.values():
                 reward = reward + term
-            right = correctness(task, texts, [sample] * G)
+            right = None if id(task) in self.unjudged else correctness(task, texts, [sample] * G)
             accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
             groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures))
         return groups, unusable
