@@ -67,6 +67,8 @@ class MultiImageGroundingOptions:
 class MultiImageGrounding(Task):
     name = "multi_image_grounding"
     description = "Grounding over several images in one prompt (UniVG-R1): one box in the image the question names"
+    accuracy_metric = "acc@0.5"
+    headline = ("acc@0.5", "mean_iou", "format_rate")
     Options = MultiImageGroundingOptions
     default_rewards = {"iou": 1.0, "format": 1.0}
 

@@ -125,6 +125,8 @@ class SceneGraphOptions:
 class SceneGraph(Task):
     name = "scene_graph"
     description = "Scene-graph generation (R1-SGG): objects with boxes and relation triplets, node and edge rewards"
+    accuracy_metric = "recall_per_image"  # one image's triplet recall; its mean over images is the metric
+    headline = ("recall", "mean_recall", "recall_per_image")
     Options = SceneGraphOptions
     default_rewards = {"format": 1.0, "node_acc": 2.0, "node_box": 2.0, "edge": 5.0}
 

@@ -18,6 +18,7 @@ def small(tmp_path: Path) -> list[str]:
     return [
         f"data.train={tmp_path / 'data' / 'train.json'}",
         f"data.eval={tmp_path / 'data' / 'val.json'}",
+        "data.synthetic=true",  # synthetic data at paths of the command line: asked for there
         "data.synthetic_train_size=8",
         "data.synthetic_eval_size=4",
         "sft.steps=3",
@@ -60,6 +61,7 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
                 str(out),
                 f"data.train={tmp_path / 'train.json'}",
                 f"data.eval={tmp_path / 'val.json'}",
+                "data.synthetic=true",
             ]
         )
         == 0
@@ -78,7 +80,7 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
 def test_the_counting_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
     out = tmp_path / "demo"
     config = str(ROOT / "configs" / "demo" / "counting.yaml")
-    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}"]
+    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]
     assert main(["--config", config, "--seed", "0", "--out", str(out), *data]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]

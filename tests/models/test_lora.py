@@ -99,7 +99,7 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
 
 
 def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model(
-    tmp_path, rec_data, tiny_qwen25
+    tmp_path, rec_data, tiny_qwen25, capsys
 ):
     from tests.trainer.test_sft import sft_overrides
     from vlrl.trainer.sft import train_sft
@@ -136,8 +136,13 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
     # transformers loads without PEFT, equal to the merge vlrl itself loads.
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    capsys.readouterr()
     assert main(["export", str(rl_checkpoint), str(tmp_path / "exported")]) == 0
+    assert "(LoRA adapters merged into their base)" in capsys.readouterr().out
     assert not (tmp_path / "exported" / "adapter_config.json").exists()
+    full = tmp_path / "rl-0" / "checkpoints" / "step-0000002"  # a full checkpoint has no adapters to merge
+    assert main(["export", str(full), str(tmp_path / "exported-full")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote the full model of {full} to {tmp_path / 'exported-full'}"
     exported = AutoModelForImageTextToText.from_pretrained(tmp_path / "exported")
     merged = dict(pretrained(model_cfg, str(rl_checkpoint)).named_parameters())
     assert all(torch.equal(w, merged[n]) for n, w in exported.named_parameters())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
 from vlrl.data.sample import Sample
-from vlrl.eval.harness import EvalSettings, evaluate
+from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model, load_model
@@ -26,11 +26,11 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids
-from vlrl.tasking.scoring import Scores, score
-from vlrl.tasking.sources import load_task_split, task_sources
+from vlrl.tasking.scoring import Scores, correctness, judges, score
+from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
-from vlrl.trainer.run import Run, RunResult
+from vlrl.trainer.run import Run, RunResult, finished_run
 from vlrl.trainer.thinking import make_scorer
 from vlrl.trainer.update import Updater, update_stats
 from vlrl.vision.video import Video
@@ -46,6 +46,16 @@ class RLTrainer:
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
+        check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
+        self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
+        for source in self.sources:
+            if id(source.task) in self.unjudged and source.task.accuracy_metric:
+                console.print(
+                    f"[yellow]warning:[/yellow] task {source.task.name}'s metrics report no "
+                    f"{source.task.accuracy_metric!r} for a sample (Task.accuracy_metric): training logs no accuracy "
+                    "for it; name another metric in accuracy_metric, or override Task.correct",
+                    highlight=False,
+                )
         for key, name in (
             ("accuracy_reward", cfg.algo.accuracy_reward),
             ("difficulty.reward", cfg.algo.difficulty.reward),
@@ -86,7 +96,8 @@ class RLTrainer:
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
-                samples = load_task_split(source.task, cfg, "eval", console, path=source.eval_path or None).samples
+                split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, key=source.eval_key)
+                samples = split.samples
                 self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
@@ -144,7 +155,9 @@ class RLTrainer:
                 shaping["length"] = length_bonus(lengths, correct, length.min_tokens, length.max_tokens, length.bonus)
             for term in shaping.values():
                 reward = reward + term
-            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping))
+            right = None if id(task) in self.unjudged else correctness(task, texts, [sample] * G)
+            accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
+            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures))
         return groups, unusable
 
     def temporal_contrast(
@@ -262,17 +275,20 @@ class RLTrainer:
             metrics["entropy"] = float(
                 (batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)
             )
-        metrics.update(reward_metrics(groups))
+        by_reward = bool(self.cfg.algo.accuracy_reward)
+        metrics.update(reward_metrics(groups, by_reward))
         if len(self.sources) > 1:  # a mixture: the same numbers per task
             for source in self.sources:
                 mine = [g for g in groups if g.task is source.task]
                 if mine:
-                    metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine).items()})
+                    metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine, by_reward).items()})
         if self.thinking is not None:
             metrics["thinking_failures"] = float(self.thinking.failures)
         return metrics
 
-    def evaluate_held_out(self) -> dict[str, float]:
+    def evaluate_held_out(self, step: int) -> dict[str, float]:
+        """Each task's held-out split (process 0): its metrics as eval/..., and one line of its
+        headline metrics printed, on a terminal and in a log file alike."""
         metrics: dict[str, float] = {}
         for task, path, samples in self.held_out:
             result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
@@ -280,6 +296,9 @@ class RLTrainer:
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
             metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
             metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
+            label = f"held-out step {step} | {task.name} ({len(result.records)} samples of {path})"
+            line = headline_line(label, result.metrics, headline_names(task, self.cfg.eval.headline))
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         return metrics
 
     def train(self) -> RunResult:
@@ -331,31 +350,58 @@ class RLTrainer:
                 metrics = run.procs.mean_metrics(metrics)
                 if cfg.eval.every > 0 and (step % cfg.eval.every == 0 or step == t.steps):
                     with self.sampling_weights():  # entered by every process; process 0 evaluates
-                        metrics.update(self.evaluate_held_out())
+                        metrics.update(self.evaluate_held_out(step))
                 samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
-                    g = groups[0]
-                    samples = [
-                        {
-                            "id": g.sample.id,
-                            "completion": c.text,
-                            "rewards": g.scores.row(i),
-                            "reward": float(g.reward[i]),
-                        }
-                        for i, c in enumerate(g.completions)
-                    ]
+                    samples = sample_rows(groups[0], advantages[: len(groups[0].completions)])
                 run.logs.log(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
                 if run.end_step(step, skipped):
                     break
         return run.close()
 
 
-def reward_metrics(groups: list[Group]) -> dict[str, float]:
-    """Mean reward, accuracy, and each reward component and shaping term, over the groups."""
-    out = {
-        "reward": float(torch.cat([g.reward for g in groups]).mean()),
-        "accuracy": float(torch.cat([g.correct for g in groups]).float().mean()),
+def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
+    """A group's completions as samples.jsonl and the trackers' tables show them, as TRL's
+    completions table does: the prompt's text, its media and target, each completion with its
+    rewards, correctness and advantage."""
+    sample = group.sample
+    shared = {
+        "id": sample.id,
+        "prompt": prompt_text(group.task, sample),
+        "images": list(sample.images),
+        **({"video": sample.video} if sample.video else {}),
+        "target": jsonable(sample.solution),
     }
+    return [
+        {
+            **shared,
+            "completion": c.text,
+            "rewards": group.scores.row(i),
+            "reward": float(group.reward[i]),
+            **({"accuracy": float(group.accuracy[i])} if group.accuracy is not None else {}),
+            "advantage": float(advantages[i]),
+        }
+        for i, c in enumerate(group.completions)
+    ]
+
+
+def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, float]:
+    """Mean reward; accuracy, the task's correctness (Task.correct: refcoco's ACC@0.5, counting's
+    exact count...); with `by_reward`, correct_frac, the share that the advantage options count as
+    correct (algo.accuracy_reward >= algo.accuracy_threshold); each reward component and shaping
+    term; and the values that could not be computed (scored 0), where there were any."""
+    out = {"reward": float(torch.cat([g.reward for g in groups]).mean())}
+    judged = [g.accuracy for g in groups if g.accuracy is not None]
+    if judged:
+        out["accuracy"] = float(torch.cat(judged).mean())
+    if by_reward:
+        out["correct_frac"] = float(torch.cat([g.correct for g in groups]).float().mean())
+    failures = Counter()
+    for g in groups:
+        failures.update(g.scores.failures)
+    out.update({f"reward_failures/{name}": float(n) for name, n in failures.items()})
+    if any(g.accuracy_failures for g in groups):
+        out["accuracy_failures"] = float(sum(g.accuracy_failures for g in groups))
     for name in dict.fromkeys(k for g in groups for k in g.scores.components):
         values = [v for g in groups for v in g.scores.components.get(name, [])]
         out[f"reward/{name}"] = float(np.mean(values))
@@ -365,4 +411,5 @@ def reward_metrics(groups: list[Group]) -> dict[str, float]:
 
 
 def train(cfg: Config, console: Console | None = None) -> RunResult:
-    return RLTrainer(cfg, console or Console()).train()
+    console = console or Console()
+    return finished_run(cfg.trainer, "trainer", console) or RLTrainer(cfg, console).train()
