@@ -26,12 +26,10 @@ from vlrl.trainer.batch import RolloutBatch, rows_logprobs
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
-def setup(request, rec_data, video_qa_data):
+def family_setup(family: str, rec_data, video_qa_data):
+    """The tiny float32 model of `family`, its processor, and two image prompts and a video one."""
     video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
-    cfg = ModelConfig(
-        path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video
-    )
+    cfg = ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
     task = RefCOCO()
@@ -40,6 +38,11 @@ def setup(request, rec_data, video_qa_data):
     clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
     prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
     return model, processor, prompts
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    return family_setup(request.param, rec_data, video_qa_data)
 
 
 def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
