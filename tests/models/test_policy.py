@@ -20,7 +20,8 @@ from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
-from vlrl.rollout.hf import HFEngine, sample_categorical
+from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.hf import HFEngine
 from vlrl.trainer.batch import RolloutBatch, rows_logprobs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176

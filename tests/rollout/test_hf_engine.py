@@ -9,11 +9,15 @@ import pytest
 import torch
 
 from tests.models.test_policy import family_setup
+from vlrl.config import ConfigError
 from vlrl.models.batch import collate
-from vlrl.models.families import family_names
+from vlrl.models.families import family_names, family_of_model
 from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
-from vlrl.rollout.hf import HFEngine, HFOptions, sample_categorical
+from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.hf import HFEngine, HFOptions
+from vlrl.rollout.static import static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
@@ -151,3 +155,47 @@ def test_without_compaction_every_row_is_decoded_to_the_end(setup):
     expected = reference_generate(engine, prompts, params, torch.Generator().manual_seed(2))
     assert_same_completions(groups, expected)
     assert set(sizes) == {6}
+
+
+STATIC = {
+    "static, compacted every 3 steps": HFOptions(static_cache=True, check_every=3, smallest_bucket=1),
+    "static, every row to the end": HFOptions(static_cache=True, compact=False, check_every=4),
+    "static, looked at every step": HFOptions(static_cache=True, check_every=1, smallest_bucket=2),
+}
+
+
+@pytest.mark.parametrize("sampling", SAMPLING)
+@pytest.mark.parametrize("options", STATIC)
+def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
+    """Eager on the CPU (CUDA graphs: tests/gpu/test_decoding_graphs.py). Families whose cache the
+    static step cannot hold decode with the dynamic loop, and say so."""
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=STATIC[options])
+    params = SAMPLING[sampling]
+    if engine.static_plan is None:
+        assert family_of_model(model).name in ("qwen3_5", "qwen3_vl_moe") and "dynamic loop" in engine.note
+    sizes, handle = decoded_batch_sizes(model)
+    try:
+        for seed in (5, 6):  # the second batch reuses the first one's buffers
+            generator, reference_generator = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+            groups = engine.generate(prompts, params, generator)
+            expected = reference_generate(engine, prompts, params, reference_generator)
+            assert_same_completions(groups, expected)
+            assert torch.equal(generator.get_state(), reference_generator.get_state())
+    finally:
+        handle.remove()
+    if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
+        assert min(sizes) < 9
+
+
+def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
+    model, processor, _ = setup
+    graphs = HFOptions(static_cache=True, cuda_graphs=True)
+    if static_refusal(model):  # the dynamic loop: nothing to capture
+        assert HFEngine(model, processor.tokenizer, options=graphs).static_plan is None
+    else:
+        with pytest.raises(ConfigError, match="rollout.hf.cuda_graphs needs CUDA"):
+            HFEngine(model, processor.tokenizer, options=graphs)
+    for bad in ({"check_every": 0}, {"static_cache": False, "cuda_graphs": True}):
+        with pytest.raises(ConfigError, match="rollout.hf"):
+            plugin_options(HFEngine, {"hf": bad}, "rollout")

@@ -9,6 +9,14 @@ Only live rows are decoded (`rollout.hf.compact`): when completions stop, the ro
 running are gathered, their cache rows too, and the batch shrinks. Each step draws one uniform
 per row of the whole batch, finished or not, and a live row takes its own: the random stream
 is consumed as without compaction, so a row's tokens do not depend on which others still run.
+
+Two loops decode: the dynamic one here (the cache grows by concatenation, the host looks after
+every step) and the static-shape step of static.py (`rollout.hf.static_cache`, preallocated
+buffers, the host looks every `check_every` steps; on CUDA captured in CUDA graphs,
+`rollout.hf.cuda_graphs`). Both give the same tokens and random stream as decoding every row
+to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py). A family
+whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
+experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
 """
 
 from __future__ import annotations
@@ -18,26 +26,23 @@ from dataclasses import dataclass
 
 import torch
 
+from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.loading import core_model, family_of_model
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
-from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
+from vlrl.rollout.decoding import Draw, Record
+from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
 
 
-def sample_categorical(
-    probs: torch.Tensor, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
-) -> torch.Tensor:
-    """One token per row, drawn with probability `probs` (rows need not sum to 1) by inverting
-    the CDF: one uniform per row (drawn here, or given as `uniforms` (R, 1)). torch.multinomial
-    (and the exponential trick) draw a random number per vocabulary entry, which on CPU cost
-    more than the tiny demo model's forward. Zero-probability tokens are never drawn: the first
-    index whose CDF exceeds u is never one whose CDF equals its predecessor's."""
-    cdf = probs.double().cumsum(dim=-1)
-    if uniforms is None:
-        uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
-    # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
-    return torch.searchsorted(cdf, uniforms.double() * cdf[:, -1:], right=True).squeeze(1)
+def fsdp_sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP2 shards `model` (its gathered weights are new tensors at every gathering)."""
+    if not torch.distributed.is_available():
+        return False
+    from torch.distributed.fsdp import FSDPModule
+
+    return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
 def stop_token_ids(generation_config, tokenizer) -> list[int]:
@@ -54,54 +59,23 @@ class HFOptions:
 
     # Decode only the rows still running: finished completions leave the batch (and the cache)
     compact: bool = True
+    # The static-shape step (preallocated cache, mask and positions; the host looks every
+    # check_every steps). None: on CUDA. Families it cannot hold use the dynamic loop.
+    static_cache: bool | None = None
+    # Each batch-size bucket's static step captured as a CUDA graph and replayed. None: on CUDA
+    # with the static step (off under FSDP2, whose gathered weights move between rollouts).
+    cuda_graphs: bool | None = None
+    check_every: int = 8  # static step: decoding steps between the host's looks (end, compaction)
+    smallest_bucket: int = 8  # static step: batch sizes are the whole batch and powers of two down to this
 
-
-@dataclass
-class Draw:
-    """One decoding step's sampling, for the rows still decoded: the token each draws from the
-    temperature-scaled policy (bans, top-k, top-p applied), its log-prob and the entropy over
-    the whole vocabulary. A finished row (not compacted away) takes the pad token."""
-
-    params: SamplingParams
-    sampler: SamplingFilter
-    pad_id: int
-    rows: int  # of the whole batch: one uniform each per step, whichever rows are decoded
-    generator: torch.Generator | None
-
-    def __call__(
-        self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is."""
-        logits = logits.float()
-        temperature = self.params.temperature
-        if temperature > 0:
-            logits = logits / temperature
-        step_logp = torch.log_softmax(logits, dim=-1)
-        allowed = self.sampler.apply(logits)
-        if temperature > 0:
-            uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
-            choice = sample_categorical(torch.softmax(allowed, dim=-1), uniforms=uniforms[index])
-        else:
-            choice = allowed.argmax(dim=-1)
-        choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
-        logp = step_logp.gather(1, choice[:, None]).squeeze(1)
-        return choice, logp, -(step_logp.exp() * step_logp).sum(dim=-1)
-
-
-class Record:
-    """The completions as they are decoded: token, log-prob and entropy per batch row and step."""
-
-    def __init__(self, rows: int, steps: int, pad_id: int, device: torch.device):
-        self.tokens = torch.full((rows, steps), pad_id, dtype=torch.long, device=device)
-        self.logprobs = torch.zeros(rows, steps, device=device)
-        self.entropies = torch.zeros(rows, steps, device=device)
-        self.steps = 0  # columns written
-
-    def write(self, index: torch.Tensor, choice: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor) -> None:
-        self.tokens[index, self.steps] = choice
-        self.logprobs[index, self.steps] = logp
-        self.entropies[index, self.steps] = entropy
-        self.steps += 1
+    def validate(self, key: str) -> None:
+        if self.check_every < 1 or self.smallest_bucket < 1:
+            raise ConfigError(
+                f"config: {key}.check_every and smallest_bucket must be >= 1, got "
+                f"{self.check_every} and {self.smallest_bucket}"
+            )
+        if self.cuda_graphs and self.static_cache is False:
+            raise ConfigError(f"config: {key}.cuda_graphs captures the static step: it needs static_cache")
 
 
 class HFEngine:
@@ -124,6 +98,8 @@ class HFEngine:
         self.model = model
         self.device = device or next(model.parameters()).device
         self.family = family_of_model(model)
+        self.static_plan, self.note = self._plan()
+        self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
@@ -145,14 +121,37 @@ class HFEngine:
     def sync_weights(self, weights) -> None:
         """Nothing to do: this engine samples with the policy object the trainer updates."""
 
+    def _plan(self) -> tuple[StaticPlan | None, str]:
+        """Which loop decodes (None: the dynamic one), and a note when the static step was asked
+        for (or is the device's default) but the model cannot take it."""
+        options, cuda = self.options, self.device.type == "cuda"
+        wanted = cuda if options.static_cache is None else options.static_cache
+        if not wanted:
+            return None, ""
+        refusal = static_refusal(self.model)
+        if refusal:
+            return None, f"decodes with the dynamic loop, not the static step: {refusal}"
+        sharded = fsdp_sharded(self.model)
+        graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs
+        if graphs and not cuda:
+            raise ConfigError(f"config: rollout.hf.cuda_graphs needs CUDA; the engine computes on {self.device}")
+        if graphs and sharded:
+            raise ConfigError(
+                "config: rollout.hf.cuda_graphs cannot replay FSDP2's gathered weights (new tensors at every "
+                "gathering); leave it unset under trainer.parallel=fsdp2"
+            )
+        return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket), ""
+
     def sleep(self) -> None:
-        """Nothing to free: the engine holds no memory of its own between rollouts."""
+        """Free the static step's buffers and graphs: the update has the memory."""
+        self._static = None
 
     def wake(self) -> None:
         pass
 
     def close(self) -> None:
-        """The policy belongs to the trainer: nothing to release."""
+        """The policy belongs to the trainer: only the static step's buffers to release."""
+        self._static = None
 
     @torch.no_grad()
     def generate(
@@ -168,21 +167,29 @@ class HFEngine:
         greedy = params.temperature == 0
         sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
         draw = Draw(params, sampler, self.pad_id, rows, generator)
-        record = Record(rows, params.max_new_tokens, self.pad_id, device)
-        stop_ids = self.stop_ids.to(device)
+        decode = self._decode_dynamic if self.static_plan is None else self._decode_static
+        tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw)
+        return self._completions(tokens, logprobs, entropies, n)
 
+    def _decode_dynamic(
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The loop whose cache grows by concatenation, the host looking after every step."""
+        rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
+        record = Record(rows, steps, self.pad_id, device)
+        stop_ids = self.stop_ids.to(device)
         logits = prefix.last_logits.repeat_interleave(n, dim=0)
         next_position = prefix.next_position.repeat_interleave(n)
-        attention_mask = batch.attention_mask.repeat_interleave(n, dim=0)
+        attention_mask = prompt_mask.repeat_interleave(n, dim=0)
         index = torch.arange(rows, device=device)  # the batch row each decoded row is
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
-        for step in range(params.max_new_tokens):
+        for step in range(steps):
             choice, logp, entropy = draw(logits, index, finished)
             record.write(index, choice, logp, entropy)
             live = ~finished
             finished = finished | torch.isin(choice, stop_ids)
             running = int(finished.logical_not().sum())
-            if running == 0 or step + 1 == params.max_new_tokens:
+            if running == 0 or step + 1 == steps:
                 break
             attention_mask = torch.cat([attention_mask, live.long()[:, None]], dim=1)
             if self.options.compact and running < len(index):
@@ -199,8 +206,30 @@ class HFEngine:
                 use_cache=True,
             )
             logits = out.logits[:, -1]
-        taken = slice(0, record.steps)
-        return self._completions(record.tokens[:, taken], record.logprobs[:, taken], record.entropies[:, taken], n)
+        return record.taken(step + 1)
+
+    def _decode_static(
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The static-shape step (static.py): buffers of this batch's shape, reused while the
+        engine keeps them (until it sleeps), the live rows compacted into buckets."""
+        rows, params = draw.rows, draw.params
+        length = cache_length(prompt_mask.shape[1], params.max_new_tokens)
+        shape = (rows, length, params, draw.generator)
+        if self._static is None or self._static[0] != shape:
+            self._static = None  # the old buffers go before the new ones are made
+            decoding = StaticDecoding(
+                self.model, prefix.cache, length, draw, Record(rows, params.max_new_tokens, self.pad_id, self.device),
+                self.stop_ids.to(self.device), self.static_plan,
+            )  # fmt: skip
+            self._static = (shape, decoding)
+        decoding = self._static[1]
+        next_position = prefix.next_position.repeat_interleave(n)
+        positions = self.family.decode_positions(next_position, 0, 1)
+        advance = self.family.decode_positions(next_position, 1, 1) - positions
+        decoding.start(prefix.cache, prompt_mask.repeat_interleave(n, dim=0), positions, advance)
+        taken = decoding.decode(prefix.last_logits.repeat_interleave(n, dim=0))
+        return decoding.record.taken(taken)
 
     def _completions(
         self, tokens: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor, n: int

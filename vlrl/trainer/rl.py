@@ -72,6 +72,8 @@ class RLTrainer:
                 console.print(
                     f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
                 )
+        if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
+            console.print(f"rollout engine {self.engine.name}: {note}")
         if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
             console.print(
                 f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
