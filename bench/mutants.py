@@ -224,7 +224,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/update.py",
-        "            if self.foreign:\n                expected = current.sampled",
+        "            if self.sampler is not None:\n                expected = current.sampled",
         "            if False:\n                expected = current.sampled",
         (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
     ),

@@ -17,10 +17,19 @@ buffers, the host looks every `check_every` steps; on CUDA captured in CUDA grap
 to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py). A family
 whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
 experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
+
+A LoRA policy decodes with its adapters merged (`rollout.hf.merge_lora`, models/lora.py): each
+adapted layer computes with W + s B A in a copy of W, one product instead of three, the base
+weights never written. Its log-probs are then those of the merged weights, in the model's
+dtype: not exactly the trainer's (`exact_logprobs` False), so the trainer treats them as it
+treats another engine's (old log-probs recomputed when the policy moves, the difference
+measured as rollout/logp_diff and corrected by algo.rollout_correction). It still samples with
+the policy object itself (`shares_policy`): nothing to push.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +38,7 @@ import torch
 from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.loading import core_model, family_of_model
+from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
@@ -67,6 +77,10 @@ class HFOptions:
     cuda_graphs: bool | None = None
     check_every: int = 8  # static step: decoding steps between the host's looks (end, compaction)
     smallest_bucket: int = 8  # static step: batch sizes are the whole batch and powers of two down to this
+    # A LoRA policy decodes with its adapters merged into copies of their weights (out of
+    # place); its log-probs then differ from the trainer's by the merge's rounding, which the
+    # trainer measures (rollout/logp_diff) and corrects (algo.rollout_correction).
+    merge_lora: bool = True
 
     def validate(self, key: str) -> None:
         if self.check_every < 1 or self.smallest_bucket < 1:
@@ -100,6 +114,9 @@ class HFEngine:
         self.family = family_of_model(model)
         self.static_plan, self.note = self._plan()
         self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
+        adapted = hasattr(model, "peft_config") and lora_linears(model)
+        self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
+        self.exact_logprobs = self.lora is None  # merged weights round otherwise than the trainer's forward
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
@@ -143,15 +160,18 @@ class HFEngine:
         return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket), ""
 
     def sleep(self) -> None:
-        """Free the static step's buffers and graphs: the update has the memory."""
+        """Free the static step's buffers and graphs, and the merged LoRA weights: the update
+        has the memory."""
         self._static = None
+        if self.lora is not None:
+            self.lora.release()
 
     def wake(self) -> None:
         pass
 
     def close(self) -> None:
-        """The policy belongs to the trainer: only the static step's buffers to release."""
-        self._static = None
+        """The policy belongs to the trainer: only the engine's own buffers to release."""
+        self.sleep()
 
     @torch.no_grad()
     def generate(
@@ -160,15 +180,16 @@ class HFEngine:
         """params.n completions for each prompt, grouped by prompt."""
         device = self.device
         batch = collate(prompts, self.pad_id).to(device)
-        prefix = prefill(self.model, batch)
         n = params.n
-        prefix.cache.batch_repeat_interleave(n)
         rows = len(prompts) * n
         greedy = params.temperature == 0
         sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
         draw = Draw(params, sampler, self.pad_id, rows, generator)
         decode = self._decode_dynamic if self.static_plan is None else self._decode_static
-        tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw)
+        with self.lora.merged() if self.lora is not None else contextlib.nullcontext():
+            prefix = prefill(self.model, batch)
+            prefix.cache.batch_repeat_interleave(n)
+            tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw)
         return self._completions(tokens, logprobs, entropies, n)
 
     def _decode_dynamic(
