@@ -94,3 +94,19 @@ def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_
         and row["activations"]["micro_batches"] > 0
     )
     assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]
+
+
+def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import update_memory
+
+    assert update_memory.main(["--budgets", "200", "--completion", "16", "--hidden", "64"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["vocabulary"] == 151936 and [(r["mode"], r["budget"]) for r in report["rows"]] == [
+        ("chunked", 200),
+        ("full", 200),
+    ]
+    for row in report["rows"]:
+        assert "error" not in row, row
+        assert row["tokens"] <= 200 and row["completions"] >= 1 and row["peak_mb"] > 0 and row["seconds"] > 0
+    assert [r["chunk_tokens"] for r in report["rows"]] == [1024, 0]
