@@ -34,6 +34,11 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25):
     assert report["median_step_s"] >= report["median_rollout_s"] > 0
     assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
     assert report["rollout_tokens_per_s"] >= report["end_to_end_tokens_per_s"] > 0
+    # the HF engine's decoding: step 2's only (step 1 is warm-up), at most 7 forwards of 4 rows
+    assert 0 < report["decoding_steps"] <= 7 and report["ms_per_decoding_step"] > 0
+    assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
+    assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
+    assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 
 def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):

@@ -137,6 +137,9 @@ def test_compacted_decoding_equals_decoding_every_row(setup, sampling):
     assert_same_completions(groups, expected)
     assert torch.equal(generator.get_state(), reference_generator.get_state())  # the stream, consumed alike
     assert sizes == sorted(sizes, reverse=True) and all(0 < size <= 9 for size in sizes)
+    stats = engine.stats  # what bench/recipe_on_gpu.py reports
+    assert (stats.calls, stats.forwards, stats.row_steps) == (1, len(sizes), sum(sizes))
+    assert stats.useful_row_steps == sum(len(c.token_ids) - 1 for c in completions(groups)) <= stats.row_steps
     if params.temperature > 0:  # (greedy: the tiny model's flat logits stop every row at once)
         lengths = {len(c.token_ids) for c in completions(expected)}
         assert len(lengths) >= 3, lengths  # rows stopped at different steps...
@@ -174,16 +177,19 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
     params = SAMPLING[sampling]
     if engine.static_plan is None:
         assert family_of_model(model).name in ("qwen3_5", "qwen3_vl_moe") and "dynamic loop" in engine.note
-    sizes, handle = decoded_batch_sizes(model)
-    try:
-        for seed in (5, 6):  # the second batch reuses the first one's buffers
-            generator, reference_generator = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    sizes = []
+    for seed in (5, 6):  # the second batch reuses the first one's buffers
+        generator, reference_generator = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        recorded, handle = decoded_batch_sizes(model)
+        try:
             groups = engine.generate(prompts, params, generator)
-            expected = reference_generate(engine, prompts, params, reference_generator)
-            assert_same_completions(groups, expected)
-            assert torch.equal(generator.get_state(), reference_generator.get_state())
-    finally:
-        handle.remove()
+        finally:
+            handle.remove()
+        sizes += recorded
+        expected = reference_generate(engine, prompts, params, reference_generator)
+        assert_same_completions(groups, expected)
+        assert torch.equal(generator.get_state(), reference_generator.get_state())
+    assert engine.stats.calls == 2 and engine.stats.row_steps == sum(sizes)
     if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
         assert min(sizes) < 9
 

@@ -95,6 +95,23 @@ class Record:
         return tuple(t[: self.rows, :steps] for t in (self.tokens, self.logprobs, self.entropies))  # type: ignore[return-value]
 
 
+@dataclass
+class DecodeStats:
+    """What the HF engine's decoding did, summed over its `generate` calls (bench/recipe_on_gpu.py
+    reports milliseconds per step and the share of row-steps that made a token anyone kept)."""
+
+    calls: int = 0
+    prefill_s: float = 0.0  # the prompts' forward (vision included)
+    decode_s: float = 0.0  # the decoding steps after it
+    forwards: int = 0  # decoding forwards (one token per row each)
+    row_steps: int = 0  # rows those forwards ran: live, finished not yet dropped, fillers
+    useful_row_steps: int = 0  # of those, rows whose completion went on (a kept token per completion but its first)
+
+    def add(self, other: DecodeStats) -> None:
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
 def first_stops(tokens: torch.Tensor, stop_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's first stop token: whether it has one (rows,) and its step (rows,)."""
     is_stop = (tokens[..., None] == stop_ids).any(-1)

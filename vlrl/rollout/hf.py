@@ -30,6 +30,7 @@ the policy object itself (`shares_policy`): nothing to push.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +43,7 @@ from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
-from vlrl.rollout.decoding import Draw, Record
+from vlrl.rollout.decoding import DecodeStats, Draw, Record
 from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
 
 
@@ -117,6 +118,7 @@ class HFEngine:
         adapted = hasattr(model, "peft_config") and lora_linears(model)
         self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
         self.exact_logprobs = self.lora is None  # merged weights round otherwise than the trainer's forward
+        self.stats = DecodeStats()  # summed over every generate call
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
@@ -186,14 +188,23 @@ class HFEngine:
         sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
         draw = Draw(params, sampler, self.pad_id, rows, generator)
         decode = self._decode_dynamic if self.static_plan is None else self._decode_static
+        stats = DecodeStats(calls=1)
+        start = time.perf_counter()
         with self.lora.merged() if self.lora is not None else contextlib.nullcontext():
             prefix = prefill(self.model, batch)
             prefix.cache.batch_repeat_interleave(n)
-            tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw)
-        return self._completions(tokens, logprobs, entropies, n)
+            if device.type == "cuda":  # the times are the work's, not its launch's
+                torch.cuda.synchronize(device)
+            stats.prefill_s = time.perf_counter() - start
+            tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw, stats)
+        stats.decode_s = time.perf_counter() - start - stats.prefill_s  # both loops end looking at the tokens
+        groups = self._completions(tokens, logprobs, entropies, n)
+        stats.useful_row_steps = sum(max(len(c.token_ids) - 1, 0) for g in groups for c in g.completions)
+        self.stats.add(stats)
+        return groups
 
     def _decode_dynamic(
-        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loop whose cache grows by concatenation, the host looking after every step."""
         rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
@@ -219,6 +230,8 @@ class HFEngine:
                 attention_mask, next_position, index, choice, finished = (
                     t[keep] for t in (attention_mask, next_position, index, choice, finished)
                 )
+            stats.forwards += 1
+            stats.row_steps += len(index)
             out = self.model(
                 input_ids=choice[:, None],
                 attention_mask=attention_mask,
@@ -230,7 +243,7 @@ class HFEngine:
         return record.taken(step + 1)
 
     def _decode_static(
-        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The static-shape step (static.py): buffers of this batch's shape, reused while the
         engine keeps them (until it sleeps), the live rows compacted into buckets."""
@@ -250,6 +263,7 @@ class HFEngine:
         advance = self.family.decode_positions(next_position, 1, 1) - positions
         decoding.start(prefix.cache, prompt_mask.repeat_interleave(n, dim=0), positions, advance)
         taken = decoding.decode(prefix.last_logits.repeat_interleave(n, dim=0))
+        stats.forwards, stats.row_steps = decoding.forwards, decoding.row_steps
         return decoding.record.taken(taken)
 
     def _completions(

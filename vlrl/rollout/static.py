@@ -124,6 +124,7 @@ class StaticDecoding:
         self.bucket = rows
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.captures = 0  # graphs captured, over this object's life
+        self.forwards = self.row_steps = 0  # of the current batch (DecodeStats)
         self.pool = torch.cuda.graph_pool_handle() if plan.graphs else None
         self.stream = torch.cuda.Stream(device) if plan.graphs else None
 
@@ -147,6 +148,7 @@ class StaticDecoding:
         self.index.copy_(torch.arange(self.rows, device=self.device))
         self.finished.zero_()
         self.record.clear()
+        self.forwards = self.row_steps = 0
         self.narrow(self.rows)
 
     def narrow(self, bucket: int) -> None:
@@ -242,6 +244,8 @@ class StaticDecoding:
             count = min(self.plan.check_every, steps - done)
             self.run(count)
             done += count
+            self.forwards += count
+            self.row_steps += count * self.bucket
         stopped, at = first_stops(self.record.tokens[: self.rows, :done], self.stop_ids)
         taken = int(at.max()) + 1 if bool(stopped.all()) else done
         if taken < done:
