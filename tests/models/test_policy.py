@@ -229,7 +229,7 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     batch = collate(prompts, pad)
 
     results, grads = {}, {}
-    for chunk in (5, 0):
+    for chunk in (5, 1000, 0):  # chunks of 5 tokens, checkpointed; all tokens in one chunk, kept; the full logits
         model.zero_grad()
         stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
         (stats.logp * weights).sum().backward()
@@ -242,9 +242,10 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     full = results[0]
     real = mask.bool()
     assert full.sampled[real].isinf().any() and full.sampled[real].isfinite().any()  # filtered tokens and kept ones
-    for stats in (results[5], no_grad):
+    for stats in (results[5], results[1000], no_grad):
         for got, want in zip(stats, full, strict=True):
             torch.testing.assert_close(got[real], want[real], rtol=1e-6, atol=1e-6)
     assert grads[5].keys() == grads[0].keys() and any("lm_head" in n or "embed" in n for n in grads[0])
-    for name, want in grads[0].items():
-        torch.testing.assert_close(grads[5][name], want, rtol=1e-5, atol=2e-6, msg=name)
+    for chunk in (5, 1000):
+        for name, want in grads[0].items():
+            torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)

@@ -179,12 +179,15 @@ class TokenScorer:
 
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`, a
-        chunk of tokens at a time; with gradients on, each chunk's log-probs are checkpointed."""
+        chunk of tokens at a time; with gradients on and several chunks, each chunk's log-probs
+        are checkpointed (one chunk is kept for the backward pass: no more than recomputing it
+        would hold)."""
         weight, bias = head.weight, head.bias
+        several = len(ids) > self.chunk_tokens
         columns = []
         for start in range(0, max(len(ids), 1), self.chunk_tokens):  # one chunk even of no tokens: FSDP2 sees the call
             h, y = hidden[start : start + self.chunk_tokens], ids[start : start + self.chunk_tokens]
-            if not torch.is_grad_enabled():
+            if not (torch.is_grad_enabled() and several):
                 columns.append(self.of_logits(torch.nn.functional.linear(h, weight, bias), y))
                 continue
             logp = checkpoint(self.head_logp, weight, bias, h, y, use_reentrant=False)
@@ -228,7 +231,7 @@ def completion_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
-    chunk_tokens: int = CHUNK_TOKENS,
+    chunk_tokens: int | None = None,
 ) -> TokenLogprobs:
     """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`
     (0 where `completion_mask` is: padding is not scored).
@@ -236,9 +239,10 @@ def completion_logprobs(
     Logits are divided by the sampling temperature, as the distribution sampled from was. With
     a `sampler`, also the log-probs an engine that renormalizes over what it may draw reports
     (vLLM): the trainer's value to compare the engine's with. The vocabulary is held for
-    `chunk_tokens` tokens at a time; 0 holds the logits of every token at once (the reference
-    the tests compare with).
+    `chunk_tokens` tokens at a time (None: `CHUNK_TOKENS`); 0 holds the logits of every token at
+    once (the reference the tests compare with).
     """
+    chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     if chunk_tokens <= 0:
         logits = completion_logits(model, batch, rows, completion_ids, completion_mask) / temperature
         sampled = None
