@@ -6,8 +6,9 @@ logits weigh as at real size: one image prompt and as many completions of `--com
 tokens as the budget holds, the shared-prefix forward and its backward, as the update runs a
 micro-batch (models.policy.completion_logprobs, a weighted sum of the log-probs as the loss).
 Each (mode, budget) runs in a fresh process: on the CPU the peak is the process's peak resident
-memory (ru_maxrss) less what it held before the micro-batch; on CUDA torch's allocator peak less
-the same baseline. Also the seconds of that micro-batch and its tokens per second (meaningful
+memory (Linux's VmHWM, reset before the micro-batch: a process started from a larger one
+inherits its high-water mark) less what it held before the micro-batch; on CUDA torch's
+allocator peak less the same baseline. Also the seconds of that micro-batch and its tokens per second (meaningful
 only on an idle machine).
 
     python bench/update_memory.py [--budgets 1024 2048 4096 8192 16384] [--modes chunked full]
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,8 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 QWEN_VOCABULARY = 151936
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def status_mb(key: str) -> float:
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(key)
+
+
+def reset_peak_rss() -> None:
+    """Set the resident high-water mark back to the current resident size (Linux >= 4.0)."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def one(mode: str, budget: int, completion: int, device: str, hidden: int) -> dict:
@@ -79,13 +88,14 @@ def one(mode: str, budget: int, completion: int, device: str, hidden: int) -> di
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
     else:
-        before = rss_mb()
+        reset_peak_rss()
+        before = status_mb("VmRSS")
     start = time.perf_counter()
     micro_batch()
     if cuda:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else rss_mb() - before
+    peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if cuda else status_mb("VmHWM") - before
     tokens = len(prompt) + rows * completion
     return {
         "mode": mode,
