@@ -17,22 +17,21 @@ from vlrl.data.records import load_split
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names
 from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
-from vlrl.models.policy import completion_logprobs
+from vlrl.models.policy import SamplingFilter, completion_logprobs
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
-from vlrl.rollout.hf import HFEngine, sample_categorical
+from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.hf import HFEngine
 from vlrl.trainer.batch import RolloutBatch, rows_logprobs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
-def setup(request, rec_data, video_qa_data):
+def family_setup(family: str, rec_data, video_qa_data):
+    """The tiny float32 model of `family`, its processor, and two image prompts and a video one."""
     video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
-    cfg = ModelConfig(
-        path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video
-    )
+    cfg = ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
     task = RefCOCO()
@@ -41,6 +40,11 @@ def setup(request, rec_data, video_qa_data):
     clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
     prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
     return model, processor, prompts
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    return family_setup(request.param, rec_data, video_qa_data)
 
 
 def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
@@ -266,3 +270,44 @@ def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
     from tests.gpu.test_engine_on_gpu import greedy_equals_generate
 
     greedy_equals_generate(tiny_qwen25, rec_data, torch.device("cpu"), "float32", 24)
+
+
+def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
+    """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
+    each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
+    distribution's log-probs and every gradient are those of the full (R, T, V) logits."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    generator = torch.Generator().manual_seed(3)
+    rows = torch.tensor([0, 0, 1, 2, 2, 2])
+    ids = torch.randint(0, 300, (6, 9), generator=generator)
+    mask = torch.ones(6, 9)
+    mask[1, 4:] = 0
+    mask[3, 1:] = 0  # one token only
+    weights = torch.rand(6, 9, generator=generator) * mask
+    banned = torch.zeros(model.config.get_text_config().vocab_size, dtype=torch.bool)
+    banned[:7] = True
+    sampler = SamplingFilter(banned, top_p=0.95)
+    batch = collate(prompts, pad)
+
+    results, grads = {}, {}
+    for chunk in (5, 1000, 0):  # chunks of 5 tokens, checkpointed; all tokens in one chunk, kept; the full logits
+        model.zero_grad()
+        stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
+        (stats.logp * weights).sum().backward()
+        results[chunk] = stats
+        grads[chunk] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    with torch.no_grad():
+        no_grad = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=5)
+
+    full = results[0]
+    real = mask.bool()
+    assert full.sampled[real].isinf().any() and full.sampled[real].isfinite().any()  # filtered tokens and kept ones
+    for stats in (results[5], results[1000], no_grad):
+        for got, want in zip(stats, full, strict=True):
+            torch.testing.assert_close(got[real], want[real], rtol=1e-6, atol=1e-6)
+    assert grads[5].keys() == grads[0].keys() and any("lm_head" in n or "embed" in n for n in grads[0])
+    for chunk in (5, 1000):
+        for name, want in grads[0].items():
+            torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)

@@ -218,6 +218,7 @@ def mismatch(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, real: torch.
     """How far an engine's log-probs are from the trainer's for the same tokens (the same
     policy): sums over real tokens of |difference| and of k3 KL(engine || trainer), the largest
     difference, and the token count (rollout/logp_diff, rollout/logp_diff_max, rollout/kl)."""
+    trainer_logp = trainer_logp.detach()
     diff = (trainer_logp - engine_logp).abs() * real
     return {
         "mismatch_abs": float(diff.sum()),

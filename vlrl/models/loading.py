@@ -13,6 +13,7 @@ from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.models.lora import merged_weight
 from vlrl.models.tiny import resolve_tiny
 from vlrl.vision.frames import FrameKind
 
@@ -170,6 +171,5 @@ def transformers_weights(
 
             module = base.get_submodule(key.removesuffix(".base_layer.weight"))
             if isinstance(module, LoraLayer) and not module.disable_adapters:
-                delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
-                tensor = (tensor.float() + delta).to(tensor.dtype)
+                tensor = merged_weight(module, tensor)
         yield key.replace(".base_layer.", "."), tensor

@@ -25,7 +25,7 @@ from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
-from vlrl.rollout.base import banned_token_ids
+from vlrl.rollout.base import banned_token_ids, logprobs_exact
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
@@ -78,14 +78,20 @@ class RLTrainer:
         vocab = core_model(run.model).config.get_text_config().vocab_size
         banned = torch.zeros(vocab, dtype=torch.bool)
         banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
-        sampler = SamplingFilter(banned, r.top_k, r.top_p)  # what every engine draws from, as the trainer computes it
-        self.updater = Updater(run, cfg.algo, r, reference, not self.engine.shares_policy, sampler)
+        # What the engine draws from, as the trainer computes it: what an engine that holds its
+        # own copy of the policy reports log-probs of (an engine sampling with the policy
+        # reports the policy's, over the whole vocabulary).
+        sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
+        exact = logprobs_exact(self.engine)
+        self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler)
         if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
             self.engine.sync_weights(self.run.strategy.full_weights())
-            if cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1:
-                console.print(
-                    f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
-                )
+        if not exact and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
+            console.print(
+                f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
+            )
+        if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
+            console.print(f"rollout engine {self.engine.name}: {note}")
         if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
             console.print(
                 f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
