@@ -175,6 +175,25 @@ class MixtureEntry:
 
 
 @dataclass
+class RolloutStage:
+    """One stage of a schedule of completion lengths and group sizes over the run (Vision-R1's
+    progressive thinking suppression: 4K tokens x 16 completions, then 8K x 8, then 16K x 4)."""
+
+    steps: int | None = None  # RL steps the stage lasts; the last stage lasts to the end (no steps)
+    max_new_tokens: int | None = None  # None: rollout.max_new_tokens
+    num_generations: int | None = None  # None: rollout.num_generations
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """What a step samples with: its stage (0 without rollout.stages), its length and group size."""
+
+    stage: int
+    max_new_tokens: int
+    num_generations: int
+
+
+@dataclass
 class RolloutConfig:
     engine: str = "hf"  # a registered engine (hf, vllm: vlrl/rollout/), or module:Class of a RolloutEngine
     num_generations: int = 8
@@ -182,6 +201,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
+    # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
+    # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.
+    stages: list[RolloutStage] = field(default_factory=list)
     # The engine's own options under its name, e.g. rollout.vllm.gpu_memory_utilization (its Options)
     options: dict[str, dict[str, Any]] = plugin_sections()
 
@@ -191,6 +213,39 @@ class RolloutConfig:
             raise ConfigError(f"config: {key}.temperature must be > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {self.top_p}")
+        last = len(self.stages) - 1
+        for i, stage in enumerate(self.stages):
+            at = f"{key}.stages[{i}]"
+            if i < last and stage.steps is None:
+                raise ConfigError(
+                    f"config: {at}.steps is missing: every stage but the last says how many steps it lasts"
+                )
+            if i == last and stage.steps is not None:
+                raise ConfigError(
+                    f"config: {at}.steps ({stage.steps}): the last stage lasts to the end of the run; leave its steps out"
+                )
+            for name in ("steps", "max_new_tokens", "num_generations"):
+                value = getattr(stage, name)
+                if value is not None and value <= 0:
+                    raise ConfigError(f"config: {at}.{name} must be > 0, got {value}")
+
+    def stage_limits(self) -> list[StageLimits]:
+        """Every stage's limits, in order (one, the section's own, without stages)."""
+        return [
+            StageLimits(i, s.max_new_tokens or self.max_new_tokens, s.num_generations or self.num_generations)
+            for i, s in enumerate(self.stages or [RolloutStage()])
+        ]
+
+    def limits(self, step: int) -> StageLimits:
+        """The limits RL step `step` (from 1) samples with: the stage it falls in."""
+        end = 0
+        for stage, limits in zip(self.stages, self.stage_limits(), strict=False):
+            if stage.steps is None:
+                break
+            end += stage.steps
+            if step <= end:
+                return limits
+        return self.stage_limits()[-1]
 
 
 @dataclass
@@ -443,20 +498,25 @@ class Config:
             raise ConfigError(f"config: mixture names a task twice: {names}")
         if any(entry.weight <= 0 for entry in self.mixture):
             raise ConfigError("config: mixture weights must be > 0")
-        algo, rollout = self.algo, self.rollout
-        if not 0 <= algo.overlong_buffer < rollout.max_new_tokens:
-            raise ConfigError(
-                f"config: algo.overlong_buffer must be in [0, rollout.max_new_tokens), got {algo.overlong_buffer}"
-            )
+        algo = self.algo
         if algo.mini_batches > self.trainer.prompts_per_step:
             raise ConfigError(
                 f"config: algo.mini_batches ({algo.mini_batches}) must be <= trainer.prompts_per_step "
                 f"({self.trainer.prompts_per_step}): a mini-batch holds whole groups"
             )
-        if rollout.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
-            raise ConfigError(f"config: algo.advantage {algo.advantage!r} needs rollout.num_generations >= 2")
-        if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * rollout.num_generations) < 1:
-            raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
+        for limits in self.rollout.stage_limits():  # each stage's, named by its key
+            at = f"rollout.stages[{limits.stage}]." if self.rollout.stages else "rollout."
+            if not 0 <= algo.overlong_buffer < limits.max_new_tokens:
+                raise ConfigError(
+                    f"config: algo.overlong_buffer must be in [0, {at}max_new_tokens ({limits.max_new_tokens})), "
+                    f"got {algo.overlong_buffer}"
+                )
+            if limits.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
+                raise ConfigError(
+                    f"config: algo.advantage {algo.advantage!r} needs {at}num_generations >= 2, got {limits.num_generations}"
+                )
+            if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * limits.num_generations) < 1:
+                raise ConfigError(f"config: algo.temporal.shuffled_fraction x {at}num_generations must be >= 1")
         return self
 
 

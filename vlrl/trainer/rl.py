@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections import Counter, defaultdict
@@ -98,7 +99,6 @@ class RLTrainer:
                 "the entropy of a trainer forward (one more forward per step)"
             )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
@@ -115,6 +115,11 @@ class RLTrainer:
     def render(self, task: Task, sample: Sample, decoded: dict[str, Video] | None = None) -> Prompt:
         return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model, decoded)
 
+    def sampling(self, step: int) -> SamplingParams:
+        """What step `step` samples with: its stage's length and group size (rollout.stages)."""
+        r, limits = self.cfg.rollout, self.cfg.rollout.limits(step)
+        return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)
+
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
         name = self.cfg.algo.accuracy_reward
@@ -123,13 +128,16 @@ class RLTrainer:
     def generate_groups(self, items: list[tuple[Task, Sample]], step: int) -> tuple[list[Group], list[UnusableSample]]:
         """Render, sample G completions per prompt, score them, add the configured shaping terms.
         Also returns the samples left out: media that fail to decode, prompts the engine refuses."""
-        algo, G = self.cfg.algo, self.cfg.rollout.num_generations
+        algo, params = self.cfg.algo, self.sampling(step)
+        G = params.n
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
         items, prompts, unusable = render_usable(items, lambda item: self.render(*item, decoded))
         if not items:
             return [], unusable
-        generations = self.engine.generate(prompts, self.sampling, self.run.generator)
-        shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
+        generations = self.engine.generate(prompts, params, self.run.generator)
+        shuffled_accuracy = (
+            self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
+        )
         groups = []
         for (task, sample), prompt, generation, shuffled in zip(
             items, prompts, generations, shuffled_accuracy, strict=True
@@ -149,7 +157,7 @@ class RLTrainer:
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
                 shaping["overlong"] = overlong_penalty(
-                    lengths, self.cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
+                    lengths, params.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
                 )
             if self.thinking is not None:
                 thinking = torch.tensor(self.thinking([sample] * G, texts))
@@ -167,18 +175,17 @@ class RLTrainer:
         return groups, unusable
 
     def temporal_contrast(
-        self, items: list[tuple[Task, Sample]], decoded: dict[str, Video]
+        self, items: list[tuple[Task, Sample]], decoded: dict[str, Video], ordered: SamplingParams
     ) -> list[torch.Tensor | None]:
-        """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant."""
+        """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant
+        (a fraction of the ordered prompt's group size, `ordered`, with its length limit)."""
         variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
         present = [(i, task, v) for i, task, v in variants if v is not None]
         out: list[torch.Tensor | None] = [None] * len(items)
         if not present:
             return out
-        n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
-        params = SamplingParams(
-            n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k
-        )
+        n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * ordered.n))
+        params = dataclasses.replace(ordered, n=n)
         generations = self.engine.generate(
             [self.render(task, v, decoded) for _, task, v in present], params, self.run.generator
         )
@@ -219,11 +226,12 @@ class RLTrainer:
         return groups, rounds, unusable
 
     # -- 4. update -------------------------------------------------------------------------------
-    def update(self, batch: RolloutBatch, advantages: torch.Tensor) -> tuple[dict[str, float], int]:
+    def update(self, batch: RolloutBatch, advantages: torch.Tensor, step: int = 1) -> tuple[dict[str, float], int]:
         """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
-        groups, each step's gradient accumulated over token-budgeted micro-batches. Returns
-        stats and the number of optimizer steps skipped (non-finite)."""
-        algo = self.cfg.algo
+        groups, each step's gradient accumulated over token-budgeted micro-batches (lengths
+        normalised by the max_new_tokens of `step`'s stage). Returns stats and the number of
+        optimizer steps skipped (non-finite)."""
+        algo, max_new_tokens = self.cfg.algo, self.cfg.rollout.limits(step).max_new_tokens
         mask = batch.completion_mask.clone()
         if algo.mask_truncated:
             mask[batch.truncated] = 0.0
@@ -242,7 +250,7 @@ class RLTrainer:
                 rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
                     batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
-                    row_weights=row_weights,
+                    row_weights=row_weights, max_new_tokens=max_new_tokens,
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 skipped += not applied
@@ -316,8 +324,16 @@ class RLTrainer:
     def loop(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
         with run.stop_signals, run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
-            for step in range(run.step + 1, t.steps + 1):
+            first = run.step + 1
+            for step in range(first, t.steps + 1):
                 t0 = time.perf_counter()
+                limits = cfg.rollout.limits(step)
+                if cfg.rollout.stages and run.procs.main and (step == first or limits != cfg.rollout.limits(step - 1)):
+                    self.console.print(
+                        f"step {step}: stage {limits.stage + 1} of {len(cfg.rollout.stages)} (rollout.stages), "
+                        f"{limits.max_new_tokens} new tokens, {limits.num_generations} completions per prompt",
+                        highlight=False,
+                    )
                 # 1-2. rollout and reward: B prompts (fewer if some media fail or the engine refuses
                 # a prompt), G scored completions each
                 with self.sampling_weights():
@@ -333,7 +349,7 @@ class RLTrainer:
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
-                stats, skipped = self.update(batch, advantages)
+                stats, skipped = self.update(batch, advantages, step)
                 if not self.engine.shares_policy:
                     self.engine.sync_weights(run.strategy.full_weights())
                 self.engine.wake()
@@ -341,6 +357,12 @@ class RLTrainer:
                 # 5. log and checkpoint
                 metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
                 metrics["skipped_samples"] = run.report_unusable(step, unusable)
+                if cfg.rollout.stages:  # Vision-R1's schedule: which stage sampled this step
+                    metrics.update(
+                        stage=limits.stage + 1,
+                        max_new_tokens=limits.max_new_tokens,
+                        num_generations=limits.num_generations,
+                    )
                 metrics.update(
                     lr=run.optimizer.param_groups[0]["lr"],
                     skipped_updates=run.skipped_updates + skipped,
