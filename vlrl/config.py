@@ -333,6 +333,35 @@ class DifficultyConfig:
 
 
 @dataclass
+class ReplayConfig:
+    """Selective sample replay (VL-Rethinker's SSR; Skywork R1V2's Selective Sample Buffer is its
+    advantage-weighted cousin): rows with a non-zero advantage are kept in a buffer and replayed,
+    with their stored advantage and old log-probs, into steps whose groups carry little signal.
+    Defaults: VL-Rethinker's code (vlrl/algos/replay.py)."""
+
+    # off: train on the step's rows; ssr: the SSR branch; filter: its other branch (only the
+    # step's effective rows, repeated to refill the batch, no buffer)
+    mode: Literal["off", "filter", "ssr"] = "off"
+    keep_fraction: float = 0.5  # ssr: rows trained per step = int(this x the step's rows) (there: half)
+    buffer_size: int = 0  # ssr: effective rows kept (oldest out first); 0: half the first step's rows, as there
+    positive_fraction: float = 0.1  # ssr: zero-advantage rows of all-correct groups joining, x effective rows
+    positive_reward: float = 0.95  # ssr: the reward above which a zero-advantage row counts as all-correct
+    alpha: float = 1.0  # ssr: draws with p ~ |A|^alpha
+    eps: float = 1e-4  # ssr: the buffer's draws with p ~ (|A| + eps)^alpha
+
+    def validate(self, key: str) -> None:
+        if not 0 < self.keep_fraction <= 1:
+            raise ConfigError(f"config: {key}.keep_fraction must be in (0, 1], got {self.keep_fraction}")
+        if self.buffer_size < 0 or self.positive_fraction < 0 or self.eps < 0:
+            raise ConfigError(
+                f"config: {key}.buffer_size, positive_fraction and eps must be >= 0, got {self.buffer_size}, "
+                f"{self.positive_fraction} and {self.eps}"
+            )
+        if self.alpha <= 0:
+            raise ConfigError(f"config: {key}.alpha must be > 0, got {self.alpha}")
+
+
+@dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
     advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
@@ -375,6 +404,7 @@ class AlgoConfig:
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
@@ -392,6 +422,7 @@ class AlgoConfig:
         self.trust.validate(f"{key}.trust")
         self.length_control.validate(f"{key}.length_control")
         self.difficulty.validate(f"{key}.difficulty")
+        self.replay.validate(f"{key}.replay")
 
 
 @dataclass

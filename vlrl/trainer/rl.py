@@ -31,6 +31,8 @@ from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
+from vlrl.trainer.checkpoint import load_process_state
+from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, finished_run
 from vlrl.trainer.thinking import make_scorer
 from vlrl.trainer.update import Updater, update_stats
@@ -99,6 +101,14 @@ class RLTrainer:
                 "the entropy of a trainer forward (one more forward per step)"
             )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
+        self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
+        if self.replay is not None:  # each process's buffer is part of its checkpoints
+            run.process_parts["replay"] = self.replay.state_dict
+            saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
+            if saved is not None:
+                self.replay.load_state_dict(saved)
+            elif run.checkpoint:
+                console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
@@ -226,23 +236,29 @@ class RLTrainer:
         return groups, rounds, unusable
 
     # -- 4. update -------------------------------------------------------------------------------
-    def update(self, batch: RolloutBatch, advantages: torch.Tensor, step: int = 1) -> tuple[dict[str, float], int]:
+    def update(
+        self, batch: RolloutBatch, advantages: torch.Tensor, step: int = 1, carried: Carried | None = None
+    ) -> tuple[dict[str, float], int]:
         """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
         groups, each step's gradient accumulated over token-budgeted micro-batches (lengths
-        normalised by the max_new_tokens of `step`'s stage). Returns stats and the number of
-        optimizer steps skipped (non-finite)."""
+        normalised by the max_new_tokens of `step`'s stage). `carried`: the old log-probs and
+        weights replayed rows bring (algo.replay). Returns stats and the number of optimizer
+        steps skipped (non-finite)."""
         algo, max_new_tokens = self.cfg.algo, self.cfg.rollout.limits(step).max_new_tokens
         mask = batch.completion_mask.clone()
         if algo.mask_truncated:
             mask[batch.truncated] = 0.0
-        old = self.updater.old_logprobs(batch)
+        old = self.updater.old_logprobs(batch) if carried is None else carried.old
         selected = None
         if algo.top_entropy_fraction < 1:
             entropy = batch.entropy if batch.entropy is not None else old.entropy
             selected = high_entropy_mask(entropy, mask, algo.top_entropy_fraction).float()
         ref = self.updater.reference_logprobs(batch) if algo.beta > 0 else None
-        group_weights = self.difficulty(batch)
-        row_weights = None if group_weights is None else group_weights[batch.prompt_index]
+        if carried is None:
+            group_weights = self.difficulty(batch)
+            row_weights = None if group_weights is None else group_weights[batch.prompt_index]
+        else:  # replayed rows: their groups' weights, stored
+            group_weights = row_weights = carried.row_weights
         sums: defaultdict[str, float] = defaultdict(float)
         skipped = 0
         for iteration in range(algo.num_iterations):
@@ -261,6 +277,22 @@ class RLTrainer:
         if group_weights is not None and len(group_weights):
             stats["difficulty_weight"] = float(group_weights.mean())
         return stats, skipped
+
+    def replayed(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor, step: int) -> Trained:
+        """algo.replay: the rows this step trains on, of this step's and the buffer's, each
+        with the old log-probs of the policy that sampled it (taken now, before the update)."""
+        old = self.updater.old_logprobs(batch, moves=True)
+        if old.logp is None:  # an engine that gives no log-probs: the trainer's, before the update
+            old = dataclasses.replace(
+                old, logp=self.updater.logprobs_no_grad(self.run.model, batch).logp, trainers=True
+            )
+        weights = self.difficulty(batch)
+        rewards = torch.cat([g.reward for g in groups]) if groups else torch.zeros(0)
+        row_weights = None if weights is None else weights[batch.prompt_index]
+        assert self.replay is not None
+        return self.replay.select(
+            batch, advantages, rewards, old, row_weights, step, self.run.generator, self.run.pad_id
+        )
 
     def difficulty(self, batch: RolloutBatch) -> torch.Tensor | None:
         """UniVG-R1's weight of each group's policy term, from the group's mean of the
@@ -349,7 +381,12 @@ class RLTrainer:
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
-                stats, skipped = self.update(batch, advantages, step)
+                trained = self.replayed(groups, batch, advantages, step) if self.replay else None
+                if trained is None:
+                    stats, skipped = self.update(batch, advantages, step)
+                else:  # algo.replay: the rows it chose, with what they carry from their sampling
+                    stats, skipped = self.update(trained.batch, trained.advantages, step, trained.carried)
+                    stats |= trained.stats
                 if not self.engine.shares_policy:
                     self.engine.sync_weights(run.strategy.full_weights())
                 self.engine.wake()

@@ -49,14 +49,16 @@ class Updater:
     foreign: bool  # the engine's log-probs are not the trainer's own
     sampler: SamplingFilter | None
 
-    def old_logprobs(self, batch: RolloutBatch) -> OldLogprobs:
+    def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
         engine samples with the policy, else a trainer forward made before the first update
         (also with `algo.old_logprobs=recompute`). Top-entropy selection without the engine's
-        entropies takes them from that forward too."""
+        entropies takes them from that forward too. `moves`: whether the policy will have moved
+        when they are used (None: by the options; replayed rows are used steps later)."""
         algo = self.algo
-        moves = algo.num_iterations > 1 or algo.mini_batches > 1
+        if moves is None:
+            moves = algo.num_iterations > 1 or algo.mini_batches > 1
         recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         if recompute or need_entropy:
