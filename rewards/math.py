@@ -232,3 +232,11 @@ def visualthinker_accuracy(completion: str, answer: str) -> float:
 def visualthinker_format(completion: str, prefilled_think: bool = True) -> float:
     """format_reward: the base prompt ends with `<think>`, which the completion continues."""
     return think_answer("<think>" + completion if prefilled_think else completion)
+
+
+# -- Vision-R1 ----------------------------------------------------------------------------------
+def hard_format_result(formatted: float, correct: float) -> float:
+    """Vision-R1's hard formatting result reward (HFRRF, Osilly/Vision-R1 README and paper; its
+    RL code is not published): 1 only when the format holds and the result is right, no partial
+    credit for either alone."""
+    return 1.0 if formatted == 1.0 and correct == 1.0 else 0.0

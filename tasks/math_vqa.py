@@ -33,6 +33,9 @@ Variants (task.options.variant) set the prompt, the answer extraction and the gr
 The last three need math-verify (`pip install 'vlrl[math]'`), as their recipes do; the task
 refuses to start without it. Records with `message` are prompted with their own messages
 (`record_messages`), as LMM-R1 and MM-Eureka train.
+
+Every variant also offers `hfrrf`, Vision-R1's hard formatting result reward: 1 only when the
+variant's format and accuracy both hold (`task.rewards: {hfrrf: 1.0}`, configs/vision_r1.yaml).
 """
 
 from __future__ import annotations
@@ -228,12 +231,17 @@ class MathVQA(Task):
             def fmt(c: str) -> float:
                 return rm.visualthinker_format(c, prefilled)
 
-        return {
-            "accuracy": lambda completions, samples: [
-                accuracy(c, s.solution) for c, s in zip(completions, samples, strict=True)
-            ],
-            "format": lambda completions, samples: [fmt(c) for c in completions],
-        }
+        def right(completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+            return [accuracy(c, s.solution) for c, s in zip(completions, samples, strict=True)]
+
+        def formatted(completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+            return [fmt(c) for c in completions]
+
+        def hfrrf(completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+            pairs = zip(formatted(completions, samples), right(completions, samples), strict=True)
+            return [rm.hard_format_result(f, a) for f, a in pairs]
+
+        return {"accuracy": right, "format": formatted, "hfrrf": hfrrf}
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         """The answer text the variant grades (None where it finds none)."""

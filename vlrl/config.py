@@ -175,6 +175,25 @@ class MixtureEntry:
 
 
 @dataclass
+class RolloutStage:
+    """One stage of a schedule of completion lengths and group sizes over the run (Vision-R1's
+    progressive thinking suppression: 4K tokens x 16 completions, then 8K x 8, then 16K x 4)."""
+
+    steps: int | None = None  # RL steps the stage lasts; the last stage lasts to the end (no steps)
+    max_new_tokens: int | None = None  # None: rollout.max_new_tokens
+    num_generations: int | None = None  # None: rollout.num_generations
+
+
+@dataclass(frozen=True)
+class StageLimits:
+    """What a step samples with: its stage (0 without rollout.stages), its length and group size."""
+
+    stage: int
+    max_new_tokens: int
+    num_generations: int
+
+
+@dataclass
 class RolloutConfig:
     engine: str = "hf"  # a registered engine (hf, vllm: vlrl/rollout/), or module:Class of a RolloutEngine
     num_generations: int = 8
@@ -182,6 +201,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
+    # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
+    # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.
+    stages: list[RolloutStage] = field(default_factory=list)
     # The engine's own options under its name, e.g. rollout.vllm.gpu_memory_utilization (its Options)
     options: dict[str, dict[str, Any]] = plugin_sections()
 
@@ -191,6 +213,39 @@ class RolloutConfig:
             raise ConfigError(f"config: {key}.temperature must be > 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {self.top_p}")
+        last = len(self.stages) - 1
+        for i, stage in enumerate(self.stages):
+            at = f"{key}.stages[{i}]"
+            if i < last and stage.steps is None:
+                raise ConfigError(
+                    f"config: {at}.steps is missing: every stage but the last says how many steps it lasts"
+                )
+            if i == last and stage.steps is not None:
+                raise ConfigError(
+                    f"config: {at}.steps ({stage.steps}): the last stage lasts to the end of the run; leave its steps out"
+                )
+            for name in ("steps", "max_new_tokens", "num_generations"):
+                value = getattr(stage, name)
+                if value is not None and value <= 0:
+                    raise ConfigError(f"config: {at}.{name} must be > 0, got {value}")
+
+    def stage_limits(self) -> list[StageLimits]:
+        """Every stage's limits, in order (one, the section's own, without stages)."""
+        return [
+            StageLimits(i, s.max_new_tokens or self.max_new_tokens, s.num_generations or self.num_generations)
+            for i, s in enumerate(self.stages or [RolloutStage()])
+        ]
+
+    def limits(self, step: int) -> StageLimits:
+        """The limits RL step `step` (from 1) samples with: the stage it falls in."""
+        end = 0
+        for stage, limits in zip(self.stages, self.stage_limits(), strict=False):
+            if stage.steps is None:
+                break
+            end += stage.steps
+            if step <= end:
+                return limits
+        return self.stage_limits()[-1]
 
 
 @dataclass
@@ -278,6 +333,35 @@ class DifficultyConfig:
 
 
 @dataclass
+class ReplayConfig:
+    """Selective sample replay (VL-Rethinker's SSR; Skywork R1V2's Selective Sample Buffer is its
+    advantage-weighted cousin): rows with a non-zero advantage are kept in a buffer and replayed,
+    with their stored advantage and old log-probs, into steps whose groups carry little signal.
+    Defaults: VL-Rethinker's code (vlrl/algos/replay.py)."""
+
+    # off: train on the step's rows; ssr: the SSR branch; filter: its other branch (only the
+    # step's effective rows, repeated to refill the batch, no buffer)
+    mode: Literal["off", "filter", "ssr"] = "off"
+    keep_fraction: float = 0.5  # ssr: rows trained per step = int(this x the step's rows) (there: half)
+    buffer_size: int = 0  # ssr: effective rows kept (oldest out first); 0: half the first step's rows, as there
+    positive_fraction: float = 0.1  # ssr: zero-advantage rows of all-correct groups joining, x effective rows
+    positive_reward: float = 0.95  # ssr: the reward above which a zero-advantage row counts as all-correct
+    alpha: float = 1.0  # ssr: draws with p ~ |A|^alpha
+    eps: float = 1e-4  # ssr: the buffer's draws with p ~ (|A| + eps)^alpha
+
+    def validate(self, key: str) -> None:
+        if not 0 < self.keep_fraction <= 1:
+            raise ConfigError(f"config: {key}.keep_fraction must be in (0, 1], got {self.keep_fraction}")
+        if self.buffer_size < 0 or self.positive_fraction < 0 or self.eps < 0:
+            raise ConfigError(
+                f"config: {key}.buffer_size, positive_fraction and eps must be >= 0, got {self.buffer_size}, "
+                f"{self.positive_fraction} and {self.eps}"
+            )
+        if self.alpha <= 0:
+            raise ConfigError(f"config: {key}.alpha must be > 0, got {self.alpha}")
+
+
+@dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
     advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
@@ -320,6 +404,7 @@ class AlgoConfig:
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
@@ -337,6 +422,7 @@ class AlgoConfig:
         self.trust.validate(f"{key}.trust")
         self.length_control.validate(f"{key}.length_control")
         self.difficulty.validate(f"{key}.difficulty")
+        self.replay.validate(f"{key}.replay")
 
 
 @dataclass
@@ -443,20 +529,25 @@ class Config:
             raise ConfigError(f"config: mixture names a task twice: {names}")
         if any(entry.weight <= 0 for entry in self.mixture):
             raise ConfigError("config: mixture weights must be > 0")
-        algo, rollout = self.algo, self.rollout
-        if not 0 <= algo.overlong_buffer < rollout.max_new_tokens:
-            raise ConfigError(
-                f"config: algo.overlong_buffer must be in [0, rollout.max_new_tokens), got {algo.overlong_buffer}"
-            )
+        algo = self.algo
         if algo.mini_batches > self.trainer.prompts_per_step:
             raise ConfigError(
                 f"config: algo.mini_batches ({algo.mini_batches}) must be <= trainer.prompts_per_step "
                 f"({self.trainer.prompts_per_step}): a mini-batch holds whole groups"
             )
-        if rollout.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
-            raise ConfigError(f"config: algo.advantage {algo.advantage!r} needs rollout.num_generations >= 2")
-        if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * rollout.num_generations) < 1:
-            raise ConfigError("config: algo.temporal.shuffled_fraction x rollout.num_generations must be >= 1")
+        for limits in self.rollout.stage_limits():  # each stage's, named by its key
+            at = f"rollout.stages[{limits.stage}]." if self.rollout.stages else "rollout."
+            if not 0 <= algo.overlong_buffer < limits.max_new_tokens:
+                raise ConfigError(
+                    f"config: algo.overlong_buffer must be in [0, {at}max_new_tokens ({limits.max_new_tokens})), "
+                    f"got {algo.overlong_buffer}"
+                )
+            if limits.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
+                raise ConfigError(
+                    f"config: algo.advantage {algo.advantage!r} needs {at}num_generations >= 2, got {limits.num_generations}"
+                )
+            if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * limits.num_generations) < 1:
+                raise ConfigError(f"config: algo.temporal.shuffled_fraction x {at}num_generations must be >= 1")
         return self
 
 

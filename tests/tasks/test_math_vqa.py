@@ -8,6 +8,7 @@ import importlib.util
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -233,3 +234,35 @@ def test_the_recipe_configs_load_with_their_hyperparameters():
     zero = load_config(ROOT / "configs" / "visualthinker_r1_zero.yaml")
     assert zero.model.chat_template == "none" and zero.task.options == {"variant": "visualthinker", "base_model": True}
     assert (zero.rollout.num_generations, zero.rollout.max_new_tokens, zero.algo.beta) == (8, 700, 0.04)
+
+
+def test_hfrrf_scores_one_only_when_the_format_holds_and_the_answer_is_right():
+    task = MathVQA({"variant": "easyr1"}, rewards={"hfrrf": 1.0})
+    assert task.reward_weights == {"hfrrf": 1.0}  # no separate format reward
+    completions = [
+        "<think>2 + 3</think> The answer is \\boxed{5}",  # format and answer
+        "<think>2 + 3</think> The answer is \\boxed{6}",  # format, wrong answer
+        "The answer is \\boxed{5}",  # right answer, no <think>
+        "<think>2 + 3</think> 5",  # no box at all
+        "",
+        "<think>" * 5000 + "\\boxed{5",  # hostile: unclosed box after many tags
+    ]
+    samples = [SimpleNamespace(solution="5")] * len(completions)
+    scores = task.scorers()["hfrrf"](completions, samples)
+    assert scores == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    functions = task.reward_functions()  # it is the product of the variant's own two rewards
+    both = zip(functions["format"](completions, samples), functions["accuracy"](completions, samples), strict=True)
+    assert scores == [f * a for f, a in both]
+    assert [rm.hard_format_result(f, a) for f, a in [(1.0, 1.0), (1.0, 0.0), (0.0, 1.0), (0.5, 1.0)]] == [1, 0, 0, 0]
+
+
+def test_the_vision_r1_recipe_loads_its_ptst_schedule_and_strict_reward():
+    cfg = load_config(ROOT / "configs" / "vision_r1.yaml")
+    schedule = [(s.max_new_tokens, s.num_generations) for s in cfg.rollout.stage_limits()]
+    assert schedule == [(4096, 16), (8192, 8), (16384, 4)]
+    assert [cfg.rollout.limits(step).stage for step in (1, 100, 101, 200, 201, 300)] == [0, 0, 1, 1, 2, 2]
+    assert cfg.task.name == "math_vqa" and cfg.task.rewards == {"hfrrf": 1.0}
+    assert MathVQA(cfg.task.options, cfg.task.rewards).reward_weights == {"hfrrf": 1.0}
+    assert (cfg.trainer.lr, cfg.algo.beta, cfg.algo.kl_estimator, cfg.trainer.prompts_per_step) == (
+        1e-6, 0.01, "low_var", 512,
+    )  # fmt: skip

@@ -88,7 +88,7 @@ def section(cls: type, key: str) -> list[str]:
             lines.append(f"| `{f.name}` | section | | `{key}.{f.name}` below |")
             continue
         if get_origin(tp) is list and dataclasses.is_dataclass(get_args(tp)[0]):
-            nested.append((get_args(tp)[0], f"{key}[i]"))
+            nested.append((get_args(tp)[0], f"{key}.{f.name}[i]"))
         lines.append(f"| `{f.name}` | {type_name(tp)} | {default(f)} | {notes.get(f.name, '')} |")
     out = [*lines, ""]
     for tp, child in nested:

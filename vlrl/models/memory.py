@@ -158,14 +158,23 @@ class Workload:
 
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
-        r = cfg.rollout
+        """The run's largest rollout: with rollout.stages, the stage whose completions hold the
+        most tokens (rows x (prompt + max_new_tokens)), the longer one of equals."""
+        prompts = max(1, cfg.trainer.prompts_per_step // gpus)
+        stage = max(
+            cfg.rollout.stage_limits(),
+            key=lambda s: (
+                prompts * s.num_generations * (image_tokens + TEXT_TOKENS + s.max_new_tokens),
+                s.max_new_tokens,
+            ),
+        )
         return cls(
             gpus=gpus,
             gpu_memory=gpu_memory_gb * GB,
             token_budget=cfg.trainer.token_budget,
             image_tokens=image_tokens,
-            rows=max(1, cfg.trainer.prompts_per_step // gpus) * r.num_generations,
-            max_new_tokens=r.max_new_tokens,
+            rows=prompts * stage.num_generations,
+            max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
         )

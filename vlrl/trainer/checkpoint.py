@@ -127,12 +127,14 @@ def write_checkpoint(
     procs: Processes,
     generator: torch.Generator,
     keep_last: int,
+    parts: dict[str, dict[str, Any]] | None = None,
 ) -> Path:
     """Every process writes its part into one staging directory (process 0: the trainer `state`,
     the processor and, through the strategy, the HF-format model; each other process its random
-    generators; under FSDP2 each its shards); process 0 renames it to step-NNNNNNN when all are
-    done and prunes old ones. Raises CheckpointError on every process, with the previous
-    checkpoints intact, when any process could not write its part."""
+    generators; under FSDP2 each its shards; every process its own `parts`, name -> state, in
+    NAME-process-NNNNN.pt); process 0 renames it to step-NNNNNNN when all are done and prunes
+    old ones. Raises CheckpointError on every process, with the previous checkpoints intact,
+    when any process could not write its part."""
     main = procs.main
     failure, tmp = "", None
     if main:
@@ -150,6 +152,8 @@ def write_checkpoint(
                 write_trainer_state(tmp, step, state)
             else:
                 torch.save(rng_state(generator), rng_file(tmp, procs.rank))
+            for name, part in (parts or {}).items():
+                torch.save(part, process_file(tmp, name, procs.rank))
         except OSError as err:
             failure = err.strerror or str(err)
     failures = procs.gather([f"process {procs.rank}: {failure}" if procs.world > 1 else failure] if failure else [])
@@ -160,15 +164,26 @@ def write_checkpoint(
     return final or list_checkpoints(checkpoints)[-1]
 
 
+def process_file(directory: Path, name: str, rank: int) -> Path:
+    """Where process `rank` keeps its own state `name` in a checkpoint."""
+    return directory / f"{name}-process-{rank:05d}.pt"
+
+
 def rng_file(directory: Path, rank: int) -> Path:
     """Where process `rank` (> 0) keeps its random generators; process 0's are in the trainer state."""
-    return directory / f"rng-process-{rank:05d}.pt"
+    return process_file(directory, "rng", rank)
 
 
 def load_process_rng(checkpoint: Path, rank: int) -> dict[str, Any] | None:
     """Process `rank`'s saved generators, read as data only; None if the checkpoint has none
     for it (written by fewer processes, or by an older vlrl)."""
-    path = rng_file(checkpoint, rank)
+    return load_process_state(checkpoint, "rng", rank)
+
+
+def load_process_state(checkpoint: Path, name: str, rank: int) -> dict[str, Any] | None:
+    """Process `rank`'s state `name`, read as data only (tensors and plain values); None if the
+    checkpoint has none for it."""
+    path = process_file(checkpoint, name, rank)
     if not path.is_file():
         return None
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections import Counter, defaultdict
@@ -30,6 +31,8 @@ from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
+from vlrl.trainer.checkpoint import load_process_state
+from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, finished_run
 from vlrl.trainer.thinking import make_scorer
 from vlrl.trainer.update import Updater, update_stats
@@ -98,7 +101,14 @@ class RLTrainer:
                 "the entropy of a trainer forward (one more forward per step)"
             )
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)
+        self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
+        if self.replay is not None:  # each process's buffer is part of its checkpoints
+            run.process_parts["replay"] = self.replay.state_dict
+            saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
+            if saved is not None:
+                self.replay.load_state_dict(saved)
+            elif run.checkpoint:
+                console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
@@ -115,6 +125,11 @@ class RLTrainer:
     def render(self, task: Task, sample: Sample, decoded: dict[str, Video] | None = None) -> Prompt:
         return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model, decoded)
 
+    def sampling(self, step: int) -> SamplingParams:
+        """What step `step` samples with: its stage's length and group size (rollout.stages)."""
+        r, limits = self.cfg.rollout, self.cfg.rollout.limits(step)
+        return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)
+
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
         name = self.cfg.algo.accuracy_reward
@@ -123,13 +138,16 @@ class RLTrainer:
     def generate_groups(self, items: list[tuple[Task, Sample]], step: int) -> tuple[list[Group], list[UnusableSample]]:
         """Render, sample G completions per prompt, score them, add the configured shaping terms.
         Also returns the samples left out: media that fail to decode, prompts the engine refuses."""
-        algo, G = self.cfg.algo, self.cfg.rollout.num_generations
+        algo, params = self.cfg.algo, self.sampling(step)
+        G = params.n
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
         items, prompts, unusable = render_usable(items, lambda item: self.render(*item, decoded))
         if not items:
             return [], unusable
-        generations = self.engine.generate(prompts, self.sampling, self.run.generator)
-        shuffled_accuracy = self.temporal_contrast(items, decoded) if algo.temporal.enabled else [None] * len(items)
+        generations = self.engine.generate(prompts, params, self.run.generator)
+        shuffled_accuracy = (
+            self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
+        )
         groups = []
         for (task, sample), prompt, generation, shuffled in zip(
             items, prompts, generations, shuffled_accuracy, strict=True
@@ -149,7 +167,7 @@ class RLTrainer:
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
                 shaping["overlong"] = overlong_penalty(
-                    lengths, self.cfg.rollout.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
+                    lengths, params.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
                 )
             if self.thinking is not None:
                 thinking = torch.tensor(self.thinking([sample] * G, texts))
@@ -167,18 +185,17 @@ class RLTrainer:
         return groups, unusable
 
     def temporal_contrast(
-        self, items: list[tuple[Task, Sample]], decoded: dict[str, Video]
+        self, items: list[tuple[Task, Sample]], decoded: dict[str, Video], ordered: SamplingParams
     ) -> list[torch.Tensor | None]:
-        """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant."""
+        """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant
+        (a fraction of the ordered prompt's group size, `ordered`, with its length limit)."""
         variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
         present = [(i, task, v) for i, task, v in variants if v is not None]
         out: list[torch.Tensor | None] = [None] * len(items)
         if not present:
             return out
-        n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * self.cfg.rollout.num_generations))
-        params = SamplingParams(
-            n, self.sampling.max_new_tokens, self.sampling.temperature, self.sampling.top_p, self.sampling.top_k
-        )
+        n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * ordered.n))
+        params = dataclasses.replace(ordered, n=n)
         generations = self.engine.generate(
             [self.render(task, v, decoded) for _, task, v in present], params, self.run.generator
         )
@@ -219,22 +236,29 @@ class RLTrainer:
         return groups, rounds, unusable
 
     # -- 4. update -------------------------------------------------------------------------------
-    def update(self, batch: RolloutBatch, advantages: torch.Tensor) -> tuple[dict[str, float], int]:
+    def update(
+        self, batch: RolloutBatch, advantages: torch.Tensor, step: int = 1, carried: Carried | None = None
+    ) -> tuple[dict[str, float], int]:
         """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
-        groups, each step's gradient accumulated over token-budgeted micro-batches. Returns
-        stats and the number of optimizer steps skipped (non-finite)."""
-        algo = self.cfg.algo
+        groups, each step's gradient accumulated over token-budgeted micro-batches (lengths
+        normalised by the max_new_tokens of `step`'s stage). `carried`: the old log-probs and
+        weights replayed rows bring (algo.replay). Returns stats and the number of optimizer
+        steps skipped (non-finite)."""
+        algo, max_new_tokens = self.cfg.algo, self.cfg.rollout.limits(step).max_new_tokens
         mask = batch.completion_mask.clone()
         if algo.mask_truncated:
             mask[batch.truncated] = 0.0
-        old = self.updater.old_logprobs(batch)
+        old = self.updater.old_logprobs(batch) if carried is None else carried.old
         selected = None
         if algo.top_entropy_fraction < 1:
             entropy = batch.entropy if batch.entropy is not None else old.entropy
             selected = high_entropy_mask(entropy, mask, algo.top_entropy_fraction).float()
         ref = self.updater.reference_logprobs(batch) if algo.beta > 0 else None
-        group_weights = self.difficulty(batch)
-        row_weights = None if group_weights is None else group_weights[batch.prompt_index]
+        if carried is None:
+            group_weights = self.difficulty(batch)
+            row_weights = None if group_weights is None else group_weights[batch.prompt_index]
+        else:  # replayed rows: their groups' weights, stored
+            group_weights = row_weights = carried.row_weights
         sums: defaultdict[str, float] = defaultdict(float)
         skipped = 0
         for iteration in range(algo.num_iterations):
@@ -242,7 +266,7 @@ class RLTrainer:
                 rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
                     batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
-                    row_weights=row_weights,
+                    row_weights=row_weights, max_new_tokens=max_new_tokens,
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 skipped += not applied
@@ -253,6 +277,22 @@ class RLTrainer:
         if group_weights is not None and len(group_weights):
             stats["difficulty_weight"] = float(group_weights.mean())
         return stats, skipped
+
+    def replayed(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor, step: int) -> Trained:
+        """algo.replay: the rows this step trains on, of this step's and the buffer's, each
+        with the old log-probs of the policy that sampled it (taken now, before the update)."""
+        old = self.updater.old_logprobs(batch, moves=True)
+        if old.logp is None:  # an engine that gives no log-probs: the trainer's, before the update
+            old = dataclasses.replace(
+                old, logp=self.updater.logprobs_no_grad(self.run.model, batch).logp, trainers=True
+            )
+        weights = self.difficulty(batch)
+        rewards = torch.cat([g.reward for g in groups]) if groups else torch.zeros(0)
+        row_weights = None if weights is None else weights[batch.prompt_index]
+        assert self.replay is not None
+        return self.replay.select(
+            batch, advantages, rewards, old, row_weights, step, self.run.generator, self.run.pad_id
+        )
 
     def difficulty(self, batch: RolloutBatch) -> torch.Tensor | None:
         """UniVG-R1's weight of each group's policy term, from the group's mean of the
@@ -316,8 +356,16 @@ class RLTrainer:
     def loop(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
         with run.stop_signals, run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
-            for step in range(run.step + 1, t.steps + 1):
+            first = run.step + 1
+            for step in range(first, t.steps + 1):
                 t0 = time.perf_counter()
+                limits = cfg.rollout.limits(step)
+                if cfg.rollout.stages and run.procs.main and (step == first or limits != cfg.rollout.limits(step - 1)):
+                    self.console.print(
+                        f"step {step}: stage {limits.stage + 1} of {len(cfg.rollout.stages)} (rollout.stages), "
+                        f"{limits.max_new_tokens} new tokens, {limits.num_generations} completions per prompt",
+                        highlight=False,
+                    )
                 # 1-2. rollout and reward: B prompts (fewer if some media fail or the engine refuses
                 # a prompt), G scored completions each
                 with self.sampling_weights():
@@ -333,7 +381,12 @@ class RLTrainer:
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
-                stats, skipped = self.update(batch, advantages)
+                trained = self.replayed(groups, batch, advantages, step) if self.replay else None
+                if trained is None:
+                    stats, skipped = self.update(batch, advantages, step)
+                else:  # algo.replay: the rows it chose, with what they carry from their sampling
+                    stats, skipped = self.update(trained.batch, trained.advantages, step, trained.carried)
+                    stats |= trained.stats
                 if not self.engine.shares_policy:
                     self.engine.sync_weights(run.strategy.full_weights())
                 self.engine.wake()
@@ -341,6 +394,12 @@ class RLTrainer:
                 # 5. log and checkpoint
                 metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
                 metrics["skipped_samples"] = run.report_unusable(step, unusable)
+                if cfg.rollout.stages:  # Vision-R1's schedule: which stage sampled this step
+                    metrics.update(
+                        stage=limits.stage + 1,
+                        max_new_tokens=limits.max_new_tokens,
+                        num_generations=limits.num_generations,
+                    )
                 metrics.update(
                     lr=run.optimizer.param_groups[0]["lr"],
                     skipped_updates=run.skipped_updates + skipped,

@@ -7,9 +7,10 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
@@ -214,6 +215,9 @@ class Run:
         self.procs.barrier()  # the others see process 0's run directory, not a half-made one
         self.stop_signals = StopSignals(self.dir / "checkpoints")
         self.stopped_by = 0
+        # This process's own states that a checkpoint keeps (name -> its state, as tensors and
+        # plain values): the RL loop's replay buffer
+        self.process_parts: dict[str, Callable[[], dict[str, Any]]] = {}
 
     def _apply_schedule(self) -> None:
         """Loading the optimizer and scheduler states brings back the checkpoint's learning rate
@@ -325,6 +329,7 @@ class Run:
                 self.procs,
                 self.generator,
                 self.t.keep_last,
+                {name: state() for name, state in self.process_parts.items()},
             )
         except CheckpointError:
             self.close()

@@ -1,0 +1,136 @@
+"""algo.replay in the RL loop: replayed rows train with the advantage and old log-probs stored
+when they were sampled (the loss checked by hand against the policy's log-probs), the buffer
+is part of the checkpoint so that a resumed run equals an unstopped one, and bad options are
+refused by key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from rich.console import Console
+from safetensors.torch import load_file
+
+from tests.trainer.test_train import metrics, tiny_overrides
+from vlrl.algos.replay import effective
+from vlrl.config import ConfigError, load_config
+from vlrl.trainer.batch import RolloutBatch
+from vlrl.trainer.replay import ReplayBuffer
+from vlrl.trainer.rl import RLTrainer, train
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+HALF = f"{FIXTURES / 'rl_fixtures.py'}:HalfInformative"  # odd ids: groups with no spread
+
+
+def replay_overrides(run_dir: Path, data: Path, **extra) -> list[str]:
+    values = {
+        "task.name": HALF,
+        "trainer.prompts_per_step": 4,
+        "algo.replay.mode": "ssr",
+        "algo.replay.keep_fraction": 0.75,  # more rows than a step's effective ones: the buffer fills in
+        **extra,
+    }
+    return tiny_overrides(run_dir, data, **values)
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory, rec_data, tiny_qwen25):
+    run_dir = tmp_path_factory.mktemp("replay")
+    extra = {"algo.beta": 0.0, "trainer.max_grad_norm": 1e9}
+    return RLTrainer(load_config(None, replay_overrides(run_dir, rec_data, **extra)), Console(quiet=True))
+
+
+def rollout(trainer: RLTrainer, step: int, n: int = 4):
+    task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:n]
+    groups, _ = trainer.generate_groups([(task, s) for s in samples], step=step)
+    batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
+    rewards = torch.stack([g.reward for g in groups])
+    adv = (rewards - rewards.mean(dim=1, keepdim=True)).view(-1)  # A = r - mean, as VL-Rethinker's group_sft
+    return groups, batch, adv
+
+
+def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(trainer):
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    trainer.replayed(groups, batch, adv, 1)  # step 1's effective rows join the buffer
+    kept = list(trainer.replay.rows)
+    assert kept and all(r.advantage != 0 and r.step == 1 for r in kept)
+    # Stored values the current step could not recompute: distinctive advantages, and old
+    # log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
+    for i, row in enumerate(kept):
+        row.advantage = [0.3, -0.7, 1.1, -0.2][i % 4]
+        if i % 2:
+            row.old_logp = row.old_logp - 0.05
+    # a step where nothing is informative: every trained row is a replayed one
+    groups, batch, _ = rollout(trainer, step=2)
+    trained = trainer.replayed(groups, batch, torch.zeros(len(batch.prompt_index)), 2)
+    assert trained.stats["replay/current_rows"] == 0 and trained.stats["replay/replayed_rows"] == 12
+    assert trained.stats["replay/effective_frac"] == 0.0 and trained.stats["replay/buffer_size"] == len(kept)
+    assert set(trained.advantages.tolist()) <= set(torch.tensor([0.3, -0.7, 1.1, -0.2]).tolist())
+    # by hand: seq_mean_token_mean of -min(r A, clip(r, 0.8, 1.2) A), r = exp(logp - stored old)
+    logp = trainer.updater.logprobs_no_grad(trainer.run.model, trained.batch).logp
+    mask = trained.batch.completion_mask
+    ratio = torch.exp(logp - trained.carried.old.logp) * mask
+    a = trained.advantages[:, None]
+    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a) * mask
+    expected = float((per_token.sum(dim=1) / mask.sum(dim=1)).mean())
+    start = {n: p.detach().clone() for n, p in trainer.run.model.named_parameters()}
+    stats, _ = trainer.update(trained.batch, trained.advantages, 2, trained.carried)
+    with torch.no_grad():
+        for n, p in trainer.run.model.named_parameters():
+            p.copy_(start[n])
+    assert stats["loss"] == pytest.approx(expected, rel=1e-5)
+    recomputed = float(((-a * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
+    assert abs(stats["loss"] - recomputed) > 1e-3
+
+
+def test_filter_mode_trains_on_the_steps_effective_rows_only(trainer):
+    trainer.cfg.algo.replay.mode = "filter"
+    try:
+        trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+        groups, batch, adv = rollout(trainer, step=1)
+        trained = trainer.replayed(groups, batch, adv, 1)
+    finally:
+        trainer.cfg.algo.replay.mode = "ssr"
+    assert 0 < int(effective(adv).sum()) < len(adv)  # some groups with spread, some without
+    assert len(trained.advantages) == len(adv) and bool(effective(trained.advantages).all())
+    assert trained.stats["replay/replayed_rows"] == 0 and trainer.replay.rows is None
+
+
+def test_a_step_with_nothing_informative_ever_trains_on_its_own_rows(trainer):
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, _ = rollout(trainer, step=1)
+    zeros = torch.zeros(len(batch.prompt_index))
+    trained = trainer.replayed(groups, batch, zeros, 1)  # VL-Rethinker's loop never ends here
+    assert trained.batch is batch and trained.carried is None and trained.stats["replay/unfiltered"] == 1.0
+
+
+def test_a_resumed_run_replays_the_buffer_it_saved(tmp_path, rec_data, tiny_qwen25):
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(load_config(None, replay_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    train(load_config(None, replay_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))
+    assert (resumed / "checkpoints" / "step-0000002" / "replay-process-00000.pt").is_file()
+    train(load_config(None, replay_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    rows = metrics(straight)
+    assert metrics(resumed) == rows
+    assert any(r["replay/replayed_rows"] > 0 for r in rows[2:])  # the resumed steps did replay saved rows
+    assert {"replay/effective_frac", "replay/buffer_size", "replay/current_rows"} <= rows[0].keys()
+    a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
+    b = load_file(resumed / "checkpoints" / "step-0000004" / "model.safetensors")
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("algo.replay.mode=ssb", r"algo\.replay\.mode must be one of 'off', 'filter', 'ssr'"),
+        ("algo.replay.keep_fraction=0", r"algo\.replay\.keep_fraction must be in \(0, 1\]"),
+        ("algo.replay.buffer_size=-1", r"algo\.replay\.buffer_size, positive_fraction and eps must be >= 0"),
+        ("algo.replay.alpha=0", r"algo\.replay\.alpha must be > 0"),
+        ("algo.replay.size=3", r"unknown key 'algo\.replay\.size'"),
+    ],
+)
+def test_bad_replay_options_are_refused_by_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, [override])
