@@ -64,6 +64,9 @@ class RecordContext:
     frame_spec: FrameSpec
     require_images: bool = True
     media: MediaRules = MediaRules()
+    # Keys whose table column is declared float32 (vlrl.data.tables.float32_keys): where a task
+    # writes a derived value back as its reference does, it is rounded to float32 there too.
+    float32: frozenset[str] = frozenset()
 
     def error(self, message: str) -> RecordError:
         return RecordError(self.source, message)
