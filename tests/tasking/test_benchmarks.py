@@ -432,6 +432,19 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
         assert result.config["reasoning_tags"] == ([list(p) for p in LMMS_EVAL_REASONING_TAGS] if stripped else None)
 
 
+@pytest.mark.parametrize("override, acc", [([], 1.0), (["eval.reasoning_tags=none"], 0.0)])
+def test_vlrl_score_on_a_benchmark_strips_reasoning_as_lmms_eval_does(override, acc, tmp_path, capsys):
+    from vlrl.cli import main
+
+    _, samples, path = _load("countbenchqa", tmp_path, size=4, seed=11)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"id": s.id, "completion": f"<think>{s.solution + 1}?</think> {s.solution}\n"}) + "\n" for s in samples))  # fmt: skip
+    args = ["score", "--task", "countbenchqa", "--data", str(path), "--completions", str(completions)]
+    main([*args, "--out", str(tmp_path / "scored.jsonl"), f"data.image_cache={tmp_path / 'cache'}", *override])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if " acc " in line]
+    assert row.split()[-2] == f"{acc:.4f}"
+
+
 # -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------
 REWARD_CASES = [
     ("<think>hm</think><answer>B</answer>", "<answer>B</answer>", "multiple choice"),
