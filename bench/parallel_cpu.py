@@ -42,7 +42,7 @@ def measure(processes: int, config: Path | str, overrides: list[str], workdir: P
 def demo_overrides(workdir: Path, strategy: str, steps: int) -> list[str]:
     data = workdir / "data"
     return [
-        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic_train_size=64",
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic=true", "data.synthetic_train_size=64",
         "eval.every=0", f"trainer.steps={steps}", f"trainer.output_dir={workdir / 'run'}", "trainer.resume=",
         "trainer.progress=false", f"trainer.parallel={strategy}",
     ]  # fmt: skip

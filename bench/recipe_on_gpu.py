@@ -5,7 +5,13 @@ downloaded), so its completions run to max_new_tokens: the worst case of the rec
 16 prompts x 8 completions x 1024 tokens. The data is synthetic RefCOCO. Prints one JSON line:
 median rollout, update and step seconds (step 1 is warm-up and not counted), completion
 tokens per second of the rollout and end to end, peak GPU memory (torch's allocator: vLLM's
-KV cache is not in it), and the settings.
+KV cache is not in it), and the settings. With the HF engine, also what bounds decoding:
+milliseconds per decoding step against the time the card takes to read the decoder's weights
+once (their bytes over its memory bandwidth: NVIDIA's datasheet figure for a card in CARDS,
+and the bandwidth of a large copy measured here), and the share of the row-steps decoded that
+made a token anyone kept. And the update's model-FLOPs utilization: 6 x parameters x tokens
+(prompts once per micro-batch, plus completions) over the update's seconds and the card's dense
+bf16 peak (CARDS); the reference and old-log-prob forwards are not counted in the FLOPs.
 
     python bench/recipe_on_gpu.py [--shape qwen2.5-vl-3b] [--steps 3] [key.sub=value ...]
     python bench/recipe_on_gpu.py rollout.engine=vllm trainer.parallel=fsdp2 trainer.gradient_checkpointing=true
@@ -28,10 +34,76 @@ from rich.console import Console
 from tasks.refcoco import RefCOCO
 from vlrl.config import load_config
 from vlrl.models.build import TinySpec
+from vlrl.models.families import family_of_model
+from vlrl.models.loading import core_model
 from vlrl.models.tiny import SHAPES, write_tiny_checkpoint
+from vlrl.rollout.decoding import DecodeStats
 from vlrl.trainer.rl import RLTrainer
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Memory bandwidth (bytes/s) and dense bf16 tensor peak (FLOP/s) by a fragment of
+# torch.cuda.get_device_name(), first match wins, from NVIDIA's datasheets (which print bf16
+# "with sparsity": the dense peak is half of it).
+CARDS = {
+    "H200 NVL": (4.8e12, 835.5e12, "NVIDIA H200 datasheet, H200 NVL: 4.8 TB/s, BF16 1,671 TFLOPS with sparsity"),
+    "H200": (4.8e12, 989.5e12, "NVIDIA H200 datasheet, H200 SXM: 4.8 TB/s, BF16 1,979 TFLOPS with sparsity"),
+    "H100 NVL": (3.9e12, 835.5e12, "NVIDIA H100 datasheet, H100 NVL: 3.9 TB/s, BF16 1,671 TFLOPS with sparsity"),
+    "H100 PCIe": (2.0e12, 756.5e12, "NVIDIA H100 datasheet, H100 PCIe: 2 TB/s, BF16 1,513 TFLOPS with sparsity"),
+    "H100": (3.35e12, 989.5e12, "NVIDIA H100 datasheet, H100 SXM: 3.35 TB/s, BF16 1,979 TFLOPS with sparsity"),
+    "A100-SXM4-80GB": (2.039e12, 312e12, "NVIDIA A100 datasheet, 80GB SXM: 2,039 GB/s, BF16 312 TFLOPS dense"),
+    "A100 80GB PCIe": (1.935e12, 312e12, "NVIDIA A100 datasheet, 80GB PCIe: 1,935 GB/s, BF16 312 TFLOPS dense"),
+    "A100": (1.555e12, 312e12, "NVIDIA A100 datasheet, 40GB: 1,555 GB/s, BF16 312 TFLOPS dense"),
+}
+
+
+def card(name: str) -> tuple[float, float, str] | None:
+    return next((figures for fragment, figures in CARDS.items() if fragment in name), None)
+
+
+def copy_bandwidth(device: str, gib: int = 2, repeats: int = 10) -> float | None:
+    """Bytes/s of a device-to-device copy of `gib` GiB (each byte read once and written once)."""
+    if device != "cuda":
+        return None
+    source = torch.empty(gib * 2**30, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    target.copy_(source)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        target.copy_(source)
+    end.record()
+    end.synchronize()
+    seconds = start.elapsed_time(end) / 1000
+    del source, target
+    torch.cuda.empty_cache()
+    return 2 * gib * 2**30 * repeats / seconds
+
+
+def decoder_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the weights a decoding step reads: everything but the vision tower."""
+    vision = {id(p) for p in family_of_model(model).vision_module(core_model(model)).parameters()}
+    return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in vision)
+
+
+def measured_decoding(engine) -> tuple[DecodeStats, list[int]]:
+    """The engine's decoding stats and each call's prompt tokens, from its second generate on
+    (the first is step 1's, warm-up); the stats stay empty for an engine that keeps none."""
+    measured, prompt_tokens, generate = DecodeStats(), [], engine.generate
+
+    def counted(prompts, params, generator=None):
+        before = dataclasses.replace(getattr(engine, "stats", DecodeStats()))
+        groups = generate(prompts, params, generator)
+        if counted.calls:
+            after = getattr(engine, "stats", DecodeStats())
+            measured.add(DecodeStats(**{k: v - getattr(before, k) for k, v in vars(after).items()}))
+            prompt_tokens.append(sum(len(p) for p in prompts))
+        counted.calls += 1
+        return groups
+
+    counted.calls = 0
+    engine.generate = counted
+    return measured, prompt_tokens
 
 
 def main() -> None:
@@ -61,16 +133,25 @@ def main() -> None:
         trainer = RLTrainer(cfg, Console(quiet=True))
         # No checkpoint at the last step: weights, fp32 masters and AdamW state are tens of GB.
         trainer.run.t = dataclasses.replace(cfg.trainer, steps=10**9, save_every=10**9)
+        decoding, prompt_tokens = measured_decoding(trainer.engine)
+        weights = decoder_bytes(trainer.run.model)
+        parameters = sum(p.numel() for p in trainer.run.model.parameters())
+        bf16 = core_model(trainer.run.model).dtype == torch.bfloat16  # what the update computes in
         result = trainer.train()
         rows = [json.loads(line) for line in result.metrics.read_text().splitlines()][1:]
     rows_per_step = cfg.trainer.prompts_per_step * cfg.rollout.num_generations
     median = {key: statistics.median(r[key] for r in rows) for key in ("time_rollout", "time_update", "time_step")}
     tokens = statistics.median(r["completion_length"] for r in rows) * rows_per_step
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    bandwidth, peak_flops, source = card(name) or (None, None, None)
+    measured_bandwidth = copy_bandwidth(args.device)
+    read_by = bandwidth or measured_bandwidth
+    update_tokens = tokens + (statistics.median(prompt_tokens) if prompt_tokens else 0)
     print(
         json.dumps(
             {
                 "benchmark": "refcoco_recipe_on_gpu",
-                "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                "device": name,
                 "model": args.shape,
                 "dtype": cfg.model.dtype,
                 "prompts_per_step": cfg.trainer.prompts_per_step,
@@ -86,6 +167,23 @@ def main() -> None:
                 "completion_tokens_per_step": round(tokens),
                 "rollout_tokens_per_s": round(tokens / median["time_rollout"]),
                 "end_to_end_tokens_per_s": round(tokens / median["time_step"]),  # issue 14's goal: >= 2000 per GPU
+                "decoding_steps": decoding.forwards,
+                "ms_per_decoding_step": round(1000 * decoding.decode_s / decoding.forwards, 2)
+                if decoding.forwards
+                else None,
+                "decoder_weights_mb": round(weights / 1e6, 1),
+                "weights_read_ms": round(1000 * weights / read_by, 2) if read_by else None,
+                "bandwidth_tb_s": bandwidth and bandwidth / 1e12,
+                "measured_copy_bandwidth_tb_s": measured_bandwidth and round(measured_bandwidth / 1e12, 2),
+                "card_figures": source,
+                "useful_row_step_share": round(decoding.useful_row_steps / decoding.row_steps, 3)
+                if decoding.row_steps
+                else None,
+                "parameters": parameters,
+                "update_tokens_per_step": round(update_tokens),
+                "update_mfu": round(6 * parameters * update_tokens / median["time_update"] / peak_flops, 3)
+                if peak_flops and bf16
+                else None,
                 "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1) if args.device == "cuda" else 0.0,
             }
         )

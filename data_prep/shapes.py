@@ -140,7 +140,8 @@ def make_scene(spec: SceneSpec, rng: np.random.Generator, n_objects: int | None 
     return Scene(image, objects)
 
 
-def _relation(target: SceneObject, anchor: SceneObject) -> str:
+def spatial_relation(target: SceneObject, anchor: SceneObject) -> str:
+    """Where `target` is relative to `anchor`, along the axis their centers differ most on."""
     (tx, ty), (ax, ay) = target.center, anchor.center
     if abs(tx - ax) >= abs(ty - ay):
         return "left of" if tx < ax else "right of"
@@ -165,8 +166,8 @@ def _anchor_relation(scene: Scene, index: int) -> tuple[SceneObject, str] | None
     for anchor in others:
         if sum(1 for o in scene.objects if (o.color, o.shape) == (anchor.color, anchor.shape)) != 1:
             continue
-        relation = _relation(target, anchor)
-        if all(_relation(twin, anchor) != relation for twin in twins):
+        relation = spatial_relation(target, anchor)
+        if all(spatial_relation(twin, anchor) != relation for twin in twins):
             return anchor, relation
     return None
 

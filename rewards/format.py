@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import regex
 
+from rewards.grounding import PAIR_BOX
 from rewards.text import compile_pattern, fullmatch, search
 
 # R1-style: reasoning in <think>, answer in <answer>, nothing else (full match, DOTALL).
@@ -13,6 +14,12 @@ VLM_R1_REC = compile_pattern(
     r"<think>.*?</think>\s*<answer>.*?\{.*\[\d+,\s*\d+,\s*\d+,\s*\d+\].*\}.*?</answer>", regex.DOTALL
 )
 
+# UniVG-R1 (format_reward_rec, AMAP-ML/UniVG-R1 at 44868ea, vlm_modules/qwen_module.py), searched
+# anywhere: think, then an answer that is exactly one Qwen2-VL box, at the end of the text ($).
+UNIVG_R1 = compile_pattern(
+    r"<think>.*?</think>\s*<answer>\((\d+),\s*(\d+)\),\s*\((\d+),\s*(\d+)\)</answer>$", regex.DOTALL
+)
+
 
 def think_answer(completion: str) -> float:
     return 1.0 if fullmatch(THINK_ANSWER, completion) else 0.0
@@ -20,6 +27,15 @@ def think_answer(completion: str) -> float:
 
 def vlm_r1_rec(completion: str) -> float:
     return 1.0 if search(VLM_R1_REC, completion) else 0.0
+
+
+def univg_r1(completion: str) -> float:
+    return 1.0 if search(UNIVG_R1, completion) else 0.0
+
+
+def univg_r1_plain(completion: str) -> float:
+    """UniVG-R1's single-image variant without reasoning: a Qwen2-VL box anywhere."""
+    return 1.0 if search(PAIR_BOX, completion) else 0.0
 
 
 REASONING_TAGS = ("<think>", "</think>", "<answer>", "</answer>")

@@ -7,6 +7,9 @@ which is also Perception-R1's `compute_iou` (PR1 src/open_r1/utils.py; its rewar
 Box parsers, by the name a task option uses:
 - ``vlm_r1``: integer boxes ``[x1, y1, x2, y2]`` inside ``<answer>`` (VLM-R1's `iou_reward`,
   src/open-r1-multimodal/.../vlm_modules/qwen_module.py); the first one is *the* answer.
+- ``qwen2vl_pair``: Qwen2-VL's ``(x1,y1),(x2,y2)`` (non-negative integers) inside
+  ``<answer>`` (UniVG-R1's `iou_reward`, AMAP-ML/UniVG-R1 at 44868ea,
+  src/open-r1-multimodal/src/open_r1/vlm_modules/qwen_module.py); the first one is the answer.
 - ``perception_r1``: Perception-R1's `extract_bbox_answer` and `parse_float_sequence_within`
   (src/open_r1/utils.py, linkangheng/PR1 at 48d5558): `<|endoftext|>` removed, then anywhere in
   the completion the first pattern of ``[a, b, c, d]``, ``(a, b, c, d)``, ``(a, b), (c, d)``
@@ -35,6 +38,9 @@ from rewards.text import answer_text, compile_pattern, findall, search
 
 # VLM-R1's box pattern: the first four non-negative integers in brackets inside <answer>.
 INT_BOX = compile_pattern(r"\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)]")
+
+# UniVG-R1's box pattern: Qwen2-VL's "(x1,y1),(x2,y2)", spaces allowed after the commas only.
+PAIR_BOX = compile_pattern(r"\((\d+),\s*(\d+)\),\s*\((\d+),\s*(\d+)\)")
 
 # Perception-R1's three box patterns, tried in this order over the whole completion.
 _PR1_NUM = r"(-?\d+(?:\.\d+)?)"
@@ -69,6 +75,18 @@ def parse_answer_box(completion: str) -> list[int] | None:
         return None
     match = search(INT_BOX, content)
     return None if match is None else _integers(match.groups())
+
+
+def parse_pair_box(text: str) -> list[int] | None:
+    """First Qwen2-VL `(x1,y1),(x2,y2)` anywhere in `text`; None if absent or absurd."""
+    match = search(PAIR_BOX, text)
+    return None if match is None else _integers(match.groups())
+
+
+def parse_answer_pair_box(completion: str) -> list[int] | None:
+    """First Qwen2-VL `(x1,y1),(x2,y2)` inside <answer> (UniVG-R1's iou_reward); None if absent or absurd."""
+    content = answer_text(completion)
+    return None if content is None else parse_pair_box(content)
 
 
 def parse_answer_boxes(completion: str) -> list[list[int]] | None:

@@ -61,6 +61,8 @@ class ClassificationOptions:
 class Classification(TextAnswerTask):
     name = "classification"
     description = "Image classification (CLS-RL jsonl): class-name match, thinking or no-thinking"
+    headline = ("accuracy", "format_rate")
+    data_source = "CLS-RL's jsonl records with their images (docs/tasks.md)"
     Options = ClassificationOptions
     default_rewards = {"format": 1.0, "label": 1.0}
     data_suffix = ".jsonl"

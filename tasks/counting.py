@@ -110,6 +110,8 @@ class Counting(Task):
     description = "Object counting (PixMo-Count / CountBench records): exact count and Perception-R1's point reward"
     Options = CountingOptions
     default_rewards = {"format": 1.0, "count_points": 1.0}
+    headline = ("accuracy", "mae", "format_rate")
+    data_source = "PixMo-Count or CountBench records in a json list, images downloaded beside them (docs/tasks.md)"
     data_suffix = ".json"
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):

@@ -99,6 +99,12 @@ class Detection(Task):
     Options = DetectionOptions
     default_rewards = {"format": 1.0, "map": 1.0}
     data_suffix = ".json"
+    accuracy_metric = "image_acc@0.5"
+    headline = ("map", "ap50", "image_acc@0.5", "format_rate")
+    data_source = (
+        "a COCO instances json as published (annotations/instances_train2017.json), or some of its categories: "
+        "python -m data_prep.detection instances_train2017.json {path} --categories person,dog"
+    )
 
     # -- data -----------------------------------------------------------------------------
     def load(
@@ -247,8 +253,20 @@ class Detection(Task):
             "ap_large": stats[5],
             "ar100": stats[8],
         }
+        out["image_acc@0.5"] = sum(self.correct(completions, samples)) / n
         out["format_rate"] = sum(self._format_reward(completions, samples)) / n
         out["parse_rate"] = sum(p is not None for p in predictions) / n
+        return out
+
+    def correct(self, completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+        """An image is right when the answer finds every object of it (its label, IoU >= 0.5 as
+        COCO matches them: AP50 of the image 1) and states nothing else (no more entries than
+        objects); an image without objects, when the answer states none."""
+        out = []
+        for completion, sample in zip(completions, samples, strict=True):
+            pred, truth = self._detections(completion, sample), _ground_truth(sample)
+            found_all = pred is not None and ap50_reward(pred, truth) >= 1 - 1e-9  # COCO's eps: 1 / (1 + 2e-16)
+            out.append(float(found_all and pred.raw_count <= len(truth.boxes)))
         return out
 
 

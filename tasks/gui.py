@@ -354,6 +354,11 @@ class _GuiTask(Task):
 class GuiGrounding(_GuiTask):
     name = "gui_grounding"
     description = "GUI grounding (ScreenSpot / UI-R1 json): click the element an instruction names, point in box"
+    headline = ("accuracy", "format_rate")
+    data_source = (
+        "UI-R1's grounding json, or ScreenSpot's files converted: "
+        "python -m data_prep.gui screenspot screenspot_mobile.json {path}"
+    )
     default_rewards = {"format": 1.0, "action_type": 1.0, "click": 1.0}  # UI-R1's three rewards
 
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -403,7 +408,10 @@ class GuiGrounding(_GuiTask):
 class GuiAction(_GuiTask):
     name = "gui_action"
     description = "GUI actions (AndroidControl / GUI-R1): predict the next step's type, point and text"
+    data_source = "UI-R1's AndroidControl json, or GUI-R1's parquet converted: python -m data_prep.gui gui_r1 train.parquet {path}"
     Options = GuiActionOptions
+    accuracy_metric = "step_success_strict"  # every step: its type and its argument right
+    headline = ("step_success", "type_acc", "grounding_acc")
     default_rewards = {"accuracy": 0.8, "format": 0.2}  # GUI-R1's total
 
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:

@@ -122,6 +122,8 @@ def puzzle_question(meta: dict[str, Any]) -> str:
 class Jigsaw(Task):
     name = "jigsaw"
     description = "Jigsaw puzzles (Jigsaw-R1): full / pair / multiple / single questions on a shuffled m x n grid"
+    headline = ("accuracy", "partial", "format_rate")
+    data_source = "puzzles cut from any folder of images by data_prep.jigsaw.write_jigsaw_dataset (docs/tasks.md)"
     Options = JigsawOptions
     default_rewards = {"jigsaw_partial": 1.0, "format": 0.5, "jigsaw_exact": 0.0}
     data_suffix = ".jsonl"

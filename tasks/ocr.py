@@ -61,6 +61,9 @@ class OCROptions:
 class OCR(TextAnswerTask):
     name = "ocr"
     description = "OCR (image + text, Video-R1 OCR records): WER reward (Video-R1) and 1 - normalized edit distance"
+    data_source = "records with an image and its text, or Video-R1's OCR records (docs/tasks.md)"
+    accuracy_metric = "exact_match"
+    headline = ("edit_distance_score", "wer", "exact_match")
     Options = OCROptions
     default_rewards = {"format": 1.0, "wer": 1.0}
     data_suffix = ".json"

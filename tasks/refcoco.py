@@ -93,6 +93,9 @@ class RefCOCO(Task):
     )
     Options = GroundingOptions
     default_rewards = {"format": 1.0, "iou": 1.0}
+    accuracy_metric = "acc@0.5"
+    headline = ("acc@0.5", "mean_iou", "format_rate")
+    data_source = "VLM-R1's REC json (rec_jsons_processed) as downloaded, or the refer annotations converted: python -m data_prep.refer --refs 'refcoco/refs(unc).p' --instances refcoco/instances.json --split {split} --out {path}"
     family_options: ClassVar[dict[str, dict[str, Any]]] = {
         family: {"prompt_template": QWEN3_REC_TEMPLATE} for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
     }
@@ -276,13 +279,21 @@ class RefCOCO(Task):
             return self._pred_boxes(completion, sample)
         return self._first_box(completion, sample)
 
+    def _hit(self, iou: float, threshold: float) -> bool:
+        """ACC@t counts IoU > t, as VLM-R1's evaluation; IoU >= t with acc_inclusive (Perception-R1)."""
+        return iou >= threshold if self.options.acc_inclusive else iou > threshold
+
+    def correct(self, completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+        """ACC@0.5 of each completion, as `metrics` counts it."""
+        return [float(self._hit(self._box_score(c, s)[0], 0.5)) for c, s in zip(completions, samples, strict=True)]
+
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         n = len(samples)
         if n == 0:
             return {}
         scores = [self._box_score(c, s) for c, s in zip(completions, samples, strict=True)]
         ious = [iou for iou, _, _ in scores]
-        hit = (lambda v, t: v >= t) if self.options.acc_inclusive else (lambda v, t: v > t)
+        hit = self._hit
         out = {f"acc@{t:.1f}": sum(hit(v, t) for v in ious) / n for t in ACC_THRESHOLDS}
         out["mean_iou"] = sum(ious) / n
         out["center_acc"] = sum(center for _, center, _ in scores) / n
@@ -303,12 +314,14 @@ class RefCOCOPlus(RefCOCO):
     name = "refcoco+"
     description = "Referring-expression grounding (RefCOCO+: appearance only, no location words), VLM-R1 REC json"
     expression_style = "refcoco+"
+    data_source = "VLM-R1's REC json (rec_jsons_processed) as downloaded, or the refer annotations converted: python -m data_prep.refer --refs 'refcoco+/refs(unc).p' --instances refcoco+/instances.json --split {split} --out {path}"
 
 
 class RefCOCOg(RefCOCO):
     name = "refcocog"
     description = "Referring-expression grounding (RefCOCOg: longer expressions), VLM-R1 REC json"
     expression_style = "refcocog"
+    data_source = "VLM-R1's REC json (rec_jsons_processed) as downloaded, or the refer annotations converted: python -m data_prep.refer --refs 'refcocog/refs(umd).p' --instances refcocog/instances.json --split {split} --out {path}"
 
 
 def scale_box(box: list[float], scale: float, width: float, height: float) -> list[float]:

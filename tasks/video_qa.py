@@ -68,6 +68,10 @@ class VideoQAOptions:
 class VideoQA(Task):
     name = "video_qa"
     description = "Video and image QA in Video-R1's format: its five answer types, rewards and T-GRPO"
+    headline = ("accuracy", "format_rate")
+    data_source = (
+        "Video-R1-260k.json with its videos and images as Video-R1 publishes them (data.image_root: their folder)"
+    )
     Options = VideoQAOptions
     default_rewards = {"format": 1.0, "accuracy": 1.0}
 

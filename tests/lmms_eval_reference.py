@@ -4,7 +4,8 @@ lmms-eval: its own code when the package is importable (`LmmsEvalPackage`), and 
 re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
+vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
 aside); its evaluator.py runs the same per-document scoring on a thread pool.
@@ -115,7 +116,279 @@ class _Harness:
         return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
 
-class Reimplementation(_Harness):
+class MathReimplementation:
+    """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
+    unavailable, so its extraction is "" where the rules before it do not decide)."""
+
+    # -- geometry3k/utils.py --------------------------------------------------------------------------
+    @staticmethod
+    def geometry3k(docs, responses):
+        def letter(response, choices):
+            response = response.strip()
+            patterns = [r"[Aa]nswer\s*[:=]\s*\(?([A-Da-d])\)?", r"\b([A-Da-d])\s*[.)\]]", r"^\s*\(?([A-Da-d])\)?$",
+                        r"\b([A-Da-d])\b"]  # fmt: skip
+            for pattern in patterns:
+                matches = re.findall(pattern, response)
+                if matches:
+                    for match in reversed(matches):
+                        if match.upper() in ["A", "B", "C", "D"]:
+                            return match.upper()
+            if choices:
+                for idx, choice in enumerate(choices):
+                    if choice.lower() in response.lower():
+                        return ["A", "B", "C", "D"][idx]
+            return ""
+
+        prompts = [
+            f"{d['problem']}\n" + "\n".join(f"{o}. {c}" for o, c in zip(["A", "B", "C", "D"], d["choices"], strict=False))
+            + "\nAnswer with the option's letter from the given choices directly."
+            for d in docs
+        ]  # fmt: skip
+        scores = []
+        for d, r in zip(docs, responses, strict=True):
+            pred = letter(r, d.get("choices", []))
+            scores.append(1.0 if pred and pred == d["ground_truth"].strip().upper() else 0.0)
+        return prompts, {"exact_match": _mean(scores)}
+
+    # -- mathvista (mathvista_evals.py create_one_query, extract_answer, normalize_extracted_answer) -----
+    @staticmethod
+    def _mathvista_query(doc, shot_type):
+        qtype, atype, precision = doc["question_type"], doc["answer_type"], doc["precision"]
+        if shot_type == "format-prompt":
+            if qtype == "multi_choice":
+                hint = "Answer with the option's letter from the given choices directly."
+            elif atype == "integer":
+                hint = "Answer the question using a single integer number."
+            elif atype == "float" and precision == 1:
+                hint = "Answer the question using a single floating-point number with one decimal place."
+            elif atype == "float" and precision == 2:
+                hint = "Answer the question using a single floating-point number with two decimal places."
+            elif atype == "list":
+                hint = "Answer the question using a Python list."
+        else:
+            if qtype == "multi_choice":
+                hint = "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end."
+            elif atype == "integer":
+                hint = "Hint: Please answer the question requiring an integer answer and provide the final value, e.g., 1, 2, 3, at the end."
+            elif atype == "float" and precision == 1:
+                hint = "Hint: Please answer the question requiring a floating-point number with one decimal place and provide the final value, e.g., 1.2, 1.3, 1.4, at the end."
+            elif atype == "float" and precision == 2:
+                hint = "Hint: Please answer the question requiring a floating-point number with two decimal places and provide the final value, e.g., 1.23, 1.34, 1.45, at the end."
+            elif atype == "list":
+                hint = "Hint: Please answer the question requiring a Python list as an answer and provide the final list, e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end."
+        question = doc["question"] if shot_type == "format-prompt" else f"Question: {doc['question']}"
+        if doc["unit"]:
+            question += f" (Unit: {doc['unit']})"
+        choices = ""
+        if doc["choices"]:
+            if shot_type == "format-prompt":
+                choices = "\n".join(f"{chr(ord('A') + i)}. {c}" for i, c in enumerate(doc["choices"]))
+            else:
+                choices = "\n".join(["Choices:"] + [f"({chr(ord('A') + i)}) {c}" for i, c in enumerate(doc["choices"])])
+        prompt = "Solution: " if shot_type == "solution" else ""
+        query = "\n".join(e for e in [question, choices, "", "", hint, prompt] if e != "")
+        return ("" + "\n\n" + query).strip()
+
+    @staticmethod
+    def _mathvista_true_false(doc, response):
+        response = response.strip()
+        qtype, atype, choices = doc["question_type"], doc["answer_type"], doc["choices"]
+        extraction = ""
+        if response:
+            if qtype == "multi_choice" and response in choices:
+                extraction = response
+            elif atype == "integer":
+                try:
+                    extraction = str(int(response))
+                except ValueError:
+                    extraction = ""  # the judge, unavailable: ""
+            elif atype == "float":
+                try:
+                    extraction = str(float(response))
+                except ValueError:
+                    extraction = ""
+        if qtype == "multi_choice":
+            extraction = extraction.strip()
+            letter = re.findall(r"\(([a-zA-Z])\)", extraction)
+            if len(letter) > 0:
+                extraction = letter[0].upper()
+            options = [chr(ord("A") + i) for i in range(len(choices))]
+            if extraction in options:
+                extraction = choices[options.index(extraction)]
+            else:
+
+                def distance(a, b):  # Levenshtein, by the full table
+                    table = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+                    for i in range(1, len(a) + 1):
+                        for j in range(1, len(b) + 1):
+                            table[i][j] = min(
+                                table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + (a[i - 1] != b[j - 1])
+                            )
+                    return table[-1][-1]
+
+                distances = [distance(extraction, c) for c in choices]
+                extraction = choices[distances.index(min(distances))]
+        elif atype == "integer":
+            try:
+                extraction = str(int(float(extraction)))
+            except Exception:
+                extraction = None
+        elif atype == "float":
+            try:
+                extraction = str(round(float(extraction), doc["precision"]))
+            except Exception:
+                extraction = None
+        return str(extraction).strip() == str(doc["answer"]).strip()
+
+    @classmethod
+    def _mathvista(cls, docs, responses, shot_type):
+        prompts = [cls._mathvista_query(d, shot_type) for d in docs]
+        correct = sum(cls._mathvista_true_false(d, r) for d, r in zip(docs, responses, strict=True))
+        accuracy = round(correct / len(docs) * 100, 2)
+        return prompts, {"llm_as_judge_eval": accuracy}  # lmms-eval: None when 0
+
+    @classmethod
+    def mathvista_testmini_cot(cls, docs, responses):
+        return cls._mathvista(docs, responses, "step-by-step")
+
+    @classmethod
+    def mathvista_testmini_solution(cls, docs, responses):
+        return cls._mathvista(docs, responses, "solution")
+
+    @classmethod
+    def mathvista_testmini_format(cls, docs, responses):
+        return cls._mathvista(docs, responses, "format-prompt")
+
+    # -- _task_utils/reasoning_utils.py ---------------------------------------------------------------
+    @staticmethod
+    def reasoning_score(solution_str, ground_truth):
+        from math_verify import parse, verify
+
+        def boxed(s):
+            results, pos = [], 0
+            starts = []
+            while (pos := s.find("\\boxed{", pos)) != -1:
+                starts.append(pos)
+                pos += 1
+            for start in starts:
+                count, pos = 0, start + len("\\boxed{") - 1
+                while pos < len(s):
+                    if s[pos] == "{":
+                        count += 1
+                    elif s[pos] == "}":
+                        count -= 1
+                        if count == 0:
+                            results.append(s[start + len("\\boxed{") : pos])
+                            break
+                    pos += 1
+            return results[-1] if results else ""
+
+        def tag(s):
+            m = re.search(re.compile(r"<answer>(.*?)</answer>", re.DOTALL), s)
+            if m:
+                return m.group(1)
+            if boxed(s):
+                return boxed(s)
+            for line in reversed(s.strip().split("\n")):
+                if line.strip():
+                    n = re.search(r"\b(\d+(?:\.\d+)?)\b(?:\s*\.?\s*$)", line)
+                    if n:
+                        return n.group(1)
+            return ""
+
+        def fmt(s):
+            if re.fullmatch(re.compile(r"<think>.*</think>.*<answer>.*</answer>", re.DOTALL), s):
+                return 1.0
+            if re.fullmatch(re.compile(r"<analysis>.*</analysis>.*<answer>.*</answer>", re.DOTALL), s):
+                return 1.0
+            if boxed(s):
+                return 1.0
+            if len(s.strip()) > 50 and re.search(r"[=\+\-\*/\(\)\[\]\\]", s) and tag(s):
+                return 0.8
+            return 0.0
+
+        def mcq(s):
+            if not s or s.strip() == "":
+                return ""
+            r = s.strip()
+            for ch in [",", ".", "!", "?", ";", ":", "'", '"']:
+                r = r.strip(ch)
+            r = " " + r + " "
+            letters = ["A", "B", "C", "D", "E", "F", "G", "H"]
+            cands = []
+            for fmt_, kind in [("({})", "parentheses"), ("{}.", "period"), ("{}:", "colon"), ("{})", "right_paren"),
+                               ("{} ", "space"), ("{}-", "dash"), ("{}_", "underscore"), ("{}=", "equals")]:  # fmt: skip
+                for c in letters:
+                    if fmt_.format(c) in r:
+                        cands.append((c, r.rfind(fmt_.format(c)), kind))
+            phrases = ["the answer is", "answer is", "the correct answer is", "correct answer is", "the answer", "answer",
+                       "correct answer", "the correct answer", "the best answer is", "best answer is", "the best answer",
+                       "best answer", "the option is", "option is", "the correct option is", "correct option is",
+                       "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select",
+                       "i pick", "my answer is", "my choice is"]  # fmt: skip
+            for p in phrases:
+                if p in r.lower():
+                    start = r.lower().find(p)
+                    for c in letters:
+                        if r.find(c, start) != -1:
+                            cands.append((c, r.find(c, start), "phrase"))
+            for c in letters:
+                if r.strip().startswith(c):
+                    cands.append((c, 0, "start"))
+            for c in letters:
+                if r.strip().endswith(c):
+                    cands.append((c, len(r) - 1, "end"))
+            for i, c in enumerate(letters):
+                if f"{i + 1}. {c}" in r:
+                    cands.append((c, r.rfind(f"{i + 1}. {c}"), "numbered"))
+            if not cands:
+                cands = [(c, r.rfind(c), "fallback") for c in letters if c in r]
+            prio = {"start": 10, "end": 9, "numbered": 8, "phrase": 7, "parentheses": 6, "period": 5, "colon": 4,
+                    "right_paren": 3, "space": 2, "dash": 1, "underscore": 1, "equals": 1, "fallback": 0}  # fmt: skip
+            cands.sort(key=lambda x: (prio[x[2]], -x[1]), reverse=True)
+            return cands[0][0] if cands else ""
+
+        def simple(s):
+            return (s[:-1] if s.endswith(".") else s).strip()
+
+        def relax(p, g):
+            if mcq(g) in ["A", "B", "C", "D", "E", "F", "G", "H"]:
+                return 1.0 if mcq(p).lower().strip() == mcq(g).lower().strip() else 0.0
+            if p in g and len(p) >= 0.9 * len(g):
+                return 1.0
+            if g in p and len(g) >= 0.9 * len(p):
+                return 1.0
+            return 1.0 if p.strip() == g.strip() else 0.0
+
+        format_score = fmt(solution_str)
+        p, g = simple(tag(solution_str).strip()), simple(ground_truth)
+        acc = relax(p, g)
+        if acc == 0.0:
+            try:
+                acc = int(verify(parse(g), parse(p)))
+            except Exception:
+                acc = 0.0
+        return acc, format_score
+
+    @classmethod
+    def _reasoning(cls, prompts, truths, responses):
+        scores = [cls.reasoning_score(r.strip(), t) for t, r in zip(truths, responses, strict=True)]
+        return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
+
+    @classmethod
+    def mathvista_testmini_cot_reasoning(cls, docs, responses):
+        truths = [["A", "B", "C", "D", "E", "F", "G", "H"][d["choices"].index(d["answer"])]
+                  if d["choices"] and d["question_type"] == "multi_choice" else d["answer"] for d in docs]  # fmt: skip
+        return cls._reasoning([cls._mathvista_query(d, "step-by-step") for d in docs], truths, responses)
+
+    @classmethod
+    def mathverse_testmini_reasoning(cls, docs, responses):
+        return cls._reasoning(
+            [("" + "\n\n" + d["query_wo"]).strip() for d in docs], [d["answer"] for d in docs], responses
+        )
+
+
+class Reimplementation(MathReimplementation, _Harness):
     name = "reimplementation"
 
     # -- the reasoning strip (api/reasoning.py, 75571cf lines 5-52) ------------------------------

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,11 @@ def _config(args: argparse.Namespace, needs_model: bool = False, **preset) -> Co
     if needs_model and not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)  # before any data is written or read
     return cfg
+
+
+def _main_process() -> bool:
+    """Process 0 of a torchrun launch, or the only process: the one that prints."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def _quiet_transformers() -> None:
@@ -222,7 +229,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
     config = args.config
     if config is None and (saved := run_config(args.model)):
         config = saved
-        console.print(f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False)
+        if _main_process():
+            console.print(
+                f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
+            )
         if names and names[0] != read_config_file(saved).get("task", {}).get("name"):
             preset["task"] = {"name": preset.pop("task.name")}  # that run's task options are its task's
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
@@ -247,9 +257,10 @@ def cmd_eval(args: argparse.Namespace) -> None:
         except OSError as err:
             raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
         results = run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
-    console.print(f"results: {out / 'results.json'}")
-    for result in results:
-        console.print(f"samples: {samples_path(out, result.task)}")
+    if _main_process():  # under torchrun: process 0 wrote them
+        console.print(f"results: {out / 'results.json'}")
+        for result in results:
+            console.print(f"samples: {samples_path(out, result.task)}")
 
 
 def cmd_config(args: argparse.Namespace) -> None:
@@ -278,12 +289,23 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def cmd_tasks(args: argparse.Namespace) -> None:
     from vlrl.tasking.registry import list_tasks
 
-    table = Table(title="registered tasks")
-    for column in ("name", "origin", "description"):
-        table.add_column(column)
-    for row in list_tasks():
-        table.add_row(*row)
-    console.print(table)
+    rows = list_tasks()
+    training = [row for row in rows if not row[1].startswith("benchmark")]
+    benchmarks = [(name, description) for name, origin, description in rows if origin.startswith("benchmark")]
+    for title, table_rows, columns in (
+        ("tasks to train and evaluate on (vlrl train --task NAME)", training, ("name", "origin", "description")),
+        ("benchmarks, evaluation only (vlrl eval --task NAME)", benchmarks, ("name", "description")),
+    ):
+        if not table_rows:
+            continue
+        table = Table(title=title)
+        for i, column in enumerate(columns):  # names are what one copies: never cut
+            last = i == len(columns) - 1
+            width = max(len(row[i]) for row in table_rows) if not last else None
+            table.add_column(column, no_wrap=not last, overflow="fold", min_width=width if i == 0 else None)
+        for row in table_rows:
+            table.add_row(*row)
+        console.print(table)
 
 
 def cmd_data(args: argparse.Namespace) -> None:
@@ -299,19 +321,36 @@ def cmd_data(args: argparse.Namespace) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from vlrl.data.tables import spec_exists
     from vlrl.progress import progress_bar
     from vlrl.tasking.registry import make_task
+    from vlrl.tasking.sources import missing_data
     from vlrl.tasking.validate import validate_split
 
     cfg = _config(args, **{"task.name": args.task, "data.image_root": args.image_root})
     task = make_task(cfg.task)
-    with progress_bar(console, cfg.trainer.progress) as progress:
+    if not spec_exists(args.data):  # said with the task's converter (GUI-R1's parquet: python -m data_prep.gui)
+        raise ConfigError(missing_data(task, cfg, args.data, None))
+    with progress_bar(console, cfg.trainer.progress and console.is_terminal) as progress:  # no bar in a pipe
         bar = progress.add_task(f"validate {task.name}", total=None, status="")
         report = validate_split(task, args.data, cfg, lambda n: progress.update(bar, advance=n))
     for problem in report.problems:
         console.print(escape(problem), highlight=False)
     console.print(("[red]" if report.problems else "[green]") + escape(report.summary()), highlight=False)
     return 1 if report.problems else 0
+
+
+def usable_device(name: str, flag: str):
+    """`name` as a torch device this machine has, or one error line naming `flag`."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ConfigError(f"{flag} {name!r} is not a device: {err}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{flag} {name}: this machine has no usable CUDA device; leave {flag} out to use the CPU")
+    return device
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> None:
@@ -331,7 +370,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> None:
             raise ConfigError(f"tiny-model --arch {args.arch!r}: unknown; known: {', '.join(builds)}")
         spec = builds[args.arch]  # what model.path=tiny:NAME loads
     spec = dataclasses.replace(spec, seed=args.seed)
-    path = write_tiny_checkpoint(Path(args.out), spec, args.device)
+    path = write_tiny_checkpoint(Path(args.out), spec, usable_device(args.device, "tiny-model --device"))
     console.print(f"wrote {args.shape or 'tiny'} {spec.arch} checkpoint (random weights) to {path}")
 
 
@@ -339,8 +378,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from vlrl.models.loading import export_full_model
 
     _quiet_transformers()
-    out = export_full_model(args.checkpoint, Path(args.out))
-    console.print(f"wrote the full model of {args.checkpoint} (LoRA adapters merged) to {out}")
+    out, merged = export_full_model(args.checkpoint, Path(args.out))
+    how = " (LoRA adapters merged into their base)" if merged else ""
+    console.print(f"wrote the full model of {args.checkpoint}{how} to {out}", markup=False, highlight=False)
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
@@ -383,31 +423,88 @@ def cmd_plan(args: argparse.Namespace) -> None:
     Console(width=max(console.width, 150)).print(table)  # wide enough for every column, also in a file
 
 
+# Each command's help page ends with examples of that command (the README's tour runs them).
+EXAMPLES = {
+    "train": [
+        "vlrl train --config configs/demo/refcoco.yaml trainer.steps=20",
+        "vlrl train --config configs/refcoco.yaml model.path=/models/Qwen2.5-VL-3B-Instruct data.image_root=data/coco",
+        "vlrl train --config configs/demo/refcoco.yaml task.rewards.my_rewards.py:brevity=0.5",
+    ],
+    "sft": ["vlrl sft --config configs/demo/refcoco.yaml sft.steps=100 sft.lr=1e-4"],
+    "score": [
+        "vlrl score --config configs/demo/refcoco.yaml --data data/synthetic/refcoco-demo/val.json "
+        "--completions mine.jsonl --out scored.jsonl",
+        "vlrl score --task counting --data val.json --completions mine.jsonl --out scored.jsonl "
+        "model.coord_frame=norm1000",
+    ],
+    "eval": [
+        "vlrl eval --model runs/demo/refcoco/checkpoints/step-0000020 --limit 32",
+        "vlrl eval --task refcoco=data/my_val.json --model /models/Qwen2.5-VL-3B-Instruct eval.max_new_tokens=256",
+        "vlrl eval --task refcoco_bbox_rec_val --data /data/RefCOCO --model CKPT --batch-size 16",
+        "torchrun --nproc_per_node 8 -m vlrl.cli eval --task refcoco_bbox_rec_val --data /data/RefCOCO --model CKPT",
+        "vlrl eval --compare runs/eval/sft runs/eval/rl",
+    ],
+    "config": ["vlrl config show configs/demo/refcoco.yaml trainer.steps=20", "vlrl config reference"],
+    "plot": ["vlrl plot runs/demo/refcoco"],
+    "tasks": ["vlrl tasks list"],
+    "synth": ["vlrl data synth --task jigsaw --out data/synthetic/jigsaw-mine/train.jsonl --size 64"],
+    "validate": [
+        "vlrl data validate --task refcoco data/my_rec.json --image-root data/images",
+        "vlrl data validate --task gui_action data/gui_r1/android_train.json data.allow_outside_root=true",
+    ],
+    "plan": ["vlrl plan --config configs/refcoco.yaml --shape qwen2.5-vl-7b --gpus 8 --gpu-memory 80 model.lora.r=64"],
+    "export": ["vlrl export runs/demo/refcoco/checkpoints/step-0000020 runs/export/refcoco"],
+    "tiny-model": [
+        "vlrl tiny-model runs/tiny-qwen3-vl --arch qwen3_vl",
+        "vlrl tiny-model runs/big --shape qwen2.5-vl-3b",
+    ],
+}
+
+
+def _command(commands, name: str, help: str, epilog: str = "") -> argparse.ArgumentParser:
+    """A subcommand whose page says what it does (description), then `epilog`, then its examples."""
+    examples = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
+    return commands.add_parser(
+        name,
+        help=help,
+        description=help[0].upper() + help[1:] + ".",
+        epilog="\n\n".join(filter(None, [textwrap.fill(epilog, 100), examples])),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import vlrl
+
     parser = argparse.ArgumentParser(prog="vlrl", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"vlrl {vlrl.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="RL post-training (GRPO family) on a task", epilog=TRAIN_EPILOG)
+    train = _command(commands, "train", "RL post-training (GRPO family) on a task", TRAIN_EPILOG)
     train.add_argument("--task", help="task name (sets task.name)")
     _add_config_args(train, "trainer.steps=20 trainer.lr=1e-5 rollout.num_generations=4")
     train.set_defaults(func=cmd_train)
 
     sft_help = "cold-start SFT on the task's ground-truth answers (settings under sft.)"
-    sft = commands.add_parser("sft", help=sft_help, epilog=SFT_EPILOG)
+    sft = _command(commands, "sft", sft_help, SFT_EPILOG)
     sft.add_argument("--task", help="task name (sets task.name)")
     _add_config_args(sft, "sft.steps=200 sft.lr=1e-5")
     sft.set_defaults(func=cmd_sft)
 
-    score = commands.add_parser("score", help="score given completions against a task's data, no model needed")
+    score = _command(commands, "score", "score given completions against a task's data, no model needed")
     score.add_argument("--task", help="task name (sets task.name)")
     score.add_argument("--data", required=True, help="data file in the task's format")
     score.add_argument("--completions", required=True, help='JSON lines {"id": ..., "completion": "..."}')
     score.add_argument("--out", required=True, help='output JSON lines {"id", "rewards", "reward"}')
-    _add_config_args(score)
+    _add_config_args(score, "model.coord_frame=norm1000 task.options.iou_convention=continuous")
     score.set_defaults(func=cmd_score)
 
-    evaluate = commands.add_parser(
-        "eval", help="evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)"
+    evaluate = _command(
+        commands,
+        "eval",
+        "evaluate a checkpoint on tasks' splits (results.json, samples_<task>.jsonl)",
+        "Under torchrun the samples are shared among the processes and process 0 writes one results.json, "
+        "the same as one process writes.",
     )
     evaluate.add_argument(
         "--task",
@@ -434,51 +531,56 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="print the metric differences of two eval outputs, and the settings that differ",
     )
-    _add_config_args(evaluate)
+    _add_config_args(evaluate, "eval.max_new_tokens=256 model.max_pixels=1003520 eval.batch_size=16")
     evaluate.set_defaults(func=cmd_eval)
 
-    config = commands.add_parser(
+    config = _command(
+        commands,
         "config",
-        help="show a config file resolved (its extends merged, overrides applied, defaults filled), "
+        "show a config file resolved (its extends merged, overrides applied, defaults filled), "
         "or print the reference of every key (docs/config.md)",
     )
-    config.add_argument("action", choices=["show", "reference"])
+    config.add_argument(
+        "action", choices=["show", "reference"], help="show: a config as a run sees it; reference: every key"
+    )
     config.add_argument("path", nargs="?", help="YAML config file (show)")
     config.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.steps=20")
     config.set_defaults(func=cmd_config)
 
-    plot = commands.add_parser("plot", help="draw a run's metrics into PNG files")
-    plot.add_argument("run_dir")
+    plot = _command(
+        commands,
+        "plot",
+        "draw a run's metrics.jsonl into PNG files, one per concern, in RUN_DIR/plots/",
+    )
+    plot.add_argument("run_dir", help="a run directory of vlrl train or vlrl sft (it holds metrics.jsonl)")
     plot.set_defaults(func=cmd_plot)
 
-    tasks = commands.add_parser("tasks", help="list registered tasks")
-    tasks.add_argument("action", choices=["list"], nargs="?", default="list")
+    tasks = _command(commands, "tasks", "list the registered tasks, then the evaluation-only benchmarks")
+    tasks.add_argument("action", choices=["list"], nargs="?", default="list", help="list (the only action)")
     tasks.set_defaults(func=cmd_tasks)
 
-    data = commands.add_parser("data", help="data preparation")
+    data = commands.add_parser(
+        "data", help="data preparation: synthetic data, validation", description="Data preparation."
+    )
     data_commands = data.add_subparsers(dest="data_command", required=True)
-    synth = data_commands.add_parser("synth", help="write a task's synthetic dataset in its public format")
-    synth.add_argument("--task", required=True)
+    synth = _command(data_commands, "synth", "write a task's synthetic dataset in its public format")
+    synth.add_argument("--task", required=True, help="the task whose format and generator to use")
     synth.add_argument(
         "--out",
         required=True,
         help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it",
     )
-    synth.add_argument("--size", type=int, default=512)
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--size", type=int, default=512, help="records to write (default 512)")
+    synth.add_argument("--seed", type=int, default=0, help="the data's seed (default 0)")
     synth.set_defaults(func=cmd_data)
-    validate = data_commands.add_parser(
-        "validate", help="report every problem of a dataset before a run; exit 1 if any"
-    )
-    validate.add_argument("--task", required=True)
+    validate = _command(data_commands, "validate", "report every problem of a dataset before a run; exit 1 if any")
+    validate.add_argument("--task", required=True, help="the task whose format the file is in")
     validate.add_argument("data", help="the data file, in the task's format")
     validate.add_argument("--image-root", help="where the records' relative paths point (sets data.image_root)")
-    _add_config_args(validate)
+    _add_config_args(validate, "data.max_image_pixels=50000000 data.allow_outside_root=true")
     validate.set_defaults(func=cmd_validate)
 
-    plan = commands.add_parser(
-        "plan", help="per-GPU memory of a run for each parallelism strategy, from the model's config"
-    )
+    plan = _command(commands, "plan", "per-GPU memory of a run for each parallelism strategy, from the model's config")
     plan.add_argument("--gpus", type=int, default=1, help="GPUs in the run (default 1)")
     plan.add_argument("--gpu-memory", type=float, default=80.0, help="GB of memory per GPU (default 80)")
     plan.add_argument(
@@ -491,31 +593,35 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)",
     )
-    _add_config_args(plan)
+    _add_config_args(plan, "trainer.token_budget=4096 model.lora.r=64 rollout.num_generations=16")
     plan.set_defaults(func=cmd_plan)
 
-    export = commands.add_parser(
+    export = _command(
+        commands,
         "export",
-        help="a checkpoint as a plain HF model directory (LoRA adapters merged), for from_pretrained and other tools",
+        "a checkpoint as a plain HF model directory (a LoRA checkpoint's adapters merged), for from_pretrained "
+        "and other tools",
     )
     export.add_argument("checkpoint", help="a run's checkpoints/step-N (full or LoRA) or any local checkpoint")
     export.add_argument("out", help="the directory to write")
     export.set_defaults(func=cmd_export)
 
-    tiny = commands.add_parser("tiny-model", help="write a tiny local checkpoint of a model family (tests, demo)")
-    tiny.add_argument("out")
+    tiny = _command(commands, "tiny-model", "write a tiny local checkpoint of a model family (tests, demo)")
+    tiny.add_argument("out", help="the directory to write")
     tiny.add_argument(
         "--arch",
         default="qwen2_5_vl",
         help="a tiny build, as model.path=tiny:NAME names it: qwen2_5_vl, qwen2_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, "
         "the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered family's",
     )
-    tiny.add_argument("--seed", type=int, default=0)
+    tiny.add_argument("--seed", type=int, default=0, help="the weights' seed (default 0)")
     tiny.add_argument(
         "--shape",
         help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2-vl-2b, qwen3-vl-8b",
     )
-    tiny.add_argument("--device", default="cpu", help="where to draw the weights (cuda is faster for large shapes)")
+    tiny.add_argument(
+        "--device", default="cpu", help="where to draw the weights: cpu (default) or cuda (faster for large shapes)"
+    )
     tiny.set_defaults(func=cmd_tiny_model)
     return parser
 

@@ -10,7 +10,7 @@ import dataclasses
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -37,11 +37,12 @@ def plugin_sections() -> Any:
 
 
 # No default model: a default that trains or scores a random tiny model when a real run
-# forgot model.path would fail silently, and a hub id is never loaded (vlrl never downloads).
+# forgot model.path would fail silently. vlrl never downloads: a hub id loads only from the
+# local Hugging Face cache.
 MODEL_PATH_MISSING = (
-    "config: model.path is not set. Give a local checkpoint directory (vlrl never downloads one: "
-    "`huggingface-cli download Qwen/Qwen2.5-VL-3B-Instruct --local-dir /models/Qwen2.5-VL-3B-Instruct`, "
-    "then model.path=/models/Qwen2.5-VL-3B-Instruct), a vlrl run's checkpoint (RUN/checkpoints/step-N), "
+    "config: model.path is not set. Give a local checkpoint directory, or the hub id of a model in the local "
+    "Hugging Face cache (vlrl never downloads one: `huggingface-cli download Qwen/Qwen2.5-VL-3B-Instruct`, then "
+    "model.path=Qwen/Qwen2.5-VL-3B-Instruct), a vlrl run's checkpoint (RUN/checkpoints/step-N), "
     "or model.path=tiny:qwen2_5_vl for the built-in tiny model with random weights (what configs/demo/ use)"
 )
 
@@ -90,7 +91,9 @@ class VideoConfig:
 
 @dataclass
 class ModelConfig:
-    path: str = ""  # required to load a model (MODEL_PATH_MISSING): a local checkpoint, or tiny:NAME (vlrl/models/)
+    # Required to load a model (MODEL_PATH_MISSING): a local checkpoint, a hub id already in the local
+    # Hugging Face cache (HF_HUB_CACHE; never downloaded), or tiny:NAME (vlrl/models/)
+    path: str = ""
     # The model family (vlrl/models/): auto goes by the checkpoint's model_type; or a family's
     # name (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, an entry point) or module:Class.
     family: str = "auto"
@@ -102,6 +105,9 @@ class ModelConfig:
     min_pixels: int = 3136
     max_pixels: int = 12845056
     freeze_vision: bool = False
+    # How messages become the prompt: the checkpoint's chat template, or none: their content
+    # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).
+    chat_template: Literal["model", "none"] = "model"
     lora: LoraConfig = field(default_factory=LoraConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
 
@@ -129,7 +135,10 @@ class DataConfig:
     max_image_pixels: int = 89_478_485  # an image whose header states more is refused (PIL's default limit)
     strict: bool = False  # a bad record stops the run instead of being reported and skipped
     limit: int = 0  # use only the first N records (0: all)
-    synthetic: bool = False  # write the task's synthetic dataset at `train` / `eval` when missing
+    # Write the task's synthetic dataset at `train` / `eval` when missing, but only at the paths
+    # stated where this key is set (the same config file, or the same command line): never at a
+    # path given elsewhere, where a typo would fill a folder with synthetic scenes.
+    synthetic: bool = False
     synthetic_train_size: int = 512
     synthetic_eval_size: int = 128
     synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
@@ -145,7 +154,10 @@ class DataConfig:
 @dataclass
 class TaskConfig:
     name: str = "refcoco"
-    rewards: dict[str, float] = field(default_factory=dict)  # component -> weight; empty: the task's defaults
+    # Component -> weight; empty: the task's defaults. A key FILE.py:FUNCTION or package.module:FUNCTION
+    # is a reward function of yours (fn(completions, samples) -> list[float]), logged as reward/FUNCTION;
+    # keys that are only such functions add to the task's defaults.
+    rewards: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # task variants, validated by the task
 
 
@@ -252,6 +264,20 @@ class LengthControlConfig:
 
 
 @dataclass
+class DifficultyConfig:
+    """UniVG-R1's difficulty-aware weighting (vlrl/algos/difficulty.py): each group's policy term,
+    not the KL, times phi of the group's mean `reward` component (its mIoU)."""
+
+    weighting: Literal["none", "exp", "power", "log"] = "none"  # UniVG-R1's miou_adjust_math; its run: exp
+    reward: str = ""  # the task's reward component whose group mean is the difficulty (UniVG-R1: the IoU)
+    power: float = 1.0  # power's exponent (UniVG-R1's miou_weight)
+
+    def validate(self, key: str) -> None:
+        if self.weighting != "none" and not self.reward:
+            raise ConfigError(f"config: {key}.weighting={self.weighting} needs {key}.reward (a reward component)")
+
+
+@dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
     advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
@@ -293,6 +319,7 @@ class AlgoConfig:
     trust: TrustConfig = field(default_factory=TrustConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
+    difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
@@ -309,6 +336,7 @@ class AlgoConfig:
         self.rollout_correction.validate(f"{key}.rollout_correction")
         self.trust.validate(f"{key}.trust")
         self.length_control.validate(f"{key}.length_control")
+        self.difficulty.validate(f"{key}.difficulty")
 
 
 # lmms-eval's `--reasoning_tags` default (lmms_eval/__main__.py @ 75571cf, PyPI 0.7.3): the blocks its
@@ -399,6 +427,23 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     # Cold-start SFT (`vlrl sft`): the same machinery, its own schedule and run directory.
     sft: TrainerConfig = field(default_factory=lambda: TrainerConfig(output_dir="runs/sft", lr=1e-5, steps=500))
+    # Not a key: where load_config read each key ("the command line" or a config file), for the
+    # rules that depend on it (synthetic data is written only at the paths of its own source).
+    origins: ClassVar[dict[str, str]] = {}
+
+    def origin(self, key: str) -> str | None:
+        """The config file (or "the command line") that set `key` (dotted; a list is one key)."""
+        return self.origins.get(key)
+
+    def where(self, key: str) -> str:
+        """Where `key` was set, for messages: "on the command line", "in FILE" or "by default"."""
+        origin = self.origin(key)
+        return "by default" if origin is None else "on the command line" if origin == COMMAND_LINE else f"in {origin}"
+
+    def writes_synthetic(self, key: str) -> bool:
+        """Whether the data path under `key` may be filled with synthetic data: data.synthetic is
+        on and the path was stated by the same source that turned it on."""
+        return self.data.synthetic and self.origin(key) == self.origin("data.synthetic")
 
     def validate(self) -> Config:
         """Each section checks itself (types and allowed values were checked while building);
@@ -463,6 +508,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return build(tp, value, prefix=f"{key}.")
     if origin is list:
         (item_tp,) = get_args(tp)
+        if isinstance(value, (str, int, float, bool)):  # report_to=tensorboard: a list of one
+            value = [value]
         if not isinstance(value, list):
             raise ConfigError(f"config: {key} expects a list, got {value!r}")
         return [_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value)]
@@ -563,6 +610,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"config override {text!r} must look like key.sub=value")
     key, raw = text.split("=", 1)
     parts = key.strip().split(".")
+    if "rewards" in parts[:-1]:  # a reward's name may hold dots: task.rewards.my_reward.py:fn=1
+        at = parts.index("rewards") + 1
+        parts = [*parts[:at], ".".join(parts[at:])]
     if not all(parts):
         raise ConfigError(f"config override {text!r} has an empty key part")
     try:
@@ -608,14 +658,18 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_config_file(path: str | Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+def read_config_file(
+    path: str | Path, chain: tuple[Path, ...] = (), origins: dict[str, str] | None = None
+) -> dict[str, Any]:
     """A config file with its `extends: other.yaml` chain resolved (the path relative to the
-    file), so that variants of a recipe state only what differs from it."""
+    file), so that variants of a recipe state only what differs from it. `origins` gets the
+    file that set each key (dotted)."""
     path = Path(path)
     data = read_yaml(path)
-    if "extends" not in data:
+    parent = data.pop("extends", None)
+    if parent is None:
+        _record(origins, data, str(path))
         return data
-    parent = data.pop("extends")
     if not isinstance(parent, str) or not parent:
         raise ConfigError(f"config file {path}: extends expects a file name, got {parent!r}")
     parent_path = path.parent / parent
@@ -625,7 +679,17 @@ def read_config_file(path: str | Path, chain: tuple[Path, ...] = ()) -> dict[str
         raise ConfigError(f"config file {path}: extends {parent} makes a cycle: {cycle}")
     if not parent_path.is_file():
         raise ConfigError(f"config file {path}: extends {parent}, but {parent_path} does not exist")
-    return merge(read_config_file(parent_path, chain), data)
+    merged = merge(read_config_file(parent_path, chain, origins), data)
+    _record(origins, data, str(path))
+    return merged
+
+
+COMMAND_LINE = "the command line"
+
+
+def _record(origins: dict[str, str] | None, tree: dict[str, Any], origin: str) -> None:
+    if origins is not None:
+        origins.update(dict.fromkeys(dotted(tree), origin))
 
 
 def load_config(
@@ -635,10 +699,17 @@ def load_config(
 ) -> Config:
     """Defaults <- YAML file (and the files it extends) <- `preset` (dotted keys set by command
     line flags) <- overrides."""
-    tree: dict[str, Any] = read_config_file(path) if path else {}
-    for dotted, value in (preset or {}).items():
-        _set_path(tree, dotted.split("."), value)
+    origins: dict[str, str] = {}
+    tree: dict[str, Any] = read_config_file(path, origins=origins) if path else {}
+    given: dict[str, Any] = {}  # what the command line set
+    for key, value in (preset or {}).items():
+        _set_path(tree, key.split("."), value)
+        _set_path(given, key.split("."), value)
     for text in overrides:
         parts, value = parse_override(text)
         _set_path(tree, parts, value)
-    return build(Config, tree).validate()
+        _set_path(given, parts, value)
+    _record(origins, given, COMMAND_LINE)
+    cfg = build(Config, tree)
+    cfg.origins = origins
+    return cfg.validate()

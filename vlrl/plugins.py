@@ -45,7 +45,11 @@ def import_object(spec: str) -> object:
             module_spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(module_spec)
             sys.modules[module_name] = module
-            module_spec.loader.exec_module(module)
+            try:
+                module_spec.loader.exec_module(module)
+            except BaseException:  # a file that fails to run is not kept half-imported
+                del sys.modules[module_name]
+                raise
         module = sys.modules[module_name]
     else:
         try:

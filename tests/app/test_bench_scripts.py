@@ -34,6 +34,11 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25):
     assert report["median_step_s"] >= report["median_rollout_s"] > 0
     assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
     assert report["rollout_tokens_per_s"] >= report["end_to_end_tokens_per_s"] > 0
+    # the HF engine's decoding: step 2's only (step 1 is warm-up), at most 7 forwards of 4 rows
+    assert 0 < report["decoding_steps"] <= 7 and report["ms_per_decoding_step"] > 0
+    assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
+    assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
+    assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 
 def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):
@@ -94,3 +99,42 @@ def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_
         and row["activations"]["micro_batches"] > 0
     )
     assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]
+
+
+def test_trls_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(tiny_qwen25, tmp_path):
+    """At Qwen2.5-VL-3B's pixel limits the synthetic images give prompts of different lengths,
+    so TRL's batch is padded: given a right-padding processor, TRL's forward shifted the image
+    token types against the attention mask and Qwen2.5-VL's get_rope_index failed (issue 23;
+    docs/gpu.md). The tiny model at the 3B shape's max_pixels reproduces it on CPU."""
+    import argparse
+    import importlib.util
+
+    from tasks.refcoco import RefCOCO
+    from vlrl.models.tiny import SHAPES
+
+    spec = importlib.util.spec_from_file_location("step_vs_trl", ROOT / "bench" / "step_vs_trl.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(device="cpu", prompts=4, generations=2, max_new_tokens=4, seed=0)
+    data = tmp_path / "train.json"
+    RefCOCO().synthesize(data, 8, 0)
+    times, lengths = bench.run_trl(
+        bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 1, tmp_path / "trl"
+    )
+    assert len(times) == 1 and lengths[0] > 0
+
+
+def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import update_memory
+
+    assert update_memory.main(["--budgets", "200", "--completion", "16", "--hidden", "64"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["vocabulary"] == 151936 and [(r["mode"], r["budget"]) for r in report["rows"]] == [
+        ("chunked", 200),
+        ("full", 200),
+    ]
+    for row in report["rows"]:
+        assert "error" not in row, row
+        assert row["tokens"] <= 200 and row["completions"] >= 1 and row["peak_mb"] > 0 and row["seconds"] > 0
+    assert [r["chunk_tokens"] for r in report["rows"]] == [1024, 0]

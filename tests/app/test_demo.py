@@ -18,6 +18,7 @@ def small(tmp_path: Path) -> list[str]:
     return [
         f"data.train={tmp_path / 'data' / 'train.json'}",
         f"data.eval={tmp_path / 'data' / 'val.json'}",
+        "data.synthetic=true",  # synthetic data at paths of the command line: asked for there
         "data.synthetic_train_size=8",
         "data.synthetic_eval_size=4",
         "sft.steps=3",
@@ -33,7 +34,7 @@ def small(tmp_path: Path) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("name", ["refcoco", "counting"])
+@pytest.mark.parametrize("name", ["refcoco", "counting", "math_vqa"])
 def test_the_demo_pipeline_runs_end_to_end(name, tmp_path, tiny_qwen25, capsys):
     out = tmp_path / "demo"
     config = ROOT / "configs" / "demo" / f"{name}.yaml"
@@ -60,6 +61,7 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
                 str(out),
                 f"data.train={tmp_path / 'train.json'}",
                 f"data.eval={tmp_path / 'val.json'}",
+                "data.synthetic=true",
             ]
         )
         == 0
@@ -78,7 +80,7 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
 def test_the_counting_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
     out = tmp_path / "demo"
     config = str(ROOT / "configs" / "demo" / "counting.yaml")
-    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}"]
+    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]
     assert main(["--config", config, "--seed", "0", "--out", str(out), *data]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
@@ -89,4 +91,20 @@ def test_the_counting_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
     assert before["accuracy"] < 0.2
     assert after["accuracy"] - before["accuracy"] > 0.38
     assert after["mae"] < before["mae"] - 0.3
+    assert after["format_rate"] >= 0.95
+
+
+@pytest.mark.slow
+def test_the_math_vqa_demo_shows_rl_improving_the_held_out_accuracy(tmp_path):
+    out = tmp_path / "demo"
+    config = str(ROOT / "configs" / "demo" / "math_vqa.yaml")
+    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}"]
+    assert main(["--config", config, "--seed", "0", "--out", str(out), *data]) == 0
+    summary = json.loads((out / "demo_summary.json").read_text())
+    before, after = summary["before"], summary["after"]
+    # The cold start's teacher states every sum one too high, so the SFT start is below 0.1;
+    # seeds 0-2 gained +0.625 to +0.688 accuracy (mean 0.654, standard deviation 0.032,
+    # docs/demo.md): the bound sits 3 standard deviations below the mean.
+    assert before["accuracy"] < 0.2
+    assert after["accuracy"] - before["accuracy"] > 0.55
     assert after["format_rate"] >= 0.95

@@ -75,7 +75,14 @@ def test_commands_that_load_a_model_say_how_to_get_one_when_model_path_is_unset(
 def test_unknown_task_and_reward_names_list_the_choices(capsys):
     assert main(["train", "--task", "nonsense", "model.path=tiny:qwen2_5_vl"]) == 2
     out = capsys.readouterr().out
-    assert "is not a registered task; available: " in out and "refcoco" in out.split("available:")[1]
+    assert "is not a registered task; training tasks: " in out and "refcoco" in out.split("training tasks:")[1]
+    assert "did you mean" not in out
+    # the training tasks are listed, the eval-only benchmarks only counted
+    assert "refcoco_bbox_rec_val" not in out and "evaluation-only benchmarks (`vlrl tasks list` names them)" in out
+    assert main(["train", "--task", "refcocoo", "model.path=tiny:qwen2_5_vl"]) == 2
+    assert "task.name 'refcocoo' is not a registered task; did you mean 'refcoco'" in capsys.readouterr().out
+    assert main(["eval", "--task", "refcoco_bbox_rec_vall", "--model", "tiny:qwen2_5_vl"]) == 2
+    assert "did you mean 'refcoco_bbox_rec_val'" in capsys.readouterr().out
     assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.rewards={iuo: 1}"]) == 2
     out = capsys.readouterr().out
     assert "task.rewards.iuo" in out and "available:" in out and "iou" in out

@@ -15,7 +15,7 @@ from vlrl.tasking.registry import builtin_training_tasks, task_class
 ROOT = Path(__file__).resolve().parents[2]
 
 
-PLOTTED_RL_TOPICS = ("rewards", "accuracy", "lengths", "kl_entropy", "loss", "eval")
+PLOTTED_RL_TOPICS = ("headline", "rewards", "lengths", "kl_entropy", "loss", "time", "eval")
 
 
 @pytest.mark.parametrize("name", sorted(builtin_training_tasks()))
@@ -97,13 +97,19 @@ def test_eval_during_training_and_plots(tmp_path, rec_data, tiny_qwen25, capsys)
     assert main(["train", "--task", "refcoco", *[f"{k}={v}" for k, v in overrides.items()]]) == 0
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert ["eval/acc@0.5" in r for r in rows] == [False, True, True]  # every 2 steps, and at the end
-    capsys.readouterr()
+    # Each held-out evaluation prints one line of the task's headline metrics (stdout is no terminal here).
+    held_out = [line for line in capsys.readouterr().out.splitlines() if line.startswith("held-out")]
+    assert [line.split(" | ")[0] for line in held_out] == ["held-out step 2", "held-out step 3"]
+    for line, row in zip(held_out, rows[1:], strict=True):
+        shown = dict(part.rsplit(" ", 1) for part in line.split(" | ")[2:])
+        assert list(shown) == ["acc@0.5", "mean_iou", "format_rate", "reward"]  # refcoco's headline, then the reward
+        assert all(float(value) == pytest.approx(row[f"eval/{k}"], abs=1e-4) for k, value in shown.items())
     assert main(["plot", str(run_dir)]) == 0
-    printed = capsys.readouterr().out
-    for topic in ("rewards", "lengths", "kl_entropy", "loss", "eval"):
-        png = run_dir / "plots" / f"rl_{topic}.png"
-        assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG" and str(png) in printed
-    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == sorted(f"rl_{t}.png" for t in PLOTTED_RL_TOPICS)
+    printed = capsys.readouterr().out.splitlines()
+    written = [run_dir / "plots" / f"rl_{topic}.png" for topic in PLOTTED_RL_TOPICS]
+    assert printed == [f"wrote {png}" for png in written]  # the headline first
+    assert all(png.read_bytes()[:4] == b"\x89PNG" for png in written)
+    assert sorted(p.name for p in (run_dir / "plots").iterdir()) == sorted(png.name for png in written)
 
 
 def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny_qwen25, capsys, monkeypatch):
@@ -183,3 +189,35 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     assert "warning: A and B were evaluated with different settings" in out
     assert "model.max_pixels: 12544 vs 50176" in out and "eval.temperature: 0.0 vs 1.0" in out
     assert "max new tokens: 48 vs 1024" in out and "sampling seed (trainer.seed): - vs 42" in out
+
+
+def test_shards_are_whole_batches_in_order_and_cover_every_sample():
+    from vlrl.eval.harness import shard
+    from vlrl.parallel.distributed import Processes
+
+    for n, batch, world in [(7, 2, 2), (16, 8, 2), (5, 8, 4), (0, 4, 2), (33, 4, 3)]:
+        parts = [shard(n, batch, Processes(rank, world)) for rank in range(world)]
+        assert [i for part in parts for i in part] == list(range(n))  # gathered in process order: the order
+        assert all(part.start % batch == 0 for part in parts if part)  # each batch is one process's
+
+
+def test_eval_under_torchrun_shares_the_samples_and_writes_the_single_process_results(tmp_path, tiny_qwen25):
+    from tests.parallel.test_distributed import torchrun
+
+    data = tmp_path / "val.json"
+    task_class("refcoco")().synthesize(data, 7, seed=3)
+    args = ["--task", f"refcoco={data}", "--model", "tiny:qwen2_5_vl", "--batch-size", "2",
+            "model.max_pixels=12544", "eval.max_new_tokens=10", "trainer.progress=false"]  # fmt: skip
+    assert main(["eval", *args, "--out", str(tmp_path / "one")]) == 0
+    two = torchrun(["-m", "vlrl.cli", "eval", *args, "--out", str(tmp_path / "two")], tmp_path)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert two.stdout.count("results:") == 1  # process 0 writes and says so
+    timing = ("date", "total_evaluation_time_seconds", "samples_per_second")
+
+    def results(name: str) -> dict:
+        return {k: v for k, v in json.loads((tmp_path / name / "results.json").read_text()).items() if k not in timing}
+
+    assert results("two") == results("one") and results("one")["n-samples"]["refcoco"]["effective"] == 7
+    assert (
+        samples_path(tmp_path / "two", "refcoco").read_text() == samples_path(tmp_path / "one", "refcoco").read_text()
+    )

@@ -115,7 +115,7 @@ def test_a_short_demo_run_keeps_its_numbers(tmp_path, monkeypatch):
 
     config = Path(__file__).resolve().parents[2] / "configs" / "demo" / "refcoco.yaml"
     common = ["--config", str(config), f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}",
-              "data.synthetic_train_size=8", "eval.every=0", "trainer.progress=false", "sft.progress=false"]  # fmt: skip
+              "data.synthetic=true", "data.synthetic_train_size=8", "eval.every=0", "trainer.progress=false", "sft.progress=false"]  # fmt: skip
     assert main(["sft", *common, f"sft.output_dir={tmp_path / 'sft'}", "sft.steps=3", "sft.prompts_per_step=2"]) == 0
     assert main(["train", *common, f"trainer.output_dir={tmp_path / 'rl'}", "trainer.steps=3",
                  "trainer.prompts_per_step=2", "rollout.num_generations=4", "rollout.max_new_tokens=16"]) == 0  # fmt: skip

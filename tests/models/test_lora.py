@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -99,7 +100,7 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
 
 
 def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model(
-    tmp_path, rec_data, tiny_qwen25
+    tmp_path, rec_data, tiny_qwen25, capsys
 ):
     from tests.trainer.test_sft import sft_overrides
     from vlrl.trainer.sft import train_sft
@@ -136,11 +137,101 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
     # transformers loads without PEFT, equal to the merge vlrl itself loads.
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    capsys.readouterr()
     assert main(["export", str(rl_checkpoint), str(tmp_path / "exported")]) == 0
+    assert "(LoRA adapters merged into their base)" in capsys.readouterr().out
     assert not (tmp_path / "exported" / "adapter_config.json").exists()
+    full = tmp_path / "rl-0" / "checkpoints" / "step-0000002"  # a full checkpoint has no adapters to merge
+    assert main(["export", str(full), str(tmp_path / "exported-full")]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote the full model of {full} to {tmp_path / 'exported-full'}"
     exported = AutoModelForImageTextToText.from_pretrained(tmp_path / "exported")
     merged = dict(pretrained(model_cfg, str(rl_checkpoint)).named_parameters())
     assert all(torch.equal(w, merged[n]) for n, w in exported.named_parameters())
     assert any(not torch.equal(w, sft_model[n]) for n, w in exported.named_parameters())  # the RL adapter is in it
     processor = AutoProcessor.from_pretrained(tmp_path / "exported")
     assert processor.chat_template == AutoProcessor.from_pretrained(rl_checkpoint).chat_template is not None
+
+
+def adapted_model(rec_data, dtype: str):
+    """The tiny Qwen2.5-VL with a LoRA adapter that moves it (B drawn, not zero), its processor
+    and two image prompts."""
+    from tasks.refcoco import RefCOCO
+    from vlrl.data.records import load_split
+    from vlrl.models.loading import frame_spec, load_processor
+    from vlrl.models.prompting import render_prompt
+
+    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", f"model.dtype={dtype}", "model.lora.r=4"]).model
+    model = load_model(cfg).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    processor = load_processor(cfg)
+    samples = load_split(rec_data, RefCOCO().build_sample, frame_spec(cfg)).samples[:2]
+    return model, processor, [render_prompt(processor, RefCOCO().messages(s), s, cfg) for s in samples]
+
+
+def test_lora_decodes_merged_as_the_unmerged_policy_samples_and_its_weights_stay_bit_identical(rec_data, tiny_qwen25):
+    from vlrl.rollout import SamplingParams
+    from vlrl.rollout.hf import HFEngine, HFOptions
+
+    model, processor, prompts = adapted_model(rec_data, "float32")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    params = SamplingParams(n=3, max_new_tokens=12, temperature=1.0)
+    merged_engine = HFEngine(model, processor.tokenizer, options=HFOptions(merge_lora=True))
+    assert merged_engine.lora is not None and not merged_engine.exact_logprobs
+
+    calls = []
+    import peft.tuners.lora as peft_lora
+
+    original = peft_lora.Linear.forward
+    peft_lora.Linear.forward = lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    try:
+        merged = merged_engine.generate(prompts, params, torch.Generator().manual_seed(4))
+        assert not calls  # no adapter product ran: every adapted layer computed with its merged copy
+        unmerged = HFEngine(model, processor.tokenizer, options=HFOptions(merge_lora=False)).generate(
+            prompts, params, torch.Generator().manual_seed(4)
+        )
+        assert calls  # the unmerged policy: PEFT's layers, A then B
+    finally:
+        peft_lora.Linear.forward = original
+    got = [c for g in merged for c in g.completions]
+    want = [c for g in unmerged for c in g.completions]
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+    for c, w in zip(got, want, strict=True):  # float32: the merge rounds once per weight
+        torch.testing.assert_close(torch.tensor(c.logprobs), torch.tensor(w.logprobs), rtol=0, atol=1e-5)
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # nothing written
+    assert not any("forward" in vars(m) for m in model.modules())  # the layers' own forward is back
+    assert merged_engine.lora.copies  # kept for the next rollout (a CUDA graph reads them)...
+    merged_engine.sleep()
+    assert not merged_engine.lora.copies  # ...until the engine sleeps
+
+
+def test_merging_in_place_in_bf16_would_not_give_the_weights_back(rec_data, tiny_qwen25):
+    """Why vlrl merges out of place: PEFT's merge_adapter then unmerge_adapter rounds bf16 weights."""
+    model, _, _ = adapted_model(rec_data, "bfloat16")
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if "base_layer" in n}
+    model.merge_adapter()
+    model.unmerge_adapter()
+    after = dict(model.named_parameters())
+    assert any(not torch.equal(after[n], w) for n, w in before.items())
+
+
+def test_the_trainer_measures_and_corrects_the_merged_lora_engines_log_probs(tmp_path, rec_data, tiny_qwen25):
+    """Merged decoding's log-probs are not the trainer's: with several passes over a rollout the
+    old log-probs come from a trainer forward and the difference is logged (rollout/logp_diff);
+    decoding unmerged, the rollout's own log-probs are the old ones and nothing is measured."""
+    from tests.rollout.test_rollout_seam import make_trainer, one_update
+
+    options = {"model.lora.r": 4, "algo.num_iterations": 2}
+    merged = make_trainer(tmp_path / "merged", rec_data, engine="hf", **options)
+    assert (
+        merged.updater.foreign and merged.updater.sampler is None
+    )  # the policy's log-probs, not exactly the trainer's
+    _, stats = one_update(merged)
+    assert 0 <= stats["rollout/logp_diff"] < 1e-4 and stats["rollout/is_weight"] == pytest.approx(1.0, abs=1e-3)
+    unmerged = make_trainer(tmp_path / "unmerged", rec_data, engine="hf", **options, **{"rollout.hf.merge_lora": False})
+    assert not unmerged.updater.foreign
+    _, stats = one_update(unmerged)
+    assert "rollout/logp_diff" not in stats and "rollout/is_weight" not in stats

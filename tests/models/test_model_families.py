@@ -20,6 +20,7 @@ from tasks.refcoco import QWEN3_REC_TEMPLATE, VLM_R1_REC_TEMPLATE
 from tasks.video_qa import VideoQA
 from vlrl import plugins
 from vlrl.config import ConfigError, ModelConfig, TaskConfig, VideoConfig
+from vlrl.data.stream import MixtureStream
 from vlrl.models.base import ModelFamily
 from vlrl.models.families import family_class, family_names, model_family, tiny_builds
 from vlrl.models.loading import checkpoint_path, frame_kind, frame_spec, load_processor
@@ -265,7 +266,13 @@ def test_grounding_prompts_follow_the_family_and_task_options_override_them(task
     )
 
 
-MIXTURE_SEED = 2  # its first 22 draws of the 11 tasks (equal weights) hold every task
+def mixture_seed(tasks: int, draws: int) -> int:
+    """The first seed whose first `draws` prompts of an equal-weight mixture of `tasks` hold every task."""
+    return next(
+        seed
+        for seed in range(10_000)
+        if {source for source, _ in MixtureStream([1] * tasks, [1.0] * tasks, seed).take(draws)} == set(range(tasks))
+    )
 
 
 @pytest.mark.parametrize("name", sorted(family_names()))
@@ -273,6 +280,8 @@ def test_every_family_takes_an_sft_step_an_rl_step_and_evaluates_every_task(name
     from vlrl.cli import main
 
     tasks = sorted(builtin_training_tasks())
+    prompts = 2 * len(tasks)
+    seed = mixture_seed(len(tasks), prompts)
     config = {
         "extends": str(ROOT / "configs" / "demo" / "base.yaml"),
         "model": {
@@ -285,15 +294,15 @@ def test_every_family_takes_an_sft_step_an_rl_step_and_evaluates_every_task(name
         "eval": {"every": 1, "limit": 2, "max_new_tokens": 8},
         "trainer": {
             "steps": 1,
-            "prompts_per_step": 22,
-            "seed": MIXTURE_SEED,
+            "prompts_per_step": prompts,
+            "seed": seed,
             "progress": False,
             "output_dir": str(tmp_path / "rl"),
         },
         "sft": {
             "steps": 1,
-            "prompts_per_step": 22,
-            "seed": MIXTURE_SEED,
+            "prompts_per_step": prompts,
+            "seed": seed,
             "progress": False,
             "output_dir": str(tmp_path / "sft"),
         },

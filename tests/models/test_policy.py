@@ -1,6 +1,7 @@
 """The shared-prefix forward equals G independent full forwards (values and gradients), and the
 rollout engine samples what the policy says, never vision tokens: for every model family, on a
-batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states)."""
+batch of image prompts and a video prompt (Qwen3.5's cache holds linear-attention states), and
+on text-only prompts, alone and beside them (LMM-R1's text-only samples)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,21 @@ from vlrl.data.records import load_split
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names
 from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
-from vlrl.models.policy import completion_logprobs
+from vlrl.models.policy import SamplingFilter, completion_logprobs
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
-from vlrl.rollout.hf import HFEngine, sample_categorical
+from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.hf import HFEngine
 from vlrl.trainer.batch import RolloutBatch, rows_logprobs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
-def setup(request, rec_data, video_qa_data):
+def family_setup(family: str, rec_data, video_qa_data):
+    """The tiny float32 model of `family`, its processor, and two image prompts and a video one."""
     video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
-    cfg = ModelConfig(
-        path=f"tiny:{request.param}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video
-    )
+    cfg = ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
     task = RefCOCO()
@@ -40,6 +40,11 @@ def setup(request, rec_data, video_qa_data):
     clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
     prompts.append(render_prompt(processor, VideoQA().messages(clip), clip, cfg))  # images and a video in one batch
     return model, processor, prompts
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    return family_setup(request.param, rec_data, video_qa_data)
 
 
 def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
@@ -131,6 +136,67 @@ def test_rollout_logprobs_equal_the_training_forward(setup):
     torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
 
 
+def _text_only_prompt(model, processor):
+    """A prompt with no image (LMM-R1's text-only samples), rendered for the model's family."""
+    from vlrl.data.sample import Sample
+
+    cfg = ModelConfig(
+        path=f"tiny:{family_of_model(model).name}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS
+    )
+    sample = Sample(id="text", task="math_vqa", problem="What is 3 plus 2?", solution="5")
+    messages = [{"role": "user", "content": [{"type": "text", "text": sample.problem}]}]
+    return render_prompt(processor, messages, sample, cfg)
+
+
+def test_text_only_prompts_alone_and_beside_images_equal_full_forwards(setup):
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    text = _text_only_prompt(model, processor)
+    assert text.vision == {} and not text.mm_token_type_ids.any()
+    generator = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 300, (4, 7), generator=generator)
+    mask = torch.ones(4, 7)
+    mask[2, 5:] = 0
+    for batch_prompts, rows in (([text], torch.tensor([0, 0, 0, 0])), ([*prompts, text], torch.tensor([3, 0, 3, 2]))):
+        model.zero_grad()
+        shared = completion_logprobs(model, collate(batch_prompts, pad), rows, ids, mask).logp
+        (shared * mask).sum().backward()
+        shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad()
+        full = full_forward_logprobs(model, batch_prompts, rows, ids, mask, pad)
+        (full * mask).sum().backward()
+        full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        model.zero_grad()
+        torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
+        assert shared_grads.keys() == full_grads.keys()
+        for name in full_grads:
+            torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+    with torch.no_grad():  # the plain forward of the prompt and one completion, no cache, no rope positions given
+        plain = model(input_ids=torch.cat([text.input_ids[None], ids[:1]], dim=1)).logits[0, len(text) - 1 : -1]
+        expected = torch.log_softmax(plain.float(), -1).gather(-1, ids[0, :, None]).squeeze(-1)
+        got = completion_logprobs(model, collate([text], pad), torch.tensor([0]), ids[:1], mask[:1]).logp[0]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_text_only_prompt_samples_what_the_training_forward_scores(setup):
+    model, processor, prompts = setup
+    text = _text_only_prompt(model, processor)
+    engine = HFEngine(model, processor.tokenizer)
+    batch_prompts = [text, *prompts[:1]]
+    groups = engine.generate(
+        batch_prompts, SamplingParams(n=2, max_new_tokens=8, temperature=0.7), torch.Generator().manual_seed(2)
+    )
+    r = completion_rows(groups, engine.pad_id)
+    with torch.no_grad():
+        recomputed = completion_logprobs(
+            model, collate(batch_prompts, engine.pad_id), r.rows, r.ids, r.mask, temperature=0.7
+        ).logp
+    torch.testing.assert_close(recomputed * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
+    alone = engine.generate([text], SamplingParams(n=1, max_new_tokens=8, temperature=0.0))
+    together = engine.generate(batch_prompts, SamplingParams(n=1, max_new_tokens=8, temperature=0.0))
+    assert alone[0].completions[0].token_ids == together[0].completions[0].token_ids
+
+
 def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
     model, processor, prompts = setup
     tokenizer = processor.tokenizer
@@ -204,3 +270,44 @@ def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
     from tests.gpu.test_engine_on_gpu import greedy_equals_generate
 
     greedy_equals_generate(tiny_qwen25, rec_data, torch.device("cpu"), "float32", 24)
+
+
+def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
+    """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
+    each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
+    distribution's log-probs and every gradient are those of the full (R, T, V) logits."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    generator = torch.Generator().manual_seed(3)
+    rows = torch.tensor([0, 0, 1, 2, 2, 2])
+    ids = torch.randint(0, 300, (6, 9), generator=generator)
+    mask = torch.ones(6, 9)
+    mask[1, 4:] = 0
+    mask[3, 1:] = 0  # one token only
+    weights = torch.rand(6, 9, generator=generator) * mask
+    banned = torch.zeros(model.config.get_text_config().vocab_size, dtype=torch.bool)
+    banned[:7] = True
+    sampler = SamplingFilter(banned, top_p=0.95)
+    batch = collate(prompts, pad)
+
+    results, grads = {}, {}
+    for chunk in (5, 1000, 0):  # chunks of 5 tokens, checkpointed; all tokens in one chunk, kept; the full logits
+        model.zero_grad()
+        stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
+        (stats.logp * weights).sum().backward()
+        results[chunk] = stats
+        grads[chunk] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    with torch.no_grad():
+        no_grad = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=5)
+
+    full = results[0]
+    real = mask.bool()
+    assert full.sampled[real].isinf().any() and full.sampled[real].isfinite().any()  # filtered tokens and kept ones
+    for stats in (results[5], results[1000], no_grad):
+        for got, want in zip(stats, full, strict=True):
+            torch.testing.assert_close(got[real], want[real], rtol=1e-6, atol=1e-6)
+    assert grads[5].keys() == grads[0].keys() and any("lm_head" in n or "embed" in n for n in grads[0])
+    for chunk in (5, 1000):
+        for name, want in grads[0].items():
+            torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)

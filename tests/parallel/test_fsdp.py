@@ -88,6 +88,7 @@ def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
 SAME_AS = {
     "rl": "rl",
     "rl-torch-2.11": "rl",
+    "rl-chunks": "rl",
     "rl-recompute": "rl",
     "lora": "lora",
     "lora-offload": "lora",
@@ -108,12 +109,14 @@ def assert_same_run(sharded: dict, one: dict) -> None:
 
 
 def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, tiny_qwen25, reference):
-    # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU: the
-    # same numbers as one replicated process without either.
+    # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU, with
+    # the update's output layer scored in checkpointed chunks of 8 tokens: the same numbers as
+    # one replicated process without any of them.
     # On torch 2.11's FSDP2 too (no set_reduce_scatter_unused_params: vlrl/parallel/fsdp2.py).
     scenarios = (
         "rl-recompute",
         "rl-torch-2.11",
+        "rl-chunks",
         "lora-offload",
         "sft",
         "precision",
@@ -124,7 +127,7 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
     )
     ranks = launch(2, tmp_path, rec_data, *scenarios)
     first = ranks[0]
-    for scenario in ("rl-recompute", "rl-torch-2.11", "lora-offload", "sft", *FAMILIES):
+    for scenario in ("rl-recompute", "rl-torch-2.11", "rl-chunks", "lora-offload", "sft", *FAMILIES):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
     assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
     # LoRA's full weights are the base plus B A: PEFT's own merge of the adapter the run saved

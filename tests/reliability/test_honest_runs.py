@@ -97,3 +97,21 @@ def test_config_yaml_holds_only_the_sections_the_command_used(tmp_path, rec_data
     }
     rl = yaml.safe_load((finished_run[0] / "config.yaml").read_text())
     assert "sft" not in rl and {"trainer", "algo", "rollout"} <= set(rl)
+
+
+def test_rerunning_a_finished_run_says_so_before_loading_anything(tmp_path, finished_run, capsys, monkeypatch):
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run")  # trainer.steps=2, checkpointed at step 2
+    before = (run_dir / "metrics.jsonl").read_text()
+
+    def nothing(*args, **kwargs):
+        raise AssertionError("a finished run loaded its data or model again")
+
+    monkeypatch.setattr("vlrl.trainer.rl.task_sources", nothing)
+    monkeypatch.setattr("vlrl.trainer.run.load_model", nothing)
+    assert main(["train", *overrides]) == 0
+    out = capsys.readouterr().out
+    checkpoint = run_dir / "checkpoints" / "step-0000002"
+    assert out.startswith(f"{run_dir} already finished: its checkpoint {checkpoint} is step 2 of trainer.steps=2")
+    assert "raise trainer.steps to go on" in out and "resumed" not in out
+    assert f"checkpoint:    {checkpoint}" in out
+    assert (run_dir / "metrics.jsonl").read_text() == before

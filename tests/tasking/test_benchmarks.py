@@ -14,6 +14,7 @@ import pytest
 import torch
 from lmms_eval_reference import (
     CLI_REASONING_TAGS,
+    MathReimplementation,
     Reimplementation,
     hub_docs,
     references,
@@ -392,6 +393,14 @@ def _hostile(name: str, sample) -> list[str]:
     if method is None:
         truth = video_r1_extract_answer(sample.meta["solution"])
         return _reasoning(f"<answer>{truth}</answer>", "<answer>Z</answer>") + _reasoning(truth, "Z")
+    if method == "geometry3k":
+        return _geometry3k_responses(sample) + _reasoning("B", "C")
+    if method.endswith("_reasoning"):
+        truth = str(sample.solution)
+        return _reasoning_responses(sample) + _reasoning(f"<answer>{truth}</answer>", f"<answer>{truth}1</answer>")
+    if method.startswith("mathvista_"):
+        answer = str(sample.solution["answer"])
+        return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
              "screenspot_v2": _click_responses, "screenspot_pro": _click_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
@@ -423,8 +432,11 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
                 scored = responses  # Video-R1's evaluator strips nothing
             else:
                 reference = REFERENCES[-1]
-                _, expected = getattr(reference, method)(_docs(task, path), responses, tags)
                 scored = reference.harness(responses, tags)
+                if hasattr(MathReimplementation, method):  # process_results alone: the harness steps first
+                    _, expected = getattr(reference, method)(_docs(task, path), scored)
+                else:
+                    _, expected = getattr(reference, method)(_docs(task, path), responses, tags)
             assert {k: result.metrics[k] for k in expected} == expected, (r, responses)
             assert [line["filtered_resps"] for line in lines] == scored
             assert [line.get("resps", line["filtered_resps"]) for line in lines] == responses
@@ -535,7 +547,7 @@ def test_every_benchmark_reads_its_fixture_and_scores_any_text(name, tmp_path):
     assert task.eval_only and not task.reward_functions() and task.reward_weights == {}
     with pytest.raises(ConfigError, match="evaluation-only"):
         task.target(samples[0])
-    content = task.messages(samples[0])[0]["content"]
+    content = task.messages(samples[0])[-1]["content"]  # the user's turn (after a system prompt, if any)
     assert [part["type"] for part in content if part["type"] != "text"] in (["image"], ["video"])
     junk = ["", "]]]]{{{", "<answer>" * 50, "1" * 5000, "[1e309, 2, 3, 4] NaN -0 ０.５"]
     for text in junk:
@@ -630,3 +642,89 @@ def test_generation_length_is_the_benchmarks_unless_the_config_sets_one():
                        "video_r1_vsibench": 1024, "refcoco_bbox_rec_val": 300, "refcoco": 300}  # fmt: skip
     cfg.eval.max_new_tokens = 7
     assert sampling_params(EvalSettings.of(cfg), make_task(TaskConfig(name="countbench"))).max_new_tokens == 7
+
+
+# -- math: MathVista (judge-free), the reasoning tasks, Geometry3K ---------------------------------------
+
+
+def _mathvista_responses(sample):
+    doc = sample.solution if isinstance(sample.solution, dict) else {}
+    answer = str(doc.get("answer", sample.solution))
+    return [answer, f" {answer} ", "(B)", "B", f"The answer is {answer}.", "", "14.0", "3", "1.45", "0.5", "2.0"]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["mathvista_testmini_cot", "mathvista_testmini_solution", "mathvista_testmini_format"])
+def test_mathvista_without_its_judge_equals_lmms_eval(name, reference, tmp_path):
+    if not hasattr(reference, name):
+        pytest.skip(f"{reference.name} asks a GPT judge for {name}")
+    task, samples, path = _load(name, tmp_path, size=9, seed=3)
+    docs = _docs(task, path)
+    for responses in _rounds(_mathvista_responses, samples):
+        prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+
+
+def test_mathvista_float_questions_are_never_right_as_lmms_eval_rounds_them(tmp_path):
+    task, samples, _ = _load("mathvista_testmini_format", tmp_path, size=9, seed=3)
+    floats = [s for s in samples if s.solution["answer_type"] == "float"]
+    assert floats and task.metrics(floats, [s.solution["answer"] for s in floats])["llm_as_judge_eval"] == 0.0
+    integers = [s for s in samples if s.solution["answer_type"] == "integer"]
+    assert task.metrics(integers, [s.solution["answer"] for s in integers])["llm_as_judge_eval"] == 100.0
+
+
+def _reasoning_responses(sample):
+    truth = str(sample.solution)
+    return [
+        f"<think>r</think><answer>{truth}</answer>",
+        f"<think>r</think><answer>({truth}) x</answer>",
+        f"The answer is \\boxed{{{truth}}}.",
+        f"so it is {truth}.",
+        "<think>r</think><answer>$\\frac{1}{2}$</answer>",
+        "<answer>Dark green</answer>",
+        "no answer at all",
+        f"{'x' * 60} = {truth}",
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("name", ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning"])
+def test_math_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
+    pytest.importorskip("math_verify")
+    if not hasattr(reference, name):
+        pytest.skip(f"{reference.name} has no {name}")
+    task, samples, path = _load(name, tmp_path, size=6, seed=4)
+    docs = _docs(task, path)
+    for responses in _rounds(_reasoning_responses, samples):
+        prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+    assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": task.system}]}
+
+
+def _geometry3k_responses(sample):
+    choices = sample.solution["choices"]
+    return ["B", "b", "(B)", "B.", "Answer: B", "The answer is B", f"B. {choices[1]}", choices[1], choices[3],
+            "The answer is B, not a", "Answer: C. Because B is wrong", "I think it is D) no, B", "E", ""]  # fmt: skip
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+def test_geometry3k_equals_lmms_eval(reference, tmp_path):
+    task, samples, path = _load("geometry3k", tmp_path, size=6, seed=2)
+    docs = _docs(task, path)
+    for responses in _rounds(_geometry3k_responses, samples):
+        prompts, expected = reference.geometry3k(docs, reference.harness(responses))
+        assert [s.problem for s in samples] == prompts
+        _assert_same(task, samples, responses, expected)
+
+
+def test_geometry3k_reads_letters_as_lmms_eval_does():
+    from tasks.benchmarks.math import geometry3k_letter
+
+    choices = ["3", "6", "9", "12"]
+    read = {
+        r: geometry3k_letter(r, choices)
+        for r in ["6", "12", "13", "The answer is B, not a", "Since AB = 6, x = 6", "E"]
+    }
+    assert read == {"6": "B", "12": "D", "13": "A", "The answer is B, not a": "A", "Since AB = 6, x = 6": "B", "E": ""}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
@@ -22,6 +23,21 @@ TOY = Path(__file__).parent.parent / "fixtures" / "toy_task.py"
 def test_tasks_list_shows_the_built_in_tasks(capsys):
     assert main(["tasks", "list"]) == 0
     assert "refcoco" in capsys.readouterr().out
+
+
+def test_tasks_list_shows_every_name_whole_with_the_benchmarks_apart(capsys):
+    """Names are what one copies into --task: never cut, also in an 80-column pipe."""
+    from vlrl.tasking.benchmark import Benchmark
+    from vlrl.tasking.registry import registered_tasks
+
+    assert main(["tasks", "list"]) == 0
+    training, _, benchmarks = capsys.readouterr().out.partition("benchmarks, evaluation only")
+    assert "…" not in training + benchmarks
+    for r in registered_tasks():
+        if r.builtin and r.alias:
+            continue  # listed beside its task
+        part = benchmarks if issubclass(r.cls, Benchmark) else training
+        assert re.search(rf"│ {re.escape(r.name)} +│", part), r.name
 
 
 def test_listing_tasks_and_showing_a_config_import_neither_torch_nor_transformers():

@@ -23,8 +23,10 @@ def test_demo_config_trains_a_few_steps(name, tmp_path, tiny_qwen25):
         config,
         [
             f"data.train={tmp_path / 'data' / ('train' + suffix)}",
+            f"data.eval={tmp_path / 'data' / ('val' + suffix)}",  # not the demo's own: nothing is written there
             "data.synthetic=true",
             "data.synthetic_train_size=6",
+            "data.synthetic_eval_size=2",
             f"trainer.output_dir={tmp_path / 'run'}",
             "trainer.steps=2",
             "trainer.prompts_per_step=2",

@@ -180,6 +180,13 @@ def test_a_missing_tracker_package_is_named_with_how_to_install_it(
     assert f"trainer.report_to names '{name}'" in out and f"pip install 'vlrl[{name}]'" in out
 
 
+def test_sample_tables_show_the_prompt_and_target_when_the_rows_have_them():
+    rows = [{**row, "prompt": "Where is the red square?", "target": [1, 2, 3, 4]} for row in SAMPLES]
+    columns, data = trackers.sample_table(rows)
+    assert columns == ["id", "prompt", "target", "completion", "reward", "format", "iou"]
+    assert data[0][:3] == ["r7", "Where is the red square?", "[1, 2, 3, 4]"]
+
+
 def test_report_to_names_only_known_trackers():
     with pytest.raises(
         ConfigError, match=r"trainer.report_to\[1\] must be one of 'jsonl', 'tensorboard', 'wandb', 'mlflow'"

@@ -55,7 +55,28 @@ def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwe
     after = load_file(run_dir / "checkpoints" / "step-0000003" / "model.safetensors")
     changed = [name for name in before if not torch.equal(before[name], after[name])]
     assert any(n.startswith("model.layers") for n in changed) and any(n.startswith("visual.") for n in changed)
-    assert (run_dir / "samples.jsonl").read_text().strip()
+    # samples.jsonl: a group's completions with what they answered, as TRL's completions table
+    lines = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    records = {str(i): r for i, r in enumerate(json.loads(rec_data.read_text()))}
+    first = lines[0]
+    assert {
+        "step",
+        "id",
+        "prompt",
+        "images",
+        "target",
+        "completion",
+        "rewards",
+        "reward",
+        "accuracy",
+        "advantage",
+    } <= first.keys()
+    assert (
+        records[first["id"]]["normal_caption"] in first["prompt"]
+        and first["target"] == records[first["id"]]["solution"]
+    )
+    assert [Path(p).name for p in first["images"]] == [Path(records[first["id"]]["image"]).name]
+    assert all(Path(p).is_file() for p in first["images"])
 
 
 def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25):

@@ -171,7 +171,7 @@ def test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_rewa
     assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-7)  # the policy is still the reference
     assert rows[1]["kl"] > 1e-3
     for r in rows:
-        assert r["accuracy"] == 1.0
+        assert r["correct_frac"] == 1.0  # what the advantages count as correct (algo.accuracy_reward)
         assert r["loss"] == pytest.approx(-1.0 + 0.5 * r["kl"], abs=1e-6)  # token mean of -A + beta kl
         # DAPO from L_max - 9 = 1 token: (1 - L) / 9 * 2 on every completion (all have 1..10 tokens).
         assert r["reward/overlong"] == pytest.approx(-2.0 * (r["completion_length"] - 1) / 9, abs=1e-6)
@@ -188,7 +188,7 @@ def test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_sched
     }
     rows = run(tmp_path, rec_data, task=HALF, **NONE_CORRECT, **options, **schedule)
     for r in rows:
-        assert r["accuracy"] == 0.0 and r["truncated_frac"] > 0
+        assert r["correct_frac"] == 0.0 and r["truncated_frac"] > 0
         # A = -1: kept tokens / (rows x L_max); a truncated row holds L_max tokens, none kept.
         assert r["loss"] == pytest.approx(r["completion_length"] / 4 - r["truncated_frac"], abs=1e-6)
     # The lr logged after optimizer step s (0-based schedule position s): warmup (s + 1) / 2 for
@@ -200,7 +200,7 @@ def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_p
     options = {"algo.beta": 0.0, "algo.top_entropy_fraction": 0.2, "algo.aggregation": "token_mean"}
     (r,) = run(tmp_path, rec_data, task=HALF, **{**ALL_CORRECT, "algo.accuracy_threshold": 0.6}, **options,
                **{"trainer.steps": 1, "trainer.max_grad_norm": 1e-12})  # fmt: skip
-    assert r["accuracy"] == 0.0  # 0.5 < 0.6: A = -1
+    assert r["correct_frac"] == 0.0  # 0.5 < 0.6: A = -1
     tokens = round(r["completion_length"] * 8)
     assert abs(r["loss"] - 0.2) <= 2 / tokens  # the top 20% of tokens by entropy, A = -1 each
     # The gradient clipped to norm 1e-12: Adam's first step, lr g / (|g| + 1e-8), moves nothing visibly.

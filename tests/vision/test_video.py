@@ -355,7 +355,7 @@ def test_video_qa_trains_with_t_grpo_then_evaluates_and_scores(tmp_path, tiny_qw
     data = tmp_path / "data"
     common = [
         "--config", str(ROOT / "configs" / "demo" / "video_qa.yaml"),
-        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}",
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic=true",
         "data.synthetic_train_size=8", "data.synthetic_eval_size=4",
     ]  # fmt: skip
     run = tmp_path / "run"
@@ -412,7 +412,8 @@ def test_t_grpo_decodes_each_video_once_a_step(tmp_path, tiny_qwen25, monkeypatc
     data = tmp_path / "data"
     assert main([
         "train", "--config", str(ROOT / "configs" / "demo" / "video_qa.yaml"),
-        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic_train_size=8",
+        f"data.train={data / 'train.json'}", f"data.eval={data / 'val.json'}", "data.synthetic=true",
+        "data.synthetic_train_size=8",
         f"trainer.output_dir={tmp_path / 'run'}", "trainer.steps=1", "trainer.prompts_per_step=4", "eval.every=0",
         "rollout.num_generations=2", "rollout.max_new_tokens=4", "trainer.progress=false",
     ]) == 0  # fmt: skip

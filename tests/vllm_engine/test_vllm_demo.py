@@ -16,7 +16,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo" / "refcoco_vll
 @pytest.mark.slow
 def test_the_refcoco_demo_through_vllm_improves_the_held_out_metrics(tmp_path):
     out = tmp_path / "demo"
-    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}"]
+    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]
     assert main(["--config", str(CONFIG), "--seed", "0", "--out", str(out), *data]) == 0
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]

@@ -29,6 +29,7 @@ def brief_demo(tmp_path: Path, **changes) -> list[str]:
         "rollout.engine": "vllm",
         "rollout.vllm.kv_cache_memory_bytes": KV_CACHE,
         "rollout.num_generations": 4,
+        "data.synthetic": True,
         "data.synthetic_train_size": 16,
         "data.train": str(tmp_path / "data" / "train.json"),
         "data.eval": str(tmp_path / "data" / "val.json"),

@@ -103,16 +103,20 @@ def token_loss(
     ref_logp: torch.Tensor | None = None,
     is_weights: torch.Tensor | None = None,
     selected: torch.Tensor | None = None,
+    row_weights: torch.Tensor | None = None,
 ) -> TokenLoss:
     """Every term of the per-token loss, in order: the policy term (`policy_loss`), times the
     importance weights correcting another engine's samples (TRL: the policy-gradient term only),
-    times the selection of high-entropy tokens; plus beta times the KL to the reference."""
+    times the selection of high-entropy tokens, times each row's weight (UniVG-R1's difficulty
+    weight, (R,)); plus beta times the KL to the reference."""
     terms = policy_loss(logp, old_logp, advantages, mask, cfg)
     per_token = terms.per_token
     if is_weights is not None:
         per_token = per_token * is_weights
     if selected is not None:
         per_token = per_token * selected
+    if row_weights is not None:
+        per_token = per_token * row_weights.unsqueeze(1)
     kl = None
     if ref_logp is not None:
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)
@@ -214,6 +218,7 @@ def mismatch(trainer_logp: torch.Tensor, engine_logp: torch.Tensor, real: torch.
     """How far an engine's log-probs are from the trainer's for the same tokens (the same
     policy): sums over real tokens of |difference| and of k3 KL(engine || trainer), the largest
     difference, and the token count (rollout/logp_diff, rollout/logp_diff_max, rollout/kl)."""
+    trainer_logp = trainer_logp.detach()
     diff = (trainer_logp - engine_logp).abs() * real
     return {
         "mismatch_abs": float(diff.sum()),

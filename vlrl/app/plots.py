@@ -1,22 +1,38 @@
-"""`vlrl plot RUN_DIR`: the curves of a run's metrics.jsonl as PNG files, one figure per topic."""
+"""`vlrl plot RUN_DIR`: a run's metrics.jsonl as PNG files, one figure per concern.
+
+Each figure holds panels, each panel one scale: rates in [0, 1] together, rewards, tokens,
+seconds and counts apart. The headline comes first (rl_headline.png: the training reward and
+accuracy, then each held-out headline metric, `eval.headline` or the task's own). Training
+curves are smoothed by a moving average drawn over the raw values, which stay faint; held-out
+metrics, a point every `eval.every` steps, are drawn as points. Legends sit under their panel,
+never over the data.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
-# The figures of each kind of run: topic -> metric names (a name ending in "/" is a prefix).
-FIGURES: dict[str, dict[str, tuple[str, ...]]] = {
-    "rl": {
-        "rewards": ("reward", "reward/"),
-        "accuracy": ("accuracy",),
-        "lengths": ("completion_length", "completion_length_max", "truncated_frac"),
-        "kl_entropy": ("kl", "entropy", "clip_low_frac", "clip_high_frac"),
-        "loss": ("loss", "grad_norm"),
-        "eval": ("eval/",),
-    },
-    "sft": {"loss": ("loss", "perplexity")},
-}
+import yaml
+
+RAW_ALPHA = 0.25  # the raw values under a smoothed curve
+LONG_RUN = 50  # steps from which training curves are smoothed
+# Metrics that are shares of samples or of tokens: a panel of only these is drawn from 0 to 1,
+# so that its curves read as what they are and two runs' figures compare by eye.
+UNSMOOTHED = ("lr", "skipped_samples", "skipped_updates")  # a schedule and counts, not noisy measurements
+LOG_SCALE = ("perplexity",)  # spans orders of magnitude
+RATE = re.compile(r"(^|_)(acc|accuracy|rate|frac|correct|success|exact|partial|iou|map|ap\d*|ar\d*|score)($|@|_)")
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axis: a title and the metrics on it (a name ending in "/" is every metric under it)."""
+
+    title: str
+    names: tuple[str, ...]
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -24,22 +40,24 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def series(rows: list[dict], prefixes: tuple[str, ...]) -> dict[str, tuple[list[int], list[float]]]:
-    """name -> (steps, values) for every numeric metric matching a name or a prefix ending in '/'."""
+    """name -> (steps, values) for every numeric metric matching a name or a prefix ending in '/',
+    in the order of `prefixes`."""
     out: dict[str, tuple[list[int], list[float]]] = {}
-    for row in rows:
-        for key, value in row.items():
-            matches = any(key.startswith(p) if p.endswith("/") else key == p for p in prefixes)
-            if matches and isinstance(value, (int, float)):
-                steps, values = out.setdefault(key, ([], []))
-                steps.append(row["step"])
-                values.append(float(value))
+    for prefix in prefixes:
+        for row in rows:
+            for key, value in row.items():
+                matches = key.startswith(prefix) if prefix.endswith("/") else key == prefix
+                undefined = key.startswith("eval/") and value == -1  # pycocotools' -1: no ground truth of that kind
+                if matches and isinstance(value, (int, float)) and not isinstance(value, bool) and not undefined:
+                    steps, values = out.setdefault(key, ([], []))
+                    steps.append(row["step"])
+                    values.append(float(value))
     return out
 
 
-def plot_curves(rows: list[dict], prefixes: tuple[str, ...], title: str, path: Path) -> Path | None:
-    """One figure of the metrics matching `prefixes` over steps; None when none was logged."""
-    curves = series(rows, prefixes)
-    return plot_panels(rows, {title: sorted(curves)}, path) if curves else None
+def is_rate(name: str, values: list[float]) -> bool:
+    """A share (RATE's names) whose values all lie in [0, 1]."""
+    return any(RATE.search(part) for part in name.split("/")) and all(0.0 <= v <= 1.0 for v in values)
 
 
 def moving_average(values: list[float], window: int) -> list[float]:
@@ -50,32 +68,60 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_panels(rows: list[dict], panels: dict[str, list[str]], path: Path, smooth: int = 1) -> Path:
-    """Side-by-side panels of named metrics over steps (training curves smoothed by a moving
-    average of `smooth` steps; held-out `eval/` curves as points)."""
+def smoothing(steps: int) -> int:
+    """The moving-average window for a run of `steps` logged steps: none below LONG_RUN, then
+    about a twentieth of the run."""
+    return 1 if steps < LONG_RUN else max(2, round(steps / 20))
+
+
+def plot_panels(rows: list[dict], panels: dict[str, list[str]], path: Path, smooth: int = 0, title: str = "") -> Path:
+    """Panels of named metrics over steps, at most three a row, each on its own scale (shares
+    from 0 to 1). Training curves are smoothed (a moving average of `smooth` steps, 0: by the
+    run's length) over their faint raw values; held-out `eval/` metrics and others logged on
+    fewer than half the steps are points. Returns `path`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
-    for ax, (title, names) in zip(axes[0], panels.items(), strict=True):
+    columns = min(3, len(panels))
+    lines = math.ceil(len(panels) / columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.6 * columns, 3.9 * lines), squeeze=False, layout="constrained")
+    last = max((row["step"] for row in rows), default=1)
+    for ax, (panel_title, names) in zip(axes.flat, panels.items(), strict=False):
         curves = series(rows, tuple(names))
-        for name in names:
-            if name not in curves:
+        ax.set_xlim(0, last * 1.02)  # every panel over the whole run: held-out points line up with training
+        if curves and all(is_rate(name, values) for name, (_, values) in curves.items()):
+            ax.set_ylim(-0.03, 1.03)
+        elif curves and all(name in LOG_SCALE for name in curves):
+            ax.set_yscale("log")
+        colors = plt.get_cmap("tab10" if len(curves) <= 10 else "tab20").colors
+        notes = set()
+        for i, (name, (steps, values)) in enumerate(curves.items()):
+            color = colors[i % len(colors)]
+            label = name.removeprefix("eval/") if panel_title.startswith("held-out") else name
+            if name.startswith("eval/") or len(steps) < max(2, len(rows) / 2):  # held-out or sparse: points
+                ax.plot(steps, values, marker="o", markersize=4, color=color, label=label)
                 continue
-            steps, values = curves[name]
-            if name.startswith("eval/") or len(steps) < 50:  # sparse: points, not a line
-                ax.plot(steps, values, marker="o", label=name)
-            else:
-                ax.plot(
-                    steps, moving_average(values, smooth), label=f"{name} (mean of {smooth})" if smooth > 1 else name
-                )
-        ax.set_title(title)
+            window = 1 if name in UNSMOOTHED else smooth or smoothing(len(steps))
+            if window > 1:
+                ax.plot(steps, values, color=color, alpha=RAW_ALPHA, linewidth=0.8)
+                notes.add(f"mean of {window} steps, raw faint")
+                values = moving_average(values, window)
+            ax.plot(steps, values, color=color, linewidth=1.6, label=label)
+        if len(curves) == 1 and label not in panel_title:  # no legend: the title names the one curve
+            panel_title = f"{panel_title}: {label}"
+        ax.set_title(panel_title + (f" ({'; '.join(sorted(notes))})" if notes else ""), fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+        if len(curves) > 1:  # one curve: the title names it
+            ax.legend(
+                fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, len(curves)), frameon=False
+            )
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=11)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -86,9 +132,117 @@ def run_kind(rows: list[dict]) -> str:
     return "rl" if any("reward" in row for row in rows) else "sft"
 
 
+def run_headline(run_dir: Path) -> tuple[list[str], list[str]]:
+    """The run's tasks (several for a mixture) and the held-out metrics its summaries show
+    first: eval.headline, else the task's own (Task.headline), from RUN/config.yaml."""
+    path = run_dir / "config.yaml"
+    config = yaml.safe_load(path.read_text()) if path.is_file() else {}
+    mixture = config.get("mixture") or []
+    tasks = [entry.get("name", "") for entry in mixture] or [config.get("task", {}).get("name", "")]
+    chosen = config.get("eval", {}).get("headline") or []
+    if chosen:
+        return tasks, list(chosen)
+    from vlrl.config import ConfigError, TaskConfig
+    from vlrl.eval.harness import headline_names
+    from vlrl.tasking.registry import make_task
+
+    try:
+        return tasks, headline_names(make_task(TaskConfig(name=tasks[0])))
+    except (ConfigError, IndexError):  # a task of a file that is gone: no headline but the reward
+        return tasks, ["reward"]
+
+
+def family_of(metric: str) -> str:
+    """A held-out metric's family, drawn together: acc@t, accuracy/<type>, rewards, counts."""
+    if "skipped" in metric or metric.startswith("count"):
+        return "counts"
+    if metric == "reward" or metric.startswith("reward/"):
+        return "rewards"
+    if "@" in metric:
+        return metric.split("@")[0] + "@t"
+    return metric.split("/")[0] + "/..." if "/" in metric else metric
+
+
+def eval_panels(rows: list[dict], prefix: str, label: str) -> dict[str, list[str]]:
+    """Every held-out metric under `prefix` (eval/ or eval/<task>/): a panel per family of two or
+    more, the other rates together, any other metric alone."""
+    curves = series(rows, (prefix,))
+    families: dict[str, list[str]] = {}
+    for name in curves:
+        families.setdefault(family_of(name.removeprefix(prefix)), []).append(name)
+    panels: dict[str, list[str]] = {}
+    for family, names in families.items():
+        if len(names) > 1 or family in ("rewards", "counts"):
+            panels[f"{label}: {family}"] = names
+        elif is_rate(names[0], curves[names[0]][1]):
+            panels.setdefault(f"{label}: rates", []).extend(names)
+        else:
+            panels[f"{label}: {family}"] = names
+    return panels
+
+
+def rl_figures(rows: list[dict], run_dir: Path) -> dict[str, dict[str, list[str]]]:
+    """Figure name -> its panels (title -> metrics), headline first."""
+    tasks, headline = run_headline(run_dir)
+    mixture = len(tasks) > 1
+    per_task = (lambda metric: [f"{t}/{metric}" for t in tasks]) if mixture else (lambda metric: [])
+    headline_panels = {
+        "training reward (sampled)": ["reward", *per_task("reward")],
+        "training accuracy (the task's correctness)": ["accuracy", *per_task("accuracy")],
+    }
+    for task in tasks if mixture else [""]:
+        prefix = f"eval/{task}/" if mixture else "eval/"
+        for metric in headline:
+            headline_panels[f"held-out {task + ' ' if mixture else ''}{metric}"] = [prefix + metric]
+    rewards = [name for name in series(rows, ("reward/",)) if not name.startswith("reward_failures/")]
+    figures = {
+        "headline": headline_panels,
+        "rewards": {
+            "reward components": [n for n in rewards if n.removeprefix("reward/") not in SHAPING],
+            "shaping terms": [n for n in rewards if n.removeprefix("reward/") in SHAPING],
+            "spread within groups": ["reward_std", "frac_groups_zero_std"],
+            "mean |advantage| (advantage_abs)": ["advantage_abs"],
+            "correct by algo.accuracy_reward": ["correct_frac"],
+        },
+        "lengths": {
+            "completion tokens": ["completion_length", "completion_length_max"],
+            "truncated (hit max_new_tokens)": ["truncated_frac"],
+        },
+        "kl_entropy": {
+            "KL to the reference": ["kl"],
+            "entropy (nats per token)": ["entropy"],
+            "clipped tokens": ["clip_low_frac", "clip_high_frac"],
+            "engine vs trainer: KL": ["rollout/kl"],
+            "engine vs trainer: |log-prob difference|": ["rollout/logp_diff", "rollout/logp_diff_max"],
+        },
+        "loss": {"loss": ["loss"], "gradient norm": ["grad_norm"], "learning rate": ["lr"]},
+        "time": {
+            "seconds per step": ["time_step", "time_rollout", "time_update", "time_eval"],
+            "skipped": ["skipped_samples", "skipped_updates"],
+        },
+    }
+    for task in tasks if mixture else [""]:
+        prefix = f"eval/{task}/" if mixture else "eval/"
+        name = f"eval_{task}" if mixture else "eval"
+        figures[name] = eval_panels(rows, prefix, f"held-out {task}".strip())
+    return figures
+
+
+SHAPING = ("overlong", "thinking", "temporal", "length")  # terms added to the reward (rl.py)
+
+SFT_FIGURES = {
+    "loss": {
+        "loss (target tokens)": ["loss"],
+        "perplexity": ["perplexity"],
+        "gradient norm": ["grad_norm"],
+        "learning rate": ["lr"],
+    }
+}
+
+
 def plot_run(run_dir: str | Path) -> list[Path]:
-    """Write RUN_DIR/plots/<kind>_<topic>.png (kind rl or sft) for each topic the run logged;
-    returns the files."""
+    """Write RUN_DIR/plots/<kind>_<figure>.png (kind rl or sft) for each figure with something
+    logged; returns the files, headline first."""
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.jsonl"
     if not metrics_path.is_file():
@@ -97,9 +251,12 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     out_dir = run_dir / "plots"
     out_dir.mkdir(exist_ok=True)
     kind = run_kind(rows)
+    figures = rl_figures(rows, run_dir) if kind == "rl" else SFT_FIGURES
     written = []
-    for topic, prefixes in FIGURES[kind].items():
-        path = plot_curves(rows, prefixes, f"{run_dir.name} ({kind}): {topic}", out_dir / f"{kind}_{topic}.png")
-        if path is not None:
-            written.append(path)
+    for topic, panels in figures.items():
+        logged = {title: names for title, names in panels.items() if series(rows, tuple(names))}
+        if not logged:
+            continue
+        path = plot_panels(rows, logged, out_dir / f"{kind}_{topic}.png", title=f"{run_dir.name} ({kind}): {topic}")
+        written.append(path)
     return written

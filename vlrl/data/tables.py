@@ -90,8 +90,9 @@ ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
     "list<string>": _list_of(_text),
     "list<number>": _list_of(_number),
     "image": _image,
+    "list<image>": _list_of(_image),
 }
-ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)"}
+ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images"}
 
 
 @dataclass(frozen=True)

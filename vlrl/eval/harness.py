@@ -13,6 +13,7 @@ beside the raw `resps`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from vlrl.data.sample import Sample
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.loading import frame_kind
 from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
+from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
@@ -95,8 +97,16 @@ def generate(
     return answered, texts, unusable
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+def shard(n: int, batch_size: int, procs: Processes) -> range:
+    """This process's share of n samples: whole generation batches, contiguous, so that every
+    batch is the one a single process generates (greedy answers are the same) and gathering in
+    process order restores the samples' order."""
+    per = math.ceil(math.ceil(n / batch_size) / procs.world) * batch_size
+    return range(min(n, procs.rank * per), min(n, (procs.rank + 1) * per))
 
 
 def evaluate(
@@ -107,9 +117,20 @@ def evaluate(
     settings: EvalSettings,
     split: str,
     progress: Any = None,
+    procs: Processes = Processes(),
 ) -> TaskResult:
+    """The task's metrics and per-sample records on `samples`. With several processes (`vlrl
+    eval` under torchrun) each generates its `shard` and every process gets all the answers."""
     start = time.perf_counter()
-    samples, texts, unusable = generate(engine, processor, task, samples, settings, progress)
+    mine = shard(len(samples), settings.eval.batch_size, procs)
+    answered, texts, unusable = generate(engine, processor, task, samples[mine.start : mine.stop], settings, progress)
+    skipped = [str(err) for err in unusable]
+    if procs.world > 1:
+        position = {id(sample): i for i, sample in enumerate(samples)}
+        gathered = procs.gather([(position[id(sample)], text) for sample, text in zip(answered, texts, strict=True)])
+        answered, texts = [samples[i] for i, _ in gathered], [text for _, text in gathered]
+        skipped = procs.gather(skipped)
+    samples = answered
     seconds = time.perf_counter() - start
     if isinstance(task, Benchmark):  # lmms-eval's evaluator: filter, strip reasoning, process_results
         filtered = task.responses(samples, texts, settings.eval.reasoning_tags)
@@ -121,10 +142,10 @@ def evaluate(
         {
             "doc_id": i,
             "id": sample.id,
-            "input": _prompt_text(task, sample),
-            "target": _jsonable(sample.solution),
+            "input": prompt_text(task, sample),
+            "target": jsonable(sample.solution),
             "resps": [text],
-            "filtered_resps": [_jsonable(response)],
+            "filtered_resps": [jsonable(response)],
         }
         for i, (sample, text, response) in enumerate(zip(samples, texts, filtered, strict=True))
     ]
@@ -137,12 +158,11 @@ def evaluate(
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
     if isinstance(task, Benchmark):  # lmms-eval logs each sample's process_results
         for record, sample, response in zip(records, samples, filtered, strict=True):
-            record |= _jsonable(task.process(response, sample))
-    skipped = [str(err) for err in unusable]
+            record |= jsonable(task.process(response, sample))
     return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped)
 
 
-def _prompt_text(task: Task, sample: Sample) -> str:
+def prompt_text(task: Task, sample: Sample) -> str:
     """The text of the sample's prompt (lmms-eval's `input`)."""
     return "".join(
         part["text"] for message in task.messages(sample) for part in message["content"] if part.get("type") == "text"
@@ -172,6 +192,18 @@ def split_path(cfg: Config, split: str) -> str:
     return split
 
 
+def headline_names(task: Task, chosen: Sequence[str] = ()) -> list[str]:
+    """The metrics a summary shows first: eval.headline when it names any, else the task's own
+    (`Task.headline`, or its accuracy metric), then the mean reward."""
+    names = list(chosen) or list(task.headline) or [task.accuracy_metric]
+    return [name for name in dict.fromkeys([*names, "reward"]) if name]
+
+
+def headline_line(label: str, metrics: dict[str, float], names: Sequence[str]) -> str:
+    """One line of `metrics` (the `names` it has, in order): 'label | acc@0.5 0.5234 | reward 1.401'."""
+    return " | ".join([label, *(f"{name} {metrics[name]:.4g}" for name in names if name in metrics)])
+
+
 def results_table(results: list[TaskResult], title: str) -> Table:
     table = Table(title=title)
     for column in ("task", "metric", "value"):
@@ -191,11 +223,18 @@ def parse_task_spec(spec: str) -> tuple[str, str | None]:
 def run_eval(
     cfg: Config, task_specs: Sequence[str], split: str, out_dir: Path, console: Console, show_table: bool = True
 ) -> list[TaskResult]:
+    """Evaluate the tasks of `task_specs` and write their results to `out_dir`. Under torchrun
+    the samples are shared among the processes (`shard`) and process 0 writes and says what
+    one process would."""
     from vlrl.models.families import model_family
     from vlrl.models.loading import checkpoint_path, load_model, load_processor
     from vlrl.tasking.registry import make_task
 
     _, backend = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
+    procs = Processes.from_env()
+    if not procs.main:
+        console, show_table = Console(quiet=True), False
+    path = checkpoint_path(cfg.model)  # a model that is not there is said before any data is read
     tasks = []
     names = [parse_task_spec(spec)[0] for spec in task_specs]
     if len(set(names)) != len(names):
@@ -205,11 +244,13 @@ def run_eval(
         # The config's task options and reward weights apply to the task it names.
         task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
         task = make_task(task_cfg, model_family(cfg.model).name)
-        path = data or split_path(cfg, split)
+        data_path = data or split_path(cfg, split)
         which = "train" if split == "train" and not data else "eval"
-        tasks.append((task, load_task_split(task, cfg, which, console, path=path), path))
-    path = checkpoint_path(cfg.model)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        key = f"data.{split}" if split in ("train", "eval") and not data else None  # else a file given as is
+        with procs.main_first():  # process 0 writes missing synthetic data, the others read it
+            loaded = load_task_split(task, cfg, which, console, path=data_path, key=key)
+        tasks.append((task, loaded, data_path))
+    device = procs.device()  # under torchrun, each process its own GPU
     processor = load_processor(cfg.model, path)
     engine = backend.build(
         EngineSetup(
@@ -219,12 +260,13 @@ def run_eval(
     try:
         settings = EvalSettings.of(cfg)
         results = [
-            evaluate_logged(engine, processor, task, loaded, settings, cfg.trainer, data_path, console)
+            evaluate_logged(engine, processor, task, loaded, settings, cfg.trainer, data_path, console, procs)
             for task, loaded, data_path in tasks
         ]
     finally:
         engine.close()
-    write_outputs(out_dir, results, cfg.model.path, cfg)
+    if procs.main:  # every process holds every answer; one writes them
+        write_outputs(out_dir, results, cfg.model.path, cfg)
     if show_table:
         console.print(results_table(results, f"{cfg.model.path} -> {out_dir}"))
     return results
@@ -239,14 +281,15 @@ def evaluate_logged(
     t: TrainerConfig,
     data_path: str,
     console: Console,
+    procs: Processes = Processes(),
 ) -> TaskResult:
     """`evaluate` with its progress shown (a bar on a terminal, else a line every
-    trainer.log_every batches) and what it skipped said: bad records, then bad media."""
+    trainer.log_every batches; under torchrun process 0's share) and what it skipped said: bad
+    records, then bad media."""
     every, enabled = t.log_every, t.progress
-    with ProgressReport(
-        console, f"eval {task.name}", len(loaded.samples), every=every, unit="sample", enabled=enabled
-    ) as report:
-        result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance)
+    total = len(shard(len(loaded.samples), settings.eval.batch_size, procs))
+    with ProgressReport(console, f"eval {task.name}", total, every=every, unit="sample", enabled=enabled) as report:
+        result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance, procs)
     result.skipped = [str(err) for err in loaded.errors] + result.skipped
     for problem in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import torch
 
 from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
 from vlrl.data.records import FrameSpec
-from vlrl.models.checkpoints import lora_base, weights_root
+from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.models.lora import merged_weight
 from vlrl.models.tiny import resolve_tiny
 from vlrl.vision.frames import FrameKind
 
@@ -40,14 +42,11 @@ def checkpoint_path(cfg: ModelConfig) -> str:
     """The local directory to load from; fails early (naming model.path) if there is none."""
     if not cfg.path:
         raise ConfigError(MODEL_PATH_MISSING)
-    path = resolve_tiny(cfg.path)
+    path = local_path(resolve_tiny(cfg.path))
     if lora_base(path) is not None:
         return path
     if not (Path(path) / "config.json").is_file():
-        raise ConfigError(
-            f"config: model.path {cfg.path!r} is not a local checkpoint (no config.json); "
-            "vlrl loads local directories only: download the model first, or use tiny:qwen2_5_vl"
-        )
+        raise ConfigError(not_found(cfg.path))
     kind = checkpoint_model_type(path)
     family = model_family(cfg)
     if kind not in family.model_types:
@@ -55,6 +54,21 @@ def checkpoint_path(cfg: ModelConfig) -> str:
         supported = claimed if cfg.family != "auto" else f"supported: {', '.join(supported_model_types())}"
         raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; {supported}")
     return path
+
+
+def not_found(path: str) -> str:
+    """Why model.path loads nothing, and how to get the model (vlrl never downloads)."""
+    if HUB_ID.fullmatch(path) and not Path(path).exists():
+        return (
+            f"config: model.path {path!r} is a Hugging Face hub id that is not in the local cache "
+            f"({os.environ.get('HF_HUB_CACHE') or 'HF_HUB_CACHE, default ~/.cache/huggingface/hub'}), and vlrl never "
+            f"downloads: `huggingface-cli download {path}` puts it there (then model.path={path} loads it offline), "
+            f"or `huggingface-cli download {path} --local-dir /models/{path.rpartition('/')[2]}` and give that directory"
+        )
+    return (
+        f"config: model.path {path!r} is not a local checkpoint (no config.json) nor a hub id in the local Hugging "
+        "Face cache; vlrl never downloads: download the model first, or use tiny:qwen2_5_vl"
+    )
 
 
 def load_processor(cfg: ModelConfig, path: str | None = None):
@@ -76,17 +90,18 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
 
 
-def export_full_model(checkpoint: str, out: Path) -> Path:
+def export_full_model(checkpoint: str, out: Path) -> tuple[Path, bool]:
     """`checkpoint` as a plain transformers model directory that `from_pretrained` loads without
     PEFT: a LoRA checkpoint's adapters merged (an RL adapter on an SFT adapter on a base), in the
-    dtype its full weights were saved in; the processor beside it."""
+    dtype its full weights were saved in; the processor beside it. Returns the directory and
+    whether adapters were merged (a full checkpoint has none)."""
     cfg = ModelConfig(path=checkpoint)
     path = checkpoint_path(cfg)
     saved = json.loads((Path(weights_root(path)) / "config.json").read_text())
     cfg.dtype = saved.get("dtype") or saved.get("torch_dtype") or "float32"
     pretrained(cfg, path).save_pretrained(out)
     load_processor(cfg, path).save_pretrained(out)
-    return out
+    return out, lora_base(path) is not None
 
 
 def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
@@ -156,6 +171,5 @@ def transformers_weights(
 
             module = base.get_submodule(key.removesuffix(".base_layer.weight"))
             if isinstance(module, LoraLayer) and not module.disable_adapters:
-                delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
-                tensor = (tensor.float() + delta).to(tensor.dtype)
+                tensor = merged_weight(module, tensor)
         yield key.replace(".base_layer.", "."), tensor

@@ -5,21 +5,30 @@ the vision encoder and the prompt through the language model G times; here the p
 batch is run once into a KV cache, the cache rows are repeated per completion, and only
 the completion tokens are run on top. Gradients flow through the shared prefix, so the
 loss and its gradient are those of G full forwards (tests pin this down).
+
+The update never holds the vocabulary for all its tokens: the completion forward's output
+layer scores its hidden states `CHUNK_TOKENS` tokens at a time (each chunk's logits recomputed
+in the backward pass: checkpointed), keeping per token only what the update uses (the
+sampled token's log-prob, and the entropy and the sampling distribution's log-prob when
+asked). At Qwen's 151,936-token vocabulary, float32 logits cost 0.6 MB a token: 10 GB for a
+micro-batch of 16,384 tokens, and as much again for their gradient.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
+from torch.utils.checkpoint import checkpoint
 from transformers import Cache
 
 from vlrl.models.batch import PromptBatch
 from vlrl.models.loading import core_model, family_of_model
 
-if TYPE_CHECKING:
-    pass
+CHUNK_TOKENS = 1024  # tokens whose logits are held at once in the update (0.6 GB of float32 at Qwen's vocabulary)
 
 
 @dataclass
@@ -64,6 +73,33 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
         return -(logp.exp() * logp).sum(-1)
 
 
+def completion_forward(
+    model: torch.nn.Module,
+    batch: PromptBatch,
+    rows: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    score: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
+) -> tuple[Prefix, Any]:
+    """The prompts run once, their cache rows shared per completion (row r continues prompt
+    `rows[r]` of `batch`), then the completions on top: the prefix and the completion
+    forward's output, whose `logits` are `score(output layer, hidden states)` when given."""
+    prefix = prefill(model, batch)
+    prefix.cache.batch_select_indices(rows)
+    attention_mask = torch.cat([prefix.attention_mask[rows], completion_mask.to(prefix.attention_mask.dtype)], dim=1)
+    with output_layer_returns(model, score) if score is not None else contextlib.nullcontext():
+        out = model(
+            input_ids=completion_ids,
+            attention_mask=attention_mask,
+            position_ids=family_of_model(model).decode_positions(
+                prefix.next_position[rows], 0, completion_ids.shape[1]
+            ),
+            past_key_values=prefix.cache,
+            use_cache=True,
+        )
+    return prefix, out
+
+
 def completion_logits(
     model: torch.nn.Module,
     batch: PromptBatch,
@@ -73,16 +109,7 @@ def completion_logits(
 ) -> torch.Tensor:
     """Next-token logits (R, T, V) for each token of `completion_ids`, where row r continues
     prompt `rows[r]` of `batch`: the prompts run once, their cache rows shared per completion."""
-    prefix = prefill(model, batch)
-    prefix.cache.batch_select_indices(rows)
-    attention_mask = torch.cat([prefix.attention_mask[rows], completion_mask.to(prefix.attention_mask.dtype)], dim=1)
-    out = model(
-        input_ids=completion_ids,
-        attention_mask=attention_mask,
-        position_ids=family_of_model(model).decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1]),
-        past_key_values=prefix.cache,
-        use_cache=True,
-    )
+    prefix, out = completion_forward(model, batch, rows, completion_ids, completion_mask)
     return torch.cat([prefix.last_logits[rows].unsqueeze(1), out.logits[:, :-1]], dim=1)
 
 
@@ -122,6 +149,79 @@ class TokenLogprobs(NamedTuple):
     sampled: torch.Tensor | None  # (R, T) under the distribution an engine draws from (SamplingFilter), no grad
 
 
+@dataclass(frozen=True)
+class TokenScorer:
+    """What the update keeps of each token's logits, as columns: the token's log-prob under the
+    temperature-scaled policy (with gradient), then each step's entropy and the token's log-prob
+    under the distribution an engine draws from, when asked (without)."""
+
+    temperature: float
+    with_entropy: bool
+    sampler: SamplingFilter | None
+    chunk_tokens: int = CHUNK_TOKENS
+
+    def logits_logp(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        logits = (logits / self.temperature).float()
+        return logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+    def extras(self, logits: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
+        with torch.no_grad():
+            logits = (logits / self.temperature).float()
+            out = [entropy(logits)] if self.with_entropy else []
+            if self.sampler is not None:
+                allowed = self.sampler.apply(logits)
+                out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
+        return out
+
+    def of_logits(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """(N, columns) from logits (N, V) of tokens `ids` (N,)."""
+        return torch.stack([self.logits_logp(logits, ids), *self.extras(logits, ids)], dim=-1)
+
+    def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """(N, columns) from the last hidden states (N, H) through the output layer `head`, a
+        chunk of tokens at a time; with gradients on and several chunks, each chunk's log-probs
+        are checkpointed (one chunk is kept for the backward pass: no more than recomputing it
+        would hold)."""
+        weight, bias = head.weight, head.bias
+        several = len(ids) > self.chunk_tokens
+        columns = []
+        for start in range(0, max(len(ids), 1), self.chunk_tokens):  # one chunk even of no tokens: FSDP2 sees the call
+            h, y = hidden[start : start + self.chunk_tokens], ids[start : start + self.chunk_tokens]
+            if not (torch.is_grad_enabled() and several):
+                columns.append(self.of_logits(torch.nn.functional.linear(h, weight, bias), y))
+                continue
+            logp = checkpoint(self.head_logp, weight, bias, h, y, use_reentrant=False)
+            extras = []
+            if self.with_entropy or self.sampler is not None:
+                with torch.no_grad():
+                    extras = self.extras(torch.nn.functional.linear(h, weight, bias), y)
+            columns.append(torch.stack([logp, *extras], dim=-1))
+        return torch.cat(columns)
+
+    def head_logp(
+        self, weight: torch.Tensor, bias: torch.Tensor | None, hidden: torch.Tensor, ids: torch.Tensor
+    ) -> torch.Tensor:
+        return self.logits_logp(torch.nn.functional.linear(hidden, weight, bias), ids)
+
+    def split(self, columns: torch.Tensor) -> TokenLogprobs:
+        entropy_column = columns[..., 1] if self.with_entropy else None
+        return TokenLogprobs(columns[..., 0], entropy_column, columns[..., -1] if self.sampler is not None else None)
+
+
+@contextlib.contextmanager
+def output_layer_returns(
+    model: torch.nn.Module, score: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+) -> Iterator[None]:
+    """While entered, the model's output layer returns `score(layer, hidden states)` instead of
+    logits: still one call of the layer per forward, so FSDP2 gathers and reduces it as ever."""
+    head = core_model(model).get_output_embeddings()
+    head.forward = lambda hidden: score(head, hidden)  # an instance attribute: the class's is back on delete
+    try:
+        yield
+    finally:
+        del head.forward
+
+
 def completion_logprobs(
     model: torch.nn.Module,
     batch: PromptBatch,
@@ -131,22 +231,41 @@ def completion_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
+    chunk_tokens: int | None = None,
 ) -> TokenLogprobs:
-    """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`.
+    """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`
+    (0 where `completion_mask` is: padding is not scored).
 
     Logits are divided by the sampling temperature, as the distribution sampled from was. With
     a `sampler`, also the log-probs an engine that renormalizes over what it may draw reports
-    (vLLM): the trainer's value to compare the engine's with.
+    (vLLM): the trainer's value to compare the engine's with. The vocabulary is held for
+    `chunk_tokens` tokens at a time (None: `CHUNK_TOKENS`); 0 holds the logits of every token at
+    once (the reference the tests compare with).
     """
-    logits = completion_logits(model, batch, rows, completion_ids, completion_mask) / temperature
-    logp = selective_logprobs(logits, completion_ids)
-    sampled = None
-    if sampler is not None:
-        with torch.no_grad():
-            sampled = torch.stack(
-                [
-                    selective_logprobs(sampler.apply(row.float())[None], ids[None])[0]
-                    for row, ids in zip(logits, completion_ids, strict=True)
-                ]
-            )
-    return TokenLogprobs(logp, entropy(logits) if with_entropy else None, sampled)
+    chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
+    if chunk_tokens <= 0:
+        logits = completion_logits(model, batch, rows, completion_ids, completion_mask) / temperature
+        sampled = None
+        if sampler is not None:
+            with torch.no_grad():
+                sampled = torch.stack(
+                    [
+                        selective_logprobs(sampler.apply(row.float())[None], ids[None])[0]
+                        for row, ids in zip(logits, completion_ids, strict=True)
+                    ]
+                )
+        return TokenLogprobs(
+            selective_logprobs(logits, completion_ids), entropy(logits) if with_entropy else None, sampled
+        )
+    scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
+    real = completion_mask[:, 1:].bool()  # the tokens scored from the completion forward
+
+    def score(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        scored = scorer.of_hidden(head, hidden[:, :-1][real], completion_ids[:, 1:][real])
+        out = scored.new_zeros(*real.shape, scored.shape[-1])
+        out[real] = scored
+        return out
+
+    prefix, out = completion_forward(model, batch, rows, completion_ids, completion_mask, score)
+    first = scorer.of_logits(prefix.last_logits[rows], completion_ids[:, 0])  # (R, columns)
+    return scorer.split(torch.cat([first[:, None], out.logits], dim=1))

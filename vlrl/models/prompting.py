@@ -62,6 +62,22 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     return images
 
 
+def raw_prompt(messages: list[dict], model: ModelConfig) -> str:
+    """The messages' content with no chat template (model.chat_template: none): text as it is,
+    an image or a video as the family's vision tokens, in order; no roles, no generation prompt."""
+    family = model_family(model)
+    pieces = []
+    for message in messages:
+        content = message["content"]
+        for part in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+            if part.get("type") in ("image", "video"):
+                pad = family.image_pad if part["type"] == "image" else family.video_pad
+                pieces.append(f"<|vision_start|>{pad}<|vision_end|>")
+            else:
+                pieces.append(part["text"])
+    return "".join(pieces)
+
+
 def render_prompt(
     processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
 ) -> Prompt:
@@ -70,7 +86,10 @@ def render_prompt(
     already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
     twice a step, in order and shuffled, from one decode."""
     family = model_family(model)
-    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    if model.chat_template == "none":
+        text = raw_prompt(messages, model)
+    else:
+        text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     decoded = {} if decoded is None else decoded
     images = read_media(sample, model, decoded)
     size = {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}

@@ -84,10 +84,14 @@ class RolloutEngine(Protocol):
     """Samples completions for rendered prompts; follows the policy's weights.
 
     `shares_policy`: the engine generates with the training policy itself (the HF engine).
-    Then there are no weights to push, and its log-probs are the trainer's own. Otherwise
-    (vLLM) the trainer pushes the policy's full weights after every update, and treats the
-    engine's log-probs as another implementation's: old log-probs are recomputed by the
-    trainer and the mismatch is corrected and logged (`algo.rollout_correction`).
+    Then there are no weights to push, and its log-probs are the policy's, over the whole
+    vocabulary; they are the trainer's own unless the engine says otherwise
+    (`exact_logprobs`, optional, True if absent: the HF engine decoding with LoRA merged sets
+    it False). Otherwise (vLLM) the trainer pushes the policy's full weights after every
+    update, and the engine's log-probs are of the distribution it draws from (bans, top-k,
+    top-p applied). Log-probs that are not the trainer's own are treated as another
+    implementation's: old log-probs are recomputed by the trainer when the policy moves, and
+    the mismatch is corrected and logged (`algo.rollout_correction`, `rollout/logp_diff`).
     """
 
     name: ClassVar[str]
@@ -131,6 +135,11 @@ class RolloutEngine(Protocol):
         """Release what the engine holds (vLLM: its engine core and process groups) while the
         process still runs, rather than in interpreter teardown."""
         ...
+
+
+def logprobs_exact(engine: RolloutEngine) -> bool:
+    """Whether `engine`'s log-probs are the trainer's own (see RolloutEngine)."""
+    return engine.shares_policy and getattr(engine, "exact_logprobs", True)
 
 
 class CompletionRows(NamedTuple):

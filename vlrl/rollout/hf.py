@@ -4,31 +4,56 @@ The prompt batch is run once (vision encoded once per image); its KV cache is re
 the n completions of each prompt and decoding continues from there. Vision special tokens
 and the padded tail of the vocabulary are never sampled. Because it samples with the policy
 object the trainer updates, there are no weights to push and its log-probs are the trainer's.
+
+Only live rows are decoded (`rollout.hf.compact`): when completions stop, the rows still
+running are gathered, their cache rows too, and the batch shrinks. Each step draws one uniform
+per row of the whole batch, finished or not, and a live row takes its own: the random stream
+is consumed as without compaction, so a row's tokens do not depend on which others still run.
+
+Two loops decode: the dynamic one here (the cache grows by concatenation, the host looks after
+every step) and the static-shape step of static.py (`rollout.hf.static_cache`, preallocated
+buffers, the host looks every `check_every` steps; on CUDA captured in CUDA graphs,
+`rollout.hf.cuda_graphs`). Both give the same tokens and random stream as decoding every row
+to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py). A family
+whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
+experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
+
+A LoRA policy decodes with its adapters merged (`rollout.hf.merge_lora`, models/lora.py): each
+adapted layer computes with W + s B A in a copy of W, one product instead of three, the base
+weights never written. Its log-probs are then those of the merged weights, in the model's
+dtype: not exactly the trainer's (`exact_logprobs` False), so the trainer treats them as it
+treats another engine's (old log-probs recomputed when the policy moves, the difference
+measured as rollout/logp_diff and corrected by algo.rollout_correction). It still samples with
+the policy object itself (`shares_policy`): nothing to push.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
+from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.loading import core_model, family_of_model
+from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
-from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
+from vlrl.rollout.decoding import DecodeStats, Draw, Record
+from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
 
 
-def sample_categorical(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row, drawn with probability `probs` (rows need not sum to 1) by inverting
-    the CDF: one uniform per row. torch.multinomial (and the exponential trick) draw a random
-    number per vocabulary entry, which on CPU cost more than the tiny demo model's forward.
-    Zero-probability tokens are never drawn: the first index whose CDF exceeds u is never one
-    whose CDF equals its predecessor's."""
-    cdf = probs.double().cumsum(dim=-1)
-    # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
-    u = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device).double()
-    return torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(1)
+def fsdp_sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP2 shards `model` (its gathered weights are new tensors at every gathering)."""
+    if not torch.distributed.is_available():
+        return False
+    from torch.distributed.fsdp import FSDPModule
+
+    return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
 def stop_token_ids(generation_config, tokenizer) -> list[int]:
@@ -39,19 +64,61 @@ def stop_token_ids(generation_config, tokenizer) -> list[int]:
     return sorted(s for s in stops if s is not None)
 
 
+@dataclass
+class HFOptions:
+    """rollout.hf: how the HF engine decodes."""
+
+    # Decode only the rows still running: finished completions leave the batch (and the cache)
+    compact: bool = True
+    # The static-shape step (preallocated cache, mask and positions; the host looks every
+    # check_every steps). None: on CUDA. Families it cannot hold use the dynamic loop.
+    static_cache: bool | None = None
+    # Each batch-size bucket's static step captured as a CUDA graph and replayed. None: on CUDA
+    # with the static step (off under FSDP2, whose gathered weights move between rollouts).
+    cuda_graphs: bool | None = None
+    check_every: int = 8  # static step: decoding steps between the host's looks (end, compaction)
+    smallest_bucket: int = 8  # static step: batch sizes are the whole batch and powers of two down to this
+    # A LoRA policy decodes with its adapters merged into copies of their weights (out of
+    # place); its log-probs then differ from the trainer's by the merge's rounding, which the
+    # trainer measures (rollout/logp_diff) and corrects (algo.rollout_correction).
+    merge_lora: bool = True
+
+    def validate(self, key: str) -> None:
+        if self.check_every < 1 or self.smallest_bucket < 1:
+            raise ConfigError(
+                f"config: {key}.check_every and smallest_bucket must be >= 1, got "
+                f"{self.check_every} and {self.smallest_bucket}"
+            )
+        if self.cuda_graphs and self.static_cache is False:
+            raise ConfigError(f"config: {key}.cuda_graphs captures the static step: it needs static_cache")
+
+
 class HFEngine:
     name = "hf"
     shares_policy = True
     gives_entropy = True
-    Options = None
+    Options = HFOptions
     options_key = "hf"
 
-    def __init__(self, model: torch.nn.Module, tokenizer, device: torch.device | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        device: torch.device | None = None,
+        options: HFOptions | None = None,
+    ):
         """`device`: where the forwards compute; by default where the parameters are, which
         is not so under FSDP2 with CPU offload (`create` is told by the trainer)."""
+        self.options = options or HFOptions()
         self.model = model
         self.device = device or next(model.parameters()).device
         self.family = family_of_model(model)
+        self.static_plan, self.note = self._plan()
+        self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
+        adapted = hasattr(model, "peft_config") and lora_linears(model)
+        self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
+        self.exact_logprobs = self.lora is None  # merged weights round otherwise than the trainer's forward
+        self.stats = DecodeStats()  # summed over every generate call
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
@@ -60,27 +127,53 @@ class HFEngine:
         self.banned[banned_token_ids(tokenizer, vocab, self.family.vision_tokens)] = True
 
     @staticmethod
-    def memory(shape: ModelShape, work: Workload, options: None) -> tuple[float, float]:
+    def memory(shape: ModelShape, work: Workload, options: HFOptions | None) -> tuple[float, float]:
         """Its KV cache while sampling, nothing during the update (it samples with the policy:
         whatever the strategy gathers for that is the strategy's)."""
         return kv_cache_bytes(shape, work), 0.0
 
     @classmethod
-    def create(cls, setup: EngineSetup, options: None) -> HFEngine:
+    def create(cls, setup: EngineSetup, options: HFOptions | None) -> HFEngine:
         model, device = setup.load_policy()
-        return cls(model, setup.processor.tokenizer, device)
+        return cls(model, setup.processor.tokenizer, device, options)
 
     def sync_weights(self, weights) -> None:
         """Nothing to do: this engine samples with the policy object the trainer updates."""
 
+    def _plan(self) -> tuple[StaticPlan | None, str]:
+        """Which loop decodes (None: the dynamic one), and a note when the static step was asked
+        for (or is the device's default) but the model cannot take it."""
+        options, cuda = self.options, self.device.type == "cuda"
+        wanted = cuda if options.static_cache is None else options.static_cache
+        if not wanted:
+            return None, ""
+        refusal = static_refusal(self.model)
+        if refusal:
+            return None, f"decodes with the dynamic loop, not the static step: {refusal}"
+        sharded = fsdp_sharded(self.model)
+        graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs
+        if graphs and not cuda:
+            raise ConfigError(f"config: rollout.hf.cuda_graphs needs CUDA; the engine computes on {self.device}")
+        if graphs and sharded:
+            raise ConfigError(
+                "config: rollout.hf.cuda_graphs cannot replay FSDP2's gathered weights (new tensors at every "
+                "gathering); leave it unset under trainer.parallel=fsdp2"
+            )
+        return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket), ""
+
     def sleep(self) -> None:
-        """Nothing to free: the engine holds no memory of its own between rollouts."""
+        """Free the static step's buffers and graphs, and the merged LoRA weights: the update
+        has the memory."""
+        self._static = None
+        if self.lora is not None:
+            self.lora.release()
 
     def wake(self) -> None:
         pass
 
     def close(self) -> None:
-        """The policy belongs to the trainer: nothing to release."""
+        """The policy belongs to the trainer: only the engine's own buffers to release."""
+        self.sleep()
 
     @torch.no_grad()
     def generate(
@@ -89,38 +182,56 @@ class HFEngine:
         """params.n completions for each prompt, grouped by prompt."""
         device = self.device
         batch = collate(prompts, self.pad_id).to(device)
-        prefix = prefill(self.model, batch)
         n = params.n
-        prefix.cache.batch_repeat_interleave(n)
-        logits = prefix.last_logits.repeat_interleave(n, dim=0)
-        next_position = prefix.next_position.repeat_interleave(n)
-        attention_mask = batch.attention_mask.repeat_interleave(n, dim=0)
-        rows = logits.shape[0]
+        rows = len(prompts) * n
         greedy = params.temperature == 0
         sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
-        stop_ids = self.stop_ids.to(device)
+        draw = Draw(params, sampler, self.pad_id, rows, generator)
+        decode = self._decode_dynamic if self.static_plan is None else self._decode_static
+        stats = DecodeStats(calls=1)
+        start = time.perf_counter()
+        with self.lora.merged() if self.lora is not None else contextlib.nullcontext():
+            prefix = prefill(self.model, batch)
+            prefix.cache.batch_repeat_interleave(n)
+            if device.type == "cuda":  # the times are the work's, not its launch's
+                torch.cuda.synchronize(device)
+            stats.prefill_s = time.perf_counter() - start
+            tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw, stats)
+        stats.decode_s = time.perf_counter() - start - stats.prefill_s  # both loops end looking at the tokens
+        groups = self._completions(tokens, logprobs, entropies, n)
+        stats.useful_row_steps = sum(max(len(c.token_ids) - 1, 0) for g in groups for c in g.completions)
+        self.stats.add(stats)
+        return groups
 
-        tokens, logprobs, entropies = [], [], []
+    def _decode_dynamic(
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The loop whose cache grows by concatenation, the host looking after every step."""
+        rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
+        record = Record(rows, steps, self.pad_id, device)
+        stop_ids = self.stop_ids.to(device)
+        logits = prefix.last_logits.repeat_interleave(n, dim=0)
+        next_position = prefix.next_position.repeat_interleave(n)
+        attention_mask = prompt_mask.repeat_interleave(n, dim=0)
+        index = torch.arange(rows, device=device)  # the batch row each decoded row is
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
-        for step in range(params.max_new_tokens):
-            logits = logits.float()
-            if params.temperature > 0:
-                logits = logits / params.temperature
-            step_logp = torch.log_softmax(logits, dim=-1)
-            allowed = sampler.apply(logits)
-            if params.temperature > 0:
-                choice = sample_categorical(torch.softmax(allowed, dim=-1), generator)
-            else:
-                choice = allowed.argmax(dim=-1)
-            choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
-            tokens.append(choice)
-            logprobs.append(step_logp.gather(1, choice[:, None]).squeeze(1))
-            entropies.append(-(step_logp.exp() * step_logp).sum(dim=-1))
+        for step in range(steps):
+            choice, logp, entropy = draw(logits, index, finished)
+            record.write(index, choice, logp, entropy)
             live = ~finished
             finished = finished | torch.isin(choice, stop_ids)
-            if bool(finished.all()) or step + 1 == params.max_new_tokens:
+            running = int(finished.logical_not().sum())
+            if running == 0 or step + 1 == steps:
                 break
             attention_mask = torch.cat([attention_mask, live.long()[:, None]], dim=1)
+            if self.options.compact and running < len(index):
+                keep = finished.logical_not().nonzero().squeeze(1)
+                prefix.cache.batch_select_indices(keep)
+                attention_mask, next_position, index, choice, finished = (
+                    t[keep] for t in (attention_mask, next_position, index, choice, finished)
+                )
+            stats.forwards += 1
+            stats.row_steps += len(index)
             out = self.model(
                 input_ids=choice[:, None],
                 attention_mask=attention_mask,
@@ -129,9 +240,31 @@ class HFEngine:
                 use_cache=True,
             )
             logits = out.logits[:, -1]
-        return self._completions(
-            torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), torch.stack(entropies, dim=1), n
-        )
+        return record.taken(step + 1)
+
+    def _decode_static(
+        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The static-shape step (static.py): buffers of this batch's shape, reused while the
+        engine keeps them (until it sleeps), the live rows compacted into buckets."""
+        rows, params = draw.rows, draw.params
+        length = cache_length(prompt_mask.shape[1], params.max_new_tokens)
+        shape = (rows, length, params, draw.generator)
+        if self._static is None or self._static[0] != shape:
+            self._static = None  # the old buffers go before the new ones are made
+            decoding = StaticDecoding(
+                self.model, prefix.cache, length, draw, Record(rows, params.max_new_tokens, self.pad_id, self.device),
+                self.stop_ids.to(self.device), self.static_plan,
+            )  # fmt: skip
+            self._static = (shape, decoding)
+        decoding = self._static[1]
+        next_position = prefix.next_position.repeat_interleave(n)
+        positions = self.family.decode_positions(next_position, 0, 1)
+        advance = self.family.decode_positions(next_position, 1, 1) - positions
+        decoding.start(prefix.cache, prompt_mask.repeat_interleave(n, dim=0), positions, advance)
+        taken = decoding.decode(prefix.last_logits.repeat_interleave(n, dim=0))
+        stats.forwards, stats.row_steps = decoding.forwards, decoding.row_steps
+        return decoding.record.taken(taken)
 
     def _completions(
         self, tokens: torch.Tensor, logprobs: torch.Tensor, entropies: torch.Tensor, n: int

@@ -8,6 +8,7 @@ variants). A task may also be given as `module:Class` or `path/to/file.py:Class`
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -75,14 +76,26 @@ def task_class(name: str) -> type[Task]:
         elif ":" in name:
             obj = plugins.import_object(name)
         else:
-            known = sorted(r.name for r in registered_tasks())
-            raise ConfigError(
-                f"config: task.name {name!r} is not a registered task; available: {', '.join(known)} "
-                "(or give module:Class or path/to/file.py:Class)"
-            )
+            raise ConfigError(unknown_task(name))
     if not (isinstance(obj, type) and issubclass(obj, Task)):
         raise ConfigError(f"task {name!r} resolves to {obj!r}, which is not a vlrl.tasking.task.Task subclass")
     return obj
+
+
+def unknown_task(name: str) -> str:
+    """The error for a name no task has: the closest names first, then the training tasks and
+    the benchmarks (evaluation only) apart."""
+    tasks = registered_tasks()
+    names = [r.name for r in tasks]
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+    training = sorted(r.name for r in tasks if not issubclass(r.cls, Benchmark))
+    benchmarks = sorted(r.name for r in tasks if issubclass(r.cls, Benchmark))
+    return (
+        f"config: task.name {name!r} is not a registered task; {hint}training tasks: {', '.join(training)}; "
+        f"and {len(benchmarks)} evaluation-only benchmarks (`vlrl tasks list` names them); "
+        "or give module:Class or path/to/file.py:Class"
+    )
 
 
 def make_task(cfg: TaskConfig, family: str = "") -> Task:

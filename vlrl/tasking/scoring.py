@@ -60,28 +60,64 @@ def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[lis
     return clean, failures
 
 
+def _fits(completion: object, max_chars: int) -> bool:
+    return isinstance(completion, str) and len(completion) <= max_chars
+
+
+def _bounded(fn, completions: Sequence[str], samples: Sequence[Sample], max_chars: int) -> tuple[list[float], int]:
+    """`fn`'s values of the completions (never raising), 0 for those longer than max_chars."""
+    keep = [i for i, c in enumerate(completions) if _fits(c, max_chars)]
+    values = [0.0] * len(completions)
+    if not keep:
+        return values, 0
+    kept, failures = _safe_values(fn, [completions[i] for i in keep], [samples[i] for i in keep])
+    for i, value in zip(keep, kept, strict=True):
+        values[i] = value
+    return values, failures
+
+
 def score(
     task: Task, completions: Sequence[str], samples: Sequence[Sample], max_chars: int = MAX_COMPLETION_CHARS
 ) -> Scores:
+    """The task's reward components in use (`Task.scorers`: its own, and the config's reward
+    functions) on each completion, and their weighted sum."""
     if len(completions) != len(samples):
         raise ValueError(f"{len(completions)} completions for {len(samples)} samples")
-    functions = task.reward_functions()
-    keep = [i for i, c in enumerate(completions) if isinstance(c, str) and len(c) <= max_chars]
-    kept_completions = [completions[i] for i in keep]
-    kept_samples = [samples[i] for i in keep]
     components: dict[str, list[float]] = {}
     failures: dict[str, int] = {}
-    for name in task.reward_weights:
-        values = [0.0] * len(completions)
-        if keep:
-            kept_values, failures[name] = _safe_values(functions[name], kept_completions, kept_samples)
-            for i, value in zip(keep, kept_values, strict=True):
-                values[i] = value
-        components[name] = values
+    for name, fn in task.scorers().items():
+        components[name], failures[name] = _bounded(fn, completions, samples, max_chars)
     total = [
         sum(task.reward_weights[name] * components[name][i] for name in components) for i in range(len(completions))
     ]
-    return Scores(components, total, {k: v for k, v in failures.items() if v}, len(completions) - len(keep))
+    oversized = sum(not _fits(c, max_chars) for c in completions)
+    return Scores(components, total, {k: v for k, v in failures.items() if v}, oversized)
+
+
+def judges(task: Task, sample: Sample) -> bool:
+    """Whether the task defines a correctness (`Task.correct`): its own `correct`, or an
+    `accuracy_metric` that its metrics report for one sample (a task's metrics may name none,
+    a split-level recall say: then nothing is logged rather than a failure per completion)."""
+    if not task.accuracy_metric:
+        return False
+    if type(task).correct is not Task.correct:
+        return True
+    try:
+        return task.accuracy_metric in task.metrics([sample], [""])
+    except Exception:  # the metrics themselves fail: scoring counts each failure
+        return True
+
+
+def correctness(
+    task: Task, completions: Sequence[str], samples: Sequence[Sample], max_chars: int = MAX_COMPLETION_CHARS
+) -> tuple[list[float], int] | None:
+    """The task's correctness of each completion (`Task.correct`, in [0, 1]) under the rules of
+    `score`: never raising (a failing item is 0, counted), 0 beyond `max_chars`. Returns the
+    values and the failures; None when the task defines no correctness (`accuracy_metric` "")."""
+    if not task.accuracy_metric:
+        return None
+    values, failures = _bounded(task.correct, completions, samples, max_chars)
+    return [min(1.0, max(0.0, v)) for v in values], failures
 
 
 @dataclass

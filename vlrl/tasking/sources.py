@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rich.console import Console
+from rich.markup import escape
 
 from vlrl.config import Config, ConfigError, TaskConfig
 from vlrl.data.records import MediaRules, Split
@@ -35,13 +36,18 @@ def load_task_split(
     require_images: bool = True,
     path: str | None = None,
     columns: dict[str, str] | None = None,
+    key: str | None = None,
 ) -> Split:
-    path = path or (cfg.data.train if which == "train" else cfg.data.eval)
+    """The split at `path` (default: data.train or data.eval). `key` is the config key that named
+    a given path (None: the command line gave it as an argument, not as a key): synthetic data
+    is written only at a key's path, and only where `Config.writes_synthetic` allows it."""
+    if not path:
+        path, key = (cfg.data.train if which == "train" else cfg.data.eval), f"data.{which}"
     if not path:
         raise ConfigError(f"config: data.{which} is empty; give the path of a {task.name} data file")
     if not spec_exists(path):
-        if not cfg.data.synthetic:
-            raise ConfigError(f"config: data.{which}: {path} does not exist (set data.synthetic=true to generate it)")
+        if key is None or not cfg.writes_synthetic(key):
+            raise ConfigError(missing_data(task, cfg, path, key))
         size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
         task.synthesize(path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
@@ -58,6 +64,43 @@ def load_task_split(
     if not split.samples:
         raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
     return split
+
+
+def missing_data(task: Task, cfg: Config, path: str, key: str | None) -> str:
+    """Why `path` is not there and how to make it: synthetic data refused at a path given apart
+    from data.synthetic (a typo must not fill a folder with scenes), else the task's converter."""
+    text = f"config: {key}: {path} (set {cfg.where(key)}) does not exist" if key else f"{path} does not exist"
+    if key and cfg.data.synthetic:
+        return (
+            f"{text}. Synthetic data is written only at the paths stated where data.synthetic is set "
+            f"({cfg.where('data.synthetic')}), never at a path given elsewhere: check the path; to write synthetic "
+            f"data there on purpose: vlrl data synth --task {task.name} --out {path}"
+        )
+    split = "val" if key == "data.eval" else "train"
+    source = task.data_source.format(path=path, split=split) if task.data_source else "docs/tasks.md describes its data"
+    return f"{text}. Task {task.name}'s data: {source}; vlrl data synth --task {task.name} writes synthetic data"
+
+
+def held_out_inherited(cfg: Config) -> str | None:
+    """The mistake of training on data of one's own from a demo config: its synthetic held-out
+    split comes along (the held-out metrics would be the demo's). None when it is not made."""
+    if cfg.mixture or not cfg.data.eval or not cfg.writes_synthetic("data.eval") or cfg.writes_synthetic("data.train"):
+        return None
+    return (
+        f"data.train is {cfg.data.train} (set {cfg.where('data.train')}) but data.eval is {cfg.data.eval}, the "
+        f"synthetic held-out split set {cfg.where('data.eval')}: held-out metrics would measure its synthetic data, "
+        "not yours. Set data.eval to a held-out file of your data"
+    )
+
+
+def check_held_out(cfg: Config, console: Console, evaluates: bool) -> None:
+    """`held_out_inherited`, refused when the run evaluates on it (eval.every > 0), else warned
+    about (config.yaml keeps it: `vlrl eval --model RUN/checkpoints/...` would evaluate on it)."""
+    problem = held_out_inherited(cfg)
+    if problem and evaluates:
+        raise ConfigError(f"config: {problem} (or eval.every=0)")
+    if problem:
+        console.print(f"[yellow]warning:[/yellow] {escape(problem)}", highlight=False)
 
 
 def _read(task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str]) -> Split:
@@ -104,6 +147,7 @@ class Source:
     train: Split
     eval_path: str
     weight: float
+    eval_key: str = "data.eval"  # the config key that names eval_path
 
 
 def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
@@ -119,6 +163,6 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
         task = check_trainable(
             make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
         )
-        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns)
-        sources.append(Source(task, split, entry.eval, entry.weight))
+        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture")
+        sources.append(Source(task, split, entry.eval, entry.weight, "mixture"))
     return sources

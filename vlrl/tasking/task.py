@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from vlrl.config import ConfigError, build
 from vlrl.data.records import FrameSpec, MediaRules, RecordContext, Split, load_split
 from vlrl.data.sample import Sample
+from vlrl.tasking.config_rewards import ConfigReward, is_reward_spec, load_reward
 
 if TYPE_CHECKING:
     from vlrl.data.tables import Column
@@ -38,11 +39,20 @@ class Task:
     Options: ClassVar[type] = NoOptions
     default_rewards: ClassVar[dict[str, float]] = {}
     data_suffix: ClassVar[str] = ".json"  # file extension of the task's public data format
+    # Where the task's data comes from and the command converting it, said when a data file is
+    # missing ("{path}" is the file the config names); empty: docs/tasks.md.
+    data_source: ClassVar[str] = ""
     eval_only: ClassVar[bool] = False  # a benchmark: no rewards, never trained on
     # Published tables (parquet / arrow, vlrl.data.tables): the columns the task reads, checked on
     # every file, and the split it evaluates; empty: the task's data is its own format.
     columns: ClassVar[tuple[Column, ...]] = ()
     split: ClassVar[str] = ""
+    # The evaluation metric, a mean over samples, that says a completion is right (`correct`):
+    # training logs its mean over the sampled completions as `accuracy`. "": none.
+    accuracy_metric: ClassVar[str] = "accuracy"
+    # The metrics a summary shows (held-out lines, vlrl plot) unless eval.headline names others;
+    # empty: accuracy_metric. The mean reward follows.
+    headline: ClassVar[tuple[str, ...]] = ()
     max_new_tokens: ClassVar[int] = 0  # the generation length its public evaluation uses (0: the config's)
     # Option defaults by model family (vlrl/models/), where that family's recipe differs from
     # the task's defaults (a prompt that states the family's coordinates, say); task.options
@@ -52,16 +62,38 @@ class Task:
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         self.options = build(self.Options, dict(options or {}), prefix="task.options.")
         available = self.reward_functions()
-        weights = dict(rewards) if rewards else dict(self.default_rewards)
-        for key in weights:
+        given = dict(rewards or {})
+        own = {key: weight for key, weight in given.items() if not is_reward_spec(key)}
+        weights = own or dict(self.default_rewards)  # reward functions alone add to the task's defaults
+        for key in own:
             if key not in available:
                 raise ConfigError(
                     f"config: task.rewards.{key} is not a reward of task {self.name!r}; "
-                    f"available: {', '.join(sorted(available))}"
+                    f"available: {', '.join(sorted(available))} (or a function of yours: FILE.py:FUNCTION)"
                 )
+        # Reward functions named in the config (config_rewards.py), by their component name.
+        self.config_rewards: dict[str, ConfigReward] = {}
+        for spec in (key for key in given if is_reward_spec(key)):
+            reward = load_reward(spec)
+            if reward.name in available or reward.name in self.config_rewards:
+                taken = self.config_rewards[reward.name].spec if reward.name in self.config_rewards else self.name
+                raise ConfigError(
+                    f"config: task.rewards.{spec}: its name {reward.name!r} is already a reward of {taken}; "
+                    "rename the function (its name is how it is logged: reward/NAME)"
+                )
+            self.config_rewards[reward.name] = reward
+            weights[reward.name] = given[spec]
         if not weights and not self.eval_only:
             raise ConfigError(f"config: task {self.name!r} has no reward components selected")
         self.reward_weights: dict[str, float] = weights
+
+    def scorers(self) -> dict[str, RewardFn]:
+        """The reward components in use, by name: the task's own and the config's functions."""
+        own = self.reward_functions()
+        return {
+            name: self.config_rewards[name].fn if name in self.config_rewards else own[name]
+            for name in self.reward_weights
+        }
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -115,3 +147,10 @@ class Task:
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         """Evaluation metrics of a split, as the task's public evaluation defines them."""
         raise NotImplementedError
+
+    def correct(self, completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
+        """How right each completion is, in [0, 1]: its value of the evaluation metric
+        `accuracy_metric` (the metric is the mean of these), so that training's logged `accuracy`
+        is the evaluation's, on the sampled completions. Override where it is cheaper to compute
+        directly; set `accuracy_metric = ""` where the task has no such metric (nothing is logged)."""
+        return [float(self.metrics([s], [c])[self.accuracy_metric]) for c, s in zip(completions, samples, strict=True)]

@@ -29,6 +29,8 @@ class Group:
     reward: torch.Tensor  # (G,) the task's weighted reward plus shaping terms
     correct: torch.Tensor  # (G,) bool, by algo.accuracy_reward >= (or >, accuracy_strict) algo.accuracy_threshold
     shaping: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (G,) terms added to the reward
+    accuracy: torch.Tensor | None = None  # (G,) the task's correctness (Task.correct; None: it defines none)
+    accuracy_failures: int = 0  # completions whose correctness could not be computed (scored 0)
 
 
 @dataclass

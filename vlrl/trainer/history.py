@@ -111,3 +111,14 @@ def data_changes(new: list[dict[str, str]], saved: list[dict[str, str]]) -> dict
         for before, after in zip(saved, new, strict=False)
         if before["sha256"] != after["sha256"]
     }
+
+
+def file_changes(new: list[dict[str, str]], saved: list[dict[str, str]]) -> dict[str, dict]:
+    """Files, by path, whose contents differ from the checkpoint's (a file only one side has is
+    a changed setting, which resume_changes reports)."""
+    before = {entry["path"]: entry["sha256"] for entry in saved}
+    return {
+        entry["path"]: {"from": before[entry["path"]], "to": entry["sha256"]}
+        for entry in new
+        if entry["path"] in before and before[entry["path"]] != entry["sha256"]
+    }

@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 import torch
 from rich.console import Console
 
 from vlrl.algos.advantages import advantages as compute_advantages
+from vlrl.algos.difficulty import difficulty_weights
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config, ConfigError
 from vlrl.data.sample import Sample
-from vlrl.eval.harness import EvalSettings, evaluate
+from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model, load_model
@@ -24,12 +25,12 @@ from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
-from vlrl.rollout.base import banned_token_ids
-from vlrl.tasking.scoring import Scores, score
-from vlrl.tasking.sources import load_task_split, task_sources
+from vlrl.rollout.base import banned_token_ids, logprobs_exact
+from vlrl.tasking.scoring import Scores, correctness, judges, score
+from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
-from vlrl.trainer.run import Run, RunResult
+from vlrl.trainer.run import Run, RunResult, finished_run
 from vlrl.trainer.thinking import make_scorer
 from vlrl.trainer.update import Updater, update_stats
 from vlrl.vision.video import Video
@@ -45,13 +46,26 @@ class RLTrainer:
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
-        accuracy = cfg.algo.accuracy_reward
+        check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
+        self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
         for source in self.sources:
-            if accuracy and accuracy not in source.task.reward_weights:
-                raise ConfigError(
-                    f"config: algo.accuracy_reward {accuracy!r} is not one of task {source.task.name!r}'s rewards: "
-                    f"{', '.join(source.task.reward_weights)}"
+            if id(source.task) in self.unjudged and source.task.accuracy_metric:
+                console.print(
+                    f"[yellow]warning:[/yellow] task {source.task.name}'s metrics report no "
+                    f"{source.task.accuracy_metric!r} for a sample (Task.accuracy_metric): training logs no accuracy "
+                    "for it; name another metric in accuracy_metric, or override Task.correct",
+                    highlight=False,
                 )
+        for key, name in (
+            ("accuracy_reward", cfg.algo.accuracy_reward),
+            ("difficulty.reward", cfg.algo.difficulty.reward),
+        ):
+            for source in self.sources:
+                if name and name not in source.task.reward_weights:
+                    raise ConfigError(
+                        f"config: algo.{key} {name!r} is not one of task {source.task.name!r}'s rewards: "
+                        f"{', '.join(source.task.reward_weights)}"
+                    )
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
@@ -64,14 +78,20 @@ class RLTrainer:
         vocab = core_model(run.model).config.get_text_config().vocab_size
         banned = torch.zeros(vocab, dtype=torch.bool)
         banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
-        sampler = SamplingFilter(banned, r.top_k, r.top_p)  # what every engine draws from, as the trainer computes it
-        self.updater = Updater(run, cfg.algo, r, reference, not self.engine.shares_policy, sampler)
+        # What the engine draws from, as the trainer computes it: what an engine that holds its
+        # own copy of the policy reports log-probs of (an engine sampling with the policy
+        # reports the policy's, over the whole vocabulary).
+        sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
+        exact = logprobs_exact(self.engine)
+        self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler)
         if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
             self.engine.sync_weights(self.run.strategy.full_weights())
-            if cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1:
-                console.print(
-                    f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
-                )
+        if not exact and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
+            console.print(
+                f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
+            )
+        if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
+            console.print(f"rollout engine {self.engine.name}: {note}")
         if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
             console.print(
                 f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
@@ -82,7 +102,8 @@ class RLTrainer:
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
             for source in self.sources:
-                samples = load_task_split(source.task, cfg, "eval", console, path=source.eval_path or None).samples
+                split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, key=source.eval_key)
+                samples = split.samples
                 self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
@@ -140,7 +161,9 @@ class RLTrainer:
                 shaping["length"] = length_bonus(lengths, correct, length.min_tokens, length.max_tokens, length.bonus)
             for term in shaping.values():
                 reward = reward + term
-            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping))
+            right = None if id(task) in self.unjudged else correctness(task, texts, [sample] * G)
+            accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
+            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures))
         return groups, unusable
 
     def temporal_contrast(
@@ -210,20 +233,35 @@ class RLTrainer:
             entropy = batch.entropy if batch.entropy is not None else old.entropy
             selected = high_entropy_mask(entropy, mask, algo.top_entropy_fraction).float()
         ref = self.updater.reference_logprobs(batch) if algo.beta > 0 else None
+        group_weights = self.difficulty(batch)
+        row_weights = None if group_weights is None else group_weights[batch.prompt_index]
         sums: defaultdict[str, float] = defaultdict(float)
         skipped = 0
         for iteration in range(algo.num_iterations):
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
                 rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
-                    batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0
-                )
+                    batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
+                    row_weights=row_weights,
+                )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 skipped += not applied
                 sums["loss"] += loss
                 sums["grad_norm"] += grad_norm
                 sums["optimizer_steps"] += 1
-        return update_stats(sums, ref is not None, self.updater.corrects(batch), old.entropy, batch), skipped
+        stats = update_stats(sums, ref is not None, self.updater.corrects(batch), old.entropy, batch)
+        if group_weights is not None and len(group_weights):
+            stats["difficulty_weight"] = float(group_weights.mean())
+        return stats, skipped
+
+    def difficulty(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """UniVG-R1's weight of each group's policy term, from the group's mean of the
+        algo.difficulty.reward component (None when off)."""
+        d = self.cfg.algo.difficulty
+        if d.weighting == "none":
+            return None
+        means = torch.tensor([float(np.mean(g.scores.components[d.reward])) for g in batch.groups], dtype=torch.float64)
+        return difficulty_weights(means, d.weighting, d.power).float()
 
     # -- 5. log ----------------------------------------------------------------------------------
     def step_metrics(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor) -> dict[str, float]:
@@ -243,17 +281,20 @@ class RLTrainer:
             metrics["entropy"] = float(
                 (batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)
             )
-        metrics.update(reward_metrics(groups))
+        by_reward = bool(self.cfg.algo.accuracy_reward)
+        metrics.update(reward_metrics(groups, by_reward))
         if len(self.sources) > 1:  # a mixture: the same numbers per task
             for source in self.sources:
                 mine = [g for g in groups if g.task is source.task]
                 if mine:
-                    metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine).items()})
+                    metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine, by_reward).items()})
         if self.thinking is not None:
             metrics["thinking_failures"] = float(self.thinking.failures)
         return metrics
 
-    def evaluate_held_out(self) -> dict[str, float]:
+    def evaluate_held_out(self, step: int) -> dict[str, float]:
+        """Each task's held-out split (process 0): its metrics as eval/..., and one line of its
+        headline metrics printed, on a terminal and in a log file alike."""
         metrics: dict[str, float] = {}
         for task, path, samples in self.held_out:
             result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
@@ -261,6 +302,9 @@ class RLTrainer:
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
             metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
             metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
+            label = f"held-out step {step} | {task.name} ({len(result.records)} samples of {path})"
+            line = headline_line(label, result.metrics, headline_names(task, self.cfg.eval.headline))
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         return metrics
 
     def train(self) -> RunResult:
@@ -312,31 +356,58 @@ class RLTrainer:
                 metrics = run.procs.mean_metrics(metrics)
                 if cfg.eval.every > 0 and (step % cfg.eval.every == 0 or step == t.steps):
                     with self.sampling_weights():  # entered by every process; process 0 evaluates
-                        metrics.update(self.evaluate_held_out())
+                        metrics.update(self.evaluate_held_out(step))
                 samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
-                    g = groups[0]
-                    samples = [
-                        {
-                            "id": g.sample.id,
-                            "completion": c.text,
-                            "rewards": g.scores.row(i),
-                            "reward": float(g.reward[i]),
-                        }
-                        for i, c in enumerate(g.completions)
-                    ]
+                    samples = sample_rows(groups[0], advantages[: len(groups[0].completions)])
                 run.logs.log(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
                 if run.end_step(step, skipped):
                     break
         return run.close()
 
 
-def reward_metrics(groups: list[Group]) -> dict[str, float]:
-    """Mean reward, accuracy, and each reward component and shaping term, over the groups."""
-    out = {
-        "reward": float(torch.cat([g.reward for g in groups]).mean()),
-        "accuracy": float(torch.cat([g.correct for g in groups]).float().mean()),
+def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
+    """A group's completions as samples.jsonl and the trackers' tables show them, as TRL's
+    completions table does: the prompt's text, its media and target, each completion with its
+    rewards, correctness and advantage."""
+    sample = group.sample
+    shared = {
+        "id": sample.id,
+        "prompt": prompt_text(group.task, sample),
+        "images": list(sample.images),
+        **({"video": sample.video} if sample.video else {}),
+        "target": jsonable(sample.solution),
     }
+    return [
+        {
+            **shared,
+            "completion": c.text,
+            "rewards": group.scores.row(i),
+            "reward": float(group.reward[i]),
+            **({"accuracy": float(group.accuracy[i])} if group.accuracy is not None else {}),
+            "advantage": float(advantages[i]),
+        }
+        for i, c in enumerate(group.completions)
+    ]
+
+
+def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, float]:
+    """Mean reward; accuracy, the task's correctness (Task.correct: refcoco's ACC@0.5, counting's
+    exact count...); with `by_reward`, correct_frac, the share that the advantage options count as
+    correct (algo.accuracy_reward >= algo.accuracy_threshold); each reward component and shaping
+    term; and the values that could not be computed (scored 0), where there were any."""
+    out = {"reward": float(torch.cat([g.reward for g in groups]).mean())}
+    judged = [g.accuracy for g in groups if g.accuracy is not None]
+    if judged:
+        out["accuracy"] = float(torch.cat(judged).mean())
+    if by_reward:
+        out["correct_frac"] = float(torch.cat([g.correct for g in groups]).float().mean())
+    failures = Counter()
+    for g in groups:
+        failures.update(g.scores.failures)
+    out.update({f"reward_failures/{name}": float(n) for name, n in failures.items()})
+    if any(g.accuracy_failures for g in groups):
+        out["accuracy_failures"] = float(sum(g.accuracy_failures for g in groups))
     for name in dict.fromkeys(k for g in groups for k in g.scores.components):
         values = [v for g in groups for v in g.scores.components.get(name, [])]
         out[f"reward/{name}"] = float(np.mean(values))
@@ -346,4 +417,5 @@ def reward_metrics(groups: list[Group]) -> dict[str, float]:
 
 
 def train(cfg: Config, console: Console | None = None) -> RunResult:
-    return RLTrainer(cfg, console or Console()).train()
+    console = console or Console()
+    return finished_run(cfg.trainer, "trainer", console) or RLTrainer(cfg, console).train()

@@ -24,6 +24,7 @@ from vlrl.parallel import make_strategy
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import Source
 from vlrl.trainer.checkpoint import (
+    STEP_DIR,
     CheckpointError,
     list_checkpoints,
     load_process_rng,
@@ -32,7 +33,14 @@ from vlrl.trainer.checkpoint import (
     rng_state,
     write_checkpoint,
 )
-from vlrl.trainer.history import HISTORY_FILE, data_changes, data_fingerprints, resume_changes, used_config
+from vlrl.trainer.history import (
+    HISTORY_FILE,
+    data_changes,
+    data_fingerprints,
+    file_changes,
+    resume_changes,
+    used_config,
+)
 from vlrl.trainer.logs import RunLog
 from vlrl.trainer.stops import StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
@@ -77,6 +85,26 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
     return Path(t.resume)
 
 
+def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult | None:
+    """The run in t.output_dir when it already took its t.steps: rerunning its command says so
+    and stops before any data or model loads (None: there is a step to train)."""
+    checkpoint = resume_checkpoint(t, section)
+    match = STEP_DIR.match(checkpoint.name) if checkpoint is not None else None
+    if match is None or int(match.group(1)) < t.steps:
+        return None
+    step = int(match.group(1))
+    main = int(os.environ.get("RANK", "0")) == 0
+    if main:
+        console.print(
+            f"{escape(t.output_dir)} already finished: its checkpoint {escape(str(checkpoint))} is step {step} of "
+            f"{section}.steps={t.steps}, so there is nothing to train; raise {section}.steps to go on, or choose "
+            f"another {section}.output_dir",
+            highlight=False,
+        )
+    run_dir = Path(t.output_dir)
+    return RunResult(run_dir, run_dir / "metrics.jsonl", checkpoint, step, main=main)
+
+
 @contextlib.contextmanager
 def removed_if_unused(run_dir: Path) -> Iterator[None]:
     """A command that fails before it wrote results leaves no directory behind: one that it
@@ -115,6 +143,18 @@ class Run:
         state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
         config = json.loads(json.dumps(used_config(cfg, section), default=str))
         changes = resume_changes(config, json.loads(state["config"]), section, resume_from) if state else {}
+        # The files of the config's reward functions: a resumed run scores as its steps so far did.
+        self.reward_files = data_fingerprints(
+            sorted({r.file for s in sources for r in s.task.config_rewards.values() if r.file})
+        )
+        changed = file_changes(self.reward_files, state.get("reward_files", [])) if state else {}
+        if changed:
+            path, change = next(iter(changed.items()))
+            raise ConfigError(
+                f"config: the reward function file {path} changed since the checkpoint {resume_from} was saved "
+                f"(sha256 {change['from'][:12]}... -> {change['to'][:12]}...): a resumed run must score as its earlier "
+                f"steps did; restore the file, or start a new run in another {section}.output_dir"
+            )
         if self.procs.main:
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
@@ -272,6 +312,7 @@ class Run:
             "skipped_updates": self.skipped_updates,
             "config": json.dumps(self.config),
             "data": self.data,
+            "reward_files": self.reward_files,
             **self.strategy.trainer_state(),
         }
         try:

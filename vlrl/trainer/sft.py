@@ -20,10 +20,10 @@ from vlrl.models.batch import Prompt, collate
 from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompt, render_usable
 from vlrl.parallel.distributed import Processes
-from vlrl.tasking.sources import task_sources
+from vlrl.tasking.sources import check_held_out, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import micro_batches
-from vlrl.trainer.run import Run, RunResult
+from vlrl.trainer.run import Run, RunResult, finished_run
 
 
 def target_ids(tokenizer, text: str) -> list[int]:
@@ -34,8 +34,11 @@ def target_ids(tokenizer, text: str) -> list[int]:
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     console = console or Console()
     t = cfg.sft
+    if done := finished_run(t, "sft", console):
+        return done
     with Processes.from_env().main_first():  # process 0 writes missing synthetic data
         sources = task_sources(cfg, console)
+    check_held_out(cfg, console, evaluates=False)
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id

@@ -113,12 +113,15 @@ def flatten(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def sample_table(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
-    """Columns id, completion, reward and one per reward component, and the rows under them."""
+    """Columns id, prompt and target (where the rows have them), completion, reward and one per
+    reward component, and the rows under them."""
     components = list(dict.fromkeys(name for row in rows for name in row.get("rewards", {})))
-    columns = ["id", "completion", "reward", *components]
+    texts = [key for key in ("prompt", "target") if any(key in row for row in rows)]
+    columns = ["id", *texts, "completion", "reward", *components]
     data = [
         [
             str(row.get("id")),
+            *(row.get(key) if isinstance(row.get(key), str) else json.dumps(row.get(key)) for key in texts),
             row.get("completion", ""),
             row.get("reward"),
             *(row.get("rewards", {}).get(c) for c in components),

@@ -36,15 +36,18 @@ def rows_of(values: torch.Tensor, micro: torch.Tensor, width: int, device: torch
 @dataclass
 class Updater:
     """What the update needs besides the batch: the run (policy, optimizer, processes), the
-    options, the KL reference (None: the policy with its LoRA adapters off), and the engine's
-    two facts. `sampler` is what every engine draws from, as the trainer computes it."""
+    options, the KL reference (None: the policy with its LoRA adapters off), and what the
+    engine's log-probs are: the trainer's own, or not (`foreign`: another implementation, or
+    the HF engine decoding with LoRA merged), and of which distribution (`sampler`: what the
+    engine draws from, as the trainer computes it, when its log-probs are of that, as vLLM's
+    are; None: of the policy over the whole vocabulary, as the trainer's)."""
 
     run: Run
     algo: AlgoConfig
     rollout: RolloutConfig
     reference: torch.nn.Module | None
-    foreign: bool  # the engine does not sample with the policy: its log-probs are another implementation's
-    sampler: SamplingFilter
+    foreign: bool  # the engine's log-probs are not the trainer's own
+    sampler: SamplingFilter | None
 
     def old_logprobs(self, batch: RolloutBatch) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
@@ -57,7 +60,9 @@ class Updater:
         recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         if recompute or need_entropy:
-            before = self.logprobs_no_grad(self.run.model, batch, need_entropy, sampled=recompute and self.foreign)
+            before = self.logprobs_no_grad(
+                self.run.model, batch, need_entropy, sampled=recompute and self.sampler is not None
+            )
             return OldLogprobs(before.logp if recompute else None, True, before.sampled, before.entropy)
         if moves:
             return OldLogprobs(batch.rollout_logprobs, batch.rollout_logprobs is None, None, None)
@@ -70,7 +75,8 @@ class Updater:
             return self.logprobs_no_grad(self.run.model, batch).logp
 
     def corrects(self, batch: RolloutBatch) -> bool:
-        """Importance weights correct a foreign engine's samples (algo.rollout_correction)."""
+        """Importance weights correct a foreign engine's samples (algo.rollout_correction): its
+        log-probs are not the trainer's, so neither, exactly, is the policy it sampled from."""
         return self.foreign and self.algo.rollout_correction.enabled and batch.rollout_logprobs is not None
 
     def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
@@ -121,10 +127,12 @@ class Updater:
         selected: torch.Tensor | None,
         sums: defaultdict[str, float],
         first: bool,
+        row_weights: torch.Tensor | None = None,
     ) -> float:
         """One optimizer step's gradient over `rows`, micro-batch by micro-batch (each weighted
         by the whole step's counts, so the split changes nothing); its loss. The engine's
-        mismatch is measured on the `first` pass, where the policy is the one that sampled."""
+        mismatch is measured on the `first` pass, where the policy is the one that sampled.
+        `row_weights` (R,) multiply each row's policy term (algo.difficulty)."""
         run, algo, device = self.run, self.algo, self.run.device
         rows_t = torch.tensor(rows, dtype=torch.long)
         weights = token_weights(
@@ -140,7 +148,7 @@ class Updater:
             micro = rows_t[positions]
             current, width = rows_logprobs(
                 run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device,
-                sampler=self.sampler if self.foreign and old.logp is None else None,
+                sampler=self.sampler if old.logp is None else None,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
             old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)
@@ -149,7 +157,7 @@ class Updater:
             )
             # the trainer's value of what the engine reported, at the policy that sampled
             expected = old_logp
-            if self.foreign:
+            if self.sampler is not None:
                 expected = current.sampled if old.logp is None else rows_of(old.sampled, micro, width, device)
             if engine_logp is not None and old.trainers and first:
                 add_mismatch(
@@ -164,6 +172,7 @@ class Updater:
                 current.logp, old_logp, advantages[micro].to(device), m, algo,
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
+                row_weights=None if row_weights is None else row_weights[micro].to(device),
             )  # fmt: skip
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
             loss.backward()

@@ -1,0 +1,234 @@
+"""Math and reasoning VQA: each public recipe's answer extraction, verifier and format reward.
+
+Every function takes the completion (what the model wrote after the prompt) and the record's
+answer string, and returns the value the recipe gives, scaled to [0, 1] (the recipes' own
+weights are the task's default reward weights):
+
+- EasyR1 (hiyouga/EasyR1 @b44b311, examples/reward_function/math.py, the Geometry3K recipe):
+  whitespace around `<`, `>` and `/` deleted first (`easyr1_collapse`, "handle qwen2.5vl-32b
+  format"), then format = `<think>.*</think>.*\\boxed\\{.*\\}.*` (full match) and accuracy =
+  MathRuler's grade_answer of the last `\\boxed{}` (rewards/mathruler.py).
+  `easyr1_r1v_*`: examples/reward_function/r1v.py: the first one-line `<answer>` (else the
+  whole completion) graded by MathRuler; format = R1's think/answer full match.
+- MM-Eureka (ModalMinds/MM-EUREKA qwen @bccddd7, examples/scripts/reward_func_qwen_instruct.py,
+  MMK12): the first one-line `<answer>...</answer>` with its tags (else what follows the last
+  `<answer>`) parsed by math-verify with the String (A-D), LaTeX and Expr configs, verified
+  against `parse("$answer$")`; then, for a gold letter a-d, the answer text must contain it and
+  none of the other three letters. An answer math-verify cannot parse scores 1 (a constant: no
+  advantage under GRPO). Format: exactly one of each tag, a non-empty think, then the answer.
+- LMM-R1 (TideDra/lmm-r1 @f917f18, openrlhf/models/remote_rm/math_verifier.py): the whole
+  response parsed by math-verify, LaTeX only, anchored, boxed first (`verify_math`); an answer
+  not starting with `$` is wrapped in `$...$`; an unparseable answer scores 1. Format: starts
+  with `<think>`, `</think><answer>` adjacent, ends with `</answer>`, one of each.
+- VisualThinker-R1-Zero (turningpoint-ai/VisualThinker-R1-Zero @cd71978, src/open-r1-multimodal/
+  src/open_r1/grpo.py): math-verify of the completion against `<answer>truth</answer>`, else the
+  first one-line `<answer>` equal to the truth, else the last standalone capital A-H of it;
+  format = R1's full match of `"<think>" + completion` (the base prompt ends with `<think>`).
+
+math-verify is an optional dependency (`pip install 'vlrl[math]'`, the 0.5.2 the three recipes
+pin): `require_math_verify` says how to get it. Its time limits are SIGALRM timers, which work
+only in the main thread (0.5.2 elsewhere silently returns string-only parses), so the functions
+that call it raise in any other thread (the scorer then counts a failure and scores 0). Its
+Expr extraction hands digit-and-operator text to sympy's parse_expr (evaluate=False), under its
+timer; everything else here reads text without evaluating it.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from typing import Any
+
+import regex
+
+from rewards.format import think_answer
+from rewards.mathruler import NO_BOX, boxed_content, grade_answer
+from rewards.text import compile_pattern, findall, fullmatch, search
+
+# math-verify runs its regexes with `re`, unbounded: longer completions score 0 without it, as the
+# scorer (vlrl.tasking.scoring, 65,536 characters) scores them 0 anyway.
+MAX_VERIFY_CHARS = 65536
+MATH_VERIFY_HINT = "math-verify is not installed: pip install 'vlrl[math]' (math-verify==0.5.2, as the recipes pin)"
+
+
+@cache
+def math_verify() -> Any:
+    """The math_verify module; ImportError with the install hint when it is missing."""
+    try:
+        import math_verify as module
+    except ImportError as err:
+        raise ImportError(MATH_VERIFY_HINT) from err
+    return module
+
+
+def require_math_verify() -> None:
+    math_verify()
+
+
+def _verifiable(text: str) -> bool:
+    """math-verify may run on `text`: in the main thread (else RuntimeError), not too long."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("math-verify's time limits work only in the main thread; score there")
+    return len(text) <= MAX_VERIFY_CHARS
+
+
+# -- EasyR1 -------------------------------------------------------------------------------------
+COLLAPSE = compile_pattern(r"\s*(<|>|/)\s*")
+EASYR1_FORMAT = compile_pattern(r"<think>.*</think>.*\\boxed\{.*\}.*", regex.DOTALL)
+FIRST_ANSWER_LINE = compile_pattern(r"<answer>(.*?)</answer>")  # no DOTALL: on one line
+
+
+def easyr1_collapse(completion: str) -> str:
+    """`re.sub(r"\\s*(<|>|/)\\s*", r"\\1", response)`: everywhere, also inside the answer."""
+    try:
+        return COLLAPSE.sub(r"\1", completion, timeout=0.25)
+    except TimeoutError:
+        return completion
+
+
+def easyr1_format(completion: str) -> float:
+    return 1.0 if fullmatch(EASYR1_FORMAT, easyr1_collapse(completion)) else 0.0
+
+
+def easyr1_accuracy(completion: str, answer: str) -> float:
+    return 1.0 if grade_answer(boxed_content(easyr1_collapse(completion)), answer) else 0.0
+
+
+def easyr1_answer(completion: str) -> str | None:
+    """The answer EasyR1 grades: the last box after the collapse (None for its "None")."""
+    boxed = boxed_content(easyr1_collapse(completion))
+    return None if boxed == NO_BOX else boxed
+
+
+def r1v_answer(completion: str) -> str:
+    """r1v.py: the first one-line <answer>, stripped, else the whole completion stripped."""
+    match = search(FIRST_ANSWER_LINE, completion)
+    return match.group(1).strip() if match else completion.strip()
+
+
+def easyr1_r1v_accuracy(completion: str, answer: str) -> float:
+    return 1.0 if grade_answer(r1v_answer(completion), answer.strip()) else 0.0
+
+
+def easyr1_r1v_format(completion: str) -> float:
+    return think_answer(completion)
+
+
+# -- MM-Eureka ----------------------------------------------------------------------------------
+END_TOKENS = ("<|im_end|>", "<｜end▁of▁sentence｜>", "<|endoftext|>")
+TAGGED_ANSWER = compile_pattern(r"(<answer>.*?</answer>)")
+CHOICES = ("a", "b", "c", "d")
+MM_EUREKA_FORMAT = compile_pattern(
+    r"^(?=(?:.*<think>){1})(?=(?:.*<\/think>){1})"
+    r"(?=(?:.*<answer>){1})(?=(?:.*<\/answer>){1})"
+    r"(?!.*<think>.*<think>)"
+    r"(?!.*<\/think>.*<\/think>)"
+    r"(?!.*<answer>.*<answer>)"
+    r"(?!.*<\/answer>.*<\/answer>)"
+    r".*<think>(.+?)</think>\s*<answer>.+?</answer>.*$",
+    regex.DOTALL,
+)
+
+
+def chatml_response(completion: str) -> str:
+    """get_response_from_query's cleaning: end-of-turn tokens removed everywhere, stripped."""
+    for token in END_TOKENS:
+        completion = completion.replace(token, "")
+    return completion.strip()
+
+
+def mm_eureka_accuracy(completion: str, answer: str) -> float:
+    """accuracy_reward_func (an empty response scores 0, as reward_func's guard does)."""
+    mv = math_verify()
+    completion = chatml_response(completion)
+    if not completion or not _verifiable(completion):
+        return 0.0
+    match = search(TAGGED_ANSWER, completion)
+    content = match.group(1) if match else completion.split("<answer>")[-1]
+    gold = mv.parse(f"${answer}$")
+    if not gold:
+        return 1.0  # "Failed to parse gold solution": a constant reward
+    configs = [mv.StringExtractionConfig(), mv.LatexExtractionConfig(), mv.ExprExtractionConfig()]
+    try:
+        if mv.verify(mv.parse(content, extraction_config=configs), gold):
+            return 1.0
+    except Exception:  # verify's own failures score 0 there
+        pass
+    line = search(FIRST_ANSWER_LINE, completion)
+    student = (line.group(1).strip() if line else content.strip()).replace("</answer>", "").replace("<answer>", "")
+    student = student.strip().lower()
+    for item in gold:
+        letter = str(item).lower()
+        if letter in CHOICES and letter in student and all(c not in student for c in CHOICES if c != letter):
+            return 1.0
+    return 0.0
+
+
+def mm_eureka_format(completion: str) -> float:
+    completion = chatml_response(completion)
+    return 1.0 if completion and search(MM_EUREKA_FORMAT, completion) else 0.0
+
+
+# -- LMM-R1 -------------------------------------------------------------------------------------
+LMM_R1_FORMAT = compile_pattern(
+    r"^<think>(?:(?!</think>).)*</think><answer>(?:(?!</answer>).)*</answer>\Z", regex.DOTALL
+)
+
+
+def lmm_r1_accuracy(completion: str, answer: str) -> float:
+    """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`.
+    An empty response scores 0 (LMM-R1 then parses the whole query instead: not available here)."""
+    mv = math_verify()
+    response = chatml_response(completion)
+    if not response or not _verifiable(response):
+        return 0.0
+    answer = answer if answer.startswith("$") else f"${answer}$"
+    gold = mv.parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
+    if not gold:
+        return 1.0  # "Failed to parse gold solution"
+    normalization = mv.LatexNormalizationConfig(
+        nits=False, malformed_operators=False, basic_latex=True, boxed="all", units=True
+    )
+    config = mv.LatexExtractionConfig(
+        normalization_config=normalization, boxed_match_priority=0, try_extract_without_anchor=False
+    )
+    try:
+        parsed = mv.parse(response, extraction_config=[config], extraction_mode="first_match")
+        return float(mv.verify(parsed, gold))
+    except Exception:  # "Failed to verify"
+        return 0.0
+
+
+def lmm_r1_format(completion: str) -> float:
+    response = chatml_response(completion)
+    ok = search(LMM_R1_FORMAT, response) and response.count("<think>") == 1 and response.count("<answer>") == 1
+    return 1.0 if ok else 0.0
+
+
+# -- VisualThinker-R1-Zero ---------------------------------------------------------------------
+LETTER = compile_pattern(r"(^|\s|\[|\()([A-H])(\s|\]|\)|$)")
+
+
+def visualthinker_accuracy(completion: str, answer: str) -> float:
+    """accuracy_reward: math-verify (completion first, as there), then the first one-line
+    <answer> equal to the truth, or its last standalone letter A-H equal to it."""
+    mv = math_verify()
+    if not _verifiable(completion):
+        return 0.0
+    solution = f"<answer>{answer}</answer>"
+    try:
+        if float(mv.verify(mv.parse(completion), mv.parse(solution))) > 0:
+            return 1.0
+    except Exception:
+        pass
+    truth = r1v_answer(solution)
+    student = r1v_answer(completion)
+    if student == truth:
+        return 1.0
+    letters = findall(LETTER, student)
+    return 1.0 if letters and letters[-1][1] == truth else 0.0
+
+
+def visualthinker_format(completion: str, prefilled_think: bool = True) -> float:
+    """format_reward: the base prompt ends with `<think>`, which the completion continues."""
+    return think_answer("<think>" + completion if prefilled_think else completion)

@@ -1,0 +1,511 @@
+"""Math benchmarks as lmms-eval evaluates them (commit 75571cf): MathVista testmini, MathVerse
+testmini and Geometry3K, where lmms-eval's scoring needs no judge model.
+
+- `mathvista_testmini_cot` / `_solution` / `_format` (AI4Math/MathVista, lmms_eval/tasks/
+  mathvista/utils.py and mathvista_evals.py): the step-by-step, solution and format-prompt
+  queries; scored by the rule path lmms-eval takes before it asks its GPT judge to extract the
+  answer, with the judge unavailable (offline its extraction is ""): a response that is exactly
+  a choice, or (integer / float questions) parses as one, is the extraction; anything else is "".
+  A multiple-choice extraction is then mapped to the Levenshtein-nearest choice (for "" the
+  first shortest), an integer to int(float(x)), a float to round(x, precision) — which raises
+  for the dataset's float64 precision, so no float question is ever right there (kept).
+  Reported as lmms-eval's `llm_as_judge_eval`: percent correct, rounded to 2 places. lmms-eval
+  reports None when it is 0; vlrl reports 0.0 (a deviation: a number, not a missing value).
+  These numbers are lmms-eval's without a judge, not its judged numbers (`describe` says so).
+- `mathvista_testmini_cot_reasoning` (mathvista/reasoning/) and `mathverse_testmini_reasoning`
+  (CaraJ/MathVerse-lmmseval, mathverse/reasoning/): the reasoning system prompt, and
+  `_task_utils/reasoning_utils.py`'s compute_score, fully rule-based (its judge is off unless
+  USE_LLM_JUDGE=True): `acc_score` and `format_score`, means. They need math-verify (vlrl[math]).
+  The other MathVerse tasks are judge-only (every sample scores 0 offline) and are not offered.
+- `geometry3k` (Yang130/geometry3k_4choices_mixed, geometry3k/utils.py): four choices, the
+  letter read by four patterns in order (the last match of the first that matches), else the
+  first choice whose text the response contains; `exact_match`, the mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import regex
+from PIL import Image, ImageDraw
+
+from rewards.math import math_verify
+from rewards.text import compile_pattern, findall, fullmatch, search
+from tasks.records import record_image
+from vlrl.config import ConfigError
+from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
+from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.tasking.benchmark import Benchmark, mean, variants
+
+LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
+REASONING_SYSTEM = (
+    "You are a helpful assistant. When the user asks a question, your response must include two parts: "
+    "first, the reasoning process enclosed in <think>...</think> tags, then the final answer enclosed in "
+    "<answer>...</answer> tags.Please provide a clear, concise response within <answer> </answer> tags that "
+    "directly addresses the question."
+)
+LETTERS = "ABCDEFGH"
+
+# -- MathVista's query (MathVistaEvaluator.create_one_query, zero-shot, no caption / OCR) -------------
+MC_HINT = "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end."
+FREE_HINTS = {
+    "integer": "Hint: Please answer the question requiring an integer answer and provide the final value, e.g., 1, 2, 3, at the end.",
+    ("float", 1): "Hint: Please answer the question requiring a floating-point number with one decimal place and provide the final value, e.g., 1.2, 1.3, 1.4, at the end.",
+    ("float", 2): "Hint: Please answer the question requiring a floating-point number with two decimal places and provide the final value, e.g., 1.23, 1.34, 1.45, at the end.",
+    "list": "Hint: Please answer the question requiring a Python list as an answer and provide the final list, e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.",
+}  # fmt: skip
+FORMAT_HINTS = {
+    "multi_choice": "Answer with the option's letter from the given choices directly.",
+    "integer": "Answer the question using a single integer number.",
+    ("float", 1): "Answer the question using a single floating-point number with one decimal place.",
+    ("float", 2): "Answer the question using a single floating-point number with two decimal places.",
+    "list": "Answer the question using a Python list.",
+}
+
+
+def _hint_key(answer_type: str, precision: Any) -> Any:
+    return ("float", precision) if answer_type == "float" else answer_type
+
+
+def mathvista_query(doc: dict[str, Any], shot_type: str) -> str:
+    """The zero-shot query for `step-by-step`, `solution` or `format-prompt`; ValueError where
+    lmms-eval has no hint (a float question whose precision is neither 1 nor 2)."""
+    multi = doc["question_type"] == "multi_choice"
+    key = "multi_choice" if multi else _hint_key(doc["answer_type"], doc.get("precision"))
+    hints = FORMAT_HINTS if shot_type == "format-prompt" else {"multi_choice": MC_HINT, **FREE_HINTS}
+    if key not in hints:
+        raise ValueError(
+            f"no MathVista hint for answer_type {doc['answer_type']!r}, precision {doc.get('precision')!r}"
+        )
+    question = doc["question"] if shot_type == "format-prompt" else f"Question: {doc['question']}"
+    if doc.get("unit"):
+        question += f" (Unit: {doc['unit']})"
+    choices = doc.get("choices") or []
+    if not choices:
+        choices_text = ""
+    elif shot_type == "format-prompt":
+        choices_text = "\n".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(choices))
+    else:
+        choices_text = "\n".join(["Choices:", *(f"({chr(65 + i)}) {c}" for i, c in enumerate(choices))])
+    ending = "Solution: " if shot_type == "solution" else ""
+    query = "\n".join(e for e in (question, choices_text, hints[key], ending) if e != "")
+    return ("\n\n" + query).strip()
+
+
+def levenshtein(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
+    return row[-1]
+
+
+PAREN_LETTER = compile_pattern(r"\(([a-zA-Z])\)")
+
+
+def mathvista_correct(response: str, doc: dict[str, Any]) -> bool:
+    """mathvista_process_results with the judge unavailable: extract, normalize, safe_equal."""
+    response = response.strip()
+    choices, qtype, atype = doc.get("choices") or [], doc["question_type"], doc["answer_type"]
+    extraction = ""
+    if response and qtype == "multi_choice" and response in choices:
+        extraction = response
+    elif response and atype == "integer":
+        try:
+            extraction = str(int(response))
+        except ValueError:
+            pass
+    elif response and atype == "float":
+        try:
+            extraction = str(float(response))
+        except ValueError:
+            pass
+    prediction: Any
+    if qtype == "multi_choice":
+        extraction = extraction.strip()
+        letters = findall(PAREN_LETTER, extraction)
+        if letters:
+            extraction = letters[0].upper()
+        options = [chr(65 + i) for i in range(len(choices))]
+        if extraction in options:
+            prediction = choices[options.index(extraction)]
+        else:
+            distances = [levenshtein(extraction, c) for c in choices]
+            prediction = choices[distances.index(min(distances))]
+    elif atype == "integer":
+        try:
+            prediction = str(int(float(extraction)))
+        except (ValueError, OverflowError):
+            prediction = None
+    elif atype == "float":
+        try:
+            prediction = str(round(float(extraction), doc.get("precision", 0)))
+        except (ValueError, TypeError, OverflowError):
+            prediction = None  # a float64 precision: round() raises, as it does there
+    else:
+        prediction = str(extraction)
+    answer = doc.get("answer")
+    return answer is not None and str(prediction).strip() == str(answer).strip()
+
+
+# -- reasoning_utils.py (the *_reasoning tasks) ----------------------------------------------------------
+REASONING_ANSWER = compile_pattern(r"<answer>(.*?)</answer>", regex.DOTALL)
+LAST_NUMBER = compile_pattern(
+    r"(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))(\d+(?:\.\d+)?)(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))(?:\s*\.?\s*$)"
+)
+THINK_ANSWER_ANY = compile_pattern(r"<think>.*</think>.*<answer>.*</answer>", regex.DOTALL)
+ANALYSIS_ANSWER = compile_pattern(r"<analysis>.*</analysis>.*<answer>.*</answer>", regex.DOTALL)
+HAS_MATH = compile_pattern(r"[=\+\-\*/\(\)\[\]\\]")
+ANSWER_PHRASES = (
+    "the answer is", "answer is", "the correct answer is", "correct answer is", "the answer", "answer",
+    "correct answer", "the correct answer", "the best answer is", "best answer is", "the best answer", "best answer",
+    "the option is", "option is", "the correct option is", "correct option is", "the choice is", "choice is",
+    "the correct choice is", "correct choice is", "i choose", "i select", "i pick", "my answer is", "my choice is",
+)  # fmt: skip
+MCQ_PRIORITY = {"start": 10, "end": 9, "numbered": 8, "phrase": 7, "parentheses": 6, "period": 5, "colon": 4,
+                "right_paren": 3, "space": 2, "dash": 1, "underscore": 1, "equals": 1, "fallback": 0}  # fmt: skip
+MCQ_MARKS = (("({})", "parentheses"), ("{}.", "period"), ("{}:", "colon"), ("{})", "right_paren"), ("{} ", "space"),
+             ("{}-", "dash"), ("{}_", "underscore"), ("{}=", "equals"))  # fmt: skip
+
+
+def last_boxed(text: str) -> str:
+    """extract_boxed_answer: the content of the last `\\boxed{` that closes ("" if none)."""
+    found = ""
+    start = text.find("\\boxed{")
+    while start != -1:
+        depth, pos = 0, start + len("\\boxed{") - 1
+        while pos < len(text):
+            depth += (text[pos] == "{") - (text[pos] == "}")
+            if text[pos] == "}" and depth == 0:
+                found = text[start + len("\\boxed{") : pos]
+                break
+            pos += 1
+        start = text.find("\\boxed{", start + 1)
+    return found
+
+
+def answer_tag(text: str) -> str:
+    """extract_anwser_tag: the first <answer> (DOTALL), else the last box, else the number
+    ending the last non-empty line that ends in one."""
+    match = search(REASONING_ANSWER, text)
+    if match:
+        return match.group(1)
+    boxed = last_boxed(text)
+    if boxed:
+        return boxed
+    for line in reversed(text.strip().split("\n")):
+        if line.strip():
+            number = search(LAST_NUMBER, line)
+            if number:
+                return number.group(1)
+    return ""
+
+
+def reasoning_format(text: str) -> float:
+    if fullmatch(THINK_ANSWER_ANY, text) or fullmatch(ANALYSIS_ANSWER, text) or last_boxed(text):
+        return 1.0
+    if len(text.strip()) > 50 and search(HAS_MATH, text) and answer_tag(text):
+        return 0.8
+    return 0.0
+
+
+def parse_mcq(text: str) -> str:
+    """parse_mcq: the option letter A-H a response names, by the most telling mark."""
+    if not text or not text.strip():
+        return ""
+    response = text.strip()
+    for char in ",.!?;:'\"":
+        response = response.strip(char)
+    response = f" {response} "
+    candidates = []
+    for mark, kind in MCQ_MARKS:
+        candidates += [(c, response.rfind(mark.format(c)), kind) for c in LETTERS if mark.format(c) in response]
+    lower = response.lower()
+    for phrase in ANSWER_PHRASES:
+        if phrase in lower:
+            start = lower.find(phrase)
+            candidates += [(c, response.find(c, start), "phrase") for c in LETTERS if response.find(c, start) != -1]
+    stripped = response.strip()
+    candidates += [(c, 0, "start") for c in LETTERS if stripped.startswith(c)]
+    candidates += [(c, len(response) - 1, "end") for c in LETTERS if stripped.endswith(c)]
+    for i, c in enumerate(LETTERS):
+        if f"{i + 1}. {c}" in response:
+            candidates.append((c, response.rfind(f"{i + 1}. {c}"), "numbered"))
+    if not candidates:
+        candidates = [(c, response.rfind(c), "fallback") for c in LETTERS if c in response]
+    if not candidates:
+        return ""
+    candidates.sort(key=lambda x: (MCQ_PRIORITY[x[2]], -x[1]), reverse=True)
+    return candidates[0][0]
+
+
+def _simple_parse(text: str) -> str:
+    return (text[:-1] if text.endswith(".") else text).strip()
+
+
+def relax_exact_match(predict: str, truth: str, portion: float = 0.9) -> float:
+    if parse_mcq(truth) in LETTERS and parse_mcq(truth):  # "Dark green" starts with D: an MCQ here too
+        return 1.0 if parse_mcq(predict).lower().strip() == parse_mcq(truth).lower().strip() else 0.0
+    if predict in truth and len(predict) >= portion * len(truth):
+        return 1.0
+    if truth in predict and len(truth) >= portion * len(predict):
+        return 1.0
+    return 1.0 if predict.strip() == truth.strip() else 0.0
+
+
+def reasoning_score(solution: str, truth: str) -> tuple[float, float]:
+    """compute_score's (acc_score, format_reward_score), the judge off."""
+    fmt = reasoning_format(solution)
+    predict, gt = _simple_parse(answer_tag(solution).strip()), _simple_parse(truth)
+    acc = relax_exact_match(predict, gt)
+    if acc == 0.0:
+        mv = math_verify()
+        try:
+            acc = float(int(mv.verify(mv.parse(gt), mv.parse(predict))))
+        except Exception:
+            acc = 0.0
+    return acc, fmt
+
+
+# -- Geometry3K -------------------------------------------------------------------------------------------
+_B = r"(?:(?<=\w)(?!\w)|(?<!\w)(?=\w))"  # \b, which rewards.text cannot compile as it is
+GEO3K_PATTERNS = [
+    compile_pattern(r"[Aa]nswer\s*[:=]\s*\(?([A-Da-d])\)?"),
+    compile_pattern(_B + r"([A-Da-d])\s*[.)\]]"),
+    compile_pattern(r"^\s*\(?([A-Da-d])\)?$"),
+    compile_pattern(_B + r"([A-Da-d])" + _B),
+]
+GEO3K_POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
+
+
+def geometry3k_letter(response: str, choices: Sequence[str]) -> str:
+    """_extract_answer_letter."""
+    response = response.strip()
+    for pattern in GEO3K_PATTERNS:
+        matches = findall(pattern, response)
+        for match in reversed(matches):
+            if match.upper() in "ABCD":
+                return match.upper()
+    for index, choice in enumerate(choices):
+        if choice.lower() in response.lower():
+            return "ABCD"[index]
+    return ""
+
+
+# -- the benchmarks ------------------------------------------------------------------------------------------
+class _MathBenchmark(Benchmark):
+    reference = LMMS_EVAL
+    system: str | None = None
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        user = {
+            "role": "user",
+            "content": [*({"type": "image"} for _ in sample.images), {"type": "text", "text": sample.problem}],
+        }
+        system = {"role": "system", "content": [{"type": "text", "text": self.system}]}
+        return ([system] if self.system else []) + [user]
+
+    def _sample(self, record, ctx, prompt: str, truth: Any, image_key: str) -> list[Sample]:
+        path, width, height = record_image(record, ctx, (image_key,))
+        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
+                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
+        write_parquet(target, [self._synthetic_row(*scene) for scene in _scenes(size, seed)], self.schema)
+
+
+def _needs_math_verify(name: str) -> None:
+    try:
+        math_verify()
+    except ImportError as err:
+        raise ConfigError(f"task {name!r}: {err}") from err
+
+
+MATHVISTA_COLUMNS = (
+    Column("pid", "string"), Column("question", "string"), Column("decoded_image", "image"),
+    Column("choices", "list<string>"), Column("unit", "string", required=False),
+    Column("precision", "number", required=False), Column("answer", "string"), Column("question_type", "string"),
+    Column("answer_type", "string"),
+)  # fmt: skip
+MATHVISTA_SCHEMA = pa.schema(
+    [("pid", pa.string()), ("question", pa.string()), ("image", pa.string()), ("decoded_image", IMAGE_TYPE),
+     ("choices", pa.list_(pa.string())), ("unit", pa.string()), ("precision", pa.float64()), ("answer", pa.string()),
+     ("question_type", pa.string()), ("answer_type", pa.string()), ("query", pa.string())]
+)  # fmt: skip
+DOC_KEYS = ("question", "choices", "unit", "precision", "answer", "question_type", "answer_type")
+
+
+class MathVista(_MathBenchmark):
+    """lmms_eval/tasks/mathvista: the judge-free path of mathvista_process_results."""
+
+    columns = MATHVISTA_COLUMNS
+    schema = MATHVISTA_SCHEMA
+    max_new_tokens = 16384
+    shot_type = "step-by-step"
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        doc = {key: record.get(key) for key in DOC_KEYS}
+        if doc["question_type"] not in ("multi_choice", "free_form"):
+            raise ctx.error(f"question_type must be multi_choice or free_form, got {doc['question_type']!r}")
+        if doc["question_type"] == "multi_choice" and (not doc["choices"] or doc["answer"] not in doc["choices"]):
+            raise ctx.error("a multi_choice question needs its choices, the answer among them")
+        try:
+            prompt = mathvista_query(doc, self.shot_type)
+        except ValueError as err:
+            raise ctx.error(str(err)) from err
+        return self._sample(record, ctx, prompt, self._truth(doc), "decoded_image")
+
+    def _truth(self, doc: dict[str, Any]) -> Any:
+        return doc
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        return {"llm_as_judge_eval": 1.0 if mathvista_correct(completion, sample.solution) else 0.0}
+
+    def aggregations(self):
+        return {"llm_as_judge_eval": lambda items: round(mean(items) * 100, 2)}
+
+    def describe(self, frame) -> dict[str, Any]:
+        return {**super().describe(frame), "judge": "none (lmms-eval's extraction with its judge unavailable)"}
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        kind = index % 3
+        choices = [str(count - index % 4 + d) for d in range(4)] if kind == 0 else None
+        atype, precision = ("text", None) if kind == 0 else ("integer", None) if kind == 1 else ("float", 1.0)
+        answer = str(count) if kind < 2 else f"{count / 2:.1f}"
+        question = "How many dots are there?" if kind < 2 else "What is half the number of dots?"
+        return {"pid": str(index), "question": question, "image": f"images/{index}.png",
+                "decoded_image": image_cell(image, f"{index}.png"), "choices": choices, "unit": None if kind else "",
+                "precision": precision, "answer": answer, "question_type": "multi_choice" if kind == 0 else "free_form",
+                "answer_type": atype, "query": question}  # fmt: skip
+
+
+class MathVistaReasoning(MathVista):
+    """lmms_eval/tasks/mathvista/reasoning: the step-by-step query, the reasoning system prompt,
+    compute_score against the option letter (multiple choice) or the answer."""
+
+    system = REASONING_SYSTEM
+    max_new_tokens = 49152
+
+    def __init__(self, options=None, rewards=None):
+        super().__init__(options, rewards)
+        _needs_math_verify(self.name)
+
+    def _truth(self, doc: dict[str, Any]) -> Any:
+        choices = doc["choices"]
+        if choices and doc["question_type"] == "multi_choice":
+            return LETTERS[choices.index(doc["answer"])]
+        return doc["answer"]
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        acc, fmt = reasoning_score(completion.strip(), str(sample.solution))
+        return {"acc_score": acc, "format_score": fmt}
+
+    def aggregations(self):
+        return {"acc_score": mean, "format_score": mean}
+
+    def describe(self, frame) -> dict[str, Any]:
+        return Benchmark.describe(self, frame)
+
+
+MATHVERSE_SCHEMA = pa.schema(
+    [("sample_index", pa.string()), ("problem_index", pa.string()), ("problem_version", pa.string()),
+     ("question", pa.string()), ("image", IMAGE_TYPE), ("answer", pa.string()), ("question_type", pa.string()),
+     ("query_wo", pa.string()), ("query_cot", pa.string()), ("question_for_eval", pa.string())]
+)  # fmt: skip
+
+
+class MathVerseReasoning(_MathBenchmark):
+    """lmms_eval/tasks/mathverse/reasoning: query_wo (format-prompt), the reasoning system
+    prompt, compute_score against the answer."""
+
+    columns = (Column("image", "image"), Column("query_wo", "string"), Column("answer", "string"))
+    schema = MATHVERSE_SCHEMA
+    system = REASONING_SYSTEM
+    max_new_tokens = 49152
+    process = MathVistaReasoning.process
+    aggregations = MathVistaReasoning.aggregations
+
+    def __init__(self, options=None, rewards=None):
+        super().__init__(options, rewards)
+        _needs_math_verify(self.name)
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        return self._sample(record, ctx, ("\n\n" + record["query_wo"]).strip(), record["answer"], "image")
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        query = "According to the question shown in the image, please directly answer the question.\nQuestion: How many dots are there?"
+        return {"sample_index": str(index), "problem_index": str(index), "problem_version": "Vision Intensive",
+                "question": "How many dots are there?", "image": image_cell(image, f"{index}.png"), "answer": str(count),
+                "question_type": "free-form", "query_wo": query, "query_cot": query, "question_for_eval": query}  # fmt: skip
+
+
+class Geometry3K(_MathBenchmark):
+    """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
+
+    columns = (Column("images", "list<image>"), Column("problem", "string"), Column("choices", "list<string>"),
+               Column("ground_truth", "string"))  # fmt: skip
+    schema = pa.schema([("images", pa.list_(IMAGE_TYPE)), ("problem", pa.string()), ("choices", pa.list_(pa.string())),
+                        ("ground_truth", pa.string())])  # fmt: skip
+    max_new_tokens = 1024
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        choices = record["choices"] or []
+        options = "\n".join(f"{letter}. {choice}" for letter, choice in zip("ABCD", choices, strict=False))
+        prompt = f"{record['problem']}\n{options}{GEO3K_POST_PROMPT}"
+        images = record["images"] or []
+        if not images:
+            raise ctx.error("'images' is empty: geometry3k shows the first image")
+        truth = {"ground_truth": record["ground_truth"], "choices": choices}
+        return self._sample({"image": images[0]}, ctx, prompt, truth, "image")
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        pred = geometry3k_letter(completion, sample.solution["choices"])
+        return {"exact_match": 1.0 if pred and pred == sample.solution["ground_truth"].strip().upper() else 0.0}
+
+    def aggregations(self):
+        return {"exact_match": mean}
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        choices = [str(n) for n in (count + 2, count, count + 1, count + 3)]
+        return {"images": [image_cell(image, f"{index}.png")], "problem": "How many dots are there?",
+                "choices": choices, "ground_truth": "B"}  # fmt: skip
+
+
+def _scenes(size: int, seed: int):
+    """(image, count, index): 1 to 6 dots on a plain ground."""
+    rng = np.random.default_rng(seed)
+    for index in range(size):
+        count, side = int(rng.integers(1, 7)), int(rng.integers(96, 144))
+        image = Image.new("RGB", (side, side), (250, 250, 250))
+        draw = ImageDraw.Draw(image)
+        for k in range(count):
+            x, y = 8 + (k % 3) * (side // 3), 8 + (k // 3) * (side // 2)
+            draw.ellipse([x, y, x + 18, y + 18], fill=(30, 30, 200))
+        yield image, count, index
+
+
+MATHVISTA = "AI4Math/MathVista"
+BENCHMARKS = variants(MathVista, [
+    {"name": "mathvista_testmini_cot", "split": "testmini", "dataset": MATHVISTA, "shot_type": "step-by-step",
+     "description": "MathVista testmini, lmms-eval's step-by-step query, scored without its GPT judge"},
+    {"name": "mathvista_testmini_solution", "split": "testmini", "dataset": MATHVISTA, "shot_type": "solution",
+     "description": "MathVista testmini, lmms-eval's solution query, scored without its GPT judge"},
+    {"name": "mathvista_testmini_format", "split": "testmini", "dataset": MATHVISTA, "shot_type": "format-prompt",
+     "description": "MathVista testmini, lmms-eval's format prompt, scored without its GPT judge"},
+])  # fmt: skip
+BENCHMARKS |= variants(MathVistaReasoning, [
+    {"name": "mathvista_testmini_cot_reasoning", "split": "testmini", "dataset": MATHVISTA,
+     "description": "MathVista testmini with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
+BENCHMARKS |= variants(MathVerseReasoning, [
+    {"name": "mathverse_testmini_reasoning", "split": "testmini", "dataset": "CaraJ/MathVerse-lmmseval",
+     "description": "MathVerse testmini with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
+BENCHMARKS |= variants(Geometry3K, [
+    {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
+     "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip

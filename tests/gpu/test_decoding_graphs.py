@@ -1,0 +1,125 @@
+"""The HF engine's static step replayed from CUDA graphs (`rollout.hf.cuda_graphs`) samples what
+the same step run eagerly samples, from the same seed, leaving the generator where eager
+decoding leaves it; and a graph captured before an optimizer step, replayed after it, samples
+from the updated weights (the optimizer writes the parameters in place, and a graph reads them
+by address). At the mid-size shape in bf16: the graph replays the eager step's kernels, so the
+tokens must agree exactly and the log-probs to float32 rounding.
+
+On the CPU (VLRL_GPU_TIER_ON_CPU=1) only the comparison's own logic runs: there are no graphs
+there, so both sides decode eagerly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from data_prep.refcoco import write_synthetic_rec
+from tasks.refcoco import RefCOCO
+from tests.gpu.runs import free
+from vlrl.config import ModelConfig
+from vlrl.data.records import load_split
+from vlrl.models.loading import frame_spec, load_model, load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.rollout import SamplingParams
+from vlrl.rollout.hf import HFEngine, HFOptions
+
+pytestmark = pytest.mark.gpu
+
+# Buckets of 16 rows down to 2, the host looking every 4 steps: completions of a random model
+# run to max_new_tokens, so compaction is forced by a stop-token bias (below).
+GRAPHS = HFOptions(static_cache=True, cuda_graphs=True, check_every=4, smallest_bucket=2)
+EAGER = HFOptions(static_cache=True, cuda_graphs=False, check_every=4, smallest_bucket=2)
+PARAMS = SamplingParams(n=4, max_new_tokens=40, temperature=1.0, top_k=50)
+
+
+@pytest.fixture(scope="module")
+def setup(mid_model, device, tmp_path_factory):
+    data = write_synthetic_rec(tmp_path_factory.mktemp("rec") / "train.json", size=4, seed=2)
+    cfg = ModelConfig(path=str(mid_model), dtype="bfloat16", max_pixels=200704)
+    processor = load_processor(cfg)
+    model = load_model(cfg, device=device).eval()
+    task = RefCOCO()
+    prompts = [
+        render_prompt(processor, task.messages(s), s, cfg)
+        for s in load_split(data, task.build_sample, frame_spec(cfg)).samples
+    ]
+    stops = HFEngine(model, processor.tokenizer, device, EAGER).stop_ids
+    # The random model's stop tokens made likelier, about 1 in 10 per step: rows end apart. Made
+    # once, on the device: a graph captures the hook, and a capture cannot copy from the host.
+    vocab = model.config.get_text_config().vocab_size
+    bias = torch.zeros(vocab, dtype=model.dtype, device=device)
+    bias[stops.to(device)] = math.log(vocab / (10 * len(stops)))
+
+    def stop_sooner(module, inputs, output):
+        return output + bias
+
+    handle = model.lm_head.register_forward_hook(stop_sooner)
+    yield model, processor, prompts
+    handle.remove()
+    del model
+    free(device)
+
+
+def engine(setup, device, options: HFOptions) -> HFEngine:
+    model, processor, _ = setup
+    if device.type == "cpu":
+        options = EAGER
+    return HFEngine(model, processor.tokenizer, device, options)
+
+
+def sample(engine: HFEngine, prompts, generator: torch.Generator, seed: int):
+    """The completions from `seed`; the generator object is the graphs' (registered with them)."""
+    generator.manual_seed(seed)
+    groups = engine.generate(prompts, PARAMS, generator)
+    completions = [c for g in groups for c in g.completions]
+    return (
+        [c.token_ids for c in completions],
+        [torch.tensor(c.logprobs) for c in completions],
+        generator.get_state(),
+    )
+
+
+def assert_same(got, expected) -> None:
+    tokens, logprobs, state = got
+    assert tokens == expected[0]
+    for mine, theirs in zip(logprobs, expected[1], strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
+    assert torch.equal(state, expected[2])  # the stream consumed alike
+
+
+def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
+    _, _, prompts = setup
+    graphs = engine(setup, device, GRAPHS)
+    replayed = sample(graphs, prompts, torch.Generator(device=device), seed=11)
+    eager = sample(engine(setup, device, EAGER), prompts, torch.Generator(device=device), seed=11)
+    assert_same(replayed, eager)
+    lengths = {len(t) for t in eager[0]}
+    assert len(lengths) >= 3, lengths  # rows stopped apart: several buckets were captured
+    if device.type == "cuda":
+        assert graphs.static_plan.graphs and graphs._static[1].captures >= 2
+
+
+def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(setup, device):
+    model, _, prompts = setup
+    graphs, generator = engine(setup, device, GRAPHS), torch.Generator(device=device)
+    before = sample(graphs, prompts, generator, seed=12)
+    captures = graphs._static[1].captures
+    trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
+    start = [p.detach().clone() for p in trained]
+    optimizer = torch.optim.SGD(trained, lr=1.0)
+    for p in trained:  # a step that moves every language-model weight, in place
+        p.grad = torch.randn_like(p) * 0.02
+    try:
+        optimizer.step()
+        after = sample(graphs, prompts, generator, seed=12)
+        assert graphs._static[1].captures == captures  # the same graphs, replayed
+        assert_same(after, sample(engine(setup, device, EAGER), prompts, torch.Generator(device=device), seed=12))
+        assert after[0] != before[0]  # the new weights sample other tokens from the same seed
+    finally:
+        with torch.no_grad():
+            for p, p0 in zip(trained, start, strict=True):
+                p.copy_(p0)
+            for p in trained:
+                p.grad = None

@@ -1,0 +1,68 @@
+"""A hub id in model.path loads from the local Hugging Face cache when the model is there, never
+from the network; when it is not, the error says how to download it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vlrl.cli import main
+from vlrl.config import ConfigError, ModelConfig
+from vlrl.eval.layout import read_metrics, samples_path
+from vlrl.models.loading import checkpoint_path
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def cache_model(cache: Path, repo: str, checkpoint: Path) -> Path:
+    """`checkpoint` laid out as `huggingface-cli download repo` leaves it in the hub cache:
+    blobs named by their hash, a snapshot of links to them, refs/main naming the snapshot."""
+    root = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = root / "snapshots" / COMMIT
+    for file in checkpoint.rglob("*"):
+        if file.is_file():
+            blob = root / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, blob)
+            link = snapshot / file.relative_to(checkpoint)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(os.path.relpath(blob, link.parent))
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(COMMIT)
+    return snapshot
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch, tiny_qwen25) -> Path:
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a look-up online would fail the test, not hang it
+    return cache_model(cache, "vlrl-tests/tiny-qwen2.5-vl", tiny_qwen25)
+
+
+def test_a_hub_id_in_the_local_cache_loads_and_evaluates_as_its_directory(hub_cache, tmp_path, rec_data, tiny_qwen25):
+    assert checkpoint_path(ModelConfig(path="vlrl-tests/tiny-qwen2.5-vl")) == str(hub_cache)
+    outs = {}
+    for name, model in (("hub", "vlrl-tests/tiny-qwen2.5-vl"), ("local", str(tiny_qwen25))):
+        outs[name] = tmp_path / name
+        args = ["eval", "--task", f"refcoco={rec_data}", "--model", model, "--out", str(outs[name]), "--limit", "3"]
+        assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=8"]) == 0
+    assert read_metrics(outs["hub"]) == read_metrics(outs["local"])
+    assert samples_path(outs["hub"], "refcoco").read_text() == samples_path(outs["local"], "refcoco").read_text()
+    results = json.loads((outs["hub"] / "results.json").read_text())
+    assert results["model_name"] == "vlrl-tests/tiny-qwen2.5-vl"
+
+
+def test_a_hub_id_not_in_the_cache_says_how_to_download_it(hub_cache, capsys):
+    with pytest.raises(ConfigError, match="vlrl-tests/absent' is a Hugging Face hub id that is not in the local"):
+        checkpoint_path(ModelConfig(path="vlrl-tests/absent"))
+    assert main(["eval", "--task", "refcoco", "--model", "vlrl-tests/absent", "--data", "x.json"]) == 2
+    out = capsys.readouterr().out
+    assert "`huggingface-cli download vlrl-tests/absent` puts it there" in out and str(hub_cache.parents[2]) in out
+    with pytest.raises(ConfigError, match="is not a local checkpoint \\(no config.json\\) nor a hub id"):
+        checkpoint_path(ModelConfig(path=str(hub_cache.parents[2] / "no" / "such" / "dir")))

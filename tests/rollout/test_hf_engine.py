@@ -1,0 +1,207 @@
+"""The HF engine's decoding loop equals the loop it replaced, whatever rows it decodes: rows that
+finish leave the batch (`rollout.hf.compact`), and the tokens, log-probs, entropies and the
+random stream consumed are those of decoding every row to the end. For every model family, on
+image and video prompts, with completions that stop at different steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.models.test_policy import family_setup
+from vlrl.config import ConfigError
+from vlrl.models.batch import collate
+from vlrl.models.families import family_names, family_of_model
+from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.plugins import plugin_options
+from vlrl.rollout import SamplingParams
+from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.hf import HFEngine, HFOptions
+from vlrl.rollout.static import static_refusal
+
+STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    model, processor, prompts = family_setup(request.param, rec_data, video_qa_data)
+    engine = HFEngine(model, processor.tokenizer)
+    stops = engine.stop_ids.tolist()
+
+    def stop_sooner(module, inputs, output):
+        output = output.clone()
+        output[..., stops] += STOP_BIAS
+        return output
+
+    handle = model.lm_head.register_forward_hook(stop_sooner)
+    yield model, processor, prompts
+    handle.remove()
+
+
+@torch.no_grad()
+def reference_generate(engine: HFEngine, prompts, params: SamplingParams, generator=None):
+    """The engine's loop before compaction (vlrl at fda6e23), kept as the reference: every row is
+    decoded until all have stopped, finished ones fed the pad token and masked out."""
+    device = engine.device
+    batch = collate(prompts, engine.pad_id).to(device)
+    prefix = prefill(engine.model, batch)
+    n = params.n
+    prefix.cache.batch_repeat_interleave(n)
+    logits = prefix.last_logits.repeat_interleave(n, dim=0)
+    next_position = prefix.next_position.repeat_interleave(n)
+    attention_mask = batch.attention_mask.repeat_interleave(n, dim=0)
+    rows = logits.shape[0]
+    greedy = params.temperature == 0
+    sampler = SamplingFilter(engine.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
+    stop_ids = engine.stop_ids.to(device)
+    tokens, logprobs, entropies = [], [], []
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
+    for step in range(params.max_new_tokens):
+        logits = logits.float()
+        if params.temperature > 0:
+            logits = logits / params.temperature
+        step_logp = torch.log_softmax(logits, dim=-1)
+        allowed = sampler.apply(logits)
+        if params.temperature > 0:
+            choice = sample_categorical(torch.softmax(allowed, dim=-1), generator)
+        else:
+            choice = allowed.argmax(dim=-1)
+        choice = torch.where(finished, torch.full_like(choice, engine.pad_id), choice)
+        tokens.append(choice)
+        logprobs.append(step_logp.gather(1, choice[:, None]).squeeze(1))
+        entropies.append(-(step_logp.exp() * step_logp).sum(dim=-1))
+        live = ~finished
+        finished = finished | torch.isin(choice, stop_ids)
+        if bool(finished.all()) or step + 1 == params.max_new_tokens:
+            break
+        attention_mask = torch.cat([attention_mask, live.long()[:, None]], dim=1)
+        out = engine.model(
+            input_ids=choice[:, None],
+            attention_mask=attention_mask,
+            position_ids=engine.family.decode_positions(next_position, step, 1),
+            past_key_values=prefix.cache,
+            use_cache=True,
+        )
+        logits = out.logits[:, -1]
+    return engine._completions(
+        torch.stack(tokens, dim=1), torch.stack(logprobs, dim=1), torch.stack(entropies, dim=1), n
+    )
+
+
+def completions(groups):
+    return [c for g in groups for c in g.completions]
+
+
+def assert_same_completions(groups, expected) -> None:
+    """Tokens and truncation exactly; log-probs and entropies to float32 rounding: a matrix
+    product's rounding depends on how many rows it has (measured on this CPU: a Linear over 6
+    rows and over 3 of them differ in the last bit), so a shrinking batch cannot be bitwise."""
+    got, want = completions(groups), completions(expected)
+    assert [c.token_ids for c in got] == [c.token_ids for c in want]
+    assert [c.truncated for c in got] == [c.truncated for c in want]
+    for c, e in zip(got, want, strict=True):
+        torch.testing.assert_close(torch.tensor(c.logprobs), torch.tensor(e.logprobs), rtol=0, atol=2e-5)
+        torch.testing.assert_close(torch.tensor(c.entropies), torch.tensor(e.entropies), rtol=0, atol=2e-5)
+
+
+def decoded_batch_sizes(model):
+    """Records the number of rows of every decoding forward (one token per row)."""
+    sizes: list[int] = []
+
+    def record(module, args, kwargs):
+        if kwargs["input_ids"].shape[1] == 1:
+            sizes.append(kwargs["input_ids"].shape[0])
+
+    return sizes, model.register_forward_pre_hook(record, with_kwargs=True)
+
+
+SAMPLING = {
+    "top-k": SamplingParams(n=3, max_new_tokens=14, temperature=1.0, top_k=40),
+    "top-p": SamplingParams(n=3, max_new_tokens=14, temperature=0.7, top_p=0.9),
+    "greedy": SamplingParams(n=3, max_new_tokens=14, temperature=0.0),
+}
+
+
+@pytest.mark.parametrize("sampling", SAMPLING)
+def test_compacted_decoding_equals_decoding_every_row(setup, sampling):
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(compact=True))
+    params = SAMPLING[sampling]
+    generator, reference_generator = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    sizes, handle = decoded_batch_sizes(model)
+    try:
+        groups = engine.generate(prompts, params, generator)
+    finally:
+        handle.remove()
+    expected = reference_generate(engine, prompts, params, reference_generator)
+    assert_same_completions(groups, expected)
+    assert torch.equal(generator.get_state(), reference_generator.get_state())  # the stream, consumed alike
+    assert sizes == sorted(sizes, reverse=True) and all(0 < size <= 9 for size in sizes)
+    stats = engine.stats  # what bench/recipe_on_gpu.py reports
+    assert (stats.calls, stats.forwards, stats.row_steps) == (1, len(sizes), sum(sizes))
+    assert stats.useful_row_steps == sum(len(c.token_ids) - 1 for c in completions(groups)) <= stats.row_steps
+    if params.temperature > 0:  # (greedy: the tiny model's flat logits stop every row at once)
+        lengths = {len(c.token_ids) for c in completions(expected)}
+        assert len(lengths) >= 3, lengths  # rows stopped at different steps...
+        assert sizes[-1] < 9  # ...and left the batch
+
+
+def test_without_compaction_every_row_is_decoded_to_the_end(setup):
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(compact=False))
+    params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0)
+    sizes, handle = decoded_batch_sizes(model)
+    try:
+        groups = engine.generate(prompts, params, torch.Generator().manual_seed(2))
+    finally:
+        handle.remove()
+    expected = reference_generate(engine, prompts, params, torch.Generator().manual_seed(2))
+    assert_same_completions(groups, expected)
+    assert set(sizes) == {6}
+
+
+STATIC = {
+    "static, compacted every 3 steps": HFOptions(static_cache=True, check_every=3, smallest_bucket=1),
+    "static, every row to the end": HFOptions(static_cache=True, compact=False, check_every=4),
+    "static, looked at every step": HFOptions(static_cache=True, check_every=1, smallest_bucket=2),
+}
+
+
+@pytest.mark.parametrize("sampling", SAMPLING)
+@pytest.mark.parametrize("options", STATIC)
+def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
+    """Eager on the CPU (CUDA graphs: tests/gpu/test_decoding_graphs.py). Families whose cache the
+    static step cannot hold decode with the dynamic loop, and say so."""
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=STATIC[options])
+    params = SAMPLING[sampling]
+    if engine.static_plan is None:
+        assert family_of_model(model).name in ("qwen3_5", "qwen3_vl_moe") and "dynamic loop" in engine.note
+    sizes = []
+    for seed in (5, 6):  # the second batch reuses the first one's buffers
+        generator, reference_generator = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        recorded, handle = decoded_batch_sizes(model)
+        try:
+            groups = engine.generate(prompts, params, generator)
+        finally:
+            handle.remove()
+        sizes += recorded
+        expected = reference_generate(engine, prompts, params, reference_generator)
+        assert_same_completions(groups, expected)
+        assert torch.equal(generator.get_state(), reference_generator.get_state())
+    assert engine.stats.calls == 2 and engine.stats.row_steps == sum(sizes)
+    if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
+        assert min(sizes) < 9
+
+
+def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
+    model, processor, _ = setup
+    graphs = HFOptions(static_cache=True, cuda_graphs=True)
+    if static_refusal(model):  # the dynamic loop: nothing to capture
+        assert HFEngine(model, processor.tokenizer, options=graphs).static_plan is None
+    else:
+        with pytest.raises(ConfigError, match="rollout.hf.cuda_graphs needs CUDA"):
+            HFEngine(model, processor.tokenizer, options=graphs)
+    for bad in ({"check_every": 0}, {"static_cache": False, "cuda_graphs": True}):
+        with pytest.raises(ConfigError, match="rollout.hf"):
+            plugin_options(HFEngine, {"hf": bad}, "rollout")

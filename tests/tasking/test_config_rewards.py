@@ -1,0 +1,130 @@
+"""Reward functions named in the config (task.rewards FILE.py:FUNCTION or module:FUNCTION), as
+EasyR1's reward_function and TRL's reward_funcs take them: resolved before any model loads,
+scored as a task's own components, logged, recorded, and held to on resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.refcoco import RefCOCO
+from vlrl.cli import main
+from vlrl.config import ConfigError, load_config
+from vlrl.data.records import FrameSpec, load_split
+from vlrl.tasking.scoring import score
+from vlrl.trainer import rl  # noqa: F401 - imported before any test patches what it imports
+
+LENGTH = '''
+def length_bonus(completions, samples):
+    """Longer answers score higher: 0 to 1 over 40 characters."""
+    return [min(1.0, len(c) / 40) for c in completions]
+
+
+def fragile(completions, samples):
+    return [1.0 if c == "ok" else 1 / 0 for c in completions]
+
+
+def one_argument(completions):
+    return [0.0 for _ in completions]
+
+
+NOT_A_FUNCTION = 3
+'''
+
+
+@pytest.fixture
+def reward_file(tmp_path, monkeypatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # a relative FILE.py is read from the working directory
+    path = tmp_path / "my_rewards.py"
+    path.write_text(LENGTH)
+    return path
+
+
+@pytest.fixture(scope="module")
+def samples(rec_data: Path):
+    return load_split(rec_data, RefCOCO().build_sample, FrameSpec("absolute", 3136, 50176)).samples
+
+
+def test_a_reward_function_joins_the_tasks_defaults_by_its_name(reward_file, samples, monkeypatch):
+    task = RefCOCO(rewards={"my_rewards.py:length_bonus": 0.5})
+    assert task.reward_weights == {"format": 1.0, "iou": 1.0, "length_bonus": 0.5}
+    completions = ["x" * 10, '<think>a</think><answer>{"bbox_2d": [1, 2, 3, 4]}</answer>']
+    scores = score(task, completions, samples[:2])
+    assert scores.components["length_bonus"] == [0.25, 1.0]
+    expected = [1.0 * f + 1.0 * i + 0.5 * b for f, i, b in zip(*scores.components.values(), strict=True)]
+    assert scores.total == pytest.approx(expected)
+    # Named with the task's components, only those are used; an absolute path and a module work too.
+    alone = RefCOCO(rewards={"format": 0.0, f"{reward_file}:length_bonus": 1.0})
+    assert alone.reward_weights == {"format": 0.0, "length_bonus": 1.0}
+    monkeypatch.syspath_prepend(str(reward_file.parent))
+    module = RefCOCO(rewards={"my_rewards:length_bonus": 1.0}).config_rewards["length_bonus"]
+    assert module.spec == "my_rewards:length_bonus" and module.file == str(reward_file)
+
+
+def test_a_reward_function_that_raises_scores_zero_and_is_counted(reward_file, samples):
+    task = RefCOCO(rewards={"format": 1.0, "my_rewards.py:fragile": 1.0})
+    scores = score(task, ["ok", "boom", "ok"], samples[:3])
+    assert scores.components["fragile"] == [1.0, 0.0, 1.0] and scores.failures == {"fragile": 1}
+
+
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("my_rewards.py:lenght_bonus", "task.rewards.my_rewards.py:lenght_bonus: 'my_rewards.py' has no attribute"),
+        ("missing.py:length_bonus", "task.rewards.missing.py:length_bonus: file not found"),
+        ("no_such_module:fn", "task.rewards.no_such_module:fn: cannot import module"),
+        ("my_rewards.py:NOT_A_FUNCTION", "task.rewards.my_rewards.py:NOT_A_FUNCTION is a int, not a function"),
+        ("my_rewards.py:one_argument", "cannot be called as fn(completions, samples)"),
+    ],
+)
+def test_a_wrong_reward_function_fails_naming_it_before_any_model_loads(reward_file, monkeypatch, capsys, key, message):
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded before the reward functions were resolved")
+
+    monkeypatch.setattr("vlrl.trainer.run.load_model", no_model)
+    data = reward_file.parent / "train.json"
+    args = ["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", f"data.train={data}", f"task.rewards.{key}=1"]
+    assert main(args) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: config: ") and message in out
+    assert not data.exists()  # refused before any data was read or written
+
+
+def test_a_function_named_as_a_component_of_the_task_is_refused(reward_file):
+    reward_file.write_text(LENGTH + "\n\ndef iou(completions, samples):\n    return [1.0] * len(completions)\n")
+    with pytest.raises(ConfigError, match="its name 'iou' is already a reward of refcoco"):
+        RefCOCO(rewards={"my_rewards.py:iou": 1.0})
+
+
+def test_dotted_overrides_take_a_file_name_as_one_key():
+    cfg = load_config(None, ["task.rewards.rewards/mine.py:brevity=0.5", "task.rewards.iou=2"])
+    assert cfg.task.rewards == {"rewards/mine.py:brevity": 0.5, "iou": 2.0}
+
+
+def test_a_run_trains_logs_records_and_resumes_with_the_configured_function(reward_file, rec_data, tiny_qwen25, capsys):
+    run = reward_file.parent / "run"
+    common = ["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "model.max_pixels=12544",
+              f"data.train={rec_data}", "task.rewards.my_rewards.py:length_bonus=0.5", "rollout.num_generations=2",
+              "rollout.max_new_tokens=8", f"trainer.output_dir={run}", "trainer.prompts_per_step=2",
+              "trainer.save_every=1", "trainer.progress=false"]  # fmt: skip
+    assert main([*common, "trainer.steps=1"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["reward/length_bonus"] > 0  # 8 tokens of a random model: some characters
+    assert rows[0]["reward"] == pytest.approx(
+        rows[0]["reward/format"] + rows[0]["reward/iou"] + 0.5 * rows[0]["reward/length_bonus"]
+    )
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples[0]["rewards"]["length_bonus"] == min(1.0, len(samples[0]["completion"]) / 40)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["task"]["rewards"] == {"my_rewards.py:length_bonus": 0.5}
+
+    assert main([*common, "trainer.steps=2"]) == 0  # the same file: the run goes on
+    assert "resumed from" in capsys.readouterr().out
+    reward_file.write_text(LENGTH.replace("len(c) / 40", "len(c) / 80"))
+    assert main([*common, "trainer.steps=3"]) == 2  # a resumed run must score as its steps so far did
+    out = capsys.readouterr().out
+    assert f"the reward function file {reward_file} changed since the checkpoint" in out
+    assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]

@@ -1,0 +1,109 @@
+"""Where a run's data comes from: synthetic data only at a config's own paths, a real recipe's
+missing data pointing at its converter, a demo's synthetic held-out split never inherited."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vlrl.cli import main
+from vlrl.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = str(ROOT / "configs" / "demo" / "refcoco.yaml")
+TINY = ["model.path=tiny:qwen2_5_vl", "model.max_pixels=12544"]
+
+
+def test_a_data_path_given_on_the_command_line_is_never_filled_with_synthetic_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "mydata" / "rec_jsons_processed" / "refcoco_trian.json"
+    assert main(["train", "--config", DEMO, f"data.train={typo}", f"trainer.output_dir={tmp_path / 'run'}"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith(f"error: config: data.train: {typo} (set on the command line) does not exist")
+    assert f"Synthetic data is written only at the paths stated where data.synthetic is set (in {DEMO})" in out
+    assert f"vlrl data synth --task refcoco --out {typo}" in out
+    assert not (tmp_path / "mydata").exists() and not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_user_config_that_extends_a_demo_gets_no_synthetic_data_at_its_own_paths(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text(f"extends: {DEMO}\ndata: {{train: mine/train.json, eval: mine/val.json}}\n")
+    assert main(["sft", "--config", "mine.yaml", *TINY]) == 2
+    assert "error: config: data.train: mine/train.json (set in mine.yaml) does not exist" in capsys.readouterr().out
+    assert not (tmp_path / "mine").exists()
+
+
+def test_the_demo_config_writes_its_synthetic_data_at_its_own_paths(tmp_path, monkeypatch, tiny_qwen25):
+    monkeypatch.chdir(tmp_path)  # the demo's paths are relative: data/synthetic/refcoco-demo/...
+    small = ["data.synthetic_train_size=4", "sft.steps=1", "sft.prompts_per_step=2", "sft.progress=false"]
+    assert main(["sft", "--config", DEMO, *TINY, *small, f"sft.output_dir={tmp_path / 'a'}"]) == 0
+    assert (tmp_path / "data" / "synthetic" / "refcoco-demo" / "train.json").is_file()
+    # Asked for on the command line, beside the paths given there, it is written there too.
+    given = tmp_path / "given" / "train.json"
+    here = [f"data.train={given}", "data.synthetic=true", f"sft.output_dir={tmp_path / 'b'}"]
+    assert main(["sft", "--config", DEMO, *TINY, *small, *here]) == 0
+    assert given.is_file()
+
+
+@pytest.mark.parametrize(
+    "config, converter",
+    [
+        ("refcoco.yaml", "python -m data_prep.refer --refs 'refcoco/refs(unc).p' --instances refcoco/instances.json "
+         "--split train --out data/rec_jsons_processed/refcoco_train.json"),
+        ("gui_action.yaml", "python -m data_prep.gui gui_r1 train.parquet data/gui_r1/android_train.json"),
+        ("gui_grounding.yaml", "python -m data_prep.gui screenspot screenspot_mobile.json data/ui_r1/grounding_train.json"),
+    ],
+)  # fmt: skip
+def test_a_recipe_whose_data_is_absent_points_at_its_converter(tmp_path, monkeypatch, capsys, config, converter):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config", str(ROOT / "configs" / config), "model.path=tiny:qwen2_5_vl"]) == 2
+    out = capsys.readouterr().out
+    assert converter in out and "data.synthetic" not in out
+    assert "does not exist" in out and "(set in " in out
+
+
+def test_user_data_with_a_demos_synthetic_held_out_split_is_refused_or_warned(tmp_path, rec_data, capsys):
+    """Training on one's own data from a demo config used to evaluate on the demo's synthetic val.json."""
+    args = ["--config", DEMO, *TINY, f"data.train={rec_data}"]
+    assert main(["train", *args, f"trainer.output_dir={tmp_path / 'run'}"]) == 2  # eval.every: 100 in the demo
+    out = capsys.readouterr().out
+    assert (
+        f"data.train is {rec_data} (set on the command line) but data.eval is data/synthetic/refcoco-demo/val.json"
+        in out
+    )
+    assert f"the synthetic held-out split set in {DEMO}" in out and "eval.every=0" in out
+    cfg = load_config(DEMO, [f"data.train={rec_data}", f"data.eval={rec_data}"])
+    from vlrl.tasking.sources import held_out_inherited
+
+    assert held_out_inherited(cfg) is None  # a held-out file of one's own: nothing to say
+    assert held_out_inherited(load_config(DEMO)) is None  # the demo as it is
+
+
+def test_sft_on_user_data_from_a_demo_warns_about_the_held_out_split(tmp_path, rec_data, tiny_qwen25, capsys):
+    sft = [f"sft.output_dir={tmp_path / 'sft'}", "sft.steps=1", "sft.prompts_per_step=2", "sft.progress=false"]
+    assert main(["sft", "--config", DEMO, *TINY, f"data.train={rec_data}", *sft]) == 0
+    out = capsys.readouterr().out
+    assert "warning: data.train is" in out and "data/synthetic/refcoco-demo/val.json" in out
+
+
+def test_validating_or_scoring_a_missing_file_names_the_converter(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["data", "validate", "--task", "gui_action", "android.json"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: android.json does not exist")
+    assert "GUI-R1's parquet converted: python -m data_prep.gui gui_r1 train.parquet android.json" in out
+    (tmp_path / "mine.jsonl").write_text('{"id": 0, "completion": "x"}\n')
+    assert main(["score", "--task", "refcoco", "--data", "rec.json", "--completions", "mine.jsonl", "--out", "o"]) == 2
+    assert "python -m data_prep.refer" in capsys.readouterr().out and not (tmp_path / "rec.json").exists()
+
+
+@pytest.mark.parametrize(
+    "config", sorted(p.name for p in (ROOT / "configs" / "demo").glob("*.yaml") if p.name != "base.yaml")
+)
+def test_every_demo_config_writes_its_synthetic_data_at_its_own_paths(config):
+    """A demo config states data.synthetic: true beside its data paths (not in base.yaml, which a
+    config of yours may extend with paths of its own)."""
+    cfg = load_config(ROOT / "configs" / "demo" / config)
+    assert cfg.writes_synthetic("data.train") and cfg.writes_synthetic("data.eval")
+    assert not load_config(ROOT / "configs" / "demo" / config, ["data.train=x.json"]).writes_synthetic("data.train")

@@ -1,0 +1,133 @@
+"""multi_image_grounding (UniVG-R1): records, prompts and rewards against the values UniVG-R1's
+`iou_reward` and `format_reward_rec` give (AMAP-ML/UniVG-R1@44868ea, vlm_modules/qwen_module.py;
+read off a copy of those functions run on these exact strings)."""
+
+from __future__ import annotations
+
+import pytest
+from PIL import Image
+
+from tasks.multi_image_grounding import UNIVG_R1_TEMPLATE, MultiImageGrounding
+from vlrl.data.records import FrameSpec, RecordContext, RecordError
+from vlrl.tasking.scoring import score
+
+QWEN2 = FrameSpec("norm1000", 3136, 50176, 28)
+QWEN25 = FrameSpec("absolute", 3136, 50176, 28)
+
+
+@pytest.fixture()
+def images(tmp_path):
+    Image.new("RGB", (200, 100)).save(tmp_path / "a.png")
+    Image.new("RGB", (300, 150)).save(tmp_path / "b.png")
+    (tmp_path / "dataset/coco/train2014").mkdir(parents=True)
+    Image.new("RGB", (64, 64)).save(tmp_path / "dataset/coco/train2014/COCO_1.png")
+    return tmp_path
+
+
+def sample_of(root, record, spec=QWEN2, **options):
+    return MultiImageGrounding(options=options).build_sample(record, RecordContext("d.json:2", 0, root, spec))
+
+
+RECORD = {
+    "images": ["a.png", "b.png"],
+    "question": "<image><image>Locate the cup in the second image.",
+    "answer": [100, 100, 300, 300],
+    "target_image": 1,
+}
+
+
+@pytest.mark.parametrize(
+    "completion,iou,fmt",
+    [
+        ("<think>the cup in image 2</think><answer>(100,100),(300,300)</answer>", 1.0, 1.0),
+        ("<think>t</think>\n<answer>(150, 150), (350, 350)</answer>\n", 0.391304, 1.0),  # 150^2 / 57500
+        ("<think>t</think><answer>It's in the second image. (150,150),(350,350)</answer>", 0.391304, 0.0),
+        ("<think>t</think><answer>[150,150,350,350]</answer>", 0.0, 0.0),
+        ("<think>t</think><answer>(150,150),(350,350)</answer> done", 0.391304, 0.0),  # </answer> must end it
+        ("<answer>(150 ,150),(350,350)</answer>", 0.0, 0.0),  # no space before a comma
+        ("(100,100),(300,300)", 0.0, 0.0),  # outside <answer>
+        ("<think>a</think><answer>(100,100),(300,300)</answer><answer>(0,0),(9,9)</answer>", 1.0, 0.0),
+    ],
+)
+def test_rewards_equal_univg_r1s_on_its_qwen2_vl_frame(images, completion, iou, fmt):
+    sample = sample_of(images, RECORD)
+    scores = score(MultiImageGrounding(), [completion], [sample])
+    assert scores.components["iou"][0] == pytest.approx(iou, abs=1e-6)
+    assert scores.components["format"][0] == fmt
+
+
+def test_the_prompt_shows_every_image_then_univg_r1s_question(images):
+    task = MultiImageGrounding()
+    sample = sample_of(images, RECORD)
+    text = UNIVG_R1_TEMPLATE.format(Question="Locate the cup in the second image.")
+    assert task.messages(sample) == [
+        {"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": text}]}
+    ]
+    assert len(sample.images) == 2 and sample.frame.width == 300  # the target image's frame
+    assert sample.solution == [30.0, 15.0, 90.0, 45.0]  # 0-1000 of the 300x150 image, in its pixels
+    assert task.predict("<answer>(150,150),(350,350)</answer>", sample) == [45.0, 22.5, 105.0, 52.5]
+
+
+def test_a_model_in_another_frame_is_scored_in_its_own_frame_of_the_target_image(images):
+    """Qwen2.5-VL answers in pixels of the resized target image: the answer is put there."""
+    task = MultiImageGrounding()
+    sample = sample_of(images, RECORD, QWEN25)
+    model = sample.frame.box_to_model(sample.solution)
+    completion = f"<think>t</think><answer>({model[0]},{model[1]}),({model[2]},{model[3]})</answer>"
+    assert score(task, [completion], [sample]).components["iou"][0] > 0.95
+    assert score(task, [task.target(sample)], [sample]).components["format"][0] == 1.0
+    pixels = {**RECORD, "answer": [30, 15, 90, 45]}  # the same box, stated in pixels
+    same = sample_of(images, pixels, QWEN25, answer_frame="pixels")
+    assert same.solution == sample.solution
+
+
+def test_plain_single_image_records_follow_univg_r1s_released_run(images):
+    """--single_img_with_cot False: a COCO image gets no reasoning, its box read anywhere."""
+    task = MultiImageGrounding()
+    record = {"images": ["dataset/coco/train2014/COCO_1.png"], "question": "<image>the dog", "answer": [0, 0, 500, 500]}
+    sample = sample_of(images, {**record, "target_image": 0})
+    assert task.messages(sample)[0]["content"][1]["text"] == (
+        "This is a single image grounding task with simple reference. the dog"
+    )
+    scores = score(task, ["The dog is at (0,0),(500,500)."], [sample])
+    assert scores.components == {"iou": [1.0], "format": [1.0]}
+    with_cot = sample_of(images, {**record, "target_image": 0}, single_image_cot=True)
+    assert score(task, ["The dog is at (0,0),(500,500)."], [with_cot]).components == {"iou": [0.0], "format": [0.0]}
+
+
+def test_a_record_without_target_image_needs_no_conversion(images):
+    record = {key: value for key, value in RECORD.items() if key != "target_image"}
+    sample = sample_of(images, record)  # 0-1000 data for a 0-1000 model: compared as stated
+    assert sample.solution == [100.0, 100.0, 300.0, 300.0]
+    with pytest.raises(RecordError, match=r"d.json:2: record has no 'target_image'.*absolute frame"):
+        sample_of(images, record, QWEN25)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"images": []}, "non-empty list of image paths"),
+        ({"images": ["a.png", "missing.png"]}, "image not found"),
+        ({"answer": [1, 2, 3]}, "4 finite numbers"),
+        ({"answer": [300, 100, 100, 300]}, "empty or outside"),
+        ({"answer": [0, 0, 1200, 500]}, "empty or outside"),
+        ({"target_image": 2}, "not an index of the record's 2 images"),
+        ({"target_image": "1"}, "must be an image index"),
+    ],
+)
+def test_bad_records_are_refused_by_place(images, change, message):
+    with pytest.raises(RecordError, match=f"d.json:2: .*{message}"):
+        sample_of(images, {**RECORD, **change})
+
+
+def test_synthetic_records_show_several_images_and_name_the_target(tmp_path):
+    from data_prep.multi_image import ORDINALS
+
+    task = MultiImageGrounding()
+    task.synthesize(tmp_path / "train.json", 12, 0)
+    split = task.load(tmp_path / "train.json", QWEN25)
+    assert not split.errors and len(split.samples) == 12
+    for sample in split.samples:
+        assert len(sample.images) >= 2
+        assert f"the {ORDINALS[sample.meta['target_image']]} image" in sample.problem
+    assert any("same color and kind" in s.problem for s in split.samples)  # questions by reference occur

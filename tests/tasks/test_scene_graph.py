@@ -1,0 +1,110 @@
+"""scene_graph (R1-SGG): records, prompts, the model frames' scale, and the recall of R1-SGG's
+evaluation (gpt4vision/R1-SGG@e4de64d src/vg150_eval.py, its "ngR")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from tasks.scene_graph import PROMPT_SG, R1V_SYSTEM_PROMPT, SceneGraph
+from tests.rewards.test_scene_graph_rewards import EXACT, OTHER, completion
+from vlrl.data.records import FrameSpec, RecordContext, RecordError
+from vlrl.tasking.scoring import score
+
+QWEN2 = FrameSpec("norm1000", 3136, 1_000_000, 28)
+QWEN25 = FrameSpec("absolute", 3136, 1_000_000, 28)
+RECORD = {
+    "image": "a.png",
+    "image_id": "2343",
+    "objects": json.dumps(
+        [{"id": "man.1", "bbox": [100, 50, 300, 450]}, {"id": "horse.2", "bbox": [250, 200, 700, 480]}]
+    ),
+    "relationships": json.dumps([{"subject": "man.1", "predicate": "riding", "object": "horse.2"}]),
+}
+
+
+@pytest.fixture()
+def root(tmp_path):
+    Image.new("RGB", (1000, 500)).save(tmp_path / "a.png")
+    return tmp_path
+
+
+def sample_of(root, record=RECORD, spec=QWEN2, **options):
+    return SceneGraph(options=options).build_sample(record, RecordContext("g.json:4", 3, root, spec))
+
+
+def test_records_read_as_r1_sggs_collator_reads_them(root):
+    task = SceneGraph()
+    sample = sample_of(root)
+    assert sample.id == "2343" and sample.solution["relationships"][0]["predicate"] == "riding"
+    assert task.messages(sample) == [
+        {"role": "system", "content": [{"type": "text", "text": R1V_SYSTEM_PROMPT}]},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": PROMPT_SG}]},
+    ]
+    scores = score(task, [EXACT, OTHER], [sample, sample])
+    # format 1 + nodes 2 x (1, 1) + edge 5 x 1; the other: 1 + 2 x 0.5 + 2 x 0.9893 + 0
+    assert scores.total == pytest.approx([10.0, 1.0 + 2 * 0.5 + 2 * 0.9893035120532743])
+    head = SceneGraph(options={"format_variant": "head"})
+    assert score(head, [EXACT], [sample]).total == [9.0]  # R1-SGG as published: its format scores 0
+
+
+def test_a_model_in_pixels_of_the_resized_image_is_scaled_by_that_size(root):
+    task = SceneGraph()
+    sample = sample_of(root, spec=QWEN25)
+    frame = sample.frame
+    assert (frame.model_width, frame.model_height) != (1000, 500)  # smart_resize moved it
+    boxes = [frame.box_to_model(b, integer=False) for b in ([100, 50, 300, 450], [250, 200, 700, 480])]
+    text = completion(
+        [{"id": "man.1", "bbox": boxes[0]}, {"id": "horse.2", "bbox": boxes[1]}],
+        [{"subject": "man.1", "predicate": "riding", "object": "horse.2"}],
+    )
+    assert score(task, [text], [sample]).components["node_box"][0] == pytest.approx(1.0)
+
+
+def test_the_closed_vocabulary_prompt_lists_the_sets_or_takes_the_records(root):
+    sample = sample_of(root, vocabulary="closed", object_categories=["man", "horse"], predicate_categories=["riding"])
+    assert '`["man", "horse"]`' in sample.problem and '`["riding"]`' in sample.problem
+    own = sample_of(root, {**RECORD, "prompt_close": "Graph of size (1000 x 500) the image."}, vocabulary="closed")
+    assert own.problem == "Graph the image."  # the image size is never given, as in R1-SGG
+    assert sample_of(root, {**RECORD, "prompt_close": "mine"}).problem == PROMPT_SG  # open: R1-SGG's PROMPT_SG
+
+
+def test_recall_is_r1_sggs_triplet_recall(root):
+    task = SceneGraph()
+    sample = sample_of(root)
+    two = {
+        **RECORD,
+        "relationships": [
+            {"subject": "man.1", "predicate": "riding", "object": "horse.2"},
+            {"subject": "horse.2", "predicate": "under", "object": "man.1"},
+        ],
+    }
+    other = sample_of(root, two)
+    metrics = task.metrics([sample, other, other], [EXACT, EXACT, OTHER])
+    # triplets recalled: 1 of 1, 1 of 2, 0 of 2; predicates: riding 2 of 3, under 0 of 2
+    assert metrics["recall"] == pytest.approx(2 / 5)
+    assert metrics["mean_recall"] == pytest.approx((2 / 3 + 0) / 2)
+    assert metrics["recall_per_image"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert metrics["format_rate"] == 1.0 and metrics["parse_rate"] == 1.0
+    assert task.predict(EXACT, sample)["objects"][0] == {"id": "man.1", "bbox": [100.0, 50.0, 300.0, 450.0]}
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"objects": "[{"}, "objects' is a string but not JSON"),
+        ({"objects": [{"id": "man.1", "bbox": [1, 2, 3]}]}, r"objects\[0\] \(man.1\): bbox must be 4"),
+        ({"objects": [{"id": "man.1", "bbox": [1, 2, 3000, 4]}]}, "outside the 1000x500 image"),
+        ({"objects": [{"id": "a.1", "bbox": [1, 2, 3, 4]}] * 2, "relationships": []}, "repeats an id"),
+        (
+            {"relationships": [{"subject": "man.1", "predicate": "on", "object": "cat.3"}]},
+            "'cat.3', which is no object",
+        ),
+        ({"relationships": [{"subject": "man.1", "object": "horse.2"}]}, "three strings"),
+    ],
+)
+def test_bad_records_are_refused_by_place(root, change, message):
+    with pytest.raises(RecordError, match=f"g.json:4: .*{message}"):
+        sample_of(root, {**RECORD, **change})

@@ -1,0 +1,73 @@
+"""LoRA adapters merged out of place: W + scale * B A computed into a copy of W.
+
+Merging in place (PEFT's merge_adapter / unmerge_adapter) rounds: in bf16, (W + d) - d is not W
+(tests/models/test_lora.py shows it), and the policy would drift a little at every rollout. Here
+the base weights are never written. `merged_weight` is what `loading.transformers_weights` gives
+an engine that holds its own copy; `MergedLoRA` lets the HF engine decode with the merged
+weights: each adapted Linear computes x W'^T with its copy W' instead of x W^T + s (x A^T) B^T,
+one matrix product instead of three per layer and step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+def merged_weight(module: torch.nn.Module, weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (a LoRA layer's base weight) plus the layer's active adapters, summed in
+    float32, in the weight's dtype."""
+    delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters if a in module.lora_A)
+    return (weight.float() + delta).to(weight.dtype)
+
+
+def lora_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The LoRA-adapted Linear layers of `model` whose adapters are on."""
+    from peft.tuners.lora import LoraLayer
+
+    return [
+        m
+        for m in model.modules()
+        if isinstance(m, LoraLayer) and isinstance(m.get_base_layer(), torch.nn.Linear) and not m.disable_adapters
+    ]
+
+
+class MergedLoRA:
+    """The adapted layers of a model computing with merged copies of their weights while
+    `merged()` is entered. The copies are kept between entries and refreshed in place, so that
+    what reads them by address (a CUDA graph) reads the current merge; `release` frees them."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.copies: dict[torch.nn.Module, torch.Tensor] = {}
+
+    @contextlib.contextmanager
+    def merged(self) -> Iterator[None]:
+        layers = lora_linears(self.model)
+        for layer in layers:
+            base = layer.get_base_layer()
+            with torch.no_grad():
+                weight = merged_weight(layer, base.weight)
+                copy = self.copies.get(layer)
+                if copy is None or copy.shape != weight.shape or copy.device != weight.device:
+                    copy = self.copies[layer] = weight
+                else:
+                    copy.copy_(weight)
+            layer.forward = _merged_forward(copy, base.bias)  # an instance attribute: the class's is back on delete
+        try:
+            yield
+        finally:
+            for layer in layers:
+                del layer.forward
+
+    def release(self) -> None:
+        self.copies.clear()
+
+
+def _merged_forward(weight: torch.Tensor, bias: torch.Tensor | None):
+    def forward(x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return torch.nn.functional.linear(x, weight, bias)
+
+    return forward

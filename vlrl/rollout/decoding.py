@@ -1,0 +1,118 @@
+"""What the HF engine's two decoding loops share (the dynamic one in hf.py, the static-shape
+one in static.py): one step's draw, and the record of the completions as they are decoded.
+
+Both are written for a batch that shrinks: a decoded row knows which row of the whole batch
+it is (`index`), draws the uniform of that row, and writes to that row of the record. A
+filler row (the static loop pads a bucket with them) has index `rows`: it draws a uniform it
+never uses and writes to the record's spare last row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vlrl.models.policy import SamplingFilter
+from vlrl.rollout.base import SamplingParams
+
+
+def sample_categorical(
+    probs: torch.Tensor, generator: torch.Generator | None = None, uniforms: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One token per row, drawn with probability `probs` (rows need not sum to 1) by inverting
+    the CDF: one uniform per row (drawn here, or given as `uniforms` (R, 1)). torch.multinomial
+    (and the exponential trick) draw a random number per vocabulary entry, which on CPU cost
+    more than the tiny demo model's forward. Zero-probability tokens are never drawn: the first
+    index whose CDF exceeds u is never one whose CDF equals its predecessor's."""
+    cdf = probs.double().cumsum(dim=-1)
+    if uniforms is None:
+        uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
+    # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
+    return torch.searchsorted(cdf, uniforms.double() * cdf[:, -1:], right=True).squeeze(1)
+
+
+@dataclass
+class Draw:
+    """One decoding step's sampling, for the rows decoded: the token each draws from the
+    temperature-scaled policy (bans, top-k, top-p applied), its log-prob and the entropy over
+    the whole vocabulary. A finished row (one not compacted away) takes the pad token."""
+
+    params: SamplingParams
+    sampler: SamplingFilter
+    pad_id: int
+    rows: int  # of the whole batch: one uniform each per step, whichever rows are decoded
+    generator: torch.Generator | None
+
+    def __call__(
+        self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is."""
+        logits = logits.float()
+        temperature = self.params.temperature
+        if temperature > 0:
+            logits = logits / temperature
+        step_logp = torch.log_softmax(logits, dim=-1)
+        allowed = self.sampler.apply(logits)
+        if temperature > 0:
+            uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
+            mine = uniforms[index.clamp(max=self.rows - 1)]  # a filler takes the last row's
+            choice = sample_categorical(torch.softmax(allowed, dim=-1), uniforms=mine)
+        else:
+            choice = allowed.argmax(dim=-1)
+        choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
+        logp = step_logp.gather(1, choice[:, None]).squeeze(1)
+        return choice, logp, -(step_logp.exp() * step_logp).sum(dim=-1)
+
+
+class Record:
+    """The completions as they are decoded: token, log-prob and entropy per batch row and step,
+    the column a device counter (so that a captured step writes where a replay is)."""
+
+    def __init__(self, rows: int, steps: int, pad_id: int, device: torch.device):
+        self.rows, self.pad_id = rows, pad_id
+        self.tokens = torch.empty(rows + 1, steps, dtype=torch.long, device=device)  # + the spare row
+        self.logprobs = torch.empty(rows + 1, steps, device=device)
+        self.entropies = torch.empty(rows + 1, steps, device=device)
+        self.column = torch.zeros((), dtype=torch.long, device=device)
+        self.clear()
+
+    def clear(self) -> None:
+        self.tokens.fill_(self.pad_id)
+        self.logprobs.zero_()
+        self.entropies.zero_()
+        self.column.zero_()
+
+    def write(self, index: torch.Tensor, choice: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor) -> None:
+        at = (index, self.column.expand_as(index))
+        self.tokens.index_put_(at, choice)
+        self.logprobs.index_put_(at, logp)
+        self.entropies.index_put_(at, entropy)
+        self.column.add_(1)
+
+    def taken(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Tokens, log-probs and entropies (rows, steps) of the first `steps` steps."""
+        return tuple(t[: self.rows, :steps] for t in (self.tokens, self.logprobs, self.entropies))  # type: ignore[return-value]
+
+
+@dataclass
+class DecodeStats:
+    """What the HF engine's decoding did, summed over its `generate` calls (bench/recipe_on_gpu.py
+    reports milliseconds per step and the share of row-steps that made a token anyone kept)."""
+
+    calls: int = 0
+    prefill_s: float = 0.0  # the prompts' forward (vision included)
+    decode_s: float = 0.0  # the decoding steps after it
+    forwards: int = 0  # decoding forwards (one token per row each)
+    row_steps: int = 0  # rows those forwards ran: live, finished not yet dropped, fillers
+    useful_row_steps: int = 0  # of those, rows whose completion went on (a kept token per completion but its first)
+
+    def add(self, other: DecodeStats) -> None:
+        for name, value in vars(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+def first_stops(tokens: torch.Tensor, stop_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's first stop token: whether it has one (rows,) and its step (rows,)."""
+    is_stop = (tokens[..., None] == stop_ids).any(-1)
+    return is_stop.any(1), is_stop.int().argmax(1)

@@ -1,0 +1,273 @@
+"""The HF engine's static-shape decoding step (`rollout.hf.static_cache`), and its CUDA graphs.
+
+Every tensor a decoding step reads or writes is allocated once per batch shape: the KV cache
+(preallocated to the prompt plus the completion, as transformers' StaticCache is), the
+attention mask (the prompt's padding, then ones: causality hides the slots not written yet),
+the rope positions (advanced in place: Qwen's multimodal positions continue from the prompt's
+largest one, every section together), the input tokens and the completions being written. A
+step is then one fixed sequence of kernels: the forward of the last tokens, the draw (vlrl's
+own, `hf.Draw`: the same distribution, uniforms and log-probs as the dynamic loop) and its
+bookkeeping, with no host synchronization. The host looks every `check_every` steps, to stop
+when every row has and to compact the live rows into the next smaller batch-size bucket.
+
+On CUDA (`rollout.hf.cuda_graphs`) each bucket's step is captured once as a CUDA graph and
+replayed. A replay reads the tensors the capture saw, by address:
+- the parameters: the optimizer updates them in place, so a graph captured before an update
+  samples from the updated weights when replayed after it (tests/gpu/test_decoding_graphs.py);
+  under FSDP2 the gathered weights are new tensors at every gathering, so graphs are off there;
+- the sampling generator, registered with each graph (`register_generator_state`): a replay
+  advances its Philox offset as the eager step does, so seeds keep their meaning;
+- this module's buffers, kept for the next `generate` of the same shape until the engine sleeps.
+
+The random stream ends where the dynamic loop's does: the steps run past the last stop (at most
+`check_every - 1`) draw uniforms the dynamic loop would not, so the generator is set back to the
+last check and advanced by the steps that loop takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import Cache
+from transformers.cache_utils import StaticLayer
+
+from vlrl.models.loading import core_model
+from vlrl.rollout.decoding import Draw, Record, first_stops
+
+CACHE_GRANULE = 128  # cache lengths are rounded up to this, so nearby prompt lengths share buffers and graphs
+WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture (lazy CUDA initialization)
+
+
+def static_refusal(model: torch.nn.Module) -> str:
+    """Why `model` cannot take the static step ("": it can)."""
+    text = core_model(model).config.get_text_config()
+    kinds = set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"}
+    if kinds:
+        return f"its layers include {', '.join(sorted(kinds))}, whose cache is not keys and values in fixed slots"
+    if getattr(text, "num_experts", 0):
+        return "its experts pick their tokens with nonzero(), a host synchronization of data-dependent shape"
+    return ""
+
+
+def cache_length(prompt: int, max_new_tokens: int) -> int:
+    """Slots for the prompt and every completion token but the last (never fed back), rounded up."""
+    return -(-(prompt + max_new_tokens - 1) // CACHE_GRANULE) * CACHE_GRANULE
+
+
+def buckets(rows: int, smallest: int) -> list[int]:
+    """Batch sizes the step runs at, largest first: the whole batch, then powers of two down to
+    `smallest` (live rows are compacted into the smallest bucket that holds them)."""
+    sizes, size = {rows}, 1
+    while size < rows:
+        if size >= smallest:
+            sizes.add(size)
+        size *= 2
+    return sorted(sizes, reverse=True)
+
+
+class RowsLayer(StaticLayer):
+    """One layer's preallocated keys and values for `rows` rows, decoded at a leading slice of
+    them (`narrow`): compacted rows are moved to the front, so a bucket is a view, not a copy."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: torch.Tensor):
+        super().__init__(max_cache_len=keys.shape[2])
+        self.all_keys, self.all_values = keys, values
+        self.keys, self.values = keys, values
+        self.cumulative_length = length  # (): the slot the next token is written to, advanced in place
+        self.dtype, self.device = keys.dtype, keys.device
+        self.is_initialized = True
+
+    def narrow(self, rows: int) -> None:
+        self.keys, self.values = self.all_keys[:rows], self.all_values[:rows]
+
+
+@dataclass(frozen=True)
+class StaticPlan:
+    """How the static loop runs (rollout.hf's options, settled for the device)."""
+
+    compact: bool
+    graphs: bool
+    check_every: int
+    smallest_bucket: int
+
+
+class StaticDecoding:
+    """The buffers of one batch shape (rows x cache length), the step that runs on them, and
+    the loop that runs the steps."""
+
+    def __init__(
+        self, model: torch.nn.Module, prefill_cache: Cache, length: int, draw: Draw, record: Record,
+        stop_ids: torch.Tensor, plan: StaticPlan,
+    ):  # fmt: skip
+        self.model, self.draw, self.record, self.stop_ids, self.plan = model, draw, record, stop_ids, plan
+        rows, device = draw.rows, stop_ids.device
+        self.rows, self.device = rows, device
+        self.layers = []
+        for layer in prefill_cache.layers:
+            keys, values = layer.keys, layer.values
+            self.layers.append(
+                RowsLayer(
+                    keys.new_zeros(rows, keys.shape[1], length, keys.shape[3]),
+                    values.new_zeros(rows, values.shape[1], length, values.shape[3]),
+                    torch.zeros((), dtype=torch.long, device=device),
+                )
+            )
+        self.cache = Cache(layers=self.layers)
+        self.mask = torch.ones(rows, length, dtype=torch.long, device=device)
+        self.positions = torch.zeros(3, rows, 1, dtype=torch.long, device=device)
+        self.advance = torch.zeros_like(self.positions)  # the positions' change per token
+        self.ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
+        self.index = torch.zeros(rows, dtype=torch.long, device=device)  # the batch row each decoded row is
+        self.finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        self.sizes = buckets(rows, plan.smallest_bucket) if plan.compact else [rows]
+        self.bucket = rows
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.captures = 0  # graphs captured, over this object's life
+        self.forwards = self.row_steps = 0  # of the current batch (DecodeStats)
+        self.pool = torch.cuda.graph_pool_handle() if plan.graphs else None
+        self.stream = torch.cuda.Stream(device) if plan.graphs else None
+
+    # -- a new batch ----------------------------------------------------------------------------
+    def start(
+        self, prefill_cache: Cache, attention_mask: torch.Tensor, positions: torch.Tensor, advance: torch.Tensor
+    ) -> None:
+        """Fill the buffers for a new batch of this shape: the prefill's keys and values (moved:
+        the prefill's cache is emptied), the prompts' padding, the first decoding positions
+        (3, rows, 1) and their change per token."""
+        prompt = attention_mask.shape[1]
+        for layer, filled in zip(self.layers, prefill_cache.layers, strict=True):
+            layer.all_keys[:, :, :prompt] = filled.keys
+            layer.all_values[:, :, :prompt] = filled.values
+            layer.cumulative_length.fill_(prompt)
+        prefill_cache.reset()
+        self.mask[:, :prompt] = attention_mask
+        self.mask[:, prompt:] = 1
+        self.positions.copy_(positions)
+        self.advance.copy_(advance)
+        self.index.copy_(torch.arange(self.rows, device=self.device))
+        self.finished.zero_()
+        self.record.clear()
+        self.forwards = self.row_steps = 0
+        self.narrow(self.rows)
+
+    def narrow(self, bucket: int) -> None:
+        self.bucket = bucket
+        for layer in self.layers:
+            layer.narrow(bucket)
+
+    def compact(self, bucket: int) -> None:
+        """Move the live rows to the front and decode the first `bucket` rows from now on; the
+        rows past the live ones are fillers: finished, writing to the record's spare row."""
+        live = self.finished[: self.bucket].logical_not().nonzero().squeeze(1)
+        n = len(live)
+        for layer in self.layers:
+            layer.all_keys[:n] = layer.all_keys[live]
+            layer.all_values[:n] = layer.all_values[live]
+        for buffer in (self.mask, self.ids, self.index, self.finished):
+            buffer[:n] = buffer[live]
+        self.positions[:, :n] = self.positions[:, live]
+        self.index[n:bucket] = self.rows  # the record's spare row
+        self.finished[n:bucket] = True
+        self.narrow(bucket)
+
+    # -- one step -------------------------------------------------------------------------------
+    def sample(self, logits: torch.Tensor) -> None:
+        """Draw the current bucket's next tokens from `logits`, record them, feed them next."""
+        b = self.bucket
+        index, finished = self.index[:b], self.finished[:b]
+        choice, logp, entropy = self.draw(logits, index, finished)
+        self.record.write(index, choice, logp, entropy)
+        finished.logical_or_((choice[:, None] == self.stop_ids).any(1))
+        self.ids[:b, 0] = choice
+
+    def step(self) -> None:
+        """The forward of the last tokens at the current bucket, then the draw."""
+        b = self.bucket
+        out = self.model(
+            input_ids=self.ids[:b],
+            attention_mask=self.mask[:b],
+            position_ids=self.positions[:, :b],
+            past_key_values=self.cache,
+            use_cache=True,
+        )
+        self.positions.add_(self.advance)
+        self.sample(out.logits[:, -1])
+
+    def run(self, steps: int) -> None:
+        """`steps` steps at the current bucket: eager, or replays of its CUDA graph (captured
+        after a few eager steps on the capture stream, the first time the bucket runs)."""
+        if not self.plan.graphs:
+            for _ in range(steps):
+                self.step()
+            return
+        graph = self.graphs.get(self.bucket)
+        if graph is None:
+            warmup = min(WARMUP_STEPS, steps)
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.stream):
+                for _ in range(warmup):
+                    self.step()
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
+            steps -= warmup
+            if steps == 0:
+                return
+            graph = self.graphs[self.bucket] = self.capture()
+        for _ in range(steps):
+            graph.replay()
+
+    def capture(self) -> torch.cuda.CUDAGraph:
+        graph = torch.cuda.CUDAGraph()
+        if self.draw.generator is not None:  # the device's default generator is registered by every capture
+            graph.register_generator_state(self.draw.generator)
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+            self.step()
+        self.captures += 1
+        return graph
+
+    # -- the loop -------------------------------------------------------------------------------
+    def decode(self, first_logits: torch.Tensor) -> int:
+        """Decode from the prefill's next-token logits; returns the number of steps the dynamic
+        loop takes (the record holds them), the generator left where that loop leaves it."""
+        steps = self.record.tokens.shape[1]
+        self.sample(first_logits)
+        done = 1
+        mark = (done, self.random_state())
+        while done < steps:
+            running = int(self.finished[: self.bucket].logical_not().sum())  # the host looks
+            if running == 0:
+                break
+            fit = min(size for size in self.sizes if size >= running)
+            if fit < self.bucket:
+                self.compact(fit)
+            mark = (done, self.random_state())
+            count = min(self.plan.check_every, steps - done)
+            self.run(count)
+            done += count
+            self.forwards += count
+            self.row_steps += count * self.bucket
+        stopped, at = first_stops(self.record.tokens[: self.rows, :done], self.stop_ids)
+        taken = int(at.max()) + 1 if bool(stopped.all()) else done
+        if taken < done:
+            self.rewind(mark, taken)
+        return taken
+
+    def generator(self) -> torch.Generator:
+        if self.draw.generator is not None:
+            return self.draw.generator
+        if self.device.type == "cuda":
+            return torch.cuda.default_generators[self.device.index or torch.cuda.current_device()]
+        return torch.default_generator
+
+    def random_state(self) -> torch.Tensor | None:
+        return self.generator().get_state() if self.draw.params.temperature > 0 else None
+
+    def rewind(self, mark: tuple[int, torch.Tensor | None], taken: int) -> None:
+        """Set the generator back to the last check (`mark`: steps done then, its state) and
+        draw the uniforms of the steps up to `taken`: the steps past the last stop drew more."""
+        at, state = mark
+        if state is None:  # greedy: nothing drawn
+            return
+        self.generator().set_state(state)
+        for _ in range(taken - at):
+            torch.rand(self.rows, 1, generator=self.draw.generator, device=self.device)
