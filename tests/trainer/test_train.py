@@ -131,6 +131,30 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
         torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
 
 
+def test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints(tmp_path, rec_data, tiny_qwen25):
+    """trainer.seed draws the prompts (the data stream) and the completions (the sampling
+    generator: on a one-record dataset only it differs); save_every=1 checkpoints every step,
+    keep_last=2 keeps the last two; log_samples_every=2 logs completions at step 1 and every
+    second step."""
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(rec_data.read_text())[:1]))
+    logged = {}
+    for name, seed, data, steps in (("a", 1, rec_data, 3), ("b", 2, rec_data, 1), ("c", 1, one, 1), ("d", 2, one, 1)):
+        extra = {"trainer.seed": seed, "trainer.steps": steps, "trainer.save_every": 1, "trainer.keep_last": 2,
+                 "trainer.log_samples_every": 2, "data.image_root": str(rec_data.parent)}  # fmt: skip
+        train(load_config(None, tiny_overrides(tmp_path / name, data, **extra)))
+        logged[name] = [json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+    assert sorted({row["step"] for row in logged["a"]}) == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "a" / "checkpoints").glob("step-*")) == ["step-0000002", "step-0000003"]
+    first = {
+        name: [(row["id"], row["completion"]) for row in rows if row["step"] == 1] for name, rows in logged.items()
+    }
+    assert first["a"][0][0] != first["b"][0][0]  # another seed, other prompts
+    assert {i for i, _ in first["c"] + first["d"]} == {"0"} and first["c"] != first[
+        "d"
+    ]  # one prompt, other completions
+
+
 def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     import vlrl.algos.losses as losses
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -11,12 +12,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.rollout.test_rollout_seam import make_trainer
 from vlrl.algos.shaping import trust_bonus_code
 from vlrl.config import load_config
 from vlrl.trainer.rl import train
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BRIEF = f"{FIXTURES / 'toy_task.py'}:BriefGrounding"
+CANNED = f"{FIXTURES.parent.parent / 'docs' / 'examples' / 'canned_engine.py'}:CannedEngine"
 HALF = f"{FIXTURES / 'rl_fixtures.py'}:HalfCorrect"
 # Sign advantages from the constant `half` reward (0.5): +1 for every completion, or -1 for every one.
 ALL_CORRECT = {"algo.advantage": "sign", "algo.accuracy_reward": "half", "algo.accuracy_threshold": 0.5}
@@ -115,9 +118,13 @@ def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, opti
 
 
 class Scores(BaseHTTPRequestHandler):
+    """A thinking scorer's HTTP endpoint: 0.5 for every item, after `server.delay` seconds, or
+    an error when `server.broken`."""
+
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.server.broken:
+        time.sleep(getattr(self.server, "delay", 0.0))
+        if getattr(self.server, "broken", False):
             self.send_response(500)
             self.end_headers()
             return
@@ -154,6 +161,48 @@ def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25):
     )
     assert [r["step"] for r in rows] == [1, 2]  # an untrained judge rarely answers a number: scored 0, counted
     assert all("thinking_failures" in r for r in rows)
+
+
+def test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions(tmp_path, rec_data, tiny_qwen25):
+    trainer = make_trainer(
+        tmp_path, rec_data, engine="hf", **{"trainer.prompts_per_step": 3, "rollout.num_generations": 2}
+    )
+    groups, rounds, _ = trainer.collect(step=1)
+    assert rounds == 1 and [len(g.completions) for g in groups] == [2, 2, 2]
+
+
+def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):
+    """DAPO's soft overlong punishment on completions of several lengths (canned answers):
+    0 up to L_max - buffer tokens, then (L_max - buffer - L) / buffer x penalty."""
+    answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
+    options = {"rollout.canned.answers": json.dumps(answers), "algo.overlong_buffer": 6, "algo.overlong_penalty": 2.0}
+    trainer = make_trainer(tmp_path, rec_data, engine=CANNED, **options)
+    source = trainer.sources[0]
+    (group,) = trainer.generate_groups([(source.task, source.train.samples[0])], step=1)[0]
+    lengths = [len(c.token_ids) for c in group.completions]
+    assert len(set(lengths)) >= 3 and max(lengths) == 10  # max_new_tokens
+    expected = [min(0.0, (10 - 6 - n) / 6 * 2.0) for n in lengths]
+    assert group.shaping["overlong"].tolist() == pytest.approx(expected) and min(expected) == -2.0
+    assert group.reward.tolist() == pytest.approx([t + e for t, e in zip(group.scores.total, expected, strict=True)])
+
+
+@pytest.mark.parametrize("fraction, shuffled", [(0.25, 1), (0.75, 3)])
+def test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames(
+    fraction, shuffled, tmp_path, rec_data, tiny_qwen25
+):
+    """algo.temporal.shuffled_fraction of the G = 4 completions are drawn for each prompt's
+    shuffled-frame variant (Video-R1's T-GRPO), and scored."""
+    options = {"task.name": f"{FIXTURES / 'rl_fixtures.py'}:OrderedGrounding", "algo.temporal.enabled": True,
+               "algo.temporal.shuffled_fraction": fraction}  # fmt: skip
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    drawn = []
+    generate = trainer.engine.generate
+    trainer.engine.generate = lambda prompts, params, generator=None: (
+        drawn.append(params.n) or generate(prompts, params, generator)
+    )
+    source = trainer.sources[0]
+    accuracy = trainer.temporal_contrast([(source.task, s) for s in source.train.samples[:2]], {})
+    assert drawn == [shuffled] and [len(a) for a in accuracy] == [shuffled, shuffled]
 
 
 # With one pass over each rollout the ratio is 1, so the policy loss of a token is -A, and the
