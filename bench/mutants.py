@@ -63,6 +63,10 @@ CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_wei
 THINKING = "tests/trainer/test_thinking.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
+DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
+STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
+# GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
+GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if accuracy_ordered.float().mean() >= 0.8 * accuracy_shuffled.float().mean():", (ALGOS,),
     ),
     Mutation(
-        "T-GRPO: the run's alpha and mu not passed", "vlrl/trainer/rl.py",
-        "correct, algo.temporal.alpha, algo.temporal.mu)", "correct, 0.3, 0.8)", (TEMPORAL,),
+        "T-GRPO: the run's alpha not passed", "vlrl/trainer/rl.py",
+        "correct, algo.temporal.alpha, algo.temporal.mu)", "correct, 0.3, algo.temporal.mu)", (SHAPING,),
+    ),
+    Mutation(
+        "T-GRPO: the run's mu not passed", "vlrl/trainer/rl.py",
+        "correct, algo.temporal.alpha, algo.temporal.mu)", "correct, algo.temporal.alpha, 0.8)", (SHAPING,),
     ),
     Mutation(
         "T-GRPO alpha ignored", "vlrl/algos/shaping.py",
@@ -388,6 +396,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "positive and negative weights swapped", "vlrl/algos/advantages.py",
         "adv * cfg.positive_weight, adv * cfg.negative_weight", "adv * cfg.negative_weight, adv * cfg.positive_weight", (ALGOS,),
     ),
+    # -- UniVG-R1's difficulty weights (rl.py) ----------------------------------------------------
+    Mutation(
+        "difficulty.weighting ignored (never weighted)", "vlrl/trainer/rl.py", 'if d.weighting == "none":', "if True:",
+        (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.weighting fixed to exp", "vlrl/trainer/rl.py",
+        "difficulty_weights(means, d.weighting, d.power)", 'difficulty_weights(means, "exp", d.power)', (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.power ignored", "vlrl/trainer/rl.py",
+        "difficulty_weights(means, d.weighting, d.power)", "difficulty_weights(means, d.weighting)", (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.reward ignored", "vlrl/trainer/rl.py", "g.scores.components[d.reward]", 'g.scores.components["iou"]',
+        (DIFFICULTY,),
+    ),
     Mutation(
         "cpgd_weighting ignored", "vlrl/algos/advantages.py",
         "adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)", 'adv = cpgd(rewards, "std", cfg.std_eps)', (ALGOS,),
@@ -551,6 +576,28 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollout.hf.compact ignored", "vlrl/rollout/hf.py",
         "if self.options.compact and running < len(index):", "if False:", (HF_ENGINE,),
+    ),
+    Mutation(
+        "rollout.hf.static_cache ignored (the device's default)", "vlrl/rollout/hf.py",
+        "wanted = cuda if options.static_cache is None else options.static_cache", "wanted = cuda", (HF_ENGINE,),
+    ),
+    Mutation(
+        "rollout.hf.check_every ignored", "vlrl/rollout/static.py",
+        "count = min(self.plan.check_every, steps - done)", "count = min(8, steps - done)", (STATIC_STEP,),
+    ),
+    Mutation(
+        "rollout.hf.smallest_bucket ignored", "vlrl/rollout/static.py",
+        "buckets(rows, plan.smallest_bucket) if plan.compact", "buckets(rows, 8) if plan.compact", (STATIC_STEP,),
+    ),
+    Mutation(
+        "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",
+        "graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs",
+        "graphs = cuda and not sharded", (HF_ENGINE, GRAPHS_ON_GPU),
+    ),
+    Mutation(
+        "rollout.hf.merge_lora ignored", "vlrl/rollout/hf.py",
+        "MergedLoRA(model) if self.options.merge_lora and adapted", "MergedLoRA(model) if adapted",
+        (f"{LORA}::test_the_trainer_measures_and_corrects_the_merged_lora_engines_log_probs",),
     ),
     Mutation(
         "a compacted row draws another row's uniform", "vlrl/rollout/decoding.py",

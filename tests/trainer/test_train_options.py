@@ -273,7 +273,10 @@ def test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them(tmp_path,
         torch.testing.assert_close(after[name], before[name] * (1 - 1e-2 * 0.1), rtol=1e-6, atol=0, msg=name)
 
 
-def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, rec_data, tiny_qwen25):
+# Every completion is correct, ordered or shuffled: order "helped" (acc 1 >= mu x acc 1) for
+# mu <= 1, and T-GRPO adds alpha to each; for mu > 1 it did not, and adds nothing.
+@pytest.mark.parametrize("mu, temporal", [(0.0, 0.25), (1.5, 0.0)])
+def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, temporal, tmp_path, rec_data, tiny_qwen25):
     task = f"{FIXTURES / 'rl_fixtures.py'}:OrderedGrounding"
     options = {
         "trainer.steps": 1,
@@ -281,13 +284,14 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, 
         "algo.accuracy_threshold": 0.0,  # every completion correct
         "algo.trust.scorer": f"{FIXTURES / 'rl_fixtures.py'}:thinking_length",
         "algo.temporal.enabled": True,
-        "algo.temporal.mu": 0.0,  # order always "helped": alpha on every correct ordered completion
+        "algo.temporal.alpha": 0.25,
+        "algo.temporal.mu": mu,
         "algo.length_control.enabled": True,
         "algo.length_control.min_tokens": 1,
         "algo.length_control.max_tokens": 10,
     }
     (r,) = run(tmp_path, rec_data, task=task, **options)
-    assert r["reward/temporal"] == pytest.approx(0.3) and r["reward/length"] == pytest.approx(0.2)
+    assert r["reward/temporal"] == pytest.approx(temporal) and r["reward/length"] == pytest.approx(0.2)
     parts = ("format", "iou", "brevity", "temporal", "length", "thinking")
     assert r["reward"] == pytest.approx(sum(r[f"reward/{p}"] for p in parts), abs=1e-6)
     # The first group, completion by completion: Trust-GRPO's code variant on the scorer's values
@@ -299,4 +303,4 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, 
     assert any(b > 0 for b in bonus)
     for sample, b in zip(logged, bonus, strict=True):
         base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))
-        assert sample["reward"] == pytest.approx(base + 0.3 + 0.2 + b, abs=1e-5)
+        assert sample["reward"] == pytest.approx(base + temporal + 0.2 + b, abs=1e-5)
