@@ -64,6 +64,8 @@ THINKING = "tests/trainer/test_thinking.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
+TOP = f"{OPTIONS}::test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time"
+SAMPLING = "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
@@ -325,7 +327,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "token_budget ignored", "vlrl/trainer/update.py", "self.run.t.token_budget,", "16384,",
         (f"{TRAIN}::test_micro_batch_size_does_not_change_the_gradient",),
     ),
+    Mutation(
+        "the update scores at temperature 1", "vlrl/trainer/update.py",
+        "run.model, batch, micro.tolist(), self.rollout.temperature,", "run.model, batch, micro.tolist(), 1.0,", (MOVED,),
+    ),
+    Mutation(
+        "old log-probs recomputed at temperature 1", "vlrl/trainer/update.py",
+        "model, batch, rows, self.rollout.temperature,", "model, batch, rows, 1.0,", (RECOMPUTE_SHARED,),
+    ),
     # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
+    Mutation(
+        "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(8, r.max_new_tokens, r.temperature, r.top_p, r.top_k)",
+        (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
+    ),
+    Mutation(
+        "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, 1024, r.temperature, r.top_p, r.top_k)", (OVERLONG,),
+    ),
+    Mutation(
+        "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, 1.0, r.top_p, r.top_k)",
+        (f"{MOVED}[temperature]",),
+    ),
+    Mutation(
+        "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, 1.0, r.top_k)",
+        (f"{TOP}[top_p]",),
+    ),
+    Mutation(
+        "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, 0)",
+        (f"{TOP}[top_k]",),
+    ),
     Mutation("accuracy_reward ignored", "vlrl/trainer/rl.py", "name = self.cfg.algo.accuracy_reward", 'name = ""', (KL, MASK)),
     Mutation(
         "overlong_buffer ignored", "vlrl/trainer/rl.py",

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from tests.rollout.test_rollout_seam import make_trainer
 from vlrl.algos.shaping import trust_bonus_code
 from vlrl.config import load_config
+from vlrl.rollout import SamplingParams
 from vlrl.trainer.rl import train
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -169,6 +170,23 @@ def test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions(tm
     )
     groups, rounds, _ = trainer.collect(step=1)
     assert rounds == 1 and [len(g.completions) for g in groups] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("option", [{"rollout.top_k": 1}, {"rollout.top_p": 1e-6}], ids=["top_k", "top_p"])
+def test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time(
+    option, tmp_path, rec_data, tiny_qwen25
+):
+    """rollout.top_k and rollout.top_p reach the engine: keeping one token per step, each of the
+    G completions is the greedy one (where, unfiltered at temperature 1, they differ)."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **option)
+    source = trainer.sources[0]
+    groups, _ = trainer.generate_groups([(source.task, s) for s in source.train.samples[:2]], step=1)
+    prompts = [g.prompt for g in groups]
+    greedy = trainer.engine.generate(prompts, SamplingParams(n=1, max_new_tokens=10, temperature=0.0))
+    for group, best in zip(groups, greedy, strict=True):
+        assert [c.token_ids for c in group.completions] == [best.completions[0].token_ids] * 4
+    free = trainer.engine.generate(prompts, SamplingParams(n=4, max_new_tokens=10), torch.Generator().manual_seed(0))
+    assert all(len({tuple(c.token_ids) for c in g.completions}) > 1 for g in free)
 
 
 def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):

@@ -157,14 +157,17 @@ def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_pa
 
 
 @pytest.mark.parametrize(
-    "options", [{"algo.num_iterations": 2}, {"algo.mini_batches": 2}], ids=["num_iterations", "mini_batches"]
+    "options",
+    [{"algo.num_iterations": 2}, {"algo.mini_batches": 2}, {"algo.num_iterations": 2, "rollout.temperature": 0.7}],
+    ids=["num_iterations", "mini_batches", "temperature"],
 )
 def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(options, tmp_path, rec_data, tiny_qwen25):
     """Two optimizer steps per rollout (two passes, or two mini-batches): the second step's
     ratio is pi(second step's parameters) / pi(the rollout's), far from 1 at lr 1e-2, and
     clips; its gradient is the hand-written loss's with those old log-probs, and the logged
     clip fractions count the tokens clipped by hand. Taking the old log-probs as the current
-    ones (ratio 1, nothing clipped) fails here."""
+    ones (ratio 1, nothing clipped) fails here. The first step's ratio is 1: the engine sampled
+    with these parameters, at rollout.temperature, and the update scores at it too."""
     trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
     batch, advantages = rollout(trainer)
     assert batch.rollout_logprobs is not None  # the HF engine samples with the policy: its log-probs are the trainer's
@@ -175,6 +178,8 @@ def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(op
         expected, ratio, (low, high), _ = hand_step(trainer, batch, advantages, rows, params, batch.rollout_logprobs)
         assert_same_gradient(grads, expected)
         clipped, tokens = [clipped[0] + low, clipped[1] + high], tokens + ratio.numel()
+        if k == 0:
+            torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-4, rtol=0)
         if k == 1:
             assert float((ratio - 1).abs().max()) > 2 * EPSILON and low + high > 0
     assert (stats["clip_low_frac"], stats["clip_high_frac"]) == pytest.approx(
@@ -182,15 +187,16 @@ def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(op
     )
 
 
-@pytest.mark.parametrize("old_logprobs", ["rollout", "recompute"])
+@pytest.mark.parametrize("old_logprobs, temperature", [("rollout", 1.0), ("recompute", 1.0), ("recompute", 0.7)])
 def test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy(
-    old_logprobs, tmp_path, rec_data, tiny_qwen25
+    old_logprobs, temperature, tmp_path, rec_data, tiny_qwen25
 ):
     """An engine that samples with the policy but reports its log-probs SHIFT too high (of the
     distribution it draws from, as vLLM):
     algo.old_logprobs=rollout compares with what it reported, algo.old_logprobs=recompute with a
-    trainer forward made before the first update (then the engine's mismatch is measured)."""
-    options = {"algo.num_iterations": 2, "algo.old_logprobs": old_logprobs}
+    trainer forward made before the first update, at rollout.temperature (then the engine's
+    mismatch is measured)."""
+    options = {"algo.num_iterations": 2, "algo.old_logprobs": old_logprobs, "rollout.temperature": temperature}
     trainer = make_trainer(tmp_path, rec_data, engine=SHARED_SHIFTED, **options)
     assert trainer.engine.shares_policy
     batch, advantages = rollout(trainer)
