@@ -366,6 +366,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "algo.overlong_buffer, algo.overlong_penalty", "1, algo.overlong_penalty", (OVERLONG,),
     ),
     Mutation(
+        "overlong_penalty not passed", "vlrl/trainer/rl.py",
+        "algo.overlong_buffer, algo.overlong_penalty", "algo.overlong_buffer, 1.0", (OVERLONG,),
+    ),
+    Mutation(
+        "length_control.bonus not passed", "vlrl/trainer/rl.py",
+        "length.min_tokens, length.max_tokens, length.bonus)", "length.min_tokens, length.max_tokens, 0.2)",
+        (SHAPING,),
+    ),
+    Mutation(
+        "rollout.engine ignored (always hf)", "vlrl/rollout/__init__.py",
+        "choose_engine(rollout.engine, rollout.options),", 'choose_engine("hf", rollout.options),',
+        (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
+    ),
+    Mutation(
+        "output_dir ignored", "vlrl/trainer/run.py", "self.dir = Path(t.output_dir)", 'self.dir = Path("runs/refcoco")',
+        (KL,),
+    ),
+    Mutation(
         "Trust-GRPO scorer ignored", "vlrl/trainer/rl.py",
         "self.thinking = make_scorer(cfg.algo.trust, cfg.model)", "self.thinking = None", (SHAPING,),
     ),
@@ -417,6 +435,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
     ),
     # -- advantages ---------------------------------------------------------------------------
+    Mutation(
+        "advantage ignored (always grpo)", "vlrl/algos/advantages.py", 'if cfg.advantage == "grpo":', "if True:",
+        (ALGOS,),
+    ),
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",

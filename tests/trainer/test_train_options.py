@@ -307,9 +307,10 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, tempor
         "algo.length_control.enabled": True,
         "algo.length_control.min_tokens": 1,
         "algo.length_control.max_tokens": 10,
+        "algo.length_control.bonus": 0.15,
     }
     (r,) = run(tmp_path, rec_data, task=task, **options)
-    assert r["reward/temporal"] == pytest.approx(temporal) and r["reward/length"] == pytest.approx(0.2)
+    assert r["reward/temporal"] == pytest.approx(temporal) and r["reward/length"] == pytest.approx(0.15)
     parts = ("format", "iou", "brevity", "temporal", "length", "thinking")
     assert r["reward"] == pytest.approx(sum(r[f"reward/{p}"] for p in parts), abs=1e-6)
     # The first group, completion by completion: Trust-GRPO's code variant on the scorer's values
@@ -321,4 +322,4 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, tempor
     assert any(b > 0 for b in bonus)
     for sample, b in zip(logged, bonus, strict=True):
         base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))
-        assert sample["reward"] == pytest.approx(base + temporal + 0.2 + b, abs=1e-5)
+        assert sample["reward"] == pytest.approx(base + temporal + 0.15 + b, abs=1e-5)
