@@ -79,13 +79,20 @@ def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwe
     assert all(Path(p).is_file() for p in first["images"])
 
 
-def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25):
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    from vlrl.trainer.rl import RLTrainer
+
     straight = tmp_path / "straight"
     train(load_config(None, tiny_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
     resumed = tmp_path / "resumed"
     train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))
-    # The second half, as a new process would run it: same command, more steps, resume=auto.
+    # The second half, as a new process would run it: same command, more steps, resume=auto. It
+    # takes steps 3 and 4 only (a fresh run, seeded alike, would take all four to the same end).
+    updates = []
+    update = RLTrainer.update
+    monkeypatch.setattr(RLTrainer, "update", lambda self, *args: updates.append(1) or update(self, *args))
     train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    assert len(updates) == 2
 
     assert metrics(resumed) == metrics(straight)
     a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
