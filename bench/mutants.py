@@ -381,7 +381,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "output_dir ignored", "vlrl/trainer/run.py", "self.dir = Path(t.output_dir)", 'self.dir = Path("runs/refcoco")',
-        (KL,),
+        (f"{TRAIN}::test_train_command_runs_and_changes_the_weights",),
     ),
     Mutation(
         "Trust-GRPO scorer ignored", "vlrl/trainer/rl.py",
