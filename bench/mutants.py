@@ -51,6 +51,24 @@ SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completion
 ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
 DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
+TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
+OVERLONG = f"{OPTIONS}::test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens"
+# The update against a hand-written GRPO loss, step by step (tests/trainer/test_update.py).
+UPDATE = "tests/trainer/test_update.py"
+KL_ESTIMATOR = f"{UPDATE}::test_each_kl_estimator_enters_the_loss_and_its_gradient"
+MOVED = f"{UPDATE}::test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs"
+RECOMPUTE_SHARED = f"{UPDATE}::test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy"
+AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
+CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
+THINKING = "tests/trainer/test_thinking.py"
+VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
+TRAIN = "tests/trainer/test_train.py"
+DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
+TOP = f"{OPTIONS}::test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time"
+SAMPLING = "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)"
+STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
+# GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
+GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 
 
 @dataclass(frozen=True)
@@ -115,6 +133,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "T-GRPO condition inverted", "vlrl/algos/shaping.py",
         "if accuracy_ordered.float().mean() >= mu * accuracy_shuffled.float().mean():",
         "if accuracy_ordered.float().mean() < mu * accuracy_shuffled.float().mean():", (ALGOS, SHAPING),
+    ),
+    Mutation(
+        "T-GRPO mu ignored", "vlrl/algos/shaping.py",
+        "if accuracy_ordered.float().mean() >= mu * accuracy_shuffled.float().mean():",
+        "if accuracy_ordered.float().mean() >= 0.8 * accuracy_shuffled.float().mean():", (ALGOS,),
+    ),
+    Mutation(
+        "T-GRPO: the run's alpha not passed", "vlrl/trainer/rl.py",
+        "correct, algo.temporal.alpha, algo.temporal.mu)", "correct, 0.3, algo.temporal.mu)", (SHAPING,),
+    ),
+    Mutation(
+        "T-GRPO: the run's mu not passed", "vlrl/trainer/rl.py",
+        "correct, algo.temporal.alpha, algo.temporal.mu)", "correct, algo.temporal.alpha, 0.8)", (SHAPING,),
     ),
     Mutation(
         "T-GRPO alpha ignored", "vlrl/algos/shaping.py",
@@ -230,7 +261,184 @@ MUTATIONS: tuple[Mutation, ...] = (
         "            if False:\n                expected = current.sampled",
         (f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights",),
     ),
+    Mutation(
+        "kl_estimator fixed to k3", "vlrl/algos/losses.py",
+        "kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)", 'kl = KL_ESTIMATORS["k3"](logp, ref_logp)', (KL_ESTIMATOR,),
+    ),
+    Mutation(
+        "kl_estimator fixed to k1", "vlrl/algos/losses.py",
+        "kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)", 'kl = KL_ESTIMATORS["k1"](logp, ref_logp)', (KL_ESTIMATOR,),
+    ),
+    Mutation(
+        "old log-probs taken as the current ones once the policy moved", "vlrl/trainer/update.py",
+        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = False", (MOVED,),
+    ),
+    Mutation(
+        "num_iterations ignored in choosing the old log-probs", "vlrl/trainer/update.py",
+        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = algo.mini_batches > 1",
+        (f"{MOVED}[num_iterations]",),
+    ),
+    Mutation(
+        "mini_batches ignored in choosing the old log-probs", "vlrl/trainer/update.py",
+        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = algo.num_iterations > 1",
+        (f"{MOVED}[mini_batches]",),
+    ),
+    Mutation(
+        "the ratio always compares with the current log-probs", "vlrl/trainer/update.py",
+        "old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)",
+        "old_logp = current.logp.detach()", (MOVED,),
+    ),
+    Mutation(
+        "old_logprobs=recompute ignored for an engine that shares the policy", "vlrl/trainer/update.py",
+        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)', "recompute = moves and self.foreign",
+        (RECOMPUTE_SHARED,),
+    ),
+    Mutation(
+        "aggregation ignored", "vlrl/trainer/update.py",
+        "mask[rows_t], algo.aggregation, self.rollout.max_new_tokens,",
+        'mask[rows_t], "seq_mean_token_mean", self.rollout.max_new_tokens,', (AGGREGATION,),
+    ),
+    Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
+    Mutation(
+        "epsilon ignored", "vlrl/algos/losses.py",
+        "mask, cfg.epsilon, epsilon_high, cfg.ratio_level", "mask, 0.2, epsilon_high, cfg.ratio_level", (ALGOS,),
+    ),
+    Mutation(
+        "CPGD drift_clip ignored", "vlrl/algos/losses.py", "cfg.drift_coef, cfg.drift_clip)", "cfg.drift_coef, 2.0)",
+        (ALGOS,),
+    ),
+    Mutation(
+        "rollout_correction.enabled ignored", "vlrl/trainer/update.py",
+        "self.algo.rollout_correction.enabled and", "True and", (CORRECTION,),
+    ),
+    Mutation(
+        "rollout_correction.mode ignored", "vlrl/trainer/update.py",
+        "c.mode, c.clip_min, c.clip_max", '"sequence_mask", c.clip_min, c.clip_max', (CORRECTION,),
+    ),
+    Mutation(
+        "rollout_correction.clip_min ignored", "vlrl/trainer/update.py",
+        "c.mode, c.clip_min, c.clip_max", "c.mode, None, c.clip_max", (CORRECTION,),
+    ),
+    Mutation(
+        "rollout_correction.clip_max ignored", "vlrl/trainer/update.py",
+        "c.mode, c.clip_min, c.clip_max", "c.mode, c.clip_min, 3.0", (CORRECTION,),
+    ),
+    Mutation(
+        "token_budget ignored", "vlrl/trainer/update.py", "self.run.t.token_budget,", "16384,",
+        (f"{TRAIN}::test_micro_batch_size_does_not_change_the_gradient",),
+    ),
+    Mutation(
+        "the update scores at temperature 1", "vlrl/trainer/update.py",
+        "run.model, batch, micro.tolist(), self.rollout.temperature,", "run.model, batch, micro.tolist(), 1.0,", (MOVED,),
+    ),
+    Mutation(
+        "old log-probs recomputed at temperature 1", "vlrl/trainer/update.py",
+        "model, batch, rows, self.rollout.temperature,", "model, batch, rows, 1.0,", (RECOMPUTE_SHARED,),
+    ),
+    # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
+    Mutation(
+        "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(8, r.max_new_tokens, r.temperature, r.top_p, r.top_k)",
+        (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
+    ),
+    Mutation(
+        "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, 1024, r.temperature, r.top_p, r.top_k)", (OVERLONG,),
+    ),
+    Mutation(
+        "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, 1.0, r.top_p, r.top_k)",
+        (f"{MOVED}[temperature]",),
+    ),
+    Mutation(
+        "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, 1.0, r.top_k)",
+        (f"{TOP}[top_p]",),
+    ),
+    Mutation(
+        "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, 0)",
+        (f"{TOP}[top_k]",),
+    ),
+    Mutation("accuracy_reward ignored", "vlrl/trainer/rl.py", "name = self.cfg.algo.accuracy_reward", 'name = ""', (KL, MASK)),
+    Mutation(
+        "overlong_buffer ignored", "vlrl/trainer/rl.py",
+        "algo.overlong_buffer, algo.overlong_penalty", "1, algo.overlong_penalty", (OVERLONG,),
+    ),
+    Mutation(
+        "overlong_penalty not passed", "vlrl/trainer/rl.py",
+        "algo.overlong_buffer, algo.overlong_penalty", "algo.overlong_buffer, 1.0", (OVERLONG,),
+    ),
+    Mutation(
+        "length_control.bonus not passed", "vlrl/trainer/rl.py",
+        "length.min_tokens, length.max_tokens, length.bonus)", "length.min_tokens, length.max_tokens, 0.2)",
+        (SHAPING,),
+    ),
+    Mutation(
+        "rollout.engine ignored (always hf)", "vlrl/rollout/__init__.py",
+        "choose_engine(rollout.engine, rollout.options),", 'choose_engine("hf", rollout.options),',
+        (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
+    ),
+    Mutation(
+        "output_dir ignored", "vlrl/trainer/run.py", "self.dir = Path(t.output_dir)", 'self.dir = Path("runs/refcoco")',
+        (f"{TRAIN}::test_train_command_runs_and_changes_the_weights",),
+    ),
+    Mutation(
+        "Trust-GRPO scorer ignored", "vlrl/trainer/rl.py",
+        "self.thinking = make_scorer(cfg.algo.trust, cfg.model)", "self.thinking = None", (SHAPING,),
+    ),
+    Mutation(
+        "Trust-GRPO code: alpha ignored", "vlrl/algos/shaping.py",
+        "return trust_bonus_code(thinking, outcome, trust.alpha, step, trust.decay_steps)",
+        "return trust_bonus_code(thinking, outcome, 0.3, step, trust.decay_steps)", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO paper: alpha ignored", "vlrl/algos/shaping.py",
+        "return trust_bonus_paper(thinking, correct, trust.alpha, step, trust.decay_steps)",
+        "return trust_bonus_paper(thinking, correct, 0.3, step, trust.decay_steps)", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO code: decay_steps ignored", "vlrl/algos/shaping.py",
+        "return trust_bonus_code(thinking, outcome, trust.alpha, step, trust.decay_steps)",
+        "return trust_bonus_code(thinking, outcome, trust.alpha, step, 500.0)", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO paper: decay_steps ignored", "vlrl/algos/shaping.py",
+        "return trust_bonus_paper(thinking, correct, trust.alpha, step, trust.decay_steps)",
+        "return trust_bonus_paper(thinking, correct, trust.alpha, step, 1000.0)", (ALGOS,),
+    ),
+    Mutation(
+        "Trust-GRPO HTTP timeout_s ignored", "vlrl/trainer/thinking.py",
+        "http_scorer(spec, cfg.timeout_s)", "http_scorer(spec, 30.0)", (THINKING,),
+    ),
+    Mutation(
+        "Trust-GRPO judge_max_new_tokens ignored", "vlrl/trainer/thinking.py",
+        "cfg.judge_max_new_tokens", "16", (THINKING,),
+    ),
+    Mutation(
+        "temporal.enabled ignored", "vlrl/trainer/rl.py",
+        "self.temporal_contrast(items, decoded) if algo.temporal.enabled else",
+        "self.temporal_contrast(items, decoded) if False else", (SHAPING,),
+    ),
+    Mutation(
+        "temporal.shuffled_fraction ignored", "vlrl/trainer/rl.py",
+        "int(self.cfg.algo.temporal.shuffled_fraction", "int(0.5", (TEMPORAL,),
+    ),
+    Mutation("length_control.enabled ignored", "vlrl/trainer/rl.py", "if algo.length_control.enabled:", "if False:", (SHAPING,)),
+    Mutation(
+        "length_control min_tokens and max_tokens ignored", "vlrl/trainer/rl.py",
+        "length.min_tokens, length.max_tokens", "320, 512", (SHAPING,),
+    ),
+    Mutation(
+        "prompts_per_step ignored", "vlrl/trainer/rl.py",
+        "B = self.cfg.trainer.prompts_per_step // procs.world", "B = 8 // procs.world",
+        (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
+    ),
     # -- advantages ---------------------------------------------------------------------------
+    Mutation(
+        "advantage ignored (always grpo)", "vlrl/algos/advantages.py", 'if cfg.advantage == "grpo":', "if True:",
+        (ALGOS,),
+    ),
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",
@@ -244,6 +452,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "positive and negative weights swapped", "vlrl/algos/advantages.py",
         "adv * cfg.positive_weight, adv * cfg.negative_weight", "adv * cfg.negative_weight, adv * cfg.positive_weight", (ALGOS,),
     ),
+    # -- UniVG-R1's difficulty weights (rl.py) ----------------------------------------------------
+    Mutation(
+        "difficulty.weighting ignored (never weighted)", "vlrl/trainer/rl.py", 'if d.weighting == "none":', "if True:",
+        (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.weighting fixed to exp", "vlrl/trainer/rl.py",
+        "difficulty_weights(means, d.weighting, d.power)", 'difficulty_weights(means, "exp", d.power)', (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.power ignored", "vlrl/trainer/rl.py",
+        "difficulty_weights(means, d.weighting, d.power)", "difficulty_weights(means, d.weighting)", (DIFFICULTY,),
+    ),
+    Mutation(
+        "difficulty.reward ignored", "vlrl/trainer/rl.py", "g.scores.components[d.reward]", 'g.scores.components["iou"]',
+        (DIFFICULTY,),
+    ),
+    Mutation(
+        "cpgd_weighting ignored", "vlrl/algos/advantages.py",
+        "adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)", 'adv = cpgd(rewards, "std", cfg.std_eps)', (ALGOS,),
+    ),
     Mutation(
         "cpgd std weighting ignored", "vlrl/algos/advantages.py",
         "return centered / (rewards.std(dim=1, keepdim=True) + std_eps)", "return centered", (ALGOS,),
@@ -255,6 +484,97 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
         "self.strategy.clip_gradients(self.t.max_grad_norm)", "self.strategy.clip_gradients(1e9)", (ENTROPY,),
+    ),
+    Mutation(
+        "seed ignored by the sampling generator", "vlrl/trainer/run.py",
+        "self.generator = torch.Generator(device=self.device).manual_seed(t.seed)",
+        "self.generator = torch.Generator(device=self.device).manual_seed(42)",
+        (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
+    ),
+    Mutation("trainer.steps ignored", "vlrl/trainer/rl.py", "for step in range(run.step + 1, t.steps + 1):",
+             "for step in range(run.step + 1, 3):", (ENTROPY,)),
+    Mutation("lr ignored", "vlrl/trainer/run.py", "self.strategy.build_optimizer(t.lr, t.weight_decay)",
+             "self.strategy.build_optimizer(1e-6, t.weight_decay)", (DECAY,)),
+    Mutation(
+        "resume=auto ignored (always a fresh run)", "vlrl/trainer/run.py", "return found[-1] if found else None",
+        "return None",
+        (f"{TRAIN}::test_resuming_from_a_checkpoint_gives_the_uninterrupted_run",),
+    ),
+    Mutation(
+        "parallel ignored (always replicated)", "vlrl/parallel/__init__.py",
+        'cls = strategy_class(t.parallel, f"{section}.parallel")', 'cls = strategy_class("replicated", f"{section}.parallel")',
+        ("tests/rollout/test_plugins.py::test_an_engine_and_a_strategy_from_outside_the_package_train_with_their_own_options",),
+    ),
+    Mutation(
+        "report_to ignored", "vlrl/trainer/logs.py", "open_trackers(t.report_to, run)", 'open_trackers(["jsonl"], run)',
+        ("tests/trainer/test_trackers.py::test_a_run_reports_each_step_to_the_trackers_of_report_to",),
+    ),
+    Mutation(
+        "progress ignored", "vlrl/trainer/logs.py", "enabled = self.enabled and self.t.progress", "enabled = self.enabled",
+        ("tests/trainer/test_progress.py::test_sft_prints_plain_progress_lines_when_stdout_is_not_a_terminal",),
+    ),
+    Mutation(
+        "log_every ignored", "vlrl/trainer/logs.py", "self.run.resume_step, t.log_every, fields",
+        "self.run.resume_step, 10, fields",
+        ("tests/trainer/test_progress.py::test_sft_prints_plain_progress_lines_when_stdout_is_not_a_terminal",),
+    ),
+    Mutation(
+        "seed ignored by the data stream", "vlrl/trainer/run.py",
+        "[s.weight for s in sources], t.seed)", "[s.weight for s in sources], 42)",
+        (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
+    ),
+    Mutation(
+        "save_every ignored", "vlrl/trainer/run.py",
+        "if step % self.t.save_every == 0 or", "if False or",
+        (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
+    ),
+    Mutation(
+        "keep_last ignored", "vlrl/trainer/run.py", "self.t.keep_last,", "100,",
+        (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
+    ),
+    Mutation(
+        "log_samples_every ignored", "vlrl/trainer/rl.py", "step % t.log_samples_every == 0 or", "False or",
+        (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
+    ),
+    Mutation(
+        "max_consecutive_nonfinite ignored", "vlrl/trainer/run.py",
+        "self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite", "self.consecutive_nonfinite >= 3",
+        (f"{TRAIN}::test_non_finite_updates_are_skipped_and_stop_the_run",),
+    ),
+    Mutation(
+        "master_weights ignored", "vlrl/parallel/replicated.py",
+        "MasterWeights(trainable, self.master_weights)", "MasterWeights(trainable, True)",
+        ("tests/parallel/test_precision.py",),
+    ),
+    # -- the vLLM engine's options (rollout.vllm) reach vllm.LLM as vLLM names them ---------------
+    Mutation(
+        "vllm tensor_parallel_size ignored", "vlrl/rollout/vllm.py",
+        "tensor_parallel_size=v.tensor_parallel_size,", "tensor_parallel_size=1,", (VLLM_OPTIONS,),
+    ),
+    Mutation(
+        "vllm enforce_eager ignored", "vlrl/rollout/vllm.py",
+        "enforce_eager=v.enforce_eager or not cuda,", "enforce_eager=not cuda,", (VLLM_OPTIONS,),
+    ),
+    Mutation("vllm max_model_len ignored", "vlrl/rollout/vllm.py", "if v.max_model_len:", "if False:", (VLLM_OPTIONS,)),
+    Mutation(
+        "vllm gpu_memory_utilization ignored", "vlrl/rollout/vllm.py",
+        "gpu_memory_utilization=v.gpu_memory_utilization", "gpu_memory_utilization=0.3", (VLLM_OPTIONS,),
+    ),
+    Mutation(
+        "vllm sleep mode always on", "vlrl/rollout/vllm.py", "enable_sleep_mode=v.sleep", "enable_sleep_mode=True",
+        (VLLM_OPTIONS,),
+    ),
+    Mutation(
+        "vllm sleep ignored between rollouts", "vlrl/rollout/vllm.py",
+        "self.can_sleep = cuda and v.sleep", "self.can_sleep = cuda", (VLLM_OPTIONS,),
+    ),
+    Mutation(
+        "vllm kv_cache_memory_bytes ignored", "vlrl/rollout/vllm.py", "if v.kv_cache_memory_bytes:", "if False:",
+        (VLLM_OPTIONS,),
+    ),
+    Mutation(
+        "vllm memory planned as if it never slept", "vlrl/rollout/vllm.py",
+        "return share, 0.0 if options.sleep else share", "return share, share", ("tests/app/test_plan.py", VLLM_OPTIONS),
     ),
     # -- parallelism (vlrl/parallel/, run.py) and what it touches --------------------------------
     Mutation(
@@ -312,6 +632,28 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollout.hf.compact ignored", "vlrl/rollout/hf.py",
         "if self.options.compact and running < len(index):", "if False:", (HF_ENGINE,),
+    ),
+    Mutation(
+        "rollout.hf.static_cache ignored (the device's default)", "vlrl/rollout/hf.py",
+        "wanted = cuda if options.static_cache is None else options.static_cache", "wanted = cuda", (HF_ENGINE,),
+    ),
+    Mutation(
+        "rollout.hf.check_every ignored", "vlrl/rollout/static.py",
+        "count = min(self.plan.check_every, steps - done)", "count = min(8, steps - done)", (STATIC_STEP,),
+    ),
+    Mutation(
+        "rollout.hf.smallest_bucket ignored", "vlrl/rollout/static.py",
+        "buckets(rows, plan.smallest_bucket) if plan.compact", "buckets(rows, 8) if plan.compact", (STATIC_STEP,),
+    ),
+    Mutation(
+        "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",
+        "graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs",
+        "graphs = cuda and not sharded", (HF_ENGINE, GRAPHS_ON_GPU),
+    ),
+    Mutation(
+        "rollout.hf.merge_lora ignored", "vlrl/rollout/hf.py",
+        "MergedLoRA(model) if self.options.merge_lora and adapted", "MergedLoRA(model) if adapted",
+        (f"{LORA}::test_the_trainer_measures_and_corrects_the_merged_lora_engines_log_probs",),
     ),
     Mutation(
         "a compacted row draws another row's uniform", "vlrl/rollout/decoding.py",

@@ -1,36 +1,57 @@
 """The reference scoring vlrl's benchmarks are tested against.
 
-lmms-eval: its own task utilities when the package is importable (`LmmsEvalPackage`), and
-always a re-implementation of them (`Reimplementation`) written from lmms_eval/tasks/
+lmms-eval: its own code when the package is importable (`LmmsEvalPackage`), and always a
+re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
-mathverse/reasoning/utils.py and _task_utils/reasoning_utils.py at EvolvingLMMs-Lab/lmms-eval commit
-75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3 (the same files as PyPI lmms-eval 0.7.3), with the
-prompts' keyword arguments of the tasks' yaml files. lmms-eval is not a dev dependency: it
-pins av<16 (vlrl's video tests need a newer PyAV) and brings some seventy packages; its task
-utilities import offline, so where it is installed the package itself is the reference.
+mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
+75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
+yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
+aside); its evaluator.py runs the same per-document scoring on a thread pool.
+
+Both go through the steps of a default `lmms-eval` run, not the task functions alone:
+- the docs are the hub's table as `datasets` reads it (`hub_docs`: its declared column types,
+  float32 boxes included), and `process_docs` writes back through `datasets.map`, which keeps
+  a column's type (the strict RefCOCO ground truth is float32-rounded there);
+- each response goes through the task's filter ("none": take_first, the response itself),
+  then the reasoning strip evaluator.py applies before `process_results` when the
+  `--reasoning_tags` value resolves to tags (its CLI default, `CLI_REASONING_TAGS`; "none"
+  turns it off);
+- then `process_results` per document and the aggregation functions.
+
+lmms-eval is not a dev dependency: it pins av<16 (vlrl's video tests need a newer PyAV) and
+brings some seventy packages; its task utilities and api/reasoning.py import offline, so where
+it is installed the package itself is the reference.
 
 Video-R1: a re-implementation of src/eval_bench.py at tulerfeng/Video-R1 commit
 59d65c347e44efa71be27abf9d89b4a2bb7d1c05 (its scoring functions live inside the script's
-loop, so there is nothing to import).
+loop, so there is nothing to import); it scores the raw output.
 
-Each reference takes lmms-eval "docs" (rows as the datasets library yields them: images as
-PIL images) and responses, and returns the prompts and the aggregated metrics.
+Each lmms-eval reference takes the docs (`hub_docs`) and the raw responses, and returns the
+prompts and the aggregated metrics.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import datasets
 import numpy as np
 import pyarrow.parquet as pq
 import torch
-from PIL import Image
+from datasets.table import InMemoryTable
+
+from vlrl.data.tables import is_image_struct
+
+datasets.disable_progress_bars()
+
+# lmms_eval/__main__.py (75571cf lines 309-314, 0.7.3 lines 318-323): the --reasoning_tags
+# default, a JSON string decoded at scoring time.
+CLI_REASONING_TAGS = '[["<think>", "</think>"], ["<analysis>", "</analysis>"]]'
 
 COUNTBENCH_KWARGS = {
     "pre_prompt": "Look at the image carefully and count the objects. Answer with just a number, without any additional text. ",
@@ -65,14 +86,34 @@ VSI_NAMES = {
 }  # fmt: skip
 
 
+def hub_docs(path: Path, skip: tuple[int, ...] = ()) -> datasets.Dataset:
+    """The table as `datasets` loads a hub dataset (in memory): the parquet's column types, an
+    `Image` column (struct<bytes, path>, as the hub's features declare it) decoding into PIL
+    images; rows in `skip` left out."""
+    docs = datasets.Dataset(InMemoryTable(pq.read_table(path)))
+    for name, feature in docs.features.items():
+        if is_image_struct(docs.data.schema.field(name).type) and isinstance(feature, dict):
+            docs = docs.cast_column(name, datasets.Image())
+    return docs.select([i for i in range(len(docs)) if i not in skip]) if skip else docs
+
+
 def docs_from_parquet(path: Path, skip: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """Rows as `datasets` yields them (an `Image` cell decoded into a PIL image), but `skip`."""
-    rows = [row for i, row in enumerate(pq.read_table(path).to_pylist()) if i not in skip]
-    for row in rows:
-        for key, value in row.items():
-            if isinstance(value, dict) and "bytes" in value:
-                row[key] = Image.open(io.BytesIO(value["bytes"]))
-    return rows
+    """The rows of `hub_docs` as the evaluator iterates them."""
+    return list(hub_docs(path, skip))
+
+
+class _Harness:
+    """evaluator.py's steps between the model's responses and `process_results`."""
+
+    def harness(self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS) -> list[str]:
+        """The filter ensemble "none" (take_first: a task without filter_list keeps the first
+        response), then, when `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives
+        tags, `strip_reasoning_tags` on each filtered str (75571cf evaluator.py lines 1181-1235;
+        0.7.3 _process_document_results, lines 298-311)."""
+        tags = self.parse_reasoning_tags_config(reasoning_tags)
+        if tags is None:
+            return list(responses)
+        return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
 
 class MathReimplementation:
@@ -347,18 +388,57 @@ class MathReimplementation:
         )
 
 
-class Reimplementation(MathReimplementation):
+class Reimplementation(MathReimplementation, _Harness):
     name = "reimplementation"
 
-    # -- RefCOCO strict REC (utils_rec.py) -------------------------------------------------------
+    # -- the reasoning strip (api/reasoning.py, 75571cf lines 5-52) ------------------------------
     @staticmethod
-    def refcoco_rec(docs, responses):
-        exploded = []
-        for doc in docs:
-            w, h = doc["image"].width, doc["image"].height
-            x, y, bw, bh = doc["bbox"]
-            box = [x / w, y / h, (x + bw) / w, (y + bh) / h]
-            exploded += [{**doc, "bbox": box, "answer": answer} for answer in doc["answer"]]
+    def strip_reasoning_tags(text, tag_pairs):
+        """Transcribed from strip_reasoning_tags: per [start, end] pair in order, cut from the
+        first start tag through the first end tag after it while both occur (str.find, no
+        regex); then, with an end tag left and no start tag, keep what follows the last end
+        tag; strip whitespace at the end."""
+        result = text
+        for start_tag, end_tag in tag_pairs:
+            while start_tag in result and end_tag in result:
+                start = result.find(start_tag)
+                end = result.find(end_tag, start)
+                if start != -1 and end != -1:
+                    result = result[:start] + result[end + len(end_tag) :]
+                else:
+                    break
+            if end_tag in result and start_tag not in result:
+                result = result.rsplit(end_tag, 1)[-1]
+        return result.strip()
+
+    @staticmethod
+    def parse_reasoning_tags_config(cli_value=None, task_value=None):
+        """Transcribed from parse_reasoning_tags_config: the task's value over the CLI's; None or
+        "none" disables; a string is JSON."""
+        effective = task_value if task_value is not None else cli_value
+        if effective is None or effective == "none" or effective is False:
+            return None
+        if isinstance(effective, str):
+            return json.loads(effective)
+        return effective
+
+    # -- RefCOCO strict REC (utils_rec.py) -------------------------------------------------------
+    def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        responses = self.harness(responses, reasoning_tags)
+        # refcoco_bbox_rec_preprocess_dataset: both maps write back through datasets (bbox keeps
+        # its declared type), then every expression becomes a doc of its own.
+        docs = docs.map(lambda x: {"image_width": x["image"].width, "image_height": x["image"].height})
+        docs = docs.map(
+            lambda x: {
+                "bbox": [
+                    x["bbox"][0] / x["image_width"],
+                    x["bbox"][1] / x["image_height"],
+                    (x["bbox"][0] + x["bbox"][2]) / x["image_width"],
+                    (x["bbox"][1] + x["bbox"][3]) / x["image_height"],
+                ]
+            }
+        )
+        exploded = [{**doc, "answer": answer} for doc in docs for answer in doc["answer"]]
         prompts = ["Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, "
                    "bottom-right y). All values are floating point numbers bounded between 0 and 1. Please provide "
                    "the bounding box coordinate of the region this sentence describes: " + d["answer"] for d in exploded]  # fmt: skip
@@ -381,8 +461,9 @@ class Reimplementation(MathReimplementation):
         return _aggregate_boxes("refcoco_", items, iou)
 
     # -- RefCOCO lenient grounding (refcoco_grounding/utils.py) -----------------------------------
-    @staticmethod
-    def refcoco_grounding(docs, responses):
+    def refcoco_grounding(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+
         def refs(a):
             if isinstance(a, str):
                 return f'"{a}"'
@@ -461,8 +542,8 @@ class Reimplementation(MathReimplementation):
         return prompts, _aggregate_boxes("refcoco_grounding_", items, iou, to_float=True)
 
     # -- counting ---------------------------------------------------------------------------------
-    @staticmethod
-    def countbench(docs, responses):
+    def countbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         words = {
             w: str(i)
             for i, w in enumerate(
@@ -502,8 +583,8 @@ class Reimplementation(MathReimplementation):
             "acc": _mean([float(norm(r) == norm(d["number"])) for d, r in zip(docs, responses, strict=True)])
         }
 
-    @staticmethod
-    def countbenchqa(docs, responses):
+    def countbenchqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         prompts = [
             (f"{d['text']}\n\n{d['question']}" if d.get("text") else d["question"])
             + SINGLE_NUMBER_KWARGS["post_prompt"]
@@ -513,8 +594,8 @@ class Reimplementation(MathReimplementation):
             "acc": _mean([1.0 if r.strip() == str(d["number"]) else 0.0 for d, r in zip(docs, responses, strict=True)])
         }
 
-    @staticmethod
-    def pixmo_count(docs, responses):
+    def pixmo_count(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         prompts = [d["question"].replace("<image>", "").strip() + SINGLE_NUMBER_KWARGS["post_prompt"] for d in docs]
         scores = []
         for d, r in zip(docs, responses, strict=True):
@@ -547,8 +628,8 @@ class Reimplementation(MathReimplementation):
             return (value(n[0]) + value(n[2])) / 2.0, (value(n[1]) + value(n[3])) / 2.0
         return (value(n[0]), value(n[1])) if len(n) >= 2 else None
 
-    @classmethod
-    def screenspot_v2(cls, docs, responses):
+    def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         prompts = [
             f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
             for d in docs
@@ -567,7 +648,7 @@ class Reimplementation(MathReimplementation):
                 gt = [b[0] / w, b[1] / h, b[2] / w, b[3] / h]
             else:
                 gt = [b[0] / w, b[1] / h, (b[0] + b[2]) / w, (b[1] + b[3]) / h]
-            p = cls._point(r)
+            p = self._point(r)
             if p is not None and (p[0] > 1 or p[1] > 1):
                 p = (p[0] / w, p[1] / h)
             records.append(
@@ -578,8 +659,8 @@ class Reimplementation(MathReimplementation):
             )
         return prompts, _click_accuracies("screenspot_v2", records)
 
-    @classmethod
-    def screenspot_pro(cls, docs, responses):
+    def screenspot_pro(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         prompts = [
             f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
             for d in docs
@@ -606,7 +687,7 @@ class Reimplementation(MathReimplementation):
                 gt = [0.0, 0.0, 0.0, 0.0]
             else:
                 gt = b if b[2] <= 1 and b[3] <= 1 else [b[0] / w, b[1] / h, b[2] / w, b[3] / h]
-            p = cls._point(r)
+            p = self._point(r)
             if p is not None and (p[0] > 1 or p[1] > 1):
                 p = (p[0] / w, p[1] / h)
             records.append({"correct": bool(p and gt[0] <= p[0] <= gt[2] and gt[1] <= p[1] <= gt[3]),
@@ -733,12 +814,14 @@ def _click_accuracies(name, records):
             f"{name}_icon_acc": acc([r for r in records if r["type"] == "icon"])}  # fmt: skip
 
 
-class LmmsEvalPackage:
-    """The same entry points, through lmms-eval's own task utilities."""
+class LmmsEvalPackage(_Harness):
+    """The same entry points, through lmms-eval's own code: its reasoning strip and its task
+    utilities."""
 
     name = "lmms_eval"
 
     def __init__(self):
+        from lmms_eval.api import reasoning
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
         from lmms_eval.tasks.pixmo_count import utils as pixmo
@@ -748,14 +831,14 @@ class LmmsEvalPackage:
         from lmms_eval.tasks.screenspot_v2 import utils as v2
         from lmms_eval.tasks.vsibench import utils as vsibench
 
+        self.strip_reasoning_tags = reasoning.strip_reasoning_tags
+        self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench}  # fmt: skip
 
-    def refcoco_rec(self, docs, responses):
-        from datasets import Dataset
-
-        rec = self.m["rec"]
-        exploded = list(rec.refcoco_bbox_rec_preprocess_dataset(Dataset.from_list(docs)))
+    def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        rec, responses = self.m["rec"], self.harness(responses, reasoning_tags)
+        exploded = list(rec.refcoco_bbox_rec_preprocess_dataset(docs))
         prompts = [rec.refcoco_bbox_rec_doc_to_text(d) for d in exploded]
         items = [
             rec.refcoco_bbox_rec_process_result(d, [r])["refcoco_IoU"] for d, r in zip(exploded, responses, strict=True)
@@ -766,7 +849,8 @@ class LmmsEvalPackage:
         rec = self.m["rec"]
         return {f"refcoco_{n}": getattr(rec, f"refcoco_bbox_rec_{f}")(items) for n, f in AGGREGATIONS.items()}
 
-    def refcoco_grounding(self, docs, responses):
+    def refcoco_grounding(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         g = self.m["grounding"]
         prompts = [g.refcoco_grounding_doc_to_text(d) for d in docs]
         items = [
@@ -777,25 +861,29 @@ class LmmsEvalPackage:
             f"refcoco_grounding_{n}": getattr(g, f"refcoco_grounding_{f}")(items) for n, f in AGGREGATIONS.items()
         }
 
-    def countbench(self, docs, responses):
+    def countbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         c = self.m["countbench"]
         return [c.countbench_doc_to_text(d, COUNTBENCH_KWARGS) for d in docs], {
             "acc": _mean([c.countbench_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
-    def countbenchqa(self, docs, responses):
+    def countbenchqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         c = self.m["countbenchqa"]
         return [c.countbenchqa_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
             "acc": _mean([c.countbenchqa_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
-    def pixmo_count(self, docs, responses):
+    def pixmo_count(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         c = self.m["pixmo"]
         return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
             "acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
-    def screenspot_v2(self, docs, responses):
+    def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         v2 = self.m["v2"]
         items = [
             v2.screenspot_v2_process_results(d, [r])["screenspot_v2_action_acc"]
@@ -805,7 +893,8 @@ class LmmsEvalPackage:
             f"screenspot_v2_{k}_acc": getattr(v2, f"screenspot_v2_{k}_acc")(items) for k in ("action", "text", "icon")
         }
 
-    def screenspot_pro(self, docs, responses):
+    def screenspot_pro(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
         pro = self.m["pro"]
         items = [
             pro.screenspot_pro_process_results(d, [r])["screenspot_pro_action_acc"]

@@ -157,7 +157,7 @@ def cmd_score(args: argparse.Namespace) -> None:
     task = make_task(cfg.task)
     console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
-    result = score_file(task, split.samples, args.completions, args.out)
+    result = score_file(task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags)
     for problem in result.problems[:10]:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
     if len(result.problems) > 10:

@@ -425,6 +425,11 @@ class AlgoConfig:
         self.replay.validate(f"{key}.replay")
 
 
+# lmms-eval's `--reasoning_tags` default (lmms_eval/__main__.py @ 75571cf, PyPI 0.7.3): the blocks its
+# evaluator removes from a response before scoring it.
+LMMS_EVAL_REASONING_TAGS = (("<think>", "</think>"), ("<analysis>", "</analysis>"))
+
+
 @dataclass
 class EvalConfig:
     split: str = "eval"  # "eval" (data.eval), "train" (data.train), or a data file
@@ -437,11 +442,20 @@ class EvalConfig:
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
     output_dir: str = ""  # `vlrl eval` writes results.json and samples_<task>.jsonl here (default: runs/eval/...)
+    # [start, end] pairs of the reasoning blocks removed from a response before an lmms-eval benchmark
+    # scores it, as lmms-eval's evaluator does (its --reasoning_tags; whitespace is stripped too, also
+    # with []); none scores the raw response (lmms-eval's --reasoning_tags none).
+    reasoning_tags: list[list[str]] | None = field(default_factory=lambda: [list(p) for p in LMMS_EVAL_REASONING_TAGS])
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
         if self.temperature < 0 or self.max_new_tokens < 0 or self.every < 0 or self.limit < 0:
             raise ConfigError(f"config: {key}.temperature, max_new_tokens, every and limit must be >= 0")
+        for pair in self.reasoning_tags or []:
+            if len(pair) != 2 or not all(pair):
+                raise ConfigError(
+                    f"config: {key}.reasoning_tags holds [start, end] pairs of non-empty tags, got {pair!r}"
+                )
 
 
 @dataclass

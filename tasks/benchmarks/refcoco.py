@@ -10,7 +10,11 @@ segmentation, bbox ([x, y, w, h] in pixels), iscrowd, file_name.
 Strict (`refcoco_bbox_rec_*`): one sample per expression (lmms-eval explodes `answer`). The
 prompt asks for a box of floats in [0, 1]; the prediction is the first bracketed group of
 four numbers in the response ([0, 0, 0, 0] without one); the ground truth is the box
-normalized by the image size. Metrics: `refcoco_IoU`, `refcoco_ACC@t` for t in 0.1, 0.3,
+normalized by the image size, in the type the table declares for `bbox`: lmms-eval's
+process_docs writes it back into that column through `datasets.map`, which keeps the column's
+type, so from the hub's float32 column the truth is float32-rounded (0.1 is
+0.10000000149011612), and an answer at a threshold scores as there ([0.1, 0.1, 0.2, 0.3]
+against [0.1, 0.1, 0.3, 0.3] has IoU 0.49999993: not ACC@0.5). Metrics: `refcoco_IoU`, `refcoco_ACC@t` for t in 0.1, 0.3,
 0.5, 0.7, 0.9 (IoU >= t) and `refcoco_Center_ACC` (the predicted box's center inside the
 ground truth, edges count), means over samples. Its IoU does not clip areas (an inverted box
 has a positive area); where its union is 0 lmms-eval raises, here the IoU is 0.
@@ -230,6 +234,8 @@ class RefCOCOBboxRec(_RefCOCOBenchmark):
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         path, width, height, (x, y, w, h), qid = self._row(record, ctx)
         normalized = [x / width, y / height, (x + w) / width, (y + h) / height]
+        if "bbox" in ctx.float32:  # written back into the float32 column by datasets.map: rounded there
+            normalized = [float(np.float32(v)) for v in normalized]
         frame = ctx.frame_spec.frame(width, height)
         values = REC_VALUES["lmms_eval" if self.options.coords == "lmms_eval" else frame.kind]
         return [

@@ -195,11 +195,11 @@ class _ScreenSpot(Benchmark):
             f"{self.name}_icon_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "icon"]),
         }
 
-    def metrics(self, samples, completions) -> dict[str, float]:
-        out = super().metrics(samples, completions)
+    def aggregate(self, samples, responses) -> dict[str, float]:
+        out = super().aggregate(samples, responses)
         groups: dict[str, list[dict]] = defaultdict(list)
-        for completion, sample in zip(completions, samples, strict=True):
-            item = self.process(completion, sample)[f"{self.name}_action_acc"]
+        for response, sample in zip(responses, samples, strict=True):
+            item = self.process(response, sample)[f"{self.name}_action_acc"]
             if item["platform"]:
                 groups[item["platform"]].append(item)
                 groups[f"{item['platform']}/{self._type_of(item)}"].append(item)

@@ -12,8 +12,10 @@ lists its options after "Options:". Frames: model.video, whose defaults are the 
 vendored qwen-vl-utils (2 fps, 4 to 16 frames, 128 x 28 x 28 pixels a frame); the README's
 reported setting is 256 x 28 x 28 and 16 / 32 / 64 frames (docs/benchmarks.md).
 
-Scoring (eval_bench.py's reward_fn): the first <answer>..</answer> of the response, stripped
-(the whole response when there is none or it is empty), against the solution's <answer>:
+Scoring (eval_bench.py's reward_fn) reads the raw response, as the evaluator does: no reasoning
+block is removed first (eval.reasoning_tags is lmms-eval's step, not Video-R1's). The first
+<answer>..</answer> of the response, stripped (the whole response when there is none or it is
+empty), against the solution's <answer>:
 multiple choice by exact string, numerical rounded to 2 decimals (a decimal point or comma
 on one side only scores 0), regression by mean relative accuracy (float32, thresholds
 0.50:0.95:0.05, relative error < 1 - threshold); OCR and free-form score 0 there, and here.
@@ -221,6 +223,7 @@ def vsi_task_scores(items: list[dict[str, Any]]) -> dict[str, float]:
 
 class VideoR1Benchmark(Benchmark):
     reference = VIDEO_R1
+    strips_reasoning = False  # the evaluator reads the raw output (its <answer>, else all of it)
     data_suffix = ".json"
     max_new_tokens = 1024  # eval_bench.py's max_tokens
     vsi: bool = False  # also report VSI-Bench's official eight-task mean
@@ -266,9 +269,9 @@ class VideoR1Benchmark(Benchmark):
             "mean_mra": lambda items: _mra_mean([i["reward"] for i in items if i["problem_type"] == "regression"]),
         }
 
-    def metrics(self, samples, completions) -> dict[str, float]:
-        out = super().metrics(samples, completions)
-        typed = [(c, s) for c, s in zip(completions, samples, strict=True) if "question_type" in s.meta]
+    def aggregate(self, samples, responses) -> dict[str, float]:
+        out = super().aggregate(samples, responses)
+        typed = [(c, s) for c, s in zip(responses, samples, strict=True) if "question_type" in s.meta]
         if typed:
             scores = vsi_task_scores([self.process(c, s)["vsibench_overall"] for c, s in typed])
             out["vsibench_overall"] = round(scores["overall"], 6)

@@ -177,6 +177,22 @@ def test_trust_decay_steps_follow_the_variant_unless_given():
     assert cfg.algo.trust.decay_steps == 1000.0
 
 
+@pytest.mark.parametrize("variant", ["code", "paper"])
+def test_the_trust_bonus_is_alpha_times_exp_of_minus_step_over_decay_steps(variant):
+    """algo.trust.alpha and decay_steps reach both variants: the bonus at step 50 with alpha 0.6
+    and T = 100 is 0.6 exp(-0.5) times the bonus with alpha 1 and no decay."""
+    thinking = torch.tensor([0.9, 0.2, 0.5, 0.7], dtype=torch.float64)
+    outcome = torch.tensor([1.0, 0.0, 1.0, 0.3], dtype=torch.float64)
+
+    def bonus(alpha, decay_steps, step):
+        cfg = TrustConfig(variant=variant, alpha=alpha, decay_steps=decay_steps)
+        return trust_bonus(thinking, outcome, outcome >= 0.5, cfg, step).tolist()
+
+    undecayed = bonus(1.0, 1e15, 50)
+    assert any(b > 0 for b in undecayed)
+    assert bonus(0.6, 100.0, 50) == pytest.approx([0.6 * math.exp(-0.5) * b for b in undecayed])
+
+
 def test_temporal_bonus_goes_to_correct_ordered_completions_when_order_helped():
     ordered = torch.tensor([1.0, 1.0, 0.0, 0.0])
     correct = ordered > 0.1
@@ -185,6 +201,11 @@ def test_temporal_bonus_goes_to_correct_ordered_completions_when_order_helped():
     )
     # 0.5 < 0.8 x 1.0: shuffled frames did as well, no bonus
     assert temporal_bonus(ordered, torch.tensor([1.0, 1.0]), correct, 0.3, 0.8).tolist() == [0.0] * 4
+    # mu decides: 0.5 >= 0.4 x 1.0 helps, 0.5 < 0.6 x 1.0 does not
+    assert temporal_bonus(ordered, torch.tensor([1.0, 1.0]), correct, 0.3, 0.4).tolist() == pytest.approx(
+        [0.3, 0.3, 0, 0]
+    )
+    assert temporal_bonus(ordered, torch.tensor([1.0, 1.0]), correct, 0.3, 0.6).tolist() == [0.0] * 4
 
 
 def test_temporal_bonus_compares_mean_accuracies_as_video_r1s_code_does():
@@ -249,6 +270,8 @@ def test_each_policy_loss_option_is_dispatched():
     sequence = policy_loss(logp, old, torch.tensor([1.0]), mask, AlgoConfig(ratio_level="sequence")).per_token
     r = (5.0 * 1.25 * 0.5) ** (1 / 3)  # exp of the mean log ratio: 1.46, clipped to 1.2
     assert sequence.shape == (1, 1) and sequence.item() == pytest.approx(-min(r, 1.2))
+    capped = loss(1.0, loss="cpgd", drift_coef=0.1, drift_clip=1.0)  # the drift min(r - 1, c): 4 capped at 1
+    assert capped[0] == pytest.approx(-math.log(1.2) + 0.1 * 1.0 * math.log(5.0))
     cpgd = loss(1.0, loss="cpgd", drift_coef=0.1, drift_clip=2.0)
     # -min(ln r, clip(ln r, ln .8, ln 1.2)) + 0.1 min(r - 1, 2) ln pi
     expected = [

@@ -43,7 +43,7 @@ def test_eval_writes_lmms_eval_style_results_for_every_task(name, tmp_path, tiny
     # The reported metrics are the task's metrics of the recorded responses, plus mean rewards.
     task = task_class(name)()
     split = task.load(data, FrameSpec("absolute", 3136, 50176))
-    responses = [line.get("resps", [line["filtered_resps"]])[0] for line in lines]
+    responses = [line.get("resps", line["filtered_resps"]) for line in lines]  # the raw response
     recomputed = task.metrics(split.samples, responses)
     assert recomputed == {k: v for k, v in metrics.items() if not k.startswith("reward")}
     assert metrics["reward"] == pytest.approx(sum(line["reward"] for line in lines) / 5)

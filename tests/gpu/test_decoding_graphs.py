@@ -93,8 +93,10 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     _, _, prompts = setup
     graphs = engine(setup, device, GRAPHS)
     replayed = sample(graphs, prompts, torch.Generator(device=device), seed=11)
-    eager = sample(engine(setup, device, EAGER), prompts, torch.Generator(device=device), seed=11)
+    eager_engine = engine(setup, device, EAGER)
+    eager = sample(eager_engine, prompts, torch.Generator(device=device), seed=11)
     assert_same(replayed, eager)
+    assert not eager_engine.static_plan.graphs  # cuda_graphs=false: eager even on CUDA
     lengths = {len(t) for t in eager[0]}
     assert len(lengths) >= 3, lengths  # rows stopped apart: several buckets were captured
     if device.type == "cuda":

@@ -36,6 +36,7 @@ def test_masters_take_the_small_steps_that_bf16_weights_round_away(tmp_path, rec
     plain = bf16_sft(tmp_path / "plain", rec_data, **{"sft.master_weights": False})
     plain_after = layer_weights(load_file(plain.checkpoint / "model.safetensors"))
     assert moved_fraction(start_bf16, plain_after) < 0.2  # most of AdamW's 1e-6 steps rounded away
+    assert load_trainer_state(plain.checkpoint)["master_weights"] == {}  # no fp32 copy was kept
 
     mixed = bf16_sft(tmp_path / "mixed", rec_data)
     masters = layer_weights(load_trainer_state(mixed.checkpoint)["master_weights"])

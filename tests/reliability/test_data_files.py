@@ -9,11 +9,14 @@ import struct
 import zlib
 
 import pytest
+from conftest import tiny_run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
-from vlrl.data.records import FrameSpec, MediaRules, load_split
+from vlrl.data.records import FrameSpec, MediaRules, RecordError, load_split, read_records
 
 SPEC = FrameSpec("absolute", 3136, 50176)
 
@@ -68,19 +71,190 @@ def test_a_missing_comma_between_records_is_reported_and_reading_goes_on(root):
         "[\n" + json.dumps(record(0)) + "\n" + json.dumps(record(1)) + ",\n" + json.dumps(record(2)) + "\n]"
     )
     split = load(path)
-    assert [s.id for s in split.samples] == ["r0", "r2"]
-    assert split.errors[0].source == f"{path}:3" and "expected ',' or ']'" in split.errors[0].message
+    assert [s.id for s in split.samples] == ["r0", "r1", "r2"]  # the record after the missing ',' is read
+    (error,) = split.errors
+    assert error.source == f"{path}:3" and error.message == "expected ',' or ']' after a record (a missing ','?)"
 
 
-def test_a_record_that_never_closes_says_which_lines_were_not_read(root):
+def test_a_record_that_never_closes_costs_only_itself(root):
     path = root / "train.json"
     path.write_text("[\n" + json.dumps(record(0)) + ',\n{"id": [\n' + json.dumps(record(1)) + "\n]\n")
     split = load(path)
-    assert [s.id for s in split.samples] == ["r0"]
-    assert (
-        split.errors[0].source == f"{path}:3"
-        and "never closes, so lines 3-6 could not be read" in split.errors[0].message
+    assert [s.id for s in split.samples] == ["r0", "r1"]
+    (error,) = split.errors
+    assert error.source == f"{path}:3"
+    assert error.message == (
+        "invalid JSON: Expecting ',' delimiter (line 6, column 1); the record never closes (its brackets do not "
+        "balance): skipped line 3, columns 1-8 (1 record); reading resumed at line 4"
     )
+
+
+GOOD = [record(i) for i in range(6)]
+CUT = record(99)  # written cut off before its box's third number: its brackets never balance
+
+
+def text_of(item: dict, indent: int | None = None) -> str:
+    text = json.dumps(item, indent=indent)
+    return text[: text.index("50")].rstrip(", \n") if item is CUT else text
+
+
+def one_per_line(items: list[dict]) -> str:
+    return "[\n" + ",\n".join(text_of(i) for i in items) + "\n]\n"
+
+
+def indented(items: list[dict]) -> str:
+    """As json.dumps(items, indent=2) writes the list."""
+    return "[\n" + ",\n".join("  " + text_of(i, 2).replace("\n", "\n  ") for i in items) + "\n]\n"
+
+
+def one_line(items: list[dict | str]) -> str:
+    return "[" + ", ".join(i if isinstance(i, str) else text_of(i) for i in items) + "]"
+
+
+LAYOUTS = {  # layout -> (the file's text, where the cut-off record is, JSON's error, what was skipped)
+    "one per line": (one_per_line, ":4", "Expecting ',' delimiter (line 10, column 1)", "skipped line 4, columns 1-75 (1 record); reading resumed at line 5"),
+    "indented": (indented, ":28", "Expecting ',' delimiter (line 88, column 1)", "skipped lines 28-34 (1 record); reading resumed at line 35"),
+    "one line": (one_line, ":1 (record 2)", "Expecting ',' delimiter (line 1, column 755)", "skipped line 1, columns 228-302 (1 record); reading resumed at line 1, column 304"),
+}  # fmt: skip
+
+
+def cut_list(path, layout: str) -> str:
+    """6 good records with a cut-off element after the second, in `layout`; the expected report."""
+    text, where, decoding, skipped = LAYOUTS[layout]
+    path.write_text(text([*GOOD[:2], CUT, *GOOD[2:]]))
+    return f"{path}{where}: invalid JSON: {decoding}; the record never closes (its brackets do not balance): {skipped}"
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_cut_off_record_costs_only_itself_in_any_layout(root, layout):
+    path = root / "train.json"
+    report = cut_list(path, layout)
+    split = load(path)
+    assert [s.id for s in split.samples] == [f"r{i}" for i in range(6)]
+    assert [str(e) for e in split.errors] == [report]
+    if layout == "one line":  # records on one line are named by their index in the list
+        assert [s.source for s in split.samples] == [f"{path}:1 (record {i})" for i in (0, 1, 3, 4, 5, 6)]
+
+
+def test_every_bad_record_of_a_one_line_list_is_named_by_its_index(root):
+    path = root / "train.json"
+    items = [
+        json.dumps(record(0)),
+        "{'id': 'single quotes'}",
+        json.dumps(record(1)),
+        "tru",
+        "[1, 2]",
+        json.dumps(record(2)),
+    ]
+    path.write_text("[" + ", ".join(items) + "]")
+    split = load(path)
+    assert [s.id for s in split.samples] == ["r0", "r1", "r2"]
+    assert [e.source for e in split.errors] == [f"{path}:1 (record {i})" for i in (1, 3, 4)]
+    assert [s.source for s in split.samples] == [f"{path}:1 (record {i})" for i in (0, 2, 5)]
+
+
+def test_a_record_cut_off_at_the_end_of_the_file_is_reported_and_the_rest_kept(root):
+    path = root / "train.json"
+    path.write_text("[\n" + ",\n".join([json.dumps(record(0)), json.dumps(record(1)), text_of(CUT)]))
+    split = load(path)
+    assert [s.id for s in split.samples] == ["r0", "r1"]
+    assert [str(e) for e in split.errors] == [
+        f"{path}:4: invalid JSON: Expecting ',' delimiter (line 4, column 75); the record never closes (its "
+        "brackets do not balance): line 4, columns 1-74 (1 record) could not be read"
+    ]
+
+
+def test_a_list_whose_next_record_cannot_be_told_apart_is_refused_naming_the_place(root, tmp_path, capsys):
+    """A cut-off record followed by one that parses but not as part of a list (text after it):
+    reading on could take a record for part of another, so the file is refused, not cut."""
+    path = root / "train.json"
+    path.write_text("[\n" + json.dumps(record(0)) + ",\n" + text_of(CUT) + "\n" + json.dumps(record(1)) + " oops\n]\n")
+    with pytest.raises(RecordError) as refused:
+        load(path)
+    assert refused.value.source == f"{path}:3" and "so the file is refused" in refused.value.message
+    status = main(
+        ["train", f"data.train={path}", f"trainer.output_dir={tmp_path / 'run'}", "model.path=tiny:qwen2_5_vl"]
+    )
+    out = capsys.readouterr().out
+    assert status == 2 and out.startswith(f"error: {path}:3: invalid JSON") and out.count("error:") == 1, out
+
+
+def test_train_eval_and_score_use_every_good_record_of_a_list_with_a_cut_off_one(root, tmp_path, tiny_qwen25, capsys):
+    """`vlrl train`, `vlrl eval` and `vlrl score` on 6 good records with a cut-off element after
+    the second: all 6 are used, and the report names the element, the lines skipped and the
+    records they held."""
+    path = root / "train.json"
+    report = cut_list(path, "one per line")
+    said = f"skipped 1 bad record(s) in {path}; 6 sample(s) read\n  {report}\n"
+    run = tmp_path / "run"
+    args = ["train", *tiny_run(run, path), "trainer.steps=1", "trainer.prompts_per_step=6", "rollout.max_new_tokens=4"]
+    assert main(args) == 0
+    assert said in capsys.readouterr().out
+    metrics = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["data_skipped_records"] == 1
+    out = tmp_path / "eval"
+    assert main(["eval", "--task", f"refcoco={path}", "--model", "tiny:qwen2_5_vl", "--out", str(out),
+                 "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0  # fmt: skip
+    assert said in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert results["n-samples"]["refcoco"] == {"original": 7, "effective": 6}
+    assert results["skipped"]["refcoco"] == [report]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(
+        "".join(json.dumps({"id": f"r{i}", "completion": "[10, 10, 50, 40]"}) + "\n" for i in range(6))
+    )
+    scored = tmp_path / "scored.jsonl"
+    main(["score", "--task", "refcoco", "--data", str(path), "--completions", str(completions), "--out", str(scored)])
+    printed = capsys.readouterr().out
+    assert said in printed and "6 completions scored" in printed
+    assert [json.loads(line)["id"] for line in scored.read_text().splitlines()] == [f"r{i}" for i in range(6)]
+
+
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 99) | st.text(alphabet='ab{}[],:" \\\n', max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["id", "x"]), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def damaged(text: str, where: float, cut: bool) -> str:
+    """The record's text cut off at `where`, or without one of its closing brackets."""
+    if cut:
+        return text[: max(1, int(where * len(text)))]
+    closers = [k for k, c in enumerate(text) if c in "}]"]
+    k = closers[int(where * len(closers))]
+    return text[:k] + text[k + 1 :]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    records=st.lists(st.dictionaries(st.sampled_from(["b", "c"]), VALUES, max_size=3), min_size=1, max_size=8),
+    damage=st.lists(st.tuples(st.integers(0, 7), st.floats(0, 0.999), st.booleans()), max_size=3),
+    layout=st.sampled_from([None, 2, "one line"]),
+)
+def test_no_intact_record_is_lost_to_damaged_neighbours(tmp_path_factory, records, damage, layout):
+    """Records of nested values (strings holding brackets, commas, quotes), some cut off or
+    missing a closing bracket, one per line, indented or on one line: every intact record is
+    read, whatever its neighbours' brackets do."""
+    items = [{"id": i, **r} for i, r in enumerate(records)]
+    texts = [json.dumps(item, indent=layout if layout == 2 else None) for item in items]
+    broken = set()
+    for i, where, cut in damage:
+        if i < len(texts) and (cut or any(c in "}]" for c in texts[i])):
+            text = damaged(texts[i], where, cut)
+            try:
+                json.loads(text)  # a bracket inside a string: still a record, not damage
+            except ValueError:
+                texts[i] = text
+                broken.add(i)
+    if layout == 2:
+        text = "[\n" + ",\n".join("  " + t.replace("\n", "\n  ") for t in texts) + "\n]\n"
+    else:
+        text = one_line(texts) if layout else "[\n" + ",\n".join(texts) + "\n]\n"
+    path = tmp_path_factory.mktemp("list") / "train.json"
+    path.write_text(text)
+    read = [item for _, _, item in read_records(path) if isinstance(item, dict)]
+    assert [item for i, item in enumerate(items) if i not in broken and item not in read] == []
 
 
 def test_json_lines_split_at_newlines_only(root):

@@ -167,11 +167,32 @@ STATIC = {
 }
 
 
+def static_batch_sizes(groups, max_new_tokens: int, options: HFOptions) -> list[int]:
+    """The static step's batch size at each decoding forward, worked out from where each row
+    stopped: the host looks after the first token and then every `check_every` steps, and moves
+    the rows still running into the smallest bucket that holds them (the whole batch and powers
+    of two down to `smallest_bucket`; no compaction: always the whole batch)."""
+    rows = completions(groups)
+    stops = [max_new_tokens + 1 if c.truncated else len(c.token_ids) for c in rows]
+    sizes = {len(rows)}
+    if options.compact:
+        sizes |= {2**k for k in range(len(rows).bit_length()) if options.smallest_bucket <= 2**k < len(rows)}
+    out, bucket, done = [], len(rows), 1
+    while done < max_new_tokens and any(stop > done for stop in stops):
+        running = sum(stop > done for stop in stops)
+        bucket = min(bucket, min(size for size in sizes if size >= running))
+        count = min(options.check_every, max_new_tokens - done)
+        out, done = out + [bucket] * count, done + count
+    return out
+
+
 @pytest.mark.parametrize("sampling", SAMPLING)
 @pytest.mark.parametrize("options", STATIC)
 def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
     """Eager on the CPU (CUDA graphs: tests/gpu/test_decoding_graphs.py). Families whose cache the
-    static step cannot hold decode with the dynamic loop, and say so."""
+    static step cannot hold decode with the dynamic loop, and say so. The batch shrinks only
+    when the host looks (every rollout.hf.check_every steps) and into the buckets
+    rollout.hf.smallest_bucket allows."""
     model, processor, prompts = setup
     engine = HFEngine(model, processor.tokenizer, options=STATIC[options])
     params = SAMPLING[sampling]
@@ -189,6 +210,8 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
         expected = reference_generate(engine, prompts, params, reference_generator)
         assert_same_completions(groups, expected)
         assert torch.equal(generator.get_state(), reference_generator.get_state())
+        if engine.static_plan is not None:
+            assert recorded == static_batch_sizes(expected, params.max_new_tokens, STATIC[options])
     assert engine.stats.calls == 2 and engine.stats.row_steps == sum(sizes)
     if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
         assert min(sizes) < 9

@@ -107,6 +107,13 @@ def test_mismatch_is_measured_and_corrected_by_importance_weights(tmp_path, rec_
     )
     _, dropped = one_update(masked)  # every sequence's ratio is exp(-SHIFT x length) < 0.9: all masked
     assert dropped["loss"] == 0.0 and dropped["rollout/is_weight"] == 0.0
+    capped = make_trainer(
+        tmp_path / "d",
+        rec_data,
+        **{"algo.rollout_correction.mode": "token_truncate", "algo.rollout_correction.clip_max": 0.5},
+    )
+    _, halved = one_update(capped)  # every token's weight exp(-SHIFT) = 0.905, truncated to clip_max
+    assert halved["loss"] == pytest.approx(none["loss"] * 0.5, rel=1e-4) and halved["rollout/is_weight"] == 0.5
 
 
 def test_old_logprobs_are_the_trainers_when_the_engine_is_another(tmp_path, rec_data, tiny_qwen25):

@@ -7,23 +7,31 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from lmms_eval_reference import (
+    CLI_REASONING_TAGS,
+    MathReimplementation,
     Reimplementation,
-    docs_from_parquet,
+    hub_docs,
     references,
     video_r1_extract_answer,
     video_r1_final_acc,
     video_r1_prompt,
 )
 from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
+from PIL import Image
 
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
-from vlrl.config import ConfigError, TaskConfig, load_config
-from vlrl.data.tables import hub_file, write_parquet
-from vlrl.eval.layout import samples_path
+from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError, TaskConfig, load_config
+from vlrl.data.tables import hub_file, image_cell, write_parquet
+from vlrl.eval.layout import samples_line, samples_path
+from vlrl.rollout.base import Completion, Generation
+from vlrl.tasking.benchmark import strip_reasoning
 from vlrl.tasking.registry import benchmark_names, make_task
 from vlrl.tasking.sources import load_task_split
 
@@ -31,10 +39,11 @@ REFERENCES = references()
 IDS = [r.name for r in REFERENCES]
 
 
-def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "absolute", **options):
-    """A synthetic benchmark in its published schema, read by vlrl: (task, samples, data path)."""
+def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "absolute", data=None, **options):
+    """A synthetic benchmark in its published schema (or the dataset at `data`), read by vlrl:
+    (task, samples, data path)."""
     task = make_task(TaskConfig(name=name, options=options))
-    path = tmp_path / name / ("eval.json" if task.data_suffix == ".json" and not task.columns else "dataset")
+    path = data or tmp_path / name / ("eval.json" if task.data_suffix == ".json" and not task.columns else "dataset")
     overrides = [f"data.eval={path}", "data.synthetic=true", f"data.synthetic_eval_size={size}", f"data.synthetic_seed={seed}",
                  f"data.image_cache={tmp_path / 'cache'}", "model.max_pixels=50176", f"model.coord_frame={frame}"]  # fmt: skip
     cfg = load_config(None, overrides, {"task.name": name})
@@ -43,8 +52,8 @@ def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "abs
     return task, split.samples, path
 
 
-def _docs(task, path: Path) -> list[dict]:
-    return docs_from_parquet(hub_file(path, task.split))
+def _docs(task, path: Path):
+    return hub_docs(hub_file(path, task.split))
 
 
 def _rounds(variants_of, samples):
@@ -59,6 +68,25 @@ def _assert_same(task, samples, responses, expected: dict[str, float]) -> None:
     assert {k: got[k] for k in expected} == expected
 
 
+def _reasoning(answer: str, decoy: str) -> list[str]:
+    """Responses as R1-style models write them: the answer after a think block holding another
+    answer, after a lone </think> (a template that prefilled <think>), after an <analysis> block,
+    in whitespace; and blocks lmms-eval's strip leaves (unclosed, upper case) or empties."""
+    return [
+        f"<think>I first thought {decoy}</think> {answer}",
+        f"the template opened the block: {decoy}</think>\n{answer}",
+        f"<analysis>{decoy}</analysis>{answer}",
+        f" \n\t{answer}\u3000 ",
+        f"<think>{decoy}</think><analysis>{decoy}</analysis>\n{answer}\n",
+        f"<think>unclosed {decoy} {answer}",
+        f"<think>x</think>{answer}<think>{decoy}",
+        f"<THINK>{decoy}</THINK>{answer}",
+        f"<think>a<think>{decoy}</think>b</think>{answer}",
+        f"<think>{answer}</think>",
+        f"{decoy}</think>{decoy}</think> {answer}",
+    ]
+
+
 # -- RefCOCO ---------------------------------------------------------------------------------------
 def _rec_responses(sample):
     x1, y1, x2, y2 = sample.solution
@@ -71,6 +99,8 @@ def _rec_responses(sample):
         "no box here",
         f"[{(x1 + x2) / 2:.3f}, {(y1 + y2) / 2:.3f}, {x2 + 0.3:.3f}, {y2 + 0.3:.3f}]",
         "[-0.1, 0.0, 0.5, 0.5]",
+        f"[{x1:.2f}, {y1:.2f}, {(x1 + x2) / 2:.3f}, {y2:.2f}]",  # IoU near 0.5, against a float32 truth
+        *_reasoning(f"[{x1:.2f}, {y1:.2f}, {x2:.2f}, {y2:.2f}]", "[0.0, 0.0, 1.0, 1.0]"),
     ]
 
 
@@ -105,6 +135,7 @@ def _grounding_responses(sample):
         f'{{"bbox_2d": [{(x1 + x2) / 2:g}, {(y1 + y2) / 2:g}, {(x1 + x2) / 2:g}, {(y1 + y2) / 2:g}]}}',  # a point: IoU ties at 0
         "nothing",
         "",
+        *_reasoning(f'[{{"bbox_2d": [{x1:g}, {y1:g}, {x2:g}, {y2:g}]}}]', '{"bbox_2d": [0, 0, 5, 5]}'),
     ]
 
 
@@ -204,6 +235,7 @@ def _count_responses(sample):
         "",
         "none",
         f"{n}.0",
+        *_reasoning(f"{n}", f"{n + 1} or maybe {words[n + 1]}"),
     ]
 
 
@@ -248,6 +280,7 @@ def _click_responses(sample):
         "I cannot find it",
         "[0.99, 0.01]",
         f"[{px:.0f}, {cy:.3f}]",  # one coordinate beyond 1: both are divided by the size
+        *_reasoning(f"[{cx:.3f}, {cy:.3f}]", "[0.99, 0.01]"),
     ]
 
 
@@ -262,6 +295,166 @@ def test_screenspot_equals_lmms_eval(name, reference, tmp_path):
         _assert_same(task, samples, responses, expected)
     by_platform = task.metrics(samples, [_click_responses(s)[1] for s in samples])
     assert any(key.startswith(f"{name}_acc/") for key in by_platform)  # vlrl's own split by platform
+
+
+# -- lmms-eval's harness: the reasoning strip and the hub's column types --------------------------------
+STRIP_CASES = [  # (response, what lmms-eval 0.7.3's strip_reasoning_tags returns with its default tags)
+    ("<think>a</think> [0.1, 0.2, 0.3, 0.4]", "[0.1, 0.2, 0.3, 0.4]"),
+    ("  [0.1, 0.2, 0.3, 0.4]\n", "[0.1, 0.2, 0.3, 0.4]"),
+    ("reasoning [9,9,9,9]</think>\n[0.1, 0.2, 0.3, 0.4]", "[0.1, 0.2, 0.3, 0.4]"),
+    ("x</think>y</think>z", "z"),  # after the last lone closing tag
+    ("<think>a<think>b</think>c</think>d", "d"),  # nested: a block, then a lone closing tag
+    ("<think>a<think>b</think>c", "c"),
+    ("<think>unclosed [1,2,3,4]", "<think>unclosed [1,2,3,4]"),
+    ("<think>a</think>b<think>c", "b<think>c"),
+    ("</think>pre<think>x", "</think>pre<think>x"),  # the closing tag first: nothing removed
+    ("</think> a <think> b </think> c", "a  c"),
+    ("<think>a</think>b<think>c</think>d", "bd"),
+    ("<analysis>r</analysis>final", "final"),
+    ("<think>t</think><analysis>r</analysis> ans ", "ans"),
+    ("<analysis>r</think>x</analysis>y", "y"),  # think pass first, then analysis
+    ("<think>a</think>b</analysis>c<analysis>d", "b</analysis>c<analysis>d"),
+    ("<think>a</think>", ""),
+    ("</think>", ""),
+    ("<THINK>a</THINK>b", "<THINK>a</THINK>b"),  # case-sensitive
+    ("<thinking>a</thinking>b", "<thinking>a</thinking>b"),  # not a default tag
+    ("<think>x</think>\u3000 3 \u00a0", "3"),  # Unicode whitespace
+]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize("response,expected", STRIP_CASES)
+def test_reasoning_is_stripped_as_lmms_eval_strips_it(reference, response, expected):
+    tags = reference.parse_reasoning_tags_config(CLI_REASONING_TAGS)
+    assert reference.strip_reasoning_tags(response, tags) == expected
+    assert strip_reasoning(response, LMMS_EVAL_REASONING_TAGS) == expected
+    assert reference.harness([response], "none") == [response]  # --reasoning_tags none: the raw response
+
+
+def _rec_table(path: Path, rows: list[tuple[int, int, list[float]]], bbox_type: pa.DataType = pa.float32()) -> None:
+    """A strict-REC split of (width, height, pixel box) rows in the hub's schema, `bbox` of `bbox_type`."""
+    schema = SCHEMA.set(SCHEMA.get_field_index("bbox"), pa.field("bbox", pa.list_(bbox_type)))
+    table = [{"question_id": str(i), "image": image_cell(Image.new("RGB", (w, h)), f"{i}.png"), "question": "",
+              "answer": ["it"], "segmentation": [], "bbox": box, "iscrowd": 0, "file_name": f"{i}.png"}
+             for i, (w, h, box) in enumerate(rows)]  # fmt: skip
+    write_parquet(hub_file(path, "val"), table, schema)
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+def test_strict_rec_ground_truth_has_the_type_the_hub_table_declares(reference, tmp_path):
+    """The issue's box [64, 48, 128, 96] on 640 x 480: lmms-eval's process_docs writes the
+    normalized truth back into the float32 column through datasets.map, so it is
+    [0.10000000149011612, ..., 0.30000001192092896]; the answer [0.100, 0.100, 0.200, 0.300]
+    then has IoU 0.49999993108213614, not ACC@0.5 (0.5000000000000001 against float64 truth).
+    A center on the truth's edge 0.1 falls outside 0.10000000149. A table declaring float64
+    keeps the float64 truth, in lmms-eval and here."""
+    responses = ["[0.100, 0.100, 0.200, 0.300]", "[0.00, 0.10, 0.20, 0.20]"]
+    truth32 = [float(np.float32(v)) for v in (0.1, 0.1, 0.3, 0.3)]
+    assert truth32 == [0.10000000149011612, 0.10000000149011612, 0.30000001192092896, 0.30000001192092896]
+    for bbox_type, truth, iou, center in ((pa.float32(), truth32, 0.49999993108213614, 0.5),
+                                          (pa.float64(), [0.1, 0.1, 0.3, 0.3], 0.5000000000000001, 1.0)):  # fmt: skip
+        data = tmp_path / str(bbox_type)
+        _rec_table(data, [(640, 480, [64, 48, 128, 96])] * 2, bbox_type)
+        task, samples, _ = _load("refcoco_bbox_rec_val", data.parent, size=2, data=data)
+        assert [s.solution for s in samples] == [truth, truth]
+        assert rec_iou(truth, [0.1, 0.1, 0.2, 0.3]) == iou
+        _, expected = reference.refcoco_rec(_docs(task, data), responses)
+        got = task.metrics(samples, responses)
+        assert {k: got[k] for k in expected} == expected
+        assert (got["refcoco_ACC@0.5"], got["refcoco_Center_ACC"]) == ((iou >= 0.5) / 2, center)
+
+
+class Canned:
+    """An engine answering the given texts in order: the harness runs as for a model's answers."""
+
+    name, shares_policy, gives_entropy, device = "canned", False, False, torch.device("cpu")
+
+    def __init__(self, texts: list[str]):
+        self.texts = list(texts)
+
+    def generate(self, prompts, params, generator=None):
+        return [Generation([Completion([0], self.texts.pop(0), False)]) for _ in prompts]
+
+
+def _lmms_eval_method(name: str) -> str | None:
+    """The reference entry point of a benchmark scored by lmms-eval (None: Video-R1's evaluator)."""
+    if name.startswith("video_r1_"):
+        return None
+    if "_bbox_rec_" in name:
+        return "refcoco_rec"
+    if "_grounding_" in name:
+        return "refcoco_grounding"
+    return name
+
+
+def _hostile(name: str, sample) -> list[str]:
+    """Responses with reasoning blocks, whitespace and threshold decimals, for a benchmark's sample."""
+    method = _lmms_eval_method(name)
+    if method is None:
+        truth = video_r1_extract_answer(sample.meta["solution"])
+        return _reasoning(f"<answer>{truth}</answer>", "<answer>Z</answer>") + _reasoning(truth, "Z")
+    if method == "geometry3k":
+        return _geometry3k_responses(sample) + _reasoning("B", "C")
+    if method.endswith("_reasoning"):
+        truth = str(sample.solution)
+        return _reasoning_responses(sample) + _reasoning(f"<answer>{truth}</answer>", f"<answer>{truth}1</answer>")
+    if method.startswith("mathvista_"):
+        answer = str(sample.solution["answer"])
+        return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
+    kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
+             "screenspot_v2": _click_responses, "screenspot_pro": _click_responses}  # fmt: skip
+    return kinds.get(method, _count_responses)(sample)
+
+
+@pytest.mark.parametrize("name", sorted(benchmark_names()))
+def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path, tiny_qwen25):
+    """Through vlrl's harness (the canned answers generated, filtered, stripped, processed,
+    aggregated, logged) and through the reference's (lmms-eval's evaluator steps on the hub
+    table, or Video-R1's evaluator on the raw output): the same numbers, and the samples file
+    holds what was scored (filtered_resps) beside the raw response (resps), as lmms-eval's.
+    eval.reasoning_tags=none scores the raw response, as lmms-eval's --reasoning_tags none."""
+    from vlrl.eval.harness import EvalSettings, evaluate
+    from vlrl.models.loading import load_processor
+
+    task, samples, path = _load(name, tmp_path, size=3, seed=10)
+    method = _lmms_eval_method(name)
+    for tags in (CLI_REASONING_TAGS, "none"):
+        cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176", f"eval.reasoning_tags={tags}"])
+        processor = load_processor(cfg.model)
+        kinds = [_hostile(name, s) for s in samples]
+        for r in range(len(kinds[0])):
+            responses = [k[(i + r) % len(k)] for i, k in enumerate(kinds)]
+            result = evaluate(Canned(responses), processor, task, samples, EvalSettings.of(cfg), str(path))
+            lines = [samples_line(record) for record in result.records]
+            if method is None:
+                records = json.loads(path.read_text())
+                expected = video_r1_final_acc(records, responses)
+                scored = responses  # Video-R1's evaluator strips nothing
+            else:
+                reference = REFERENCES[-1]
+                scored = reference.harness(responses, tags)
+                if hasattr(MathReimplementation, method):  # process_results alone: the harness steps first
+                    _, expected = getattr(reference, method)(_docs(task, path), scored)
+                else:
+                    _, expected = getattr(reference, method)(_docs(task, path), responses, tags)
+            assert {k: result.metrics[k] for k in expected} == expected, (r, responses)
+            assert [line["filtered_resps"] for line in lines] == scored
+            assert [line.get("resps", line["filtered_resps"]) for line in lines] == responses
+        stripped = method is not None and tags != "none"
+        assert result.config["reasoning_tags"] == ([list(p) for p in LMMS_EVAL_REASONING_TAGS] if stripped else None)
+
+
+@pytest.mark.parametrize("override, acc", [([], 1.0), (["eval.reasoning_tags=none"], 0.0)])
+def test_vlrl_score_on_a_benchmark_strips_reasoning_as_lmms_eval_does(override, acc, tmp_path, capsys):
+    from vlrl.cli import main
+
+    _, samples, path = _load("countbenchqa", tmp_path, size=4, seed=11)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"id": s.id, "completion": f"<think>{s.solution + 1}?</think> {s.solution}\n"}) + "\n" for s in samples))  # fmt: skip
+    args = ["score", "--task", "countbenchqa", "--data", str(path), "--completions", str(completions)]
+    main([*args, "--out", str(tmp_path / "scored.jsonl"), f"data.image_cache={tmp_path / 'cache'}", *override])
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if " acc " in line]
+    assert row.split()[-2] == f"{acc:.4f}"
 
 
 # -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------
@@ -305,7 +498,8 @@ def test_video_r1_benchmarks_equal_the_evaluator(name, tmp_path):
     def responses_of(sample):
         truth = video_r1_extract_answer(sample.meta["solution"])
         return [f"<think>x</think><answer>{truth}</answer>", "<answer>A</answer>", truth, "<answer>2.3</answer>",
-                "<answer>three</answer>", f"The answer is {truth}.", "<answer>1.5 meters</answer>"]  # fmt: skip
+                "<answer>three</answer>", f"The answer is {truth}.", "<answer>1.5 meters</answer>",
+                *_reasoning(f"<answer>{truth}</answer>", "<answer>Z</answer>"), *_reasoning(truth, "Z")]  # fmt: skip
 
     for responses in _rounds(responses_of, samples):
         got = task.metrics(samples, responses)
@@ -415,15 +609,21 @@ def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_pa
     assert (config["dataset_path"], config["test_split"]) == ("lmms-lab/RefCOCO", "val") and "lmms-eval" in config[
         "coords"
     ]
+    assert config["reasoning_tags"] == [list(pair) for pair in LMMS_EVAL_REASONING_TAGS]
     lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
-    assert len(lines) == effective and "resps" not in lines[0]  # the filter left the response as it was
+    assert len(lines) == effective
+    for line in lines:  # scored: the response stripped; the raw one beside it where that changed it
+        raw = line.get("resps", line["filtered_resps"])
+        assert isinstance(raw, str) and line["filtered_resps"] == strip_reasoning(raw, LMMS_EVAL_REASONING_TAGS)
     assert lines[0]["input"].startswith("Bounding box coordinates are specified") and isinstance(
         lines[0]["target"], str
     )
     assert {"pred", "bbox", "answer", "ann_id"} <= lines[0]["refcoco_IoU"].keys()
     # The reported numbers are lmms-eval's for the logged responses.
-    docs = docs_from_parquet(hub_file(data, "val"), skip=(1,))
-    prompts, expected = Reimplementation.refcoco_rec(docs, [line["filtered_resps"] for line in lines])
+    docs = hub_docs(hub_file(data, "val"), skip=(1,))
+    prompts, expected = Reimplementation().refcoco_rec(
+        docs, [line.get("resps", line["filtered_resps"]) for line in lines]
+    )
     assert [line["input"] for line in lines] == prompts
     assert {m: results["results"][name][f"{m},none"] for m in metrics} == expected
     assert str(out / "results.json") in capsys.readouterr().out
@@ -461,7 +661,7 @@ def test_mathvista_without_its_judge_equals_lmms_eval(name, reference, tmp_path)
     task, samples, path = _load(name, tmp_path, size=9, seed=3)
     docs = _docs(task, path)
     for responses in _rounds(_mathvista_responses, samples):
-        prompts, expected = getattr(reference, name)(docs, responses)
+        prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
 
@@ -497,7 +697,7 @@ def test_math_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     task, samples, path = _load(name, tmp_path, size=6, seed=4)
     docs = _docs(task, path)
     for responses in _rounds(_reasoning_responses, samples):
-        prompts, expected = getattr(reference, name)(docs, responses)
+        prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": task.system}]}
@@ -514,7 +714,7 @@ def test_geometry3k_equals_lmms_eval(reference, tmp_path):
     task, samples, path = _load("geometry3k", tmp_path, size=6, seed=2)
     docs = _docs(task, path)
     for responses in _rounds(_geometry3k_responses, samples):
-        prompts, expected = reference.geometry3k(docs, responses)
+        prompts, expected = reference.geometry3k(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
 

@@ -55,13 +55,36 @@ def one_update(trainer: RLTrainer, batch: RolloutBatch, advantages: torch.Tensor
     return stats, delta
 
 
+def mean_brevity(batch: RolloutBatch) -> list[float]:
+    """Each group's mean brevity reward (its "mIoU"), computed from the texts themselves."""
+    return [sum(max(0.0, 1 - len(c.text) / 200) for c in g.completions) / len(g.completions) for g in batch.groups]
+
+
 def hand_weights(batch: RolloutBatch) -> torch.Tensor:
-    """e^(1 - mIoU) per row, mIoU the group's mean brevity, computed from the texts themselves."""
+    """e^(1 - mIoU) per row."""
     out = []
-    for group in batch.groups:
-        mean = sum(max(0.0, 1 - len(c.text) / 200) for c in group.completions) / len(group.completions)
+    for group, mean in zip(batch.groups, mean_brevity(batch), strict=True):
         out += [math.exp(1 - mean)] * len(group.completions)
     return torch.tensor(out)
+
+
+@pytest.mark.parametrize(
+    "weighting, power, phi",
+    [
+        ("exp", 1.0, lambda m: math.exp(1 - m)),
+        ("power", 2.0, lambda m: (1.05 - m) ** 2),
+        ("log", 1.0, lambda m: -math.log(0.02 + m)),
+    ],
+)
+def test_each_weighting_gives_each_group_phi_of_its_mean_reward(trainer_and_batch, weighting, power, phi):
+    """algo.difficulty.weighting, .power and .reward reach the update's group weights: phi (UniVG-R1's
+    miou_adjust_math) of the mean of the named component over each group's completions."""
+    trainer, batch, _ = trainer_and_batch
+    difficulty = trainer.cfg.algo.difficulty
+    difficulty.weighting, difficulty.reward, difficulty.power = weighting, "brevity", power
+    means = mean_brevity(batch)
+    assert len(set(means)) > 1
+    assert trainer.difficulty(batch).tolist() == pytest.approx([phi(m) for m in means], rel=1e-5)
 
 
 def test_the_weight_multiplies_each_groups_policy_term_and_not_the_kl(trainer_and_batch):

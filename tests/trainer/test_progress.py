@@ -97,3 +97,7 @@ def test_sft_prints_plain_progress_lines_when_stdout_is_not_a_terminal(tmp_path,
     ]
     means = [losses[0], losses[1], (losses[2] + losses[3]) / 2, losses[4]]
     assert [line.split(" | ")[1] for line in progress] == [f"loss {m:.4g}" for m in means]
+    quiet = Console(file=io.StringIO(), width=300)
+    overrides = sft_overrides(tmp_path / "quiet", rec_data, **{"sft.steps": 1, "sft.progress": False})
+    train_sft(load_config(None, overrides), quiet)
+    assert not [line for line in lines(quiet) if line.startswith("sft step ")]  # sft.progress=false: none

@@ -79,13 +79,20 @@ def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwe
     assert all(Path(p).is_file() for p in first["images"])
 
 
-def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25):
+def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    from vlrl.trainer.rl import RLTrainer
+
     straight = tmp_path / "straight"
     train(load_config(None, tiny_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
     resumed = tmp_path / "resumed"
     train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))
-    # The second half, as a new process would run it: same command, more steps, resume=auto.
+    # The second half, as a new process would run it: same command, more steps, resume=auto. It
+    # takes steps 3 and 4 only (a fresh run, seeded alike, would take all four to the same end).
+    updates = []
+    update = RLTrainer.update
+    monkeypatch.setattr(RLTrainer, "update", lambda self, *args: updates.append(1) or update(self, *args))
     train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
+    assert len(updates) == 2
 
     assert metrics(resumed) == metrics(straight)
     a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
@@ -129,6 +136,30 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
     assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
     for name in whole:
         torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints(tmp_path, rec_data, tiny_qwen25):
+    """trainer.seed draws the prompts (the data stream) and the completions (the sampling
+    generator: on a one-record dataset only it differs); save_every=1 checkpoints every step,
+    keep_last=2 keeps the last two; log_samples_every=2 logs completions at step 1 and every
+    second step."""
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(json.loads(rec_data.read_text())[:1]))
+    logged = {}
+    for name, seed, data, steps in (("a", 1, rec_data, 3), ("b", 2, rec_data, 1), ("c", 1, one, 1), ("d", 2, one, 1)):
+        extra = {"trainer.seed": seed, "trainer.steps": steps, "trainer.save_every": 1, "trainer.keep_last": 2,
+                 "trainer.log_samples_every": 2, "data.image_root": str(rec_data.parent)}  # fmt: skip
+        train(load_config(None, tiny_overrides(tmp_path / name, data, **extra)))
+        logged[name] = [json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+    assert sorted({row["step"] for row in logged["a"]}) == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "a" / "checkpoints").glob("step-*")) == ["step-0000002", "step-0000003"]
+    first = {
+        name: [(row["id"], row["completion"]) for row in rows if row["step"] == 1] for name, rows in logged.items()
+    }
+    assert first["a"][0][0] != first["b"][0][0]  # another seed, other prompts
+    assert {i for i, _ in first["c"] + first["d"]} == {"0"} and first["c"] != first[
+        "d"
+    ]  # one prompt, other completions
 
 
 def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):

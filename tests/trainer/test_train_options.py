@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -11,12 +12,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.rollout.test_rollout_seam import make_trainer
 from vlrl.algos.shaping import trust_bonus_code
 from vlrl.config import load_config
+from vlrl.rollout import SamplingParams
 from vlrl.trainer.rl import train
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 BRIEF = f"{FIXTURES / 'toy_task.py'}:BriefGrounding"
+CANNED = f"{FIXTURES.parent.parent / 'docs' / 'examples' / 'canned_engine.py'}:CannedEngine"
 HALF = f"{FIXTURES / 'rl_fixtures.py'}:HalfCorrect"
 # Sign advantages from the constant `half` reward (0.5): +1 for every completion, or -1 for every one.
 ALL_CORRECT = {"algo.advantage": "sign", "algo.accuracy_reward": "half", "algo.accuracy_threshold": 0.5}
@@ -115,9 +119,13 @@ def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, opti
 
 
 class Scores(BaseHTTPRequestHandler):
+    """A thinking scorer's HTTP endpoint: 0.5 for every item, after `server.delay` seconds, or
+    an error when `server.broken`."""
+
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.server.broken:
+        time.sleep(getattr(self.server, "delay", 0.0))
+        if getattr(self.server, "broken", False):
             self.send_response(500)
             self.end_headers()
             return
@@ -154,6 +162,65 @@ def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25):
     )
     assert [r["step"] for r in rows] == [1, 2]  # an untrained judge rarely answers a number: scored 0, counted
     assert all("thinking_failures" in r for r in rows)
+
+
+def test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions(tmp_path, rec_data, tiny_qwen25):
+    trainer = make_trainer(
+        tmp_path, rec_data, engine="hf", **{"trainer.prompts_per_step": 3, "rollout.num_generations": 2}
+    )
+    groups, rounds, _ = trainer.collect(step=1)
+    assert rounds == 1 and [len(g.completions) for g in groups] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("option", [{"rollout.top_k": 1}, {"rollout.top_p": 1e-6}], ids=["top_k", "top_p"])
+def test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time(
+    option, tmp_path, rec_data, tiny_qwen25
+):
+    """rollout.top_k and rollout.top_p reach the engine: keeping one token per step, each of the
+    G completions is the greedy one (where, unfiltered at temperature 1, they differ)."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **option)
+    source = trainer.sources[0]
+    groups, _ = trainer.generate_groups([(source.task, s) for s in source.train.samples[:2]], step=1)
+    prompts = [g.prompt for g in groups]
+    greedy = trainer.engine.generate(prompts, SamplingParams(n=1, max_new_tokens=10, temperature=0.0))
+    for group, best in zip(groups, greedy, strict=True):
+        assert [c.token_ids for c in group.completions] == [best.completions[0].token_ids] * 4
+    free = trainer.engine.generate(prompts, SamplingParams(n=4, max_new_tokens=10), torch.Generator().manual_seed(0))
+    assert all(len({tuple(c.token_ids) for c in g.completions}) > 1 for g in free)
+
+
+def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):
+    """DAPO's soft overlong punishment on completions of several lengths (canned answers):
+    0 up to L_max - buffer tokens, then (L_max - buffer - L) / buffer x penalty."""
+    answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
+    options = {"rollout.canned.answers": json.dumps(answers), "algo.overlong_buffer": 6, "algo.overlong_penalty": 2.0}
+    trainer = make_trainer(tmp_path, rec_data, engine=CANNED, **options)
+    source = trainer.sources[0]
+    (group,) = trainer.generate_groups([(source.task, source.train.samples[0])], step=1)[0]
+    lengths = [len(c.token_ids) for c in group.completions]
+    assert len(set(lengths)) >= 3 and max(lengths) == 10  # max_new_tokens
+    expected = [min(0.0, (10 - 6 - n) / 6 * 2.0) for n in lengths]
+    assert group.shaping["overlong"].tolist() == pytest.approx(expected) and min(expected) == -2.0
+    assert group.reward.tolist() == pytest.approx([t + e for t, e in zip(group.scores.total, expected, strict=True)])
+
+
+@pytest.mark.parametrize("fraction, shuffled", [(0.25, 1), (0.75, 3)])
+def test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames(
+    fraction, shuffled, tmp_path, rec_data, tiny_qwen25
+):
+    """algo.temporal.shuffled_fraction of the G = 4 completions are drawn for each prompt's
+    shuffled-frame variant (Video-R1's T-GRPO), and scored."""
+    options = {"task.name": f"{FIXTURES / 'rl_fixtures.py'}:OrderedGrounding", "algo.temporal.enabled": True,
+               "algo.temporal.shuffled_fraction": fraction}  # fmt: skip
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    drawn = []
+    generate = trainer.engine.generate
+    trainer.engine.generate = lambda prompts, params, generator=None: (
+        drawn.append(params.n) or generate(prompts, params, generator)
+    )
+    source = trainer.sources[0]
+    accuracy = trainer.temporal_contrast([(source.task, s) for s in source.train.samples[:2]], {})
+    assert drawn == [shuffled] and [len(a) for a in accuracy] == [shuffled, shuffled]
 
 
 # With one pass over each rollout the ratio is 1, so the policy loss of a token is -A, and the
@@ -224,7 +291,10 @@ def test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them(tmp_path,
         torch.testing.assert_close(after[name], before[name] * (1 - 1e-2 * 0.1), rtol=1e-6, atol=0, msg=name)
 
 
-def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, rec_data, tiny_qwen25):
+# Every completion is correct, ordered or shuffled: order "helped" (acc 1 >= mu x acc 1) for
+# mu <= 1, and T-GRPO adds alpha to each; for mu > 1 it did not, and adds nothing.
+@pytest.mark.parametrize("mu, temporal", [(0.0, 0.25), (1.5, 0.0)])
+def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, temporal, tmp_path, rec_data, tiny_qwen25):
     task = f"{FIXTURES / 'rl_fixtures.py'}:OrderedGrounding"
     options = {
         "trainer.steps": 1,
@@ -232,13 +302,15 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, 
         "algo.accuracy_threshold": 0.0,  # every completion correct
         "algo.trust.scorer": f"{FIXTURES / 'rl_fixtures.py'}:thinking_length",
         "algo.temporal.enabled": True,
-        "algo.temporal.mu": 0.0,  # order always "helped": alpha on every correct ordered completion
+        "algo.temporal.alpha": 0.25,
+        "algo.temporal.mu": mu,
         "algo.length_control.enabled": True,
         "algo.length_control.min_tokens": 1,
         "algo.length_control.max_tokens": 10,
+        "algo.length_control.bonus": 0.15,
     }
     (r,) = run(tmp_path, rec_data, task=task, **options)
-    assert r["reward/temporal"] == pytest.approx(0.3) and r["reward/length"] == pytest.approx(0.2)
+    assert r["reward/temporal"] == pytest.approx(temporal) and r["reward/length"] == pytest.approx(0.15)
     parts = ("format", "iou", "brevity", "temporal", "length", "thinking")
     assert r["reward"] == pytest.approx(sum(r[f"reward/{p}"] for p in parts), abs=1e-6)
     # The first group, completion by completion: Trust-GRPO's code variant on the scorer's values
@@ -250,4 +322,4 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(tmp_path, 
     assert any(b > 0 for b in bonus)
     for sample, b in zip(logged, bonus, strict=True):
         base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))
-        assert sample["reward"] == pytest.approx(base + 0.3 + 0.2 + b, abs=1e-5)
+        assert sample["reward"] == pytest.approx(base + temporal + 0.15 + b, abs=1e-5)

@@ -1,7 +1,10 @@
 """Reading task data files: records with their file and line, bad records reported, not fatal.
 
 A record that cannot become a Sample raises RecordError naming the place and the problem;
-`load_split` skips it (counting and keeping the reason) unless `strict` is set.
+`load_split` skips it (counting and keeping the reason) unless `strict` is set. In a JSON
+list, a malformed element costs only itself, also one whose brackets never balance (cut off,
+a missing '}'): reading resumes at the next record (`_json_list`), and a file where that
+cannot be done safely is refused, never cut short in silence.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from PIL import UnidentifiedImageError
 
@@ -64,6 +67,9 @@ class RecordContext:
     frame_spec: FrameSpec
     require_images: bool = True
     media: MediaRules = MediaRules()
+    # Keys whose table column is declared float32 (vlrl.data.tables.float32_keys): where a task
+    # writes a derived value back as its reference does, it is rounded to float32 there too.
+    float32: frozenset[str] = frozenset()
 
     def error(self, message: str) -> RecordError:
         return RecordError(self.source, message)
@@ -190,67 +196,174 @@ def _list_start(path: Path, text: str) -> int:
     return pos + 1
 
 
+class _Lines:
+    """Line numbers (1-based) and columns of positions in a text; lines are counted on from the
+    last position asked (a file is read front to back)."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+    def column(self, pos: int) -> int:
+        return pos - (self.text.rfind("\n", 0, pos) + 1)
+
+    def begins(self, pos: int) -> bool:
+        """Only whitespace precedes `pos` on its line."""
+        return not self.text[pos - self.column(pos) : pos].strip()
+
+
+@dataclass
+class _Element:
+    """What the list holds at `start`: a record, a bad record (`item` says what is wrong), or a
+    flaw between records (`own` false: no record of its own). `index` is the record's 0-based
+    position in the list (for a flaw, the next record's)."""
+
+    start: int
+    index: int
+    item: dict[str, Any] | str
+    own: bool = True
+
+
 def _json_list(path: Path, text: str, pos: int) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
-    """Records of a top-level JSON list, each with the line it starts on. A malformed record is
-    reported and skipped: reading resumes at the next record, so none after it is lost. Only a
-    record that never closes (unbalanced brackets to the end) leaves nowhere to resume: it ends
-    the list, reported with the lines that could not be read."""
+    """Records of a top-level JSON list, each named by the line it starts on, and by its 0-based
+    index where another record starts on the same line (`file:1 (record 3)`: a one-line list).
+    A malformed record is reported and skipped and reading resumes at the next record, so none
+    after it is lost: after a balanced element at the ',' that ends it; after one whose brackets
+    never balance (cut off, a missing '}') at the next record's start (`_resume`), reporting the
+    lines skipped and the records they held. Where no later record can be told apart from the
+    broken one's text, the file is refused (RecordError raised): never a silent cut."""
+    lines = _Lines(text)
+    elements = _list_elements(path, text, _skip_ws(text, pos), _Lines(text))
+    previous_line, element = 0, next(elements, None)
+    while element is not None:
+        following = next(elements, None)
+        line = lines(element.start)
+        shared = element.own and (
+            line == previous_line or (following is not None and following.own and lines(following.start) == line)
+        )
+        if element.own:
+            previous_line = line
+        source = f"{path}:{line}" + (f" (record {element.index})" if shared else "")
+        item = element.item
+        yield source, element.index, item if isinstance(item, dict) else RecordError(source, item)
+        element = following
+
+
+def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_Element]:
+    """The elements of the list whose first element is at `pos`, and the flaws between them."""
     decoder = json.JSONDecoder()
-    pos = _skip_ws(text, pos)
-    line, counted = 1, 0
     index = 0
     if pos < len(text) and text[pos] == "]":
+        yield from _after_list(text, pos, index)
         return
     while True:
-        line += text.count("\n", counted, pos)
-        counted = pos
-        source = f"{path}:{line}"
         try:
             record, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as err:
-            end = _record_end(text, pos)
-            if end is None:
-                raise RecordError(
-                    source,
-                    f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno}); the record never closes, so "
-                    f"lines {line}-{text.count(chr(10)) + 1} could not be read",
-                ) from err
-            yield source, index, RecordError(source, f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})")
+            what = f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+            end, resume = _past(text, pos, lines)
+            if end is None:  # its brackets never balance, or do only past the next record
+                what += "; the record never closes (its brackets do not balance)"
+                element, resumed = _unbalanced(path, text, pos, index, resume, what, lines)
+                yield element
+                if resumed is None:
+                    return
+                index, pos = index + resume.held, resumed
+                continue
+            yield _Element(pos, index, what)
         else:
-            if isinstance(record, dict):
-                yield source, index, record
-            else:
-                yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
+            wrong = f"record must be a JSON object, got {type(record).__name__}"
+            yield _Element(pos, index, record if isinstance(record, dict) else wrong)
         index += 1
         pos = _skip_ws(text, end)
         if pos < len(text) and text[pos] == ",":
             pos = _skip_ws(text, pos + 1)
             continue
         if pos < len(text) and text[pos] == "]":
-            rest = _skip_ws(text, pos + 1)
-            if rest < len(text):
-                where = f"{path}:{text.count(chr(10), 0, rest) + 1}"
-                yield where, index, RecordError(where, "text after the list's closing ']' was ignored")
+            yield from _after_list(text, pos, index)
             return
-        where = f"{path}:{text.count(chr(10), 0, pos) + 1}"
         if pos >= len(text):
-            raise RecordError(where, "the list never closes (no ']'): the file is cut short")
-        # Neither ',' nor ']' after a record: skip to the next record, reporting what was skipped.
-        end = _record_end(text, pos)
-        if end is None:
-            raise RecordError(where, "expected ',' or ']' after a record; the list cannot be read past this point")
-        yield (
-            where,
-            index,
-            RecordError(where, "expected ',' or ']' after a record; the text up to the next record was skipped"),
-        )
-        index += 1
-        pos = end
-        if text[pos] == "]":
+            yield _Element(pos, index, "the list never closes (no ']'): the file is cut short", own=False)
             return
-        pos = _skip_ws(text, pos + 1)
-        counted = 0
-        line = 1
+        if text[pos] == "{":  # a missing ',' between two records: the next one is read
+            yield _Element(pos, index, "expected ',' or ']' after a record (a missing ','?)", own=False)
+            continue
+        # Neither ',' nor ']' after a record: go on at the next element, reporting what was skipped.
+        skip, resume = _past(text, pos, lines)
+        if skip is not None:
+            yield _Element(pos, index, "expected ',' or ']' after a record; the text up to the next record was skipped", own=False)  # fmt: skip
+            if text[skip] == "]":
+                yield from _after_list(text, skip, index)
+                return
+            pos = _skip_ws(text, skip + 1)
+            continue
+        element, resumed = _unbalanced(path, text, pos, index, resume, "expected ',' or ']' after a record", lines)
+        yield element
+        if resumed is None:
+            return
+        index, pos = index + resume.held - 1, resumed
+
+
+def _unbalanced(
+    path: Path, text: str, pos: int, index: int, resume: _Resume, what: str, lines: _Lines
+) -> tuple[_Element, int | None]:
+    """The report of the bad text at `pos`, which does not balance its brackets before the next
+    record: skipped up to that record, naming the lines and the records they held, and where
+    reading goes on; at the end of the list (None), what could not be read. Where records follow
+    that cannot be placed, the file is refused (RecordError): reading on could lose them."""
+    own = what.startswith("invalid JSON")  # a record of its own, not text between records
+    span = _span(text, pos, resume.at, resume.held if own else resume.held - 1, lines)
+    if resume.at is None and resume.unplaced:
+        raise RecordError(
+            f"{path}:{lines(pos)}",
+            f"{what}, and the records after it cannot be told apart from its text: {span} cannot be read, so "
+            "the file is refused; fix it",
+        )
+    if resume.at is None:
+        return _Element(pos, index, f"{what}: {span} could not be read", own), None
+    return _Element(pos, index, f"{what}: skipped {span}; reading resumed at {_at(resume.at, lines)}", own), resume.at
+
+
+def _past(text: str, pos: int, lines: _Lines) -> tuple[int | None, _Resume]:
+    """How to get past the bad text at `pos`: the ',' or ']' that ends it, where its brackets
+    balance before the next record begins (`_resume`); else (None) the next record."""
+    end, resume = _record_end(text, pos), _resume(text, pos, lines)
+    if end is None:
+        return None, resume
+    if resume.at is None and not resume.unplaced:
+        return end, resume
+    if resume.at is not None and text[end] == "," and _skip_ws(text, end + 1) <= resume.at:
+        return end, resume
+    return None, resume
+
+
+def _span(text: str, start: int, stop: int | None, records: int, lines: _Lines) -> str:
+    """'lines A-B (N records)' of the text from `start` up to `stop` (None: the end); within
+    one line, its columns (1-based)."""
+    last = start + max(0, len(text[start:stop].rstrip()) - 1)
+    held = f"{records} record{'' if records == 1 else 's'}"
+    first, end = lines(start), lines(last)
+    if first == end:
+        return f"line {first}, columns {lines.column(start) + 1}-{lines.column(last) + 1} ({held})"
+    return f"lines {first}-{end} ({held})"
+
+
+def _at(pos: int, lines: _Lines) -> str:
+    """'line L' where `pos` begins its line, else 'line L, column C'."""
+    return f"line {lines(pos)}" + ("" if lines.begins(pos) else f", column {lines.column(pos) + 1}")
+
+
+def _after_list(text: str, pos: int, index: int) -> Iterator[_Element]:
+    """The list closes at `pos`: text after it is reported, not read."""
+    rest = _skip_ws(text, pos + 1)
+    if rest < len(text):
+        yield _Element(rest, index, "text after the list's closing ']' was ignored", own=False)
 
 
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
@@ -271,6 +384,101 @@ def _record_end(text: str, pos: int) -> int | None:
         elif kind == "," and depth == 0:
             return token.start()
     return None
+
+
+_FIRST_KEY = re.compile(r'\{\s*("(?:[^"\\\n]|\\.)*")\s*:')
+
+
+class _Resume(NamedTuple):
+    at: int | None  # where the next record begins (None: nowhere)
+    held: int  # records the skipped text held, the broken one included
+    unplaced: int  # records in it that parse but are not followed by the rest of a list
+
+
+def _resume(text: str, start: int, lines: _Lines) -> _Resume:
+    """Where reading goes on after the bad text at `start`. The next record begins at a later
+    '{': first choice, one on a line of its own at the column of `start` (when `start` begins
+    its line: a list of one record per line, or indented); else one right after a ',' whose
+    first key is that of the text at `start` (records of a list share their keys; a nested
+    object seldom has its record's first key), or any one right after a ',' when that key is
+    unknown. It is taken when it parses and what follows reads as the rest of the list
+    (`_reads_as_tail`); the ones passed over that are not nested in another are counted
+    (`held`, `unplaced`)."""
+    key = _FIRST_KEY.match(text, start)
+    column = lines.column(start) if lines.begins(start) else None
+    kinds = ["line"] if column is not None else []
+    kinds.append("key" if key is not None else "comma")
+    decoder = json.JSONDecoder()
+    known: dict[int, str] = {}
+    tried = []
+    for kind in kinds:
+        held, unplaced = 1, 0
+        p = start
+        while (p := text.find("{", p + 1)) != -1:
+            if kind == "line":
+                begins = lines.column(p) == column and lines.begins(p)
+            else:
+                before = _skip_ws_back(text, p)
+                begins = before > 0 and text[before - 1] == ","
+                if begins and key is not None:
+                    other = _FIRST_KEY.match(text, p)
+                    begins = other is not None and other.group(1) == key.group(1)
+            if not begins:
+                continue
+            reads = _reads_as_tail(text, p, known)
+            if reads == "tail":
+                return _Resume(p, held, unplaced)
+            if reads == "nested":
+                continue
+            held += 1
+            try:
+                unplaced += isinstance(decoder.raw_decode(text, p)[0], dict)
+            except json.JSONDecodeError:
+                pass
+        tried.append(_Resume(None, held, unplaced))
+    return tried[0]
+
+
+def _reads_as_tail(text: str, pos: int, known: dict[int, str]) -> str:
+    """Whether the text from the '{' at `pos` reads as the rest of a list of records: "tail"
+    when a record, then elements that parse, separated by ',', reach the closing ']' at the end
+    of the file, the end of the text (a file cut short), or an element that does not parse (a
+    malformed record, read in its turn); "nested" when they reach another closing bracket or a
+    ':' (the '{' is inside a list or an object); else "no". `known` holds the answers for the
+    elements walked before (each is walked once)."""
+    decoder = json.JSONDecoder()
+    walked: list[int] = []
+    answer = "no"
+    while True:
+        if pos in known:
+            answer = known[pos]
+            break
+        try:
+            _, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            answer = "tail" if walked else "no"
+            break
+        walked.append(pos)
+        pos = _skip_ws(text, end)
+        if pos >= len(text):
+            answer = "tail"
+            break
+        if text[pos] in "]}:":
+            answer = "tail" if text[pos] == "]" and _skip_ws(text, pos + 1) >= len(text) else "nested"
+            break
+        if text[pos] == ",":
+            pos = _skip_ws(text, pos + 1)
+        elif text[pos] != "{":  # (a '{' goes on: a missing ',' between records, reported in its turn)
+            break
+    known.update(dict.fromkeys(walked, answer))
+    return answer
+
+
+def _skip_ws_back(text: str, pos: int) -> int:
+    """The position after the last non-whitespace character before `pos`."""
+    while pos > 0 and text[pos - 1] in " \t\r\n":
+        pos -= 1
+    return pos
 
 
 def _skip_ws(text: str, pos: int) -> int:
@@ -302,17 +510,7 @@ def load_split(
     path = Path(path)
     root = Path(image_root) if image_root else path.parent
     split = Split(str(path))
-    records = read_records(path)
-    while not (limit and len(split.samples) >= limit):
-        try:
-            source, index, item = next(records)
-        except StopIteration:
-            break
-        except RecordError as err:  # the file breaks off mid-list: keep what was read
-            if strict:
-                raise
-            split.errors.append(err)
-            break
+    for source, index, item in read_records(path):  # a RecordError raised here refuses the file
         try:
             if isinstance(item, RecordError):
                 raise item
@@ -328,4 +526,6 @@ def load_split(
             if strict:
                 raise wrapped from err
             split.errors.append(wrapped)
+        if limit and len(split.samples) >= limit:
+            break
     return split

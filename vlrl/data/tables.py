@@ -66,6 +66,14 @@ def _list_of(item: Callable[[pa.DataType], bool]) -> Callable[[pa.DataType], boo
     return check
 
 
+def float32_keys(schema: pa.Schema, rename: Mapping[str, str]) -> frozenset[str]:
+    """The record keys whose column the table declares as float32 (or a list of float32): the
+    type `datasets` casts a value written back into that column to (Dataset.map keeps a column's
+    declared type), as lmms-eval's process_docs writes derived values back."""
+    declared = {f.name for f in schema if pa.types.is_float32(f.type) or _list_of(pa.types.is_float32)(f.type)}
+    return frozenset(declared | {key for key, column in rename.items() if column in declared})
+
+
 def is_image_struct(t: pa.DataType) -> bool:
     """The `Image` feature: a struct holding the encoded `bytes` (and the original `path`)."""
     return pa.types.is_struct(t) and t.get_field_index("bytes") >= 0
@@ -340,11 +348,12 @@ def load_table_split(
         _, batches = _record_batches(path, read, batch_rows)
         images = {k: v for k, v in _image_columns(schema).items() if read is None or k in read}
         root = Path(image_root) if image_root else path.parent
+        float32 = float32_keys(schema, rename)
         in_file = 0
         for batch in batches:
             for row in batch.to_pylist():
                 source = f"{path}:row {in_file}"
-                ctx = RecordContext(source, row_index, root, frame_spec, require_images, media)
+                ctx = RecordContext(source, row_index, root, frame_spec, require_images, media, float32)
                 _add_row(split, row, rename, images, cache, ctx, build, strict)
                 in_file += 1
                 row_index += 1

@@ -4,7 +4,10 @@ Prompts are rendered exactly as in training (same template, resize and frame), a
 generated greedily by default, and the metrics are the task's, as its public evaluation
 defines them. Outputs follow lmms-eval's layout (vlrl/eval/layout.py): `results.json` and
 one `samples_<task>.jsonl` per task (prompt, target, response, parsed prediction, and the
-per-sample rewards or a benchmark's per-sample metric values).
+per-sample rewards or a benchmark's per-sample metric values). A benchmark scores what
+lmms-eval's evaluator scores: the response with its reasoning blocks and surrounding
+whitespace stripped (eval.reasoning_tags; `Benchmark.responses`), logged as `filtered_resps`
+beside the raw `resps`.
 """
 
 from __future__ import annotations
@@ -129,7 +132,12 @@ def evaluate(
         skipped = procs.gather(skipped)
     samples = answered
     seconds = time.perf_counter() - start
-    metrics = dict(task.metrics(samples, texts)) if samples else {}
+    if isinstance(task, Benchmark):  # lmms-eval's evaluator: filter, strip reasoning, process_results
+        filtered = task.responses(samples, texts, settings.eval.reasoning_tags)
+        metrics = task.aggregate(samples, filtered)
+    else:
+        filtered = [task.predict(text, sample) for text, sample in zip(texts, samples, strict=True)]
+        metrics = dict(task.metrics(samples, texts)) if samples else {}
     records = [
         {
             "doc_id": i,
@@ -137,9 +145,9 @@ def evaluate(
             "input": prompt_text(task, sample),
             "target": jsonable(sample.solution),
             "resps": [text],
-            "filtered_resps": [jsonable(task.predict(text, sample))],
+            "filtered_resps": [jsonable(response)],
         }
-        for i, (sample, text) in enumerate(zip(samples, texts, strict=True))
+        for i, (sample, text, response) in enumerate(zip(samples, texts, filtered, strict=True))
     ]
     if task.reward_weights and samples:
         scores = score(task, texts, samples)
@@ -149,9 +157,9 @@ def evaluate(
         for i, record in enumerate(records):
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
     if isinstance(task, Benchmark):  # lmms-eval logs each sample's process_results
-        for record, sample, text in zip(records, samples, texts, strict=True):
-            record |= jsonable(task.process(text, sample))
-    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings.model, split), skipped)
+        for record, sample, response in zip(records, samples, filtered, strict=True):
+            record |= jsonable(task.process(response, sample))
+    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped)
 
 
 def prompt_text(task: Task, sample: Sample) -> str:
@@ -161,14 +169,16 @@ def prompt_text(task: Task, sample: Sample) -> str:
     )
 
 
-def task_config(task: Task, model: ModelConfig, data: str) -> dict[str, Any]:
-    """What results.json records of a task's run: lmms-eval's config keys, and the options used."""
+def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]:
+    """What results.json records of a task's run: lmms-eval's config keys, and the options used;
+    for a benchmark, the reasoning tags stripped before scoring (None: the raw response)."""
     out: dict[str, Any] = {"task": task.name, "data": data, "options": to_dict(task.options)}
     if task.reward_weights:
         out["rewards"] = dict(task.reward_weights)
     if isinstance(task, Benchmark):
-        described = task.describe(frame_kind(model))
+        described = task.describe(frame_kind(settings.model))
         out |= {"dataset_path": described.pop("dataset"), "test_split": described.pop("split"), **described}
+        out["reasoning_tags"] = settings.eval.reasoning_tags if task.strips_reasoning else None
     return out
 
 

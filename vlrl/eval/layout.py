@@ -8,10 +8,12 @@ coordinate convention its prompt used), `versions`, `n-shot`, `group_subtasks`, 
 `total_evaluation_time_seconds`, plus vlrl's own: the run's `config`, `environment`
 (package versions), `date`, `samples_per_second` and `skipped` (the first reasons records
 were skipped). `samples_<task>.jsonl` holds what lmms-eval's `<date>_samples_<task>.jsonl`
-holds, one line per sample: `doc_id`, `target` (as a string), `filtered_resps`, `resps`
-(only when the filter changed the response, as lmms-eval drops it), `input` (the prompt
-text) and the sample's per-metric values (a benchmark's, by metric name), plus vlrl's `id`
-and, for a task with rewards, `rewards` and `reward`.
+holds, one line per sample: `doc_id`, `target` (as a string), `filtered_resps` (what was
+scored: a benchmark's response with its reasoning and whitespace stripped, a task's parsed
+prediction), `resps` (the raw response, only when it differs, as lmms-eval drops it), `input`
+(the prompt text) and the sample's per-metric values (a benchmark's, by metric name), plus
+vlrl's `id` and, for a task with rewards, `rewards` and `reward`. `configs.<task>.reasoning_tags`
+records the tags a benchmark's responses were stripped of (null: none).
 """
 
 from __future__ import annotations
@@ -64,13 +66,14 @@ def task_results(metrics: dict[str, float], task: str) -> dict[str, Any]:
 
 
 def samples_line(record: dict[str, Any]) -> dict[str, Any]:
-    """lmms-eval's saved sample: one-element lists unwrapped, `resps` dropped when the filter
-    left the response unchanged, `target` as a string."""
+    """lmms-eval's saved sample (loggers/evaluation_tracker.py save_results_samples): one-element
+    lists unwrapped, `resps` (the raw response) dropped when it equals `filtered_resps` (what was
+    scored: the filter and the reasoning strip left it unchanged), `target` as a string."""
     line = dict(record)
-    resps, filtered = line["resps"], line["filtered_resps"]
-    filtered = filtered[0] if isinstance(filtered, list) and len(filtered) == 1 else filtered
-    line["filtered_resps"] = filtered
-    if isinstance(resps, list) and len(resps) == 1 and resps[0] == filtered:
+    for key in ("resps", "filtered_resps"):
+        value = line[key]
+        line[key] = value[0] if isinstance(value, list) and len(value) == 1 else value
+    if line["resps"] == line["filtered_resps"]:
         del line["resps"]
     line["target"] = str(line["target"])
     return line

@@ -2,11 +2,15 @@
 evaluation scores them.
 
 A Benchmark is a Task without rewards (`eval_only`): training on one is refused. Scoring
-keeps lmms-eval's shape, so that each step can be compared with it: `process` turns one
-response into the per-sample values lmms-eval's `process_results` returns, by metric name,
-and `aggregations` turn each metric's list of values into the number its aggregation
-function reports. The harness logs each sample's values in the samples file and reports the
-metrics under the reference's names.
+keeps the shape of lmms-eval's harness, so that each step can be compared with it:
+`responses` is what its evaluator hands `process_results` (the task's filter, `predict`, then
+the reasoning blocks and surrounding whitespace stripped, `strip_reasoning`, as a default
+`lmms-eval` run does: eval.reasoning_tags), `process` turns one response into the per-sample
+values `process_results` returns, by metric name, and `aggregations` turn each metric's list
+of values into the number its aggregation function reports. The harness logs each sample's
+values in the samples file and reports the metrics under the reference's names. A benchmark
+whose reference evaluation strips nothing (Video-R1's evaluator) sets `strips_reasoning`
+false.
 
 Where a benchmark's prompt states a coordinate convention, `task.options.coords` picks it:
 `lmms_eval` (the reference prompt, numbers read as the reference reads them) or `model`
@@ -21,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from vlrl.config import ConfigError
+from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import FrameKind
@@ -41,10 +45,34 @@ class CoordsOptions:
     coords: Coords = "lmms_eval"  # the reference prompt, or the model's own coordinate frame
 
 
+TagPairs = Sequence[Sequence[str]]
+
+
+def strip_reasoning(text: str, tag_pairs: TagPairs) -> str:
+    """lmms-eval's `strip_reasoning_tags` (lmms_eval/api/reasoning.py @ 75571cf, the same in PyPI
+    0.7.3), quirks kept. For each (start, end) pair in order: while both tags occur, cut from the
+    first start tag through the first end tag after it (plain, case-sensitive string search; an
+    unclosed start tag stays); then, if an end tag is left and no start tag, keep only the text
+    after the last end tag (a chat template that prefilled the start tag). Whitespace is
+    stripped at the end, always."""
+    for start, end in tag_pairs:
+        while start in text and end in text:
+            left = text.find(start)
+            right = text.find(end, left)
+            if right == -1:
+                break
+            text = text[:left] + text[right + len(end) :]
+        if end in text and start not in text:
+            text = text.rsplit(end, 1)[-1]
+    return text.strip()
+
+
 class Benchmark(Task):
     eval_only = True
     dataset: ClassVar[str] = ""  # where it is published (a Hugging Face dataset id, or a file)
     reference: ClassVar[str] = ""  # the evaluation its prompt, parsing and metrics follow (file @ commit)
+    # The reference's harness strips reasoning before scoring (lmms-eval's evaluator does).
+    strips_reasoning: ClassVar[bool] = True
 
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
@@ -57,18 +85,40 @@ class Benchmark(Task):
         return completion
 
     # -- scoring, as lmms-eval's process_results and aggregation functions --------------------
-    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
-        """Per-sample values by metric name (what the samples file logs)."""
+    def process(self, response: Any, sample: Sample) -> dict[str, Any]:
+        """Per-sample values by metric name (what the samples file logs) of a response as
+        `responses` leaves it."""
         raise NotImplementedError
 
     def aggregations(self) -> dict[str, Callable[[list[Any]], float]]:
         """Metric name -> the function of its per-sample values that the results report."""
         raise NotImplementedError
 
-    def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
+    def responses(
+        self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
+    ) -> list[Any]:
+        """What the reference's harness hands `process_results`: each completion through the
+        task's filter, then (lmms-eval's evaluator) `strip_reasoning` with `reasoning_tags`;
+        None strips nothing, as lmms-eval's `--reasoning_tags none`."""
+        out = [self.predict(c, s) for c, s in zip(completions, samples, strict=True)]
+        if reasoning_tags is None or not self.strips_reasoning:
+            return out
+        return [strip_reasoning(r, reasoning_tags) if isinstance(r, str) else r for r in out]
+
+    def metrics(
+        self,
+        samples: Sequence[Sample],
+        completions: Sequence[str],
+        reasoning_tags: TagPairs | None = LMMS_EVAL_REASONING_TAGS,
+    ) -> dict[str, float]:
+        """The metrics a default lmms-eval run reports for these completions."""
+        return self.aggregate(samples, self.responses(samples, completions, reasoning_tags))
+
+    def aggregate(self, samples: Sequence[Sample], responses: Sequence[Any]) -> dict[str, float]:
+        """The metrics of responses as `responses` leaves them: `process`, then `aggregations`."""
         if not samples:
             return {}
-        processed = [self.process(c, s) for c, s in zip(completions, samples, strict=True)]
+        processed = [self.process(r, s) for r, s in zip(responses, samples, strict=True)]
         return {name: fn([p[name] for p in processed]) for name, fn in self.aggregations().items()}
 
     def describe(self, frame: FrameKind) -> dict[str, Any]:

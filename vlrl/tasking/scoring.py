@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vlrl.config import LMMS_EVAL_REASONING_TAGS
 from vlrl.data.records import RecordError, read_records
 from vlrl.data.sample import Sample
+from vlrl.tasking.benchmark import Benchmark, TagPairs
 from vlrl.tasking.task import Task
 
 MAX_COMPLETION_CHARS = 65536
@@ -126,9 +128,16 @@ class FileScore:
     mean_reward: float
 
 
-def score_file(task: Task, samples: Sequence[Sample], completions_path: str, out_path: str) -> FileScore:
+def score_file(
+    task: Task,
+    samples: Sequence[Sample],
+    completions_path: str,
+    out_path: str,
+    reasoning_tags: TagPairs | None = LMMS_EVAL_REASONING_TAGS,
+) -> FileScore:
     """Score `{"id", "completion"}` lines against the samples with those ids; write one
-    `{"id", "rewards", "reward"}` line per scored completion to `out_path`."""
+    `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A benchmark's
+    metrics are those of its harness: reasoning stripped with `reasoning_tags` (eval.reasoning_tags)."""
     by_id = {s.id: s for s in samples}
     pairs: list[tuple[object, str, Sample]] = []
     problems: list[str] = []
@@ -151,6 +160,9 @@ def score_file(task: Task, samples: Sequence[Sample], completions_path: str, out
     with open(out_path, "w", encoding="utf-8") as handle:
         for i, (record_id, _, _) in enumerate(pairs):
             handle.write(json.dumps({"id": record_id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
-    metrics = task.metrics(matched, texts) if pairs else {}
+    if isinstance(task, Benchmark):
+        metrics = task.metrics(matched, texts, reasoning_tags)
+    else:
+        metrics = task.metrics(matched, texts) if pairs else {}
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
     return FileScore(len(pairs), metrics, problems, mean)

@@ -54,7 +54,9 @@ def load_task_split(
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
     split = _read(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
     if split.errors and console:
-        console.print(f"[yellow]skipped {len(split.errors)} bad record(s) in {path}[/yellow]")
+        console.print(
+            f"[yellow]skipped {len(split.errors)} bad record(s) in {path}; {len(split.samples)} sample(s) read[/yellow]"
+        )
         for err in split.errors[:5]:
             console.print(f"  {err}", markup=False, highlight=False)
         if len(split.errors) > 5:

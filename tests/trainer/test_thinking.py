@@ -1,0 +1,65 @@
+"""Trust-GRPO's thinking scorers take their options: an HTTP call slower than
+algo.trust.timeout_s fails (scores 0, counted), and the local judge writes at most
+algo.trust.judge_max_new_tokens tokens."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+
+import pytest
+from PIL import Image
+
+from tests.trainer.test_train_options import Scores
+from vlrl.config import ModelConfig, TrustConfig
+from vlrl.data.sample import Sample
+from vlrl.trainer.thinking import make_scorer
+
+SLOW_S = 1.0
+
+
+@pytest.fixture
+def slow_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scores)
+    server.delay = SLOW_S
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/score"
+    server.shutdown()
+
+
+@pytest.fixture
+def sample(tmp_path):
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(tmp_path / "red.png")
+    return Sample(
+        id="0",
+        task="refcoco",
+        problem="where is the red box?",
+        solution=[0, 0, 1, 1],
+        images=[str(tmp_path / "red.png")],
+    )
+
+
+@pytest.mark.parametrize("timeout_s, scores, failures", [(SLOW_S / 5, [0.0, 0.0], 2), (SLOW_S * 10, [0.5, 0.5], 0)])
+def test_an_http_scorer_waits_timeout_s_for_its_answer(slow_url, sample, timeout_s, scores, failures):
+    scorer = make_scorer(TrustConfig(scorer=slow_url, timeout_s=timeout_s), ModelConfig())
+    assert scorer([sample, sample], ["<think>a</think>", "<think>b</think>"]) == scores
+    assert scorer.failures == failures
+
+
+def test_the_judge_writes_at_most_judge_max_new_tokens(sample, tiny_qwen25, monkeypatch):
+    from vlrl.rollout.hf import HFEngine
+
+    written = []
+    generate = HFEngine.generate
+
+    def recording(self, prompts, params, generator=None):
+        generations = generate(self, prompts, params, generator)
+        written.extend((params.max_new_tokens, len(g.completions[0].token_ids)) for g in generations)
+        return generations
+
+    monkeypatch.setattr(HFEngine, "generate", recording)
+    model = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=12544)
+    scorer = make_scorer(TrustConfig(scorer="judge:tiny:qwen2_5_vl", judge_max_new_tokens=3), model)
+    scores = scorer([sample, sample], ["<think>it is red</think>", "<think>no idea</think>"])
+    assert len(scores) == 2 and all(0.0 <= s <= 1.0 for s in scores)
+    assert [limit for limit, _ in written] == [3, 3] and all(n <= 3 for _, n in written)

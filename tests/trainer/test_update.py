@@ -1,0 +1,216 @@
+"""The update against a reference computed by hand: each optimizer step's gradient equals the
+gradient of the GRPO loss written out here (the ratio to the old log-probs the options choose,
+the clipped surrogate, beta times the KL estimator, the token weights) at the parameters that
+step started from. A KL estimator fixed to one, old log-probs taken as the current ones once
+the policy moved within a step (the ratio stays 1 and nothing is clipped), or
+algo.old_logprobs=recompute ignored: each makes a test here fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tests.fixtures.shifted_engine import SHIFT
+from tests.rollout.test_rollout_seam import make_trainer
+from vlrl.trainer.batch import RolloutBatch, rows_logprobs
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+SHARED_SHIFTED = f"{FIXTURES / 'shifted_engine.py'}:SharedShiftedEngine"
+CANNED = f"{Path(__file__).parents[2] / 'docs' / 'examples' / 'canned_engine.py'}:CannedEngine"
+EPSILON = 0.2  # algo.epsilon's default: the trust region is [0.8, 1.2]
+
+
+# The KL estimators by name, as volcengine/verl's kl_penalty (verl/trainer/ppo/core_algos.py)
+# defines k1 ("kl"), k2 ("mse") and low_var_kl, and TRL's GRPOTrainer its k3 (unclamped), after
+# Schulman, "Approximating KL divergence" (2020); d = log pi_ref - log pi.
+def k3(logp, ref):
+    d = ref - logp
+    return torch.exp(d) - d - 1
+
+
+KL_BY_HAND = {
+    "k1": lambda logp, ref: logp - ref,
+    "k2": lambda logp, ref: 0.5 * (logp - ref) ** 2,
+    "k3": k3,
+    "low_var": lambda logp, ref: torch.clamp(k3(logp, ref.clamp(logp - 20, logp + 20)), -10, 10),
+}
+
+
+def rollout(trainer):
+    """Two prompts' groups, sampled by the trainer's engine, and advantages far from 0."""
+    task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:2]
+    torch.manual_seed(0)
+    groups, _ = trainer.generate_groups([(task, s) for s in samples], step=1)
+    batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
+    return batch, torch.linspace(-1.0, 1.0, len(batch.prompt_index))
+
+
+def recorded_update(trainer, batch, advantages):
+    """trainer.update, and each optimizer step's (rows, parameters it started from, gradient)."""
+    run, steps = trainer.run, []
+    chunks = iter(
+        [r for g in chunk for r in batch.group_rows(int(g))]
+        for _ in range(trainer.cfg.algo.num_iterations)
+        for chunk in np.array_split(np.arange(len(batch.groups)), trainer.cfg.algo.mini_batches)
+    )
+    step = run.optimizer_step
+
+    def recording(finite):
+        named = list(run.model.named_parameters())
+        steps.append((next(chunks), {n: p.detach().clone() for n, p in named}, {n: p.grad.clone() for n, p in named}))
+        return step(finite)
+
+    run.optimizer_step = recording
+    stats, _ = trainer.update(batch, advantages)
+    return stats, steps
+
+
+def logprobs_at(trainer, batch, rows, params=None, grad=False):
+    """(len(rows), width) log-probs of the rows' completions under the policy, with `params`
+    loaded (None: as it is), and the width."""
+    run = trainer.run
+    if params is not None:
+        with torch.no_grad():
+            for n, p in run.model.named_parameters():
+                p.copy_(params[n])
+    with torch.set_grad_enabled(grad):
+        stats, width = rows_logprobs(run.model, batch, rows, trainer.cfg.rollout.temperature, run.pad_id, run.device)
+    return stats.logp, width
+
+
+def hand_step(trainer, batch, advantages, rows, params, old, ref=None):
+    """The GRPO loss of `rows` written out, at `params`: per token -min(r A, clip(r, 0.8, 1.2) A)
+    with r = exp(log pi - old), plus beta KL(pi, ref); tokens weighed as algo.aggregation says.
+    Its gradient, the ratios, how many tokens were clipped below and above, and the summed KL."""
+    algo, model = trainer.cfg.algo, trainer.run.model
+    model.zero_grad()
+    logp, width = logprobs_at(trainer, batch, rows, params, grad=True)
+    mask = batch.completion_mask[rows, :width]
+    a = advantages[rows][:, None]
+    ratio = torch.exp(logp - old[rows, :width])
+    per_token = -torch.minimum(ratio * a, ratio.clamp(1 - EPSILON, 1 + EPSILON) * a)
+    kl = torch.zeros(())
+    if ref is not None:
+        kl_tokens = KL_BY_HAND[algo.kl_estimator](logp, ref[rows, :width])
+        per_token = per_token + algo.beta * kl_tokens
+        kl = (kl_tokens.detach() * mask).sum()
+    weights = {  # TRL's loss types: bnpo / dapo, grpo, dr_grpo
+        "token_mean": mask / mask.sum(),
+        "seq_mean_token_mean": mask / mask.sum(dim=1, keepdim=True) / len(rows),
+        "seq_mean_token_sum_norm": mask / (len(rows) * trainer.cfg.rollout.max_new_tokens),
+    }[algo.aggregation]
+    (per_token * weights).sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    real = mask.bool()
+    low = int(((ratio < 1 - EPSILON) & (a < 0) & real).sum())
+    high = int(((ratio > 1 + EPSILON) & (a > 0) & real).sum())
+    return grads, ratio.detach()[real], (low, high), float(kl)
+
+
+def assert_same_gradient(got, expected):
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():
+        torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "low_var"])
+def test_each_kl_estimator_enters_the_loss_and_its_gradient(estimator, tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    """algo.kl_estimator through a training step: the logged KL and the step's gradient are the
+    hand-written estimator's, for a reference 4 nats below to 4 above the policy (k3 up to
+    e^4 - 5 = 49.6: low_var clamps it at 10, with no gradient there; k1's gradient is 1 even
+    where pi = ref, k2's and k3's 0)."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **{"algo.beta": 0.5, "algo.kl_estimator": estimator})
+    batch, advantages = rollout(trainer)
+    every = list(range(len(batch.prompt_index)))
+    current, width = logprobs_at(trainer, batch, every)
+    offsets = torch.linspace(-4.0, 4.0, current.numel()).view_as(current)
+    ref = torch.zeros_like(batch.completion_mask)
+    ref[:, :width] = current + offsets  # the reference's log-probs, by hand
+    monkeypatch.setattr(trainer.updater, "reference_logprobs", lambda b: ref)
+    stats, steps = recorded_update(trainer, batch, advantages)
+    ((rows, params, grads),) = steps
+    expected, ratio, _, kl = hand_step(trainer, batch, advantages, rows, params, current, ref)
+    torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-5, rtol=0)  # one pass: the ratio is 1
+    assert_same_gradient(grads, expected)
+    assert stats["kl"] == pytest.approx(kl / float(batch.completion_mask.sum()), rel=1e-5)
+    real = batch.completion_mask[:, :width].bool()
+    assert float(k3(current, ref[:, :width])[real].max()) > 10  # low_var's clamp is reached
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_path, rec_data, tiny_qwen25):
+    """algo.aggregation on completions of 1 to 10 tokens (canned answers): each token weighs
+    1 / the batch's tokens (token_mean), 1 / (its completion's tokens x completions)
+    (seq_mean_token_mean), or 1 / (completions x max_new_tokens) (seq_mean_token_sum_norm)."""
+    answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
+    options = {"algo.aggregation": aggregation, "rollout.canned.answers": json.dumps(answers)}
+    trainer = make_trainer(tmp_path, rec_data, engine=CANNED, **options)
+    batch, advantages = rollout(trainer)
+    assert len(set(batch.lengths())) >= 3
+    _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
+    current, _ = logprobs_at(trainer, batch, rows, params)
+    assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"algo.num_iterations": 2}, {"algo.mini_batches": 2}, {"algo.num_iterations": 2, "rollout.temperature": 0.7}],
+    ids=["num_iterations", "mini_batches", "temperature"],
+)
+def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(options, tmp_path, rec_data, tiny_qwen25):
+    """Two optimizer steps per rollout (two passes, or two mini-batches): the second step's
+    ratio is pi(second step's parameters) / pi(the rollout's), far from 1 at lr 1e-2, and
+    clips; its gradient is the hand-written loss's with those old log-probs, and the logged
+    clip fractions count the tokens clipped by hand. Taking the old log-probs as the current
+    ones (ratio 1, nothing clipped) fails here. The first step's ratio is 1: the engine sampled
+    with these parameters, at rollout.temperature, and the update scores at it too."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    batch, advantages = rollout(trainer)
+    assert batch.rollout_logprobs is not None  # the HF engine samples with the policy: its log-probs are the trainer's
+    stats, steps = recorded_update(trainer, batch, advantages)
+    assert len(steps) == 2
+    clipped, tokens = [0, 0], 0
+    for k, (rows, params, grads) in enumerate(steps):
+        expected, ratio, (low, high), _ = hand_step(trainer, batch, advantages, rows, params, batch.rollout_logprobs)
+        assert_same_gradient(grads, expected)
+        clipped, tokens = [clipped[0] + low, clipped[1] + high], tokens + ratio.numel()
+        if k == 0:
+            torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-4, rtol=0)
+        if k == 1:
+            assert float((ratio - 1).abs().max()) > 2 * EPSILON and low + high > 0
+    assert (stats["clip_low_frac"], stats["clip_high_frac"]) == pytest.approx(
+        (clipped[0] / tokens, clipped[1] / tokens)
+    )
+
+
+@pytest.mark.parametrize("old_logprobs, temperature", [("rollout", 1.0), ("recompute", 1.0), ("recompute", 0.7)])
+def test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy(
+    old_logprobs, temperature, tmp_path, rec_data, tiny_qwen25
+):
+    """An engine that samples with the policy but reports its log-probs SHIFT too high (of the
+    distribution it draws from, as vLLM):
+    algo.old_logprobs=rollout compares with what it reported, algo.old_logprobs=recompute with a
+    trainer forward made before the first update, at rollout.temperature (then the engine's
+    mismatch is measured)."""
+    options = {"algo.num_iterations": 2, "algo.old_logprobs": old_logprobs, "rollout.temperature": temperature}
+    trainer = make_trainer(tmp_path, rec_data, engine=SHARED_SHIFTED, **options)
+    assert trainer.engine.shares_policy
+    batch, advantages = rollout(trainer)
+    every = list(range(len(batch.prompt_index)))
+    before, width = logprobs_at(trainer, batch, every)
+    real = batch.completion_mask[:, :width].bool()
+    gap = (batch.rollout_logprobs[:, :width] - before)[real]
+    assert float(gap.min()) >= SHIFT - 1e-4  # the engine's differ from the trainer's: the choice matters
+    trainers = torch.zeros_like(batch.completion_mask)
+    trainers[:, :width] = before
+    old = trainers if old_logprobs == "recompute" else batch.rollout_logprobs
+    stats, steps = recorded_update(trainer, batch, advantages)
+    for rows, params, grads in steps:
+        assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, old)[0])
+    assert ("rollout/logp_diff" in stats) == (old_logprobs == "recompute")
+    if old_logprobs == "recompute":
+        assert stats["rollout/logp_diff"] == pytest.approx(float(gap.abs().mean()), rel=1e-4)
