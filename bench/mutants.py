@@ -65,7 +65,11 @@ VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 TOP = f"{OPTIONS}::test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time"
-SAMPLING = "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, r.top_k)"
+SAMPLING = "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)"
+STAGES = "tests/trainer/test_stages.py::test_a_step_samples_scores_and_normalises_with_its_stages_limits"
+REPLAY = "tests/trainer/test_replay.py"
+REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
+REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
@@ -295,8 +299,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "aggregation ignored", "vlrl/trainer/update.py",
-        "mask[rows_t], algo.aggregation, self.rollout.max_new_tokens,",
-        'mask[rows_t], "seq_mean_token_mean", self.rollout.max_new_tokens,', (AGGREGATION,),
+        "mask[rows_t], algo.aggregation, max_new_tokens or",
+        'mask[rows_t], "seq_mean_token_mean", max_new_tokens or', (AGGREGATION,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation(
@@ -338,26 +342,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
     Mutation(
         "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "self.sampling = SamplingParams(8, r.max_new_tokens, r.temperature, r.top_p, r.top_k)",
+        "return SamplingParams(8, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)",
         (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
     ),
     Mutation(
         "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "self.sampling = SamplingParams(r.num_generations, 1024, r.temperature, r.top_p, r.top_k)", (OVERLONG,),
+        "return SamplingParams(limits.num_generations, 1024, r.temperature, r.top_p, r.top_k)", (OVERLONG,),
     ),
     Mutation(
         "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, 1.0, r.top_p, r.top_k)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, 1.0, r.top_p, r.top_k)",
         (f"{MOVED}[temperature]",),
     ),
     Mutation(
         "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, 1.0, r.top_k)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, 1.0, r.top_k)",
         (f"{TOP}[top_p]",),
     ),
     Mutation(
         "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "self.sampling = SamplingParams(r.num_generations, r.max_new_tokens, r.temperature, r.top_p, 0)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, 0)",
         (f"{TOP}[top_k]",),
     ),
     Mutation("accuracy_reward ignored", "vlrl/trainer/rl.py", "name = self.cfg.algo.accuracy_reward", 'name = ""', (KL, MASK)),
@@ -417,8 +421,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "temporal.enabled ignored", "vlrl/trainer/rl.py",
-        "self.temporal_contrast(items, decoded) if algo.temporal.enabled else",
-        "self.temporal_contrast(items, decoded) if False else", (SHAPING,),
+        "self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else",
+        "self.temporal_contrast(items, decoded, params) if False else", (SHAPING,),
     ),
     Mutation(
         "temporal.shuffled_fraction ignored", "vlrl/trainer/rl.py",
@@ -491,8 +495,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "self.generator = torch.Generator(device=self.device).manual_seed(42)",
         (f"{TRAIN}::test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints",),
     ),
-    Mutation("trainer.steps ignored", "vlrl/trainer/rl.py", "for step in range(run.step + 1, t.steps + 1):",
-             "for step in range(run.step + 1, 3):", (ENTROPY,)),
+    Mutation("trainer.steps ignored", "vlrl/trainer/rl.py", "for step in range(first, t.steps + 1):",
+             "for step in range(first, 3):", (ENTROPY,)),
     Mutation("lr ignored", "vlrl/trainer/run.py", "self.strategy.build_optimizer(t.lr, t.weight_decay)",
              "self.strategy.build_optimizer(1e-6, t.weight_decay)", (DECAY,)),
     Mutation(
@@ -703,6 +707,60 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "decord backend reads with PyAV", "vlrl/vision/video.py",
         '"decord": (_decord_probe, _decord_frames)', '"decord": (probe, _pyav_frames)', ("tests/vision/test_video.py",),
+    ),
+    # -- Vision-R1's stages and selective sample replay (config.py, trainer/replay.py, algos/replay.py)
+    Mutation(
+        "rollout.stages ignored", "vlrl/config.py",
+        "for stage, limits in zip(self.stages, self.stage_limits(), strict=False):",
+        "for stage, limits in zip((), self.stage_limits(), strict=False):", (STAGES,),
+    ),
+    Mutation(
+        "replay.mode filter treated as ssr", "vlrl/trainer/replay.py", 'if cfg.mode == "filter":', "if False:",
+        (f"{REPLAY}::test_filter_mode_trains_on_the_steps_effective_rows_only",),
+    ),
+    Mutation(
+        "replay.keep_fraction ignored", "vlrl/trainer/replay.py",
+        "int(cfg.keep_fraction * len(fresh))", "int(0.5 * len(fresh))", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay.buffer_size ignored", "vlrl/trainer/replay.py",
+        "maxlen=cfg.buffer_size or len(fresh) // 2", "maxlen=len(fresh) // 2", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay.positive_fraction not passed", "vlrl/trainer/replay.py",
+        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
+        "0.1, cfg.positive_reward, cfg.alpha, cfg.eps,", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay.positive_reward not passed", "vlrl/trainer/replay.py",
+        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
+        "cfg.positive_fraction, 0.95, cfg.alpha, cfg.eps,", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay.alpha not passed", "vlrl/trainer/replay.py",
+        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
+        "cfg.positive_fraction, cfg.positive_reward, 1.0, cfg.eps,", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay.eps not passed", "vlrl/trainer/replay.py",
+        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
+        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, 1e-4,", (REPLAY_OPTIONS,),
+    ),
+    Mutation(
+        "replay positive_fraction fixed to the public 0.1", "vlrl/algos/replay.py",
+        "positive[: int(positive_fraction * len(non_zero))]", "positive[: int(0.1 * len(non_zero))]", (REPLAY_RULE,),
+    ),
+    Mutation(
+        "replay positive_reward fixed to the public 0.95", "vlrl/algos/replay.py",
+        "rewards.double() > positive_reward", "rewards.double() > 0.95", (REPLAY_RULE,),
+    ),
+    Mutation(
+        "replay alpha ignored by the current part", "vlrl/algos/replay.py",
+        "weights = a[candidates].abs() ** alpha", "weights = a[candidates].abs()", (REPLAY_RULE,),
+    ),
+    Mutation(
+        "replay eps fixed to the public 1e-4", "vlrl/algos/replay.py",
+        "buffer_advantages.double().abs() + eps)", "buffer_advantages.double().abs() + 1e-4)", (REPLAY_RULE,),
     ),
 )  # fmt: skip
 

@@ -192,3 +192,26 @@ def test_weights_that_all_underflow_draw_uniformly_instead_of_failing():
     adv = torch.tensor([0.1, -0.1, 0.1, -0.1])
     got = ssr_selection(adv, torch.zeros(4), adv.double(), 4, 0.1, 0.95, 1000.0, 0.0, g)  # 0.1^1000 == 0.0
     assert len(got.current) == 4 and set(got.current) <= {0, 1, 2, 3}
+
+
+def test_each_option_changes_the_selection_as_its_definition_says(monkeypatch):
+    """Options away from the public constants, worked by hand: positive_reward 0.4 and
+    positive_fraction 0.7 let int(0.7 x 3) = 2 zero-advantage rows rewarded above 0.4 join the
+    three effective ones (0.95 would admit one, 0.1 none); the current part weighs |A|^2 (alpha
+    2); the buffer refills the one slot left of train_rows 6 with weights (|A| + 0.01)^2."""
+    calls = Scripted()
+    monkeypatch.setattr(replay, "draw", lambda w, n, g: calls.indices(w.numpy(), n) if n > 0 else [])
+    adv = torch.tensor([0.5, -0.25, 0.0, 0.0, 0.1, 0.0], dtype=torch.float64)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.5, 1.0, 0.3])
+    buffer = torch.tensor([0.5, -0.25, 0.1], dtype=torch.float64)
+    got = ssr_selection(adv, rewards, buffer, 6, 0.7, 0.4, 2.0, 0.01, torch.Generator().manual_seed(0))
+    order = [0, 1, 4]
+    random.Random(42).shuffle(order)
+    current = np.array([adv[i].item() ** 2 for i in order] + [0.0, 0.0])
+    (p_current, n_current), (p_buffer, n_buffer) = calls.calls
+    assert (n_current, n_buffer) == (5, 1)
+    np.testing.assert_allclose(p_current, current / current.sum(), rtol=1e-12)
+    refill = np.array([(0.5 + 0.01) ** 2, (0.25 + 0.01) ** 2, (0.1 + 0.01) ** 2])
+    np.testing.assert_allclose(p_buffer, refill / refill.sum(), rtol=1e-12)
+    candidates = [*order, 2, 3]  # Scripted picks entries 1, 2, ... of the first pool, 2 of the second
+    assert got.current == [candidates[(1 + i) % 5] for i in range(5)] and got.replayed == [2]

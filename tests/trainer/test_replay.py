@@ -5,6 +5,7 @@ refused by key."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,27 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     assert stats["loss"] == pytest.approx(expected, rel=1e-5)
     recomputed = float(((-a * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
     assert abs(stats["loss"] - recomputed) > 1e-3
+
+
+def test_the_buffer_hands_the_rule_every_replay_option(trainer, monkeypatch):
+    """What reaches the selection rule (tested against the public code and by hand in
+    tests/algos/test_replay_selection.py) is the configured options, none left at its default."""
+    import vlrl.trainer.replay as buffer_module
+
+    chosen = {"keep_fraction": 0.25, "buffer_size": 3, "positive_fraction": 0.3, "positive_reward": 0.4,
+              "alpha": 2.0, "eps": 0.01}  # fmt: skip
+    trainer.replay = ReplayBuffer(dataclasses.replace(trainer.cfg.algo.replay, **chosen))
+    seen, rule = [], buffer_module.ssr_selection
+
+    def spy(*args):
+        seen.append(args[3:8])
+        return rule(*args)
+
+    monkeypatch.setattr(buffer_module, "ssr_selection", spy)
+    groups, batch, adv = rollout(trainer, step=1)
+    trainer.replayed(groups, batch, adv, 1)
+    assert seen == [(int(0.25 * len(adv)), 0.3, 0.4, 2.0, 0.01)]
+    assert trainer.replay.rows.maxlen == 3
 
 
 def test_filter_mode_trains_on_the_steps_effective_rows_only(trainer):
