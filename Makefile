@@ -54,9 +54,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Two test processes of one thread each: the 2-core CI machine runs the suite in ~60% of the time
+# one process with two threads takes (two torch processes of two threads each would slow each other).
 test: lint $(VLLM_STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not vllm and not gpu"
-	VLRL_REQUIRE_VLLM=1 $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not slow and not vllm and not gpu"
+	VLRL_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m pytest -q -n 2 -m "not slow" tests/vllm_engine
 
 test-slow: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m "slow and not vllm"

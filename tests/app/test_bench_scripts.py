@@ -83,6 +83,7 @@ def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(t
         eval_throughput.main(["--backends", "no-such-engine"])
 
 
+@pytest.mark.slow  # over 20 s on an idle 2-core machine
 def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_qwen25, capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     import parallel_cpu

@@ -94,6 +94,7 @@ def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
     assert ranks[0]["metrics"] == {"step": 3, "loss": 0.5}  # process 0 logs its own keys
 
 
+@pytest.mark.slow  # over 20 s on an idle 2-core machine
 def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_data, tiny_qwen25):
     common = ["model.path=tiny:qwen2_5_vl", "model.max_pixels=12544", f"data.train={rec_data}", "task.name=refcoco"]
     sft_dir, rl_dir = tmp_path / "sft", tmp_path / "rl"

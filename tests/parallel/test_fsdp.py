@@ -108,6 +108,7 @@ def assert_same_run(sharded: dict, one: dict) -> None:
         torch.testing.assert_close(sharded["weights"][name], tensor, rtol=0, atol=WEIGHT_ATOL, msg=name)
 
 
+@pytest.mark.slow  # over 20 s on an idle 2-core machine (56 s): `make test-slow`
 def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_path, rec_data, tiny_qwen25, reference):
     # With gradient checkpointing, with the weights and AdamW's state offloaded to the CPU, with
     # the update's output layer scored in checkpointed chunks of 8 tokens: the same numbers as
@@ -181,6 +182,7 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
         torch.testing.assert_close(third["weights"][name], tensor, rtol=0, atol=WEIGHT_ATOL, msg=name)
 
 
+@pytest.mark.slow  # over 20 s on an idle 2-core machine
 def test_fsdp2_on_four_processes_equals_one_process(tmp_path, rec_data, reference):
     ranks = launch(4, tmp_path, rec_data, "rl", "lora")
     for scenario in ("rl", "lora"):

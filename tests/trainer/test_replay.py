@@ -128,7 +128,18 @@ def test_a_step_with_nothing_informative_ever_trains_on_its_own_rows(trainer):
     assert trained.batch is batch and trained.carried is None and trained.stats["replay/unfiltered"] == 1.0
 
 
-def test_a_resumed_run_replays_the_buffer_it_saved(tmp_path, rec_data, tiny_qwen25):
+@pytest.fixture
+def one_thread():
+    """Bitwise-equal runs: with two CPU threads, two runs with replayed rows already differ in
+    the last bits at step 2, before any stop (run to run, with or without a resume); with one
+    thread they are equal, so the test sees what the resume changes and nothing else."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_resumed_run_replays_the_buffer_it_saved(tmp_path, rec_data, tiny_qwen25, one_thread):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(load_config(None, replay_overrides(straight, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
     train(load_config(None, replay_overrides(resumed, rec_data, **{"trainer.steps": 2, "trainer.save_every": 2})))

@@ -219,7 +219,7 @@ def test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames(
         drawn.append(params.n) or generate(prompts, params, generator)
     )
     source = trainer.sources[0]
-    accuracy = trainer.temporal_contrast([(source.task, s) for s in source.train.samples[:2]], {})
+    accuracy = trainer.temporal_contrast([(source.task, s) for s in source.train.samples[:2]], {}, trainer.sampling(1))
     assert drawn == [shuffled] and [len(a) for a in accuracy] == [shuffled, shuffled]
 
 
