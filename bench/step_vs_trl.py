@@ -74,6 +74,7 @@ def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float
 
     overrides = {
         "data.train": str(data),
+        "eval.every": 0,  # no held-out split: the demo config's synthetic one is not this data's
         "rollout.num_generations": s["generations"],
         "rollout.max_new_tokens": s["max_new_tokens"],
         "rollout.temperature": s["temperature"],

@@ -102,11 +102,13 @@ def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_
     assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]
 
 
-def test_trls_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(tiny_qwen25, tmp_path):
+@pytest.mark.parametrize("side", ["run_trl", "run_vlrl"])
+def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(side, tiny_qwen25, tmp_path):
     """At Qwen2.5-VL-3B's pixel limits the synthetic images give prompts of different lengths,
     so TRL's batch is padded: given a right-padding processor, TRL's forward shifted the image
     token types against the attention mask and Qwen2.5-VL's get_rope_index failed (issue 23;
-    docs/gpu.md). The tiny model at the 3B shape's max_pixels reproduces it on CPU."""
+    docs/gpu.md). The tiny model at the 3B shape's max_pixels reproduces it on CPU. vlrl's side
+    runs on the bench's own data, not the demo config's synthetic held-out split."""
     import argparse
     import importlib.util
 
@@ -119,8 +121,8 @@ def test_trls_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     args = argparse.Namespace(device="cpu", prompts=4, generations=2, max_new_tokens=4, seed=0)
     data = tmp_path / "train.json"
     RefCOCO().synthesize(data, 8, 0)
-    times, lengths = bench.run_trl(
-        bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 1, tmp_path / "trl"
+    times, lengths = getattr(bench, side)(
+        bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 1, tmp_path / side
     )
     assert len(times) == 1 and lengths[0] > 0
 
