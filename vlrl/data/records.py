@@ -270,7 +270,7 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
             end, resume = _past(text, pos, lines)
             if end is None:  # its brackets never balance, or do only past the next record
                 what += "; the record never closes (its brackets do not balance)"
-                element, resumed = _unbalanced(path, text, pos, index, resume, what, lines)
+                element, resumed = _unbalanced(path, text, pos, index, resume, what, lines, own=True)
                 yield element
                 if resumed is None:
                     return
@@ -303,7 +303,8 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
                 return
             pos = _skip_ws(text, skip + 1)
             continue
-        element, resumed = _unbalanced(path, text, pos, index, resume, "expected ',' or ']' after a record", lines)
+        what = "expected ',' or ']' after a record"
+        element, resumed = _unbalanced(path, text, pos, index, resume, what, lines, own=False)
         yield element
         if resumed is None:
             return
@@ -311,13 +312,13 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
 
 
 def _unbalanced(
-    path: Path, text: str, pos: int, index: int, resume: _Resume, what: str, lines: _Lines
+    path: Path, text: str, pos: int, index: int, resume: _Resume, what: str, lines: _Lines, own: bool
 ) -> tuple[_Element, int | None]:
     """The report of the bad text at `pos`, which does not balance its brackets before the next
     record: skipped up to that record, naming the lines and the records they held, and where
-    reading goes on; at the end of the list (None), what could not be read. Where records follow
-    that cannot be placed, the file is refused (RecordError): reading on could lose them."""
-    own = what.startswith("invalid JSON")  # a record of its own, not text between records
+    reading goes on; at the end of the list (None), what could not be read. `own`: the text is a
+    record of its own (else text between records). Where records follow that cannot be placed,
+    the file is refused (RecordError): reading on could lose them."""
     span = _span(text, pos, resume.at, resume.held if own else resume.held - 1, lines)
     if resume.at is None and resume.unplaced:
         raise RecordError(
