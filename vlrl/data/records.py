@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -496,6 +497,23 @@ class Split:
     samples: list[Sample] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
 
+    @contextmanager
+    def reading(self, source: str, strict: bool) -> Iterator[None]:
+        """Around the reading of one record: a RecordError it raises is kept in `errors`, and so
+        is a TypeError, ValueError, KeyError or IndexError (a value of a shape the task did not
+        foresee is still this record's problem), named by `source`; with `strict`, raised."""
+        try:
+            yield
+        except RecordError as err:
+            if strict:
+                raise
+            self.errors.append(err)
+        except (TypeError, ValueError, KeyError, IndexError) as err:
+            wrapped = RecordError(source, f"{type(err).__name__}: {err}")
+            if strict:
+                raise wrapped from err
+            self.errors.append(wrapped)
+
 
 def load_split(
     path: str | Path,
@@ -512,21 +530,12 @@ def load_split(
     root = Path(image_root) if image_root else path.parent
     split = Split(str(path))
     for source, index, item in read_records(path):  # a RecordError raised here refuses the file
-        try:
+        with split.reading(source, strict):
             if isinstance(item, RecordError):
                 raise item
-            ctx = RecordContext(source, index, root, frame_spec, require_images, media)
-            split.samples.append(build_sample(item, ctx))
-        except RecordError as err:
-            if strict:
-                raise
-            split.errors.append(err)
-        except (TypeError, ValueError, KeyError, IndexError) as err:
-            # A value of a shape the task did not foresee is still this record's problem.
-            wrapped = RecordError(source, f"{type(err).__name__}: {err}")
-            if strict:
-                raise wrapped from err
-            split.errors.append(wrapped)
+            split.samples.append(
+                build_sample(item, RecordContext(source, index, root, frame_spec, require_images, media))
+            )
         if limit and len(split.samples) >= limit:
             break
     return split
