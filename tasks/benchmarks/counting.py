@@ -76,7 +76,7 @@ class _CountingBenchmark(Benchmark):
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, [self._synthetic_row(*scene) for scene in _scenes(size, seed)], self.schema)
+        write_parquet(target, [self._synthetic_row(*scene) for scene in dot_scenes(size, seed)], self.schema)
 
 
 class CountBench(_CountingBenchmark):
@@ -96,9 +96,9 @@ class CountBench(_CountingBenchmark):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"acc": float(countbench_normalize(completion) == countbench_normalize(sample.solution))}
 
-    def _synthetic_row(self, image: Image.Image, count: int, label: str, index: int) -> dict[str, Any]:
-        return {"image": image_cell(image, f"{index}.png"), "text": f"A picture of {count} {label}s.",
-                "question": f"How many {label}s are there in this image?", "number": count}  # fmt: skip
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        return {"image": image_cell(image, f"{index}.png"), "text": f"A picture of {count} dots.",
+                "question": "How many dots are there in this image?", "number": count}  # fmt: skip
 
 
 class CountBenchQA(CountBench):
@@ -135,8 +135,8 @@ class PixmoCount(_CountingBenchmark):
         score = 1.0 if (first_digits(pred) or pred) == truth else 0.0
         return {"acc": score, "exact_match": score}
 
-    def _synthetic_row(self, image: Image.Image, count: int, label: str, index: int) -> dict[str, Any]:
-        return {"image": image_cell(image, f"{index}.png"), "question": f"<image>\nHow many {label}s are in the image?",
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        return {"image": image_cell(image, f"{index}.png"), "question": "<image>\nHow many dots are in the image?",
                 "answer": str(count)}  # fmt: skip
 
 
@@ -147,8 +147,8 @@ def _text(record: dict[str, Any], key: str, ctx: RecordContext) -> str:
     return value
 
 
-def _scenes(size: int, seed: int):
-    """(image, count, label, index): 1 to 6 dots of one color on a plain ground."""
+def dot_scenes(size: int, seed: int, fill: tuple[int, int, int] = (200, 30, 30)):
+    """(image, count, index): 1 to 6 dots of color `fill` on a plain ground."""
     rng = np.random.default_rng(seed)
     for index in range(size):
         count, side = int(rng.integers(1, 7)), int(rng.integers(96, 144))
@@ -156,8 +156,8 @@ def _scenes(size: int, seed: int):
         draw = ImageDraw.Draw(image)
         for k in range(count):
             x, y = 8 + (k % 3) * (side // 3), 8 + (k // 3) * (side // 2)
-            draw.ellipse([x, y, x + 18, y + 18], fill=(200, 30, 30))
-        yield image, count, "dot", index
+            draw.ellipse([x, y, x + 18, y + 18], fill=fill)
+        yield image, count, index
 
 
 BENCHMARKS = variants(CountBench, [{"name": "countbench", "split": "test", "dataset": "vikhyatk/CountBenchQA",

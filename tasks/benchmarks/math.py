@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import regex
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from rewards.math import math_verify
 from rewards.text import compile_pattern, findall, fullmatch, search
+from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image
 from vlrl.config import ConfigError
 from vlrl.data.records import RecordContext
@@ -318,7 +318,9 @@ class _MathBenchmark(Benchmark):
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, [self._synthetic_row(*scene) for scene in _scenes(size, seed)], self.schema)
+        write_parquet(
+            target, [self._synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 30, 200))], self.schema
+        )
 
 
 def _needs_math_verify(name: str) -> None:
@@ -476,19 +478,6 @@ class Geometry3K(_MathBenchmark):
         choices = [str(n) for n in (count + 2, count, count + 1, count + 3)]
         return {"images": [image_cell(image, f"{index}.png")], "problem": "How many dots are there?",
                 "choices": choices, "ground_truth": "B"}  # fmt: skip
-
-
-def _scenes(size: int, seed: int):
-    """(image, count, index): 1 to 6 dots on a plain ground."""
-    rng = np.random.default_rng(seed)
-    for index in range(size):
-        count, side = int(rng.integers(1, 7)), int(rng.integers(96, 144))
-        image = Image.new("RGB", (side, side), (250, 250, 250))
-        draw = ImageDraw.Draw(image)
-        for k in range(count):
-            x, y = 8 + (k % 3) * (side // 3), 8 + (k // 3) * (side // 2)
-            draw.ellipse([x, y, x + 18, y + 18], fill=(30, 30, 200))
-        yield image, count, index
 
 
 MATHVISTA = "AI4Math/MathVista"

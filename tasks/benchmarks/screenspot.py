@@ -195,11 +195,11 @@ class _ScreenSpot(Benchmark):
             f"{self.name}_icon_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "icon"]),
         }
 
-    def aggregate(self, samples, responses) -> dict[str, float]:
-        out = super().aggregate(samples, responses)
+    def aggregate(self, processed) -> dict[str, float]:
+        out = super().aggregate(processed)
         groups: dict[str, list[dict]] = defaultdict(list)
-        for response, sample in zip(responses, samples, strict=True):
-            item = self.process(response, sample)[f"{self.name}_action_acc"]
+        for values in processed:
+            item = values[f"{self.name}_action_acc"]
             if item["platform"]:
                 groups[item["platform"]].append(item)
                 groups[f"{item['platform']}/{self._type_of(item)}"].append(item)

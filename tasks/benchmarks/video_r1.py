@@ -269,11 +269,11 @@ class VideoR1Benchmark(Benchmark):
             "mean_mra": lambda items: _mra_mean([i["reward"] for i in items if i["problem_type"] == "regression"]),
         }
 
-    def aggregate(self, samples, responses) -> dict[str, float]:
-        out = super().aggregate(samples, responses)
-        typed = [(c, s) for c, s in zip(responses, samples, strict=True) if "question_type" in s.meta]
+    def aggregate(self, processed) -> dict[str, float]:
+        out = super().aggregate(processed)
+        typed = [values["vsibench_overall"] for values in processed if "vsibench_overall" in values]
         if typed:
-            scores = vsi_task_scores([self.process(c, s)["vsibench_overall"] for c, s in typed])
+            scores = vsi_task_scores(typed)
             out["vsibench_overall"] = round(scores["overall"], 6)
             out |= {name: round(scores.get(key, 0.0), 6) for name, key in VSI_METRICS.items()}
         return out

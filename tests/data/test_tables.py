@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from vlrl.config import ConfigError, load_config
-from vlrl.data.records import FrameSpec, RecordError
+from vlrl.data.records import FrameSpec, RecordError, load_split
 from vlrl.data.sample import Sample
 from vlrl.data.tables import (
     IMAGE_TYPE,
@@ -132,6 +132,34 @@ def test_an_undecodable_embedded_image_costs_its_row_only(tmp_path):
     assert not any(p.name.endswith(".partial") for p in (tmp_path / "c").rglob("*"))
     with pytest.raises(RecordError, match="row 1 image: embedded image does not decode"):
         load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c", strict=True)
+
+
+@pytest.mark.parametrize("error", [TypeError, ValueError, KeyError, IndexError])
+def test_a_row_of_a_shape_the_task_did_not_foresee_costs_itself_in_tables_and_json(error, tmp_path):
+    """A task's builder that raises on a value it did not foresee (not a RecordError): that row
+    or record is skipped, named by its place, or raised as a RecordError when strict."""
+
+    def build(record: dict, ctx) -> list[Sample]:
+        if record["id"] == "1":
+            raise error("odd value")
+        return _keep(record, ctx)
+
+    path = write_parquet(tmp_path / "x.parquet", _rows(3), SCHEMA)
+    lines = tmp_path / "x.jsonl"
+    lines.write_text("".join(json.dumps({"id": str(i), "answer": [], "image": "a.png"}) + "\n" for i in range(3)))
+    for read, where in [
+        (lambda **kw: load_table_split(str(path), build, SPEC, image_cache=tmp_path / "c", **kw), f"{path}:row 1"),
+        (
+            lambda **kw: load_split(lines, lambda r, ctx: build(r, ctx)[0], SPEC, require_images=False, **kw),
+            f"{lines}:2",
+        ),
+    ]:
+        split = read()
+        assert [s.id for s in split.samples] == ["0", "2"]
+        assert [str(e) for e in split.errors] == [f"{where}: {error.__name__}: {error('odd value')}"]
+        with pytest.raises(RecordError, match=f"{error.__name__}: ") as raised:
+            read(strict=True)
+        assert raised.value.source == where and isinstance(raised.value.__cause__, error)
 
 
 def _peak_reading(path: Path) -> int:

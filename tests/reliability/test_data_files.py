@@ -89,6 +89,21 @@ def test_a_record_that_never_closes_costs_only_itself(root):
     )
 
 
+def test_text_after_a_record_that_never_balances_is_skipped_up_to_the_next_record(root):
+    """Text between records (no record of its own) whose brackets do not balance: skipped up to
+    the next record, holding none, and the records after it keep their places."""
+    path = root / "train.json"
+    r0, r1, r2 = (json.dumps(record(i)) for i in range(3))
+    path.write_text(f"[\n{r0} x[1,\n{r1},\n{r2}\n]\n")
+    split = load(path)
+    assert [(s.id, s.source) for s in split.samples] == [("r0", f"{path}:2"), ("r1", f"{path}:3"), ("r2", f"{path}:4")]
+    (error,) = split.errors
+    assert str(error) == (
+        f"{path}:2: expected ',' or ']' after a record: skipped line 2, columns {len(r0) + 2}-{len(r0) + 5} (0 records); "
+        "reading resumed at line 3"
+    )
+
+
 GOOD = [record(i) for i in range(6)]
 CUT = record(99)  # written cut off before its box's third number: its brackets never balance
 

@@ -418,13 +418,17 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
 
     task, samples, path = _load(name, tmp_path, size=3, seed=10)
     method = _lmms_eval_method(name)
+    processed, process = [], task.process  # process_results runs once a sample, its values logged and aggregated
+    task.process = lambda response, sample: processed.append(sample.id) or process(response, sample)
     for tags in (CLI_REASONING_TAGS, "none"):
         cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176", f"eval.reasoning_tags={tags}"])
         processor = load_processor(cfg.model)
         kinds = [_hostile(name, s) for s in samples]
         for r in range(len(kinds[0])):
             responses = [k[(i + r) % len(k)] for i, k in enumerate(kinds)]
+            processed.clear()
             result = evaluate(Canned(responses), processor, task, samples, EvalSettings.of(cfg), str(path))
+            assert processed == [s.id for s in samples]
             lines = [samples_line(record) for record in result.records]
             if method is None:
                 records = json.loads(path.read_text())

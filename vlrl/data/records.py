@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -270,7 +271,7 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
             end, resume = _past(text, pos, lines)
             if end is None:  # its brackets never balance, or do only past the next record
                 what += "; the record never closes (its brackets do not balance)"
-                element, resumed = _unbalanced(path, text, pos, index, resume, what, lines)
+                element, resumed = _unbalanced(path, text, pos, index, resume, what, lines, own=True)
                 yield element
                 if resumed is None:
                     return
@@ -303,7 +304,8 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
                 return
             pos = _skip_ws(text, skip + 1)
             continue
-        element, resumed = _unbalanced(path, text, pos, index, resume, "expected ',' or ']' after a record", lines)
+        what = "expected ',' or ']' after a record"
+        element, resumed = _unbalanced(path, text, pos, index, resume, what, lines, own=False)
         yield element
         if resumed is None:
             return
@@ -311,13 +313,13 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
 
 
 def _unbalanced(
-    path: Path, text: str, pos: int, index: int, resume: _Resume, what: str, lines: _Lines
+    path: Path, text: str, pos: int, index: int, resume: _Resume, what: str, lines: _Lines, own: bool
 ) -> tuple[_Element, int | None]:
     """The report of the bad text at `pos`, which does not balance its brackets before the next
     record: skipped up to that record, naming the lines and the records they held, and where
-    reading goes on; at the end of the list (None), what could not be read. Where records follow
-    that cannot be placed, the file is refused (RecordError): reading on could lose them."""
-    own = what.startswith("invalid JSON")  # a record of its own, not text between records
+    reading goes on; at the end of the list (None), what could not be read. `own`: the text is a
+    record of its own (else text between records). Where records follow that cannot be placed,
+    the file is refused (RecordError): reading on could lose them."""
     span = _span(text, pos, resume.at, resume.held if own else resume.held - 1, lines)
     if resume.at is None and resume.unplaced:
         raise RecordError(
@@ -495,6 +497,23 @@ class Split:
     samples: list[Sample] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
 
+    @contextmanager
+    def reading(self, source: str, strict: bool) -> Iterator[None]:
+        """Around the reading of one record: a RecordError it raises is kept in `errors`, and so
+        is a TypeError, ValueError, KeyError or IndexError (a value of a shape the task did not
+        foresee is still this record's problem), named by `source`; with `strict`, raised."""
+        try:
+            yield
+        except RecordError as err:
+            if strict:
+                raise
+            self.errors.append(err)
+        except (TypeError, ValueError, KeyError, IndexError) as err:
+            wrapped = RecordError(source, f"{type(err).__name__}: {err}")
+            if strict:
+                raise wrapped from err
+            self.errors.append(wrapped)
+
 
 def load_split(
     path: str | Path,
@@ -511,21 +530,12 @@ def load_split(
     root = Path(image_root) if image_root else path.parent
     split = Split(str(path))
     for source, index, item in read_records(path):  # a RecordError raised here refuses the file
-        try:
+        with split.reading(source, strict):
             if isinstance(item, RecordError):
                 raise item
-            ctx = RecordContext(source, index, root, frame_spec, require_images, media)
-            split.samples.append(build_sample(item, ctx))
-        except RecordError as err:
-            if strict:
-                raise
-            split.errors.append(err)
-        except (TypeError, ValueError, KeyError, IndexError) as err:
-            # A value of a shape the task did not foresee is still this record's problem.
-            wrapped = RecordError(source, f"{type(err).__name__}: {err}")
-            if strict:
-                raise wrapped from err
-            split.errors.append(wrapped)
+            split.samples.append(
+                build_sample(item, RecordContext(source, index, root, frame_spec, require_images, media))
+            )
         if limit and len(split.samples) >= limit:
             break
     return split

@@ -353,39 +353,17 @@ def load_table_split(
         for batch in batches:
             for row in batch.to_pylist():
                 source = f"{path}:row {in_file}"
-                ctx = RecordContext(source, row_index, root, frame_spec, require_images, media, float32)
-                _add_row(split, row, rename, images, cache, ctx, build, strict)
+                with split.reading(source, strict):
+                    _materialize(row, images, cache, source)
+                    record = {**row, **{key: row[column] for key, column in rename.items()}}
+                    ctx = RecordContext(source, row_index, root, frame_spec, require_images, media, float32)
+                    split.samples.extend(build(record, ctx))
                 in_file += 1
                 row_index += 1
                 if limit and len(split.samples) >= limit:
                     del split.samples[limit:]
                     return split
     return split
-
-
-def _add_row(
-    split: Split,
-    row: dict[str, Any],
-    rename: Mapping[str, str],
-    images: dict[str, bool],
-    cache: ImageCache,
-    ctx: RecordContext,
-    build: Build,
-    strict: bool,
-) -> None:
-    try:
-        _materialize(row, images, cache, ctx.source)
-        record = {**row, **{key: row[column] for key, column in rename.items()}}
-        split.samples.extend(build(record, ctx))
-    except RecordError as err:
-        if strict:
-            raise
-        split.errors.append(err)
-    except (TypeError, ValueError, KeyError, IndexError) as err:
-        wrapped = RecordError(ctx.source, f"{type(err).__name__}: {err}")
-        if strict:
-            raise wrapped from err
-        split.errors.append(wrapped)
 
 
 # -- writing (synthetic data in a published schema) -----------------------------------------

@@ -134,9 +134,11 @@ def evaluate(
     seconds = time.perf_counter() - start
     if isinstance(task, Benchmark):  # lmms-eval's evaluator: filter, strip reasoning, process_results
         filtered = task.responses(samples, texts, settings.eval.reasoning_tags)
-        metrics = task.aggregate(samples, filtered)
+        processed = [task.process(response, sample) for response, sample in zip(filtered, samples, strict=True)]
+        metrics = task.aggregate(processed)
     else:
         filtered = [task.predict(text, sample) for text, sample in zip(texts, samples, strict=True)]
+        processed = [{} for _ in samples]
         metrics = dict(task.metrics(samples, texts)) if samples else {}
     records = [
         {
@@ -146,8 +148,9 @@ def evaluate(
             "target": jsonable(sample.solution),
             "resps": [text],
             "filtered_resps": [jsonable(response)],
+            **jsonable(values),  # a benchmark's process_results, as lmms-eval logs them
         }
-        for i, (sample, text, response) in enumerate(zip(samples, texts, filtered, strict=True))
+        for i, (sample, text, response, values) in enumerate(zip(samples, texts, filtered, processed, strict=True))
     ]
     if task.reward_weights and samples:
         scores = score(task, texts, samples)
@@ -156,9 +159,6 @@ def evaluate(
             metrics[f"reward/{name}"] = sum(values) / len(values)
         for i, record in enumerate(records):
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
-    if isinstance(task, Benchmark):  # lmms-eval logs each sample's process_results
-        for record, sample, response in zip(records, samples, filtered, strict=True):
-            record |= jsonable(task.process(response, sample))
     return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped)
 
 

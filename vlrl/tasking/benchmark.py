@@ -112,13 +112,14 @@ class Benchmark(Task):
         reasoning_tags: TagPairs | None = LMMS_EVAL_REASONING_TAGS,
     ) -> dict[str, float]:
         """The metrics a default lmms-eval run reports for these completions."""
-        return self.aggregate(samples, self.responses(samples, completions, reasoning_tags))
+        responses = self.responses(samples, completions, reasoning_tags)
+        return self.aggregate([self.process(r, s) for r, s in zip(responses, samples, strict=True)])
 
-    def aggregate(self, samples: Sequence[Sample], responses: Sequence[Any]) -> dict[str, float]:
-        """The metrics of responses as `responses` leaves them: `process`, then `aggregations`."""
-        if not samples:
+    def aggregate(self, processed: Sequence[dict[str, Any]]) -> dict[str, float]:
+        """The metrics of the samples' `process` values (each computed once, also logged per
+        sample by the harness): each metric's `aggregations` function of its values."""
+        if not processed:
             return {}
-        processed = [self.process(r, s) for r, s in zip(responses, samples, strict=True)]
         return {name: fn([p[name] for p in processed]) for name, fn in self.aggregations().items()}
 
     def describe(self, frame: FrameKind) -> dict[str, Any]:
