@@ -17,7 +17,7 @@ from vlrl.data.records import load_split
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names
 from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
-from vlrl.models.policy import SamplingFilter, completion_logprobs
+from vlrl.models.policy import SamplingFilter, TokenScorer, completion_logprobs
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
@@ -311,3 +311,18 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     for chunk in (5, 1000):
         for name, want in grads[0].items():
             torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)
+
+
+def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass(monkeypatch):
+    """Log-probs, entropies and the sampling distribution's log-probs come from one product of
+    the output layer per chunk; the backward pass recomputes each checkpointed chunk's once."""
+    head = torch.nn.Linear(4, 10)
+    hidden = torch.randn(7, 4, requires_grad=True)
+    ids = torch.tensor([0, 3, 9, 2, 2, 5, 1])
+    sampler = SamplingFilter(torch.zeros(10, dtype=torch.bool), top_p=0.9)
+    products, linear = [], torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: products.append(1) or linear(*a))
+    columns = TokenScorer(0.7, True, sampler, chunk_tokens=3).of_hidden(head, hidden, ids)
+    assert len(products) == 3  # chunks of 3, 3 and 1 tokens
+    columns[:, 0].sum().backward()
+    assert len(products) == 6 and hidden.grad is not None
