@@ -311,8 +311,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "aggregation ignored", "vlrl/trainer/update.py",
-        "mask[rows_t], algo.aggregation, max_new_tokens or",
-        'mask[rows_t], "seq_mean_token_mean", max_new_tokens or', (AGGREGATION,),
+        "mask[rows_t], algo.aggregation, max_new_tokens,",
+        'mask[rows_t], "seq_mean_token_mean", max_new_tokens,', (AGGREGATION,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation(

@@ -133,18 +133,18 @@ class Updater:
         selected: torch.Tensor | None,
         sums: defaultdict[str, float],
         first: bool,
+        max_new_tokens: int,
         row_weights: torch.Tensor | None = None,
-        max_new_tokens: int | None = None,
     ) -> float:
         """One optimizer step's gradient over `rows`, micro-batch by micro-batch (each weighted
         by the whole step's counts, so the split changes nothing); its loss. The engine's
         mismatch is measured on the `first` pass, where the policy is the one that sampled.
-        `row_weights` (R,) multiply each row's policy term (algo.difficulty); `max_new_tokens`
-        is the step's limit (its stage's; None: rollout.max_new_tokens)."""
+        `max_new_tokens` is the step's limit (its stage's, rollout.limits); `row_weights` (R,)
+        multiply each row's policy term (algo.difficulty)."""
         run, algo, device = self.run, self.algo, self.run.device
         rows_t = torch.tensor(rows, dtype=torch.long)
         weights = token_weights(
-            mask[rows_t], algo.aggregation, max_new_tokens or self.rollout.max_new_tokens,
+            mask[rows_t], algo.aggregation, max_new_tokens,
             rows=run.procs.mean(len(rows)), tokens=run.procs.mean(float(mask[rows_t].sum())),
         )  # fmt: skip
         correct = self.corrects(batch)
