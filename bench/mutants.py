@@ -692,6 +692,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return (weight.float() + delta).to(weight.dtype)", "return weight.clone()", (LORA,),
     ),
     Mutation(
+        "merged LoRA copies kept stale after the adapters move", "vlrl/models/lora.py",
+        "                    copy.copy_(weight)", "                    pass",
+        (f"{LORA}::test_lora_decodes_merged_as_the_unmerged_policy_samples_and_its_weights_stay_bit_identical",),
+    ),
+    Mutation(
         "chunked log-probs without the temperature", "vlrl/models/policy.py",
         "        logits = (logits / self.temperature).float()\n        return logits.gather",
         "        logits = logits.float()\n        return logits.gather", (POLICY,),
