@@ -58,6 +58,9 @@ UPDATE = "tests/trainer/test_update.py"
 KL_ESTIMATOR = f"{UPDATE}::test_each_kl_estimator_enters_the_loss_and_its_gradient"
 MOVED = f"{UPDATE}::test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs"
 RECOMPUTE_SHARED = f"{UPDATE}::test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy"
+ENTROPY_OLD = (
+    f"{UPDATE}::test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_taken_as_the_current_ones"
+)
 AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
 CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
 THINKING = "tests/trainer/test_thinking.py"
@@ -249,8 +252,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs taken from another engine's rollout", "vlrl/trainer/update.py",
-        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)',
-        'recompute = moves and algo.old_logprobs == "recompute"',
+        'algo.old_logprobs == "recompute" or self.foreign or batch', 'algo.old_logprobs == "recompute" or batch',
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     Mutation(
@@ -288,19 +290,29 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{MOVED}[mini_batches]",),
     ),
     Mutation(
+        "top-entropy selection's forward drops the rollout's old log-probs", "vlrl/trainer/update.py",
+        "        if moves:\n            return OldLogprobs(batch.rollout_logprobs,",
+        "        if moves and entropy is None:\n            return OldLogprobs(batch.rollout_logprobs,",
+        (ENTROPY_OLD,),
+    ),
+    Mutation(
+        "no old log-probs taken when the engine gives none", "vlrl/trainer/update.py",
+        " or self.foreign or batch.rollout_logprobs is None)", " or self.foreign)", (ENTROPY_OLD,),
+    ),
+    Mutation(
         "the ratio always compares with the current log-probs", "vlrl/trainer/update.py",
         "old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)",
         "old_logp = current.logp.detach()", (MOVED,),
     ),
     Mutation(
         "old_logprobs=recompute ignored for an engine that shares the policy", "vlrl/trainer/update.py",
-        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)', "recompute = moves and self.foreign",
+        '(algo.old_logprobs == "recompute" or self.foreign', "(self.foreign",
         (RECOMPUTE_SHARED,),
     ),
     Mutation(
         "aggregation ignored", "vlrl/trainer/update.py",
-        "mask[rows_t], algo.aggregation, max_new_tokens or",
-        'mask[rows_t], "seq_mean_token_mean", max_new_tokens or', (AGGREGATION,),
+        "mask[rows_t], algo.aggregation, max_new_tokens,",
+        'mask[rows_t], "seq_mean_token_mean", max_new_tokens,', (AGGREGATION,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation(
@@ -678,6 +690,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "LoRA merged without its adapters", "vlrl/models/lora.py",
         "return (weight.float() + delta).to(weight.dtype)", "return weight.clone()", (LORA,),
+    ),
+    Mutation(
+        "merged LoRA copies kept stale after the adapters move", "vlrl/models/lora.py",
+        "                    copy.copy_(weight)", "                    pass",
+        (f"{LORA}::test_lora_decodes_merged_as_the_unmerged_policy_samples_and_its_weights_stay_bit_identical",),
     ),
     Mutation(
         "chunked log-probs without the temperature", "vlrl/models/policy.py",

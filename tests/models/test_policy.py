@@ -17,7 +17,7 @@ from vlrl.data.records import load_split
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names
 from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
-from vlrl.models.policy import SamplingFilter, completion_logprobs
+from vlrl.models.policy import SamplingFilter, TokenScorer, completion_logprobs
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
@@ -59,6 +59,25 @@ def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
     return torch.log_softmax(logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
 
 
+def assert_shared_equals_full(model, prompts, rows, ids, mask, weights, pad_id) -> dict:
+    """The shared-prefix log-probs of `rows` equal the full forwards', and so do the gradients
+    of their `weights`-weighted sum; the gradients, by parameter name."""
+    model.zero_grad()
+    shared = completion_logprobs(model, collate(prompts, pad_id), rows, ids, mask).logp
+    (shared * weights).sum().backward()
+    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad_id)
+    (full * weights).sum().backward()
+    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
+    assert shared_grads.keys() == full_grads.keys()
+    for name in full_grads:
+        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+    return full_grads
+
+
 def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
     model, processor, prompts = setup
     pad = processor.tokenizer.pad_token_id
@@ -69,22 +88,8 @@ def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
     mask[1, 4:] = 0
     mask[3, 7:] = 0
     weights = torch.rand(6, 9, generator=generator) * mask
-
-    model.zero_grad()
-    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
-    (shared * weights).sum().backward()
-    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-    model.zero_grad()
-    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
-    (full * weights).sum().backward()
-    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-
-    torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
-    assert shared_grads.keys() == full_grads.keys() and any("visual" in n for n in shared_grads)
-    for name in full_grads:
-        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+    grads = assert_shared_equals_full(model, prompts, rows, ids, mask, weights, pad)
+    assert any("visual" in n for n in grads)
 
 
 def test_one_token_completions_equal_full_forwards(setup):
@@ -158,19 +163,7 @@ def test_text_only_prompts_alone_and_beside_images_equal_full_forwards(setup):
     mask = torch.ones(4, 7)
     mask[2, 5:] = 0
     for batch_prompts, rows in (([text], torch.tensor([0, 0, 0, 0])), ([*prompts, text], torch.tensor([3, 0, 3, 2]))):
-        model.zero_grad()
-        shared = completion_logprobs(model, collate(batch_prompts, pad), rows, ids, mask).logp
-        (shared * mask).sum().backward()
-        shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        model.zero_grad()
-        full = full_forward_logprobs(model, batch_prompts, rows, ids, mask, pad)
-        (full * mask).sum().backward()
-        full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        model.zero_grad()
-        torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
-        assert shared_grads.keys() == full_grads.keys()
-        for name in full_grads:
-            torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+        assert_shared_equals_full(model, batch_prompts, rows, ids, mask, mask, pad)
     with torch.no_grad():  # the plain forward of the prompt and one completion, no cache, no rope positions given
         plain = model(input_ids=torch.cat([text.input_ids[None], ids[:1]], dim=1)).logits[0, len(text) - 1 : -1]
         expected = torch.log_softmax(plain.float(), -1).gather(-1, ids[0, :, None]).squeeze(-1)
@@ -311,3 +304,18 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     for chunk in (5, 1000):
         for name, want in grads[0].items():
             torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)
+
+
+def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass(monkeypatch):
+    """Log-probs, entropies and the sampling distribution's log-probs come from one product of
+    the output layer per chunk; the backward pass recomputes each checkpointed chunk's once."""
+    head = torch.nn.Linear(4, 10)
+    hidden = torch.randn(7, 4, requires_grad=True)
+    ids = torch.tensor([0, 3, 9, 2, 2, 5, 1])
+    sampler = SamplingFilter(torch.zeros(10, dtype=torch.bool), top_p=0.9)
+    products, linear = [], torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: products.append(1) or linear(*a))
+    columns = TokenScorer(0.7, True, sampler, chunk_tokens=3).of_hidden(head, hidden, ids)
+    assert len(products) == 3  # chunks of 3, 3 and 1 tokens
+    columns[:, 0].sum().backward()
+    assert len(products) == 6 and hidden.grad is not None

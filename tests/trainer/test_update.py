@@ -7,6 +7,7 @@ algo.old_logprobs=recompute ignored: each makes a test here fail."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -214,3 +215,28 @@ def test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_po
     assert ("rollout/logp_diff" in stats) == (old_logprobs == "recompute")
     if old_logprobs == "recompute":
         assert stats["rollout/logp_diff"] == pytest.approx(float(gap.abs().mean()), rel=1e-4)
+
+
+def test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_taken_as_the_current_ones(
+    tmp_path, rec_data, tiny_qwen25
+):
+    """With algo.top_entropy_fraction and an engine that samples with the policy but gives no
+    entropies, the trainer forward that gives them leaves the old log-probs as the options say:
+    the engine's once the policy moves (not the current ones: ratio 1), the trainer's own when
+    the engine gives none, in the same forward (one, counted)."""
+    options = {"algo.num_iterations": 2, "algo.top_entropy_fraction": 0.5}
+    trainer = make_trainer(tmp_path, rec_data, engine=SHARED_SHIFTED, **options)
+    batch, _ = rollout(trainer)
+    every = list(range(len(batch.prompt_index)))
+    before, width = logprobs_at(trainer, batch, every)
+    updater, forwards = trainer.updater, []
+    counted = updater.logprobs_no_grad
+    updater.logprobs_no_grad = lambda *a, **k: forwards.append(1) or counted(*a, **k)
+    old = updater.old_logprobs(batch)
+    assert old.logp is batch.rollout_logprobs and not old.trainers and old.entropy is not None
+    none_given = dataclasses.replace(batch, rollout_logprobs=None)
+    for moves in (None, True):
+        old = updater.old_logprobs(none_given, moves=moves)
+        assert old.trainers and old.entropy is not None
+        torch.testing.assert_close(old.logp[:, :width], before, rtol=0, atol=1e-6)
+    assert len(forwards) == 3

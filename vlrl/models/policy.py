@@ -179,29 +179,26 @@ class TokenScorer:
 
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`, a
-        chunk of tokens at a time; with gradients on and several chunks, each chunk's log-probs
+        chunk of tokens at a time; with gradients on and several chunks, each chunk's columns
         are checkpointed (one chunk is kept for the backward pass: no more than recomputing it
-        would hold)."""
+        would hold). The output layer runs once per chunk for all the columns; the backward
+        pass recomputes only what the log-prob's gradient needs (the extras, computed without
+        gradient after it, are past checkpoint's early stop)."""
         weight, bias = head.weight, head.bias
-        several = len(ids) > self.chunk_tokens
+        several = torch.is_grad_enabled() and len(ids) > self.chunk_tokens
         columns = []
         for start in range(0, max(len(ids), 1), self.chunk_tokens):  # one chunk even of no tokens: FSDP2 sees the call
             h, y = hidden[start : start + self.chunk_tokens], ids[start : start + self.chunk_tokens]
-            if not (torch.is_grad_enabled() and several):
-                columns.append(self.of_logits(torch.nn.functional.linear(h, weight, bias), y))
-                continue
-            logp = checkpoint(self.head_logp, weight, bias, h, y, use_reentrant=False)
-            extras = []
-            if self.with_entropy or self.sampler is not None:
-                with torch.no_grad():
-                    extras = self.extras(torch.nn.functional.linear(h, weight, bias), y)
-            columns.append(torch.stack([logp, *extras], dim=-1))
+            if several:
+                columns.append(checkpoint(self.head_columns, weight, bias, h, y, use_reentrant=False))
+            else:
+                columns.append(self.head_columns(weight, bias, h, y))
         return torch.cat(columns)
 
-    def head_logp(
+    def head_columns(
         self, weight: torch.Tensor, bias: torch.Tensor | None, hidden: torch.Tensor, ids: torch.Tensor
     ) -> torch.Tensor:
-        return self.logits_logp(torch.nn.functional.linear(hidden, weight, bias), ids)
+        return self.of_logits(torch.nn.functional.linear(hidden, weight, bias), ids)
 
     def split(self, columns: torch.Tensor) -> TokenLogprobs:
         entropy_column = columns[..., 1] if self.with_entropy else None

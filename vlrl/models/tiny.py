@@ -38,46 +38,32 @@ QWEN_SCALE = dict(
     dtype="bfloat16",
     tie_embeddings=True,
 )
+
+
+def qwen_scale(**fields) -> TinySpec:
+    """A real checkpoint's shape: QWEN_SCALE with `fields` over it."""
+    return TinySpec(**{**QWEN_SCALE, **fields})
+
+
 SHAPES = {
-    "qwen2.5-vl-3b": TinySpec(
-        hidden_size=2048, num_layers=36, num_heads=16, intermediate_size=11008, vision_intermediate=3420, **QWEN_SCALE
+    "qwen2.5-vl-3b": qwen_scale(
+        hidden_size=2048, num_layers=36, num_heads=16, intermediate_size=11008, vision_intermediate=3420
     ),
-    "qwen2.5-vl-7b": TinySpec(
-        hidden_size=3584,
-        num_layers=28,
-        num_heads=28,
-        intermediate_size=18944,
-        vision_intermediate=3420,
-        **{**QWEN_SCALE, "num_kv_heads": 4, "vocab_size": 152064, "tie_embeddings": False},
+    "qwen2.5-vl-7b": qwen_scale(
+        hidden_size=3584, num_layers=28, num_heads=28, intermediate_size=18944, vision_intermediate=3420,
+        num_kv_heads=4, vocab_size=152064, tie_embeddings=False,
     ),
-    "qwen2-vl-2b": TinySpec(
-        arch="qwen2_vl",
-        hidden_size=1536,
-        num_layers=28,
-        num_heads=12,
-        intermediate_size=8960,
+    "qwen2-vl-2b": qwen_scale(
+        arch="qwen2_vl", hidden_size=1536, num_layers=28, num_heads=12, intermediate_size=8960,
         vision_intermediate=5120,
-        **QWEN_SCALE,
     ),
     # Qwen3-VL-8B-Instruct: the family's vision tower (27 blocks of 1152, deepstack at 8/16/24)
     # and Qwen3-8B's text model.
-    "qwen3-vl-8b": TinySpec(
-        arch="qwen3_vl",
-        hidden_size=4096,
-        num_layers=36,
-        num_heads=32,
-        intermediate_size=12288,
-        **{
-            **QWEN_SCALE,
-            "num_kv_heads": 8,
-            "rope_theta": 5e6,
-            "vision_depth": 27,
-            "vision_hidden": 1152,
-            "vision_intermediate": 4304,
-            "tie_embeddings": False,
-        },
+    "qwen3-vl-8b": qwen_scale(
+        arch="qwen3_vl", hidden_size=4096, num_layers=36, num_heads=32, intermediate_size=12288, num_kv_heads=8,
+        rope_theta=5e6, vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False,
     ),
-}
+}  # fmt: skip
 
 
 def build_model(spec: TinySpec, tokenizer):

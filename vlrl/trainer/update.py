@@ -52,23 +52,27 @@ class Updater:
     def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
-        engine samples with the policy, else a trainer forward made before the first update
-        (also with `algo.old_logprobs=recompute`). Top-entropy selection without the engine's
-        entropies takes them from that forward too. `moves`: whether the policy will have moved
-        when they are used (None: by the options; replayed rows are used steps later)."""
+        engine samples with the policy and gives them, else a trainer forward made before the
+        first update (also with `algo.old_logprobs=recompute`). Top-entropy selection without
+        the engine's entropies takes them from that forward too (one forward for both).
+        `moves`: whether the policy will have moved when they are used (None: by the options;
+        replayed rows are used steps later)."""
         algo = self.algo
         if moves is None:
             moves = algo.num_iterations > 1 or algo.mini_batches > 1
-        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)
+        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
+        entropy = None
         if recompute or need_entropy:
             before = self.logprobs_no_grad(
                 self.run.model, batch, need_entropy, sampled=recompute and self.sampler is not None
             )
-            return OldLogprobs(before.logp if recompute else None, True, before.sampled, before.entropy)
+            if recompute:
+                return OldLogprobs(before.logp, True, before.sampled, before.entropy)
+            entropy = before.entropy
         if moves:
-            return OldLogprobs(batch.rollout_logprobs, batch.rollout_logprobs is None, None, None)
-        return OldLogprobs(None, True, None, None)
+            return OldLogprobs(batch.rollout_logprobs, False, None, entropy)
+        return OldLogprobs(None, True, None, entropy)
 
     def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
         if self.reference is not None:
@@ -129,18 +133,18 @@ class Updater:
         selected: torch.Tensor | None,
         sums: defaultdict[str, float],
         first: bool,
+        max_new_tokens: int,
         row_weights: torch.Tensor | None = None,
-        max_new_tokens: int | None = None,
     ) -> float:
         """One optimizer step's gradient over `rows`, micro-batch by micro-batch (each weighted
         by the whole step's counts, so the split changes nothing); its loss. The engine's
         mismatch is measured on the `first` pass, where the policy is the one that sampled.
-        `row_weights` (R,) multiply each row's policy term (algo.difficulty); `max_new_tokens`
-        is the step's limit (its stage's; None: rollout.max_new_tokens)."""
+        `max_new_tokens` is the step's limit (its stage's, rollout.limits); `row_weights` (R,)
+        multiply each row's policy term (algo.difficulty)."""
         run, algo, device = self.run, self.algo, self.run.device
         rows_t = torch.tensor(rows, dtype=torch.long)
         weights = token_weights(
-            mask[rows_t], algo.aggregation, max_new_tokens or self.rollout.max_new_tokens,
+            mask[rows_t], algo.aggregation, max_new_tokens,
             rows=run.procs.mean(len(rows)), tokens=run.procs.mean(float(mask[rows_t].sum())),
         )  # fmt: skip
         correct = self.corrects(batch)
