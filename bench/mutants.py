@@ -249,8 +249,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs taken from another engine's rollout", "vlrl/trainer/update.py",
-        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)',
-        'recompute = moves and algo.old_logprobs == "recompute"',
+        '(algo.old_logprobs == "recompute" or self.foreign or batch', '(algo.old_logprobs == "recompute" or batch',
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     Mutation(
@@ -294,8 +293,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old_logprobs=recompute ignored for an engine that shares the policy", "vlrl/trainer/update.py",
-        'recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)', "recompute = moves and self.foreign",
-        (RECOMPUTE_SHARED,),
+        '(algo.old_logprobs == "recompute" or self.foreign or batch', "(self.foreign or batch", (RECOMPUTE_SHARED,),
+    ),
+    Mutation(
+        "old log-probs taken as the current ones where the engine gave none", "vlrl/trainer/update.py",
+        "or self.foreign or batch.rollout_logprobs is None)", "or self.foreign)",
+        ("tests/trainer/test_replay.py::test_stored_old_logprobs_take_one_forward_at_most",),
     ),
     Mutation(
         "aggregation ignored", "vlrl/trainer/update.py",

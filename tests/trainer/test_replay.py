@@ -86,6 +86,35 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     assert abs(stats["loss"] - recomputed) > 1e-3
 
 
+@pytest.mark.parametrize("engine_logprobs", [True, False])
+def test_stored_old_logprobs_take_one_forward_at_most(trainer, monkeypatch, engine_logprobs):
+    """An engine sharing the policy that gives no entropies (top-entropy selection needs a
+    trainer forward): that one forward also gives the old log-probs where the engine gave none;
+    where it gave them, they are what the rows store, as without the entropy."""
+    monkeypatch.setattr(trainer.cfg.algo, "top_entropy_fraction", 0.5)
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    batch = dataclasses.replace(
+        batch, entropy=None, rollout_logprobs=batch.rollout_logprobs if engine_logprobs else None
+    )
+    forwards, forward = [], trainer.updater.logprobs_no_grad
+
+    def counted(*args, **kwargs):
+        forwards.append(kwargs)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.updater, "logprobs_no_grad", counted)
+    trainer.replayed(groups, batch, adv, 1)
+    assert len(forwards) == 1
+    monkeypatch.undo()
+    before = trainer.updater.logprobs_no_grad(trainer.run.model, batch, with_entropy=True)
+    expected = batch.rollout_logprobs if engine_logprobs else before.logp
+    for row in trainer.replay.rows:
+        r = next(i for i, c in enumerate(c for g in batch.groups for c in g.completions) if c is row.completion)
+        n = len(row.completion.token_ids)
+        assert torch.equal(row.old_logp, expected[r, :n]) and torch.equal(row.old_entropy, before.entropy[r, :n])
+
+
 def test_the_buffer_hands_the_rule_every_replay_option(trainer, monkeypatch):
     """What reaches the selection rule (tested against the public code and by hand in
     tests/algos/test_replay_selection.py) is the configured options, none left at its default."""

@@ -282,10 +282,6 @@ class RLTrainer:
         """algo.replay: the rows this step trains on, of this step's and the buffer's, each
         with the old log-probs of the policy that sampled it (taken now, before the update)."""
         old = self.updater.old_logprobs(batch, moves=True)
-        if old.logp is None:  # an engine that gives no log-probs: the trainer's, before the update
-            old = dataclasses.replace(
-                old, logp=self.updater.logprobs_no_grad(self.run.model, batch).logp, trainers=True
-            )
         weights = self.difficulty(batch)
         rewards = torch.cat([g.reward for g in groups]) if groups else torch.zeros(0)
         row_weights = None if weights is None else weights[batch.prompt_index]

@@ -53,22 +53,26 @@ class Updater:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
         engine samples with the policy, else a trainer forward made before the first update
-        (also with `algo.old_logprobs=recompute`). Top-entropy selection without the engine's
-        entropies takes them from that forward too. `moves`: whether the policy will have moved
+        (also with `algo.old_logprobs=recompute`, or where the engine gave none). Top-entropy
+        selection without the engine's entropies takes them from a forward too, one at most.
+        `moves`: whether the policy will have moved
         when they are used (None: by the options; replayed rows are used steps later)."""
         algo = self.algo
         if moves is None:
             moves = algo.num_iterations > 1 or algo.mini_batches > 1
-        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign)
+        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
+        entropy = None
         if recompute or need_entropy:
             before = self.logprobs_no_grad(
                 self.run.model, batch, need_entropy, sampled=recompute and self.sampler is not None
             )
-            return OldLogprobs(before.logp if recompute else None, True, before.sampled, before.entropy)
-        if moves:
-            return OldLogprobs(batch.rollout_logprobs, batch.rollout_logprobs is None, None, None)
-        return OldLogprobs(None, True, None, None)
+            if recompute:
+                return OldLogprobs(before.logp, True, before.sampled, before.entropy)
+            entropy = before.entropy
+        if moves:  # the engine's own, which are the trainer's (not foreign)
+            return OldLogprobs(batch.rollout_logprobs, False, None, entropy)
+        return OldLogprobs(None, True, None, entropy)
 
     def reference_logprobs(self, batch: RolloutBatch) -> torch.Tensor:
         if self.reference is not None:
