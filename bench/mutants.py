@@ -714,8 +714,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Vision-R1's stages and selective sample replay (config.py, trainer/replay.py, algos/replay.py)
     Mutation(
         "rollout.stages ignored", "vlrl/config.py",
-        "for stage, limits in zip(self.stages, self.stage_limits(), strict=False):",
-        "for stage, limits in zip((), self.stage_limits(), strict=False):", (STAGES,),
+        "zip(self.stages[:-1], every[:-1], strict=True)", "zip((), (), strict=True)", (STAGES,),
     ),
     Mutation(
         "replay.mode filter treated as ssr", "vlrl/trainer/replay.py", 'if cfg.mode == "filter":', "if False:",
