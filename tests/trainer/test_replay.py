@@ -56,7 +56,8 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     groups, batch, adv = rollout(trainer, step=1)
     trainer.replayed(groups, batch, adv, 1)  # step 1's effective rows join the buffer
     kept = list(trainer.replay.rows)
-    assert kept and all(r.advantage != 0 and r.step == 1 for r in kept)
+    assert kept and all(r.step == 1 for r in kept)
+    assert [r.advantage for r in kept] == adv[effective(adv)].tolist()  # the effective rows', as sampled
     # Stored values the current step could not recompute: distinctive advantages, and old
     # log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
     for i, row in enumerate(kept):
