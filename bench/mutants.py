@@ -716,6 +716,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{REPLAY}::test_filter_mode_trains_on_the_steps_effective_rows_only",),
     ),
     Mutation(
+        "replayed rows trained without their stored difficulty weights", "vlrl/trainer/replay.py",
+        "row_weights = None if not ordered or None in weights else", "row_weights = None if True else",
+        (f"{REPLAY}::test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs",),
+    ),
+    Mutation(
         "replay.keep_fraction ignored", "vlrl/trainer/replay.py",
         "int(cfg.keep_fraction * len(fresh))", "int(0.5 * len(fresh))", (REPLAY_OPTIONS,),
     ),

@@ -58,10 +58,11 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     kept = list(trainer.replay.rows)
     assert kept and all(r.step == 1 for r in kept)
     assert [r.advantage for r in kept] == adv[effective(adv)].tolist()  # the effective rows', as sampled
-    # Stored values the current step could not recompute: distinctive advantages, and old
-    # log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
+    # Stored values the current step could not recompute: distinctive advantages and difficulty
+    # weights, and old log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
     for i, row in enumerate(kept):
         row.advantage = [0.3, -0.7, 1.1, -0.2][i % 4]
+        row.weight = [1.0, 0.5, 2.0][i % 3]
         if i % 2:
             row.old_logp = row.old_logp - 0.05
     # a step where nothing is informative: every trained row is a replayed one
@@ -69,13 +70,14 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     trained = trainer.replayed(groups, batch, torch.zeros(len(batch.prompt_index)), 2)
     assert trained.stats["replay/current_rows"] == 0 and trained.stats["replay/replayed_rows"] == 12
     assert trained.stats["replay/effective_frac"] == 0.0 and trained.stats["replay/buffer_size"] == len(kept)
-    assert set(trained.advantages.tolist()) <= set(torch.tensor([0.3, -0.7, 1.1, -0.2]).tolist())
+    stored = {(float(torch.tensor(r.advantage)), r.weight) for r in kept}  # each row's pair, as float32
+    assert set(zip(trained.advantages.tolist(), trained.carried.row_weights.tolist(), strict=True)) <= stored
     # by hand: seq_mean_token_mean of -min(r A, clip(r, 0.8, 1.2) A), r = exp(logp - stored old)
     logp = trainer.updater.logprobs_no_grad(trainer.run.model, trained.batch).logp
     mask = trained.batch.completion_mask
     ratio = torch.exp(logp - trained.carried.old.logp) * mask
-    a = trained.advantages[:, None]
-    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a) * mask
+    a, w = trained.advantages[:, None], trained.carried.row_weights[:, None]
+    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a) * w * mask
     expected = float((per_token.sum(dim=1) / mask.sum(dim=1)).mean())
     start = {n: p.detach().clone() for n, p in trainer.run.model.named_parameters()}
     stats, _ = trainer.update(trained.batch, trained.advantages, 2, trained.carried)
@@ -83,7 +85,7 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
         for n, p in trainer.run.model.named_parameters():
             p.copy_(start[n])
     assert stats["loss"] == pytest.approx(expected, rel=1e-5)
-    recomputed = float(((-a * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
+    recomputed = float(((-a * w * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
     assert abs(stats["loss"] - recomputed) > 1e-3
 
 
