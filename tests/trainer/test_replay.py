@@ -6,6 +6,7 @@ refused by key."""
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,30 @@ def test_stored_old_logprobs_take_one_forward_at_most(trainer, monkeypatch, engi
         r = next(i for i, c in enumerate(c for g in batch.groups for c in g.completions) if c is row.completion)
         n = len(row.completion.token_ids)
         assert torch.equal(row.old_logp, expected[r, :n]) and torch.equal(row.old_entropy, before.entropy[r, :n])
+
+
+def test_the_buffer_comes_back_from_its_state_as_it_was(trainer):
+    """Every field of every row, through torch.save and a weights_only load (a checkpoint's
+    way), each prompt shared by its rows again; the stored difficulty weights included."""
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    trainer.replayed(groups, batch, adv, 1)
+    rows = list(trainer.replay.rows)
+    for i, row in enumerate(rows):
+        row.weight, row.old_sampled = 0.5 + i, row.old_logp - 1.0
+    saved = io.BytesIO()
+    torch.save(trainer.replay.state_dict(), saved)
+    saved.seek(0)
+    restored = ReplayBuffer(trainer.cfg.algo.replay)
+    restored.load_state_dict(torch.load(saved, weights_only=True))
+    assert restored.rows.maxlen == trainer.replay.rows.maxlen and len(restored.rows) == len(rows)
+    for a, b in zip(rows, restored.rows, strict=True):
+        assert (a.completion, a.advantage, a.weight, a.step) == (b.completion, b.advantage, b.weight, b.step)
+        for x, y in ((a.old_logp, b.old_logp), (a.old_sampled, b.old_sampled), (a.old_entropy, b.old_entropy)):
+            assert (x is None and y is None) or torch.equal(x, y)
+        assert torch.equal(a.prompt.input_ids, b.prompt.input_ids) and a.prompt.text == b.prompt.text
+        assert all(torch.equal(a.prompt.vision[k], b.prompt.vision[k]) for k in a.prompt.vision)
+    assert len({id(r.prompt) for r in restored.rows}) == len({id(r.prompt) for r in rows})  # each prompt shared again
 
 
 def test_the_buffer_hands_the_rule_every_replay_option(trainer, monkeypatch):
