@@ -98,6 +98,22 @@ def shaping_dropped(term: str, test: str) -> Mutation:
     )
 
 
+def family(path: str, tests: tuple[str, ...], *members: tuple[str, str, str]) -> list[Mutation]:
+    """Mutations of one file that the same tests kill: (name, original, replacement) each."""
+    return [Mutation(name, path, original, replacement, tests) for name, original, replacement in members]
+
+
+REPLAY_ARGS = "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,"  # the buffer hands the rule
+
+
+def replay_option_not_passed(option: str, default: str) -> Mutation:
+    """One replay option handed to the selection rule as its default (VL-Rethinker's value)."""
+    return Mutation(
+        f"replay.{option} not passed", "vlrl/trainer/replay.py",
+        REPLAY_ARGS, REPLAY_ARGS.replace(f"cfg.{option},", f"{default},"), (REPLAY_OPTIONS,),
+    )  # fmt: skip
+
+
 MUTATIONS: tuple[Mutation, ...] = (
     # -- reward shaping (rl.py adds it, vlrl/algos/shaping.py computes it) ----------------------
     shaping_dropped("overlong", KL),
@@ -469,21 +485,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "adv * cfg.positive_weight, adv * cfg.negative_weight", "adv * cfg.negative_weight, adv * cfg.positive_weight", (ALGOS,),
     ),
     # -- UniVG-R1's difficulty weights (rl.py) ----------------------------------------------------
-    Mutation(
-        "difficulty.weighting ignored (never weighted)", "vlrl/trainer/rl.py", 'if d.weighting == "none":', "if True:",
-        (DIFFICULTY,),
-    ),
-    Mutation(
-        "difficulty.weighting fixed to exp", "vlrl/trainer/rl.py",
-        "difficulty_weights(means, d.weighting, d.power)", 'difficulty_weights(means, "exp", d.power)', (DIFFICULTY,),
-    ),
-    Mutation(
-        "difficulty.power ignored", "vlrl/trainer/rl.py",
-        "difficulty_weights(means, d.weighting, d.power)", "difficulty_weights(means, d.weighting)", (DIFFICULTY,),
-    ),
-    Mutation(
-        "difficulty.reward ignored", "vlrl/trainer/rl.py", "g.scores.components[d.reward]", 'g.scores.components["iou"]',
-        (DIFFICULTY,),
+    *family(
+        "vlrl/trainer/rl.py", (DIFFICULTY,),
+        ("difficulty.weighting ignored (never weighted)", 'if d.weighting == "none":', "if True:"),
+        ("difficulty.weighting fixed to exp",
+         "difficulty_weights(means, d.weighting, d.power)", 'difficulty_weights(means, "exp", d.power)'),
+        ("difficulty.power ignored",
+         "difficulty_weights(means, d.weighting, d.power)", "difficulty_weights(means, d.weighting)"),
+        ("difficulty.reward ignored", "g.scores.components[d.reward]", 'g.scores.components["iou"]'),
     ),
     Mutation(
         "cpgd_weighting ignored", "vlrl/algos/advantages.py",
@@ -563,30 +572,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/parallel/test_precision.py",),
     ),
     # -- the vLLM engine's options (rollout.vllm) reach vllm.LLM as vLLM names them ---------------
-    Mutation(
-        "vllm tensor_parallel_size ignored", "vlrl/rollout/vllm.py",
-        "tensor_parallel_size=v.tensor_parallel_size,", "tensor_parallel_size=1,", (VLLM_OPTIONS,),
-    ),
-    Mutation(
-        "vllm enforce_eager ignored", "vlrl/rollout/vllm.py",
-        "enforce_eager=v.enforce_eager or not cuda,", "enforce_eager=not cuda,", (VLLM_OPTIONS,),
-    ),
-    Mutation("vllm max_model_len ignored", "vlrl/rollout/vllm.py", "if v.max_model_len:", "if False:", (VLLM_OPTIONS,)),
-    Mutation(
-        "vllm gpu_memory_utilization ignored", "vlrl/rollout/vllm.py",
-        "gpu_memory_utilization=v.gpu_memory_utilization", "gpu_memory_utilization=0.3", (VLLM_OPTIONS,),
-    ),
-    Mutation(
-        "vllm sleep mode always on", "vlrl/rollout/vllm.py", "enable_sleep_mode=v.sleep", "enable_sleep_mode=True",
-        (VLLM_OPTIONS,),
-    ),
-    Mutation(
-        "vllm sleep ignored between rollouts", "vlrl/rollout/vllm.py",
-        "self.can_sleep = cuda and v.sleep", "self.can_sleep = cuda", (VLLM_OPTIONS,),
-    ),
-    Mutation(
-        "vllm kv_cache_memory_bytes ignored", "vlrl/rollout/vllm.py", "if v.kv_cache_memory_bytes:", "if False:",
-        (VLLM_OPTIONS,),
+    *family(
+        "vlrl/rollout/vllm.py", (VLLM_OPTIONS,),
+        ("vllm tensor_parallel_size ignored", "tensor_parallel_size=v.tensor_parallel_size,", "tensor_parallel_size=1,"),
+        ("vllm enforce_eager ignored", "enforce_eager=v.enforce_eager or not cuda,", "enforce_eager=not cuda,"),
+        ("vllm max_model_len ignored", "if v.max_model_len:", "if False:"),
+        ("vllm gpu_memory_utilization ignored",
+         "gpu_memory_utilization=v.gpu_memory_utilization", "gpu_memory_utilization=0.3"),
+        ("vllm sleep mode always on", "enable_sleep_mode=v.sleep", "enable_sleep_mode=True"),
+        ("vllm sleep ignored between rollouts", "self.can_sleep = cuda and v.sleep", "self.can_sleep = cuda"),
+        ("vllm kv_cache_memory_bytes ignored", "if v.kv_cache_memory_bytes:", "if False:"),
     ),
     Mutation(
         "vllm memory planned as if it never slept", "vlrl/rollout/vllm.py",
@@ -728,12 +723,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- Vision-R1's stages and selective sample replay (config.py, trainer/replay.py, algos/replay.py)
     Mutation(
         "rollout.stages ignored", "vlrl/config.py",
-        "for stage, limits in zip(self.stages, self.stage_limits(), strict=False):",
-        "for stage, limits in zip((), self.stage_limits(), strict=False):", (STAGES,),
+        "zip(self.stages[:-1], every[:-1], strict=True)", "zip((), (), strict=True)", (STAGES,),
     ),
     Mutation(
         "replay.mode filter treated as ssr", "vlrl/trainer/replay.py", 'if cfg.mode == "filter":', "if False:",
         (f"{REPLAY}::test_filter_mode_trains_on_the_steps_effective_rows_only",),
+    ),
+    Mutation(
+        "replayed rows trained without their stored difficulty weights", "vlrl/trainer/replay.py",
+        "row_weights = None if not ordered or None in weights else", "row_weights = None if True else",
+        (f"{REPLAY}::test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs",),
     ),
     Mutation(
         "replay.keep_fraction ignored", "vlrl/trainer/replay.py",
@@ -743,41 +742,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "replay.buffer_size ignored", "vlrl/trainer/replay.py",
         "maxlen=cfg.buffer_size or len(fresh) // 2", "maxlen=len(fresh) // 2", (REPLAY_OPTIONS,),
     ),
-    Mutation(
-        "replay.positive_fraction not passed", "vlrl/trainer/replay.py",
-        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
-        "0.1, cfg.positive_reward, cfg.alpha, cfg.eps,", (REPLAY_OPTIONS,),
-    ),
-    Mutation(
-        "replay.positive_reward not passed", "vlrl/trainer/replay.py",
-        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
-        "cfg.positive_fraction, 0.95, cfg.alpha, cfg.eps,", (REPLAY_OPTIONS,),
-    ),
-    Mutation(
-        "replay.alpha not passed", "vlrl/trainer/replay.py",
-        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
-        "cfg.positive_fraction, cfg.positive_reward, 1.0, cfg.eps,", (REPLAY_OPTIONS,),
-    ),
-    Mutation(
-        "replay.eps not passed", "vlrl/trainer/replay.py",
-        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, cfg.eps,",
-        "cfg.positive_fraction, cfg.positive_reward, cfg.alpha, 1e-4,", (REPLAY_OPTIONS,),
-    ),
-    Mutation(
-        "replay positive_fraction fixed to the public 0.1", "vlrl/algos/replay.py",
-        "positive[: int(positive_fraction * len(non_zero))]", "positive[: int(0.1 * len(non_zero))]", (REPLAY_RULE,),
-    ),
-    Mutation(
-        "replay positive_reward fixed to the public 0.95", "vlrl/algos/replay.py",
-        "rewards.double() > positive_reward", "rewards.double() > 0.95", (REPLAY_RULE,),
-    ),
-    Mutation(
-        "replay alpha ignored by the current part", "vlrl/algos/replay.py",
-        "weights = a[candidates].abs() ** alpha", "weights = a[candidates].abs()", (REPLAY_RULE,),
-    ),
-    Mutation(
-        "replay eps fixed to the public 1e-4", "vlrl/algos/replay.py",
-        "buffer_advantages.double().abs() + eps)", "buffer_advantages.double().abs() + 1e-4)", (REPLAY_RULE,),
+    *(replay_option_not_passed(option, default) for option, default in
+      (("positive_fraction", "0.1"), ("positive_reward", "0.95"), ("alpha", "1.0"), ("eps", "1e-4"))),
+    *family(
+        "vlrl/algos/replay.py", (REPLAY_RULE,),
+        ("replay positive_fraction fixed to the public 0.1",
+         "positive[: int(positive_fraction * len(non_zero))]", "positive[: int(0.1 * len(non_zero))]"),
+        ("replay positive_reward fixed to the public 0.95", "rewards.double() > positive_reward", "rewards.double() > 0.95"),
+        ("replay alpha ignored by the current part",
+         "weights = a[candidates].abs() ** alpha", "weights = a[candidates].abs()"),
+        ("replay eps fixed to the public 1e-4",
+         "buffer_advantages.double().abs() + eps)", "buffer_advantages.double().abs() + 1e-4)"),
     ),
 )  # fmt: skip
 

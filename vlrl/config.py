@@ -238,14 +238,12 @@ class RolloutConfig:
 
     def limits(self, step: int) -> StageLimits:
         """The limits RL step `step` (from 1) samples with: the stage it falls in."""
-        end = 0
-        for stage, limits in zip(self.stages, self.stage_limits(), strict=False):
-            if stage.steps is None:
-                break
-            end += stage.steps
+        every, end = self.stage_limits(), 0
+        for stage, limits in zip(self.stages[:-1], every[:-1], strict=True):  # the last lasts to the end
+            end += stage.steps or 0  # validate: every stage but the last has steps
             if step <= end:
                 return limits
-        return self.stage_limits()[-1]
+        return every[-1]
 
 
 @dataclass

@@ -125,19 +125,23 @@ def test_extends_merges_the_base_then_overrides_it(tmp_path):
 
 
 def test_extends_cycles_and_missing_parents_are_refused(tmp_path):
-    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
-    (tmp_path / "b.yaml").write_text("extends: a.yaml\ntrainer: {steps: 3}\n")
-    with pytest.raises(ConfigError, match=r"extends a.yaml makes a cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
-        load_config(tmp_path / "a.yaml")
-    (tmp_path / "self.yaml").write_text("extends: ./self.yaml\n")
-    with pytest.raises(ConfigError, match="makes a cycle"):
-        load_config(tmp_path / "self.yaml")
-    (tmp_path / "orphan.yaml").write_text("extends: gone.yaml\n")
-    with pytest.raises(ConfigError, match=r"orphan.yaml: extends gone.yaml, but .*gone.yaml does not exist"):
-        load_config(tmp_path / "orphan.yaml")
-    (tmp_path / "bad.yaml").write_text("extends: [a.yaml]\n")
-    with pytest.raises(ConfigError, match="bad.yaml: extends expects a file name"):
-        load_config(tmp_path / "bad.yaml")
+    files = {
+        "a.yaml": "extends: b.yaml\n",
+        "b.yaml": "extends: a.yaml\ntrainer: {steps: 3}\n",
+        "self.yaml": "extends: ./self.yaml\n",
+        "orphan.yaml": "extends: gone.yaml\n",
+        "bad.yaml": "extends: [a.yaml]\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    for name, message in [
+        ("a.yaml", r"extends a.yaml makes a cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"),
+        ("self.yaml", "makes a cycle"),
+        ("orphan.yaml", r"orphan.yaml: extends gone.yaml, but .*gone.yaml does not exist"),
+        ("bad.yaml", "bad.yaml: extends expects a file name"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(tmp_path / name)
 
 
 # configs/demo/refcoco.yaml as it was before it extended configs/demo/base.yaml: `make demo`'s

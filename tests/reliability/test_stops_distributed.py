@@ -6,7 +6,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from conftest import ROOT, checkpoint_steps, copy_run, logged_steps, tiny_run
 from rich.console import Console
 
+from tests.parallel.test_distributed import TORCHRUN
 from vlrl.config import load_config
 from vlrl.parallel.distributed import Processes
 
@@ -55,18 +55,7 @@ def test_sigterm_to_one_process_stops_both_after_the_same_step(tmp_path, rec_dat
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
     launcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "vlrl.cli",
-            "sft",
-            *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000}),
-        ],
+        [*TORCHRUN, "-m", "vlrl.cli", "sft", *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000})],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

@@ -6,6 +6,7 @@ refused by key."""
 from __future__ import annotations
 
 import dataclasses
+import io
 from pathlib import Path
 
 import pytest
@@ -56,11 +57,13 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     groups, batch, adv = rollout(trainer, step=1)
     trainer.replayed(groups, batch, adv, 1)  # step 1's effective rows join the buffer
     kept = list(trainer.replay.rows)
-    assert kept and all(r.advantage != 0 and r.step == 1 for r in kept)
-    # Stored values the current step could not recompute: distinctive advantages, and old
-    # log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
+    assert kept and all(r.step == 1 for r in kept)
+    assert [r.advantage for r in kept] == adv[effective(adv)].tolist()  # the effective rows', as sampled
+    # Stored values the current step could not recompute: distinctive advantages and difficulty
+    # weights, and old log-probs 0.05 below the sampling policy's on every second row (ratio e^0.05 there).
     for i, row in enumerate(kept):
         row.advantage = [0.3, -0.7, 1.1, -0.2][i % 4]
+        row.weight = [1.0, 0.5, 2.0][i % 3]
         if i % 2:
             row.old_logp = row.old_logp - 0.05
     # a step where nothing is informative: every trained row is a replayed one
@@ -68,13 +71,14 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
     trained = trainer.replayed(groups, batch, torch.zeros(len(batch.prompt_index)), 2)
     assert trained.stats["replay/current_rows"] == 0 and trained.stats["replay/replayed_rows"] == 12
     assert trained.stats["replay/effective_frac"] == 0.0 and trained.stats["replay/buffer_size"] == len(kept)
-    assert set(trained.advantages.tolist()) <= set(torch.tensor([0.3, -0.7, 1.1, -0.2]).tolist())
+    stored = {(float(torch.tensor(r.advantage)), r.weight) for r in kept}  # each row's pair, as float32
+    assert set(zip(trained.advantages.tolist(), trained.carried.row_weights.tolist(), strict=True)) <= stored
     # by hand: seq_mean_token_mean of -min(r A, clip(r, 0.8, 1.2) A), r = exp(logp - stored old)
     logp = trainer.updater.logprobs_no_grad(trainer.run.model, trained.batch).logp
     mask = trained.batch.completion_mask
     ratio = torch.exp(logp - trained.carried.old.logp) * mask
-    a = trained.advantages[:, None]
-    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a) * mask
+    a, w = trained.advantages[:, None], trained.carried.row_weights[:, None]
+    per_token = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a) * w * mask
     expected = float((per_token.sum(dim=1) / mask.sum(dim=1)).mean())
     start = {n: p.detach().clone() for n, p in trainer.run.model.named_parameters()}
     stats, _ = trainer.update(trained.batch, trained.advantages, 2, trained.carried)
@@ -82,8 +86,61 @@ def test_replayed_rows_train_with_their_stored_advantage_and_old_logprobs(traine
         for n, p in trainer.run.model.named_parameters():
             p.copy_(start[n])
     assert stats["loss"] == pytest.approx(expected, rel=1e-5)
-    recomputed = float(((-a * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
+    recomputed = float(((-a * w * mask).sum(dim=1) / mask.sum(dim=1)).mean())  # the old log-probs recomputed: ratio 1
     assert abs(stats["loss"] - recomputed) > 1e-3
+
+
+@pytest.mark.parametrize("engine_logprobs", [True, False])
+def test_stored_old_logprobs_take_one_forward_at_most(trainer, monkeypatch, engine_logprobs):
+    """An engine sharing the policy that gives no entropies (top-entropy selection needs a
+    trainer forward): that one forward also gives the old log-probs where the engine gave none;
+    where it gave them, they are what the rows store, as without the entropy."""
+    monkeypatch.setattr(trainer.cfg.algo, "top_entropy_fraction", 0.5)
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    batch = dataclasses.replace(
+        batch, entropy=None, rollout_logprobs=batch.rollout_logprobs if engine_logprobs else None
+    )
+    forwards, forward = [], trainer.updater.logprobs_no_grad
+
+    def counted(*args, **kwargs):
+        forwards.append(kwargs)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(trainer.updater, "logprobs_no_grad", counted)
+    trainer.replayed(groups, batch, adv, 1)
+    assert len(forwards) == 1
+    monkeypatch.undo()
+    before = trainer.updater.logprobs_no_grad(trainer.run.model, batch, with_entropy=True)
+    expected = batch.rollout_logprobs if engine_logprobs else before.logp
+    for row in trainer.replay.rows:
+        r = next(i for i, c in enumerate(c for g in batch.groups for c in g.completions) if c is row.completion)
+        n = len(row.completion.token_ids)
+        assert torch.equal(row.old_logp, expected[r, :n]) and torch.equal(row.old_entropy, before.entropy[r, :n])
+
+
+def test_the_buffer_comes_back_from_its_state_as_it_was(trainer):
+    """Every field of every row, through torch.save and a weights_only load (a checkpoint's
+    way), each prompt shared by its rows again; the stored difficulty weights included."""
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    trainer.replayed(groups, batch, adv, 1)
+    rows = list(trainer.replay.rows)
+    for i, row in enumerate(rows):
+        row.weight, row.old_sampled = 0.5 + i, row.old_logp - 1.0
+    saved = io.BytesIO()
+    torch.save(trainer.replay.state_dict(), saved)
+    saved.seek(0)
+    restored = ReplayBuffer(trainer.cfg.algo.replay)
+    restored.load_state_dict(torch.load(saved, weights_only=True))
+    assert restored.rows.maxlen == trainer.replay.rows.maxlen and len(restored.rows) == len(rows)
+    for a, b in zip(rows, restored.rows, strict=True):
+        assert (a.completion, a.advantage, a.weight, a.step) == (b.completion, b.advantage, b.weight, b.step)
+        for x, y in ((a.old_logp, b.old_logp), (a.old_sampled, b.old_sampled), (a.old_entropy, b.old_entropy)):
+            assert (x is None and y is None) or torch.equal(x, y)
+        assert torch.equal(a.prompt.input_ids, b.prompt.input_ids) and a.prompt.text == b.prompt.text
+        assert all(torch.equal(a.prompt.vision[k], b.prompt.vision[k]) for k in a.prompt.vision)
+    assert len({id(r.prompt) for r in restored.rows}) == len({id(r.prompt) for r in rows})  # each prompt shared again
 
 
 def test_the_buffer_hands_the_rule_every_replay_option(trainer, monkeypatch):

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from tests.rollout.test_rollout_seam import make_trainer
+from tests.trainer.test_train import tiny_overrides
 from vlrl.algos.shaping import trust_bonus_code
 from vlrl.config import load_config
 from vlrl.rollout import SamplingParams
@@ -28,22 +29,8 @@ NONE_CORRECT = {**ALL_CORRECT, "algo.accuracy_strict": True}  # 0.5 > 0.5 is fal
 
 
 def run(tmp_path, data, task=BRIEF, **extra) -> list[dict]:
-    values = {
-        "model.path": "tiny:qwen2_5_vl",
-        "model.dtype": "float32",  # also on a GPU, where auto is bfloat16: these tests compare to 1e-5
-        "model.max_pixels": 50176,
-        "data.train": str(data),
-        "task.name": task,
-        "rollout.num_generations": 4,
-        "rollout.max_new_tokens": 10,
-        "trainer.output_dir": str(tmp_path / "run"),
-        "trainer.prompts_per_step": 2,
-        "trainer.steps": 2,
-        "trainer.lr": 1e-3,
-        "trainer.progress": False,
-        **extra,
-    }
-    result = train(load_config(None, [f"{k}={v}" for k, v in values.items()]))
+    values = {"task.name": task, "rollout.max_new_tokens": 10, "trainer.steps": 2, **extra}
+    result = train(load_config(None, tiny_overrides(tmp_path / "run", data, **values)))
     return [json.loads(line) for line in result.metrics.read_text().splitlines()]
 
 
