@@ -29,7 +29,8 @@ def measure(processes: int, config: Path | str, overrides: list[str], workdir: P
     """bench/parallel_probe.py under torchrun on `processes` CPU processes; each one's report."""
     out = workdir / "probe.json"
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    # TMPDIR: the launcher's torchelastic_* log folders go with the workdir
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(workdir)}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     done = subprocess.run(
         [*command, str(PROBE), str(out), str(config), *overrides], cwd=workdir, env=env, capture_output=True, text=True

@@ -141,3 +141,20 @@ def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, cap
         assert "error" not in row, row
         assert row["tokens"] <= 200 and row["completions"] >= 1 and row["peak_mb"] > 0 and row["seconds"] > 0
     assert [r["chunk_tokens"] for r in report["rows"]] == [1024, 0]
+
+
+@pytest.mark.slow  # two shortened demos: ~40 s on two cores
+def test_demo_against_a_revision_runs_each_side_with_its_own_code_and_removes_the_checkout(tmp_path):
+    data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]
+    short = ["data.synthetic_train_size=16", "data.synthetic_eval_size=4", "sft.steps=2", "trainer.steps=2"]
+    command = [sys.executable, str(ROOT / "bench" / "demo_vs_revision.py"), "--against", "HEAD", "--rounds", "1"]
+    done = subprocess.run([*command, *data, *short], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    assert report["against"] == head.stdout.strip() and report["overrides"][-1] == "trainer.steps=2"
+    for side in ("now", "then"):
+        assert report[side]["demo_s"] > report[side]["rl_step_s"] > 0 and report[side]["sft_step_s"] > 0
+    assert set(report["ratio_now_over_then"]) == {"demo_s", "rl_step_s", "sft_step_s"}
+    worktrees = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout
+    assert str(tmp_path) not in worktrees and "then" not in worktrees

@@ -18,10 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 
-def torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Two CPU processes over gloo, also on a machine with one GPU (which two processes cannot split)."""
+def torchrun_env(tmp: Path) -> dict[str, str]:
+    """CPU processes over gloo, also on a machine with one GPU (which two processes cannot split),
+    one thread each, this checkout importable; their temporary files (the launcher's
+    torchelastic_* log folders among them) under `tmp`, removed with the test's."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(tmp)}
+
+
+def torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Two CPU processes (`torchrun_env`, temporary files under `cwd`)."""
+    env = torchrun_env(cwd)
     return subprocess.run([*TORCHRUN, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.parallel.test_distributed import torchrun_env
 from tests.parallel.test_precision import layer_weights, moved_fraction
 from vlrl.config import ModelConfig
 from vlrl.models.loading import pretrained
@@ -39,8 +40,7 @@ def load_worker():
 def launch(processes: int, out: Path, data: Path, *scenarios: str) -> list[dict]:
     """torchrun of the worker on `processes` CPU processes; each process's results."""
     out.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    env = torchrun_env(out)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     # Its own session: a deadlock (what FSDP2 does when processes run unequal forwards) fails
     # the test after the timeout, and the hung workers are killed with the launcher.

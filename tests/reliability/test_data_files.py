@@ -104,6 +104,23 @@ def test_text_after_a_record_that_never_balances_is_skipped_up_to_the_next_recor
     )
 
 
+@pytest.mark.parametrize("comma", ["", ","], ids=["text after a record", "an element of its own"])
+def test_unbalanced_text_within_a_line_resumes_at_the_record_beginning_the_next_line(root, comma):
+    """Text that opens a bracket after a record on the record's line, then the next record on a
+    line of its own, with no ',' between them: that record is read (it followed no ',', so
+    only its beginning a line tells it apart), and no record is counted as lost."""
+    path = root / "train.json"
+    r0, r1, r2 = (json.dumps(record(i)) for i in range(3))
+    path.write_text(f"[\n{r0}{comma} x[\n{r1},\n{r2}\n]\n")
+    split = load(path)
+    first = f"{path}:2" + (" (record 0)" if comma else "")  # (an element shares its line)
+    assert [(s.id, s.source) for s in split.samples] == [("r0", first), ("r1", f"{path}:3"), ("r2", f"{path}:4")]
+    (error,) = split.errors
+    start = len(r0) + len(comma) + 2
+    held = "1 record" if comma else "0 records"
+    assert f"skipped line 2, columns {start}-{start + 1} ({held}); reading resumed at line 3" in str(error)
+
+
 GOOD = [record(i) for i in range(6)]
 CUT = record(99)  # written cut off before its box's third number: its brackets never balance
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT, checkpoint_steps, copy_run, logged_steps, tiny_run
 from rich.console import Console
 
-from tests.parallel.test_distributed import TORCHRUN
+from tests.parallel.test_distributed import TORCHRUN, torchrun_env
 from vlrl.config import load_config
 from vlrl.parallel.distributed import Processes
 
@@ -52,8 +52,7 @@ def test_a_signal_that_another_process_received_stops_this_one_after_the_same_st
 @pytest.mark.slow  # two processes under torchrun: ~20 s on two cores
 def test_sigterm_to_one_process_stops_both_after_the_same_step(tmp_path, rec_data, tiny_qwen25):
     run_dir = tmp_path / "sft"
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": ""}
+    env = torchrun_env(tmp_path)
     launcher = subprocess.Popen(
         [*TORCHRUN, "-m", "vlrl.cli", "sft", *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000})],
         cwd=tmp_path,

@@ -109,28 +109,17 @@ def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_pat
     (external_launcher) on its share of the prompts and follows the shared weights; the run ends
     without a teardown traceback. Under FSDP2, so the weights each engine gets are gathered from
     the shards unit by unit (the replicated push is the one-process runs' above)."""
-    import os
     import subprocess
-    import sys
+
+    from tests.parallel.test_distributed import TORCHRUN, torchrun_env
 
     run = tmp_path / "run"
     args = brief_demo(
         tmp_path,
         **{"rollout.max_new_tokens": 8, "trainer.steps": 2, "trainer.prompts_per_step": 4, "trainer.parallel": "fsdp2"},
     )
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "-m",
-        "vlrl.cli",
-        *args,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    command = [*TORCHRUN, "-m", "vlrl.cli", *args]
+    done = subprocess.run(command, cwd=ROOT, env=torchrun_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]

@@ -400,16 +400,17 @@ class _Resume(NamedTuple):
 def _resume(text: str, start: int, lines: _Lines) -> _Resume:
     """Where reading goes on after the bad text at `start`. The next record begins at a later
     '{': first choice, one on a line of its own at the column of `start` (when `start` begins
-    its line: a list of one record per line, or indented); else one right after a ',' whose
-    first key is that of the text at `start` (records of a list share their keys; a nested
-    object seldom has its record's first key), or any one right after a ',' when that key is
-    unknown. It is taken when it parses and what follows reads as the rest of the list
-    (`_reads_as_tail`); the ones passed over that are not nested in another are counted
-    (`held`, `unplaced`)."""
+    its line: a list of one record per line, or indented), or at any column (when `start` is
+    within a line: text after a record, a list's first record after its '['); else one right
+    after a ',' whose first key is that of the text at `start` (records of a list share their
+    keys; a nested object seldom has its record's first key), or any one right after a ','
+    when that key is unknown. It is taken when it parses and what follows reads as the rest of
+    the list (`_reads_as_tail`); the ones passed over that are not nested in another are
+    counted (`held`, `unplaced`), as the first choice counts them when `start` begins its line,
+    else as the second (a one-line list has no record beginning a line)."""
     key = _FIRST_KEY.match(text, start)
     column = lines.column(start) if lines.begins(start) else None
-    kinds = ["line"] if column is not None else []
-    kinds.append("key" if key is not None else "comma")
+    kinds = ["line" if column is not None else "line start", "key" if key is not None else "comma"]
     decoder = json.JSONDecoder()
     known: dict[int, str] = {}
     tried = []
@@ -419,6 +420,8 @@ def _resume(text: str, start: int, lines: _Lines) -> _Resume:
         while (p := text.find("{", p + 1)) != -1:
             if kind == "line":
                 begins = lines.column(p) == column and lines.begins(p)
+            elif kind == "line start":
+                begins = lines.begins(p)
             else:
                 before = _skip_ws_back(text, p)
                 begins = before > 0 and text[before - 1] == ","
@@ -438,7 +441,7 @@ def _resume(text: str, start: int, lines: _Lines) -> _Resume:
             except json.JSONDecodeError:
                 pass
         tried.append(_Resume(None, held, unplaced))
-    return tried[0]
+    return tried[0] if column is not None else tried[1]
 
 
 def _reads_as_tail(text: str, pos: int, known: dict[int, str]) -> str:
