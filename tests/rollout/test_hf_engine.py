@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.models.test_policy import family_setup
 from vlrl.config import ConfigError
@@ -17,7 +18,7 @@ from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.decoding import sample_categorical
 from vlrl.rollout.hf import HFEngine, HFOptions
-from vlrl.rollout.static import static_refusal
+from vlrl.rollout.static import StaticDecoding, static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
@@ -26,7 +27,7 @@ STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end aft
 def setup(request, rec_data, video_qa_data):
     model, processor, prompts = family_setup(request.param, rec_data, video_qa_data)
     engine = HFEngine(model, processor.tokenizer)
-    stops = engine.stop_ids.tolist()
+    stops = engine.stop_ids.clone()  # a tensor: indexing with a list would copy host data in at every step
 
     def stop_sooner(module, inputs, output):
         output = output.clone()
@@ -215,6 +216,73 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
     assert engine.stats.calls == 2 and engine.stats.row_steps == sum(sizes)
     if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
         assert min(sizes) < 9
+
+
+class HostWaits(TorchDispatchMode):
+    """Records the operators that make the host wait for a CUDA device, which a CUDA graph cannot
+    capture: a value read back (`.item()`, `int()`, `bool()`), a result whose shape depends on
+    the data (nonzero, boolean-mask indexing, unique), host data copied in (`torch.tensor`)."""
+
+    WAITS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::lift_fresh",
+             "aten::_unique2", "aten::unique_consecutive", "aten::is_nonzero", "aten::equal")  # fmt: skip
+
+    def __init__(self):
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        masks = args[1] if name in ("aten::index", "aten::index_put_", "aten::index_put") else ()
+        if name in self.WAITS or any(isinstance(m, torch.Tensor) and m.dtype == torch.bool for m in masks):
+            self.seen.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def host_waits_in_static_steps(engine: HFEngine, prompts, monkeypatch) -> tuple[set[str], set[str]]:
+    """The waiting operators one top-p `generate` ran inside the static steps, and in the loop
+    around them (whose looks wait: the probe is not blind)."""
+    in_steps, in_loop = HostWaits(), HostWaits()
+
+    def probed(method, probe):
+        def run(self, *args):
+            with probe:
+                return method(self, *args)
+
+        return run
+
+    monkeypatch.setattr(StaticDecoding, "step", probed(StaticDecoding.step, in_steps))
+    monkeypatch.setattr(StaticDecoding, "decode", probed(StaticDecoding.decode, in_loop))
+    engine.generate(prompts, SAMPLING["top-p"], torch.Generator().manual_seed(5))
+    assert engine.stats.forwards > 3
+    return in_steps.seen, in_loop.seen
+
+
+def test_the_static_step_never_makes_the_host_wait(setup, monkeypatch):
+    """What `rollout.hf.cuda_graphs` captures (StaticDecoding.step: forward, draw, bookkeeping)
+    runs no operator that waits for the device, for every family the static step holds, at
+    every batch-size bucket the completions' stops compact it into."""
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, check_every=3))
+    if engine.static_plan is None:
+        assert family_of_model(model).name in ("qwen3_5", "qwen3_vl_moe") and "dynamic loop" in engine.note
+        return
+    sizes, handle = decoded_batch_sizes(model)
+    try:
+        in_steps, in_loop = host_waits_in_static_steps(engine, prompts, monkeypatch)
+    finally:
+        handle.remove()
+    assert len(set(sizes)) > 1 and in_steps == set() and "aten::_local_scalar_dense" in in_loop
+
+
+@pytest.mark.parametrize("merge", [True, False], ids=["merged", "PEFT's layers"])
+def test_the_static_step_of_a_lora_policy_never_makes_the_host_wait(rec_data, tiny_qwen25, merge, monkeypatch):
+    from tests.models.test_lora import adapted_model
+
+    model, processor, prompts = adapted_model(rec_data, "float32")
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, check_every=3, merge_lora=merge))
+    assert (engine.lora is not None) == merge
+    in_steps, in_loop = host_waits_in_static_steps(engine, prompts, monkeypatch)
+    assert in_steps == set() and "aten::_local_scalar_dense" in in_loop
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
