@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from transformers import DynamicCache
 
 from tests.models.test_policy import family_setup
-from vlrl.config import ConfigError
+from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names, family_of_model
+from vlrl.models.loading import load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
-from vlrl.rollout.decoding import sample_categorical
+from vlrl.rollout.decoding import Draw, Record, sample_categorical
 from vlrl.rollout.hf import HFEngine, HFOptions
-from vlrl.rollout.static import StaticDecoding, static_refusal
+from vlrl.rollout.static import StaticDecoding, StaticPlan, static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
@@ -221,7 +224,8 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
 class HostWaits(TorchDispatchMode):
     """Records the operators that make the host wait for a CUDA device, which a CUDA graph cannot
     capture: a value read back (`.item()`, `int()`, `bool()`), a result whose shape depends on
-    the data (nonzero, boolean-mask indexing, unique), host data copied in (`torch.tensor`)."""
+    the data (nonzero, boolean-mask indexing, unique), host data copied in (`torch.tensor`, a
+    copy between devices)."""
 
     WAITS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::lift_fresh",
              "aten::_unique2", "aten::unique_consecutive", "aten::is_nonzero", "aten::equal")  # fmt: skip
@@ -235,6 +239,11 @@ class HostWaits(TorchDispatchMode):
         masks = args[1] if name in ("aten::index", "aten::index_put_", "aten::index_put") else ()
         if name in self.WAITS or any(isinstance(m, torch.Tensor) and m.dtype == torch.bool for m in masks):
             self.seen.add(name)
+        if name in ("aten::_to_copy", "aten::copy_"):
+            source = args[0] if name == "aten::_to_copy" else args[1]
+            target = (kwargs or {}).get("device") or source.device if name == "aten::_to_copy" else args[0].device
+            if torch.device(target).type != source.device.type:
+                self.seen.add(f"{name} {source.device.type} to {torch.device(target).type}")
         return func(*args, **(kwargs or {}))
 
 
@@ -283,6 +292,46 @@ def test_the_static_step_of_a_lora_policy_never_makes_the_host_wait(rec_data, ti
     assert (engine.lora is not None) == merge
     in_steps, in_loop = host_waits_in_static_steps(engine, prompts, monkeypatch)
     assert in_steps == set() and "aten::_local_scalar_dense" in in_loop
+
+
+@pytest.mark.parametrize("family", sorted(family_names()))
+def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(family):
+    """The static step (top-p draw, record, a smaller bucket) with the model and its buffers as
+    fake CUDA tensors (no memory, no GPU; torch checks devices as on a GPU): a tensor it made
+    on the host and mixed in would fail here, as it would fail on a GPU, and one copied to the
+    device is seen (a copy a CUDA graph cannot capture)."""
+    cfg = ModelConfig(path=f"tiny:{family}", dtype="float32")
+    model, tokenizer = load_model(cfg).eval(), load_processor(cfg).tokenizer
+    if static_refusal(model):
+        assert family in ("qwen3_5", "qwen3_vl_moe")
+        return
+    on_host = HFEngine(model, tokenizer)
+    text = model.config.get_text_config()
+    heads, rows, prompt, steps = text.num_key_value_heads, 6, 20, 8
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        cuda = torch.device("cuda")
+        model.to(cuda)
+        assert next(model.parameters()).device.type == "cuda"
+        prefilled = DynamicCache(config=model.config)  # its shapes are what the static buffers take
+        for layer in range(text.num_hidden_layers):
+            keys = torch.zeros(rows, heads, prompt, head_dim, device=cuda)
+            prefilled.update(keys, keys.clone(), layer)
+        params = SamplingParams(n=2, max_new_tokens=steps, temperature=0.7, top_p=0.9)
+        draw = Draw(params, SamplingFilter(on_host.banned.to(cuda), 0, 0.9), on_host.pad_id, rows, None)
+        record = Record(rows, steps, on_host.pad_id, cuda)
+        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2)
+        decoding = StaticDecoding(model, prefilled, 128, draw, record, on_host.stop_ids.to(cuda), plan)
+        positions = torch.zeros(3, rows, 1, dtype=torch.long, device=cuda)
+        decoding.start(prefilled, torch.ones(rows, prompt, dtype=torch.long, device=cuda), positions, positions + 1)
+        decoding.sample(torch.zeros(rows, text.vocab_size, device=cuda))
+        waits = HostWaits()
+        with waits:
+            decoding.step()
+            decoding.narrow(2)
+            decoding.step()
+        assert decoding.record.tokens.device.type == decoding.ids.device.type == "cuda"
+    assert waits.seen == set()  # nothing copied between the host and the device either
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
