@@ -69,9 +69,11 @@ test-slow: $(STAMP) $(VLLM_STAMP)
 # (`make gpu-wheels` on a machine with network) are installed beside that torch, never over it.
 GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
 GPU_SITE := .gpu-site
+# GPU_TESTS=tests/gpu/FILE runs one file: a lent machine's commands end after 10 minutes (docs/gpu.md)
+GPU_TESTS ?= tests/gpu
 test-gpu:
 	if [ -d .whl ]; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
-	PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PYTHON) -m pytest -q -m gpu tests/gpu
+	PYTHONPATH=$(CURDIR)/$(GPU_SITE):$(CURDIR) $(GPU_PYTHON) -m pytest -q -m gpu $(GPU_TESTS)
 
 # What a GPU machine without network lacks of vlrl's stack (../shared/notes/gpu.md), as cp312
 # wheels in .whl/ (18 MB): carry the folder, then `make test-gpu` there.
