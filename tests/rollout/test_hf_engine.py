@@ -239,11 +239,12 @@ class HostWaits(TorchDispatchMode):
         masks = args[1] if name in ("aten::index", "aten::index_put_", "aten::index_put") else ()
         if name in self.WAITS or any(isinstance(m, torch.Tensor) and m.dtype == torch.bool for m in masks):
             self.seen.add(name)
-        if name in ("aten::_to_copy", "aten::copy_"):
-            source = args[0] if name == "aten::_to_copy" else args[1]
-            target = (kwargs or {}).get("device") or source.device if name == "aten::_to_copy" else args[0].device
-            if torch.device(target).type != source.device.type:
-                self.seen.add(f"{name} {source.device.type} to {torch.device(target).type}")
+        if name == "aten::_to_copy":
+            source, target = args[0], torch.device((kwargs or {}).get("device") or args[0].device)
+        elif name == "aten::copy_":
+            source, target = args[1], args[0].device
+        if name in ("aten::_to_copy", "aten::copy_") and target.type != source.device.type:
+            self.seen.add(f"{name} {source.device.type} to {target.type}")
         return func(*args, **(kwargs or {}))
 
 
