@@ -59,18 +59,35 @@ def full_forward_logprobs(model, prompts, rows, ids, mask, pad_id):
     return torch.log_softmax(logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
 
 
+def taken_grads(model) -> dict[str, torch.Tensor]:
+    """The parameters' gradients by name (those that got one), cleared from the model."""
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    return grads
+
+
+def six_completions(seed: int, ends: dict[int, int]) -> tuple[torch.Tensor, ...]:
+    """Rows, token ids, mask and random weights of six 9-token completions of three prompts (G
+    completions share a prompt's cache: rows 0, 0, 1, 2, 2, 2), row r ending at token ends[r]."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = torch.tensor([0, 0, 1, 2, 2, 2])
+    ids = torch.randint(0, 300, (6, 9), generator=generator)
+    mask = torch.ones(6, 9)
+    for row, end in ends.items():
+        mask[row, end:] = 0
+    return rows, ids, mask, torch.rand(6, 9, generator=generator) * mask
+
+
 def assert_shared_equals_full(model, prompts, rows, ids, mask, weights, pad_id) -> dict:
     """The shared-prefix log-probs of `rows` equal the full forwards', and so do the gradients
     of their `weights`-weighted sum; the gradients, by parameter name."""
     model.zero_grad()
     shared = completion_logprobs(model, collate(prompts, pad_id), rows, ids, mask).logp
     (shared * weights).sum().backward()
-    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
+    shared_grads = taken_grads(model)
     full = full_forward_logprobs(model, prompts, rows, ids, mask, pad_id)
     (full * weights).sum().backward()
-    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
+    full_grads = taken_grads(model)
     torch.testing.assert_close(shared * mask, full * mask, rtol=1e-5, atol=1e-5)
     assert shared_grads.keys() == full_grads.keys()
     for name in full_grads:
@@ -80,15 +97,8 @@ def assert_shared_equals_full(model, prompts, rows, ids, mask, weights, pad_id) 
 
 def test_shared_prefix_logprobs_and_gradients_equal_full_forwards(setup):
     model, processor, prompts = setup
-    pad = processor.tokenizer.pad_token_id
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.tensor([0, 0, 1, 2, 2, 2])
-    ids = torch.randint(0, 300, (6, 9), generator=generator)
-    mask = torch.ones(6, 9)
-    mask[1, 4:] = 0
-    mask[3, 7:] = 0
-    weights = torch.rand(6, 9, generator=generator) * mask
-    grads = assert_shared_equals_full(model, prompts, rows, ids, mask, weights, pad)
+    rows, ids, mask, weights = six_completions(0, {1: 4, 3: 7})
+    grads = assert_shared_equals_full(model, prompts, rows, ids, mask, weights, processor.tokenizer.pad_token_id)
     assert any("visual" in n for n in grads)
 
 
@@ -96,23 +106,10 @@ def test_one_token_completions_equal_full_forwards(setup):
     """A single-token continuation takes the cache's one-step path (Qwen3.5 updates its
     convolution window in place there): values and gradients still those of full forwards."""
     model, processor, prompts = setup
-    pad = processor.tokenizer.pad_token_id
     rows = torch.tensor([0, 1, 2, 2])
     ids = torch.tensor([[5], [17], [42], [99]])
     mask = torch.ones(4, 1)
-    model.zero_grad()
-    shared = completion_logprobs(model, collate(prompts, pad), rows, ids, mask).logp
-    shared.sum().backward()
-    shared_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    full = full_forward_logprobs(model, prompts, rows, ids, mask, pad)
-    full.sum().backward()
-    full_grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    torch.testing.assert_close(shared, full, rtol=1e-5, atol=1e-5)
-    assert shared_grads.keys() == full_grads.keys()
-    for name in full_grads:
-        torch.testing.assert_close(shared_grads[name], full_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+    assert_shared_equals_full(model, prompts, rows, ids, mask, mask, processor.tokenizer.pad_token_id)
 
 
 def test_batched_generation_matches_one_prompt_at_a_time(setup):
@@ -271,26 +268,19 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     distribution's log-probs and every gradient are those of the full (R, T, V) logits."""
     model, processor, prompts = setup
     pad = processor.tokenizer.pad_token_id
-    generator = torch.Generator().manual_seed(3)
-    rows = torch.tensor([0, 0, 1, 2, 2, 2])
-    ids = torch.randint(0, 300, (6, 9), generator=generator)
-    mask = torch.ones(6, 9)
-    mask[1, 4:] = 0
-    mask[3, 1:] = 0  # one token only
-    weights = torch.rand(6, 9, generator=generator) * mask
+    rows, ids, mask, weights = six_completions(3, {1: 4, 3: 1})  # row 3: one token only
     banned = torch.zeros(model.config.get_text_config().vocab_size, dtype=torch.bool)
     banned[:7] = True
     sampler = SamplingFilter(banned, top_p=0.95)
     batch = collate(prompts, pad)
 
     results, grads = {}, {}
+    model.zero_grad()
     for chunk in (5, 1000, 0):  # chunks of 5 tokens, checkpointed; all tokens in one chunk, kept; the full logits
-        model.zero_grad()
         stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
         (stats.logp * weights).sum().backward()
         results[chunk] = stats
-        grads[chunk] = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
+        grads[chunk] = taken_grads(model)
     with torch.no_grad():
         no_grad = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=5)
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
+from tests.models.test_policy import six_completions
 from tests.trainer.test_train import tiny_overrides
 from vlrl.config import ModelConfig, load_config
 from vlrl.data.records import FrameSpec, load_split
@@ -42,12 +43,7 @@ def test_recomputed_layers_give_the_same_loss_and_gradients_through_the_kv_cache
     prompts = collate(
         [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:3]], processor.tokenizer.pad_token_id
     )
-    generator = torch.Generator().manual_seed(0)
-    rows = torch.tensor([0, 0, 1, 2, 2, 2])  # G completions share each prompt's cache
-    ids = torch.randint(0, 300, (6, 9), generator=generator)
-    mask = torch.ones(6, 9)
-    mask[1, 4:] = 0
-    weights = torch.rand(6, 9, generator=generator) * mask
+    rows, ids, mask, weights = six_completions(0, {1: 4})
 
     def step(checkpointed: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor], list[str], int]:
         model = load_model(cfg).eval()  # eval: transformers' own checkpointing would not even start
