@@ -410,7 +410,7 @@ def _resume(text: str, start: int, lines: _Lines) -> _Resume:
     else as the second (a one-line list has no record beginning a line)."""
     key = _FIRST_KEY.match(text, start)
     column = lines.column(start) if lines.begins(start) else None
-    kinds = ["line" if column is not None else "line start", "key" if key is not None else "comma"]
+    kinds = ["line", "key" if key is not None else "comma"]
     decoder = json.JSONDecoder()
     known: dict[int, str] = {}
     tried = []
@@ -419,9 +419,7 @@ def _resume(text: str, start: int, lines: _Lines) -> _Resume:
         p = start
         while (p := text.find("{", p + 1)) != -1:
             if kind == "line":
-                begins = lines.column(p) == column and lines.begins(p)
-            elif kind == "line start":
-                begins = lines.begins(p)
+                begins = lines.begins(p) and column in (None, lines.column(p))
             else:
                 before = _skip_ws_back(text, p)
                 begins = before > 0 and text[before - 1] == ","
