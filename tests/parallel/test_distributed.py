@@ -15,7 +15,13 @@ import torch
 from vlrl.parallel.distributed import Processes
 
 ROOT = Path(__file__).resolve().parents[2]
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+def torchrun_command(processes: int) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
+
+
+TORCHRUN = torchrun_command(2)
 
 
 def torchrun_env(tmp: Path) -> dict[str, str]:

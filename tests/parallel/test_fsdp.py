@@ -12,14 +12,13 @@ import importlib.util
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.parallel.test_distributed import torchrun_env
+from tests.parallel.test_distributed import torchrun_command, torchrun_env
 from tests.parallel.test_precision import layer_weights, moved_fraction
 from vlrl.config import ModelConfig
 from vlrl.models.loading import pretrained
@@ -41,11 +40,10 @@ def launch(processes: int, out: Path, data: Path, *scenarios: str) -> list[dict]
     """torchrun of the worker on `processes` CPU processes; each process's results."""
     out.mkdir(parents=True, exist_ok=True)
     env = torchrun_env(out)
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes)]
     # Its own session: a deadlock (what FSDP2 does when processes run unequal forwards) fails
     # the test after the timeout, and the hung workers are killed with the launcher.
     launcher = subprocess.Popen(
-        [*command, str(WORKER), str(out), str(data), *scenarios],
+        [*torchrun_command(processes), str(WORKER), str(out), str(data), *scenarios],
         cwd=out,
         env=env,
         stdout=subprocess.PIPE,
