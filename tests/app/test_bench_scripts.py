@@ -143,6 +143,23 @@ def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, cap
     assert [r["chunk_tokens"] for r in report["rows"]] == [1024, 0]
 
 
+def test_lora_rollout_bench_times_full_merged_and_unmerged_decoding_of_the_same_tokens(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import lora_rollout
+
+    args = ["--shape", "tiny", "--device", "cpu", "--prompts", "2", "--max-new-tokens", "6", "--rounds", "1",
+            "rollout.num_generations=2", "model.max_pixels=12544"]  # fmt: skip
+    assert lora_rollout.main(args) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["same_tokens"] and 2 * 2 <= report["completion_tokens"] <= 2 * 2 * 6 and report["rank"] == 64
+    for name in ("full", "lora_merged", "lora_unmerged"):
+        seconds, rate = report[f"{name}_median_s"], report[f"{name}_tokens_per_s"]
+        assert seconds > 0 and abs(rate * seconds - report["completion_tokens"]) <= 1e-3 * rate + 0.1
+    assert abs(report["merged_over_full"] - report["lora_merged_median_s"] / report["full_median_s"]) < 2e-3 * (
+        1 + report["merged_over_full"]
+    )
+
+
 @pytest.mark.slow  # two shortened demos: ~40 s on two cores
 def test_demo_against_a_revision_runs_each_side_with_its_own_code_and_removes_the_checkout(tmp_path):
     data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]

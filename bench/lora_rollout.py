@@ -1,0 +1,133 @@
+"""LoRA decoding against full fine-tuning's, side by side in one process (issue 25: a LoRA
+rollout within 10% of full fine-tuning's). Prints one JSON line.
+
+The HF engine samples the same prompts with the same seeds from three policies, in turn within
+each round: the full model, as a full fine-tuning run samples; a LoRA model (the config's target
+modules, `--rank`) with its adapters merged for decoding (`rollout.hf.merge_lora`, the default);
+and the same LoRA model with them unmerged (three products per adapted layer). New adapters
+start at B = 0, so the three compute the same function: from the same seeds they sample the same
+tokens (`same_tokens`) and the times compare the same work. Engine options are the config's
+(on CUDA: the static step in CUDA graphs).
+
+    python bench/lora_rollout.py --shape tiny --device cpu              # the script's check; CPU figures
+    python bench/lora_rollout.py --max-new-tokens 256                   # a GPU at Qwen2.5-VL-3B's shape
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tasks.refcoco import RefCOCO
+from vlrl.config import load_config
+from vlrl.data.records import load_split
+from vlrl.models.loading import frame_spec, load_model, load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
+from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each policy's config overrides: full fine-tuning's model, or LoRA adapters (of --rank) decoded
+# merged or unmerged. The two LoRA engines sample with one model.
+POLICIES = {
+    "full": ["model.lora.r=0"],
+    "lora_merged": ["model.lora.r={rank}", "rollout.hf.merge_lora=true"],
+    "lora_unmerged": ["model.lora.r={rank}", "rollout.hf.merge_lora=false"],
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", default="qwen2.5-vl-3b", choices=[*SHAPES, "tiny"])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--rank", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds, after one warm-up round")
+    parser.add_argument("--prompts", type=int, help="default: the config's trainer.prompts_per_step")
+    parser.add_argument("--max-new-tokens", type=int, help="default: the config's rollout.max_new_tokens")
+    parser.add_argument("overrides", nargs="*", help="config overrides, key.sub=value")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU here; --device cpu --shape tiny checks the script")
+    device = torch.device(args.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.shape == "tiny":
+            path = tiny_checkpoint()
+        else:  # built on the device: drawing billions of weights on the CPU takes minutes
+            path = write_tiny_checkpoint(Path(tmp) / "model", SHAPES[args.shape], args.device)
+        data = Path(tmp) / "train.json"
+        task = RefCOCO()
+        task.synthesize(data, 64, 0)
+        overrides = [f"model.path={path}", f"data.train={data}", *args.overrides]
+        if args.device == "cpu":
+            overrides.append("model.dtype=float32")  # bfloat16 matmuls on this CPU are emulated
+        configs = {
+            name: load_config(
+                ROOT / "configs" / "refcoco.yaml", [*overrides, *(o.format(rank=args.rank) for o in extra)]
+            )
+            for name, extra in POLICIES.items()
+        }
+        cfg = configs["full"]
+        B = args.prompts or cfg.trainer.prompts_per_step
+        tokens = args.max_new_tokens or cfg.rollout.max_new_tokens
+        processor = load_processor(cfg.model)
+        samples = load_split(data, task.build_sample, frame_spec(cfg.model)).samples[:B]
+        prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
+        params = SamplingParams(cfg.rollout.num_generations, tokens, cfg.rollout.temperature)
+        models: dict[int, torch.nn.Module] = {}  # by LoRA rank: the two LoRA engines share one
+        for c in configs.values():
+            if c.model.lora.r not in models:
+                models[c.model.lora.r] = load_model(c.model, str(path), device).eval()
+        engines = {
+            name: choose_engine("hf", c.rollout.options).build(
+                EngineSetup(c.model, str(path), processor, 0, lambda r=c.model.lora.r: (models[r], device))
+            )
+            for name, c in configs.items()
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in POLICIES}
+        sampled: dict[str, list[list[int]]] = {name: [] for name in POLICIES}  # every round's tokens
+        for round_ in range(args.rounds + 1):  # round 0: warm-up (allocation, CUDA graph capture)
+            for name in POLICIES:
+                generator = torch.Generator(device=device).manual_seed(round_)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                start = time.perf_counter()
+                groups = engines[name].generate(prompts, params, generator)
+                elapsed = time.perf_counter() - start  # generate ends looking at the tokens
+                if round_:
+                    seconds[name].append(elapsed)
+                sampled[name] += [c.token_ids for g in groups for c in g.completions]
+    completion_tokens = sum(len(ids) for ids in sampled["full"]) / (args.rounds + 1)  # a round's mean
+    median = {name: statistics.median(seconds[name]) for name in POLICIES}
+    print(
+        json.dumps(
+            {
+                "benchmark": "lora_rollout",
+                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                "model": args.shape,
+                "dtype": cfg.model.dtype,
+                "rank": args.rank,
+                "prompts": B,
+                "num_generations": params.n,
+                "max_new_tokens": tokens,
+                "rounds": args.rounds,
+                "completion_tokens": round(completion_tokens, 1),
+                "same_tokens": all(sampled[name] == sampled["full"] for name in POLICIES),
+                **{f"{name}_median_s": round(median[name], 4) for name in POLICIES},
+                **{f"{name}_tokens_per_s": round(completion_tokens / median[name], 1) for name in POLICIES},
+                "merged_over_full": round(median["lora_merged"] / median["full"], 3),
+                "unmerged_over_full": round(median["lora_unmerged"] / median["full"], 3),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
