@@ -2,8 +2,9 @@
 the same step run eagerly samples, from the same seed, leaving the generator where eager
 decoding leaves it; and a graph captured before an optimizer step, replayed after it, samples
 from the updated weights (the optimizer writes the parameters in place, and a graph reads them
-by address). At the mid-size shape in bf16: the graph replays the eager step's kernels, so the
-tokens must agree exactly and the log-probs to float32 rounding.
+by address); for a LoRA policy decoding merged, from the re-merged weights. At the mid-size
+shape in bf16: the graph replays the eager step's kernels, so the tokens must agree exactly and
+the log-probs to float32 rounding.
 
 On the CPU (VLRL_GPU_TIER_ON_CPU=1) only the comparison's own logic runs: there are no graphs
 there, so both sides decode eagerly."""
@@ -18,9 +19,9 @@ import torch
 from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free
-from vlrl.config import ModelConfig
+from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
-from vlrl.models.loading import frame_spec, load_model, load_processor
+from vlrl.models.loading import core_model, frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
@@ -34,6 +35,17 @@ EAGER = HFOptions(static_cache=True, cuda_graphs=False, check_every=4, smallest_
 PARAMS = SamplingParams(n=4, max_new_tokens=40, temperature=1.0, top_k=50)
 
 
+def stop_sooner(model, processor, device):
+    """Make the random model's stop tokens likelier, about 1 in 10 per step, so that rows end
+    apart; returns the hook's handle. The bias is made once, on the device: a graph captures
+    the hook, and a capture cannot copy from the host."""
+    stops = HFEngine(model, processor.tokenizer, device, EAGER).stop_ids
+    vocab = core_model(model).config.get_text_config().vocab_size
+    bias = torch.zeros(vocab, dtype=core_model(model).dtype, device=device)
+    bias[stops.to(device)] = math.log(vocab / (10 * len(stops)))
+    return core_model(model).lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
+
+
 @pytest.fixture(scope="module")
 def setup(mid_model, device, tmp_path_factory):
     data = write_synthetic_rec(tmp_path_factory.mktemp("rec") / "train.json", size=4, seed=2)
@@ -45,17 +57,25 @@ def setup(mid_model, device, tmp_path_factory):
         render_prompt(processor, task.messages(s), s, cfg)
         for s in load_split(data, task.build_sample, frame_spec(cfg)).samples
     ]
-    stops = HFEngine(model, processor.tokenizer, device, EAGER).stop_ids
-    # The random model's stop tokens made likelier, about 1 in 10 per step: rows end apart. Made
-    # once, on the device: a graph captures the hook, and a capture cannot copy from the host.
-    vocab = model.config.get_text_config().vocab_size
-    bias = torch.zeros(vocab, dtype=model.dtype, device=device)
-    bias[stops.to(device)] = math.log(vocab / (10 * len(stops)))
+    handle = stop_sooner(model, processor, device)
+    yield model, processor, prompts
+    handle.remove()
+    del model
+    free(device)
 
-    def stop_sooner(module, inputs, output):
-        return output + bias
 
-    handle = model.lm_head.register_forward_hook(stop_sooner)
+@pytest.fixture(scope="module")
+def lora_setup(mid_model, device, setup):
+    """The same model with LoRA adapters of rank 16 that move it (B drawn, not zero)."""
+    _, processor, prompts = setup
+    cfg = ModelConfig(path=str(mid_model), dtype="bfloat16", max_pixels=200704, lora=LoraConfig(r=16))
+    model = load_model(cfg, device=device).eval()
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+    handle = stop_sooner(model, processor, device)
     yield model, processor, prompts
     handle.remove()
     del model
@@ -103,15 +123,16 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
         assert graphs.static_plan.graphs and graphs._static[1].captures >= 2
 
 
-def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(setup, device):
-    model, _, prompts = setup
+def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Tensor]) -> None:
+    """Graphs captured before an optimizer step that moves `trained` in place, replayed after
+    it (not captured again), sample what eager decoding with the moved weights samples."""
+    _, _, prompts = setup
     graphs, generator = engine(setup, device, GRAPHS), torch.Generator(device=device)
     before = sample(graphs, prompts, generator, seed=12)
     captures = graphs._static[1].captures
-    trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
     start = [p.detach().clone() for p in trained]
     optimizer = torch.optim.SGD(trained, lr=1.0)
-    for p in trained:  # a step that moves every language-model weight, in place
+    for p in trained:  # a step that moves every one of them, in place
         p.grad = torch.randn_like(p) * 0.02
     try:
         optimizer.step()
@@ -125,3 +146,23 @@ def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(s
                 p.copy_(p0)
             for p in trained:
                 p.grad = None
+
+
+def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(setup, device):
+    model = setup[0]
+    trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
+    assert_graphs_follow_an_optimizer_step(setup, device, trained)
+
+
+def test_a_lora_policys_graphs_replay_its_merged_weights_and_their_remerge_after_a_step(lora_setup, device):
+    """A LoRA policy decodes with its adapters merged into copies of the weights
+    (`rollout.hf.merge_lora`); the copies are refreshed in place at every rollout, so a graph
+    that read them before the adapters moved reads the new merge after."""
+    model, _, prompts = lora_setup
+    graphs = engine(lora_setup, device, GRAPHS)
+    assert graphs.lora is not None  # merged
+    replayed = sample(graphs, prompts, torch.Generator(device=device), seed=13)
+    assert_same(replayed, sample(engine(lora_setup, device, EAGER), prompts, torch.Generator(device=device), seed=13))
+    adapters = [p for n, p in model.named_parameters() if "lora_" in n]
+    assert adapters and all(p.requires_grad for p in adapters)
+    assert_graphs_follow_an_optimizer_step(lora_setup, device, adapters)
