@@ -14,7 +14,10 @@ On CUDA (`rollout.hf.cuda_graphs`) each bucket's step is captured once as a CUDA
 replayed. A replay reads the tensors the capture saw, by address:
 - the parameters: the optimizer updates them in place, so a graph captured before an update
   samples from the updated weights when replayed after it (tests/gpu/test_decoding_graphs.py);
-  under FSDP2 the gathered weights are new tensors at every gathering, so graphs are off there;
+  under FSDP2 the gathered weights are new tensors at every gathering, and FSDP2's root
+  pre-forward makes its all-gather streams wait on the compute stream at every forward, which
+  would fork them into a capture that never joins them (read in torch's _fsdp_state.py, not
+  tried on a GPU), so graphs are off there;
 - the sampling generator, registered with each graph (`register_generator_state`): a replay
   advances its Philox offset as the eager step does, so seeds keep their meaning;
 - this module's buffers, kept for the next `generate` of the same shape until the engine sleeps.
