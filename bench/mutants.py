@@ -693,8 +693,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "chunked log-probs without the temperature", "vlrl/models/policy.py",
-        "        logits = (logits / self.temperature).float()\n        return logits.gather",
-        "        logits = logits.float()\n        return logits.gather", (POLICY,),
+        "        return (logits / self.temperature).float()", "        return logits.float()", (POLICY,),
+    ),
+    Mutation(
+        "the fused output layer's gradient without the temperature", "vlrl/models/policy.py",
+        "            grad = grad.to(h.dtype) / scorer.temperature", "            grad = grad.to(h.dtype)", (POLICY,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
     Mutation(

@@ -276,7 +276,7 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
 
     results, grads = {}, {}
     model.zero_grad()
-    for chunk in (5, 1000, 0):  # chunks of 5 tokens, checkpointed; all tokens in one chunk, kept; the full logits
+    for chunk in (5, 1000, 0):  # chunks of 5 tokens; all tokens in one chunk; the full logits
         stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
         (stats.logp * weights).sum().backward()
         results[chunk] = stats
@@ -296,9 +296,31 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
             torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_chunk_of_the_fused_output_layer_has_autograds_values_and_gradients_bit_for_bit(dtype):
+    """ScoredChunks recomputes a chunk's logits in the backward pass and turns them into their
+    gradient in place: on the CPU its columns and the hidden states', weight's and bias's
+    gradients are those autograd computes through the output layer, the temperature, gather and
+    logsumexp, to the bit."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(64, 1000, dtype=dtype)
+    hidden = torch.randn(300, 64, dtype=dtype, requires_grad=True)
+    ids, weights = torch.randint(0, 1000, (300,)), torch.randn(300)
+    scorer = TokenScorer(0.7, True, SamplingFilter(torch.zeros(1000, dtype=torch.bool), top_p=0.9), chunk_tokens=512)
+    results = []
+    for columns_of in (lambda: scorer.of_hidden(head, hidden, ids), lambda: scorer.of_logits(head(hidden), ids)):
+        columns = columns_of()
+        (columns[:, 0] * weights).sum().backward()
+        results.append((columns, hidden.grad, head.weight.grad, head.bias.grad))
+        hidden.grad = None
+        head.zero_grad(set_to_none=True)
+    for fused, autograd in zip(*results, strict=True):
+        assert torch.equal(fused, autograd)
+
+
 def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass(monkeypatch):
     """Log-probs, entropies and the sampling distribution's log-probs come from one product of
-    the output layer per chunk; the backward pass recomputes each checkpointed chunk's once."""
+    the output layer per chunk; the backward pass recomputes each chunk's once."""
     head = torch.nn.Linear(4, 10)
     hidden = torch.randn(7, 4, requires_grad=True)
     ids = torch.tensor([0, 3, 9, 2, 2, 5, 1])

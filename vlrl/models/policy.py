@@ -8,9 +8,9 @@ loss and its gradient are those of G full forwards (tests pin this down).
 
 The update never holds the vocabulary for all its tokens: the completion forward's output
 layer scores its hidden states `CHUNK_TOKENS` tokens at a time (each chunk's logits recomputed
-in the backward pass: checkpointed), keeping per token only what the update uses (the
-sampled token's log-prob, and the entropy and the sampling distribution's log-prob when
-asked). At Qwen's 151,936-token vocabulary, float32 logits cost 0.6 MB a token: 10 GB for a
+in the backward pass and made into their gradient in place: ScoredChunks), keeping per token
+only what the update uses (the sampled token's log-prob, and the entropy and the sampling
+distribution's log-prob when asked). At Qwen's 151,936-token vocabulary, float32 logits cost 0.6 MB a token: 10 GB for a
 micro-batch of 16,384 tokens, and as much again for their gradient.
 """
 
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils.checkpoint import checkpoint
 from transformers import Cache
 
 from vlrl.models.batch import PromptBatch
@@ -160,49 +159,88 @@ class TokenScorer:
     sampler: SamplingFilter | None
     chunk_tokens: int = CHUNK_TOKENS
 
-    def logits_logp(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        logits = (logits / self.temperature).float()
-        return logits.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    def scaled(self, logits: torch.Tensor) -> torch.Tensor:
+        """The temperature-scaled logits in float32, the distribution the columns are of."""
+        return (logits / self.temperature).float()
 
-    def extras(self, logits: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
+    def extras(self, scaled: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
         with torch.no_grad():
-            logits = (logits / self.temperature).float()
-            out = [entropy(logits)] if self.with_entropy else []
+            out = [entropy(scaled)] if self.with_entropy else []
             if self.sampler is not None:
-                allowed = self.sampler.apply(logits)
+                allowed = self.sampler.apply(scaled)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
         return out
 
     def of_logits(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from logits (N, V) of tokens `ids` (N,)."""
-        return torch.stack([self.logits_logp(logits, ids), *self.extras(logits, ids)], dim=-1)
+        scaled = self.scaled(logits)
+        logp = scaled.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+        return torch.stack([logp, *self.extras(scaled, ids)], dim=-1)
 
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """(N, columns) from the last hidden states (N, H) through the output layer `head`, a
-        chunk of tokens at a time; with gradients on and several chunks, each chunk's columns
-        are checkpointed (one chunk is kept for the backward pass: no more than recomputing it
-        would hold). The output layer runs once per chunk for all the columns; the backward
-        pass recomputes only what the log-prob's gradient needs (the extras, computed without
-        gradient after it, are past checkpoint's early stop)."""
-        weight, bias = head.weight, head.bias
-        several = torch.is_grad_enabled() and len(ids) > self.chunk_tokens
-        columns = []
-        for start in range(0, max(len(ids), 1), self.chunk_tokens):  # one chunk even of no tokens: FSDP2 sees the call
-            h, y = hidden[start : start + self.chunk_tokens], ids[start : start + self.chunk_tokens]
-            if several:
-                columns.append(checkpoint(self.head_columns, weight, bias, h, y, use_reentrant=False))
-            else:
-                columns.append(self.head_columns(weight, bias, h, y))
-        return torch.cat(columns)
-
-    def head_columns(
-        self, weight: torch.Tensor, bias: torch.Tensor | None, hidden: torch.Tensor, ids: torch.Tensor
-    ) -> torch.Tensor:
-        return self.of_logits(torch.nn.functional.linear(hidden, weight, bias), ids)
+        """(N, columns) from the last hidden states (N, H) through the output layer `head`,
+        `chunk_tokens` tokens at a time (ScoredChunks)."""
+        logp, extras = ScoredChunks.apply(hidden, head.weight, head.bias, ids, self)
+        return torch.cat([logp[:, None], extras], dim=-1)
 
     def split(self, columns: torch.Tensor) -> TokenLogprobs:
         entropy_column = columns[..., 1] if self.with_entropy else None
         return TokenLogprobs(columns[..., 0], entropy_column, columns[..., -1] if self.sampler is not None else None)
+
+
+class ScoredChunks(torch.autograd.Function):
+    """The output layer and the columns of TokenScorer, a chunk of tokens at a time in the
+    forward pass and again in the backward pass: never more than one chunk's logits at once,
+    and nothing of the vocabulary's size kept from one pass to the other. The backward pass
+    recomputes a chunk's logits and turns them into their gradient in place (softmax, times
+    minus the log-prob's gradient, plus it at the token's id): what autograd computes through
+    gather and logsumexp, without the copies it makes of the chunk at each operation (on the
+    CPU, a chunk's columns and gradients are autograd's bit for bit: tests/models/test_policy.py).
+    Liger-Kernel's fused linear log-prob does the same in Triton; this needs no dependency.
+    The output layer runs once per chunk for all the columns, and once more in the backward."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, ids, scorer: TokenScorer):
+        n, size = len(ids), scorer.chunk_tokens
+        logp = hidden.new_empty(n, dtype=torch.float32)
+        lse = torch.empty_like(logp)  # each token's log-normalizer: what the backward pass needs
+        extras = []
+        for start in range(0, max(n, 1), size):  # one chunk even of no tokens: FSDP2 sees the call
+            part, y = slice(start, start + size), ids[start : start + size]
+            scaled = scorer.scaled(torch.nn.functional.linear(hidden[part], weight, bias))
+            lse[part] = torch.logsumexp(scaled, dim=-1)
+            logp[part] = scaled.gather(-1, y[:, None]).squeeze(-1) - lse[part]
+            extra = scorer.extras(scaled, y)
+            if extra:
+                extras.append(torch.stack(extra, dim=-1))
+        ctx.save_for_backward(hidden, weight, bias, ids, lse)
+        ctx.scorer = scorer
+        columns = torch.cat(extras) if extras else logp.new_zeros(n, 0)
+        ctx.mark_non_differentiable(columns)
+        return logp, columns
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_columns):
+        hidden, weight, bias, ids, lse = ctx.saved_tensors
+        scorer, size = ctx.scorer, ctx.scorer.chunk_tokens
+        wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
+        grad_hidden = torch.empty_like(hidden) if wants_hidden else None
+        grad_weight = torch.zeros_like(weight) if wants_weight else None
+        grad_bias = torch.zeros_like(bias) if wants_bias else None
+        for start in range(0, max(len(ids), 1), size):
+            part, y, g = slice(start, start + size), ids[start : start + size], grad_logp[start : start + size]
+            h = hidden[part]
+            grad = scorer.scaled(torch.nn.functional.linear(h, weight, bias))
+            grad.sub_(lse[part, None]).exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
+            grad.scatter_add_(-1, y[:, None], g[:, None])  # gather's: g at the token
+            grad = grad.to(h.dtype) / scorer.temperature  # through .float() and the scaling
+            if wants_hidden:
+                grad_hidden[part] = grad.mm(weight)
+            if wants_weight:
+                grad_weight.add_(grad.t().mm(h))
+            if wants_bias:
+                grad_bias.add_(grad.sum(0))
+        return grad_hidden, grad_weight, grad_bias, None, None
 
 
 @contextlib.contextmanager
