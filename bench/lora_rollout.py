@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             for name, c in configs.items()
         }
-        seconds: dict[str, list[float]] = {name: [] for name in POLICIES}
+        if engines["lora_merged"].lora is None or engines["lora_unmerged"].lora is not None:
+            raise SystemExit("rollout.hf.merge_lora did not reach the engines: nothing merged and unmerged to compare")
+        measured: dict[str, list[tuple[int, float]]] = {name: [] for name in POLICIES}  # (tokens, seconds)
         sampled: dict[str, list[list[int]]] = {name: [] for name in POLICIES}  # every round's tokens
         for round_ in range(args.rounds + 1):  # round 0: warm-up (allocation, CUDA graph capture)
             for name in POLICIES:
@@ -100,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
                 start = time.perf_counter()
                 groups = engines[name].generate(prompts, params, generator)
                 elapsed = time.perf_counter() - start  # generate ends looking at the tokens
+                ids = [c.token_ids for g in groups for c in g.completions]
+                sampled[name] += ids
                 if round_:
-                    seconds[name].append(elapsed)
-                sampled[name] += [c.token_ids for g in groups for c in g.completions]
-    completion_tokens = sum(len(ids) for ids in sampled["full"]) / (args.rounds + 1)  # a round's mean
-    median = {name: statistics.median(seconds[name]) for name in POLICIES}
+                    measured[name].append((sum(len(i) for i in ids), elapsed))
+    median = {name: statistics.median(s for _, s in rows) for name, rows in measured.items()}
+    rate = {name: statistics.median(t / s for t, s in rows) for name, rows in measured.items()}
     print(
         json.dumps(
             {
@@ -117,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                 "num_generations": params.n,
                 "max_new_tokens": tokens,
                 "rounds": args.rounds,
-                "completion_tokens": round(completion_tokens, 1),
+                "completion_tokens": round(statistics.mean(t for t, _ in measured["full"]), 1),  # a round's
                 "same_tokens": all(sampled[name] == sampled["full"] for name in POLICIES),
                 **{f"{name}_median_s": round(median[name], 4) for name in POLICIES},
-                **{f"{name}_tokens_per_s": round(completion_tokens / median[name], 1) for name in POLICIES},
+                **{f"{name}_tokens_per_s": round(rate[name], 1) for name in POLICIES},
                 "merged_over_full": round(median["lora_merged"] / median["full"], 3),
                 "unmerged_over_full": round(median["lora_unmerged"] / median["full"], 3),
             }

@@ -152,7 +152,7 @@ def test_lora_rollout_bench_times_full_merged_and_unmerged_decoding_of_the_same_
     assert lora_rollout.main(args) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["same_tokens"] and 2 * 2 <= report["completion_tokens"] <= 2 * 2 * 6 and report["rank"] == 64
-    for name in ("full", "lora_merged", "lora_unmerged"):
+    for name in ("full", "lora_merged", "lora_unmerged"):  # one measured round: its tokens over its seconds
         seconds, rate = report[f"{name}_median_s"], report[f"{name}_tokens_per_s"]
         assert seconds > 0 and abs(rate * seconds - report["completion_tokens"]) <= 1e-3 * rate + 0.1
     assert abs(report["merged_over_full"] - report["lora_merged_median_s"] / report["full_median_s"]) < 2e-3 * (

@@ -24,7 +24,7 @@ from vlrl.data.records import load_split
 from vlrl.models.loading import core_model, frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
-from vlrl.rollout.hf import HFEngine, HFOptions
+from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +39,7 @@ def stop_sooner(model, processor, device):
     """Make the random model's stop tokens likelier, about 1 in 10 per step, so that rows end
     apart; returns the hook's handle. The bias is made once, on the device: a graph captures
     the hook, and a capture cannot copy from the host."""
-    stops = HFEngine(model, processor.tokenizer, device, EAGER).stop_ids
+    stops = torch.tensor(stop_token_ids(core_model(model).generation_config, processor.tokenizer))
     vocab = core_model(model).config.get_text_config().vocab_size
     bias = torch.zeros(vocab, dtype=core_model(model).dtype, device=device)
     bias[stops.to(device)] = math.log(vocab / (10 * len(stops)))

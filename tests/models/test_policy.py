@@ -301,21 +301,14 @@ def test_one_chunk_of_the_fused_output_layer_has_autograds_values_and_gradients_
     """ScoredChunks recomputes a chunk's logits in the backward pass and turns them into their
     gradient in place: on the CPU its columns and the hidden states', weight's and bias's
     gradients are those autograd computes through the output layer, the temperature, gather and
-    logsumexp, to the bit."""
-    torch.manual_seed(0)
-    head = torch.nn.Linear(64, 1000, dtype=dtype)
-    hidden = torch.randn(300, 64, dtype=dtype, requires_grad=True)
-    ids, weights = torch.randint(0, 1000, (300,)), torch.randn(300)
-    scorer = TokenScorer(0.7, True, SamplingFilter(torch.zeros(1000, dtype=torch.bool), top_p=0.9), chunk_tokens=512)
-    results = []
-    for columns_of in (lambda: scorer.of_hidden(head, hidden, ids), lambda: scorer.of_logits(head(hidden), ids)):
-        columns = columns_of()
-        (columns[:, 0] * weights).sum().backward()
-        results.append((columns, hidden.grad, head.weight.grad, head.bias.grad))
-        hidden.grad = None
-        head.zero_grad(set_to_none=True)
-    for fused, autograd in zip(*results, strict=True):
-        assert torch.equal(fused, autograd)
+    logsumexp, to the bit (on a GPU, within rounding: tests/gpu/test_output_layer_on_gpu.py)."""
+    from tests.gpu.test_output_layer_on_gpu import scored
+
+    cpu, shape = torch.device("cpu"), (300, 64, 1000)
+    fused, _ = scored(cpu, 512, shape, dtype, sampler=True)
+    autograd, _ = scored(cpu, 0, shape, dtype, sampler=True)
+    for got, want in zip(fused, autograd, strict=True):
+        assert torch.equal(got, want)
 
 
 def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass(monkeypatch):

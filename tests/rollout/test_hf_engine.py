@@ -20,7 +20,7 @@ from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.decoding import Draw, Record, sample_categorical
-from vlrl.rollout.hf import HFEngine, HFOptions
+from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
 from vlrl.rollout.static import StaticDecoding, StaticPlan, static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
@@ -29,8 +29,8 @@ STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end aft
 @pytest.fixture(scope="module", params=sorted(family_names()))
 def setup(request, rec_data, video_qa_data):
     model, processor, prompts = family_setup(request.param, rec_data, video_qa_data)
-    engine = HFEngine(model, processor.tokenizer)
-    stops = engine.stop_ids.clone()  # a tensor: indexing with a list would copy host data in at every step
+    # a tensor: indexing with a list would copy host data in at every step
+    stops = torch.tensor(stop_token_ids(model.generation_config, processor.tokenizer))
 
     def stop_sooner(module, inputs, output):
         output = output.clone()

@@ -10,8 +10,8 @@ The update never holds the vocabulary for all its tokens: the completion forward
 layer scores its hidden states `CHUNK_TOKENS` tokens at a time (each chunk's logits recomputed
 in the backward pass and made into their gradient in place: ScoredChunks), keeping per token
 only what the update uses (the sampled token's log-prob, and the entropy and the sampling
-distribution's log-prob when asked). At Qwen's 151,936-token vocabulary, float32 logits cost 0.6 MB a token: 10 GB for a
-micro-batch of 16,384 tokens, and as much again for their gradient.
+distribution's log-prob when asked). At Qwen's 151,936-token vocabulary, float32 logits cost
+0.6 MB a token: 10 GB for a micro-batch of 16,384 tokens, and as much again for their gradient.
 """
 
 from __future__ import annotations
@@ -171,11 +171,16 @@ class TokenScorer:
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
         return out
 
+    def score(self, scaled: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """From scaled logits (N, V) of tokens `ids` (N,): each token's log-normalizer, its
+        log-prob, and the extra columns."""
+        lse = torch.logsumexp(scaled, dim=-1)
+        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids)
+
     def of_logits(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from logits (N, V) of tokens `ids` (N,)."""
-        scaled = self.scaled(logits)
-        logp = scaled.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
-        return torch.stack([logp, *self.extras(scaled, ids)], dim=-1)
+        _, logp, extras = self.score(self.scaled(logits), ids)
+        return torch.stack([logp, *extras], dim=-1)
 
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`,
@@ -186,6 +191,11 @@ class TokenScorer:
     def split(self, columns: torch.Tensor) -> TokenLogprobs:
         entropy_column = columns[..., 1] if self.with_entropy else None
         return TokenLogprobs(columns[..., 0], entropy_column, columns[..., -1] if self.sampler is not None else None)
+
+
+def chunks(n: int, size: int) -> list[slice]:
+    """`size` tokens at a time; one chunk even of no tokens (FSDP2 sees the output layer's call)."""
+    return [slice(start, start + size) for start in range(0, max(n, 1), size)]
 
 
 class ScoredChunks(torch.autograd.Function):
@@ -201,35 +211,31 @@ class ScoredChunks(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, ids, scorer: TokenScorer):
-        n, size = len(ids), scorer.chunk_tokens
-        logp = hidden.new_empty(n, dtype=torch.float32)
+        logp = hidden.new_empty(len(ids), dtype=torch.float32)
         lse = torch.empty_like(logp)  # each token's log-normalizer: what the backward pass needs
         extras = []
-        for start in range(0, max(n, 1), size):  # one chunk even of no tokens: FSDP2 sees the call
-            part, y = slice(start, start + size), ids[start : start + size]
-            scaled = scorer.scaled(torch.nn.functional.linear(hidden[part], weight, bias))
-            lse[part] = torch.logsumexp(scaled, dim=-1)
-            logp[part] = scaled.gather(-1, y[:, None]).squeeze(-1) - lse[part]
-            extra = scorer.extras(scaled, y)
+        for part in chunks(len(ids), scorer.chunk_tokens):
+            lse[part], logp[part], extra = scorer.score(
+                scorer.scaled(torch.nn.functional.linear(hidden[part], weight, bias)), ids[part]
+            )
             if extra:
                 extras.append(torch.stack(extra, dim=-1))
         ctx.save_for_backward(hidden, weight, bias, ids, lse)
         ctx.scorer = scorer
-        columns = torch.cat(extras) if extras else logp.new_zeros(n, 0)
+        columns = torch.cat(extras) if extras else logp.new_zeros(len(ids), 0)
         ctx.mark_non_differentiable(columns)
         return logp, columns
 
     @staticmethod
     def backward(ctx, grad_logp, _grad_columns):
         hidden, weight, bias, ids, lse = ctx.saved_tensors
-        scorer, size = ctx.scorer, ctx.scorer.chunk_tokens
+        scorer = ctx.scorer
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.empty_like(hidden) if wants_hidden else None
         grad_weight = torch.zeros_like(weight) if wants_weight else None
         grad_bias = torch.zeros_like(bias) if wants_bias else None
-        for start in range(0, max(len(ids), 1), size):
-            part, y, g = slice(start, start + size), ids[start : start + size], grad_logp[start : start + size]
-            h = hidden[part]
+        for part in chunks(len(ids), scorer.chunk_tokens):
+            h, y, g = hidden[part], ids[part], grad_logp[part]
             grad = scorer.scaled(torch.nn.functional.linear(h, weight, bias))
             grad.sub_(lse[part, None]).exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
             grad.scatter_add_(-1, y[:, None], g[:, None])  # gather's: g at the token
