@@ -74,6 +74,7 @@ REPLAY = "tests/trainer/test_replay.py"
 REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
 REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
+DECODE_STEP = "tests/models/test_decode_step.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 
@@ -647,6 +648,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "rollout.hf.static_cache ignored (the device's default)", "vlrl/rollout/hf.py",
         "wanted = cuda if options.static_cache is None else options.static_cache", "wanted = cuda", (HF_ENGINE,),
+    ),
+    *family(
+        "vlrl/rollout/hf.py", (DECODE_STEP,),
+        ("rollout.hf.lean_step ignored (never taken)", 'return DecodeStep(self.model), ""',
+         'return ModelStep(self.model), ""'),
+        ("rollout.hf.lean_step=false ignored", "if self.static_plan is not None or self.options.lean_step is False:",
+         "if self.static_plan is not None:"),
+    ),
+    *family(
+        "vlrl/models/decode_step.py", (DECODE_STEP,),
+        ("the lean step's rope without its sign fold", "torch.cat((-sin, sin), dim=-1)", "torch.cat((sin, sin), dim=-1)"),
+        ("the lean step attends to padding", "padding = None if bool(attention_mask.all()) else",
+         "padding = None if True else"),
+        ("the lean step without Qwen3's head norms", "q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)",
+         "pass"),
     ),
     Mutation(
         "rollout.hf.check_every ignored", "vlrl/rollout/static.py",

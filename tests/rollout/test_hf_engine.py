@@ -15,7 +15,7 @@ from tests.models.test_policy import family_setup
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names, family_of_model
-from vlrl.models.loading import load_model, load_processor
+from vlrl.models.loading import core_model, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
@@ -109,14 +109,15 @@ def assert_same_completions(groups, expected) -> None:
 
 
 def decoded_batch_sizes(model):
-    """Records the number of rows of every decoding forward (one token per row)."""
+    """Records the number of rows of every decoding forward (one token per row), at the token
+    embedding: the model's forward or the lean step (models/decode_step.py) both embed."""
     sizes: list[int] = []
 
-    def record(module, args, kwargs):
-        if kwargs["input_ids"].shape[1] == 1:
-            sizes.append(kwargs["input_ids"].shape[0])
+    def record(module, args):
+        if args[0].shape[1] == 1:
+            sizes.append(args[0].shape[0])
 
-    return sizes, model.register_forward_pre_hook(record, with_kwargs=True)
+    return sizes, core_model(model).get_input_embeddings().register_forward_pre_hook(record)
 
 
 SAMPLING = {

@@ -144,6 +144,16 @@ def core_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def fsdp_sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP2 shards `model` (its weights are gathered in its modules' forwards, as new
+    tensors at every gathering)."""
+    if not torch.distributed.is_available():
+        return False
+    from torch.distributed.fsdp import FSDPModule
+
+    return any(isinstance(m, FSDPModule) for m in model.modules())
+
+
 __all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_weights", "load_model", "load_processor"]
 
 

@@ -18,6 +18,10 @@ to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py
 whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
 experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
 
+The dynamic loop's forward is the lean step of models/decode_step.py where the model allows it
+(`rollout.hf.lean_step`): the model's own kernels, bit for bit, without transformers' per-step
+machinery, which at the demo's sizes cost as much as the arithmetic.
+
 A LoRA policy decodes with its adapters merged (`rollout.hf.merge_lora`, models/lora.py): each
 adapted layer computes with W + s B A in a copy of W, one product instead of three, the base
 weights never written. Its log-probs are then those of the merged weights, in the model's
@@ -38,22 +42,14 @@ import torch
 
 from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
-from vlrl.models.loading import core_model, family_of_model
+from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
+from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
 from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.decoding import DecodeStats, Draw, Record
 from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
-
-
-def fsdp_sharded(model: torch.nn.Module) -> bool:
-    """Whether FSDP2 shards `model` (its gathered weights are new tensors at every gathering)."""
-    if not torch.distributed.is_available():
-        return False
-    from torch.distributed.fsdp import FSDPModule
-
-    return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
 def stop_token_ids(generation_config, tokenizer) -> list[int]:
@@ -82,6 +78,10 @@ class HFOptions:
     # place); its log-probs then differ from the trainer's by the merge's rounding, which the
     # trainer measures (rollout/logp_diff) and corrects (algo.rollout_correction).
     merge_lora: bool = True
+    # The dynamic loop's decoding forward by models/decode_step.py (the model's own kernels,
+    # bit for bit, without transformers' per-step machinery) instead of the model's forward.
+    # None: wherever the model can take it (`decode_step_refusal`).
+    lean_step: bool | None = None
 
     def validate(self, key: str) -> None:
         if self.check_every < 1 or self.smallest_bucket < 1:
@@ -114,6 +114,8 @@ class HFEngine:
         self.device = device or next(model.parameters()).device
         self.family = family_of_model(model)
         self.static_plan, self.note = self._plan()
+        self.decode_forward, lean_note = self._decode_forward()
+        self.note = "; ".join(n for n in (self.note, lean_note) if n)
         self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
         adapted = hasattr(model, "peft_config") and lora_linears(model)
         self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
@@ -160,6 +162,17 @@ class HFEngine:
                 "gathering); leave it unset under trainer.parallel=fsdp2"
             )
         return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket), ""
+
+    def _decode_forward(self) -> tuple[DecodeStep | ModelStep, str]:
+        """The dynamic loop's decoding forward: the lean step where the model allows it, else
+        the model's; and a note when the lean step was asked for but the model cannot take it."""
+        if self.static_plan is not None or self.options.lean_step is False:
+            return ModelStep(self.model), ""
+        refusal = decode_step_refusal(self.model)
+        if not refusal:
+            return DecodeStep(self.model), ""
+        asked = self.options.lean_step
+        return ModelStep(self.model), f"decodes with the model's forward, not the lean step: {refusal}" if asked else ""
 
     def sleep(self) -> None:
         """Free the static step's buffers and graphs, and the merged LoRA weights: the update
@@ -232,14 +245,8 @@ class HFEngine:
                 )
             stats.forwards += 1
             stats.row_steps += len(index)
-            out = self.model(
-                input_ids=choice[:, None],
-                attention_mask=attention_mask,
-                position_ids=self.family.decode_positions(next_position, step, 1),
-                past_key_values=prefix.cache,
-                use_cache=True,
-            )
-            logits = out.logits[:, -1]
+            positions = self.family.decode_positions(next_position, step, 1)
+            logits = self.decode_forward(choice[:, None], attention_mask, positions, prefix.cache)
         return record.taken(step + 1)
 
     def _decode_static(

@@ -35,6 +35,7 @@ import torch
 from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
+from vlrl.models.decode_step import ModelStep
 from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
@@ -103,7 +104,7 @@ class StaticDecoding:
         self, model: torch.nn.Module, prefill_cache: Cache, length: int, draw: Draw, record: Record,
         stop_ids: torch.Tensor, plan: StaticPlan,
     ):  # fmt: skip
-        self.model, self.draw, self.record, self.stop_ids, self.plan = model, draw, record, stop_ids, plan
+        self.forward, self.draw, self.record, self.stop_ids, self.plan = ModelStep(model), draw, record, stop_ids, plan
         rows, device = draw.rows, stop_ids.device
         self.rows, self.device = rows, device
         self.layers = []
@@ -187,15 +188,9 @@ class StaticDecoding:
     def step(self) -> None:
         """The forward of the last tokens at the current bucket, then the draw."""
         b = self.bucket
-        out = self.model(
-            input_ids=self.ids[:b],
-            attention_mask=self.mask[:b],
-            position_ids=self.positions[:, :b],
-            past_key_values=self.cache,
-            use_cache=True,
-        )
+        logits = self.forward(self.ids[:b], self.mask[:b], self.positions[:, :b], self.cache)
         self.positions.add_(self.advance)
-        self.sample(out.logits[:, -1])
+        self.sample(logits)
 
     def run(self, steps: int) -> None:
         """`steps` steps at the current bucket: eager, or replays of its CUDA graph (captured

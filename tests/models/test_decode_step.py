@@ -1,0 +1,107 @@
+"""The lean decoding step (models/decode_step.py) is the model's own forward at one token per row,
+bit for bit: logits and cache, with and without padded rows, in float32 and bfloat16, for every
+family it takes, through LoRA adapters merged or not; the families and settings it cannot stand
+in for are refused with the reason."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import pytest
+import torch
+
+from tests.models.test_policy import family_setup
+from vlrl.models.base import ModelFamily
+from vlrl.models.batch import collate
+from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
+from vlrl.models.families import family_names, family_of_model
+from vlrl.models.lora import MergedLoRA
+from vlrl.models.policy import prefill
+from vlrl.rollout.hf import HFEngine, HFOptions
+
+STEPS = 3
+REFUSED = {"qwen3_5": "linear_attention", "qwen3_vl_moe": "experts"}  # family: a word of the reason
+
+
+@pytest.fixture(scope="module", params=sorted(family_names()))
+def setup(request, rec_data, video_qa_data):
+    return request.param, *family_setup(request.param, rec_data, video_qa_data)
+
+
+def decode_both(model, prompts, pad_id: int, generator: torch.Generator):
+    """`STEPS` decoding steps of random tokens after the prompts, through the model's forward and
+    through DecodeStep, each on its own prefill of the same batch: their logits per step, caches."""
+    batch = collate(prompts, pad_id)
+    family = family_of_model(model)
+    forwards = {"model": ModelStep(model), "step": DecodeStep(model)}
+    tokens = torch.randint(0, 500, (len(prompts), STEPS), generator=generator)
+    logits = {"model": [], "step": []}
+    caches = {}
+    with torch.no_grad():
+        for path in logits:
+            prefix = prefill(model, batch)
+            mask = batch.attention_mask
+            for t in range(STEPS):
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                positions = family.decode_positions(prefix.next_position, t, 1)
+                logits[path].append(forwards[path](tokens[:, t : t + 1], mask, positions, prefix.cache))
+            caches[path] = prefix.cache
+    return logits, caches
+
+
+def assert_bitwise(logits, caches) -> None:
+    for t, (want, got) in enumerate(zip(logits["model"], logits["step"], strict=True)):
+        assert torch.equal(got, want), f"step {t}: logits differ by up to {(got - want).abs().max().item()}"
+    for want, got in zip(caches["model"].layers, caches["step"].layers, strict=True):
+        assert torch.equal(got.keys, want.keys) and torch.equal(got.values, want.values)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("padded", [True, False], ids=["padded rows", "no padding"])
+def test_the_decode_step_is_the_models_forward_bit_for_bit(setup, dtype, padded):
+    family, model, processor, prompts = setup
+    refusal = decode_step_refusal(model)
+    if family in REFUSED:
+        assert REFUSED[family] in refusal
+        return
+    assert refusal == ""
+    model = copy.deepcopy(model).to(dtype)
+    # padded: two images and a video prompt of different lengths; else one image prompt twice
+    chosen = prompts if padded else [prompts[0], prompts[0]]
+    assert bool((collate(chosen, processor.tokenizer.pad_token_id).attention_mask == 0).any()) == padded
+    logits, caches = decode_both(model, chosen, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(0))
+    assert logits["model"][0].dtype == dtype
+    assert_bitwise(logits, caches)
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["adapters unmerged", "adapters merged"])
+def test_the_decode_step_computes_through_lora_adapters(rec_data, tiny_qwen25, merged):
+    from tests.models.test_lora import adapted_model
+
+    model, processor, prompts = adapted_model(rec_data, "float32")
+    assert decode_step_refusal(model) == ""
+    lora = MergedLoRA(model)
+    with lora.merged() if merged else contextlib.nullcontext():
+        logits, caches = decode_both(model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(1))
+    assert_bitwise(logits, caches)
+    with model.disable_adapter():  # the adapters count: without them the logits differ
+        base, _ = decode_both(model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(1))
+    assert not torch.equal(base["model"][0], logits["step"][0])
+
+
+def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch):
+    family, model, processor, _ = setup
+    if family in REFUSED:
+        engine = HFEngine(model, processor.tokenizer, options=HFOptions(lean_step=True))
+        assert isinstance(engine.decode_forward, ModelStep) and REFUSED[family] in engine.note
+        return
+    assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, DecodeStep)  # the CPU default
+    for options in (HFOptions(lean_step=False), HFOptions(static_cache=True)):
+        assert isinstance(HFEngine(model, processor.tokenizer, options=options).decode_forward, ModelStep)
+    monkeypatch.setattr(model.config, "_attn_implementation", "eager")
+    assert "'eager'" in decode_step_refusal(model)
+    monkeypatch.undo()
+    own = type(family_of_model(model))
+    monkeypatch.setattr(own, "decode_positions", lambda self, *a: ModelFamily.decode_positions(self, *a))
+    assert "decoding positions are its own" in decode_step_refusal(model)

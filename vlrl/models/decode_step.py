@@ -1,0 +1,146 @@
+"""One decoding step of a Qwen language model, without transformers' module machinery.
+
+A decoding step feeds one token per row through the language model. transformers spends most
+of such a step, at small sizes, outside the arithmetic: building the attention mask, the rope
+tables of three position sections, output dataclasses, hooks and config look-ups around ~700
+tensor operations. On this project's 2-core CPU a whole decoding step (forward and draw) of the
+step bench's tiny model takes 3.0-3.3 ms with this step against 3.8-4.4 ms through the model's
+forward (docs/performance.md); the decoding loop is over half of that bench's RL step.
+
+`DecodeStep` calls the same kernels in the same order on the same weights as transformers'
+SDPA path, so its logits and cache equal transformers' bit for bit (tests/models/
+test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it shorter:
+- rope: during decoding every section of Qwen's multimodal position is the same text position
+  (`ModelFamily.decode_positions`), so the step takes that position (R,) and computes the one
+  table; `rotate_half(x) * sin` is `x` with its halves swapped times sin with its first half
+  negated (exact: negation commutes with rounding);
+- attention: the mask is the rows' padding (one query token: nothing is in its future), and
+  SDPA gets what transformers' `sdpa_attention_forward` gives it at one query token: no mask
+  and grouped heads when no row is padded, else the mask with the query heads packed per key
+  head.
+
+Linear layers and the output layer are called as modules, so whatever wraps them (LoRA adapters,
+merged or not: models/lora.py) computes as in the model's own forward. What it cannot stand in
+for is said by `decode_step_refusal`; the engine then calls the model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from transformers import Cache
+
+from vlrl.models.base import ModelFamily
+from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
+
+
+def decode_step_refusal(model: torch.nn.Module) -> str:
+    """Why `DecodeStep` cannot decode `model` as its own forward does ("": it can)."""
+    core = core_model(model)
+    text = core.config.get_text_config()
+    language_model = getattr(getattr(core, "model", None), "language_model", None)
+    if language_model is None or not hasattr(core, "lm_head"):
+        return "it is not a *ForConditionalGeneration with a language_model and an lm_head"
+    if core.config._attn_implementation != "sdpa":
+        return f"its attention is {core.config._attn_implementation!r}; the step computes SDPA's"
+    kinds = set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"}
+    if kinds:
+        return f"its layers include {', '.join(sorted(kinds))}"
+    if getattr(text, "num_experts", 0):
+        return "its layers route tokens to experts"
+    if text.rope_parameters.get("rope_type", "default") != "default":
+        return f"its rope is {text.rope_parameters['rope_type']!r}, whose tables change with the length"
+    if getattr(text, "attention_dropout", 0.0):
+        return "its attention has dropout"
+    family = family_of_model(model)
+    if type(family).decode_positions is not ModelFamily.decode_positions:
+        return f"{family.label}'s decoding positions are its own; the step takes every section as one"
+    if fsdp_sharded(model):
+        return "FSDP2 gathers its weights in the forwards of the modules this step does not call"
+    return ""
+
+
+class ModelStep:
+    """A decoding step through the model's own forward: what `DecodeStep` stands in for, with
+    the same call."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+
+    def __call__(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
+    ) -> torch.Tensor:
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+            past_key_values=cache, use_cache=True,
+        )  # fmt: skip
+        return out.logits[:, -1]
+
+
+class DecodeStep:
+    """Next-token logits of one token per row, the cache extended (the model's own forward
+    at `input_ids` (R, 1), `attention_mask` (R, K) over cache and token, and rope `positions`
+    (3, R, 1) of `ModelFamily.decode_positions`, whose sections are equal)."""
+
+    def __init__(self, model: torch.nn.Module):
+        core = core_model(model)
+        self.language_model = core.model.language_model
+        self.lm_head = core.lm_head
+        rotary = self.language_model.rotary_emb
+        self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
+
+    def __call__(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
+    ) -> torch.Tensor:
+        lm = self.language_model
+        x = lm.embed_tokens(input_ids)
+        cos, sin = self.rope(positions[0, :, 0], x.dtype)
+        padding = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
+        for i, layer in enumerate(lm.layers):
+            x = x + self.attention(layer.self_attn, rms_norm(layer.input_layernorm, x), cos, sin, padding, cache, i)
+            mlp = layer.mlp
+            h = rms_norm(layer.post_attention_layernorm, x)
+            x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h))
+        return self.lm_head(rms_norm(lm.norm, x))[:, -1]
+
+    def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position."""
+        freqs = position[:, None, None].float() * self.inv_freq
+        cos, sin = freqs.cos() * self.rope_scaling, freqs.sin() * self.rope_scaling
+        cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
+        return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
+
+    @staticmethod
+    def attention(
+        attn: torch.nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+        padding: torch.Tensor | None, cache: Cache, layer: int,
+    ) -> torch.Tensor:  # fmt: skip
+        rows, d = x.shape[0], attn.head_dim
+        q = attn.q_proj(x).view(rows, 1, -1, d)
+        k = attn.k_proj(x).view(rows, 1, -1, d)
+        v = attn.v_proj(x).view(rows, 1, -1, d).transpose(1, 2)
+        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head
+            q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
+        q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
+        k, v = cache.update(k, v, layer)
+        groups = attn.num_key_value_groups
+        if padding is None:
+            out = F.scaled_dot_product_attention(q, k, v, scale=attn.scaling, enable_gqa=groups > 1)
+        else:
+            packed = q.reshape(rows, -1, groups, d)  # one key head's queries as one head's query tokens
+            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=padding, scale=attn.scaling)
+        out = out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1)
+        return attn.o_proj(out)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' `x * cos + rotate_half(x) * sin`, with `sin`'s first half negated."""
+    swapped = x.unflatten(-1, (2, -1)).flip(-2).flatten(-2)
+    return x * cos + swapped * sin
+
+
+def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype."""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * h.to(x.dtype)
