@@ -75,6 +75,7 @@ REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
 REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 DECODE_STEP = "tests/models/test_decode_step.py"
+RESERVED = f"{HF_ENGINE}::test_the_dynamic_loop_writes_each_token_into_reserved_slots_as_a_growing_cache_would"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 
@@ -655,6 +656,14 @@ MUTATIONS: tuple[Mutation, ...] = (
          'return ModelStep(self.model), ""'),
         ("rollout.hf.lean_step=false ignored", "if self.static_plan is not None or self.options.lean_step is False:",
          "if self.static_plan is not None:"),
+    ),
+    *family(
+        "vlrl/rollout/hf.py", (RESERVED,),
+        ("the dynamic loop's cache grows by concatenation", "if type(layer) is DynamicLayer else layer",
+         "if False else layer"),
+        ("a reserved cache layer copied at every token",
+         "self.all_keys[:, :, self.length : end] = key_states",
+         "self.all_keys = torch.cat([self.all_keys[:, :, : self.length], key_states, self.all_keys[:, :, end:]], 2)"),
     ),
     *family(
         "vlrl/models/decode_step.py", (DECODE_STEP,),

@@ -20,7 +20,7 @@ from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.decoding import Draw, Record, sample_categorical
-from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
+from vlrl.rollout.hf import GrowingLayer, HFEngine, HFOptions, stop_token_ids
 from vlrl.rollout.static import StaticDecoding, StaticPlan, static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
@@ -163,6 +163,41 @@ def test_without_compaction_every_row_is_decoded_to_the_end(setup):
     expected = reference_generate(engine, prompts, params, torch.Generator().manual_seed(2))
     assert_same_completions(groups, expected)
     assert set(sizes) == {6}
+
+
+def test_the_dynamic_loop_writes_each_token_into_reserved_slots_as_a_growing_cache_would(setup, monkeypatch):
+    """Bit for bit what DynamicLayer's concatenation gives, with one buffer per layer from the
+    prefill on (a new one only when compaction selects rows)."""
+    model, processor, prompts = setup
+    params = SamplingParams(n=3, max_new_tokens=14, temperature=1.0)
+    seen: list[tuple[int, bool]] = []  # the first layer's buffer at each call, and whether it was a compaction
+    first: list[GrowingLayer] = []
+
+    def spy(name: str, compaction: bool):
+        real = getattr(GrowingLayer, name)
+
+        def call(layer, *args, **kwargs):
+            if not first:
+                first.append(layer)
+            out = real(layer, *args, **kwargs)
+            if layer is first[0]:
+                seen.append((layer.all_keys.data_ptr(), compaction))
+            return out
+
+        monkeypatch.setattr(GrowingLayer, name, call)
+
+    spy("update", False)
+    spy("batch_select_indices", True)
+    engine = HFEngine(model, processor.tokenizer)
+    reserved = engine.generate(prompts, params, torch.Generator().manual_seed(4))
+    monkeypatch.undo()
+    assert first and len(seen) > 5
+    buffers = [ptr for i, (ptr, compaction) in enumerate(seen) if i == 0 or compaction or ptr != seen[i - 1][0]]
+    assert len(buffers) == 1 + sum(compaction for _, compaction in seen)  # written in place between compactions
+    monkeypatch.setattr("vlrl.rollout.hf.reserve", lambda cache, slots: None)  # transformers' DynamicLayer
+    grown = engine.generate(prompts, params, torch.Generator().manual_seed(4))
+    for got, want in zip(completions(reserved), completions(grown), strict=True):
+        assert (got.token_ids, got.logprobs, got.entropies) == (want.token_ids, want.logprobs, want.entropies)
 
 
 STATIC = {

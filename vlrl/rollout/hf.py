@@ -10,10 +10,10 @@ running are gathered, their cache rows too, and the batch shrinks. Each step dra
 per row of the whole batch, finished or not, and a live row takes its own: the random stream
 is consumed as without compaction, so a row's tokens do not depend on which others still run.
 
-Two loops decode: the dynamic one here (the cache grows by concatenation, the host looks after
-every step) and the static-shape step of static.py (`rollout.hf.static_cache`, preallocated
-buffers, the host looks every `check_every` steps; on CUDA captured in CUDA graphs,
-`rollout.hf.cuda_graphs`). Both give the same tokens and random stream as decoding every row
+Two loops decode: the dynamic one here (each token written into cache slots reserved after the
+prefill, `GrowingLayer`; the host looks after every step) and the static-shape step of
+static.py (`rollout.hf.static_cache`, preallocated buffers, the host looks every `check_every`
+steps; on CUDA captured in CUDA graphs, `rollout.hf.cuda_graphs`). Both give the same tokens and random stream as decoding every row
 to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py). A family
 whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
 experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers import Cache
+from transformers.cache_utils import DynamicLayer
 
 from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
@@ -50,6 +52,45 @@ from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.decoding import DecodeStats, Draw, Record
 from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
+
+
+class GrowingLayer(DynamicLayer):
+    """A layer's keys and values at the front of buffers reserved for every token the dynamic
+    loop will feed: a decoding step writes its token's slot in place, where DynamicLayer copies
+    the whole cache into a longer one (`torch.cat`, every layer, every step: quadratic in the
+    completion's length). Only what the loop calls is kept right: update, batch_select_indices."""
+
+    def __init__(self, layer: DynamicLayer, slots: int):
+        super().__init__()
+        keys, values = layer.keys, layer.values
+        self.length = keys.shape[2]
+        self.all_keys = keys.new_empty(*keys.shape[:2], self.length + slots, keys.shape[3])
+        self.all_values = values.new_empty(*values.shape[:2], self.length + slots, values.shape[3])
+        self.all_keys[:, :, : self.length] = keys
+        self.all_values[:, :, : self.length] = values
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self.written()
+
+    def written(self) -> None:
+        self.keys, self.values = self.all_keys[:, :, : self.length], self.all_values[:, :, : self.length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        end = self.length + key_states.shape[2]
+        self.all_keys[:, :, self.length : end] = key_states
+        self.all_values[:, :, self.length : end] = value_states
+        self.length = end
+        self.written()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.all_keys, self.all_values = self.all_keys[indices], self.all_values[indices]
+        self.written()
+
+
+def reserve(cache: Cache, slots: int) -> None:
+    """Room for `slots` more tokens in each of `cache`'s attention layers (the others, Qwen3.5's
+    recurrent states, are left as they are)."""
+    cache.layers = [GrowingLayer(layer, slots) if type(layer) is DynamicLayer else layer for layer in cache.layers]
 
 
 def stop_token_ids(generation_config, tokenizer) -> list[int]:
@@ -219,8 +260,9 @@ class HFEngine:
     def _decode_dynamic(
         self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The loop whose cache grows by concatenation, the host looking after every step."""
+        """The loop whose batch shrinks as rows stop, the host looking after every step."""
         rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
+        reserve(prefix.cache, steps - 1)  # the last token drawn is never fed back
         record = Record(rows, steps, self.pad_id, device)
         stop_ids = self.stop_ids.to(device)
         logits = prefix.last_logits.repeat_interleave(n, dim=0)
