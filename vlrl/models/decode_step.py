@@ -4,8 +4,8 @@ A decoding step feeds one token per row through the language model. transformers
 of such a step, at small sizes, outside the arithmetic: building the attention mask, the rope
 tables of three position sections, output dataclasses, hooks and config look-ups around ~700
 tensor operations. On this project's 2-core CPU a whole decoding step (forward and draw) of the
-step bench's tiny model takes 3.0-3.3 ms with this step against 3.8-4.4 ms through the model's
-forward (docs/performance.md); the decoding loop is over half of that bench's RL step.
+step bench's tiny model takes 2.0-2.1 ms with this step against 3.5-3.6 ms through the model's
+forward (docs/performance.md); the decoding loop was over half of that bench's RL step.
 
 `DecodeStep` calls the same kernels in the same order on the same weights as transformers'
 SDPA path, so its logits and cache equal transformers' bit for bit (tests/models/
