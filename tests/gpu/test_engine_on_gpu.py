@@ -1,9 +1,11 @@
-"""The HF rollout engine on a GPU: its greedy tokens are transformers' `generate`'s for the same
-prompt, and it samples the same tokens with the policy of every parallelism strategy (FSDP2
-gathers the shards, CPU offload brings them from the CPU).
+"""The HF rollout engine on a GPU: its lean decoding step is the model's forward bit for bit, its
+greedy tokens are transformers' `generate`'s for the same prompt, and it samples the same tokens
+with the policy of every parallelism strategy (FSDP2 gathers the shards, CPU offload brings them
+from the CPU).
 
-The first test also runs on the CPU in `make test` (tests/models/test_policy.py calls it
-with the tiny model)."""
+Two of these also run on the CPU in `make test`: the greedy check (tests/models/test_policy.py
+calls it with the tiny model) and the lean step's (tests/models/test_decode_step.py, every
+family, in float32 and bfloat16)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free, rl_overrides
 from tests.gpu.test_strategies_on_gpu import STRATEGIES
+from tests.models.test_decode_step import assert_bitwise, decode_both
 from vlrl.config import ModelConfig, load_config
 from vlrl.data.records import load_split
+from vlrl.models.decode_step import decode_step_refusal
 from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
@@ -62,6 +66,23 @@ def greedy_equals_generate(model_path: Path, data: Path, device: torch.device, d
         cut = next((i + 1 for i, t in enumerate(expected) if t in stops), len(expected))
         assert generation.completions[0].token_ids == expected[:cut]
     del model
+    free(device)
+
+
+def test_the_lean_decode_step_is_the_models_forward_bit_for_bit(mid_model, data, device):
+    """models/decode_step.py against the model's own forward in bf16 on the GPU's kernels, over
+    prompts of different lengths (padded rows); the HF engine's dynamic loop decodes with it."""
+    cfg = ModelConfig(path=str(mid_model), dtype="bfloat16", max_pixels=200704)
+    processor = load_processor(cfg)
+    model = load_model(cfg, device=device).eval()
+    task = RefCOCO()
+    samples = load_split(data, task.build_sample, frame_spec(cfg)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples]
+    assert decode_step_refusal(model) == ""
+    logits, caches = decode_both(model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(0))
+    assert len({len(p) for p in prompts}) > 1 and logits["model"][0].dtype == torch.bfloat16
+    assert_bitwise(logits, caches)
+    del model, caches
     free(device)
 
 

@@ -32,10 +32,11 @@ def setup(request, rec_data, video_qa_data):
 def decode_both(model, prompts, pad_id: int, generator: torch.Generator):
     """`STEPS` decoding steps of random tokens after the prompts, through the model's forward and
     through DecodeStep, each on its own prefill of the same batch: their logits per step, caches."""
-    batch = collate(prompts, pad_id)
+    device = next(model.parameters()).device
+    batch = collate(prompts, pad_id).to(device)
     family = family_of_model(model)
     forwards = {"model": ModelStep(model), "step": DecodeStep(model)}
-    tokens = torch.randint(0, 500, (len(prompts), STEPS), generator=generator)
+    tokens = torch.randint(0, 500, (len(prompts), STEPS), generator=generator).to(device)
     logits = {"model": [], "step": []}
     caches = {}
     with torch.no_grad():
