@@ -121,7 +121,7 @@ class HFOptions:
     merge_lora: bool = True
     # The dynamic loop's decoding forward by models/decode_step.py (the model's own kernels,
     # bit for bit, without transformers' per-step machinery) instead of the model's forward.
-    # None: wherever the model can take it (`decode_step_refusal`).
+    # None: wherever the model can take it (`decode_step_refusal`). The static step never takes it.
     lean_step: bool | None = None
 
     def validate(self, key: str) -> None:
@@ -206,13 +206,17 @@ class HFEngine:
 
     def _decode_forward(self) -> tuple[DecodeStep | ModelStep, str]:
         """The dynamic loop's decoding forward: the lean step where the model allows it, else
-        the model's; and a note when the lean step was asked for but the model cannot take it."""
-        if self.static_plan is not None or self.options.lean_step is False:
+        the model's; and a note when the lean step was asked for but does not decode."""
+        asked = self.options.lean_step
+        if self.static_plan is not None:
+            return ModelStep(
+                self.model
+            ), "the static step decodes, not the lean step (the dynamic loop's)" if asked else ""
+        if asked is False:
             return ModelStep(self.model), ""
         refusal = decode_step_refusal(self.model)
         if not refusal:
             return DecodeStep(self.model), ""
-        asked = self.options.lean_step
         return ModelStep(self.model), f"decodes with the model's forward, not the lean step: {refusal}" if asked else ""
 
     def sleep(self) -> None:
