@@ -654,8 +654,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "vlrl/rollout/hf.py", (DECODE_STEP,),
         ("rollout.hf.lean_step ignored (never taken)", 'return DecodeStep(self.model), ""',
          'return ModelStep(self.model), ""'),
-        ("rollout.hf.lean_step=false ignored", "if self.static_plan is not None or self.options.lean_step is False:",
-         "if self.static_plan is not None:"),
+        ("rollout.hf.lean_step=false ignored", "if asked is False:", "if False:"),
     ),
     *family(
         "vlrl/rollout/hf.py", (RESERVED,),
