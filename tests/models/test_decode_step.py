@@ -101,10 +101,11 @@ def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch)
     for options in (HFOptions(lean_step=False), HFOptions(static_cache=True)):
         assert isinstance(HFEngine(model, processor.tokenizer, options=options).decode_forward, ModelStep)
     static = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, lean_step=True))
-    assert "the static step decodes, not the lean step" in static.note
+    assert "not the lean step: the static step decodes" in static.note
     monkeypatch.setattr(model.config, "_attn_implementation", "eager")
     assert "'eager'" in decode_step_refusal(model)
     monkeypatch.undo()
     own = type(family_of_model(model))
     monkeypatch.setattr(own, "decode_positions", lambda self, *a: ModelFamily.decode_positions(self, *a))
     assert "decoding positions are its own" in decode_step_refusal(model)
+

@@ -34,6 +34,15 @@ from vlrl.models.base import ModelFamily
 from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
 
 
+def unusual_layers(model: torch.nn.Module) -> list[str]:
+    """The language model's layers other than full attention over a key-value cache with a dense
+    MLP, by kind (Qwen3.5: linear_attention; Qwen3-VL MoE: experts); [] when there are none.
+    Neither decoding step of the HF engine's own holds them: the lean one here, the static one."""
+    text = core_model(model).config.get_text_config()
+    kinds = sorted(set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"})
+    return [*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds
+
+
 def decode_step_refusal(model: torch.nn.Module) -> str:
     """Why `DecodeStep` cannot decode `model` as its own forward does ("": it can)."""
     core = core_model(model)
@@ -43,11 +52,8 @@ def decode_step_refusal(model: torch.nn.Module) -> str:
         return "it is not a *ForConditionalGeneration with a language_model and an lm_head"
     if core.config._attn_implementation != "sdpa":
         return f"its attention is {core.config._attn_implementation!r}; the step computes SDPA's"
-    kinds = set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"}
-    if kinds:
-        return f"its layers include {', '.join(sorted(kinds))}"
-    if getattr(text, "num_experts", 0):
-        return "its layers route tokens to experts"
+    if unusual_layers(model):
+        return f"its layers include {', '.join(unusual_layers(model))}"
     if text.rope_parameters.get("rope_type", "default") != "default":
         return f"its rope is {text.rope_parameters['rope_type']!r}, whose tables change with the length"
     if getattr(text, "attention_dropout", 0.0):

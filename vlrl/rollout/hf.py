@@ -13,10 +13,11 @@ is consumed as without compaction, so a row's tokens do not depend on which othe
 Two loops decode: the dynamic one here (each token written into cache slots reserved after the
 prefill, `GrowingLayer`; the host looks after every step) and the static-shape step of
 static.py (`rollout.hf.static_cache`, preallocated buffers, the host looks every `check_every`
-steps; on CUDA captured in CUDA graphs, `rollout.hf.cuda_graphs`). Both give the same tokens and random stream as decoding every row
-to the end, and its log-probs to float rounding (tests/rollout/test_hf_engine.py). A family
-whose cache or layers the static step cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's
-experts: `static.static_refusal`) decodes with the dynamic loop, and says so (`note`).
+steps; on CUDA captured in CUDA graphs, `rollout.hf.cuda_graphs`). Both give the same tokens
+and random stream as decoding every row to the end, and its log-probs to float rounding
+(tests/rollout/test_hf_engine.py). A family whose cache or layers the static step cannot hold
+(Qwen3.5's linear attention, Qwen3-VL MoE's experts: `static.static_refusal`) decodes with the
+dynamic loop, and says so (`note`).
 
 The dynamic loop's forward is the lean step of models/decode_step.py where the model allows it
 (`rollout.hf.lean_step`): the model's own kernels, bit for bit, without transformers' per-step
@@ -208,16 +209,13 @@ class HFEngine:
         """The dynamic loop's decoding forward: the lean step where the model allows it, else
         the model's; and a note when the lean step was asked for but does not decode."""
         asked = self.options.lean_step
-        if self.static_plan is not None:
-            return ModelStep(
-                self.model
-            ), "the static step decodes, not the lean step (the dynamic loop's)" if asked else ""
         if asked is False:
             return ModelStep(self.model), ""
-        refusal = decode_step_refusal(self.model)
-        if not refusal:
+        static = "the static step decodes (the lean step is the dynamic loop's)"
+        why = static if self.static_plan is not None else decode_step_refusal(self.model)
+        if not why:
             return DecodeStep(self.model), ""
-        return ModelStep(self.model), f"decodes with the model's forward, not the lean step: {refusal}" if asked else ""
+        return ModelStep(self.model), f"not the lean step: {why}" if asked else ""
 
     def sleep(self) -> None:
         """Free the static step's buffers and graphs, and the merged LoRA weights: the update

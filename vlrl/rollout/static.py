@@ -35,8 +35,7 @@ import torch
 from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
-from vlrl.models.decode_step import ModelStep
-from vlrl.models.loading import core_model
+from vlrl.models.decode_step import ModelStep, unusual_layers
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
 CACHE_GRANULE = 128  # cache lengths are rounded up to this, so nearby prompt lengths share buffers and graphs
@@ -45,11 +44,11 @@ WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture 
 
 def static_refusal(model: torch.nn.Module) -> str:
     """Why `model` cannot take the static step ("": it can)."""
-    text = core_model(model).config.get_text_config()
-    kinds = set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"}
+    kinds = unusual_layers(model)
+    attention = [kind for kind in kinds if kind != "experts"]
+    if attention:
+        return f"its layers include {', '.join(attention)}, whose cache is not keys and values in fixed slots"
     if kinds:
-        return f"its layers include {', '.join(sorted(kinds))}, whose cache is not keys and values in fixed slots"
-    if getattr(text, "num_experts", 0):
         return "its experts pick their tokens with nonzero(), a host synchronization of data-dependent shape"
     return ""
 
