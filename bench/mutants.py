@@ -671,6 +671,12 @@ MUTATIONS: tuple[Mutation, ...] = (
          "padding = None if True else"),
         ("the lean step without Qwen3's head norms", "q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)",
          "pass"),
+        ("the lean step takes a rope whose tables change with the length",
+         'if text.rope_parameters.get("rope_type", "default") != "default":', "if False:"),
+        ("the lean step takes attention dropout", 'if getattr(text, "attention_dropout", 0.0):', "if False:"),
+        ("the lean step under FSDP2", "if fsdp_sharded(model):", "if False:"),
+        ("experts counted as plain layers", '[*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds',
+         "kinds"),
     ),
     Mutation(
         "rollout.hf.check_every ignored", "vlrl/rollout/static.py",

@@ -105,7 +105,37 @@ def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch)
     monkeypatch.setattr(model.config, "_attn_implementation", "eager")
     assert "'eager'" in decode_step_refusal(model)
     monkeypatch.undo()
+    text = model.config.get_text_config()
+    monkeypatch.setitem(text.rope_parameters, "rope_type", "yarn")  # its tables depend on the length
+    assert "'yarn'" in decode_step_refusal(model)
+    monkeypatch.undo()
+    monkeypatch.setattr(text, "attention_dropout", 0.1)
+    assert "dropout" in decode_step_refusal(model)
+    monkeypatch.undo()
     own = type(family_of_model(model))
     monkeypatch.setattr(own, "decode_positions", lambda self, *a: ModelFamily.decode_positions(self, *a))
     assert "decoding positions are its own" in decode_step_refusal(model)
 
+
+def test_under_fsdp2_the_engine_decodes_with_the_models_forward(tmp_path, tiny_qwen25):
+    """FSDP2's units gather their weights in their own forwards, which the lean step does not
+    call: outside them the weights are shards (DTensors), so the engine calls the model."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from vlrl.config import ModelConfig
+    from vlrl.models.loading import load_model, load_processor
+
+    cfg = ModelConfig(path=str(tiny_qwen25), dtype="float32")
+    model, processor = load_model(cfg), load_processor(cfg)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for layer in model.model.language_model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        assert isinstance(model.model.language_model.layers[0].self_attn.q_proj.weight, DTensor)
+        assert "FSDP2" in decode_step_refusal(model)
+        assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, ModelStep)
+    finally:
+        dist.destroy_process_group()
