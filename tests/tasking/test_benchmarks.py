@@ -407,12 +407,13 @@ def _hostile(name: str, sample) -> list[str]:
 
 
 @pytest.mark.parametrize("name", sorted(benchmark_names()))
-def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path, tiny_qwen25):
+def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path, tiny_qwen25, monkeypatch):
     """Through vlrl's harness (the canned answers generated, filtered, stripped, processed,
     aggregated, logged) and through the reference's (lmms-eval's evaluator steps on the hub
     table, or Video-R1's evaluator on the raw output): the same numbers, and the samples file
     holds what was scored (filtered_resps) beside the raw response (resps), as lmms-eval's.
     eval.reasoning_tags=none scores the raw response, as lmms-eval's --reasoning_tags none."""
+    from vlrl.eval import harness
     from vlrl.eval.harness import EvalSettings, evaluate
     from vlrl.models.loading import load_processor
 
@@ -420,9 +421,19 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
     method = _lmms_eval_method(name)
     processed, process = [], task.process  # process_results runs once a sample, its values logged and aggregated
     task.process = lambda response, sample: processed.append(sample.id) or process(response, sample)
+    # Each sample's prompt rendered once: the rounds change the answers, never the prompts
+    # (rendering, a video's above all, was most of this test's time).
+    rendered, render = {}, harness.render_prompt
+
+    def render_once(processor, messages, sample, model):
+        if sample.id not in rendered:
+            rendered[sample.id] = render(processor, messages, sample, model)
+        return rendered[sample.id]
+
+    monkeypatch.setattr(harness, "render_prompt", render_once)
+    processor = load_processor(load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176"]).model)
     for tags in (CLI_REASONING_TAGS, "none"):
         cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176", f"eval.reasoning_tags={tags}"])
-        processor = load_processor(cfg.model)
         kinds = [_hostile(name, s) for s in samples]
         for r in range(len(kinds[0])):
             responses = [k[(i + r) % len(k)] for i, k in enumerate(kinds)]
