@@ -76,6 +76,7 @@ REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_th
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 DECODE_STEP = "tests/models/test_decode_step.py"
 RESERVED = f"{HF_ENGINE}::test_the_dynamic_loop_writes_each_token_into_reserved_slots_as_a_growing_cache_would"
+LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 
@@ -675,8 +676,20 @@ MUTATIONS: tuple[Mutation, ...] = (
          'if text.rope_parameters.get("rope_type", "default") != "default":', "if False:"),
         ("the lean step takes attention dropout", 'if getattr(text, "attention_dropout", 0.0):', "if False:"),
         ("the lean step under FSDP2", "if fsdp_sharded(model):", "if False:"),
+        ("the lean step's rope tables never grow", "if cos is None or int(position.max()) >= len(cos):",
+         "if cos is None:"),
+        ("the lean step skips a Linear's hooks",
+         "if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):",
+         "if type(module) is torch.nn.Linear:"),
         ("experts counted as plain layers", '[*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds',
          "kinds"),
+    ),
+    *family(
+        "vlrl/models/loading.py", (LOADING,),
+        ("forwards without gradient in inference mode under FSDP2",
+         "torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()", "torch.inference_mode()"),
+        ("forwards without gradient never in inference mode",
+         "torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()", "torch.no_grad()"),
     ),
     Mutation(
         "rollout.hf.check_every ignored", "vlrl/rollout/static.py",

@@ -29,9 +29,10 @@ def setup(request, rec_data, video_qa_data):
     return request.param, *family_setup(request.param, rec_data, video_qa_data)
 
 
-def decode_both(model, prompts, pad_id: int, generator: torch.Generator):
+def decode_both(model, prompts, pad_id: int, generator: torch.Generator, jump: int = 0):
     """`STEPS` decoding steps of random tokens after the prompts, through the model's forward and
-    through DecodeStep, each on its own prefill of the same batch: their logits per step, caches."""
+    through DecodeStep, each on its own prefill of the same batch: their logits per step, caches.
+    `jump` moves the positions of every step after the first that far on."""
     device = next(model.parameters()).device
     batch = collate(prompts, pad_id).to(device)
     family = family_of_model(model)
@@ -45,7 +46,7 @@ def decode_both(model, prompts, pad_id: int, generator: torch.Generator):
             mask = batch.attention_mask
             for t in range(STEPS):
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                positions = family.decode_positions(prefix.next_position, t, 1)
+                positions = family.decode_positions(prefix.next_position + (jump if t else 0), t, 1)
                 logits[path].append(forwards[path](tokens[:, t : t + 1], mask, positions, prefix.cache))
             caches[path] = prefix.cache
     return logits, caches
@@ -73,6 +74,28 @@ def test_the_decode_step_is_the_models_forward_bit_for_bit(setup, dtype, padded)
     assert bool((collate(chosen, processor.tokenizer.pad_token_id).attention_mask == 0).any()) == padded
     logits, caches = decode_both(model, chosen, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(0))
     assert logits["model"][0].dtype == dtype
+    assert_bitwise(logits, caches)
+
+
+def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):
+    """The first step makes tables of 256 positions; the next ones are past 1,000."""
+    family, model, processor, prompts = setup
+    if family in REFUSED:
+        return
+    logits, caches = decode_both(
+        model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(2), 1000
+    )
+    assert_bitwise(logits, caches)
+
+
+def test_the_decode_step_runs_the_hooks_of_a_linear_layer(rec_data, video_qa_data):
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    generator = torch.Generator().manual_seed(3)
+    plain, _ = decode_both(model, prompts, processor.tokenizer.pad_token_id, generator)
+    q_proj = model.model.language_model.layers[0].self_attn.q_proj
+    q_proj.register_forward_hook(lambda module, args, out: 2 * out)
+    logits, caches = decode_both(model, prompts, processor.tokenizer.pad_token_id, generator.manual_seed(3))
+    assert not torch.equal(plain["model"][0], logits["model"][0])  # the hook counts
     assert_bitwise(logits, caches)
 
 
@@ -120,22 +143,15 @@ def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch)
 def test_under_fsdp2_the_engine_decodes_with_the_models_forward(tmp_path, tiny_qwen25):
     """FSDP2's units gather their weights in their own forwards, which the lean step does not
     call: outside them the weights are shards (DTensors), so the engine calls the model."""
-    import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import DTensor
 
+    from tests.models.test_loading import sharded_in_one_process
     from vlrl.config import ModelConfig
     from vlrl.models.loading import load_model, load_processor
 
     cfg = ModelConfig(path=str(tiny_qwen25), dtype="float32")
     model, processor = load_model(cfg), load_processor(cfg)
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        for layer in model.model.language_model.layers:
-            fully_shard(layer)
-        fully_shard(model)
+    with sharded_in_one_process(model, tmp_path / "store"):
         assert isinstance(model.model.language_model.layers[0].self_attn.q_proj.weight, DTensor)
         assert "FSDP2" in decode_step_refusal(model)
         assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, ModelStep)
-    finally:
-        dist.destroy_process_group()

@@ -11,17 +11,18 @@ forward (docs/performance.md); the decoding loop was over half of that bench's R
 SDPA path, so its logits and cache equal transformers' bit for bit (tests/models/
 test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it shorter:
 - rope: during decoding every section of Qwen's multimodal position is the same text position
-  (`ModelFamily.decode_positions`), so the step takes that position (R,) and computes the one
-  table; `rotate_half(x) * sin` is `x` with its halves swapped times sin with its first half
+  (`ModelFamily.decode_positions`), so the step takes that position (R,) and looks up the one
+  table, computed once for every position as transformers computes it; `rotate_half(x) * sin` is `x` with its halves swapped times sin with its first half
   negated (exact: negation commutes with rounding);
 - attention: the mask is the rows' padding (one query token: nothing is in its future), and
   SDPA gets what transformers' `sdpa_attention_forward` gives it at one query token: no mask
   and grouped heads when no row is padded, else the mask with the query heads packed per key
   head.
 
-Linear layers and the output layer are called as modules, so whatever wraps them (LoRA adapters,
-merged or not: models/lora.py) computes as in the model's own forward. What it cannot stand in
-for is said by `decode_step_refusal`; the engine then calls the model.
+A plain `nn.Linear` without hooks is computed as its forward computes it; any other linear layer
+is called as a module, so whatever wraps it (LoRA adapters, merged or not: models/lora.py; a
+hook) computes as in the model's own forward. What it cannot stand in for is said by
+`decode_step_refusal`; the engine then calls the model.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class DecodeStep:
         self.lm_head = core.lm_head
         rotary = self.language_model.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
+        self.rope_tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
@@ -106,12 +108,24 @@ class DecodeStep:
             x = x + self.attention(layer.self_attn, rms_norm(layer.input_layernorm, x), cos, sin, padding, cache, i)
             mlp = layer.mlp
             h = rms_norm(layer.post_attention_layernorm, x)
-            x = x + mlp.down_proj(mlp.act_fn(mlp.gate_proj(h)) * mlp.up_proj(h))
-        return self.lm_head(rms_norm(lm.norm, x))[:, -1]
+            x = x + linear(mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, h)) * linear(mlp.up_proj, h))
+        return linear(self.lm_head, rms_norm(lm.norm, x))[:, -1]
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position."""
-        freqs = position[:, None, None].float() * self.inv_freq
+        """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position, looked up in
+        tables of every position so far (a decoding step's rope is two gathers, not a dozen
+        operations; the tables grow by doubling when a position passes their end)."""
+        cos, sin = self.rope_tables.get(dtype, (None, None))
+        if cos is None or int(position.max()) >= len(cos):
+            size = max(2 * len(cos) if cos is not None else 0, int(position.max()) + 1, 256)
+            cos, sin = self.rope_tables[dtype] = self.rope_table(torch.arange(size, device=position.device), dtype)
+        return cos[position], sin[position]
+
+    def rope_table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sign-folded sin (P, 1, 1, head_dim) at `positions` (P,), as transformers'
+        rotary embedding computes them (position times inverse frequency in float32, cos and sin
+        scaled, then cast)."""
+        freqs = positions[:, None, None].float() * self.inv_freq
         cos, sin = freqs.cos() * self.rope_scaling, freqs.sin() * self.rope_scaling
         cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
         return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
@@ -122,9 +136,9 @@ class DecodeStep:
         padding: torch.Tensor | None, cache: Cache, layer: int,
     ) -> torch.Tensor:  # fmt: skip
         rows, d = x.shape[0], attn.head_dim
-        q = attn.q_proj(x).view(rows, 1, -1, d)
-        k = attn.k_proj(x).view(rows, 1, -1, d)
-        v = attn.v_proj(x).view(rows, 1, -1, d).transpose(1, 2)
+        q = linear(attn.q_proj, x).view(rows, 1, -1, d)
+        k = linear(attn.k_proj, x).view(rows, 1, -1, d)
+        v = linear(attn.v_proj, x).view(rows, 1, -1, d).transpose(1, 2)
         if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head
             q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
         q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
@@ -136,7 +150,7 @@ class DecodeStep:
             packed = q.reshape(rows, -1, groups, d)  # one key head's queries as one head's query tokens
             out = F.scaled_dot_product_attention(packed, k, v, attn_mask=padding, scale=attn.scaling)
         out = out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1)
-        return attn.o_proj(out)
+        return linear(attn.o_proj, out)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -145,8 +159,16 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + swapped * sin
 
 
+def linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """`module(x)`; a plain Linear without hooks as its forward computes it, without the module
+    call around it (a few microseconds, fifteen times a step)."""
+    if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
+        return F.linear(x, module.weight, module.bias)
+    return module(x)
+
+
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype."""
-    h = x.float()
+    h = x if x.dtype == torch.float32 else x.float()  # the casts of a float32 input are no-ops
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
+    return norm.weight * (h if x.dtype == torch.float32 else h.to(x.dtype))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -152,6 +153,15 @@ def fsdp_sharded(model: torch.nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return any(isinstance(m, FSDPModule) for m in model.modules())
+
+
+def without_grad(model: torch.nn.Module) -> contextlib.AbstractContextManager:
+    """The context for forwards of `model` whose results are data, not graph (rollouts,
+    reference and old log-probs): torch.inference_mode, which skips the version counters and view
+    tracking no_grad still keeps (a sixth of a tiny model's decoding step on the CPU,
+    docs/performance.md), except under FSDP2, whose first gathering makes the unsharded
+    parameters every later forward reuses, training ones included: there, no_grad."""
+    return torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()
 
 
 __all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_weights", "load_model", "load_processor"]

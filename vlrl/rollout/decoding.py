@@ -50,7 +50,7 @@ class Draw:
         """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is."""
         logits = logits.float()
         temperature = self.params.temperature
-        if temperature > 0:
+        if temperature > 0 and temperature != 1:  # x / 1 is x
             logits = logits / temperature
         step_logp = torch.log_softmax(logits, dim=-1)
         allowed = self.sampler.apply(logits)

@@ -46,7 +46,7 @@ from transformers.cache_utils import DynamicLayer
 from vlrl.config import ConfigError
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
-from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
+from vlrl.models.loading import core_model, family_of_model, fsdp_sharded, without_grad
 from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
@@ -231,11 +231,16 @@ class HFEngine:
         """The policy belongs to the trainer: only the engine's own buffers to release."""
         self.sleep()
 
-    @torch.no_grad()
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[Generation]:
         """params.n completions for each prompt, grouped by prompt."""
+        with without_grad(self.model):
+            return self._generate(prompts, params, generator)
+
+    def _generate(
+        self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None
+    ) -> list[Generation]:
         device = self.device
         batch = collate(prompts, self.pad_id).to(device)
         n = params.n

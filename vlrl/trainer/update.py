@@ -12,6 +12,7 @@ import torch
 
 from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, token_weights
 from vlrl.config import AlgoConfig, RolloutConfig
+from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
 from vlrl.trainer.batch import RolloutBatch, micro_batches, rows_logprobs
 from vlrl.trainer.run import Run
@@ -105,7 +106,7 @@ class Updater:
         ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
         samp = torch.zeros_like(batch.completion_mask) if sampled else None
         run = self.run
-        with torch.no_grad():
+        with without_grad(model):
             for rows in self.plan(batch, list(range(len(batch.prompt_index)))):
                 if not rows:  # this process has fewer micro-batches than another (FSDP2)
                     run.strategy.idle_pass(model, run.pad_id, backward=False)

@@ -1,0 +1,54 @@
+"""`without_grad`: the rollout's and the no-gradient log-probs' forwards run in inference mode,
+except under FSDP2, where a forward in inference mode would leave the unsharded parameters
+that the training forwards reuse as inference tensors."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from vlrl.config import ModelConfig
+from vlrl.models.loading import load_model, without_grad
+
+
+@contextlib.contextmanager
+def sharded_in_one_process(model: torch.nn.Module, store: Path) -> Iterator[torch.nn.Module]:
+    """`model` sharded by FSDP2 (each decoder layer a unit, then the whole) in a one-process
+    gloo group, which is left on exit."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    try:
+        for layer in model.model.language_model.layers:
+            fully_shard(layer)
+        fully_shard(model)
+        yield model
+    finally:
+        dist.destroy_process_group()
+
+
+def forward_then_train(model: torch.nn.Module) -> None:
+    ids = torch.arange(3, 11)[None]
+    with without_grad(model):
+        model(input_ids=ids)
+    model(input_ids=ids).logits.sum().backward()
+
+
+def test_without_fsdp2_the_no_gradient_forwards_run_in_inference_mode(tiny_qwen25):
+    model = load_model(ModelConfig(path=str(tiny_qwen25), dtype="float32"))
+    with without_grad(model):
+        assert torch.is_inference_mode_enabled()
+    forward_then_train(model)
+
+
+def test_an_fsdp2_policy_trains_after_a_forward_without_gradient(tmp_path, tiny_qwen25):
+    model = load_model(ModelConfig(path=str(tiny_qwen25), dtype="float32"))
+    with sharded_in_one_process(model, tmp_path / "store"):
+        with without_grad(model):
+            assert not torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
+        forward_then_train(model)  # in inference mode: "Inference tensors do not track version counter"
+        assert model.model.language_model.layers[0].mlp.down_proj.weight.grad is not None
