@@ -687,9 +687,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     *family(
         "vlrl/models/loading.py", (LOADING,),
         ("forwards without gradient in inference mode under FSDP2",
-         "torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()", "torch.inference_mode()"),
+         "torch.no_grad() if several or fsdp_sharded(model) else torch.inference_mode()", "torch.no_grad() if several else torch.inference_mode()"),
         ("forwards without gradient never in inference mode",
-         "torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()", "torch.no_grad()"),
+         "torch.no_grad() if several or fsdp_sharded(model) else torch.inference_mode()", "torch.no_grad()"),
     ),
     Mutation(
         "rollout.hf.check_every ignored", "vlrl/rollout/static.py",

@@ -159,9 +159,14 @@ def without_grad(model: torch.nn.Module) -> contextlib.AbstractContextManager:
     """The context for forwards of `model` whose results are data, not graph (rollouts,
     reference and old log-probs): torch.inference_mode, which skips the version counters and view
     tracking no_grad still keeps (a sixth of a tiny model's decoding step on the CPU,
-    docs/performance.md), except under FSDP2, whose first gathering makes the unsharded
-    parameters every later forward reuses, training ones included: there, no_grad."""
-    return torch.no_grad() if fsdp_sharded(model) else torch.inference_mode()
+    docs/performance.md). no_grad under FSDP2, whose first gathering makes the unsharded
+    parameters every later forward reuses, training ones included; and among several
+    processes: `vlrl eval` under torchrun aborted at exit (rank 1, SIGABRT, "terminate called without
+    an active exception") in 2 of 20 runs with inference mode, in none of 12 with no_grad,
+    for a reason not yet found."""
+    dist = torch.distributed
+    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return torch.no_grad() if several or fsdp_sharded(model) else torch.inference_mode()
 
 
 __all__ = ["core_model", "family_of_model", "frame_kind", "frame_spec", "full_weights", "load_model", "load_processor"]
