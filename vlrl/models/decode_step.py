@@ -12,8 +12,9 @@ SDPA path, so its logits and cache equal transformers' bit for bit (tests/models
 test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it shorter:
 - rope: during decoding every section of Qwen's multimodal position is the same text position
   (`ModelFamily.decode_positions`), so the step takes that position (R,) and looks up the one
-  table, computed once for every position as transformers computes it; `rotate_half(x) * sin` is `x` with its halves swapped times sin with its first half
-  negated (exact: negation commutes with rounding);
+  table, computed once for every position as transformers computes it; `rotate_half(x) * sin`
+  is `x` with its halves swapped times sin with its first half negated (exact: negation
+  commutes with rounding);
 - attention: the mask is the rows' padding (one query token: nothing is in its future), and
   SDPA gets what transformers' `sdpa_attention_forward` gives it at one query token: no mask
   and grouped heads when no row is padded, else the mask with the query heads packed per key
@@ -53,8 +54,8 @@ def decode_step_refusal(model: torch.nn.Module) -> str:
         return "it is not a *ForConditionalGeneration with a language_model and an lm_head"
     if core.config._attn_implementation != "sdpa":
         return f"its attention is {core.config._attn_implementation!r}; the step computes SDPA's"
-    if unusual_layers(model):
-        return f"its layers include {', '.join(unusual_layers(model))}"
+    if kinds := unusual_layers(model):
+        return f"its layers include {', '.join(kinds)}"
     if text.rope_parameters.get("rope_type", "default") != "default":
         return f"its rope is {text.rope_parameters['rope_type']!r}, whose tables change with the length"
     if getattr(text, "attention_dropout", 0.0):
@@ -95,7 +96,8 @@ class DecodeStep:
         self.lm_head = core.lm_head
         rotary = self.language_model.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
-        self.rope_tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.cos: torch.Tensor | None = None  # (P, 1, 1, head_dim) at positions 0..P-1: `rope_table`
+        self.sin: torch.Tensor | None = None
 
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
@@ -115,11 +117,11 @@ class DecodeStep:
         """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position, looked up in
         tables of every position so far (a decoding step's rope is two gathers, not a dozen
         operations; the tables grow by doubling when a position passes their end)."""
-        cos, sin = self.rope_tables.get(dtype, (None, None))
-        if cos is None or int(position.max()) >= len(cos):
-            size = max(2 * len(cos) if cos is not None else 0, int(position.max()) + 1, 256)
-            cos, sin = self.rope_tables[dtype] = self.rope_table(torch.arange(size, device=position.device), dtype)
-        return cos[position], sin[position]
+        top = int(position.max())
+        if self.cos is None or self.cos.dtype != dtype or top >= len(self.cos):
+            size = max(top + 1, 2 * len(self.cos) if self.cos is not None else 256)
+            self.cos, self.sin = self.rope_table(torch.arange(size, device=position.device), dtype)
+        return self.cos[position], self.sin[position]
 
     def rope_table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin (P, 1, 1, head_dim) at `positions` (P,), as transformers'
@@ -169,6 +171,6 @@ def linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype."""
-    h = x if x.dtype == torch.float32 else x.float()  # the casts of a float32 input are no-ops
+    h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * (h if x.dtype == torch.float32 else h.to(x.dtype))
+    return norm.weight * h.to(x.dtype)
