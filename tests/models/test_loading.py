@@ -1,6 +1,7 @@
 """`without_grad`: the rollout's and the no-gradient log-probs' forwards run in inference mode,
 except under FSDP2, where a forward in inference mode would leave the unsharded parameters
-that the training forwards reuse as inference tensors."""
+that the training forwards reuse as inference tensors, and among several processes (an abort
+at exit under torchrun, models/loading.py)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,11 @@ def test_an_fsdp2_policy_trains_after_a_forward_without_gradient(tmp_path, tiny_
             assert not torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
         forward_then_train(model)  # in inference mode: "Inference tensors do not track version counter"
         assert model.model.language_model.layers[0].mlp.down_proj.weight.grad is not None
+
+
+def test_among_several_processes_the_no_gradient_forwards_run_without_inference_mode(tiny_qwen25, monkeypatch):
+    model = load_model(ModelConfig(path=str(tiny_qwen25), dtype="float32"))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a: 2)
+    with without_grad(model):
+        assert not torch.is_inference_mode_enabled() and not torch.is_grad_enabled()
