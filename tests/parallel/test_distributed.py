@@ -179,20 +179,22 @@ RL_WORKER = textwrap.dedent(
 )
 
 
-def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_qwen25):
-    result = torchrun(
-        [
-            "-m",
-            "vlrl.cli",
-            "sft",
-            "model.path=tiny:qwen2_5_vl",
-            f"data.train={rec_data}",
-            "task.name=refcoco",
-            f"sft.output_dir={tmp_path / 'sft'}",
-            "sft.steps=1",
-            "sft.prompts_per_step=3",
-        ],
-        tmp_path,
-    )
-    assert result.returncode != 0
-    assert "sft.prompts_per_step (3) must divide evenly among the 2 training processes" in result.stdout + result.stderr
+def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    """The run's processes as two, in this process: the check comes before the run's first
+    collective (a launched pair of processes took 17 s to say the same). Only the run sees two:
+    the collectives around it would wait for a second process."""
+    from vlrl.config import ConfigError, load_config
+    from vlrl.trainer import run
+    from vlrl.trainer.sft import train_sft
+
+    class TwoProcesses(Processes):
+        @classmethod
+        def from_env(cls) -> Processes:
+            return cls(rank=0, world=2)
+
+    monkeypatch.setattr(run, "Processes", TwoProcesses)
+    overrides = ["model.path=tiny:qwen2_5_vl", f"data.train={rec_data}", "task.name=refcoco"]
+    overrides += [f"sft.output_dir={tmp_path / 'sft'}", "sft.steps=1", "sft.prompts_per_step=3"]
+    with pytest.raises(ConfigError, match=r"sft.prompts_per_step \(3\) must divide evenly among the 2 training"):
+        train_sft(load_config(None, overrides))
+    assert not (tmp_path / "sft").exists()  # refused before the run directory was made
