@@ -17,7 +17,7 @@ import functools
 import importlib
 import importlib.util
 import sys
-from importlib.metadata import EntryPoint, EntryPoints, entry_points
+from importlib.metadata import EntryPoint, EntryPoints, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,33 @@ def installed_entry_points() -> EntryPoints:
     return entry_points()
 
 
+@functools.cache
+def checkout_entry_points() -> EntryPoints:
+    """This checkout's own entry points when it runs without being installed (on PYTHONPATH, as
+    on a GPU machine without network), read from its pyproject.toml as installing writes them;
+    none when vlrl is installed (its metadata holds them)."""
+    try:
+        distribution("vlrl")
+        return EntryPoints(())
+    except PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+        return EntryPoints(project_entry_points(pyproject)) if pyproject.is_file() else EntryPoints(())
+
+
+def project_entry_points(pyproject: Path) -> list[EntryPoint]:
+    """The `[project.entry-points.GROUP]` tables of a pyproject.toml."""
+    try:
+        import tomllib
+    except ModuleNotFoundError as err:  # Python 3.10
+        raise ConfigError(f"vlrl is not installed, and Python 3.10 cannot read {pyproject}: pip install -e .") from err
+    groups = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {})
+    return [EntryPoint(name, value, group) for group, table in groups.items() for name, value in table.items()]
+
+
 def registered(group: str) -> dict[str, EntryPoint]:
     """The entry points of `group` by name (this package's and every installed one's)."""
-    return {ep.name: ep for ep in installed_entry_points().select(group=group)}
+    found = [*checkout_entry_points().select(group=group), *installed_entry_points().select(group=group)]
+    return {ep.name: ep for ep in found}
 
 
 def import_object(spec: str) -> object:

@@ -93,3 +93,23 @@ def test_vlrl_plan_counts_a_registered_strategy_as_it_says(monkeypatch, capsys):
     }
     adamw = lambda label: float(rows[label].split("│")[6])  # noqa: E731
     assert adamw("sgd") == 0.0 and adamw("sgd + momentum") == pytest.approx(adamw("replicated") / 2, abs=0.1)
+
+
+def test_a_checkout_run_without_installing_finds_its_plugins_in_its_pyproject(monkeypatch):
+    """On PYTHONPATH without pip (a GPU machine without network), no `vlrl` metadata exists: the
+    checkout's pyproject.toml gives the entry points an install would have written."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    installed = distribution("vlrl").entry_points
+    assert not plugins.checkout_entry_points.__wrapped__()  # installed: its metadata holds them
+
+    def missing(name):
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(plugins, "distribution", missing)
+    checkout = plugins.checkout_entry_points.__wrapped__()
+    for group in (plugins.TASKS, plugins.FAMILIES, plugins.ENGINES, plugins.STRATEGIES):
+        assert {(ep.name, ep.value) for ep in checkout.select(group=group)} == {
+            (ep.name, ep.value) for ep in installed.select(group=group)
+        }
+    assert {ep.name for ep in checkout.select(group=plugins.ENGINES)} == {"hf", "vllm"}
