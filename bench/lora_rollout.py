@@ -94,9 +94,12 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("rollout.hf.merge_lora did not reach the engines: nothing merged and unmerged to compare")
         measured: dict[str, list[tuple[int, float]]] = {name: [] for name in POLICIES}  # (tokens, seconds)
         sampled: dict[str, list[list[int]]] = {name: [] for name in POLICIES}  # every round's tokens
+        # One generator per policy, reseeded each round: the engine keeps its static buffers and
+        # CUDA graphs for one generator, so a new one every round would capture them every round.
+        generators = {name: torch.Generator(device=device) for name in POLICIES}
         for round_ in range(args.rounds + 1):  # round 0: warm-up (allocation, CUDA graph capture)
             for name in POLICIES:
-                generator = torch.Generator(device=device).manual_seed(round_)
+                generator = generators[name].manual_seed(round_)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 start = time.perf_counter()

@@ -24,6 +24,14 @@ from vlrl.models.build import TinySpec
 from vlrl.models.tiny import QWEN_SCALE, tiny_checkpoint
 
 ON_CPU = os.environ.get("VLRL_GPU_TIER_ON_CPU") == "1"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pinned_transformers() -> str:
+    """The transformers version constraints.txt pins: the one whose internals the tests pin down."""
+    line = next(x for x in (ROOT / "constraints.txt").read_text().splitlines() if x.startswith("transformers=="))
+    return line.split("==")[1].strip()
+
 
 # Qwen2.5-VL's layout at ~0.3B parameters: its vocabulary (tied embeddings, as the 3B), GQA with
 # two kv heads, a vision tower of 8 blocks of 512. bf16 weights.
@@ -42,6 +50,14 @@ def device() -> torch.device:
         # embedding is a Conv3d, and cuDNN allows TF32 by default).
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        import transformers
+
+        if transformers.__version__ != pinned_transformers():  # a GPU machine's own, without .whl carried
+            pytest.exit(
+                f"transformers {transformers.__version__} is imported, the tier checks {pinned_transformers()}: "
+                "carry .whl/ (make gpu-wheels, docs/gpu.md) so make test-gpu installs it",
+                returncode=2,
+            )
         return torch.device("cuda")
     if ON_CPU:
         return torch.device("cpu")
