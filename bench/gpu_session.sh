@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# A lent GPU's measurements, prepared: issue 25's numbers and the GPU tier's correctness checks in
+# the order that matters, each stage under its own time limit so that one which hangs leaves the
+# others theirs, everything written under $OUT (docs/gpu.md, "A lent GPU's 15 minutes").
+#
+#   bash bench/gpu_session.sh first    # graphs, output layer, engine tests; the recipe's tokens/s
+#   bash bench/gpu_session.sh second   # LoRA rollout over full; the update's memory by token budget
+#   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
+#
+# Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
+# gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
+# runs the same stages at the tiny shape on the CPU with .venv's Python (GPU_SESSION_ON_CPU=1,
+# or no nvidia-smi): a check of this script, never a GPU figure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?"which part: first, second or tier"}
+OUT=${OUT:-$PWD/.gpu-session}
+mkdir -p "$OUT"
+
+if [ "${GPU_SESSION_ON_CPU:-}" != 1 ] && command -v nvidia-smi > /dev/null; then
+    on_gpu=1
+    python=python3
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    if [ ! -d .whl ]; then
+        echo "no .whl/: run make gpu-wheels where there is network and carry .whl" >&2
+        exit 2
+    fi
+    $python -m pip install -q --no-index --no-deps --upgrade --target .gpu-site .whl/*.whl || exit 2
+    export PYTHONPATH=$PWD/.gpu-site:$PWD
+    memory_mb=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+    recipe=(--steps 2)
+    lora=(--max-new-tokens 256)
+    memory=(--device cuda --budgets 4096 16384 65536)
+else
+    on_gpu=0
+    python=.venv/bin/python
+    echo "cpu (a check of this script: no GPU figure)" | tee "$OUT/gpu.txt"
+    export VLRL_GPU_TIER_ON_CPU=1 PYTHONPATH=$PWD
+    memory_mb=0
+    recipe=(--steps 2 --shape tiny --device cpu)
+    lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
+    memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
+fi
+export HF_HUB_OFFLINE=1
+
+# stage NAME SECONDS COMMAND...: stdout to $OUT/NAME.out (a bench's JSON line), stderr to
+# $OUT/NAME.err, a line of {stage, rc, seconds} to $OUT/stages.jsonl (rc 124: its limit passed).
+stage() {
+    local name=$1 limit=$2 start rc
+    shift 2
+    echo "== $name (at most ${limit} s)"
+    start=$(date +%s)
+    timeout "$limit" "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
+    rc=$?
+    echo "{\"stage\": \"$name\", \"rc\": $rc, \"seconds\": $(($(date +%s) - start)), \"on_gpu\": $on_gpu}" |
+        tee -a "$OUT/stages.jsonl"
+    tail -n 3 "$OUT/$name.out"
+}
+
+case $part in
+first)
+    stage graphs_tests 240 $python -m pytest -q -m gpu -x tests/gpu/test_decoding_graphs.py \
+        tests/gpu/test_output_layer_on_gpu.py tests/gpu/test_engine_on_gpu.py
+    # Qwen2.5-VL-3B's recipe replicated needs ~90 GB (vlrl plan; 87 GB measured on an H200): on an
+    # 80 GB card the full fine-tuning figures wait for an H200, and LoRA (35 GB) runs instead.
+    if [ "$memory_mb" -ge 100000 ] || [ "$on_gpu" = 0 ]; then
+        stage recipe 300 $python bench/recipe_on_gpu.py "${recipe[@]}"
+    else
+        stage recipe_lora 300 $python bench/recipe_on_gpu.py "${recipe[@]}" model.lora.r=64
+    fi
+    ;;
+second)
+    stage lora_rollout 300 $python bench/lora_rollout.py "${lora[@]}"
+    stage update_memory 240 $python bench/update_memory.py "${memory[@]}"
+    ;;
+tier)
+    stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py
+    stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
+    ;;
+*)
+    echo "unknown part $part: first, second or tier" >&2
+    exit 2
+    ;;
+esac
