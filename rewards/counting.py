@@ -45,7 +45,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import regex
-from scipy.optimize import linear_sum_assignment
 
 from rewards.text import answer_text, compile_pattern, findall, fullmatch, python_literal, search
 
@@ -290,6 +289,8 @@ def count_points(pred: Sequence[Point] | None, truth: Sequence[Point], scale: fl
         if max(len(p), len(g)) > CDIST_MM_POINTS and _pr1_matrix_product_nan(p, g):
             return 0.0
         cost = np.sqrt(((p[:, None, :] - g[None, :, :]) ** 2).sum(axis=-1))
+    from scipy.optimize import linear_sum_assignment  # imported here: scipy is slow to import
+
     try:  # an infinite distance is a pair never matched; a nan, or no matching without one, raises
         rows, cols = linear_sum_assignment(cost)
     except ValueError:

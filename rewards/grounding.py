@@ -32,7 +32,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from rewards.text import answer_text, compile_pattern, findall, search
 
@@ -207,6 +206,8 @@ def hungarian_mean_iou(
     if not preds or not targets:
         return 0.0, []
     matrix = np.array([[iou(p, t) for t in targets] for p in preds], dtype=float)
+    from scipy.optimize import linear_sum_assignment  # imported here: scipy is slow to import
+
     rows, cols = linear_sum_assignment(matrix, maximize=True)
     pairs = [(int(r), int(c), float(matrix[r, c])) for r, c in zip(rows, cols, strict=False)]
     return sum(v for _, _, v in pairs) / max(len(preds), len(targets)), pairs

@@ -45,7 +45,6 @@ from typing import Any, Literal
 
 import numpy as np
 import regex
-from scipy.optimize import linear_sum_assignment
 
 from rewards.detection import INVALID_JSON, load_json
 from rewards.text import compile_pattern, fullmatch, search
@@ -146,6 +145,8 @@ def bi_match(gts: Sequence[Node], preds: Sequence[Node]) -> list[tuple[Node, Nod
             )
     if pad:
         cost[len(preds) :, :] = PAD_COST
+    from scipy.optimize import linear_sum_assignment  # imported here: scipy is slow to import
+
     try:
         rows, cols = linear_sum_assignment(cost)
     except ValueError as err:  # NaN, or no finite assignment

@@ -15,6 +15,7 @@ Python's own parser and evaluates literals only.
 
 from __future__ import annotations
 
+import array
 import ast
 import re
 import sys
@@ -32,7 +33,10 @@ _COMPILED: list[tuple[regex.Pattern, str]] = []  # every compiled pattern, with 
 
 @cache
 def _every_code_point() -> str:
-    return "".join(map(chr, range(sys.maxunicode + 1)))  # position == code point
+    """Every code point, position == code point (surrogates included), decoded from UTF-32
+    in C: a quarter of the time of joining 1.1 million `chr`s, at the import of every reward."""
+    codes = array.array("I", range(sys.maxunicode + 1))  # 4-byte items on CPython's platforms
+    return codes.tobytes().decode(f"utf-32-{'le' if sys.byteorder == 'little' else 'be'}", "surrogatepass")
 
 
 def _hex(code: int) -> str:

@@ -4,6 +4,7 @@ code runs its patterns with `re`; the `regex` module's \\s, \\d and \\w differ f
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ import tasks  # noqa: F401  (imports every reward module, so every pattern is co
 from rewards.format import THINK_ANSWER
 from rewards.grounding import parse_answer_box
 from rewards.gui import regex_action
-from rewards.text import compiled_patterns, re_compatible
+from rewards.text import compile_pattern, compiled_patterns, re_compatible
 
 # Characters on which `regex` and `re` disagree (U+001C-U+001F are whitespace to `re` only;
 # U+10D40 is a decimal digit in newer Unicode tables than this Python's; U+0301 is a combining
@@ -66,3 +67,12 @@ def test_a_digit_unknown_to_re_does_not_hide_the_next_box():
 def test_what_cannot_be_spelled_out_exactly_is_refused(pattern):
     with pytest.raises(ValueError):
         re_compatible(pattern)
+
+
+@pytest.mark.parametrize("escape", [r"\d", r"\s", r"\w", r"\D", r"\S", r"\W"])
+def test_each_class_holds_what_res_holds_across_every_plane(escape):
+    # every 61st code point of all 17 planes, and astral members of each class (U+1D7CE is a
+    # digit, U+10000 a letter, to `re` as to `regex`), surrogates included
+    points = [*range(0, sys.maxunicode + 1, 61), 0x1D7CE, 0x10000, 0xD800, 0x1C, 0x3000, sys.maxunicode]
+    ours, theirs = compile_pattern(escape), re.compile(escape)
+    assert [bool(ours.fullmatch(chr(c))) for c in points] == [bool(theirs.fullmatch(chr(c))) for c in points]
