@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 "same_tokens": all(sampled[name] == sampled["full"] for name in POLICIES),
                 **{
                     f"{name}_median_s": round(median[name], 6) for name in POLICIES
-                },  # a tiny rollout takes milliseconds
+                },  # microseconds: a tiny one takes ms
                 **{f"{name}_tokens_per_s": round(rate[name], 1) for name in POLICIES},
                 "merged_over_full": round(median["lora_merged"] / median["full"], 3),
                 "unmerged_over_full": round(median["lora_unmerged"] / median["full"], 3),

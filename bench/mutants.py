@@ -508,6 +508,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the optimizer step (run.py) ------------------------------------------------------------
     Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (MASK,)),
     Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation(
+        "prompts_per_step not checked against the processes", "vlrl/trainer/run.py",
+        "if t.prompts_per_step % self.procs.world:", "if False:",
+        ("tests/parallel/test_distributed.py::test_a_batch_that_does_not_split_evenly_is_refused",),
+    ),
+    Mutation(
+        "a checkout not installed finds no plugins", "vlrl/plugins.py",
+        "return EntryPoints(project_entry_points(pyproject)) if pyproject.is_file() else EntryPoints(())",
+        "return EntryPoints(())",
+        ("tests/rollout/test_plugins.py::test_a_checkout_run_without_installing_finds_its_plugins_in_its_pyproject",),
+    ),
+    Mutation(
+        "re's classes read off the first plane only", "rewards/text.py",
+        'codes = array.array("I", range(sys.maxunicode + 1))', 'codes = array.array("I", range(0x10000))',
+        ("tests/rewards/test_public_patterns.py",),
+    ),
     Mutation("weight_decay ignored", "vlrl/parallel/replicated.py", "weight_decay=weight_decay)", "weight_decay=0.0)", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
