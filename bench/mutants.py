@@ -524,6 +524,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         'codes = array.array("I", range(sys.maxunicode + 1))', 'codes = array.array("I", range(0x10000))',
         ("tests/rewards/test_public_patterns.py",),
     ),
+    Mutation(
+        "the lean step's fused weights made once, never again", "vlrl/models/decode_step.py",
+        "        if self.fuses:\n", "        if self.fuses and not self.fused:\n",
+        ("tests/models/test_decode_step.py::test_on_the_cpu_each_layers_products_are_fused_and_follow_weights_stepped_in_place",),
+    ),
+    Mutation(
+        "the lean step's fused product split in the wrong order", "vlrl/models/decode_step.py",
+        "[m.out_features for m in modules])", "[m.out_features for m in modules][::-1])",
+        ("tests/models/test_decode_step.py",),
+    ),
+    Mutation(
+        "the chunked update never scales by the temperature", "vlrl/models/policy.py",
+        "(logits if self.temperature == 1 else logits / self.temperature)", "logits",
+        ("tests/models/test_policy.py::test_chunked_logprobs_and_gradients_equal_the_full_logits",),
+    ),
     Mutation("weight_decay ignored", "vlrl/parallel/replicated.py", "weight_decay=weight_decay)", "weight_decay=0.0)", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",

@@ -18,6 +18,7 @@ from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
 from vlrl.models.families import family_names, family_of_model
 from vlrl.models.lora import MergedLoRA
 from vlrl.models.policy import prefill
+from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
 
 STEPS = 3
@@ -37,6 +38,7 @@ def decode_both(model, prompts, pad_id: int, generator: torch.Generator, jump: i
     batch = collate(prompts, pad_id).to(device)
     family = family_of_model(model)
     forwards = {"model": ModelStep(model), "step": DecodeStep(model)}
+    forwards["step"].refresh()  # on the CPU, its fused products
     tokens = torch.randint(0, 500, (len(prompts), STEPS), generator=generator).to(device)
     logits = {"model": [], "step": []}
     caches = {}
@@ -75,6 +77,35 @@ def test_the_decode_step_is_the_models_forward_bit_for_bit(setup, dtype, padded)
     logits, caches = decode_both(model, chosen, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(0))
     assert logits["model"][0].dtype == dtype
     assert_bitwise(logits, caches)
+
+
+def test_on_the_cpu_each_layers_products_are_fused_and_follow_weights_stepped_in_place(rec_data, video_qa_data):
+    """On the CPU the step computes each layer's q, k, v and gate, up as one product each (the
+    bitwise tests above go through them), from copies the engine makes again at every rollout:
+    after the weights are stepped in place, with no sleep between, the engine samples what a new
+    engine on the new weights samples."""
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    model = copy.deepcopy(model)
+    step = DecodeStep(model)
+    step.refresh()
+    assert len(step.fused) == len(model.model.language_model.layers)
+    assert all(qkv is not None and gate_up is not None for qkv, gate_up in step.fused)
+    engine = HFEngine(model, processor.tokenizer)
+    assert isinstance(engine.decode_forward, DecodeStep)
+    params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0)
+
+    def sampled(engine: HFEngine) -> list[tuple[list[int], list[float]]]:
+        groups = engine.generate(prompts, params, torch.Generator().manual_seed(0))
+        return [(c.token_ids, c.logprobs) for g in groups for c in g.completions]
+
+    before = sampled(engine)
+    assert engine.decode_forward.fused  # the engine decoded with them
+    with torch.no_grad():  # as an optimizer steps: in place
+        for i, parameter in enumerate(model.parameters()):
+            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(i)), alpha=0.05)
+    after = sampled(engine)
+    assert after != before  # the step moved what is sampled
+    assert after == sampled(HFEngine(model, processor.tokenizer))
 
 
 def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):

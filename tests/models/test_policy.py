@@ -262,10 +262,12 @@ def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
     greedy_equals_generate(tiny_qwen25, rec_data, torch.device("cpu"), "float32", 24)
 
 
-def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature):
     """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
     each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
-    distribution's log-probs and every gradient are those of the full (R, T, V) logits."""
+    distribution's log-probs and every gradient are those of the full (R, T, V) logits (which
+    are divided by the temperature even at 1, where the chunks skip the division)."""
     model, processor, prompts = setup
     pad = processor.tokenizer.pad_token_id
     rows, ids, mask, weights = six_completions(3, {1: 4, 3: 1})  # row 3: one token only
@@ -277,12 +279,12 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup):
     results, grads = {}, {}
     model.zero_grad()
     for chunk in (5, 1000, 0):  # chunks of 5 tokens; all tokens in one chunk; the full logits
-        stats = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=chunk)
+        stats = completion_logprobs(model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=chunk)
         (stats.logp * weights).sum().backward()
         results[chunk] = stats
         grads[chunk] = taken_grads(model)
     with torch.no_grad():
-        no_grad = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, chunk_tokens=5)
+        no_grad = completion_logprobs(model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=5)
 
     full = results[0]
     real = mask.bool()

@@ -22,11 +22,18 @@ test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it sho
 
 A plain `nn.Linear` without hooks is computed as its forward computes it; any other linear layer
 is called as a module, so whatever wraps it (LoRA adapters, merged or not: models/lora.py; a
-hook) computes as in the model's own forward. What it cannot stand in for is said by
+hook) computes as in the model's own forward. On the CPU, the products that read the same input
+are one product: each layer's q, k and v, and its MLP's gate and up, with their weights
+concatenated (`Fused`; copies made again at each rollout, as merged LoRA weights are).
+The CPU's matrix product gives each output column the same bits whatever columns sit beside it
+(tests/models/test_decode_step.py, float32 and bfloat16); cuBLAS picks its kernel by shape, so on
+CUDA the products stay apart and the step stays the model's forward bit for bit. What it cannot stand in for is said by
 `decode_step_refusal`; the engine then calls the model.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +91,34 @@ class ModelStep:
         )  # fmt: skip
         return out.logits[:, -1]
 
+    def refresh(self) -> None:
+        """Nothing of the weights is kept here."""
+
+    def release(self) -> None:
+        pass
+
+
+@dataclass
+class Fused:
+    """Linear layers that read the same input as one product: their weights (and biases)
+    concatenated, and each layer's share of the output's last dimension."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    sizes: list[int]
+
+    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return F.linear(x, self.weight, self.bias).split(self.sizes, dim=-1)
+
+
+def fuse(*modules: torch.nn.Module) -> Fused | None:
+    """`modules` as one product, or None where one of them is not a plain Linear that `linear`
+    computes directly, or only some have biases."""
+    if not all(direct(m) for m in modules) or len({m.bias is None for m in modules}) > 1:
+        return None
+    bias = None if modules[0].bias is None else torch.cat([m.bias for m in modules])
+    return Fused(torch.cat([m.weight for m in modules]), bias, [m.out_features for m in modules])
+
 
 class DecodeStep:
     """Next-token logits of one token per row, the cache extended (the model's own forward
@@ -98,6 +133,22 @@ class DecodeStep:
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.cos: torch.Tensor | None = None  # (P, 1, 1, head_dim) at positions 0..P-1: `rope_table`
         self.sin: torch.Tensor | None = None
+        self.fuses = self.lm_head.weight.device.type == "cpu"
+        self.fused: list[tuple[Fused | None, Fused | None]] = []  # each layer's (qkv, gate_up): `refresh`
+
+    def refresh(self) -> None:
+        """Before a rollout: the fused products as copies of the model's current weights (the
+        optimizer steps those in place between rollouts)."""
+        if self.fuses:
+            with torch.no_grad():
+                self.fused = [
+                    (fuse(a.q_proj, a.k_proj, a.v_proj), fuse(m.gate_proj, m.up_proj))
+                    for a, m in ((layer.self_attn, layer.mlp) for layer in self.language_model.layers)
+                ]
+
+    def release(self) -> None:
+        """The update has the memory."""
+        self.fused = []
 
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
@@ -107,10 +158,13 @@ class DecodeStep:
         cos, sin = self.rope(positions[0, :, 0], x.dtype)
         padding = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
         for i, layer in enumerate(lm.layers):
-            x = x + self.attention(layer.self_attn, rms_norm(layer.input_layernorm, x), cos, sin, padding, cache, i)
+            qkv, gate_up = self.fused[i] if self.fused else (None, None)
+            h = rms_norm(layer.input_layernorm, x)
+            x = x + self.attention(layer.self_attn, h, cos, sin, padding, cache, i, qkv)
             mlp = layer.mlp
             h = rms_norm(layer.post_attention_layernorm, x)
-            x = x + linear(mlp.down_proj, mlp.act_fn(linear(mlp.gate_proj, h)) * linear(mlp.up_proj, h))
+            gate, up = gate_up(h) if gate_up is not None else (linear(mlp.gate_proj, h), linear(mlp.up_proj, h))
+            x = x + linear(mlp.down_proj, mlp.act_fn(gate) * up)
         return linear(self.lm_head, rms_norm(lm.norm, x))[:, -1]
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,12 +189,11 @@ class DecodeStep:
     @staticmethod
     def attention(
         attn: torch.nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        padding: torch.Tensor | None, cache: Cache, layer: int,
+        padding: torch.Tensor | None, cache: Cache, layer: int, qkv: Fused | None,
     ) -> torch.Tensor:  # fmt: skip
         rows, d = x.shape[0], attn.head_dim
-        q = linear(attn.q_proj, x).view(rows, 1, -1, d)
-        k = linear(attn.k_proj, x).view(rows, 1, -1, d)
-        v = linear(attn.v_proj, x).view(rows, 1, -1, d).transpose(1, 2)
+        q, k, v = qkv(x) if qkv is not None else (linear(p, x) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+        q, k, v = q.view(rows, 1, -1, d), k.view(rows, 1, -1, d), v.view(rows, 1, -1, d).transpose(1, 2)
         if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head
             q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
         q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
@@ -161,12 +214,15 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + swapped * sin
 
 
+def direct(module: torch.nn.Module) -> bool:
+    """A plain Linear without hooks: what its forward computes is F.linear of its parameters."""
+    return type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks)
+
+
 def linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     """`module(x)`; a plain Linear without hooks as its forward computes it, without the module
     call around it (a few microseconds, fifteen times a step)."""
-    if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
-        return F.linear(x, module.weight, module.bias)
-    return module(x)
+    return F.linear(x, module.weight, module.bias) if direct(module) else module(x)
 
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -160,8 +160,9 @@ class TokenScorer:
     chunk_tokens: int = CHUNK_TOKENS
 
     def scaled(self, logits: torch.Tensor) -> torch.Tensor:
-        """The temperature-scaled logits in float32, the distribution the columns are of."""
-        return (logits / self.temperature).float()
+        """The temperature-scaled logits in float32, the distribution the columns are of (x / 1
+        is x: at temperature 1 no division, and no copy of the chunk's logits)."""
+        return (logits if self.temperature == 1 else logits / self.temperature).float()
 
     def extras(self, scaled: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
         with torch.no_grad():
@@ -239,7 +240,9 @@ class ScoredChunks(torch.autograd.Function):
             grad = scorer.scaled(torch.nn.functional.linear(h, weight, bias))
             grad.sub_(lse[part, None]).exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
             grad.scatter_add_(-1, y[:, None], g[:, None])  # gather's: g at the token
-            grad = grad.to(h.dtype) / scorer.temperature  # through .float() and the scaling
+            grad = grad.to(h.dtype)  # through .float()
+            if scorer.temperature != 1:  # and the scaling
+                grad = grad / scorer.temperature
             if wants_hidden:
                 grad_hidden[part] = grad.mm(weight)
             if wants_weight:
