@@ -534,11 +534,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         "[m.out_features for m in modules])", "[m.out_features for m in modules][::-1])",
         ("tests/models/test_decode_step.py",),
     ),
-    Mutation(
-        "the chunked update never scales by the temperature", "vlrl/models/policy.py",
-        "(logits if self.temperature == 1 else logits / self.temperature)", "logits",
-        ("tests/models/test_policy.py::test_chunked_logprobs_and_gradients_equal_the_full_logits",),
-    ),
     Mutation("weight_decay ignored", "vlrl/parallel/replicated.py", "weight_decay=weight_decay)", "weight_decay=0.0)", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
@@ -711,8 +706,8 @@ MUTATIONS: tuple[Mutation, ...] = (
          "if self.cos is None or self.cos.dtype != dtype or top >= len(self.cos):",
          "if self.cos is None or self.cos.dtype != dtype:"),
         ("the lean step skips a Linear's hooks",
-         "if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):",
-         "if type(module) is torch.nn.Linear:"),
+         "return type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks)",
+         "return type(module) is torch.nn.Linear"),
         ("experts counted as plain layers", '[*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds',
          "kinds"),
     ),
@@ -771,11 +766,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "chunked log-probs without the temperature", "vlrl/models/policy.py",
-        "        return (logits / self.temperature).float()", "        return logits.float()", (POLICY,),
+        "        return (logits if self.temperature == 1 else logits / self.temperature).float()",
+        "        return logits.float()", (POLICY,),
     ),
     Mutation(
         "the fused output layer's gradient without the temperature", "vlrl/models/policy.py",
-        "            grad = grad.to(h.dtype) / scorer.temperature", "            grad = grad.to(h.dtype)", (POLICY,),
+        "                grad = grad / scorer.temperature", "                pass", (POLICY,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
     Mutation(
