@@ -108,6 +108,30 @@ def test_on_the_cpu_each_layers_products_are_fused_and_follow_weights_stepped_in
     assert after == sampled(HFEngine(model, processor.tokenizer))
 
 
+def test_only_plain_linears_alike_in_bias_and_dtype_are_fused():
+    """A hook or an adapter (not a plain Linear), a bias on some only, or another dtype (which
+    concatenating would cast) leaves the group to its separate products."""
+    from vlrl.models.decode_step import fuse
+
+    def three(**changes) -> list[torch.nn.Linear]:
+        layers = [torch.nn.Linear(8, n) for n in (8, 4, 4)]
+        if changes.get("bias"):
+            layers[1] = torch.nn.Linear(8, 4, bias=False)
+        if changes.get("dtype"):
+            layers[2] = layers[2].to(torch.bfloat16)
+        if changes.get("hook"):
+            layers[0].register_forward_pre_hook(lambda module, args: None)
+        return layers
+
+    layers = three()
+    fused = fuse(*layers)
+    assert fused is not None and fused.sizes == [8, 4, 4]
+    x = torch.randn(3, 8)
+    assert all(torch.equal(got, layer(x)) for got, layer in zip(fused(x), layers, strict=True))
+    for change in ("bias", "dtype", "hook"):
+        assert fuse(*three(**{change: True})) is None, change
+
+
 def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):
     """The first step makes tables of 256 positions; the next ones are past 1,000."""
     family, model, processor, prompts = setup

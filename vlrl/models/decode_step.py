@@ -113,8 +113,9 @@ class Fused:
 
 def fuse(*modules: torch.nn.Module) -> Fused | None:
     """`modules` as one product, or None where one of them is not a plain Linear that `linear`
-    computes directly, or only some have biases."""
-    if not all(direct(m) for m in modules) or len({m.bias is None for m in modules}) > 1:
+    computes directly, or only some have biases, or their weights' dtypes differ (concatenating
+    would cast)."""
+    if not all(direct(m) for m in modules) or len({(m.bias is None, m.weight.dtype) for m in modules}) > 1:
         return None
     bias = None if modules[0].bias is None else torch.cat([m.bias for m in modules])
     return Fused(torch.cat([m.weight for m in modules]), bias, [m.out_features for m in modules])
