@@ -24,11 +24,12 @@ A plain `nn.Linear` without hooks is computed as its forward computes it; any ot
 is called as a module, so whatever wraps it (LoRA adapters, merged or not: models/lora.py; a
 hook) computes as in the model's own forward. On the CPU, the products that read the same input
 are one product: each layer's q, k and v, and its MLP's gate and up, with their weights
-concatenated (`Fused`; copies made again at each rollout, as merged LoRA weights are).
-The CPU's matrix product gives each output column the same bits whatever columns sit beside it
-(tests/models/test_decode_step.py, float32 and bfloat16); cuBLAS picks its kernel by shape, so on
-CUDA the products stay apart and the step stays the model's forward bit for bit. What it cannot stand in for is said by
-`decode_step_refusal`; the engine then calls the model.
+concatenated (`Fused`; copies made again at each rollout, as merged LoRA weights are). The
+CPU's matrix product gives each output column the same bits whatever columns sit beside it
+(tests/models/test_decode_step.py, float32 and bfloat16); cuBLAS picks its kernel by shape, so
+on CUDA the products stay apart and the step stays the model's forward bit for bit.
+
+What it cannot stand in for is said by `decode_step_refusal`; the engine then calls the model.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ class ModelStep:
         """Nothing of the weights is kept here."""
 
     def release(self) -> None:
-        pass
+        """Nor anything to free."""
 
 
 @dataclass
