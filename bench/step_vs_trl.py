@@ -11,8 +11,9 @@ random-weight model of Qwen2.5-VL-3B's shape (vlrl.models.tiny.SHAPES), on a GPU
 both (vlrl with its fp32 master weights, TRL stepping the bf16 weights as it does without
 DeepSpeed), images at the model's own pixel limits.
 
-Prints one JSON line: median step time of each, their ratio, mean completion length of each
-(the same work: both sample up to max_new_tokens), each process's peak RSS and peak GPU memory.
+Prints one JSON line: median step time of each, their ratio (and each round's), mean completion
+length of each (the same work: both sample up to max_new_tokens), each process's peak RSS and
+peak GPU memory.
 
     python bench/step_vs_trl.py [--rounds 3] [--steps 4] [--generations 8] [--prompts 4]
     python bench/step_vs_trl.py --shape qwen2.5-vl-3b --device cuda --max-new-tokens 128
@@ -248,7 +249,9 @@ def main() -> None:
         s = settings(args, str(model_path), max_pixels)
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)
+        by_round: list[dict[str, float]] = []  # each round's median step of each
         for _ in range(args.rounds):
+            by_round.append({})
             for name in ("vlrl", "trl"):
                 command = [
                     sys.executable,
@@ -268,6 +271,7 @@ def main() -> None:
                     raise SystemExit(f"{name} worker failed")
                 report = json.loads(done.stdout.strip().splitlines()[-1])
                 results[name]["times"].extend(report["times"][1:])  # step 1 of each process is warm-up
+                by_round[-1][name] = statistics.median(report["times"][1:])
                 results[name]["lengths"].extend(report["lengths"])
                 for peak in ("peak_rss_mb", "peak_gpu_mb"):
                     results[name][peak] = max(results[name][peak], report[peak])
@@ -285,6 +289,8 @@ def main() -> None:
                 "vlrl_median_step_s": round(vlrl_median, 4),
                 "trl_median_step_s": round(trl_median, 4),
                 "ratio_vlrl_over_trl": round(vlrl_median / trl_median, 4),
+                # the machine's speed moves between rounds (docs/performance.md): each round's own
+                "ratio_by_round": [round(r["vlrl"] / r["trl"], 4) for r in by_round],
                 "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
