@@ -160,6 +160,19 @@ def test_lora_rollout_bench_times_full_merged_and_unmerged_decoding_of_the_same_
     )
 
 
+def test_the_decode_step_bench_samples_the_same_tokens_with_a_revisions_step(capsys):
+    """Against HEAD's step, imported from its file beside this checkout's: the same tokens and
+    log-probs to the bit, both timed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import decode_step_vs_revision
+
+    assert decode_step_vs_revision.main(["--against", "HEAD", "--rounds", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["same_tokens"] and report["max_logprob_diff"] == 0.0
+    assert report["now_median_s"] > 0 and report["then_median_s"] > 0
+    assert abs(report["now_over_then"] - report["now_median_s"] / report["then_median_s"]) < 2e-3
+
+
 @pytest.mark.slow  # two shortened demos: ~40 s on two cores
 def test_demo_against_a_revision_runs_each_side_with_its_own_code_and_removes_the_checkout(tmp_path):
     data = [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}", "data.synthetic=true"]

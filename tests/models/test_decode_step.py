@@ -38,7 +38,6 @@ def decode_both(model, prompts, pad_id: int, generator: torch.Generator, jump: i
     batch = collate(prompts, pad_id).to(device)
     family = family_of_model(model)
     forwards = {"model": ModelStep(model), "step": DecodeStep(model)}
-    forwards["step"].refresh()  # on the CPU, its fused products
     tokens = torch.randint(0, 500, (len(prompts), STEPS), generator=generator).to(device)
     logits = {"model": [], "step": []}
     caches = {}
@@ -79,17 +78,12 @@ def test_the_decode_step_is_the_models_forward_bit_for_bit(setup, dtype, padded)
     assert_bitwise(logits, caches)
 
 
-def test_on_the_cpu_each_layers_products_are_fused_and_follow_weights_stepped_in_place(rec_data, video_qa_data):
-    """On the CPU the step computes each layer's q, k, v and gate, up as one product each (the
-    bitwise tests above go through them), from copies the engine makes again at every rollout:
-    after the weights are stepped in place, with no sleep between, the engine samples what a new
-    engine on the new weights samples."""
+def test_the_engine_decodes_with_weights_stepped_in_place_or_replaced_since_its_last_rollout(rec_data, video_qa_data):
+    """The lean step looks each layer's weights up once a rollout, not at every call: the
+    optimizer steps them in place, and a weight replaced (a new tensor) counts from the next
+    rollout, with no sleep between. Each time the engine samples what a new engine samples."""
     model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
     model = copy.deepcopy(model)
-    step = DecodeStep(model)
-    step.refresh()
-    assert len(step.fused) == len(model.model.language_model.layers)
-    assert all(qkv is not None and gate_up is not None for qkv, gate_up in step.fused)
     engine = HFEngine(model, processor.tokenizer)
     assert isinstance(engine.decode_forward, DecodeStep)
     params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0)
@@ -98,38 +92,36 @@ def test_on_the_cpu_each_layers_products_are_fused_and_follow_weights_stepped_in
         groups = engine.generate(prompts, params, torch.Generator().manual_seed(0))
         return [(c.token_ids, c.logprobs) for g in groups for c in g.completions]
 
+    def moved(weight: torch.Tensor, seed: int) -> torch.Tensor:
+        return torch.randn(weight.shape, generator=torch.Generator().manual_seed(seed)) * 0.05
+
     before = sampled(engine)
-    assert engine.decode_forward.fused  # the engine decoded with them
     with torch.no_grad():  # as an optimizer steps: in place
         for i, parameter in enumerate(model.parameters()):
-            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(i)), alpha=0.05)
-    after = sampled(engine)
-    assert after != before  # the step moved what is sampled
-    assert after == sampled(HFEngine(model, processor.tokenizer))
+            parameter.add_(moved(parameter, i))
+    stepped = sampled(engine)
+    assert stepped != before and stepped == sampled(HFEngine(model, processor.tokenizer))
+    for i, layer in enumerate(model.model.language_model.layers):  # new tensors, as a load with assign=True
+        mlp = layer.mlp
+        mlp.down_proj.weight = torch.nn.Parameter(mlp.down_proj.weight + moved(mlp.down_proj.weight, 100 + i))
+    replaced = sampled(engine)
+    assert replaced != stepped and replaced == sampled(HFEngine(model, processor.tokenizer))
 
 
-def test_only_plain_linears_alike_in_bias_and_dtype_are_fused():
-    """A hook or an adapter (not a plain Linear), a bias on some only, or another dtype (which
-    concatenating would cast) leaves the group to its separate products."""
-    from vlrl.models.decode_step import fuse
+def test_a_decode_step_computes_a_plain_linear_directly_and_anything_else_as_a_module():
+    """A plain Linear is F.linear of its own parameters (no module call); with a hook, or of
+    another class (a LoRA layer), the module is called."""
+    from vlrl.models.decode_step import bound
 
-    def three(**changes) -> list[torch.nn.Linear]:
-        layers = [torch.nn.Linear(8, n) for n in (8, 4, 4)]
-        if changes.get("bias"):
-            layers[1] = torch.nn.Linear(8, 4, bias=False)
-        if changes.get("dtype"):
-            layers[2] = layers[2].to(torch.bfloat16)
-        if changes.get("hook"):
-            layers[0].register_forward_pre_hook(lambda module, args: None)
-        return layers
-
-    layers = three()
-    fused = fuse(*layers)
-    assert fused is not None and fused.sizes == [8, 4, 4]
-    x = torch.randn(3, 8)
-    assert all(torch.equal(got, layer(x)) for got, layer in zip(fused(x), layers, strict=True))
-    for change in ("bias", "dtype", "hook"):
-        assert fuse(*three(**{change: True})) is None, change
+    plain, hooked, other = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3), torch.nn.Bilinear(4, 4, 3)
+    hooked.register_forward_hook(lambda module, args, out: 2 * out)
+    assert bound(hooked) is hooked and bound(other) is other
+    direct = bound(plain)
+    assert direct is not plain
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        plain.weight.add_(1.0)  # stepped in place after the look-up
+    assert torch.equal(direct(x), plain(x))
 
 
 def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):

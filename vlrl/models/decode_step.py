@@ -20,20 +20,19 @@ test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it sho
   and grouped heads when no row is padded, else the mask with the query heads packed per key
   head.
 
-A plain `nn.Linear` without hooks is computed as its forward computes it; any other linear layer
-is called as a module, so whatever wraps it (LoRA adapters, merged or not: models/lora.py; a
-hook) computes as in the model's own forward. On the CPU, the products that read the same input
-are one product: each layer's q, k and v, and its MLP's gate and up, with their weights
-concatenated (`Fused`; copies made again at each rollout, as merged LoRA weights are). The
-CPU's matrix product gives each output column the same bits whatever columns sit beside it
-(tests/models/test_decode_step.py, float32 and bfloat16); cuBLAS picks its kernel by shape, so
-on CUDA the products stay apart and the step stays the model's forward bit for bit.
+A plain `nn.Linear` without hooks is computed as its forward computes it, `F.linear` of its own
+weight and bias; any other linear layer is called as a module, so whatever wraps it (LoRA
+adapters, merged or not: models/lora.py; a hook) computes as in the model's own forward. Which
+is which, and each layer's modules, are looked up once a rollout (`Layer`, `DecodeStep.refresh`),
+not at every call: at the tiny model's size those look-ups cost a good share of the step (the
+engine's `generate` 0.86 of the time without them: bench/decode_step_vs_revision.py).
 
 What it cannot stand in for is said by `decode_step_refusal`; the engine then calls the model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -93,33 +92,50 @@ class ModelStep:
         return out.logits[:, -1]
 
     def refresh(self) -> None:
-        """Nothing of the weights is kept here."""
-
-    def release(self) -> None:
-        """Nor anything to free."""
+        """Nothing of the model is kept here."""
 
 
-@dataclass
-class Fused:
-    """Linear layers that read the same input as one product: their weights (and biases)
-    concatenated, and each layer's share of the output's last dimension."""
-
-    weight: torch.Tensor
-    bias: torch.Tensor | None
-    sizes: list[int]
-
-    def __call__(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return F.linear(x, self.weight, self.bias).split(self.sizes, dim=-1)
+Compute = Callable[[torch.Tensor], torch.Tensor]
 
 
-def fuse(*modules: torch.nn.Module) -> Fused | None:
-    """`modules` as one product, or None where one of them is not a plain Linear that `linear`
-    computes directly, or only some have biases, or their weights' dtypes differ (concatenating
-    would cast)."""
-    if not all(direct(m) for m in modules) or len({(m.bias is None, m.weight.dtype) for m in modules}) > 1:
-        return None
-    bias = None if modules[0].bias is None else torch.cat([m.bias for m in modules])
-    return Fused(torch.cat([m.weight for m in modules]), bias, [m.out_features for m in modules])
+def bound(module: torch.nn.Module) -> Compute:
+    """What computes `module(x)`: a plain Linear without hooks as its forward computes it,
+    `F.linear` of its own weight and bias (the tensors the optimizer steps in place), without
+    the module call around it; any other module called as itself."""
+    if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
+        weight, bias = module.weight, module.bias
+        return lambda x: F.linear(x, weight, bias)
+    return module
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A decoder layer's parts as a decoding step uses them, looked up once (`of`)."""
+
+    input_norm: torch.nn.Module
+    q: Compute
+    k: Compute
+    v: Compute
+    head_norms: tuple[torch.nn.Module, torch.nn.Module] | None  # Qwen3's RMSNorm over each head
+    o: Compute
+    head_dim: int
+    groups: int  # query heads per key-value head
+    scaling: float
+    post_norm: torch.nn.Module
+    gate: Compute
+    up: Compute
+    act: Compute
+    down: Compute
+
+    @classmethod
+    def of(cls, layer: torch.nn.Module) -> Layer:
+        attn, mlp = layer.self_attn, layer.mlp
+        return cls(
+            layer.input_layernorm, bound(attn.q_proj), bound(attn.k_proj), bound(attn.v_proj),
+            (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None, bound(attn.o_proj),
+            attn.head_dim, attn.num_key_value_groups, attn.scaling,
+            layer.post_attention_layernorm, bound(mlp.gate_proj), bound(mlp.up_proj), mlp.act_fn, bound(mlp.down_proj),
+        )  # fmt: skip
 
 
 class DecodeStep:
@@ -135,39 +151,29 @@ class DecodeStep:
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.cos: torch.Tensor | None = None  # (P, 1, 1, head_dim) at positions 0..P-1: `rope_table`
         self.sin: torch.Tensor | None = None
-        self.fuses = self.lm_head.weight.device.type == "cpu"
-        self.fused: list[tuple[Fused | None, Fused | None]] = []  # each layer's (qkv, gate_up): `refresh`
+        self.layers: list[Layer] = []  # `refresh`
+        self.head: Compute = bound(self.lm_head)
 
     def refresh(self) -> None:
-        """Before a rollout: the fused products as copies of the model's current weights (the
-        optimizer steps those in place between rollouts)."""
-        if self.fuses:
-            with torch.no_grad():
-                self.fused = [
-                    (fuse(a.q_proj, a.k_proj, a.v_proj), fuse(m.gate_proj, m.up_proj))
-                    for a, m in ((layer.self_attn, layer.mlp) for layer in self.language_model.layers)
-                ]
-
-    def release(self) -> None:
-        """The update has the memory."""
-        self.fused = []
+        """Before a rollout: each layer's parts looked up anew (a hook added, a module or a
+        weight replaced since the last one count from here)."""
+        self.layers = [Layer.of(layer) for layer in self.language_model.layers]
+        self.head = bound(self.lm_head)
 
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
     ) -> torch.Tensor:
+        if not self.layers:
+            self.refresh()
         lm = self.language_model
         x = lm.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0, :, 0], x.dtype)
         padding = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
-        for i, layer in enumerate(lm.layers):
-            qkv, gate_up = self.fused[i] if self.fused else (None, None)
-            h = rms_norm(layer.input_layernorm, x)
-            x = x + self.attention(layer.self_attn, h, cos, sin, padding, cache, i, qkv)
-            mlp = layer.mlp
-            h = rms_norm(layer.post_attention_layernorm, x)
-            gate, up = gate_up(h) if gate_up is not None else (linear(mlp.gate_proj, h), linear(mlp.up_proj, h))
-            x = x + linear(mlp.down_proj, mlp.act_fn(gate) * up)
-        return linear(self.lm_head, rms_norm(lm.norm, x))[:, -1]
+        for i, layer in enumerate(self.layers):
+            x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, padding, cache, i)
+            h = rms_norm(layer.post_norm, x)
+            x = x + layer.down(layer.act(layer.gate(h)) * layer.up(h))
+        return self.head(rms_norm(lm.norm, x))[:, -1]
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position, looked up in
@@ -190,41 +196,28 @@ class DecodeStep:
 
     @staticmethod
     def attention(
-        attn: torch.nn.Module, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        padding: torch.Tensor | None, cache: Cache, layer: int, qkv: Fused | None,
+        layer: Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+        padding: torch.Tensor | None, cache: Cache, index: int,
     ) -> torch.Tensor:  # fmt: skip
-        rows, d = x.shape[0], attn.head_dim
-        q, k, v = qkv(x) if qkv is not None else (linear(p, x) for p in (attn.q_proj, attn.k_proj, attn.v_proj))
-        q, k, v = q.view(rows, 1, -1, d), k.view(rows, 1, -1, d), v.view(rows, 1, -1, d).transpose(1, 2)
-        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over each head
-            q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
+        rows, d = x.shape[0], layer.head_dim
+        q, k = layer.q(x).view(rows, 1, -1, d), layer.k(x).view(rows, 1, -1, d)
+        v = layer.v(x).view(rows, 1, -1, d).transpose(1, 2)
+        if layer.head_norms is not None:
+            q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)
         q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
-        k, v = cache.update(k, v, layer)
-        groups = attn.num_key_value_groups
+        k, v = cache.update(k, v, index)
         if padding is None:
-            out = F.scaled_dot_product_attention(q, k, v, scale=attn.scaling, enable_gqa=groups > 1)
+            out = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.groups > 1)
         else:
-            packed = q.reshape(rows, -1, groups, d)  # one key head's queries as one head's query tokens
-            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=padding, scale=attn.scaling)
-        out = out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1)
-        return linear(attn.o_proj, out)
+            packed = q.reshape(rows, -1, layer.groups, d)  # one key head's queries as one head's query tokens
+            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=padding, scale=layer.scaling)
+        return layer.o(out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1))
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """transformers' `x * cos + rotate_half(x) * sin`, with `sin`'s first half negated."""
     swapped = x.unflatten(-1, (2, -1)).flip(-2).flatten(-2)
     return x * cos + swapped * sin
-
-
-def direct(module: torch.nn.Module) -> bool:
-    """A plain Linear without hooks: what its forward computes is F.linear of its parameters."""
-    return type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks)
-
-
-def linear(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """`module(x)`; a plain Linear without hooks as its forward computes it, without the module
-    call around it (a few microseconds, fifteen times a step)."""
-    return F.linear(x, module.weight, module.bias) if direct(module) else module(x)
 
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:

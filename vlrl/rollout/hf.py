@@ -218,10 +218,9 @@ class HFEngine:
         return ModelStep(self.model), f"not the lean step: {why}" if asked else ""
 
     def sleep(self) -> None:
-        """Free the static step's buffers and graphs, the lean step's fused weights and the
-        merged LoRA weights: the update has the memory."""
+        """Free the static step's buffers and graphs, and the merged LoRA weights: the update
+        has the memory."""
         self._static = None
-        self.decode_forward.release()
         if self.lora is not None:
             self.lora.release()
 
@@ -270,7 +269,7 @@ class HFEngine:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loop whose batch shrinks as rows stop, the host looking after every step."""
         rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
-        self.decode_forward.refresh()  # the lean step's fused weights: the optimizer has stepped
+        self.decode_forward.refresh()  # the lean step looks the model's layers up again
         reserve(prefix.cache, steps - 1)  # the last token drawn is never fed back
         record = Record(rows, steps, self.pad_id, device)
         stop_ids = self.stop_ids.to(device)
