@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 from tasks.refcoco import RefCOCO  # noqa: E402
 from vlrl.config import load_config  # noqa: E402
-from vlrl.data.records import load_split  # noqa: E402
-from vlrl.models.loading import frame_spec, load_model, load_processor  # noqa: E402
+from vlrl.models.loading import load_model, load_processor  # noqa: E402
 from vlrl.models.prompting import render_prompt  # noqa: E402
 from vlrl.models.tiny import tiny_checkpoint  # noqa: E402
 from vlrl.rollout import EngineSetup, SamplingParams, choose_engine  # noqa: E402
+from vlrl.tasking.sources import load_task_split  # noqa: E402
 
 
 def revision_step(rev: str, tmp: Path) -> type:
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             [f"model.path={path}", f"data.train={data}", "model.dtype=float32"],
         )
         processor = load_processor(cfg.model)
-        samples = load_split(data, task.build_sample, frame_spec(cfg.model)).samples[:4]
+        samples = load_task_split(task, cfg, "train").samples[:4]
         prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
         params = SamplingParams(8, 48, 1.0)
         model = load_model(cfg.model, str(path), "cpu").eval()

@@ -151,20 +151,17 @@ class DecodeStep:
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.cos: torch.Tensor | None = None  # (P, 1, 1, head_dim) at positions 0..P-1: `rope_table`
         self.sin: torch.Tensor | None = None
-        self.layers: list[Layer] = []  # `refresh`
-        self.head: Compute = bound(self.lm_head)
+        self.refresh()
 
     def refresh(self) -> None:
-        """Before a rollout: each layer's parts looked up anew (a hook added, a module or a
-        weight replaced since the last one count from here)."""
+        """Each layer's parts looked up anew; the engine calls it before each rollout (a hook
+        added, a module or a weight replaced since the last one count from there)."""
         self.layers = [Layer.of(layer) for layer in self.language_model.layers]
         self.head = bound(self.lm_head)
 
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
     ) -> torch.Tensor:
-        if not self.layers:
-            self.refresh()
         lm = self.language_model
         x = lm.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0, :, 0], x.dtype)
