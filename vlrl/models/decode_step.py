@@ -25,7 +25,7 @@ weight and bias; any other linear layer is called as a module, so whatever wraps
 adapters, merged or not: models/lora.py; a hook) computes as in the model's own forward. Which
 is which, and each layer's modules, are looked up once a rollout (`Layer`, `DecodeStep.refresh`),
 not at every call: at the tiny model's size those look-ups cost a good share of the step (the
-engine's `generate` 0.86 of the time without them: bench/decode_step_vs_revision.py).
+engine's `generate` 0.86-0.94 of the time without them: bench/decode_step_vs_revision.py).
 
 What it cannot stand in for is said by `decode_step_refusal`; the engine then calls the model.
 """
