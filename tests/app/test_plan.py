@@ -74,7 +74,7 @@ def test_terms_by_hand():
     assert one["gradients"] == 4000 and one["gathered units"] == 0
     kv_cache = 2 * (0 + 64 + 6) * 8 * 2 * 2  # rows x (prompt + new tokens) x kv width x layers x 2 bytes
     assert one["rollout engine"] == kv_cache and one["rollout"] == 16000 + kv_cache
-    assert one["optimizer step"] == 16000 + 4000 + 4000  # + fp32 gradients + AdamW's foreach temporaries
+    assert one["optimizer step"] == 16000 + 4000  # + fp32 gradients (fused AdamW steps in place)
     sharded = plan(FSDP2, FSDPOptions())
     # the fp32 weights are the masters, sharded four ways with gradients, moments and reference
     assert (sharded["weights"], sharded["master weights"], sharded["optimizer"], sharded["reference"]) == (

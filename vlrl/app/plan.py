@@ -10,8 +10,9 @@ config. A step has three phases, and the peak is the largest:
 - update: the resting state plus gradients, one micro-batch's activations at
   `token_budget` (with or without gradient checkpointing) and, under FSDP2, the units
   gathered around the one being computed;
-- optimizer step: the resting state plus fp32 gradients and the temporaries of AdamW's
-  foreach kernels (about one fp32 copy of what it steps).
+- optimizer step: the resting state plus fp32 gradients (AdamW steps with its fused kernel,
+  in place: nothing of the parameters' size besides; its foreach kernels, before, held about
+  one fp32 copy of what they stepped).
 
 Each registered strategy says what it holds (`Strategy.memory`, for each of its
 `plan_variants`) and the engine what it does (`RolloutEngine.memory`); the model's shape, the
@@ -49,7 +50,7 @@ def memory(
     phases = {
         "rollout": base + sampling,
         "update": base + held.gradients_update + held.gathered + terms["activations"] + during_update,
-        "optimizer step": base + held.gradients_step + held.step_temporaries + during_update,
+        "optimizer step": base + held.gradients_step + during_update,
     }
     terms.update(phases)
     terms["peak"] = max(phases.values())

@@ -245,7 +245,6 @@ class StrategyMemory:
     gradients_update: float  # during backward
     gradients_step: float  # during the optimizer step
     gathered: float  # units gathered around the one computed (FSDP2)
-    step_temporaries: float  # AdamW's foreach temporaries: about one copy of what it steps
     sampling_weights: float = 0.0  # held besides when an engine samples with the policy (FSDP2 gathers it)
     cpu_memory: float = 0.0
 

@@ -22,6 +22,14 @@ import torch
 from vlrl.models.memory import ModelShape, StrategyMemory, Workload
 
 
+def adamw(parameters: list[torch.nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW with its fused kernel: one call per parameter, in place (on a CPU the default steps
+    each parameter in about ten small operations: 5-6 ms of the step bench's tiny model's step
+    against 1.2-1.5 ms fused; on a GPU its foreach kernels hold a copy of what they step). The
+    HF Trainer, so TRL, steps with it by default (adamw_torch_fused, from torch 2.8)."""
+    return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, fused=True)
+
+
 class Strategy(Protocol):
     """`load_device`: where `load_model` puts the weights before `wrap` (FSDP2 shards from the
     CPU copy onto the device)."""

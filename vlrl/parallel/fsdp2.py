@@ -48,6 +48,7 @@ from vlrl.models.blocks import unit_modules
 from vlrl.models.loading import core_model, transformers_weights
 from vlrl.models.memory import ModelShape, StrategyMemory, Workload
 from vlrl.models.policy import completion_logprobs
+from vlrl.parallel.base import adamw
 from vlrl.parallel.distributed import Processes
 from vlrl.parallel.recompute import checkpoint_layers
 from vlrl.parallel.sharded_state import load_sharded, save_sharded
@@ -156,7 +157,6 @@ class FSDP2:
             gradients_update=resting * T * stepped / n,
             gradients_step=resting * T * stepped / n,
             gathered=shape.root_unit * b + 2 * shape.largest_unit * b + shape.largest_unit * (b + 4),
-            step_temporaries=resting * T * stepped / n,
             sampling_weights=P * b,
             cpu_memory=((P - T) * b + T * stepped * 4) / n if options.cpu_offload else 0.0,
         )
@@ -201,7 +201,7 @@ class FSDP2:
         return model
 
     def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
+        self.optimizer = adamw(self.parameters, lr, weight_decay)
         return self.optimizer
 
     # -- the update -----------------------------------------------------------------------------

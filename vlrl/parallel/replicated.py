@@ -20,6 +20,7 @@ import torch
 from vlrl.config import TrainerConfig
 from vlrl.models.loading import full_weights
 from vlrl.models.memory import ModelShape, StrategyMemory, Workload
+from vlrl.parallel.base import adamw
 from vlrl.parallel.distributed import Processes
 from vlrl.parallel.precision import MasterWeights
 from vlrl.parallel.recompute import checkpoint_layers
@@ -59,7 +60,6 @@ class Replicated:
             gradients_update=T * shape.trainable_bytes,
             gradients_step=T * stepped,
             gathered=0.0,
-            step_temporaries=T * stepped,
         )
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -75,7 +75,7 @@ class Replicated:
         return model
 
     def build_optimizer(self, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-        self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
+        self.optimizer = adamw(self.parameters, lr, weight_decay)
         return self.optimizer
 
     def micro_batches(self, planned: list[list[int]]) -> list[list[int]]:
