@@ -529,7 +529,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        self.decode_forward.refresh()  # the lean step looks the model's layers up again\n", "",
         ("tests/models/test_decode_step.py::test_the_engine_decodes_with_weights_stepped_in_place_or_replaced_since_its_last_rollout",),
     ),
-    Mutation("weight_decay ignored", "vlrl/parallel/replicated.py", "weight_decay=weight_decay)", "weight_decay=0.0)", (DECAY,)),
+    Mutation("weight_decay ignored", "vlrl/parallel/base.py", "weight_decay=weight_decay, fused", "weight_decay=0.0, fused", (DECAY,)),
     Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
         "self.strategy.clip_gradients(self.t.max_grad_norm)", "self.strategy.clip_gradients(1e9)", (ENTROPY,),
@@ -666,7 +666,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the HF engine (vlrl/rollout/hf.py, decoding.py, static.py) and the chunked update ---------
     Mutation(
         "rollout.hf.compact ignored", "vlrl/rollout/hf.py",
-        "if self.options.compact and running < len(index):", "if False:", (HF_ENGINE,),
+        "self.device, self.options.compact", "self.device, False", (HF_ENGINE,),
     ),
     Mutation(
         "rollout.hf.static_cache ignored (the device's default)", "vlrl/rollout/hf.py",
