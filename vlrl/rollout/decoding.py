@@ -45,9 +45,10 @@ class Draw:
     generator: torch.Generator | None
 
     def __call__(
-        self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor
+        self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is."""
+        """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is,
+        `finished` (b,) whether it stopped before (None: no decoded row has)."""
         logits = logits.float()
         temperature = self.params.temperature
         if temperature > 0 and temperature != 1:  # x / 1 is x
@@ -60,7 +61,8 @@ class Draw:
             choice = sample_categorical(torch.softmax(allowed, dim=-1), uniforms=mine)
         else:
             choice = allowed.argmax(dim=-1)
-        choice = torch.where(finished, torch.full_like(choice, self.pad_id), choice)
+        if finished is not None:
+            choice = choice.masked_fill(finished, self.pad_id)
         logp = step_logp.gather(1, choice[:, None]).squeeze(1)
         return choice, logp, -(step_logp.exp() * step_logp).sum(dim=-1)
 

@@ -267,36 +267,43 @@ class HFEngine:
     def _decode_dynamic(
         self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The loop whose batch shrinks as rows stop, the host looking after every step."""
-        rows, steps, device = draw.rows, draw.params.max_new_tokens, self.device
+        """The loop whose batch shrinks as rows stop, the host looking after every step. The
+        attention mask and the rope positions of every token fed are made once for the whole
+        rollout, and a step takes views of them (it would concatenate a column and compute
+        positions). The mask is ones after the prompt, as `generate` makes it: without
+        compaction a stopped row is fed pad tokens, which only that row attends to, and what
+        it draws after its stop is not kept."""
+        rows, steps, device, compact = draw.rows, draw.params.max_new_tokens, self.device, self.options.compact
         self.decode_forward.refresh()  # the lean step looks the model's layers up again
         reserve(prefix.cache, steps - 1)  # the last token drawn is never fed back
         record = Record(rows, steps, self.pad_id, device)
         stop_ids = self.stop_ids.to(device)
         logits = prefix.last_logits.repeat_interleave(n, dim=0)
-        next_position = prefix.next_position.repeat_interleave(n)
-        attention_mask = prompt_mask.repeat_interleave(n, dim=0)
+        width = prompt_mask.shape[1]
+        mask = prompt_mask.new_ones(rows, width + steps - 1)
+        mask[:, :width] = prompt_mask.repeat_interleave(n, dim=0)
+        positions = self.family.decode_positions(prefix.next_position.repeat_interleave(n), 0, steps - 1)
         index = torch.arange(rows, device=device)  # the batch row each decoded row is
         finished = torch.zeros(rows, dtype=torch.bool, device=device)
         for step in range(steps):
-            choice, logp, entropy = draw(logits, index, finished)
+            # compacted, every decoded row is running; else the stopped ones draw the pad token
+            choice, logp, entropy = draw(logits, index, None if compact else finished)
             record.write(index, choice, logp, entropy)
-            live = ~finished
-            finished = finished | torch.isin(choice, stop_ids)
-            running = int(finished.logical_not().sum())
+            stopped = torch.isin(choice, stop_ids)
+            finished = stopped if compact else finished | stopped
+            running = len(index) - int(finished.sum())
             if running == 0 or step + 1 == steps:
                 break
-            attention_mask = torch.cat([attention_mask, live.long()[:, None]], dim=1)
-            if self.options.compact and running < len(index):
+            if compact and running < len(index):
                 keep = finished.logical_not().nonzero().squeeze(1)
                 prefix.cache.batch_select_indices(keep)
-                attention_mask, next_position, index, choice, finished = (
-                    t[keep] for t in (attention_mask, next_position, index, choice, finished)
-                )
+                mask, index, choice, finished = (t[keep] for t in (mask, index, choice, finished))
+                positions = positions[:, keep]
             stats.forwards += 1
             stats.row_steps += len(index)
-            positions = self.family.decode_positions(next_position, step, 1)
-            logits = self.decode_forward(choice[:, None], attention_mask, positions, prefix.cache)
+            logits = self.decode_forward(
+                choice[:, None], mask[:, : width + step + 1], positions[:, :, step : step + 1], prefix.cache
+            )
         return record.taken(step + 1)
 
     def _decode_static(
