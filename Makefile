@@ -56,14 +56,17 @@ lint: $(STAMP)
 
 # Two test processes of one thread each: the 2-core CI machine runs the suite in ~60% of the time
 # one process with two threads takes (two torch processes of two threads each would slow each other).
-# Tests go to the workers a file at a time: each file's module fixtures (vLLM's engine, ~15 s)
-# then start once instead of once per worker (the vLLM half 100 s against 117-136 s). Bytecode is
+# vLLM's tests go to the workers a file at a time: each file's module fixtures (vLLM's engine,
+# ~15 s) then start once instead of once per worker (the vLLM half 100 s against 117-136 s). The
+# rest are stolen by whichever worker is idle (worksteal): a few files hold long subprocess tests
+# (torchrun, signals, every family), which a file at a time left one worker running alone at the
+# end (221 and 251 s against 245 and 265 s, alternately, 2026-11-28). Bytecode is
 # written (into the git-ignored __pycache__/) even where PYTHONDONTWRITEBYTECODE is set, as on
 # this project's machines: else each worker rewrites every test module's asserts (collection 21 s
 # against 17 s) and each of the suite's many subprocesses compiles vlrl anew.
 TEST_ENV := PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1
 test: lint $(VLLM_STAMP)
-	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not vllm and not gpu"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow and not vllm and not gpu"
 	VLRL_REQUIRE_VLLM=1 $(TEST_ENV) $(VLLM_BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests/vllm_engine
 
 test-slow: $(STAMP) $(VLLM_STAMP)
