@@ -152,17 +152,32 @@ def test_compacted_decoding_equals_decoding_every_row(setup, sampling):
 
 
 def test_without_compaction_every_row_is_decoded_to_the_end(setup):
+    """Every row, until the last one stops: with the stop tokens favoured further here, the rows
+    stop at different steps before the limit, and the loop ends with the last of them. (A
+    stopped row draws the pad token, which Qwen's tokenizers also stop at.)"""
     model, processor, prompts = setup
     engine = HFEngine(model, processor.tokenizer, options=HFOptions(compact=False))
-    params = SamplingParams(n=2, max_new_tokens=10, temperature=1.0)
+    params = SamplingParams(n=2, max_new_tokens=20, temperature=1.0)
+    stops = engine.stop_ids
+
+    def stop_sooner_still(module, inputs, output):
+        output = output.clone()
+        output[..., stops] += 4.0
+        return output
+
+    favoured = core_model(model).lm_head.register_forward_hook(stop_sooner_still)
     sizes, handle = decoded_batch_sizes(model)
     try:
         groups = engine.generate(prompts, params, torch.Generator().manual_seed(2))
+        expected = reference_generate(engine, prompts, params, torch.Generator().manual_seed(2))
     finally:
         handle.remove()
-    expected = reference_generate(engine, prompts, params, torch.Generator().manual_seed(2))
+        favoured.remove()
     assert_same_completions(groups, expected)
-    assert set(sizes) == {6}
+    lengths = [len(c.token_ids) for c in completions(expected)]
+    assert len(set(lengths)) > 1 and max(lengths) < params.max_new_tokens, lengths
+    assert sizes[: max(lengths) - 1] == [6] * (max(lengths) - 1)  # the engine's forwards, each of every row
+    assert engine.stats.forwards == max(lengths) - 1
 
 
 def test_the_dynamic_loop_writes_each_token_into_reserved_slots_as_a_growing_cache_would(setup, monkeypatch):

@@ -284,20 +284,22 @@ class HFEngine:
         mask[:, :width] = prompt_mask.repeat_interleave(n, dim=0)
         positions = self.family.decode_positions(prefix.next_position.repeat_interleave(n), 0, steps - 1)
         index = torch.arange(rows, device=device)  # the batch row each decoded row is
-        finished = torch.zeros(rows, dtype=torch.bool, device=device)
+        # the decoded rows that stopped before this step, which draw the pad token: none when
+        # the rows that stop are compacted away
+        finished = None if compact else torch.zeros(rows, dtype=torch.bool, device=device)
         for step in range(steps):
-            # compacted, every decoded row is running; else the stopped ones draw the pad token
-            choice, logp, entropy = draw(logits, index, None if compact else finished)
+            choice, logp, entropy = draw(logits, index, finished)
             record.write(index, choice, logp, entropy)
             stopped = torch.isin(choice, stop_ids)
-            finished = stopped if compact else finished | stopped
-            running = len(index) - int(finished.sum())
+            if finished is not None:
+                finished = stopped = finished | stopped  # and the rows stopped before
+            running = len(index) - int(stopped.sum())
             if running == 0 or step + 1 == steps:
                 break
             if compact and running < len(index):
-                keep = finished.logical_not().nonzero().squeeze(1)
+                keep = stopped.logical_not().nonzero().squeeze(1)
                 prefix.cache.batch_select_indices(keep)
-                mask, index, choice, finished = (t[keep] for t in (mask, index, choice, finished))
+                mask, index, choice = (t[keep] for t in (mask, index, choice))
                 positions = positions[:, keep]
             stats.forwards += 1
             stats.row_steps += len(index)
