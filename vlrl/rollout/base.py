@@ -155,31 +155,27 @@ class CompletionRows(NamedTuple):
 
 def completion_rows(groups: Sequence[object], pad_id: int) -> CompletionRows:
     """The completions of `groups` (anything with `.completions`: an engine's Generations, the
-    trainer's Groups) as the tensors the forwards take."""
+    trainer's Groups) as the tensors the forwards take, each made by one call from padded lists
+    (a row at a time, a step spent milliseconds in tensor indexing)."""
     completions: list[Completion] = [c for g in groups for c in g.completions]  # type: ignore[attr-defined]
-    shape = (len(completions), max([1, *(len(c.token_ids) for c in completions)]))
-    ids = torch.full(shape, pad_id, dtype=torch.long)
-    mask = torch.zeros(shape)
-    for i, c in enumerate(completions):
-        ids[i, : len(c.token_ids)] = torch.tensor(c.token_ids, dtype=torch.long)
-        mask[i, : len(c.token_ids)] = 1.0
+    lengths = [len(c.token_ids) for c in completions]
+    width = max([1, *lengths])
+    ids = torch.tensor([[*c.token_ids, *[pad_id] * (width - len(c.token_ids))] for c in completions], dtype=torch.long)
+    mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths])
     rows = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)  # type: ignore[attr-defined]
     truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
     return CompletionRows(
         rows,
-        ids,
-        mask,
-        _padded([c.logprobs for c in completions], shape),
-        _padded([c.entropies for c in completions], shape),
+        ids.view(len(completions), width),
+        mask.view(len(completions), width),
+        _padded([c.logprobs for c in completions], width),
+        _padded([c.entropies for c in completions], width),
         truncated,
     )
 
 
-def _padded(values: list[list[float] | None], shape: tuple[int, int]) -> torch.Tensor | None:
-    """Per-token values right-padded with zeros, or None if any row lacks them."""
+def _padded(values: list[list[float] | None], width: int) -> torch.Tensor | None:
+    """Per-token values right-padded with zeros to `width`, or None if any row lacks them."""
     if any(row is None for row in values):
         return None
-    out = torch.zeros(shape)
-    for i, row in enumerate(values):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+    return torch.tensor([[*row, *[0.0] * (width - len(row))] for row in values]).view(len(values), width)

@@ -25,7 +25,7 @@ def sample_categorical(
     (and the exponential trick) draw a random number per vocabulary entry, which on CPU cost
     more than the tiny demo model's forward. Zero-probability tokens are never drawn: the first
     index whose CDF exceeds u is never one whose CDF equals its predecessor's."""
-    cdf = probs.double().cumsum(dim=-1)
+    cdf = probs.cumsum(dim=-1, dtype=torch.float64)  # in float64, as probs.double().cumsum() but in one call
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
     # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
