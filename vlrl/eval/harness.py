@@ -29,7 +29,7 @@ from vlrl.config import Config, ConfigError, EvalConfig, ModelConfig, TaskConfig
 from vlrl.data.sample import Sample
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.loading import frame_kind
-from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
+from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
@@ -83,7 +83,7 @@ def generate(
     for start in range(0, len(samples), size):
         batch = samples[start : start + size]
         kept, prompts, failed = render_usable(
-            batch, lambda s: render_prompt(processor, task.messages(s), s, settings.model)
+            batch, render_prompts(processor, [(task.messages(s), s) for s in batch], settings.model)
         )
         unusable += failed
         for sample, generation in zip(kept, engine.generate(prompts, params, generator) if kept else [], strict=True):

@@ -23,7 +23,7 @@ from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model, load_model
 from vlrl.models.policy import SamplingFilter
-from vlrl.models.prompting import UnusableSample, render_prompt, render_usable
+from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
@@ -141,7 +141,10 @@ class RLTrainer:
         algo, params = self.cfg.algo, self.sampling(step)
         G = params.n
         decoded: dict[str, Video] = {}  # this step's videos, decoded once for both T-GRPO renders
-        items, prompts, unusable = render_usable(items, lambda item: self.render(*item, decoded))
+        jobs = [(task.messages(sample), sample) for task, sample in items]
+        items, prompts, unusable = render_usable(
+            items, render_prompts(self.run.processor, jobs, self.cfg.model, decoded)
+        )
         if not items:
             return [], unusable
         generations = self.engine.generate(prompts, params, self.run.generator)

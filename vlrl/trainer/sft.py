@@ -15,13 +15,11 @@ from rich.console import Console
 
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
-from vlrl.data.sample import Sample
-from vlrl.models.batch import Prompt, collate
+from vlrl.models.batch import collate
 from vlrl.models.policy import completion_logprobs
-from vlrl.models.prompting import render_prompt, render_usable
+from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import check_held_out, task_sources
-from vlrl.tasking.task import Task
 from vlrl.trainer.batch import micro_batches
 from vlrl.trainer.run import Run, RunResult, finished_run
 
@@ -43,15 +41,13 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
 
-    def render(item: tuple[Task, Sample]) -> Prompt:
-        task, sample = item
-        return render_prompt(run.processor, task.messages(sample), sample, cfg.model)
-
     with run.stop_signals, run.logs.showing_progress("sft", ("loss",)):
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
             items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]
-            items, prompts, unusable = render_usable(items, render)  # a sample whose media fail is left out
+            jobs = [(task.messages(sample), sample) for task, sample in items]
+            # a sample whose media fail is left out
+            items, prompts, unusable = render_usable(items, render_prompts(run.processor, jobs, cfg.model))
             targets = [target_ids(tokenizer, task.target(s)) for task, s in items]
             width = max((len(ids) for ids in targets), default=1)
             ids = torch.full((len(targets), width), pad_id, dtype=torch.long)

@@ -1,0 +1,63 @@
+"""Prompts rendered together (one processor call for those without a video) are the prompts
+rendered one at a time, for every model family; a sample whose image fails to read is answered
+in its place and the others still render."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from tasks.refcoco import RefCOCO
+from tasks.video_qa import VideoQA
+from vlrl.config import ModelConfig, VideoConfig
+from vlrl.data.records import load_split
+from vlrl.data.sample import Sample
+from vlrl.models.families import family_names
+from vlrl.models.loading import frame_spec, load_processor
+from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
+
+
+def assert_same_prompt(got, want) -> None:
+    assert torch.equal(got.input_ids, want.input_ids)
+    assert torch.equal(got.mm_token_type_ids, want.mm_token_type_ids)
+    assert got.vision.keys() == want.vision.keys()
+    for key in want.vision:
+        assert torch.equal(got.vision[key], want.vision[key]), key
+    assert got.text == want.text
+    assert [image.tobytes() for image in got.images] == [image.tobytes() for image in want.images]
+    assert (got.video is None) == (want.video is None)
+
+
+@pytest.mark.parametrize("family", sorted(family_names()))
+def test_prompts_rendered_together_are_the_prompts_rendered_alone(family, rec_data, video_qa_data, tmp_path):
+    cfg = ModelConfig(
+        path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176,
+        video=VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544),
+    )  # fmt: skip
+    processor = load_processor(cfg)
+    grounding = RefCOCO()
+    images = load_split(rec_data, grounding.build_sample, frame_spec(cfg)).samples[:4]
+    assert len({(s.frame.width, s.frame.height) for s in images}) > 1  # images of different sizes, so grids
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    text = Sample(id="text", task="math_vqa", problem="What is 3 plus 2?", solution="5")
+    text_messages = [{"role": "user", "content": [{"type": "text", "text": text.problem}]}]
+    truncated = tmp_path / "truncated.png"
+    truncated.write_bytes(open(images[0].images[0], "rb").read()[:100])
+    broken = dataclasses.replace(images[0], images=[str(truncated)], source="broken.json:7")
+
+    jobs = [(grounding.messages(s), s) for s in images[:2]]
+    jobs += [(text_messages, text), (VideoQA().messages(clip), clip), (grounding.messages(broken), broken)]
+    jobs += [(grounding.messages(s), s) for s in images[2:]]
+    together = render_prompts(processor, jobs, cfg)
+
+    assert isinstance(together[4], UnusableSample) and "broken.json:7" in str(together[4])
+    with pytest.raises(UnusableSample):
+        render_prompt(processor, *jobs[4], cfg)
+    for position, (messages, sample) in enumerate(jobs):
+        if position != 4:
+            assert_same_prompt(together[position], render_prompt(processor, messages, sample, cfg))
+    assert together[2].vision == {} and together[3].video is not None
+    kept, prompts, skipped = render_usable(list(range(len(jobs))), together)
+    assert kept == [0, 1, 2, 3, 5, 6] and prompts == [together[i] for i in kept] and skipped == [together[4]]
