@@ -423,14 +423,15 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
     task.process = lambda response, sample: processed.append(sample.id) or process(response, sample)
     # Each sample's prompt rendered once: the rounds change the answers, never the prompts
     # (rendering, a video's above all, was most of this test's time).
-    rendered, render = {}, harness.render_prompt
+    rendered, render = {}, harness.render_prompts
 
-    def render_once(processor, messages, sample, model):
-        if sample.id not in rendered:
-            rendered[sample.id] = render(processor, messages, sample, model)
-        return rendered[sample.id]
+    def render_once(processor, jobs, model):
+        missing = [(messages, sample) for messages, sample in jobs if sample.id not in rendered]
+        for (_, sample), prompt in zip(missing, render(processor, missing, model), strict=True):
+            rendered[sample.id] = prompt
+        return [rendered[sample.id] for _, sample in jobs]
 
-    monkeypatch.setattr(harness, "render_prompt", render_once)
+    monkeypatch.setattr(harness, "render_prompts", render_once)
     processor = load_processor(load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176"]).model)
     for tags in (CLI_REASONING_TAGS, "none"):
         cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.max_pixels=50176", f"eval.reasoning_tags={tags}"])
