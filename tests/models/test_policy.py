@@ -5,6 +5,7 @@ on text-only prompts, alone and beside them (LMM-R1's text-only samples)."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -16,8 +17,8 @@ from vlrl.config import ModelConfig, VideoConfig
 from vlrl.data.records import load_split
 from vlrl.models.batch import collate
 from vlrl.models.families import family_names
-from vlrl.models.loading import family_of_model, frame_spec, load_model, load_processor
-from vlrl.models.policy import SamplingFilter, TokenScorer, completion_logprobs
+from vlrl.models.loading import core_model, family_of_model, frame_spec, load_model, load_processor
+from vlrl.models.policy import SamplingFilter, TokenScorer, completion_logprobs, prefill
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams
 from vlrl.rollout.base import completion_rows
@@ -326,3 +327,26 @@ def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass
     assert len(products) == 3  # chunks of 3, 3 and 1 tokens
     columns[:, 0].sum().backward()
     assert len(products) == 6 and hidden.grad is not None
+
+
+def test_a_prompts_rope_positions_are_computed_once_and_batched_as_the_family_computes_them(setup, monkeypatch):
+    """The first prefill over a prompt keeps its rope positions; any later batch of it (other
+    prompts, another order, so other padding) is given them, equal to the family's own for that
+    batch, and the prefill computes none."""
+    model, processor, prompts = setup
+    pad = processor.tokenizer.pad_token_id
+    prompts = [dataclasses.replace(p, rope=None) for p in [*prompts, _text_only_prompt(model, processor)]]
+    family, core = family_of_model(model), core_model(model)
+    with torch.no_grad():
+        prefill(model, collate(prompts[:3], pad))
+    assert [p.rope is not None for p in prompts] == [True, True, True, False]
+    assert collate([prompts[3], prompts[0]], pad).rope is None  # one of them has none yet
+    original, computed = type(family).rope_positions, []
+    monkeypatch.setattr(type(family), "rope_positions", lambda *a: computed.append(1) or original(*a))
+    for chosen in ([2, 0], [1], [0, 2, 1]):
+        batch = collate([prompts[i] for i in chosen], pad)
+        positions, next_position = original(family, core, batch)
+        assert torch.equal(batch.rope[0], positions) and torch.equal(batch.rope[1], next_position)
+        with torch.no_grad():
+            prefill(model, batch)
+    assert computed == []

@@ -28,6 +28,8 @@ class Prompt:
     text: str
     images: list[Image.Image] = field(default_factory=list)  # smart-resized, in prompt order
     video: Video | None = None  # sampled, sized (and for T-GRPO shuffled) frames
+    # (3, P) rope positions and the next position, on the CPU, once a forward computed them
+    rope: tuple[torch.Tensor, int] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -41,6 +43,8 @@ class PromptBatch:
     attention_mask: torch.Tensor  # (B, P)
     mm_token_type_ids: torch.Tensor  # (B, P)
     vision: dict[str, torch.Tensor]
+    prompts: Sequence[Prompt] = ()  # what it was collated from, to keep their rope positions
+    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # (3, B, P) and (B,), when every prompt had its own
 
     def to(self, device: torch.device | str) -> PromptBatch:
         return PromptBatch(
@@ -48,7 +52,16 @@ class PromptBatch:
             self.attention_mask.to(device),
             self.mm_token_type_ids.to(device),
             {k: v.to(device) for k, v in self.vision.items()},
+            self.prompts,
+            None if self.rope is None else (self.rope[0].to(device), self.rope[1].to(device)),
         )
+
+    def keep_rope(self, positions: torch.Tensor, next_position: torch.Tensor) -> None:
+        """Each prompt keeps its row of this batch's rope positions `positions` (3, B, P),
+        without the left padding, and its next position (`next_position` (B,))."""
+        positions, next_position = positions.cpu(), next_position.tolist()
+        for row, prompt in enumerate(self.prompts):
+            prompt.rope = (positions[:, row, positions.shape[2] - len(prompt) :], next_position[row])
 
 
 def collate(prompts: Sequence[Prompt], pad_id: int) -> PromptBatch:
@@ -64,4 +77,10 @@ def collate(prompts: Sequence[Prompt], pad_id: int) -> PromptBatch:
     vision = {}
     for key in dict.fromkeys(key for p in prompts for key in p.vision):  # the processor's keys, in its order
         vision[key] = torch.cat([p.vision[key] for p in prompts if key in p.vision], dim=0)
-    return PromptBatch(input_ids, attention_mask, mm_types, vision)
+    rope = None
+    if all(p.rope is not None for p in prompts):  # placed as get_rope_index places them: 0 on the padding
+        positions = torch.zeros(3, n, length, dtype=prompts[0].rope[0].dtype)
+        for i, p in enumerate(prompts):
+            positions[:, i, length - len(p) :] = p.rope[0]
+        rope = (positions, torch.tensor([p.rope[1] for p in prompts]))
+    return PromptBatch(input_ids, attention_mask, mm_types, vision, list(prompts), rope)
