@@ -180,7 +180,7 @@ class DecodeStep:
         if self.cos is None or self.cos.dtype != dtype or top >= len(self.cos):
             size = max(top + 1, 2 * len(self.cos) if self.cos is not None else 256)
             self.cos, self.sin = self.rope_table(torch.arange(size, device=position.device), dtype)
-        return self.cos.index_select(0, position), self.sin.index_select(0, position)
+        return self.cos[position], self.sin[position]
 
     def rope_table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin (P, 1, 1, head_dim) at `positions` (P,), as transformers'
@@ -201,9 +201,7 @@ class DecodeStep:
         v = layer.v(x).view(rows, 1, -1, d).transpose(1, 2)
         if layer.head_norms is not None:
             q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)
-        heads = q.shape[2]  # the query's and the key's heads rotated together: four calls, not eight
-        qk = rotate(torch.cat((q, k), dim=2).transpose(1, 2), cos, sin)
-        q, k = qk[:, :heads], qk[:, heads:]
+        q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
         k, v = cache.update(k, v, index)
         if padding is None:
             out = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.groups > 1)
@@ -221,13 +219,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype. On
-    the CPU the float32 part is torch's `rms_norm`, which there runs the forward's own operations
-    (pow, mean, add, rsqrt, mul) in C++: one call where the forward makes six from Python. On a
-    GPU it is a fused kernel that rounds otherwise, so there the forward's operations are called."""
+    """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype."""
     h = x.float()
-    if h.device.type == "cpu":
-        h = F.rms_norm(h, h.shape[-1:], eps=norm.variance_epsilon)
-    else:
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
     return norm.weight * h.to(x.dtype)
