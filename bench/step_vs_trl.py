@@ -3,15 +3,20 @@
 Both train the same local Qwen2.5-VL checkpoint on the same synthetic RefCOCO data with the
 same B prompts x G completions, completion length, learning rate, GRPO loss, KL weight,
 temperature and seed, with the same reward (refcoco's format + IoU). Each trainer runs in its
-own process for a few steps; the processes alternate for several rounds so both see the same
-machine conditions. The first step of each process is warm-up and not counted.
+own process, both at once, taking turns a step at a time: each waits, idle, for its turn
+before a step and gives the turn back after it (`Turns`), so a step of vlrl and the step of
+TRL after it see the same phase of the machine, whose speed moves by a third within tens of
+seconds (one process after the other, the ratio of a round moved between 0.22 and 0.42 on the
+same code). The wait is outside the timed step. The first step of each process is warm-up and
+not counted; a round is a new pair of processes.
 
 On CPU the model is the tiny checkpoint in float32. With `--shape qwen2.5-vl-3b` it is a
 random-weight model of Qwen2.5-VL-3B's shape (vlrl.models.tiny.SHAPES), on a GPU in bfloat16 for
 both (vlrl with its fp32 master weights, TRL stepping the bf16 weights as it does without
 DeepSpeed), images at the model's own pixel limits.
 
-Prints one JSON line: median step time of each, their ratio (and each round's), mean completion
+Prints one JSON line: median step time of each, their ratio (and each round's, and the median
+of each vlrl step over the TRL step after it), mean completion
 length of each (the same work: both sample up to max_new_tokens), each process's peak RSS and
 peak GPU memory.
 
@@ -34,6 +39,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_CONFIG = ROOT / "configs" / "demo" / "refcoco.yaml"
+TURNS_ENV = "VLRL_BENCH_TURNS"  # the worker's two pipe ends: "go,done"
+
+
+class Turns:
+    """A worker's side of taking turns: before a step it waits for a line on `go`; after the
+    step (or, after the last, once the process has finished its work) it writes one on `done`."""
+
+    def __init__(self, go: int, done: int):
+        self.go, self.done = os.fdopen(go, "r"), os.fdopen(done, "w")
+
+    def wait(self) -> None:
+        self.go.readline()
+
+    def give_back(self) -> None:
+        self.done.write("done\n")
+        self.done.flush()
 
 
 def settings(args: argparse.Namespace, model_path: str, max_pixels: int) -> dict:
@@ -67,11 +88,13 @@ def model_overrides(s: dict) -> list[str]:
     return [f"model.path={s['model_path']}", f"model.dtype={dtype}", f"model.max_pixels={s['max_pixels']}"]
 
 
-def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
+def run_vlrl(
+    s: dict, data: Path, steps: int, out_dir: Path, turns: Turns | None = None
+) -> tuple[list[float], list[float]]:
     from rich.console import Console
 
     from vlrl.config import load_config
-    from vlrl.trainer.rl import train
+    from vlrl.trainer.rl import RLTrainer
 
     overrides = {
         "data.train": str(data),
@@ -92,12 +115,26 @@ def run_vlrl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float
         "trainer.resume": "",
     }
     cfg = load_config(DEMO_CONFIG, [*model_overrides(s), *(f"{k}={v}" for k, v in overrides.items())])
-    result = train(cfg, Console(quiet=True))
+    trainer = RLTrainer(cfg, Console(quiet=True))
+    if turns is not None:  # a step is timed from its start to its update's end: the turn changes at its log
+        log = trainer.run.logs.log
+
+        def log_then_give_back(metrics, samples=()):
+            log(metrics, samples)
+            if metrics["step"] < steps:  # the last turn ends with the process's work (its checkpoint)
+                turns.give_back()
+                turns.wait()
+
+        trainer.run.logs.log = log_then_give_back
+        turns.wait()
+    result = trainer.train()
     rows = [json.loads(line) for line in result.metrics.read_text().splitlines()]
     return [r["time_step"] for r in rows], [r["completion_length"] for r in rows]
 
 
-def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float], list[float]]:
+def run_trl(
+    s: dict, data: Path, steps: int, out_dir: Path, turns: Turns | None = None
+) -> tuple[list[float], list[float]]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForImageTextToText, AutoProcessor, TrainerCallback
@@ -182,12 +219,16 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
             self._start = 0.0
 
         def on_step_begin(self, args, state, control, **kwargs):
+            if turns is not None:
+                turns.wait()
             self._start = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             self.times.append(time.perf_counter() - self._start)
+            if turns is not None and state.global_step < steps:  # the last turn ends with the process's work
+                turns.give_back()
 
     timer = StepTimer()
     trainer = GRPOTrainer(
@@ -205,12 +246,65 @@ def run_trl(s: dict, data: Path, steps: int, out_dir: Path) -> tuple[list[float]
 
 def worker(args: argparse.Namespace) -> None:
     s = json.loads(args.settings)
+    go, done = (int(fd) for fd in os.environ[TURNS_ENV].split(","))
+    turns = Turns(go, done)
     with tempfile.TemporaryDirectory() as tmp:
         start_rss = peak_rss_mb()
         run = run_vlrl if args.worker == "vlrl" else run_trl
-        times, lengths = run(s, Path(args.data), args.steps, Path(tmp) / "run")
+        times, lengths = run(s, Path(args.data), args.steps, Path(tmp) / "run", turns)
     report = {"times": times, "lengths": lengths, "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb()}
     print(json.dumps({**report, "rss_at_start_mb": start_rss}))
+    turns.give_back()  # the last turn: this process's work is done
+
+
+def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Path) -> dict[str, dict]:
+    """Both workers started at once, then given turns a step at a time, vlrl's step first: the
+    reports of each (`worker`). A worker that fails ends the round, and the other with it."""
+    workers = {}
+    try:
+        for name in ("vlrl", "trl"):
+            go_read, go_write = os.pipe()
+            done_read, done_write = os.pipe()
+            command = [sys.executable, __file__, "--worker", name, "--data", str(data), "--steps", str(args.steps)]
+            out, err = open(logs / f"{name}.out", "w+"), open(logs / f"{name}.err", "w+")
+            process = subprocess.Popen(
+                [*command, "--settings", json.dumps(s)], stdout=out, stderr=err, cwd=ROOT,
+                env={**env, TURNS_ENV: f"{go_read},{done_write}"}, pass_fds=(go_read, done_write),
+            )  # fmt: skip
+            os.close(go_read)
+            os.close(done_write)  # so that a worker's end reads as the end of its pipe
+            workers[name] = (process, os.fdopen(go_write, "w"), os.fdopen(done_read, "r"), out, err)
+        for step in range(1, args.steps + 1):
+            for name, (process, go, done, _, err) in workers.items():
+                try:
+                    go.write("go\n")
+                    go.flush()
+                    given_back = bool(done.readline())
+                except BrokenPipeError:
+                    given_back = False
+                if not given_back:
+                    failed(name, err)
+                if step == args.steps:  # its exit is not to overlap the other's last step
+                    process.wait()
+        reports = {}
+        for name, (process, _, _, out, err) in workers.items():
+            if process.wait() != 0:
+                failed(name, err)
+            out.seek(0)
+            reports[name] = json.loads(out.read().strip().splitlines()[-1])
+    finally:
+        for process, *streams in workers.values():
+            process.kill()
+            process.wait()
+            for stream in streams:
+                stream.close()
+    return reports
+
+
+def failed(name: str, err) -> None:
+    err.seek(0)
+    sys.stderr.write(err.read()[-4000:])
+    raise SystemExit(f"{name} worker failed")
 
 
 def main() -> None:
@@ -251,27 +345,10 @@ def main() -> None:
         RefCOCO().synthesize(data, 64, args.seed)
         by_round: list[dict[str, float]] = []  # each round's median step of each
         for _ in range(args.rounds):
-            by_round.append({})
-            for name in ("vlrl", "trl"):
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--worker",
-                    name,
-                    "--data",
-                    str(data),
-                    "--steps",
-                    str(args.steps),
-                    "--settings",
-                    json.dumps(s),
-                ]
-                done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-                if done.returncode != 0:
-                    sys.stderr.write(done.stderr[-4000:])
-                    raise SystemExit(f"{name} worker failed")
-                report = json.loads(done.stdout.strip().splitlines()[-1])
+            reports = run_round(args, data, s, env, Path(tmp))
+            by_round.append({name: statistics.median(report["times"][1:]) for name, report in reports.items()})
+            for name, report in reports.items():
                 results[name]["times"].extend(report["times"][1:])  # step 1 of each process is warm-up
-                by_round[-1][name] = statistics.median(report["times"][1:])
                 results[name]["lengths"].extend(report["lengths"])
                 for peak in ("peak_rss_mb", "peak_gpu_mb"):
                     results[name][peak] = max(results[name][peak], report[peak])
@@ -291,6 +368,13 @@ def main() -> None:
                 "ratio_vlrl_over_trl": round(vlrl_median / trl_median, 4),
                 # the machine's speed moves between rounds (docs/performance.md): each round's own
                 "ratio_by_round": [round(r["vlrl"] / r["trl"], 4) for r in by_round],
+                # each measured vlrl step over the TRL step taken right after it
+                "median_step_pair_ratio": round(
+                    statistics.median(
+                        v / t for v, t in zip(results["vlrl"]["times"], results["trl"]["times"], strict=True)
+                    ),
+                    4,
+                ),
                 "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,13 +103,31 @@ def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_
     assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]
 
 
+class RecordedTurns:
+    """The step bench's `Turns` without pipes: each wait takes a while, and when each turn
+    began and ended is written down."""
+
+    def __init__(self):
+        self.events: list[tuple[str, float]] = []
+
+    def wait(self) -> None:
+        time.sleep(0.3)
+        self.events.append(("begins", time.perf_counter()))
+
+    def give_back(self) -> None:
+        self.events.append(("ends", time.perf_counter()))
+
+
 @pytest.mark.parametrize("side", ["run_trl", "run_vlrl"])
 def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(side, tiny_qwen25, tmp_path):
     """At Qwen2.5-VL-3B's pixel limits the synthetic images give prompts of different lengths,
     so TRL's batch is padded: given a right-padding processor, TRL's forward shifted the image
     token types against the attention mask and Qwen2.5-VL's get_rope_index failed (issue 23;
     docs/gpu.md). The tiny model at the 3B shape's max_pixels reproduces it on CPU. vlrl's side
-    runs on the bench's own data, not the demo config's synthetic held-out split."""
+    runs on the bench's own data, not the demo config's synthetic held-out split. Each side
+    waits for its turn before every step and gives it back after every step but the last
+    (which ends with the process's work), and the time of a step is taken within its turn:
+    the wait is not in it."""
     import argparse
     import importlib.util
 
@@ -121,10 +140,15 @@ def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     args = argparse.Namespace(device="cpu", prompts=4, generations=2, max_new_tokens=4, seed=0)
     data = tmp_path / "train.json"
     RefCOCO().synthesize(data, 8, 0)
+    turns = RecordedTurns()
     times, lengths = getattr(bench, side)(
-        bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 1, tmp_path / side
+        bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 2, tmp_path / side, turns
     )
-    assert len(times) == 1 and lengths[0] > 0
+    returned = time.perf_counter()
+    assert len(times) == 2 and lengths[0] > 0
+    assert [kind for kind, _ in turns.events] == ["begins", "ends", "begins"]
+    (_, first_begins), (_, first_ends), (_, last_begins) = turns.events
+    assert times[0] <= first_ends - first_begins and times[1] <= returned - last_begins
 
 
 def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, capsys):
