@@ -141,10 +141,10 @@ def render_prompts(
 ) -> list[Prompt | UnusableSample]:
     """Each job's (messages, sample) prompt as `render_prompt` renders it, or the UnusableSample
     of a sample whose media fail to read. The prompts without a video go through the processor
-    in one call: at the demo's sizes its per-call overhead is most of a prompt's rendering (four
-    prompts 10.3 ms one at a time, 7.0 ms in one call). A video prompt, whose processor arguments
-    are its clip's own, is rendered alone. Alone or batched, a prompt's ids and tensors are the
-    same (tests/models/test_prompting.py)."""
+    in one call: at the demo's sizes its per-call overhead is a good part of a prompt's rendering
+    (the step bench's four prompts: 20.8-23.1 ms one at a time, 13.7-15.6 ms so). A video prompt,
+    whose processor arguments are its clip's own, is rendered alone. Alone or batched, a
+    prompt's ids and tensors are the same (tests/models/test_prompting.py)."""
     decoded = {} if decoded is None else decoded
     out: list[Prompt | UnusableSample | None] = [None] * len(jobs)
     batched: list[tuple[int, str, list[Image.Image], Sample]] = []
