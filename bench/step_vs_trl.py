@@ -7,8 +7,9 @@ own process, both at once, taking turns a step at a time: each waits, idle, for 
 before a step and gives the turn back after it (`Turns`), so a step of vlrl and the step of
 TRL after it see the same phase of the machine, whose speed moves by a third within tens of
 seconds (one process after the other, the ratio of a round moved between 0.22 and 0.42 on the
-same code). The wait is outside the timed step. The first step of each process is warm-up and
-not counted; a round is a new pair of processes.
+same code). The wait is outside the timed step. On a GPU (`--device cuda`) the two run one
+after the other by default, each alone in the GPU's memory (`--turns` runs them at once). The
+first step of each process is warm-up and not counted; a round is a new pair of processes.
 
 On CPU the model is the tiny checkpoint in float32. With `--shape qwen2.5-vl-3b` it is a
 random-weight model of Qwen2.5-VL-3B's shape (vlrl.models.tiny.SHAPES), on a GPU in bfloat16 for
@@ -258,34 +259,51 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Path) -> dict[str, dict]:
-    """Both workers started at once, then given turns a step at a time, vlrl's step first: the
-    reports of each (`worker`). A worker that fails ends the round, and the other with it."""
-    workers = {}
+    """The reports of each worker (`worker`), given turns a step at a time, vlrl's step first:
+    both started at once (`args.turns`), else one process after the other (on a GPU, where both
+    would hold a model in its memory at once). A worker that fails ends the round, and the other
+    with it."""
+    workers: dict[str, tuple] = {}
+
+    def start(name: str) -> None:
+        go_read, go_write = os.pipe()
+        done_read, done_write = os.pipe()
+        command = [sys.executable, __file__, "--worker", name, "--data", str(data), "--steps", str(args.steps)]
+        out, err = open(logs / f"{name}.out", "w+"), open(logs / f"{name}.err", "w+")
+        process = subprocess.Popen(
+            [*command, "--settings", json.dumps(s)], stdout=out, stderr=err, cwd=ROOT,
+            env={**env, TURNS_ENV: f"{go_read},{done_write}"}, pass_fds=(go_read, done_write),
+        )  # fmt: skip
+        os.close(go_read)
+        os.close(done_write)  # so that a worker's end reads as the end of its pipe
+        workers[name] = (process, os.fdopen(go_write, "w"), os.fdopen(done_read, "r"), out, err)
+
+    def take_turn(name: str, step: int) -> None:
+        process, go, done, _, err = workers[name]
+        try:
+            go.write("go\n")
+            go.flush()
+            given_back = bool(done.readline())
+        except BrokenPipeError:
+            given_back = False
+        if not given_back:
+            failed(name, err)
+        if step == args.steps:  # its exit is not to overlap the other's steps
+            process.wait()
+
+    names, steps = ("vlrl", "trl"), range(1, args.steps + 1)
     try:
-        for name in ("vlrl", "trl"):
-            go_read, go_write = os.pipe()
-            done_read, done_write = os.pipe()
-            command = [sys.executable, __file__, "--worker", name, "--data", str(data), "--steps", str(args.steps)]
-            out, err = open(logs / f"{name}.out", "w+"), open(logs / f"{name}.err", "w+")
-            process = subprocess.Popen(
-                [*command, "--settings", json.dumps(s)], stdout=out, stderr=err, cwd=ROOT,
-                env={**env, TURNS_ENV: f"{go_read},{done_write}"}, pass_fds=(go_read, done_write),
-            )  # fmt: skip
-            os.close(go_read)
-            os.close(done_write)  # so that a worker's end reads as the end of its pipe
-            workers[name] = (process, os.fdopen(go_write, "w"), os.fdopen(done_read, "r"), out, err)
-        for step in range(1, args.steps + 1):
-            for name, (process, go, done, _, err) in workers.items():
-                try:
-                    go.write("go\n")
-                    go.flush()
-                    given_back = bool(done.readline())
-                except BrokenPipeError:
-                    given_back = False
-                if not given_back:
-                    failed(name, err)
-                if step == args.steps:  # its exit is not to overlap the other's last step
-                    process.wait()
+        if args.turns:
+            for name in names:
+                start(name)
+            for step in steps:
+                for name in names:
+                    take_turn(name, step)
+        else:
+            for name in names:
+                start(name)
+                for step in steps:
+                    take_turn(name, step)
         reports = {}
         for name, (process, _, _, out, err) in workers.items():
             if process.wait() != 0:
@@ -317,6 +335,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
+        "--turns", action=argparse.BooleanOptionalAction, default=None,
+        help="both processes at once, taking turns a step at a time (default on CPU; on a GPU one after the other)",
+    )  # fmt: skip
+    parser.add_argument(
         "--shape", help="a real model's shape with random weights (vlrl.models.tiny.SHAPES); default: the tiny model"
     )
     parser.add_argument("--worker", choices=["vlrl", "trl"], help=argparse.SUPPRESS)
@@ -326,6 +348,8 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
+    if args.turns is None:
+        args.turns = args.device == "cpu"
 
     from tasks.refcoco import RefCOCO
     from vlrl.config import load_config
@@ -352,6 +376,7 @@ def main() -> None:
                 results[name]["lengths"].extend(report["lengths"])
                 for peak in ("peak_rss_mb", "peak_gpu_mb"):
                     results[name][peak] = max(results[name][peak], report[peak])
+    pairs = [v / t for v, t in zip(results["vlrl"]["times"], results["trl"]["times"], strict=True)]
     vlrl_median = statistics.median(results["vlrl"]["times"])
     trl_median = statistics.median(results["trl"]["times"])
     print(
@@ -368,13 +393,9 @@ def main() -> None:
                 "ratio_vlrl_over_trl": round(vlrl_median / trl_median, 4),
                 # the machine's speed moves between rounds (docs/performance.md): each round's own
                 "ratio_by_round": [round(r["vlrl"] / r["trl"], 4) for r in by_round],
-                # each measured vlrl step over the TRL step taken right after it
-                "median_step_pair_ratio": round(
-                    statistics.median(
-                        v / t for v, t in zip(results["vlrl"]["times"], results["trl"]["times"], strict=True)
-                    ),
-                    4,
-                ),
+                "turns": args.turns,
+                # each measured vlrl step over the TRL step taken right after it (with turns)
+                "median_step_pair_ratio": round(statistics.median(pairs), 4) if args.turns else None,
                 "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
