@@ -164,13 +164,11 @@ def render_prompts(
         encoded = processor(text=texts, return_tensors="pt", padding=True, **image_kwargs(images, model))
         real = encoded["attention_mask"].bool()
         grids = encoded["image_grid_thw"] if images else torch.zeros(0, 3, dtype=torch.long)
-        pixels = encoded["pixel_values"].split(grids.prod(dim=1).tolist()) if images else ()
-        first = 0  # the row's first image
+        row_grids = grids.split([len(row_images) for _, _, row_images, _ in batched])  # each row's images
+        row_pixels = encoded["pixel_values"].split([int(g.prod(dim=1).sum()) for g in row_grids]) if images else ()
         for row, (position, text, row_images, sample) in enumerate(batched):
-            mine = slice(first, first + len(row_images))
-            first = mine.stop
-            check_sizes(processor, sample, [(i.height, i.width) for i in row_images], grids[mine].tolist())
-            vision = {"pixel_values": torch.cat(pixels[mine]), "image_grid_thw": grids[mine]} if row_images else {}
+            check_sizes(processor, sample, [(i.height, i.width) for i in row_images], row_grids[row].tolist())
+            vision = {"pixel_values": row_pixels[row], "image_grid_thw": row_grids[row]} if row_images else {}
             ids, types = encoded["input_ids"][row][real[row]], encoded["mm_token_type_ids"][row][real[row]]
             out[position] = Prompt(ids, types, vision, text, row_images, None)
     return out  # type: ignore[return-value]
