@@ -95,7 +95,7 @@ def http_scorer(url: str, timeout: float) -> Callable[[Sequence[Sample], Sequenc
 def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Callable:
     """A local VLM asked to rate the reasoning 0-10 given the same images and video; its answer / 10."""
     from vlrl.models.loading import load_model, load_processor
-    from vlrl.models.prompting import render_prompt
+    from vlrl.models.prompting import UnusableSample, render_prompts
     from vlrl.rollout import SamplingParams
     from vlrl.rollout.hf import HFEngine
 
@@ -108,13 +108,15 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
 
     def score(samples: Sequence[Sample], completions: Sequence[str]) -> list[Any]:
-        prompts, decoded = [], {}  # a prompt's G completions: one decode of its video
+        jobs = []
         for sample, completion in zip(samples, completions, strict=True):
             text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
             vision = [{"type": "image"} for _ in sample.images] + ([{"type": "video"}] if sample.video else [])
-            content = [*vision, {"type": "text", "text": text}]
-            messages = [{"role": "user", "content": content}]
-            prompts.append(render_prompt(processor, messages, sample, model_cfg, decoded))
+            jobs.append(([{"role": "user", "content": [*vision, {"type": "text", "text": text}]}], sample))
+        prompts = render_prompts(processor, jobs, model_cfg)  # one processor call; a video decoded once
+        for prompt in prompts:
+            if isinstance(prompt, UnusableSample):  # as render_prompt raised it (the rollout read the media)
+                raise prompt
         answers = engine.generate(prompts, params)
         out = []
         for generation in answers:
