@@ -340,13 +340,14 @@ def test_a_prompts_rope_positions_are_computed_once_and_batched_as_the_family_co
     with torch.no_grad():
         prefill(model, collate(prompts[:3], pad))
     assert [p.rope is not None for p in prompts] == [True, True, True, False]
-    assert collate([prompts[3], prompts[0]], pad).rope is None  # one of them has none yet
+    assert collate([prompts[3], prompts[0]], pad).kept_rope() is None  # one of them has none yet
     original, computed = type(family).rope_positions, []
     monkeypatch.setattr(type(family), "rope_positions", lambda *a: computed.append(1) or original(*a))
     for chosen in ([2, 0], [1], [0, 2, 1]):
-        batch = collate([prompts[i] for i in chosen], pad)
+        batch = collate([prompts[i] for i in chosen], pad).to("cpu")  # the engines move a batch to the device
         positions, next_position = original(family, core, batch)
-        assert torch.equal(batch.rope[0], positions) and torch.equal(batch.rope[1], next_position)
+        kept_positions, kept_next = batch.kept_rope()
+        assert torch.equal(kept_positions, positions) and torch.equal(kept_next, next_position)
         with torch.no_grad():
             prefill(model, batch)
     assert computed == []

@@ -43,8 +43,7 @@ class PromptBatch:
     attention_mask: torch.Tensor  # (B, P)
     mm_token_type_ids: torch.Tensor  # (B, P)
     vision: dict[str, torch.Tensor]
-    prompts: Sequence[Prompt] = ()  # what it was collated from, to keep their rope positions
-    rope: tuple[torch.Tensor, torch.Tensor] | None = None  # (3, B, P) and (B,), when every prompt had its own
+    prompts: Sequence[Prompt] = ()  # what it was collated from: their rope positions are kept there
 
     def to(self, device: torch.device | str) -> PromptBatch:
         return PromptBatch(
@@ -53,8 +52,20 @@ class PromptBatch:
             self.mm_token_type_ids.to(device),
             {k: v.to(device) for k, v in self.vision.items()},
             self.prompts,
-            None if self.rope is None else (self.rope[0].to(device), self.rope[1].to(device)),
         )
+
+    def kept_rope(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The rope positions (3, B, P) and next positions (B,) its prompts kept, placed as
+        get_rope_index places them (0 on the padding), on the batch's device; None unless every
+        prompt kept its own."""
+        if not self.prompts or any(p.rope is None for p in self.prompts):
+            return None
+        length = self.input_ids.shape[1]
+        positions = torch.zeros(3, len(self.prompts), length, dtype=self.prompts[0].rope[0].dtype)
+        for row, prompt in enumerate(self.prompts):
+            positions[:, row, length - len(prompt) :] = prompt.rope[0]
+        next_position = torch.tensor([prompt.rope[1] for prompt in self.prompts])
+        return positions.to(self.input_ids.device), next_position.to(self.input_ids.device)
 
     def keep_rope(self, positions: torch.Tensor, next_position: torch.Tensor) -> None:
         """Each prompt keeps its row of this batch's rope positions `positions` (3, B, P),
@@ -77,10 +88,4 @@ def collate(prompts: Sequence[Prompt], pad_id: int) -> PromptBatch:
     vision = {}
     for key in dict.fromkeys(key for p in prompts for key in p.vision):  # the processor's keys, in its order
         vision[key] = torch.cat([p.vision[key] for p in prompts if key in p.vision], dim=0)
-    rope = None
-    if all(p.rope is not None for p in prompts):  # placed as get_rope_index places them: 0 on the padding
-        positions = torch.zeros(3, n, length, dtype=prompts[0].rope[0].dtype)
-        for i, p in enumerate(prompts):
-            positions[:, i, length - len(p) :] = p.rope[0]
-        rope = (positions, torch.tensor([p.rope[1] for p in prompts]))
-    return PromptBatch(input_ids, attention_mask, mm_types, vision, list(prompts), rope)
+    return PromptBatch(input_ids, attention_mask, mm_types, vision, list(prompts))

@@ -44,11 +44,12 @@ def prefill(model: torch.nn.Module, batch: PromptBatch) -> Prefix:
     """The prompts run once: rope positions and the cache as the model's family makes them (the
     positions computed once per prompt: models/batch.py)."""
     family = family_of_model(model)
-    if batch.rope is None:
+    kept = batch.kept_rope()
+    if kept is None:
         positions, next_position = family.rope_positions(core_model(model), batch)
         batch.keep_rope(positions, next_position)
     else:
-        positions, next_position = batch.rope
+        positions, next_position = kept
     cache = family.new_cache(core_model(model))
     out = model(
         input_ids=batch.input_ids,
