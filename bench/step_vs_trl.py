@@ -260,9 +260,9 @@ def worker(args: argparse.Namespace) -> None:
 
 def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Path) -> dict[str, dict]:
     """The reports of each worker (`worker`), given turns a step at a time, vlrl's step first:
-    both started at once (`args.turns`), else one process after the other (on a GPU, where both
-    would hold a model in its memory at once). A worker that fails ends the round, and the other
-    with it."""
+    turn about (`args.turns`), else all of one process's steps, then the other's (on a GPU, where
+    both would hold a model in its memory at once). A worker starts when first given a turn. A
+    worker that fails ends the round, and the other with it."""
     workers: dict[str, tuple] = {}
 
     def start(name: str) -> None:
@@ -291,19 +291,16 @@ def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Pa
         if step == args.steps:  # its exit is not to overlap the other's steps
             process.wait()
 
-    names, steps = ("vlrl", "trl"), range(1, args.steps + 1)
+    steps, names = range(1, args.steps + 1), ("vlrl", "trl")
+    if args.turns:
+        order = [(step, name) for step in steps for name in names]
+    else:
+        order = [(step, name) for name in names for step in steps]
     try:
-        if args.turns:
-            for name in names:
+        for step, name in order:
+            if name not in workers:  # started when first given a turn
                 start(name)
-            for step in steps:
-                for name in names:
-                    take_turn(name, step)
-        else:
-            for name in names:
-                start(name)
-                for step in steps:
-                    take_turn(name, step)
+            take_turn(name, step)
         reports = {}
         for name, (process, _, _, out, err) in workers.items():
             if process.wait() != 0:
@@ -376,7 +373,8 @@ def main() -> None:
                 results[name]["lengths"].extend(report["lengths"])
                 for peak in ("peak_rss_mb", "peak_gpu_mb"):
                     results[name][peak] = max(results[name][peak], report[peak])
-    pairs = [v / t for v, t in zip(results["vlrl"]["times"], results["trl"]["times"], strict=True)]
+    times = results["vlrl"]["times"], results["trl"]["times"]
+    pair_ratio = round(statistics.median(v / t for v, t in zip(*times, strict=True)), 4) if args.turns else None
     vlrl_median = statistics.median(results["vlrl"]["times"])
     trl_median = statistics.median(results["trl"]["times"])
     print(
@@ -395,7 +393,7 @@ def main() -> None:
                 "ratio_by_round": [round(r["vlrl"] / r["trl"], 4) for r in by_round],
                 "turns": args.turns,
                 # each measured vlrl step over the TRL step taken right after it (with turns)
-                "median_step_pair_ratio": round(statistics.median(pairs), 4) if args.turns else None,
+                "median_step_pair_ratio": pair_ratio,
                 "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
