@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 from vlrl.parallel.distributed import Processes
 
@@ -27,9 +28,16 @@ TORCHRUN = torchrun_command(2)
 def torchrun_env(tmp: Path) -> dict[str, str]:
     """CPU processes over gloo, also on a machine with one GPU (which two processes cannot split),
     one thread each, this checkout importable; their temporary files (the launcher's
-    torchelastic_* log folders among them) under `tmp`, removed with the test's."""
+    torchelastic_* log folders among them) under `tmp`, removed with the test's. Except
+    torch's compile cache: it stays where every other process of the suite finds it (torch's
+    default, under the system's temporary folder), or vLLM's CPU kernels, compiled with inductor
+    even in eager mode, were compiled anew by both processes of every such run (15 s of the
+    data-parallel vLLM test's 50, 2026-11-28)."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(tmp)}
+    return {
+        **os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "TMPDIR": str(tmp),
+        "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()),
+    }  # fmt: skip
 
 
 def torchrun(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
