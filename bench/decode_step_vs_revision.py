@@ -3,13 +3,17 @@ in one process. Prints one JSON line.
 
 One engine samples the step bench's work (4 RefCOCO prompts x 8 completions of up to 48 tokens,
 the tiny model in float32, configs/demo/refcoco.yaml) with the same per-round seed through each
-step in turn within every round: the machine's speed moves by a quarter from minute to minute,
-so separate processes measure the machine more than the change. REV's decode_step.py is read
+step in turn within every round, the order swapped every round: the machine's speed moves by a
+quarter from minute to minute, so separate processes measure the machine more than the change.
+Even so the two medians moved apart by up to 8% with the same step on both sides (40 rounds,
+2026-11-28): the speed moves within a round too. The headline is `pair_median_now_over_then`,
+the median over rounds of one round's two times' ratio: over 200 rounds (about a minute) it
+gave 1.003 and 0.996 for the same step on both sides. REV's decode_step.py is read
 with `git show` and imported beside this checkout's vlrl (what it imports comes from here); a
 step without `refresh` (older ones) is given one that does nothing. Both must sample the same
 tokens (`same_tokens`); `max_logprob_diff` says how far their log-probs are apart (0: bit for bit).
 
-    python bench/decode_step_vs_revision.py --against eaac4bf [--rounds 40]
+    python bench/decode_step_vs_revision.py --against eaac4bf [--rounds 200]
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def revision_step(rev: str, tmp: Path) -> type:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", required=True, help="a git revision")
-    parser.add_argument("--rounds", type=int, default=40, help="measured rounds, after one warm-up round")
+    parser.add_argument("--rounds", type=int, default=200, help="measured rounds, after one warm-up round")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "train.json"
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds: dict[str, list[float]] = {name: [] for name in steps}
         sampled: dict[str, list] = {name: [] for name in steps}
         for round_ in range(args.rounds + 1):  # round 0: warm-up
-            for name, step in steps.items():
+            for name, step in list(steps.items())[:: 1 if round_ % 2 else -1]:  # who goes first, in turn
                 engine.decode_forward = step
                 start = time.perf_counter()
                 groups = engine.generate(prompts, params, torch.Generator().manual_seed(round_))
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 if round_:
                     seconds[name].append(elapsed)
     median = {name: statistics.median(s) for name, s in seconds.items()}
+    paired = statistics.median(now / then for now, then in zip(seconds["now"], seconds["then"], strict=True))
     same = [t for t, _ in sampled["now"]] == [t for t, _ in sampled["then"]]
     pairs = zip(sampled["now"], sampled["then"], strict=True)
     apart = max(abs(a - b) for (_, la), (_, lb) in pairs for a, b in zip(la, lb, strict=True)) if same else None
@@ -106,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 "now_median_s": round(median["now"], 5),
                 "then_median_s": round(median["then"], 5),
                 "now_over_then": round(median["now"] / median["then"], 3),
+                "pair_median_now_over_then": round(paired, 3),  # each round's ratio, adjacent in time
                 "same_tokens": same,
                 "max_logprob_diff": apart,  # None where the tokens differ
             }

@@ -195,6 +195,7 @@ def test_the_decode_step_bench_samples_the_same_tokens_with_a_revisions_step(cap
     assert report["same_tokens"] and report["max_logprob_diff"] == 0.0
     assert report["now_median_s"] > 0 and report["then_median_s"] > 0
     assert abs(report["now_over_then"] - report["now_median_s"] / report["then_median_s"]) < 2e-3
+    assert report["pair_median_now_over_then"] == report["now_over_then"]  # one round: its own ratio
 
 
 @pytest.mark.slow  # two shortened demos: ~40 s on two cores
