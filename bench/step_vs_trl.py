@@ -7,7 +7,9 @@ own process, both at once, taking turns a step at a time: each waits, idle, for 
 before a step and gives the turn back after it (`Turns`), so a step of vlrl and the step of
 TRL after it see the same phase of the machine, whose speed moves by a third within tens of
 seconds (one process after the other, the ratio of a round moved between 0.22 and 0.42 on the
-same code). The wait is outside the timed step. On a GPU (`--device cuda`) the two run one
+same code). The wait is outside the timed step, and a step's time starts with the fetch of its
+prompts (vlrl's draw and image reading; TRL's batch, which the HF Trainer fetches before it
+calls `on_step_begin`). On a GPU (`--device cuda`) the two run one
 after the other by default, each alone in the GPU's memory (`--turns` runs them at once). The
 first step of each process is warm-up and not counted; a round is a new pair of processes.
 
@@ -215,11 +217,14 @@ def run_trl(
     )
 
     class StepTimer(TrainerCallback):
+        """A step from the fetch of its batch (the HF Trainer fetches it before `on_step_begin`;
+        vlrl's step draws its prompts and reads their images inside its time) to its end."""
+
         def __init__(self):
             self.times: list[float] = []
             self._start = 0.0
 
-        def on_step_begin(self, args, state, control, **kwargs):
+        def begin(self) -> None:
             if turns is not None:
                 turns.wait()
             self._start = time.perf_counter()
@@ -231,8 +236,13 @@ def run_trl(
             if turns is not None and state.global_step < steps:  # the last turn ends with the process's work
                 turns.give_back()
 
+    class TimedGRPOTrainer(GRPOTrainer):
+        def get_batch_samples(self, *args, **kwargs):
+            timer.begin()
+            return super().get_batch_samples(*args, **kwargs)
+
     timer = StepTimer()
-    trainer = GRPOTrainer(
+    trainer = TimedGRPOTrainer(
         model=model,
         reward_funcs=[make_reward("format"), make_reward("iou")],
         args=config,

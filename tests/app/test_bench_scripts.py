@@ -119,7 +119,9 @@ class RecordedTurns:
 
 
 @pytest.mark.parametrize("side", ["run_trl", "run_vlrl"])
-def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(side, tiny_qwen25, tmp_path):
+def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(
+    side, tiny_qwen25, tmp_path, monkeypatch
+):
     """At Qwen2.5-VL-3B's pixel limits the synthetic images give prompts of different lengths,
     so TRL's batch is padded: given a right-padding processor, TRL's forward shifted the image
     token types against the attention mask and Qwen2.5-VL's get_rope_index failed (issue 23;
@@ -127,7 +129,8 @@ def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     runs on the bench's own data, not the demo config's synthetic held-out split. Each side
     waits for its turn before every step and gives it back after every step but the last
     (which ends with the process's work), and the time of a step is taken within its turn:
-    the wait is not in it."""
+    the wait is not in it, the fetch of the step's prompts is (the HF Trainer fetches TRL's
+    batch before its `on_step_begin`; here each fetch takes a further 0.2 s)."""
     import argparse
     import importlib.util
 
@@ -141,14 +144,31 @@ def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     data = tmp_path / "train.json"
     RefCOCO().synthesize(data, 8, 0)
     turns = RecordedTurns()
+    if side == "run_trl":
+        from transformers import Trainer as fetcher
+
+        fetch = "get_batch_samples"
+    else:
+        from vlrl.trainer.rl import RLTrainer as fetcher
+
+        fetch = "draw"
+    fetched = getattr(fetcher, fetch)
+
+    def slow_fetch(*a, **k):
+        turns.events.append(("fetch", time.perf_counter()))
+        time.sleep(0.2)
+        return fetched(*a, **k)
+
+    monkeypatch.setattr(fetcher, fetch, slow_fetch)
     times, lengths = getattr(bench, side)(
         bench.settings(args, str(tiny_qwen25), SHAPES["qwen2.5-vl-3b"].max_pixels), data, 2, tmp_path / side, turns
     )
     returned = time.perf_counter()
     assert len(times) == 2 and lengths[0] > 0
-    assert [kind for kind, _ in turns.events] == ["begins", "ends", "begins"]
-    (_, first_begins), (_, first_ends), (_, last_begins) = turns.events
+    assert [kind for kind, _ in turns.events] == ["begins", "fetch", "ends", "begins", "fetch"]
+    (_, first_begins), (_, first_fetch), (_, first_ends), (_, last_begins), _ = turns.events
     assert times[0] <= first_ends - first_begins and times[1] <= returned - last_begins
+    assert times[0] >= first_ends - first_fetch - 0.05  # the fetch (and its 0.2 s) is in the step
 
 
 def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, capsys):
