@@ -43,7 +43,7 @@ class PromptBatch:
     attention_mask: torch.Tensor  # (B, P)
     mm_token_type_ids: torch.Tensor  # (B, P)
     vision: dict[str, torch.Tensor]
-    prompts: Sequence[Prompt] = ()  # what it was collated from: their rope positions are kept there
+    prompts: Sequence[Prompt]  # what it was collated from: their rope positions are kept there
 
     def to(self, device: torch.device | str) -> PromptBatch:
         return PromptBatch(
@@ -58,7 +58,7 @@ class PromptBatch:
         """The rope positions (3, B, P) and next positions (B,) its prompts kept, placed as
         get_rope_index places them (0 on the padding), on the batch's device; None unless every
         prompt kept its own."""
-        if not self.prompts or any(p.rope is None for p in self.prompts):
+        if any(p.rope is None for p in self.prompts):
             return None
         length = self.input_ids.shape[1]
         positions = torch.zeros(3, len(self.prompts), length, dtype=self.prompts[0].rope[0].dtype)

@@ -78,8 +78,9 @@ def raw_prompt(messages: list[dict], model: ModelConfig) -> str:
     return "".join(pieces)
 
 
-def prompt_text(processor, messages: list[dict], model: ModelConfig) -> str:
-    """The prompt's text: the chat template with its generation prompt, or the raw content."""
+def templated_text(processor, messages: list[dict], model: ModelConfig) -> str:
+    """The text the processor tokenizes (`Prompt.text`): the chat template with its generation
+    prompt, or the raw content. Not eval.harness.prompt_text, the messages' text parts alone."""
     if model.chat_template == "none":
         return raw_prompt(messages, model)
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -113,7 +114,7 @@ def render_prompt(
     already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
     twice a step, in order and shuffled, from one decode."""
     family = model_family(model)
-    text = prompt_text(processor, messages, model)
+    text = templated_text(processor, messages, model)
     decoded = {} if decoded is None else decoded
     images = read_media(sample, model, decoded)
     kwargs = image_kwargs(images, model)
@@ -154,7 +155,7 @@ def render_prompts(
                 out[position] = render_prompt(processor, messages, sample, model, decoded)
             else:
                 batched.append(
-                    (position, prompt_text(processor, messages, model), read_media(sample, model, decoded), sample)
+                    (position, templated_text(processor, messages, model), read_media(sample, model, decoded), sample)
                 )
         except UnusableSample as err:
             out[position] = err
