@@ -15,12 +15,30 @@ from tests.fixtures.shifted_engine import SHIFT
 from vlrl.algos.losses import rollout_importance_weights
 from vlrl.config import load_config
 from vlrl.models.loading import full_weights
+from vlrl.rollout.base import Completion, Generation, completion_rows
 from vlrl.trainer.batch import RolloutBatch
 from vlrl.trainer.rl import RLTrainer
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SHIFTED = f"{FIXTURES / 'shifted_engine.py'}:ShiftedEngine"
 BRIEF = f"{FIXTURES / 'toy_task.py'}:BriefGrounding"
+
+
+def test_completion_rows_pad_each_completion_and_keep_their_shape_when_there_are_none():
+    first = Generation([Completion([5, 6, 7], "", False, [-0.1, -0.2, -0.3], [1.0, 2.0, 3.0])])
+    second = Generation(
+        [Completion([8], "", True, [-0.4], [4.0]), Completion([9, 2], "", False, [-0.5, -0.6], [5.0, 6.0])]
+    )
+    r = completion_rows([first, second], pad_id=0)
+    assert r.rows.tolist() == [0, 1, 1] and r.truncated.tolist() == [False, True, False]
+    assert r.ids.tolist() == [[5, 6, 7], [8, 0, 0], [9, 2, 0]]
+    assert r.mask.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+    assert torch.equal(r.logprobs, torch.tensor([[-0.1, -0.2, -0.3], [-0.4, 0, 0], [-0.5, -0.6, 0]]))
+    assert r.entropies.tolist() == [[1, 2, 3], [4, 0, 0], [5, 6, 0]]
+    no_entropy = Generation([Completion([5], "", False, [-0.1], None)])
+    assert completion_rows([first, no_entropy], pad_id=0).entropies is None  # the trainer computes them
+    none = completion_rows([], pad_id=0)  # a process whose prompts all failed still takes part
+    assert [tuple(t.shape) for t in (none.ids, none.mask, none.logprobs, none.entropies)] == [(0, 1)] * 4
 
 
 def test_importance_weights_follow_trls_four_modes():

@@ -164,7 +164,7 @@ def completion_rows(groups: Sequence[object], pad_id: int) -> CompletionRows:
     mask = torch.tensor([[1.0] * n + [0.0] * (width - n) for n in lengths])
     rows = torch.tensor([i for i, g in enumerate(groups) for _ in g.completions], dtype=torch.long)  # type: ignore[attr-defined]
     truncated = torch.tensor([c.truncated for c in completions], dtype=torch.bool)
-    return CompletionRows(
+    return CompletionRows(  # the views: no completions (all of a process's prompts failed) are (0, 1), not (0,)
         rows,
         ids.view(len(completions), width),
         mask.view(len(completions), width),
