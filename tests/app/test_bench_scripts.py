@@ -118,6 +118,32 @@ class RecordedTurns:
         self.events.append(("ends", time.perf_counter()))
 
 
+def test_each_round_of_the_step_bench_samples_with_a_seed_of_its_own(tiny_qwen25, monkeypatch, capsys):
+    """A round is a new pair of processes on the same data: with one seed for all, every round
+    repeated the same steps (and their completions' lengths, 8% longer on TRL's side)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("step_vs_trl", ROOT / "bench" / "step_vs_trl.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    seeds = []
+
+    def run_round(args, data, s, env, logs):
+        seeds.append(s["seed"])
+        vlrl, trl = [9.0, 1.0, 1.0], [9.0, 4.0, 4.0]  # a warm-up step, then two measured ones
+        return {
+            name: {"times": times, "lengths": [4.0] * 3, "peak_rss_mb": 1.0, "peak_gpu_mb": 0.0}
+            for name, times in (("vlrl", vlrl), ("trl", trl))
+        }
+
+    monkeypatch.setattr(bench, "run_round", run_round)
+    monkeypatch.setattr(sys, "argv", ["step_vs_trl.py", "--rounds", "3", "--seed", "5"])
+    bench.main()
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert seeds == [5, 6, 7]
+    assert report["steps_measured"] == {"vlrl": 6, "trl": 6} and report["ratio_vlrl_over_trl"] == 0.25
+
+
 @pytest.mark.parametrize("side", ["run_trl", "run_vlrl"])
 def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(
     side, tiny_qwen25, tmp_path, monkeypatch
