@@ -63,3 +63,18 @@ def test_the_judge_writes_at_most_judge_max_new_tokens(sample, tiny_qwen25, monk
     scores = scorer([sample, sample], ["<think>it is red</think>", "<think>no idea</think>"])
     assert len(scores) == 2 and all(0.0 <= s <= 1.0 for s in scores)
     assert [limit for limit, _ in written] == [3, 3] and all(n <= 3 for _, n in written)
+
+
+def test_the_judge_refuses_a_sample_whose_image_cannot_be_read_naming_the_file(sample, tiny_qwen25, tmp_path):
+    """The judge renders with render_prompts, which returns an unreadable sample's error instead
+    of raising it; the judge raises it (ThinkingScorer counts the call as failed) rather than
+    handing it to the engine as a prompt."""
+    import dataclasses
+
+    from vlrl.models.prompting import UnusableSample
+    from vlrl.trainer.thinking import judge_scorer
+
+    judge = judge_scorer("tiny:qwen2_5_vl", ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=12544), 3)
+    missing = dataclasses.replace(sample, images=[str(tmp_path / "missing.png")])
+    with pytest.raises(UnusableSample, match="missing.png"):
+        judge([sample, missing], ["<think>it is red</think>", "<think>no idea</think>"])
