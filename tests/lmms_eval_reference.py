@@ -97,11 +97,6 @@ def hub_docs(path: Path, skip: tuple[int, ...] = ()) -> datasets.Dataset:
     return docs.select([i for i in range(len(docs)) if i not in skip]) if skip else docs
 
 
-def docs_from_parquet(path: Path, skip: tuple[int, ...] = ()) -> list[dict[str, Any]]:
-    """The rows of `hub_docs` as the evaluator iterates them."""
-    return list(hub_docs(path, skip))
-
-
 class _Harness:
     """evaluator.py's steps between the model's responses and `process_results`."""
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -25,14 +24,6 @@ LONG_RUN = 50  # steps from which training curves are smoothed
 UNSMOOTHED = ("lr", "skipped_samples", "skipped_updates")  # a schedule and counts, not noisy measurements
 LOG_SCALE = ("perplexity",)  # spans orders of magnitude
 RATE = re.compile(r"(^|_)(acc|accuracy|rate|frac|correct|success|exact|partial|iou|map|ap\d*|ar\d*|score)($|@|_)")
-
-
-@dataclass(frozen=True)
-class Panel:
-    """One axis: a title and the metrics on it (a name ending in "/" is every metric under it)."""
-
-    title: str
-    names: tuple[str, ...]
 
 
 def read_metrics(path: Path) -> list[dict]:
