@@ -29,6 +29,7 @@ from typing import Any, Literal
 from data_prep.step_reasoning import write_synthetic_step_reasoning
 from rewards.stepwise import (
     FINAL_ANSWER,
+    KEY_STEP_WEIGHT,
     answer_correct,
     final_answer,
     key_step_score,
@@ -93,7 +94,7 @@ class StepReasoning(Task):
     name = "step_reasoning"
     description = "Reasoning VQA in R1-VL's format: StepGRPO's key-step (StepRAR) and validity (StepRVR) rewards"
     Options = StepReasoningOptions
-    default_rewards = {"answer": 1.0, "key_steps": 0.1, "validity": 1.0}
+    default_rewards = {"answer": 1.0, "key_steps": KEY_STEP_WEIGHT, "validity": 1.0}
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
