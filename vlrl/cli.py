@@ -162,6 +162,10 @@ def cmd_score(args: argparse.Namespace) -> None:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
     if len(result.problems) > 10:
         console.print(f"[yellow]... {len(result.problems) - 10} more skipped completions[/yellow]")
+    for note in result.zeroed[:10]:
+        console.print(f"[yellow]scored 0:[/yellow] {escape(note)}", highlight=False)
+    if len(result.zeroed) > 10:
+        console.print(f"[yellow]... {len(result.zeroed) - 10} more scored 0[/yellow]")
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -9,6 +9,7 @@ import pytest
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
 from vlrl.data.records import FrameSpec, load_split
+from vlrl.tasking.scoring import MAX_COMPLETION_CHARS
 
 
 @pytest.fixture
@@ -103,3 +104,25 @@ def test_score_reads_the_image_size_from_the_file_as_train_and_eval_do(tmp_path,
     # Without the image files, the records' sizes are all there is: both are scored.
     assert main(args) == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 1]
+
+
+def test_score_says_which_completions_it_scored_0_unread_and_which_reward_failed(tmp_path, rec_data, capsys):
+    """A completion over the length a reward reads, and a reward of the user's that raises, both
+    score 0 (as in training); the command says so, naming the line and the reward."""
+    (tmp_path / "fragile.py").write_text(
+        "def fragile(completions, samples):\n    return [1 / 0 if c == 'boom' else 1.0 for c in completions]\n"
+    )
+    too_long = "x" * (MAX_COMPLETION_CHARS + 1)
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(
+        "".join(json.dumps({"id": i, "completion": c}) + "\n" for i, c in enumerate(["ok", too_long, "boom"]))
+    )
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions), "--out", str(out)]
+    assert main([*args, f"task.rewards.{tmp_path / 'fragile.py'}:fragile=1"]) == 0
+    assert [json.loads(line)["rewards"]["fragile"] for line in out.read_text().splitlines()] == [1.0, 0.0, 0.0]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"scored 0: {completions}:2: {MAX_COMPLETION_CHARS + 1:,} characters, over the 65,536 a reward reads" in printed
+    )
+    assert "scored 0: reward fragile on 1 of 3 completions: it raised or gave no finite number" in printed

@@ -1,14 +1,18 @@
-"""Scoring never fails on model output: oversized completions and raising rewards score 0, counted."""
+"""Scoring never fails on model output: oversized completions and raising rewards score 0, counted
+(and the counts logged with each training step)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
 from tasks.refcoco import RefCOCO
 from vlrl.data.records import FrameSpec, load_split
 from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score
+from vlrl.trainer.batch import Group
+from vlrl.trainer.rl import reward_metrics
 
 
 @pytest.fixture(scope="module")
@@ -31,16 +35,31 @@ def test_completions_longer_than_the_limit_score_zero_and_are_counted(samples):
     assert scores.components["format"] == [0.0, 1.0]
 
 
+class Fragile(RefCOCO):
+    def reward_functions(self):
+        fns = super().reward_functions()
+
+        def fragile(completions, batch):
+            return [1.0 if c == "ok" else 1 / 0 for c in completions]
+
+        return {**fns, "fragile": fragile}
+
+
 def test_a_reward_that_raises_scores_zero_and_is_counted(samples):
-    class Fragile(RefCOCO):
-        def reward_functions(self):
-            fns = super().reward_functions()
-
-            def fragile(completions, batch):
-                return [1.0 if c == "ok" else 1 / 0 for c in completions]
-
-            return {**fns, "fragile": fragile}
-
     scores = score(Fragile(rewards={"fragile": 1.0}), ["ok", "boom", "ok"], [samples[0]] * 3)
     assert scores.components["fragile"] == [1.0, 0.0, 1.0]
     assert scores.failures == {"fragile": 1}
+
+
+def test_a_step_logs_how_many_completions_were_too_long_to_read_and_which_rewards_failed(samples):
+    task = Fragile(rewards={"fragile": 1.0})
+
+    def group(completions: list[str]) -> Group:
+        scores = score(task, completions, [samples[0]] * len(completions))
+        reward = torch.tensor(scores.total)
+        return Group(task, samples[0], None, [], scores, reward, torch.zeros(len(completions), dtype=torch.bool))
+
+    too_long = "ok" + " " * MAX_COMPLETION_CHARS  # not handed to the reward: no failure of its
+    metrics = reward_metrics([group(["ok", "boom", too_long]), group(["ok", too_long, too_long])])
+    assert metrics["oversized_completions"] == 3.0 and metrics["reward_failures/fragile"] == 1.0
+    assert not {"oversized_completions", "reward_failures/fragile"} & reward_metrics([group(["ok", "ok"])]).keys()

@@ -126,6 +126,7 @@ class FileScore:
     metrics: dict[str, float]
     problems: list[str]  # "file:line: reason" for completions that could not be scored
     mean_reward: float
+    zeroed: list[str]  # completions scored 0 unread (too long), rewards whose values were 0 (it raised)
 
 
 def score_file(
@@ -139,7 +140,7 @@ def score_file(
     `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A benchmark's
     metrics are those of its harness: reasoning stripped with `reasoning_tags` (eval.reasoning_tags)."""
     by_id = {s.id: s for s in samples}
-    pairs: list[tuple[object, str, Sample]] = []
+    pairs: list[tuple[object, str, Sample, str]] = []
     problems: list[str] = []
     for where, _, record in read_records(completions_path):
         if isinstance(record, RecordError):
@@ -152,17 +153,26 @@ def score_file(
         if sample is None:
             problems.append(f"{where}: no usable data record has id {record['id']!r}")
             continue
-        pairs.append((record["id"], record["completion"], sample))
-    texts = [text for _, text, _ in pairs]
-    matched = [sample for _, _, sample in pairs]
+        pairs.append((record["id"], record["completion"], sample, where))
+    texts = [text for _, text, _, _ in pairs]
+    matched = [sample for _, _, sample, _ in pairs]
     scores = score(task, texts, matched)
+    zeroed = [
+        f"{where}: {len(text):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
+        for _, text, _, where in pairs
+        if not _fits(text, MAX_COMPLETION_CHARS)
+    ]
+    zeroed += [
+        f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number"
+        for name, n in scores.failures.items()
+    ]
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as handle:
-        for i, (record_id, _, _) in enumerate(pairs):
+        for i, (record_id, _, _, _) in enumerate(pairs):
             handle.write(json.dumps({"id": record_id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
     if isinstance(task, Benchmark):
         metrics = task.metrics(matched, texts, reasoning_tags)
     else:
         metrics = task.metrics(matched, texts) if pairs else {}
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
-    return FileScore(len(pairs), metrics, problems, mean)
+    return FileScore(len(pairs), metrics, problems, mean, zeroed)

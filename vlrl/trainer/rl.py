@@ -453,7 +453,8 @@ def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, fl
     """Mean reward; accuracy, the task's correctness (Task.correct: refcoco's ACC@0.5, counting's
     exact count...); with `by_reward`, correct_frac, the share that the advantage options count as
     correct (algo.accuracy_reward >= algo.accuracy_threshold); each reward component and shaping
-    term; and the values that could not be computed (scored 0), where there were any."""
+    term; and the values that could not be computed (scored 0) and the completions too long to
+    be read (oversized_completions, scored 0), where there were any."""
     out = {"reward": float(torch.cat([g.reward for g in groups]).mean())}
     judged = [g.accuracy for g in groups if g.accuracy is not None]
     if judged:
@@ -464,6 +465,8 @@ def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, fl
     for g in groups:
         failures.update(g.scores.failures)
     out.update({f"reward_failures/{name}": float(n) for name, n in failures.items()})
+    if oversized := sum(g.scores.oversized for g in groups):  # scored 0 on every component, unread
+        out["oversized_completions"] = float(oversized)
     if any(g.accuracy_failures for g in groups):
         out["accuracy_failures"] = float(sum(g.accuracy_failures for g in groups))
     for name in dict.fromkeys(k for g in groups for k in g.scores.components):
