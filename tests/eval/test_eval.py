@@ -221,3 +221,16 @@ def test_eval_under_torchrun_shares_the_samples_and_writes_the_single_process_re
     assert (
         samples_path(tmp_path / "two", "refcoco").read_text() == samples_path(tmp_path / "one", "refcoco").read_text()
     )
+
+
+def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwen25):
+    """A reward function that raises scores 0, as in training, and the results count it
+    (reward_failures/NAME), as a training step's metrics do."""
+    (tmp_path / "fragile.py").write_text("def fragile(completions, samples):\n    raise ValueError('no')\n")
+    out = tmp_path / "out"
+    args = ["eval", "--task", f"refcoco={rec_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "3"]
+    fragile = f"task.rewards.{tmp_path / 'fragile.py'}:fragile=1"
+    assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4", fragile]) == 0
+    metrics = read_metrics(out)["refcoco"]
+    assert metrics["reward/fragile"] == 0.0 and metrics["reward_failures/fragile"] == 3.0
+    assert "oversized_completions" not in metrics  # four tokens: nothing too long to read

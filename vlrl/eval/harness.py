@@ -157,6 +157,7 @@ def evaluate(
         metrics["reward"] = sum(scores.total) / len(texts)
         for name, values in scores.components.items():
             metrics[f"reward/{name}"] = sum(values) / len(values)
+        metrics |= scores.zero_counts()
         for i, record in enumerate(records):
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
     return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped)

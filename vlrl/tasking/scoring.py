@@ -33,6 +33,15 @@ class Scores:
     def row(self, i: int) -> dict[str, float]:
         return {name: values[i] for name, values in self.components.items()}
 
+    def zero_counts(self) -> dict[str, float]:
+        """The metrics of what scored 0 without a value of its own, where anything did: each
+        reward's failures (reward_failures/NAME) and the completions too long to read
+        (oversized_completions). Training logs them with each step, evaluation with its results."""
+        out = {f"reward_failures/{name}": float(n) for name, n in self.failures.items() if n}
+        if self.oversized:
+            out["oversized_completions"] = float(self.oversized)
+        return out
+
 
 def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[list[float], int]:
     try:

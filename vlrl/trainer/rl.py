@@ -453,20 +453,17 @@ def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, fl
     """Mean reward; accuracy, the task's correctness (Task.correct: refcoco's ACC@0.5, counting's
     exact count...); with `by_reward`, correct_frac, the share that the advantage options count as
     correct (algo.accuracy_reward >= algo.accuracy_threshold); each reward component and shaping
-    term; and the values that could not be computed (scored 0) and the completions too long to
-    be read (oversized_completions, scored 0), where there were any."""
+    term; and what scored 0 without a value of its own (`Scores.zero_counts`), where anything did."""
     out = {"reward": float(torch.cat([g.reward for g in groups]).mean())}
     judged = [g.accuracy for g in groups if g.accuracy is not None]
     if judged:
         out["accuracy"] = float(torch.cat(judged).mean())
     if by_reward:
         out["correct_frac"] = float(torch.cat([g.correct for g in groups]).float().mean())
-    failures = Counter()
+    zeros = Counter()
     for g in groups:
-        failures.update(g.scores.failures)
-    out.update({f"reward_failures/{name}": float(n) for name, n in failures.items()})
-    if oversized := sum(g.scores.oversized for g in groups):  # scored 0 on every component, unread
-        out["oversized_completions"] = float(oversized)
+        zeros.update(g.scores.zero_counts())
+    out.update(zeros)
     if any(g.accuracy_failures for g in groups):
         out["accuracy_failures"] = float(sum(g.accuracy_failures for g in groups))
     for name in dict.fromkeys(k for g in groups for k in g.scores.components):
