@@ -35,6 +35,8 @@ timer; everything else here reads text without evaluating it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import threading
 from functools import cache
 from typing import Any
@@ -63,6 +65,14 @@ def math_verify() -> Any:
 
 def require_math_verify() -> None:
     math_verify()
+
+
+def parse(text: str, **options: Any) -> list:
+    """math_verify.parse(text, **options), without what it prints where it cannot parse: the
+    error with the whole text (a degenerate completion's 60,000 digits twice, sympy refusing
+    integers over 4,300 digits) on stdout, at every such completion. Its result stands: []."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return math_verify().parse(text, **options)
 
 
 def _verifiable(text: str) -> bool:
@@ -145,12 +155,12 @@ def mm_eureka_accuracy(completion: str, answer: str) -> float:
         return 0.0
     match = search(TAGGED_ANSWER, completion)
     content = match.group(1) if match else completion.split("<answer>")[-1]
-    gold = mv.parse(f"${answer}$")
+    gold = parse(f"${answer}$")
     if not gold:
         return 1.0  # "Failed to parse gold solution": a constant reward
     configs = [mv.StringExtractionConfig(), mv.LatexExtractionConfig(), mv.ExprExtractionConfig()]
     try:
-        if mv.verify(mv.parse(content, extraction_config=configs), gold):
+        if mv.verify(parse(content, extraction_config=configs), gold):
             return 1.0
     except Exception:  # verify's own failures score 0 there
         pass
@@ -183,7 +193,7 @@ def lmm_r1_accuracy(completion: str, answer: str) -> float:
     if not response or not _verifiable(response):
         return 0.0
     answer = answer if answer.startswith("$") else f"${answer}$"
-    gold = mv.parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
+    gold = parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
     if not gold:
         return 1.0  # "Failed to parse gold solution"
     normalization = mv.LatexNormalizationConfig(
@@ -193,7 +203,7 @@ def lmm_r1_accuracy(completion: str, answer: str) -> float:
         normalization_config=normalization, boxed_match_priority=0, try_extract_without_anchor=False
     )
     try:
-        parsed = mv.parse(response, extraction_config=[config], extraction_mode="first_match")
+        parsed = parse(response, extraction_config=[config], extraction_mode="first_match")
         return float(mv.verify(parsed, gold))
     except Exception:  # "Failed to verify"
         return 0.0
@@ -217,7 +227,7 @@ def visualthinker_accuracy(completion: str, answer: str) -> float:
         return 0.0
     solution = f"<answer>{answer}</answer>"
     try:
-        if float(mv.verify(mv.parse(completion), mv.parse(solution))) > 0:
+        if float(mv.verify(parse(completion), parse(solution))) > 0:
             return 1.0
     except Exception:
         pass

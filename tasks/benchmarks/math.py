@@ -32,7 +32,7 @@ import pyarrow as pa
 import regex
 from PIL import Image
 
-from rewards.math import math_verify
+from rewards.math import math_verify, parse
 from rewards.text import compile_pattern, findall, fullmatch, search
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image
@@ -267,7 +267,7 @@ def reasoning_score(solution: str, truth: str) -> tuple[float, float]:
     if acc == 0.0:
         mv = math_verify()
         try:
-            acc = float(int(mv.verify(mv.parse(gt), mv.parse(predict))))
+            acc = float(int(mv.verify(parse(gt), parse(predict))))
         except Exception:
             acc = 0.0
     return acc, fmt

@@ -195,3 +195,17 @@ def test_hostile_completions_score_in_bounds_without_hanging():
             assert fn(text, "2") in (0.0, 1.0)
         for fn in (rm.easyr1_format, rm.mm_eureka_format, rm.lmm_r1_format, rm.visualthinker_format):
             assert fn(text) in (0.0, 1.0)
+
+
+def test_a_number_math_verify_cannot_parse_scores_0_and_prints_nothing(capsys):
+    """A degenerate completion's 5,000 digits: sympy refuses integers over 4,300 digits and
+    math-verify prints the error with the whole text at each parse; the rewards (and the
+    math benchmarks' scorer) score it 0 and the console stays clean."""
+    from tasks.benchmarks.math import reasoning_score
+
+    digits = "1" * 5000
+    texts = [f"<think>a</think><answer>{digits}</answer>", f"${digits}$", digits]
+    for reward in (rm.mm_eureka_accuracy, rm.lmm_r1_accuracy, rm.visualthinker_accuracy):
+        assert [reward(text, "5") for text in texts] == [0.0, 0.0, 0.0], reward.__name__
+    assert reasoning_score(f"<answer>{digits}</answer>", "5")[0] == 0.0
+    assert capsys.readouterr().out == ""
