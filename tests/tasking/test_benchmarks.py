@@ -584,6 +584,7 @@ def test_training_on_a_benchmark_fails_with_a_clear_error(tmp_path, capsys):
     mixture = f"mixture=[{{name: counting, train: {tmp_path / 'c.json'}}}, {{name: countbench, train: {data}}}]"
     assert main(["train", mixture, "data.synthetic=true", "model.path=tiny:qwen2_5_vl"]) == 2
     assert "evaluation-only benchmark" in capsys.readouterr().out
+    assert not (tmp_path / "c.json").exists()  # refused before the first entry's data was written
 
     class Rewardless(Task):  # only an eval-only task may go without rewards
         name = "rewardless"

@@ -156,13 +156,19 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     if not cfg.mixture:
         task = check_trainable(make_task(cfg.task, family))
         return [Source(task, load_task_split(task, cfg, "train", console), cfg.data.eval, 1.0)]
-    sources = []
+    tasks = []  # every entry's task made and checked before any data loads: a bad entry fails at once
     for i, entry in enumerate(cfg.mixture):
         if not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
-        task = check_trainable(
-            make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
+        config = TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options)
+        tasks.append(check_trainable(make_task(config, family)))
+    return [
+        Source(
+            task,
+            load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture"),
+            entry.eval,
+            entry.weight,
+            "mixture",
         )
-        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture")
-        sources.append(Source(task, split, entry.eval, entry.weight, "mixture"))
-    return sources
+        for task, entry in zip(tasks, cfg.mixture, strict=True)
+    ]
