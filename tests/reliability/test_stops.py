@@ -85,7 +85,9 @@ def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directo
         raise KeyboardInterrupt  # Ctrl-C while the model loads
 
     monkeypatch.setattr(run_module, "load_model", interrupted)
-    run_dir = tmp_path / "run"
+    (tmp_path / "runs" / "kept").mkdir(parents=True)
+    run_dir = tmp_path / "runs" / "mine" / "run"
     assert main(["train", *tiny_run(run_dir, rec_data)]) == 128 + signal.SIGINT
     assert capsys.readouterr().out == "interrupted\n"
-    assert not run_dir.exists()
+    assert not (tmp_path / "runs" / "mine").exists()  # nor the folder made for it
+    assert (tmp_path / "runs" / "kept").is_dir()  # the folders it did not make stay

@@ -109,16 +109,20 @@ def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult 
 @contextlib.contextmanager
 def removed_if_unused(run_dir: Path) -> Iterator[None]:
     """A command that fails before it wrote results leaves no directory behind: one that it
-    created and that holds no metrics and no checkpoint is removed (by process 0). Training
-    logs metrics from its first step; evaluation writes its results at the end."""
-    existed = run_dir.exists()
+    created and that holds no metrics and no checkpoint is removed (by process 0), and so are
+    the folders made for it that nothing else went into (`vlrl eval`'s default runs/eval/...).
+    Training logs metrics from its first step; evaluation writes its results at the end."""
+    created = [path for path in (run_dir, *run_dir.parents) if not path.exists()]  # the run's folder first
     try:
         yield
     except BaseException:
         metrics = run_dir / "metrics.jsonl"
         logged = (metrics.is_file() and metrics.stat().st_size > 0) or list_checkpoints(run_dir / "checkpoints")
-        if not existed and not logged and int(os.environ.get("RANK", "0")) == 0:
+        if created and not logged and int(os.environ.get("RANK", "0")) == 0:
             shutil.rmtree(run_dir, ignore_errors=True)
+            for parent in created[1:]:
+                with contextlib.suppress(OSError):  # not empty (or gone): kept
+                    parent.rmdir()
         raise
 
 
