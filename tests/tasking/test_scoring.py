@@ -31,7 +31,7 @@ def test_completions_longer_than_the_limit_score_zero_and_are_counted(samples):
     task = RefCOCO()
     good = '<think>x</think><answer>{"bbox_2d": [1, 2, 3, 4]}</answer>'
     scores = _check(task, [good + " " * MAX_COMPLETION_CHARS, good], samples)
-    assert scores.oversized == 1
+    assert scores.oversized == [0]
     assert scores.components["format"] == [0.0, 1.0]
 
 

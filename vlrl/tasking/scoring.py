@@ -28,7 +28,7 @@ class Scores:
     components: dict[str, list[float]]  # component name -> one value per completion
     total: list[float]  # weighted sum
     failures: dict[str, int] = field(default_factory=dict)  # component -> values replaced by 0
-    oversized: int = 0
+    oversized: list[int] = field(default_factory=list)  # completions over max_chars: 0 everywhere, unread
 
     def row(self, i: int) -> dict[str, float]:
         return {name: values[i] for name, values in self.components.items()}
@@ -37,9 +37,9 @@ class Scores:
         """The metrics of what scored 0 without a value of its own, where anything did: each
         reward's failures (reward_failures/NAME) and the completions too long to read
         (oversized_completions). Training logs them with each step, evaluation with its results."""
-        out = {f"reward_failures/{name}": float(n) for name, n in self.failures.items() if n}
+        out = {f"reward_failures/{name}": float(n) for name, n in self.failures.items()}
         if self.oversized:
-            out["oversized_completions"] = float(self.oversized)
+            out["oversized_completions"] = float(len(self.oversized))
         return out
 
 
@@ -99,7 +99,7 @@ def score(
     total = [
         sum(task.reward_weights[name] * components[name][i] for name in components) for i in range(len(completions))
     ]
-    oversized = sum(not _fits(c, max_chars) for c in completions)
+    oversized = [i for i, c in enumerate(completions) if not _fits(c, max_chars)]
     return Scores(components, total, {k: v for k, v in failures.items() if v}, oversized)
 
 
@@ -167,9 +167,8 @@ def score_file(
     matched = [sample for _, _, sample, _ in pairs]
     scores = score(task, texts, matched)
     zeroed = [
-        f"{where}: {len(text):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
-        for _, text, _, where in pairs
-        if not _fits(text, MAX_COMPLETION_CHARS)
+        f"{pairs[i][3]}: {len(texts[i]):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
+        for i in scores.oversized
     ]
     zeroed += [
         f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number"
