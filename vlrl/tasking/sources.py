@@ -162,13 +162,8 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
         config = TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options)
         tasks.append(check_trainable(make_task(config, family)))
-    return [
-        Source(
-            task,
-            load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture"),
-            entry.eval,
-            entry.weight,
-            "mixture",
-        )
-        for task, entry in zip(tasks, cfg.mixture, strict=True)
-    ]
+    sources = []
+    for task, entry in zip(tasks, cfg.mixture, strict=True):
+        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture")
+        sources.append(Source(task, split, entry.eval, entry.weight, "mixture"))
+    return sources
