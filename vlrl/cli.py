@@ -148,6 +148,14 @@ def frame_note(cfg: Config) -> str:
     return f"coordinates read in the {kind} frame: {what}; {why} (set model.coord_frame=absolute, norm1000 or original)"
 
 
+def _print_first(notes: list[str], label: str, rest: str, shown: int = 10) -> None:
+    """The first `shown` of `notes`, each after `label`, then how many more there were."""
+    for note in notes[:shown]:
+        console.print(f"[yellow]{label}[/yellow] {escape(note)}", highlight=False)
+    if len(notes) > shown:
+        console.print(f"[yellow]... {len(notes) - shown} more {rest}[/yellow]")
+
+
 def cmd_score(args: argparse.Namespace) -> None:
     from vlrl.tasking.registry import make_task
     from vlrl.tasking.scoring import score_file
@@ -158,14 +166,8 @@ def cmd_score(args: argparse.Namespace) -> None:
     console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
     result = score_file(task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags)
-    for problem in result.problems[:10]:
-        console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
-    if len(result.problems) > 10:
-        console.print(f"[yellow]... {len(result.problems) - 10} more skipped completions[/yellow]")
-    for note in result.zeroed[:10]:
-        console.print(f"[yellow]scored 0:[/yellow] {escape(note)}", highlight=False)
-    if len(result.zeroed) > 10:
-        console.print(f"[yellow]... {len(result.zeroed) - 10} more scored 0[/yellow]")
+    _print_first(result.problems, "skipped", "skipped completions")
+    _print_first(result.zeroed, "scored 0:", "scored 0")
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from vlrl.config import LMMS_EVAL_REASONING_TAGS
 from vlrl.data.records import RecordError, read_records
@@ -129,6 +130,15 @@ def correctness(
     return [min(1.0, max(0.0, v)) for v in values], failures
 
 
+class Matched(NamedTuple):
+    """A line of a completions file with the sample its id names."""
+
+    id: object
+    completion: str
+    sample: Sample
+    where: str  # "file:line"
+
+
 @dataclass
 class FileScore:
     scored: int
@@ -149,7 +159,7 @@ def score_file(
     `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A benchmark's
     metrics are those of its harness: reasoning stripped with `reasoning_tags` (eval.reasoning_tags)."""
     by_id = {s.id: s for s in samples}
-    pairs: list[tuple[object, str, Sample, str]] = []
+    pairs: list[Matched] = []
     problems: list[str] = []
     for where, _, record in read_records(completions_path):
         if isinstance(record, RecordError):
@@ -162,12 +172,12 @@ def score_file(
         if sample is None:
             problems.append(f"{where}: no usable data record has id {record['id']!r}")
             continue
-        pairs.append((record["id"], record["completion"], sample, where))
-    texts = [text for _, text, _, _ in pairs]
-    matched = [sample for _, _, sample, _ in pairs]
+        pairs.append(Matched(record["id"], record["completion"], sample, where))
+    texts = [pair.completion for pair in pairs]
+    matched = [pair.sample for pair in pairs]
     scores = score(task, texts, matched)
     zeroed = [
-        f"{pairs[i][3]}: {len(texts[i]):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
+        f"{pairs[i].where}: {len(texts[i]):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
         for i in scores.oversized
     ]
     zeroed += [
@@ -176,8 +186,8 @@ def score_file(
     ]
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "w", encoding="utf-8") as handle:
-        for i, (record_id, _, _, _) in enumerate(pairs):
-            handle.write(json.dumps({"id": record_id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
+        for i, pair in enumerate(pairs):
+            handle.write(json.dumps({"id": pair.id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
     if isinstance(task, Benchmark):
         metrics = task.metrics(matched, texts, reasoning_tags)
     else:
