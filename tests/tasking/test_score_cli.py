@@ -126,3 +126,13 @@ def test_score_says_which_completions_it_scored_0_unread_and_which_reward_failed
         f"scored 0: {completions}:2: {MAX_COMPLETION_CHARS + 1:,} characters, over the 65,536 a reward reads" in printed
     )
     assert "scored 0: reward fragile on 1 of 3 completions: it raised or gave no finite number" in printed
+
+
+def test_score_prints_the_first_ten_lines_it_skipped_then_how_many_more(tmp_path, rec_data, capsys):
+    completions = tmp_path / "c.jsonl"
+    completions.write_text("".join(json.dumps({"id": 100 + i, "completion": "x"}) + "\n" for i in range(12)))
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
+    assert main([*args, "--out", str(tmp_path / "scores.jsonl")]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert [f"no usable data record has id {100 + i}" in printed for i in range(12)] == [True] * 10 + [False] * 2
+    assert "... 2 more skipped completions" in printed
