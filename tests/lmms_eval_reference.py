@@ -97,6 +97,9 @@ def hub_docs(path: Path, skip: tuple[int, ...] = ()) -> datasets.Dataset:
     return docs.select([i for i in range(len(docs)) if i not in skip]) if skip else docs
 
 
+_REC_PREPROCESSED: dict[str, list[dict]] = {}  # Reimplementation.rec_preprocessed's, by table fingerprint
+
+
 class _Harness:
     """evaluator.py's steps between the model's responses and `process_results`."""
 
@@ -420,20 +423,7 @@ class Reimplementation(MathReimplementation, _Harness):
     # -- RefCOCO strict REC (utils_rec.py) -------------------------------------------------------
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         responses = self.harness(responses, reasoning_tags)
-        # refcoco_bbox_rec_preprocess_dataset: both maps write back through datasets (bbox keeps
-        # its declared type), then every expression becomes a doc of its own.
-        docs = docs.map(lambda x: {"image_width": x["image"].width, "image_height": x["image"].height})
-        docs = docs.map(
-            lambda x: {
-                "bbox": [
-                    x["bbox"][0] / x["image_width"],
-                    x["bbox"][1] / x["image_height"],
-                    (x["bbox"][0] + x["bbox"][2]) / x["image_width"],
-                    (x["bbox"][1] + x["bbox"][3]) / x["image_height"],
-                ]
-            }
-        )
-        exploded = [{**doc, "answer": answer} for doc in docs for answer in doc["answer"]]
+        exploded = self.rec_preprocessed(docs)
         prompts = ["Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, "
                    "bottom-right y). All values are floating point numbers bounded between 0 and 1. Please provide "
                    "the bounding box coordinate of the region this sentence describes: " + d["answer"] for d in exploded]  # fmt: skip
@@ -446,6 +436,30 @@ class Reimplementation(MathReimplementation, _Harness):
 
         items = [{"bbox": d["bbox"], "pred": parse(r)} for d, r in zip(exploded, responses, strict=True)]
         return prompts, Reimplementation.rec_aggregate(items)
+
+    @staticmethod
+    def rec_preprocessed(docs) -> list[dict]:
+        """refcoco_bbox_rec_preprocess_dataset: both maps write back through datasets (bbox keeps
+        its declared type), then every expression becomes a doc of its own. lmms-eval runs it once,
+        when it loads the task; here once per table content (datasets' fingerprint of it)."""
+        if docs._fingerprint not in _REC_PREPROCESSED:
+            _REC_PREPROCESSED[docs._fingerprint] = Reimplementation._rec_preprocess(docs)
+        return _REC_PREPROCESSED[docs._fingerprint]
+
+    @staticmethod
+    def _rec_preprocess(docs) -> list[dict]:
+        docs = docs.map(lambda x: {"image_width": x["image"].width, "image_height": x["image"].height})
+        docs = docs.map(
+            lambda x: {
+                "bbox": [
+                    x["bbox"][0] / x["image_width"],
+                    x["bbox"][1] / x["image_height"],
+                    (x["bbox"][0] + x["bbox"][2]) / x["image_width"],
+                    (x["bbox"][1] + x["bbox"][3]) / x["image_height"],
+                ]
+            }
+        )
+        return [{**doc, "answer": answer} for doc in docs for answer in doc["answer"]]
 
     @staticmethod
     def rec_aggregate(items):
