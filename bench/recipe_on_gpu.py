@@ -106,13 +106,13 @@ def measured_decoding(engine) -> tuple[DecodeStats, list[int]]:
     return measured, prompt_tokens
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="qwen2.5-vl-3b", choices=[*SHAPES, "tiny"])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("overrides", nargs="*", help="config overrides, key.sub=value")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here; --device cpu --shape tiny checks the script")
     with tempfile.TemporaryDirectory() as tmp:
