@@ -57,7 +57,7 @@ lint: $(STAMP)
 # The two environments' halves run at once (`make -j 2`, each half's output printed whole when it
 # ends): the suite is CPU-bound, and either half alone left a core idle about a fifth of its time
 # (its last tests, subprocesses starting, waits), which the other half now fills. `make test`
-# warm took 283, 287 and 295 s, against 339-396 s one half after the other (2026-11-28/29, the
+# warm took 283-303 s (five runs), against 339-396 s one half after the other (2026-11-28/29, the
 # 2-core CI machine). The main half runs in two test processes of one thread each, ~60% of the
 # time one process with two threads takes (two torch processes of two threads each would slow
 # each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
@@ -70,6 +70,7 @@ lint: $(STAMP)
 # 21 s against 17 s) and each of the suite's many subprocesses compiles vlrl anew.
 TEST_ENV := PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1
 test: lint $(VLLM_STAMP)
+	@echo "testing: the main environment's tests and vLLM's at once (5 minutes on 2 cores); each prints its report when it ends"
 	$(MAKE) --no-print-directory -j 2 --output-sync=target test-main test-vllm
 
 test-main: $(STAMP)
