@@ -443,23 +443,19 @@ class Reimplementation(MathReimplementation, _Harness):
         its declared type), then every expression becomes a doc of its own. lmms-eval runs it once,
         when it loads the task; here once per table content (datasets' fingerprint of it)."""
         if docs._fingerprint not in _REC_PREPROCESSED:
-            _REC_PREPROCESSED[docs._fingerprint] = Reimplementation._rec_preprocess(docs)
+            mapped = docs.map(lambda x: {"image_width": x["image"].width, "image_height": x["image"].height})
+            mapped = mapped.map(
+                lambda x: {
+                    "bbox": [
+                        x["bbox"][0] / x["image_width"],
+                        x["bbox"][1] / x["image_height"],
+                        (x["bbox"][0] + x["bbox"][2]) / x["image_width"],
+                        (x["bbox"][1] + x["bbox"][3]) / x["image_height"],
+                    ]
+                }
+            )
+            _REC_PREPROCESSED[docs._fingerprint] = [{**d, "answer": a} for d in mapped for a in d["answer"]]
         return _REC_PREPROCESSED[docs._fingerprint]
-
-    @staticmethod
-    def _rec_preprocess(docs) -> list[dict]:
-        docs = docs.map(lambda x: {"image_width": x["image"].width, "image_height": x["image"].height})
-        docs = docs.map(
-            lambda x: {
-                "bbox": [
-                    x["bbox"][0] / x["image_width"],
-                    x["bbox"][1] / x["image_height"],
-                    (x["bbox"][0] + x["bbox"][2]) / x["image_width"],
-                    (x["bbox"][1] + x["bbox"][3]) / x["image_height"],
-                ]
-            }
-        )
-        return [{**doc, "answer": answer} for doc in docs for answer in doc["answer"]]
 
     @staticmethod
     def rec_aggregate(items):
