@@ -57,14 +57,14 @@ lint: $(STAMP)
 # The two environments' halves run at once (`make -j 2`, each half's output printed whole when it
 # ends): the suite is CPU-bound, and either half alone left a core idle about a fifth of its time
 # (its last tests, subprocesses starting, waits), which the other half now fills. `make test`
-# warm took 283-303 s (five runs), against 339-396 s one half after the other (2026-11-28/29, the
-# 2-core CI machine). The main half runs in two test processes of one thread each, ~60% of the
-# time one process with two threads takes (two torch processes of two threads each would slow
-# each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
+# warm took 283-303 s in five runs (328 s with torch's compile cache in /tmp cleared), against
+# 339-396 s one half after the other (2026-11-28/29, the 2-core CI machine). The main half runs
+# in two test processes of one thread each, ~60% of the time one process with two threads takes
+# (two torch processes of two threads each would slow each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
 # subprocess tests (torchrun, signals, every family), which a file at a time left one worker
 # running alone at the end (221 and 251 s against 245 and 265 s, alternately, 2026-11-28). vLLM's
 # half runs in one process beside it, so each test file's module fixtures (vLLM's engine, ~15 s)
-# start once; it ends first (~175 s, against 100-120 s alone in two processes). Bytecode is
+# start once; it ends first (171-220 s, against 100-120 s alone in two processes). Bytecode is
 # written (into the git-ignored __pycache__/) even where PYTHONDONTWRITEBYTECODE is set, as on
 # this project's machines: else each worker rewrites every test module's asserts (collection
 # 21 s against 17 s) and each of the suite's many subprocesses compiles vlrl anew.
