@@ -83,6 +83,10 @@ def test_unknown_task_and_reward_names_list_the_choices(capsys):
     assert "task.name 'refcocoo' is not a registered task; did you mean 'refcoco'" in capsys.readouterr().out
     assert main(["eval", "--task", "refcoco_bbox_rec_vall", "--model", "tiny:qwen2_5_vl"]) == 2
     assert "did you mean 'refcoco_bbox_rec_val'" in capsys.readouterr().out
+    assert main(["eval", "--task", "refcoco_bbox_rec_val", "--model", "tiny:qwen2_5_vl"]) == 2
+    out = capsys.readouterr().out
+    assert "refcoco_bbox_rec_val is a benchmark (lmms-lab/RefCOCO, split val) and vlrl never downloads one" in out
+    assert "--data DIR or --task refcoco_bbox_rec_val=DIR" in out
     assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.rewards={iuo: 1}"]) == 2
     out = capsys.readouterr().out
     assert "task.rewards.iuo" in out and "available:" in out and "iou" in out

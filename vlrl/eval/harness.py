@@ -245,6 +245,13 @@ def run_eval(
         # The config's task options and reward weights apply to the task it names.
         task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
         task = make_task(task_cfg, model_family(cfg.model).name)
+        if isinstance(task, Benchmark) and not data and split == "eval" and not cfg.data.eval:
+            published = f"{task.dataset}, split {task.split}" if task.split else task.dataset
+            raise ConfigError(
+                f"vlrl eval: {name} is a benchmark ({published}) and vlrl never downloads one: "
+                f"download it, then give its folder or file with --data DIR or --task {name}=DIR "
+                "(docs/benchmarks.md says what each reads)"
+            )
         data_path = data or split_path(cfg, split)
         which = "train" if split == "train" and not data else "eval"
         key = f"data.{split}" if split in ("train", "eval") and not data else None  # else a file given as is
