@@ -72,6 +72,15 @@ def test_commands_that_load_a_model_say_how_to_get_one_when_model_path_is_unset(
     assert not data.exists()  # refused before any data was written
 
 
+@pytest.mark.parametrize("command", ["train", "sft", "eval"])
+def test_a_model_path_that_is_not_there_is_said_before_any_data_is_written(command, tmp_path, capsys):
+    data = tmp_path / "train.json"
+    args = [f"model.path={tmp_path / 'nowhere'}", f"data.train={data}", f"data.eval={data}", "data.synthetic=true"]
+    assert main([command, "--task", "refcoco", *args]) == 2
+    assert f"model.path '{tmp_path / 'nowhere'}' is not a local checkpoint" in capsys.readouterr().out
+    assert not data.exists()
+
+
 def test_unknown_task_and_reward_names_list_the_choices(capsys):
     assert main(["train", "--task", "nonsense", "model.path=tiny:qwen2_5_vl"]) == 2
     out = capsys.readouterr().out

@@ -16,6 +16,7 @@ from rich.console import Console
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
 from vlrl.models.batch import collate
+from vlrl.models.loading import checkpoint_path
 from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -34,6 +35,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     t = cfg.sft
     if done := finished_run(t, "sft", console):
         return done
+    checkpoint_path(cfg.model)  # a model that is not there is said before any data is written or read
     with Processes.from_env().main_first():  # process 0 writes missing synthetic data
         sources = task_sources(cfg, console)
     check_held_out(cfg, console, evaluates=False)
