@@ -135,9 +135,29 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
         )
         model = get_peft_model(model, lora)
         model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
+    if torch.device(device).type == "cpu":
+        in_own_memory(model)
     # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2
     # loads on the CPU, the replicated strategy on the GPU).
     return model.to(device)
+
+
+@torch.no_grad()
+def in_own_memory(model: torch.nn.Module) -> None:
+    """Each CPU parameter and buffer copied out of the checkpoint file it may be a view of.
+
+    Where a safetensors file holds a weight in the dtype it is loaded in, transformers hands out
+    a view of the file mapped into memory, starting wherever the file puts it (40 bytes past a
+    64-byte boundary in this project's checkpoints), and some of torch's CPU kernels round
+    otherwise at another alignment: a policy read from a run's checkpoint and a reference read
+    from a bfloat16 base computed log-probs 5e-7 apart with equal weights, so a resumed run's KL
+    gradient was not zero where the uninterrupted run's was, and AdamW makes even a 1e-9
+    gradient a full step (tests/gpu/test_runs_on_gpu.py's resumed run, run on the CPU). A copy
+    also leaves the file free: a weight never written (a reference's) would otherwise follow
+    whatever happens to its file (tests/models/test_loading.py)."""
+    for tensor in [*model.parameters(), *model.buffers()]:  # a tied weight once
+        if tensor.device.type == "cpu":
+            tensor.data = tensor.data.clone()
 
 
 def core_model(model: torch.nn.Module) -> torch.nn.Module:
