@@ -67,15 +67,22 @@ def test_among_several_processes_the_no_gradient_forwards_run_without_inference_
 
 def test_a_model_read_on_the_cpu_holds_its_own_weights_not_views_of_the_file(tmp_path):
     """transformers maps a safetensors file and hands out views of it where the dtype is the
-    file's: such weights start wherever the file puts them (misaligned for some CPU kernels,
-    which then round otherwise than for the same weights read from another file: a resumed run
-    drifted from the uninterrupted one) and follow the file if it changes. load_model copies
-    them; the output layer tied to the embeddings stays tied."""
+    file's: such weights start wherever the file puts them (a one-row product then sums in
+    another order than with the same weights read from another file: a resumed run drifted from
+    the uninterrupted one) and follow the file if it changes. load_model copies them; the output
+    layer tied to the embeddings stays tied."""
     checkpoint = tmp_path / "model"
     write_tiny_checkpoint(checkpoint, TinySpec(dtype="float32", tie_embeddings=True))
     model = load_model(ModelConfig(path=str(checkpoint), dtype="float32"))
     tensors = [*model.parameters(), *model.buffers()]
     assert [t.data_ptr() % 64 for t in tensors] == [0] * len(tensors)
+    # what the alignment changes: a one-row product (a prompt's last-token logits) computes as
+    # with the same weight anywhere else in memory
+    row, weight = (
+        torch.randn(1, model.lm_head.in_features, generator=torch.Generator().manual_seed(0)),
+        model.lm_head.weight,
+    )
+    assert torch.equal(torch.nn.functional.linear(row, weight), torch.nn.functional.linear(row, weight.clone()))
     assert model.lm_head.weight is model.model.language_model.embed_tokens.weight
     before = [t.clone() for t in tensors]
     weights = checkpoint / "model.safetensors"

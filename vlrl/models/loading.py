@@ -148,9 +148,10 @@ def in_own_memory(model: torch.nn.Module) -> None:
 
     Where a safetensors file holds a weight in the dtype it is loaded in, transformers hands out
     a view of the file mapped into memory, starting wherever the file puts it (40 bytes past a
-    64-byte boundary in this project's checkpoints), and some of torch's CPU kernels round
-    otherwise at another alignment: a policy read from a run's checkpoint and a reference read
-    from a bfloat16 base computed log-probs 5e-7 apart with equal weights, so a resumed run's KL
+    64-byte boundary in this project's checkpoints), and a product of one row by a weight (a
+    matrix-vector product: a prompt's last-token logits) sums in another order at another
+    alignment on the CPU: a policy read from a run's checkpoint and a reference read from a
+    bfloat16 base computed log-probs 5e-7 apart with equal weights, so a resumed run's KL
     gradient was not zero where the uninterrupted run's was, and AdamW makes even a 1e-9
     gradient a full step (tests/gpu/test_runs_on_gpu.py's resumed run, run on the CPU). A copy
     also leaves the file free: a weight never written (a reference's) would otherwise follow
