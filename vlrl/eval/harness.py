@@ -183,11 +183,19 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
     return out
 
 
-def split_path(cfg: Config, split: str) -> str:
+def split_path(cfg: Config, split: str, task: Task) -> str:
+    """The data file of `split` (eval, train, or a file); a benchmark without data says it is one."""
     if split == "eval":
-        if not cfg.data.eval:
-            raise ConfigError("config: data.eval is empty; give the evaluation data file (or --split PATH)")
-        return cfg.data.eval
+        if cfg.data.eval:
+            return cfg.data.eval
+        if isinstance(task, Benchmark):
+            published = f"{task.dataset}, split {task.split}" if task.split else task.dataset
+            raise ConfigError(
+                f"vlrl eval: {task.name} is a benchmark ({published}) and vlrl never downloads one: "
+                f"download it, then give its folder or file with --data DIR or --task {task.name}=DIR "
+                "(docs/benchmarks.md says what each reads)"
+            )
+        raise ConfigError("config: data.eval is empty; give the evaluation data file (or --split PATH)")
     if split == "train":
         return cfg.data.train
     return split
@@ -245,14 +253,7 @@ def run_eval(
         # The config's task options and reward weights apply to the task it names.
         task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
         task = make_task(task_cfg, model_family(cfg.model).name)
-        if isinstance(task, Benchmark) and not data and split == "eval" and not cfg.data.eval:
-            published = f"{task.dataset}, split {task.split}" if task.split else task.dataset
-            raise ConfigError(
-                f"vlrl eval: {name} is a benchmark ({published}) and vlrl never downloads one: "
-                f"download it, then give its folder or file with --data DIR or --task {name}=DIR "
-                "(docs/benchmarks.md says what each reads)"
-            )
-        data_path = data or split_path(cfg, split)
+        data_path = data or split_path(cfg, split, task)
         which = "train" if split == "train" and not data else "eval"
         key = f"data.{split}" if split in ("train", "eval") and not data else None  # else a file given as is
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
