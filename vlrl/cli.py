@@ -62,11 +62,8 @@ def _warn_other_loop(command: str, overrides: list[str]) -> None:
         )
 
 
-def _config(args: argparse.Namespace, needs_model: bool = False, **preset) -> Config:
-    cfg = load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
-    if needs_model and not cfg.model.path:
-        raise ConfigError(MODEL_PATH_MISSING)  # before any data is written or read
-    return cfg
+def _config(args: argparse.Namespace, **preset) -> Config:
+    return load_config(args.config, args.overrides, {k: v for k, v in preset.items() if v is not None})
 
 
 def _main_process() -> bool:
@@ -105,7 +102,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     _quiet_transformers()
     _warn_other_loop("train", args.overrides)
-    cfg = _config(args, needs_model=True, **{"task.name": args.task})
+    cfg = _config(args, **{"task.name": args.task})
     with removed_if_unused(Path(cfg.trainer.output_dir)):
         return _print_run(train(cfg, console))
 
@@ -116,7 +113,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
 
     _quiet_transformers()
     _warn_other_loop("sft", args.overrides)
-    cfg = _config(args, needs_model=True, **{"task.name": args.task})
+    cfg = _config(args, **{"task.name": args.task})
     with removed_if_unused(Path(cfg.sft.output_dir)):
         return _print_run(train_sft(cfg, console))
 
