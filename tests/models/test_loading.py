@@ -85,9 +85,28 @@ def test_a_model_read_on_the_cpu_holds_its_own_weights_not_views_of_the_file(tmp
     assert torch.equal(torch.nn.functional.linear(row, weight), torch.nn.functional.linear(row, weight.clone()))
     assert model.lm_head.weight is model.model.language_model.embed_tokens.weight
     before = [t.clone() for t in tensors]
-    weights = checkpoint / "model.safetensors"
+    zero_in_place(checkpoint / "model.safetensors")
+    assert all(torch.equal(a, b) for a, b in zip(tensors, before, strict=True))
+
+
+def test_fsdp2_loads_without_the_copy_and_its_shards_are_copies(tmp_path):
+    """Under FSDP2 (`copies_weights`) load_model leaves the views of the file, which every
+    process shares, and the shards are the copies: they no longer follow the file."""
+    checkpoint = tmp_path / "model"
+    write_tiny_checkpoint(checkpoint, TinySpec(dtype="float32"))
+    cfg = ModelConfig(path=str(checkpoint), dtype="float32")
+    views, sharded = load_model(cfg, own_memory=False), load_model(cfg, own_memory=False)
+    before = [t.clone() for t in views.parameters()]
+    with sharded_in_one_process(sharded, tmp_path / "store"):
+        zero_in_place(checkpoint / "model.safetensors")
+        assert not all(torch.equal(a, b) for a, b in zip(views.parameters(), before, strict=True))  # views follow
+        shards = [p.to_local() for p in sharded.parameters()]
+        assert all(torch.equal(a, b) for a, b in zip(shards, before, strict=True))
+
+
+def zero_in_place(weights: Path) -> None:
+    """A safetensors file's tensors overwritten with zeros in place, as copying over it would."""
     header = 8 + int.from_bytes(weights.read_bytes()[:8], "little")
-    with weights.open("r+b") as f:  # the file rewritten in place, as a copy over it would
+    with weights.open("r+b") as f:
         f.seek(header)
         f.write(bytes(weights.stat().st_size - header))
-    assert all(torch.equal(a, b) for a, b in zip(tensors, before, strict=True))

@@ -105,14 +105,18 @@ def export_full_model(checkpoint: str, out: Path) -> tuple[Path, bool]:
     return out, lora_base(path) is not None
 
 
-def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu") -> torch.nn.Module:
+def load_model(
+    cfg: ModelConfig, path: str | None = None, device: str | torch.device = "cpu", own_memory: bool = True
+) -> torch.nn.Module:
     """The policy (or reference) model; LoRA adapters and vision freezing as configured.
 
     A LoRA checkpoint as model.path (an SFT cold start) is merged into its base: a run starts
     from that model, its reference is that model, and with model.lora.r > 0 the run trains a
     new adapter on top of it (whose adapter_config.json names model.path as its base). A LoRA
     checkpoint given as `path` (a run's own, to resume or evaluate) keeps its adapter on its
-    base, trainable when the config trains LoRA adapters."""
+    base, trainable when the config trains LoRA adapters. On the CPU its weights are copied out
+    of the checkpoint file (`in_own_memory`) unless `own_memory` is False: a caller that copies
+    them anyway (FSDP2, into its shards)."""
     model_path = path or checkpoint_path(cfg)
     base = lora_base(model_path) if path else None
     family = model_family(cfg)
@@ -135,7 +139,7 @@ def load_model(cfg: ModelConfig, path: str | None = None, device: str | torch.de
         )
         model = get_peft_model(model, lora)
         model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
-    if torch.device(device).type == "cpu":
+    if own_memory and torch.device(device).type == "cpu":
         in_own_memory(model)
     # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2
     # loads on the CPU, the replicated strategy on the GPU).
@@ -155,7 +159,9 @@ def in_own_memory(model: torch.nn.Module) -> None:
     gradient was not zero where the uninterrupted run's was, and AdamW makes even a 1e-9
     gradient a full step (tests/gpu/test_runs_on_gpu.py's resumed run, run on the CPU). A copy
     also leaves the file free: a weight never written (a reference's) would otherwise follow
-    whatever happens to its file (tests/models/test_loading.py)."""
+    whatever happens to its file (tests/models/test_loading.py). Under FSDP2 the shards are the
+    copies: copied here first, every process would hold a whole model of its own where the views
+    share the file's pages (a 72B model in bfloat16 on 8 processes: 1.1 TB for a moment)."""
     for tensor in [*model.parameters(), *model.buffers()]:  # a tied weight once
         if tensor.device.type == "cpu":
             tensor.data = tensor.data.clone()

@@ -40,6 +40,10 @@ class Strategy(Protocol):
     Options: ClassVar[type | None]
     options_key: ClassVar[str]
     load_device: torch.device
+    # Whether `wrap` and `wrap_reference` copy the weights they are given into memory of their
+    # own (FSDP2: into its shards). If not, `load_model` copies them out of the checkpoint file
+    # it read (models/loading.py, `in_own_memory`).
+    copies_weights: ClassVar[bool]
     parameters: list[torch.nn.Parameter]  # what the optimizer steps (set by `wrap`)
 
     @staticmethod

@@ -119,6 +119,7 @@ class FSDP2:
     name = "fsdp2"
     Options = FSDPOptions
     options_key = "fsdp"
+    copies_weights = True  # into its shards: each process need not copy the whole model first
 
     def __init__(self, procs: Processes, t: TrainerConfig, options: FSDPOptions):
         ensure_process_group(procs)

@@ -30,6 +30,7 @@ class Replicated:
     name = "replicated"
     Options = None
     options_key = "replicated"
+    copies_weights = False  # it computes with the weights load_model gives it
 
     def __init__(self, procs: Processes, t: TrainerConfig, options: None = None):
         self.procs = procs

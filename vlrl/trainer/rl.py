@@ -74,7 +74,9 @@ class RLTrainer:
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
         if cfg.algo.beta > 0 and cfg.model.lora.r == 0:
-            model = load_model(cfg.model, run.base_path, run.strategy.load_device).eval().requires_grad_(False)
+            model = load_model(
+                cfg.model, run.base_path, run.strategy.load_device, own_memory=not run.strategy.copies_weights
+            ).eval().requires_grad_(False)  # fmt: skip
             reference = run.strategy.wrap_reference(model)
         setup = EngineSetup(cfg.model, run.base_path, run.processor, cfg.trainer.seed, lambda: (run.model, run.device))
         self.engine = engine.build(setup)

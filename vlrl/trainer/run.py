@@ -175,7 +175,10 @@ class Run:
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
         self.strategy = make_strategy(t, section, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
-        model = load_model(cfg.model, str(resume_from) if resume_from else None, self.strategy.load_device).eval()
+        model = load_model(
+            cfg.model, str(resume_from) if resume_from else None, self.strategy.load_device,
+            own_memory=not self.strategy.copies_weights,
+        ).eval()  # fmt: skip
         self.model = self.strategy.wrap(model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
