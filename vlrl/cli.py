@@ -314,10 +314,11 @@ def cmd_tasks(args: argparse.Namespace) -> None:
 def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.config import TaskConfig
     from vlrl.tasking.registry import make_task
+    from vlrl.tasking.sources import write_synthetic
 
     task = make_task(TaskConfig(name=args.task))
     try:
-        task.synthesize(args.out, args.size, args.seed)
+        write_synthetic(task, args.out, args.size, args.seed)
     except ValueError as err:  # a file name whose extension is not the format written
         raise ConfigError(f"vlrl data synth --out: {err}") from err
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")

@@ -135,4 +135,5 @@ def test_data_synth_writes_the_format_its_file_name_says(name, suffix, tmp_path,
 
 def test_data_synth_refuses_a_file_name_of_no_data_format(tmp_path, capsys):
     assert main(["data", "synth", "--task", "jigsaw", "--out", str(tmp_path / "d.txt"), "--size", "2"]) == 2
-    assert "ends in .json or .jsonl" in capsys.readouterr().out
+    assert f"{tmp_path / 'd.txt'}: a data file's name ends in .json or .jsonl" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []  # nothing written, not even the images

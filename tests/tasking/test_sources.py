@@ -9,10 +9,12 @@ import pytest
 
 from vlrl.cli import main
 from vlrl.config import load_config
+from vlrl.data.records import FrameSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "configs" / "demo" / "refcoco.yaml")
 TINY = ["model.path=tiny:qwen2_5_vl", "model.max_pixels=12544"]
+FRAMES = FrameSpec("absolute", 3136, 50176)
 
 
 def test_a_data_path_given_on_the_command_line_is_never_filled_with_synthetic_data(tmp_path, monkeypatch, capsys):
@@ -107,3 +109,59 @@ def test_every_demo_config_writes_its_synthetic_data_at_its_own_paths(config):
     cfg = load_config(ROOT / "configs" / "demo" / config)
     assert cfg.writes_synthetic("data.train") and cfg.writes_synthetic("data.eval")
     assert not load_config(ROOT / "configs" / "demo" / config, ["data.train=x.json"]).writes_synthetic("data.train")
+
+
+class HalfWritten(Exception):
+    pass
+
+
+def test_synthetic_data_is_at_its_path_only_once_whole(tmp_path, monkeypatch):
+    """Two runs that found the same demo data missing both wrote it, and one read images the
+    other was rewriting (3 of 8,192 counting scenes skipped, that seed's numbers moved): while
+    one writes, nothing of it is at its path; a synthesis stopped halfway leaves nothing."""
+    from tasks.counting import Counting
+    from vlrl.data.tables import spec_exists
+    from vlrl.tasking.sources import write_synthetic
+
+    path = tmp_path / "data" / "train.json"
+    synthesize = Counting.synthesize
+    seen: list[list[Path]] = []
+
+    def watched(task, made, size, seed):
+        synthesize(task, made, size, seed)
+        assert (made.parent / "images").is_dir()  # written where the watcher below looks
+        seen.append(sorted(p for p in tmp_path.rglob("*") if p.is_file() and ".synthetic-" not in str(p)))
+        assert not spec_exists(str(path))
+
+    monkeypatch.setattr(Counting, "synthesize", watched)
+    write_synthetic(Counting(), path, 3, 0)
+    assert seen == [[]]
+    assert sorted(p.name for p in (path.parent / "images").iterdir()) == [f"train_00000{i}.png" for i in range(3)]
+    assert Counting().load(path, FRAMES).samples and not Counting().load(path, FRAMES).errors
+    assert sorted(p.name for p in path.parent.iterdir()) == ["images", "train.json"]  # no private folder left
+
+    def stopped(task, made, size, seed):
+        synthesize(task, made, size, seed)
+        raise HalfWritten
+
+    monkeypatch.setattr(Counting, "synthesize", stopped)
+    other = tmp_path / "other" / "val.json"
+    with pytest.raises(HalfWritten):
+        write_synthetic(Counting(), other, 3, 0)
+    assert list(other.parent.iterdir()) == []
+
+
+def test_synthetic_tables_land_whole_and_a_second_writer_leaves_the_first_ones(tmp_path):
+    """A benchmark's synthetic data is a folder (a table): moved into place whole, once."""
+    from vlrl.data.tables import spec_exists
+    from vlrl.tasking.registry import task_class
+    from vlrl.tasking.sources import write_synthetic
+
+    bench = task_class("countbench")()
+    path = tmp_path / "countbench"
+    write_synthetic(bench, path, 2, 0)
+    first = {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    write_synthetic(bench, path, 2, 0)  # as a run beside it would
+    assert spec_exists(str(path)) and first
+    assert {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()} == first
+    assert [p.name for p in tmp_path.iterdir()] == ["countbench"]

@@ -7,7 +7,11 @@ arrow as downloaded, vlrl.data.tables), whose columns `data.columns` maps to the
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
@@ -49,7 +53,7 @@ def load_task_split(
         if key is None or not cfg.writes_synthetic(key):
             raise ConfigError(missing_data(task, cfg, path, key))
         size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
-        task.synthesize(path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
+        write_synthetic(task, path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
     split = _read(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
@@ -64,6 +68,34 @@ def load_task_split(
     if not split.samples:
         raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
     return split
+
+
+def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
+    """`task.synthesize(path, size, seed)` into a private folder beside `path`, then moved into
+    place file by file, the data file (or a table's folder) last: nothing is at its path until
+    every image it names is. Two runs that find the same data missing (two seeds of a demo
+    started together) both write it, and one of them read images the other was rewriting: 3 of
+    8,192 counting scenes skipped as unreadable, and that seed's numbers moved. The seed decides
+    every byte, so whichever writer's file lands last is the same file. A synthesis stopped
+    halfway leaves nothing behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".synthetic-", dir=path.parent) as private:
+        made = Path(private) / path.name
+        try:
+            task.synthesize(made, size, seed)
+        except ValueError as err:  # it names the file (a name of no data format): the one asked for
+            raise ValueError(str(err).replace(str(made), str(path))) from err
+        media = [f for f in Path(private).rglob("*") if f.is_file() and made not in (f, *f.parents)]
+        for file in sorted(media):
+            target = path.parent / file.relative_to(private)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(file, target)
+        if made.is_dir():  # a table's folder: moved whole; another writer's already there is the same
+            with contextlib.suppress(OSError):
+                os.rename(made, path)
+        else:
+            os.replace(made, path)
 
 
 def missing_data(task: Task, cfg: Config, path: str, key: str | None) -> str:
