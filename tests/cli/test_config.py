@@ -58,10 +58,10 @@ def test_train_rejects_a_bad_config_before_loading_a_model(capsys, monkeypatch):
     def no_model(*args, **kwargs):
         raise AssertionError("a model was loaded before the config was validated")
 
-    # patched where the run and the reference load it: patching vlrl.models.loading's name while
-    # vlrl.trainer.run is first imported left no_model bound there for the next tests
+    # patched where the run loads the policy and the reference (Run.load): patching
+    # vlrl.models.loading's name while vlrl.trainer.run is first imported left no_model bound
+    # there for the next tests
     monkeypatch.setattr("vlrl.trainer.run.load_model", no_model)
-    monkeypatch.setattr("vlrl.trainer.rl.load_model", no_model)
     assert main(["train", "--task", "refcoco", "algo.beta=-1"]) == 2
     assert "algo.beta must be >= 0" in capsys.readouterr().out
 

@@ -1,7 +1,8 @@
 """`without_grad`: the rollout's and the no-gradient log-probs' forwards run in inference mode,
 except under FSDP2, where a forward in inference mode would leave the unsharded parameters
 that the training forwards reuse as inference tensors, and among several processes (an abort
-at exit under torchrun, models/loading.py)."""
+at exit under torchrun, models/loading.py). `load_model`: CPU weights copied out of the
+checkpoint file, except where the strategy's wrapping copies them (FSDP2's shards)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,31 @@ def test_fsdp2_loads_without_the_copy_and_its_shards_are_copies(tmp_path):
         assert not all(torch.equal(a, b) for a, b in zip(views.parameters(), before, strict=True))  # views follow
         shards = [p.to_local() for p in sharded.parameters()]
         assert all(torch.equal(a, b) for a, b in zip(shards, before, strict=True))
+
+
+def test_a_run_reads_its_models_as_its_strategy_wraps_them(tmp_path):
+    """`Run.load`: copied out of the file for the replicated strategy, which computes with what
+    it is given; left as views for FSDP2, whose shards are the copies (the test above)."""
+    from types import SimpleNamespace
+
+    from vlrl.parallel.fsdp2 import FSDP2
+    from vlrl.parallel.replicated import Replicated
+    from vlrl.trainer.run import Run
+
+    checkpoint = tmp_path / "model"
+    write_tiny_checkpoint(checkpoint, TinySpec(dtype="float32"))
+    cfg = ModelConfig(path=str(checkpoint), dtype="float32")
+    models = {
+        strategy: Run.load(SimpleNamespace(strategy=SimpleNamespace(load_device="cpu", copies_weights=strategy.copies_weights)), cfg, None)
+        for strategy in (Replicated, FSDP2)
+    }  # fmt: skip
+    before = {strategy: [t.clone() for t in model.parameters()] for strategy, model in models.items()}
+    zero_in_place(checkpoint / "model.safetensors")
+    unchanged = {
+        strategy: all(torch.equal(a, b) for a, b in zip(model.parameters(), before[strategy], strict=True))
+        for strategy, model in models.items()
+    }
+    assert unchanged == {Replicated: True, FSDP2: False}
 
 
 def zero_in_place(weights: Path) -> None:

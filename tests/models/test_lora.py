@@ -37,14 +37,14 @@ def overrides(run_dir, data, **extra):
 
 
 def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwen25, monkeypatch):
-    import vlrl.trainer.rl as rl
+    from vlrl.trainer.run import Run
 
     loads = []
-    original = rl.load_model
-    monkeypatch.setattr(rl, "load_model", lambda *a, **k: loads.append(1) or original(*a, **k))
+    original = Run.load
+    monkeypatch.setattr(Run, "load", lambda run, *a, **k: loads.append(1) or original(run, *a, **k))
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(load_config(None, overrides(straight, rec_data, **{"trainer.steps": 3})))
-    assert not loads  # beta > 0, yet no second model: the adapters are switched off for the reference
+    assert len(loads) == 1  # the policy; beta > 0, yet no reference model: the adapters are switched off for it
     kl = [json.loads(line)["kl"] for line in (straight / "metrics.jsonl").read_text().splitlines()]
     assert kl[0] == 0.0 and kl[-1] > 0.0  # lora_B starts at zero: the policy leaves the reference only as it trains
     checkpoint = straight / "checkpoints" / "step-0000003"

@@ -46,14 +46,11 @@ def test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs(tmp
 
 
 def test_beta_zero_loads_no_reference_model(tmp_path, rec_data, tiny_qwen25, monkeypatch):
-    import vlrl.trainer.rl as rl
     import vlrl.trainer.run as run_module
 
     loads = []
     original = run_module.load_model
-    counting = lambda *a, **k: loads.append(1) or original(*a, **k)  # noqa: E731
-    monkeypatch.setattr(run_module, "load_model", counting)
-    monkeypatch.setattr(rl, "load_model", counting)
+    monkeypatch.setattr(run_module, "load_model", lambda *a, **k: loads.append(1) or original(*a, **k))
     rows = run(tmp_path, rec_data, **{"algo.beta": 0.0})
     assert len(loads) == 1 and "kl" not in rows[0]
     loads.clear()

@@ -21,7 +21,7 @@ from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
-from vlrl.models.loading import checkpoint_path, core_model, load_model
+from vlrl.models.loading import checkpoint_path, core_model
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -74,10 +74,7 @@ class RLTrainer:
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
         if cfg.algo.beta > 0 and cfg.model.lora.r == 0:
-            model = load_model(
-                cfg.model, run.base_path, run.strategy.load_device, own_memory=not run.strategy.copies_weights
-            ).eval().requires_grad_(False)  # fmt: skip
-            reference = run.strategy.wrap_reference(model)
+            reference = run.strategy.wrap_reference(run.load(cfg.model, run.base_path).eval().requires_grad_(False))
         setup = EngineSetup(cfg.model, run.base_path, run.processor, cfg.trainer.seed, lambda: (run.model, run.device))
         self.engine = engine.build(setup)
         r = cfg.rollout

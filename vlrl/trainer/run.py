@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, TrainerConfig
+from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig
 from vlrl.data.stream import MixtureStream
 from vlrl.models.loading import checkpoint_path, load_model, load_processor
 from vlrl.models.prompting import UnusableSample
@@ -175,11 +175,7 @@ class Run:
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
         self.strategy = make_strategy(t, section, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
-        model = load_model(
-            cfg.model, str(resume_from) if resume_from else None, self.strategy.load_device,
-            own_memory=not self.strategy.copies_weights,
-        ).eval()  # fmt: skip
-        self.model = self.strategy.wrap(model)
+        self.model = self.strategy.wrap(self.load(cfg.model, str(resume_from) if resume_from else None).eval())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
@@ -265,6 +261,11 @@ class Run:
         errors = [err for source in sources for err in source.train.errors]
         if errors:
             (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
+
+    def load(self, model: ModelConfig, path: str | None) -> torch.nn.Module:
+        """A model (`path`; None: model.path) as this run's strategy wraps it: on its load device,
+        copied out of the checkpoint file unless wrapping copies it (`Strategy.copies_weights`)."""
+        return load_model(model, path, self.strategy.load_device, own_memory=not self.strategy.copies_weights)
 
     def take(self, n: int) -> list[tuple[int, int]]:
         """This process's share of the next n prompts, (source, index) each; every process
