@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import signal
@@ -219,7 +220,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     from vlrl.eval.layout import samples_path
 
     _quiet_transformers()
-    if args.data and args.task:  # the data of every task not given its own (name=FILE)
+    if args.data and not args.task:
+        raise ConfigError("vlrl eval --data needs --task: the task (or benchmark) whose data it is")
+    if args.data:  # the data of every task not given its own (name=FILE)
         args.task = [spec if "=" in spec else f"{spec}={args.data}" for spec in args.task]
     names = [spec.partition("=")[0] for spec in args.task or []]
     preset: dict[str, Any] = {
@@ -465,6 +468,23 @@ EXAMPLES = {
 }
 
 
+def at_least(low: float, kind: type = int, above: bool = False):
+    """An argparse type: a `kind` number >= low (> low with `above`), else argparse's usage error."""
+
+    def number(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(f"expected a number {'>' if above else '>='} {low:g}, got {text}")
+        return value
+
+    return number
+
+
 def _command(commands, name: str, help: str, epilog: str = "") -> argparse.ArgumentParser:
     """A subcommand whose page says what it does (description), then `epilog`, then its examples."""
     examples = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -523,8 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",
     )
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
-    evaluate.add_argument("--limit", type=int, help="first N samples only")
-    evaluate.add_argument("--batch-size", type=int, help="prompts per generation batch")
+    evaluate.add_argument("--limit", type=at_least(0), help="first N samples only")
+    evaluate.add_argument("--batch-size", type=at_least(1), help="prompts per generation batch")
     evaluate.add_argument(
         "--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)"
     )
@@ -574,7 +594,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it",
     )
-    synth.add_argument("--size", type=int, default=512, help="records to write (default 512)")
+    synth.add_argument("--size", type=at_least(1), default=512, help="records to write (default 512)")
     synth.add_argument("--seed", type=int, default=0, help="the data's seed (default 0)")
     synth.set_defaults(func=cmd_data)
     validate = _command(data_commands, "validate", "report every problem of a dataset before a run; exit 1 if any")
@@ -585,8 +605,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(func=cmd_validate)
 
     plan = _command(commands, "plan", "per-GPU memory of a run for each parallelism strategy, from the model's config")
-    plan.add_argument("--gpus", type=int, default=1, help="GPUs in the run (default 1)")
-    plan.add_argument("--gpu-memory", type=float, default=80.0, help="GB of memory per GPU (default 80)")
+    plan.add_argument("--gpus", type=at_least(1), default=1, help="GPUs in the run (default 1)")
+    plan.add_argument(
+        "--gpu-memory", type=at_least(0, float, above=True), default=80.0, help="GB of memory per GPU (default 80)"
+    )
     plan.add_argument(
         "--shape",
         help="a real checkpoint's shape instead of model.path: "
@@ -594,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--image-tokens",
-        type=int,
+        type=at_least(0),
         help="image tokens of a prompt (default: model.max_pixels' worth, at most half the token budget)",
     )
     _add_config_args(plan, "trainer.token_budget=4096 model.lora.r=64 rollout.num_generations=16")

@@ -7,6 +7,7 @@ type or outside the allowed set fails with the dotted key and what was expected.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,19 @@ def require_positive(key: str, section: Any, *names: str) -> None:
         value = getattr(section, name)
         if value <= 0:
             raise ConfigError(f"config: {key}.{name} must be > 0, got {value}")
+
+
+def require_nonnegative(key: str, section: Any, *names: str) -> None:
+    """`key.name` >= 0 for each name of `section`."""
+    for name in names:
+        value = getattr(section, name)
+        if value < 0:
+            raise ConfigError(f"config: {key}.{name} must be >= 0, got {value}")
+
+
+def require_top_p(key: str, top_p: float) -> None:
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {top_p}")
 
 
 def plugin_sections() -> Any:
@@ -55,6 +69,12 @@ class LoraConfig:
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+
+    def validate(self, key: str) -> None:
+        require_nonnegative(key, self, "r")
+        require_positive(key, self, "alpha")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"config: {key}.dropout must be in [0, 1), got {self.dropout}")
 
 
 @dataclass
@@ -117,6 +137,7 @@ class ModelConfig:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
             )
+        self.lora.validate(f"{key}.lora")
         self.video.validate(f"{key}.video")
 
 
@@ -144,6 +165,8 @@ class DataConfig:
     synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
 
     def validate(self, key: str) -> None:
+        require_nonnegative(key, self, "limit")
+        require_positive(key, self, "synthetic_train_size", "synthetic_eval_size")
         if not 0 < self.max_image_pixels <= PIL_REFUSES_ABOVE:
             raise ConfigError(
                 f"config: {key}.max_image_pixels must be in (0, {PIL_REFUSES_ABOVE}] (PIL refuses larger images), "
@@ -208,11 +231,9 @@ class RolloutConfig:
     options: dict[str, dict[str, Any]] = plugin_sections()
 
     def validate(self, key: str) -> None:
-        require_positive(key, self, "num_generations", "max_new_tokens")
-        if self.temperature <= 0:
-            raise ConfigError(f"config: {key}.temperature must be > 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {self.top_p}")
+        require_positive(key, self, "num_generations", "max_new_tokens", "temperature")
+        require_nonnegative(key, self, "top_k")  # 0: off
+        require_top_p(key, self.top_p)
         last = len(self.stages) - 1
         for i, stage in enumerate(self.stages):
             at = f"{key}.stages[{i}]"
@@ -447,8 +468,8 @@ class EvalConfig:
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
-        if self.temperature < 0 or self.max_new_tokens < 0 or self.every < 0 or self.limit < 0:
-            raise ConfigError(f"config: {key}.temperature, max_new_tokens, every and limit must be >= 0")
+        require_nonnegative(key, self, "temperature", "max_new_tokens", "every", "limit")
+        require_top_p(key, self.top_p)
         for pair in self.reasoning_tags or []:
             if len(pair) != 2 or not all(pair):
                 raise ConfigError(
@@ -495,7 +516,9 @@ class TrainerConfig:
         require_positive(
             key, self, "steps", "prompts_per_step", "token_budget", "save_every", "keep_last", "max_consecutive_nonfinite",
             "log_every", "log_samples_every",
+            "max_grad_norm",  # clip_grad_norm_ turns the gradients around below 0 and zeroes them at 0
         )  # fmt: skip
+        require_nonnegative(key, self, "lr", "weight_decay", "warmup_steps")
 
 
 @dataclass
@@ -569,6 +592,12 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+# A value YAML reads as null, false or true where a choice of these words was meant: `none` on the
+# command line (parse_override), `off` (and `no`) anywhere.
+YAML_READS_AS = ((None, "none"), (False, "off"), (True, "on"))
+NULL_WORDS = ("none", "null")
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check `value` against the annotation `tp`, converting where YAML is loose (int -> float)."""
     origin = get_origin(tp)
@@ -576,8 +605,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return value
     if origin in (Union, types.UnionType):
         options = get_args(tp)
-        if value is None and type(None) in options:
-            return None
+        if type(None) in options and (value is None or (isinstance(value, str) and value.lower() in NULL_WORDS)):
+            return None  # a file's `none` is null, as the command line's is (parse_override)
         for option in options:
             if option is type(None):
                 continue
@@ -588,6 +617,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(f"config: {key} expects {' or '.join(_type_name(o) for o in options)}, got {value!r}")
     if origin is Literal:
         allowed = get_args(tp)
+        for read, word in YAML_READS_AS:
+            if value is read and word in allowed:  # chat_template=none, replay.mode: off
+                value = word
         if value not in allowed:
             raise ConfigError(f"config: {key} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
         return value
@@ -628,6 +660,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"config: {key} expects a number, got {value!r}")
+        if not math.isfinite(value):  # every comparison with nan is false: no range check would catch it
+            raise ConfigError(f"config: {key} expects a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -708,7 +742,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
         raise ConfigError(f"config override {key}: cannot read value {raw!r}: {err}") from err
-    if isinstance(value, str) and value.lower() in ("none", "null"):
+    if isinstance(value, str) and value.lower() in NULL_WORDS:
         value = None
     return parts, value
 
@@ -723,14 +757,34 @@ def _set_path(tree: dict[str, Any], parts: list[str], value: Any) -> None:
     node[parts[-1]] = value
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader, refusing a key given twice in one mapping, where YAML keeps the
+    last silently (a second `trainer:` section would drop the first's settings)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # unhashable keys: the base class says so
+            key = self.construct_object(key_node, deep=deep)
+            if key in lines:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice (first on line {lines[key]})", key_node.start_mark
+                )
+            lines[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path}: invalid YAML: {err}") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"config file {path}: cannot read it as UTF-8 text ({err})") from err
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: top level must be a mapping, got {type(data).__name__}")
     return data

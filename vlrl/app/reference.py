@@ -20,7 +20,11 @@ Generated from the code by `vlrl config reference > docs/config.md` (a test fail
 page and the code differ). A config file is YAML with these sections; any key can be set on
 the command line as `section.key=value` (README: your own data). `extends: other.yaml` in a
 file merges it over another. The chosen plugins' options (rollout engine, parallelism
-strategy) sit in a section under their own key, listed at the end.
+strategy) sit in a section under their own key, listed at the end. A key given twice in one
+mapping of a file is refused (YAML would keep the last silently). `none` (or `null`) sets a
+key that may be null to null, in a file as on the command line; where `'none'`, `'off'` or
+`'on'` is a choice, `none`, `off` and `on` are that choice (YAML reads them as null, false,
+true). Numbers must be finite.
 """
 
 
