@@ -40,7 +40,17 @@ from rewards.detection import (
 )
 from rewards.format import think_answer
 from vlrl.config import ConfigError
-from vlrl.data.records import FrameSpec, MediaRules, RecordContext, RecordError, Split, read_data_text
+from vlrl.data.records import (
+    JSON_FAULTS,
+    FrameSpec,
+    MediaRules,
+    RecordContext,
+    RecordError,
+    Split,
+    json_problem,
+    read_data_text,
+    record_faults,
+)
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
 
@@ -124,8 +134,9 @@ class Detection(Task):
         text = read_data_text(path)
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise RecordError(f"{path}:{err.lineno}", f"invalid JSON: {err.msg} (column {err.colno})") from err
+        except JSON_FAULTS as err:  # one JSON object: no record of it can be read apart
+            line = err.lineno if isinstance(err, json.JSONDecodeError) else 1
+            raise RecordError(f"{path}:{line}", json_problem(err)) from err
         if not isinstance(data, dict):
             raise RecordError(
                 f"{path}:1", "expected a COCO instances object with 'images', 'annotations', 'categories'"
@@ -382,7 +393,8 @@ class _CocoReader:
         for i, record in enumerate(data["categories"]):
             ctx = self.ctx("categories", i)
             try:
-                cid, name = _category(record, ctx, categories)
+                with record_faults(ctx.source):
+                    cid, name = _category(record, ctx, categories)
                 categories[cid] = name
             except RecordError as err:
                 yield err
@@ -405,7 +417,8 @@ class _CocoReader:
         for i, record in enumerate(data["annotations"]):
             ctx = self.ctx("annotations", i)
             try:
-                image_id, obj = _annotation(record, ctx, images, categories)
+                with record_faults(ctx.source):
+                    image_id, obj = _annotation(record, ctx, images, categories)
             except RecordError as err:
                 image_id = record.get("image_id") if isinstance(record, dict) else None
                 if isinstance(image_id, int) and image_id in images:
@@ -419,11 +432,12 @@ class _CocoReader:
                 continue
             ctx = self.ctx("images", index)
             try:
-                yield self.sample(data["images"][index], ctx, objects[image_id], names)
+                with record_faults(ctx.source):
+                    sample = self.sample(data["images"][index], ctx, objects[image_id], names)
             except RecordError as err:
                 yield err
-            except (TypeError, ValueError, KeyError, IndexError) as err:
-                yield RecordError(ctx.source, f"{type(err).__name__}: {err}")
+            else:
+                yield sample
 
     def sample(self, record: dict[str, Any], ctx: RecordContext, objects, names: list[str]) -> Sample:
         image_id = record["id"]

@@ -3,6 +3,7 @@ streaming, and training data read through a column mapping."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -10,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from PIL import Image
+from PIL import Image, ImageFile
 
 from vlrl.config import ConfigError, load_config
-from vlrl.data.records import FrameSpec, RecordError, load_split
+from vlrl.data.records import FrameSpec, MediaRules, RecordError, load_split
 from vlrl.data.sample import Sample
 from vlrl.data.tables import (
     IMAGE_TYPE,
@@ -134,7 +135,67 @@ def test_an_undecodable_embedded_image_costs_its_row_only(tmp_path):
         load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c", strict=True)
 
 
-@pytest.mark.parametrize("error", [TypeError, ValueError, KeyError, IndexError])
+def test_a_damaged_row_group_costs_its_own_rows_and_names_them(tmp_path):
+    path = write_parquet(tmp_path / "x.parquet", _rows(8), SCHEMA, row_group_rows=2)
+    column = pq.ParquetFile(path).metadata.row_group(2).column(0)  # rows 4-5's ids
+    data = bytearray(path.read_bytes())
+    start = column.dictionary_page_offset or column.data_page_offset
+    data[start : start + column.total_compressed_size] = b"A" * column.total_compressed_size
+    path.write_bytes(bytes(data))
+    split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "1", "2", "3", "6", "7"]
+    assert [s.source for s in split.samples][-2:] == [f"{path}:row 6", f"{path}:row 7"]
+    (error,) = split.errors
+    assert error.source == f"{path}:row 4" and "rows 4-5 do not read" in error.message
+    with pytest.raises(RecordError, match="rows 4-5 do not read"):
+        load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c", strict=True)
+
+
+def test_an_arrow_stream_cut_short_keeps_its_rows_before_the_cut_and_names_where(tmp_path):
+    path = tmp_path / "data-00000-of-00001.arrow"
+    _write_stream(path, _rows(6))  # batches of 2 rows
+    path.write_bytes(path.read_bytes()[:-300])  # into the last batch
+    split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "1", "2", "3"]
+    (error,) = split.errors
+    assert error.source == f"{path}:row 4" and "the file does not read from this row on" in error.message
+
+
+def test_an_embedded_image_over_the_pixel_limit_is_refused_before_it_is_decoded(tmp_path, monkeypatch):
+    rows = _rows(3)
+    rows[1]["image"] = image_cell(Image.new("RGB", (3000, 3000)), "huge.png")  # 9 M pixels in a few KB
+    path = write_parquet(tmp_path / "x.parquet", rows, SCHEMA)
+    decoded = []
+    load = ImageFile.ImageFile.load
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda im: decoded.append(im.size) or load(im))
+    media = MediaRules(max_image_pixels=1_000_000)
+    split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c", media=media)
+    assert [s.id for s in split.samples] == ["0", "2"]
+    (error,) = split.errors
+    assert error.source == f"{path}:row 1 image"
+    assert (
+        "embedded image has 3000x3000 pixels, more than the limit of 1000000 (data.max_image_pixels)" in error.message
+    )
+    assert (3000, 3000) not in decoded and decoded  # the others were decoded (checked)
+
+
+def test_a_file_found_under_an_images_name_in_the_cache_is_used_only_if_it_holds_the_image(tmp_path):
+    rows = _rows(1)
+    data = rows[0]["image"]["bytes"]
+    digest = hashlib.sha256(data).hexdigest()
+    planted = tmp_path / "c" / digest[:2] / digest
+    planted.parent.mkdir(parents=True)
+    Image.new("RGB", (999, 111), "red").save(planted, format="PNG")  # another user's, or half a write
+    path = write_parquet(tmp_path / "x.parquet", rows, SCHEMA)
+    (sample,) = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c").samples
+    assert Path(sample.images[0]).read_bytes() == data
+    with Image.open(sample.images[0]) as image:
+        assert image.size == (20, 10)
+
+
+@pytest.mark.parametrize(
+    "error", [TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError]
+)
 def test_a_row_of_a_shape_the_task_did_not_foresee_costs_itself_in_tables_and_json(error, tmp_path):
     """A task's builder that raises on a value it did not foresee (not a RecordError): that row
     or record is skipped, named by its place, or raised as a RecordError when strict."""

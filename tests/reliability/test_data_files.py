@@ -65,6 +65,48 @@ def test_a_malformed_list_element_costs_only_itself(root, bad):
     assert error.source == f"{path}:5" and "invalid JSON" in error.message
 
 
+DIGITS = "1" + "0" * 5000  # more digits than Python converts to an int (sys.get_int_max_str_digits)
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than Python's recursion limit
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (f'{{"id": "long", "image": "ok.png", "n": {DIGITS}}}', "unreadable JSON: Exceeds the limit"),
+        (f'{{"id": "deep", "image": "ok.png", "n": {DEEP}}}', "unreadable JSON: nested deeper than Python reads"),
+    ],
+    ids=["a 5000-digit number", "100000 levels of nesting"],
+)
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_json_that_python_cannot_read_costs_only_its_record(root, bad, message, suffix):
+    good = [json.dumps(record(i)) for i in range(4)]
+    path = root / f"train{suffix}"
+    lines = [*good[:2], bad, *good[2:]]
+    path.write_text("[\n" + ",\n".join(lines) + "\n]\n" if suffix == ".json" else "\n".join(lines) + "\n")
+    split = load(path)
+    assert [s.id for s in split.samples] == [f"r{i}" for i in range(4)]
+    (error,) = split.errors
+    assert error.source == f"{path}:{4 if suffix == '.json' else 3}" and message in error.message
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"solution": [10, 10, 10**400, 40]}, "OverflowError"),  # a number no float holds
+        ({"solution": [10, 10, 50, "40"]}, "must be 4 numbers"),  # the task's own message, not wrapped again
+    ],
+)
+def test_a_value_the_task_code_cannot_convert_costs_only_its_record(root, changes, message):
+    path = root / "train.jsonl"
+    path.write_text("\n".join(json.dumps(record(i, **(changes if i == 1 else {}))) for i in range(3)) + "\n")
+    split = load(path)
+    assert [s.id for s in split.samples] == ["r0", "r2"]
+    (error,) = split.errors
+    assert error.source == f"{path}:2" and message in error.message
+    with pytest.raises(RecordError, match=message):
+        load_split(path, RefCOCO().build_sample, SPEC, strict=True)
+
+
 def test_a_missing_comma_between_records_is_reported_and_reading_goes_on(root):
     path = root / "train.json"
     path.write_text(

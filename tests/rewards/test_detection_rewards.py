@@ -399,6 +399,13 @@ def test_coco_loader_one_sample_per_image_in_original_pixels(tmp_path):
             "annotations[0]",
             "image_id 9 is not an id",
         ),
+        # a number no float holds: the loader's own code raises, and the record still costs only its image
+        ({"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 20, 10**400, 4]}, "annotations[0]", "OverflowError"),
+        (
+            {"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 20, 3, 4], "area": 10**400},
+            "annotations[0]",
+            "OverflowError",
+        ),
     ],
 )
 def test_coco_loader_reports_bad_annotations_with_their_place(tmp_path, annotation, where, message):

@@ -173,8 +173,8 @@ def _json_lines(path: Path, text: str) -> Iterator[tuple[str, int, dict[str, Any
         source = f"{path}:{lineno}"
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as err:
-            yield source, index, RecordError(source, f"invalid JSON: {err.msg} (column {err.colno})")
+        except JSON_FAULTS as err:
+            yield source, index, RecordError(source, json_problem(err))
         else:
             if isinstance(record, dict):
                 yield source, index, record
@@ -197,6 +197,22 @@ def _list_start(path: Path, text: str) -> int:
     return pos + 1
 
 
+# What JSON that is well formed may still raise when read: an integer of more digits than Python
+# converts (ValueError, as JSONDecodeError is one) or nesting deeper than its recursion limit.
+JSON_FAULTS = (ValueError, RecursionError)
+# What a task's code may raise on a value of a shape it did not foresee: still that record's problem.
+RECORD_FAULTS = (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError, RecursionError)
+
+
+def json_problem(err: Exception, line: bool = False) -> str:
+    """What is wrong with a JSON text, as said of its record."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"invalid JSON: {err.msg} ({f'line {err.lineno}, ' if line else ''}column {err.colno})"
+    if isinstance(err, RecursionError):
+        return "unreadable JSON: nested deeper than Python reads"
+    return f"unreadable JSON: {err}"
+
+
 class _Lines:
     """Line numbers (1-based) and columns of positions in a text; lines are counted on from the
     last position asked (a file is read front to back)."""
@@ -215,8 +231,12 @@ class _Lines:
         return pos - (self.text.rfind("\n", 0, pos) + 1)
 
     def begins(self, pos: int) -> bool:
-        """Only whitespace precedes `pos` on its line."""
-        return not self.text[pos - self.column(pos) : pos].strip()
+        """Only whitespace precedes `pos` on its line (looked at back to the first other
+        character, not the line's start: a one-line list asks this at every '{')."""
+        start = pos
+        while start and self.text[start - 1] != "\n" and self.text[start - 1].isspace():
+            start -= 1
+        return start == 0 or self.text[start - 1] == "\n"
 
 
 @dataclass
@@ -266,8 +286,8 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
     while True:
         try:
             record, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            what = f"invalid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        except JSON_FAULTS as err:
+            what = json_problem(err, line=True)
             end, resume = _past(text, pos, lines)
             if end is None:  # its brackets never balance, or do only past the next record
                 what += "; the record never closes (its brackets do not balance)"
@@ -436,7 +456,7 @@ def _resume(text: str, start: int, lines: _Lines) -> _Resume:
             held += 1
             try:
                 unplaced += isinstance(decoder.raw_decode(text, p)[0], dict)
-            except json.JSONDecodeError:
+            except JSON_FAULTS:
                 pass
         tried.append(_Resume(None, held, unplaced))
     return tried[0] if column is not None else tried[1]
@@ -458,7 +478,7 @@ def _reads_as_tail(text: str, pos: int, known: dict[int, str]) -> str:
             break
         try:
             _, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError:
+        except JSON_FAULTS:
             answer = "tail" if walked else "no"
             break
         walked.append(pos)
@@ -501,19 +521,26 @@ class Split:
     @contextmanager
     def reading(self, source: str, strict: bool) -> Iterator[None]:
         """Around the reading of one record: a RecordError it raises is kept in `errors`, and so
-        is a TypeError, ValueError, KeyError or IndexError (a value of a shape the task did not
-        foresee is still this record's problem), named by `source`; with `strict`, raised."""
+        is any of RECORD_FAULTS (a value of a shape the task did not foresee, a number no float
+        holds, is still this record's problem), named by `source`; with `strict`, raised."""
         try:
-            yield
+            with record_faults(source):
+                yield
         except RecordError as err:
             if strict:
                 raise
             self.errors.append(err)
-        except (TypeError, ValueError, KeyError, IndexError) as err:
-            wrapped = RecordError(source, f"{type(err).__name__}: {err}")
-            if strict:
-                raise wrapped from err
-            self.errors.append(wrapped)
+
+
+@contextmanager
+def record_faults(source: str) -> Iterator[None]:
+    """Any of RECORD_FAULTS raised inside, raised as the RecordError of the record at `source`."""
+    try:
+        yield
+    except RecordError:  # a ValueError, said already
+        raise
+    except RECORD_FAULTS as err:
+        raise RecordError(source, f"{type(err).__name__}: {err}") from err
 
 
 def load_split(

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,6 +37,7 @@ from PIL import Image
 
 from vlrl.data.records import FrameSpec, MediaRules, RecordContext, RecordError, Split
 from vlrl.data.sample import Sample
+from vlrl.vision.images import DEFAULT_MAX_IMAGE_PIXELS, ImageTooLarge, open_image
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
 BATCH_ROWS = 64  # rows read and turned into Python objects at a time
@@ -221,27 +222,63 @@ def table_files(spec: str, default_split: str = "") -> list[Path]:
     return files
 
 
-def _record_batches(
-    path: Path, columns: list[str] | None, rows: int = BATCH_ROWS
-) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """The file's schema and its record batches of at most `rows` rows, read one at a time."""
+class Rows(NamedTuple):
+    """Rows `first` to `first + count - 1` of a file, as read: a record batch, or the RecordError
+    of rows that do not read (a damaged row group or page; count 0: the rest of the file)."""
+
+    first: int
+    count: int
+    read: pa.RecordBatch | RecordError
+
+
+def _record_batches(path: Path, columns: list[str] | None, rows: int = BATCH_ROWS) -> tuple[pa.Schema, Iterator[Rows]]:
+    """The file's schema and its rows in record batches of at most `rows`, read one at a time."""
     try:
         if path.suffix == ".parquet":
-            # No pre-buffering, no reading threads: either reads row groups ahead of the consumer.
             parquet = pq.ParquetFile(path, pre_buffer=False)
-            batches = parquet.iter_batches(batch_size=rows, columns=columns, use_threads=False)
-            return parquet.schema_arrow, batches
+            return parquet.schema_arrow, _row_groups(parquet, path, columns, rows)
         source = pa.memory_map(str(path))
         try:
             stream = pa.ipc.open_stream(source)  # what `datasets` writes
-            return stream.schema, _sliced(iter(stream), columns, rows)
+            return stream.schema, _read_on(_sliced(iter(stream), columns, rows), path)
         except pa.ArrowInvalid:
             source.seek(0)
             reader = pa.ipc.open_file(source)
             whole = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            return reader.schema, _sliced(whole, columns, rows)
+            return reader.schema, _read_on(_sliced(whole, columns, rows), path)
     except (pa.ArrowInvalid, OSError) as err:
         raise RecordError(str(path), f"not a readable {path.suffix[1:]} file ({err})") from err
+
+
+def _row_groups(parquet: pq.ParquetFile, path: Path, columns: list[str] | None, rows: int) -> Iterator[Rows]:
+    """A parquet file's rows, a row group at a time, so that a damaged one costs its own rows
+    (from the first that does not read to its end), not the file's rest. No pre-buffering, no
+    reading threads: either reads row groups ahead of the consumer."""
+    first = 0
+    for group in range(parquet.num_row_groups):
+        end = first + parquet.metadata.row_group(group).num_rows
+        try:
+            for batch in parquet.iter_batches(batch_size=rows, row_groups=[group], columns=columns, use_threads=False):
+                yield Rows(first, batch.num_rows, batch)
+                first += batch.num_rows
+        except (pa.ArrowException, OSError) as err:
+            where = f"{path}:row {first}"
+            yield Rows(first, end - first, RecordError(where, f"rows {first}-{end - 1} do not read ({err})"[:300]))
+        first = end
+
+
+def _read_on(batches: Iterator[pa.RecordBatch], path: Path) -> Iterator[Rows]:
+    """An arrow file's rows; a batch that does not read ends it, as the RecordError of the rest
+    (its batches cannot be told apart from there on)."""
+    first = 0
+    try:
+        for batch in batches:
+            yield Rows(first, batch.num_rows, batch)
+            first += batch.num_rows
+    except (pa.ArrowException, OSError) as err:
+        yield Rows(
+            first, 0, RecordError(f"{path}:row {first}", f"the file does not read from this row on ({err})"[:300])
+        )
 
 
 def _sliced(batches: Iterator[pa.RecordBatch], columns: list[str] | None, rows: int) -> Iterator[pa.RecordBatch]:
@@ -260,19 +297,24 @@ def default_image_cache() -> Path:
 
 class ImageCache:
     """Embedded images as files named by the hash of their bytes: each is decoded (checked)
-    once, however many rows, runs or processes read it."""
+    once, however many rows, runs or processes read it. A file found under an image's name is
+    used only when it holds the image's bytes: the default folder is in the shared temp dir,
+    where anyone may have put a file under that name (or a crash half of one)."""
 
-    def __init__(self, root: str | Path = ""):
+    def __init__(self, root: str | Path = "", max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
         self.root = Path(root) if root else default_image_cache()
+        self.max_pixels = max_pixels
 
     def store(self, data: bytes, where: str) -> str:
         digest = hashlib.sha256(data).hexdigest()
         target = self.root / digest[:2] / digest
-        if target.is_file():
+        if target.is_file() and target.read_bytes() == data:
             return str(target)
-        try:
-            with Image.open(io.BytesIO(data)) as image:
+        try:  # the header's size is checked before a pixel is decoded
+            with open_image(io.BytesIO(data), self.max_pixels, name="embedded image") as image:
                 image.load()
+        except ImageTooLarge as err:
+            raise RecordError(where, f"{err} (data.max_image_pixels)") from err
         except Exception as err:
             raise RecordError(where, f"embedded image does not decode ({type(err).__name__}: {err})"[:300]) from err
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -336,7 +378,7 @@ def load_table_split(
     """Rows of a table spec -> Samples. `columns` is the schema the task reads (checked on
     every file); `rename` maps the task's record keys to the table's columns (data.columns)."""
     rename = dict(rename or {})
-    cache = ImageCache(image_cache)
+    cache = ImageCache(image_cache, media.max_image_pixels)
     media = dataclasses.replace(media, written_here=(*media.written_here, cache.root.resolve()))
     split = Split(spec)
     row_index = 0
@@ -349,17 +391,20 @@ def load_table_split(
         images = {k: v for k, v in _image_columns(schema).items() if read is None or k in read}
         root = Path(image_root) if image_root else path.parent
         float32 = float32_keys(schema, rename)
-        in_file = 0
-        for batch in batches:
-            for row in batch.to_pylist():
+        offset = row_index  # a row's index is its place in the spec's files, read or not
+        for part in batches:
+            row_index = offset + part.first + part.count
+            if isinstance(part.read, RecordError):
+                with split.reading(part.read.source, strict):
+                    raise part.read
+                continue
+            for in_file, row in enumerate(part.read.to_pylist(), start=part.first):
                 source = f"{path}:row {in_file}"
                 with split.reading(source, strict):
                     _materialize(row, images, cache, source)
                     record = {**row, **{key: row[column] for key, column in rename.items()}}
-                    ctx = RecordContext(source, row_index, root, frame_spec, require_images, media, float32)
+                    ctx = RecordContext(source, offset + in_file, root, frame_spec, require_images, media, float32)
                     split.samples.extend(build(record, ctx))
-                in_file += 1
-                row_index += 1
                 if limit and len(split.samples) >= limit:
                     del split.samples[limit:]
                     return split

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import BinaryIO
 
 from PIL import Image
 
@@ -24,19 +25,19 @@ class ImageTooLarge(ValueError):
     """An image whose header states more pixels than the limit."""
 
 
-def open_image(path: str | Path, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> Image.Image:
-    """Image.open (header only), refusing more than `max_pixels` pixels."""
+def open_image(path: str | Path | BinaryIO, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS, name: str = "") -> Image.Image:
+    """Image.open (header only), refusing more than `max_pixels` pixels; `name`: what messages
+    call the image (default: its path)."""
+    name = name or f"image {path}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # the limit below decides
         try:
             image = Image.open(path)
         except Image.DecompressionBombError as err:
-            raise ImageTooLarge(f"image {path} is over PIL's decompression-bomb limit: {err}") from err
+            raise ImageTooLarge(f"{name} is over PIL's decompression-bomb limit: {err}") from err
     if image.width * image.height > max_pixels:
         image.close()
-        raise ImageTooLarge(
-            f"image {path} has {image.width}x{image.height} pixels, more than the limit of {max_pixels}"
-        )
+        raise ImageTooLarge(f"{name} has {image.width}x{image.height} pixels, more than the limit of {max_pixels}")
     return image
 
 
