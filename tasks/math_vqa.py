@@ -41,6 +41,7 @@ variant's format and accuracy both hold (`task.rewards: {hfrrf: 1.0}`, configs/v
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -149,6 +150,8 @@ class MathVQA(Task):
                 raise ctx.error(f"'{key}' has {placeholders} {IMAGE} placeholders for {len(images)} images")
         if "messages" not in record:
             answer = ctx.get(record, "answer", (str, int, float), "the answer (text or a number)")
+        if (isinstance(answer, float) and not math.isfinite(answer)) or not str(answer).strip():  # NaN, Infinity, ""
+            raise ctx.error(f"key 'answer' must be text or a finite number, got {answer!r}"[:200])
         frame = None
         if images:
             _, width, height = images[0]

@@ -98,6 +98,14 @@ def test_scoring_without_images_trusts_the_recorded_size(folder):
     assert len(split.samples) == 1 and split.samples[0].frame.width == 100
 
 
+@pytest.mark.parametrize("size", [{"width": 0}, {"height": -80}, {"width": True}, {"width": 100.0}])
+def test_a_recorded_size_that_is_no_image_size_stands_for_nothing(folder, size):
+    path = folder / "data.jsonl"
+    path.write_text(json.dumps(_record(image="not-here.png", **size)) + "\n")
+    split = load_split(path, RefCOCO().build_sample, SPEC, require_images=False)
+    assert not split.samples and "image not found" in split.errors[0].message
+
+
 def test_synthetic_data_follows_data_synthetic_seed_not_the_training_seed(tmp_path):
     from vlrl.config import load_config
     from vlrl.tasking.registry import make_task

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import zlib
 
@@ -105,6 +106,26 @@ def test_a_value_the_task_code_cannot_convert_costs_only_its_record(root, change
     assert error.source == f"{path}:2" and message in error.message
     with pytest.raises(RecordError, match=message):
         load_split(path, RefCOCO().build_sample, SPEC, strict=True)
+
+
+@pytest.mark.parametrize(
+    "text,line,held",
+    [
+        ("[\n{r0}\n]\n[\n{r1},\n{r2},\n{r3}\n]\n", 3, "3 records follow it (line 4 on)"),  # two lists
+        ("[\n{r0},\n{r1}]\n{r2},\n{r3}\n]\n", 3, "2 records follow it (line 4 on)"),  # a stray ']'
+    ],
+    ids=["two lists in one file", "a stray closing bracket"],
+)
+def test_records_after_the_lists_end_refuse_the_file_rather_than_be_lost(root, text, line, held):
+    for i in range(4):
+        text = text.replace(f"{{r{i}}}", json.dumps(record(i)))
+    path = root / "train.json"
+    path.write_text(text)
+    with pytest.raises(RecordError, match=re.escape(held)) as refused:
+        load(path)
+    assert refused.value.source == f"{path}:{line}"
+    path.write_text(f"[\n{json.dumps(record(0))}\n]\ntrailing words\n")  # no record after it: read
+    assert [s.id for s in load(path).samples] == ["r0"]
 
 
 def test_a_missing_comma_between_records_is_reported_and_reading_goes_on(root):

@@ -62,6 +62,16 @@ def test_geometry3k_rows_read_unchanged_and_prompt_as_easyr1_builds_it(tmp_path)
     assert rm.easyr1_accuracy(task.target(sample), sample.solution) == 1.0
 
 
+@pytest.mark.parametrize("answer", [math.nan, math.inf, -math.inf, "", "  "])
+def test_an_answer_no_completion_can_equal_is_refused_with_its_record(answer, tmp_path):
+    good = {"problem": "<image>How many?", "images": [_image(tmp_path)], "answer": "3"}
+    path = _write(tmp_path / "train.jsonl", [good, {**good, "answer": answer}])  # json writes NaN, Infinity
+    split = MathVQA().load(path, FRAME)
+    assert [s.solution for s in split.samples] == ["3"]
+    (error,) = split.errors
+    assert error.source == f"{path}:2" and "key 'answer' must be text or a finite number" in error.message
+
+
 def test_easyr1_places_each_image_at_its_placeholder(tmp_path):
     names = [_image(tmp_path, "a.png"), _image(tmp_path, "b.png")]
     path = _write(tmp_path / "d.jsonl", [{"images": names, "problem": "Compare <image> with <image>", "answer": "A"}])

@@ -290,6 +290,9 @@ def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
         {**good, "path": "videos/missing.mp4", "data_type": "video"},
         {**good, "problem_type": "yes/no"},
         {**good, "problem_type": "numerical", "solution": "<answer>many</answer>"},
+        # a nan truth would score every regression answer 1 (Video-R1's clamp reads nan as 0)
+        {**good, "problem_type": "regression", "solution": "<answer>nan</answer>"},
+        {**good, "problem_type": "numerical", "solution": "<answer>1e400</answer>"},
         {**good, "problem_type": "multiple choice", "options": []},
         {**good, "solution": "<answer> </answer>"},
     ]
@@ -302,7 +305,8 @@ def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
     assert not split.samples and len(split.errors) == len(bad)
     messages = [str(e) for e in split.errors]
     assert all(str(path) in m for m in messages)
-    for needle in ("video not found", "yes/no", "not a number", "options", "empty answer"):
+    for needle in ("video not found", "yes/no", "'many' of a numerical problem is not a finite number",
+                   "'nan' of a regression problem", "'1e400' of a numerical problem", "options", "empty answer"):  # fmt: skip
         assert any(needle in m for m in messages), needle
     split = VideoQA().load(path, FrameSpec())  # relative to the data file: the broken file is found, and unreadable
     assert any("video unreadable" in str(e) for e in split.errors)

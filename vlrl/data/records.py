@@ -120,8 +120,8 @@ class RecordContext:
 
     def image_with_size(self, relative: str, record: dict[str, Any]) -> tuple[str, int, int]:
         """Like `image`; only when images are not required and the file is absent does the
-        record's width/height (when present) stand in for the file's."""
-        stated = isinstance(record.get("width"), int) and isinstance(record.get("height"), int)
+        record's width/height (when present, whole and positive) stand in for the file's."""
+        stated = all(type(record.get(key)) is int and record[key] > 0 for key in ("width", "height"))
         if not self.require_images and stated and not self.resolve(relative).is_file():
             return str(self.resolve(relative)), record["width"], record["height"]
         return self.image(relative)
@@ -281,7 +281,7 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
     decoder = json.JSONDecoder()
     index = 0
     if pos < len(text) and text[pos] == "]":
-        yield from _after_list(text, pos, index)
+        yield from _after_list(path, text, pos, index, lines)
         return
     while True:
         try:
@@ -307,7 +307,7 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
             pos = _skip_ws(text, pos + 1)
             continue
         if pos < len(text) and text[pos] == "]":
-            yield from _after_list(text, pos, index)
+            yield from _after_list(path, text, pos, index, lines)
             return
         if pos >= len(text):
             yield _Element(pos, index, "the list never closes (no ']'): the file is cut short", own=False)
@@ -320,7 +320,7 @@ def _list_elements(path: Path, text: str, pos: int, lines: _Lines) -> Iterator[_
         if skip is not None:
             yield _Element(pos, index, "expected ',' or ']' after a record; the text up to the next record was skipped", own=False)  # fmt: skip
             if text[skip] == "]":
-                yield from _after_list(text, skip, index)
+                yield from _after_list(path, text, skip, index, lines)
                 return
             pos = _skip_ws(text, skip + 1)
             continue
@@ -381,11 +381,27 @@ def _at(pos: int, lines: _Lines) -> str:
     return f"line {lines(pos)}" + ("" if lines.begins(pos) else f", column {lines.column(pos) + 1}")
 
 
-def _after_list(text: str, pos: int, index: int) -> Iterator[_Element]:
-    """The list closes at `pos`: text after it is reported, not read."""
+def _after_list(path: Path, text: str, pos: int, index: int, lines: _Lines) -> Iterator[_Element]:
+    """The list closes at `pos`: text after it is reported, not read; when records follow (a
+    stray ']', two lists in one file), the file is refused, since reading on would be a guess
+    and stopping would lose them."""
     rest = _skip_ws(text, pos + 1)
-    if rest < len(text):
-        yield _Element(rest, index, "text after the list's closing ']' was ignored", own=False)
+    if rest >= len(text):
+        return
+    decoder, found, at = json.JSONDecoder(), 0, rest
+    while (at := text.find("{", at)) != -1:
+        try:
+            at = decoder.raw_decode(text, at)[1]
+            found += 1
+        except JSON_FAULTS:
+            at += 1
+    if found:
+        raise RecordError(
+            f"{path}:{lines(pos)}",
+            f"the list closes here, but {found} record{'' if found == 1 else 's'} follow{'s' if found == 1 else ''} "
+            f"it ({_at(rest, lines)} on): a stray ']', or two lists in one file? Fix the file",
+        )
+    yield _Element(rest, index, "text after the list's closing ']' was ignored", own=False)
 
 
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
