@@ -43,7 +43,7 @@ Parser = Literal["structured", "public_regex"]
 NO_INPUT_TEXT = "no input text"  # GUI-R1's default input text, and its extractor's value when there is none
 SCROLL_DIRECTIONS = ("left", "right", "up", "down")
 MAX_COMPLETION_CHARS = 65536  # longer completions parse to nothing (the scorer scores them 0 anyway)
-MAX_ANSWER_CHARS = 8192  # an action list is a few hundred characters; longer answers are not parsed
+MAX_ANSWER_CHARS = 8192  # an action list is a few hundred characters; longer ones are not read as a literal
 MAX_DEPTH = 8
 MAX_NODES = 512
 
@@ -299,15 +299,16 @@ def regex_action(content: str, style: Style, thinking: bool = True) -> GuiAction
 @lru_cache(maxsize=256)
 def extract_action(completion: str, style: Style = "gui_r1", thinking: bool = True,
                    parser: Parser = "structured") -> GuiAction | None:  # fmt: skip
-    """The action a completion's <answer> states, or None without a (parseable-size) answer.
+    """The action a completion's <answer> states, or None without an answer.
 
     `structured` reads the answer as a literal and falls back to the public regexes when it is
-    not one (junk around the list); `public_regex` uses only the public regexes, for numbers
-    identical to the public code's on every completion."""
+    not one (junk around the list, or over MAX_ANSWER_CHARS); `public_regex` uses only the
+    public regexes, for numbers identical to the public code's on every completion (of at most
+    MAX_COMPLETION_CHARS, which the scorer scores 0 anyway)."""
     if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
         return None
     content = answer_text(completion)
-    if content is None or len(content) > MAX_ANSWER_CHARS:
+    if content is None:
         return None
     if parser == "structured":
         parsed = structured_action(content)

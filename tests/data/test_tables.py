@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image, ImageFile
 
+from vlrl.cli import main
 from vlrl.config import ConfigError, load_config
 from vlrl.data.records import FrameSpec, MediaRules, RecordError, load_split
 from vlrl.data.sample import Sample
@@ -252,7 +253,7 @@ def test_large_files_stream_memory_does_not_grow_with_the_file(tmp_path):
     del whole
 
 
-def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, rec_data):
+def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, rec_data, capsys):
     """VLM-R1's REC records as an EasyR1-style parquet (a list of embedded images, other
     column names): mapped back by data.columns, they give the json's samples."""
     records = json.loads(rec_data.read_text())
@@ -284,3 +285,9 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     cfg.data.columns = {}  # unmapped, every row lacks the keys the task reads: each is reported
     with pytest.raises(ConfigError, match="no usable records"):
         load_task_split(task, cfg, "train")
+    # `vlrl data validate` reads the table as the run does
+    validate = ["data", "validate", "--task", "refcoco", f"{tmp_path / 'ds'}@train", "trainer.progress=false"]
+    assert main([*validate, *overrides[1:]]) == 0
+    assert f"{len(records)} records, all usable" in capsys.readouterr().out
+    assert main([*validate, *overrides[1:3]]) == 1  # without the mapping, as load_task_split above
+    assert f"{len(records)} records, 0 usable" in capsys.readouterr().out

@@ -59,3 +59,11 @@ def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys)
 def test_a_clean_dataset_passes(tmp_path, rec_data, capsys):
     assert main(["data", "validate", "--task", "refcoco", str(rec_data), "trainer.progress=false"]) == 0
     assert "12 records, all usable" in capsys.readouterr().out
+
+
+def test_a_file_of_no_records_fails_as_the_run_would(tmp_path, capsys):
+    for name, text in [("empty.jsonl", ""), ("blank.jsonl", "\n\n"), ("none.json", "[]")]:
+        data = tmp_path / name
+        data.write_text(text)
+        assert main(["data", "validate", "--task", "refcoco", str(data), "trainer.progress=false"]) == 1
+        assert f"{data}: no records (a run refuses it: no usable records)" in capsys.readouterr().out

@@ -105,6 +105,15 @@ def test_extraction_falls_back_to_the_public_regexes_on_junk():
     assert R.extract_action(two, "gui_r1").point == (3.0, 4.0)
 
 
+@pytest.mark.parametrize("parser", ["structured", "public_regex"])
+def test_an_answer_longer_than_the_literal_limit_is_read_by_the_public_regexes(parser):
+    # GUI-R1's extractors have no length limit: 115 clicks (8,395 characters) score as one would
+    action = "{'action': 'click', 'point': [150, 150], 'input_text': 'no input text'}"
+    completion = f"<think>t</think> <answer>[{', '.join([action] * 115)}]</answer>"
+    assert len(R.answer_text(completion)) > R.MAX_ANSWER_CHARS
+    assert R.extract_action(completion, parser=parser) == R.GuiAction("click", (150.0, 150.0), "no input text")
+
+
 def test_public_regex_mode_reads_only_what_the_public_code_reads():
     as_json = '<answer>[{"action": "click", "point": [1, 2], "input_text": "x"}]</answer>'
     assert R.extract_action(as_json, parser="public_regex") == R.GuiAction(None, (1.0, 2.0), None)

@@ -56,7 +56,7 @@ def load_task_split(
         write_synthetic(task, path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
-    split = _read(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
+    split = read_split(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
     if split.errors and console:
         console.print(
             f"[yellow]skipped {len(split.errors)} bad record(s) in {path}; {len(split.samples)} sample(s) read[/yellow]"
@@ -135,7 +135,9 @@ def check_held_out(cfg: Config, console: Console, evaluates: bool) -> None:
         console.print(f"[yellow]warning:[/yellow] {escape(problem)}", highlight=False)
 
 
-def _read(task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str]) -> Split:
+def read_split(task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str]) -> Split:
+    """The split at `path`, a file of the task's own format or a published table (`columns`:
+    the task's record keys -> the table's columns), by data.strict, data.limit and the media rules."""
     d = cfg.data
     if not (task.columns or is_table_spec(path)):
         if columns:

@@ -8,14 +8,14 @@ same media.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vlrl.config import Config
-from vlrl.models.loading import frame_spec
 from vlrl.models.prompting import UnusableSample, read_media
-from vlrl.tasking.sources import media_rules
+from vlrl.tasking.sources import read_split
 from vlrl.tasking.task import Task
 
 
@@ -32,6 +32,8 @@ class Validation:
         self.kinds[kind] += 1
 
     def summary(self) -> str:
+        if not self.records:
+            return f"{self.path}: no records (a run refuses it: no usable records)"
         if not self.problems:
             return f"{self.path}: {self.records} records, all usable"
         kinds = ", ".join(f"{n} {kind}" for kind, n in self.kinds.most_common())
@@ -39,8 +41,11 @@ class Validation:
 
 
 def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int], None] | None = None) -> Validation:
-    split = task.load(path, frame_spec(cfg.model), cfg.data.image_root, False, 0, True, media_rules(cfg))
+    every = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, strict=False, limit=0))  # every problem
+    split = read_split(task, path, every, True, cfg.data.columns)  # as a run reads it: tables, data.columns
     report = Validation(path, len(split.samples) + len(split.errors))
+    if not report.records:
+        report.add("no records", f"{path}: holds no records")
     for err in split.errors:
         report.add("bad records", str(err))
     first_of_id: dict[str, str] = {}
