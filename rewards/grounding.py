@@ -109,8 +109,9 @@ PR1_BOX_START = "<|box_start|>"
 
 
 def pr1_untagged(completion: str) -> bool:
-    """PR1's `is_qwen2vl` test: without `<|box_start|>` the box is relative (0-1)."""
-    return PR1_BOX_START not in completion
+    """PR1's `is_qwen2vl` test: without `<|box_start|>` the box is relative (0-1); asked, as
+    there, of the completion with `<|endoftext|>` removed."""
+    return PR1_BOX_START not in completion.replace(PR1_END_OF_TEXT, "")
 
 
 def pr1_relative_to_norm1000(box: Sequence[float]) -> list[int] | None:

@@ -105,6 +105,11 @@ class Prediction:
     points: list[tuple[float, float]] | None  # in the model's frame
 
 
+# PR1 trains counting with its pr1_counting reward alone (--reward_funcs pr1_counting), which
+# already scores 0 outside its format: a format term beside it would count the format twice.
+PR1_REWARDS = {"count_points": 1.0}
+
+
 class Counting(Task):
     name = "counting"
     description = "Object counting (PixMo-Count / CountBench records): exact count and Perception-R1's point reward"
@@ -115,6 +120,8 @@ class Counting(Task):
     data_suffix = ".json"
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
+        if (options or {}).get("variant") == "perception_r1" and not rewards:
+            rewards = PR1_REWARDS
         super().__init__(options, rewards)
         if self.options.target_count_offset and self.options.variant != "number":
             raise ConfigError(

@@ -15,8 +15,9 @@ Frames are sampled and sized by `model.video` (qwen-vl-utils' rules, vlrl/vision
 Rewards: `format` (<think>...</think>\\s*<answer>...</answer>, full match) and `accuracy`
 (rewards/video.py, by problem type; task.options.nonfinite says how "nan" answers score).
 `temporal_variant` gives a video sample its frames shuffled (seeded by the sample's id) for
-T-GRPO (algo.temporal); an image sample has none. Metrics: `accuracy` (the mean accuracy
-reward, as Video-R1's evaluation averages it), `accuracy/<problem type>`, `format_rate`.
+T-GRPO (algo.temporal); an image sample has none. Metrics: `accuracy` (the mean training
+accuracy reward; Video-R1's evaluation numbers are the `video_r1_*` benchmarks'),
+`accuracy/<problem type>`, `format_rate`.
 """
 
 from __future__ import annotations

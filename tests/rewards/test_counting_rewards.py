@@ -26,6 +26,7 @@ from rewards.counting import (
 from tasks.counting import Counting
 from vlrl.config import ConfigError
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
+from vlrl.tasking.scoring import score
 
 D = NORM1000_DIAGONAL  # 1000 * sqrt(2)
 
@@ -270,6 +271,10 @@ def test_perception_r1_variant_scores_its_own_format(tmp_path):
     assert fns["count_points"]([completion], [sample]) == pytest.approx([expected])
     assert fns["count_points"]([completion.replace("<|im_end|>", "")], [sample]) == [0.0]  # gated by the format
     assert task.predict(completion.replace("<|im_end|>", ""), sample) == 2  # PR1's eval counts boxes regardless
+    # PR1's total is pr1_counting alone (--reward_funcs pr1_counting): no format term beside it
+    assert task.reward_weights == {"count_points": 1.0}
+    assert score(task, [completion], [sample]).total == pytest.approx([expected])
+    assert Counting(options={"variant": "points"}).reward_weights == {"format": 1.0, "count_points": 1.0}
 
 
 def test_counting_metrics_on_fixed_predictions(tmp_path):

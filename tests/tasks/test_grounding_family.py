@@ -313,6 +313,7 @@ def pr1_reward(completion: str, solution: list[float]) -> float:
         "<|object_ref_start|>it<|object_ref_end|><|box_start|>(100,100),(300,300)<|box_end|><|im_end|>",
         "<|object_ref_start|>it<|object_ref_end|><|box_start|>(150,120),(320,290)<|box_end|><|endoftext|>",
         "<|box_start|>(1<|endoftext|>50,120),(320,290)<|box_end|>",  # the token goes, the digits join
+        "<|box_st<|endoftext|>art|>(100,100),(300,250)",  # and the tag it splits is whole again: absolute
         "(0.1,0.1),(0.3,0.3)",  # no <|box_start|>: a relative box, scaled by 1000
         "[0.15, 0.1234, 0.29999, 0.3]",  # int(x * 1000) truncates
         "the box is (0.12, 0.1), (0.3, 0.31)<|endoftext|>",
