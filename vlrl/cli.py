@@ -154,6 +154,19 @@ def _print_first(notes: list[str], label: str, rest: str, shown: int = 10) -> No
         console.print(f"[yellow]... {len(notes) - shown} more {rest}[/yellow]")
 
 
+def writable(text: str, flag: str, folder: bool = False) -> Path:
+    """Where a command writes (a file, or a `folder`), checked before its work: a ConfigError
+    naming `flag` when it is the other kind, or lies under a file or a folder it cannot write."""
+    path = Path(text)
+    if path.exists() and path.is_dir() != folder:
+        kind = "folder" if folder else "file"
+        raise ConfigError(f"{flag} {path} is {'a file' if folder else 'a folder'}; give the {kind} to write")
+    nearest = next(p for p in path.parents if p.exists())
+    if not nearest.is_dir() or not os.access(nearest, os.W_OK):
+        raise ConfigError(f"{flag} {path} cannot be written: {nearest} is not a folder this user may write in")
+    return path
+
+
 def cmd_score(args: argparse.Namespace) -> None:
     from vlrl.tasking.registry import make_task
     from vlrl.tasking.scoring import score_file
@@ -161,11 +174,13 @@ def cmd_score(args: argparse.Namespace) -> None:
 
     cfg = _config(args, **{"task.name": args.task})
     task = make_task(cfg.task)
+    writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
     result = score_file(task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags)
     _print_first(result.problems, "skipped", "skipped completions")
     _print_first(result.zeroed, "scored 0:", "scored 0")
+    _print_first(result.repeated, "repeated:", "ids with several completions (each scored: the metrics average them)")
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -385,7 +400,7 @@ def cmd_export(args: argparse.Namespace) -> None:
     from vlrl.models.loading import export_full_model
 
     _quiet_transformers()
-    out, merged = export_full_model(args.checkpoint, Path(args.out))
+    out, merged = export_full_model(args.checkpoint, writable(args.out, "vlrl export OUT", folder=True))
     how = " (LoRA adapters merged into their base)" if merged else ""
     console.print(f"wrote the full model of {args.checkpoint}{how} to {out}", markup=False, highlight=False)
 

@@ -234,3 +234,25 @@ def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwe
     metrics = read_metrics(out)["refcoco"]
     assert metrics["reward/fragile"] == 0.0 and metrics["reward_failures/fragile"] == 3.0
     assert "oversized_completions" not in metrics  # four tokens: nothing too long to read
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [('{"results": {"refcoco": {"acc@0.5,none"', "is not readable JSON"), ("{}", "holds no 'results' mapping")],
+    ids=["torn", "not an evaluation's"],
+)
+def test_compare_of_a_results_json_that_is_not_one_says_so_in_one_line(tmp_path, capsys, text, message):
+    a = write_results(tmp_path / "a")
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "results.json").write_text(text)
+    assert main(["eval", "--compare", str(a), str(b)]) == 2
+    assert f"error: {b / 'results.json'} {message}" in capsys.readouterr().out
+
+
+def test_export_into_a_file_is_refused_before_anything_loads(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "model.bin"
+    target.write_text("not a folder")
+    monkeypatch.setattr("vlrl.models.loading.export_full_model", lambda *a: pytest.fail("exported into a file"))
+    assert main(["export", str(tmp_path / "ckpt"), str(target)]) == 2
+    assert f"error: vlrl export OUT {target} is a file; give the folder to write" in capsys.readouterr().out

@@ -115,3 +115,50 @@ def test_rerunning_a_finished_run_says_so_before_loading_anything(tmp_path, fini
     assert "raise trainer.steps to go on" in out and "resumed" not in out
     assert f"checkpoint:    {checkpoint}" in out
     assert (run_dir / "metrics.jsonl").read_text() == before
+
+
+def test_a_finished_checkpoint_given_to_a_new_run_is_not_called_that_runs_end(tmp_path, finished_run, capsys):
+    run_dir, overrides = finished_run
+    checkpoint = run_dir / "checkpoints" / "step-0000002"
+    new = tmp_path / "new"
+    assert main(["train", *overrides, f"trainer.output_dir={new}", f"trainer.resume={checkpoint}"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"the checkpoint to resume from, {checkpoint} is step 2 of trainer.steps=2")
+    assert "already finished" not in out and "another trainer.output_dir" not in out
+
+
+@pytest.mark.parametrize("gone", ["model.safetensors", "config.json", "trainer_state.json"])
+def test_a_checkpoint_missing_a_file_is_refused_in_one_line_naming_it(tmp_path, finished_run, capsys, gone):
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3})
+    checkpoint = run_dir / "checkpoints" / "step-0000002"
+    (checkpoint / gone).unlink()
+    assert main(["train", *overrides]) == 2
+    out = capsys.readouterr().out
+    assert f"error: {checkpoint}" in out and "Traceback" not in out
+    if gone == "trainer_state.json":
+        assert "is not a complete vlrl checkpoint (no trainer_state.json)" in out and "pickle" not in out
+    else:
+        assert "has its trainer state but its model does not load" in out
+
+
+def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_goes_on_from_the_new(
+    tmp_path, rec_data, tiny_qwen25, capsys
+):
+    run_dir = tmp_path / "run"
+    first = tiny_run(run_dir, rec_data, **{"trainer.steps": 4, "trainer.save_every": 1, "trainer.keep_last": 5})
+    assert main(["train", *first]) == 0
+    step2 = run_dir / "checkpoints" / "step-0000002"
+    rewind = [*first, "trainer.steps=3", "trainer.keep_last=1", f"trainer.resume={step2}", "trainer.lr=5e-4"]
+    assert main(["train", *rewind]) == 0
+    assert "the run's later checkpoints (step-0000003, step-0000004) moved to" in capsys.readouterr().out
+    # the step just written is the run's (keep_last=1 pruned what came before it, not it)
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-0000003"]
+    (aside,) = (run_dir / "rewound").iterdir()
+    assert sorted(p.name for p in aside.iterdir()) == ["step-0000003", "step-0000004"]  # kept, whole
+    assert (aside / "step-0000004" / "trainer_state.pt").is_file()
+    assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3]
+    on = [*first, "trainer.steps=4", "trainer.lr=5e-4", "trainer.keep_last=1"]
+    assert main(["train", *on]) == 0  # auto: the new timeline's step 3, not the one left behind
+    assert f"resumed from {run_dir / 'checkpoints' / 'step-0000003'} (step 3)" in capsys.readouterr().out
+    assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3, 4]
+    assert [row["lr"] for row in metrics_rows(run_dir)] == [0.001, 0.001, 0.0005, 0.0005]

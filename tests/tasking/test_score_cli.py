@@ -136,3 +136,29 @@ def test_score_prints_the_first_ten_lines_it_skipped_then_how_many_more(tmp_path
     printed = " ".join(capsys.readouterr().out.split())
     assert [f"no usable data record has id {100 + i}" in printed for i in range(12)] == [True] * 10 + [False] * 2
     assert "... 2 more skipped completions" in printed
+
+
+def test_several_completions_of_one_id_are_each_scored_and_said(tmp_path, rec_data, capsys):
+    completions = tmp_path / "completions.jsonl"
+    lines = [{"id": 0, "completion": "a"}, {"id": 1, "completion": "b"}, {"id": 0, "completion": "c"}]
+    completions.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"repeated: {completions}:3: id 0 again (first at {completions}:1)" in printed
+    assert "3 completions scored" in printed and len(out.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("out, message", [("{tmp}", "is a folder; give the file to write"),
+                                          ("{data}/x.jsonl", "is not a folder this user may write in")])  # fmt: skip
+def test_an_out_that_cannot_be_written_is_said_before_any_scoring(
+    tmp_path, rec_data, capsys, monkeypatch, out, message
+):
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(json.dumps({"id": 0, "completion": "a"}) + "\n")
+    monkeypatch.setattr("vlrl.tasking.scoring.score_file", lambda *a, **k: pytest.fail("scored before checking --out"))
+    out = out.format(tmp=tmp_path, data=rec_data)
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions), "--out", out]
+    assert main(args) == 2
+    assert message in capsys.readouterr().out

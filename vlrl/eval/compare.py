@@ -8,14 +8,13 @@ results.json and every one that differs is named.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from vlrl.config import dotted
-from vlrl.eval.layout import read_metrics
+from vlrl.eval.layout import read_metrics, read_results
 
 # Config keys (and key prefixes, ending in ".") that decide an eval's numbers besides the model.
 SETTINGS = (
@@ -31,13 +30,6 @@ SETTINGS = (
     "eval.temperature",
     "eval.top_p",
 )
-
-
-def read_results(out_dir: Path) -> dict[str, Any]:
-    path = out_dir / "results.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {out_dir} the output directory of vlrl eval?")
-    return json.loads(path.read_text())
 
 
 def settings(results: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ records the tags a benchmark's responses were stripped of (null: none).
 from __future__ import annotations
 
 import json
+import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -28,7 +29,7 @@ from typing import Any
 import torch
 
 import vlrl
-from vlrl.config import Config, to_dict
+from vlrl.config import Config, ConfigError, to_dict
 
 
 @dataclass
@@ -98,7 +99,9 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
         "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
         "skipped": {r.task: r.skipped[:SKIPPED_SHOWN] for r in results if r.skipped},
     }
-    (out_dir / "results.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    partial = out_dir / "results.json.partial"  # replaced whole: a killed evaluation leaves no torn results.json
+    partial.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    os.replace(partial, out_dir / "results.json")
     for r in results:
         with open(samples_path(out_dir, r.task), "w", encoding="utf-8") as handle:
             for record in r.records:
@@ -110,11 +113,27 @@ def samples_path(out_dir: Path, task: str) -> Path:
     return out_dir / f"samples_{task}.jsonl"
 
 
+def read_results(out_dir: Path) -> dict[str, Any]:
+    """An output directory's results.json (lmms-eval's or vlrl's) as data; one that is not
+    (torn, or not an evaluation's) is a ConfigError naming it."""
+    path = out_dir / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {out_dir} the output directory of vlrl eval?")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        raise ConfigError(f"{path} is not readable JSON ({err})") from err
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise ConfigError(f"{path} holds no 'results' mapping of task -> metrics, as an evaluation writes")
+    return results
+
+
 def read_metrics(out_dir: Path) -> dict[str, dict[str, float]]:
     """Task -> metric -> value of a results.json (lmms-eval's or vlrl's), errors left out."""
-    results = json.loads((out_dir / "results.json").read_text())["results"]
     out = {}
-    for task, values in results.items():
+    for task, values in read_results(out_dir)["results"].items():
+        if not isinstance(values, dict):
+            continue
         out[task] = {
             key.rpartition(",")[0]: value
             for key, value in values.items()

@@ -146,6 +146,7 @@ class FileScore:
     problems: list[str]  # "file:line: reason" for completions that could not be scored
     mean_reward: float
     zeroed: list[str]  # completions scored 0 unread (too long), rewards whose values were 0 (it raised)
+    repeated: list[str]  # "file:line: id again (first at file:line)": several completions of a sample, each scored
 
 
 def score_file(
@@ -161,6 +162,8 @@ def score_file(
     by_id = {s.id: s for s in samples}
     pairs: list[Matched] = []
     problems: list[str] = []
+    first_line: dict[str, str] = {}
+    repeated: list[str] = []
     for where, _, record in read_records(completions_path):
         if isinstance(record, RecordError):
             problems.append(str(record))
@@ -172,6 +175,9 @@ def score_file(
         if sample is None:
             problems.append(f"{where}: no usable data record has id {record['id']!r}")
             continue
+        if sample.id in first_line:  # n samples of a prompt, or a line written twice: said, and scored
+            repeated.append(f"{where}: id {record['id']!r} again (first at {first_line[sample.id]})")
+        first_line.setdefault(sample.id, where)
         pairs.append(Matched(record["id"], record["completion"], sample, where))
     texts = [pair.completion for pair in pairs]
     matched = [pair.sample for pair in pairs]
@@ -193,4 +199,4 @@ def score_file(
     else:
         metrics = task.metrics(matched, texts) if pairs else {}
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
-    return FileScore(len(pairs), metrics, problems, mean, zeroed)
+    return FileScore(len(pairs), metrics, problems, mean, zeroed, repeated)

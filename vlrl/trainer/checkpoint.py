@@ -17,6 +17,7 @@ import pickle
 import random
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,19 @@ def save_failed(checkpoints: Path, tmp: Path | None, step: int, reason: str) -> 
     )
 
 
+def set_aside_after(run_dir: Path, step: int) -> list[Path]:
+    """A run resumed at `step` from its own checkpoint (trainer.resume=PATH, rewinding): its
+    checkpoints of later steps belong to the timeline left behind; they are moved, whole, to
+    RUN/rewound/<time>/ (never resumed from, never pruned) so that `resume=auto` and pruning see
+    only the new one. The moved directories, in step order."""
+    later = [p for p in list_checkpoints(run_dir / "checkpoints") if int(STEP_DIR.match(p.name).group(1)) > step]
+    if not later:
+        return []
+    aside = run_dir / "rewound" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    aside.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.move(str(p), str(aside / p.name))) for p in later]
+
+
 def commit_checkpoint(checkpoints: Path, tmp: Path, step: int, keep_last: int) -> Path:
     """Flush the complete `tmp`, rename it to step-NNNNNNN, prune the oldest beyond keep_last."""
     _fsync_tree(tmp)
@@ -113,7 +127,7 @@ def commit_checkpoint(checkpoints: Path, tmp: Path, step: int, keep_last: int) -
         shutil.rmtree(final)
     os.rename(tmp, final)
     _fsync_tree(checkpoints)
-    for old in list_checkpoints(checkpoints)[:-keep_last]:
+    for old in list_checkpoints(checkpoints)[:-keep_last]:  # no later step is there (set_aside_after)
         shutil.rmtree(old, ignore_errors=True)
     return final
 
@@ -206,8 +220,9 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
     """The trainer state of a checkpoint, read as data only: a file that holds anything other
     than tensors and plain values (an old vlrl's pickle, or a tampered file) is refused unread."""
     path = checkpoint / STATE_FILE
-    if not path.is_file():
-        raise CheckpointError(f"{checkpoint} is not a complete vlrl checkpoint (no {STATE_FILE})")
+    if not path.is_file() or not (checkpoint / STATE_INFO).is_file():
+        missing = STATE_FILE if not path.is_file() else STATE_INFO
+        raise CheckpointError(f"{checkpoint} is not a complete vlrl checkpoint (no {missing})")
     try:
         info = json.loads((checkpoint / STATE_INFO).read_text())
     except (OSError, ValueError):

@@ -32,6 +32,7 @@ from vlrl.trainer.checkpoint import (
     load_trainer_state,
     restore_rng,
     rng_state,
+    set_aside_after,
     write_checkpoint,
 )
 from vlrl.trainer.history import (
@@ -96,10 +97,11 @@ def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult 
     step = int(match.group(1))
     main = int(os.environ.get("RANK", "0")) == 0
     if main:
+        own = checkpoint.parent.resolve() == (Path(t.output_dir) / "checkpoints").resolve()
+        whose = f"{escape(t.output_dir)} already finished: its checkpoint" if own else "the checkpoint to resume from,"
         console.print(
-            f"{escape(t.output_dir)} already finished: its checkpoint {escape(str(checkpoint))} is step {step} of "
-            f"{section}.steps={t.steps}, so there is nothing to train; raise {section}.steps to go on, or choose "
-            f"another {section}.output_dir",
+            f"{whose} {escape(str(checkpoint))} is step {step} of {section}.steps={t.steps}, so there is nothing to "
+            f"train; raise {section}.steps to go on" + (f", or choose another {section}.output_dir" if own else ""),
             highlight=False,
         )
     run_dir = Path(t.output_dir)
@@ -175,7 +177,7 @@ class Run:
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
         self.strategy = make_strategy(t, section, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
-        self.model = self.strategy.wrap(self.load(cfg.model, str(resume_from) if resume_from else None).eval())
+        self.model = self.strategy.wrap(self._policy(cfg.model, resume_from).eval())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
@@ -238,6 +240,13 @@ class Run:
         for path in (self.metrics_path, self.dir / "samples.jsonl", self.dir / UNUSABLE_LOG, self.dir / HISTORY_FILE):
             for report in drop_steps_after(path, self.step):
                 self.console.print(f"[yellow]repaired[/yellow] {escape(report)}", highlight=False)
+        if moved := set_aside_after(self.dir, self.step):
+            self.console.print(
+                f"[yellow]rewound to step {self.step}:[/yellow] the run's later checkpoints "
+                f"({', '.join(p.name for p in moved)}) moved to {escape(str(moved[0].parent))}, kept but never resumed "
+                "from; the logs after it were cut back",
+                highlight=False,
+            )
         for key, change in changes.items():
             self.console.print(
                 f"[yellow]changed from step {self.step + 1}:[/yellow] {key}: {escape(repr(change['from']))} -> "
@@ -266,6 +275,20 @@ class Run:
         """A model (`path`; None: model.path) as this run's strategy wraps it: on its load device,
         copied out of the checkpoint file unless wrapping copies it (`Strategy.copies_weights`)."""
         return load_model(model, path, self.strategy.load_device, own_memory=not self.strategy.copies_weights)
+
+    def _policy(self, model: ModelConfig, checkpoint: Path | None) -> torch.nn.Module:
+        """The policy, from the checkpoint resumed (None: model.path); a checkpoint whose model
+        files are gone or damaged (its trainer state read) is a CheckpointError naming it."""
+        try:
+            return self.load(model, str(checkpoint) if checkpoint else None)
+        except (OSError, ValueError) as err:
+            if checkpoint is None:
+                raise
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise CheckpointError(
+                f"{checkpoint} has its trainer state but its model does not load ({first}); resume from an earlier "
+                "checkpoint with trainer.resume=PATH, or move this one away"
+            ) from err
 
     def take(self, n: int) -> list[tuple[int, int]]:
         """This process's share of the next n prompts, (source, index) each; every process
