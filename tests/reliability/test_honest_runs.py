@@ -141,6 +141,23 @@ def test_a_checkpoint_missing_a_file_is_refused_in_one_line_naming_it(tmp_path, 
         assert "has its trainer state but its model does not load" in out
 
 
+def test_a_resume_refuses_a_different_model_put_at_model_path(tmp_path, rec_data, capsys):
+    base = tmp_path / "base"
+    assert main(["tiny-model", str(base), "--arch", "qwen2_5_vl"]) == 0
+    run_dir = tmp_path / "run"
+    overrides = tiny_run(run_dir, rec_data, **{"model.path": base, "trainer.steps": 1, "trainer.save_every": 1})
+    assert main(["train", *overrides]) == 0
+    assert main(["tiny-model", str(base), "--arch", "qwen2_5_vl", "--seed", "3"]) == 0  # same config and sizes
+    assert main(["train", *overrides, "trainer.steps=2"]) == 0  # not told apart: the weights are not read
+    config = json.loads((base / "config.json").read_text())
+    config["text_config"]["rms_norm_eps"] = 1e-6  # another model of the same kind under the same path
+    (base / "config.json").write_text(json.dumps(config))
+    capsys.readouterr()
+    assert main(["train", *overrides, "trainer.steps=3"]) == 2
+    out = capsys.readouterr().out
+    assert f"the model at model.path {base}" in out and "is not the one" in out and "Traceback" not in out
+
+
 def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_goes_on_from_the_new(
     tmp_path, rec_data, tiny_qwen25, capsys
 ):

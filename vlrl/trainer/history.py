@@ -4,12 +4,14 @@ A checkpoint keeps the config its steps ran with and a fingerprint of each train
 file. Rerunning in the run directory with a changed setting applies the new value from the
 next step, and the run records it in `config_history.jsonl` ({"step": first step it applies
 to, "changes": {key: {"from": old, "to": new}}}); a setting that a resume cannot honour is
-refused by name. A data file whose contents changed is warned about and recorded the same way.
+refused by name. A data file whose contents changed is warned about and recorded the same way;
+another model at model.path (`model_fingerprint`) is refused.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,27 @@ def file_digest(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin")
+MODEL_CONFIGS = ("config.json", "adapter_config.json")
+
+
+def model_fingerprint(path: str | Path) -> dict[str, Any]:
+    """What tells the model at `path` (model.path, the base a resumed run reloads its processor,
+    reference and adapters' base from) apart from another put there: its config (less the
+    transformers version that wrote it) and each weight file's size; the weights themselves are
+    not read (gigabytes)."""
+    folder = Path(path)
+    configs = {}
+    for name in MODEL_CONFIGS:
+        if (folder / name).is_file():
+            config = json.loads((folder / name).read_text(encoding="utf-8"))
+            if isinstance(config, dict):
+                config.pop("transformers_version", None)
+            configs[name] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    weights = {p.name: p.stat().st_size for pattern in WEIGHT_FILES for p in sorted(folder.glob(pattern))}
+    return {"configs": configs, "weights": weights}
 
 
 def data_fingerprints(paths: list[str]) -> list[dict[str, str]]:

@@ -40,6 +40,7 @@ from vlrl.trainer.history import (
     data_changes,
     data_fingerprints,
     file_changes,
+    model_fingerprint,
     resume_changes,
     used_config,
 )
@@ -173,6 +174,13 @@ class Run:
         torch.manual_seed(t.seed)
         self.device = self.procs.device()
         self.base_path = checkpoint_path(cfg.model)
+        self.base_model = model_fingerprint(self.base_path)
+        if state and state.get("base_model", self.base_model) != self.base_model:  # older checkpoints: none kept
+            raise ConfigError(
+                f"config: the model at model.path {cfg.model.path} ({self.base_path}) is not the one {resume_from} "
+                "was trained from (its config or its weight files differ): the processor, the reference model and "
+                f"LoRA's base come from it; put that model back, or start a new run in another {section}.output_dir"
+            )
         self.processor = load_processor(cfg.model, self.base_path)
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
         self.strategy = make_strategy(t, section, self.procs)
@@ -348,6 +356,7 @@ class Run:
             "config": json.dumps(self.config),
             "data": self.data,
             "reward_files": self.reward_files,
+            "base_model": self.base_model,
             **self.strategy.trainer_state(),
         }
         try:
