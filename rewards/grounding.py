@@ -174,7 +174,10 @@ def iou_vlm_r1(box1: Box, box2: Box) -> float:
     union = (box1[2] - box1[0]) * (box1[3] - box1[1]) + (box2[2] - box2[0]) * (box2[3] - box2[1]) - inter
     if union == 0:  # VLM-R1 raises ZeroDivisionError here and scores 0
         return 0.0
-    return float(inter) / union
+    try:
+        return float(inter) / union
+    except OverflowError:  # areas past the floats (201-digit coordinates): VLM-R1's try scores 0 too
+        return 0.0
 
 
 def iou_continuous(box1: Box, box2: Box) -> float:

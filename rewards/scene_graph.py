@@ -100,7 +100,10 @@ def refine(name: Any) -> str:
 
 
 def category(name: str) -> str:
-    return name.split(".")[0].lower()
+    """An id's category: the name before its first ".", lower-cased, less one trailing space
+    ("car .1"): spaCy keeps a single trailing space as the last token's whitespace, so R1-SGG's
+    similarity of "car " and "car" is that of identical tokens, 1."""
+    return name.split(".")[0].lower().removesuffix(" ")
 
 
 def category_match(a: str, b: str) -> float:

@@ -56,6 +56,13 @@ def test_rewards_equal_univg_r1s_on_its_qwen2_vl_frame(images, completion, iou, 
     assert scores.components["format"][0] == fmt
 
 
+def test_a_box_whose_area_no_float_holds_scores_0_as_univg_r1s_try_does_and_raises_nothing(images):
+    huge = "1" + "0" * 200  # each coordinate fits a float; the union's area (1e400) does not
+    completion = f"<think>x</think><answer>(0,0),({huge},{huge})</answer>"
+    scores = score(MultiImageGrounding(), [completion], [sample_of(images, RECORD)])
+    assert scores.components["iou"] == [0.0] and scores.failures == {}  # not a reward that raised
+
+
 def test_the_prompt_shows_every_image_then_univg_r1s_question(images):
     task = MultiImageGrounding()
     sample = sample_of(images, RECORD)
