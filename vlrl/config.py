@@ -398,7 +398,7 @@ class AlgoConfig:
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
     dual_clip: float | None = None  # dual-clip PPO's c (e.g. 3.0): bounds the loss of negative advantages
-    drift_coef: float = 1e-3  # CPGD's policy-drift weight
+    drift_coef: float = 0.01  # CPGD's policy-drift weight (MM-EUREKA's --policy_drift_coef default and recipes)
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     # KL to the reference model.

@@ -55,8 +55,12 @@ def test_sign_advantage_and_w_reinforce_weights():
 def test_cpgd_weightings():
     torch.testing.assert_close(cpgd(REWARDS, "equal", 1e-4), dr_grpo(REWARDS))
     torch.testing.assert_close(cpgd(REWARDS, "std", 1e-4), grpo(REWARDS))
-    # Two of three groups have spread: 12 completions / 8 informative ones = 1.5.
+    # Two of three groups have spread: 3 groups / 2 informative ones = 1.5.
     torch.testing.assert_close(cpgd(REWARDS, "clip_filter", 1e-4), dr_grpo(REWARDS) * 1.5)
+    # One of five: 5 / 1, capped at 3 (MM-EUREKA's clip_filter_like_weight_clip_eps); none: 1
+    sparse = torch.cat([REWARDS[:1], torch.full((4, 4), 0.5)])
+    torch.testing.assert_close(cpgd(sparse, "clip_filter", 1e-4), dr_grpo(sparse) * 3.0)
+    torch.testing.assert_close(cpgd(REWARDS[2:], "clip_filter", 1e-4), dr_grpo(REWARDS[2:]))
 
 
 def test_dual_clip_caps_the_loss_of_a_negative_advantage():
@@ -103,6 +107,11 @@ def test_kl_estimators():
     assert kl_k2(logp, ref).item() == pytest.approx(0.125)
     assert kl_k3(logp, ref).item() == pytest.approx(math.exp(-0.5) + 0.5 - 1)
     assert kl_low_var(torch.tensor([0.0]), torch.tensor([20.0])).item() == 10.0  # k3 would be e^20 - 21
+    # far from the reference (ref - logp = 95: exp overflows float32): verl's value and gradient, 10 and 0
+    far = torch.tensor([-100.0], requires_grad=True)
+    value = kl_low_var(far, torch.tensor([-5.0]))
+    value.backward()
+    assert value.item() == 10.0 and far.grad.item() == 0.0
 
 
 def test_overlong_penalty_ramps_over_the_buffer():

@@ -35,21 +35,27 @@ def sign(correct: torch.Tensor) -> torch.Tensor:
     return correct.float() * 2 - 1
 
 
+CLIP_FILTER_MAX = 3.0  # MM-EUREKA's --clip_filter_like_weight_clip_eps default
+
+
 def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
     """CPGD's A = w (R - mean_g) with w = 1 (equal), 1 / (std_g + eps) (std), or clip_filter.
 
-    clip_filter is our reading of CPGD's "clip-filter-like" weight: rescale the batch by
-    (all completions / completions in groups with any spread), so that groups that teach
-    nothing do not dilute the update, as if they had been filtered out (DAPO-style) without
-    resampling. It could not be checked against CPGD's released code from here.
+    clip_filter is CPGD's "clip-filter-like" weight (MM-EUREKA fe4a536,
+    openrlhf/trainer/ppo_utils/experience_maker.py: clip_filter_like_weight_func, applied to
+    reinforce_baseline's centered rewards): the batch rescaled by (groups / groups with any
+    spread), at most CLIP_FILTER_MAX, so that groups that teach nothing do not dilute the
+    update, as if they had been filtered out (DAPO-style) without resampling.
     """
     centered = dr_grpo(rewards)
     if weighting == "equal":
         return centered
     if weighting == "std":
         return centered / (rewards.std(dim=1, keepdim=True) + std_eps)
-    informative = (rewards.std(dim=1) > 0).float().sum() * rewards.shape[1]
-    return centered * (rewards.numel() / informative.clamp(min=1.0))
+    informative = (rewards.std(dim=1) > 0).float().sum()
+    if not informative:  # the public weight is 1 then; every centered reward is 0 anyway
+        return centered
+    return centered * (rewards.shape[0] / informative).clamp(max=CLIP_FILTER_MAX)
 
 
 def advantages(rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig) -> torch.Tensor:

@@ -140,8 +140,11 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 
 def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """k3 clamped to [-10, 10], as VeRL's low_var_kl, so one wild token cannot dominate."""
-    return torch.clamp(kl_k3(logp, ref_logp), -10.0, 10.0)
+    """k3 clamped to [-10, 10], as verl's low_var_kl (verl/trainer/ppo/core_algos.py: kl_penalty),
+    so one wild token cannot dominate; as there, ref - logp is clamped to [-20, 20] first, else
+    exp overflows past ~88 (float32) and the clamped value has a NaN gradient."""
+    delta = torch.clamp(ref_logp - logp, -20.0, 20.0)
+    return torch.clamp(torch.exp(delta) - delta - 1, -10.0, 10.0)
 
 
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}
