@@ -167,7 +167,7 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
     return path
 
 
-def cmd_score(args: argparse.Namespace) -> None:
+def cmd_score(args: argparse.Namespace) -> int:
     from vlrl.tasking.registry import make_task
     from vlrl.tasking.scoring import score_file
     from vlrl.tasking.sources import load_task_split
@@ -189,6 +189,10 @@ def cmd_score(args: argparse.Namespace) -> None:
     for name, value in result.metrics.items():
         table.add_row(name, f"{value:.4f}")
     console.print(table)
+    if not result.scored:  # a file of no completions, or of none that name a record: nothing measured
+        console.print(f"[red]no completion of {escape(args.completions)} was scored[/red]", highlight=False)
+        return 1
+    return 0
 
 
 def run_config(checkpoint: str | None) -> Path | None:

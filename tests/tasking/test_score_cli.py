@@ -132,7 +132,7 @@ def test_score_prints_the_first_ten_lines_it_skipped_then_how_many_more(tmp_path
     completions = tmp_path / "c.jsonl"
     completions.write_text("".join(json.dumps({"id": 100 + i, "completion": "x"}) + "\n" for i in range(12)))
     args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
-    assert main([*args, "--out", str(tmp_path / "scores.jsonl")]) == 0
+    assert main([*args, "--out", str(tmp_path / "scores.jsonl")]) == 1  # none names a record: nothing scored
     printed = " ".join(capsys.readouterr().out.split())
     assert [f"no usable data record has id {100 + i}" in printed for i in range(12)] == [True] * 10 + [False] * 2
     assert "... 2 more skipped completions" in printed
@@ -162,3 +162,11 @@ def test_an_out_that_cannot_be_written_is_said_before_any_scoring(
     args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions), "--out", out]
     assert main(args) == 2
     assert message in capsys.readouterr().out
+
+
+def test_a_completions_file_of_which_nothing_is_scored_exits_1(tmp_path, rec_data, capsys):
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(json.dumps([{"id": 0, "completion": "a"}]) + "\n")  # a JSON list in a .jsonl
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
+    assert main([*args, "--out", str(tmp_path / "scores.jsonl")]) == 1
+    assert f"no completion of {completions} was scored" in capsys.readouterr().out
