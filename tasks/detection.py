@@ -442,11 +442,7 @@ class _CocoReader:
     def sample(self, record: dict[str, Any], ctx: RecordContext, objects, names: list[str]) -> Sample:
         image_id = record["id"]
         file_name = ctx.get(record, "file_name", str, "the image file name")
-        path, width, height = ctx.image_with_size(file_name, record)
-        for key, actual in (("width", width), ("height", height)):
-            stated = record.get(key)
-            if stated is not None and stated != actual:
-                raise ctx.error(f"key '{key}' says {stated} but image {path} has {key} {actual}")
+        path, width, height = ctx.image_as_stated(file_name, record)
         solution, crowd = [], []
         for index, obj in objects:
             x1, y1, x2, y2 = obj["box"]

@@ -22,12 +22,7 @@ def record_image(
         image = image[0]
     if not image.strip():
         raise ctx.error(f"key '{key}' is an empty path")
-    path, width, height = ctx.image_with_size(image, record)
-    for name, actual in (("width", width), ("height", height)):
-        stated = record.get(name)
-        if stated is not None and stated != actual:
-            raise ctx.error(f"key '{name}' says {stated} but image {path} has {name} {actual}")
-    return path, width, height
+    return ctx.image_as_stated(image, record)
 
 
 def optional_text(record: dict[str, Any], ctx: RecordContext, key: str, what: str) -> str | None:

@@ -98,6 +98,14 @@ def test_scoring_without_images_trusts_the_recorded_size(folder):
     assert len(split.samples) == 1 and split.samples[0].frame.width == 100
 
 
+def test_a_recorded_size_the_image_does_not_have_is_named_as_written(folder):
+    path = folder / "data.jsonl"
+    path.write_text(json.dumps(_record(width="100")) + "\n" + json.dumps(_record(height=81)) + "\n")
+    split = load_split(path, RefCOCO().build_sample, SPEC)
+    assert not split.samples
+    assert [e.message.split(" but ")[0] for e in split.errors] == ["key 'width' says '100'", "key 'height' says 81"]
+
+
 @pytest.mark.parametrize("size", [{"width": 0}, {"height": -80}, {"width": True}, {"width": 100.0}])
 def test_a_recorded_size_that_is_no_image_size_stands_for_nothing(folder, size):
     path = folder / "data.jsonl"

@@ -126,6 +126,14 @@ class RecordContext:
             return str(self.resolve(relative)), record["width"], record["height"]
         return self.image(relative)
 
+    def image_as_stated(self, relative: str, record: dict[str, Any]) -> tuple[str, int, int]:
+        """Like `image_with_size`, and a width/height the record states must be the image's."""
+        path, width, height = self.image_with_size(relative, record)
+        for key, actual in (("width", width), ("height", height)):
+            if record.get(key) is not None and record[key] != actual:
+                raise self.error(f"key '{key}' says {record[key]!r} but image {path} has {key} {actual}")
+        return path, width, height
+
 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
