@@ -145,9 +145,10 @@ def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sa
     answer = (solution if answer is None else answer).strip()
     if not answer:
         raise ctx.error("solution holds an empty answer")
-    number = to_number(answer) if problem_type in ("numerical", "regression") else 0.0
-    if number is None or not math.isfinite(number):  # a nan truth: every regression answer would score 1
-        raise ctx.error(f"solution {answer!r} of a {problem_type} problem is not a finite number"[:200])
+    if problem_type in ("numerical", "regression"):
+        number = to_number(answer)
+        if number is None or not math.isfinite(number):  # a nan truth: every regression answer would score 1
+            raise ctx.error(f"solution {answer!r} of a {problem_type} problem is not a finite number"[:200])
     question = problem
     if problem_type == "multiple choice":
         options = ctx.get(record, "options", list, 'the options, like ["A. red", "B. blue"]')

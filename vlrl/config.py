@@ -38,9 +38,10 @@ def require_nonnegative(key: str, section: Any, *names: str) -> None:
             raise ConfigError(f"config: {key}.{name} must be >= 0, got {value}")
 
 
-def require_top_p(key: str, top_p: float) -> None:
-    if not 0 < top_p <= 1:
-        raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {top_p}")
+def require_top_p(key: str, section: Any) -> None:
+    """`key.top_p` in (0, 1], as a nucleus is."""
+    if not 0 < section.top_p <= 1:
+        raise ConfigError(f"config: {key}.top_p must be in (0, 1], got {section.top_p}")
 
 
 def plugin_sections() -> Any:
@@ -233,7 +234,7 @@ class RolloutConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_generations", "max_new_tokens", "temperature")
         require_nonnegative(key, self, "top_k")  # 0: off
-        require_top_p(key, self.top_p)
+        require_top_p(key, self)
         last = len(self.stages) - 1
         for i, stage in enumerate(self.stages):
             at = f"{key}.stages[{i}]"
@@ -469,7 +470,7 @@ class EvalConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
         require_nonnegative(key, self, "temperature", "max_new_tokens", "every", "limit")
-        require_top_p(key, self.top_p)
+        require_top_p(key, self)
         for pair in self.reasoning_tags or []:
             if len(pair) != 2 or not all(pair):
                 raise ConfigError(

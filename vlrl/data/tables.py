@@ -240,12 +240,12 @@ def _record_batches(path: Path, columns: list[str] | None, rows: int = BATCH_ROW
         source = pa.memory_map(str(path))
         try:
             stream = pa.ipc.open_stream(source)  # what `datasets` writes
-            return stream.schema, _read_on(_sliced(iter(stream), columns, rows), path)
+            return stream.schema, _arrow_rows(_sliced(iter(stream), columns, rows), path)
         except pa.ArrowInvalid:
             source.seek(0)
             reader = pa.ipc.open_file(source)
             whole = (reader.get_batch(i) for i in range(reader.num_record_batches))
-            return reader.schema, _read_on(_sliced(whole, columns, rows), path)
+            return reader.schema, _arrow_rows(_sliced(whole, columns, rows), path)
     except (pa.ArrowInvalid, OSError) as err:
         raise RecordError(str(path), f"not a readable {path.suffix[1:]} file ({err})") from err
 
@@ -267,7 +267,7 @@ def _row_groups(parquet: pq.ParquetFile, path: Path, columns: list[str] | None, 
         first = end
 
 
-def _read_on(batches: Iterator[pa.RecordBatch], path: Path) -> Iterator[Rows]:
+def _arrow_rows(batches: Iterator[pa.RecordBatch], path: Path) -> Iterator[Rows]:
     """An arrow file's rows; a batch that does not read ends it, as the RecordError of the rest
     (its batches cannot be told apart from there on)."""
     first = 0
