@@ -18,7 +18,7 @@ from rich.table import Table
 
 from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
 from vlrl.data.records import RecordError
-from vlrl.trainer.stops import exit_status
+from vlrl.trainer.stops import Diverged, exit_status
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
@@ -690,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
 
-        if not isinstance(err, (ConfigError, RecordError, CheckpointError, FileNotFoundError)):
+        if not isinstance(err, (ConfigError, RecordError, CheckpointError, Diverged, FileNotFoundError)):
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2

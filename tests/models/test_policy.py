@@ -223,6 +223,14 @@ def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
     assert torch.equal(unnormalized, tokens)  # the same draws: rows need not sum to 1
 
 
+def test_non_finite_probabilities_still_draw_a_token_inside_the_vocabulary():
+    """A diverged policy's NaN logits must not index past the vocabulary (on CUDA a device-side
+    assert that ends the process before the trainer can stop the run with its message)."""
+    probs = torch.tensor([[0.2, float("nan"), 0.8], [float("nan")] * 3, [float("inf"), 1.0, 0.0]])
+    tokens = sample_categorical(probs, torch.Generator().manual_seed(0))
+    assert ((tokens >= 0) & (tokens < 3)).all(), tokens
+
+
 def test_forwards_compute_on_the_run_device_not_where_the_parameters_are_stored(setup):
     """FSDP2 with CPU offload stores the parameters on the CPU and computes on the GPU: inputs
     placed by the first parameter's device met CUDA logits in the reference forward (issue 23).

@@ -182,3 +182,25 @@ def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tin
     rows = metrics(run)
     assert [r["skipped_updates"] for r in rows] == [1, 2]
     assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())
+
+
+def test_a_policy_that_diverges_stops_the_run_and_names_the_checkpoint_to_rewind_to(tmp_path, rec_data, capsys):
+    run = tmp_path / "diverged"
+    kept = {"trainer.save_every": 1, "trainer.keep_last": 3}
+    assert main(["train", *tiny_overrides(run, rec_data, **kept, **{"trainer.steps": 2})]) == 0
+    # Resumed at a learning rate whose first step moves every weight by ~1e30 (Adam's step is ~lr):
+    # the update of step 3 has a finite loss and gradient, and step 4 samples from non-finite logits.
+    capsys.readouterr()
+    assert main(["train", *tiny_overrides(run, rec_data, **kept, **{"trainer.steps": 5, "trainer.lr": 1e30})]) == 2
+    out = capsys.readouterr().out
+    checkpoints = run / "checkpoints"
+    assert "error: stopped at step 4: the policy gives non-finite log-probs" in out
+    assert f"{checkpoints / 'step-0000003'} holds those weights" in out
+    assert f"trainer.resume={checkpoints / 'step-0000002'} trainer.lr=" in out
+    assert [r["step"] for r in metrics(run)] == [1, 2, 3]  # nothing of step 4 logged
+    # The advice works: rewound to step 2 at the first learning rate, the run trains to its end.
+    rewind = tiny_overrides(
+        run, rec_data, **kept, **{"trainer.steps": 5, "trainer.resume": checkpoints / "step-0000002"}
+    )
+    assert main(["train", *rewind]) == 0
+    assert [r["step"] for r in metrics(run)] == [1, 2, 3, 4, 5]

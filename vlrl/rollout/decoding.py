@@ -24,12 +24,15 @@ def sample_categorical(
     the CDF: one uniform per row (drawn here, or given as `uniforms` (R, 1)). torch.multinomial
     (and the exponential trick) draw a random number per vocabulary entry, which on CPU cost
     more than the tiny demo model's forward. Zero-probability tokens are never drawn: the first
-    index whose CDF exceeds u is never one whose CDF equals its predecessor's."""
+    index whose CDF exceeds u is never one whose CDF equals its predecessor's. Non-finite probs
+    (a diverged policy: the trainer stops on its non-finite log-probs) still give an index inside
+    the vocabulary, so that the step's lookup does not fail (on CUDA: a device-side assert)."""
     cdf = probs.cumsum(dim=-1, dtype=torch.float64)  # in float64, as probs.double().cumsum() but in one call
     if uniforms is None:
         uniforms = torch.rand(probs.shape[0], 1, generator=generator, device=probs.device)
     # float32 uniforms (< 1 - 2**-24) scaled in float64 stay strictly below the total
-    return torch.searchsorted(cdf, uniforms.double() * cdf[:, -1:], right=True).squeeze(1)
+    drawn = torch.searchsorted(cdf, uniforms.double() * cdf[:, -1:], right=True).squeeze(1)
+    return drawn.clamp_(max=probs.shape[-1] - 1)  # a NaN CDF is searched to its end
 
 
 @dataclass

@@ -111,7 +111,7 @@ def set_aside_after(run_dir: Path, step: int) -> list[Path]:
     checkpoints of later steps belong to the timeline left behind; they are moved, whole, to
     RUN/rewound/<time>/ (never resumed from, never pruned) so that `resume=auto` and pruning see
     only the new one. The moved directories, in step order."""
-    later = [p for p in list_checkpoints(run_dir / "checkpoints") if int(STEP_DIR.match(p.name).group(1)) > step]
+    later = [p for p in list_checkpoints(run_dir / "checkpoints") if checkpoint_step(p) > step]
     if not later:
         return []
     aside = run_dir / "rewound" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -213,7 +213,12 @@ def list_checkpoints(checkpoints: Path) -> list[Path]:
     if not checkpoints.is_dir():
         return []
     found = [p for p in checkpoints.iterdir() if STEP_DIR.match(p.name) and (p / STATE_FILE).is_file()]
-    return sorted(found, key=lambda p: int(STEP_DIR.match(p.name).group(1)))
+    return sorted(found, key=checkpoint_step)
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    """The step a checkpoint directory step-NNNNNNN was written after."""
+    return int(STEP_DIR.match(checkpoint.name).group(1))  # type: ignore[union-attr]
 
 
 def load_trainer_state(checkpoint: Path) -> dict[str, Any]:

@@ -378,6 +378,7 @@ class RLTrainer:
                     correct = torch.stack([g.correct for g in groups])
                     advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
+                run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
                 trained = self.replayed(groups, batch, advantages, step) if self.replay else None

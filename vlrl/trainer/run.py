@@ -27,6 +27,7 @@ from vlrl.tasking.sources import Source
 from vlrl.trainer.checkpoint import (
     STEP_DIR,
     CheckpointError,
+    checkpoint_step,
     list_checkpoints,
     load_process_rng,
     load_trainer_state,
@@ -45,7 +46,7 @@ from vlrl.trainer.history import (
     used_config,
 )
 from vlrl.trainer.logs import RunLog
-from vlrl.trainer.stops import StopSignals
+from vlrl.trainer.stops import Diverged, StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
@@ -325,6 +326,35 @@ class Run:
         self.strategy.zero_grad()
         return grad_norm, applied
 
+    def check_sampled(self, step: int, logprobs: torch.Tensor | None, mask: torch.Tensor) -> None:
+        """Stop the run (every process) if step `step`'s samples have a non-finite log-prob under the
+        policy that drew them (`logprobs`, None: the engine gave none): its weights diverged in the
+        update before (finite loss and gradient, too large a step), and every later rollout would
+        sample noise. The checkpoint of the step before holds those weights; an earlier one does not."""
+        finite = logprobs is None or bool(torch.isfinite(logprobs[mask.bool()]).all())
+        if self.procs.all_true(finite):
+            return
+        self.close()
+        if step == 1:
+            raise Diverged(
+                "stopped at step 1: the model at model.path gives non-finite log-probs on its own samples, before "
+                "any update (its weights, or a model.dtype too narrow for them)"
+            )
+        kept = list_checkpoints(self.dir / "checkpoints")
+        earlier = [c for c in kept if checkpoint_step(c) < step - 1]
+        bad = kept and checkpoint_step(kept[-1]) == step - 1
+        holds = f" The checkpoint {kept[-1]} holds those weights." if bad else ""
+        resume = (
+            f"resume from {earlier[-1]} with a lower learning rate: trainer.resume={earlier[-1]} trainer.lr=..."
+            if earlier
+            else "no earlier checkpoint is kept: start again with a lower trainer.lr"
+        )
+        raise Diverged(
+            f"stopped at step {step}: the policy gives non-finite log-probs on its own samples, so its weights "
+            f"diverged in the update of step {step - 1} (its loss and gradient were finite: too large a step)."
+            f"{holds} Nothing of step {step} was trained; {resume}"
+        )
+
     def end_step(self, step: int, skipped: int) -> bool:
         """Count skipped optimizer steps, stop after too many steps in a row had one, checkpoint
         on schedule. Returns True when a stop signal came (on any process): the step is then
@@ -334,7 +364,7 @@ class Run:
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:
             self.close()
-            raise RuntimeError(
+            raise Diverged(
                 f"stopped at step {step}: {self.consecutive_nonfinite} consecutive updates had a non-finite loss or "
                 f"gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
                 f"written; last good checkpoint: {self.checkpoint}"

@@ -28,6 +28,13 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REPEAT_WINDOW_S = 1.0
 
 
+class Diverged(RuntimeError):
+    """The run cannot go on: its updates, or its policy's log-probs, are no longer finite. Going
+    on would repeat the same skipped updates or sample noise, and resuming from the same
+    checkpoint repeats the run exactly, so the message names the step, the last checkpoint that
+    holds finite weights and what to change."""
+
+
 def exit_status(signum: int) -> int:
     return 128 + signum
 
