@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -131,7 +133,10 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
         assert any(not torch.equal(w, sft_model[n]) for n, w in trained.named_parameters())
     rl_checkpoint = tmp_path / "rl-4" / "checkpoints" / "step-0000002"
     adapter = json.loads((rl_checkpoint / "adapter_config.json").read_text())
-    assert adapter["base_model_name_or_path"] == str(sft.checkpoint)  # resumed and evaluated on the SFT model
+    kept = tmp_path / "rl-4" / "base"  # the SFT checkpoint's files, linked: resumed and evaluated on the SFT model
+    assert adapter["base_model_name_or_path"] == str(kept)
+    assert os.path.samefile(kept / "adapter_model.safetensors", sft.checkpoint / "adapter_model.safetensors")
+    shutil.rmtree(tmp_path / "sft")  # the SFT run deleted: what follows reads the kept base
 
     # `vlrl export`: the RL adapter on the SFT adapter on the base, as one plain model that
     # transformers loads without PEFT, equal to the merge vlrl itself loads.

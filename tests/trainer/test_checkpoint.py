@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 import torch
 
 from vlrl.parallel.distributed import Processes
-from vlrl.trainer.checkpoint import list_checkpoints, write_checkpoint
+from vlrl.trainer.checkpoint import keep_base, list_checkpoints, write_checkpoint
 
 
 class TinySaver(torch.nn.Module):
@@ -64,3 +67,25 @@ def test_a_save_killed_midway_leaves_no_checkpoint_and_is_cleaned_up(tmp_path, m
 def test_a_step_directory_without_trainer_state_is_not_a_checkpoint(tmp_path):
     (tmp_path / "step-0000005").mkdir()
     assert list_checkpoints(tmp_path) == []
+
+
+def test_a_base_kept_from_another_runs_checkpoint_is_its_model_files_linked_and_outlives_it(tmp_path, monkeypatch):
+    model = TinySaver()
+    checkpoint = save_checkpoint(tmp_path / "sft", 1, model, model, {"step": 1}, keep_last=1)
+    (checkpoint / "rng-process-00001.pt").write_bytes(b"a process's generators")
+    kept = tmp_path / "rl" / "base"
+    kept.mkdir(parents=True)
+    (kept / "stale.safetensors").write_bytes(b"an earlier start's")
+    assert keep_base(checkpoint, kept) == ""
+    assert sorted(p.name for p in kept.iterdir()) == ["weights.pt"]  # the model, not the trainer's state
+    assert os.path.samefile(kept / "weights.pt", checkpoint / "weights.pt")  # a link: no space taken
+    save_checkpoint(tmp_path / "sft", 2, model, model, {"step": 2}, keep_last=1)  # its run prunes it
+    assert not checkpoint.exists() and torch.load(kept / "weights.pt")["w"].tolist() == [1.0, 1.0]
+
+    def across_filesystems(*args):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV))
+
+    monkeypatch.setattr(os, "link", across_filesystems)
+    other = list_checkpoints(tmp_path / "sft")[-1]
+    assert keep_base(other, kept) == os.strerror(errno.EXDEV)
+    assert sorted(p.name for p in kept.parent.iterdir()) == []  # nothing half-linked is left

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,24 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_da
     a = load_file(straight / "checkpoints" / "step-0000004" / "model.safetensors")
     b = load_file(resumed / "checkpoints" / "step-0000004" / "model.safetensors")
     assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_a_run_from_another_runs_checkpoint_resumes_as_uninterrupted_after_that_checkpoint_is_gone(
+    tmp_path, rec_data, capsys
+):
+    from tests.trainer.test_sft import sft_overrides
+    from vlrl.trainer.sft import train_sft
+
+    sft = train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **{"sft.steps": 1})))
+    rl = {"model.path": sft.checkpoint, "algo.beta": 0.04, "trainer.save_every": 1}  # the reference is the SFT model
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(load_config(None, tiny_overrides(straight, rec_data, **rl, **{"trainer.steps": 2})))
+    train(load_config(None, tiny_overrides(resumed, rec_data, **rl, **{"trainer.steps": 1})))
+    shutil.rmtree(tmp_path / "sft")  # its run pruned the checkpoint (keep_last), or was deleted
+    capsys.readouterr()
+    train(load_config(None, tiny_overrides(resumed, rec_data, **rl, **{"trainer.steps": 2})))
+    assert f"is gone; the run reads the base it kept, {resumed / 'base'}\n" in capsys.readouterr().out
+    assert metrics(resumed) == metrics(straight)  # the same reference, so the same KL and updates
 
 
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):

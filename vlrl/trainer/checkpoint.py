@@ -178,6 +178,33 @@ def write_checkpoint(
     return final or list_checkpoints(checkpoints)[-1]
 
 
+def keep_base(checkpoint: Path, kept: Path) -> str:
+    """A run that starts from another run's checkpoint keeps its model files as its own: hard
+    links in `kept` (RUN/base), which take no space and outlive the checkpoint when its run
+    prunes it (keep_last) or is deleted; checkpoints are never written in place, so the links
+    always hold what the run started from. The trainer state, optimizer and process files are
+    not linked: a base is a model. Returns "" when kept, else why not (another filesystem:
+    nothing is copied, the run then reads `checkpoint` itself)."""
+    shutil.rmtree(kept, ignore_errors=True)  # a new run's: a stale one of an earlier start goes
+    staging = kept.with_name(f".{kept.name}-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for file in checkpoint.iterdir():
+            if file.is_file() and file.name not in (STATE_FILE, STATE_INFO) and "-process-" not in file.name:
+                os.link(file, staging / file.name)
+    except OSError as err:
+        shutil.rmtree(staging, ignore_errors=True)
+        return err.strerror or str(err)
+    os.rename(staging, kept)
+    return ""
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether `path` is a checkpoint of a vlrl run (which that run may prune)."""
+    return bool(STEP_DIR.match(path.name)) and (path / STATE_INFO).is_file()
+
+
 def process_file(directory: Path, name: str, rank: int) -> Path:
     """Where process `rank` keeps its own state `name` in a checkpoint."""
     return directory / f"{name}-process-{rank:05d}.pt"

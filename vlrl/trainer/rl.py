@@ -21,7 +21,7 @@ from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
-from vlrl.models.loading import checkpoint_path, core_model
+from vlrl.models.loading import core_model
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -33,7 +33,7 @@ from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
 from vlrl.trainer.checkpoint import load_process_state
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
-from vlrl.trainer.run import Run, RunResult, finished_run
+from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 from vlrl.trainer.thinking import make_scorer
 from vlrl.trainer.update import Updater, update_stats
 from vlrl.vision.video import Video
@@ -46,7 +46,7 @@ class RLTrainer:
         self.cfg = cfg
         self.console = console
         engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
-        checkpoint_path(cfg.model)  # a model that is not there is said before any data is written or read
+        base_model_path(cfg.model, cfg.trainer, "trainer")  # a model that is not there is said before any data
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)

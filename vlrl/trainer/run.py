@@ -28,6 +28,8 @@ from vlrl.trainer.checkpoint import (
     STEP_DIR,
     CheckpointError,
     checkpoint_step,
+    is_checkpoint,
+    keep_base,
     list_checkpoints,
     load_process_rng,
     load_trainer_state,
@@ -50,6 +52,7 @@ from vlrl.trainer.stops import Diverged, StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
+KEPT_BASE = "base"  # RUN/base: the run's links to its base model when that is another run's checkpoint
 
 
 @dataclass
@@ -87,6 +90,19 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
         found = list_checkpoints(checkpoints)
         return found[-1] if found else None
     return Path(t.resume)
+
+
+def base_model_path(model: ModelConfig, t: TrainerConfig, section: str) -> str:
+    """The directory a run reads its base model from: model.path's; for a resumed run whose
+    model.path is gone (a checkpoint its own run pruned since), the base it kept in RUN/base
+    (`checkpoint.keep_base`). Fails early, naming model.path, when there is neither."""
+    try:
+        return checkpoint_path(model)
+    except ConfigError:
+        kept = Path(t.output_dir) / KEPT_BASE
+        if kept.is_dir() and resume_checkpoint(t, section) is not None:
+            return str(kept)
+        raise
 
 
 def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult | None:
@@ -174,7 +190,7 @@ class Run:
 
         torch.manual_seed(t.seed)
         self.device = self.procs.device()
-        self.base_path = checkpoint_path(cfg.model)
+        self.base_path = self._base(cfg.model, resume_from is not None, section)
         self.base_model = model_fingerprint(self.base_path)
         if state and state.get("base_model", self.base_model) != self.base_model:  # older checkpoints: none kept
             raise ConfigError(
@@ -279,6 +295,38 @@ class Run:
         errors = [err for source in sources for err in source.train.errors]
         if errors:
             (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
+
+    def _base(self, model: ModelConfig, resuming: bool, section: str) -> str:
+        """The run's base model directory. A new run from another run's checkpoint keeps that
+        checkpoint's files in RUN/base and reads them there (model.path is set to it, so that the
+        policy, the reference, the engine and a LoRA adapter's recorded base all name it), so
+        pruning or deleting that run never stops this one resuming or being evaluated."""
+        path = base_model_path(model, self.t, section)
+        kept = self.dir / KEPT_BASE
+        if not resuming:
+            with self.procs.main_first():
+                if self.procs.main:
+                    shutil.rmtree(kept, ignore_errors=True)  # an earlier start's
+                    why = keep_base(Path(path), kept) if is_checkpoint(Path(path)) else ""
+                    if why:
+                        self.console.print(
+                            f"[yellow]note:[/yellow] model.path {escape(model.path)} is a checkpoint of another run, "
+                            f"which may prune it (keep_last); it could not be linked into {escape(str(kept))} "
+                            f"({escape(why)}): keep it while this run resumes or is evaluated",
+                            highlight=False,
+                            soft_wrap=True,
+                        )
+        elif path == str(kept) and self.procs.main:
+            self.console.print(
+                f"model.path {escape(model.path)} is gone; the run reads the base it kept, {escape(path)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if kept.is_dir() and not resuming:
+            path = str(kept)
+        if path == str(kept):
+            model.path = path
+        return path
 
     def load(self, model: ModelConfig, path: str | None) -> torch.nn.Module:
         """A model (`path`; None: model.path) as this run's strategy wraps it: on its load device,

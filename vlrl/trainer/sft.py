@@ -16,13 +16,12 @@ from rich.console import Console
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
 from vlrl.models.batch import collate
-from vlrl.models.loading import checkpoint_path
 from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import check_held_out, task_sources
 from vlrl.trainer.batch import micro_batches
-from vlrl.trainer.run import Run, RunResult, finished_run
+from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
 def target_ids(tokenizer, text: str) -> list[int]:
@@ -35,7 +34,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     t = cfg.sft
     if done := finished_run(t, "sft", console):
         return done
-    checkpoint_path(cfg.model)  # a model that is not there is said before any data is written or read
+    base_model_path(cfg.model, t, "sft")  # a model that is not there is said before any data is written or read
     with Processes.from_env().main_first():  # process 0 writes missing synthetic data
         sources = task_sources(cfg, console)
     check_held_out(cfg, console, evaluates=False)
