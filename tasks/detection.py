@@ -146,7 +146,7 @@ class Detection(Task):
                 raise RecordError(f"{path}:1", f"key '{key}' must be a list (COCO instances format)")
         root = Path(image_root) if image_root else path.parent
         reader = _CocoReader(self, path, text, root, frame_spec, require_images, media)
-        split = Split(str(path))
+        split = Split(str(path), unit="images", held=len(data["images"]))
         for item in reader.samples(data):
             if isinstance(item, RecordError):
                 if strict:

@@ -67,3 +67,17 @@ def test_a_file_of_no_records_fails_as_the_run_would(tmp_path, capsys):
         data.write_text(text)
         assert main(["data", "validate", "--task", "refcoco", str(data), "trainer.progress=false"]) == 1
         assert f"{data}: no records (a run refuses it: no usable records)" in capsys.readouterr().out
+
+
+def test_a_coco_file_is_counted_in_images_whatever_its_bad_annotations_and_categories(tmp_path, capsys):
+    from data_prep.detection import write_synthetic_coco
+
+    data = write_synthetic_coco(tmp_path / "instances.json", 4, seed=0, empty_fraction=0.0)
+    coco = json.loads(data.read_text())
+    first = coco["images"][0]["id"]
+    coco["annotations"] += [{"id": 900 + k, "image_id": first, "category_id": 1, "bbox": "wide"} for k in range(2)]
+    coco["categories"].append({"id": "x", "name": "nameless"})
+    data.write_text(json.dumps(coco, indent=1))
+    assert main(["data", "validate", "--task", "detection", str(data), "trainer.progress=false"]) == 1
+    # two bad annotations (their image skipped) and a bad category: 4 images, 3 usable, 3 problems
+    assert f"{data}: 4 images, 3 usable; 3 problems (3 bad records)" in capsys.readouterr().out

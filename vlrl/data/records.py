@@ -541,6 +541,15 @@ class Split:
     path: str
     samples: list[Sample] = field(default_factory=list)
     errors: list[RecordError] = field(default_factory=list)
+    # What a sample is read from, where errors are not one per such record (a COCO file's
+    # images, whose categories and annotations have errors of their own): their name and count.
+    unit: str = "records"
+    held: int | None = None
+
+    @property
+    def records(self) -> int:
+        """How many records (`unit`) the file holds, usable or not."""
+        return self.held if self.held is not None else len(self.samples) + len(self.errors)
 
     @contextmanager
     def reading(self, source: str, strict: bool) -> Iterator[None]:

@@ -23,6 +23,7 @@ from vlrl.tasking.task import Task
 class Validation:
     path: str
     records: int = 0  # records the file holds, usable or not
+    unit: str = "records"  # what a record is (a COCO file's: images)
     usable: int = 0  # records a run would train on (repeats included)
     problems: list[str] = field(default_factory=list)  # "file:line: what is wrong"
     kinds: Counter = field(default_factory=Counter)
@@ -33,19 +34,19 @@ class Validation:
 
     def summary(self) -> str:
         if not self.records:
-            return f"{self.path}: no records (a run refuses it: no usable records)"
+            return f"{self.path}: no {self.unit} (a run refuses it: no usable records)"
         if not self.problems:
-            return f"{self.path}: {self.records} records, all usable"
+            return f"{self.path}: {self.records} {self.unit}, all usable"
         kinds = ", ".join(f"{n} {kind}" for kind, n in self.kinds.most_common())
-        return f"{self.path}: {self.records} records, {self.usable} usable; {len(self.problems)} problems ({kinds})"
+        return f"{self.path}: {self.records} {self.unit}, {self.usable} usable; {len(self.problems)} problems ({kinds})"
 
 
 def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int], None] | None = None) -> Validation:
     every = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, strict=False, limit=0))  # every problem
     split = read_split(task, path, every, True, cfg.data.columns)  # as a run reads it: tables, data.columns
-    report = Validation(path, len(split.samples) + len(split.errors))
+    report = Validation(path, split.records, split.unit)
     if not report.records:
-        report.add("no records", f"{path}: holds no records")
+        report.add(f"no {split.unit}", f"{path}: holds no {split.unit}")
     for err in split.errors:
         report.add("bad records", str(err))
     first_of_id: dict[str, str] = {}
