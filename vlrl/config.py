@@ -523,6 +523,19 @@ class TrainerConfig:
 
 
 @dataclass
+class SFTConfig(TrainerConfig):
+    """`vlrl sft`'s section: the trainer's fields, with the cold start's own defaults for its
+    schedule and run directory."""
+
+    # Defaults of a class, not of one instance: a section built from a file or the command line
+    # starts from them, so setting one key keeps the others.
+
+    output_dir: str = "runs/sft"
+    lr: float = 1e-5
+    steps: int = 500
+
+
+@dataclass
 class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -534,7 +547,7 @@ class Config:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     # Cold-start SFT (`vlrl sft`): the same machinery, its own schedule and run directory.
-    sft: TrainerConfig = field(default_factory=lambda: TrainerConfig(output_dir="runs/sft", lr=1e-5, steps=500))
+    sft: SFTConfig = field(default_factory=SFTConfig)
     # Not a key: where load_config read each key ("the command line" or a config file), for the
     # rules that depend on it (synthetic data is written only at the paths of its own source).
     origins: ClassVar[dict[str, str]] = {}

@@ -26,6 +26,12 @@ def test_defaults_then_file_then_overrides(tmp_path):
     assert cfg.model.path == ""  # no default model: MODEL_PATH_MISSING says how to get one
 
 
+def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
+    default, one_set = load_config(None, []).sft, load_config(None, ["sft.steps=200"]).sft
+    assert (default.lr, default.steps, default.output_dir) == (1e-5, 500, "runs/sft")
+    assert (one_set.lr, one_set.steps, one_set.output_dir) == (1e-5, 200, "runs/sft")  # not the trainer's 1e-6
+
+
 @pytest.mark.parametrize(
     "override,message",
     [

@@ -42,7 +42,15 @@ def type_name(tp: Any) -> str:
 
 
 def comments(cls: type) -> dict[str, str]:
-    """Each field's comment in the source: on its line, else the comment lines just above it."""
+    """Each field's comment in the source: on its line, else the comment lines just above it;
+    a field a subclass redeclares without one keeps its base class's."""
+    out: dict[str, str] = {}
+    for klass in reversed([c for c in cls.__mro__ if dataclasses.is_dataclass(c)]):
+        out |= {name: text for name, text in own_comments(klass).items() if text or name not in out}
+    return out
+
+
+def own_comments(cls: type) -> dict[str, str]:
     lines = inspect.getsource(cls).splitlines()
     out: dict[str, str] = {}
     above: list[str] = []
