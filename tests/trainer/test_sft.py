@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from vlrl.cli import main
 from vlrl.config import load_config
-from vlrl.trainer.sft import train_sft
+from vlrl.trainer.sft import target_ids, train_sft
 
 
 def sft_overrides(run_dir, data, **extra):
@@ -76,3 +76,17 @@ def test_train_warns_about_keys_of_the_sft_loop(capsys):
         in out
     )
     assert "trainer.lr is read" not in out
+
+
+def test_a_target_is_trained_to_end_with_one_end_of_turn_token(tiny_qwen2):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2)
+    eos = tokenizer.eos_token_id
+    assert tokenizer.convert_ids_to_tokens(eos) == "<|im_end|>"
+    plain = "<think>2</think>\n<answer>2</answer>"
+    assert target_ids(tokenizer, plain) == [*tokenizer(plain, add_special_tokens=False)["input_ids"], eos]
+    # Perception-R1 counting's target ends with <|im_end|> itself (its format reward requires it)
+    pr1 = "<|object_ref_start|>dog<|object_ref_end|><|box_start|>(1,2),(1,2)<|box_end|><|im_end|>"
+    ids = target_ids(tokenizer, pr1)
+    assert ids[-1] == eos and ids[-2] != eos and ids == tokenizer(pr1, add_special_tokens=False)["input_ids"]

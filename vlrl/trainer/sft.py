@@ -25,8 +25,10 @@ from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
 def target_ids(tokenizer, text: str) -> list[int]:
-    """The target's tokens followed by the end-of-turn token, so the model learns to stop."""
-    return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    """The target's tokens followed by the end-of-turn token, so the model learns to stop; once,
+    where the target ends with it already (Perception-R1 counting's, which its format requires)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return ids if ids and ids[-1] == tokenizer.eos_token_id else [*ids, tokenizer.eos_token_id]
 
 
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
