@@ -114,6 +114,7 @@ class Counting(Task):
     name = "counting"
     description = "Object counting (PixMo-Count / CountBench records): exact count and Perception-R1's point reward"
     Options = CountingOptions
+    option_templates = {"prompt_template": ("Question", "label")}
     default_rewards = {"format": 1.0, "count_points": 1.0}
     headline = ("accuracy", "mae", "format_rate")
     data_source = "PixMo-Count or CountBench records in a json list, images downloaded beside them (docs/tasks.md)"

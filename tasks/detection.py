@@ -107,6 +107,7 @@ class Detection(Task):
         "Object detection on COCO instances json (VLM-R1 OVD prompt): per-image COCO mAP rewards, COCOeval metrics"
     )
     Options = DetectionOptions
+    option_templates = {"target_think": ("summary",)}
     default_rewards = {"format": 1.0, "map": 1.0}
     data_suffix = ".json"
     accuracy_metric = "image_acc@0.5"

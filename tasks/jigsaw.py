@@ -125,6 +125,10 @@ class Jigsaw(Task):
     headline = ("accuracy", "partial", "format_rate")
     data_source = "puzzles cut from any folder of images by data_prep.jigsaw.write_jigsaw_dataset (docs/tasks.md)"
     Options = JigsawOptions
+    option_templates = {
+        "prompt_template": ("question", "think_instruction", "format_instruction"),
+        "target_think": ("grid", "question_type"),
+    }
     default_rewards = {"jigsaw_partial": 1.0, "format": 0.5, "jigsaw_exact": 0.0}
     data_suffix = ".jsonl"
 

@@ -70,6 +70,7 @@ class MultiImageGrounding(Task):
     accuracy_metric = "acc@0.5"
     headline = ("acc@0.5", "mean_iou", "format_rate")
     Options = MultiImageGroundingOptions
+    option_templates = {"prompt_template": ("Question",), "target_think": ("ordinal",)}
     default_rewards = {"iou": 1.0, "format": 1.0}
 
     # -- data -----------------------------------------------------------------------------

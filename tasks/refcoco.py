@@ -99,6 +99,10 @@ class RefCOCO(Task):
     family_options: ClassVar[dict[str, dict[str, Any]]] = {
         family: {"prompt_template": QWEN3_REC_TEMPLATE} for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
     }
+    option_templates: ClassVar[dict[str, tuple[str, ...]]] = {
+        "prompt_template": ("Question", "Caption"),
+        "target_think": ("caption", "problem"),
+    }
     expression_style: ClassVar[ExpressionStyle] = "refcoco"  # grammar of the synthetic expressions
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):

@@ -128,6 +128,7 @@ class SceneGraph(Task):
     accuracy_metric = "recall_per_image"  # one image's triplet recall; its mean over images is the metric
     headline = ("recall", "mean_recall", "recall_per_image")
     Options = SceneGraphOptions
+    option_templates = {"target_think": ("count",)}
     default_rewards = {"format": 1.0, "node_acc": 2.0, "node_box": 2.0, "edge": 5.0}
 
     # -- data -----------------------------------------------------------------------------

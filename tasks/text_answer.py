@@ -18,6 +18,10 @@ class TextAnswerTask(Task):
     target_key: ClassVar[str] = "answer"  # name of the ground truth in options.target_think
 
     @property
+    def option_templates(self) -> dict[str, tuple[str, ...]]:  # type: ignore[override]
+        return {"prompt_template": ("Question",), "target_think": ("problem", self.target_key)}
+
+    @property
     def bare(self) -> bool:
         return self.options.variant == self.bare_variant
 

@@ -75,6 +75,7 @@ class VideoQA(Task):
         "Video-R1-260k.json with its videos and images as Video-R1 publishes them (data.image_root: their folder)"
     )
     Options = VideoQAOptions
+    option_templates = {"target_think": ("data_type",)}
     default_rewards = {"format": 1.0, "accuracy": 1.0}
 
     # -- data -----------------------------------------------------------------------------

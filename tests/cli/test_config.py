@@ -175,6 +175,30 @@ def test_unknown_task_and_reward_names_list_the_choices(capsys):
     assert "task.rewards.iuo" in out and "available:" in out and "iou" in out
 
 
+@pytest.mark.parametrize(
+    "task,option,value,message",
+    [
+        ("refcoco", "target_think", "I see {reason}", "has the placeholder {reason}; it may use {caption}, {problem}"),
+        (
+            "classification",
+            "target_think",
+            "It is {answer}",
+            "has the placeholder {answer}; it may use {problem}, {label}",
+        ),
+        ("jigsaw", "prompt_template", "{question", "is not a template (expected '}' before end of string)"),
+        ("video_qa", "target_think", "{data_type.__class__}", "has the placeholder {data_type.__class__}"),
+        ("counting", "prompt_template", "Count: {}", "has the placeholder {}; it may use {Question}, {label}"),
+    ],
+)
+def test_a_template_option_is_checked_when_the_task_is_built(task, option, value, message):
+    from vlrl.config import TaskConfig
+    from vlrl.tasking.registry import make_task
+
+    with pytest.raises(ConfigError, match=re.escape(f"task.options.{option} {message}")):
+        make_task(TaskConfig(name=task, options={option: value}))
+    make_task(TaskConfig(name=task, options={option: value.replace("{", "{{").replace("}", "}}")}))  # literal braces
+
+
 def test_task_options_are_validated_by_the_task(capsys):
     assert (
         main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "task.options.iou_convention=exactish"]) == 2

@@ -9,6 +9,7 @@ public benchmark, `eval_only`) has no rewards and cannot be trained on.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,20 @@ RewardFn = Callable[[Sequence[str], Sequence[Sample]], list[float]]
 @dataclass
 class NoOptions:
     """A task without variants."""
+
+
+def check_template(key: str, template: str, placeholders: tuple[str, ...]) -> None:
+    """A str.format template whose every field is one of `placeholders` (by name: no attribute
+    or index access) and whose braces pair up; else a ConfigError naming `key`."""
+    literal = "a literal brace is written {{ or }}"
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as err:
+        raise ConfigError(f"config: {key} is not a template ({err}); {literal}") from err
+    for name in fields:
+        if name not in placeholders:
+            allowed = ", ".join(f"{{{p}}}" for p in placeholders)
+            raise ConfigError(f"config: {key} has the placeholder {{{name}}}; it may use {allowed} ({literal})")
 
 
 class Task:
@@ -58,9 +73,15 @@ class Task:
     # the task's defaults (a prompt that states the family's coordinates, say); task.options
     # given in the config override them.
     family_options: ClassVar[dict[str, dict[str, Any]]] = {}
+    # The options filled in with str.format (a prompt, the SFT target's reasoning) and the
+    # placeholders each is given: checked when the task is built, so a misspelt one is a config
+    # error naming the option, not a KeyError once a sample is rendered.
+    option_templates: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
         self.options = build(self.Options, dict(options or {}), prefix="task.options.")
+        for option, placeholders in self.option_templates.items():
+            check_template(f"task.options.{option}", getattr(self.options, option), placeholders)
         available = self.reward_functions()
         given = dict(rewards or {})
         own = {key: weight for key, weight in given.items() if not is_reward_spec(key)}
