@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -13,7 +14,9 @@ import pytest
 import torch
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
+from vlrl.config import load_config
 from vlrl.parallel.distributed import Processes
+from vlrl.trainer.sft import train_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -139,6 +142,17 @@ def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_
     assert checkpoint.is_dir()
     rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2, 3]  # one process writes the log, once per step
+    # The step's numbers, as one process logs them: its tokens in all, the perplexity of its loss.
+    alone = tmp_path / "sft-alone"
+    train_sft(
+        load_config(
+            None, [*common, f"sft.output_dir={alone}", "sft.steps=3", "sft.prompts_per_step=4", "sft.progress=false"]
+        )
+    )
+    single = [json.loads(line) for line in (alone / "metrics.jsonl").read_text().splitlines()]
+    assert [r["target_tokens"] for r in rows] == [r["target_tokens"] for r in single]
+    assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in single], rel=1e-5)
+    assert all(r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-12) for r in rows)
     script = tmp_path / "rl_worker.py"
     script.write_text(RL_WORKER)
     toy_task = f"task.name={ROOT / 'tests' / 'fixtures' / 'toy_task.py'}:BriefGrounding"  # a dense reward: it moves

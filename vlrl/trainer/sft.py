@@ -58,7 +58,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             for i, row in enumerate(targets):
                 ids[i, : len(row)] = torch.tensor(row)
                 mask[i, : len(row)] = 1.0
-            weights = token_weights(mask, "token_mean", width, tokens=run.procs.mean(float(mask.sum())))
+            tokens = run.procs.mean(float(mask.sum()))  # a process's share of the step's target tokens
+            weights = token_weights(mask, "token_mean", width, tokens=tokens)
             lengths = [len(row) for row in targets]
             loss_total = 0.0
             for rows in run.strategy.micro_batches(
@@ -81,9 +82,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             metrics = {
                 "step": step,
                 "loss": loss_total,
-                "perplexity": math.exp(min(loss_total, 50.0)),
                 "grad_norm": grad_norm,
-                "target_tokens": float(mask.sum()),
                 "lr": run.optimizer.param_groups[0]["lr"],
                 "skipped_updates": run.skipped_updates + (not applied),
                 "skipped_samples": run.report_unusable(step, unusable),
@@ -92,6 +91,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)
+            # of the whole step, whatever the number of processes
+            metrics |= {"perplexity": math.exp(min(metrics["loss"], 50.0)), "target_tokens": tokens * run.procs.world}
             run.logs.log(metrics)  # metrics.jsonl, trackers, progress
             if run.end_step(step, int(not applied)):
                 break
