@@ -36,13 +36,17 @@ PARAMS = SamplingParams(n=4, max_new_tokens=40, temperature=1.0, top_k=50)
 
 
 def stop_sooner(model, processor, device):
-    """Make the random model's stop tokens likelier, about 1 in 10 per step, so that rows end
-    apart; returns the hook's handle. The bias is made once, on the device: a graph captures
-    the hook, and a capture cannot copy from the host."""
+    """Make the random model's stop tokens likelier, so that rows end apart; returns the hook's
+    handle. The bias is made once, on the device: a graph captures the hook, and a capture
+    cannot copy from the host. It is sized by the tokens sampling chooses among (PARAMS.top_k),
+    not by the embedding's rows (151,936 at Qwen's scale, of which the engine samples only the
+    tokenizer's 582): that made a stop all but certain at the first token, so no row ever
+    reached a graph. With this bias the mid-size model (float32 on the CPU, seeds 11-13) gave
+    lengths from 1 to 40, half of them under 12."""
     stops = torch.tensor(stop_token_ids(core_model(model).generation_config, processor.tokenizer))
     vocab = core_model(model).config.get_text_config().vocab_size
     bias = torch.zeros(vocab, dtype=core_model(model).dtype, device=device)
-    bias[stops.to(device)] = math.log(vocab / (10 * len(stops)))
+    bias[stops.to(device)] = math.log(PARAMS.top_k / (5 * len(stops)))
     return core_model(model).lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
 
 
@@ -129,7 +133,7 @@ def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Te
     _, _, prompts = setup
     graphs, generator = engine(setup, device, GRAPHS), torch.Generator(device=device)
     before = sample(graphs, prompts, generator, seed=12)
-    captures = graphs._static[1].captures
+    captured = dict(graphs._static[1].graphs)  # bucket -> graph (none on the CPU)
     start = [p.detach().clone() for p in trained]
     optimizer = torch.optim.SGD(trained, lr=1.0)
     for p in trained:  # a step that moves every one of them, in place
@@ -137,7 +141,8 @@ def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Te
     try:
         optimizer.step()
         after = sample(graphs, prompts, generator, seed=12)
-        assert graphs._static[1].captures == captures  # the same graphs, replayed
+        # The graphs captured before, replayed (rows ending elsewhere may reach a bucket more)
+        assert all(graphs._static[1].graphs[bucket] is graph for bucket, graph in captured.items())
         assert_same(after, sample(engine(setup, device, EAGER), prompts, torch.Generator(device=device), seed=12))
         assert after[0] != before[0]  # the new weights sample other tokens from the same seed
     finally:
