@@ -27,6 +27,14 @@ def fragile(completions, samples):
     return [1.0 if c == "ok" else 1 / 0 for c in completions]
 
 
+def trl_style(completions, samples):  # TRL's conversational completions: lists of messages, not strings
+    return [float(len(c[0]["content"])) for c in completions]
+
+
+def wordy(completions, samples):
+    return ["high" if c == "ok" else 10**400 if c == "huge" else 1.0 for c in completions]
+
+
 def one_argument(completions):
     return [0.0 for _ in completions]
 
@@ -68,6 +76,13 @@ def test_a_reward_function_that_raises_scores_zero_and_is_counted(reward_file, s
     task = RefCOCO(rewards={"format": 1.0, "my_rewards.py:fragile": 1.0})
     scores = score(task, ["ok", "boom", "ok"], samples[:3])
     assert scores.components["fragile"] == [1.0, 0.0, 1.0] and scores.failures == {"fragile": 1}
+    assert scores.reasons == {"fragile": "ZeroDivisionError: division by zero"}  # said, so that it can be fixed
+    task = RefCOCO(rewards={"format": 1.0, "my_rewards.py:wordy": 1.0})
+    scores = score(task, ["huge", "ok", "fine"], samples[:3])  # a number no float holds, then a word
+    assert scores.components["wordy"] == [0.0, 0.0, 1.0] and scores.failures == {"wordy": 2}
+    assert scores.reasons["wordy"].endswith("not a finite number") and scores.reasons["wordy"].startswith(
+        "returned '1000"
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,11 +122,21 @@ def test_dotted_overrides_take_a_file_name_as_one_key():
 def test_a_run_trains_logs_records_and_resumes_with_the_configured_function(reward_file, rec_data, tiny_qwen25, capsys):
     run = reward_file.parent / "run"
     common = ["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "model.max_pixels=12544",
-              f"data.train={rec_data}", "task.rewards.my_rewards.py:length_bonus=0.5", "rollout.num_generations=2",
+              f"data.train={rec_data}", "task.rewards.my_rewards.py:length_bonus=0.5",
+              "task.rewards.my_rewards.py:trl_style=0.1", "rollout.num_generations=2",
               "rollout.max_new_tokens=8", f"trainer.output_dir={run}", "trainer.prompts_per_step=2",
               "trainer.save_every=1", "trainer.progress=false"]  # fmt: skip
     assert main([*common, "trainer.steps=1"]) == 0
+    # A function that raises on every completion trains at 0 on it, and says so once, with why.
+    warning = (
+        "warning: reward trl_style raised or gave no finite number on 4 of 4 completions at step 1; they score 0 "
+        "on it. The first: TypeError: string indices must be integers"
+    )
+    assert capsys.readouterr().out.count(warning) == 1
+    failed = [json.loads(line) for line in (run / "reward_failures.jsonl").read_text().splitlines()]
+    assert [(f["step"], f["reward"], f["failures"], f["of"]) for f in failed] == [(1, "trl_style", 4, 4)]
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["reward_failures/trl_style"] == 4.0 and rows[0]["reward/trl_style"] == 0.0
     assert rows[0]["reward/length_bonus"] > 0  # 8 tokens of a random model: some characters
     assert rows[0]["reward"] == pytest.approx(
         rows[0]["reward/format"] + rows[0]["reward/iou"] + 0.5 * rows[0]["reward/length_bonus"]
@@ -119,7 +144,7 @@ def test_a_run_trains_logs_records_and_resumes_with_the_configured_function(rewa
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert samples[0]["rewards"]["length_bonus"] == min(1.0, len(samples[0]["completion"]) / 40)
     config = yaml.safe_load((run / "config.yaml").read_text())
-    assert config["task"]["rewards"] == {"my_rewards.py:length_bonus": 0.5}
+    assert config["task"]["rewards"] == {"my_rewards.py:length_bonus": 0.5, "my_rewards.py:trl_style": 0.1}
 
     assert main([*common, "trainer.steps=2"]) == 0  # the same file: the run goes on
     assert "resumed from" in capsys.readouterr().out

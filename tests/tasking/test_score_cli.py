@@ -125,7 +125,10 @@ def test_score_says_which_completions_it_scored_0_unread_and_which_reward_failed
     assert (
         f"scored 0: {completions}:2: {MAX_COMPLETION_CHARS + 1:,} characters, over the 65,536 a reward reads" in printed
     )
-    assert "scored 0: reward fragile on 1 of 3 completions: it raised or gave no finite number" in printed
+    assert (
+        "scored 0: reward fragile on 1 of 3 completions: it raised or gave no finite number (the first: "
+        "ZeroDivisionError: division by zero)"
+    ) in printed
 
 
 def test_score_prints_the_first_ten_lines_it_skipped_then_how_many_more(tmp_path, rec_data, capsys):

@@ -8,6 +8,7 @@ long, and it bounds the time any reward can spend.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Sequence
@@ -30,6 +31,8 @@ class Scores:
     total: list[float]  # weighted sum
     failures: dict[str, int] = field(default_factory=dict)  # component -> values replaced by 0
     oversized: list[int] = field(default_factory=list)  # completions over max_chars: 0 everywhere, unread
+    # component -> why its first failing value was replaced ("TypeError: ...", "returned 'x'")
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def row(self, i: int) -> dict[str, float]:
         return {name: values[i] for name, values in self.components.items()}
@@ -44,7 +47,16 @@ class Scores:
         return out
 
 
-def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[list[float], int]:
+def failure_reason(err: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:200]}" if lines else type(err).__name__
+
+
+def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[list[float], int, str]:
+    """`fn`'s value of each completion, 0 where it raised or gave no finite number; the number of
+    those, and why the first one failed (the exception or the value, said once)."""
+    reason = ""
     try:
         values = list(fn(completions, samples))
         if len(values) != len(completions):
@@ -54,36 +66,38 @@ def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[lis
         for completion, sample in zip(completions, samples, strict=True):
             try:
                 values.append(fn([completion], [sample])[0])
-            except Exception:
+            except Exception as err:
+                reason = reason or failure_reason(err)
                 values.append(float("nan"))
     failures = 0
     clean = []
     for value in values:
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            value = float("nan")
-        if not math.isfinite(value):
+        number = float("nan")
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            number = float(value)
+        if not math.isfinite(number):
             failures += 1
-            value = 0.0
-        clean.append(value)
-    return clean, failures
+            reason = reason or f"returned {str(value)[:80]!r}, not a finite number"
+            number = 0.0
+        clean.append(number)
+    return clean, failures, reason
 
 
 def _fits(completion: object, max_chars: int) -> bool:
     return isinstance(completion, str) and len(completion) <= max_chars
 
 
-def _bounded(fn, completions: Sequence[str], samples: Sequence[Sample], max_chars: int) -> tuple[list[float], int]:
-    """`fn`'s values of the completions (never raising), 0 for those longer than max_chars."""
+def _bounded(fn, completions: Sequence[str], samples: Sequence[Sample], max_chars: int) -> tuple[list[float], int, str]:
+    """`fn`'s values of the completions (never raising), 0 for those longer than max_chars;
+    the failures and the first one's reason (`_safe_values`)."""
     keep = [i for i, c in enumerate(completions) if _fits(c, max_chars)]
     values = [0.0] * len(completions)
     if not keep:
-        return values, 0
-    kept, failures = _safe_values(fn, [completions[i] for i in keep], [samples[i] for i in keep])
+        return values, 0, ""
+    kept, failures, reason = _safe_values(fn, [completions[i] for i in keep], [samples[i] for i in keep])
     for i, value in zip(keep, kept, strict=True):
         values[i] = value
-    return values, failures
+    return values, failures, reason
 
 
 def score(
@@ -95,13 +109,15 @@ def score(
         raise ValueError(f"{len(completions)} completions for {len(samples)} samples")
     components: dict[str, list[float]] = {}
     failures: dict[str, int] = {}
+    reasons: dict[str, str] = {}
     for name, fn in task.scorers().items():
-        components[name], failures[name] = _bounded(fn, completions, samples, max_chars)
+        components[name], failures[name], reasons[name] = _bounded(fn, completions, samples, max_chars)
     total = [
         sum(task.reward_weights[name] * components[name][i] for name in components) for i in range(len(completions))
     ]
     oversized = [i for i, c in enumerate(completions) if not _fits(c, max_chars)]
-    return Scores(components, total, {k: v for k, v in failures.items() if v}, oversized)
+    failed = {k: v for k, v in failures.items() if v}
+    return Scores(components, total, failed, oversized, {k: reasons[k] for k in failed})
 
 
 def judges(task: Task, sample: Sample) -> bool:
@@ -126,7 +142,7 @@ def correctness(
     values and the failures; None when the task defines no correctness (`accuracy_metric` "")."""
     if not task.accuracy_metric:
         return None
-    values, failures = _bounded(task.correct, completions, samples, max_chars)
+    values, failures, _ = _bounded(task.correct, completions, samples, max_chars)
     return [min(1.0, max(0.0, v)) for v in values], failures
 
 
@@ -187,7 +203,8 @@ def score_file(
         for i in scores.oversized
     ]
     zeroed += [
-        f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number"
+        f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number "
+        f"(the first: {scores.reasons[name]})"
         for name, n in scores.failures.items()
     ]
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)

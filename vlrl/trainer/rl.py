@@ -394,6 +394,7 @@ class RLTrainer:
                 # 5. log and checkpoint
                 metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
                 metrics["skipped_samples"] = run.report_unusable(step, unusable)
+                run.report_reward_failures(step, sum(len(g.completions) for g in groups), reward_failures(groups))
                 if cfg.rollout.stages:  # Vision-R1's schedule: which stage sampled this step
                     metrics.update(
                         stage=limits.stage + 1,
@@ -448,6 +449,17 @@ def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
         }
         for i, c in enumerate(group.completions)
     ]
+
+
+def reward_failures(groups: list[Group]) -> dict[str, tuple[int, str]]:
+    """Each reward that raised or gave no finite number in these groups: how many of its values
+    were replaced by 0, and why the first one was."""
+    failed: dict[str, tuple[int, str]] = {}
+    for g in groups:
+        for name, n in g.scores.failures.items():
+            count, reason = failed.get(name, (0, g.scores.reasons[name]))
+            failed[name] = (count + n, reason)
+    return failed
 
 
 def reward_metrics(groups: list[Group], by_reward: bool = False) -> dict[str, float]:

@@ -52,6 +52,7 @@ from vlrl.trainer.stops import Diverged, StopSignals
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
+REWARD_FAILURES_LOG = "reward_failures.jsonl"  # each step's rewards that raised or gave no number, and why
 KEPT_BASE = "base"  # RUN/base: the run's links to its base model when that is another run's checkpoint
 
 
@@ -237,9 +238,12 @@ class Run:
                 self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.unusable: JsonlLog | None = None
+        self.reward_failures: JsonlLog | None = None
+        self.rewards_said: set[str] = set()  # rewards whose failing was said on the console
         if self.procs.main:
             self._record_start(sources, changes, data_changed)
             self.unusable = JsonlLog(self.dir / UNUSABLE_LOG)
+            self.reward_failures = JsonlLog(self.dir / REWARD_FAILURES_LOG)
         # metrics.jsonl, samples.jsonl and the trackers (written by process 0), and the progress
         self.logs = RunLog(TrackedRun(self.dir, section, self.config, self.step), t, console, self.procs.main)
         self.procs.barrier()  # the others see process 0's run directory, not a half-made one
@@ -262,7 +266,8 @@ class Run:
     def _record_start(self, sources: list[Source], changes: dict[str, dict], data_changed: dict[str, dict]) -> None:
         """Process 0: the logs cut back to the resumed step (torn lines dropped and reported), what
         changed since the checkpoint warned about and recorded, the config in effect written."""
-        for path in (self.metrics_path, self.dir / "samples.jsonl", self.dir / UNUSABLE_LOG, self.dir / HISTORY_FILE):
+        logs = ("samples.jsonl", UNUSABLE_LOG, REWARD_FAILURES_LOG, HISTORY_FILE)
+        for path in (self.metrics_path, *(self.dir / name for name in logs)):
             for report in drop_steps_after(path, self.step):
                 self.console.print(f"[yellow]repaired[/yellow] {escape(report)}", highlight=False)
         if moved := set_aside_after(self.dir, self.step):
@@ -362,6 +367,30 @@ class Run:
             self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
         return len(everyone)
 
+    def report_reward_failures(self, step: int, completions: int, failed: dict[str, tuple[int, str]]) -> None:
+        """The rewards that raised or gave no finite number at step `step`, on any process (`failed`:
+        name -> (values replaced by 0, the first one's reason), of this process's `completions`):
+        one line each in reward_failures.jsonl, and said on the console the first time a reward
+        fails in the run (a reward of yours that always raises would otherwise train silently at 0).
+        Every process calls it once a step (it gathers across processes)."""
+        totals: dict[str, list] = {}
+        everyone = self.procs.gather([(completions, failed)])
+        for _, part in everyone:
+            for name, (n, reason) in part.items():
+                totals.setdefault(name, [0, reason])[0] += n
+        scored = sum(count for count, _ in everyone)
+        for name, (n, reason) in totals.items() if self.procs.main else []:
+            self.reward_failures.write({"step": step, "reward": name, "failures": n, "of": scored, "first": reason})  # type: ignore[union-attr]
+            if name not in self.rewards_said:
+                self.rewards_said.add(name)
+                self.console.print(
+                    f"[yellow]warning:[/yellow] reward {escape(name)} raised or gave no finite number on {n} of "
+                    f"{scored} completions at step {step}; they score 0 on it. The first: {escape(reason)} "
+                    f"(every step's: {REWARD_FAILURES_LOG}, and reward_failures/{escape(name)} in metrics.jsonl)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Reduce the gradients across processes, clip, then step unless the loss or the
         gradient is not finite on any process. Returns (grad_norm, applied)."""
@@ -455,6 +484,7 @@ class Run:
 
     def close(self) -> RunResult:
         self.logs.close()
-        if self.unusable is not None:
-            self.unusable.close()
+        for log in (self.unusable, self.reward_failures):
+            if log is not None:
+                log.close()
         return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by, self.procs.main)
