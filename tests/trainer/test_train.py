@@ -43,6 +43,14 @@ def metrics(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in TIMING_KEYS} for row in rows]
 
 
+def test_counts_of_events_are_told_from_means_when_processes_are_combined():
+    from vlrl.trainer.rl import is_count
+
+    counted = ["reward_failures/iou", "refcoco/reward_failures/format", "oversized_completions", "counting/accuracy_failures", "thinking_failures"]  # fmt: skip
+    averaged = ["reward", "reward/iou", "refcoco/reward", "skipped_samples", "data_skipped_records", "kl", "accuracy"]
+    assert [is_count(k) for k in counted] == [True] * 5 and not any(is_count(k) for k in averaged)
+
+
 def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwen25, capsys):
     run_dir = tmp_path / "run"
     assert main(["train", *tiny_overrides(run_dir, rec_data)]) == 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -104,17 +104,20 @@ class Processes:
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
             p.grad /= self.world
 
-    def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
-        """Each metric averaged over the processes that logged it (a task of a mixture may be
-        missing from one process's share)."""
+    def mean_metrics(
+        self, metrics: dict[str, float], counts: Callable[[str], bool] = lambda key: False
+    ) -> dict[str, float]:
+        """Each metric averaged over the processes that logged it (a process may have none of a
+        mixture task's samples, or no sample at all in a step), those that count events
+        (`counts(key)`) added up instead; every process's keys, process 0's first."""
         if self.world == 1:
             return metrics
         gathered: list[dict[str, float]] = [{} for _ in range(self.world)]
         dist.all_gather_object(gathered, metrics)
         out = {}
-        for key in metrics:
+        for key in dict.fromkeys(k for m in gathered for k in m):
             values = [m[key] for m in gathered if key in m]
-            out[key] = metrics[key] if key == "step" else sum(values) / len(values)
+            out[key] = values[0] if key == "step" else sum(values) if counts(key) else sum(values) / len(values)
         return out
 
     def gather(self, items: list) -> list:

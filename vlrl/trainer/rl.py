@@ -413,7 +413,7 @@ class RLTrainer:
                     metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
                 if run.device.type == "cuda":
                     metrics["gpu_peak_gb"] = torch.cuda.max_memory_allocated(run.device) / 2**30
-                metrics = run.procs.mean_metrics(metrics)
+                metrics = run.procs.mean_metrics(metrics, counts=is_count)
                 if cfg.eval.every > 0 and (step % cfg.eval.every == 0 or step == t.steps):
                     with self.sampling_weights():  # entered by every process; process 0 evaluates
                         metrics.update(self.evaluate_held_out(step))
@@ -449,6 +449,16 @@ def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
         }
         for i, c in enumerate(group.completions)
     ]
+
+
+COUNTS = ("oversized_completions", "accuracy_failures", "thinking_failures")  # of a process's completions
+
+
+def is_count(key: str) -> bool:
+    """Whether a step metric counts events among this process's completions (summed over the
+    processes, not averaged): reward_failures/NAME and COUNTS, also under a mixture task's prefix."""
+    *path, name = key.split("/")
+    return "reward_failures" in path or name in COUNTS
 
 
 def reward_failures(groups: list[Group]) -> dict[str, tuple[int, str]]:
