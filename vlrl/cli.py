@@ -274,13 +274,16 @@ def cmd_eval(args: argparse.Namespace) -> None:
     out = Path(
         args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path)
     )
+    from vlrl.parallel.distributed import Processes
     from vlrl.trainer.run import removed_if_unused
 
+    procs = Processes.from_env()
     with removed_if_unused(out):
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
+        with procs.main_first():  # process 0 makes it (and so removes it if the command fails)
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
         results = run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     if _main_process():  # under torchrun: process 0 wrote them
         console.print(f"results: {out / 'results.json'}")
@@ -688,9 +691,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except Exception as err:
+        from vlrl.parallel.distributed import PeerFailed
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
 
-        if not isinstance(err, (ConfigError, RecordError, CheckpointError, Diverged, FileNotFoundError)):
+        if not isinstance(err, (ConfigError, RecordError, CheckpointError, Diverged, PeerFailed, FileNotFoundError)):
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2

@@ -63,10 +63,24 @@ WORKER = textwrap.dedent(
     """
     import json, sys, torch
     from vlrl.algos.losses import token_weights
-    from vlrl.parallel.distributed import Processes
+    from vlrl.parallel.distributed import PeerFailed, Processes
 
     procs = Processes.from_env()
     r = procs.rank
+
+    def outcome(block, fails_on):  # what each process saw of `block` failing on one: its error, or PeerFailed
+        try:
+            with block():
+                if r == fails_on:
+                    raise ValueError("bad file")
+        except ValueError:
+            return "own"
+        except PeerFailed:
+            return "peer"
+        return "ok"
+
+    failures = {"main_first": outcome(procs.main_first, 0), "together": outcome(procs.together, 1),
+                "none": outcome(procs.together, None)}
     # Per-token losses x * c over unequal shares: rank 0 has two rows (5 tokens), rank 1 one row (1 token).
     mask = [torch.tensor([[1.0, 1, 1], [1, 1, 0]]), torch.tensor([[1.0, 0, 0]])][r]
     coef = [torch.tensor([[1.0, 2, 3], [4, 5, 0]]), torch.tensor([[6.0, 0, 0]])][r]
@@ -93,7 +107,8 @@ WORKER = textwrap.dedent(
             {"step": 3, "loss": float(r), "failures": 2.0 + r, **({"extra": 5.0} if r == 1 else {})},
             counts=lambda key: key == "failures",
         ),
-        "max": procs.max(r + 1),
+        "max": procs.max(r + 1),  # collectives go on after the failures
+        "failures": failures,
         "whole_batch_gradients": whole_batch_gradients,
     }
     open(sys.argv[1] + f".{r}", "w").write(json.dumps(out))
@@ -117,6 +132,8 @@ def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
         # may have had no sample in a step: its reward is process 1's)
         assert out["metrics"] == {"step": 3, "loss": 0.5, "failures": 5.0, "extra": 5.0}
         assert out["max"] == 2
+        # A failure on one process stops the others at once, rather than at their next collective.
+        assert out["failures"] == {"main_first": ["own", "peer"][r], "together": ["peer", "own"][r], "none": "ok"}
         # The averaged gradient is the one over all six tokens at once, however unequal the shares.
         expected = {"token_mean": 21 / 6, "seq_mean_token_mean": (2 + 4.5 + 6) / 3, "seq_mean_token_sum_norm": 21 / 9}
         assert out["whole_batch_gradients"] == pytest.approx(expected, rel=1e-6)

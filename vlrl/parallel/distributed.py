@@ -32,6 +32,10 @@ def _leave_group() -> None:
         dist.destroy_process_group()
 
 
+class PeerFailed(RuntimeError):
+    """Another process stopped with an error of its own (printed by it); this one stops too."""
+
+
 @dataclass(frozen=True)
 class Processes:
     rank: int = 0
@@ -133,10 +137,27 @@ class Processes:
             dist.barrier()
 
     @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """A block every process enters (work that may fail on some: a file only one of them
+        reads, a folder only process 0 makes): if it raises on any process, every process
+        raises, the others `PeerFailed`, instead of waiting at the next collective for one that
+        has gone (and printing a traceback when its connection closes)."""
+        try:
+            yield
+        except BaseException:
+            self.all_true(False)
+            raise
+        if not self.all_true(True):
+            raise PeerFailed("stopped: another process failed (its error is printed above)")
+
+    @contextlib.contextmanager
     def main_first(self) -> Iterator[None]:
-        """Process 0 runs the block first (writing synthetic data, say), then the others."""
-        if not self.main:
-            self.barrier()
-        yield
+        """Process 0 runs the block first (writing synthetic data, say), then the others; if it
+        raises on process 0, the others raise `PeerFailed` without running it."""
         if self.main:
-            self.barrier()
+            with self.together():
+                yield
+        else:
+            with self.together():
+                pass
+            yield

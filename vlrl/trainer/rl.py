@@ -104,17 +104,20 @@ class RLTrainer:
         self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
         if self.replay is not None:  # each process's buffer is part of its checkpoints
             run.process_parts["replay"] = self.replay.state_dict
-            saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
+            with procs.together():  # a process's own file refused stops every process
+                saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
             if saved is not None:
                 self.replay.load_state_dict(saved)
             elif run.checkpoint:
                 console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
-        if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
-            for source in self.sources:
-                split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, key=source.eval_key)
-                samples = split.samples
-                self.held_out.append((source.task, source.eval_path, samples[: cfg.eval.limit or None]))
+        with procs.main_first():  # a held-out split that does not load stops every process
+            if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
+                for source in self.sources:
+                    split = load_task_split(
+                        source.task, cfg, "eval", console, path=source.eval_path, key=source.eval_key
+                    )
+                    self.held_out.append((source.task, source.eval_path, split.samples[: cfg.eval.limit or None]))
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:

@@ -181,7 +181,7 @@ class Run:
                 f"(sha256 {change['from'][:12]}... -> {change['to'][:12]}...): a resumed run must score as its earlier "
                 f"steps did; restore the file, or start a new run in another {section}.output_dir"
             )
-        if self.procs.main:
+        with self.procs.main_first():  # a folder process 0 cannot make stops every process
             try:
                 self.dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:
@@ -230,12 +230,13 @@ class Run:
             self.skipped_updates = state["skipped_updates"]
             data_changed = data_changes(self.data, state["data"])
             console.print(f"resumed from {resume_from} (step {self.step})")
-        if not self.procs.main:  # its own samples: a seed apart from process 0's
-            own = load_process_rng(resume_from, self.procs.rank) if resume_from else None
-            if own is not None:
-                restore_rng(own, self.generator)
-            else:  # a new run, or a checkpoint written by fewer processes: moved on by the step
-                self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
+        with self.procs.together():  # a process's own file refused stops every process
+            if not self.procs.main:  # its own samples: a seed apart from process 0's
+                own = load_process_rng(resume_from, self.procs.rank) if resume_from else None
+                if own is not None:
+                    restore_rng(own, self.generator)
+                else:  # a new run, or a checkpoint written by fewer processes: moved on by the step
+                    self.generator.manual_seed(t.seed + 1_000_003 * self.procs.rank + self.step)
         self.metrics_path = self.dir / "metrics.jsonl"
         self.unusable: JsonlLog | None = None
         self.reward_failures: JsonlLog | None = None
