@@ -177,10 +177,16 @@ def cmd_score(args: argparse.Namespace) -> int:
     writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
+    for flag, read in (("--completions", args.completions), ("data", split.path)):
+        if Path(read).is_file() and Path(read).resolve() == Path(args.out).resolve():
+            raise ConfigError(f"--out {args.out} is the {flag} file this command reads; give another --out")
     result = score_file(task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags)
     _print_first(result.problems, "skipped", "skipped completions")
     _print_first(result.zeroed, "scored 0:", "scored 0")
     _print_first(result.repeated, "repeated:", "ids with several completions (each scored: the metrics average them)")
+    if not result.scored:  # a file of no completions, or of none that name a record: nothing measured
+        console.print(f"[red]no completion of {escape(args.completions)} was scored[/red]", highlight=False)
+        return 1
     table = Table(title=f"{task.name}: {result.scored} completions scored -> {args.out}")
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -189,9 +195,6 @@ def cmd_score(args: argparse.Namespace) -> int:
     for name, value in result.metrics.items():
         table.add_row(name, f"{value:.4f}")
     console.print(table)
-    if not result.scored:  # a file of no completions, or of none that name a record: nothing measured
-        console.print(f"[red]no completion of {escape(args.completions)} was scored[/red]", highlight=False)
-        return 1
     return 0
 
 

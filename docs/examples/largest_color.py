@@ -36,6 +36,7 @@ class LargestColor(Task):
     name = "largest_color"
     description = "Name the color of the largest shape (docs example)"
     Options = LargestColorOptions
+    option_templates = {"template": ("question",)}  # a misspelt {placeholder} is a config error
     default_rewards = {"format": 0.5, "color": 1.0}
     data_suffix = ".jsonl"
 

@@ -154,17 +154,21 @@ def test_several_completions_of_one_id_are_each_scored_and_said(tmp_path, rec_da
 
 
 @pytest.mark.parametrize("out, message", [("{tmp}", "is a folder; give the file to write"),
-                                          ("{data}/x.jsonl", "is not a folder this user may write in")])  # fmt: skip
+                                          ("{data}/x.jsonl", "is not a folder this user may write in"),
+                                          ("{completions}", "is the --completions file this command reads"),
+                                          ("{data}", "is the data file this command reads")])  # fmt: skip
 def test_an_out_that_cannot_be_written_is_said_before_any_scoring(
     tmp_path, rec_data, capsys, monkeypatch, out, message
 ):
     completions = tmp_path / "completions.jsonl"
     completions.write_text(json.dumps({"id": 0, "completion": "a"}) + "\n")
     monkeypatch.setattr("vlrl.tasking.scoring.score_file", lambda *a, **k: pytest.fail("scored before checking --out"))
-    out = out.format(tmp=tmp_path, data=rec_data)
+    out = out.format(tmp=tmp_path, data=rec_data, completions=completions)
+    inputs = {path: path.read_bytes() for path in (completions, rec_data)}
     args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions), "--out", out]
     assert main(args) == 2
     assert message in capsys.readouterr().out
+    assert all(path.read_bytes() == text for path, text in inputs.items())  # nothing it reads overwritten
 
 
 def test_a_completions_file_of_which_nothing_is_scored_exits_1(tmp_path, rec_data, capsys):
@@ -172,4 +176,6 @@ def test_a_completions_file_of_which_nothing_is_scored_exits_1(tmp_path, rec_dat
     completions.write_text(json.dumps([{"id": 0, "completion": "a"}]) + "\n")  # a JSON list in a .jsonl
     args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
     assert main([*args, "--out", str(tmp_path / "scores.jsonl")]) == 1
-    assert f"no completion of {completions} was scored" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"no completion of {completions} was scored" in out
+    assert "mean reward" not in out  # no mean of nothing

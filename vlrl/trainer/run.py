@@ -229,7 +229,8 @@ class Run:
             self.consecutive_nonfinite = state["consecutive_nonfinite"]
             self.skipped_updates = state["skipped_updates"]
             data_changed = data_changes(self.data, state["data"])
-            console.print(f"resumed from {resume_from} (step {self.step})")
+            if self.procs.main:
+                console.print(f"resumed from {resume_from} (step {self.step})")
         with self.procs.together():  # a process's own file refused stops every process
             if not self.procs.main:  # its own samples: a seed apart from process 0's
                 own = load_process_rng(resume_from, self.procs.rank) if resume_from else None
