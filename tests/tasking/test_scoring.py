@@ -10,7 +10,7 @@ import torch
 
 from tasks.refcoco import RefCOCO
 from vlrl.data.records import FrameSpec, load_split
-from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score
+from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score, task_metrics
 from vlrl.trainer.batch import Group
 from vlrl.trainer.rl import reward_metrics
 
@@ -63,3 +63,15 @@ def test_a_step_logs_how_many_completions_were_too_long_to_read_and_which_reward
     metrics = reward_metrics([group(["ok", "boom", too_long]), group(["ok", too_long, too_long])])
     assert metrics["oversized_completions"] == 3.0 and metrics["reward_failures/fragile"] == 1.0
     assert not {"oversized_completions", "reward_failures/fragile"} & reward_metrics([group(["ok", "ok"])]).keys()
+
+
+class RaisingMetrics(RefCOCO):
+    def metrics(self, samples, completions):
+        raise KeyError("caption")
+
+
+def test_a_tasks_metrics_that_raise_or_are_not_numbers_are_left_out_and_said(samples):
+    metrics, notes = task_metrics(RaisingMetrics(), samples[:2], ["a", "b"])
+    assert metrics == {} and notes == ["task refcoco's metrics raised KeyError: 'caption': no metrics of it here"]
+    fine, none = task_metrics(RefCOCO(), samples[:2], ["a", "b"])
+    assert none == [] and fine["acc@0.5"] == 0.0 and all(type(v) is float for v in fine.values())

@@ -127,6 +127,20 @@ def test_a_run_from_another_runs_checkpoint_resumes_as_uninterrupted_after_that_
     assert metrics(resumed) == metrics(straight)  # the same reference, so the same KL and updates
 
 
+def test_a_tasks_metric_that_is_not_a_number_is_said_and_left_out_of_the_held_out_evaluation(
+    tmp_path, rec_data, capsys
+):
+    task = TOY_TASK.replace("BriefGrounding", "UnsoundMetrics")
+    run = tmp_path / "unsound"
+    overrides = {"task.name": task, "data.eval": rec_data, "eval.every": 1, "eval.limit": 2, "trainer.steps": 1}
+    assert main(["train", *tiny_overrides(run, rec_data, **overrides)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "warning: task unsound_metrics's metric 'coverage' is 'None', not a number: left out" in out
+    assert "warning: task unsound_metrics's metric 'label' is 'high', not a number: left out" in out
+    rows = metrics(run)
+    assert "eval/acc@0.5" in rows[0] and "eval/coverage" not in rows[0] and "eval/label" not in rows[0]
+
+
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
     from rich.console import Console
 

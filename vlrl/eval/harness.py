@@ -34,7 +34,7 @@ from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
-from vlrl.tasking.scoring import score
+from vlrl.tasking.scoring import score, task_metrics
 from vlrl.tasking.sources import load_task_split
 from vlrl.tasking.task import Task
 
@@ -132,6 +132,7 @@ def evaluate(
         skipped = procs.gather(skipped)
     samples = answered
     seconds = time.perf_counter() - start
+    notes: list[str] = []
     if isinstance(task, Benchmark):  # lmms-eval's evaluator: filter, strip reasoning, process_results
         filtered = task.responses(samples, texts, settings.eval.reasoning_tags)
         processed = [task.process(response, sample) for response, sample in zip(filtered, samples, strict=True)]
@@ -139,7 +140,7 @@ def evaluate(
     else:
         filtered = [task.predict(text, sample) for text, sample in zip(texts, samples, strict=True)]
         processed = [{} for _ in samples]
-        metrics = dict(task.metrics(samples, texts)) if samples else {}
+        metrics, notes = task_metrics(task, samples, texts)
     records = [
         {
             "doc_id": i,
@@ -160,7 +161,7 @@ def evaluate(
         metrics |= scores.zero_counts()
         for i, record in enumerate(records):
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
-    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped)
+    return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped, notes)
 
 
 def prompt_text(task: Task, sample: Sample) -> str:
@@ -302,4 +303,6 @@ def evaluate_logged(
     result.skipped = [str(err) for err in loaded.errors] + result.skipped
     for problem in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
+    for note in result.notes:
+        console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
     return result

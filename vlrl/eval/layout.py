@@ -41,6 +41,7 @@ class TaskResult:
     seconds: float
     config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
     skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the data that could not be evaluated
+    notes: list[str] = field(default_factory=list)  # what was left out of the task's metrics, and why
 
     @property
     def samples_per_second(self) -> float:

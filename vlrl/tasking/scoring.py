@@ -120,6 +120,27 @@ def score(
     return Scores(components, total, failed, oversized, {k: reasons[k] for k in failed})
 
 
+def task_metrics(
+    task: Task, samples: Sequence[Sample], completions: Sequence[str]
+) -> tuple[dict[str, float], list[str]]:
+    """The task's metrics of the completions, as numbers, and what was left out of them: a metric
+    whose value is not a number (a task of yours returning None, say), or all of them when its
+    `metrics` raised. An evaluation, held-out or not, never ends on the task's own code."""
+    if not samples:
+        return {}, []
+    try:
+        values = dict(task.metrics(samples, completions))
+    except Exception as err:
+        return {}, [f"task {task.name}'s metrics raised {failure_reason(err)}: no metrics of it here"]
+    metrics, notes = {}, []
+    for name, value in values.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            metrics[str(name)] = float(value)
+        else:
+            notes.append(f"task {task.name}'s metric {name!r} is {str(value)[:80]!r}, not a number: left out")
+    return metrics, notes
+
+
 def judges(task: Task, sample: Sample) -> bool:
     """Whether the task defines a correctness (`Task.correct`): its own `correct`, or an
     `accuracy_metric` that its metrics report for one sample (a task's metrics may name none,
@@ -214,6 +235,7 @@ def score_file(
     if isinstance(task, Benchmark):
         metrics = task.metrics(matched, texts, reasoning_tags)
     else:
-        metrics = task.metrics(matched, texts) if pairs else {}
+        metrics, notes = task_metrics(task, matched, texts)
+        problems += notes
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
     return FileScore(len(pairs), metrics, problems, mean, zeroed, repeated)

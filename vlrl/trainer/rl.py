@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 
 from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.difficulty import difficulty_weights
@@ -347,6 +348,8 @@ class RLTrainer:
             label = f"held-out step {step} | {task.name} ({len(result.records)} samples of {path})"
             line = headline_line(label, result.metrics, headline_names(task, self.cfg.eval.headline))
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            for note in result.notes:
+                self.console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
         return metrics
 
     def train(self) -> RunResult:
