@@ -410,7 +410,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from vlrl.models.loading import export_full_model
 
     _quiet_transformers()
-    out, merged = export_full_model(args.checkpoint, writable(args.out, "vlrl export OUT", folder=True))
+    saved = run_config(args.checkpoint)  # a run's checkpoint: the image budget it trained at
+    trained = load_config(saved, []).model if saved else None
+    out, merged = export_full_model(args.checkpoint, writable(args.out, "vlrl export OUT", folder=True), trained)
     how = " (LoRA adapters merged into their base)" if merged else ""
     console.print(f"wrote the full model of {args.checkpoint}{how} to {out}", markup=False, highlight=False)
 

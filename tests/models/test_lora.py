@@ -146,6 +146,9 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
     assert main(["export", str(rl_checkpoint), str(tmp_path / "exported")]) == 0
     assert "(LoRA adapters merged into their base)" in capsys.readouterr().out
     assert not (tmp_path / "exported" / "adapter_config.json").exists()
+    # The processor says the image budget the run trained at (model.max_pixels), not its base's
+    exported_images = json.loads((tmp_path / "exported" / "processor_config.json").read_text())["image_processor"]
+    assert exported_images["size"]["longest_edge"] == 50176
     full = tmp_path / "rl-0" / "checkpoints" / "step-0000002"  # a full checkpoint has no adapters to merge
     assert main(["export", str(full), str(tmp_path / "exported-full")]) == 0
     assert capsys.readouterr().out.strip() == f"wrote the full model of {full} to {tmp_path / 'exported-full'}"

@@ -73,7 +73,24 @@ def not_found(path: str) -> str:
 
 
 def load_processor(cfg: ModelConfig, path: str | None = None):
-    return model_family(cfg).load_processor(path or checkpoint_path(cfg))
+    """The model's processor, its image pixel limit model.max_pixels: vlrl resizes each image
+    to the config's limits itself (qwen-vl-utils' smart_resize), and a processor whose own limit
+    were lower would shrink it again, out of the frame the coordinates are read in (a 616x616
+    image at model.max_pixels=401408 went to the tiny model as 448x448). A checkpoint's
+    processor, saved with it, then states the limit the model was trained at."""
+    processor = model_family(cfg).load_processor(path or checkpoint_path(cfg))
+    with_pixel_limits(processor, cfg.max_pixels)
+    return processor
+
+
+def with_pixel_limits(processor, max_pixels: int, min_pixels: int = 0) -> None:
+    """The image processor's pixel limits (Qwen's `size`: shortest_edge and longest_edge are
+    pixel counts), where it has them, as vlrl's resizing leaves images: at most `max_pixels`;
+    at least `min_pixels` where that is more than its own minimum (below it, it enlarges them)."""
+    images = getattr(processor, "image_processor", None)
+    size = dict(getattr(images, "size", None) or {})
+    if size.get("shortest_edge") and size.get("longest_edge"):
+        images.size = {"shortest_edge": max(size["shortest_edge"], min_pixels), "longest_edge": max_pixels}
 
 
 def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
@@ -91,17 +108,21 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
 
 
-def export_full_model(checkpoint: str, out: Path) -> tuple[Path, bool]:
+def export_full_model(checkpoint: str, out: Path, trained: ModelConfig | None = None) -> tuple[Path, bool]:
     """`checkpoint` as a plain transformers model directory that `from_pretrained` loads without
     PEFT: a LoRA checkpoint's adapters merged (an RL adapter on an SFT adapter on a base), in the
-    dtype its full weights were saved in; the processor beside it. Returns the directory and
-    whether adapters were merged (a full checkpoint has none)."""
+    dtype its full weights were saved in; the processor beside it, with the image pixel limits
+    of `trained` (the run's model config), else as the checkpoint's says. Returns the directory
+    and whether adapters were merged (a full checkpoint has none)."""
     cfg = ModelConfig(path=checkpoint)
     path = checkpoint_path(cfg)
     saved = json.loads((Path(weights_root(path)) / "config.json").read_text())
     cfg.dtype = saved.get("dtype") or saved.get("torch_dtype") or "float32"
     pretrained(cfg, path).save_pretrained(out)
-    load_processor(cfg, path).save_pretrained(out)
+    processor = model_family(cfg).load_processor(path)
+    if trained is not None:
+        with_pixel_limits(processor, trained.max_pixels, trained.min_pixels)
+    processor.save_pretrained(out)
     return out, lora_base(path) is not None
 
 
