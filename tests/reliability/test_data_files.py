@@ -421,8 +421,17 @@ def test_images_over_the_pixel_limit_are_refused_per_record(root):
     [
         (
             b'{"image": "ok.png", "problem": "a dict, not a list"}',
-            "expected a JSON list of records, found a JSON object",
+            "expected a JSON list of records, found one JSON object, with keys 'image', 'problem': another format",
         ),
+        (  # JSON Lines named .json: renaming it is the fix
+            b'{"image": "ok.png", "problem": "one"}\n{"image": "ok.png", "problem": "two"}\n',
+            "found one JSON object per line (JSON Lines): name the file .jsonl",
+        ),
+        (  # a COCO instances file given to refcoco: never told to rename it
+            b'{\n "images": [],\n "annotations": [],\n "categories": []\n}\n',
+            "found one JSON object, with keys 'images', 'annotations', 'categories': another format",
+        ),
+        (b"id,image,problem\n0,a.png,q\n", "found 'id,image,problem\\n0,a'\n"),  # a CSV: its start, no hint
         (b"", "the file is empty"),
         (os.urandom(4096) + b"\0", "not a text file"),
         (b"[\xff\xfe]", "not UTF-8 text"),

@@ -24,9 +24,10 @@ def test_score_writes_components_and_totals_per_completion(tmp_path, rec_data, r
     perfect = task.target(samples[0])
     lines = [
         {"id": 0, "completion": perfect},
-        {"id": "1", "completion": "<think>hm</think><answer>no idea</answer>"},
-        {"id": 2, "completion": ""},
+        {"id": "1", "resps": ["<think>hm</think><answer>no idea</answer>"]},  # vlrl eval's samples file
+        {"id": 2, "resps": [[""]]},  # lmms-eval's nesting
         {"id": 99, "completion": perfect},
+        {"doc_id": 3, "answer": "x"},  # another layout: its keys named
     ]
     completions = tmp_path / "completions.jsonl"
     completions.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
@@ -56,7 +57,8 @@ def test_score_writes_components_and_totals_per_completion(tmp_path, rec_data, r
     assert scored[1]["rewards"] == {"format": 0.0, "iou": 0.0}
     assert scored[2]["reward"] == 0.0
     printed = capsys.readouterr().out
-    assert "no usable data record has id 99" in printed and "completions.jsonl:5: invalid JSON" in printed
+    assert "no usable data record has id 99" in printed and "completions.jsonl:6: invalid JSON" in printed
+    assert "completions.jsonl:5: expected" in printed and "found keys 'doc_id', 'answer'" in printed
     assert "acc@0.5" in printed and "3 completions scored" in printed
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -197,12 +197,34 @@ def _list_start(path: Path, text: str) -> int:
     if pos >= len(text):
         raise RecordError(f"{path}:1", "the file is empty; expected a JSON list of records")
     if text[pos] != "[":
-        found = "a JSON object" if text[pos] == "{" else repr(text[pos : pos + 20])
-        raise RecordError(
-            f"{path}:{text.count(chr(10), 0, pos) + 1}",
-            f"expected a JSON list of records, found {found} (for one record per line, name the file .jsonl)",
-        )
+        where = f"{path}:{text.count(chr(10), 0, pos) + 1}"
+        raise RecordError(where, f"expected a JSON list of records, found {_found_instead(text, pos)}")
     return pos + 1
+
+
+KEYS_READ_MAX_CHARS = 1 << 26  # a file this long is not parsed whole to name what it holds
+
+
+def _found_instead(text: str, pos: int) -> str:
+    """What a .json file holds in place of a list, said so that the fix is clear: JSON Lines
+    (rename it), one object (its keys: another format, a COCO file say), or the text itself."""
+    if text[pos] != "{":
+        return repr(text[pos : pos + 20])
+    end = text.find("\n", pos)
+    try:
+        first = json.loads(text[pos : end if end >= 0 else len(text)])
+    except JSON_FAULTS:
+        first = None
+    if isinstance(first, dict) and end >= 0 and text[_skip_ws(text, end) : _skip_ws(text, end) + 1] == "{":
+        return "one JSON object per line (JSON Lines): name the file .jsonl"
+    whole = first if end < 0 else None
+    if whole is None and len(text) <= KEYS_READ_MAX_CHARS:
+        with suppress(*JSON_FAULTS):
+            whole = json.loads(text)
+    if not isinstance(whole, dict):
+        return "a JSON object"
+    keys = ", ".join(repr(k)[:40] for k in list(whole)[:6]) + (", ..." if len(whole) > 6 else "")
+    return f"one JSON object, with keys {keys or '(none)'}: another format than this task reads"
 
 
 # What JSON that is well formed may still raise when read: an integer of more digits than Python

@@ -45,7 +45,11 @@ def load_reward(spec: str) -> ConfigReward:
     try:
         inspect.signature(fn).bind([], [])
     except TypeError as err:
-        raise ConfigError(f"{key} cannot be called as fn(completions, samples): {err}") from err
+        raise ConfigError(
+            f"{key} cannot be called as fn(completions, samples): {err} (vlrl passes the completions as "
+            "strings and their Samples, sample.solution the ground truth: TRL's fn(completions, **kwargs) "
+            "becomes fn(completions, samples))"
+        ) from err
     except ValueError:  # no signature to read (a builtin): called as it is
         pass
     try:

@@ -186,6 +186,17 @@ class FileScore:
     repeated: list[str]  # "file:line: id again (first at file:line)": several completions of a sample, each scored
 
 
+def completion_of(record: dict) -> str | None:
+    """A line's completion: its `completion`, or the first of its `resps` (vlrl eval's samples
+    files, lmms-eval's layout: a list, in lmms-eval itself a list of lists)."""
+    if isinstance(record.get("completion"), str):
+        return record["completion"]
+    resps = record.get("resps")
+    while isinstance(resps, list) and resps:
+        resps = resps[0]
+    return resps if isinstance(resps, str) else None
+
+
 def score_file(
     task: Task,
     samples: Sequence[Sample],
@@ -205,8 +216,13 @@ def score_file(
         if isinstance(record, RecordError):
             problems.append(str(record))
             continue
-        if "id" not in record or not isinstance(record.get("completion"), str):
-            problems.append(f'{where}: expected {{"id": ..., "completion": "..."}}')
+        completion = completion_of(record)
+        if "id" not in record or completion is None:
+            keys = ", ".join(repr(k)[:40] for k in list(record)[:8]) or "none"
+            problems.append(
+                f'{where}: expected {{"id": ..., "completion": "..."}} (or "id" and "resps", as vlrl eval\'s '
+                f"samples_<task>.jsonl); found keys {keys}"
+            )
             continue
         sample = by_id.get(str(record["id"]))
         if sample is None:
@@ -215,7 +231,7 @@ def score_file(
         if sample.id in first_line:  # n samples of a prompt, or a line written twice: said, and scored
             repeated.append(f"{where}: id {record['id']!r} again (first at {first_line[sample.id]})")
         first_line.setdefault(sample.id, where)
-        pairs.append(Matched(record["id"], record["completion"], sample, where))
+        pairs.append(Matched(record["id"], completion, sample, where))
     texts = [pair.completion for pair in pairs]
     matched = [pair.sample for pair in pairs]
     scores = score(task, texts, matched)
