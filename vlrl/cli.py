@@ -262,7 +262,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
                 f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
             )
         if names and names[0] != read_config_file(saved).get("task", {}).get("name"):
-            preset["task"] = {"name": preset.pop("task.name")}  # that run's task options are its task's
+            # that run's task options and data are its task's, not this one's
+            preset |= {"task": {"name": preset.pop("task.name")}, "data": {}}
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)

@@ -138,7 +138,7 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
     assert config["model"]["max_pixels"] == 50176 and config["eval"]["max_new_tokens"] == 6
     assert config["model"]["path"] == str(checkpoint) and config["task"]["options"] == {"iou_convention": "continuous"}
 
-    # Another task on the same checkpoint: the run's settings, without its task's options.
+    # Another task on the same checkpoint: the run's settings, without its task's options or data.
     counting = tmp_path / "counting.json"
     task_class("counting")().synthesize(counting, 2, seed=1)
     assert main(["eval", "--model", str(checkpoint), "--task", f"counting={counting}", "--out", "c"]) == 0
@@ -146,6 +146,9 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
     assert (
         config["task"] == {"name": "counting", "rewards": {}, "options": {}} and config["model"]["max_pixels"] == 50176
     )
+    capsys.readouterr()
+    assert main(["eval", "--model", str(checkpoint), "--task", "counting", "--out", "d"]) == 2
+    assert "data.eval is empty" in capsys.readouterr().out  # not the refcoco run's held-out file
 
 
 def test_default_eval_folders_have_no_colons_or_nested_paths():
@@ -189,6 +192,8 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     assert "warning: A and B were evaluated with different settings" in out
     assert "model.max_pixels: 12544 vs 50176" in out and "eval.temperature: 0.0 vs 1.0" in out
     assert "max new tokens: 48 vs 1024" in out and "sampling seed (trainer.seed): - vs 42" in out
+    assert main(["eval", "--compare", str(a / "results.json"), str(c)]) == 0  # the file itself, as well as its folder
+    assert "model.max_pixels: 12544 vs 50176" in capsys.readouterr().out
 
 
 def test_shards_are_whole_batches_in_order_and_cover_every_sample():

@@ -66,3 +66,11 @@ def test_a_hub_id_not_in_the_cache_says_how_to_download_it(hub_cache, capsys):
     assert "`huggingface-cli download vlrl-tests/absent` puts it there" in out and str(hub_cache.parents[2]) in out
     with pytest.raises(ConfigError, match="is not a local checkpoint \\(no config.json\\) nor a hub id"):
         checkpoint_path(ModelConfig(path=str(hub_cache.parents[2] / "no" / "such" / "dir")))
+
+
+def test_a_run_directory_given_as_the_model_names_its_latest_checkpoint(tmp_path):
+    for step in ("step-0000010", "step-0000020"):
+        (tmp_path / "run" / "checkpoints" / step).mkdir(parents=True)
+    latest = tmp_path / "run" / "checkpoints" / "step-0000020"
+    with pytest.raises(ConfigError, match=f"is a run directory, not a checkpoint: .*\\({latest} is the latest\\)"):
+        checkpoint_path(ModelConfig(path=str(tmp_path / "run")))

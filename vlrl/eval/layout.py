@@ -115,9 +115,9 @@ def samples_path(out_dir: Path, task: str) -> Path:
 
 
 def read_results(out_dir: Path) -> dict[str, Any]:
-    """An output directory's results.json (lmms-eval's or vlrl's) as data; one that is not
-    (torn, or not an evaluation's) is a ConfigError naming it."""
-    path = out_dir / "results.json"
+    """An output directory's results.json (lmms-eval's or vlrl's; the file itself may be given)
+    as data; one that is not (torn, or not an evaluation's) is a ConfigError naming it."""
+    path = out_dir if out_dir.is_file() else out_dir / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {out_dir} the output directory of vlrl eval?")
     try:

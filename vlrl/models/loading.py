@@ -66,6 +66,9 @@ def not_found(path: str) -> str:
             f"downloads: `huggingface-cli download {path}` puts it there (then model.path={path} loads it offline), "
             f"or `huggingface-cli download {path} --local-dir /models/{path.rpartition('/')[2]}` and give that directory"
         )
+    steps = sorted(p for p in (Path(path) / "checkpoints").glob("step-*") if p.is_dir())
+    if steps:  # a run directory
+        return f"config: model.path {path!r} is a run directory, not a checkpoint: give one of its checkpoints ({steps[-1]} is the latest)"
     return (
         f"config: model.path {path!r} is not a local checkpoint (no config.json) nor a hub id in the local Hugging "
         "Face cache; vlrl never downloads: download the model first, or use tiny:qwen2_5_vl"
