@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from vlrl.parallel.distributed import Processes
-from vlrl.trainer.checkpoint import keep_base, list_checkpoints, write_checkpoint
+from vlrl.trainer.checkpoint import CheckpointError, keep_base, list_checkpoints, write_checkpoint
 
 
 class TinySaver(torch.nn.Module):
@@ -89,3 +89,20 @@ def test_a_base_kept_from_another_runs_checkpoint_is_its_model_files_linked_and_
     other = list_checkpoints(tmp_path / "sft")[-1]
     assert keep_base(other, kept) == os.strerror(errno.EXDEV)
     assert sorted(p.name for p in kept.parent.iterdir()) == []  # nothing half-linked is left
+
+
+def test_a_flush_that_fails_at_the_commit_is_one_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    import vlrl.trainer.checkpoint as checkpoint
+
+    model = TinySaver()
+    first = save_checkpoint(tmp_path, 1, model, model, {"step": 1}, keep_last=1)
+
+    def full_disk(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(checkpoint, "_fsync_tree", full_disk)
+    with pytest.raises(
+        CheckpointError, match=f"step 2 .*No space left on device; the previous checkpoint {first} is intact"
+    ):
+        save_checkpoint(tmp_path, 2, model, model, {"step": 2}, keep_last=1)
+    assert list_checkpoints(tmp_path) == [first] and not list(tmp_path.glob(".tmp-*"))

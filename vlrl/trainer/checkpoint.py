@@ -173,8 +173,12 @@ def write_checkpoint(
     failures = procs.gather([f"process {procs.rank}: {failure}" if procs.world > 1 else failure] if failure else [])
     if failures or not shared:  # every process stops if any could not write its part
         raise save_failed(checkpoints, tmp if main else None, step, "; ".join(failures))
-    final = commit_checkpoint(checkpoints, tmp, step, keep_last) if main else None
-    procs.barrier()
+    final = None
+    with procs.together():  # a flush or rename that fails (a full disk) stops every process
+        try:
+            final = commit_checkpoint(checkpoints, tmp, step, keep_last) if main else None
+        except OSError as err:
+            raise save_failed(checkpoints, tmp, step, err.strerror or str(err)) from err
     return final or list_checkpoints(checkpoints)[-1]
 
 
