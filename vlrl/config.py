@@ -302,6 +302,11 @@ class TrustConfig:
     decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 500, paper 1000)
     timeout_s: float = 30.0  # HTTP scorer timeout; a failed call scores 0 and is counted
     judge_max_new_tokens: int = 16
+    # What an http(s):// or judge: scorer is asked. vlrl: http gets {"items": [...]} and returns
+    # {"scores": [...]}; the judge rates the <think> block 0-10. sophiavl_r1: SophiaVL-R1's request to
+    # its thinking reward model (trainer/sophiavl_r1.py), http to an OpenAI-style /v1/chat/completions.
+    protocol: Literal["vlrl", "sophiavl_r1"] = "vlrl"
+    judge_model: str = ""  # the request's "model" under protocol sophiavl_r1 over http (SophiaVL-R1's REWARD_MODEL)
 
     def __post_init__(self) -> None:
         if self.decay_steps is None:  # resolved here, so that config.yaml states the T a run used
@@ -310,6 +315,17 @@ class TrustConfig:
     def validate(self, key: str) -> None:
         if not self.decay_steps > 0:
             raise ConfigError(f"config: {key}.decay_steps must be > 0, got {self.decay_steps}")
+        if self.protocol == "sophiavl_r1":
+            http = self.scorer.startswith(("http://", "https://"))
+            if not (http or self.scorer.startswith("judge:")):
+                raise ConfigError(
+                    f"config: {key}.protocol=sophiavl_r1 is how an http(s):// or judge: scorer is asked; "
+                    f"{key}.scorer is {self.scorer!r}"
+                )
+            if http and not self.judge_model:
+                raise ConfigError(
+                    f"config: {key}.protocol=sophiavl_r1 over http names the served model in {key}.judge_model"
+                )
 
 
 @dataclass

@@ -102,6 +102,15 @@ def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, opti
     assert all(r["skipped_updates"] == 0 and r["grad_norm"] > 0 for r in rows)
 
 
+def send_json(handler: BaseHTTPRequestHandler, body: dict) -> None:
+    """A test server's 200 answer of `body` as JSON."""
+    payload = json.dumps(body).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.end_headers()
+    handler.wfile.write(payload)
+
+
 class Scores(BaseHTTPRequestHandler):
     """A thinking scorer's HTTP endpoint: 0.5 for every item, after `server.delay` seconds, or
     an error when `server.broken`."""
@@ -113,11 +122,7 @@ class Scores(BaseHTTPRequestHandler):
             self.send_response(500)
             self.end_headers()
             return
-        payload = json.dumps({"scores": [0.5] * len(body["items"])}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(payload)
+        send_json(self, {"scores": [0.5] * len(body["items"])})
 
     def log_message(self, *args):
         pass

@@ -35,7 +35,7 @@ from vlrl.trainer.batch import Group, RolloutBatch
 from vlrl.trainer.checkpoint import load_process_state
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
-from vlrl.trainer.thinking import make_scorer
+from vlrl.trainer.thinking import Asked, make_scorer
 from vlrl.trainer.update import Updater, update_stats
 from vlrl.vision.video import Video
 
@@ -177,7 +177,7 @@ class RLTrainer:
                     lengths, params.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
                 )
             if self.thinking is not None:
-                thinking = torch.tensor(self.thinking([sample] * G, texts))
+                thinking = torch.tensor(self.thinking([sample] * G, texts, self.asked(prompt)))
                 shaping["thinking"] = trust_bonus(thinking, accuracy, correct, algo.trust, step)
             if shuffled is not None:
                 shaping["temporal"] = temporal_bonus(accuracy, shuffled, correct, algo.temporal.alpha, algo.temporal.mu)
@@ -190,6 +190,13 @@ class RLTrainer:
             accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
             groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures))
         return groups, unusable
+
+    def asked(self, prompt: Prompt) -> Asked | None:
+        """What the policy was asked, for a thinking scorer that reads it (SophiaVL-R1's protocol)."""
+        if not self.thinking.reads_prompt:  # type: ignore[union-attr]
+            return None
+        text = self.run.processor.tokenizer.decode(prompt.input_ids, skip_special_tokens=True)
+        return Asked(text, prompt.images[0] if prompt.images and prompt.video is None else None)
 
     def temporal_contrast(
         self, items: list[tuple[Task, Sample]], decoded: dict[str, Video], ordered: SamplingParams

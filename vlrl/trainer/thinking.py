@@ -2,22 +2,28 @@
 
 A scorer takes samples and completions and returns one score each. Three kinds:
 a Python callable (`module:function` or `path/to/file.py:function`), an HTTP endpoint, or a
-local judge model run through the rollout engine (`judge:PATH`). A scorer never ends a run:
-a failed call scores 0 and is counted.
+local judge model run through the rollout engine (`judge:PATH`); the last two ask in vlrl's
+protocol or in SophiaVL-R1's (`algo.trust.protocol`, sophiavl_r1.py), which also reads what the
+policy was asked (`Asked`). A scorer never ends a run: a failed call scores 0 and is counted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import regex
+from PIL import Image
 
 from vlrl.config import ConfigError, ModelConfig, TrustConfig
 from vlrl.data.sample import Sample
+from vlrl.trainer import sophiavl_r1
 
 # Model output is searched with a time limit (the `regex` module's), as rewards/text.py searches
 MATCH_TIMEOUT_S = 0.25
@@ -53,16 +59,30 @@ def clean_score(value: Any) -> float | None:
     return min(1.0, max(0.0, value)) if math.isfinite(value) else None
 
 
-class ThinkingScorer:
-    """Scores completions; `failures` counts calls that produced no usable score."""
+@dataclass(frozen=True)
+class Asked:
+    """What the policy was asked, as a reward model reads it: the prompt decoded without special
+    tokens (SophiaVL-R1's prompt_str) and its first image as the policy saw it (None: a video)."""
 
-    def __init__(self, score_batch: Callable[[Sequence[Sample], Sequence[str]], list[Any]]):
+    prompt: str
+    image: Image.Image | None
+
+
+class ThinkingScorer:
+    """Scores completions; `failures` counts calls that produced no usable score. A scorer that
+    `reads_prompt` is also given what the policy was asked."""
+
+    def __init__(self, score_batch: Callable[..., list[Any]], reads_prompt: bool = False):
         self._score_batch = score_batch
+        self.reads_prompt = reads_prompt
         self.failures = 0
 
-    def __call__(self, samples: Sequence[Sample], completions: Sequence[str]) -> list[float]:
+    def __call__(
+        self, samples: Sequence[Sample], completions: Sequence[str], asked: Asked | None = None
+    ) -> list[float]:
         try:
-            raw = list(self._score_batch(samples, completions))
+            given = (samples, completions, asked) if self.reads_prompt else (samples, completions)
+            raw = list(self._score_batch(*given))
             if len(raw) != len(completions):
                 raise ValueError(f"{len(raw)} scores for {len(completions)} completions")
         except Exception:
@@ -92,8 +112,33 @@ def http_scorer(url: str, timeout: float) -> Callable[[Sequence[Sample], Sequenc
     return score
 
 
+def sophiavl_http_scorer(url: str, model: str, timeout: float) -> Callable:
+    """SophiaVL-R1's request, one per completion (eight at a time), to an OpenAI-style chat
+    completions URL serving its thinking reward model; the answer read by its extract_score."""
+
+    def one(text: str, image: Image.Image | None) -> float | None:
+        body = json.dumps(sophiavl_r1.chat_request(model, text, image)).encode()
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answer = json.loads(response.read(1 << 24))["choices"][0]["message"]["content"]
+        except Exception:
+            return None
+        return sophiavl_r1.extract_score(answer) if isinstance(answer, str) else None
+
+    def score(samples: Sequence[Sample], completions: Sequence[str], asked: Asked) -> list[Any]:
+        with_image = asked.image is not None
+        texts = [sophiavl_r1.evaluator_text(asked.prompt, c, with_image) for c in completions]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(lambda text: one(text, asked.image), texts))
+
+    return score
+
+
 def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Callable:
-    """A local VLM asked to rate the reasoning 0-10 given the same images and video; its answer / 10."""
+    """A local VLM asked to rate the reasoning given the same images and video: 0-10, its answer
+    / 10; or, given what the policy was asked (protocol sophiavl_r1), SophiaVL-R1's request with
+    the first image, read by its extract_score."""
     from vlrl.models.loading import load_model, load_processor
     from vlrl.models.prompting import UnusableSample, render_prompts
     from vlrl.rollout import SamplingParams
@@ -107,22 +152,31 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
     engine = HFEngine(model, processor.tokenizer)
     params = SamplingParams(n=1, max_new_tokens=max_new_tokens, temperature=0.0)
 
-    def score(samples: Sequence[Sample], completions: Sequence[str]) -> list[Any]:
-        jobs = []
-        for sample, completion in zip(samples, completions, strict=True):
-            text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
-            vision = [{"type": "image"} for _ in sample.images] + ([{"type": "video"}] if sample.video else [])
-            jobs.append(([{"role": "user", "content": [*vision, {"type": "text", "text": text}]}], sample))
+    def vlrl_job(sample: Sample, completion: str) -> tuple[list[dict], Sample]:
+        text = JUDGE_TEMPLATE.format(problem=sample.problem, thinking=thinking_text(completion)[:4000])
+        vision = [{"type": "image"} for _ in sample.images] + ([{"type": "video"}] if sample.video else [])
+        return [{"role": "user", "content": [*vision, {"type": "text", "text": text}]}], sample
+
+    def sophiavl_job(sample: Sample, completion: str, asked: Asked) -> tuple[list[dict], Sample]:
+        text = sophiavl_r1.evaluator_text(asked.prompt, completion, asked.image is not None)
+        content: list[dict] = [{"type": "text", "text": text}]
+        if asked.image is not None:  # the first image, after the text, as its chat request puts it
+            content.append({"type": "image"})
+        first = dataclasses.replace(sample, images=sample.images[:1] if asked.image else [], video=None)
+        return [{"role": "system", "content": sophiavl_r1.SYSTEM}, {"role": "user", "content": content}], first
+
+    def score(samples: Sequence[Sample], completions: Sequence[str], asked: Asked | None = None) -> list[Any]:
+        pairs = zip(samples, completions, strict=True)
+        jobs = [sophiavl_job(s, c, asked) if asked else vlrl_job(s, c) for s, c in pairs]
         prompts = render_prompts(processor, jobs, model_cfg)  # one processor call; a video decoded once
         for prompt in prompts:
             if isinstance(prompt, UnusableSample):  # as render_prompt raised it (the rollout read the media)
                 raise prompt
-        answers = engine.generate(prompts, params)
-        out = []
-        for generation in answers:
-            match = search(NUMBER, generation.completions[0].text)
-            out.append(float(match.group(0)) / 10 if match else None)
-        return out
+        answers = [g.completions[0].text for g in engine.generate(prompts, params)]
+        if asked is not None:
+            return [sophiavl_r1.extract_score(answer) for answer in answers]
+        matches = [search(NUMBER, answer) for answer in answers]
+        return [float(match.group(0)) / 10 if match else None for match in matches]
 
     return score
 
@@ -131,10 +185,14 @@ def make_scorer(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer | No
     spec = cfg.scorer
     if not spec:
         return None
+    sophiavl = cfg.protocol == "sophiavl_r1"
     if spec.startswith(("http://", "https://")):
+        if sophiavl:
+            return ThinkingScorer(sophiavl_http_scorer(spec, cfg.judge_model, cfg.timeout_s), reads_prompt=True)
         return ThinkingScorer(http_scorer(spec, cfg.timeout_s))
     if spec.startswith("judge:"):
-        return ThinkingScorer(judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens))
+        judge = judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens)
+        return ThinkingScorer(judge, reads_prompt=sophiavl)
     if ":" in spec:
         from vlrl.plugins import import_object
 
