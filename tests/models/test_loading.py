@@ -136,23 +136,3 @@ def zero_in_place(weights: Path) -> None:
     with weights.open("r+b") as f:
         f.seek(header)
         f.write(bytes(weights.stat().st_size - header))
-
-
-def test_an_image_resized_to_model_max_pixels_reaches_the_model_at_that_size(tmp_path, tiny_qwen25):
-    """The tiny checkpoint's processor allows 200,704 pixels; at model.max_pixels=401408 vlrl
-    resizes a 640x640 image to 616x616, and the processor must not shrink it again (to 448x448:
-    absolute coordinates would then be read in a frame the model never saw)."""
-    import numpy as np
-    from PIL import Image
-
-    from vlrl.models.loading import load_processor
-    from vlrl.vision.images import load_image
-
-    cfg = ModelConfig(path="tiny:qwen2_5_vl", max_pixels=401408)
-    Image.fromarray(np.zeros((640, 640, 3), dtype=np.uint8)).save(tmp_path / "big.png")
-    image = load_image(str(tmp_path / "big.png"), cfg.min_pixels, cfg.max_pixels, 28)
-    assert image.size == (616, 616)
-    processor = load_processor(cfg)
-    grid = processor(text=["<|vision_start|><|image_pad|><|vision_end|>"], images=[image])["image_grid_thw"]
-    assert [list(g) for g in grid] == [[1, 44, 44]]  # 616 / 14 patches a side
-    assert dict(processor.image_processor.size)["longest_edge"] == 401408  # what a checkpoint then says

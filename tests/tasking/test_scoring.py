@@ -75,3 +75,12 @@ def test_a_tasks_metrics_that_raise_or_are_not_numbers_are_left_out_and_said(sam
     assert metrics == {} and notes == ["task refcoco's metrics raised KeyError: 'caption': no metrics of it here"]
     fine, none = task_metrics(RefCOCO(), samples[:2], ["a", "b"])
     assert none == [] and fine["acc@0.5"] == 0.0 and all(type(v) is float for v in fine.values())
+    numpy_values, none = task_metrics(NumpyMetrics(), samples[:2], ["a", "b"])
+    assert none == [] and numpy_values == {"acc": 0.5, "count": 3.0}  # numpy's scalars are numbers
+
+
+class NumpyMetrics(RefCOCO):
+    def metrics(self, samples, completions):
+        import numpy as np
+
+        return {"acc": np.float32(0.5), "count": np.int64(3)}

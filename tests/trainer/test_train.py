@@ -64,6 +64,9 @@ def test_train_command_runs_and_changes_the_weights(tmp_path, rec_data, tiny_qwe
     after = load_file(run_dir / "checkpoints" / "step-0000003" / "model.safetensors")
     changed = [name for name in before if not torch.equal(before[name], after[name])]
     assert any(n.startswith("model.layers") for n in changed) and any(n.startswith("visual.") for n in changed)
+    # Its processor states the image budget the run trained at (model.max_pixels), not its base's 200,704
+    saved = json.loads((run_dir / "checkpoints" / "step-0000003" / "processor_config.json").read_text())
+    assert saved["image_processor"]["size"]["longest_edge"] == 50176
     # samples.jsonl: a group's completions with what they answered, as TRL's completions table
     lines = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     records = {str(i): r for i, r in enumerate(json.loads(rec_data.read_text()))}
@@ -115,7 +118,9 @@ def test_a_run_from_another_runs_checkpoint_resumes_as_uninterrupted_after_that_
     from tests.trainer.test_sft import sft_overrides
     from vlrl.trainer.sft import train_sft
 
-    sft = train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **{"sft.steps": 1})))
+    # Qwen2-VL, not the default family: the resumed run must read its data in that family's frame
+    sft_options = {"sft.steps": 1, "model.path": "tiny:qwen2_vl"}
+    sft = train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **sft_options)))
     rl = {"model.path": sft.checkpoint, "algo.beta": 0.04, "trainer.save_every": 1}  # the reference is the SFT model
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     train(load_config(None, tiny_overrides(straight, rec_data, **rl, **{"trainer.steps": 2})))

@@ -76,11 +76,10 @@ def not_found(path: str) -> str:
 
 
 def load_processor(cfg: ModelConfig, path: str | None = None):
-    """The model's processor, its image pixel limit model.max_pixels: vlrl resizes each image
-    to the config's limits itself (qwen-vl-utils' smart_resize), and a processor whose own limit
-    were lower would shrink it again, out of the frame the coordinates are read in (a 616x616
-    image at model.max_pixels=401408 went to the tiny model as 448x448). A checkpoint's
-    processor, saved with it, then states the limit the model was trained at."""
+    """The model's processor, its image pixel limit model.max_pixels. vlrl's own renders pass
+    the config's limits with every call (prompting.image_kwargs); this is for the processor a
+    checkpoint saves, which then states the limit the model was trained at, for `vlrl export` and
+    any server that runs it."""
     processor = model_family(cfg).load_processor(path or checkpoint_path(cfg))
     with_pixel_limits(processor, cfg.max_pixels)
     return processor

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +135,7 @@ def task_metrics(
         return {}, [f"task {task.name}'s metrics raised {failure_reason(err)}: no metrics of it here"]
     metrics, notes = {}, []
     for name, value in values.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy's scalars too
             metrics[str(name)] = float(value)
         else:
             notes.append(f"task {task.name}'s metric {name!r} is {str(value)[:80]!r}, not a number: left out")

@@ -43,7 +43,10 @@ def check_template(key: str, template: str, placeholders: tuple[str, ...]) -> No
     for name in fields:
         if name not in placeholders:
             allowed = ", ".join(f"{{{p}}}" for p in placeholders)
-            raise ConfigError(f"config: {key} has the placeholder {{{name}}}; it may use {allowed} ({literal})")
+            raise ConfigError(
+                f"config: {key} has the placeholder {{{name}}}; it may use {allowed} ({literal}; a task that "
+                "fills in others lists them in its option_templates)"
+            )
 
 
 class Task:

@@ -338,8 +338,6 @@ class RLTrainer:
                 mine = [g for g in groups if g.task is source.task]
                 if mine:
                     metrics.update({f"{source.task.name}/{k}": v for k, v in reward_metrics(mine, by_reward).items()})
-        if self.thinking is not None:
-            metrics["thinking_failures"] = float(self.thinking.failures)
         return metrics
 
     def evaluate_held_out(self, step: int) -> dict[str, float]:
@@ -406,6 +404,8 @@ class RLTrainer:
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
                 metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
+                if self.thinking is not None:  # every process's, so that their sum is the run's (is_count)
+                    metrics["thinking_failures"] = float(self.thinking.failures)
                 metrics["skipped_samples"] = run.report_unusable(step, unusable)
                 run.report_reward_failures(step, sum(len(g.completions) for g in groups), reward_failures(groups))
                 if cfg.rollout.stages:  # Vision-R1's schedule: which stage sampled this step

@@ -96,13 +96,16 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
 def base_model_path(model: ModelConfig, t: TrainerConfig, section: str) -> str:
     """The directory a run reads its base model from: model.path's; for a resumed run whose
     model.path is gone (a checkpoint its own run pruned since), the base it kept in RUN/base
-    (`checkpoint.keep_base`). Fails early, naming model.path, when there is neither."""
+    (`checkpoint.keep_base`), model.path then pointed at it: called before the run's data is
+    read, whose frame and prompts follow the model's family. Fails early, naming model.path,
+    when there is neither."""
     try:
         return checkpoint_path(model)
     except ConfigError:
         kept = Path(t.output_dir) / KEPT_BASE
         if kept.is_dir() and resume_checkpoint(t, section) is not None:
-            return str(kept)
+            model.path = str(kept)
+            return model.path
         raise
 
 
@@ -168,7 +171,11 @@ class Run:
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
         state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
         config = json.loads(json.dumps(used_config(cfg, section), default=str))
-        changes = resume_changes(config, json.loads(state["config"]), section, resume_from) if state else {}
+        saved = json.loads(state["config"]) if state else {}
+        given = saved.get("model", {}).get("path") if cfg.model.path == str(self.dir / KEPT_BASE) else None
+        if given:  # model.path gone, its kept base read instead (base_model_path): the same setting
+            config["model"]["path"] = given
+        changes = resume_changes(config, saved, section, resume_from) if state else {}
         # The files of the config's reward functions: a resumed run scores as its steps so far did.
         self.reward_files = data_fingerprints(
             sorted({r.file for s in sources for r in s.task.config_rewards.values() if r.file})
@@ -191,7 +198,7 @@ class Run:
 
         torch.manual_seed(t.seed)
         self.device = self.procs.device()
-        self.base_path = self._base(cfg.model, resume_from is not None, section)
+        self.base_path = self._base(cfg.model, resume_from is not None, section, given)
         self.base_model = model_fingerprint(self.base_path)
         if state and state.get("base_model", self.base_model) != self.base_model:  # older checkpoints: none kept
             raise ConfigError(
@@ -303,19 +310,19 @@ class Run:
         if errors:
             (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
 
-    def _base(self, model: ModelConfig, resuming: bool, section: str) -> str:
+    def _base(self, model: ModelConfig, resuming: bool, section: str, gone: str | None) -> str:
         """The run's base model directory. A new run from another run's checkpoint keeps that
         checkpoint's files in RUN/base and reads them there (model.path is set to it, so that the
         policy, the reference, the engine and a LoRA adapter's recorded base all name it), so
-        pruning or deleting that run never stops this one resuming or being evaluated."""
+        pruning or deleting that run never stops this one resuming or being evaluated. `gone`:
+        the model.path a resumed run found gone (it reads RUN/base, base_model_path)."""
         path = base_model_path(model, self.t, section)
         kept = self.dir / KEPT_BASE
-        if not resuming:
+        own = Path(path).resolve() == kept.resolve()  # model.path is this run's RUN/base itself
+        if not resuming and not own:
             with self.procs.main_first():
-                if self.procs.main:
-                    shutil.rmtree(kept, ignore_errors=True)  # an earlier start's
-                    why = keep_base(Path(path), kept) if is_checkpoint(Path(path)) else ""
-                    if why:
+                if self.procs.main and is_checkpoint(Path(path)):
+                    if why := keep_base(Path(path), kept):
                         self.console.print(
                             f"[yellow]note:[/yellow] model.path {escape(model.path)} is a checkpoint of another run, "
                             f"which may prune it (keep_last); it could not be linked into {escape(str(kept))} "
@@ -323,16 +330,16 @@ class Run:
                             highlight=False,
                             soft_wrap=True,
                         )
-        elif path == str(kept) and self.procs.main:
+                elif self.procs.main:
+                    shutil.rmtree(kept, ignore_errors=True)  # an earlier start's, from another model
+            if kept.is_dir():
+                path = model.path = str(kept)
+        if gone and self.procs.main:
             self.console.print(
-                f"model.path {escape(model.path)} is gone; the run reads the base it kept, {escape(path)}",
+                f"model.path {escape(gone)} is gone; the run reads the base it kept, {escape(path)}",
                 highlight=False,
                 soft_wrap=True,
             )
-        if kept.is_dir() and not resuming:
-            path = str(kept)
-        if path == str(kept):
-            model.path = path
         return path
 
     def load(self, model: ModelConfig, path: str | None) -> torch.nn.Module:
