@@ -501,6 +501,7 @@ class TrainerConfig:
     prompts_per_step: int = 8  # B prompts per step (SFT: samples per step)
     lr: float = 1e-6
     weight_decay: float = 0.0
+    # Over trainer.steps, with warmup_steps first; one value per step, whatever its optimizer steps
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = 0
     max_grad_norm: float = 1.0

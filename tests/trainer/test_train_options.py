@@ -247,9 +247,18 @@ def test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_sched
         assert r["correct_frac"] == 0.0 and r["truncated_frac"] > 0
         # A = -1: kept tokens / (rows x L_max); a truncated row holds L_max tokens, none kept.
         assert r["loss"] == pytest.approx(r["completion_length"] / 4 - r["truncated_frac"], abs=1e-6)
-    # The lr logged after optimizer step s (0-based schedule position s): warmup (s + 1) / 2 for
-    # s < 2, then linear from 1 at s = 2 down to 0 at s = 3 (the last of 3 steps).
-    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 1e-3, 0.0])
+    # The lr each step s (0-based) trained at: warmup (s + 1) / 2 for s < 2, then linear from 1
+    # at s = 2, reaching 0 at s = 3, after the last of 3 steps.
+    assert [r["lr"] for r in rows] == pytest.approx([5e-4, 1e-3, 1e-3])
+
+
+def test_the_schedule_counts_steps_not_the_optimizer_steps_within_them(tmp_path, rec_data, tiny_qwen25):
+    """Two optimizer steps per step (algo.mini_batches): a linear schedule over 4 steps still
+    trains at 1, 3/4, 1/2 and 1/4 of trainer.lr (it reached 0 at step 2, leaving 2 steps untrained)."""
+    options = {"trainer.lr_schedule": "linear", "trainer.steps": 4, "algo.mini_batches": 2, "algo.beta": 0.0}
+    rows = run(tmp_path, rec_data, **options)
+    assert [r["optimizer_steps"] for r in rows] == [2.0] * 4
+    assert [r["lr"] for r in rows] == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
 
 
 def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):

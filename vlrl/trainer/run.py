@@ -67,7 +67,9 @@ class RunResult:
 
 
 def lr_factor(step: int, t: TrainerConfig) -> float:
-    """Multiplier of t.lr at optimizer step `step` (0-based): warmup, then the schedule."""
+    """Multiplier of t.lr in step `step` (0-based) of the run's t.steps, every optimizer step of
+    it alike (algo.num_iterations x algo.mini_batches, as verl steps its scheduler once per
+    update): warmup, then the schedule."""
     if step < t.warmup_steps:
         return (step + 1) / t.warmup_steps
     progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
@@ -407,7 +409,6 @@ class Run:
         applied = self.procs.all_true(loss_is_finite and math.isfinite(grad_norm))
         if applied:
             self.optimizer.step()
-            self.scheduler.step()  # the schedule counts optimizer steps taken
             self.strategy.after_step()
         self.strategy.zero_grad()
         return grad_norm, applied
@@ -446,6 +447,7 @@ class Run:
         on schedule. Returns True when a stop signal came (on any process): the step is then
         checkpointed and the loop ends."""
         self.step = step
+        self.scheduler.step()  # the schedule counts steps (trainer.steps), however many optimizer steps each took
         self.skipped_updates += skipped
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:
