@@ -452,6 +452,11 @@ class AlgoConfig:
             )
         if self.dual_clip is not None and self.dual_clip <= 1:
             raise ConfigError(f"config: {key}.dual_clip must be > 1, got {self.dual_clip}")
+        if self.loss == "cpgd" and (self.ratio_level != "token" or self.dual_clip is not None):
+            raise ConfigError(
+                f"config: {key}.loss=cpgd clips the log-ratio per token its own way: {key}.ratio_level and "
+                f"{key}.dual_clip are the clip loss's (set them back, or {key}.loss=clip)"
+            )
         if not 0 < self.top_entropy_fraction <= 1:
             raise ConfigError(f"config: {key}.top_entropy_fraction must be in (0, 1], got {self.top_entropy_fraction}")
         self.rollout_correction.validate(f"{key}.rollout_correction")

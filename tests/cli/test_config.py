@@ -69,6 +69,12 @@ def test_bad_keys_and_values_are_named(override, message):
         load_config(None, [override])
 
 
+@pytest.mark.parametrize("option", ["algo.ratio_level=sequence", "algo.dual_clip=3.0"])
+def test_clip_loss_options_with_the_cpgd_loss_are_refused_not_ignored(option):
+    with pytest.raises(ConfigError, match=re.escape("algo.loss=cpgd clips the log-ratio per token its own way")):
+        load_config(None, ["algo.loss=cpgd", option])
+
+
 def test_choices_yaml_reads_as_null_or_false_are_the_words_meant(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("algo:\n  replay: {mode: off}\neval:\n  reasoning_tags: none\n")

@@ -72,6 +72,17 @@ def test_rl_training_skips_the_sample_and_goes_on(tmp_path, data_with_a_bad_imag
     assert skipped["source"] == f"{data_with_a_bad_image}:2" and "bad.jpg" in skipped["reason"]
     assert f"skipped sample {data_with_a_bad_image}:2: cannot read" in out
     assert (run_dir / "checkpoints" / "step-0000002").is_dir()
+    # No group at all: no optimizer step (an empty one applied weight decay and was counted)
+    assert [m["optimizer_steps"] for m in metrics] == [float(m["skipped_samples"] == 0) for m in metrics]
+
+
+def test_a_mini_batch_left_without_a_group_takes_no_optimizer_step(tmp_path, data_with_a_bad_image, tiny_qwen25):
+    run_dir = tmp_path / "run"
+    # Both samples each step, one unreadable: one group for algo.mini_batches=2, so one optimizer step.
+    options = {"trainer.prompts_per_step": 2, "trainer.steps": 1, "algo.mini_batches": 2}
+    assert main(["train", *tiny_run(run_dir, data_with_a_bad_image, **options)]) == 0
+    (metrics,) = rows(run_dir / "metrics.jsonl")
+    assert metrics["skipped_samples"] == 1 and metrics["optimizer_steps"] == 1.0
 
 
 def test_sft_skips_the_sample_and_trains_on_the_others(tmp_path, data_with_a_bad_image, tiny_qwen25):
@@ -127,11 +138,19 @@ def test_a_video_whose_frames_do_not_decode_is_skipped(tmp_path, tiny_qwen25):
 
 
 class CountingProcesses(Processes):
-    """One process, recording each collective call it makes."""
+    """One process, recording each collective call it makes and the values it gives `max`; given
+    `peer`, the values another process gave (a run of its own recorded them), `max` returns the
+    two processes' maximum, so that the decisions it makes are theirs together."""
 
-    def __init__(self, calls: list[str]):
+    def __init__(self, calls: list[str], peer: list[int] | None = None):
         super().__init__()
         object.__setattr__(self, "calls", calls)
+        object.__setattr__(self, "given", [])
+        object.__setattr__(self, "peer", list(peer or []))
+
+    def max(self, value: int) -> int:
+        self.given.append(value)
+        return max(value, self.peer.pop(0)) if self.peer else value
 
     def __getattribute__(self, name):
         if name in ("mean", "max", "all_true", "average_gradients", "mean_metrics", "gather", "barrier"):
@@ -146,7 +165,7 @@ def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(
     from vlrl.trainer.rl import RLTrainer
 
     lines = data_with_a_bad_image.read_text().splitlines()
-    calls = {}
+    calls, peer = {}, []
     for name, line in (("readable", lines[0]), ("unreadable", lines[1])):
         data = data_with_a_bad_image.with_name(f"{name}.jsonl")
         data.write_text(line + "\n")
@@ -155,7 +174,9 @@ def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(
         )
         trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
         calls[name] = []
-        trainer.run.procs = trainer.run.strategy.procs = CountingProcesses(calls[name])
+        procs = CountingProcesses(calls[name], peer)  # the unreadable one beside the readable one
+        trainer.run.procs = trainer.run.strategy.procs = procs
         trainer.train()
+        peer = procs.given
     assert "average_gradients" in calls["readable"]
     assert calls["unreadable"] == calls["readable"]

@@ -31,7 +31,13 @@ def test_a_changed_setting_applies_from_the_resumed_step_and_is_recorded(tmp_pat
 
 
 @pytest.mark.parametrize(
-    "key, value", [("trainer.seed", 7), ("model.path", "tiny:qwen2_vl"), ("trainer.parallel", "fsdp2")]
+    "key, value",
+    [
+        ("trainer.seed", 7),
+        ("model.path", "tiny:qwen2_vl"),
+        ("trainer.parallel", "fsdp2"),
+        ("model.freeze_vision", True),
+    ],
 )
 def test_a_setting_a_resume_cannot_honour_is_refused_by_name(tmp_path, finished_run, capsys, key, value):
     run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3, key: value})

@@ -321,3 +321,12 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, tempor
     for sample, b in zip(logged, bonus, strict=True):
         base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))
         assert sample["reward"] == pytest.approx(base + temporal + 0.15 + b, abs=1e-5)
+
+
+def test_t_grpo_on_a_task_without_shuffled_videos_is_refused_before_the_model_loads(tmp_path, rec_data):
+    from vlrl.config import ConfigError
+
+    cfg = load_config(None, tiny_overrides(tmp_path / "run", rec_data, **{"algo.temporal.enabled": True}))
+    with pytest.raises(ConfigError, match="brief_grounding gives no shuffled variant"):
+        train(cfg)
+    assert not (tmp_path / "run").exists()

@@ -154,6 +154,10 @@ class Task:
         """The ideal completion in the model's frame (cold-start SFT target)."""
         raise NotImplementedError
 
+    def has_temporal_variant(self) -> bool:
+        """Whether the task gives T-GRPO a shuffled-frame variant of its samples."""
+        return type(self).temporal_variant is not Task.temporal_variant
+
     def temporal_variant(self, sample: Sample) -> Sample | None:
         """The same question over shuffled frames, for T-GRPO; None where order carries nothing."""
         return None

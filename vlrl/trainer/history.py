@@ -53,6 +53,8 @@ def fixed_on_resume(key: str, section: str) -> str | None:
         return "the weights come from the checkpoint"
     if key.startswith("model.lora."):
         return "the checkpoint's adapters have the old shape"
+    if key == "model.freeze_vision":
+        return "the optimizer's state holds the weights trained so far"
     if key == "task.name" or key == "mixture.length" or (key.startswith("mixture[") and key.endswith("].name")):
         return "the data stream and the rewards belong to the old tasks"
     if key == f"{section}.seed":

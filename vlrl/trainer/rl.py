@@ -52,6 +52,12 @@ class RLTrainer:
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
         check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
+        if cfg.algo.temporal.enabled and not any(s.task.has_temporal_variant() for s in self.sources):
+            names = ", ".join(s.task.name for s in self.sources)
+            raise ConfigError(
+                f"config: algo.temporal.enabled (T-GRPO) contrasts a video with its frames shuffled, and {names} "
+                "gives no shuffled variant (Task.temporal_variant): a video task does (video_qa)"
+            )
         self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
         for source in self.sources:
             if id(source.task) in self.unjudged and source.task.accuracy_metric:
@@ -277,6 +283,8 @@ class RLTrainer:
         skipped = 0
         for iteration in range(algo.num_iterations):
             for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
+                if self.run.procs.max(len(chunk)) == 0:  # fewer groups than mini-batches everywhere: no step
+                    continue
                 rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
                     batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
@@ -404,8 +412,9 @@ class RLTrainer:
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
                 metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
-                if self.thinking is not None:  # every process's, so that their sum is the run's (is_count)
+                if self.thinking is not None:  # this step's, on every process: their sum is the step's (is_count)
                     metrics["thinking_failures"] = float(self.thinking.failures)
+                    self.thinking.failures = 0
                 metrics["skipped_samples"] = run.report_unusable(step, unusable)
                 run.report_reward_failures(step, sum(len(g.completions) for g in groups), reward_failures(groups))
                 if cfg.rollout.stages:  # Vision-R1's schedule: which stage sampled this step

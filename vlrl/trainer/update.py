@@ -204,13 +204,13 @@ def update_stats(
     sums: dict[str, float], with_kl: bool, corrected: bool, trainer_entropy: torch.Tensor | None, batch: RolloutBatch
 ) -> dict[str, float]:
     """The update's logged statistics from its sums: means per optimizer step and per token."""
-    steps, tokens = sums["optimizer_steps"], max(1.0, sums["tokens"])
+    steps, tokens = max(1.0, sums["optimizer_steps"]), max(1.0, sums["tokens"])  # none: no group anywhere
     stats = {
         "loss": sums["loss"] / steps,
         "grad_norm": sums["grad_norm"] / steps,
         "clip_low_frac": sums["clip_low"] / tokens,
         "clip_high_frac": sums["clip_high"] / tokens,
-        "optimizer_steps": steps,
+        "optimizer_steps": sums["optimizer_steps"],
     }
     if with_kl:
         stats["kl"] = sums["kl"] / tokens
