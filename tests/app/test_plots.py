@@ -49,6 +49,12 @@ def test_the_headline_is_the_runs_eval_headline_or_its_tasks(tmp_path):
     ]  # fmt: skip
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": {"name": "counting"}, "eval": {"headline": ["mae"]}}))
     assert list(rl_figures(rows_of(), tmp_path)["headline"])[2:] == ["held-out mae"]
+    # A mixture: each task's own headline
+    mixture = {"mixture": [{"name": "refcoco"}, {"name": "counting"}], "eval": {"headline": []}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(mixture))
+    panels = list(rl_figures(rows_of(), tmp_path)["headline"])[2:]
+    assert panels[:4] == [f"held-out refcoco {m}" for m in ("acc@0.5", "mean_iou", "format_rate", "reward")]
+    assert "held-out counting accuracy" in panels and "held-out counting acc@0.5" not in panels
 
 
 def test_plots_draw_each_scale_apart_smooth_over_faint_raw_values_and_keep_legends_off_the_data(tmp_path, monkeypatch):

@@ -123,24 +123,26 @@ def run_kind(rows: list[dict]) -> str:
     return "rl" if any("reward" in row for row in rows) else "sft"
 
 
-def run_headline(run_dir: Path) -> tuple[list[str], list[str]]:
-    """The run's tasks (several for a mixture) and the held-out metrics its summaries show
-    first: eval.headline, else the task's own (Task.headline), from RUN/config.yaml."""
+def run_headline(run_dir: Path) -> dict[str, list[str]]:
+    """The run's tasks (several for a mixture), each with the held-out metrics its summaries
+    show first: eval.headline, else the task's own (Task.headline), from RUN/config.yaml."""
     path = run_dir / "config.yaml"
     config = yaml.safe_load(path.read_text()) if path.is_file() else {}
     mixture = config.get("mixture") or []
     tasks = [entry.get("name", "") for entry in mixture] or [config.get("task", {}).get("name", "")]
     chosen = config.get("eval", {}).get("headline") or []
-    if chosen:
-        return tasks, list(chosen)
+    return {task: list(chosen) or task_headline(task) for task in tasks}
+
+
+def task_headline(name: str) -> list[str]:
     from vlrl.config import ConfigError, TaskConfig
     from vlrl.eval.harness import headline_names
     from vlrl.tasking.registry import make_task
 
     try:
-        return tasks, headline_names(make_task(TaskConfig(name=tasks[0])))
-    except (ConfigError, IndexError):  # a task of a file that is gone: no headline but the reward
-        return tasks, ["reward"]
+        return headline_names(make_task(TaskConfig(name=name)))
+    except ConfigError:  # a task of a file that is gone: no headline but the reward
+        return ["reward"]
 
 
 def family_of(metric: str) -> str:
@@ -174,16 +176,17 @@ def eval_panels(rows: list[dict], prefix: str, label: str) -> dict[str, list[str
 
 def rl_figures(rows: list[dict], run_dir: Path) -> dict[str, dict[str, list[str]]]:
     """Figure name -> its panels (title -> metrics), headline first."""
-    tasks, headline = run_headline(run_dir)
+    headlines = run_headline(run_dir)
+    tasks = list(headlines)
     mixture = len(tasks) > 1
     per_task = (lambda metric: [f"{t}/{metric}" for t in tasks]) if mixture else (lambda metric: [])
     headline_panels = {
         "training reward (sampled)": ["reward", *per_task("reward")],
         "training accuracy (the task's correctness)": ["accuracy", *per_task("accuracy")],
     }
-    for task in tasks if mixture else [""]:
+    for task in tasks:
         prefix = f"eval/{task}/" if mixture else "eval/"
-        for metric in headline:
+        for metric in headlines[task]:
             headline_panels[f"held-out {task + ' ' if mixture else ''}{metric}"] = [prefix + metric]
     rewards = [name for name in series(rows, ("reward/",)) if not name.startswith("reward_failures/")]
     figures = {
