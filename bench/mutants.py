@@ -45,6 +45,7 @@ FSDP_FOUR = "tests/parallel/test_fsdp.py::test_fsdp2_on_four_processes_equals_on
 # Tiny training runs whose logged loss, rewards or weights follow from the options by hand.
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
+SCHEDULE = f"{OPTIONS}::test_the_schedule_counts_steps_not_the_optimizer_steps_within_them"
 ENTROPY = f"{OPTIONS}::test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips"
 DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them"
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
@@ -64,6 +65,7 @@ ENTROPY_OLD = (
 AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
 CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
 THINKING = "tests/trainer/test_thinking.py"
+SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
@@ -451,6 +453,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cfg.judge_max_new_tokens", "16", (THINKING,),
     ),
     Mutation(
+        "Trust-GRPO protocol ignored", "vlrl/trainer/thinking.py",
+        'sophiavl = cfg.protocol == "sophiavl_r1"', "sophiavl = False", (SOPHIAVL,),
+    ),
+    Mutation(
+        "Trust-GRPO judge_model ignored", "vlrl/trainer/thinking.py",
+        "sophiavl_http_scorer(spec, cfg.judge_model, cfg.timeout_s)", 'sophiavl_http_scorer(spec, "", cfg.timeout_s)',
+        (SOPHIAVL,),
+    ),
+    Mutation(
         "temporal.enabled ignored", "vlrl/trainer/rl.py",
         "self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else",
         "self.temporal_contrast(items, decoded, params) if False else", (SHAPING,),
@@ -506,7 +517,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return centered / (rewards.std(dim=1, keepdim=True) + std_eps)", "return centered", (ALGOS,),
     ),
     # -- the optimizer step (run.py) ------------------------------------------------------------
-    Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (MASK,)),
+    Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (SCHEDULE,)),
     Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
     Mutation(
         "prompts_per_step not checked against the processes", "vlrl/trainer/run.py",
