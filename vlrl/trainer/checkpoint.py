@@ -205,8 +205,8 @@ def keep_base(checkpoint: Path, kept: Path) -> str:
 
 
 def is_checkpoint(path: Path) -> bool:
-    """Whether `path` is a checkpoint of a vlrl run (which that run may prune)."""
-    return bool(STEP_DIR.match(path.name)) and (path / STATE_INFO).is_file()
+    """Whether `path` is a complete checkpoint of a vlrl run (which that run may prune)."""
+    return bool(STEP_DIR.match(path.name)) and (path / STATE_FILE).is_file()
 
 
 def process_file(directory: Path, name: str, rank: int) -> Path:
@@ -243,8 +243,7 @@ def list_checkpoints(checkpoints: Path) -> list[Path]:
     """Complete checkpoints, oldest first."""
     if not checkpoints.is_dir():
         return []
-    found = [p for p in checkpoints.iterdir() if STEP_DIR.match(p.name) and (p / STATE_FILE).is_file()]
-    return sorted(found, key=checkpoint_step)
+    return sorted(filter(is_checkpoint, checkpoints.iterdir()), key=checkpoint_step)
 
 
 def checkpoint_step(checkpoint: Path) -> int:
