@@ -223,6 +223,20 @@ def default_eval_dir(task_names: list[str], model: str) -> Path:
     return Path("runs") / "eval" / _label(f"{tasks}-{model_label}")
 
 
+def run_task_specs(cfg: Config, split: str) -> list[str]:
+    """The config's tasks to evaluate when no --task names any: all of them, but on the eval
+    split a mixture's entries without an eval file are left out (and said)."""
+    entries = cfg.tasks()
+    if split != "eval" or not cfg.mixture or all(not entry.eval for entry in entries):
+        return [entry.name for entry in entries]  # all, or none with data: the harness says which is missing
+    for entry in entries:
+        if not entry.eval and _main_process():
+            console.print(
+                f"[yellow]warning:[/yellow] mixture task {entry.name} has no eval file: not evaluated", soft_wrap=True
+            )
+    return [entry.name for entry in entries if entry.eval]
+
+
 def cmd_eval(args: argparse.Namespace) -> None:
     if args.compare:
         from vlrl.eval.compare import compare
@@ -240,6 +254,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         return
     from vlrl.eval.harness import run_eval
     from vlrl.eval.layout import samples_path
+    from vlrl.models.loading import checkpoint_path
 
     _quiet_transformers()
     if args.data and not args.task:
@@ -267,8 +282,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)
-    specs = args.task or ([cfg.task.name] if config and not cfg.mixture else [])
+    specs = args.task or (run_task_specs(cfg, args.split or cfg.eval.split) if config else [])
     if not specs:
+        checkpoint_path(cfg.model)  # a run directory given as --model: it names the latest checkpoint
         raise ConfigError(
             "vlrl eval needs --task NAME[=DATAFILE] (or --config FILE, or --model RUN/checkpoints/step-N, whose run "
             "names the task), or --compare DIR1 DIR2"

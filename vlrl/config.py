@@ -588,6 +588,18 @@ class Config:
         on and the path was stated by the same source that turned it on."""
         return self.data.synthetic and self.origin(key) == self.origin("data.synthetic")
 
+    def tasks(self) -> list[MixtureEntry]:
+        """The run's tasks, each with its data and settings: the mixture's entries, or the one
+        `task` with data.train, data.eval and data.columns (what training and `vlrl eval` read)."""
+        if self.mixture:
+            return list(self.mixture)
+        t, d = self.task, self.data
+        return [MixtureEntry(t.name, 1.0, d.train, d.eval, d.columns, t.rewards, t.options)]
+
+    def task_key(self, which: Literal["train", "eval"]) -> str:
+        """The config key that names the tasks' `which` files (a list is one key: its origin is the list's)."""
+        return "mixture" if self.mixture else f"data.{which}"
+
     def validate(self) -> Config:
         """Each section checks itself (types and allowed values were checked while building);
         then what spans sections."""

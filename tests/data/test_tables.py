@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from PIL import Image, ImageFile
+from rich.console import Console
 
 from vlrl.cli import main
 from vlrl.config import ConfigError, load_config
@@ -27,7 +28,7 @@ from vlrl.data.tables import (
     write_parquet,
 )
 from vlrl.tasking.registry import make_task
-from vlrl.tasking.sources import load_task_split, task_sources
+from vlrl.tasking.sources import held_out, load_task_split, task_sources
 
 SCHEMA = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE), ("answer", pa.list_(pa.string()))])
 SPEC = FrameSpec("absolute", 3136, 50176)
@@ -278,10 +279,13 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
         assert (got.problem, got.solution, got.meta, got.frame) == (want.problem, want.solution, want.meta, want.frame)
         with Image.open(got.images[0]) as a, Image.open(want.images[0]) as b:
             assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB")))
-    mixture = (f"mixture=[{{name: refcoco, train: '{tmp_path / 'ds'}@train', columns: {{image: images, problem: question, "
-               "solution: answer, normal_caption: caption}}]")  # fmt: skip
-    (source,) = task_sources(load_config(None, [mixture, *overrides[1:3]]))
+    mixture = (f"mixture=[{{name: refcoco, train: '{tmp_path / 'ds'}@train', eval: '{tmp_path / 'ds'}@test', "
+               "columns: {image: images, problem: question, solution: answer, normal_caption: caption}}]")  # fmt: skip
+    mixed = load_config(None, [mixture, *overrides[1:3]])
+    (source,) = task_sources(mixed)
     assert [s.problem for s in source.train.samples] == [s.problem for s in reference]
+    ((_, _, evaluated),) = held_out(mixed, [source], Console(quiet=True))  # its held-out table, by its columns
+    assert [s.problem for s in evaluated] == [s.problem for s in reference[:2]]
     cfg.data.columns = {}  # unmapped, every row lacks the keys the task reads: each is reported
     with pytest.raises(ConfigError, match="no usable records"):
         load_task_split(task, cfg, "train")

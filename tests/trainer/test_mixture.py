@@ -6,9 +6,13 @@ import json
 from collections import Counter
 
 import pytest
+from rich.console import Console
 
-from vlrl.config import ConfigError, load_config
+from vlrl.cli import main
+from vlrl.config import ConfigError, TaskConfig, load_config
 from vlrl.data.stream import MixtureStream
+from vlrl.tasking.registry import make_task
+from vlrl.tasking.sources import Source, held_out
 from vlrl.trainer.rl import train
 
 
@@ -27,26 +31,65 @@ def test_mixture_stream_draws_by_weight_and_resumes_exactly():
     assert sorted(zero) == list(range(10))
 
 
-def test_a_mixture_trains_with_per_task_metrics(tmp_path, rec_data, tiny_qwen25):
+def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_each_entry_as_trained(
+    tmp_path, rec_data, tiny_qwen25, capsys
+):
+    """Each entry's rewards, options and files go with it: into training, its held-out
+    evaluation, and `vlrl eval` of the run's checkpoint (which evaluates every entry with an
+    eval file, or the one --task names)."""
+    from data_prep.refcoco import write_synthetic_rec
     from tasks.jigsaw import Jigsaw
 
     jigsaw_data = tmp_path / "jigsaw" / f"train{Jigsaw.data_suffix}"
     Jigsaw().synthesize(jigsaw_data, 6, seed=0)
+    rec_eval = write_synthetic_rec(tmp_path / "rec" / "val.json", size=3, seed=1)
     overrides = [
         "model.path=tiny:qwen2_5_vl",
         "model.max_pixels=50176",
-        f"mixture=[{{name: refcoco, train: {rec_data}, weight: 1.0}}, {{name: jigsaw, train: {jigsaw_data}, weight: 1.0}}]",
+        f"mixture=[{{name: refcoco, train: {rec_data}, eval: {rec_eval}, rewards: {{iou: 2.0}}}}, "
+        f"{{name: jigsaw, train: {jigsaw_data}, options: {{think: false}}}}]",
         "rollout.num_generations=2",
         "rollout.max_new_tokens=8",
         f"trainer.output_dir={tmp_path / 'run'}",
         "trainer.prompts_per_step=4",
         "trainer.steps=2",
         "trainer.progress=false",
+        "eval.every=2",
+        "eval.limit=2",
+        "eval.max_new_tokens=4",
     ]
     result = train(load_config(None, overrides))
+    assert "mixture task jigsaw has no eval file: it is not evaluated during training" in capsys.readouterr().out
     rows = [json.loads(line) for line in result.metrics.read_text().splitlines()]
     keys = set().union(*rows)
     assert {"refcoco/reward", "jigsaw/reward", "refcoco/reward/iou", "jigsaw/reward/jigsaw_partial"} <= keys
+    assert "eval/refcoco/acc@0.5" in rows[-1] and not any(key.startswith("eval/jigsaw/") for key in keys)
+
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-0000002"
+    assert main(["eval", "--model", str(checkpoint), "--limit", "2", "--out", str(tmp_path / "all")]) == 0
+    assert "mixture task jigsaw has no eval file: not evaluated" in capsys.readouterr().out
+    results = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert list(results["results"]) == ["refcoco"]
+    assert results["configs"]["refcoco"]["data"] == str(rec_eval)
+    assert results["configs"]["refcoco"]["rewards"] == {"iou": 2.0}  # the entry's, not the task's defaults
+
+    jigsaw_eval = tmp_path / "jigsaw" / f"val{Jigsaw.data_suffix}"
+    Jigsaw().synthesize(jigsaw_eval, 2, seed=1)
+    one = ["eval", "--model", str(checkpoint), "--task", f"jigsaw={jigsaw_eval}", "--out", str(tmp_path / "one")]
+    assert main(one) == 0
+    results = json.loads((tmp_path / "one" / "results.json").read_text())
+    assert results["configs"]["jigsaw"]["options"]["think"] is False  # the entry's option
+    assert (
+        "Directly output the final answer"
+        in json.loads((tmp_path / "one" / "samples_jigsaw.jsonl").open().readline())["input"]
+    )
+
+
+def test_a_mixture_without_any_eval_file_is_refused_when_the_run_evaluates():
+    cfg = load_config(None, ["mixture=[{name: refcoco, train: x.json}, {name: jigsaw, train: y.jsonl}]"])
+    sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight, "mixture") for e in cfg.mixture]
+    with pytest.raises(ConfigError, match=r"no mixture entry names an eval file: give mixture\[i\]\.eval"):
+        held_out(cfg, sources, Console(quiet=True))
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import Config, ConfigError, EvalConfig, ModelConfig, TaskConfig, TrainerConfig, to_dict
+from vlrl.config import Config, ConfigError, EvalConfig, MixtureEntry, ModelConfig, TrainerConfig, to_dict
 from vlrl.data.sample import Sample
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.loading import frame_kind
@@ -35,7 +35,7 @@ from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.scoring import score, task_metrics
-from vlrl.tasking.sources import load_task_split
+from vlrl.tasking.sources import entry_task, load_task_split
 from vlrl.tasking.task import Task
 
 
@@ -184,11 +184,12 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
     return out
 
 
-def split_path(cfg: Config, split: str, task: Task) -> str:
-    """The data file of `split` (eval, train, or a file); a benchmark without data says it is one."""
+def split_path(entry: MixtureEntry, split: str, task: Task, key: str) -> str:
+    """The data file of `split` (eval, train, or a file) of a task as the config states it
+    (`entry`, its files named by `key`); a benchmark without data says it is one."""
     if split == "eval":
-        if cfg.data.eval:
-            return cfg.data.eval
+        if entry.eval:
+            return entry.eval
         if isinstance(task, Benchmark):
             published = f"{task.dataset}, split {task.split}" if task.split else task.dataset
             raise ConfigError(
@@ -196,9 +197,10 @@ def split_path(cfg: Config, split: str, task: Task) -> str:
                 f"download it, then give its folder or file with --data DIR or --task {task.name}=DIR "
                 "(docs/benchmarks.md says what each reads)"
             )
-        raise ConfigError("config: data.eval is empty; give the evaluation data file (or --split PATH)")
+        named = f"mixture task {task.name}'s eval" if key == "mixture" else key
+        raise ConfigError(f"config: {named} is empty; give the evaluation data file (or --split PATH)")
     if split == "train":
-        return cfg.data.train
+        return entry.train
     return split
 
 
@@ -238,7 +240,6 @@ def run_eval(
     one process would."""
     from vlrl.models.families import model_family
     from vlrl.models.loading import checkpoint_path, load_model, load_processor
-    from vlrl.tasking.registry import make_task
 
     _, backend = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
     procs = Processes.from_env()
@@ -249,16 +250,20 @@ def run_eval(
     names = [parse_task_spec(spec)[0] for spec in task_specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"vlrl eval names a task twice ({', '.join(names)}): its results and samples would collide")
+    configured = {entry.name: entry for entry in cfg.tasks()}
     for spec in task_specs:
         name, data = parse_task_spec(spec)
-        # The config's task options and reward weights apply to the task it names.
-        task_cfg = cfg.task if name == cfg.task.name else TaskConfig(name=name)
-        task = make_task(task_cfg, model_family(cfg.model).name)
-        data_path = data or split_path(cfg, split, task)
         which = "train" if split == "train" and not data else "eval"
-        key = f"data.{split}" if split in ("train", "eval") and not data else None  # else a file given as is
+        # A task the config trains (`task`, or a mixture's entry) keeps its reward weights, options,
+        # files and columns; another task its defaults, with data.*
+        entry = configured.get(name) or MixtureEntry(name, 1.0, cfg.data.train, cfg.data.eval, cfg.data.columns)
+        key = cfg.task_key(which) if name in configured else f"data.{which}"
+        task = entry_task(entry, model_family(cfg.model).name)
+        data_path = data or split_path(entry, split, task, key)
+        if data or split not in ("train", "eval"):
+            key = None  # a file given as is
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
-            loaded = load_task_split(task, cfg, which, console, path=data_path, key=key)
+            loaded = load_task_split(task, cfg, which, console, path=data_path, columns=entry.columns, key=key)
         tasks.append((task, loaded, data_path))
     device = procs.device()  # under torchrun, each process its own GPU
     processor = load_processor(cfg.model, path)

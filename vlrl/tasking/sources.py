@@ -10,15 +10,16 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from rich.console import Console
 from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, TaskConfig
+from vlrl.config import Config, ConfigError, MixtureEntry, TaskConfig
 from vlrl.data.records import MediaRules, Split
+from vlrl.data.sample import Sample
 from vlrl.data.tables import is_table_spec, load_table_split, spec_exists
 from vlrl.models.families import model_family
 from vlrl.models.loading import frame_spec
@@ -45,7 +46,7 @@ def load_task_split(
     """The split at `path` (default: data.train or data.eval). `key` is the config key that named
     a given path (None: the command line gave it as an argument, not as a key): synthetic data
     is written only at a key's path, and only where `Config.writes_synthetic` allows it."""
-    if not path:
+    if path is None:
         path, key = (cfg.data.train if which == "train" else cfg.data.eval), f"data.{which}"
     if not path:
         raise ConfigError(f"config: data.{which} is empty; give the path of a {task.name} data file")
@@ -66,7 +67,8 @@ def load_task_split(
         if len(split.errors) > 5:
             console.print(f"  ... and {len(split.errors) - 5} more")
     if not split.samples:
-        raise ConfigError(f"data.{which}: no usable records in {path} ({len(split.errors)} skipped)")
+        named = f"{key}: " if key else ""
+        raise ConfigError(f"{named}no usable records in {path} ({len(split.errors)} skipped)")
     return split
 
 
@@ -182,22 +184,54 @@ class Source:
     eval_path: str
     weight: float
     eval_key: str = "data.eval"  # the config key that names eval_path
+    columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for its tables
+
+
+def entry_task(entry: MixtureEntry, family: str) -> Task:
+    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options."""
+    return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
 
 
 def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
-    """The run's tasks: the `mixture` entries, or the single `task` with `data.train` / `data.eval`."""
+    """The run's tasks (`Config.tasks`): the `mixture` entries, or the single `task` with
+    `data.train` / `data.eval`."""
     family = model_family(cfg.model).name  # a task's prompt may follow the model family's recipe
-    if not cfg.mixture:
-        task = check_trainable(make_task(cfg.task, family))
-        return [Source(task, load_task_split(task, cfg, "train", console), cfg.data.eval, 1.0)]
+    entries = cfg.tasks()
     tasks = []  # every entry's task made and checked before any data loads: a bad entry fails at once
-    for i, entry in enumerate(cfg.mixture):
-        if not entry.train:
+    for i, entry in enumerate(entries):
+        if cfg.mixture and not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
-        config = TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options)
-        tasks.append(check_trainable(make_task(config, family)))
+        tasks.append(check_trainable(entry_task(entry, family)))
+    train_key, eval_key = cfg.task_key("train"), cfg.task_key("eval")
     sources = []
-    for task, entry in zip(tasks, cfg.mixture, strict=True):
-        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key="mixture")
-        sources.append(Source(task, split, entry.eval, entry.weight, "mixture"))
+    for task, entry in zip(tasks, entries, strict=True):
+        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key)
+        sources.append(Source(task, split, entry.eval, entry.weight, eval_key, entry.columns))
     return sources
+
+
+def held_out(cfg: Config, sources: list[Source], console: Console) -> list[tuple[Task, str, list[Sample]]]:
+    """The held-out splits evaluated during training (eval.limit samples of each), read as the
+    task's training data is (its columns): every task with an eval file. A mixture's entries
+    without one are said once and left out; a single task without data.eval is an error."""
+    mixture = any(source.eval_key == "mixture" for source in sources)
+    named = [source for source in sources if source.eval_path or not mixture]
+    if not named:
+        raise ConfigError(
+            "config: eval.every > 0 evaluates held-out data, but no mixture entry names an eval file: give "
+            "mixture[i].eval, or eval.every=0"
+        )
+    for source in sources:
+        if source not in named:
+            console.print(
+                f"[yellow]warning:[/yellow] mixture task {source.task.name} has no eval file: "
+                "it is not evaluated during training",
+                highlight=False,
+                soft_wrap=True,
+            )
+    out = []
+    for source in named:
+        key, columns = source.eval_key, source.columns
+        split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, columns=columns, key=key)
+        out.append((source.task, source.eval_path, split.samples[: cfg.eval.limit or None]))
+    return out

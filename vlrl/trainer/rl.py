@@ -29,7 +29,7 @@ from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
 from vlrl.tasking.scoring import Scores, correctness, judges, score
-from vlrl.tasking.sources import check_held_out, load_task_split, task_sources
+from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
 from vlrl.trainer.checkpoint import load_process_state
@@ -120,11 +120,7 @@ class RLTrainer:
         self.held_out: list[tuple[Task, str, list[Sample]]] = []
         with procs.main_first():  # a held-out split that does not load stops every process
             if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
-                for source in self.sources:
-                    split = load_task_split(
-                        source.task, cfg, "eval", console, path=source.eval_path, key=source.eval_key
-                    )
-                    self.held_out.append((source.task, source.eval_path, split.samples[: cfg.eval.limit or None]))
+                self.held_out = held_out(cfg, self.sources, console)
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
@@ -354,7 +350,7 @@ class RLTrainer:
         metrics: dict[str, float] = {}
         for task, path, samples in self.held_out:
             result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
-            prefix = f"eval/{task.name}/" if len(self.held_out) > 1 else "eval/"
+            prefix = f"eval/{task.name}/" if len(self.sources) > 1 else "eval/"  # as a mixture's other metrics
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
             metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
             metrics["time_eval"] = metrics.get("time_eval", 0.0) + result.seconds
