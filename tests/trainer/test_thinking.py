@@ -78,3 +78,31 @@ def test_the_judge_refuses_a_sample_whose_image_cannot_be_read_naming_the_file(s
     missing = dataclasses.replace(sample, images=[str(tmp_path / "missing.png")])
     with pytest.raises(UnusableSample, match="missing.png"):
         judge([sample, missing], ["<think>it is red</think>", "<think>no idea</think>"])
+
+
+@pytest.mark.parametrize(
+    "spec,problem",
+    [
+        ("missing.py:score", r"algo\.trust\.scorer 'missing\.py:score': file not found: .*missing\.py"),
+        ("no_such_module:score", r"algo\.trust\.scorer 'no_such_module:score': cannot import module 'no_such_module'"),
+        ("os:no_such_function", r"algo\.trust\.scorer 'os:no_such_function': 'os' has no attribute"),
+        ("judge:/no/such/model", r"algo\.trust\.scorer 'judge:/no/such/model': model\.path '/no/such/model' is not"),
+    ],
+)
+def test_a_thinking_scorer_that_is_not_there_names_algo_trust_scorer_before_the_policy_loads(
+    tmp_path, monkeypatch, capsys, spec, problem
+):
+    import re
+
+    from vlrl.cli import main
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the policy loaded before the scorer was checked")
+
+    monkeypatch.setattr("vlrl.trainer.run.load_model", loaded)
+    run = tmp_path / "run"
+    overrides = ["data.synthetic=true", f"data.train={tmp_path / 'train.json'}", "model.path=tiny:qwen2_5_vl"]
+    assert (
+        main(["train", "--task", "refcoco", *overrides, f"algo.trust.scorer={spec}", f"trainer.output_dir={run}"]) == 2
+    )
+    assert re.search(problem, capsys.readouterr().out.replace("\n", " ")) and not run.exists()

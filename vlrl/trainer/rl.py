@@ -77,6 +77,9 @@ class RLTrainer:
                         f"config: algo.{key} {name!r} is not one of task {source.task.name!r}'s rewards: "
                         f"{', '.join(source.task.reward_weights)}"
                     )
+        self.thinking = make_scorer(
+            cfg.algo.trust, cfg.model
+        )  # a scorer that is not there: said before the model loads
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
@@ -107,7 +110,6 @@ class RLTrainer:
                 f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
                 "the entropy of a trainer forward (one more forward per step)"
             )
-        self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
         if self.replay is not None:  # each process's buffer is part of its checkpoints
             run.process_parts["replay"] = self.replay.state_dict

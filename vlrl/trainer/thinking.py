@@ -182,9 +182,19 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
 
 
 def make_scorer(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer | None:
-    spec = cfg.scorer
-    if not spec:
+    """The thinking scorer algo.trust.scorer names (None: off); what is wrong with it names the key."""
+    if not cfg.scorer:
         return None
+    try:
+        return scorer_of(cfg, model_cfg)
+    except ConfigError as err:
+        if str(err).startswith("config: algo.trust.scorer"):
+            raise
+        raise ConfigError(f"config: algo.trust.scorer {cfg.scorer!r}: {str(err).removeprefix('config: ')}") from err
+
+
+def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer:
+    spec = cfg.scorer
     sophiavl = cfg.protocol == "sophiavl_r1"
     if spec.startswith(("http://", "https://")):
         if sophiavl:
