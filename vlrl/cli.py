@@ -18,7 +18,7 @@ from rich.table import Table
 
 from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
 from vlrl.data.records import RecordError
-from vlrl.trainer.stops import Diverged, exit_status
+from vlrl.trainer.stops import Diverged, Unwritable, exit_status
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
@@ -716,7 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         from vlrl.parallel.distributed import PeerFailed
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
 
-        if not isinstance(err, (ConfigError, RecordError, CheckpointError, Diverged, PeerFailed, FileNotFoundError)):
+        stops = (ConfigError, RecordError, CheckpointError, Diverged, Unwritable, PeerFailed, FileNotFoundError)
+        if not isinstance(err, stops):
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2

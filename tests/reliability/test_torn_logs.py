@@ -32,3 +32,33 @@ def test_lines_split_at_newlines_only(tmp_path):
     log.write_text(json.dumps({"step": 1, "completion": text}, ensure_ascii=False) + "\n")
     assert drop_steps_after(log, 1) == []
     assert json.loads(log.read_text().split("\n")[0])["completion"] == text
+
+
+def test_a_full_disk_while_logging_stops_the_run_in_one_line_and_the_rerun_resumes(
+    tmp_path, finished_run, monkeypatch, capsys
+):
+    """ENOSPC writing metrics.jsonl at step 4: the run stops there, naming the file and the
+    checkpoint of step 3 (a traceback before); freed, the same command resumes from step 3."""
+    import errno
+
+    from vlrl.trainer.trackers import JsonlLog
+
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 4, "trainer.save_every": 1})
+    metrics = run_dir / "metrics.jsonl"
+    write = JsonlLog.write
+
+    def full(self, record):
+        if self.path == metrics and record["step"] == 4:
+            with open(metrics, "a") as handle:
+                handle.write('{"step": 4, "rew')  # what fitted
+            raise OSError(errno.ENOSPC, "No space left on device", str(metrics))
+        write(self, record)
+
+    monkeypatch.setattr(JsonlLog, "write", full)
+    assert main(["train", *overrides]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"error: stopped at step 4: {metrics}: No space left on device" in out
+    assert f"{run_dir / 'checkpoints' / 'step-0000003'} is intact" in out
+    monkeypatch.setattr(JsonlLog, "write", write)
+    assert main(["train", *overrides]) == 0
+    assert logged_steps(metrics) == [1, 2, 3, 4]

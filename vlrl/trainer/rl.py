@@ -440,7 +440,7 @@ class RLTrainer:
                 samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
                     samples = sample_rows(groups[0], advantages[: len(groups[0].completions)])
-                run.logs.log(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
+                run.log_step(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
                 if run.end_step(step, skipped):
                     break
         return run.close()

@@ -48,7 +48,7 @@ from vlrl.trainer.history import (
     used_config,
 )
 from vlrl.trainer.logs import RunLog
-from vlrl.trainer.stops import Diverged, StopSignals
+from vlrl.trainer.stops import Diverged, StopSignals, Unwritable
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
@@ -373,9 +373,12 @@ class Run:
         printed and logged (skipped_samples.jsonl) by process 0; returns how many. Every process
         calls it once a step (it gathers across processes)."""
         everyone = self.procs.gather([(err.source, err.message) for err in skipped])
-        for source, reason in everyone if self.procs.main else []:
-            self.console.print(f"[yellow]skipped sample[/yellow] {escape(source)}: {escape(reason)}", highlight=False)
-            self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
+        with self.writing_logs(step):
+            for source, reason in everyone if self.procs.main else []:
+                self.console.print(
+                    f"[yellow]skipped sample[/yellow] {escape(source)}: {escape(reason)}", highlight=False
+                )
+                self.unusable.write({"step": step, "source": source, "reason": reason})  # type: ignore[union-attr]
         return len(everyone)
 
     def report_reward_failures(self, step: int, completions: int, failed: dict[str, tuple[int, str]]) -> None:
@@ -390,17 +393,18 @@ class Run:
             for name, (n, reason) in part.items():
                 totals.setdefault(name, [0, reason])[0] += n
         scored = sum(count for count, _ in everyone)
-        for name, (n, reason) in totals.items() if self.procs.main else []:
-            self.reward_failures.write({"step": step, "reward": name, "failures": n, "of": scored, "first": reason})  # type: ignore[union-attr]
-            if name not in self.rewards_said:
-                self.rewards_said.add(name)
-                self.console.print(
-                    f"[yellow]warning:[/yellow] reward {escape(name)} raised or gave no finite number on {n} of "
-                    f"{scored} completions at step {step}; they score 0 on it. The first: {escape(reason)} "
-                    f"(every step's: {REWARD_FAILURES_LOG}, and reward_failures/{escape(name)} in metrics.jsonl)",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+        with self.writing_logs(step):
+            for name, (n, reason) in totals.items() if self.procs.main else []:
+                self.reward_failures.write({"step": step, "reward": name, "failures": n, "of": scored, "first": reason})  # type: ignore[union-attr]
+                if name not in self.rewards_said:
+                    self.rewards_said.add(name)
+                    self.console.print(
+                        f"[yellow]warning:[/yellow] reward {escape(name)} raised or gave no finite number on {n} of "
+                        f"{scored} completions at step {step}; they score 0 on it. The first: {escape(reason)} "
+                        f"(every step's: {REWARD_FAILURES_LOG}, and reward_failures/{escape(name)} in metrics.jsonl)",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
 
     def optimizer_step(self, loss_is_finite: bool) -> tuple[float, bool]:
         """Reduce the gradients across processes, clip, then step unless the loss or the
@@ -441,6 +445,28 @@ class Run:
             f"diverged in the update of step {step - 1} (its loss and gradient were finite: too large a step)."
             f"{holds} Nothing of step {step} was trained; {resume}"
         )
+
+    def log_step(self, metrics: dict[str, Any], samples: list[dict] | None = None) -> None:
+        """The step's metrics.jsonl line (samples.jsonl, trackers, progress): every process calls it."""
+        with self.writing_logs(int(metrics["step"])):
+            self.logs.log(metrics, samples or ())
+
+    @contextlib.contextmanager
+    def writing_logs(self, step: int) -> Iterator[None]:
+        """Around writing the run's logs (process 0 writes; every process enters): a write that
+        fails (a full disk) stops the run at once on every process, in one line naming the file
+        and the checkpoint a rerun resumes from, not a traceback on one and a hang on the others."""
+        try:
+            with self.procs.together():
+                yield
+        except OSError as err:
+            self.close()
+            where = f"{err.filename}: " if err.filename else ""
+            resume = f"{self.checkpoint} is intact" if self.checkpoint else "no checkpoint was written yet"
+            raise Unwritable(
+                f"stopped at step {step}: {where}{err.strerror or err} (the run's logs cannot be written); step {step} "
+                f"is not checkpointed and {resume}: make room, then rerun the same command to resume"
+            ) from err
 
     def end_step(self, step: int, skipped: int) -> bool:
         """Count skipped optimizer steps, stop after too many steps in a row had one, checkpoint

@@ -93,7 +93,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             metrics = run.procs.mean_metrics(metrics)
             # of the whole step, whatever the number of processes
             metrics |= {"perplexity": math.exp(min(metrics["loss"], 50.0)), "target_tokens": tokens * run.procs.world}
-            run.logs.log(metrics)  # metrics.jsonl, trackers, progress
+            run.log_step(metrics)  # metrics.jsonl, trackers, progress
             if run.end_step(step, int(not applied)):
                 break
     return run.close()

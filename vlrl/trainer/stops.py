@@ -35,6 +35,12 @@ class Diverged(RuntimeError):
     holds finite weights and what to change."""
 
 
+class Unwritable(RuntimeError):
+    """The run's logs cannot be written (a full disk, a quota, a lost mount): the run stops at
+    once, its last checkpoint intact, and the message names the file, the step and that
+    checkpoint. A rerun resumes from it and drops a line the failed write tore."""
+
+
 def exit_status(signum: int) -> int:
     return 128 + signum
 
