@@ -254,7 +254,7 @@ def test_large_files_stream_memory_does_not_grow_with_the_file(tmp_path):
     del whole
 
 
-def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, rec_data, capsys):
+def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, rec_data, capsys, monkeypatch):
     """VLM-R1's REC records as an EasyR1-style parquet (a list of embedded images, other
     column names): mapped back by data.columns, they give the json's samples."""
     records = json.loads(rec_data.read_text())
@@ -286,6 +286,20 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     assert [s.problem for s in source.train.samples] == [s.problem for s in reference]
     ((_, _, evaluated),) = held_out(mixed, [source], Console(quiet=True))  # its held-out table, by its columns
     assert [s.problem for s in evaluated] == [s.problem for s in reference[:2]]
+    # A run trains on the table (a folder @split) and resumes; a changed shard is said on resume
+    run = [f"trainer.output_dir={tmp_path / 'run'}", "model.path=tiny:qwen2_5_vl", "rollout.num_generations=2",
+           "rollout.max_new_tokens=4", "trainer.prompts_per_step=2", "trainer.progress=false"]  # fmt: skip
+    assert main(["train", "--task", "refcoco", *overrides, *run, "trainer.steps=1"]) == 0
+    assert main(["train", "--task", "refcoco", *overrides, *run, "trainer.steps=2"]) == 0
+    assert "changed since" not in capsys.readouterr().out
+    changed = [{**rows[0], "question": rows[0]["question"] + " (reworded)"}, *rows[1:]]
+    write_parquet(tmp_path / "ds" / "data" / "train-00000-of-00001.parquet", changed, schema)
+    assert main(["train", "--task", "refcoco", *overrides, *run, "trainer.steps=3"]) == 0
+    assert f"{tmp_path / 'ds'}@train changed since" in " ".join(capsys.readouterr().out.split())
+    # Its checkpoint evaluates on a json file of the task: the run's columns map tables only
+    checkpoint = tmp_path / "run" / "checkpoints" / "step-0000003"
+    evaluated = ["eval", "--model", str(checkpoint), "--task", f"refcoco={rec_data}", "--limit", "2"]
+    assert main([*evaluated, "--out", str(tmp_path / "eval"), "eval.max_new_tokens=4"]) == 0
     cfg.data.columns = {}  # unmapped, every row lacks the keys the task reads: each is reported
     with pytest.raises(ConfigError, match="no usable records"):
         load_task_split(task, cfg, "train")
@@ -295,3 +309,6 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     assert f"{len(records)} records, all usable" in capsys.readouterr().out
     assert main([*validate, *overrides[1:3]]) == 1  # without the mapping, as load_task_split above
     assert f"{len(records)} records, 0 usable" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)  # a relative image cache is where the command runs, not the data's folder
+    assert main([*validate, "data.image_cache=relative", *overrides[2:]]) == 0
+    assert f"{len(records)} records, all usable" in capsys.readouterr().out and (tmp_path / "relative").is_dir()

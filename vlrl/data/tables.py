@@ -302,7 +302,7 @@ class ImageCache:
     where anyone may have put a file under that name (or a crash half of one)."""
 
     def __init__(self, root: str | Path = "", max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS):
-        self.root = Path(root) if root else default_image_cache()
+        self.root = Path(root).absolute() if root else default_image_cache()  # rows name it from their own folder
         self.max_pixels = max_pixels
 
     def store(self, data: bytes, where: str) -> str:

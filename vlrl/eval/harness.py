@@ -27,6 +27,7 @@ from rich.table import Table
 
 from vlrl.config import Config, ConfigError, EvalConfig, MixtureEntry, ModelConfig, TrainerConfig, to_dict
 from vlrl.data.sample import Sample
+from vlrl.data.tables import is_table_spec
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.loading import frame_kind
 from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
@@ -260,10 +261,12 @@ def run_eval(
         key = cfg.task_key(which) if name in configured else f"data.{which}"
         task = entry_task(entry, model_family(cfg.model).name)
         data_path = data or split_path(entry, split, task, key)
+        columns = entry.columns
         if data or split not in ("train", "eval"):
-            key = None  # a file given as is
+            key = None  # a file given as is: the columns of the task's tables map it only if it is one
+            columns = columns if is_table_spec(data_path) else {}
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
-            loaded = load_task_split(task, cfg, which, console, path=data_path, columns=entry.columns, key=key)
+            loaded = load_task_split(task, cfg, which, console, path=data_path, columns=columns, key=key)
         tasks.append((task, loaded, data_path))
     device = procs.device()  # under torchrun, each process its own GPU
     processor = load_processor(cfg.model, path)

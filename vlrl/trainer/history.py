@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vlrl.config import Config, ConfigError, to_dict
+from vlrl.data.tables import table_files
 
 # Sections each command reads: config.yaml states these and nothing else. An SFT run also keeps
 # rollout.* and eval.*: it does not sample, but `vlrl eval --model RUN/checkpoints/...` evaluates
@@ -127,6 +128,21 @@ def model_fingerprint(path: str | Path) -> dict[str, Any]:
 
 def data_fingerprints(paths: list[str]) -> list[dict[str, str]]:
     return [{"path": str(path), "sha256": file_digest(path)} for path in paths]
+
+
+def split_fingerprints(splits: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """data_fingerprints of training splits, (spec, the task's default split) each: a file's
+    sha256, or a table spec's (a dataset folder, DIR@split, a glob) over its files in order."""
+    out = []
+    for spec, default_split in splits:
+        if Path(spec).is_file():
+            out.append({"path": spec, "sha256": file_digest(spec)})
+            continue
+        digest = hashlib.sha256()
+        for file in table_files(spec, default_split):
+            digest.update(f"{file.name}\0{file_digest(file)}\0".encode())
+        out.append({"path": spec, "sha256": digest.hexdigest()})
+    return out
 
 
 def data_changes(new: list[dict[str, str]], saved: list[dict[str, str]]) -> dict[str, dict]:

@@ -45,6 +45,7 @@ from vlrl.trainer.history import (
     file_changes,
     model_fingerprint,
     resume_changes,
+    split_fingerprints,
     used_config,
 )
 from vlrl.trainer.logs import RunLog
@@ -223,7 +224,7 @@ class Run:
         self.skipped_updates = 0
         self.checkpoint = resume_from
         self.config = config
-        self.data = data_fingerprints([s.train.path for s in sources])
+        self.data = split_fingerprints([(s.train.path, s.task.split) for s in sources])
         data_changed = {}
         if state:
             try:
