@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, load_config, read_config_file
+from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, MixtureEntry, load_config, read_config_file
 from vlrl.data.records import RecordError
 from vlrl.trainer.stops import Diverged, Unwritable, exit_status
 
@@ -168,15 +168,24 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from vlrl.tasking.registry import make_task
     from vlrl.tasking.scoring import score_file
-    from vlrl.tasking.sources import load_task_split
+    from vlrl.tasking.sources import entry_task, given_columns, load_task_split
 
-    cfg = _config(args, **{"task.name": args.task})
-    task = make_task(cfg.task)
+    preset: dict[str, Any] = {"task.name": args.task}
+    if args.config and args.task and args.task != read_config_file(args.config).get("task", {}).get("name"):
+        preset = {"task": {"name": args.task}}  # the config's task options are another task's
+    cfg = _config(args, **preset)
+    entries = cfg.tasks()
+    if not args.task and len(entries) > 1:
+        names = ", ".join(entry.name for entry in entries)
+        raise ConfigError(f"the config's mixture holds several tasks ({names}): name the one to score with --task")
+    # the config's settings of the task (a mixture's entry, or `task`): its rewards and options
+    entry = cfg.task_settings(args.task) if args.task else entries[0]
+    task = entry_task(entry or MixtureEntry(args.task), "")
     writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
-    split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data)
+    columns = given_columns(entry, args.data) if entry else {}
+    split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data, columns=columns)
     for flag, read in (("--completions", args.completions), ("data", split.path)):
         if Path(read).is_file() and Path(read).resolve() == Path(args.out).resolve():
             raise ConfigError(f"--out {args.out} is the {flag} file this command reads; give another --out")

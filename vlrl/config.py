@@ -596,6 +596,10 @@ class Config:
         t, d = self.task, self.data
         return [MixtureEntry(t.name, 1.0, d.train, d.eval, d.columns, t.rewards, t.options)]
 
+    def task_settings(self, name: str) -> MixtureEntry | None:
+        """The run's task `name` (`tasks`), None when it trains no task of that name."""
+        return next((entry for entry in self.tasks() if entry.name == name), None)
+
     def task_key(self, which: Literal["train", "eval"]) -> str:
         """The config key that names the tasks' `which` files (a list is one key: its origin is the list's)."""
         return "mixture" if self.mixture else f"data.{which}"

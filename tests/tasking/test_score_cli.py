@@ -181,3 +181,60 @@ def test_a_completions_file_of_which_nothing_is_scored_exits_1(tmp_path, rec_dat
     out = capsys.readouterr().out
     assert f"no completion of {completions} was scored" in out
     assert "mean reward" not in out  # no mean of nothing
+
+
+def test_a_completion_whose_id_several_data_records_have_is_said_not_scored_against_one_of_them(
+    tmp_path, rec_data, records, capsys
+):
+    """Video-R1's records take their id from problem_id; where two records share one, a
+    completion of that id was scored against the last of them without a word."""
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([{**records[0], "id": 7}, {**records[1], "id": 7}, {**records[2], "id": 8}]))
+    for name in {records[i]["image"] for i in range(3)}:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((rec_data.parent / name).read_bytes())
+    task = RefCOCO()
+    first = load_split(data, task.build_sample, FrameSpec("absolute", 3136, 12845056)).samples[0]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(
+        json.dumps({"id": 7, "completion": task.target(first)}) + "\n" + '{"id": 8, "completion": ""}\n'
+    )
+    out = tmp_path / "scores.jsonl"
+    score = ["score", "--task", "refcoco", "--data", str(data), "--completions", str(completions), "--out", str(out)]
+    assert main(score) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [8]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        "completions.jsonl:1: id 7 is the id of 2 data records, so which one this completion answers is unknown"
+        in printed
+    )
+
+
+def test_score_with_a_run_config_scores_as_the_run_did_its_task(tmp_path, rec_data, capsys):
+    """A mixture entry's reward weights are the ones scored with (they were the task's
+    defaults), a mixture of several tasks needs --task, and a config of another task gives
+    its options no say (they were validated as the scored task's: unknown key)."""
+    import yaml
+
+    task = RefCOCO()
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", 3136, 12845056)).samples
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(json.dumps({"id": samples[0].id, "completion": task.target(samples[0])}) + "\n")
+    mixture = tmp_path / "mixture.yaml"
+    entries = [{"name": "refcoco", "train": "x.json", "rewards": {"iou": 2.0}}, {"name": "counting", "train": "y.json"}]
+    mixture.write_text(yaml.safe_dump({"mixture": entries}))
+    jigsaw = tmp_path / "jigsaw.yaml"
+    jigsaw.write_text(yaml.safe_dump({"task": {"name": "jigsaw", "options": {"think": False}}}))
+    out = tmp_path / "scores.jsonl"
+    score = ["score", "--data", str(rec_data), "--completions", str(completions), "--out", str(out)]
+    assert main([*score, "--config", str(mixture), "--task", "refcoco"]) == 0
+    (scored,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert scored["rewards"].keys() == {"iou"} and scored["reward"] == pytest.approx(2.0 * scored["rewards"]["iou"])
+    assert main([*score, "--config", str(mixture)]) == 2
+    assert (
+        "the config's mixture holds several tasks (refcoco, counting): name the one to score with --task"
+        in " ".join(capsys.readouterr().out.split())
+    )
+    assert main([*score, "--config", str(jigsaw), "--task", "refcoco"]) == 0
+    (scored,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert scored["rewards"].keys() == {"format", "iou"}

@@ -27,7 +27,6 @@ from rich.table import Table
 
 from vlrl.config import Config, ConfigError, EvalConfig, MixtureEntry, ModelConfig, TrainerConfig, to_dict
 from vlrl.data.sample import Sample
-from vlrl.data.tables import is_table_spec
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.loading import frame_kind
 from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
@@ -36,7 +35,7 @@ from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.scoring import score, task_metrics
-from vlrl.tasking.sources import entry_task, load_task_split
+from vlrl.tasking.sources import entry_task, given_columns, load_task_split
 from vlrl.tasking.task import Task
 
 
@@ -251,20 +250,20 @@ def run_eval(
     names = [parse_task_spec(spec)[0] for spec in task_specs]
     if len(set(names)) != len(names):
         raise ConfigError(f"vlrl eval names a task twice ({', '.join(names)}): its results and samples would collide")
-    configured = {entry.name: entry for entry in cfg.tasks()}
     for spec in task_specs:
         name, data = parse_task_spec(spec)
         which = "train" if split == "train" and not data else "eval"
         # A task the config trains (`task`, or a mixture's entry) keeps its reward weights, options,
         # files and columns; another task its defaults, with data.*
-        entry = configured.get(name) or MixtureEntry(name, 1.0, cfg.data.train, cfg.data.eval, cfg.data.columns)
-        key = cfg.task_key(which) if name in configured else f"data.{which}"
+        configured = cfg.task_settings(name)
+        entry = configured or MixtureEntry(name, 1.0, cfg.data.train, cfg.data.eval, cfg.data.columns)
+        key = cfg.task_key(which) if configured else f"data.{which}"
         task = entry_task(entry, model_family(cfg.model).name)
         data_path = data or split_path(entry, split, task, key)
         columns = entry.columns
         if data or split not in ("train", "eval"):
-            key = None  # a file given as is: the columns of the task's tables map it only if it is one
-            columns = columns if is_table_spec(data_path) else {}
+            key = None  # a file given as is
+            columns = given_columns(entry, data_path)
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             loaded = load_task_split(task, cfg, which, console, path=data_path, columns=columns, key=key)
         tasks.append((task, loaded, data_path))

@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import numbers
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +209,10 @@ def score_file(
     """Score `{"id", "completion"}` lines against the samples with those ids; write one
     `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A benchmark's
     metrics are those of its harness: reasoning stripped with `reasoning_tags` (eval.reasoning_tags)."""
-    by_id = {s.id: s for s in samples}
+    by_id: dict[str, Sample] = {}
+    held = Counter(s.id for s in samples)  # an id several records have answers none of them for sure
+    for s in samples:
+        by_id.setdefault(s.id, s)
     pairs: list[Matched] = []
     problems: list[str] = []
     first_line: dict[str, str] = {}
@@ -228,6 +232,12 @@ def score_file(
         sample = by_id.get(str(record["id"]))
         if sample is None:
             problems.append(f"{where}: no usable data record has id {record['id']!r}")
+            continue
+        if held[sample.id] > 1:
+            problems.append(
+                f"{where}: id {record['id']!r} is the id of {held[sample.id]} data records, so which one this "
+                "completion answers is unknown: give the records unique ids"
+            )
             continue
         if sample.id in first_line:  # n samples of a prompt, or a line written twice: said, and scored
             repeated.append(f"{where}: id {record['id']!r} again (first at {first_line[sample.id]})")

@@ -192,6 +192,13 @@ def entry_task(entry: MixtureEntry, family: str) -> Task:
     return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
 
 
+def given_columns(entry: MixtureEntry, path: str) -> dict[str, str]:
+    """The columns that map a file given on the command line for a task of the run: the task's
+    (data.columns, or its mixture entry's) when the file is a table, none for a file of the
+    task's own format (the run trained on a table, the file is its json)."""
+    return entry.columns if is_table_spec(path) else {}
+
+
 def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     """The run's tasks (`Config.tasks`): the `mixture` entries, or the single `task` with
     `data.train` / `data.eval`."""
