@@ -161,7 +161,7 @@ def test_default_eval_folders_have_no_colons_or_nested_paths():
     )
 
 
-def write_results(folder, **changes):
+def write_results(folder, options=None, rewards=None, **changes):
     from vlrl.config import Config, to_dict
 
     config = to_dict(Config())
@@ -169,10 +169,11 @@ def write_results(folder, **changes):
         section, key = dotted_key.split(".", 1)
         config[section][key] = value
     folder.mkdir()
+    ran = {"task": "refcoco", "data": "val.json", "options": options or {"iou_convention": "vlm_r1"}}
     results = {  # lmms-eval's layout, as vlrl/eval/layout.py writes it
         "results": {"refcoco": {"alias": "refcoco", "acc@0.5,none": 0.5, "acc@0.5_stderr,none": "N/A"}},
         "n-samples": {"refcoco": {"original": 8, "effective": 8}},
-        "configs": {"refcoco": {"task": "refcoco", "data": "val.json"}},
+        "configs": {"refcoco": {**ran, "rewards": rewards or {"format": 1.0, "iou": 1.0}}},
     }
     (folder / "results.json").write_text(json.dumps({**results, "config": config}))
     return folder
@@ -194,6 +195,12 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     assert "max new tokens: 48 vs 1024" in out and "sampling seed (trainer.seed): - vs 42" in out
     assert main(["eval", "--compare", str(a / "results.json"), str(c)]) == 0  # the file itself, as well as its folder
     assert "model.max_pixels: 12544 vs 50176" in capsys.readouterr().out
+    # The task's variant and reward weights as each task ran (a mixture entry's are not in task.*)
+    d = write_results(tmp_path / "d", {"iou_convention": "continuous"}, {"iou": 2.0}, **{"eval.max_new_tokens": 48})
+    assert main(["eval", "--compare", str(a), str(d)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "refcoco: options.iou_convention: vlm_r1 vs continuous" in out
+    assert "refcoco: rewards: {'format': 1.0, 'iou': 1.0} vs {'iou': 2.0}" in out
 
 
 def test_shards_are_whole_batches_in_order_and_cover_every_sample():

@@ -2,8 +2,9 @@
 
 A difference between two results says something about the models only when everything else
 that decides the numbers was the same: the data, how images are sized, how long and how
-greedily answers are generated, the task's variant. Those settings are read from each
-results.json and every one that differs is named.
+greedily answers are generated, the task's variant and reward weights (each task's own, as
+it ran: a mixture's entry's). Those settings are read from each results.json and every one
+that differs is named.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ SETTINGS = (
     "model.video.",
     "data.image_root",
     "data.limit",
-    "task.",
     "eval.temperature",
     "eval.top_p",
 )
@@ -44,8 +44,10 @@ def settings(results: dict[str, Any]) -> dict[str, Any]:
     out["max new tokens"] = config.get("eval.max_new_tokens") or config.get("rollout.max_new_tokens")
     if config.get("eval.temperature", 0.0) > 0:
         out["sampling seed (trainer.seed)"] = config.get("trainer.seed")
-    for task, config in results.get("configs", {}).items():
+    for task, config in results.get("configs", {}).items():  # what each task ran with (a mixture's entry's)
         out[f"{task}: data"] = config.get("data")
+        out |= {f"{task}: options.{key}": value for key, value in dotted(config.get("options") or {}).items()}
+        out[f"{task}: rewards"] = config.get("rewards")
     for task, count in results.get("n-samples", {}).items():
         out[f"{task}: samples"] = count.get("effective") if isinstance(count, dict) else count
     return out
