@@ -236,6 +236,11 @@ def run_task_specs(cfg: Config, split: str) -> list[str]:
     """The config's tasks to evaluate when no --task names any: all of them, but on the eval
     split a mixture's entries without an eval file are left out (and said)."""
     entries = cfg.tasks()
+    if split not in ("train", "eval") and len(entries) > 1:
+        names = ", ".join(entry.name for entry in entries)
+        raise ConfigError(
+            f"--split {split}: the run's mixture holds several tasks ({names}); name the file's with --task"
+        )
     if split != "eval" or not cfg.mixture or all(not entry.eval for entry in entries):
         return [entry.name for entry in entries]  # all, or none with data: the harness says which is missing
     for entry in entries:

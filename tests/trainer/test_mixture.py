@@ -73,6 +73,11 @@ def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_eac
     assert results["configs"]["refcoco"]["data"] == str(rec_eval)
     assert results["configs"]["refcoco"]["rewards"] == {"iou": 2.0}  # the entry's, not the task's defaults
 
+    assert main(["eval", "--model", str(checkpoint), "--split", str(rec_eval)]) == 2  # whose file is it?
+    assert (
+        "the run's mixture holds several tasks (refcoco, jigsaw); name the file's with --task"
+        in capsys.readouterr().out
+    )
     jigsaw_eval = tmp_path / "jigsaw" / f"val{Jigsaw.data_suffix}"
     Jigsaw().synthesize(jigsaw_eval, 2, seed=1)
     one = ["eval", "--model", str(checkpoint), "--task", f"jigsaw={jigsaw_eval}", "--out", str(tmp_path / "one")]
