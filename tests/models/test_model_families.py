@@ -326,3 +326,13 @@ def test_every_family_takes_an_sft_step_an_rl_step_and_evaluates_every_task(name
         assert f"{task}/reward" in rl, task  # the RL step drew it (and so did the SFT step: the same stream)
         assert math.isfinite(rl[f"eval/{task}/reward"]), task  # evaluated on its two held-out samples
         assert rl.get(f"eval/{task}/skipped_samples", 0) == 0, task
+
+
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+def test_an_exported_processor_states_the_video_sampling_and_only_a_per_frame_size(name):
+    """`vlrl export` sets these on the video processor: a frame's pixel limits where its `size` is
+    per frame (Qwen2-VL, Qwen2.5-VL); Qwen3-VL's budgets all frames together, so it is left alone."""
+    video = VideoConfig(fps=1.0, min_frames=2, max_frames=8, min_pixels=3136, max_pixels=12544)
+    settings = family_class(name)().video_processor_settings(video)
+    assert settings.pop("size", None) == ({"shortest_edge": 3136, "longest_edge": 12544} if "qwen2" in name else None)
+    assert settings == {"fps": 1.0, "min_frames": 2, "max_frames": 8}

@@ -17,6 +17,7 @@ from vlrl.vision.frames import FrameKind
 if TYPE_CHECKING:  # torch and transformers load only when a model does (`vlrl score` needs neither)
     import torch
 
+    from vlrl.config import VideoConfig
     from vlrl.models.batch import PromptBatch
     from vlrl.models.build import TinySpec
     from vlrl.vision.video import Video
@@ -115,6 +116,17 @@ class ModelFamily:
         are already sized as qwen-vl-utils sizes them (its upscale can exceed max_pixels)."""
         pixels = clip.frames.shape[2] * clip.frames.shape[3]
         return {"shortest_edge": pixels, "longest_edge": pixels}
+
+    def video_processor_settings(self, video: VideoConfig) -> dict[str, Any]:
+        """What the processor a checkpoint saves states of how videos were sampled in training
+        (`vlrl export`, for a server that samples videos itself): the frame rate and count, and
+        each frame's pixel limits (Qwen2-VL's `size` is per frame)."""
+        return {
+            "fps": video.fps,
+            "min_frames": video.min_frames,
+            "max_frames": video.max_frames,
+            "size": {"shortest_edge": video.min_pixels, "longest_edge": video.max_pixels},
+        }
 
     def video_processor_kwargs(self, clip: Video) -> dict[str, Any]:
         """The processor's videos_kwargs for frames vlrl sampled and sized itself."""

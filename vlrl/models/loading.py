@@ -114,16 +114,20 @@ def export_full_model(checkpoint: str, out: Path, trained: ModelConfig | None = 
     """`checkpoint` as a plain transformers model directory that `from_pretrained` loads without
     PEFT: a LoRA checkpoint's adapters merged (an RL adapter on an SFT adapter on a base), in the
     dtype its full weights were saved in; the processor beside it, with the image pixel limits
-    of `trained` (the run's model config), else as the checkpoint's says. Returns the directory
+    and video sampling of `trained` (the run's model config), else as the checkpoint's says. Returns the directory
     and whether adapters were merged (a full checkpoint has none)."""
     cfg = ModelConfig(path=checkpoint)
     path = checkpoint_path(cfg)
     saved = json.loads((Path(weights_root(path)) / "config.json").read_text())
     cfg.dtype = saved.get("dtype") or saved.get("torch_dtype") or "float32"
     pretrained(cfg, path).save_pretrained(out)
-    processor = model_family(cfg).load_processor(path)
+    family = model_family(cfg)
+    processor = family.load_processor(path)
     if trained is not None:
         with_pixel_limits(processor, trained.max_pixels, trained.min_pixels)
+        videos = getattr(processor, "video_processor", None)
+        for name, value in family.video_processor_settings(trained.video).items() if videos is not None else ():
+            setattr(videos, name, value)
     processor.save_pretrained(out)
     return out, lora_base(path) is not None
 

@@ -53,6 +53,13 @@ class Qwen3VL(ModelFamily):
         # each temporal patch is, the pixels are shuffled, as Video-R1 shuffles only pixels.
         return {**super().video_metadata(clip), "frames_indices": sorted(clip.indices)}
 
+    def video_processor_settings(self, video) -> dict[str, Any]:
+        # Its `size` budgets pixels over all frames, so no value of it states a per-frame limit
+        # (how many frames a clip gives depends on its length): the frame sampling only.
+        settings = super().video_processor_settings(video)
+        del settings["size"]
+        return settings
+
     def video_size(self, clip) -> dict[str, int]:
         # Qwen3-VL's video processor budgets pixels over all frames (t x h x w), not per frame.
         pixels = clip.frames.shape[0] * clip.frames.shape[2] * clip.frames.shape[3]
