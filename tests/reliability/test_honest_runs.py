@@ -185,3 +185,21 @@ def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_
     assert f"resumed from {run_dir / 'checkpoints' / 'step-0000003'} (step 3)" in capsys.readouterr().out
     assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3, 4]
     assert [row["lr"] for row in metrics_rows(run_dir)] == [0.001, 0.001, 0.0005, 0.0005]
+
+
+def test_a_new_run_started_from_its_own_kept_base_trains_on_it_and_leaves_it_whole(
+    tmp_path, rec_data, tiny_qwen25, capsys
+):
+    """A run's RUN/base outlives its checkpoints; a new run in that folder given it as
+    model.path must read it, not clear it as an earlier start's base (which deletes the very
+    model it is about to load)."""
+    import hashlib
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(tiny_qwen25, run_dir / "base")
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run_dir / "base").iterdir()}
+    overrides = tiny_run(run_dir, rec_data, **{"model.path": str(run_dir / "base"), "trainer.steps": 1})
+    assert main(["train", *overrides]) == 0
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run_dir / "base").iterdir()} == digests
+    assert (run_dir / "checkpoints" / "step-0000001").is_dir()
