@@ -77,9 +77,8 @@ class RLTrainer:
                         f"config: algo.{key} {name!r} is not one of task {source.task.name!r}'s rewards: "
                         f"{', '.join(source.task.reward_weights)}"
                     )
-        self.thinking = make_scorer(
-            cfg.algo.trust, cfg.model
-        )  # a scorer that is not there: said before the model loads
+        # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
+        self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
