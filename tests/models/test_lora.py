@@ -261,3 +261,29 @@ def test_the_trainer_measures_and_corrects_the_merged_lora_engines_log_probs(tmp
     assert not unmerged.updater.foreign
     _, stats = one_update(unmerged)
     assert "rollout/logp_diff" not in stats and "rollout/is_weight" not in stats
+
+
+def test_lora_checkpoints_of_runs_in_relative_folders_load_from_any_directory(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """An adapter records its base model's path; written relative to where the run started
+    (`models/base`, `runs/rl/base`), export, eval and resume from another directory failed, and
+    resume said to move the healthy checkpoint away."""
+    from tests.trainer.test_sft import sft_overrides
+
+    shutil.copytree(tiny_qwen25, tmp_path / "models" / "base")
+    monkeypatch.chdir(tmp_path)
+    sft = ["sft", *sft_overrides("runs/sft", rec_data, **{"sft.steps": 1, "model.lora.r": 4})]
+    assert main([*sft, "model.path=models/base"]) == 0
+    sft_checkpoint = tmp_path / "runs" / "sft" / "checkpoints" / "step-0000001"
+    rl = overrides("runs/rl", rec_data, **{"model.path": "runs/sft/checkpoints/step-0000001", "trainer.steps": 1})
+    assert main(["train", *rl]) == 0
+    checkpoint = tmp_path / "runs" / "rl" / "checkpoints" / "step-0000001"
+    assert Path(json.loads((checkpoint / "adapter_config.json").read_text())["base_model_name_or_path"]).is_absolute()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["export", str(checkpoint), str(tmp_path / "exported")]) == 0
+    assert main(["export", str(sft_checkpoint), str(tmp_path / "exported-sft")]) == 0
+    elsewhere = [f"{key}={tmp_path / value}" if key in ("trainer.output_dir", "model.path") else f"{key}={value}"
+                 for key, value in (item.split("=", 1) for item in rl)]  # fmt: skip
+    assert main(["train", *elsewhere, "trainer.steps=2"]) == 0  # resumed

@@ -165,7 +165,9 @@ def load_model(
             target_modules=family.lora_target(cfg.lora.target_modules),  # the language model only
         )
         model = get_peft_model(model, lora)
-        model.peft_config["default"].base_model_name_or_path = model_path  # what the adapter was added to
+        # what the adapter was added to, absolute: its checkpoint is read from any directory
+        local = Path(model_path)
+        model.peft_config["default"].base_model_name_or_path = str(local.absolute()) if local.exists() else model_path
     if own_memory and torch.device(device).type == "cpu":
         in_own_memory(model)
     # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2

@@ -29,8 +29,22 @@ HISTORY_FILE = "config_history.jsonl"
 
 
 def used_config(cfg: Config, section: str) -> dict[str, Any]:
+    """The sections a run reads, as it recorded them; a local model.path absolute, so that a
+    resume from another directory, or with another spelling of the path, is the same setting."""
     tree = to_dict(cfg)
+    if Path(cfg.model.path).exists():
+        tree["model"]["path"] = str(Path(cfg.model.path).absolute())
     return {key: tree[key] for key in USED_SECTIONS[section]}
+
+
+def same_setting(key: str, before: Any, after: Any) -> bool:
+    """Whether a resumed run's value is the checkpoint's (model.path: the same directory however
+    spelled, for a checkpoint that recorded it relative to where it started)."""
+    if before == after:
+        return True
+    if key != "model.path" or not (isinstance(before, str) and isinstance(after, str)):
+        return False
+    return Path(before).exists() and Path(after).exists() and Path(before).resolve() == Path(after).resolve()
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -84,7 +98,7 @@ def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, che
     ignored = {f"{section}.{key}" for key in IGNORED}
     changes = {}
     for key in sorted(set(before) | set(after)):
-        if key in ignored or before.get(key) == after.get(key):
+        if key in ignored or same_setting(key, before.get(key), after.get(key)):
             continue
         reason = fixed_on_resume(key, section)
         if reason:
