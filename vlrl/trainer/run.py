@@ -93,7 +93,20 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
     if t.resume == "auto":
         found = list_checkpoints(checkpoints)
         return found[-1] if found else None
-    return Path(t.resume)
+    if not Path(t.resume).exists():  # a typo must not read as a finished run, or a run started afresh
+        found = list_checkpoints(checkpoints)
+        have = f"{checkpoints} holds {', '.join(p.name for p in found)}" if found else f"{checkpoints} holds none"
+        raise ConfigError(f"config: {section}.resume {t.resume} does not exist ({have})")
+    given = Path(t.resume)
+    metrics = Path(t.output_dir) / "metrics.jsonl"
+    own = list_checkpoints(checkpoints) or (metrics.is_file() and metrics.stat().st_size > 0)
+    if given.resolve().parent != checkpoints.resolve() and own:
+        raise ConfigError(
+            f"config: {section}.resume {given} is not a checkpoint of the run in {t.output_dir} (its own are in "
+            f"{checkpoints}), which has logs and checkpoints of its own timeline: going on from it there would mix "
+            f"the two. Go on from it in a folder of its own: {section}.output_dir=NEW {section}.resume={given}"
+        )
+    return given
 
 
 def base_model_path(model: ModelConfig, t: TrainerConfig, section: str) -> str:
