@@ -202,8 +202,11 @@ class Jigsaw(Task):
         )
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        """Synthetic puzzles: 2x1 (and 1x2) and 2x2 grids, the four question types in turn."""
-        write_jigsaw_dataset(path, None, size, seed, grids=SYNTHETIC_GRIDS, question_types=QUESTION_TYPES)
+        """Synthetic puzzles: 2x1 (and 1x2) and 2x2 grids, the four question types in turn, or
+        only task.options.question_type's (a record of another type would be refused)."""
+        wanted = self.options.question_type
+        types = QUESTION_TYPES if wanted == "any" else (wanted,)
+        write_jigsaw_dataset(path, None, size, seed, grids=SYNTHETIC_GRIDS, question_types=types)
 
     # -- prompting ------------------------------------------------------------------------
     def messages(self, sample: Sample) -> list[dict[str, Any]]:

@@ -165,3 +165,13 @@ def test_synthetic_tables_land_whole_and_a_second_writer_leaves_the_first_ones(t
     assert spec_exists(str(path)) and first
     assert {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()} == first
     assert [p.name for p in tmp_path.iterdir()] == ["countbench"]
+
+
+def test_synthetic_data_with_a_recipes_image_root_is_refused_naming_it(tmp_path, capsys):
+    """A GPU recipe's data.image_root (its dataset's folder) with data.synthetic: every synthetic
+    record was skipped as 'image not found' under that folder."""
+    train = ["train", "--config", str(ROOT / "configs" / "refcoco.yaml"), "data.synthetic=true"]
+    assert main([*train, f"data.train={tmp_path / 'train.json'}", "model.path=tiny:qwen2_5_vl"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"data.image_root is data/coco (set in {ROOT / 'configs' / 'refcoco.yaml'})" in out
+    assert "set data.image_root= (empty) for synthetic data" in out and not (tmp_path / "train.json").exists()

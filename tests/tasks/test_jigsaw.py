@@ -568,3 +568,14 @@ def test_connections_component_and_no_think_targets(four_samples):
     scores = score(task, targets, four_samples)
     assert all(v == [1.0] * 4 for v in scores.components.values())
     assert task.predict("2 4 1", four_samples[1]) == [2, 4, 1]
+
+
+@pytest.mark.parametrize("question_type", ["full", "pair", "multiple", "single"])
+def test_synthetic_puzzles_are_of_the_question_type_the_task_asks_for(tmp_path, question_type):
+    """configs/jigsaw.yaml asks for pair questions: synthetic data of the four types in turn
+    had three records in four refused by its own task."""
+    task = Jigsaw(options={"question_type": question_type})
+    task.synthesize(tmp_path / "train.jsonl", 8, seed=0)
+    split = task.load(tmp_path / "train.jsonl", FrameSpec("absolute", 3136, 12845056))
+    assert len(split.samples) == 8 and not split.errors
+    assert {s.meta["question_type"] for s in split.samples} == {question_type}

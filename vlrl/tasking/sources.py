@@ -50,6 +50,12 @@ def load_task_split(
         path, key = (cfg.data.train if which == "train" else cfg.data.eval), f"data.{which}"
     if not path:
         raise ConfigError(f"config: data.{which} is empty; give the path of a {task.name} data file")
+    if key is not None and cfg.writes_synthetic(key) and cfg.data.image_root:
+        raise ConfigError(
+            f"config: data.synthetic writes a split's images beside its data file, but data.image_root is "
+            f"{cfg.data.image_root} (set {cfg.where('data.image_root')}), where its records would be looked for: "
+            "set data.image_root= (empty) for synthetic data"
+        )
     if not spec_exists(path):
         if key is None or not cfg.writes_synthetic(key):
             raise ConfigError(missing_data(task, cfg, path, key))
