@@ -94,3 +94,12 @@ def test_plots_draw_each_scale_apart_smooth_over_faint_raw_values_and_keep_legen
     time = next(ax for title, ax in axes.items() if title.startswith("seconds per step"))
     eval_time = next(line for line in time.get_lines() if line.get_label() == "time_eval")
     assert eval_time.get_marker() == "o"  # logged every eval.every steps: points, not a smoothed line
+
+
+def test_plotting_a_run_with_no_step_logged_says_so(tmp_path, capsys):
+    from vlrl.cli import main
+
+    (tmp_path / "metrics.jsonl").write_text("")  # a run stopped before its first step
+    assert main(["plot", str(tmp_path)]) == 2
+    assert f"{tmp_path / 'metrics.jsonl'} holds no step yet: nothing to plot" in capsys.readouterr().out
+    assert not (tmp_path / "plots").exists()

@@ -217,3 +217,28 @@ def test_a_new_run_started_from_its_own_kept_base_trains_on_it_and_leaves_it_who
     assert main(["train", *overrides]) == 0
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run_dir / "base").iterdir()} == digests
     assert (run_dir / "checkpoints" / "step-0000001").is_dir()
+
+
+def test_stages_added_on_resume_are_recorded_as_the_entries_they_are(tmp_path):
+    """rollout.stages from [] to two stages: recorded as 'stages.length 0 -> 2' and each entry's
+    keys, not as 'rollout.stages: [] -> None' beside them."""
+    from vlrl.trainer.history import resume_changes
+
+    saved = {"trainer": {"lr": 1.0, "parallel": "replicated"}, "rollout": {"stages": []}}
+    stages = [{"steps": 2, "max_new_tokens": 8}, {"max_new_tokens": 16}]
+    changes = resume_changes(
+        {"trainer": {"lr": 1.0, "parallel": "replicated"}, "rollout": {"stages": stages}}, saved, "trainer", tmp_path
+    )
+    assert changes == {
+        "rollout.stages.length": {"from": 0, "to": 2},
+        "rollout.stages[0].steps": {"from": None, "to": 2},
+        "rollout.stages[0].max_new_tokens": {"from": None, "to": 8},
+        "rollout.stages[1].max_new_tokens": {"from": None, "to": 16},
+    }
+    back = resume_changes(
+        {"trainer": {"lr": 1.0, "parallel": "replicated"}, "rollout": {"stages": []}},
+        {**saved, "rollout": {"stages": stages}},
+        "trainer",
+        tmp_path,
+    )
+    assert back["rollout.stages.length"] == {"from": 2, "to": 0} and "rollout.stages" not in back

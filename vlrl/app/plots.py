@@ -242,6 +242,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     if not metrics_path.is_file():
         raise FileNotFoundError(f"{metrics_path} not found: is {run_dir} a vlrl run directory?")
     rows = read_metrics(metrics_path)
+    if not rows:  # stopped before its first step was logged
+        raise FileNotFoundError(f"{metrics_path} holds no step yet: nothing to plot")
     out_dir = run_dir / "plots"
     out_dir.mkdir(exist_ok=True)
     kind = run_kind(rows)

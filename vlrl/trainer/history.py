@@ -94,6 +94,10 @@ def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, che
             f"start a new run from its weights with model.path={checkpoint}"
         )
     before, after = flatten(saved), flatten(new)
+    for one, other in ((before, after), (after, before)):  # [] on one side, entries on the other: 0 entries
+        for key in [k for k, v in one.items() if v == [] and f"{k}.length" in other]:
+            del one[key]
+            one[f"{key}.length"] = 0
     before.setdefault(f"{section}.parallel", "replicated")  # checkpoints from before vlrl/parallel/
     ignored = {f"{section}.{key}" for key in IGNORED}
     changes = {}
