@@ -143,20 +143,16 @@ def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
 def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_data, tiny_qwen25):
     common = ["model.path=tiny:qwen2_5_vl", "model.max_pixels=12544", f"data.train={rec_data}", "task.name=refcoco"]
     sft_dir, rl_dir = tmp_path / "sft", tmp_path / "rl"
-    sft = torchrun(
-        [
-            "-m",
-            "vlrl.cli",
-            "sft",
-            *common,
-            f"sft.output_dir={sft_dir}",
-            "sft.steps=3",
-            "sft.prompts_per_step=4",
-            "sft.save_every=3",
-            "sft.progress=false",
-        ],
-        tmp_path,
-    )
+    sft_args = [
+        "-m",
+        "vlrl.cli",
+        "sft",
+        *common,
+        f"sft.output_dir={sft_dir}",
+        "sft.prompts_per_step=4",
+        "sft.save_every=3",
+    ]
+    sft = torchrun([*sft_args, "sft.steps=3", "sft.progress=false"], tmp_path)
     assert sft.returncode == 0, sft.stderr[-3000:]
     assert sft.stdout.count("run directory:") == 1  # process 0 prints the run's files
     checkpoint = sft_dir / "checkpoints" / "step-0000003"
@@ -174,6 +170,9 @@ def test_sft_and_rl_train_on_two_processes_with_one_run_directory(tmp_path, rec_
     assert [r["target_tokens"] for r in rows] == [r["target_tokens"] for r in single]
     assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in single], rel=1e-5)
     assert all(r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-12) for r in rows)
+    resumed = torchrun([*sft_args, "sft.steps=4", "sft.progress=false"], tmp_path)  # both resume; process 0 says so
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert resumed.stdout.count(f"resumed from {checkpoint} (step 3)") == 1, resumed.stdout
     script = tmp_path / "rl_worker.py"
     script.write_text(RL_WORKER)
     toy_task = f"task.name={ROOT / 'tests' / 'fixtures' / 'toy_task.py'}:BriefGrounding"  # a dense reward: it moves
