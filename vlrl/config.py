@@ -81,7 +81,7 @@ class LoraConfig:
 @dataclass
 class VideoConfig:
     """How video frames are sampled and sized: qwen-vl-utils' video keys; defaults are Video-R1's
-    training settings (fps 2, 4 to 16 frames, 128 x 28 x 28 pixels a frame)."""
+    training and evaluation settings (fps 2, 4 to 16 frames, 128 x 28 x 28 pixels a frame)."""
 
     fps: float = 2.0
     min_frames: int = 4
@@ -89,6 +89,11 @@ class VideoConfig:
     min_pixels: int = 128 * 28 * 28
     max_pixels: int = 128 * 28 * 28
     total_pixels: float = 128000 * 28 * 28 * 0.9  # qwen-vl-utils' MODEL_SEQ_LEN budget over all frames
+    # What max_pixels is. video_r1: the VIDEO_MAX_PIXELS of Video-R1's vendored qwen-vl-utils, whose
+    # messages name no max_pixels: a frame's limit is max(min(max_pixels, total_pixels / frames x 2),
+    # 1.05 x min_pixels), so at the defaults 105,369 pixels. message: a max_pixels in the message, as
+    # qwen-vl-utils 0.0.14 takes it: the least of it and that limit (768 tokens for its VIDEO_MAX_PIXELS).
+    max_pixels_from: Literal["video_r1", "message"] = "video_r1"
     # What decodes the file: PyAV (FFmpeg, frame by frame) or decord (what Video-R1 reads with).
     backend: Literal["pyav", "decord"] = "pyav"
 

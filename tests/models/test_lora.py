@@ -158,11 +158,11 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
     assert any(not torch.equal(w, sft_model[n]) for n, w in exported.named_parameters())  # the RL adapter is in it
     processor = AutoProcessor.from_pretrained(tmp_path / "exported")
     assert processor.chat_template == AutoProcessor.from_pretrained(rl_checkpoint).chat_template is not None
-    # and how the run sampled videos (model.video: 2 fps, 4-16 frames of 128 x 28 x 28 pixels), not its
-    # base's 768 frames of up to 602,112 pixels
+    # and how the run sampled videos (model.video: 2 fps, 4-16 frames of 128 x 28 x 28 pixels, up to
+    # 1.05 times that by Video-R1's rule), not its base's 768 frames of up to 602,112 pixels
     videos = processor.video_processor
     assert (videos.fps, videos.min_frames, videos.max_frames) == (2.0, 4, 16)
-    assert dict(videos.size) == {"shortest_edge": 128 * 28 * 28, "longest_edge": 128 * 28 * 28}
+    assert dict(videos.size) == {"shortest_edge": 128 * 28 * 28, "longest_edge": 105369}
 
 
 def adapted_model(rec_data, dtype: str):

@@ -336,3 +336,6 @@ def test_an_exported_processor_states_the_video_sampling_and_only_a_per_frame_si
     settings = family_class(name)().video_processor_settings(video)
     assert settings.pop("size", None) == ({"shortest_edge": 3136, "longest_edge": 12544} if "qwen2" in name else None)
     assert settings == {"fps": 1.0, "min_frames": 2, "max_frames": 8}
+    # Video-R1's rule floors a frame's limit at 1.05 x min_pixels (frame_size): so does the exported one
+    floored = family_class(name)().video_processor_settings(VideoConfig(min_pixels=12544, max_pixels=12544))
+    assert floored.get("size", {}).get("longest_edge") == (13171 if "qwen2" in name else None)

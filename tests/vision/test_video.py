@@ -41,6 +41,9 @@ def clips(tmp_path_factory) -> list[Path]:
         clip(root / "a.mp4", 32, 112, 112, 8),
         clip(root / "b.mp4", 45, 160, 96, 15),
         clip(root / "c.mp4", 7, 64, 48, 4),
+        clip(
+            root / "d.mp4", 8, 640, 480, 4
+        ),  # 4:3, as VSI-Bench's: 280 x 364 under Video-R1's rule, 252 x 364 at most 128 tokens
     ]
 
 
@@ -60,17 +63,33 @@ def qwen_vl_utils_video(path: Path, spec: VideoConfig, monkeypatch) -> tuple[tor
 
     monkeypatch.setattr(vp.io, "read_video", read_video, raising=False)
     monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "torchvision")
+    return vp.fetch_video(qwen_vl_utils_element(path, spec, monkeypatch), return_video_sample_fps=True)
+
+
+def qwen_vl_utils_element(path: Path, spec: VideoConfig, monkeypatch) -> dict:
+    """The message's video element that `spec` stands for. max_pixels_from=video_r1: Video-R1's
+    vendored qwen-vl-utils, VIDEO_MAX_PIXELS = max_pixels and no max_pixels in the message (its
+    src/eval_bench.py and trainer name none), as 0.0.14 computes it with VIDEO_MAX_TOKEN_NUM set so."""
+    import qwen_vl_utils.vision_process as vp
+
     element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
-    element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
-    return vp.fetch_video(element, return_video_sample_fps=True)
+    element |= {"min_pixels": spec.min_pixels, "total_pixels": spec.total_pixels}
+    if spec.max_pixels_from == "message":
+        return element | {"max_pixels": spec.max_pixels}
+    assert spec.max_pixels % (28 * 28) == 0  # a whole number of tokens: VIDEO_MAX_TOKEN_NUM
+    monkeypatch.setattr(vp, "VIDEO_MAX_TOKEN_NUM", spec.max_pixels // (28 * 28))
+    return element
 
 
 SPECS = [
-    VideoConfig(),  # Video-R1's training settings: frames grow to 128 x 28 x 28 pixels
+    VideoConfig(),  # Video-R1's settings: 128 x 28 x 28 pixels, the 1.05 x min_pixels floor over it
+    VideoConfig(max_pixels_from="message"),  # frames at most 128 x 28 x 28 pixels
+    VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112, max_pixels_from="message"),
     VideoConfig(min_pixels=56 * 56, max_pixels=112 * 112),
-    VideoConfig(fps=1.0, min_frames=2, max_frames=8, min_pixels=4 * 28 * 28, max_pixels=80 * 90),
+    VideoConfig(fps=1.0, min_frames=2, max_frames=8, min_pixels=4 * 28 * 28, max_pixels=80 * 90, max_pixels_from="message"),
     VideoConfig(fps=4.0, max_frames=64, min_pixels=28 * 28, max_pixels=768 * 28 * 28, total_pixels=20 * 28 * 28 * 10),
-]
+    VideoConfig(max_pixels=256 * 28 * 28, max_frames=32),  # Video-R1's README evaluation setting
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=range(len(SPECS)))
@@ -95,8 +114,7 @@ def test_decord_samples_the_frames_pyav_does_and_that_qwen_vl_utils_reads_with_i
     decord = dataclasses.replace(spec, backend="decord")
     for path in clips:
         video = load_video(path, decord, 28)
-        element = {"video": str(path), "fps": spec.fps, "min_frames": spec.min_frames, "max_frames": spec.max_frames}
-        element |= {"min_pixels": spec.min_pixels, "max_pixels": spec.max_pixels, "total_pixels": spec.total_pixels}
+        element = qwen_vl_utils_element(path, spec, monkeypatch)
         expected, expected_fps = vp.fetch_video(element, return_video_sample_fps=True)
         assert torch.equal(video.frames, expected) and video.sampled_fps == pytest.approx(expected_fps)
         pyav = load_video(path, spec, 28)
@@ -442,3 +460,12 @@ def test_a_judge_model_reads_the_video_of_a_video_sample_once_per_call(video_dat
     scores = judge([sample] * 3, ["<think>it moves left</think><answer>A</answer>"] * 3)
     assert len(scores) == 3 and all(s is None or 0 <= s <= 1 for s in scores)
     assert decoded == [sample.video]
+
+
+def test_the_default_frames_are_the_size_video_r1s_trainer_and_evaluator_give(clips):
+    """Video-R1's messages name no max_pixels, so its vendored qwen-vl-utils floors a frame's limit
+    at 1.05 x 128 x 28 x 28 = 105,369 pixels: a 640 x 480 video's frames are 280 x 364 there, not
+    the 252 x 364 a limit of 128 x 28 x 28 gives."""
+    video = load_video(clips[3], VideoConfig(), 28)
+    assert tuple(video.frames.shape[2:]) == (280, 364)
+    assert tuple(load_video(clips[3], VideoConfig(max_pixels_from="message"), 28).frames.shape[2:]) == (252, 364)

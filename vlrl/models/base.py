@@ -120,12 +120,16 @@ class ModelFamily:
     def video_processor_settings(self, video: VideoConfig) -> dict[str, Any]:
         """What the processor a checkpoint saves states of how videos were sampled in training
         (`vlrl export`, for a server that samples videos itself): the frame rate and count, and
-        each frame's pixel limits (Qwen2-VL's `size` is per frame)."""
+        each frame's pixel limits (Qwen2-VL's `size` is per frame; Video-R1's rule floors the
+        largest at 1.05 x min_pixels, vision/video.py `frame_size`)."""
+        largest = video.max_pixels
+        if video.max_pixels_from == "video_r1":
+            largest = max(largest, int(video.min_pixels * 1.05))
         return {
             "fps": video.fps,
             "min_frames": video.min_frames,
             "max_frames": video.max_frames,
-            "size": {"shortest_edge": video.min_pixels, "longest_edge": video.max_pixels},
+            "size": {"shortest_edge": video.min_pixels, "longest_edge": largest},
         }
 
     def video_processor_kwargs(self, clip: Video) -> dict[str, Any]:

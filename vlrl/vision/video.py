@@ -61,10 +61,15 @@ def frame_indices(total_frames: int, n: int) -> list[int]:
 
 
 def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig, factor: int) -> tuple[int, int]:
-    """(height, width) of each frame after fetch_video's resize (`factor`: the family's)."""
-    frame_max = VIDEO_MAX_TOKENS * factor * factor
-    budget = max(min(frame_max, spec.total_pixels / n_frames * FRAME_FACTOR), int(spec.min_pixels * 1.05))
-    return smart_resize(height, width, factor, spec.min_pixels, min(spec.max_pixels, budget))
+    """(height, width) of each frame after fetch_video's resize (`factor`: the family's), its
+    max_pixels as `spec.max_pixels_from` says: VIDEO_MAX_PIXELS, or a max_pixels in the message."""
+    share = spec.total_pixels / n_frames * FRAME_FACTOR
+    floor = int(spec.min_pixels * 1.05)
+    if spec.max_pixels_from == "video_r1":
+        limit = max(min(spec.max_pixels, share), floor)
+    else:
+        limit = min(spec.max_pixels, max(min(VIDEO_MAX_TOKENS * factor * factor, share), floor))
+    return smart_resize(height, width, factor, spec.min_pixels, limit)
 
 
 def probe(path: str | Path) -> tuple[int, float]:
