@@ -78,6 +78,14 @@ def test_a_directory_as_downloaded_is_read_split_by_split(tmp_path):
         table_files(str(hub))
     with pytest.raises(FileNotFoundError, match="no files of split 'train'; splits found: test, testA, val"):
         table_files(f"{hub}@train")
+    # Older uploads add a content hash to a shard's name (AI4Math/MathVista): still its split's
+    for name in ("testmini-00000-of-00001-725687bf7a18d64b", "test-00000-of-00002-6b81bd7f7e2065e6"):
+        write_parquet(tmp_path / "hashed" / "data" / f"{name}.parquet", _rows(1), SCHEMA)
+    assert [p.name for p in table_files(f"{tmp_path / 'hashed'}@testmini")] == [
+        "testmini-00000-of-00001-725687bf7a18d64b.parquet"
+    ]
+    with pytest.raises(FileNotFoundError, match=r"several splits \(test, testmini\)"):
+        table_files(str(tmp_path / "hashed"))
     split = load_table_split(f"{hub}@val", _keep, SPEC, image_cache=tmp_path / "cache")
     assert [s.id for s in split.samples] == ["0", "1", "2", "3", "4"] and not split.errors
     assert split.samples[3].source.endswith("val-00001-of-00002.parquet:row 0")

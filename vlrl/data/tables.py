@@ -41,7 +41,9 @@ from vlrl.vision.images import DEFAULT_MAX_IMAGE_PIXELS, ImageTooLarge, open_ima
 
 TABLE_SUFFIXES = (".parquet", ".arrow")
 BATCH_ROWS = 64  # rows read and turned into Python objects at a time
-_SHARD = re.compile(r"(.+?)-\d{5}-of-\d{5}")
+# A shard's name: SPLIT-00000-of-00002, with the content hash older uploads add (AI4Math/MathVista's
+# data/testmini-00000-of-00001-725687bf7a18d64b.parquet).
+_SHARD = re.compile(r"(.+?)-\d{5}-of-\d{5}(?:-[0-9a-f]{8,})?")
 # The `Image` feature as the hub, save_to_disk and the datasets cache store it.
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
