@@ -84,7 +84,7 @@ def compare(name: str, model: Path, dtype: str, strategy: str, processes: int, w
 
 
 def gpu_row() -> dict:
-    cfg = load_config(ROOT / "configs" / "refcoco.yaml", [])
+    cfg = load_config(ROOT / "configs" / "refcoco.yaml", ["rollout.max_new_tokens=1024"])  # as measured
     work = Workload.of(cfg, 1, 139, GPU_MEASURED["image_tokens"])
     estimate = estimate_terms(cfg, model_shape(cfg, GPU_MEASURED["shape"]), work, "replicated", False)
     peak = estimate["peak"] / GB
