@@ -46,6 +46,7 @@ FSDP_FOUR = "tests/parallel/test_fsdp.py::test_fsdp2_on_four_processes_equals_on
 KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward"
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
 SCHEDULE = f"{OPTIONS}::test_the_schedule_counts_steps_not_the_optimizer_steps_within_them"
+MIN_LR = f"{OPTIONS}::test_a_decay_ends_at_lr_min_ratio_as_transformers_cosine_with_min_lr_does"
 ENTROPY = f"{OPTIONS}::test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips"
 DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them"
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
@@ -519,6 +520,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the optimizer step (run.py) ------------------------------------------------------------
     Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (SCHEDULE,)),
     Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation("lr_min_ratio ignored", "vlrl/trainer/run.py", "floor = t.lr_min_ratio", "floor = 0.0", (MIN_LR,)),
     Mutation(
         "prompts_per_step not checked against the processes", "vlrl/trainer/run.py",
         "if t.prompts_per_step % self.procs.world:", "if False:",

@@ -514,6 +514,8 @@ class TrainerConfig:
     # Over trainer.steps, with warmup_steps first; one value per step, whatever its optimizer steps
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = 0
+    # Where linear and cosine decay end, as a share of lr (OpenRLHF's cosine_with_min_lr: 0.1)
+    lr_min_ratio: float = 0.0
     max_grad_norm: float = 1.0
     # The optimizer steps fp32 copies of bf16/fp16 weights (precision.py): without them, most
     # updates at lr 1e-6 round away. false saves 4 bytes per weight and trains in the model's dtype.
@@ -547,6 +549,8 @@ class TrainerConfig:
             "max_grad_norm",  # clip_grad_norm_ turns the gradients around below 0 and zeroes them at 0
         )  # fmt: skip
         require_nonnegative(key, self, "lr", "weight_decay", "warmup_steps")
+        if not 0 <= self.lr_min_ratio <= 1:
+            raise ConfigError(f"config: {key}.lr_min_ratio must be in [0, 1], got {self.lr_min_ratio}")
 
 
 @dataclass

@@ -331,3 +331,22 @@ def test_t_grpo_on_a_task_without_shuffled_videos_is_refused_before_the_model_lo
     with pytest.raises(ConfigError, match="brief_grounding gives no shuffled variant"):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "linear"])
+def test_a_decay_ends_at_lr_min_ratio_as_transformers_cosine_with_min_lr_does(schedule):
+    """OpenRLHF (LMM-R1) decays its actor's lr by transformers' cosine_with_min_lr to 0.1 x lr."""
+    from transformers.optimization import _get_cosine_schedule_with_warmup_lr_lambda as cosine
+
+    from vlrl.config import TrainerConfig
+    from vlrl.trainer.run import lr_factor
+
+    t = TrainerConfig(steps=10, lr_schedule=schedule, lr_min_ratio=0.1)
+    got = [lr_factor(s, t) for s in range(10)]
+    if schedule == "cosine":
+        want = [
+            cosine(s, num_warmup_steps=0, num_training_steps=10, num_cycles=0.5, min_lr_rate=0.1) for s in range(10)
+        ]
+    else:
+        want = [0.1 + 0.9 * (1 - s / 10) for s in range(10)]
+    assert got == pytest.approx(want, abs=1e-12) and got[0] == 1.0 and got[-1] > 0.1

@@ -75,10 +75,13 @@ def lr_factor(step: int, t: TrainerConfig) -> float:
         return (step + 1) / t.warmup_steps
     progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
     if t.lr_schedule == "linear":
-        return max(0.0, 1.0 - progress)
-    if t.lr_schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    return 1.0
+        decay = max(0.0, 1.0 - progress)
+    elif t.lr_schedule == "cosine":
+        decay = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    else:
+        return 1.0
+    floor = t.lr_min_ratio  # to it, not to 0: transformers' cosine_with_min_lr (min_lr_rate)
+    return floor + (1.0 - floor) * decay
 
 
 def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
