@@ -169,7 +169,7 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
 
 def cmd_score(args: argparse.Namespace) -> int:
     from vlrl.tasking.scoring import score_file
-    from vlrl.tasking.sources import entry_task, given_columns, load_task_split
+    from vlrl.tasking.sources import columns_for, entry_task, load_task_split
 
     preset: dict[str, Any] = {"task.name": args.task}
     if args.config and args.task and args.task != read_config_file(args.config).get("task", {}).get("name"):
@@ -184,7 +184,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     task = entry_task(entry or MixtureEntry(args.task), "")
     writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
-    columns = given_columns(entry, args.data) if entry else {}
+    columns = columns_for(entry.columns, args.data) if entry else {}
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data, columns=columns)
     for flag, read in (("--completions", args.completions), ("data", split.path)):
         if Path(read).is_file() and Path(read).resolve() == Path(args.out).resolve():
@@ -290,9 +290,13 @@ def cmd_eval(args: argparse.Namespace) -> None:
             console.print(
                 f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
             )
-        if names and names[0] != read_config_file(saved).get("task", {}).get("name"):
+        run = read_config_file(saved)
+        trained = [entry.get("name") for entry in run.get("mixture") or []] or [run.get("task", {}).get("name")]
+        if names and names[0] not in trained:
             # that run's task options and data are its task's, not this one's
             preset |= {"task": {"name": preset.pop("task.name")}, "data": {}}
+        elif names and run.get("mixture"):
+            preset.pop("task.name")  # a mixture's entry: its settings are the entry's (Config.task_settings)
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)

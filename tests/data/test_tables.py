@@ -294,6 +294,9 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     assert [s.problem for s in source.train.samples] == [s.problem for s in reference]
     ((_, _, evaluated),) = held_out(mixed, [source], Console(quiet=True))  # its held-out table, by its columns
     assert [s.problem for s in evaluated] == [s.problem for s in reference[:2]]
+    json_eval = load_config(None, [mixture.replace(f"'{tmp_path / 'ds'}@test'", f"'{rec_data}'"), *overrides[1:3]])
+    ((_, _, evaluated),) = held_out(json_eval, task_sources(json_eval), Console(quiet=True))  # a json: no columns
+    assert [s.problem for s in evaluated] == [s.problem for s in reference]
     # A run trains on the table (a folder @split) and resumes; a changed shard is said on resume
     run = [f"trainer.output_dir={tmp_path / 'run'}", "model.path=tiny:qwen2_5_vl", "rollout.num_generations=2",
            "rollout.max_new_tokens=4", "trainer.prompts_per_step=2", "trainer.progress=false"]  # fmt: skip

@@ -186,19 +186,21 @@ def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_
     assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3, 4]
     assert [row["lr"] for row in metrics_rows(run_dir)] == [0.001, 0.001, 0.0005, 0.0005]
     # The timeline left behind is not resumed in this folder, where it would mix with the new
-    # one's logs and checkpoints; a typo in the path is not taken for a finished run either
+    # one's logs and checkpoints: the folder's run goes on from its own latest, and says so; in
+    # a folder of its own the old timeline goes on. A typo in the path is not taken for a finished run.
     back = [*on, "trainer.steps=5", f"trainer.resume={aside / 'step-0000004'}"]
-    assert main(["train", *back]) == 2
+    assert main(["train", *back]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert f"is not a checkpoint of the run in {run_dir}" in out and "trainer.output_dir=NEW" in out
+    assert f"resumed from {run_dir / 'checkpoints' / 'step-0000004'} (step 4)" in out
+    assert f"is not a checkpoint of the run in {run_dir}, which has its own: it goes on from its latest" in out
+    assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3, 4, 5]
     assert main(["train", *on, "trainer.steps=5", f"trainer.output_dir={tmp_path / 'old'}", back[-1]]) == 0
-    assert [row["lr"] for row in metrics_rows(tmp_path / "old")] == [0.0005]  # step 5, from the old step 4
-    typo = [*on, f"trainer.resume={run_dir / 'checkpoints' / 'step-0000099'}"]
+    assert [row["step"] for row in metrics_rows(tmp_path / "old")] == [5]  # from the old step 4
+    typo = [*on, "trainer.steps=6", f"trainer.resume={run_dir / 'checkpoints' / 'step-0000099'}"]
     assert main(["train", *typo]) == 2
-    assert (
-        f"trainer.resume {typo[-1].split('=', 1)[1]} does not exist ({run_dir / 'checkpoints'} holds step-0000004)"
-        in (" ".join(capsys.readouterr().out.split()))
-    )
+    missing = typo[-1].split("=", 1)[1]
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"trainer.resume {missing} does not exist ({run_dir / 'checkpoints'} holds step-0000005)" in out
 
 
 def test_a_new_run_started_from_its_own_kept_base_trains_on_it_and_leaves_it_whole(

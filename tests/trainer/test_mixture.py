@@ -57,6 +57,7 @@ def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_eac
         "eval.every=2",
         "eval.limit=2",
         "eval.max_new_tokens=4",
+        "data.max_image_pixels=50000000",  # a data.* setting of the run, which its evaluation keeps
     ]
     result = train(load_config(None, overrides))
     assert "mixture task jigsaw has no eval file: it is not evaluated during training" in capsys.readouterr().out
@@ -84,6 +85,7 @@ def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_eac
     assert main(one) == 0
     results = json.loads((tmp_path / "one" / "results.json").read_text())
     assert results["configs"]["jigsaw"]["options"]["think"] is False  # the entry's option
+    assert results["config"]["data"]["max_image_pixels"] == 50000000  # the run's data.*, kept for its entry
     assert (
         "Directly output the final answer"
         in json.loads((tmp_path / "one" / "samples_jigsaw.jsonl").open().readline())["input"]

@@ -35,7 +35,7 @@ from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.scoring import score, task_metrics
-from vlrl.tasking.sources import entry_task, given_columns, load_task_split
+from vlrl.tasking.sources import columns_for, entry_task, load_task_split
 from vlrl.tasking.task import Task
 
 
@@ -260,10 +260,9 @@ def run_eval(
         key = cfg.task_key(which) if configured else f"data.{which}"
         task = entry_task(entry, model_family(cfg.model).name)
         data_path = data or split_path(entry, split, task, key)
-        columns = entry.columns
+        columns = columns_for(entry.columns, data_path)
         if data or split not in ("train", "eval"):
             key = None  # a file given as is
-            columns = given_columns(entry, data_path)
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             loaded = load_task_split(task, cfg, which, console, path=data_path, columns=columns, key=key)
         tasks.append((task, loaded, data_path))

@@ -119,8 +119,8 @@ class ModelFamily:
 
     def video_processor_settings(self, video: VideoConfig) -> dict[str, Any]:
         """What the processor a checkpoint saves states of how videos were sampled in training
-        (`vlrl export`, for a server that samples videos itself): the frame rate and count, and
-        each frame's pixel limits (Qwen2-VL's `size` is per frame; Video-R1's rule floors the
+        (`vlrl export`): the frame rate and count (used by a call that asks it to sample frames,
+        do_sample_frames, left as the checkpoint's) and each frame's pixel limits (Qwen2-VL's `size` is per frame; Video-R1's rule floors the
         largest at 1.05 x min_pixels, vision/video.py `frame_size`)."""
         largest = video.max_pixels
         if video.max_pixels_from == "video_r1":

@@ -198,11 +198,11 @@ def entry_task(entry: MixtureEntry, family: str) -> Task:
     return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
 
 
-def given_columns(entry: MixtureEntry, path: str) -> dict[str, str]:
-    """The columns that map a file given on the command line for a task of the run: the task's
-    (data.columns, or its mixture entry's) when the file is a table, none for a file of the
-    task's own format (the run trained on a table, the file is its json)."""
-    return entry.columns if is_table_spec(path) else {}
+def columns_for(columns: dict[str, str], path: str) -> dict[str, str]:
+    """The columns that map a file a task of the run evaluates on (its eval file, or one given on
+    the command line): the task's (data.columns, or its mixture entry's) when the file is a
+    table, none for a file of the task's own format (a json held-out file beside a training table)."""
+    return columns if is_table_spec(path) else {}
 
 
 def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
@@ -244,7 +244,7 @@ def held_out(cfg: Config, sources: list[Source], console: Console) -> list[tuple
             )
     out = []
     for source in named:
-        key, columns = source.eval_key, source.columns
+        key, columns = source.eval_key, columns_for(source.columns, source.eval_path)
         split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, columns=columns, key=key)
         out.append((source.task, source.eval_path, split.samples[: cfg.eval.limit or None]))
     return out

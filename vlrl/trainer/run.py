@@ -85,6 +85,10 @@ def lr_factor(step: int, t: TrainerConfig) -> float:
 
 
 def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
+    """The checkpoint a run goes on from. A given one that is not the run folder's own, where the
+    folder has checkpoints of its own (a run started from another's checkpoint, rerun after a
+    stop; or a timeline a rewind set aside), is not mixed into that folder's timeline: the run
+    goes on from its own latest (`foreign_resume` says so)."""
     checkpoints = Path(t.output_dir) / "checkpoints"
     if t.resume == "":
         if list_checkpoints(checkpoints):
@@ -100,16 +104,15 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
         found = list_checkpoints(checkpoints)
         have = f"{checkpoints} holds {', '.join(p.name for p in found)}" if found else f"{checkpoints} holds none"
         raise ConfigError(f"config: {section}.resume {t.resume} does not exist ({have})")
-    given = Path(t.resume)
-    metrics = Path(t.output_dir) / "metrics.jsonl"
-    own = list_checkpoints(checkpoints) or (metrics.is_file() and metrics.stat().st_size > 0)
-    if given.resolve().parent != checkpoints.resolve() and own:
-        raise ConfigError(
-            f"config: {section}.resume {given} is not a checkpoint of the run in {t.output_dir} (its own are in "
-            f"{checkpoints}), which has logs and checkpoints of its own timeline: going on from it there would mix "
-            f"the two. Go on from it in a folder of its own: {section}.output_dir=NEW {section}.resume={given}"
-        )
-    return given
+    own = list_checkpoints(checkpoints)
+    return own[-1] if own and foreign_resume(t) else Path(t.resume)
+
+
+def foreign_resume(t: TrainerConfig) -> bool:
+    """Whether trainer.resume names a checkpoint outside the run folder's own checkpoints."""
+    if t.resume in ("", "auto"):
+        return False
+    return Path(t.resume).resolve().parent != (Path(t.output_dir) / "checkpoints").resolve()
 
 
 def base_model_path(model: ModelConfig, t: TrainerConfig, section: str) -> str:
@@ -257,6 +260,15 @@ class Run:
             data_changed = data_changes(self.data, state["data"])
             if self.procs.main:
                 console.print(f"resumed from {resume_from} (step {self.step})")
+                if foreign_resume(t) and resume_from != Path(t.resume):
+                    console.print(
+                        f"[yellow]note:[/yellow] {section}.resume {escape(t.resume)} is not a checkpoint of the run in "
+                        f"{escape(t.output_dir)}, which has its own: it goes on from its latest (as the same command "
+                        f"does after a stop). To go on from {escape(t.resume)} instead, give it a folder of its own: "
+                        f"{section}.output_dir=NEW",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
         with self.procs.together():  # a process's own file refused stops every process
             if not self.procs.main:  # its own samples: a seed apart from process 0's
                 own = load_process_rng(resume_from, self.procs.rank) if resume_from else None
@@ -477,7 +489,8 @@ class Run:
             with self.procs.together():
                 yield
         except OSError as err:
-            self.close()
+            with contextlib.suppress(OSError):  # the same full disk again, closing what is open
+                self.close()
             where = f"{err.filename}: " if err.filename else ""
             resume = f"{self.checkpoint} is intact" if self.checkpoint else "no checkpoint was written yet"
             raise Unwritable(

@@ -8,6 +8,7 @@ a run that asks for one that is missing stops before any model loads, saying wha
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -38,15 +39,20 @@ class JsonlLog:
         self._handle = None
 
     def write(self, record: dict[str, Any]) -> None:
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._handle = open(self.path, "a", encoding="utf-8")
-        self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
-        self._handle.flush()
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a", encoding="utf-8")
+            self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
+            self._handle.flush()
+        except OSError as err:  # a full disk's ENOSPC names no file: this one
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):  # only a line a failed write left unflushed (it was said)
+                handle.close()
 
 
 def drop_steps_after(path: Path, step: int) -> list[str]:
