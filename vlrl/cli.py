@@ -86,7 +86,7 @@ def _print_run(result) -> int:
     if result.stopped_by:
         console.print(
             f"stopped by {signal.Signals(result.stopped_by).name} after step {result.steps_done}; "
-            "run the same command again to resume from the checkpoint"
+            f"{result.resume_hint} from the checkpoint"
         )
     status = exit_status(result.stopped_by) if result.stopped_by else 0
     if not result.main:
@@ -292,11 +292,11 @@ def cmd_eval(args: argparse.Namespace) -> None:
             )
         run = read_config_file(saved)
         trained = [entry.get("name") for entry in run.get("mixture") or []] or [run.get("task", {}).get("name")]
-        if names and names[0] not in trained:
-            # that run's task options and data are its task's, not this one's
+        if names and not any(name in trained for name in names):
+            # that run's task options and data are its tasks', not these ones'
             preset |= {"task": {"name": preset.pop("task.name")}, "data": {}}
-        elif names and run.get("mixture"):
-            preset.pop("task.name")  # a mixture's entry: its settings are the entry's (Config.task_settings)
+        elif names:  # the run's tasks keep their settings, the others their defaults (Config.task_settings)
+            preset.pop("task.name")
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)

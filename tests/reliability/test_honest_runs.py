@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from conftest import copy_run, tiny_run
 
 from vlrl.cli import main
 from vlrl.config import load_config
+from vlrl.trainer.run import resume_hint
 
 
 def metrics_rows(run_dir):
@@ -196,6 +198,14 @@ def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_
     assert [row["step"] for row in metrics_rows(run_dir)] == [1, 2, 3, 4, 5]
     assert main(["train", *on, "trainer.steps=5", f"trainer.output_dir={tmp_path / 'old'}", back[-1]]) == 0
     assert [row["step"] for row in metrics_rows(tmp_path / "old")] == [5]  # from the old step 4
+    shutil.rmtree(aside / "step-0000004")  # its source gone (a run prunes its checkpoints): the same
+    again = [*on, "trainer.steps=6", f"trainer.output_dir={tmp_path / 'old'}", back[-1]]  # command goes on
+    assert main(["train", *again]) == 0
+    assert [row["step"] for row in metrics_rows(tmp_path / "old")] == [5, 6]
+    # After a stop, a rewind's own command would rewind again: the way to go on is resume=auto
+    rewinding = load_config(None, [*first, f"trainer.resume={step2}"]).trainer
+    assert resume_hint(rewinding, "trainer").startswith("run the command again with trainer.resume=auto")
+    assert resume_hint(load_config(None, first).trainer, "trainer") == "run the same command again to resume"
     typo = [*on, "trainer.steps=6", f"trainer.resume={run_dir / 'checkpoints' / 'step-0000099'}"]
     assert main(["train", *typo]) == 2
     missing = typo[-1].split("=", 1)[1]

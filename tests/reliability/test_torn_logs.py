@@ -60,3 +60,18 @@ def test_a_full_disk_while_logging_stops_the_run_in_one_line_and_the_rerun_resum
     monkeypatch.setattr(JsonlLog, "write", write)
     assert main(["train", *overrides]) == 0
     assert logged_steps(metrics) == [1, 2, 3, 4]
+
+
+def test_a_full_disk_when_a_resumed_run_cuts_its_logs_back_is_one_line(tmp_path, finished_run, monkeypatch, capsys):
+    import errno
+
+    import vlrl.trainer.run as run
+
+    def full(path, step):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3})
+    monkeypatch.setattr(run, "drop_steps_after", full)
+    assert main(["train", *overrides]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"error: No space left on device: the run's logs in {run_dir} cannot be written at its start" in out

@@ -86,6 +86,19 @@ def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_eac
     results = json.loads((tmp_path / "one" / "results.json").read_text())
     assert results["configs"]["jigsaw"]["options"]["think"] is False  # the entry's option
     assert results["config"]["data"]["max_image_pixels"] == 50000000  # the run's data.*, kept for its entry
+    # A task the run did not train takes none of its files; named first, it does not cost the run's
+    # entries their settings
+    assert main(["eval", "--model", str(checkpoint), "--task", "counting", "--task", "jigsaw"]) == 2
+    assert "the config trains no task counting, so none of its files is counting's" in capsys.readouterr().out
+    from tasks.counting import Counting
+
+    counting = tmp_path / "counting" / f"val{Counting.data_suffix}"
+    Counting().synthesize(counting, 2, seed=0)
+    two = ["--task", f"counting={counting}", "--task", f"jigsaw={jigsaw_eval}", "--out", str(tmp_path / "two")]
+    assert main(["eval", "--model", str(checkpoint), *two]) == 0
+    results = json.loads((tmp_path / "two" / "results.json").read_text())
+    assert results["config"]["data"]["max_image_pixels"] == 50000000  # jigsaw's, though counting came first
+    assert results["configs"]["jigsaw"]["options"]["think"] is False
     assert (
         "Directly output the final answer"
         in json.loads((tmp_path / "one" / "samples_jigsaw.jsonl").open().readline())["input"]

@@ -184,9 +184,15 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
     return out
 
 
-def split_path(entry: MixtureEntry, split: str, task: Task, key: str) -> str:
+def split_path(entry: MixtureEntry, split: str, task: Task, key: str | None) -> str:
     """The data file of `split` (eval, train, or a file) of a task as the config states it
-    (`entry`, its files named by `key`); a benchmark without data says it is one."""
+    (`entry`, its files named by `key`; None: a task the config does not train, which has no
+    file of it); a benchmark without data says it is one."""
+    if key is None and split in ("eval", "train") and not isinstance(task, Benchmark):
+        raise ConfigError(
+            f"vlrl eval: the config trains no task {task.name}, so none of its files is {task.name}'s: give its "
+            f"data with --task {task.name}=FILE"
+        )
     if split == "eval":
         if entry.eval:
             return entry.eval
@@ -254,10 +260,10 @@ def run_eval(
         name, data = parse_task_spec(spec)
         which = "train" if split == "train" and not data else "eval"
         # A task the config trains (`task`, or a mixture's entry) keeps its reward weights, options,
-        # files and columns; another task its defaults, with data.*
+        # files and columns; another task its defaults and none of the config's files (its tasks')
         configured = cfg.task_settings(name)
-        entry = configured or MixtureEntry(name, 1.0, cfg.data.train, cfg.data.eval, cfg.data.columns)
-        key = cfg.task_key(which) if configured else f"data.{which}"
+        entry = configured or MixtureEntry(name)
+        key = cfg.task_key(which) if configured else None
         task = entry_task(entry, model_family(cfg.model).name)
         data_path = data or split_path(entry, split, task, key)
         columns = columns_for(entry.columns, data_path)

@@ -65,6 +65,7 @@ class RunResult:
     steps_done: int
     stopped_by: int = 0  # the signal that stopped the run early (stops.py); 0: it ran to the end
     main: bool = True  # process 0 (under torchrun the others return the same run)
+    resume_hint: str = "run the same command again to resume"  # after a stop (`resume_hint`)
 
 
 def lr_factor(step: int, t: TrainerConfig) -> float:
@@ -97,15 +98,25 @@ def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
                 f"set {section}.resume=auto to continue that run, or choose another output_dir"
             )
         return None
-    if t.resume == "auto":
-        found = list_checkpoints(checkpoints)
-        return found[-1] if found else None
-    if not Path(t.resume).exists():  # a typo must not read as a finished run, or a run started afresh
-        found = list_checkpoints(checkpoints)
-        have = f"{checkpoints} holds {', '.join(p.name for p in found)}" if found else f"{checkpoints} holds none"
-        raise ConfigError(f"config: {section}.resume {t.resume} does not exist ({have})")
     own = list_checkpoints(checkpoints)
-    return own[-1] if own and foreign_resume(t) else Path(t.resume)
+    if t.resume == "auto":
+        return own[-1] if own else None
+    if own and foreign_resume(t):  # also when the other run has pruned it since
+        return own[-1]
+    if not Path(t.resume).exists():  # a typo must not read as a finished run, or a run started afresh
+        have = f"{checkpoints} holds {', '.join(p.name for p in own)}" if own else f"{checkpoints} holds none"
+        raise ConfigError(f"config: {section}.resume {t.resume} does not exist ({have})")
+    return Path(t.resume)
+
+
+def resume_hint(t: TrainerConfig, section: str) -> str:
+    """How to go on after a stop: the same command, unless it names a checkpoint of its own folder
+    to resume from (a rewind), which would rewind again and set aside the steps trained since."""
+    if t.resume in ("", "auto") or foreign_resume(t):
+        return "run the same command again to resume"
+    return (
+        f"run the command again with {section}.resume=auto to resume ({section}.resume={t.resume} would rewind again)"
+    )
 
 
 def foreign_resume(t: TrainerConfig) -> bool:
@@ -189,6 +200,7 @@ class Run:
                 f"the {self.procs.world} training processes"
             )
         self.dir = Path(t.output_dir)
+        self.resume_hint = resume_hint(t, section)
         resume_from = resume_checkpoint(t, section)
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
         state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
@@ -280,8 +292,17 @@ class Run:
         self.unusable: JsonlLog | None = None
         self.reward_failures: JsonlLog | None = None
         self.rewards_said: set[str] = set()  # rewards whose failing was said on the console
+        try:
+            with self.procs.together():  # process 0 cuts the logs back; a full disk stops every process
+                if self.procs.main:
+                    self._record_start(sources, changes, data_changed)
+        except OSError as err:
+            where = f"{err.filename}: " if err.filename else ""
+            raise Unwritable(
+                f"{where}{err.strerror or err}: the run's logs in {self.dir} cannot be written at its start; make "
+                f"room, then {self.resume_hint}"
+            ) from err
         if self.procs.main:
-            self._record_start(sources, changes, data_changed)
             self.unusable = JsonlLog(self.dir / UNUSABLE_LOG)
             self.reward_failures = JsonlLog(self.dir / REWARD_FAILURES_LOG)
         # metrics.jsonl, samples.jsonl and the trackers (written by process 0), and the progress
@@ -495,7 +516,7 @@ class Run:
             resume = f"{self.checkpoint} is intact" if self.checkpoint else "no checkpoint was written yet"
             raise Unwritable(
                 f"stopped at step {step}: {where}{err.strerror or err} (the run's logs cannot be written); step {step} "
-                f"is not checkpointed and {resume}: make room, then rerun the same command to resume"
+                f"is not checkpointed and {resume}: make room, then {self.resume_hint}"
             ) from err
 
     def end_step(self, step: int, skipped: int) -> bool:
@@ -554,4 +575,6 @@ class Run:
         for log in (self.unusable, self.reward_failures):
             if log is not None:
                 log.close()
-        return RunResult(self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by, self.procs.main)
+        return RunResult(
+            self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by, self.procs.main, self.resume_hint
+        )
