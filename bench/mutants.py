@@ -558,7 +558,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("lr ignored", "vlrl/trainer/run.py", "self.strategy.build_optimizer(t.lr, t.weight_decay)",
              "self.strategy.build_optimizer(1e-6, t.weight_decay)", (DECAY,)),
     Mutation(
-        "resume=auto ignored (always a fresh run)", "vlrl/trainer/run.py", "return found[-1] if found else None",
+        "resume=auto ignored (always a fresh run)", "vlrl/trainer/run.py", "return own[-1] if own else None",
         "return None",
         (f"{TRAIN}::test_resuming_from_a_checkpoint_gives_the_uninterrupted_run",),
     ),
