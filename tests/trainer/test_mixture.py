@@ -107,7 +107,7 @@ def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_eac
 
 def test_a_mixture_without_any_eval_file_is_refused_when_the_run_evaluates():
     cfg = load_config(None, ["mixture=[{name: refcoco, train: x.json}, {name: jigsaw, train: y.jsonl}]"])
-    sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight, "mixture") for e in cfg.mixture]
+    sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight) for e in cfg.mixture]
     with pytest.raises(ConfigError, match=r"no mixture entry names an eval file: give mixture\[i\]\.eval"):
         held_out(cfg, sources, Console(quiet=True))
 

@@ -189,7 +189,6 @@ class Source:
     train: Split
     eval_path: str
     weight: float
-    eval_key: str = "data.eval"  # the config key that names eval_path
     columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for its tables
 
 
@@ -215,11 +214,11 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
         if cfg.mixture and not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
         tasks.append(check_trainable(entry_task(entry, family)))
-    train_key, eval_key = cfg.task_key("train"), cfg.task_key("eval")
+    train_key = cfg.task_key("train")
     sources = []
     for task, entry in zip(tasks, entries, strict=True):
         split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key)
-        sources.append(Source(task, split, entry.eval, entry.weight, eval_key, entry.columns))
+        sources.append(Source(task, split, entry.eval, entry.weight, entry.columns))
     return sources
 
 
@@ -227,8 +226,7 @@ def held_out(cfg: Config, sources: list[Source], console: Console) -> list[tuple
     """The held-out splits evaluated during training (eval.limit samples of each), read as the
     task's training data is (its columns): every task with an eval file. A mixture's entries
     without one are said once and left out; a single task without data.eval is an error."""
-    mixture = any(source.eval_key == "mixture" for source in sources)
-    named = [source for source in sources if source.eval_path or not mixture]
+    named = [source for source in sources if source.eval_path or not cfg.mixture]
     if not named:
         raise ConfigError(
             "config: eval.every > 0 evaluates held-out data, but no mixture entry names an eval file: give "
@@ -244,7 +242,7 @@ def held_out(cfg: Config, sources: list[Source], console: Console) -> list[tuple
             )
     out = []
     for source in named:
-        key, columns = source.eval_key, columns_for(source.columns, source.eval_path)
+        columns, key = columns_for(source.columns, source.eval_path), cfg.task_key("eval")
         split = load_task_split(source.task, cfg, "eval", console, path=source.eval_path, columns=columns, key=key)
         out.append((source.task, source.eval_path, split.samples[: cfg.eval.limit or None]))
     return out

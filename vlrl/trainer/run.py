@@ -54,6 +54,7 @@ from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_ste
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
 REWARD_FAILURES_LOG = "reward_failures.jsonl"  # each step's rewards that raised or gave no number, and why
+SAME_COMMAND = "run the same command again to resume"  # how a stopped run goes on, as a rule
 KEPT_BASE = "base"  # RUN/base: the run's links to its base model when that is another run's checkpoint
 
 
@@ -65,7 +66,7 @@ class RunResult:
     steps_done: int
     stopped_by: int = 0  # the signal that stopped the run early (stops.py); 0: it ran to the end
     main: bool = True  # process 0 (under torchrun the others return the same run)
-    resume_hint: str = "run the same command again to resume"  # after a stop (`resume_hint`)
+    resume_hint: str = SAME_COMMAND  # how to go on after a stop (`resume_hint`)
 
 
 def lr_factor(step: int, t: TrainerConfig) -> float:
@@ -113,7 +114,7 @@ def resume_hint(t: TrainerConfig, section: str) -> str:
     """How to go on after a stop: the same command, unless it names a checkpoint of its own folder
     to resume from (a rewind), which would rewind again and set aside the steps trained since."""
     if t.resume in ("", "auto") or foreign_resume(t):
-        return "run the same command again to resume"
+        return SAME_COMMAND
     return (
         f"run the command again with {section}.resume=auto to resume ({section}.resume={t.resume} would rewind again)"
     )
