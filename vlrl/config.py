@@ -609,6 +609,11 @@ class Config:
         """The run's task `name` (`tasks`), None when it trains no task of that name."""
         return next((entry for entry in self.tasks() if entry.name == name), None)
 
+    def columns_key(self, name: str) -> str:
+        """The config key of task `name`'s column mapping: its mixture entry's, or data.columns."""
+        where = next((i for i, entry in enumerate(self.mixture) if entry.name == name), None)
+        return "data.columns" if where is None else f"mixture[{where}].columns"
+
     def task_key(self, which: Literal["train", "eval"]) -> str:
         """The config key that names the tasks' `which` files (a list is one key: its origin is the list's)."""
         return "mixture" if self.mixture else f"data.{which}"

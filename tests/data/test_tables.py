@@ -301,6 +301,12 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     json_eval = load_config(None, [mixture.replace(f"'{tmp_path / 'ds'}@test'", f"'{rec_data}'"), *overrides[1:3]])
     ((_, _, evaluated),) = held_out(json_eval, task_sources(json_eval), Console(quiet=True))  # a json: no columns
     assert [s.problem for s in evaluated] == [s.problem for s in reference]
+    # Columns given for a json training file are refused, naming the key that gave them
+    json_train = load_config(None, [mixture.replace(f"'{tmp_path / 'ds'}@train'", f"'{rec_data}'"), *overrides[1:3]])
+    with pytest.raises(ConfigError, match=rf"mixture\[0\]\.columns maps table columns, but {rec_data} is not"):
+        task_sources(json_train)
+    with pytest.raises(ConfigError, match=r"config: data\.columns maps table columns"):
+        task_sources(load_config(None, [f"data.train={rec_data}", *overrides[1:]], {"task.name": "refcoco"}))
     # A run trains on the table (a folder @split) and resumes; a changed shard is said on resume
     run = [f"trainer.output_dir={tmp_path / 'run'}", "model.path=tiny:qwen2_5_vl", "rollout.num_generations=2",
            "rollout.max_new_tokens=4", "trainer.prompts_per_step=2", "trainer.progress=false"]  # fmt: skip

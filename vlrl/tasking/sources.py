@@ -149,7 +149,9 @@ def read_split(task: Task, path: str, cfg: Config, require_images: bool, columns
     d = cfg.data
     if not (task.columns or is_table_spec(path)):
         if columns:
-            raise ConfigError(f"config: data.columns maps table columns, but {path} is not a parquet / arrow table")
+            raise ConfigError(
+                f"config: {cfg.columns_key(task.name)} maps table columns, but {path} is not a parquet / arrow table"
+            )
         return task.load(path, frame_spec(cfg.model), d.image_root, d.strict, d.limit, require_images, media_rules(cfg))
     if type(task).build_sample is Task.build_sample and type(task).build_samples is Task.build_samples:
         raise ConfigError(
