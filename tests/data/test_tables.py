@@ -27,6 +27,7 @@ from vlrl.data.tables import (
     table_files,
     write_parquet,
 )
+from vlrl.eval.harness import run_eval
 from vlrl.tasking.registry import make_task
 from vlrl.tasking.sources import held_out, load_task_split, task_sources
 
@@ -301,6 +302,9 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     json_eval = load_config(None, [mixture.replace(f"'{tmp_path / 'ds'}@test'", f"'{rec_data}'"), *overrides[1:3]])
     ((_, _, evaluated),) = held_out(json_eval, task_sources(json_eval), Console(quiet=True))  # a json: no columns
     assert [s.problem for s in evaluated] == [s.problem for s in reference]
+    json_eval.model.path, json_eval.eval.max_new_tokens, json_eval.data.limit = "tiny:qwen2_5_vl", 4, 2
+    (result,) = run_eval(json_eval, ["refcoco"], "eval", tmp_path / "mixed-eval", Console(quiet=True), False)
+    assert (result.split, len(result.records)) == (str(rec_data), 2)  # vlrl eval reads that entry's json the same way
     # Columns given for a json training file are refused, naming the key that gave them
     json_train = load_config(None, [mixture.replace(f"'{tmp_path / 'ds'}@train'", f"'{rec_data}'"), *overrides[1:3]])
     with pytest.raises(ConfigError, match=rf"mixture\[0\]\.columns maps table columns, but {rec_data} is not"):
