@@ -355,7 +355,7 @@ def target_geometries(sample: Sample) -> list:
 def _solution_boxes(record: dict[str, Any], ctx: RecordContext) -> list[list[float]]:
     """The ground-truth boxes: 4 numbers, a list of such boxes, or VLM-R1's
     "<answer>[x1,y1,x2,y2]</answer>" (several boxes: 4 numbers each)."""
-    value = ctx.get(record, "solution", (list, str), "a box [x1, y1, x2, y2] in original pixels")
+    given = value = ctx.get(record, "solution", (list, str), "a box [x1, y1, x2, y2] in original pixels")
     if isinstance(value, str):
         inner = answer_text(value)
         value = [float(v) for v in findall(_NUMBER, inner if inner is not None else value)]
@@ -367,7 +367,7 @@ def _solution_boxes(record: dict[str, Any], ctx: RecordContext) -> list[list[flo
     for box in boxes:
         if len(box) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
             raise ctx.error(
-                f"key 'solution' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got {value!r}"[:200]
+                f"key 'solution' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got {given!r}"[:200]
             )
     boxes = [[float(v) for v in box] for box in boxes]
     if not all(math.isfinite(v) for box in boxes for v in box):

@@ -145,7 +145,7 @@ def check_sections(sections: dict[str, dict[str, Any]], chosen: list[type], grou
             (c for c in (find_class(group, n, where) for n in registered(group)) if c.options_key == name), None
         )
         if owner is None or getattr(owner, "Options", None) is None:
-            names = ", ".join(getattr(p, "name", p.__name__) for p in chosen)
+            names = ", ".join(dict.fromkeys(getattr(p, "name", p.__name__) for p in chosen))
             reads = ", ".join(f"{where}.{key}" for key in readers) or "nothing"
             raise ConfigError(f"config: unknown key '{where}.{name}': the run's plugins ({names}) read {reads}")
         plugin_options(owner, sections, where)

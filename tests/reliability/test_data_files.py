@@ -95,6 +95,7 @@ def test_json_that_python_cannot_read_costs_only_its_record(root, bad, message, 
     [
         ({"solution": [10, 10, 10**400, 40]}, "OverflowError"),  # a number no float holds
         ({"solution": [10, 10, 50, "40"]}, "must be 4 numbers"),  # the task's own message, not wrapped again
+        ({"solution": "abc"}, "got 'abc'"),  # what the record holds, not what was parsed of it
     ],
 )
 def test_a_value_the_task_code_cannot_convert_costs_only_its_record(root, changes, message):

@@ -61,6 +61,10 @@ def test_an_engine_and_a_strategy_from_outside_the_package_train_with_their_own_
             {"rollout.vlm.sleep": False},
             r"unknown key 'rollout.vlm': the run's plugins \(canned, hf\) read rollout.canned",
         ),
+        (  # the engine that samples and evaluates is named once
+            {"rollout.engine": "hf"},  # the canned engine's options, left over
+            r"unknown key 'rollout.canned': the run's plugins \(hf\) read rollout.hf$",
+        ),
     ],
 )
 def test_a_plugins_options_are_checked_by_the_plugin_before_any_model_loads(
