@@ -330,7 +330,9 @@ def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
     assert any("video unreadable" in str(e) for e in split.errors)
 
 
-def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, tiny_qwen25):
+def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, tiny_qwen25, monkeypatch):
+    from transformers.models.qwen2_vl import video_processing_qwen2_vl
+
     from vlrl.config import ModelConfig
     from vlrl.models.loading import load_processor
     from vlrl.models.prompting import render_prompt
@@ -340,7 +342,10 @@ def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, 
     video = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
     model = ModelConfig(path=str(tiny_qwen25), min_pixels=3136, max_pixels=12544, video=video)
     processor = load_processor(model)
+    warned = []  # the processor's frames are ours: it is told not to cap them again, and so does not warn
+    monkeypatch.setattr(video_processing_qwen2_vl.logger, "warning_once", lambda *args: warned.append(args))
     prompt = render_prompt(processor, task.messages(sample), sample, model)
+    assert not warned
     assert prompt.text.count("<|video_pad|>") == 1 and prompt.vision["video_grid_thw"].tolist() == [[2, 8, 8]]
     assert int((prompt.mm_token_type_ids == 2).sum()) == 2 * 8 * 8 // 4  # two frame pairs of 4 x 4 merged patches
     assert prompt.vision["second_per_grid_ts"].tolist() == [1.0]  # 2 frames a temporal patch at 2 fps

@@ -7,7 +7,7 @@ completions and every forward over them reuse that work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, get_type_hints
 
 import torch
 from PIL import Image
@@ -94,6 +94,15 @@ def image_kwargs(images: list[Image.Image], model: ModelConfig) -> dict:
     return {"images": images, "size": {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}}
 
 
+def uncapped(processor) -> dict:
+    """`cap_pixels_per_frame=False` where the video processor has the option (transformers 5.23's
+    Qwen video processors; left unset, it warns that the default will change): the frames come
+    sized as qwen-vl-utils sizes them, its budget for the whole video included, and a processor
+    that capped them again would change their size."""
+    valid = getattr(getattr(processor, "video_processor", None), "valid_kwargs", None)
+    return {"cap_pixels_per_frame": False} if "cap_pixels_per_frame" in get_type_hints(valid or dict) else {}
+
+
 def check_sizes(processor, sample: Sample, sizes: list[tuple[int, int]], grids: list[list[int]]) -> None:
     """Raise unless the processor kept each image's (and the video's) size: coordinates are in
     the smart-resized frame."""
@@ -123,7 +132,7 @@ def render_prompt(
         if sample.shuffle_frames is not None:
             clip = shuffle_frames(clip, sample.shuffle_frames)
         kwargs["videos"] = [clip.frames]
-        kwargs["videos_kwargs"] = family.video_processor_kwargs(clip)
+        kwargs["videos_kwargs"] = {**family.video_processor_kwargs(clip), **uncapped(processor)}
     encoded = processor(text=[text], return_tensors="pt", **kwargs)
     sizes = [(image.height, image.width) for image in images]
     grids = encoded["image_grid_thw"].tolist() if images else []
