@@ -181,7 +181,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise ConfigError(f"the config's mixture holds several tasks ({names}): name the one to score with --task")
     # the config's settings of the task (a mixture's entry, or `task`): its rewards and options
     entry = cfg.task_settings(args.task) if args.task else entries[0]
-    task = entry_task(entry or MixtureEntry(args.task), "")
+    settings = entry or MixtureEntry(args.task)
+    task = entry_task(settings, "", cfg.entry_key(settings.name))
     writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
     columns = columns_for(entry.columns, args.data) if entry else {}
@@ -342,7 +343,24 @@ def cmd_config(args: argparse.Namespace) -> None:
     if not args.path:
         raise ConfigError("vlrl config show needs the YAML config file to show")
     cfg = load_config(args.path, args.overrides)
+    check_choices(cfg)
     console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
+
+
+def check_choices(cfg: Config) -> None:
+    """What a run refuses before any model or data loads, beyond the config's own keys: its tasks'
+    names, rewards and options, and its engines' and strategies' options."""
+    from vlrl.models.families import model_family
+    from vlrl.parallel import strategy_choice
+    from vlrl.rollout import configured_engines
+    from vlrl.tasking.sources import entry_task
+
+    configured_engines(cfg.rollout, cfg.eval.backend)
+    strategy_choice(cfg.trainer, "trainer")
+    strategy_choice(cfg.sft, "sft")
+    family = model_family(cfg.model).name
+    for entry in cfg.tasks():
+        entry_task(entry, family, cfg.entry_key(entry.name))
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

@@ -609,10 +609,15 @@ class Config:
         """The run's task `name` (`tasks`), None when it trains no task of that name."""
         return next((entry for entry in self.tasks() if entry.name == name), None)
 
+    def entry_key(self, name: str) -> str:
+        """The config key holding task `name`'s rewards and options: its mixture entry, or `task`."""
+        where = next((i for i, entry in enumerate(self.mixture) if entry.name == name), None)
+        return "task" if where is None else f"mixture[{where}]"
+
     def columns_key(self, name: str) -> str:
         """The config key of task `name`'s column mapping: its mixture entry's, or data.columns."""
-        where = next((i for i, entry in enumerate(self.mixture) if entry.name == name), None)
-        return "data.columns" if where is None else f"mixture[{where}].columns"
+        key = self.entry_key(name)
+        return "data.columns" if key == "task" else f"{key}.columns"
 
     def task_key(self, which: Literal["train", "eval"]) -> str:
         """The config key that names the tasks' `which` files (a list is one key: its origin is the list's)."""

@@ -300,6 +300,28 @@ def test_config_show_prints_the_merged_config(capsys):
     assert shown["trainer"]["token_budget"] == 4096  # from refcoco.yaml, which it extends
 
 
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("task.name=nosuchtask", "task.name 'nosuchtask' is not a registered task"),
+        ("task.options.bogus=1", "unknown key 'task.options.bogus'"),
+        ("task.rewards.nosuch=1", "nosuch"),
+        ("mixture=[{name: refcoco, train: x.json, options: {bogus: 1}}]", "unknown key 'mixture[0].options.bogus'"),
+        (
+            "mixture=[{name: refcoco, train: x.json}, {name: counting, train: y.json, rewards: {nosuch: 1}}]",
+            "mixture[1].rewards.nosuch is not a reward of task 'counting'",
+        ),
+        ("rollout.hf.bogus=1", "unknown key 'rollout.hf.bogus'"),
+        ("rollout.nosuch.x=1", "unknown key 'rollout.nosuch'"),
+        ("trainer.fsdp.bogus=1", "unknown key 'trainer.fsdp.bogus'"),
+        ("sft.parallel=nosuch", "sft.parallel 'nosuch' is unknown"),
+    ],
+)
+def test_config_show_refuses_what_a_run_refuses_before_any_model_loads(override, message, capsys):
+    assert main(["config", "show", str(ROOT / "configs" / "demo" / "refcoco.yaml"), override]) == 2
+    assert message in capsys.readouterr().out
+
+
 def test_an_unknown_engine_is_named_with_the_registered_ones():
     from vlrl.rollout import configured_engines
 

@@ -12,7 +12,7 @@ from vlrl.cli import main
 from vlrl.config import ConfigError, TaskConfig, load_config
 from vlrl.data.stream import MixtureStream
 from vlrl.tasking.registry import make_task
-from vlrl.tasking.sources import Source, held_out
+from vlrl.tasking.sources import Source, held_out, task_sources
 from vlrl.trainer.rl import train
 
 
@@ -110,6 +110,14 @@ def test_a_mixture_without_any_eval_file_is_refused_when_the_run_evaluates():
     sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight) for e in cfg.mixture]
     with pytest.raises(ConfigError, match=r"no mixture entry names an eval file: give mixture\[i\]\.eval"):
         held_out(cfg, sources, Console(quiet=True))
+
+
+def test_a_bad_option_or_reward_of_a_mixture_entry_is_named_by_the_entrys_key():
+    entries = "[{name: refcoco, train: x.json}, {name: counting, train: y.json, %s}]"
+    with pytest.raises(ConfigError, match=r"unknown key 'mixture\[1\]\.options\.bogus'"):
+        task_sources(load_config(None, [f"mixture={entries % 'options: {bogus: 1}'}"]))
+    with pytest.raises(ConfigError, match=r"config: mixture\[1\]\.rewards\.iou is not a reward of task 'counting'"):
+        task_sources(load_config(None, [f"mixture={entries % 'rewards: {iou: 1}'}"]))
 
 
 @pytest.mark.parametrize(

@@ -194,9 +194,17 @@ class Source:
     columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for its tables
 
 
-def entry_task(entry: MixtureEntry, family: str) -> Task:
-    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options."""
-    return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
+def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
+    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options; a bad
+    reward or option is named under `key` (`Config.entry_key`: a mixture's entry, mixture[i])."""
+    try:
+        return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
+    except ConfigError as err:
+        if key == "task":
+            raise
+        # A task names its settings task.rewards / task.options, as a single task's config holds them.
+        message = str(err).replace("task.options.", f"{key}.options.").replace("task.rewards.", f"{key}.rewards.")
+        raise ConfigError(message) from err
 
 
 def columns_for(columns: dict[str, str], path: str) -> dict[str, str]:
@@ -215,7 +223,7 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     for i, entry in enumerate(entries):
         if cfg.mixture and not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
-        tasks.append(check_trainable(entry_task(entry, family)))
+        tasks.append(check_trainable(entry_task(entry, family, cfg.entry_key(entry.name))))
     train_key = cfg.task_key("train")
     sources = []
     for task, entry in zip(tasks, entries, strict=True):
