@@ -168,8 +168,9 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from vlrl.tasking.registry import entry_task
     from vlrl.tasking.scoring import score_file
-    from vlrl.tasking.sources import columns_for, entry_task, load_task_split
+    from vlrl.tasking.sources import columns_for, load_task_split
 
     preset: dict[str, Any] = {"task.name": args.task}
     if args.config and args.task and args.task != read_config_file(args.config).get("task", {}).get("name"):
@@ -343,24 +344,18 @@ def cmd_config(args: argparse.Namespace) -> None:
     if not args.path:
         raise ConfigError("vlrl config show needs the YAML config file to show")
     cfg = load_config(args.path, args.overrides)
-    check_choices(cfg)
+    check_tasks(cfg)
     console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
 
 
-def check_choices(cfg: Config) -> None:
-    """What a run refuses before any model or data loads, beyond the config's own keys: its tasks'
-    names, rewards and options, and its engines' and strategies' options."""
-    from vlrl.models.families import model_family
-    from vlrl.parallel import strategy_choice
-    from vlrl.rollout import configured_engines
-    from vlrl.tasking.sources import entry_task
+def check_tasks(cfg: Config) -> None:
+    """Beyond the config's own keys, what a run refuses first: its tasks' names, rewards and
+    options (without torch: `config show` stays quick; the engines' and strategies' option
+    sections are checked when a run or an evaluation starts)."""
+    from vlrl.tasking.registry import entry_task
 
-    configured_engines(cfg.rollout, cfg.eval.backend)
-    strategy_choice(cfg.trainer, "trainer")
-    strategy_choice(cfg.sft, "sft")
-    family = model_family(cfg.model).name
     for entry in cfg.tasks():
-        entry_task(entry, family, cfg.entry_key(entry.name))
+        entry_task(entry, "", cfg.entry_key(entry.name))
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

@@ -34,8 +34,9 @@ from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
+from vlrl.tasking.registry import entry_task
 from vlrl.tasking.scoring import score, task_metrics
-from vlrl.tasking.sources import columns_for, entry_task, load_task_split
+from vlrl.tasking.sources import columns_for, load_task_split
 from vlrl.tasking.task import Task
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
 from vlrl import plugins
-from vlrl.config import ConfigError, TaskConfig
+from vlrl.config import ConfigError, MixtureEntry, TaskConfig
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.task import Task
 
@@ -102,6 +102,19 @@ def make_task(cfg: TaskConfig, family: str = "") -> Task:
     """The task `cfg` names, for a model of `family` (its `family_options` under cfg.options)."""
     cls = task_class(cfg.name)
     return cls(options={**cls.family_options.get(family, {}), **cfg.options}, rewards=cfg.rewards)
+
+
+def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
+    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options; a bad
+    reward or option is named under `key` (`Config.entry_key`: a mixture's entry, mixture[i])."""
+    try:
+        return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
+    except ConfigError as err:
+        if key == "task":
+            raise
+        # A task names its settings task.rewards / task.options, as a single task's config holds them.
+        message = str(err).replace("task.options.", f"{key}.options.").replace("task.rewards.", f"{key}.rewards.")
+        raise ConfigError(message) from err
 
 
 def list_tasks() -> list[tuple[str, str, str]]:

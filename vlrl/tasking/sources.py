@@ -17,13 +17,13 @@ from typing import Literal
 from rich.console import Console
 from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, MixtureEntry, TaskConfig
+from vlrl.config import Config, ConfigError
 from vlrl.data.records import MediaRules, Split
 from vlrl.data.sample import Sample
 from vlrl.data.tables import is_table_spec, load_table_split, spec_exists
 from vlrl.models.families import model_family
 from vlrl.models.loading import frame_spec
-from vlrl.tasking.registry import make_task
+from vlrl.tasking.registry import entry_task
 from vlrl.tasking.task import Task
 
 SYNTHETIC_SEED_OFFSET = {"train": 0, "eval": 1}  # train and eval never share a scene
@@ -192,19 +192,6 @@ class Source:
     eval_path: str
     weight: float
     columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for its tables
-
-
-def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
-    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options; a bad
-    reward or option is named under `key` (`Config.entry_key`: a mixture's entry, mixture[i])."""
-    try:
-        return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
-    except ConfigError as err:
-        if key == "task":
-            raise
-        # A task names its settings task.rewards / task.options, as a single task's config holds them.
-        message = str(err).replace("task.options.", f"{key}.options.").replace("task.rewards.", f"{key}.rewards.")
-        raise ConfigError(message) from err
 
 
 def columns_for(columns: dict[str, str], path: str) -> dict[str, str]:
