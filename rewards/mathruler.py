@@ -47,6 +47,11 @@ MAX_TOKENS = 256
 MAX_DEPTH = 48
 MAX_POWER_BITS = 100_000
 MAX_SYMBOLIC_EXPONENT = 16
+# A float's exponent past this (1e-999999: sympy computes 10**999999 in C, minutes that no
+# deadline interrupts) and a root or fractional power of a number past MAX_ROOT_BITS (sympy
+# factors it: sqrt of 4,000 nines took 26 s) are unreadable.
+MAX_FLOAT_EXPONENT = 1_000
+MAX_ROOT_BITS = 256
 SIMPLIFY_SECONDS = 1.0
 TIMEOUT_S = 0.25  # each regex over model text
 
@@ -378,8 +383,11 @@ class _Parser:
         sympy = self.sympy
         if exponent.is_Number and not isinstance(exponent, sympy.Float):
             if base.is_Rational:
-                if abs(exponent) * math.log2(max(abs(base.p), base.q, 2)) > MAX_POWER_BITS:
+                bits = math.log2(max(abs(base.p), base.q, 2))
+                if abs(exponent) * bits > MAX_POWER_BITS:
                     raise Unreadable("power too large")
+                if not exponent.is_Integer and bits > MAX_ROOT_BITS:
+                    raise Unreadable("root of a number too large")
             elif not isinstance(base, sympy.Float) and abs(exponent) > MAX_SYMBOLIC_EXPONENT:
                 raise Unreadable("symbolic power too large")
         return sympy.Pow(base, exponent)
@@ -405,6 +413,9 @@ class _Parser:
     def number(self, text: str) -> Any:
         sympy = self.sympy
         if "." in text or "e" in text:
+            _, _, exponent = text.partition("e")
+            if exponent and abs(int(exponent)) > MAX_FLOAT_EXPONENT:
+                raise Unreadable("float exponent too large")
             return sympy.Float(text)
         return sympy.Integer(text)
 
@@ -413,7 +424,7 @@ class _Parser:
         if text == "sqrt":
             if self.peek() != ("op", "("):
                 raise Unreadable("sqrt without parentheses")
-            return sympy.sqrt(self.atom())
+            return self.raise_to(self.atom(), sympy.Rational(1, 2))
         if text == "pi":
             return sympy.pi
         if text in _sympy_names():
@@ -450,11 +461,10 @@ def equal_under_sympy(truth: str, given: str) -> bool:
     if not may_evaluate(expr):
         return False
     try:
-        difference = _Parser(expr).parse()
         import sympy
 
-        with _deadline(SIMPLIFY_SECONDS):
-            return bool(sympy.simplify(difference) == 0)
+        with _deadline(SIMPLIFY_SECONDS):  # reading too: sympy evaluates powers as it builds them
+            return bool(sympy.simplify(_Parser(expr).parse()) == 0)
     except (Unreadable, TimeoutError, ArithmeticError, TypeError, ValueError, RecursionError):
         return False
 

@@ -53,6 +53,24 @@ def test_the_sympy_step_never_evaluates_text_and_refuses_huge_powers():
     assert grade_answer("9**9**9**9", "1") is False
 
 
+@pytest.mark.parametrize(
+    "hostile,readable",
+    [  # just past each limit, and just within it; far past, sympy computed for minutes in C
+        ("1e-1001", "1e-1000"),  # (1e-3999999): 10**3999999, 2 minutes
+        ("sqrt(" + "9" * 78 + ")", "sqrt(" + "9" * 77 + ")"),  # sqrt of 4,000 nines: 26 s of factoring
+        ("(2**257+1)**(1/3)", "(2**255+1)**(1/3)"),  # (2**99999+1)**(1/3): over 4 minutes
+    ],
+)
+def test_the_sympy_step_refuses_numbers_whose_roots_or_exponents_sympy_computes_for_minutes(hostile, readable):
+    from rewards.mathruler import Unreadable, _Parser
+
+    with pytest.raises(Unreadable):
+        _Parser(hostile).parse()
+    _Parser(readable).parse()
+    assert grade_answer(hostile, "4") is False
+    assert rm.easyr1_accuracy(f"<think>a</think> \\boxed{{({hostile})}}", "4") == 0.0  # the parentheses keep it whole
+
+
 def test_boxed_content_is_the_last_box_brace_matched():
     assert boxed_content(r"x \boxed{3}") == "3"
     assert boxed_content(r"\boxed{1} then \boxed{2}") == "2"
