@@ -114,6 +114,27 @@ class _Harness:
         return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
 
+def extract_boxed_answer(s):
+    """reasoning_utils.py extract_boxed_answer: the last box that closes (braces counted from each)."""
+    results, pos = [], 0
+    starts = []
+    while (pos := s.find("\\boxed{", pos)) != -1:
+        starts.append(pos)
+        pos += 1
+    for start in starts:
+        count, pos = 0, start + len("\\boxed{") - 1
+        while pos < len(s):
+            if s[pos] == "{":
+                count += 1
+            elif s[pos] == "}":
+                count -= 1
+                if count == 0:
+                    results.append(s[start + len("\\boxed{") : pos])
+                    break
+            pos += 1
+    return results[-1] if results else ""
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -262,31 +283,12 @@ class MathReimplementation:
     def reasoning_score(solution_str, ground_truth):
         from math_verify import parse, verify
 
-        def boxed(s):
-            results, pos = [], 0
-            starts = []
-            while (pos := s.find("\\boxed{", pos)) != -1:
-                starts.append(pos)
-                pos += 1
-            for start in starts:
-                count, pos = 0, start + len("\\boxed{") - 1
-                while pos < len(s):
-                    if s[pos] == "{":
-                        count += 1
-                    elif s[pos] == "}":
-                        count -= 1
-                        if count == 0:
-                            results.append(s[start + len("\\boxed{") : pos])
-                            break
-                    pos += 1
-            return results[-1] if results else ""
-
         def tag(s):
             m = re.search(re.compile(r"<answer>(.*?)</answer>", re.DOTALL), s)
             if m:
                 return m.group(1)
-            if boxed(s):
-                return boxed(s)
+            if extract_boxed_answer(s):
+                return extract_boxed_answer(s)
             for line in reversed(s.strip().split("\n")):
                 if line.strip():
                     n = re.search(r"\b(\d+(?:\.\d+)?)\b(?:\s*\.?\s*$)", line)
@@ -299,7 +301,7 @@ class MathReimplementation:
                 return 1.0
             if re.fullmatch(re.compile(r"<analysis>.*</analysis>.*<answer>.*</answer>", re.DOTALL), s):
                 return 1.0
-            if boxed(s):
+            if extract_boxed_answer(s):
                 return 1.0
             if len(s.strip()) > 50 and re.search(r"[=\+\-\*/\(\)\[\]\\]", s) and tag(s):
                 return 0.8

@@ -12,10 +12,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lmms_eval_reference import (
     CLI_REASONING_TAGS,
     MathReimplementation,
     Reimplementation,
+    extract_boxed_answer,
     hub_docs,
     references,
     video_r1_extract_answer,
@@ -25,6 +28,7 @@ from lmms_eval_reference import (
 from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
 from PIL import Image
 
+from tasks.benchmarks.math import last_boxed
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError, TaskConfig, load_config
@@ -746,3 +750,14 @@ def test_geometry3k_reads_letters_as_lmms_eval_does():
         for r in ["6", "12", "13", "The answer is B, not a", "Since AB = 6, x = 6", "E"]
     }
     assert read == {"6": "B", "12": "D", "13": "A", "The answer is B, not a": "A", "Since AB = 6, x = 6": "B", "E": ""}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\\boxed{", "{", "}", "x", "\\boxed", "boxed{", " "]), max_size=30).map("".join))
+def test_the_last_closed_box_is_the_one_lmms_eval_finds(text):
+    assert last_boxed(text) == extract_boxed_answer(text)
+
+
+def test_the_last_closed_box_is_found_in_one_pass_after_thousands_of_unclosed_ones():
+    """lmms-eval scans from each box to the end: 8,000 unclosed boxes took minutes."""
+    assert last_boxed("\\boxed{" * 8000) == "" and last_boxed("\\boxed{" * 8000 + "\\boxed{7}") == "7"
