@@ -110,6 +110,8 @@ def test_config_yaml_holds_only_the_sections_the_command_used(tmp_path, rec_data
 def test_rerunning_a_finished_run_says_so_before_loading_anything(tmp_path, finished_run, capsys, monkeypatch):
     run_dir, overrides = copy_run(finished_run, tmp_path / "run")  # trainer.steps=2, checkpointed at step 2
     before = (run_dir / "metrics.jsonl").read_text()
+    for older in ("step-0000000", "step-0000001"):  # killed after its last save, before that save's pruning
+        shutil.copytree(run_dir / "checkpoints" / "step-0000002", run_dir / "checkpoints" / older)
 
     def nothing(*args, **kwargs):
         raise AssertionError("a finished run loaded its data or model again")
@@ -123,6 +125,7 @@ def test_rerunning_a_finished_run_says_so_before_loading_anything(tmp_path, fini
     assert "raise trainer.steps to go on" in out and "resumed" not in out
     assert f"checkpoint:    {checkpoint}" in out
     assert (run_dir / "metrics.jsonl").read_text() == before
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step-0000001", "step-0000002"]  # keep_last
 
 
 def test_a_finished_checkpoint_given_to_a_new_run_is_not_called_that_runs_end(tmp_path, finished_run, capsys):

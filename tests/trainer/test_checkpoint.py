@@ -64,6 +64,28 @@ def test_a_save_killed_midway_leaves_no_checkpoint_and_is_cleaned_up(tmp_path, m
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 
+def test_a_kill_while_pruning_leaves_a_folder_the_next_save_sweeps(tmp_path, monkeypatch):
+    """Pruning renames a checkpoint out of the way before deleting it: a kill midway left a step
+    folder without its trainer state, which no listing saw and no save removed (keep_last broken)."""
+    import shutil
+
+    model = TinySaver()
+    save_checkpoint(tmp_path, 1, model, model, {"step": 1}, keep_last=1)
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path, *args, **kwargs):
+        (path / "trainer_state.pt").unlink()  # the first file deleted, then the process dies
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 2, model, model, {"step": 2}, keep_last=1)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    assert not (tmp_path / "step-0000001").exists() and [p.name for p in list_checkpoints(tmp_path)] == ["step-0000002"]
+    save_checkpoint(tmp_path, 3, model, model, {"step": 3}, keep_last=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000003"]
+
+
 def test_a_step_directory_without_trainer_state_is_not_a_checkpoint(tmp_path):
     (tmp_path / "step-0000005").mkdir()
     assert list_checkpoints(tmp_path) == []

@@ -127,9 +127,18 @@ def commit_checkpoint(checkpoints: Path, tmp: Path, step: int, keep_last: int) -
         shutil.rmtree(final)
     os.rename(tmp, final)
     _fsync_tree(checkpoints)
-    for old in list_checkpoints(checkpoints)[:-keep_last]:  # no later step is there (set_aside_after)
-        shutil.rmtree(old, ignore_errors=True)
+    prune(checkpoints, keep_last)
     return final
+
+
+def prune(checkpoints: Path, keep_last: int) -> None:
+    """Remove all but the last `keep_last` checkpoints (no later step is there: set_aside_after).
+    Each is renamed out of the way first, so that a kill while it is deleted leaves a `.tmp-`
+    folder the next save sweeps (`staging_dir`), not a half-deleted step folder no listing sees."""
+    for old in list_checkpoints(checkpoints)[:-keep_last]:
+        doomed = old.with_name(f".tmp-pruned-{old.name}-{os.getpid()}")
+        os.rename(old, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def write_checkpoint(
