@@ -37,3 +37,26 @@ def test_a_full_disk_during_a_save_keeps_the_previous_checkpoint(tmp_path, finis
     monkeypatch.setattr(checkpoint_module.torch, "save", real_save)  # space again: the run goes on from step 2
     train(load_config(None, overrides))
     assert checkpoint_steps(run_dir)[-1] == 4
+
+
+def test_a_checkpoint_is_committed_after_the_logs_of_its_steps_are_on_the_disk(tmp_path, finished_run, monkeypatch):
+    """metrics.jsonl is flushed each step, fsynced at each checkpoint: after a power loss a
+    checkpoint never stands without its steps' lines (a resume keeps lines up to its step)."""
+    import os
+
+    _, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3, "trainer.save_every": 1})
+    synced, at_commit = [], []
+    real_fsync, real_commit = os.fsync, checkpoint_module.commit_checkpoint
+
+    def fsync(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def commit(checkpoints, tmp, step, keep_last):
+        at_commit.append((step, synced.count("metrics.jsonl")))
+        return real_commit(checkpoints, tmp, step, keep_last)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(checkpoint_module, "commit_checkpoint", commit)
+    train(load_config(None, overrides))
+    assert at_commit == [(3, 1)]  # resumed at step 2: one step, one checkpoint, its line synced first

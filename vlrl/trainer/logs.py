@@ -59,6 +59,11 @@ class RunLog:
         if self.progress is not None:
             self.progress.advance(1, metrics)
 
+    def sync(self) -> None:
+        """metrics.jsonl and samples.jsonl onto the disk (`JsonlLog.sync`), before a checkpoint."""
+        if "jsonl" in self.trackers:
+            self.trackers["jsonl"].sync()
+
     def close(self) -> None:
         for tracker in self.trackers.values():
             tracker.close()

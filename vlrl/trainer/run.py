@@ -544,7 +544,10 @@ class Run:
         return bool(self.stopped_by)
 
     def save(self, step: int) -> None:
-        """Checkpoint the run after `step` (every process takes part: checkpoint.py)."""
+        """Checkpoint the run after `step` (every process takes part: checkpoint.py), its logs
+        up to that step on the disk first."""
+        with self.writing_logs(step):
+            self.logs.sync()
         state = {
             "step": step,
             "scheduler": self.scheduler.state_dict(),

@@ -48,6 +48,16 @@ class JsonlLog:
         except OSError as err:  # a full disk's ENOSPC names no file: this one
             raise OSError(err.errno, err.strerror, str(self.path)) from err
 
+    def sync(self) -> None:
+        """Onto the disk, not only to the OS: done before a checkpoint is committed, so that a
+        power loss never leaves a checkpoint whose earlier steps' lines were lost (a resume
+        keeps the lines up to its step and would go on with a gap)."""
+        if self._handle is not None:
+            try:
+                os.fsync(self._handle.fileno())
+            except OSError as err:
+                raise OSError(err.errno, err.strerror, str(self.path)) from err
+
     def close(self) -> None:
         handle, self._handle = self._handle, None
         if handle is not None:
@@ -187,6 +197,10 @@ class JsonlTracker:
     def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
         for row in rows:
             self.samples.write({"step": step, **row})
+
+    def sync(self) -> None:
+        self.metrics.sync()
+        self.samples.sync()
 
     def close(self) -> None:
         self.metrics.close()
