@@ -132,7 +132,7 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
     assert f"config: {run / 'config.yaml'} (the run that wrote this checkpoint" in capsys.readouterr().out
     out = tmp_path / "runs" / "eval" / "refcoco-my-run-step-0000002"  # named after the run and step
     results = json.loads((out / "results.json").read_text())
-    assert results["n-samples"] == {"refcoco": {"original": 12, "effective": 2}}  # lmms-eval: the file's size
+    assert results["n-samples"] == {"refcoco": {"original": 2, "effective": 2}}
     assert results["configs"]["refcoco"]["data"] == str(rec_data)
     config = results["config"]
     assert config["model"]["max_pixels"] == 50176 and config["eval"]["max_new_tokens"] == 6

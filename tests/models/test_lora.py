@@ -98,7 +98,7 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
         )
         == 0
     )
-    assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == {"original": 12, "effective": 2}
+    assert json.loads((out / "results.json").read_text())["n-samples"]["refcoco"] == {"original": 2, "effective": 2}
 
 
 def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sft_model(

@@ -612,8 +612,7 @@ def load_split(
     path = Path(path)
     root = Path(image_root) if image_root else path.parent
     split = Split(str(path))
-    records = read_records(path)  # a RecordError raised here refuses the file
-    for source, index, item in records:
+    for source, index, item in read_records(path):  # a RecordError raised here refuses the file
         with split.reading(source, strict):
             if isinstance(item, RecordError):
                 raise item
@@ -621,6 +620,5 @@ def load_split(
                 build_sample(item, RecordContext(source, index, root, frame_spec, require_images, media))
             )
         if limit and len(split.samples) >= limit:
-            split.held = split.records + sum(1 for _ in records)  # the file's size, read or not
             break
     return split

@@ -409,19 +409,8 @@ def load_table_split(
                     split.samples.extend(build(record, ctx))
                 if limit and len(split.samples) >= limit:
                     del split.samples[limit:]
-                    # The file's size: rows not read count one each (a row read may have given several samples).
-                    unread = sum(_rows_in(p) for p in table_files(spec, default_split)) - (offset + in_file + 1)
-                    split.held = split.records + unread
                     return split
     return split
-
-
-def _rows_in(path: Path) -> int:
-    """A table file's row count: a parquet file's from its footer, an arrow file's by its batches."""
-    if path.suffix == ".parquet":
-        return pq.ParquetFile(path).metadata.num_rows
-    _, batches = _record_batches(path, [])
-    return sum(part.count for part in batches)
 
 
 # -- writing (synthetic data in a published schema) -----------------------------------------

@@ -314,7 +314,6 @@ def evaluate_logged(
     with ProgressReport(console, f"eval {task.name}", total, every=every, unit="sample", enabled=enabled) as report:
         result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance, procs)
     result.skipped = [str(err) for err in loaded.errors] + result.skipped
-    result.held = loaded.records
     for problem in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)
     for note in result.notes:

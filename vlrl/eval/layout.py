@@ -42,7 +42,6 @@ class TaskResult:
     config: dict[str, Any] = field(default_factory=dict)  # what results.json records of the task's run
     skipped: list[str] = field(default_factory=list)  # "file:line: reason" of the data that could not be evaluated
     notes: list[str] = field(default_factory=list)  # what was left out of the task's metrics, and why
-    held: int | None = None  # records the data file holds, under --limit too (lmms-eval's n-samples original)
 
     @property
     def samples_per_second(self) -> float:
@@ -91,11 +90,7 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
         "versions": {r.task: vlrl.__version__ for r in results},
         "n-shot": {r.task: 0 for r in results},
         "n-samples": {
-            r.task: {
-                "original": len(r.records) + len(r.skipped) if r.held is None else r.held,
-                "effective": len(r.records),
-            }
-            for r in results
+            r.task: {"original": len(r.records) + len(r.skipped), "effective": len(r.records)} for r in results
         },
         "model_name": model,
         "total_evaluation_time_seconds": str(round(sum(r.seconds for r in results), 3)),
