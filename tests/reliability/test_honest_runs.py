@@ -128,6 +128,17 @@ def test_rerunning_a_finished_run_says_so_before_loading_anything(tmp_path, fini
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step-0000001", "step-0000002"]  # keep_last
 
 
+def test_a_finished_rerun_from_an_earlier_checkpoint_of_its_own_prunes_nothing(tmp_path, finished_run, capsys):
+    """Pruning keeps the last checkpoints; a rerun told to resume from an earlier one (which is
+    finished too) must not delete the very checkpoint it names."""
+    run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.keep_last": 1})
+    checkpoints = run_dir / "checkpoints"
+    shutil.copytree(checkpoints / "step-0000002", checkpoints / "step-0000003")
+    assert main(["train", *overrides, f"trainer.resume={checkpoints / 'step-0000002'}"]) == 0
+    assert "is step 2 of trainer.steps=2" in capsys.readouterr().out
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step-0000002", "step-0000003"]
+
+
 def test_a_finished_checkpoint_given_to_a_new_run_is_not_called_that_runs_end(tmp_path, finished_run, capsys):
     run_dir, overrides = finished_run
     checkpoint = run_dir / "checkpoints" / "step-0000002"

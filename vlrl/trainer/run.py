@@ -155,8 +155,8 @@ def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult 
     main = int(os.environ.get("RANK", "0")) == 0
     if main:
         own = checkpoint.parent.resolve() == (Path(t.output_dir) / "checkpoints").resolve()
-        if own:  # a kill between its last save and that save's pruning left one too many
-            prune(checkpoint.parent, t.keep_last)
+        if own and list_checkpoints(checkpoint.parent)[-1] == checkpoint:
+            prune(checkpoint.parent, t.keep_last)  # a kill between its last save and that save's pruning
         whose = f"{escape(t.output_dir)} already finished: its checkpoint" if own else "the checkpoint to resume from,"
         console.print(
             f"{whose} {escape(str(checkpoint))} is step {step} of {section}.steps={t.steps}, so there is nothing to "
