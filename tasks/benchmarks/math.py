@@ -184,7 +184,8 @@ def last_boxed(text: str) -> str:
             opened.append(pos)
         elif char == "}" and opened:
             start = opened.pop()
-            if start > found_at and text.startswith("\\boxed", start - len("\\boxed")):
+            box = start - len("\\boxed")
+            if start > found_at and box >= 0 and text.startswith("\\boxed", box):
                 found, found_at = text[start + 1 : pos], start
     return found
 

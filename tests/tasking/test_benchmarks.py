@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lmms_eval_reference import (
     CLI_REASONING_TAGS,
@@ -753,6 +753,7 @@ def test_geometry3k_reads_letters_as_lmms_eval_does():
 
 
 @settings(max_examples=500, deadline=None)
+@example("{7} so the answer is \\boxed")  # a "\\boxed" is looked for before a brace, not at the text's end
 @given(st.lists(st.sampled_from(["\\boxed{", "{", "}", "x", "\\boxed", "boxed{", " "]), max_size=30).map("".join))
 def test_the_last_closed_box_is_the_one_lmms_eval_finds(text):
     assert last_boxed(text) == extract_boxed_answer(text)
