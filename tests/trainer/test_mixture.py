@@ -118,6 +118,20 @@ def test_a_bad_option_or_reward_of_a_mixture_entry_is_named_by_the_entrys_key():
         task_sources(load_config(None, [f"mixture={entries % 'options: {bogus: 1}'}"]))
     with pytest.raises(ConfigError, match=r"config: mixture\[1\]\.rewards\.iou is not a reward of task 'counting'"):
         task_sources(load_config(None, [f"mixture={entries % 'rewards: {iou: 1}'}"]))
+    with pytest.raises(
+        ConfigError, match=r"mixture\[1\]\.rewards\.my_task\.rewards\.py:score: file not found: \S*/my_task"
+    ):
+        task_sources(
+            load_config(None, [f"mixture={entries % 'rewards: {my_task.rewards.py:score: 1}'}"])
+        )  # its name kept
+
+
+def test_columns_given_to_a_json_file_are_named_by_the_entrys_key_whatever_name_it_uses(rec_data):
+    mixture = (
+        f"mixture=[{{name: refcoco, train: '{rec_data}'}}, {{name: univg, train: '{rec_data}', columns: {{a: b}}}}]"
+    )
+    with pytest.raises(ConfigError, match=r"config: mixture\[1\]\.columns maps table columns"):
+        task_sources(load_config(None, [mixture]))  # univg: multi_image_grounding's alias
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ variants). A task may also be given as `module:Class` or `path/to/file.py:Class`
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -104,6 +105,11 @@ def make_task(cfg: TaskConfig, family: str = "") -> Task:
     return cls(options={**cls.family_options.get(family, {}), **cfg.options}, rewards=cfg.rewards)
 
 
+# The keys a task names its settings by, as a single task's config holds them (not the same
+# words inside a value: a reward file my_task.rewards.py).
+TASK_KEYS = re.compile(r"(?<![\w.])task\.(options|rewards)\.")
+
+
 def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
     """The task of one of the run's tasks (`Config.tasks`), with its rewards and options; a bad
     reward or option is named under `key` (`Config.entry_key`: a mixture's entry, mixture[i])."""
@@ -112,9 +118,7 @@ def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
     except ConfigError as err:
         if key == "task":
             raise
-        # A task names its settings task.rewards / task.options, as a single task's config holds them.
-        message = str(err).replace("task.options.", f"{key}.options.").replace("task.rewards.", f"{key}.rewards.")
-        raise ConfigError(message) from err
+        raise ConfigError(TASK_KEYS.sub(rf"{key}.\1.", str(err))) from err
 
 
 def list_tasks() -> list[tuple[str, str, str]]:

@@ -42,10 +42,12 @@ def load_task_split(
     path: str | None = None,
     columns: dict[str, str] | None = None,
     key: str | None = None,
+    columns_key: str = "data.columns",
 ) -> Split:
     """The split at `path` (default: data.train or data.eval). `key` is the config key that named
     a given path (None: the command line gave it as an argument, not as a key): synthetic data
-    is written only at a key's path, and only where `Config.writes_synthetic` allows it."""
+    is written only at a key's path, and only where `Config.writes_synthetic` allows it.
+    `columns_key` is the config key that gave `columns` (a mixture's entry: mixture[i].columns)."""
     if path is None:
         path, key = (cfg.data.train if which == "train" else cfg.data.eval), f"data.{which}"
     if not path:
@@ -63,7 +65,7 @@ def load_task_split(
         write_synthetic(task, path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
-    split = read_split(task, path, cfg, require_images, cfg.data.columns if columns is None else columns)
+    split = read_split(task, path, cfg, require_images, cfg.data.columns if columns is None else columns, columns_key)
     if split.errors and console:
         console.print(
             f"[yellow]skipped {len(split.errors)} bad record(s) in {path}; {len(split.samples)} sample(s) read[/yellow]"
@@ -143,15 +145,15 @@ def check_held_out(cfg: Config, console: Console, evaluates: bool) -> None:
         console.print(f"[yellow]warning:[/yellow] {escape(problem)}", highlight=False)
 
 
-def read_split(task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str]) -> Split:
+def read_split(
+    task: Task, path: str, cfg: Config, require_images: bool, columns: dict[str, str], columns_key: str = "data.columns"
+) -> Split:
     """The split at `path`, a file of the task's own format or a published table (`columns`:
     the task's record keys -> the table's columns), by data.strict, data.limit and the media rules."""
     d = cfg.data
     if not (task.columns or is_table_spec(path)):
         if columns:
-            raise ConfigError(
-                f"config: {cfg.columns_key(task.name)} maps table columns, but {path} is not a parquet / arrow table"
-            )
+            raise ConfigError(f"config: {columns_key} maps table columns, but {path} is not a parquet / arrow table")
         return task.load(path, frame_spec(cfg.model), d.image_root, d.strict, d.limit, require_images, media_rules(cfg))
     if type(task).build_sample is Task.build_sample and type(task).build_samples is Task.build_samples:
         raise ConfigError(
@@ -214,7 +216,9 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     train_key = cfg.task_key("train")
     sources = []
     for task, entry in zip(tasks, entries, strict=True):
-        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key)
+        columns_key = cfg.columns_key(entry.name)
+        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key,
+                                columns_key=columns_key)  # fmt: skip
         sources.append(Source(task, split, entry.eval, entry.weight, entry.columns))
     return sources
 
