@@ -20,10 +20,11 @@ letters of at most two unknowns (as `parse_expr` splits them: "xy" is x*y), `pi`
 `+ - * / ^ **`, parentheses and implicit multiplication, with Python's precedence. What it does
 not read (function names other than sqrt, factorials, `=`, commas, names with digits, numbers
 with leading zeros that Python refuses anyway, over MAX_TOKENS tokens, powers whose result
-would pass MAX_POWER_BITS or a symbolic base raised past MAX_SYMBOLIC_EXPONENT) is "not equal",
-where MathRuler might have called it equal. `sympy.simplify` runs under a SIMPLIFY_SECONDS
-deadline in the main thread (a timer signal; none elsewhere), and an expired deadline is "not
-equal".
+would pass MAX_POWER_BITS, a root or fractional power of a number past MAX_ROOT_BITS, a float
+exponent past MAX_FLOAT_EXPONENT, or a symbolic base raised past MAX_SYMBOLIC_EXPONENT: numbers
+sympy computes in C for minutes, where no deadline reaches) is "not equal", where MathRuler
+might have called it equal. Reading and `sympy.simplify` run under a SIMPLIFY_SECONDS deadline
+in the main thread (a timer signal; none elsewhere), and an expired deadline is "not equal".
 """
 
 from __future__ import annotations
@@ -378,8 +379,9 @@ class _Parser:
         return self.raise_to(base, self.unary())
 
     def raise_to(self, base: Any, exponent: Any) -> Any:
-        """base ** exponent, refused where the result would be huge: a rational power of more
-        than MAX_POWER_BITS bits, or a non-rational base past MAX_SYMBOLIC_EXPONENT."""
+        """base ** exponent, refused where the result would be huge or costly: a rational power of
+        more than MAX_POWER_BITS bits, a root or fractional power of a rational past MAX_ROOT_BITS
+        (sympy factors it), or a non-rational base past MAX_SYMBOLIC_EXPONENT."""
         sympy = self.sympy
         if exponent.is_Number and not isinstance(exponent, sympy.Float):
             if base.is_Rational:

@@ -96,11 +96,15 @@ def image_kwargs(images: list[Image.Image], model: ModelConfig) -> dict:
 
 def uncapped(processor) -> dict:
     """`cap_pixels_per_frame=False` where the video processor has the option (transformers 5.23's
-    Qwen video processors; left unset, it warns that the default will change): the frames come
-    sized as qwen-vl-utils sizes them, its budget for the whole video included, and a processor
-    that capped them again would change their size."""
+    Qwen video processors), which only silences its warning that the default will change: the
+    frames come sized as qwen-vl-utils sizes them, its budget for the whole video included, and
+    at the exact size vlrl passes (`video_size`) the cap leaves them as they are either way."""
     valid = getattr(getattr(processor, "video_processor", None), "valid_kwargs", None)
-    return {"cap_pixels_per_frame": False} if "cap_pixels_per_frame" in get_type_hints(valid or dict) else {}
+    try:
+        hints = get_type_hints(valid or dict)
+    except NameError:  # a processor's kwargs naming a type its module does not import
+        return {}
+    return {"cap_pixels_per_frame": False} if "cap_pixels_per_frame" in hints else {}
 
 
 def check_sizes(processor, sample: Sample, sizes: list[tuple[int, int]], grids: list[list[int]]) -> None:
