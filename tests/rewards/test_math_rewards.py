@@ -53,6 +53,23 @@ def test_the_sympy_step_never_evaluates_text_and_refuses_huge_powers():
     assert grade_answer("9**9**9**9", "1") is False
 
 
+def test_reading_an_answer_runs_under_the_deadline_too(monkeypatch):
+    """sympy evaluates powers as the parser builds them: reading counts against the deadline."""
+    import time
+
+    import sympy
+
+    import rewards.mathruler as mathruler
+
+    def slow_parse(self):
+        time.sleep(0.5)  # Python-level work a timer signal interrupts
+        return sympy.Integer(0)
+
+    monkeypatch.setattr(mathruler, "SIMPLIFY_SECONDS", 0.05)
+    monkeypatch.setattr(mathruler._Parser, "parse", slow_parse)
+    assert equal_under_sympy("2", "2") is False  # the deadline passed while reading
+
+
 @pytest.mark.parametrize(
     "hostile,readable",
     [  # just past each limit, and just within it; far past, sympy computed for minutes in C
