@@ -120,11 +120,11 @@ class ModelFamily:
     def video_processor_settings(self, video: VideoConfig) -> dict[str, Any]:
         """What the processor a checkpoint saves states of how videos were sampled in training
         (`vlrl export`): the frame rate and count (used by a call that asks it to sample frames,
-        do_sample_frames, left as the checkpoint's) and each frame's pixel limits (Qwen2-VL's `size` is per frame; Video-R1's rule floors the
-        largest at 1.05 x min_pixels, vision/video.py `frame_size`)."""
-        largest = video.max_pixels
-        if video.max_pixels_from == "video_r1":
-            largest = max(largest, int(video.min_pixels * 1.05))
+        do_sample_frames, left as the checkpoint's) and each frame's pixel limits, the largest as
+        training sized frames (Qwen2-VL's `size` is per frame: `frame_pixel_limit`)."""
+        from vlrl.vision.video import frame_pixel_limit
+
+        largest = int(frame_pixel_limit(video, self.factor))
         return {
             "fps": video.fps,
             "min_frames": video.min_frames,

@@ -61,15 +61,19 @@ def frame_indices(total_frames: int, n: int) -> list[int]:
 
 
 def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig, factor: int) -> tuple[int, int]:
-    """(height, width) of each frame after fetch_video's resize (`factor`: the family's), its
-    max_pixels as `spec.max_pixels_from` says: VIDEO_MAX_PIXELS, or a max_pixels in the message."""
-    share = spec.total_pixels / n_frames * FRAME_FACTOR
+    """(height, width) of each frame after fetch_video's resize (`factor`: the family's)."""
+    limit = frame_pixel_limit(spec, factor, spec.total_pixels / n_frames * FRAME_FACTOR)
+    return smart_resize(height, width, factor, spec.min_pixels, limit)
+
+
+def frame_pixel_limit(spec: VideoConfig, factor: int, share: float = math.inf) -> float:
+    """fetch_video's max_pixels for a frame, `share` being the frame's part of the video's total
+    budget (none: the most any frame gets), as `spec.max_pixels_from` says: VIDEO_MAX_PIXELS, or a
+    max_pixels in the message; floored at 1.05 x min_pixels either way."""
     floor = int(spec.min_pixels * 1.05)
     if spec.max_pixels_from == "video_r1":
-        limit = max(min(spec.max_pixels, share), floor)
-    else:
-        limit = min(spec.max_pixels, max(min(VIDEO_MAX_TOKENS * factor * factor, share), floor))
-    return smart_resize(height, width, factor, spec.min_pixels, limit)
+        return max(min(spec.max_pixels, share), floor)
+    return min(spec.max_pixels, max(min(VIDEO_MAX_TOKENS * factor * factor, share), floor))
 
 
 def probe(path: str | Path) -> tuple[int, float]:
