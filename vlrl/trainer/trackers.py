@@ -15,7 +15,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -39,24 +39,28 @@ class JsonlLog:
         self._handle = None
 
     def write(self, record: dict[str, Any]) -> None:
-        try:
+        with self._naming_the_file():
             if self._handle is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._handle = open(self.path, "a", encoding="utf-8")
             self._handle.write(json.dumps({k: _clean(v) for k, v in record.items()}) + "\n")
             self._handle.flush()
-        except OSError as err:  # a full disk's ENOSPC names no file: this one
-            raise OSError(err.errno, err.strerror, str(self.path)) from err
 
     def sync(self) -> None:
         """Onto the disk, not only to the OS: done before a checkpoint is committed, so that a
         power loss never leaves a checkpoint whose earlier steps' lines were lost (a resume
         keeps the lines up to its step and would go on with a gap)."""
         if self._handle is not None:
-            try:
+            with self._naming_the_file():
                 os.fsync(self._handle.fileno())
-            except OSError as err:
-                raise OSError(err.errno, err.strerror, str(self.path)) from err
+
+    @contextlib.contextmanager
+    def _naming_the_file(self) -> Iterator[None]:
+        """An OSError raised inside names this file (a full disk's ENOSPC names none)."""
+        try:
+            yield
+        except OSError as err:
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
 
     def close(self) -> None:
         handle, self._handle = self._handle, None
