@@ -182,8 +182,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise ConfigError(f"the config's mixture holds several tasks ({names}): name the one to score with --task")
     # the config's settings of the task (a mixture's entry, or `task`): its rewards and options
     entry = cfg.task_settings(args.task) if args.task else entries[0]
-    settings = entry or MixtureEntry(args.task)
-    task = entry_task(settings, "", cfg.entry_key(settings.name))
+    task = entry_task(entry or MixtureEntry(args.task), "", cfg)
     writable(args.out, "--out")
     console.print(frame_note(cfg), markup=False, highlight=False)
     columns = columns_for(entry.columns, args.data) if entry else {}
@@ -355,7 +354,7 @@ def check_tasks(cfg: Config) -> None:
     from vlrl.tasking.registry import entry_task
 
     for entry in cfg.tasks():
-        entry_task(entry, "", cfg.entry_key(entry.name))
+        entry_task(entry, "", cfg)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

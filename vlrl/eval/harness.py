@@ -265,7 +265,7 @@ def run_eval(
         configured = cfg.task_settings(name)
         entry = configured or MixtureEntry(name)
         key = cfg.task_key(which) if configured else None
-        task = entry_task(entry, model_family(cfg.model).name, cfg.entry_key(name))
+        task = entry_task(entry, model_family(cfg.model).name, cfg)
         data_path = data or split_path(entry, split, task, key)
         columns = columns_for(entry.columns, data_path)
         if data or split not in ("train", "eval"):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint
 
 from vlrl import plugins
-from vlrl.config import ConfigError, MixtureEntry, TaskConfig
+from vlrl.config import Config, ConfigError, MixtureEntry, TaskConfig
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.task import Task
 
@@ -110,9 +110,11 @@ def make_task(cfg: TaskConfig, family: str = "") -> Task:
 TASK_KEYS = re.compile(r"(?<![\w.])task\.(options|rewards)\.")
 
 
-def entry_task(entry: MixtureEntry, family: str, key: str = "task") -> Task:
-    """The task of one of the run's tasks (`Config.tasks`), with its rewards and options; a bad
-    reward or option is named under `key` (`Config.entry_key`: a mixture's entry, mixture[i])."""
+def entry_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
+    """The task of one of `cfg`'s tasks (`Config.tasks`), with its rewards and options; a bad
+    reward or option is named by the key that gave it (`Config.entry_key`: mixture[i] for a
+    mixture's entry)."""
+    key = cfg.entry_key(entry.name)
     try:
         return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
     except ConfigError as err:

@@ -212,13 +212,14 @@ def task_sources(cfg: Config, console: Console | None = None) -> list[Source]:
     for i, entry in enumerate(entries):
         if cfg.mixture and not entry.train:
             raise ConfigError(f"config: mixture[{i}].train is empty; give the data file of task {entry.name!r}")
-        tasks.append(check_trainable(entry_task(entry, family, cfg.entry_key(entry.name))))
+        tasks.append(check_trainable(entry_task(entry, family, cfg)))
     train_key = cfg.task_key("train")
     sources = []
     for task, entry in zip(tasks, entries, strict=True):
         columns_key = cfg.columns_key(entry.name)
-        split = load_task_split(task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key,
-                                columns_key=columns_key)  # fmt: skip
+        split = load_task_split(
+            task, cfg, "train", console, path=entry.train, columns=entry.columns, key=train_key, columns_key=columns_key
+        )
         sources.append(Source(task, split, entry.eval, entry.weight, entry.columns))
     return sources
 
