@@ -906,6 +906,12 @@ def _record(origins: dict[str, str] | None, tree: dict[str, Any], origin: str) -
         origins.update(dict.fromkeys(dotted(tree), origin))
 
 
+def absolute_if_local(path: str) -> str:
+    """A model path that names a local directory or file, made absolute (what a run records is
+    read again from any working directory); a hub id, or a path not there, as given."""
+    return str(Path(path).absolute()) if path and Path(path).exists() else path
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig
+from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_if_local
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
@@ -166,8 +166,7 @@ def load_model(
         )
         model = get_peft_model(model, lora)
         # what the adapter was added to, absolute: its checkpoint is read from any directory
-        local = Path(model_path)
-        model.peft_config["default"].base_model_name_or_path = str(local.absolute()) if local.exists() else model_path
+        model.peft_config["default"].base_model_name_or_path = absolute_if_local(model_path)
     if own_memory and torch.device(device).type == "cpu":
         in_own_memory(model)
     # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2

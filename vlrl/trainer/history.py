@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vlrl.config import Config, ConfigError, to_dict
+from vlrl.config import Config, ConfigError, absolute_if_local, to_dict
 from vlrl.data.tables import table_files
 
 # Sections each command reads: config.yaml states these and nothing else. An SFT run also keeps
@@ -32,8 +32,7 @@ def used_config(cfg: Config, section: str) -> dict[str, Any]:
     """The sections a run reads, as it recorded them; a local model.path absolute, so that a
     resume from another directory, or with another spelling of the path, is the same setting."""
     tree = to_dict(cfg)
-    if Path(cfg.model.path).exists():
-        tree["model"]["path"] = str(Path(cfg.model.path).absolute())
+    tree["model"]["path"] = absolute_if_local(cfg.model.path)
     return {key: tree[key] for key in USED_SECTIONS[section]}
 
 
