@@ -7,6 +7,7 @@ completions and every forward over them reuse that work.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import TypeVar, get_type_hints
 
 import torch
@@ -100,11 +101,16 @@ def uncapped(processor) -> dict:
     frames come sized as qwen-vl-utils sizes them, its budget for the whole video included, and
     at the exact size vlrl passes (`video_size`) the cap leaves them as they are either way."""
     valid = getattr(getattr(processor, "video_processor", None), "valid_kwargs", None)
+    return {"cap_pixels_per_frame": False} if takes_cap_option(valid or dict) else {}
+
+
+@cache
+def takes_cap_option(valid_kwargs: type) -> bool:
+    """Whether a video processor's kwargs declare cap_pixels_per_frame (read once per class)."""
     try:
-        hints = get_type_hints(valid or dict)
-    except NameError:  # a processor's kwargs naming a type its module does not import
-        return {}
-    return {"cap_pixels_per_frame": False} if "cap_pixels_per_frame" in hints else {}
+        return "cap_pixels_per_frame" in get_type_hints(valid_kwargs)
+    except NameError:  # kwargs naming a type their module does not import
+        return False
 
 
 def check_sizes(processor, sample: Sample, sizes: list[tuple[int, int]], grids: list[list[int]]) -> None:
