@@ -339,3 +339,7 @@ def test_an_exported_processor_states_the_video_sampling_and_only_a_per_frame_si
     # Video-R1's rule floors a frame's limit at 1.05 x min_pixels (frame_size): so does the exported one
     floored = family_class(name)().video_processor_settings(VideoConfig(min_pixels=12544, max_pixels=12544))
     assert floored.get("size", {}).get("longest_edge") == (13171 if "qwen2" in name else None)
+    # a message's max_pixels is capped at qwen-vl-utils' VIDEO_MAX_TOKENS x factor^2: so is the exported one
+    family = family_class(name)()
+    message = family.video_processor_settings(VideoConfig(max_pixels=10**7, max_pixels_from="message"))
+    assert message.get("size", {}).get("longest_edge") == (768 * family.factor**2 if "qwen2" in name else None)
