@@ -50,7 +50,7 @@ from vlrl.trainer.history import (
     used_config,
 )
 from vlrl.trainer.logs import RunLog
-from vlrl.trainer.stops import Diverged, StopSignals, Unwritable
+from vlrl.trainer.stops import Diverged, StopSignals, Unwritable, os_failure
 from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_steps_after
 
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
@@ -301,9 +301,8 @@ class Run:
                 if self.procs.main:
                     self._record_start(sources, changes, data_changed)
         except OSError as err:
-            where = f"{err.filename}: " if err.filename else ""
             raise Unwritable(
-                f"{where}{err.strerror or err}: the run's logs in {self.dir} cannot be written at its start; make "
+                f"{os_failure(err)}: the run's logs in {self.dir} cannot be written at its start; make "
                 f"room, then {self.resume_hint}"
             ) from err
         if self.procs.main:
@@ -516,10 +515,9 @@ class Run:
         except OSError as err:
             with contextlib.suppress(OSError):  # the same full disk again, closing what is open
                 self.close()
-            where = f"{err.filename}: " if err.filename else ""
             resume = f"{self.checkpoint} is intact" if self.checkpoint else "no checkpoint was written yet"
             raise Unwritable(
-                f"stopped at step {step}: {where}{err.strerror or err} (the run's logs cannot be written); step {step} "
+                f"stopped at step {step}: {os_failure(err)} (the run's logs cannot be written); step {step} "
                 f"is not checkpointed and {resume}: make room, then {self.resume_hint}"
             ) from err
 

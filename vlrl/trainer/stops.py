@@ -41,6 +41,12 @@ class Unwritable(RuntimeError):
     checkpoint. A rerun resumes from it and drops a line the failed write tore."""
 
 
+def os_failure(err: OSError) -> str:
+    """An OSError as one line: the file it names, then why (a full disk, a quota)."""
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{err.strerror or err}"
+
+
 def exit_status(signum: int) -> int:
     return 128 + signum
 
