@@ -476,6 +476,11 @@ def test_vlrl_score_on_a_benchmark_strips_reasoning_as_lmms_eval_does(override, 
     main([*args, "--out", str(tmp_path / "scored.jsonl"), f"data.image_cache={tmp_path / 'cache'}", *override])
     (row,) = [line for line in capsys.readouterr().out.splitlines() if " acc " in line]
     assert row.split()[-2] == f"{acc:.4f}"
+    # each line as vlrl eval's samples file has it: the response scored and its process_results
+    lines = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    responses = [f"{s.solution}" if acc else f"<think>{s.solution + 1}?</think> {s.solution}\n" for s in samples]
+    assert [line["filtered_resps"] for line in lines] == responses
+    assert [(line["id"], line["acc"], line["exact_match"]) for line in lines] == [(s.id, acc, acc) for s in samples]
 
 
 # -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------

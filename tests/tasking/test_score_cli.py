@@ -9,6 +9,7 @@ import pytest
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
 from vlrl.data.records import FrameSpec, load_split
+from vlrl.eval.layout import samples_line
 from vlrl.tasking.scoring import MAX_COMPLETION_CHARS
 
 
@@ -125,7 +126,8 @@ def test_score_says_which_completions_it_scored_0_unread_and_which_reward_failed
     assert [json.loads(line)["rewards"]["fragile"] for line in out.read_text().splitlines()] == [1.0, 0.0, 0.0]
     printed = " ".join(capsys.readouterr().out.split())
     assert (
-        f"scored 0: {completions}:2: {MAX_COMPLETION_CHARS + 1:,} characters, over the 65,536 a reward reads" in printed
+        f"scored 0: {completions}:2: {MAX_COMPLETION_CHARS + 1:,} characters, over the 65,536 a reward reads (the "
+        "metrics read it whole, as the reference's do)" in printed
     )
     assert (
         "scored 0: reward fragile on 1 of 3 completions: it raised or gave no finite number (the first: "
@@ -238,3 +240,24 @@ def test_score_with_a_run_config_scores_as_the_run_did_its_task(tmp_path, rec_da
     assert main([*score, "--config", str(jigsaw), "--task", "refcoco"]) == 0
     (scored,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert scored["rewards"].keys() == {"format", "iou"}
+
+
+def test_a_samples_line_that_dropped_resps_for_equalling_filtered_resps_is_scored_by_it(tmp_path, rec_data, capsys):
+    """vlrl eval (as lmms-eval) drops a sample's `resps` when it equals `filtered_resps`: such a
+    line is scored by `filtered_resps`, not skipped; a completion that is not a string is said so."""
+    task = RefCOCO()
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", 3136, 12845056)).samples
+    perfect = task.target(samples[0])
+    line = samples_line(
+        {"doc_id": 0, "id": 0, "input": "", "target": "", "resps": [perfect], "filtered_resps": [perfect]}
+    )
+    assert "resps" not in line
+    completions = tmp_path / "samples_refcoco.jsonl"
+    completions.write_text(json.dumps(line) + "\n" + json.dumps({"id": 1, "completion": 5}) + "\n")
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions), "--out", str(out)]
+    assert main(args) == 0
+    (scored,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert scored["id"] == 0 and scored["rewards"]["format"] == 1.0 and scored["rewards"]["iou"] > 0.9
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"{completions}:2: its 'completion' is int '5', expected a string" in printed

@@ -135,8 +135,7 @@ def evaluate(
     seconds = time.perf_counter() - start
     notes: list[str] = []
     if isinstance(task, Benchmark):  # lmms-eval's evaluator: filter, strip reasoning, process_results
-        filtered = task.responses(samples, texts, settings.eval.reasoning_tags)
-        processed = [task.process(response, sample) for response, sample in zip(filtered, samples, strict=True)]
+        filtered, processed = task.processed(samples, texts, settings.eval.reasoning_tags)
         metrics = task.aggregate(processed)
     else:
         filtered = [task.predict(text, sample) for text, sample in zip(texts, samples, strict=True)]

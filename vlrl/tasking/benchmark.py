@@ -112,8 +112,15 @@ class Benchmark(Task):
         reasoning_tags: TagPairs | None = LMMS_EVAL_REASONING_TAGS,
     ) -> dict[str, float]:
         """The metrics a default lmms-eval run reports for these completions."""
+        return self.aggregate(self.processed(samples, completions, reasoning_tags)[1])
+
+    def processed(
+        self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Each completion's response as scored (`responses`) and its `process` values: what
+        lmms-eval's samples file logs of it."""
         responses = self.responses(samples, completions, reasoning_tags)
-        return self.aggregate([self.process(r, s) for r, s in zip(responses, samples, strict=True)])
+        return responses, [self.process(r, s) for r, s in zip(responses, samples, strict=True)]
 
     def aggregate(self, processed: Sequence[dict[str, Any]]) -> dict[str, float]:
         """The metrics of the samples' `process` values (each computed once, also logged per

@@ -190,13 +190,31 @@ class FileScore:
 
 def completion_of(record: dict) -> str | None:
     """A line's completion: its `completion`, or the first of its `resps` (vlrl eval's samples
-    files, lmms-eval's layout: a list, in lmms-eval itself a list of lists)."""
-    if isinstance(record.get("completion"), str):
-        return record["completion"]
-    resps = record.get("resps")
+    files, lmms-eval's layout: a list, in lmms-eval itself a list of lists). A samples line
+    without `resps` has dropped it for equalling `filtered_resps` (lmms-eval's
+    save_results_samples, `layout.samples_line`): that is the response then."""
+    if "completion" in record:
+        return record["completion"] if isinstance(record["completion"], str) else None
+    resps = record.get("resps", record.get("filtered_resps"))
     while isinstance(resps, list) and resps:
         resps = resps[0]
     return resps if isinstance(resps, str) else None
+
+
+def unscorable(record: dict) -> str:
+    """Why a line has no id or completion to score."""
+    for key in ("completion", "resps", "filtered_resps"):
+        if key in record:
+            value = record[key]
+            if "id" in record:
+                expected = "a string" if key == "completion" else "a string, or a list whose first item is one"
+                return f"its {key!r} is {type(value).__name__} {str(value)[:40]!r}, expected {expected}"
+            break
+    keys = ", ".join(repr(k)[:40] for k in list(record)[:8]) or "none"
+    return (
+        'expected {"id": ..., "completion": "..."} (or "id" and "resps", as vlrl eval\'s samples_<task>.jsonl); '
+        f"found keys {keys}"
+    )
 
 
 def score_file(
@@ -223,11 +241,7 @@ def score_file(
             continue
         completion = completion_of(record)
         if "id" not in record or completion is None:
-            keys = ", ".join(repr(k)[:40] for k in list(record)[:8]) or "none"
-            problems.append(
-                f'{where}: expected {{"id": ..., "completion": "..."}} (or "id" and "resps", as vlrl eval\'s '
-                f"samples_<task>.jsonl); found keys {keys}"
-            )
+            problems.append(f"{where}: {unscorable(record)}")
             continue
         sample = by_id.get(str(record["id"]))
         if sample is None:
@@ -246,23 +260,32 @@ def score_file(
     texts = [pair.completion for pair in pairs]
     matched = [pair.sample for pair in pairs]
     scores = score(task, texts, matched)
+    rewarded = bool(task.reward_weights)  # a benchmark has metrics only
     zeroed = [
-        f"{pairs[i].where}: {len(texts[i]):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads"
-        for i in scores.oversized
+        f"{pairs[i].where}: {len(texts[i]):,} characters, over the {MAX_COMPLETION_CHARS:,} a reward reads (the "
+        "metrics read it whole, as the reference's do)"
+        for i in (scores.oversized if rewarded else ())
     ]
     zeroed += [
         f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number "
         f"(the first: {scores.reasons[name]})"
         for name, n in scores.failures.items()
     ]
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    with open(out_path, "w", encoding="utf-8") as handle:
-        for i, pair in enumerate(pairs):
-            handle.write(json.dumps({"id": pair.id, "rewards": scores.row(i), "reward": scores.total[i]}) + "\n")
-    if isinstance(task, Benchmark):
-        metrics = task.metrics(matched, texts, reasoning_tags)
+    lines = [
+        {"id": pair.id, **({"rewards": scores.row(i), "reward": scores.total[i]} if rewarded else {})}
+        for i, pair in enumerate(pairs)
+    ]
+    if isinstance(task, Benchmark):  # each line as vlrl eval's samples file has it: what was scored, and its values
+        responses, processed = task.processed(matched, texts, reasoning_tags)
+        metrics = task.aggregate(processed)
+        for line, response, values in zip(lines, responses, processed, strict=True):
+            line |= {"filtered_resps": response, **values}
     else:
         metrics, notes = task_metrics(task, matched, texts)
         problems += notes
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    with open(out_path, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(json.dumps(line, default=str) + "\n")
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
     return FileScore(len(pairs), metrics, problems, mean, zeroed, repeated)
