@@ -161,7 +161,7 @@ def test_default_eval_folders_have_no_colons_or_nested_paths():
     )
 
 
-def write_results(folder, options=None, rewards=None, **changes):
+def write_results(folder, options=None, rewards=None, ran=None, **changes):
     from vlrl.config import Config, to_dict
 
     config = to_dict(Config())
@@ -169,7 +169,7 @@ def write_results(folder, options=None, rewards=None, **changes):
         section, key = dotted_key.split(".", 1)
         config[section][key] = value
     folder.mkdir()
-    ran = {"task": "refcoco", "data": "val.json", "options": options or {"iou_convention": "vlm_r1"}}
+    ran = {"task": "refcoco", "data": "val.json", "options": options or {"iou_convention": "vlm_r1"}, **(ran or {})}
     results = {  # lmms-eval's layout, as vlrl/eval/layout.py writes it
         "results": {"refcoco": {"alias": "refcoco", "acc@0.5,none": 0.5, "acc@0.5_stderr,none": "N/A"}},
         "n-samples": {"refcoco": {"original": 8, "effective": 8}},
@@ -201,6 +201,13 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     out = " ".join(capsys.readouterr().out.split())
     assert "refcoco: options.iou_convention: vlm_r1 vs continuous" in out
     assert "refcoco: rewards: {'format': 1.0, 'iou': 1.0} vs {'iou': 2.0}" in out
+    # A benchmark's scoring with and without stripping the reasoning (eval.reasoning_tags)
+    e, f = (
+        write_results(tmp_path / n, ran={"reasoning_tags": tags})
+        for n, tags in (("e", [["<think>", "</think>"]]), ("f", None))
+    )
+    assert main(["eval", "--compare", str(e), str(f)]) == 0
+    assert "refcoco: reasoning_tags: [['<think>', '</think>']] vs None" in " ".join(capsys.readouterr().out.split())
 
 
 def test_shards_are_whole_batches_in_order_and_cover_every_sample():

@@ -3,7 +3,7 @@
 A difference between two results says something about the models only when everything else
 that decides the numbers was the same: the data, how images are sized, how long and how
 greedily answers are generated, the task's variant and reward weights (each task's own, as
-it ran: a mixture's entry's). Those settings are read from each results.json and every one
+it ran: a mixture's entry's), the reasoning a benchmark's scoring stripped. Those settings are read from each results.json and every one
 that differs is named.
 """
 
@@ -48,6 +48,8 @@ def settings(results: dict[str, Any]) -> dict[str, Any]:
         out[f"{task}: data"] = config.get("data")
         out |= {f"{task}: options.{key}": value for key, value in dotted(config.get("options") or {}).items()}
         out[f"{task}: rewards"] = config.get("rewards")
+        if "reasoning_tags" in config:  # a benchmark's: what was stripped before scoring (None: nothing)
+            out[f"{task}: reasoning_tags"] = config["reasoning_tags"]
     for task, count in results.get("n-samples", {}).items():
         out[f"{task}: samples"] = count.get("effective") if isinstance(count, dict) else count
     return out
