@@ -18,7 +18,7 @@ from rich.table import Table
 
 from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, MixtureEntry, load_config, read_config_file
 from vlrl.data.records import RecordError
-from vlrl.trainer.stops import Diverged, Unwritable, exit_status
+from vlrl.trainer.stops import Diverged, Terminated, Unwritable, exit_status, terminated_as_interrupt
 
 console = Console(soft_wrap=True)  # messages name files and keys: never break them mid-word
 
@@ -741,7 +741,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
-        return args.func(args) or 0
+        with terminated_as_interrupt():
+            return args.func(args) or 0
     except Exception as err:
         from vlrl.parallel.distributed import PeerFailed
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
@@ -751,9 +752,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C outside a training loop (which stops cleanly by itself)
-        console.print("interrupted")
-        return exit_status(signal.SIGINT)
+    except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM outside a training loop (which stops cleanly by itself)
+        terminated = isinstance(err, Terminated)
+        console.print("terminated" if terminated else "interrupted")
+        return exit_status(signal.SIGTERM if terminated else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,35 @@ def test_ctrl_c_before_training_starts_prints_one_line_and_leaves_no_run_directo
     assert capsys.readouterr().out == "interrupted\n"
     assert not (tmp_path / "runs" / "mine").exists()  # nor the folder made for it
     assert (tmp_path / "runs" / "kept").is_dir()  # the folders it did not make stay
+
+
+def test_sigterm_during_an_evaluation_ends_it_as_ctrl_c_does_leaving_no_output_directory(
+    tmp_path, rec_data, capsys, monkeypatch
+):
+    """Outside a training loop SIGTERM ends the command as Ctrl-C does: one line, status 143, and
+    the output directory it made and did not fill removed (Python's default ended the process
+    there and then, an empty directory left behind)."""
+    import os
+
+    import vlrl.eval.harness as harness
+    from vlrl.cli import main
+
+    def terminated(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # while the evaluation runs
+        time.sleep(5)
+        raise AssertionError("SIGTERM did not stop the evaluation")
+
+    def outside(signum, frame):  # stands in for the default, which would end the test's process
+        raise AssertionError("SIGTERM reached the handler outside the command")
+
+    monkeypatch.setattr(harness, "generate", terminated)
+    out = tmp_path / "evals" / "mine"
+    args = ["eval", "--task", f"refcoco={rec_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "2"]
+    previous = signal.signal(signal.SIGTERM, outside)
+    try:
+        assert main(args) == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is outside  # the command's handler is gone with it
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capsys.readouterr().out.splitlines()[-1] == "terminated"
+    assert not (tmp_path / "evals").exists()

@@ -16,11 +16,13 @@ any of them received (`Processes.max`), so all of them stop after the same step.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -49,6 +51,30 @@ def os_failure(err: OSError) -> str:
 
 def exit_status(signum: int) -> int:
     return 128 + signum
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside a training loop: the command ends as after Ctrl-C, what it made and did
+    not fill removed (`run.removed_if_unused`: a stopped `vlrl eval` leaves no output directory)."""
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """While entered, SIGTERM raises `Terminated` (a training loop's `StopSignals` takes it over
+    there). On one process only: under a launcher a process blocked in a collective would run no
+    Python handler before the launcher's SIGKILL, so SIGTERM keeps ending it at once."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class StopSignals:
