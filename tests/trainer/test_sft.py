@@ -54,6 +54,26 @@ def test_sft_resumes_to_the_same_weights(tmp_path, rec_data, tiny_qwen25):
     assert all(torch.equal(a[name], b[name]) for name in a)
 
 
+def test_a_step_without_a_usable_sample_logs_no_loss_rather_than_a_perfect_one(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    import vlrl.trainer.sft as sft
+
+    render_usable, calls = sft.render_usable, []
+
+    def nothing_usable_at_first(items, rendered):
+        calls.append(len(items))
+        kept = render_usable(items, rendered)
+        return ([], [], kept[2]) if len(calls) == 1 else kept  # step 1: every sample left out
+
+    monkeypatch.setattr(sft, "render_usable", nothing_usable_at_first)
+    assert main(["sft", *sft_overrides(tmp_path / "sft", rec_data, **{"sft.steps": 2})]) == 0
+    first, second = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert first["target_tokens"] == 0 and "loss" not in first and "perplexity" not in first
+    assert second["target_tokens"] > 0 and second["loss"] > 0 and second["perplexity"] > 1
+    assert main(["plot", str(tmp_path / "sft")]) == 0  # a curve with a step missing
+
+
 def test_sft_warns_about_keys_of_the_rl_loop_and_runs_its_own(tmp_path, rec_data, tiny_qwen25, capsys):
     run_dir = tmp_path / "sft"
     args = sft_overrides(run_dir, rec_data, **{"sft.steps": 2})

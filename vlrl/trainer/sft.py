@@ -92,7 +92,11 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)
             # of the whole step, whatever the number of processes
-            metrics |= {"perplexity": math.exp(min(metrics["loss"], 50.0)), "target_tokens": tokens * run.procs.world}
+            metrics["target_tokens"] = tokens * run.procs.world
+            if tokens:
+                metrics["perplexity"] = math.exp(min(metrics["loss"], 50.0))
+            else:  # no usable sample on any process: no loss, rather than a perfect 0
+                del metrics["loss"]
             run.log_step(metrics)  # metrics.jsonl, trackers, progress
             if run.end_step(step, int(not applied)):
                 break
