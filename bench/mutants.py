@@ -37,6 +37,9 @@ SEAM = "tests/rollout/test_rollout_seam.py"
 POLICY = "tests/models/test_policy.py"
 HF_ENGINE = "tests/rollout/test_hf_engine.py"
 LORA = "tests/models/test_lora.py"
+ADAPTER_DROPOUT = "test_adapter_dropout_is_on_only_inside_and_its_masks_follow_the_seed"
+SFT = "tests/trainer/test_sft.py"
+SFT_DROPOUT = "test_lora_dropout_acts_in_sft_and_a_resumed_run_draws_the_masks_an_uninterrupted_one_did"
 FAMILY = "tests/models/test_model_families.py"
 PARALLEL = "tests/parallel/test_parallel.py"
 RECOMPUTE = "tests/parallel/test_recompute.py"
@@ -762,6 +765,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "merged LoRA decoding taken for the trainer's own log-probs", "vlrl/rollout/hf.py",
         "self.exact_logprobs = self.lora is None", "self.exact_logprobs = True", (LORA,),
+    ),
+    Mutation(
+        "model.lora.dropout ignored in SFT", "vlrl/models/lora.py",
+        "            dropout.train()", "            pass", (f"{SFT}::{SFT_DROPOUT}", f"{LORA}::{ADAPTER_DROPOUT}"),
+    ),
+    Mutation(
+        "the same adapter dropout masks at every step", "vlrl/models/lora.py",
+        "        torch.manual_seed(seed)", "        pass", (f"{LORA}::{ADAPTER_DROPOUT}",),
     ),
     Mutation(
         "LoRA merged without its adapters", "vlrl/models/lora.py",

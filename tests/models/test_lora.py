@@ -38,7 +38,7 @@ def overrides(run_dir, data, **extra):
     return [f"{k}={v}" for k, v in values.items()]
 
 
-def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwen25, monkeypatch, capsys):
     from vlrl.trainer.run import Run
 
     loads = []
@@ -55,8 +55,11 @@ def test_lora_trains_adapters_resumes_and_evaluates(tmp_path, rec_data, tiny_qwe
     assert adapters and all("lora_" in name for name in adapters)
     assert any(not torch.equal(w, torch.zeros_like(w)) for name, w in adapters.items() if "lora_B" in name)
 
-    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 2})))
-    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 3})))
+    # with the adapters' dropout set, which RL leaves off (so the runs stay equal), and says so
+    capsys.readouterr()
+    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 2, "model.lora.dropout": 0.5})))
+    train(load_config(None, overrides(resumed, rec_data, **{"trainer.steps": 3, "model.lora.dropout": 0.5})))
+    assert "model.lora.dropout applies to SFT only" in " ".join(capsys.readouterr().out.split())
 
     def rows(d):
         return [
@@ -287,3 +290,30 @@ def test_lora_checkpoints_of_runs_in_relative_folders_load_from_any_directory(
     elsewhere = [f"{key}={tmp_path / value}" if key in ("trainer.output_dir", "model.path") else f"{key}={value}"
                  for key, value in (item.split("=", 1) for item in rl)]  # fmt: skip
     assert main(["train", *elsewhere, "trainer.steps=2"]) == 0  # resumed
+
+
+def test_adapter_dropout_is_on_only_inside_and_its_masks_follow_the_seed():
+    from peft import LoraConfig, get_peft_model
+
+    from vlrl.models.lora import adapters_dropping_out
+
+    torch.manual_seed(0)
+    model = get_peft_model(
+        torch.nn.Sequential(torch.nn.Linear(64, 64)), LoraConfig(r=8, lora_dropout=0.5, target_modules=["0"])
+    ).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_()
+    x = torch.randn(4, 64)
+
+    def under(seed):
+        with adapters_dropping_out(model, seed):
+            return model(x)
+
+    plain = model(x)
+    assert torch.equal(under(1), under(1)) and not torch.equal(under(1), under(2))
+    assert not torch.equal(under(1), plain) and torch.equal(model(x), plain)  # off again outside
+    state = torch.get_rng_state()
+    under(3)
+    assert torch.equal(torch.get_rng_state(), state)  # the generator outside is left where it was

@@ -74,6 +74,27 @@ def test_a_step_without_a_usable_sample_logs_no_loss_rather_than_a_perfect_one(
     assert main(["plot", str(tmp_path / "sft")]) == 0  # a curve with a step missing
 
 
+def test_lora_dropout_acts_in_sft_and_a_resumed_run_draws_the_masks_an_uninterrupted_one_did(
+    tmp_path, rec_data, tiny_qwen25
+):
+    lora = {"model.lora.r": 4, "sft.steps": 4, "sft.save_every": 2, "sft.lr": 1e-2}
+    runs = {name: tmp_path / name for name in ("plain", "straight", "resumed")}
+    train_sft(load_config(None, sft_overrides(runs["plain"], rec_data, **lora)))
+    dropped = {**lora, "model.lora.dropout": 0.5}
+    train_sft(load_config(None, sft_overrides(runs["straight"], rec_data, **dropped)))
+    train_sft(load_config(None, sft_overrides(runs["resumed"], rec_data, **{**dropped, "sft.steps": 2})))
+    train_sft(load_config(None, sft_overrides(runs["resumed"], rec_data, **dropped)))
+    plain, straight = losses(runs["plain"]), losses(runs["straight"])
+    assert straight[0] == plain[0]  # the adapters start at B = 0: dropout on their input changes nothing yet
+    assert all(a != b for a, b in zip(straight[1:], plain[1:], strict=True))  # then it does, every step
+    assert losses(runs["resumed"]) == straight
+    a, b = (
+        load_file(runs[n] / "checkpoints" / "step-0000004" / "adapter_model.safetensors")
+        for n in ("straight", "resumed")
+    )
+    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+
+
 def test_sft_warns_about_keys_of_the_rl_loop_and_runs_its_own(tmp_path, rec_data, tiny_qwen25, capsys):
     run_dir = tmp_path / "sft"
     args = sft_overrides(run_dir, rec_data, **{"sft.steps": 2})

@@ -34,6 +34,28 @@ def lora_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
     ]
 
 
+@contextlib.contextmanager
+def adapters_dropping_out(model: torch.nn.Module, seed: int) -> Iterator[None]:
+    """The adapters' dropout (`model.lora.dropout`, PEFT's lora_dropout, which only training mode
+    turns on) active while entered, forwards and backward passes alike, its masks drawn from
+    torch's generators seeded with `seed` (and set back after): a resumed run draws the masks
+    an uninterrupted one did. With no dropout on the adapters, nothing changes."""
+    dropouts = [d for m in lora_linears(model) for d in m.lora_dropout.values() if isinstance(d, torch.nn.Dropout)]
+    if not dropouts:
+        yield
+        return
+    device = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for dropout in dropouts:
+            dropout.train()
+        try:
+            yield
+        finally:
+            for dropout in dropouts:
+                dropout.eval()
+
+
 class MergedLoRA:
     """The adapted layers of a model computing with merged copies of their weights while
     `merged()` is entered. The copies are kept between entries and refreshed in place, so that

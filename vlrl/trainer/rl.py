@@ -80,6 +80,12 @@ class RLTrainer:
         # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
+        if cfg.model.lora.r and cfg.model.lora.dropout and run.procs.main:
+            console.print(
+                "[yellow]note:[/yellow] model.lora.dropout applies to SFT only: RL runs the policy without dropout, "
+                "so that the first ratio of an update is exactly 1",
+                highlight=False,
+            )
         # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
         reference = None
         if cfg.algo.beta > 0 and cfg.model.lora.r == 0:

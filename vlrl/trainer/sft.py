@@ -16,6 +16,7 @@ from rich.console import Console
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
 from vlrl.models.batch import collate
+from vlrl.models.lora import adapters_dropping_out
 from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -29,6 +30,12 @@ def target_ids(tokenizer, text: str) -> list[int]:
     where the target ends with it already (Perception-R1 counting's, which its format requires)."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return ids if ids and ids[-1] == tokenizer.eos_token_id else [*ids, tokenizer.eos_token_id]
+
+
+def dropout_seed(seed: int, step: int, rank: int) -> int:
+    """The seed of a step's adapter dropout masks on one process: a function of the step, so
+    that a resumed run draws what an uninterrupted one did."""
+    return (seed * 1_000_003 + step) * 4096 + rank
 
 
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
@@ -62,22 +69,22 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             weights = token_weights(mask, "token_mean", width, tokens=tokens)
             lengths = [len(row) for row in targets]
             loss_total = 0.0
-            for rows in run.strategy.micro_batches(
-                micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
-            ):
-                if not rows:  # this process has fewer micro-batches than another (FSDP2)
-                    run.strategy.idle_pass(run.model, run.pad_id, backward=True)
-                    continue
-                rows_t = torch.tensor(rows)
-                batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
-                local = torch.arange(len(rows), device=run.device)
-                w = max(lengths[r] for r in rows)
-                logp = completion_logprobs(
-                    run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
-                ).logp
-                loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
-                loss.backward()
-                loss_total += float(loss.detach())
+            plan = micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
+            with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
+                for rows in run.strategy.micro_batches(plan):
+                    if not rows:  # this process has fewer micro-batches than another (FSDP2)
+                        run.strategy.idle_pass(run.model, run.pad_id, backward=True)
+                        continue
+                    rows_t = torch.tensor(rows)
+                    batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
+                    local = torch.arange(len(rows), device=run.device)
+                    w = max(lengths[r] for r in rows)
+                    logp = completion_logprobs(
+                        run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
+                    ).logp
+                    loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
+                    loss.backward()
+                    loss_total += float(loss.detach())
             grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
             metrics = {
                 "step": step,
