@@ -28,6 +28,7 @@ from rich.table import Table
 from vlrl.config import Config, ConfigError, EvalConfig, MixtureEntry, ModelConfig, TrainerConfig, to_dict
 from vlrl.data.sample import Sample
 from vlrl.eval.layout import TaskResult, write_outputs
+from vlrl.models.batch import Prompt
 from vlrl.models.loading import frame_kind
 from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -64,6 +65,13 @@ def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
     )
 
 
+def answer(task: Task, prompt: Prompt, completion: str) -> str:
+    """The text scored: a task's rewards read the answer as the chat template opened it
+    (`Prompt.prefill` and the completion, as in training); a benchmark's harness the completion
+    alone, as lmms-eval decodes it (its reasoning strip takes a `</think>` without its opening)."""
+    return completion if isinstance(task, Benchmark) else prompt.prefill + completion
+
+
 def generate(
     engine: RolloutEngine,
     processor,
@@ -87,12 +95,13 @@ def generate(
             batch, render_prompts(processor, [(task.messages(s), s) for s in batch], settings.model)
         )
         unusable += failed
-        for sample, generation in zip(kept, engine.generate(prompts, params, generator) if kept else [], strict=True):
+        generations = engine.generate(prompts, params, generator) if kept else []
+        for sample, prompt, generation in zip(kept, prompts, generations, strict=True):
             if generation.rejected:
                 unusable.append(UnusableSample(sample.source, generation.rejected))
             else:
                 answered.append(sample)
-                texts.append(generation.completions[0].text)
+                texts.append(answer(task, prompt, generation.completions[0].text))
         if progress is not None:
             progress(len(batch))
     return answered, texts, unusable

@@ -15,6 +15,8 @@ from PIL import Image
 
 from vlrl.vision.video import Video
 
+ASSISTANT_HEADER = "<|im_start|>assistant\n"  # ChatML's, as every Qwen family's chat template writes it
+
 
 @dataclass
 class Prompt:
@@ -33,6 +35,16 @@ class Prompt:
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
+
+    @property
+    def prefill(self) -> str:
+        """What the chat template already wrote of the answer, after the assistant's header: the
+        `<think>\n` with which Qwen3-VL-Thinking's and Qwen3.5's templates open the reasoning for
+        the model (with Qwen3.5's thinking off, the closed empty block); "" for the others. The
+        answer a task's rewards read is this and the completion together (TRL issue 6966: a
+        format reward that looks for the opening tag scored 0 on every completion)."""
+        _, header, tail = self.text.rpartition(ASSISTANT_HEADER)
+        return tail if header else ""
 
 
 @dataclass

@@ -172,7 +172,7 @@ class RLTrainer:
                 unusable.append(UnusableSample(sample.source, generation.rejected))
                 continue
             group = generation.completions
-            texts = [c.text for c in group]
+            texts = [prompt.prefill + c.text for c in group]  # the answer, as the template opened it
             scores = score(task, texts, [sample] * G)
             reward = torch.tensor(scores.total, dtype=torch.float32)
             accuracy = self.accuracy(scores)
@@ -219,12 +219,12 @@ class RLTrainer:
             return out
         n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * ordered.n))
         params = dataclasses.replace(ordered, n=n)
-        generations = self.engine.generate(
-            [self.render(task, v, decoded) for _, task, v in present], params, self.run.generator
-        )
-        for (i, task, variant), generation in zip(present, generations, strict=True):
+        prompts = [self.render(task, v, decoded) for _, task, v in present]
+        generations = self.engine.generate(prompts, params, self.run.generator)
+        for (i, task, variant), prompt, generation in zip(present, prompts, generations, strict=True):
             if not generation.rejected:  # else no contrast for this prompt (its ordered group is reported if refused)
-                out[i] = self.accuracy(score(task, [c.text for c in generation.completions], [variant] * n))
+                texts = [prompt.prefill + c.text for c in generation.completions]
+                out[i] = self.accuracy(score(task, texts, [variant] * n))
         return out
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
@@ -466,7 +466,7 @@ def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
     return [
         {
             **shared,
-            "completion": c.text,
+            "completion": group.prompt.prefill + c.text,  # what the rewards read
             "rewards": group.scores.row(i),
             "reward": float(group.reward[i]),
             **({"accuracy": float(group.accuracy[i])} if group.accuracy is not None else {}),

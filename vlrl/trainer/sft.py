@@ -32,6 +32,17 @@ def target_ids(tokenizer, text: str) -> list[int]:
     return ids if ids and ids[-1] == tokenizer.eos_token_id else [*ids, tokenizer.eos_token_id]
 
 
+def after_prefill(target: str, prefill: str) -> str:
+    """The target as the model goes on from what the chat template already wrote of the answer
+    (`Prompt.prefill`): a target that opens with it (`<think>`, which Qwen3-VL-Thinking's and
+    Qwen3.5's templates open for the model) is trained from there, not with the tag twice; any
+    other target as it is."""
+    for head in dict.fromkeys((prefill, prefill.strip())):
+        if head and target.startswith(head):
+            return target[len(head) :]
+    return target
+
+
 def dropout_seed(seed: int, step: int, rank: int) -> int:
     """The seed of a step's adapter dropout masks on one process: a function of the step, so
     that a resumed run draws what an uninterrupted one did."""
@@ -58,7 +69,10 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             jobs = [(task.messages(sample), sample) for task, sample in items]
             # a sample whose media fail is left out
             items, prompts, unusable = render_usable(items, render_prompts(run.processor, jobs, cfg.model))
-            targets = [target_ids(tokenizer, task.target(s)) for task, s in items]
+            targets = [
+                target_ids(tokenizer, after_prefill(task.target(s), p.prefill))
+                for (task, s), p in zip(items, prompts, strict=True)
+            ]
             width = max((len(ids) for ids in targets), default=1)
             ids = torch.full((len(targets), width), pad_id, dtype=torch.long)
             mask = torch.zeros(len(targets), width)

@@ -1,0 +1,93 @@
+"""A chat template that opens the answer for the model (Qwen3-VL-Thinking's and Qwen3.5's
+`<think>\n` after the assistant's header): a task's rewards read the answer as opened, SFT
+targets go on from it, a benchmark reads the completion alone as lmms-eval does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from tasks.refcoco import RefCOCO
+from vlrl.config import load_config
+from vlrl.eval.harness import answer
+from vlrl.models.batch import Prompt
+from vlrl.tasking.registry import task_class
+from vlrl.trainer.rl import train
+from vlrl.trainer.sft import after_prefill, train_sft
+
+OPENED = "<|im_start|>assistant\n{% endif %}"
+
+
+@pytest.fixture(scope="module")
+def thinking_model(tmp_path_factory, tiny_qwen25):
+    """The tiny Qwen2.5-VL with a template whose generation prompt opens `<think>\n`."""
+    path = tmp_path_factory.mktemp("thinking") / "model"
+    shutil.copytree(tiny_qwen25, path)
+    template = path / "chat_template.jinja"
+    text = template.read_text()
+    assert text.count(OPENED) == 1
+    template.write_text(text.replace(OPENED, "<|im_start|>assistant\n<think>\n{% endif %}"))
+    return path
+
+
+def prompt(text: str) -> Prompt:
+    return Prompt(torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), {}, text)
+
+
+def test_the_prefill_is_what_follows_the_last_assistant_header():
+    user = "<|im_start|>user\nWhere is the cat?<|im_end|>\n"
+    assert prompt(user + "<|im_start|>assistant\n").prefill == ""
+    assert prompt(user + "<|im_start|>assistant\n<think>\n").prefill == "<think>\n"
+    assert prompt(user + "<|im_start|>assistant\n<think>\n\n</think>\n\n").prefill == "<think>\n\n</think>\n\n"
+    assert prompt("Where is the cat? Answer:").prefill == ""  # model.chat_template=none: no header
+
+
+def test_a_target_opening_with_the_prefill_goes_on_from_it():
+    assert after_prefill("<think>a cat</think>\n<answer>1</answer>", "<think>\n") == "a cat</think>\n<answer>1</answer>"
+    assert after_prefill("<think>\na cat</think>", "<think>\n") == "a cat</think>"
+    assert after_prefill("<answer>1</answer>", "<think>\n\n</think>\n\n") == "<answer>1</answer>"
+    assert after_prefill("<think>x</think>", "") == "<think>x</think>"
+
+
+def test_a_benchmark_reads_the_completion_alone_and_a_task_the_answer_as_opened():
+    opened = prompt("<|im_start|>assistant\n<think>\n")
+    assert answer(RefCOCO(), opened, "a cat</think><answer>[1,2,3,4]</answer>") == (
+        "<think>\na cat</think><answer>[1,2,3,4]</answer>"
+    )
+    benchmark = task_class("refcoco_bbox_rec_val")()
+    assert answer(benchmark, opened, "a cat</think>[1,2,3,4]") == "a cat</think>[1,2,3,4]"
+
+
+def overrides(run_dir, data, model, section):
+    values = {
+        "model.path": str(model), "model.max_pixels": 12544, "data.train": str(data), "task.name": "refcoco",
+        "rollout.num_generations": 2, "rollout.max_new_tokens": 8, f"{section}.output_dir": str(run_dir),
+        f"{section}.prompts_per_step": 2, f"{section}.steps": 1, f"{section}.progress": False,
+    }  # fmt: skip
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+def test_rl_rewards_and_samples_read_the_answer_as_the_template_opened_it(
+    tmp_path, rec_data, thinking_model, monkeypatch
+):
+    import vlrl.trainer.rl as rl
+
+    read, score = [], rl.score
+    monkeypatch.setattr(rl, "score", lambda task, texts, samples: read.extend(texts) or score(task, texts, samples))
+    train(load_config(None, overrides(tmp_path / "run", rec_data, thinking_model, "trainer")))
+    assert len(read) == 4 and all(text.startswith("<think>\n") for text in read)
+    logged = [json.loads(line)["completion"] for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert logged and all(text in read for text in logged)  # the groups shown, as scored
+
+
+def test_sft_targets_go_on_from_the_opened_think_tag(tmp_path, rec_data, thinking_model, monkeypatch):
+    import vlrl.trainer.sft as sft
+
+    trained, target_ids = [], sft.target_ids
+    monkeypatch.setattr(sft, "target_ids", lambda tokenizer, text: trained.append(text) or target_ids(tokenizer, text))
+    train_sft(load_config(None, overrides(tmp_path / "sft", rec_data, thinking_model, "sft")))
+    assert len(trained) == 2 and not any(text.startswith("<think>") for text in trained)
+    assert all("</think>\n<answer>" in text for text in trained)
