@@ -739,6 +739,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    status = run_command(argv)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # one of several processes (torchrun)
+        from vlrl.parallel.distributed import exit_process
+
+        exit_process(status)
+    return status
+
+
+def run_command(argv: list[str] | None) -> int:
     args = parse(argv)
     try:
         with terminated_as_interrupt():

@@ -240,3 +240,29 @@ def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_
     with pytest.raises(ConfigError, match=r"sft.prompts_per_step \(3\) must divide evenly among the 2 training"):
         train_sft(load_config(None, overrides))
     assert not (tmp_path / "sft").exists()  # refused before the run directory was made
+
+
+def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpreters_finalization(tmp_path):
+    """`vlrl` under torchrun ends through `exit_process`: its exit handlers run (leaving the
+    group is one), what it printed is flushed, its status is the command's, and the
+    interpreter's finalization, where a gloo thread freeing its last collective aborted the
+    process, never runs (here: an object finalized only then says nothing)."""
+    script = textwrap.dedent(
+        """
+        import atexit, sys
+        from vlrl.parallel.distributed import exit_process
+
+        class Finalized:
+            def __del__(self):
+                print("finalized", flush=True)
+
+        kept = Finalized()  # a module global: freed only by the interpreter's finalization
+        atexit.register(lambda: print("exit handler"))
+        sys.stdout.write("printed, not flushed")
+        exit_process(3)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert done.returncode == 3 and done.stdout == "printed, not flushedexit handler\n", done.stderr

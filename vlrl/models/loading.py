@@ -218,8 +218,10 @@ def without_grad(model: torch.nn.Module) -> contextlib.AbstractContextManager:
     parameters every later forward reuses, training ones included; and among several
     processes: `vlrl eval` under torchrun aborted at exit (rank 1, SIGABRT, "terminate called without
     an active exception") in 2 of 20 runs with inference mode, in none of 12 with no_grad,
-    for a reason not yet found; a later session saw it in 1 of 69 runs with inference mode, after
-    process 0 had written the results (so the evidence that no_grad avoids it is thin)."""
+    for a reason then not found; a later session saw it in 1 of 69 runs with inference mode, after
+    process 0 had written the results (so the evidence that no_grad avoids it is thin). Its cause,
+    found since, is the interpreter's finalization, which such a process now skips
+    (`distributed.exit_process`)."""
     dist = torch.distributed
     several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     return torch.no_grad() if several or fsdp_sharded(model) else torch.inference_mode()
