@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -739,12 +740,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    status = run_command(argv)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # one of several processes (torchrun)
-        from vlrl.parallel.distributed import exit_process
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        return run_command(argv)
+    # One of several processes (torchrun): it ends here, whatever happened (distributed.exit_process).
+    from vlrl.parallel.distributed import exit_process
 
-        exit_process(status)
-    return status
+    try:
+        status = run_command(argv)
+    except SystemExit as stop:  # argparse's --help or usage error
+        status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+    except BaseException:  # an unexpected error: its traceback, as the interpreter prints it
+        traceback.print_exc()
+        status = 1
+    exit_process(status)
 
 
 def run_command(argv: list[str] | None) -> int:

@@ -66,9 +66,8 @@ MODEL_PATH_MISSING = (
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
     alpha: int = 32
-    dropout: float = (
-        0.0  # on the adapters' input in SFT (PEFT's lora_dropout); RL runs without, its first ratio exactly 1
-    )
+    # on the adapters' input in SFT (PEFT's lora_dropout); RL runs without, its first ratio exactly 1
+    dropout: float = 0.0
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )

@@ -242,15 +242,23 @@ def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_
     assert not (tmp_path / "sft").exists()  # refused before the run directory was made
 
 
-def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpreters_finalization(tmp_path):
-    """`vlrl` under torchrun ends through `exit_process`: its exit handlers run (leaving the
-    group is one), what it printed is flushed, its status is the command's, and the
-    interpreter's finalization, where a gloo thread freeing its last collective aborted the
+@pytest.mark.parametrize(
+    "command, status, printed",
+    [(["tasks", "list"], 0, "refcoco"), (["config", "show"], 2, "needs the YAML config file"),
+     (["tasks", "list", "--no-such-flag"], 2, "unrecognized arguments"), (["boom"], 1, "ZeroDivisionError")],
+)  # fmt: skip
+def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpreters_finalization(
+    command, status, printed
+):
+    """`vlrl` as one of several processes (WORLD_SIZE > 1) ends through `exit_process`, whether
+    its command succeeded, failed in one line, misused its arguments or raised: its exit handlers
+    run (leaving the group is one), what it printed is flushed, its status is the command's, and
+    the interpreter's finalization, where a gloo thread freeing its last collective aborted the
     process, never runs (here: an object finalized only then says nothing)."""
     script = textwrap.dedent(
         """
         import atexit, sys
-        from vlrl.parallel.distributed import exit_process
+        import vlrl.cli
 
         class Finalized:
             def __del__(self):
@@ -258,11 +266,14 @@ def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpret
 
         kept = Finalized()  # a module global: freed only by the interpreter's finalization
         atexit.register(lambda: print("exit handler"))
-        sys.stdout.write("printed, not flushed")
-        exit_process(3)
+        if sys.argv[1:] == ["boom"]:
+            sys.argv[1:] = ["tasks", "list"]
+            vlrl.cli.cmd_tasks = lambda args: 1 / 0  # an unexpected error inside the command
+        sys.exit(vlrl.cli.main(sys.argv[1:]))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True
-    )
-    assert done.returncode == 3 and done.stdout == "printed, not flushedexit handler\n", done.stderr
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WORLD_SIZE": "2", "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-c", script, *command], env=env, capture_output=True, text=True)
+    assert done.returncode == status, done.stderr
+    assert printed in done.stdout + done.stderr
+    assert done.stdout.endswith("exit handler\n") and "finalized" not in done.stdout, done.stdout[-500:]

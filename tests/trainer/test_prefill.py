@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
-from vlrl.config import load_config
+from vlrl.config import ModelConfig, load_config
 from vlrl.eval.harness import answer
 from vlrl.models.batch import Prompt
+from vlrl.models.prompting import answer_prefill
 from vlrl.tasking.registry import task_class
 from vlrl.trainer.rl import train
 from vlrl.trainer.sft import after_prefill, train_sft
@@ -33,16 +34,15 @@ def thinking_model(tmp_path_factory, tiny_qwen25):
     return path
 
 
-def prompt(text: str) -> Prompt:
-    return Prompt(torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), {}, text)
-
-
-def test_the_prefill_is_what_follows_the_last_assistant_header():
+def test_the_prefill_is_a_reasoning_block_the_template_opened_after_the_assistants_header():
     user = "<|im_start|>user\nWhere is the cat?<|im_end|>\n"
-    assert prompt(user + "<|im_start|>assistant\n").prefill == ""
-    assert prompt(user + "<|im_start|>assistant\n<think>\n").prefill == "<think>\n"
-    assert prompt(user + "<|im_start|>assistant\n<think>\n\n</think>\n\n").prefill == "<think>\n\n</think>\n\n"
-    assert prompt("Where is the cat? Answer:").prefill == ""  # model.chat_template=none: no header
+    templated, raw = ModelConfig(), ModelConfig(chat_template="none")
+    assert answer_prefill(user + "<|im_start|>assistant\n", templated) == ""
+    assert answer_prefill(user + "<|im_start|>assistant\n<think>\n", templated) == "<think>\n"
+    # Qwen3.5's with thinking off: the block is closed, the answer follows it alone
+    assert answer_prefill(user + "<|im_start|>assistant\n<think>\n\n</think>\n\n", templated) == ""
+    # no template: the raw prompt is the user's, whatever it quotes
+    assert answer_prefill("Example: <|im_start|>assistant\n<think>\nNow you. Answer:", raw) == ""
 
 
 def test_a_target_opening_with_the_prefill_goes_on_from_it():
@@ -53,7 +53,8 @@ def test_a_target_opening_with_the_prefill_goes_on_from_it():
 
 
 def test_a_benchmark_reads_the_completion_alone_and_a_task_the_answer_as_opened():
-    opened = prompt("<|im_start|>assistant\n<think>\n")
+    text = "<|im_start|>assistant\n<think>\n"
+    opened = Prompt(torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), {}, text, prefill="<think>\n")
     assert answer(RefCOCO(), opened, "a cat</think><answer>[1,2,3,4]</answer>") == (
         "<think>\na cat</think><answer>[1,2,3,4]</answer>"
     )

@@ -131,3 +131,11 @@ def test_a_target_is_trained_to_end_with_one_end_of_turn_token(tiny_qwen2):
     pr1 = "<|object_ref_start|>dog<|object_ref_end|><|box_start|>(1,2),(1,2)<|box_end|><|im_end|>"
     ids = target_ids(tokenizer, pr1)
     assert ids[-1] == eos and ids[-2] != eos and ids == tokenizer(pr1, add_special_tokens=False)["input_ids"]
+
+
+def test_the_dropout_seed_of_any_run_seed_is_one_torch_takes():
+    from vlrl.trainer.sft import dropout_seed
+
+    seeds = {dropout_seed(seed, step, rank) for seed in (0, 7, 10**12, 2**62) for step in (1, 2) for rank in (0, 1)}
+    assert len(seeds) == 16 and all(0 <= s < 2**63 for s in seeds)
+    torch.Generator().manual_seed(max(seeds))

@@ -15,8 +15,6 @@ from PIL import Image
 
 from vlrl.vision.video import Video
 
-ASSISTANT_HEADER = "<|im_start|>assistant\n"  # ChatML's, as every Qwen family's chat template writes it
-
 
 @dataclass
 class Prompt:
@@ -32,19 +30,11 @@ class Prompt:
     video: Video | None = None  # sampled, sized (and for T-GRPO shuffled) frames
     # (3, P) rope positions and the next position, on the CPU, once a forward computed them
     rope: tuple[torch.Tensor, int] | None = field(default=None, repr=False)
+    # what the chat template already wrote of the answer and the model goes on from (`answer_prefill`)
+    prefill: str = ""
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
-
-    @property
-    def prefill(self) -> str:
-        """What the chat template already wrote of the answer, after the assistant's header: the
-        `<think>\n` with which Qwen3-VL-Thinking's and Qwen3.5's templates open the reasoning for
-        the model (with Qwen3.5's thinking off, the closed empty block); "" for the others. The
-        answer a task's rewards read is this and the completion together (TRL issue 6966: a
-        format reward that looks for the opening tag scored 0 on every completion)."""
-        _, header, tail = self.text.rpartition(ASSISTANT_HEADER)
-        return tail if header else ""
 
 
 @dataclass

@@ -87,6 +87,22 @@ def templated_text(processor, messages: list[dict], model: ModelConfig) -> str:
     return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
 
+ASSISTANT_HEADER = "<|im_start|>assistant\n"  # ChatML's, as every Qwen family's chat template writes it
+
+
+def answer_prefill(text: str, model: ModelConfig) -> str:
+    """What the chat template already wrote of the answer, the model going on from it: a
+    reasoning block it opened after the assistant's header (Qwen3-VL-Thinking's `<think>\n`,
+    Qwen3.5's with thinking on). A task's rewards read it and the completion as one answer
+    (TRL issue 6966: a format reward that looks for the opening tag scored 0 on every completion);
+    an SFT target does not write it again. "" otherwise: no template (model.chat_template none),
+    or a block it closed (Qwen3.5's with thinking off, whose answer follows it alone)."""
+    if model.chat_template == "none":
+        return ""
+    _, header, tail = text.rpartition(ASSISTANT_HEADER)
+    return tail if header and "<think>" in tail and "</think>" not in tail else ""
+
+
 def image_kwargs(images: list[Image.Image], model: ModelConfig) -> dict:
     """The processor's image arguments: the images, already smart-resized, and the pixel limits
     they were sized by."""
@@ -152,8 +168,9 @@ def render_prompt(
     check_sizes(processor, sample, sizes, grids)
     vision = {k: torch.as_tensor(encoded[k]) for k in family.vision_keys if k in encoded}
     return Prompt(
-        encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text, images, clip if sample.video else None
-    )
+        encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text, images, clip if sample.video else None,
+        prefill=answer_prefill(text, model),
+    )  # fmt: skip
 
 
 def render_prompts(
@@ -190,5 +207,5 @@ def render_prompts(
             check_sizes(processor, sample, [(i.height, i.width) for i in row_images], row_grids[row].tolist())
             vision = {"pixel_values": row_pixels[row], "image_grid_thw": row_grids[row]} if row_images else {}
             ids, types = encoded["input_ids"][row][real[row]], encoded["mm_token_type_ids"][row][real[row]]
-            out[position] = Prompt(ids, types, vision, text, row_images, None)
+            out[position] = Prompt(ids, types, vision, text, row_images, None, prefill=answer_prefill(text, model))
     return out  # type: ignore[return-value]

@@ -7,6 +7,7 @@ config, checkpoints and resume as RL; the schedule lives under `sft.` in the con
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 
@@ -46,7 +47,8 @@ def after_prefill(target: str, prefill: str) -> str:
 def dropout_seed(seed: int, step: int, rank: int) -> int:
     """The seed of a step's adapter dropout masks on one process: a function of the step, so
     that a resumed run draws what an uninterrupted one did."""
-    return (seed * 1_000_003 + step) * 4096 + rank
+    digest = hashlib.sha256(f"{seed}:{step}:{rank}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1  # under 2**63, what torch.manual_seed takes
 
 
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
