@@ -741,7 +741,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
-        return run_command(argv)
+        # SIGTERM ends it as Ctrl-C does. Not under a launcher: a process blocked in a collective
+        # would run no Python handler before the launcher's SIGKILL, so there SIGTERM ends it at once.
+        with terminated_as_interrupt():
+            return run_command(argv)
     # One of several processes (torchrun): it ends here, whatever happened (distributed.exit_process).
     from vlrl.parallel.distributed import exit_process
 
@@ -760,8 +763,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str] | None) -> int:
     args = parse(argv)
     try:
-        with terminated_as_interrupt():
-            return args.func(args) or 0
+        return args.func(args) or 0
     except Exception as err:
         from vlrl.parallel.distributed import PeerFailed
         from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed

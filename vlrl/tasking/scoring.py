@@ -202,14 +202,13 @@ def completion_of(record: dict) -> str | None:
 
 
 def unscorable(record: dict) -> str:
-    """Why a line has no id or completion to score."""
-    for key in ("completion", "resps", "filtered_resps"):
-        if key in record:
-            value = record[key]
-            if "id" in record:
-                expected = "a string" if key == "completion" else "a string, or a list whose first item is one"
-                return f"its {key!r} is {type(value).__name__} {str(value)[:40]!r}, expected {expected}"
-            break
+    """Why a line has no id or completion to score: the key `completion_of` read, of another
+    type than a string, or (no id, or no such key) the keys the line has."""
+    key = next((k for k in ("completion", "resps", "filtered_resps") if k in record), None)
+    if key is not None and "id" in record:
+        value = record[key]
+        expected = "a string" if key == "completion" else "a string, or a list whose first item is one"
+        return f"its {key!r} is {type(value).__name__} {str(value)[:40]!r}, expected {expected}"
     keys = ", ".join(repr(k)[:40] for k in list(record)[:8]) or "none"
     return (
         'expected {"id": ..., "completion": "..."} (or "id" and "resps", as vlrl eval\'s samples_<task>.jsonl); '

@@ -60,10 +60,9 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def terminated_as_interrupt() -> Iterator[None]:
-    """While entered, SIGTERM raises `Terminated` (a training loop's `StopSignals` takes it over
-    there). On one process only: under a launcher a process blocked in a collective would run no
-    Python handler before the launcher's SIGKILL, so SIGTERM keeps ending it at once."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or threading.current_thread() is not threading.main_thread():
+    """While entered (main thread only), SIGTERM raises `Terminated` (a training loop's
+    `StopSignals` takes it over there)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
