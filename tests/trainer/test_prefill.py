@@ -92,3 +92,14 @@ def test_sft_targets_go_on_from_the_opened_think_tag(tmp_path, rec_data, thinkin
     train_sft(load_config(None, overrides(tmp_path / "sft", rec_data, thinking_model, "sft")))
     assert len(trained) == 2 and not any(text.startswith("<think>") for text in trained)
     assert all("</think>\n<answer>" in text for text in trained)
+
+
+def test_eval_of_a_task_scores_and_logs_the_answer_as_the_template_opened_it(tmp_path, rec_data, thinking_model):
+    from vlrl.cli import main
+    from vlrl.eval.layout import samples_path
+
+    out = tmp_path / "eval"
+    args = ["eval", "--task", f"refcoco={rec_data}", "--model", str(thinking_model), "--out", str(out), "--limit", "2"]
+    assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0
+    lines = [json.loads(line) for line in samples_path(out, "refcoco").read_text().splitlines()]
+    assert len(lines) == 2 and all(line.get("resps", line["filtered_resps"]).startswith("<think>\n") for line in lines)
