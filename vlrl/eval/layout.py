@@ -82,7 +82,20 @@ def samples_line(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Config) -> Path:
+    """The results and samples files of `results` in `out_dir`. results.json is written last and
+    any earlier one removed first, so a results.json found there always describes the samples
+    files beside it, even after a kill mid-write; the samples files of an earlier evaluation's
+    tasks that this one left out are removed with it (lmms-eval dates its files instead)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    replaced = set(_tasks_of(out_dir / "results.json")) - {r.task for r in results}
+    (out_dir / "results.json").unlink(missing_ok=True)
+    for task in replaced:
+        samples_path(out_dir, task).unlink(missing_ok=True)
+    for r in results:
+        _write_whole(
+            samples_path(out_dir, r.task),
+            "".join(json.dumps(samples_line(record), default=str, ensure_ascii=False) + "\n" for record in r.records),
+        )
     summary = {
         "results": {r.task: task_results(r.metrics, r.task) for r in results},
         "group_subtasks": {r.task: [] for r in results},
@@ -100,14 +113,27 @@ def write_outputs(out_dir: Path, results: list[TaskResult], model: str, cfg: Con
         "samples_per_second": {r.task: round(r.samples_per_second, 3) for r in results},
         "skipped": {r.task: r.skipped[:SKIPPED_SHOWN] for r in results if r.skipped},
     }
-    partial = out_dir / "results.json.partial"  # replaced whole: a killed evaluation leaves no torn results.json
-    partial.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    os.replace(partial, out_dir / "results.json")
-    for r in results:
-        with open(samples_path(out_dir, r.task), "w", encoding="utf-8") as handle:
-            for record in r.records:
-                handle.write(json.dumps(samples_line(record), default=str, ensure_ascii=False) + "\n")
+    _write_whole(out_dir / "results.json", json.dumps(summary, indent=1, default=str) + "\n")
     return out_dir / "results.json"
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """`text` as `path`, replaced whole: a kill mid-write leaves no torn file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _tasks_of(results_file: Path) -> list[str]:
+    """The tasks an earlier evaluation's results.json names, those whose samples file would lie
+    in its folder (the file may come from elsewhere); none where it is not one."""
+    try:
+        results = json.loads(results_file.read_text(encoding="utf-8")).get("results")
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, AttributeError):
+        return []
+    if not isinstance(results, dict):
+        return []
+    return [task for task in results if isinstance(task, str) and not {"/", "\\", "\0"} & set(task)]
 
 
 def samples_path(out_dir: Path, task: str) -> Path:
