@@ -68,3 +68,24 @@ def test_every_strategy_trains_as_the_replicated_run(
     update = reference.update()
     assert sum(float(u.abs().sum()) for u in update.values()) > 0
     assert relative_difference(got.update(), update) <= UPDATE_RELATIVE
+
+
+def test_adapter_dropout_on_the_gpu_leaves_its_generator_where_it_was_while_the_weights_stay_on_the_cpu(device):
+    """FSDP2's CPU offload keeps the weights on the CPU while forwards run on the GPU: the masks are
+    drawn from the GPU's generator, which `adapters_dropping_out` must set back as the CPU's."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from vlrl.models.lora import adapters_dropping_out
+
+    model = get_peft_model(
+        torch.nn.Sequential(torch.nn.Linear(8, 8)), LoraConfig(r=4, lora_dropout=0.5, target_modules=["0"])
+    ).eval()
+    dropout = next(m for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    x = torch.ones(64, device=device)
+    state = torch.cuda.get_rng_state() if device.type == "cuda" else torch.get_rng_state()
+    with adapters_dropping_out(model, seed=3):
+        masked = dropout(x)
+    after = torch.cuda.get_rng_state() if device.type == "cuda" else torch.get_rng_state()
+    assert 0 < int((masked == 0).sum()) < 64  # the masks were drawn on this device
+    assert torch.equal(after, state)

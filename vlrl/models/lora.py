@@ -44,8 +44,9 @@ def adapters_dropping_out(model: torch.nn.Module, seed: int) -> Iterator[None]:
     if not dropouts:
         yield
         return
-    device = next(model.parameters()).device
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+    # The GPU the forwards run on, not the parameters' device: FSDP2's CPU offload keeps those on
+    # the CPU while the masks are drawn on the current CUDA device.
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if torch.cuda.is_initialized() else []):
         torch.manual_seed(seed)
         for dropout in dropouts:
             dropout.train()
