@@ -136,7 +136,10 @@ def test_mlflow_run_holds_scalars_samples_and_params(tmp_path, mlflow_store):
     assert client.get_experiment(run.info.experiment_id).name == "vlrl-test"
     assert run.data.params["trainer.lr"] == "1e-06" and run.data.params["task.rewards.iou"] == "1.0"
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "reward")] == [(1, 0.25), (2, 0.75)]
-    assert [m.value for m in client.get_metric_history(run_id, "eval/acc_0.5")] == [0.125, 0.375]  # '@' is not allowed
+    # '@' is not allowed; a file store keeps eval/acc as a file in a folder eval (and reward/format
+    # could not be a file in one beside a file reward): '/' is sent as '.' there
+    assert [m.value for m in client.get_metric_history(run_id, "eval.acc_0.5")] == [0.125, 0.375]
+    assert trackers.mlflow_key("eval/acc@0.5") == "eval/acc_0.5"  # a tracking server's key
     local = client.download_artifacts(run_id, "samples/step-0000002.json", str(tmp_path))
     table = json.loads(Path(local).read_text())
     assert table["columns"] == ["id", "completion", "reward", "format", "iou"]
@@ -199,6 +202,8 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_jsonl_keeps_every_step
 
     from vlrl.trainer.logs import RunLog
 
+    closed = []
+
     class Flaky:
         def __init__(self, run):
             pass
@@ -209,8 +214,8 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_jsonl_keeps_every_step
         def log_samples(self, step, rows):
             pass
 
-        def close(self):
-            pass
+        def close(self, failed=False):
+            closed.append(failed)
 
     monkeypatch.setitem(trackers.TRACKERS, "wandb", Flaky)
     console = Console(file=io.StringIO(), width=200)
@@ -223,6 +228,7 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_jsonl_keeps_every_step
     assert printed.count("warning: wandb failed at step 1 (OSError: connection reset)") == 1
     assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert len((tmp_path / "samples.jsonl").read_text().splitlines()) == 4
+    assert closed == [True]  # closed when switched off, as a failed run, and not again
 
 
 def test_a_run_reports_each_step_to_the_trackers_of_report_to(tmp_path, rec_data, tiny_qwen25):
@@ -239,3 +245,37 @@ def test_a_run_reports_each_step_to_the_trackers_of_report_to(tmp_path, rec_data
     assert [(e.step, e.value) for e in events.Scalars("loss")] == [
         (r["step"], pytest.approx(r["loss"], rel=1e-6)) for r in logged
     ]
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_a_run_ended_by_an_error_closes_its_tracked_run_as_failed_with_the_steps_it_logged(
+    command, tmp_path, rec_data, tiny_qwen25, mlflow_store, monkeypatch
+):
+    from mlflow import MlflowClient
+
+    from tests.trainer.test_sft import sft_overrides
+    from tests.trainer.test_train import tiny_overrides
+
+    # the second step's advantages (RL) or token weights (SFT) fail as a bug would
+    module, name = (
+        ("vlrl.trainer.sft", "token_weights") if command == "sft" else ("vlrl.trainer.rl", "compute_advantages")
+    )
+    original, calls = getattr(__import__(module, fromlist=[name]), name), []
+
+    def failing_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug at step 2")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(f"{module}.{name}", failing_second)
+    run_dir = tmp_path / "run"
+    if command == "sft":
+        args = sft_overrides(run_dir, rec_data, **{"sft.steps": 3, "sft.report_to": "[mlflow]"})
+    else:
+        args = tiny_overrides(run_dir, rec_data, **{"trainer.report_to": "[mlflow]"})
+    with pytest.raises(RuntimeError, match="a bug at step 2"):
+        main([command, *args])
+    run = MlflowClient().get_run(json.loads((run_dir / "trackers.json").read_text())["mlflow"])
+    assert run.info.status == "FAILED"  # not RUNNING for ever, nor FINISHED
+    assert [m.step for m in MlflowClient().get_metric_history(run.info.run_id, "time_step")] == [1]

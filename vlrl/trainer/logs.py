@@ -4,7 +4,7 @@ metrics to every tracker of report_to and moves the progress display."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from rich.console import Console
@@ -56,6 +56,8 @@ class RunLog:
                     highlight=False,
                 )
                 del self.trackers[name]
+                with suppress(Exception):  # its run shown as failed where it can still say so
+                    tracker.close(failed=True)
         if self.progress is not None:
             self.progress.advance(1, metrics)
 
@@ -64,7 +66,14 @@ class RunLog:
         if "jsonl" in self.trackers:
             self.trackers["jsonl"].sync()
 
-    def close(self) -> None:
-        for tracker in self.trackers.values():
-            tracker.close()
-        self.trackers = {}
+    def close(self, failed: bool = False) -> None:
+        """Every tracker closed (`failed`: an error ended the run); the others even if one fails to."""
+        trackers, self.trackers = self.trackers, {}
+        errors = []
+        for tracker in trackers.values():
+            try:
+                tracker.close(failed=failed)
+            except Exception as err:
+                errors.append(err)
+        if errors:
+            raise errors[0]

@@ -376,7 +376,7 @@ class RLTrainer:
 
     def loop(self) -> RunResult:
         cfg, run, t = self.cfg, self.run, self.cfg.trainer
-        with run.stop_signals, run.logs.showing_progress("train", ("reward", "accuracy", "kl")):
+        with run.running("train", ("reward", "accuracy", "kl")):
             first = run.step + 1
             for step in range(first, t.steps + 1):
                 t0 = time.perf_counter()

@@ -7,7 +7,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -478,7 +478,6 @@ class Run:
         finite = logprobs is None or bool(torch.isfinite(logprobs[mask.bool()]).all())
         if self.procs.all_true(finite):
             return
-        self.close()
         if step == 1:
             raise Diverged(
                 "stopped at step 1: the model at model.path gives non-finite log-probs on its own samples, before "
@@ -499,6 +498,20 @@ class Run:
             f"{holds} Nothing of step {step} was trained; {resume}"
         )
 
+    @contextlib.contextmanager
+    def running(self, label: str, fields: Sequence[str]) -> Iterator[None]:
+        """Around the training loop: stop signals caught (the step ends, is checkpointed, and the
+        loop with it), progress shown with `fields`, and the logs and trackers closed if the loop
+        ends in an error, whichever: every line logged is kept (TensorBoard holds events until it
+        is closed, and a process of several ends without the interpreter's cleanup)."""
+        try:
+            with self.stop_signals, self.logs.showing_progress(label, fields):
+                yield
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that ended the loop is the one to say
+                self.close(failed=True)
+            raise
+
     def log_step(self, metrics: dict[str, Any], samples: list[dict] | None = None) -> None:
         """The step's metrics.jsonl line (samples.jsonl, trackers, progress): every process calls it."""
         with self.writing_logs(int(metrics["step"])):
@@ -513,8 +526,6 @@ class Run:
             with self.procs.together():
                 yield
         except OSError as err:
-            with contextlib.suppress(OSError):  # the same full disk again, closing what is open
-                self.close()
             resume = f"{self.checkpoint} is intact" if self.checkpoint else "no checkpoint was written yet"
             raise Unwritable(
                 f"stopped at step {step}: {os_failure(err)} (the run's logs cannot be written); step {step} "
@@ -530,7 +541,6 @@ class Run:
         self.skipped_updates += skipped
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:
-            self.close()
             raise Diverged(
                 f"stopped at step {step}: {self.consecutive_nonfinite} consecutive updates had a non-finite loss or "
                 f"gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
@@ -559,27 +569,24 @@ class Run:
             "base_model": self.base_model,
             **self.strategy.trainer_state(),
         }
-        try:
-            self.checkpoint = write_checkpoint(
-                self.dir / "checkpoints",
-                step,
-                state,
-                self.strategy,
-                self.processor,
-                self.procs,
-                self.generator,
-                self.t.keep_last,
-                {name: state() for name, state in self.process_parts.items()},
-            )
-        except CheckpointError:
-            self.close()
-            raise
+        self.checkpoint = write_checkpoint(
+            self.dir / "checkpoints",
+            step,
+            state,
+            self.strategy,
+            self.processor,
+            self.procs,
+            self.generator,
+            self.t.keep_last,
+            {name: state() for name, state in self.process_parts.items()},
+        )
 
-    def close(self) -> RunResult:
-        self.logs.close()
+    def close(self, failed: bool = False) -> RunResult:
+        """The run's logs closed and what it did; `failed`: an error ended it (`running`)."""
         for log in (self.unusable, self.reward_failures):
             if log is not None:
                 log.close()
+        self.logs.close(failed)
         return RunResult(
             self.dir, self.metrics_path, self.checkpoint, self.step, self.stopped_by, self.procs.main, self.resume_hint
         )

@@ -64,7 +64,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
 
-    with run.stop_signals, run.logs.showing_progress("sft", ("loss",)):
+    with run.running("sft", ("loss",)):
         for step in range(run.step + 1, t.steps + 1):
             t0 = time.perf_counter()
             items = [(sources[s].task, sources[s].train.samples[i]) for s, i in run.take(t.prompts_per_step)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
+from urllib.parse import urlparse
 
 from vlrl.config import ConfigError, dotted
 
@@ -115,7 +116,8 @@ class Tracker(Protocol):
 
     def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, failed: bool = False) -> None:
+        """The run ended: `failed` when an error ended it, which a tracker with run states shows."""
 
 
 def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -206,7 +208,7 @@ class JsonlTracker:
         self.metrics.sync()
         self.samples.sync()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.metrics.close()
         self.samples.close()
 
@@ -244,7 +246,7 @@ class TensorBoardTracker:
         lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in data]
         self.writer.add_text("samples", "\n".join(lines), step)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.writer.close()
 
 
@@ -272,13 +274,16 @@ class WandbTracker:
         columns, data = sample_table(rows)
         self.run.log({"samples": self.wandb.Table(columns=columns, data=data)}, step=step)
 
-    def close(self) -> None:
-        self.run.finish()
+    def close(self, failed: bool = False) -> None:
+        self.run.finish(exit_code=1 if failed else 0)  # W&B shows a run that exited non-zero as failed
 
 
-def mlflow_key(name: str) -> str:
-    """MLflow accepts letters, digits and _ - . / and spaces in names: acc@0.5 -> acc_0.5."""
-    return re.sub(r"[^\w./\- ]", "_", name)
+def mlflow_key(name: str, file_store: bool = False) -> str:
+    """MLflow accepts letters, digits and _ - . / and spaces in names: acc@0.5 -> acc_0.5. Its file
+    store keeps a metric as a file at its name's path, so `reward` and `reward/format` cannot both
+    be stored there: a file store is sent `reward.format`."""
+    key = re.sub(r"[^\w./\- ]", "_", name)
+    return key.replace("/", ".") if file_store else key
 
 
 class MLflowTracker:
@@ -292,6 +297,7 @@ class MLflowTracker:
 
         self.Metric = Metric
         self.client = mlflow.MlflowClient()
+        self.file_store = urlparse(mlflow.get_tracking_uri()).scheme in ("", "file")
         experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME", "vlrl")
         try:
             found = self.client.get_experiment_by_name(experiment)
@@ -314,7 +320,7 @@ class MLflowTracker:
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
         now = int(time.time() * 1000)
-        batch = [self.Metric(mlflow_key(k), v, now, step) for k, v in scalars(metrics).items()]
+        batch = [self.Metric(mlflow_key(k, self.file_store), v, now, step) for k, v in scalars(metrics).items()]
         self.client.log_batch(self.run_id, metrics=batch)
 
     def log_samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -322,8 +328,8 @@ class MLflowTracker:
         table = {column: [row[i] for row in data] for i, column in enumerate(columns)}
         self.client.log_table(self.run_id, table, f"samples/step-{step:07d}.json")
 
-    def close(self) -> None:
-        self.client.set_terminated(self.run_id)
+    def close(self, failed: bool = False) -> None:
+        self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
 
 
 TRACKERS: dict[str, type] = {
