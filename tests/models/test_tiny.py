@@ -26,6 +26,24 @@ def test_tiny_model_command_is_deterministic(tmp_path):
     assert a == b
 
 
+def test_tiny_model_replaces_a_tiny_checkpoint_and_refuses_any_other_folder_or_file_leaving_it_whole(
+    tmp_path, monkeypatch, capsys
+):
+    assert main(["tiny-model", str(tmp_path / "a")]) == 0
+    assert main(["tiny-model", str(tmp_path / "a"), "--seed", "1"]) == 0  # a tiny checkpoint: rebuilt
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("{}\n")
+    (tmp_path / "notes.txt").write_text("keep\n")
+    monkeypatch.chdir(run / "checkpoints")
+    capsys.readouterr()
+    for target in (str(run), "..", str(tmp_path / "notes.txt")):
+        assert main(["tiny-model", target]) == 2
+        assert "exists and is not a tiny checkpoint" in capsys.readouterr().out
+    assert (run / "metrics.jsonl").read_text() == "{}\n" and (tmp_path / "notes.txt").read_text() == "keep\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "notes.txt", "run"]  # no build left behind
+
+
 QWEN2_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"  # Qwen3-VL's template has none
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from vlrl.config import ConfigError
 from vlrl.models.build import TinySpec, build_tokenizer
 from vlrl.models.families import family_class, tiny_spec
 
@@ -74,21 +75,32 @@ def build_processor(spec: TinySpec, tokenizer):
     return family_class(spec.arch)().build_tiny_processor(spec, tokenizer)
 
 
+SPEC_FILE = "vlrl_tiny_spec.json"  # marks a folder as a tiny checkpoint, which a rebuild may replace
+
+
 def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") -> Path:
-    """Build the checkpoint for `spec` into `out` (replaced atomically if it exists).
-    `device` only speeds up building large shapes; weights drawn on a GPU differ from the CPU's."""
-    out = Path(out)
+    """Build the checkpoint for `spec` into `out`, replacing atomically a tiny checkpoint (or an
+    empty folder) there; anything else there is refused, never deleted. `device` only speeds up
+    building large shapes; weights drawn on a GPU differ from the CPU's."""
+    out = Path(out).resolve()  # '.' and '..' by their names
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / SPEC_FILE).is_file()):
+        raise ConfigError(
+            f"{out} exists and is not a tiny checkpoint (no {SPEC_FILE}): it is left as it is; give a new folder"
+        )
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = build_tokenizer(spec, family_class(spec.arch).chat_template)
-    with torch.device(device):
-        model = build_model(spec, tokenizer)
-    model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
-    build_processor(spec, tokenizer).save_pretrained(tmp)
-    (tmp / "vlrl_tiny_spec.json").write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    try:
+        tokenizer = build_tokenizer(spec, family_class(spec.arch).chat_template)
+        with torch.device(device):
+            model = build_model(spec, tokenizer)
+        model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
+        build_processor(spec, tokenizer).save_pretrained(tmp)
+        (tmp / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
@@ -107,7 +119,7 @@ def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
     """Path of the cached checkpoint for `spec`, building it on first use."""
     spec = spec or TinySpec()
     path = cache_dir() / "tiny" / cache_key(spec)
-    if not (path / "vlrl_tiny_spec.json").is_file():
+    if not (path / SPEC_FILE).is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_tiny_checkpoint(path, spec)
     return path
