@@ -23,6 +23,8 @@ COLORS: dict[str, tuple[int, int, int]] = {
 }
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
 SIZES: dict[str, tuple[float, float]] = {"small": (0.12, 0.18), "large": (0.26, 0.36)}  # of the short side
+BACKGROUNDS: tuple[str, ...] = ("solid", "gradient", "noise")
+MIN_SIDE = 8  # the least object side (make_scene), which an image side must hold
 
 
 @dataclass
@@ -36,7 +38,17 @@ class SceneSpec:
     colors: tuple[str, ...] = tuple(COLORS)
     shapes: tuple[str, ...] = SHAPES
     sizes: tuple[str, ...] = tuple(SIZES)
-    backgrounds: tuple[str, ...] = ("solid", "gradient", "noise")
+    backgrounds: tuple[str, ...] = BACKGROUNDS
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_objects <= self.max_objects:
+            raise ValueError(f"needs 0 <= min_objects <= max_objects, got {self.min_objects} and {self.max_objects}")
+        if not MIN_SIDE <= self.min_side <= self.max_side:
+            raise ValueError(f"needs {MIN_SIDE} <= min_side <= max_side, got {self.min_side} and {self.max_side}")
+        for name, known in (("colors", COLORS), ("shapes", SHAPES), ("sizes", SIZES), ("backgrounds", BACKGROUNDS)):
+            chosen = getattr(self, name)
+            if not chosen or not set(chosen) <= set(known):
+                raise ValueError(f"{name} must be some of {', '.join(known)}, got {list(chosen)}")
 
 
 @dataclass

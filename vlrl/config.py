@@ -99,6 +99,7 @@ class VideoConfig:
     backend: Literal["pyav", "decord"] = "pyav"
 
     def validate(self, key: str) -> None:
+        require_positive(key, self, "total_pixels")
         if self.fps <= 0 or self.min_frames < 1 or self.max_frames < 2 or self.min_pixels <= 0:
             raise ConfigError(
                 f"config: {key} needs fps > 0, min_frames >= 1, max_frames >= 2 and min_pixels > 0, got "
@@ -172,7 +173,7 @@ class DataConfig:
     synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
 
     def validate(self, key: str) -> None:
-        require_nonnegative(key, self, "limit")
+        require_nonnegative(key, self, "limit", "synthetic_seed")
         require_positive(key, self, "synthetic_train_size", "synthetic_eval_size")
         if not 0 < self.max_image_pixels <= PIL_REFUSES_ABOVE:
             raise ConfigError(
@@ -319,8 +320,8 @@ class TrustConfig:
             self.decay_steps = TRUST_DECAY_STEPS[self.variant]
 
     def validate(self, key: str) -> None:
-        if not self.decay_steps > 0:
-            raise ConfigError(f"config: {key}.decay_steps must be > 0, got {self.decay_steps}")
+        require_positive(key, self, "decay_steps", "timeout_s", "judge_max_new_tokens")
+        require_nonnegative(key, self, "alpha")
         if self.protocol == "sophiavl_r1":
             http = self.scorer.startswith(("http://", "https://"))
             if not (http or self.scorer.startswith("judge:")):
@@ -342,6 +343,11 @@ class TemporalConfig:
     alpha: float = 0.3  # bonus added to correct completions of the ordered input
     mu: float = 0.8  # bonus when acc(ordered) >= mu * acc(shuffled) (0.8 in Video-R1's code, 1.0 in the paper)
     shuffled_fraction: float = 0.5  # shuffled completions per prompt = fraction x G
+
+    def validate(self, key: str) -> None:
+        require_nonnegative(key, self, "alpha", "mu")
+        if not 0 < self.shuffled_fraction <= 1:
+            raise ConfigError(f"config: {key}.shuffled_fraction must be in (0, 1], got {self.shuffled_fraction}")
 
 
 @dataclass
@@ -449,9 +455,12 @@ class AlgoConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def validate(self, key: str) -> None:
-        require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds")
-        if self.beta < 0:
-            raise ConfigError(f"config: {key}.beta must be >= 0, got {self.beta}")
+        require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds", "std_eps", "drift_clip")
+        require_nonnegative(key, self, "beta", "positive_weight", "negative_weight", "drift_coef", "overlong_penalty")
+        if (
+            not 0 < self.epsilon < 1
+        ):  # the ratio's clip range [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
+            raise ConfigError(f"config: {key}.epsilon must be in (0, 1), got {self.epsilon}")
         if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
             raise ConfigError(
                 f"config: {key}.epsilon_high ({self.epsilon_high}) must be >= {key}.epsilon ({self.epsilon})"
@@ -467,6 +476,7 @@ class AlgoConfig:
             raise ConfigError(f"config: {key}.top_entropy_fraction must be in (0, 1], got {self.top_entropy_fraction}")
         self.rollout_correction.validate(f"{key}.rollout_correction")
         self.trust.validate(f"{key}.trust")
+        self.temporal.validate(f"{key}.temporal")
         self.length_control.validate(f"{key}.length_control")
         self.difficulty.validate(f"{key}.difficulty")
         self.replay.validate(f"{key}.replay")
@@ -766,7 +776,12 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
             f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {allowed}{also}"
         )
     kwargs = {k: _coerce(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as err:  # the class's own check of its values (its __post_init__)
+        raise ConfigError(f"config: {prefix.rstrip('.') or cls.__name__}: {err}") from err
 
 
 def to_dict(obj: Any) -> Any:

@@ -62,6 +62,19 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("rollout.top_k=-3", "rollout.top_k must be >= 0"),
         ("data.limit=-1", "data.limit must be >= 0"),
         ("data.synthetic_train_size=0", "data.synthetic_train_size must be > 0"),
+        ("data.synthetic_seed=-1", "data.synthetic_seed must be >= 0"),  # numpy's seeds are not negative
+        # values that trained silently the wrong way, or failed only after the model loaded
+        ("algo.epsilon=-1", "algo.epsilon must be in (0, 1), got -1.0"),  # positive advantages had no gradient
+        ("algo.epsilon=1", "algo.epsilon must be in (0, 1), got 1.0"),  # CPGD's log(1 - epsilon)
+        ("algo.std_eps=-1", "algo.std_eps must be > 0"),  # a group's std of 1 divided by 0
+        ("algo.negative_weight=-0.5", "algo.negative_weight must be >= 0"),
+        ("algo.drift_coef=-1", "algo.drift_coef must be >= 0"),
+        ("algo.overlong_penalty=-1", "algo.overlong_penalty must be >= 0"),
+        ("algo.temporal.shuffled_fraction=2", "algo.temporal.shuffled_fraction must be in (0, 1], got 2.0"),
+        ("algo.temporal.mu=-1", "algo.temporal.mu must be >= 0"),
+        ("algo.trust.timeout_s=0", "algo.trust.timeout_s must be > 0"),
+        ("algo.trust.judge_max_new_tokens=0", "algo.trust.judge_max_new_tokens must be > 0"),
+        ("model.video.total_pixels=-1", "model.video.total_pixels must be > 0"),
     ],
 )
 def test_bad_keys_and_values_are_named(override, message):
@@ -325,3 +338,25 @@ def test_an_unknown_engine_is_named_with_the_registered_ones():
         configured_engines(load_config(None, ["rollout.engine=tgi"]).rollout, "hf")
     with pytest.raises(ConfigError, match="eval.backend 'sglang' is unknown"):
         configured_engines(load_config(None, ["eval.backend=sglang"]).rollout, "sglang")
+
+
+@pytest.mark.parametrize(
+    "scene,message",
+    [
+        ({"min_objects": 2, "max_objects": 1}, "needs 0 <= min_objects <= max_objects, got 2 and 1"),
+        ({"min_objects": -1, "max_objects": 3}, "needs 0 <= min_objects <= max_objects, got -1 and 3"),
+        ({"min_side": 0}, "needs 8 <= min_side <= max_side, got 0 and 320"),
+        ({"sizes": []}, "sizes must be some of small, large, got []"),
+        ({"colors": ["teal"]}, "colors must be some of red, green, blue, yellow, purple, orange, got ['teal']"),
+    ],
+)
+def test_a_synthetic_scene_that_cannot_be_drawn_is_named_before_any_data_is_written(scene, message, tmp_path):
+    from tasks.counting import Counting
+    from tasks.refcoco import RefCOCO
+
+    expected = re.escape(f"config: task.options.synthetic_scene: {message}")
+    with pytest.raises(ConfigError, match=expected):
+        RefCOCO({"synthetic_scene": scene})  # as the task is built: `vlrl config show` says it
+    with pytest.raises(ConfigError, match=expected):
+        Counting({"synthetic_scene": scene}).synthesize(tmp_path / "train.json", 2, 0)
+    assert not any(tmp_path.iterdir())
