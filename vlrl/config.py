@@ -7,7 +7,9 @@ type or outside the allowed set fails with the dotted key and what was expected.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+import re
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +79,12 @@ class LoraConfig:
         require_positive(key, self, "alpha")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"config: {key}.dropout must be in [0, 1), got {self.dropout}")
+        plain = [name for name in self.target_modules if re.fullmatch(r"[A-Za-z_]\w*", name)]
+        if not self.target_modules or plain != self.target_modules:
+            raise ConfigError(
+                f"config: {key}.target_modules must name the layers to adapt (q_proj, down_proj, ...), got "
+                f"{self.target_modules}"
+            )
 
 
 @dataclass
@@ -111,8 +119,6 @@ class VideoConfig:
                 f"min_pixels ({self.min_pixels}) and min_frames ({self.min_frames})"
             )
         if self.backend == "decord":
-            import importlib.util
-
             if importlib.util.find_spec("decord") is None:
                 raise ConfigError(f"config: {key}.backend=decord needs the decord package (pip install decord)")
 
@@ -144,6 +150,11 @@ class ModelConfig:
         if self.max_pixels < self.min_pixels:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
+            )
+        if self.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+            raise ConfigError(
+                f"config: {key}.attn_implementation=flash_attention_2 needs the flash-attn package "
+                "(pip install flash-attn, on a CUDA machine); sdpa needs nothing"
             )
         self.lora.validate(f"{key}.lora")
         self.video.validate(f"{key}.video")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -360,3 +361,9 @@ def test_a_synthetic_scene_that_cannot_be_drawn_is_named_before_any_data_is_writ
     with pytest.raises(ConfigError, match=expected):
         Counting({"synthetic_scene": scene}).synthesize(tmp_path / "train.json", 2, 0)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
+def test_flash_attention_without_its_package_is_refused_before_a_model_loads():
+    with pytest.raises(ConfigError, match="attn_implementation=flash_attention_2 needs the flash-attn package"):
+        load_config(None, ["model.attn_implementation=flash_attention_2"])

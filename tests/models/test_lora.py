@@ -317,3 +317,24 @@ def test_adapter_dropout_is_on_only_inside_and_its_masks_follow_the_seed():
     state = torch.get_rng_state()
     under(3)
     assert torch.equal(torch.get_rng_state(), state)  # the generator outside is left where it was
+
+
+@pytest.mark.parametrize("names", ["[]", "['.*']", "[q_proj, 'o_proj|lm_head']"])
+def test_lora_target_modules_are_layer_names_not_patterns(names):
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"model.lora.target_modules must name the layers to adapt"):
+        load_config(None, ["model.lora.r=4", f"model.lora.target_modules={names}"])
+
+
+def test_lora_target_modules_that_name_no_layer_of_the_model_are_refused_naming_its_layers(tiny_qwen25):
+    from vlrl.config import ConfigError
+
+    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.lora.r=4", "model.lora.target_modules=[qkv]"])
+    with pytest.raises(ConfigError, match=r"\['qkv'\] name no linear layer .* named down_proj, gate_proj, k_proj"):
+        load_model(cfg.model, str(tiny_qwen25), "cpu")
+    # one name of the family's is enough (a MoE family's experts are no linear layers): PEFT skips the rest
+    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.lora.r=4", "model.lora.target_modules=[qkv,q_proj]"])
+    model = load_model(cfg.model, str(tiny_qwen25), "cpu")
+    adapted = {n.partition(".lora_A")[0].rpartition(".")[2] for n, _ in model.named_parameters() if ".lora_A" in n}
+    assert adapted == {"q_proj"}

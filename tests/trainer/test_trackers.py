@@ -279,3 +279,17 @@ def test_a_run_ended_by_an_error_closes_its_tracked_run_as_failed_with_the_steps
     run = MlflowClient().get_run(json.loads((run_dir / "trackers.json").read_text())["mlflow"])
     assert run.info.status == "FAILED"  # not RUNNING for ever, nor FINISHED
     assert [m.step for m in MlflowClient().get_metric_history(run.info.run_id, "time_step")] == [1]
+
+
+def test_a_tracker_that_cannot_start_is_a_config_error_naming_report_to(tmp_path, monkeypatch):
+    import wandb
+
+    def no_key(**kwargs):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "init", no_key)
+    with pytest.raises(ConfigError, match=r"trainer.report_to wandb: W&B did not start \(UsageError: No API key"):
+        open_trackers(["wandb"], TrackedRun(tmp_path, "trainer", CONFIG, 0))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nowhere://store")
+    with pytest.raises(ConfigError, match=r"sft.report_to mlflow: MLflow's tracking store 'nowhere://store' did not"):
+        open_trackers(["mlflow"], TrackedRun(tmp_path, "sft", CONFIG, 0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -158,12 +159,15 @@ def load_model(
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 
-        lora = LoraConfig(
-            r=cfg.lora.r,
-            lora_alpha=cfg.lora.alpha,
-            lora_dropout=cfg.lora.dropout,
-            target_modules=family.lora_target(cfg.lora.target_modules),  # the language model only
-        )
+        target = family.lora_target(cfg.lora.target_modules)  # the language model only
+        linears = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+        if not any(re.match(target, name) for name in linears):  # a name no family has is skipped, as by PEFT
+            own = sorted({n.rpartition(".")[2] for n in linears if re.match(family.lora_target([r"\w+"]), n)})
+            raise ConfigError(
+                f"config: model.lora.target_modules {cfg.lora.target_modules} name no linear layer of the language "
+                f"model; its layers are named {', '.join(own)}"
+            )
+        lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=target)
         model = get_peft_model(model, lora)
         # what the adapter was added to, absolute: its checkpoint is read from any directory
         model.peft_config["default"].base_model_name_or_path = absolute_if_local(model_path)

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from vlrl.config import ConfigError, dotted
+from vlrl.tasking.scoring import failure_reason
 
 
 def _clean(value: Any) -> Any:
@@ -257,14 +258,20 @@ class WandbTracker:
 
     def __init__(self, run: TrackedRun):
         self.wandb = require("wandb", run.section)
-        self.run = self.wandb.init(
-            project=os.environ.get("WANDB_PROJECT", "vlrl"),
-            name=run.name,
-            id=previous_id(run, "wandb"),  # None: W&B picks a new one
-            resume="allow",
-            dir=str(run.dir),
-            config=run.config,
-        )
+        try:
+            self.run = self.wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "vlrl"),
+                name=run.name,
+                id=previous_id(run, "wandb"),  # None: W&B picks a new one
+                resume="allow",
+                dir=str(run.dir),
+                config=run.config,
+            )
+        except Exception as err:  # no API key, no network, a bad WANDB_* setting: said before the run starts
+            raise ConfigError(
+                f"config: {run.section}.report_to wandb: W&B did not start ({failure_reason(err)}); `wandb login`, "
+                "or WANDB_MODE=offline to sync later"
+            ) from err
         remember_id(run, "wandb", self.run.id)
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
@@ -296,10 +303,10 @@ class MLflowTracker:
         from mlflow.entities import Metric, Param
 
         self.Metric = Metric
-        self.client = mlflow.MlflowClient()
         self.file_store = urlparse(mlflow.get_tracking_uri()).scheme in ("", "file")
         experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME", "vlrl")
         try:
+            self.client = mlflow.MlflowClient()
             found = self.client.get_experiment_by_name(experiment)
             experiment_id = found.experiment_id if found else self.client.create_experiment(experiment)
             previous = previous_id(run, "mlflow")
@@ -311,10 +318,10 @@ class MLflowTracker:
                 remember_id(run, "mlflow", self.run_id)
                 params = [Param(mlflow_key(k), str(v)[:6000]) for k, v in flatten(run.config).items()]
                 self.client.log_batch(self.run_id, params=params)
-        except mlflow.exceptions.MlflowException as err:
+        except Exception as err:  # a store that does not open, or is not there: said before the run starts
             raise ConfigError(
                 f"config: {run.section}.report_to mlflow: MLflow's tracking store {mlflow.get_tracking_uri()!r} "
-                f"did not open ({str(err)[:300]}); set MLFLOW_TRACKING_URI to your tracking server "
+                f"did not open ({failure_reason(err)}); set MLFLOW_TRACKING_URI to your tracking server "
                 "(http://HOST:PORT), or install the full `mlflow` package for its local sqlite store"
             ) from err
 
