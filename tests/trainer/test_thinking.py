@@ -87,6 +87,8 @@ def test_the_judge_refuses_a_sample_whose_image_cannot_be_read_naming_the_file(s
         ("no_such_module:score", r"algo\.trust\.scorer 'no_such_module:score': cannot import module 'no_such_module'"),
         ("os:no_such_function", r"algo\.trust\.scorer 'os:no_such_function': 'os' has no attribute"),
         ("judge:/no/such/model", r"algo\.trust\.scorer 'judge:/no/such/model': model\.path '/no/such/model' is not"),
+        # there, but it could take no call: every one would have failed and scored 0, silently
+        ("os:getcwd", r"algo\.trust\.scorer 'os:getcwd' cannot be called as fn\(samples, completions\)"),
     ],
 )
 def test_a_thinking_scorer_that_is_not_there_names_algo_trust_scorer_before_the_policy_loads(

@@ -10,6 +10,7 @@ policy was asked (`Asked`). A scorer never ends a run: a failed call scores 0 an
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import urllib.request
@@ -209,6 +210,14 @@ def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer:
         fn = import_object(spec)
         if not callable(fn):
             raise ConfigError(f"config: algo.trust.scorer {spec!r} is not callable")
+        try:  # a function that cannot take the call would fail every one of them, each scored 0
+            inspect.signature(fn).bind([], [])
+        except TypeError as err:
+            raise ConfigError(
+                f"config: algo.trust.scorer {spec!r} cannot be called as fn(samples, completions) -> list[float]: {err}"
+            ) from err
+        except ValueError:  # no signature to read (a builtin): called as it is
+            pass
         return ThinkingScorer(fn)
     raise ConfigError(
         f"config: algo.trust.scorer {spec!r}: expected module:function, path.py:function, http(s)://... or judge:PATH"
