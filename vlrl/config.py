@@ -837,7 +837,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not all(parts):
         raise ConfigError(f"config override {text!r} has an empty key part")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""
     except yaml.YAMLError as err:
         raise ConfigError(f"config override {key}: cannot read value {raw!r}: {err}") from err
     if isinstance(value, str) and value.lower() in NULL_WORDS:
@@ -862,8 +862,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         lines: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue  # unhashable keys: the base class says so
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # unhashable keys: the base class says so; `<<: *anchor` merges, as YAML does
             key = self.construct_object(key_node, deep=deep)
             if key in lines:
                 raise yaml.constructor.ConstructorError(
@@ -871,6 +871,35 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 )
             lines[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """YAML 1.2's integers: 010 is ten (YAML 1.1, PyYAML's, reads eight), 0o10 eight, 0x10 sixteen."""
+        text = str(self.construct_scalar(node)).replace("_", "")
+        digits = text.lstrip("+-")
+        base = {"0x": 16, "0o": 8}.get(digits[:2].lower(), 10)
+        value = int(digits[2:] if base != 10 else digits, base)
+        return -value if text.startswith("-") else value
+
+
+# Numbers as YAML 1.2 reads them, in config files and on the command line alike: PyYAML's YAML 1.1
+# reads 010 as 8 (octal), 1:30 as 90 (base 60) and 0b11 as 3, none of which a config means.
+INT_TAG, FLOAT_TAG = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (INT_TAG, FLOAT_TAG)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+UniqueKeyLoader.add_implicit_resolver(
+    INT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"), list("-+0123456789")
+)
+UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's floats less its base-60 ones
+    FLOAT_TAG,
+    re.compile(
+        r"^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+UniqueKeyLoader.add_constructor(INT_TAG, UniqueKeyLoader.construct_yaml_int)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

@@ -108,6 +108,10 @@ def test_a_key_given_twice_in_a_file_is_refused_with_its_lines(tmp_path):
     path.write_text("trainer:\n  lr: 1.0e-5\n  lr: 2.0e-5\n")
     with pytest.raises(ConfigError, match=r"key 'lr' is given twice \(first on line 2\)"):
         load_config(path)
+    # a merge key is no repeat: the anchored mapping's keys, each overridden by one given beside it
+    path.write_text("trainer: &shared {steps: 3, lr: 1.0e-5}\nsft: {<<: *shared, lr: 0.1}\n")
+    cfg = load_config(path)
+    assert (cfg.sft.steps, cfg.sft.lr, cfg.trainer.lr) == (3, 0.1, 1e-5)
 
 
 def test_a_config_file_that_is_not_text_is_reported(tmp_path):
@@ -367,3 +371,15 @@ def test_a_synthetic_scene_that_cannot_be_drawn_is_named_before_any_data_is_writ
 def test_flash_attention_without_its_package_is_refused_before_a_model_loads():
     with pytest.raises(ConfigError, match="attn_implementation=flash_attention_2 needs the flash-attn package"):
         load_config(None, ["model.attn_implementation=flash_attention_2"])
+
+
+def test_numbers_read_as_yaml_1_2_reads_them_in_files_and_overrides(tmp_path):
+    # YAML 1.1 (PyYAML's) read 010 as 8, 0777 as 511 and 1:30 as 90
+    cfg = load_config(None, ["trainer.steps=010", "trainer.seed=0777", "trainer.save_every=0x10"])
+    assert (cfg.trainer.steps, cfg.trainer.seed, cfg.trainer.save_every) == (10, 777, 16)
+    with pytest.raises(ConfigError, match="trainer.steps expects an integer, got '1:30'"):
+        load_config(None, ["trainer.steps=1:30"])
+    path = tmp_path / "c.yaml"
+    path.write_text("trainer: {steps: 010, lr: 1.0e-05, keep_last: 0o10}\n")
+    cfg = load_config(path)
+    assert (cfg.trainer.steps, cfg.trainer.lr, cfg.trainer.keep_last) == (10, 1e-5, 8)

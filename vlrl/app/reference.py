@@ -21,10 +21,11 @@ page and the code differ). A config file is YAML with these sections; any key ca
 the command line as `section.key=value` (README: your own data). `extends: other.yaml` in a
 file merges it over another. The chosen plugins' options (rollout engine, parallelism
 strategy) sit in a section under their own key, listed at the end. A key given twice in one
-mapping of a file is refused (YAML would keep the last silently). `none` (or `null`) sets a
-key that may be null to null, in a file as on the command line; where `'none'`, `'off'` or
-`'on'` is a choice, `none`, `off` and `on` are that choice (YAML reads them as null, false,
-true). Numbers must be finite.
+mapping of a file is refused (YAML would keep the last silently); `<<: *anchor` merges. `none`
+(or `null`) sets a key that may be null to null, in a file as on the command line; where
+`'none'`, `'off'` or `'on'` is a choice, `none`, `off` and `on` are that choice (YAML reads
+them as null, false, true). Numbers are read as YAML 1.2 reads them (`010` is ten, `0o10`
+eight, `1:30` no number; PyYAML's YAML 1.1 reads 8 and 90) and must be finite.
 """
 
 
