@@ -344,18 +344,23 @@ def cmd_config(args: argparse.Namespace) -> None:
     if not args.path:
         raise ConfigError("vlrl config show needs the YAML config file to show")
     cfg = load_config(args.path, args.overrides)
-    check_tasks(cfg)
+    check_plugins_and_tasks(cfg)
     console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
 
 
-def check_tasks(cfg: Config) -> None:
-    """Beyond the config's own keys, what a run refuses first: its tasks' names, rewards and
-    options (without torch: `config show` stays quick; the engines' and strategies' option
-    sections are checked when a run or an evaluation starts)."""
-    from vlrl.tasking.registry import entry_task
+def check_plugins_and_tasks(cfg: Config) -> None:
+    """Beyond the config's own keys, what a run refuses before it loads a model: its engines and
+    strategies by name with their option sections, its tasks' names, rewards and options, and what
+    the algorithm asks of them. Not what depends on files (data, checkpoints), which may not be
+    there yet when a config is shown."""
+    from vlrl.parallel import configured_strategy
+    from vlrl.rollout import configured_engines
+    from vlrl.tasking.registry import check_algo_tasks, entry_task
 
-    for entry in cfg.tasks():
-        entry_task(entry, "", cfg)
+    configured_engines(cfg.rollout, cfg.eval.backend)
+    configured_strategy(cfg.trainer, "trainer")
+    configured_strategy(cfg.sft, "sft")
+    check_algo_tasks(cfg, [entry_task(entry, "", cfg) for entry in cfg.tasks()])
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

@@ -329,9 +329,19 @@ def test_config_show_prints_the_merged_config(capsys):
             "mixture=[{name: refcoco, train: x.json}, {name: counting, train: y.json, rewards: {nosuch: 1}}]",
             "mixture[1].rewards.nosuch is not a reward of task 'counting'",
         ),
+        # the plugins' names and option sections, and what the algorithm asks of the tasks
+        ("rollout.hf.compactt=true", "unknown key 'rollout.hf.compactt'"),
+        ("rollout.vllm.gpu_memory_utilization=5", "rollout.vllm needs 0 < gpu_memory_utilization <= 1"),
+        ("rollout.engine=nope", "rollout.engine"),
+        ("eval.backend=nope", "eval.backend"),
+        ("trainer.fsdp.bogus=1", "unknown key 'trainer.fsdp.bogus'"),
+        ("trainer.fsdpp.cpu_offload=true", "unknown key 'trainer.fsdpp'"),
+        ("sft.parallel=nope", "sft.parallel"),
+        ("algo.accuracy_reward=bogus", "algo.accuracy_reward 'bogus' is not one of task 'refcoco''s rewards"),
+        ("algo.temporal.enabled=true", "algo.temporal.enabled (T-GRPO) contrasts a video"),
     ],
 )
-def test_config_show_refuses_the_tasks_names_options_and_rewards_a_run_refuses(override, message, capsys):
+def test_config_show_refuses_what_a_run_refuses_before_it_loads_a_model(override, message, capsys):
     assert main(["config", "show", str(ROOT / "configs" / "demo" / "refcoco.yaml"), override]) == 2
     assert message in capsys.readouterr().out
 

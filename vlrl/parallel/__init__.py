@@ -5,6 +5,8 @@ plugins of the entry point group `vlrl.strategies` (replicated, fsdp2: one modul
 
 from __future__ import annotations
 
+from typing import Any
+
 from vlrl import plugins
 from vlrl.config import TrainerConfig
 from vlrl.parallel.base import Strategy
@@ -15,11 +17,18 @@ def strategy_class(name: str, key: str) -> type:
     return plugins.find_class(plugins.STRATEGIES, name, key)
 
 
-def make_strategy(t: TrainerConfig, section: str, procs: Processes) -> Strategy:
-    """The strategy `{section}.parallel` names, with its options from `{section}.<options_key>`."""
+def configured_strategy(t: TrainerConfig, section: str) -> tuple[type, Any]:
+    """The strategy class `{section}.parallel` names and its options from `{section}.<options_key>`,
+    checked (every option section under `section` must be a strategy's): before any model loads."""
     cls = strategy_class(t.parallel, f"{section}.parallel")
     plugins.check_sections(t.options, [cls], plugins.STRATEGIES, section)
-    return cls(procs, t, plugins.plugin_options(cls, t.options, section))
+    return cls, plugins.plugin_options(cls, t.options, section)
 
 
-__all__ = ["Strategy", "make_strategy", "strategy_class"]
+def make_strategy(t: TrainerConfig, section: str, procs: Processes) -> Strategy:
+    """The strategy `{section}.parallel` names, with its options."""
+    cls, options = configured_strategy(t, section)
+    return cls(procs, t, options)
+
+
+__all__ = ["Strategy", "configured_strategy", "make_strategy", "strategy_class"]

@@ -123,6 +123,25 @@ def entry_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
         raise ConfigError(TASK_KEYS.sub(rf"{key}.\1.", str(err))) from err
 
 
+def check_algo_tasks(cfg: Config, tasks: list[Task]) -> None:
+    """What the algorithm asks of the run's tasks: its reward components by name
+    (algo.accuracy_reward, algo.difficulty.reward), and a shuffled variant for T-GRPO."""
+    algo = cfg.algo
+    if algo.temporal.enabled and not any(task.has_temporal_variant() for task in tasks):
+        raise ConfigError(
+            f"config: algo.temporal.enabled (T-GRPO) contrasts a video with its frames shuffled, and "
+            f"{', '.join(task.name for task in tasks)} gives no shuffled variant (Task.temporal_variant): a video "
+            "task does (video_qa)"
+        )
+    for key, name in (("accuracy_reward", algo.accuracy_reward), ("difficulty.reward", algo.difficulty.reward)):
+        for task in tasks:
+            if name and name not in task.reward_weights:
+                raise ConfigError(
+                    f"config: algo.{key} {name!r} is not one of task {task.name!r}'s rewards: "
+                    f"{', '.join(task.reward_weights)}"
+                )
+
+
 def list_tasks() -> list[tuple[str, str, str]]:
     """(name, origin, description) of every registered task: vlrl's own training tasks (with
     their aliases), its benchmarks, then other packages' tasks."""

@@ -17,7 +17,7 @@ from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.difficulty import difficulty_weights
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
-from vlrl.config import Config, ConfigError
+from vlrl.config import Config
 from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
@@ -28,6 +28,7 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts,
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
+from vlrl.tasking.registry import check_algo_tasks
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
@@ -52,12 +53,7 @@ class RLTrainer:
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
         check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
-        if cfg.algo.temporal.enabled and not any(s.task.has_temporal_variant() for s in self.sources):
-            names = ", ".join(s.task.name for s in self.sources)
-            raise ConfigError(
-                f"config: algo.temporal.enabled (T-GRPO) contrasts a video with its frames shuffled, and {names} "
-                "gives no shuffled variant (Task.temporal_variant): a video task does (video_qa)"
-            )
+        check_algo_tasks(cfg, [s.task for s in self.sources])
         self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
         for source in self.sources:
             if id(source.task) in self.unjudged and source.task.accuracy_metric:
@@ -67,16 +63,6 @@ class RLTrainer:
                     "for it; name another metric in accuracy_metric, or override Task.correct",
                     highlight=False,
                 )
-        for key, name in (
-            ("accuracy_reward", cfg.algo.accuracy_reward),
-            ("difficulty.reward", cfg.algo.difficulty.reward),
-        ):
-            for source in self.sources:
-                if name and name not in source.task.reward_weights:
-                    raise ConfigError(
-                        f"config: algo.{key} {name!r} is not one of task {source.task.name!r}'s rewards: "
-                        f"{', '.join(source.task.reward_weights)}"
-                    )
         # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
