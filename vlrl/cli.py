@@ -398,6 +398,8 @@ def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.tasking.sources import write_synthetic
 
     task = make_task(TaskConfig(name=args.task))
+    if args.seed < 0:
+        raise ConfigError(f"vlrl data synth --seed must be >= 0, got {args.seed}")
     try:
         write_synthetic(task, args.out, args.size, args.seed)
     except ValueError as err:  # a file name whose extension is not the format written
@@ -465,7 +467,10 @@ def cmd_export(args: argparse.Namespace) -> None:
     _quiet_transformers()
     saved = run_config(args.checkpoint)  # a run's checkpoint: the image budget it trained at
     trained = load_config(saved, []).model if saved else None
-    out, merged = export_full_model(args.checkpoint, writable(args.out, "vlrl export OUT", folder=True), trained)
+    target = writable(args.out, "vlrl export OUT", folder=True)
+    if target.is_dir() and any(target.iterdir()):  # a model among other files: which are the model's?
+        raise ConfigError(f"vlrl export OUT {target} holds files already; give a new or empty folder")
+    out, merged = export_full_model(args.checkpoint, target, trained)
     how = " (LoRA adapters merged into their base)" if merged else ""
     console.print(f"wrote the full model of {args.checkpoint}{how} to {out}", markup=False, highlight=False)
 

@@ -828,7 +828,8 @@ def dotted(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def parse_override(text: str) -> tuple[list[str], Any]:
     """'trainer.lr=1e-5' -> (['trainer', 'lr'], 1e-05); the value is read as YAML."""
     if "=" not in text:
-        raise ConfigError(f"config override {text!r} must look like key.sub=value")
+        hint = ": a config file is given as --config FILE" if text.endswith((".yaml", ".yml")) else ""
+        raise ConfigError(f"config override {text!r} must look like key.sub=value{hint}")
     key, raw = text.split("=", 1)
     parts = key.strip().split(".")
     if "rewards" in parts[:-1]:  # a reward's name may hold dots: task.rewards.my_reward.py:fn=1
@@ -904,6 +905,8 @@ UniqueKeyLoader.add_constructor(INT_TAG, UniqueKeyLoader.construct_yaml_int)
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder; give a YAML file")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:

@@ -45,6 +45,7 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("rollout.num_generations=0", "rollout.num_generations must be > 0"),
         ("algo.epsilon_high=0.1", "algo.epsilon_high (0.1) must be >= algo.epsilon (0.2)"),
         ("trainer", "must look like key.sub=value"),
+        ("configs/refcoco.yaml", "must look like key.sub=value: a config file is given as --config FILE"),
         (
             "algo.length_control.min_tokens=600",
             "algo.length_control needs 0 <= min_tokens <= max_tokens, got 600 and 512",
@@ -393,3 +394,8 @@ def test_numbers_read_as_yaml_1_2_reads_them_in_files_and_overrides(tmp_path):
     path.write_text("trainer: {steps: 010, lr: 1.0e-05, keep_last: 0o10}\n")
     cfg = load_config(path)
     assert (cfg.trainer.steps, cfg.trainer.lr, cfg.trainer.keep_last) == (10, 1e-5, 8)
+
+
+def test_a_config_file_that_is_a_folder_is_named_as_one(tmp_path):
+    with pytest.raises(ConfigError, match=f"config file {re.escape(str(tmp_path))} is a folder; give a YAML file"):
+        load_config(tmp_path)

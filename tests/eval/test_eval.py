@@ -275,3 +275,20 @@ def test_export_into_a_file_is_refused_before_anything_loads(tmp_path, capsys, m
     monkeypatch.setattr("vlrl.models.loading.export_full_model", lambda *a: pytest.fail("exported into a file"))
     assert main(["export", str(tmp_path / "ckpt"), str(target)]) == 2
     assert f"error: vlrl export OUT {target} is a file; give the folder to write" in capsys.readouterr().out
+
+
+def test_export_into_a_folder_that_holds_files_is_refused_before_anything_loads(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("vlrl.models.loading.export_full_model", lambda *a: pytest.fail("exported among other files"))
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "adapter_model.safetensors").write_bytes(b"")
+    assert main(["export", str(checkpoint), str(checkpoint)]) == 2  # a LoRA checkpoint's adapters beside the model
+    assert f"error: vlrl export OUT {checkpoint} holds files already; give a new or empty folder" in (
+        capsys.readouterr().out
+    )
+
+
+def test_data_synth_with_a_negative_seed_names_the_seed(tmp_path, capsys):
+    assert main(["data", "synth", "--task", "refcoco", "--out", str(tmp_path / "t.json"), "--seed", "-1"]) == 2
+    assert "error: vlrl data synth --seed must be >= 0, got -1" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
