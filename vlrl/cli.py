@@ -75,7 +75,7 @@ def _main_process() -> bool:
 
 def _quiet_transformers() -> None:
     """vlrl shows its own progress; keep the output readable. (Imported only by the commands
-    that load a model: `vlrl tasks list` and `vlrl config show` stay fast without torch.)"""
+    that load a model: `vlrl tasks list` stays fast without torch.)"""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -40,14 +40,14 @@ def test_tasks_list_shows_every_name_whole_with_the_benchmarks_apart(capsys):
         assert re.search(rf"│ {re.escape(r.name)} +│", part), r.name
 
 
-def test_listing_tasks_and_showing_a_config_import_neither_torch_nor_transformers():
-    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table."""
+def test_listing_tasks_imports_neither_torch_nor_transformers():
+    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table. (`vlrl
+    config show` imports the engines and strategies it checks, about 2 s.)"""
     root = Path(__file__).resolve().parents[2]
     script = (
         "import sys\n"
         "from vlrl.cli import main\n"
         "assert main(['tasks', 'list']) == 0\n"
-        "assert main(['config', 'show', 'configs/demo/refcoco.yaml']) == 0\n"
         "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(root)}
