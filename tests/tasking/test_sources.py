@@ -175,3 +175,13 @@ def test_synthetic_data_with_a_recipes_image_root_is_refused_naming_it(tmp_path,
     out = " ".join(capsys.readouterr().out.split())
     assert f"data.image_root is data/coco (set in {ROOT / 'configs' / 'refcoco.yaml'})" in out
     assert "set data.image_root= (empty) for synthetic data" in out and not (tmp_path / "train.json").exists()
+
+
+def test_an_image_root_that_is_not_a_folder_is_named_instead_of_every_record_missing_its_image(tmp_path, capsys):
+    from data_prep.refcoco import write_synthetic_rec
+
+    data = write_synthetic_rec(tmp_path / "train.json", size=3, seed=0)
+    validate = ["data", "validate", "--task", "refcoco", str(data), "--image-root", str(tmp_path / "nowhere")]
+    assert main(validate) == 2
+    assert f"data.image_root {tmp_path / 'nowhere'} is not a folder" in " ".join(capsys.readouterr().out.split())
+    assert main([*validate[:-1], str(tmp_path)]) == 0  # the folder the records' images are in

@@ -151,6 +151,10 @@ def read_split(
     """The split at `path`, a file of the task's own format or a published table (`columns`:
     the task's record keys -> the table's columns), by data.strict, data.limit and the media rules."""
     d = cfg.data
+    if require_images and d.image_root and not Path(d.image_root).is_dir():  # else every record: "not found"
+        raise ConfigError(
+            f"config: data.image_root {d.image_root} is not a folder: the records' media paths are read from there"
+        )
     if not (task.columns or is_table_spec(path)):
         if columns:
             raise ConfigError(f"config: {columns_key} maps table columns, but {path} is not a parquet / arrow table")
