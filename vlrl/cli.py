@@ -335,6 +335,9 @@ def cmd_config(args: argparse.Namespace) -> None:
     if args.action == "reference":
         from vlrl.app.reference import reference
 
+        if args.path or args.overrides:
+            raise ConfigError("vlrl config reference takes no config file or overrides: it lists every key's default")
+
         console.print(reference(), end="", markup=False, highlight=False)
         return
     import yaml

@@ -18,3 +18,10 @@ def test_every_key_of_the_config_and_of_each_plugins_options_is_on_the_page():
     page = reference()
     for key in ("`token_budget`", "`gpu_memory_utilization`", "`cpu_offload`", "`accuracy_reward`", "## `mixture[i]`"):
         assert key in page
+
+
+def test_config_reference_given_a_config_says_it_reads_none_rather_than_ignoring_it(capsys):
+    from vlrl.cli import main
+
+    assert main(["config", "reference", "configs/demo/refcoco.yaml", "trainer.steps=3"]) == 2
+    assert "vlrl config reference takes no config file or overrides" in capsys.readouterr().out
