@@ -149,18 +149,27 @@ def test_a_finished_checkpoint_given_to_a_new_run_is_not_called_that_runs_end(tm
     assert "already finished" not in out and "another trainer.output_dir" not in out
 
 
-@pytest.mark.parametrize("gone", ["model.safetensors", "config.json", "trainer_state.json"])
+@pytest.mark.parametrize(
+    "gone", ["model.safetensors", "config.json", "trainer_state.json", "trainer_state.pt", "model.safetensors cut"]
+)
 def test_a_checkpoint_missing_a_file_is_refused_in_one_line_naming_it(tmp_path, finished_run, capsys, gone):
+    """Never passed over for an earlier checkpoint (or none, training over its steps and deleting it)."""
     run_dir, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3})
     checkpoint = run_dir / "checkpoints" / "step-0000002"
-    (checkpoint / gone).unlink()
+    name, _, cut = gone.partition(" ")
+    if cut:
+        with open(checkpoint / name, "r+b") as weights:
+            weights.truncate(5000)
+    else:
+        (checkpoint / name).unlink()
     assert main(["train", *overrides]) == 2
     out = capsys.readouterr().out
     assert f"error: {checkpoint}" in out and "Traceback" not in out
-    if gone == "trainer_state.json":
-        assert "is not a complete vlrl checkpoint (no trainer_state.json)" in out and "pickle" not in out
+    if name.startswith("trainer_state"):
+        assert f"is not a complete vlrl checkpoint (no {name})" in out and "pickle" not in out
     else:
         assert "has its trainer state but its model does not load" in out
+    assert (checkpoint / "config.json").exists() or name == "config.json"  # left for the user to look at
 
 
 def test_a_resume_refuses_a_different_model_put_at_model_path(tmp_path, rec_data, capsys):

@@ -102,13 +102,30 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     base = lora_base(path)
     if base is None:
         family = model_family(cfg)
-        model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
+        with reading_weights(path):
+            model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
         return model
     from peft import PeftModel
 
     # PEFT froze the base to load the adapter: unfrozen again, as any from_pretrained model
-    return PeftModel.from_pretrained(pretrained(cfg, base), path).merge_and_unload().requires_grad_(True)
+    model = pretrained(cfg, base)
+    with reading_weights(path):
+        model = PeftModel.from_pretrained(model, path)
+    return model.merge_and_unload().requires_grad_(True)
+
+
+@contextlib.contextmanager
+def reading_weights(path: str) -> Iterator[None]:
+    """A weights file that does not load (cut short or damaged: safetensors' own error, which is no
+    OSError) said in one line naming the checkpoint, not as a traceback."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except SafetensorError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{path}: its weights do not load ({first}): a file is damaged or cut short") from err
 
 
 def export_full_model(checkpoint: str, out: Path, trained: ModelConfig | None = None) -> tuple[Path, bool]:
@@ -155,7 +172,8 @@ def load_model(
     if base is not None:
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0)
+        with reading_weights(model_path):
+            model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0)
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
 

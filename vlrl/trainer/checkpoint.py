@@ -214,8 +214,11 @@ def keep_base(checkpoint: Path, kept: Path) -> str:
 
 
 def is_checkpoint(path: Path) -> bool:
-    """Whether `path` is a complete checkpoint of a vlrl run (which that run may prune)."""
-    return bool(STEP_DIR.match(path.name)) and (path / STATE_FILE).is_file()
+    """Whether `path` is a checkpoint of a vlrl run (which that run may prune): a step-NNNNNNN
+    folder, which only a complete save renames into place. One that lost its trainer state since
+    is listed all the same: resuming names it (`load_trainer_state`) instead of passing over it,
+    to an earlier checkpoint or to none, and training over its steps."""
+    return bool(STEP_DIR.match(path.name)) and path.is_dir()
 
 
 def process_file(directory: Path, name: str, rank: int) -> Path:
