@@ -17,7 +17,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vlrl.config import MODEL_PATH_MISSING, Config, ConfigError, MixtureEntry, load_config, read_config_file
+from vlrl.config import (
+    MODEL_PATH_MISSING,
+    Config,
+    ConfigError,
+    MixtureEntry,
+    dump_config,
+    load_config,
+    read_config_file,
+)
 from vlrl.data.records import RecordError
 from vlrl.trainer.stops import Diverged, Terminated, Unwritable, exit_status, terminated_as_interrupt
 
@@ -340,7 +348,6 @@ def cmd_config(args: argparse.Namespace) -> None:
 
         console.print(reference(), end="", markup=False, highlight=False)
         return
-    import yaml
 
     from vlrl.config import to_dict
 
@@ -348,7 +355,7 @@ def cmd_config(args: argparse.Namespace) -> None:
         raise ConfigError("vlrl config show needs the YAML config file to show")
     cfg = load_config(args.path, args.overrides)
     check_plugins_and_tasks(cfg)
-    console.print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", markup=False, highlight=False)
+    console.print(dump_config(to_dict(cfg)), end="", markup=False, highlight=False)
 
 
 def check_plugins_and_tasks(cfg: Config) -> None:
@@ -403,10 +410,7 @@ def cmd_data(args: argparse.Namespace) -> None:
     task = make_task(TaskConfig(name=args.task))
     if args.seed < 0:
         raise ConfigError(f"vlrl data synth --seed must be >= 0, got {args.seed}")
-    try:
-        write_synthetic(task, args.out, args.size, args.seed)
-    except ValueError as err:  # a file name whose extension is not the format written
-        raise ConfigError(f"vlrl data synth --out: {err}") from err
+    write_synthetic(task, args.out, args.size, args.seed)
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
 
 

@@ -79,10 +79,10 @@ class LoraConfig:
         require_positive(key, self, "alpha")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"config: {key}.dropout must be in [0, 1), got {self.dropout}")
-        plain = [name for name in self.target_modules if re.fullmatch(r"[A-Za-z_]\w*", name)]
+        plain = [name for name in self.target_modules if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", name)]
         if not self.target_modules or plain != self.target_modules:
             raise ConfigError(
-                f"config: {key}.target_modules must name the layers to adapt (q_proj, down_proj, ...), got "
+                f"config: {key}.target_modules must name the layers to adapt (q_proj, mlp.down_proj, ...), got "
                 f"{self.target_modules}"
             )
 
@@ -150,11 +150,6 @@ class ModelConfig:
         if self.max_pixels < self.min_pixels:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
-            )
-        if self.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-            raise ConfigError(
-                f"config: {key}.attn_implementation=flash_attention_2 needs the flash-attn package "
-                "(pip install flash-attn, on a CUDA machine); sdpa needs nothing"
             )
         self.lora.validate(f"{key}.lora")
         self.video.validate(f"{key}.video")
@@ -890,7 +885,7 @@ UniqueKeyLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 UniqueKeyLoader.add_implicit_resolver(
-    INT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*|0x[0-9a-fA-F_]+|0o[0-7_]+)$"), list("-+0123456789")
+    INT_TAG, re.compile(r"^[-+]?(?:[0-9][0-9_]*|0x[0-9a-fA-F][0-9a-fA-F_]*|0o[0-7][0-7_]*)$"), list("-+0123456789")
 )
 UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's floats less its base-60 ones
     FLOAT_TAG,
@@ -901,6 +896,19 @@ UniqueKeyLoader.add_implicit_resolver(  # YAML 1.1's floats less its base-60 one
     list("-+0123456789."),
 )
 UniqueKeyLoader.add_constructor(INT_TAG, UniqueKeyLoader.construct_yaml_int)
+
+
+class ConfigDumper(yaml.SafeDumper):
+    """yaml.safe_dump's dumper with the loader's resolvers: a string it would read as a number
+    ("08", ten in YAML 1.2, a string in YAML 1.1) is written quoted."""
+
+
+ConfigDumper.yaml_implicit_resolvers = UniqueKeyLoader.yaml_implicit_resolvers
+
+
+def dump_config(data: dict[str, Any]) -> str:
+    """`data` as YAML that `read_yaml` reads back the same."""
+    return yaml.dump(data, Dumper=ConfigDumper, sort_keys=False)
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

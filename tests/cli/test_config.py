@@ -379,12 +379,17 @@ def test_a_synthetic_scene_that_cannot_be_drawn_is_named_before_any_data_is_writ
 
 
 @pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
-def test_flash_attention_without_its_package_is_refused_before_a_model_loads():
+def test_flash_attention_without_its_package_is_refused_in_one_line_when_a_model_would_load_with_it(tiny_qwen25):
+    from vlrl.models.loading import load_model
+
+    cfg = load_config(None, ["model.attn_implementation=flash_attention_2"])  # a run's config, shown on a CPU box
     with pytest.raises(ConfigError, match="attn_implementation=flash_attention_2 needs the flash-attn package"):
-        load_config(None, ["model.attn_implementation=flash_attention_2"])
+        load_model(cfg.model, str(tiny_qwen25), "cpu")
 
 
 def test_numbers_read_as_yaml_1_2_reads_them_in_files_and_overrides(tmp_path):
+    with pytest.raises(ConfigError, match="trainer.steps expects an integer, got '0o_'"):
+        load_config(None, ["trainer.steps=0o_"])  # no digits: a string, not a traceback
     # YAML 1.1 (PyYAML's) read 010 as 8, 0777 as 511 and 1:30 as 90
     cfg = load_config(None, ["trainer.steps=010", "trainer.seed=0777", "trainer.save_every=0x10"])
     assert (cfg.trainer.steps, cfg.trainer.seed, cfg.trainer.save_every) == (10, 777, 16)
@@ -396,6 +401,36 @@ def test_numbers_read_as_yaml_1_2_reads_them_in_files_and_overrides(tmp_path):
     assert (cfg.trainer.steps, cfg.trainer.lr, cfg.trainer.keep_last) == (10, 1e-5, 8)
 
 
+def test_a_shown_config_reads_back_as_the_same_config_strings_like_numbers_included(tmp_path, capsys):
+    """`vlrl config show` and a run's config.yaml write strings that YAML 1.2 would read as
+    numbers ("08": a string to YAML 1.1, whose writer left it unquoted) in quotes."""
+    path = tmp_path / "c.yaml"
+    path.write_text(f"extends: {ROOT / 'configs' / 'counting.yaml'}\ndata: {{columns: {{answer: '08'}}}}\n"
+                    "trainer: {output_dir: '019'}\n")  # fmt: skip
+    assert main(["config", "show", str(path)]) == 0
+    shown = tmp_path / "shown.yaml"
+    shown.write_text(capsys.readouterr().out)
+    again = load_config(shown)
+    assert (again.data.columns["answer"], again.trainer.output_dir) == ("08", "019")
+    assert again == load_config(path)
+
+
 def test_a_config_file_that_is_a_folder_is_named_as_one(tmp_path):
     with pytest.raises(ConfigError, match=f"config file {re.escape(str(tmp_path))} is a folder; give a YAML file"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "scene",
+    [
+        {"min_objects": 0, "max_objects": 0},
+        {"min_objects": 2, "colors": ["red"], "shapes": ["circle"], "sizes": ["large"]},
+    ],
+)
+def test_grounding_scenes_that_never_name_an_object_are_refused_instead_of_drawn_for_ever(scene, tmp_path):
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import write_synthetic
+
+    with pytest.raises(ConfigError, match="scenes in a row held no object an expression names"):
+        write_synthetic(RefCOCO({"synthetic_scene": scene}), tmp_path / "train.json", 2, 0)
+    assert not any(tmp_path.iterdir())

@@ -283,6 +283,9 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     task = make_task(cfg.task)
     table = load_task_split(task, cfg, "train").samples
     reference = task.load(rec_data, SPEC).samples
+    # a recipe's data.image_root (configs/refcoco.yaml: data/coco), which embedded images never read
+    recipe = load_config(None, [*overrides, f"data.image_root={tmp_path / 'nowhere'}"], {"task.name": "refcoco"})
+    assert len(load_task_split(task, recipe, "train").samples) == len(records)
     assert len(table) == len(records) == len(reference)
     for got, want in zip(table, reference, strict=True):
         assert (got.problem, got.solution, got.meta, got.frame) == (want.problem, want.solution, want.meta, want.frame)

@@ -338,3 +338,12 @@ def test_lora_target_modules_that_name_no_layer_of_the_model_are_refused_naming_
     model = load_model(cfg.model, str(tiny_qwen25), "cpu")
     adapted = {n.partition(".lora_A")[0].rpartition(".")[2] for n, _ in model.named_parameters() if ".lora_A" in n}
     assert adapted == {"q_proj"}
+    # a dotted name picks the layers under one parent, as PEFT's target_modules do
+    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.lora.r=4", "model.lora.target_modules=[mlp.up_proj]"])
+    model = load_model(cfg.model, str(tiny_qwen25), "cpu")
+    adapted = {
+        n.partition(".lora_A")[0].rsplit(".", 2)[-2:] == ["mlp", "up_proj"]
+        for n, _ in model.named_parameters()
+        if ".lora_A" in n
+    }
+    assert adapted == {True}

@@ -86,9 +86,13 @@ def test_a_kill_while_pruning_leaves_a_folder_the_next_save_sweeps(tmp_path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000003"]
 
 
-def test_a_step_directory_without_trainer_state_is_not_a_checkpoint(tmp_path):
+def test_a_step_directory_that_lost_its_trainer_state_is_listed_so_that_resuming_names_it(tmp_path):
+    """Only a complete save is renamed to step-NNNNNNN: one without its state was damaged since,
+    and passing over it would resume from an earlier one (or none) and train over it."""
     (tmp_path / "step-0000005").mkdir()
-    assert list_checkpoints(tmp_path) == []
+    (tmp_path / ".tmp-step-0000006-123").mkdir()  # a save killed halfway: not a checkpoint
+    (tmp_path / "step-0000007.txt").write_text("")
+    assert list_checkpoints(tmp_path) == [tmp_path / "step-0000005"]
 
 
 def test_a_base_kept_from_another_runs_checkpoint_is_its_model_files_linked_and_outlives_it(tmp_path, monkeypatch):

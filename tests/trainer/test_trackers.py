@@ -140,6 +140,16 @@ def test_mlflow_run_holds_scalars_samples_and_params(tmp_path, mlflow_store):
     # could not be a file in one beside a file reward): '/' is sent as '.' there
     assert [m.value for m in client.get_metric_history(run_id, "eval.acc_0.5")] == [0.125, 0.375]
     assert trackers.mlflow_key("eval/acc@0.5") == "eval/acc_0.5"  # a tracking server's key
+    stores = [
+        "mlruns",
+        "/abs/mlruns",
+        "file:./mlruns",
+        "file:///abs/mlruns",
+        "sqlite:///m.db",
+        "http://h:5000",
+        "databricks",
+    ]
+    assert [trackers.is_file_store(uri) for uri in stores] == [True, True, True, True, False, False, False]
     local = client.download_artifacts(run_id, "samples/step-0000002.json", str(tmp_path))
     table = json.loads(Path(local).read_text())
     assert table["columns"] == ["id", "completion", "reward", "format", "iou"]
@@ -247,38 +257,44 @@ def test_a_run_reports_each_step_to_the_trackers_of_report_to(tmp_path, rec_data
     ]
 
 
-@pytest.mark.parametrize("command", ["sft", "train"])
+FAILING = {  # case -> what fails as a bug would, on which call: the first before the loop, the second at step 2
+    "sft": ("vlrl.trainer.sft", "token_weights", 2),
+    "train": ("vlrl.trainer.rl", "compute_advantages", 2),
+    "train setup": ("vlrl.trainer.rl", "logprobs_exact", 1),  # as an engine that fails to start
+}
+
+
+@pytest.mark.parametrize("case", list(FAILING))
 def test_a_run_ended_by_an_error_closes_its_tracked_run_as_failed_with_the_steps_it_logged(
-    command, tmp_path, rec_data, tiny_qwen25, mlflow_store, monkeypatch
+    case, tmp_path, rec_data, tiny_qwen25, mlflow_store, monkeypatch
 ):
     from mlflow import MlflowClient
 
     from tests.trainer.test_sft import sft_overrides
     from tests.trainer.test_train import tiny_overrides
 
-    # the second step's advantages (RL) or token weights (SFT) fail as a bug would
-    module, name = (
-        ("vlrl.trainer.sft", "token_weights") if command == "sft" else ("vlrl.trainer.rl", "compute_advantages")
-    )
+    module, name, failing_call = FAILING[case]
     original, calls = getattr(__import__(module, fromlist=[name]), name), []
 
-    def failing_second(*args, **kwargs):
+    def failing(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("a bug at step 2")
+        if len(calls) == failing_call:
+            raise RuntimeError("a bug")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(f"{module}.{name}", failing_second)
+    monkeypatch.setattr(f"{module}.{name}", failing)
     run_dir = tmp_path / "run"
-    if command == "sft":
-        args = sft_overrides(run_dir, rec_data, **{"sft.steps": 3, "sft.report_to": "[mlflow]"})
+    if case == "sft":
+        args = ["sft", *sft_overrides(run_dir, rec_data, **{"sft.steps": 3, "sft.report_to": "[mlflow]"})]
     else:
-        args = tiny_overrides(run_dir, rec_data, **{"trainer.report_to": "[mlflow]"})
-    with pytest.raises(RuntimeError, match="a bug at step 2"):
-        main([command, *args])
-    run = MlflowClient().get_run(json.loads((run_dir / "trackers.json").read_text())["mlflow"])
+        args = ["train", *tiny_overrides(run_dir, rec_data, **{"trainer.report_to": "[mlflow]"})]
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(args)
+    client = MlflowClient()
+    (run,) = client.search_runs([client.get_experiment_by_name("vlrl-test").experiment_id])
     assert run.info.status == "FAILED"  # not RUNNING for ever, nor FINISHED
-    assert [m.step for m in MlflowClient().get_metric_history(run.info.run_id, "time_step")] == [1]
+    logged = [m.step for m in client.get_metric_history(run.info.run_id, "time_step")]
+    assert logged == ([] if failing_call == 1 else [1])
 
 
 def test_a_tracker_that_cannot_start_is_a_config_error_naming_report_to(tmp_path, monkeypatch):

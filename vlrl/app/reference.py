@@ -24,8 +24,8 @@ strategy) sit in a section under their own key, listed at the end. A key given t
 mapping of a file is refused (YAML would keep the last silently); `<<: *anchor` merges. `none`
 (or `null`) sets a key that may be null to null, in a file as on the command line; where
 `'none'`, `'off'` or `'on'` is a choice, `none`, `off` and `on` are that choice (YAML reads
-them as null, false, true). Numbers are read as YAML 1.2 reads them (`010` is ten, `0o10`
-eight, `1:30` no number; PyYAML's YAML 1.1 reads 8 and 90) and must be finite.
+them as null, false, true). Integers are read as YAML 1.2 reads them (`010` is ten, `0o10`
+eight, `1:30` no number, where PyYAML's YAML 1.1 reads 8 and 90); numbers must be finite.
 """
 
 

@@ -10,6 +10,7 @@ local checkpoint of it. The rest of vlrl asks the family (vlrl/models/families.p
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vlrl.vision.frames import FrameKind
@@ -76,7 +77,7 @@ class ModelFamily:
 
     def lora_target(self, module_names: list[str]) -> str:
         """peft's target_modules regex: the named projections of the language model only."""
-        return rf"^(?!.*{self.vision_tower}).*\.({'|'.join(module_names)})$"
+        return rf"^(?!.*{self.vision_tower}).*\.({'|'.join(map(re.escape, module_names))})$"
 
     # -- forward passes -----------------------------------------------------------------------
     def rope_positions(self, model: torch.nn.Module, batch: PromptBatch) -> tuple[torch.Tensor, torch.Tensor]:

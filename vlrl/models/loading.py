@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -102,6 +103,11 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     base = lora_base(path)
     if base is None:
         family = model_family(cfg)
+        if cfg.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+            raise ConfigError(
+                "config: model.attn_implementation=flash_attention_2 needs the flash-attn package (pip install "
+                "flash-attn, on a CUDA machine); sdpa needs nothing"
+            )
         with reading_weights(path):
             model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
@@ -180,7 +186,7 @@ def load_model(
         target = family.lora_target(cfg.lora.target_modules)  # the language model only
         linears = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
         if not any(re.match(target, name) for name in linears):  # a name no family has is skipped, as by PEFT
-            own = sorted({n.rpartition(".")[2] for n in linears if re.match(family.lora_target([r"\w+"]), n)})
+            own = sorted({n.rpartition(".")[2] for n in linears if family.vision_tower not in n})
             raise ConfigError(
                 f"config: model.lora.target_modules {cfg.lora.target_modules} name no linear layer of the language "
                 f"model; its layers are named {', '.join(own)}"

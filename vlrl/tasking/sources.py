@@ -94,8 +94,8 @@ def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
         made = Path(private) / path.name
         try:
             task.synthesize(made, size, seed)
-        except ValueError as err:  # it names the file (a name of no data format): the one asked for
-            raise ValueError(str(err).replace(str(made), str(path))) from err
+        except ValueError as err:  # bad options, or a name of no data format (it names the file asked for)
+            raise ConfigError(str(err).replace(str(made), str(path))) from err
         media = [f for f in Path(private).rglob("*") if f.is_file() and made not in (f, *f.parents)]
         for file in sorted(media):
             target = path.parent / file.relative_to(private)
@@ -151,11 +151,11 @@ def read_split(
     """The split at `path`, a file of the task's own format or a published table (`columns`:
     the task's record keys -> the table's columns), by data.strict, data.limit and the media rules."""
     d = cfg.data
-    if require_images and d.image_root and not Path(d.image_root).is_dir():  # else every record: "not found"
-        raise ConfigError(
-            f"config: data.image_root {d.image_root} is not a folder: the records' media paths are read from there"
-        )
     if not (task.columns or is_table_spec(path)):
+        if require_images and d.image_root and not Path(d.image_root).is_dir():  # else every record: "not found"
+            raise ConfigError(
+                f"config: data.image_root {d.image_root} is not a folder: the records' media paths are read from there"
+            )
         if columns:
             raise ConfigError(f"config: {columns_key} maps table columns, but {path} is not a parquet / arrow table")
         return task.load(path, frame_spec(cfg.model), d.image_root, d.strict, d.limit, require_images, media_rules(cfg))

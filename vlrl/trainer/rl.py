@@ -66,54 +66,57 @@ class RLTrainer:
         # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
-        if cfg.model.lora.r and cfg.model.lora.dropout and run.procs.main:
-            console.print(
-                "[yellow]note:[/yellow] model.lora.dropout applies to SFT only: RL runs the policy without dropout, "
-                "so that the first ratio of an update is exactly 1",
-                highlight=False,
+        with run.closed_on_error():  # what goes wrong from here on shows the tracked run as failed
+            if cfg.model.lora.r and cfg.model.lora.dropout and run.procs.main:
+                console.print(
+                    "[yellow]note:[/yellow] model.lora.dropout applies to SFT only: RL runs the policy without dropout, "
+                    "so that the first ratio of an update is exactly 1",
+                    highlight=False,
+                )
+            # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
+            reference = None
+            if cfg.algo.beta > 0 and cfg.model.lora.r == 0:
+                reference = run.strategy.wrap_reference(run.load(cfg.model, run.base_path).eval().requires_grad_(False))
+            setup = EngineSetup(
+                cfg.model, run.base_path, run.processor, cfg.trainer.seed, lambda: (run.model, run.device)
             )
-        # beta = 0: no reference at all; LoRA: the policy with its adapters disabled is the reference.
-        reference = None
-        if cfg.algo.beta > 0 and cfg.model.lora.r == 0:
-            reference = run.strategy.wrap_reference(run.load(cfg.model, run.base_path).eval().requires_grad_(False))
-        setup = EngineSetup(cfg.model, run.base_path, run.processor, cfg.trainer.seed, lambda: (run.model, run.device))
-        self.engine = engine.build(setup)
-        r = cfg.rollout
-        vocab = core_model(run.model).config.get_text_config().vocab_size
-        banned = torch.zeros(vocab, dtype=torch.bool)
-        banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
-        # What the engine draws from, as the trainer computes it: what an engine that holds its
-        # own copy of the policy reports log-probs of (an engine sampling with the policy
-        # reports the policy's, over the whole vocabulary).
-        sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
-        exact = logprobs_exact(self.engine)
-        self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler)
-        if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
-            self.engine.sync_weights(self.run.strategy.full_weights())
-        if not exact and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
-            console.print(
-                f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
-            )
-        if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
-            console.print(f"rollout engine {self.engine.name}: {note}")
-        if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
-            console.print(
-                f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
-                "the entropy of a trainer forward (one more forward per step)"
-            )
-        self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
-        if self.replay is not None:  # each process's buffer is part of its checkpoints
-            run.process_parts["replay"] = self.replay.state_dict
-            with procs.together():  # a process's own file refused stops every process
-                saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
-            if saved is not None:
-                self.replay.load_state_dict(saved)
-            elif run.checkpoint:
-                console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
-        self.held_out: list[tuple[Task, str, list[Sample]]] = []
-        with procs.main_first():  # a held-out split that does not load stops every process
-            if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
-                self.held_out = held_out(cfg, self.sources, console)
+            self.engine = engine.build(setup)
+            r = cfg.rollout
+            vocab = core_model(run.model).config.get_text_config().vocab_size
+            banned = torch.zeros(vocab, dtype=torch.bool)
+            banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
+            # What the engine draws from, as the trainer computes it: what an engine that holds its
+            # own copy of the policy reports log-probs of (an engine sampling with the policy
+            # reports the policy's, over the whole vocabulary).
+            sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
+            exact = logprobs_exact(self.engine)
+            self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler)
+            if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
+                self.engine.sync_weights(self.run.strategy.full_weights())
+            if not exact and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
+                console.print(
+                    f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
+                )
+            if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
+                console.print(f"rollout engine {self.engine.name}: {note}")
+            if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:
+                console.print(
+                    f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
+                    "the entropy of a trainer forward (one more forward per step)"
+                )
+            self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
+            if self.replay is not None:  # each process's buffer is part of its checkpoints
+                run.process_parts["replay"] = self.replay.state_dict
+                with procs.together():  # a process's own file refused stops every process
+                    saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
+                if saved is not None:
+                    self.replay.load_state_dict(saved)
+                elif run.checkpoint:
+                    console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
+            self.held_out: list[tuple[Task, str, list[Sample]]] = []
+            with procs.main_first():  # a held-out split that does not load stops every process
+                if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
+                    self.held_out = held_out(cfg, self.sources, console)
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:

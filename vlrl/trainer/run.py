@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig
+from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig, dump_config
 from vlrl.data.stream import MixtureStream
 from vlrl.models.loading import checkpoint_path, load_model, load_processor
 from vlrl.models.prompting import UnusableSample
@@ -360,7 +359,7 @@ class Run:
         header = (
             f"# the settings in effect from step {self.step + 1}; earlier values: {HISTORY_FILE}\n" if self.step else ""
         )
-        (self.dir / "config.yaml").write_text(header + yaml.safe_dump(self.config, sort_keys=False))
+        (self.dir / "config.yaml").write_text(header + dump_config(self.config))
         errors = [err for source in sources for err in source.train.errors]
         if errors:
             (self.dir / "skipped_records.txt").write_text("".join(f"{err}\n" for err in errors))
@@ -499,18 +498,23 @@ class Run:
         )
 
     @contextlib.contextmanager
-    def running(self, label: str, fields: Sequence[str]) -> Iterator[None]:
-        """Around the training loop: stop signals caught (the step ends, is checkpointed, and the
-        loop with it), progress shown with `fields`, and the logs and trackers closed if the loop
-        ends in an error, whichever: every line logged is kept (TensorBoard holds events until it
-        is closed, and a process of several ends without the interpreter's cleanup)."""
+    def closed_on_error(self) -> Iterator[None]:
+        """The logs and trackers closed if the block raises, whatever it raises, the tracked run
+        shown as failed: every line logged is kept (TensorBoard holds events until it is closed,
+        and a process of several ends without the interpreter's cleanup)."""
         try:
-            with self.stop_signals, self.logs.showing_progress(label, fields):
-                yield
+            yield
         except BaseException:
-            with contextlib.suppress(Exception):  # the error that ended the loop is the one to say
+            with contextlib.suppress(Exception):  # the error that ended the run is the one to say
                 self.close(failed=True)
             raise
+
+    @contextlib.contextmanager
+    def running(self, label: str, fields: Sequence[str]) -> Iterator[None]:
+        """Around the training loop: stop signals caught (the step ends, is checkpointed, and the
+        loop with it), progress shown with `fields`, the logs and trackers closed on an error."""
+        with self.closed_on_error(), self.stop_signals, self.logs.showing_progress(label, fields):
+            yield
 
     def log_step(self, metrics: dict[str, Any], samples: list[dict] | None = None) -> None:
         """The step's metrics.jsonl line (samples.jsonl, trackers, progress): every process calls it."""

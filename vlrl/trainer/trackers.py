@@ -293,6 +293,13 @@ def mlflow_key(name: str, file_store: bool = False) -> str:
     return key.replace("/", ".") if file_store else key
 
 
+def is_file_store(uri: str) -> bool:
+    """Whether MLflow's tracking URI names its file store: a `file:` URI or a plain path (not the
+    bare names of a Databricks workspace, which have no scheme either)."""
+    scheme = urlparse(uri).scheme
+    return scheme == "file" or (scheme == "" and uri not in ("databricks", "databricks-uc", "uc"))
+
+
 class MLflowTracker:
     """An MLflow run named after the run directory, in the experiment MLFLOW_EXPERIMENT_NAME
     (default "vlrl") of the tracking store MLFLOW_TRACKING_URI names. The config is logged as
@@ -303,7 +310,7 @@ class MLflowTracker:
         from mlflow.entities import Metric, Param
 
         self.Metric = Metric
-        self.file_store = urlparse(mlflow.get_tracking_uri()).scheme in ("", "file")
+        self.file_store = is_file_store(mlflow.get_tracking_uri())
         experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME", "vlrl")
         try:
             self.client = mlflow.MlflowClient()
