@@ -227,6 +227,24 @@ def run_config(checkpoint: str | None) -> Path | None:
     return saved if path.parent.name == "checkpoints" and saved.is_file() else None
 
 
+def settings_of_checkpoint(checkpoint: str, saved: Path) -> dict[str, Any]:
+    """The settings `checkpoint` of a run was trained with that differ from its RUN/config.yaml
+    (`saved`, the latest: the run changed them after that step), as dotted keys, said on the
+    console; a mixture entry's, which no dotted key sets, only said."""
+    from vlrl.trainer.checkpoint import checkpoint_step
+    from vlrl.trainer.history import HISTORY_FILE, settings_at
+
+    then = settings_at(saved.parent, checkpoint_step(Path(checkpoint)))
+    if then and _main_process():
+        listed = ", ".join(f"{key}={value!r}" for key, value in then.items())
+        console.print(
+            f"[yellow]note:[/yellow] the run changed settings after {escape(Path(checkpoint).name)} "
+            f"({escape(str(saved.parent / HISTORY_FILE))}); its own are used: {escape(listed)}",
+            highlight=False,
+        )
+    return {key: value for key, value in then.items() if "[" not in key}
+
+
 def _label(text: str) -> str:
     """A folder-name-safe label: no ':' or '/' (task specs are paths, model ids may hold ':')."""
     return re.sub(r"[^\w.+-]", "_", text)
@@ -300,6 +318,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
             console.print(
                 f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
             )
+        for key, value in settings_of_checkpoint(args.model, saved).items():
+            preset[key] = value if preset.get(key) is None else preset[key]  # a flag given wins
         run = read_config_file(saved)
         trained = [entry.get("name") for entry in run.get("mixture") or []] or [run.get("task", {}).get("name")]
         if names and not any(name in trained for name in names):
@@ -473,7 +493,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     _quiet_transformers()
     saved = run_config(args.checkpoint)  # a run's checkpoint: the image budget it trained at
-    trained = load_config(saved, []).model if saved else None
+    trained = load_config(saved, [], settings_of_checkpoint(args.checkpoint, saved)).model if saved else None
     target = writable(args.out, "vlrl export OUT", folder=True)
     if target.is_dir() and any(target.iterdir()):  # a model among other files: which are the model's?
         raise ConfigError(f"vlrl export OUT {target} holds files already; give a new or empty folder")

@@ -292,3 +292,43 @@ def test_data_synth_with_a_negative_seed_names_the_seed(tmp_path, capsys):
     assert main(["data", "synth", "--task", "refcoco", "--out", str(tmp_path / "t.json"), "--seed", "-1"]) == 2
     assert "error: vlrl data synth --seed must be >= 0, got -1" in capsys.readouterr().out
     assert not any(tmp_path.iterdir())
+
+
+def test_export_and_eval_of_a_checkpoint_from_before_a_change_use_the_settings_it_trained_with(
+    tmp_path, rec_data, capsys
+):
+    """config.yaml states a run's latest settings; an earlier checkpoint trained with those that
+    config_history.jsonl says were changed after it."""
+    import json
+
+    run = tmp_path / "run"
+    for step in (2, 4):
+        assert main(["tiny-model", str(run / "checkpoints" / f"step-{step:07d}")]) == 0
+    (run / "config.yaml").write_text("model: {path: tiny:qwen2_5_vl, max_pixels: 25088}\n")
+    change = {"step": 3, "changes": {"model.max_pixels": {"from": 12544, "to": 25088}}, "data_changed": {}}
+    (run / "config_history.jsonl").write_text(json.dumps(change) + "\n")
+    for step, pixels in ((2, 12544), (4, 25088)):
+        out = tmp_path / f"export-{step}"
+        assert main(["export", str(run / "checkpoints" / f"step-{step:07d}"), str(out)]) == 0
+        processor = json.loads((out / "processor_config.json").read_text())
+        assert processor["image_processor"]["size"]["longest_edge"] == pixels
+    assert "the run changed settings after step-0000002" in capsys.readouterr().out
+    evaluated = tmp_path / "eval"
+    checkpoint = run / "checkpoints" / "step-0000002"
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(checkpoint),
+                "--task",
+                f"refcoco={rec_data}",
+                "--limit",
+                "1",
+                "--out",
+                str(evaluated),
+            ]
+        )
+        == 0
+    )
+    assert json.loads((evaluated / "results.json").read_text())["config"]["model"]["max_pixels"] == 12544

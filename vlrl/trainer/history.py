@@ -28,6 +28,27 @@ USED_SECTIONS = {
 HISTORY_FILE = "config_history.jsonl"
 
 
+def settings_at(run_dir: Path, step: int) -> dict[str, Any]:
+    """The settings that the run in `run_dir` changed after its checkpoint of `step`, as that
+    checkpoint was trained: dotted key -> its value then (config.yaml states the latest). Lines of
+    config_history.jsonl that do not read are passed over."""
+    path = run_dir / HISTORY_FILE
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    before: dict[str, Any] = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("step"), int) or entry["step"] <= step:
+            continue
+        changes = entry.get("changes")
+        for key, change in changes.items() if isinstance(changes, dict) else ():
+            if isinstance(change, dict) and "from" in change:
+                before.setdefault(key, change["from"])  # the first change after the step: its value then
+    return before
+
+
 def used_config(cfg: Config, section: str) -> dict[str, Any]:
     """The sections a run reads, as it recorded them; a local model.path absolute, so that a
     resume from another directory, or with another spelling of the path, is the same setting."""
