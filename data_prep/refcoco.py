@@ -51,7 +51,8 @@ def write_synthetic_rec(
             raise ValueError(
                 f"synthetic_scene: {unnamed} scenes in a row held no object an expression names ({spec.min_objects} to "
                 f"{spec.max_objects} objects of colors {list(spec.colors)}, shapes {list(spec.shapes)}, sizes "
-                f"{list(spec.sizes)}): allow at least one object, or more colors, shapes or sizes"
+                f"{list(spec.sizes)}): allow at least one object (two for expressions naming several), or more "
+                "colors, shapes or sizes"
             )
         unnamed += 1
         scene = make_scene(spec, rng)

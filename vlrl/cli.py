@@ -227,22 +227,44 @@ def run_config(checkpoint: str | None) -> Path | None:
     return saved if path.parent.name == "checkpoints" and saved.is_file() else None
 
 
-def settings_of_checkpoint(checkpoint: str, saved: Path) -> dict[str, Any]:
+def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings `checkpoint` of a run was trained with that differ from its RUN/config.yaml
-    (`saved`, the latest: the run changed them after that step), as dotted keys, said on the
-    console; a mixture entry's, which no dotted key sets, only said."""
-    from vlrl.trainer.checkpoint import checkpoint_step
+    (`saved`, the latest: the run changed them after that step), as dotted keys (only those under
+    `sections`, when given), said on the console. A change that no dotted key restores (a key
+    added since, a list of mappings such as rollout.stages) is said and left as config.yaml has it."""
+    from vlrl.trainer.checkpoint import STEP_DIR
     from vlrl.trainer.history import HISTORY_FILE, settings_at
 
-    then = settings_at(saved.parent, checkpoint_step(Path(checkpoint)))
-    if then and _main_process():
-        listed = ", ".join(f"{key}={value!r}" for key, value in then.items())
-        console.print(
-            f"[yellow]note:[/yellow] the run changed settings after {escape(Path(checkpoint).name)} "
-            f"({escape(str(saved.parent / HISTORY_FILE))}); its own are used: {escape(listed)}",
-            highlight=False,
-        )
-    return {key: value for key, value in then.items() if "[" not in key}
+    step = STEP_DIR.match(Path(checkpoint).name)
+    if step is None:  # RUN/checkpoints/final, a link: no step to compare with
+        return {}
+    then = settings_at(saved.parent, int(step.group(1)))
+    then = {key: value for key, value in then.items() if not sections or key.startswith(sections)}
+    scalar = (str, int, float, bool)
+    restorable = {
+        key: value
+        for key, value in then.items()
+        if "[" not in key
+        and not key.endswith(".length")
+        and (isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value)))
+    }
+    if _main_process() and then:
+        history = escape(str(saved.parent / HISTORY_FILE))
+        if restorable:
+            listed = escape(", ".join(f"{key}={value!r}" for key, value in restorable.items()))
+            console.print(
+                f"[yellow]note:[/yellow] the run changed settings after {escape(Path(checkpoint).name)} ({history}); "
+                f"its own are used: {listed}",
+                highlight=False,
+            )
+        if left := [key for key in then if key not in restorable]:
+            console.print(
+                f"[yellow]warning:[/yellow] the run also changed {escape(', '.join(left))} after "
+                f"{escape(Path(checkpoint).name)} ({history}); config.yaml's are used: give that checkpoint's as "
+                "overrides to use them",
+                highlight=False,
+            )
+    return restorable
 
 
 def _label(text: str) -> str:
@@ -493,7 +515,9 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     _quiet_transformers()
     saved = run_config(args.checkpoint)  # a run's checkpoint: the image budget it trained at
-    trained = load_config(saved, [], settings_of_checkpoint(args.checkpoint, saved)).model if saved else None
+    trained = (
+        load_config(saved, [], settings_of_checkpoint(args.checkpoint, saved, ("model.",))).model if saved else None
+    )
     target = writable(args.out, "vlrl export OUT", folder=True)
     if target.is_dir() and any(target.iterdir()):  # a model among other files: which are the model's?
         raise ConfigError(f"vlrl export OUT {target} holds files already; give a new or empty folder")

@@ -387,6 +387,15 @@ def test_flash_attention_without_its_package_is_refused_in_one_line_when_a_model
         load_model(cfg.model, str(tiny_qwen25), "cpu")
 
 
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed here")
+def test_a_run_with_flash_attention_without_its_package_stops_before_writing_its_data(tmp_path, capsys):
+    data = tmp_path / "synthetic" / "train.json"
+    run = ["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "model.attn_implementation=flash_attention_2"]
+    assert main([*run, "data.synthetic=true", f"data.train={data}", f"trainer.output_dir={tmp_path / 'run'}"]) == 2
+    assert "needs the flash-attn package" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())  # no synthetic scenes drawn, no run folder
+
+
 def test_numbers_read_as_yaml_1_2_reads_them_in_files_and_overrides(tmp_path):
     with pytest.raises(ConfigError, match="trainer.steps expects an integer, got '0o_'"):
         load_config(None, ["trainer.steps=0o_"])  # no digits: a string, not a traceback

@@ -298,37 +298,40 @@ def test_export_and_eval_of_a_checkpoint_from_before_a_change_use_the_settings_i
     tmp_path, rec_data, capsys
 ):
     """config.yaml states a run's latest settings; an earlier checkpoint trained with those that
-    config_history.jsonl says were changed after it."""
+    config_history.jsonl says were changed after it (where a dotted key restores them)."""
     import json
+    import os
 
     run = tmp_path / "run"
     for step in (2, 4):
         assert main(["tiny-model", str(run / "checkpoints" / f"step-{step:07d}")]) == 0
-    (run / "config.yaml").write_text("model: {path: tiny:qwen2_5_vl, max_pixels: 25088}\n")
-    change = {"step": 3, "changes": {"model.max_pixels": {"from": 12544, "to": 25088}}, "data_changed": {}}
-    (run / "config_history.jsonl").write_text(json.dumps(change) + "\n")
-    for step, pixels in ((2, 12544), (4, 25088)):
-        out = tmp_path / f"export-{step}"
-        assert main(["export", str(run / "checkpoints" / f"step-{step:07d}"), str(out)]) == 0
+    os.symlink(run / "checkpoints" / "step-0000002", run / "checkpoints" / "final")  # no step in its name
+    (run / "config.yaml").write_text(
+        "model: {path: tiny:qwen2_5_vl, max_pixels: 25088}\neval: {limit: 0}\n"
+        "task: {name: refcoco, rewards: {iou: 1.0, format: 0.5}}\n"
+        "rollout: {stages: [{steps: 5, max_new_tokens: 32}, {max_new_tokens: 64}]}\n"
+    )
+    changes = {
+        "model.max_pixels": {"from": 12544, "to": 25088},
+        "eval.limit": {"from": 3, "to": 0},
+        "task.rewards.format": {"from": None, "to": 0.5},  # added since: no dotted key removes it
+        "rollout.stages.length": {"from": 0, "to": 2},  # a list of mappings
+        "rollout.stages[0].steps": {"from": None, "to": 5},
+    }
+    (run / "config_history.jsonl").write_text(json.dumps({"step": 3, "changes": changes, "data_changed": {}}) + "\n")
+    for name, pixels in (("step-0000002", 12544), ("step-0000004", 25088), ("final", 25088)):
+        out = tmp_path / f"export-{name}"
+        assert main(["export", str(run / "checkpoints" / name), str(out)]) == 0
         processor = json.loads((out / "processor_config.json").read_text())
-        assert processor["image_processor"]["size"]["longest_edge"] == pixels
-    assert "the run changed settings after step-0000002" in capsys.readouterr().out
+        assert processor["image_processor"]["size"]["longest_edge"] == pixels, name
+    printed = capsys.readouterr().out
+    assert "the run changed settings after step-0000002" in printed and "model.max_pixels=12544" in printed
     evaluated = tmp_path / "eval"
     checkpoint = run / "checkpoints" / "step-0000002"
-    assert (
-        main(
-            [
-                "eval",
-                "--model",
-                str(checkpoint),
-                "--task",
-                f"refcoco={rec_data}",
-                "--limit",
-                "1",
-                "--out",
-                str(evaluated),
-            ]
-        )
-        == 0
-    )
-    assert json.loads((evaluated / "results.json").read_text())["config"]["model"]["max_pixels"] == 12544
+    eval_args = ["eval", "--model", str(checkpoint), "--task", f"refcoco={rec_data}", "--out", str(evaluated)]
+    assert main([*eval_args, "--limit", "1"]) == 0
+    results = json.loads((evaluated / "results.json").read_text())
+    assert results["config"]["model"]["max_pixels"] == 12544
+    assert results["config"]["eval"]["limit"] == 1  # the flag given wins over the checkpoint's 3
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "the run also changed task.rewards.format, rollout.stages.length, rollout.stages[0].steps" in printed

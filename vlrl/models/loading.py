@@ -42,9 +42,11 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def checkpoint_path(cfg: ModelConfig) -> str:
-    """The local directory to load from; fails early (naming model.path) if there is none."""
+    """The local directory to load from; fails early (naming model.path) if there is none, or
+    if no model could load as configured (`require_attention`): before any data is read."""
     if not cfg.path:
         raise ConfigError(MODEL_PATH_MISSING)
+    require_attention(cfg)
     path = local_path(resolve_tiny(cfg.path))
     if lora_base(path) is not None:
         return path
@@ -57,6 +59,15 @@ def checkpoint_path(cfg: ModelConfig) -> str:
         supported = claimed if cfg.family != "auto" else f"supported: {', '.join(supported_model_types())}"
         raise ConfigError(f"config: model.path {cfg.path!r} is a {kind!r} model; {supported}")
     return path
+
+
+def require_attention(cfg: ModelConfig) -> None:
+    """The attention implementation's package is there (flash-attn: a CUDA machine's)."""
+    if cfg.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        raise ConfigError(
+            "config: model.attn_implementation=flash_attention_2 needs the flash-attn package (pip install "
+            "flash-attn, on a CUDA machine); sdpa needs nothing"
+        )
 
 
 def not_found(path: str) -> str:
@@ -103,11 +114,7 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
     base = lora_base(path)
     if base is None:
         family = model_family(cfg)
-        if cfg.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-            raise ConfigError(
-                "config: model.attn_implementation=flash_attention_2 needs the flash-attn package (pip install "
-                "flash-attn, on a CUDA machine); sdpa needs nothing"
-            )
+        require_attention(cfg)
         with reading_weights(path):
             model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)

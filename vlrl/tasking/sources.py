@@ -95,7 +95,7 @@ def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
         try:
             task.synthesize(made, size, seed)
         except ValueError as err:  # bad options, or a name of no data format (it names the file asked for)
-            raise ConfigError(str(err).replace(str(made), str(path))) from err
+            raise ConfigError(f"synthetic {task.name} data: {str(err).replace(str(made), str(path))}") from err
         media = [f for f in Path(private).rglob("*") if f.is_file() and made not in (f, *f.parents)]
         for file in sorted(media):
             target = path.parent / file.relative_to(private)
