@@ -21,6 +21,7 @@ def test_a_torn_last_line_is_dropped_reported_and_the_rerun_logs_each_step_once(
     assert main(["train", *overrides]) == 0
     out = capsys.readouterr().out
     assert f"{metrics}:4: dropped a line that is not a whole JSON record" in out
+    assert f"{metrics}: dropped the lines of step 3, which no checkpoint holds (they are trained again)" in out
     assert f"{samples}:" in out
     assert logged_steps(metrics) == [1, 2, 3]
     assert all(json.loads(line) for line in samples.read_text().split("\n") if line)

@@ -74,10 +74,10 @@ class JsonlLog:
 def drop_steps_after(path: Path, step: int) -> list[str]:
     """Forget lines logged after `step` (a resumed run logs those steps again) and lines that are
     not whole JSON records (a run killed mid-write, or a full disk, leaves a torn last line).
-    Returns one "file:line: ..." report per torn line dropped."""
+    Returns one "file:line: ..." report per torn line dropped, and one of the steps forgotten."""
     if not path.is_file():
         return []
-    kept, torn = [], []
+    kept, torn, later = [], [], set()
     # JSON lines end at "\n" only: str.splitlines() would also split at characters that JSON
     # allows raw inside strings (U+2028, \x1c, ...).
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), start=1):
@@ -92,9 +92,14 @@ def drop_steps_after(path: Path, step: int) -> list[str]:
             continue
         if record.get("step", 0) <= step:
             kept.append(line)
+        else:
+            later.add(record["step"])
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     tmp.replace(path)  # a stop during the repair leaves the old file, never half of it
+    if later:  # a stop after them, before their checkpoint: trained and logged again
+        steps = f"step {min(later)}" if len(later) == 1 else f"steps {min(later)}-{max(later)}"
+        torn.append(f"{path}: dropped the lines of {steps}, which no checkpoint holds (they are trained again)")
     return torn
 
 
