@@ -193,6 +193,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     entry = cfg.task_settings(args.task) if args.task else entries[0]
     task = entry_task(entry or MixtureEntry(args.task), "", cfg)
     writable(args.out, "--out")
+    if not Path(args.completions).is_file():  # said before the data is read
+        raise ConfigError(f"--completions {args.completions} is not a file: give the model outputs to score")
     console.print(frame_note(cfg), markup=False, highlight=False)
     columns = columns_for(entry.columns, args.data) if entry else {}
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data, columns=columns)
@@ -373,7 +375,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
             try:
                 out.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise ConfigError(f"eval output directory {out} cannot be created: {err.strerror or err}") from err
+                why = "it is a file; give a folder" if out.is_file() else err.strerror or err
+                raise ConfigError(f"eval output directory {out} cannot be created: {why}") from err
         results = run_eval(cfg, specs, args.split or cfg.eval.split, out, console)
     if _main_process():  # under torchrun: process 0 wrote them
         console.print(f"results: {out / 'results.json'}")

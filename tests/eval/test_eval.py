@@ -335,3 +335,11 @@ def test_export_and_eval_of_a_checkpoint_from_before_a_change_use_the_settings_i
     assert results["config"]["eval"]["limit"] == 1  # the flag given wins over the checkpoint's 3
     printed = " ".join(capsys.readouterr().out.split())
     assert "the run also changed task.rewards.format, rollout.stages.length, rollout.stages[0].steps" in printed
+
+
+def test_eval_into_a_file_says_it_is_one(tmp_path, capsys):
+    target = tmp_path / "results"
+    target.write_text("a file")
+    assert main(["eval", "--model", "tiny:qwen2_5_vl", "--task", "refcoco", "--out", str(target)]) == 2
+    assert f"eval output directory {target} cannot be created: it is a file; give a folder" in capsys.readouterr().out
+    assert target.read_text() == "a file"

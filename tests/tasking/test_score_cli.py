@@ -175,6 +175,12 @@ def test_an_out_that_cannot_be_written_is_said_before_any_scoring(
     assert all(path.read_bytes() == text for path, text in inputs.items())  # nothing it reads overwritten
 
 
+def test_a_completions_file_that_is_not_there_is_named_by_its_flag(tmp_path, rec_data, capsys):
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(tmp_path / "nope.jsonl")]
+    assert main([*args, "--out", str(tmp_path / "out.jsonl")]) == 2
+    assert f"error: --completions {tmp_path / 'nope.jsonl'} is not a file" in capsys.readouterr().out
+
+
 def test_a_completions_file_of_which_nothing_is_scored_exits_1(tmp_path, rec_data, capsys):
     completions = tmp_path / "completions.jsonl"
     completions.write_text(json.dumps([{"id": 0, "completion": "a"}]) + "\n")  # a JSON list in a .jsonl
