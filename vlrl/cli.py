@@ -51,7 +51,8 @@ TRAIN_EPILOG = (
 SFT_EPILOG = (
     "Keys that apply: model.*, data.*, task.*, mixture and sft.*, which holds the same fields as trainer.* "
     "(sft.steps, sft.lr, sft.prompts_per_step, sft.output_dir, sft.save_every, sft.report_to, ...). "
-    "trainer.*, rollout.*, algo.* and eval.* are vlrl train's: set here, they only draw a warning."
+    "trainer.*, rollout.*, algo.* and eval.* are vlrl train's: set here, they draw a warning (rollout.* and eval.* "
+    "are recorded in config.yaml, for vlrl eval of the checkpoints)."
 )
 
 
@@ -65,9 +66,11 @@ def _warn_other_loop(command: str, overrides: list[str]) -> None:
             continue
         twin = {"sft": "trainer", "trainer": "sft"}.get(section)
         hint = f"; {twin}.{rest} is the key that applies here" if twin and rest else ""
+        if command == "sft" and section in ("rollout", "eval"):  # history.USED_SECTIONS["sft"]
+            hint = "; it is recorded in config.yaml, for `vlrl eval` of the run's checkpoints"
         console.print(
             f"[yellow]warning:[/yellow] {escape(key)} is read by vlrl {other}, not by vlrl {command}: "
-            f"it has no effect here{hint}",
+            f"it has no effect on training{hint}",
             highlight=False,
         )
 

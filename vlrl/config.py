@@ -70,6 +70,8 @@ class LoraConfig:
     alpha: int = 32
     # on the adapters' input in SFT (PEFT's lora_dropout); RL runs without, its first ratio exactly 1
     dropout: float = 0.0
+    # Names of the language model's linear layers to adapt (mlp.down_proj picks those under one
+    # parent); a name the family has no layer of is skipped, as PEFT does, but one must match
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )

@@ -101,10 +101,13 @@ def test_sft_warns_about_keys_of_the_rl_loop_and_runs_its_own(tmp_path, rec_data
     assert main(["sft", *args, "trainer.steps=5", "rollout.num_generations=2"]) == 0
     out = capsys.readouterr().out
     assert (
-        "trainer.steps is read by vlrl train, not by vlrl sft: it has no effect here; sft.steps is the key that applies"
-        in out
+        "trainer.steps is read by vlrl train, not by vlrl sft: it has no effect on training; sft.steps is the key that "
+        "applies" in out
     )
-    assert "rollout.num_generations is read by vlrl train, not by vlrl sft" in out
+    assert (
+        "rollout.num_generations is read by vlrl train, not by vlrl sft: it has no effect on training; it is recorded "
+        "in config.yaml, for `vlrl eval` of the run's checkpoints" in " ".join(out.split())
+    )
     assert "sft.steps is read" not in out and "model.path is read" not in out
     assert len(losses(run_dir)) == 2  # sft.steps, not trainer.steps
 
@@ -113,7 +116,7 @@ def test_train_warns_about_keys_of_the_sft_loop(capsys):
     assert main(["train", "--task", "refcoco", "sft.lr=0.1", "trainer.lr=0.1", "algo.beta=-1"]) == 2
     out = capsys.readouterr().out
     assert (
-        "sft.lr is read by vlrl sft, not by vlrl train: it has no effect here; trainer.lr is the key that applies"
+        "sft.lr is read by vlrl sft, not by vlrl train: it has no effect on training; trainer.lr is the key that applies"
         in out
     )
     assert "trainer.lr is read" not in out

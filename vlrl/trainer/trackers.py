@@ -334,7 +334,8 @@ class MLflowTracker:
             raise ConfigError(
                 f"config: {run.section}.report_to mlflow: MLflow's tracking store {mlflow.get_tracking_uri()!r} "
                 f"did not open ({failure_reason(err)}); set MLFLOW_TRACKING_URI to your tracking server "
-                "(http://HOST:PORT), or install the full `mlflow` package for its local sqlite store"
+                "(http://HOST:PORT), install the full `mlflow` package for its local sqlite store, or set "
+                "MLFLOW_ALLOW_FILE_STORE=true for a file store (file:PATH)"
             ) from err
 
     def log_metrics(self, step: int, metrics: Mapping[str, float]) -> None:
