@@ -813,7 +813,7 @@ def main(argv: list[str] | None = None) -> int:
         with terminated_as_interrupt():
             return run_command(argv)
     # One of several processes (torchrun): it ends here, whatever happened (distributed.exit_process).
-    from vlrl.parallel.distributed import exit_process
+    from vlrl.parallel.distributed import PEER_FAILED, exit_process, peer_gone
 
     try:
         status = run_command(argv)
@@ -821,9 +821,13 @@ def main(argv: list[str] | None = None) -> int:
         status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
-    except BaseException:  # an unexpected error: its traceback, as the interpreter prints it
-        traceback.print_exc()
-        status = 1
+    except BaseException as err:
+        if peer_gone(err):  # a collective broken by another process's end: its error is the one to read
+            console.print(f"[red]error:[/red] {PEER_FAILED}", highlight=False)
+            status = 2
+        else:  # an unexpected error: its traceback, as the interpreter prints it
+            traceback.print_exc()
+            status = 1
     exit_process(status)
 
 

@@ -245,7 +245,8 @@ def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_
 @pytest.mark.parametrize(
     "command, status, printed",
     [(["tasks", "list"], 0, "refcoco"), (["config", "show"], 2, "needs the YAML config file"),
-     (["tasks", "list", "--no-such-flag"], 2, "unrecognized arguments"), (["boom"], 1, "ZeroDivisionError")],
+     (["tasks", "list", "--no-such-flag"], 2, "unrecognized arguments"), (["boom"], 1, "ZeroDivisionError"),
+     (["peer gone"], 2, "error: stopped: another process failed (its error is printed above)")],
 )  # fmt: skip
 def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpreters_finalization(
     command, status, printed
@@ -269,6 +270,11 @@ def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpret
         if sys.argv[1:] == ["boom"]:
             sys.argv[1:] = ["tasks", "list"]
             vlrl.cli.cmd_tasks = lambda args: 1 / 0  # an unexpected error inside the command
+        if sys.argv[1:] == ["peer gone"]:  # a collective broken by another process's end, as gloo says it
+            sys.argv[1:] = ["tasks", "list"]
+            def gone(args):
+                raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer")
+            vlrl.cli.cmd_tasks = gone
         sys.exit(vlrl.cli.main(sys.argv[1:]))
         """
     )
@@ -277,3 +283,54 @@ def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpret
     assert done.returncode == status, done.stderr
     assert printed in done.stdout + done.stderr
     assert done.stdout.endswith("exit handler\n") and "finalized" not in done.stdout, done.stdout[-500:]
+
+
+EXIT_WORKER = textwrap.dedent(
+    """
+    import sys, time
+    from vlrl.parallel.distributed import PeerFailed, Processes, exit_process
+
+    procs = Processes.from_env()
+    try:
+        with procs.together():
+            if procs.rank == 0:
+                raise ValueError("its own error")
+    except ValueError as err:  # process 0 closes its trackers (slowly: a remote server), then says why
+        time.sleep(1.0)
+        print(f"rank 0: {err}", flush=True)
+    except PeerFailed:
+        pass
+    exit_process(2)
+    """
+)
+
+
+def test_a_process_stopped_by_anothers_error_waits_for_it_to_say_why_before_ending(tmp_path):
+    """torchrun stops every process as soon as one ends with an error: had process 1 (stopped by
+    process 0's error) ended at once, process 0 was stopped while it closed its trackers, before
+    it printed its error."""
+    script = tmp_path / "worker.py"
+    script.write_text(EXIT_WORKER)
+    env = torchrun_env(tmp_path)
+    launch = [*TORCHRUN[:3], "--monitor-interval", "0.05", *TORCHRUN[3:], str(script)]
+    done = subprocess.run(launch, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "rank 0: its own error" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_tracker_that_does_not_start_stops_every_process_in_one_line(tmp_path, rec_data, tiny_qwen25):
+    """Process 0 opens the trackers: its error, and the others told, not a gloo traceback on them."""
+    run_dir = tmp_path / "sft"
+    args = ["-m", "vlrl.cli", "sft", "model.path=tiny:qwen2_5_vl", "model.max_pixels=12544", f"data.train={rec_data}"]
+    args += ["task.name=refcoco", f"sft.output_dir={run_dir}", "sft.steps=1", "sft.prompts_per_step=2"]
+    env = {**torchrun_env(tmp_path), "MLFLOW_TRACKING_URI": "nowhere://store"}
+    done = subprocess.run(
+        [*TORCHRUN, *args, "sft.report_to=[mlflow]"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    out = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert "sft.report_to mlflow: MLflow's tracking store 'nowhere://store' did not open" in out
+    assert "error: stopped: another process failed (its error is printed above)" in out
+    # no traceback of a process (torchrun prints its own, naming process 0 the root cause)
+    assert "Connection closed by peer" not in out and 'vlrl/trainer/run.py", line' not in out
+    assert "rank : 0 (local_rank: 0) exitcode : 2" in out.split("Root Cause")[1] and not run_dir.exists()

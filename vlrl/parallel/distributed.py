@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -44,8 +45,9 @@ def exit_process(status: int) -> NoReturn:
     an AsyncAllreduceWork during Py_FinalizeEx (pytorch PR 179291 names the mechanism). Leaving
     the group does not join those threads: transformers' from_pretrained keeps the group
     alive past destroy_process_group. Every file the run writes is closed by then; stdout and
-    stderr are flushed here."""
+    stderr are flushed here. A process that another's error stopped waits for it first."""
     try:
+        _wait_for_the_others(EXIT_WAIT_S)
         atexit._run_exitfuncs()  # what the interpreter's exit runs first, in the same order
     finally:
         sys.stdout.flush()
@@ -54,7 +56,43 @@ def exit_process(status: int) -> NoReturn:
 
 
 class PeerFailed(RuntimeError):
-    """Another process stopped with an error of its own (printed by it); this one stops too."""
+    """Another process stopped with an error of its own (printed by it); this one stops too, and
+    waits for the others to end (`exit_process`)."""
+
+    raised = False  # whether this process raised one
+
+    def __init__(self, *args: object):
+        super().__init__(*args)
+        PeerFailed.raised = True
+
+
+PEER_FAILED = "stopped: another process failed (its error is printed above)"
+EXIT_WAIT_S = 120.0  # how long a process stopped by another's error waits for it to end (closing its trackers)
+
+
+def peer_gone(err: BaseException) -> bool:
+    """Whether `err` is a collective failing because another process has gone (its own error,
+    printed by it): gloo's closed connection, a backend's error."""
+    return isinstance(err, dist.DistBackendError) or any(
+        text in str(err) for text in ("Connection closed by peer", "Connection reset by peer")
+    )
+
+
+def _wait_for_the_others(seconds: float) -> None:
+    """Say this process is ending and, if it stopped because another failed, wait (at most
+    `seconds`) until every process has come here: torchrun stops the others as soon as one
+    ends with an error, and the one whose error it is may still be closing its trackers and
+    have not yet said why."""
+    if not dist.is_initialized():
+        return
+    with contextlib.suppress(Exception):  # a store gone with its launcher: nothing to wait for
+        store = dist.distributed_c10d._get_default_store()
+        key = f"vlrl/exiting/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        arrived, world = store.add(key, 1), dist.get_world_size()
+        deadline = time.monotonic() + seconds
+        while PeerFailed.raised and arrived < world and time.monotonic() < deadline:
+            time.sleep(0.05)
+            arrived = store.add(key, 0)
 
 
 @dataclass(frozen=True)
@@ -169,7 +207,7 @@ class Processes:
             self.all_true(False)
             raise
         if not self.all_true(True):
-            raise PeerFailed("stopped: another process failed (its error is printed above)")
+            raise PeerFailed(PEER_FAILED)
 
     @contextlib.contextmanager
     def main_first(self) -> Iterator[None]:

@@ -307,9 +307,11 @@ class Run:
         if self.procs.main:
             self.unusable = JsonlLog(self.dir / UNUSABLE_LOG)
             self.reward_failures = JsonlLog(self.dir / REWARD_FAILURES_LOG)
-        # metrics.jsonl, samples.jsonl and the trackers (written by process 0), and the progress
-        self.logs = RunLog(TrackedRun(self.dir, section, self.config, self.step), t, console, self.procs.main)
-        self.procs.barrier()  # the others see process 0's run directory, not a half-made one
+        # metrics.jsonl, samples.jsonl and the trackers (written by process 0), and the progress; a
+        # tracker that does not start stops every process, and the others see process 0's run
+        # directory, not a half-made one
+        with self.procs.together():
+            self.logs = RunLog(TrackedRun(self.dir, section, self.config, self.step), t, console, self.procs.main)
         self.stop_signals = StopSignals(self.dir / "checkpoints")
         self.stopped_by = 0
         # This process's own states that a checkpoint keeps (name -> its state, as tensors and
