@@ -334,3 +334,12 @@ def test_a_tracker_that_does_not_start_stops_every_process_in_one_line(tmp_path,
     # no traceback of a process (torchrun prints its own, naming process 0 the root cause)
     assert "Connection closed by peer" not in out and 'vlrl/trainer/run.py", line' not in out
     assert "rank : 0 (local_rank: 0) exitcode : 2" in out.split("Root Cause")[1] and not run_dir.exists()
+
+
+def test_only_a_collective_broken_by_another_process_is_told_as_that_processs_failure():
+    from vlrl.parallel.distributed import peer_gone
+
+    gloo = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [::1]:7")
+    own = ConnectionResetError(104, "Connection reset by peer")  # a process's own socket: a reward server's
+    assert peer_gone(gloo) and peer_gone(torch.distributed.DistBackendError("NCCL communicator was aborted"))
+    assert not peer_gone(own) and not peer_gone(RuntimeError("CUDA out of memory"))

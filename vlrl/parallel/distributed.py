@@ -72,10 +72,11 @@ EXIT_WAIT_S = 120.0  # how long a process stopped by another's error waits for i
 
 def peer_gone(err: BaseException) -> bool:
     """Whether `err` is a collective failing because another process has gone (its own error,
-    printed by it): gloo's closed connection, a backend's error."""
-    return isinstance(err, dist.DistBackendError) or any(
-        text in str(err) for text in ("Connection closed by peer", "Connection reset by peer")
-    )
+    printed by it): a backend's error, or gloo's transport finding its peer's connection closed
+    (a process's own network errors, which name no gloo source file, are not this)."""
+    text = str(err)
+    closed = any(words in text for words in ("Connection closed by peer", "Connection reset by peer"))
+    return isinstance(err, dist.DistBackendError) or (closed and "gloo" in text)
 
 
 def _wait_for_the_others(seconds: float) -> None:
