@@ -24,6 +24,12 @@ class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
 
 
+def first_line(err: BaseException) -> str:
+    """An exception quoted inside a one-line message: its message's first line, or its type's name."""
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
+
+
 def require_positive(key: str, section: Any, *names: str) -> None:
     """`key.name` > 0 for each name of `section`."""
     for name in names:

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import importlib
 import importlib.util
+import inspect
 import sys
 from importlib.metadata import EntryPoint, EntryPoints, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
@@ -92,6 +93,18 @@ def import_object(spec: str) -> object:
         return getattr(module, attr)
     except AttributeError as err:
         raise ConfigError(f"{target!r} has no attribute {attr!r}") from err
+
+
+def call_refused(fn: object, *args: object) -> TypeError | None:
+    """Why `fn` cannot be called with `args`, said before a run calls it on every step; None when
+    it can, or when its signature cannot be read (a builtin: called as it is)."""
+    try:
+        inspect.signature(fn).bind(*args)  # type: ignore[arg-type]
+    except TypeError as err:
+        return err
+    except ValueError:
+        return None
+    return None
 
 
 def find(group: str, name: str, key: str) -> object:

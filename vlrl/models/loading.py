@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_if_local
+from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_if_local, first_line
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
@@ -137,8 +137,9 @@ def reading_weights(path: str) -> Iterator[None]:
     try:
         yield
     except SafetensorError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(f"{path}: its weights do not load ({first}): a file is damaged or cut short") from err
+        raise ConfigError(
+            f"{path}: its weights do not load ({first_line(err)}): a file is damaged or cut short"
+        ) from err
 
 
 def export_full_model(checkpoint: str, out: Path, trained: ModelConfig | None = None) -> tuple[Path, bool]:

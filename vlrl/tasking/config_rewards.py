@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vlrl.config import ConfigError
-from vlrl.plugins import import_object
+from vlrl.plugins import call_refused, import_object
 
 
 @dataclass(frozen=True)
@@ -42,16 +42,12 @@ def load_reward(spec: str) -> ConfigReward:
         raise ConfigError(f"{key}: importing it raised {type(err).__name__}: {err}") from err
     if not callable(fn):
         raise ConfigError(f"{key} is a {type(fn).__name__}, not a function fn(completions, samples) -> list[float]")
-    try:
-        inspect.signature(fn).bind([], [])
-    except TypeError as err:
+    if (refused := call_refused(fn, [], [])) is not None:
         raise ConfigError(
-            f"{key} cannot be called as fn(completions, samples): {err} (vlrl passes the completions as "
+            f"{key} cannot be called as fn(completions, samples): {refused} (vlrl passes the completions as "
             "strings and their Samples, sample.solution the ground truth: TRL's fn(completions, **kwargs) "
             "becomes fn(completions, samples))"
-        ) from err
-    except ValueError:  # no signature to read (a builtin): called as it is
-        pass
+        ) from refused
     try:
         file = inspect.getsourcefile(fn) or ""
     except TypeError:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlrl.config import first_line
 from vlrl.parallel.base import Strategy
 from vlrl.parallel.distributed import Processes
 
@@ -282,8 +283,7 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
     try:
         return torch.load(path, weights_only=True, map_location="cpu")
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise CheckpointError(
             f"{path} holds something other than tensors and plain values, or is damaged; refusing to load it "
-            f"({first_line})"
+            f"({first_line(err)})"
         ) from err

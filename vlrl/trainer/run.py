@@ -16,7 +16,7 @@ import torch
 from rich.console import Console
 from rich.markup import escape
 
-from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig, dump_config
+from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig, dump_config, first_line
 from vlrl.data.stream import MixtureStream
 from vlrl.models.loading import checkpoint_path, load_model, load_processor
 from vlrl.models.prompting import UnusableSample
@@ -411,10 +411,9 @@ class Run:
         except (OSError, ValueError) as err:
             if checkpoint is None:
                 raise
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise CheckpointError(
-                f"{checkpoint} has its trainer state but its model does not load ({first}); resume from an earlier "
-                "checkpoint with trainer.resume=PATH, or move this one away"
+                f"{checkpoint} has its trainer state but its model does not load ({first_line(err)}); resume from an "
+                "earlier checkpoint with trainer.resume=PATH, or move this one away"
             ) from err
 
     def take(self, n: int) -> list[tuple[int, int]]:

@@ -10,7 +10,6 @@ policy was asked (`Asked`). A scorer never ends a run: a failed call scores 0 an
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import math
 import urllib.request
@@ -205,19 +204,16 @@ def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer:
         judge = judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens)
         return ThinkingScorer(judge, reads_prompt=sophiavl)
     if ":" in spec:
-        from vlrl.plugins import import_object
+        from vlrl.plugins import call_refused, import_object
 
         fn = import_object(spec)
         if not callable(fn):
             raise ConfigError(f"config: algo.trust.scorer {spec!r} is not callable")
-        try:  # a function that cannot take the call would fail every one of them, each scored 0
-            inspect.signature(fn).bind([], [])
-        except TypeError as err:
+        if (refused := call_refused(fn, [], [])) is not None:  # it would fail every call, each scored 0
             raise ConfigError(
-                f"config: algo.trust.scorer {spec!r} cannot be called as fn(samples, completions) -> list[float]: {err}"
-            ) from err
-        except ValueError:  # no signature to read (a builtin): called as it is
-            pass
+                f"config: algo.trust.scorer {spec!r} cannot be called as fn(samples, completions) -> list[float]: "
+                f"{refused}"
+            ) from refused
         return ThinkingScorer(fn)
     raise ConfigError(
         f"config: algo.trust.scorer {spec!r}: expected module:function, path.py:function, http(s)://... or judge:PATH"
