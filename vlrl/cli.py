@@ -346,7 +346,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
                 f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
             )
         for key, value in settings_of_checkpoint(args.model, saved).items():
-            preset[key] = value if preset.get(key) is None else preset[key]  # a flag given wins
+            if preset.get(key) is None:  # a flag given wins
+                preset[key] = value
         run = read_config_file(saved)
         trained = [entry.get("name") for entry in run.get("mixture") or []] or [run.get("task", {}).get("name")]
         if names and not any(name in trained for name in names):
@@ -393,7 +394,6 @@ def cmd_config(args: argparse.Namespace) -> None:
 
         if args.path or args.overrides:
             raise ConfigError("vlrl config reference takes no config file or overrides: it lists every key's default")
-
         console.print(reference(), end="", markup=False, highlight=False)
         return
 
@@ -456,8 +456,6 @@ def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.tasking.sources import write_synthetic
 
     task = make_task(TaskConfig(name=args.task))
-    if args.seed < 0:
-        raise ConfigError(f"vlrl data synth --seed must be >= 0, got {args.seed}")
     write_synthetic(task, args.out, args.size, args.seed)
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")
 
@@ -737,7 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data file to write, .json (a JSON list) or .jsonl (one record per line); images go beside it",
     )
     synth.add_argument("--size", type=at_least(1), default=512, help="records to write (default 512)")
-    synth.add_argument("--seed", type=int, default=0, help="the data's seed (default 0)")
+    synth.add_argument("--seed", type=at_least(0), default=0, help="the data's seed (default 0)")
     synth.set_defaults(func=cmd_data)
     validate = _command(data_commands, "validate", "report every problem of a dataset before a run; exit 1 if any")
     validate.add_argument("--task", required=True, help="the task whose format the file is in")

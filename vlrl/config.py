@@ -471,9 +471,8 @@ class AlgoConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds", "std_eps", "drift_clip")
         require_nonnegative(key, self, "beta", "positive_weight", "negative_weight", "drift_coef", "overlong_penalty")
-        if (
-            not 0 < self.epsilon < 1
-        ):  # the ratio's clip range [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
+        # the ratio's clip range is [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
+        if not 0 < self.epsilon < 1:
             raise ConfigError(f"config: {key}.epsilon must be in (0, 1), got {self.epsilon}")
         if self.epsilon_high is not None and self.epsilon_high < self.epsilon:
             raise ConfigError(

@@ -130,6 +130,7 @@ def test_a_config_file_that_is_not_text_is_reported(tmp_path):
         (["plan", "--gpu-memory", "nan"], "argument --gpu-memory: expected a number > 0, got nan"),
         (["plan", "--image-tokens", "-100"], "argument --image-tokens: expected a number >= 0, got -100"),
         (["data", "synth", "--task", "counting", "--out", "x.json", "--size", "-3"], "--size: expected a number >= 1"),
+        (["data", "synth", "--task", "counting", "--out", "x.json", "--seed", "-1"], "--seed: expected a number >= 0"),
         (["eval", "--limit", "x"], "argument --limit: expected an integer, got 'x'"),
     ],
 )

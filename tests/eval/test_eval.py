@@ -288,12 +288,6 @@ def test_export_into_a_folder_that_holds_files_is_refused_before_anything_loads(
     )
 
 
-def test_data_synth_with_a_negative_seed_names_the_seed(tmp_path, capsys):
-    assert main(["data", "synth", "--task", "refcoco", "--out", str(tmp_path / "t.json"), "--seed", "-1"]) == 2
-    assert "error: vlrl data synth --seed must be >= 0, got -1" in capsys.readouterr().out
-    assert not any(tmp_path.iterdir())
-
-
 def test_export_and_eval_of_a_checkpoint_from_before_a_change_use_the_settings_it_trained_with(
     tmp_path, rec_data, capsys
 ):

@@ -77,7 +77,7 @@ def drop_steps_after(path: Path, step: int) -> list[str]:
     Returns one "file:line: ..." report per torn line dropped, and one of the steps forgotten."""
     if not path.is_file():
         return []
-    kept, torn, later = [], [], set()
+    kept, reports, later = [], [], set()
     # JSON lines end at "\n" only: str.splitlines() would also split at characters that JSON
     # allows raw inside strings (U+2028, \x1c, ...).
     for lineno, line in enumerate(path.read_text(encoding="utf-8", errors="replace").split("\n"), start=1):
@@ -88,7 +88,9 @@ def drop_steps_after(path: Path, step: int) -> list[str]:
         except json.JSONDecodeError:
             record = None
         if not isinstance(record, dict):
-            torn.append(f"{path}:{lineno}: dropped a line that is not a whole JSON record (torn by a stop mid-write?)")
+            reports.append(
+                f"{path}:{lineno}: dropped a line that is not a whole JSON record (torn by a stop mid-write?)"
+            )
             continue
         if record.get("step", 0) <= step:
             kept.append(line)
@@ -99,8 +101,8 @@ def drop_steps_after(path: Path, step: int) -> list[str]:
     tmp.replace(path)  # a stop during the repair leaves the old file, never half of it
     if later:  # a stop after them, before their checkpoint: trained and logged again
         steps = f"step {min(later)}" if len(later) == 1 else f"steps {min(later)}-{max(later)}"
-        torn.append(f"{path}: dropped the lines of {steps}, which no checkpoint holds (they are trained again)")
-    return torn
+        reports.append(f"{path}: dropped the lines of {steps}, which no checkpoint holds (they are trained again)")
+    return reports
 
 
 @dataclass
