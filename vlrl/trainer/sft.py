@@ -16,7 +16,7 @@ from rich.console import Console
 
 from vlrl.algos.losses import token_weights
 from vlrl.config import Config
-from vlrl.models.batch import collate
+from vlrl.models.batch import Prompt, collate
 from vlrl.models.lora import adapters_dropping_out
 from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
@@ -49,6 +49,35 @@ def dropout_seed(seed: int, step: int, rank: int) -> int:
     that a resumed run draws what an uninterrupted one did."""
     digest = hashlib.sha256(f"{seed}:{step}:{rank}".encode()).digest()
     return int.from_bytes(digest[:8], "little") >> 1  # under 2**63, what torch.manual_seed takes
+
+
+def backward_targets(
+    run: Run,
+    prompts: list[Prompt],
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor,
+    lengths: list[int],
+    plan: list[list[int]],
+) -> float:
+    """Backward of the negative log-likelihood of this process's targets (`ids` where `mask`,
+    each token weighted), micro-batch by micro-batch as `plan` groups the rows; its value."""
+    total = 0.0
+    for rows in run.strategy.micro_batches(plan):
+        if not rows:  # this process has fewer micro-batches than another (FSDP2)
+            run.strategy.idle_pass(run.model, run.pad_id, backward=True)
+            continue
+        rows_t = torch.tensor(rows)
+        batch = collate([prompts[r] for r in rows], run.pad_id).to(run.device)
+        local = torch.arange(len(rows), device=run.device)
+        w = max(lengths[r] for r in rows)
+        logp = completion_logprobs(
+            run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
+        ).logp
+        loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
+        loss.backward()
+        total += float(loss.detach())
+    return total
 
 
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
@@ -84,23 +113,9 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             tokens = run.procs.mean(float(mask.sum()))  # a process's share of the step's target tokens
             weights = token_weights(mask, "token_mean", width, tokens=tokens)
             lengths = [len(row) for row in targets]
-            loss_total = 0.0
             plan = micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
             with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
-                for rows in run.strategy.micro_batches(plan):
-                    if not rows:  # this process has fewer micro-batches than another (FSDP2)
-                        run.strategy.idle_pass(run.model, run.pad_id, backward=True)
-                        continue
-                    rows_t = torch.tensor(rows)
-                    batch = collate([prompts[r] for r in rows], pad_id).to(run.device)
-                    local = torch.arange(len(rows), device=run.device)
-                    w = max(lengths[r] for r in rows)
-                    logp = completion_logprobs(
-                        run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
-                    ).logp
-                    loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
-                    loss.backward()
-                    loss_total += float(loss.detach())
+                loss_total = backward_targets(run, prompts, ids, mask, weights, lengths, plan)
             grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
             metrics = {
                 "step": step,
