@@ -312,6 +312,12 @@ def test_adapter_dropout_is_on_only_inside_and_its_masks_follow_the_seed():
             return model(x)
 
     plain = model(x)
+    # PEFT's LoRA forward with the masks seed 1 draws, by hand: W x + B A dropout(x) * alpha / r
+    layer = model.base_model.model[0]
+    torch.manual_seed(1)
+    dropped = torch.nn.functional.dropout(x, 0.5, training=True)
+    lora = layer.lora_B["default"](layer.lora_A["default"](dropped)) * layer.scaling["default"]
+    assert torch.allclose(under(1), layer.base_layer(x) + lora, atol=1e-6)
     assert torch.equal(under(1), under(1)) and not torch.equal(under(1), under(2))
     assert not torch.equal(under(1), plain) and torch.equal(model(x), plain)  # off again outside
     state = torch.get_rng_state()
