@@ -341,6 +341,7 @@ def test_config_show_prints_the_merged_config(capsys):
         ("sft.parallel=nope", "sft.parallel"),
         ("algo.accuracy_reward=bogus", "algo.accuracy_reward 'bogus' is not one of task 'refcoco''s rewards"),
         ("algo.temporal.enabled=true", "algo.temporal.enabled (T-GRPO) contrasts a video"),
+        ("task.rewards={iou: 0, format: 0}", "every reward of task 'refcoco' weighs 0 (iou: 0, format: 0)"),
     ],
 )
 def test_config_show_refuses_what_a_run_refuses_before_it_loads_a_model(override, message, capsys):

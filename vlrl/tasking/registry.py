@@ -124,8 +124,8 @@ def entry_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
 
 
 def check_algo_tasks(cfg: Config, tasks: list[Task]) -> None:
-    """What the algorithm asks of the run's tasks: its reward components by name
-    (algo.accuracy_reward, algo.difficulty.reward), and a shuffled variant for T-GRPO."""
+    """What the algorithm asks of the run's tasks: a reward that counts, its reward components by
+    name (algo.accuracy_reward, algo.difficulty.reward), and a shuffled variant for T-GRPO."""
     algo = cfg.algo
     if algo.temporal.enabled and not any(task.has_temporal_variant() for task in tasks):
         raise ConfigError(
@@ -133,6 +133,13 @@ def check_algo_tasks(cfg: Config, tasks: list[Task]) -> None:
             f"{', '.join(task.name for task in tasks)} gives no shuffled variant (Task.temporal_variant): a video "
             "task does (video_qa)"
         )
+    for task in tasks:
+        if task.reward_weights and not any(task.reward_weights.values()):
+            raise ConfigError(
+                f"config: every reward of task {task.name!r} weighs 0 "
+                f"({', '.join(f'{name}: 0' for name in task.reward_weights)}): every completion would score 0, so "
+                "every advantage would be 0 and nothing learned; give one of them a weight > 0"
+            )
     for key, name in (("accuracy_reward", algo.accuracy_reward), ("difficulty.reward", algo.difficulty.reward)):
         for task in tasks:
             if name and name not in task.reward_weights:
