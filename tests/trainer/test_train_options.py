@@ -350,3 +350,15 @@ def test_a_decay_ends_at_lr_min_ratio_as_transformers_cosine_with_min_lr_does(sc
     else:
         want = [0.1 + 0.9 * (1 - s / 10) for s in range(10)]
     assert got == pytest.approx(want, abs=1e-12) and got[0] == 1.0 and got[-1] > 0.1
+
+
+def test_a_run_shorter_than_its_warmup_is_told_the_lr_it_reaches():
+    from vlrl.config import TrainerConfig
+    from vlrl.trainer.run import schedule_note
+
+    assert schedule_note(TrainerConfig(steps=10, warmup_steps=10), "trainer") is None
+    note = schedule_note(TrainerConfig(steps=5, warmup_steps=20), "sft")
+    assert (
+        note
+        == "sft.warmup_steps (20) is more than sft.steps (5): the learning rate reaches only 0.25 x sft.lr at the last step"
+    )

@@ -45,6 +45,7 @@ from vlrl.trainer.history import (
     file_changes,
     model_fingerprint,
     resume_changes,
+    same_model,
     split_fingerprints,
     used_config,
 )
@@ -84,6 +85,18 @@ def lr_factor(step: int, t: TrainerConfig) -> float:
         return 1.0
     floor = t.lr_min_ratio  # to it, not to 0: transformers' cosine_with_min_lr (min_lr_rate)
     return floor + (1.0 - floor) * decay
+
+
+def schedule_note(t: TrainerConfig, section: str) -> str | None:
+    """What a run shortened below its warmup should hear: its lr never reaches t.lr (the
+    schedule is kept as configured, as transformers' and verl's are, since a short trial run of a
+    long recipe is the usual cause)."""
+    if t.warmup_steps <= t.steps:
+        return None
+    return (
+        f"{section}.warmup_steps ({t.warmup_steps}) is more than {section}.steps ({t.steps}): the learning rate "
+        f"reaches only {lr_factor(t.steps - 1, t):.3g} x {section}.lr at the last step"
+    )
 
 
 def resume_checkpoint(t: TrainerConfig, section: str) -> Path | None:
@@ -204,6 +217,8 @@ class Run:
             )
         self.dir = Path(t.output_dir)
         self.resume_hint = resume_hint(t, section)
+        if (note := schedule_note(t, section)) and self.procs.main:
+            console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
         resume_from = resume_checkpoint(t, section)
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
         state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
@@ -237,10 +252,10 @@ class Run:
         self.device = self.procs.device()
         self.base_path = self._base(cfg.model, resume_from is not None, section, given)
         self.base_model = model_fingerprint(self.base_path)
-        if state and state.get("base_model", self.base_model) != self.base_model:  # older checkpoints: none kept
+        if state and not same_model(state.get("base_model", {}), self.base_model):  # older checkpoints: none kept
             raise ConfigError(
                 f"config: the model at model.path {cfg.model.path} ({self.base_path}) is not the one {resume_from} "
-                "was trained from (its config or its weight files differ): the processor, the reference model and "
+                "was trained from (its config or its weights differ): the processor, the reference model and "
                 f"LoRA's base come from it; put that model back, or start a new run in another {section}.output_dir"
             )
         self.processor = load_processor(cfg.model, self.base_path)
