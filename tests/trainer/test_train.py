@@ -146,6 +146,16 @@ def test_a_tasks_metric_that_is_not_a_number_is_said_and_left_out_of_the_held_ou
     assert "eval/acc@0.5" in rows[0] and "eval/coverage" not in rows[0] and "eval/label" not in rows[0]
 
 
+def test_a_headline_metric_no_evaluation_reports_is_said_once(tmp_path, rec_data, capsys):
+    overrides = {"data.eval": rec_data, "eval.every": 1, "eval.limit": 2, "trainer.steps": 2}
+    overrides["eval.headline"] = "[acc@0.5, acc@O.5]"
+    assert main(["train", *tiny_overrides(tmp_path / "run", rec_data, **overrides)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    said = "warning: eval.headline names 'acc@O.5', which no held-out evaluation reports; they report: acc@0.1, "
+    assert out.count(said) == 1 and out.count("held-out step") == 2
+    assert "held-out step 1 | brief_grounding (2 samples of" in out
+
+
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
     from rich.console import Console
 

@@ -114,6 +114,7 @@ class RLTrainer:
                 elif run.checkpoint:
                     console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
             self.held_out: list[tuple[Task, str, list[Sample]]] = []
+            self.headline_said: set[str] = set()  # eval.headline names said to be reported by no evaluation
             with procs.main_first():  # a held-out split that does not load stops every process
                 if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
                     self.held_out = held_out(cfg, self.sources, console)
@@ -344,8 +345,10 @@ class RLTrainer:
         """Each task's held-out split (process 0): its metrics as eval/..., and one line of its
         headline metrics printed, on a terminal and in a log file alike."""
         metrics: dict[str, float] = {}
+        reported: set[str] = set()
         for task, path, samples in self.held_out:
             result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
+            reported |= result.metrics.keys()
             prefix = f"eval/{task.name}/" if len(self.sources) > 1 else "eval/"  # as a mixture's other metrics
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
             metrics[f"{prefix}skipped_samples"] = float(len(result.skipped))  # media that failed to decode
@@ -355,6 +358,15 @@ class RLTrainer:
             self.console.print(line, markup=False, highlight=False, soft_wrap=True)
             for note in result.notes:
                 self.console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
+        unknown = [name for name in self.cfg.eval.headline if name not in reported | self.headline_said]
+        if unknown:  # a typo would otherwise only leave the line short
+            self.headline_said.update(unknown)
+            self.console.print(
+                f"[yellow]warning:[/yellow] eval.headline names {', '.join(map(repr, unknown))}, which no held-out "
+                f"evaluation reports; they report: {', '.join(sorted(reported))}",
+                highlight=False,
+                soft_wrap=True,
+            )
         return metrics
 
     def train(self) -> RunResult:
