@@ -310,6 +310,15 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if args.compare:
         from vlrl.eval.compare import compare
 
+        names = ("task", "data", "model", "split", "limit", "batch_size", "backend", "out", "config")
+        evaluating = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
+        evaluating += ["overrides"] if args.overrides else []
+        if evaluating:
+            raise ConfigError(
+                f"vlrl eval --compare DIR1 DIR2 reads two earlier evaluations and runs none: {', '.join(evaluating)} "
+                "would do nothing; drop them, or evaluate first and compare the output folders"
+            )
+
         table, differences = compare(Path(args.compare[0]), Path(args.compare[1]))
         if differences:
             console.print(

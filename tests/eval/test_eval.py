@@ -269,6 +269,15 @@ def test_compare_of_a_results_json_that_is_not_one_says_so_in_one_line(tmp_path,
     assert f"error: {b / 'results.json'} {message}" in capsys.readouterr().out
 
 
+def test_compare_given_a_model_or_settings_to_evaluate_refuses_them_by_name(tmp_path, capsys):
+    a, b = write_results(tmp_path / "a"), write_results(tmp_path / "b")
+    assert main(["eval", "--compare", str(a), str(b), "--model", "runs/x", "--limit", "0", "eval.top_p=0.5"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "error: vlrl eval --compare DIR1 DIR2 reads two earlier evaluations and runs none: --model, --limit, " \
+        "overrides would do nothing" in out  # fmt: skip
+    assert main(["eval", "--compare", str(a), str(b)]) == 0
+
+
 def test_export_into_a_file_is_refused_before_anything_loads(tmp_path, capsys, monkeypatch):
     target = tmp_path / "model.bin"
     target.write_text("not a folder")
