@@ -178,8 +178,15 @@ def test_a_resume_refuses_a_different_model_put_at_model_path(tmp_path, rec_data
     run_dir = tmp_path / "run"
     overrides = tiny_run(run_dir, rec_data, **{"model.path": base, "trainer.steps": 1, "trainer.save_every": 1})
     assert main(["train", *overrides]) == 0
+    kept = {p.name: p.read_bytes() for p in base.iterdir() if p.is_file()}
     assert main(["tiny-model", str(base), "--arch", "qwen2_5_vl", "--seed", "3"]) == 0  # same config and sizes
-    assert main(["train", *overrides, "trainer.steps=2"]) == 0  # not told apart: the weights are not read
+    capsys.readouterr()
+    assert main(["train", *overrides, "trainer.steps=2"]) == 2  # a fine-tune's weights, under the same path
+    out = capsys.readouterr().out
+    assert f"the model at model.path {base}" in out and "is not the one" in out and "Traceback" not in out
+    for name, content in kept.items():
+        (base / name).write_bytes(content)
+    assert main(["train", *overrides, "trainer.steps=2"]) == 0  # the model put back
     config = json.loads((base / "config.json").read_text())
     config["text_config"]["rms_norm_eps"] = 1e-6  # another model of the same kind under the same path
     (base / "config.json").write_text(json.dumps(config))
@@ -187,6 +194,20 @@ def test_a_resume_refuses_a_different_model_put_at_model_path(tmp_path, rec_data
     assert main(["train", *overrides, "trainer.steps=3"]) == 2
     out = capsys.readouterr().out
     assert f"the model at model.path {base}" in out and "is not the one" in out and "Traceback" not in out
+
+
+def test_a_checkpoint_fingerprinted_before_weight_samples_resumes_on_its_configs_and_sizes(tmp_path):
+    from vlrl.trainer.history import model_fingerprint, same_model
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(bytes(range(256)) * 8192)  # 2 MiB: sampled in windows
+    now = model_fingerprint(tmp_path)
+    older = {key: now[key] for key in ("configs", "weights")}
+    assert same_model(older, now) and same_model(now, now)
+    with open(tmp_path / "model.safetensors", "r+b") as weights:
+        weights.seek(-1, 2)
+        weights.write(b"\x00")  # the last byte, in the last window: another model of the same size
+    assert not same_model(now, model_fingerprint(tmp_path)) and same_model(older, model_fingerprint(tmp_path))
 
 
 def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_goes_on_from_the_new(

@@ -150,8 +150,9 @@ MODEL_CONFIGS = ("config.json", "adapter_config.json")
 def model_fingerprint(path: str | Path) -> dict[str, Any]:
     """What tells the model at `path` (model.path, the base a resumed run reloads its processor,
     reference and adapters' base from) apart from another put there: its config (less the
-    transformers version that wrote it) and each weight file's size; the weights themselves are
-    not read (gigabytes)."""
+    transformers version that wrote it), each weight file's size, and a digest of a few windows
+    of each file's bytes (`sampled_digest`): a fine-tune of the same architecture has the same
+    config, sizes and safetensors header, but not the same weights."""
     folder = Path(path)
     configs = {}
     for name in MODEL_CONFIGS:
@@ -160,8 +161,33 @@ def model_fingerprint(path: str | Path) -> dict[str, Any]:
             if isinstance(config, dict):
                 config.pop("transformers_version", None)
             configs[name] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
-    weights = {p.name: p.stat().st_size for pattern in WEIGHT_FILES for p in sorted(folder.glob(pattern))}
-    return {"configs": configs, "weights": weights}
+    files = [p for pattern in WEIGHT_FILES for p in sorted(folder.glob(pattern))]
+    return {
+        "configs": configs,
+        "weights": {p.name: p.stat().st_size for p in files},
+        "weight_samples": {p.name: sampled_digest(p) for p in files},
+    }
+
+
+def same_model(saved: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether `now` fingerprints the model `saved` was taken of, on what `saved` holds (a
+    checkpoint written before weight_samples compares configs and sizes)."""
+    return all(now.get(key) == value for key, value in saved.items())
+
+
+def sampled_digest(path: Path, windows: int = 16, size: int = 1 << 16) -> str:
+    """sha256 of `windows` evenly spaced `size`-byte windows of a file (all of it when it is
+    smaller): 1 MiB read of a 4 GB shard, where every weight of a fine-tune differs."""
+    digest = hashlib.sha256()
+    length = path.stat().st_size
+    with open(path, "rb") as handle:
+        if length <= windows * size:
+            digest.update(handle.read())
+        else:
+            for i in range(windows):
+                handle.seek((length - size) * i // (windows - 1))
+                digest.update(handle.read(size))
+    return digest.hexdigest()
 
 
 def data_fingerprints(paths: list[str]) -> list[dict[str, str]]:
