@@ -30,7 +30,9 @@ def test_tiny_model_replaces_a_tiny_checkpoint_and_refuses_any_other_folder_or_f
     tmp_path, monkeypatch, capsys
 ):
     assert main(["tiny-model", str(tmp_path / "a")]) == 0
+    before = _digest(tmp_path / "a")
     assert main(["tiny-model", str(tmp_path / "a"), "--seed", "1"]) == 0  # a tiny checkpoint: rebuilt
+    assert _digest(tmp_path / "a")["model.safetensors"] != before["model.safetensors"]
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     (run / "metrics.jsonl").write_text("{}\n")
@@ -42,6 +44,21 @@ def test_tiny_model_replaces_a_tiny_checkpoint_and_refuses_any_other_folder_or_f
         assert "exists and is not a tiny checkpoint" in capsys.readouterr().out
     assert (run / "metrics.jsonl").read_text() == "{}\n" and (tmp_path / "notes.txt").read_text() == "keep\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "notes.txt", "run"]  # no build left behind
+
+
+def test_a_cached_build_that_another_process_finished_first_is_kept_as_it_is(tmp_path, monkeypatch):
+    """Two test processes on a cold cache build the same checkpoint at once: the later must not
+    delete the earlier's, which the other process may be reading (it did: FileNotFoundError)."""
+    from vlrl.models.build import TinySpec
+    from vlrl.models.tiny import write_tiny_checkpoint
+
+    monkeypatch.setenv("VLRL_CACHE", str(tmp_path))
+    spec = TinySpec(arch="qwen2_5_vl", dtype="bfloat16")
+    path = tiny_checkpoint(spec)
+    weights = (path / "model.safetensors").stat().st_ino
+    assert write_tiny_checkpoint(path, spec, replace=False) == path  # the later build, finding it there
+    assert (path / "model.safetensors").stat().st_ino == weights
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # its own build dropped
 
 
 QWEN2_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"  # Qwen3-VL's template has none

@@ -78,10 +78,12 @@ def build_processor(spec: TinySpec, tokenizer):
 SPEC_FILE = "vlrl_tiny_spec.json"  # marks a folder as a tiny checkpoint, which a rebuild may replace
 
 
-def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") -> Path:
+def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu", replace: bool = True) -> Path:
     """Build the checkpoint for `spec` into `out`, replacing atomically a tiny checkpoint (or an
     empty folder) there; anything else there is refused, never deleted. `device` only speeds up
-    building large shapes; weights drawn on a GPU differ from the CPU's."""
+    building large shapes; weights drawn on a GPU differ from the CPU's. With replace=False (the
+    cache) a checkpoint another process put at `out` meanwhile is kept and this build dropped:
+    it is the same build, and that process, or a third, may be reading it."""
     out = Path(out).resolve()  # '.' and '..' by their names
     if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / SPEC_FILE).is_file()):
         raise ConfigError(
@@ -96,9 +98,13 @@ def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu") 
         model.to(getattr(torch, spec.dtype)).save_pretrained(tmp)
         build_processor(spec, tokenizer).save_pretrained(tmp)
         (tmp / SPEC_FILE).write_text(json.dumps(dataclasses.asdict(spec), indent=1) + "\n")
-        if out.exists():
+        if replace and out.exists():
             shutil.rmtree(out)
-        os.replace(tmp, out)
+        try:
+            os.rename(tmp, out)  # fails on a folder that is not empty
+        except OSError:
+            if replace or not (out / SPEC_FILE).is_file():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -121,7 +127,7 @@ def tiny_checkpoint(spec: TinySpec | None = None) -> Path:
     path = cache_dir() / "tiny" / cache_key(spec)
     if not (path / SPEC_FILE).is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_tiny_checkpoint(path, spec)
+        write_tiny_checkpoint(path, spec, replace=False)  # two test processes may build it at once
     return path
 
 
