@@ -236,6 +236,17 @@ def core_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+def save_model(model: torch.nn.Module, directory: Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """`model.save_pretrained`; a PEFT model's adapters without embedding layers (LoRA adapts
+    linear layers only here, LoraConfig.validate), so that PEFT does not look for its base's
+    config.json to compare vocabularies: the base a run kept of a LoRA checkpoint has none, and
+    every save warned "Could not find a config file in RUN/base"."""
+    if hasattr(model, "get_base_model"):
+        model.save_pretrained(directory, state_dict=state_dict, save_embedding_layers=False)
+    else:
+        model.save_pretrained(directory, state_dict=state_dict)
+
+
 def fsdp_sharded(model: torch.nn.Module) -> bool:
     """Whether FSDP2 shards `model` (its weights are gathered in its modules' forwards, as new
     tensors at every gathering)."""

@@ -45,7 +45,7 @@ from torch.distributed.tensor import DTensor
 from vlrl.config import TrainerConfig
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.blocks import unit_modules
-from vlrl.models.loading import core_model, transformers_weights
+from vlrl.models.loading import core_model, save_model, transformers_weights
 from vlrl.models.memory import ModelShape, StrategyMemory, Workload
 from vlrl.models.policy import completion_logprobs
 from vlrl.parallel.base import adamw
@@ -264,11 +264,11 @@ class FSDP2:
         if hasattr(self.model, "get_base_model"):  # LoRA: the adapter, gathered onto process 0
             adapters = get_model_state_dict(self.model, options=self._state_options(full=True))
             if main:
-                self.model.save_pretrained(directory, state_dict=adapters)
+                save_model(self.model, directory, adapters)
             return
         weights = {name: tensor for name, tensor in self._stream(torch.device("cpu"), keep=main)}
         if main:
-            core_model(self.model).save_pretrained(directory, state_dict=weights)
+            save_model(core_model(self.model), directory, weights)
 
     def load(self, checkpoint: Path, state: dict[str, Any]) -> None:
         saved = state.get("parallel", {}).get("strategy")

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from vlrl.config import TrainerConfig
-from vlrl.models.loading import full_weights
+from vlrl.models.loading import full_weights, save_model
 from vlrl.models.memory import ModelShape, StrategyMemory, Workload
 from vlrl.parallel.base import adamw
 from vlrl.parallel.distributed import Processes
@@ -102,7 +102,7 @@ class Replicated:
 
     def save(self, directory: Path, main: bool) -> None:
         if main:
-            self.model.save_pretrained(directory)
+            save_model(self.model, directory)
 
     def load(self, checkpoint: Path, state: dict[str, Any]) -> None:
         if "master_weights" not in state:
