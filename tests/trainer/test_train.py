@@ -218,7 +218,7 @@ def test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoin
     ]  # one prompt, other completions
 
 
-def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch):
+def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tiny_qwen25, monkeypatch, recwarn):
     import vlrl.algos.losses as losses
 
     original = losses.policy_loss
@@ -238,6 +238,7 @@ def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tin
     rows = metrics(run)
     assert [r["skipped_updates"] for r in rows] == [1, 2]
     assert not (run / "checkpoints").exists() or not list((run / "checkpoints").iterdir())
+    assert not [w for w in recwarn if "lr_scheduler.step()" in str(w.message)]  # torch's advice does not apply
 
 
 def test_a_policy_that_diverges_stops_the_run_and_names_the_checkpoint_to_rewind_to(tmp_path, rec_data, capsys):

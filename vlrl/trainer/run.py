@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -557,7 +558,9 @@ class Run:
         on schedule. Returns True when a stop signal came (on any process): the step is then
         checkpointed and the loop ends."""
         self.step = step
-        self.scheduler.step()  # the schedule counts steps (trainer.steps), however many optimizer steps each took
+        with warnings.catch_warnings():  # a first update skipped as non-finite is said by the run, not by torch
+            warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+            self.scheduler.step()  # the schedule counts steps (trainer.steps), however many optimizer steps each took
         self.skipped_updates += skipped
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:
