@@ -91,6 +91,8 @@ def test_point_reward_uses_the_minimum_cost_matching(pred, gt):
         ("someone", None, None),
         ("none", None, None),  # not in the documented set
         ("9" * 11, None, None),  # beyond MAX_COUNT
+        ("1000000000", 10**9, 10**9),  # MAX_COUNT itself is a count
+        ("1000000001", None, None),
         ("", None, None),
     ],
 )

@@ -18,6 +18,7 @@ from PIL import Image
 from rewards.detection import (
     Detections,
     GroundTruth,
+    answer_well_formed,
     ap50_reward,
     coco_ap,
     hungarian_reward,
@@ -26,6 +27,7 @@ from rewards.detection import (
     parse_detections,
     weighted_sum_reward,
 )
+from rewards.grounding import iou_continuous
 from tasks.detection import Detection
 from vlrl.data.records import FrameSpec, RecordError
 from vlrl.tasking.registry import task_class
@@ -146,6 +148,32 @@ def test_coco_ap_equals_pycocotools_on_one_image(case):
             assert got is None
         else:
             assert got == pytest.approx(expected, abs=1e-9)
+
+
+def test_coco_ap_matches_a_detection_at_exactly_the_threshold_beside_a_crowd_region_as_pycocotools():
+    """evaluateImg skips a ground truth only when its IoU is below the threshold (`< iou`); the
+    crowd region sends the match down COCOeval's ignore-aware path."""
+    gts, labels, crowd = [[0, 0, 10, 20], [100, 100, 110, 110]], ["a", "a"], [False, True]
+    dts = [[0, 0, 10, 10]]  # IoU 100 / 200 = 0.5 with the first
+    stats = pycocotools_stats(gts, labels, dts, ["a"], crowd)
+    assert stats[1] == pytest.approx(1.0)
+    assert coco_ap(gts, labels, dts, ["a"], gt_crowd=crowd, iou_thresholds=(0.5,)) == pytest.approx(stats[1])
+    assert coco_ap(gts, labels, dts, ["a"], gt_crowd=crowd) == pytest.approx(stats[0], abs=1e-9)
+
+
+def test_weighted_sum_matches_a_pair_at_exactly_the_threshold_as_vlm_r1_detection_score():
+    """VLM-R1's detection_score stops matching when the best IoU is `< iou_threshold`."""
+    pred = Detections(((0, 0, 10, 10),), ("a",), 1, False)
+    gt = GroundTruth(((0, 0, 10, 20),), ("a",))  # continuous IoU 0.5
+    assert weighted_sum_reward(pred, gt, iou=iou_continuous) == pytest.approx((0.7 * 0.5 + 0.3 * 1.0) / 1.0)
+
+
+@pytest.mark.parametrize("value", ["1e10", "-1e10", "1000000001"])
+def test_a_coordinate_beyond_a_billion_is_no_coordinate(value):
+    completion = f'<answer>```json\n[{{"bbox_2d": [0, 0, {value}, 10], "label": "a"}}]\n```</answer>'
+    assert not answer_well_formed(completion)
+    assert parse_detections(completion, "lenient").boxes == ()
+    assert answer_well_formed(completion.replace(value, "1000000000"))
 
 
 def test_coco_ap_equals_pycocotools_when_ground_truth_is_out_of_area_range():

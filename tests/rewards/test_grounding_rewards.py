@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from rewards.format import think_answer, vlm_r1_rec
-from rewards.grounding import iou_continuous, iou_vlm_r1, parse_answer_box
+from rewards.grounding import box_center_inside, iou_continuous, iou_vlm_r1, parse_answer_box
 from tasks.refcoco import RefCOCO
 from vlrl.data.records import FrameSpec, RecordContext
 
@@ -114,3 +114,12 @@ def test_refcoco_metrics_on_fixed_predictions(tmp_path):
     assert metrics["center_acc"] == 0.5
     assert metrics["parse_rate"] == 0.75
     assert metrics["format_rate"] == 0.75
+
+
+@pytest.mark.parametrize(
+    "pred, inside",
+    [([0, 50, 10, 60], False), ([0, 2, 10, 8], True), ([200, 2, 210, 8], False), ([90, 0, 110, 20], True)],
+    ids=["below", "inside", "right", "on the edge"],
+)
+def test_a_box_center_is_inside_a_wide_target_only_within_its_height_and_width(pred, inside):
+    assert box_center_inside(pred, [0, 0, 100, 10]) is inside  # 100 wide, 10 tall
