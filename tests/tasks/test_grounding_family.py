@@ -159,6 +159,12 @@ def test_metrics_over_single_and_multi_target_samples(tmp_path):
     assert inclusive["acc@0.5"] == 0.75  # Perception-R1's evaluation counts IoU >= t
 
 
+def test_an_extra_box_costs_center_accuracy_over_several_targets(tmp_path):
+    multi = make_sample(tmp_path, [[100, 100, 300, 200], [600, 300, 800, 500]], **HALF)
+    extra = boxes_answer([300, 150, 400, 250], [50, 50, 150, 100], [0, 0, 10, 10])  # both targets, and a stray box
+    assert RefCOCO().metrics([multi], [extra])["center_acc"] == pytest.approx(2 / 3)  # hits over max(3 stated, 2)
+
+
 def test_bad_multi_target_records_are_reported(tmp_path):
     with pytest.raises(RecordError, match=r"data.json:1: box 1 of the solution .* outside the 1120x560 image"):
         make_sample(tmp_path, [[100, 100, 300, 200], [100, 100, 2000, 200]])

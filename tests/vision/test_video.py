@@ -289,6 +289,15 @@ def video_data(tmp_path_factory) -> Path:
     return path
 
 
+def test_a_problem_type_of_one_sample_has_its_own_accuracy(video_data):
+    samples = VideoQA().load(video_data, FrameSpec()).samples
+    choice = [s for s in samples if s.meta["problem_type"] == "multiple choice"][:2]
+    other = next(s for s in samples if s.meta["problem_type"] != "multiple choice")
+    completions = [f"<answer>{s.solution}</answer>" for s in choice] + ["<answer>no</answer>"]
+    metrics = VideoQA().metrics([*choice, other], completions)
+    assert metrics["accuracy/multiple choice"] == 1.0 and metrics[f"accuracy/{other.meta['problem_type']}"] == 0.0
+
+
 def test_synthetic_records_are_video_r1_records_and_load(video_data):
     records = json.loads(video_data.read_text())
     assert {r["data_type"] for r in records} == {"video", "image"}
@@ -326,8 +335,11 @@ def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
     for needle in ("video not found", "yes/no", "'many' of a numerical problem is not a finite number",
                    "'nan' of a regression problem", "'1e400' of a numerical problem", "options", "empty answer"):  # fmt: skip
         assert any(needle in m for m in messages), needle
+    clip(tmp_path / "videos" / "still.mp4", 1, 32, 32, 2)
+    path.write_text(json.dumps([*bad, {**good, "path": "videos/still.mp4", "data_type": "video"}], indent=1))
     split = VideoQA().load(path, FrameSpec())  # relative to the data file: the broken file is found, and unreadable
     assert any("video unreadable" in str(e) for e in split.errors)
+    assert any("still.mp4 has 1 frame(s); at least 2 are needed" in str(e) for e in split.errors)
 
 
 def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, tiny_qwen25, monkeypatch):
