@@ -210,6 +210,24 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     assert "refcoco: reasoning_tags: [['<think>', '</think>']] vs None" in " ".join(capsys.readouterr().out.split())
 
 
+def test_compare_of_two_lmms_eval_results_shows_b_minus_a_of_the_metrics_not_their_stderr(tmp_path):
+    from rich.console import Console
+
+    from vlrl.eval.compare import compare
+    from vlrl.eval.layout import read_metrics
+
+    for name, acc, stderr in (("a", 0.5, 0.01), ("b", 0.75, 0.02)):
+        (tmp_path / name).mkdir()
+        results = {"results": {"mmbench": {"alias": "mmbench", "acc,none": acc, "acc_stderr,none": stderr}}}
+        (tmp_path / name / "results.json").write_text(json.dumps(results))
+    assert read_metrics(tmp_path / "a") == {"mmbench": {"acc": 0.5}}
+    table, _ = compare(tmp_path / "a", tmp_path / "b")
+    console = Console(record=True, width=200)
+    console.print(table)
+    rows = [line.split() for line in console.export_text().splitlines() if "mmbench" in line]
+    assert rows == [["│", "mmbench", "│", "acc", "│", "0.5000", "│", "0.7500", "│", "+0.2500", "│"]]
+
+
 def test_shards_are_whole_batches_in_order_and_cover_every_sample():
     from vlrl.eval.harness import shard
     from vlrl.parallel.distributed import Processes

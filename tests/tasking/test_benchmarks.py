@@ -483,6 +483,20 @@ def test_vlrl_score_on_a_benchmark_strips_reasoning_as_lmms_eval_does(override, 
     assert [(line["id"], line["acc"], line["exact_match"]) for line in lines] == [(s.id, acc, acc) for s in samples]
 
 
+def test_a_benchmarks_long_completion_is_read_whole_and_not_said_to_score_zero(tmp_path):
+    """A benchmark has no rewards, so no completion is scored 0 unread: its metrics read each whole."""
+    from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score_file
+
+    task, samples, _ = _load("countbenchqa", tmp_path, size=2, seed=11)
+    completions = tmp_path / "completions.jsonl"
+    texts = [" " * MAX_COMPLETION_CHARS + str(samples[0].solution), str(samples[1].solution)]
+    completions.write_text(
+        "".join(json.dumps({"id": s.id, "completion": t}) + "\n" for s, t in zip(samples, texts, strict=True))
+    )
+    result = score_file(task, samples, str(completions), str(tmp_path / "scored.jsonl"))
+    assert result.zeroed == [] and result.scored == 2 and result.metrics["acc"] == 1.0
+
+
 # -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------
 REWARD_CASES = [
     ("<think>hm</think><answer>B</answer>", "<answer>B</answer>", "multiple choice"),

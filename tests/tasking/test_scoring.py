@@ -35,6 +35,12 @@ def test_completions_longer_than_the_limit_score_zero_and_are_counted(samples):
     assert scores.components["format"] == [0.0, 1.0]
 
 
+def test_a_completion_of_exactly_the_limit_is_read(samples):
+    good = '<think>x</think><answer>{"bbox_2d": [1, 2, 3, 4]}</answer>'
+    scores = score(RefCOCO(), [good, good + " "], [samples[0]] * 2, max_chars=len(good))
+    assert scores.oversized == [1] and scores.components["format"] == [1.0, 0.0]
+
+
 class Fragile(RefCOCO):
     def reward_functions(self):
         fns = super().reward_functions()
@@ -49,6 +55,23 @@ def test_a_reward_that_raises_scores_zero_and_is_counted(samples):
     scores = score(Fragile(rewards={"fragile": 1.0}), ["ok", "boom", "ok"], [samples[0]] * 3)
     assert scores.components["fragile"] == [1.0, 0.0, 1.0]
     assert scores.failures == {"fragile": 1}
+
+
+class Unbounded(RefCOCO):
+    def reward_functions(self):
+        return {**super().reward_functions(), "unbounded": lambda completions, batch: [float(c) for c in completions]}
+
+    def correct(self, completions, samples):
+        return [float(c) for c in completions]
+
+
+def test_an_infinite_reward_scores_zero_and_is_counted_and_correctness_stays_in_0_1(samples):
+    from vlrl.tasking.scoring import correctness
+
+    task = Unbounded(rewards={"unbounded": 1.0})
+    scores = score(task, ["inf", "-inf", "0.5"], [samples[0]] * 3)
+    assert scores.components["unbounded"] == [0.0, 0.0, 0.5] and scores.failures["unbounded"] == 2
+    assert correctness(task, ["-0.5", "1.5", "0.25"], [samples[0]] * 3) == ([0.0, 1.0, 0.25], 0)
 
 
 def test_a_step_logs_how_many_completions_were_too_long_to_read_and_which_rewards_failed(samples):
