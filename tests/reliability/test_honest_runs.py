@@ -298,3 +298,16 @@ def test_stages_added_on_resume_are_recorded_as_the_entries_they_are(tmp_path):
         tmp_path,
     )
     assert back["rollout.stages.length"] == {"from": 2, "to": 0} and "rollout.stages" not in back
+
+
+def test_the_settings_a_checkpoint_was_trained_with_are_those_before_the_first_change_after_it(tmp_path):
+    from vlrl.trainer.history import HISTORY_FILE, settings_at
+
+    changes = [(10, 1e-5, 2e-5), (21, 2e-5, 3e-5)]  # each applies from its step: step 10 trained at 2e-5
+    (tmp_path / HISTORY_FILE).write_text(
+        "".join(json.dumps({"step": s, "changes": {"trainer.lr": {"from": a, "to": b}}}) + "\n" for s, a, b in changes)
+        + "not json\n"
+    )
+    assert settings_at(tmp_path, 5) == {"trainer.lr": 1e-5}
+    assert settings_at(tmp_path, 10) == {"trainer.lr": 2e-5}
+    assert settings_at(tmp_path, 21) == {}

@@ -81,3 +81,33 @@ def test_a_point_survives_the_round_trip_through_the_model_frame(kind, width, he
     x, y = fx * width, fy * height
     back = frame.point_to_original(frame.point_to_model([x, y], integer=False))
     assert back == pytest.approx([x, y], abs=1e-6)
+
+
+def test_an_aspect_ratio_of_exactly_200_is_resized_as_qwen_vl_utils_does_and_201_refused_by_both():
+    assert smart_resize(28, 5600, 28, 784, 10**8) == reference_smart_resize(28, 5600, 28, 784, 10**8)
+    for resize in (smart_resize, reference_smart_resize):
+        with pytest.raises(ValueError, match="aspect ratio"):
+            resize(28, 5628, 28, 784, 10**8)
+
+
+def test_transparent_pixels_are_put_over_white_as_qwen_vl_utils_does():
+    from PIL import Image
+    from qwen_vl_utils.vision_process import to_rgb as reference_to_rgb
+
+    from vlrl.vision.images import to_rgb
+
+    image = Image.new("RGBA", (2, 1), (255, 0, 0, 0))
+    image.putpixel((1, 0), (0, 0, 255, 255))
+    assert list(to_rgb(image).getdata()) == list(reference_to_rgb(image).getdata()) == [(255, 255, 255), (0, 0, 255)]
+
+
+def test_an_image_of_exactly_the_pixel_limit_opens_and_one_pixel_more_is_refused(tmp_path):
+    from PIL import Image
+
+    from vlrl.vision.images import ImageTooLarge, open_image
+
+    Image.new("RGB", (10, 10)).save(tmp_path / "a.png")
+    with open_image(tmp_path / "a.png", 100) as image:
+        assert image.size == (10, 10)
+    with pytest.raises(ImageTooLarge, match="has 10x10 pixels, more than the limit of 99"):
+        open_image(tmp_path / "a.png", 99)
