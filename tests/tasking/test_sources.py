@@ -185,3 +185,16 @@ def test_an_image_root_that_is_not_a_folder_is_named_instead_of_every_record_mis
     assert main(validate) == 2
     assert f"data.image_root {tmp_path / 'nowhere'} is not a folder" in " ".join(capsys.readouterr().out.split())
     assert main([*validate[:-1], str(tmp_path)]) == 0  # the folder the records' images are in
+
+
+def test_a_configs_synthetic_train_and_eval_splits_share_no_scene(tmp_path):
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import load_task_split
+
+    paths = {"train": tmp_path / "train.json", "eval": tmp_path / "val.json"}
+    cfg = load_config(None, [f"data.train={paths['train']}", f"data.eval={paths['eval']}", "data.synthetic=true",
+                             "data.synthetic_train_size=4", "data.synthetic_eval_size=4"])  # fmt: skip
+    splits = {which: load_task_split(RefCOCO(), cfg, which) for which in paths}
+    images = {which: {s.images[0] for s in split.samples} for which, split in splits.items()}
+    problems = {which: [s.problem for s in split.samples] for which, split in splits.items()}
+    assert not images["train"] & images["eval"] and problems["train"] != problems["eval"]

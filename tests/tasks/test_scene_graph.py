@@ -91,6 +91,30 @@ def test_recall_is_r1_sggs_triplet_recall(root):
     assert task.predict(EXACT, sample)["objects"][0] == {"id": "man.1", "bbox": [100.0, 50.0, 300.0, 450.0]}
 
 
+def test_a_triplet_is_recalled_only_with_both_categories_and_both_boxes_right(root):
+    sample = sample_of(root)
+    man, horse = {"id": "man.1", "bbox": [100, 100, 300, 900]}, {"id": "horse.2", "bbox": [250, 400, 700, 960]}
+    riding = {"subject": "man.1", "predicate": "riding", "object": "horse.2"}
+    dog = completion([{**man, "id": "dog.1"}, horse], [{**riding, "subject": "dog.1"}])  # the right boxes
+    far = completion([man, {**horse, "bbox": [600, 0, 1000, 100]}], [riding])  # the object's box elsewhere
+    for answer in (dog, far):
+        assert SceneGraph().metrics([sample], [answer])["recall"] == 0.0
+    assert SceneGraph().metrics([sample], [completion([man, horse], [riding])])["recall"] == 1.0
+
+
+def test_an_image_without_relations_leaves_per_image_recall_to_the_others(root):
+    no_relations = sample_of(root, {**RECORD, "relationships": []})
+    metrics = SceneGraph().metrics([sample_of(root), no_relations], [EXACT, EXACT])
+    assert metrics["recall"] == 1.0 and metrics["recall_per_image"] == 1.0
+
+
+def test_a_predicted_relation_naming_an_undeclared_object_is_dropped(root):
+    man = {"id": "man.1", "bbox": [100, 100, 300, 900]}
+    answer = completion([man], [{"subject": "man.1", "predicate": "riding", "object": "horse.2"}])
+    assert SceneGraph().predict(answer, sample_of(root))["relationships"] == []
+    assert SceneGraph().metrics([sample_of(root)], [answer])["recall"] == 0.0
+
+
 @pytest.mark.parametrize(
     "change,message",
     [

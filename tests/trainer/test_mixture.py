@@ -31,6 +31,18 @@ def test_mixture_stream_draws_by_weight_and_resumes_exactly():
     assert sorted(zero) == list(range(10))
 
 
+def test_each_epoch_and_each_source_has_an_order_of_its_own_and_a_resume_keeps_the_seed():
+    from vlrl.data.stream import IndexStream
+
+    stream = IndexStream(6, seed=0)
+    two_epochs = stream.take(12)
+    assert sorted(two_epochs[6:]) == list(range(6)) and two_epochs[6:] != two_epochs[:6]
+    orders = [s.take(8) for s in MixtureStream([8, 8], [1.0, 1.0], seed=0).streams]
+    assert orders[0] != orders[1]  # two tasks of one size are not drawn in step
+    with pytest.raises(ValueError, match="seed 0; this run has 6 and 1"):
+        IndexStream(6, seed=1).load_state_dict(stream.state_dict())
+
+
 def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_each_entry_as_trained(
     tmp_path, rec_data, tiny_qwen25, capsys
 ):
