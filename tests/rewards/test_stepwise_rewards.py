@@ -104,6 +104,12 @@ def test_the_task_sums_to_r1_vls_accuracy_plus_validity(tmp_path):
     # the target of a record whose solution is no chain walks through the key steps
     target = task.target(sample)
     assert validity(target) == 1.0 and key_step_score(target, KEY_STEPS) == 1.0 and final_answer(target) == "5"
+    assert "### Step 1:\nc^2 = 25\n### Step 2:\nc = 5\n" in target  # each key step's first phrase
+    assert task.predict("5, with no final-answer line", sample) is None and task.predict(GOOD, sample) == "5"
+    # answer_check's default (auto) compares with math-verify where it is installed
+    equivalent = GOOD.replace("is: 5", "is: $\\frac{10}{2}$")
+    assert StepReasoning().reward_functions()["answer"]([equivalent], [sample]) == [1.0]
+    assert task.reward_functions()["answer"]([equivalent], [sample]) == [0.0]  # answer_check: string
 
 
 @pytest.mark.parametrize(

@@ -127,6 +127,27 @@ SAMPLING = {
 }
 
 
+def test_a_completion_stops_at_the_tokenizers_end_token_as_well_as_the_generation_configs():
+    from types import SimpleNamespace
+
+    assert stop_token_ids(SimpleNamespace(eos_token_id=[7, 2]), SimpleNamespace(eos_token_id=1)) == [1, 2, 7]
+    assert stop_token_ids(SimpleNamespace(eos_token_id=None), SimpleNamespace(eos_token_id=1)) == [1]
+
+
+def test_a_zero_probability_token_is_never_drawn_even_at_a_uniform_of_zero():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.5]])
+    for u, drawn in ((0.0, 1), (0.4999, 1), (0.5, 3), (0.9999, 3)):
+        assert sample_categorical(probs, uniforms=torch.tensor([[u]])).tolist() == [drawn], u
+
+
+@pytest.mark.parametrize("key", ["check_every", "smallest_bucket"])
+def test_the_static_steps_periods_and_buckets_are_at_least_one(key):
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="check_every and smallest_bucket must be >= 1"):
+        HFOptions(**{key: 0}).validate("rollout.hf")
+
+
 @pytest.mark.parametrize("sampling", SAMPLING)
 def test_compacted_decoding_equals_decoding_every_row(setup, sampling):
     model, processor, prompts = setup

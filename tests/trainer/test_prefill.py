@@ -41,6 +41,9 @@ def test_the_prefill_is_a_reasoning_block_the_template_opened_after_the_assistan
     assert answer_prefill(user + "<|im_start|>assistant\n<think>\n", templated) == "<think>\n"
     # Qwen3.5's with thinking off: the block is closed, the answer follows it alone
     assert answer_prefill(user + "<|im_start|>assistant\n<think>\n\n</think>\n\n", templated) == ""
+    # an earlier turn's answer is not the prefill: the last assistant header is the one answered after
+    earlier = "<|im_start|>assistant\nold<think>x<|im_end|>\n" + user
+    assert answer_prefill(user + earlier + "<|im_start|>assistant\n<think>\n", templated) == "<think>\n"
     # no template: the raw prompt is the user's, whatever it quotes
     assert answer_prefill("Example: <|im_start|>assistant\n<think>\nNow you. Answer:", raw) == ""
 
