@@ -223,6 +223,23 @@ def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
     assert torch.equal(unnormalized, tokens)  # the same draws: rows need not sum to 1
 
 
+def test_top_k_and_top_p_keep_the_tokens_transformers_warpers_keep_ties_included():
+    """vLLM keeps the same set (its mask: probs_sum <= 1 - p); an exact tie at p is the smallest
+    set holding p of the mass, as both keep it."""
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    from vlrl.models.policy import filter_top_k_top_p
+
+    tie = torch.tensor([[0.0, 0.0, float("-inf")]])  # probabilities 0.5, 0.5, 0
+    assert torch.isfinite(filter_top_k_top_p(tie, 0, 0.5)).sum() == 1
+    assert torch.isfinite(TopPLogitsWarper(0.5)(None, tie)).sum() == 1
+    logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(0)) * 3
+    for top_k, top_p in ((0, 0.3), (0, 0.9), (5, 1.0), (10, 0.7)):
+        want = logits if top_k == 0 else TopKLogitsWarper(top_k)(None, logits)
+        want = want if top_p == 1.0 else TopPLogitsWarper(top_p)(None, want)
+        assert torch.equal(torch.isfinite(filter_top_k_top_p(logits, top_k, top_p)), torch.isfinite(want))
+
+
 def test_non_finite_probabilities_still_draw_a_token_inside_the_vocabulary():
     """A diverged policy's NaN logits must not index past the vocabulary (on CUDA a device-side
     assert that ends the process before the trainer can stop the run with its message)."""

@@ -127,8 +127,9 @@ def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.
     if top_p < 1.0:
         sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
         probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the tokens before it already hold top_p of the mass.
-        drop_sorted = (probs.cumsum(dim=-1) - probs) > top_p
+        # Drop a token when the tokens before it already hold top_p of the mass (at an exact tie
+        # too, as transformers' TopPLogitsWarper and vLLM do).
+        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
