@@ -244,3 +244,16 @@ def test_a_number_math_verify_cannot_parse_scores_0_and_prints_nothing(capsys):
         assert [reward(text, "5") for text in texts] == [0.0, 0.0, 0.0], reward.__name__
     assert reasoning_score(f"<answer>{digits}</answer>", "5")[0] == 0.0
     assert capsys.readouterr().out == ""
+
+
+def test_mm_eureka_reads_an_unclosed_answer_after_its_tag():
+    assert rm.mm_eureka_accuracy("<think>x is 7</think><answer> $3$", "3") == 1.0
+
+
+def test_lmm_r1_format_refuses_a_second_answer_tag():
+    assert rm.lmm_r1_format("<think>a</think><answer><answer>3</answer>") == 0.0
+
+
+def test_chatml_end_tokens_are_removed_before_the_format_is_checked():
+    for token in ("<|im_end|>", "<｜end▁of▁sentence｜>", "<|endoftext|>"):
+        assert rm.lmm_r1_format(f"<think>a</think><answer>3</answer>{token}") == 1.0, token

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 from pathlib import Path
 
@@ -549,3 +550,50 @@ def test_an_answer_in_the_other_styles_format_is_read_for_what_it_states(tmp_pat
     typed = action_sample(tmp_path, {"action_type": "input_text", "text": "hello"})  # GUI-R1 calls it "type"
     ui_named = "<think>a</think> <answer>[{'action': 'input_text', 'coordinate': [0, 0]}]</answer>"
     assert rewards(GuiAction(), ui_named, typed)["action_type"] == 0.0
+
+
+# -- single rules pinned -----------------------------------------------------------------------
+def test_a_select_action_without_its_text_fails_gui_r1s_format():
+    assert R.gui_r1_format(gui_r1("select", (1, 2))) == 0.0  # "no input text" is no text
+    assert R.gui_r1_format(gui_r1("select", (1, 2), text="Maps")) == 1.0
+
+
+def test_the_structured_reader_takes_the_first_action_of_a_list():
+    two = "[{'action': 'click', 'point': [1, 2]}, {'action': 'type', 'point': [3, 4]}]"
+    assert R.structured_action(two) == R.GuiAction("click", (1.0, 2.0), None)
+
+
+def test_the_structured_reader_strips_the_action_name():
+    assert R.structured_action("[{'action': ' click ', 'point': [1, 2]}]").action == "click"
+
+
+def test_ui_r1_without_thinking_reads_the_last_point_in_braces_as_ui_r1_e_does():
+    content = "[{'action': 'click', 'coordinate': [1, 2]}] then {'x': [3, 4]}"
+    assert R.regex_action(content, "ui_r1", thinking=False).point == (3.0, 4.0)
+    assert R.regex_action(content, "ui_r1", thinking=True).point == (1.0, 2.0)
+
+
+def test_a_point_too_long_for_int_is_gui_r1s_origin_but_no_click_for_ui_r1():
+    content = "{'action': 'click', 'point': [" + "9" * 5000 + ", 1]}"
+    assert R.regex_action(content, "gui_r1").point == (0.0, 0.0)  # GUI-R1 falls back to [0, 0]
+    assert R.regex_action(content, "ui_r1", thinking=False).point == (math.inf, math.inf)
+
+
+def test_a_zero_width_grounding_box_is_refused_as_empty(tmp_path):
+    with pytest.raises(RecordError, match=r"key 'bbox' \[100, 100, 100, 200\] is empty or outside"):
+        grounding_sample(tmp_path, box=(100, 100, 100, 200))
+
+
+def test_strict_step_success_needs_the_exact_scroll_direction_not_a_close_text(tmp_path):
+    sample = action_sample(tmp_path, {"action_type": "scroll", "direction": "up"})
+    m = GuiAction().metrics([sample], [gui_r1("scroll", text="upward")])
+    assert m["step_success"] == 1.0  # "upward" contains "up": F1 1 by GUI-R1's rule
+    assert m["step_success_strict"] == 0.0
+
+
+def test_a_text_f1_threshold_of_zero_is_refused():
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"text_f1_threshold must be in \(0, 1\], got 0"):
+        GuiAction({"text_f1_threshold": 0})
+    assert GuiAction({"text_f1_threshold": 1}).options.text_f1_threshold == 1

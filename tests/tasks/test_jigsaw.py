@@ -579,3 +579,19 @@ def test_synthetic_puzzles_are_of_the_question_type_the_task_asks_for(tmp_path, 
     split = task.load(tmp_path / "train.jsonl", FrameSpec("absolute", 3136, 12845056))
     assert len(split.samples) == 8 and not split.errors
     assert {s.meta["question_type"] for s in split.samples} == {question_type}
+
+
+def test_a_multiple_choice_record_with_one_choice_is_refused(tmp_path):
+    record = _record(tmp_path, question_type="multiple", choices=["3 1\n4 2"], answer="A")
+    with pytest.raises(RecordError, match=r"key 'choices' must be 2\.\.\d+ strings, got 1 entries"):
+        Jigsaw().build_sample(record, _ctx(tmp_path))
+
+
+def test_a_permutation_of_booleans_is_refused_though_true_equals_1(tmp_path):
+    with pytest.raises(RecordError, match="key 'permutation' must hold integers"):
+        Jigsaw().build_sample(_record(tmp_path, m=1, n=2, permutation=[True, 2]), _ctx(tmp_path))
+
+
+def test_metrics_count_only_per_grid_and_per_type_groups(four_samples):
+    metrics = Jigsaw().metrics(four_samples, [tagged("3 1\n4 2")] * 4)
+    assert "count" not in metrics and metrics["count/2x2"] == 3.0 and metrics["count/full"] == 2.0

@@ -276,3 +276,40 @@ def test_the_vision_r1_recipe_loads_its_ptst_schedule_and_strict_reward():
     assert (cfg.trainer.lr, cfg.algo.beta, cfg.algo.kl_estimator, cfg.trainer.prompts_per_step) == (
         1e-6, 0.01, "low_var", 512,
     )  # fmt: skip
+
+
+def _text_sample(tmp_path: Path, task: MathVQA, **record):
+    return task.load(_write(tmp_path / "one.jsonl", [record]), FRAME).samples[0]
+
+
+def test_the_teacher_offset_shifts_a_negative_integer_answer_too(tmp_path):
+    task = MathVQA({"target_answer_offset": 1})
+    sample = _text_sample(tmp_path, task, problem="What is 1 - 4?", answer="-3")
+    assert task.target(sample) == "<think>The answer is -2.</think> \\boxed{-2}"
+
+
+def test_lmm_r1_targets_keep_an_answer_already_in_dollars_as_it_is(tmp_path):
+    pytest.importorskip("math_verify")
+    task = MathVQA({"variant": "lmm_r1"})
+    assert task.target(_text_sample(tmp_path, task, problem="x?", answer="$3$")).endswith("<answer>$3$</answer>")
+    assert task.target(_text_sample(tmp_path, task, problem="x?", answer="3")).endswith("<answer>$3$</answer>")
+
+
+def test_r1v_predictions_are_the_answer_stripped(tmp_path):
+    task = MathVQA({"variant": "easyr1_r1v"})
+    sample = _text_sample(tmp_path, task, problem="x?", answer="3")
+    assert task.predict("<think>r</think><answer> 3 </answer>", sample) == "3"
+
+
+def test_mm_eureka_prompts_drop_the_image_placeholder_from_the_question(tmp_path):
+    pytest.importorskip("math_verify")
+    task = MathVQA({"variant": "mm_eureka"})
+    sample = _text_sample(tmp_path, task, question="<image>How many?", image=_image(tmp_path), answer="3")
+    user = task.messages(sample)[1]["content"]
+    assert user == [{"type": "image"}, {"type": "text", "text": "How many?"}]
+
+
+def test_a_message_record_with_an_assistant_turn_is_refused_not_trimmed(tmp_path):
+    message = [{"role": "user", "content": "What is 1+1?"}, {"role": "assistant", "content": "2"}]
+    split = MathVQA().load(_write(tmp_path / "m.jsonl", [{"message": message, "answer": "2"}]), FRAME)
+    assert split.samples == [] and "key 'message': a 'assistant' turn" in str(split.errors[0])

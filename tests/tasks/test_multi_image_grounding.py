@@ -138,3 +138,14 @@ def test_synthetic_records_show_several_images_and_name_the_target(tmp_path):
         assert len(sample.images) >= 2
         assert f"the {ORDINALS[sample.meta['target_image']]} image" in sample.problem
     assert any("same color and kind" in s.problem for s in split.samples)  # questions by reference occur
+
+
+def test_a_zero_width_answer_box_is_refused_as_empty(images):
+    with pytest.raises(RecordError, match=r"d.json:2: answer \[100, 100, 100, 300\] is empty or outside"):
+        sample_of(images, {**RECORD, "answer": [100, 100, 100, 300]})
+
+
+def test_a_target_image_past_the_named_ordinals_gets_the_fallback_wording(images):
+    record = {**RECORD, "images": ["a.png"] * 6 + ["b.png"], "target_image": 6}  # ORDINALS stop at "sixth"
+    target = MultiImageGrounding().target(sample_of(images, record))
+    assert target.startswith("<think>The question asks about the named image.</think>")
