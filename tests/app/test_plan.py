@@ -85,6 +85,9 @@ def test_terms_by_hand():
     )
     assert sharded["gradients"] == 1000
     assert sharded["gathered units"] == 100 * 2 + 2 * 300 * 2 + 300 * 6
+    resting = sharded["rollout"] - sharded["rollout engine"]
+    update = resting + sharded["gradients"] + sharded["gathered units"] + sharded["activations"]
+    assert sharded["update"] == pytest.approx(update)  # the gathered units are held during the update
     assert sharded["rollout engine"] == kv_cache + 2000  # the policy gathered to sample with it
     offloaded = plan(FSDP2, FSDPOptions(cpu_offload=True))
     assert offloaded["optimizer"] == offloaded["master weights"] == 0 and offloaded["cpu memory"] == 1000 * 16 / 4
@@ -126,3 +129,12 @@ def test_plan_prints_a_table_per_strategy(capsys):
     assert "8.29B parameters" in out and out.count("fsdp2") >= 4 and "replicated" in out
     with pytest.raises(SystemExit):
         main(["plan", "--shape"])  # a missing value is argparse's error
+
+
+def test_a_plan_fits_within_95_percent_of_the_card():
+    from vlrl.app.plan import fits
+
+    work = Workload(
+        gpus=1, gpu_memory=1000.0, token_budget=1, image_tokens=0, rows=1, max_new_tokens=1, beta=0.0, lora=False
+    )
+    assert fits({"peak": 950.0}, work) and not fits({"peak": 951.0}, work)

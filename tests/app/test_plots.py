@@ -103,3 +103,10 @@ def test_plotting_a_run_with_no_step_logged_says_so(tmp_path, capsys):
     assert main(["plot", str(tmp_path)]) == 2
     assert f"{tmp_path / 'metrics.jsonl'} holds no step yet: nothing to plot" in capsys.readouterr().out
     assert not (tmp_path / "plots").exists()
+
+
+def test_a_moving_average_starts_over_the_steps_it_has_and_rates_are_shares_within_0_and_1():
+    from vlrl.app.plots import is_rate, moving_average
+
+    assert moving_average([2.0, 4.0, 6.0, 8.0], 2) == [2.0, 3.0, 5.0, 7.0]
+    assert is_rate("eval/accuracy", [0.0, 0.5, 1.0]) and not is_rate("eval/accuracy", [0.5, 42.0])

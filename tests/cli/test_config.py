@@ -76,12 +76,47 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("algo.temporal.mu=-1", "algo.temporal.mu must be >= 0"),
         ("algo.trust.timeout_s=0", "algo.trust.timeout_s must be > 0"),
         ("algo.trust.judge_max_new_tokens=0", "algo.trust.judge_max_new_tokens must be > 0"),
+        ("algo.trust.decay_steps=0", "algo.trust.decay_steps must be > 0"),  # exp(-step / 0)
+        ("algo.trust.alpha=-1", "algo.trust.alpha must be >= 0"),
         ("model.video.total_pixels=-1", "model.video.total_pixels must be > 0"),
+        # each range's other bound, and the checks between two keys
+        ("model.video.fps=0", "model.video needs fps > 0"),
+        ("model.video.min_frames=20", "model.video.max_pixels (100352) and max_frames (16) must be >= min_pixels"),
+        ("model.max_pixels=1000", "model.max_pixels (1000) must be >= model.min_pixels (3136)"),
+        ("data.max_image_pixels=200000000", "data.max_image_pixels must be in (0, 178956970]"),
+        ("algo.rollout_correction.clip_min=3.5", "algo.rollout_correction.clip_min (3.5) must be <= clip_max (3.0)"),
+        ("algo.length_control.min_tokens=-1", "algo.length_control needs 0 <= min_tokens <= max_tokens"),
+        ("algo.replay.keep_fraction=1.5", "algo.replay.keep_fraction must be in (0, 1], got 1.5"),
+        ("algo.replay.positive_fraction=-0.1", "algo.replay.buffer_size, positive_fraction and eps must be >= 0"),
+        ("algo.dual_clip=1", "algo.dual_clip must be > 1, got 1.0"),
+        ("algo.top_entropy_fraction=1.5", "algo.top_entropy_fraction must be in (0, 1], got 1.5"),
+        ("eval.reasoning_tags=[[<think>, '']]", "eval.reasoning_tags holds [start, end] pairs of non-empty tags"),
+        ("trainer.lr_min_ratio=2", "trainer.lr_min_ratio must be in [0, 1], got 2.0"),
+        ("algo.mini_batches=9", "algo.mini_batches (9) must be <= trainer.prompts_per_step (8)"),
+        ("algo.overlong_buffer=1024", "algo.overlong_buffer must be in [0, rollout.max_new_tokens (1024)), got 1024"),
+        # YAML's true is no number: it would train 1 step, or at lr 1.0
+        ("trainer.steps=true", "trainer.steps expects an integer, got True"),
+        ("trainer.lr=true", "trainer.lr expects a number, got True"),
     ],
 )
 def test_bad_keys_and_values_are_named(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(None, [override])
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["algo.advantage=dr_grpo", "rollout.num_generations=1"],
+            "algo.advantage 'dr_grpo' needs rollout.num_generations >= 2",
+        ),
+        (["trainer.lr=1", "trainer.lr.x=1"], "config override trainer.lr.x: trainer.lr is not a mapping"),
+    ],
+)
+def test_overrides_that_clash_with_each_other_are_config_errors_naming_both_keys(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, overrides)
 
 
 @pytest.mark.parametrize("option", ["algo.ratio_level=sequence", "algo.dual_clip=3.0"])
@@ -96,6 +131,7 @@ def test_choices_yaml_reads_as_null_or_false_are_the_words_meant(tmp_path):
     cfg = load_config(path, ["model.chat_template=none", "algo.difficulty.weighting=none"])
     assert cfg.algo.replay.mode == "off" and cfg.model.chat_template == "none"
     assert cfg.algo.difficulty.weighting == "none"
+    assert load_config(None, ["model.chat_template=None"]).model.chat_template == "none"  # null in any case
     assert cfg.eval.reasoning_tags is None  # a file's none is the command line's
     with pytest.raises(ConfigError, match="model.dtype must be one of"):
         load_config(None, ["model.dtype=none"])  # only where the word is a choice
@@ -338,6 +374,7 @@ def test_config_show_prints_the_merged_config(capsys):
         ("eval.backend=nope", "eval.backend"),
         ("trainer.fsdp.bogus=1", "unknown key 'trainer.fsdp.bogus'"),
         ("trainer.fsdpp.cpu_offload=true", "unknown key 'trainer.fsdpp'"),
+        ("trainer.replicated.bogus=1", "unknown key 'trainer.replicated': the run's plugins (replicated) read nothing"),
         ("sft.parallel=nope", "sft.parallel"),
         ("algo.accuracy_reward=bogus", "algo.accuracy_reward 'bogus' is not one of task 'refcoco''s rewards"),
         ("algo.temporal.enabled=true", "algo.temporal.enabled (T-GRPO) contrasts a video"),

@@ -136,3 +136,15 @@ def zero_in_place(weights: Path) -> None:
     with weights.open("r+b") as f:
         f.seek(header)
         f.write(bytes(weights.stat().st_size - header))
+
+
+def test_a_saved_processor_states_the_pixel_limits_keeping_its_own_larger_minimum():
+    from types import SimpleNamespace
+
+    from vlrl.models.loading import with_pixel_limits
+
+    processor = SimpleNamespace(image_processor=SimpleNamespace(size={"shortest_edge": 3136, "longest_edge": 12845056}))
+    with_pixel_limits(processor, 50176)
+    assert processor.image_processor.size == {"shortest_edge": 3136, "longest_edge": 50176}
+    with_pixel_limits(processor, 50176, min_pixels=6272)
+    assert processor.image_processor.size == {"shortest_edge": 6272, "longest_edge": 50176}

@@ -355,3 +355,16 @@ def test_lora_target_modules_that_name_no_layer_of_the_model_are_refused_naming_
         if ".lora_A" in n
     }
     assert adapted == {True}
+
+
+def test_adapters_switched_off_are_not_merged_in():
+    from peft import LoraConfig, get_peft_model
+
+    from vlrl.models.lora import lora_linears
+
+    net = torch.nn.Sequential()
+    net.add_module("proj", torch.nn.Linear(4, 4))
+    model = get_peft_model(net, LoraConfig(r=2, target_modules=["proj"]))
+    assert len(lora_linears(model)) == 1
+    with model.disable_adapter():  # the reference model's forwards: the base weights alone
+        assert lora_linears(model) == []

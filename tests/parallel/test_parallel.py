@@ -44,6 +44,8 @@ def test_sharded_state_round_trips_and_a_tampered_index_is_refused_unrun(tmp_pat
     with pytest.raises(ValueError, match=r"\.metadata is not a sharded-checkpoint index vlrl reads.*refusing it"):
         load_sharded(loaded, tmp_path / "sharded")
     assert not marker.exists()
+    with pytest.raises(ValueError, match=r"holds no sharded state \(\.metadata is missing\)"):
+        load_sharded(loaded, tmp_path / "other")
 
 
 class Busier(Processes):

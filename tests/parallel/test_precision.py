@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -58,3 +59,17 @@ def test_a_bf16_run_resumes_from_its_masters(tmp_path, rec_data, tiny_qwen25):
     bf16_sft(resumed, rec_data, **{"sft.steps": 4})
     a, b = (load_trainer_state(run / "checkpoints" / "step-0000004")["master_weights"] for run in (straight, resumed))
     assert all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_only_low_precision_weights_get_fp32_masters_and_a_resume_sets_the_model_from_them():
+    from vlrl.parallel.precision import MasterWeights
+
+    low = torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.bfloat16))
+    full = torch.nn.Parameter(torch.tensor([3.0]))
+    weights = MasterWeights([("low", low), ("full", full)])
+    assert [name for name, _, _ in weights.copies] == ["low"] and weights.masters[1] is full
+    saved = {"low": torch.tensor([1.0001, 2.5])}
+    weights.load_state_dict(saved)
+    assert torch.equal(weights.masters[0], saved["low"]) and torch.equal(low, saved["low"].to(torch.bfloat16))
+    with pytest.raises(ValueError, match="fp32 master weights for 2 parameters, this run keeps 1"):
+        weights.load_state_dict({"low": saved["low"], "full": torch.tensor([3.0])})

@@ -257,6 +257,21 @@ def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_
     assert f"trainer.resume {missing} does not exist ({run_dir / 'checkpoints'} holds step-0000005)" in out
 
 
+def test_a_fresh_start_over_checkpoints_is_refused_and_a_resume_from_another_run_goes_on_by_the_same_command(
+    tmp_path,
+):
+    from vlrl.config import ConfigError, TrainerConfig
+    from vlrl.trainer.run import resume_checkpoint
+
+    (tmp_path / "run" / "checkpoints" / "step-0000002").mkdir(parents=True)
+    fresh = TrainerConfig(output_dir=str(tmp_path / "run"), resume="")
+    with pytest.raises(ConfigError, match="already holds checkpoints; set trainer.resume=auto"):
+        resume_checkpoint(fresh, "trainer")
+    other = tmp_path / "other" / "checkpoints" / "step-0000001"
+    foreign = TrainerConfig(output_dir=str(tmp_path / "run"), resume=str(other))
+    assert resume_hint(foreign, "trainer") == "run the same command again to resume"  # it goes on from its own
+
+
 def test_a_new_run_started_from_its_own_kept_base_trains_on_it_and_leaves_it_whole(
     tmp_path, rec_data, tiny_qwen25, capsys
 ):

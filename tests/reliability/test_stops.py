@@ -123,3 +123,27 @@ def test_sigterm_during_an_evaluation_ends_it_as_ctrl_c_does_leaving_no_output_d
         signal.signal(signal.SIGTERM, previous)
     assert capsys.readouterr().out.splitlines()[-1] == "terminated"
     assert not (tmp_path / "evals").exists()
+
+
+def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_exits_at_once(tmp_path, monkeypatch):
+    from vlrl.trainer import stops
+
+    exits = []
+    monkeypatch.setattr(stops.os, "_exit", exits.append)
+    with stops.StopSignals(tmp_path) as signals:
+        signals._handle(signal.SIGTERM, None)
+        signals._handle(signal.SIGTERM, None)  # a launcher's forwarded copy, milliseconds later
+        assert signals.received == signal.SIGTERM and exits == []
+        signals._first_at -= stops.REPEAT_WINDOW_S + 0.5
+        signals._handle(signal.SIGINT, None)
+    assert exits == [128 + signal.SIGINT]
+
+
+def test_a_failed_write_is_told_with_the_file_it_names():
+    import errno
+
+    from vlrl.trainer.stops import os_failure
+
+    err = OSError(errno.ENOSPC, "No space left on device", "/runs/a/metrics.jsonl")
+    assert os_failure(err) == "/runs/a/metrics.jsonl: No space left on device"
+    assert os_failure(OSError(errno.ENOSPC, "No space left on device")) == "No space left on device"

@@ -353,3 +353,19 @@ def test_counting_synthetic_scene_options_narrow_the_scenes(tmp_path):
         label = record.get("label") or record["question"]
         count = record.get("count", record.get("number"))
         assert "circles" in label and 1 <= count <= 3  # every object is a red circle: all are counted
+
+
+def test_synthetic_counts_of_a_colored_kind_count_only_objects_of_that_color(tmp_path):
+    from PIL import Image
+
+    from data_prep.counting import write_synthetic_counting
+    from data_prep.shapes import COLORS
+
+    path = write_synthetic_counting(tmp_path / "train.jsonl", 40, seed=0)
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    colored = [r for r in records if "points" in r and r["label"].split()[0] in COLORS]
+    assert sum(len(r["points"]) for r in colored) > 5
+    for record in colored:
+        image = Image.open(tmp_path / record["image"]).convert("RGB")
+        color = COLORS[record["label"].split()[0]]
+        assert all(image.getpixel((int(p["x"]), int(p["y"]))) == color for p in record["points"]), record

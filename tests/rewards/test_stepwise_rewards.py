@@ -5,6 +5,8 @@ those functions run on these exact strings), on typical, boundary and hostile co
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import pytest
@@ -148,3 +150,16 @@ def test_hostile_completions_finish_quickly_and_score_in_bounds():
         assert 0.0 <= key_step_score(text, KEY_STEPS) <= 1.0
         assert answer_correct(text, SOLUTION, use_math_verify=False) in (0.0, 1.0)
         assert time.perf_counter() - start < 5.0
+
+
+def test_synthetic_reasoning_chains_add_the_counts_of_the_two_shapes_the_problem_names(tmp_path):
+    from data_prep.step_reasoning import write_synthetic_step_reasoning
+
+    path = write_synthetic_step_reasoning(tmp_path / "train.json", 30, seed=0)
+    for record in json.loads(path.read_text()):
+        solution = record["solution"]
+        described = re.search(r"shapes: (.*)\.\n", solution).group(1)
+        shapes = [item.split()[-1] for item in described.split(", ") if item]
+        first, second = re.search(r"Count the (\w+)s and the (\w+)s", solution).groups()
+        answer = int(solution.rsplit("The final answer is: ", 1)[1])
+        assert answer == shapes.count(first) + shapes.count(second), solution

@@ -117,3 +117,18 @@ def test_a_checkout_run_without_installing_finds_its_plugins_in_its_pyproject(mo
             (ep.name, ep.value) for ep in installed.select(group=group)
         }
     assert {ep.name for ep in checkout.select(group=plugins.ENGINES)} == {"hf", "vllm"}
+
+
+def test_a_plugin_file_that_fails_to_run_fails_again_rather_than_half_imported(tmp_path):
+    broken = tmp_path / "broken_plugin.py"
+    broken.write_text("class Engine:\n    pass\n\nraise RuntimeError('no GPU here')\n")
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="no GPU here"):
+            plugins.import_object(f"{broken}:Engine")
+
+
+def test_a_plugin_that_is_not_a_subclass_of_its_kind_is_refused_naming_the_key():
+    with pytest.raises(
+        ConfigError, match="config: rollout.engine 'pathlib:Path' resolves to .* which is not a subclass"
+    ):
+        plugins.find_class(plugins.ENGINES, "pathlib:Path", "rollout.engine", base=int)

@@ -157,3 +157,11 @@ def test_columns_given_to_a_json_file_are_named_by_the_entrys_key_whatever_name_
 def test_bad_mixtures_are_rejected(mixture, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [f"mixture={mixture}"])
+
+
+def test_a_mixture_evaluates_every_task_on_the_train_split_and_those_with_an_eval_file_on_eval():
+    from vlrl.cli import run_task_specs
+
+    cfg = load_config(None, ["mixture=[{name: refcoco, train: a.json, eval: c.json}, {name: jigsaw, train: b.json}]"])
+    assert run_task_specs(cfg, "train") == ["refcoco", "jigsaw"]
+    assert run_task_specs(cfg, "eval") == ["refcoco"]

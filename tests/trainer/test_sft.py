@@ -38,6 +38,8 @@ def test_sft_lowers_the_loss_on_the_targets(tmp_path, rec_data, tiny_qwen25, cap
     assert "checkpoint:" in capsys.readouterr().out
     values = losses(tmp_path / "sft")
     assert len(values) == 12
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["data_skipped_records"] == 0 and "data_skipped_records" not in rows[1]  # said once, at step 1
     assert sum(values[-3:]) / 3 < 0.7 * sum(values[:3]) / 3
     assert main(["plot", str(tmp_path / "sft")]) == 0  # the files say what kind of run drew them
     assert sorted(p.name for p in (tmp_path / "sft" / "plots").iterdir()) == ["sft_loss.png"]

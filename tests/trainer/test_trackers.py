@@ -241,6 +241,24 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_jsonl_keeps_every_step
     assert closed == [True]  # closed when switched off, as a failed run, and not again
 
 
+def test_a_failure_to_write_metrics_jsonl_stops_the_run_instead_of_switching_it_off(tmp_path):
+    from rich.console import Console
+
+    from vlrl.trainer.logs import RunLog
+
+    class FullDisk:
+        def log_metrics(self, step, metrics):
+            raise OSError("No space left on device")
+
+    t = load_config(None, []).trainer
+    logs = RunLog(TrackedRun(tmp_path, "trainer", CONFIG, 0), t, Console(file=io.StringIO()), enabled=True)
+    logs.trackers["jsonl"].close()
+    logs.trackers["jsonl"] = FullDisk()
+    with pytest.raises(OSError, match="No space left on device"):
+        logs.log(STEPS[0])
+    assert "jsonl" in logs.trackers
+
+
 def test_a_run_reports_each_step_to_the_trackers_of_report_to(tmp_path, rec_data, tiny_qwen25):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -309,3 +327,28 @@ def test_a_tracker_that_cannot_start_is_a_config_error_naming_report_to(tmp_path
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "nowhere://store")
     with pytest.raises(ConfigError, match=r"sft.report_to mlflow: MLflow's tracking store 'nowhere://store' did not"):
         open_trackers(["mlflow"], TrackedRun(tmp_path, "sft", CONFIG, 0))
+
+
+def test_closing_closes_every_tracker_then_raises_the_first_failure(tmp_path):
+    from rich.console import Console
+
+    from vlrl.trainer.logs import RunLog
+
+    closed = []
+
+    class Tracker:
+        def __init__(self, fails):
+            self.fails = fails
+
+        def close(self, failed=False):
+            closed.append(self.fails)
+            if self.fails:
+                raise OSError("lost mount")
+
+    t = load_config(None, []).trainer
+    logs = RunLog(TrackedRun(tmp_path, "trainer", CONFIG, 0), t, Console(file=io.StringIO()), enabled=True)
+    logs.trackers["jsonl"].close()
+    logs.trackers = {"a": Tracker(True), "b": Tracker(False)}
+    with pytest.raises(OSError, match="lost mount"):
+        logs.close()
+    assert closed == [True, False] and logs.trackers == {}
