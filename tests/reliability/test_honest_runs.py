@@ -208,6 +208,11 @@ def test_a_checkpoint_fingerprinted_before_weight_samples_resumes_on_its_configs
         weights.seek(-1, 2)
         weights.write(b"\x00")  # the last byte, in the last window: another model of the same size
     assert not same_model(now, model_fingerprint(tmp_path)) and same_model(older, model_fingerprint(tmp_path))
+    small = tmp_path / "adapter_model.safetensors"  # 1 MiB or less: read whole
+    small.write_bytes(bytes(1000))
+    before = model_fingerprint(tmp_path)["weight_samples"][small.name]
+    small.write_bytes(bytes(500) + b"\x01" + bytes(499))
+    assert model_fingerprint(tmp_path)["weight_samples"][small.name] != before
 
 
 def test_rewinding_a_run_to_an_earlier_checkpoint_sets_its_later_ones_aside_and_goes_on_from_the_new(

@@ -178,15 +178,14 @@ def same_model(saved: dict[str, Any], now: dict[str, Any]) -> bool:
 def sampled_digest(path: Path, windows: int = 16, size: int = 1 << 16) -> str:
     """sha256 of `windows` evenly spaced `size`-byte windows of a file (all of it when it is
     smaller): 1 MiB read of a 4 GB shard, where every weight of a fine-tune differs."""
-    digest = hashlib.sha256()
     length = path.stat().st_size
+    if length <= windows * size:
+        return file_digest(path)
+    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        if length <= windows * size:
-            digest.update(handle.read())
-        else:
-            for i in range(windows):
-                handle.seek((length - size) * i // (windows - 1))
-                digest.update(handle.read(size))
+        for i in range(windows):
+            handle.seek((length - size) * i // (windows - 1))
+            digest.update(handle.read(size))
     return digest.hexdigest()
 
 
