@@ -287,7 +287,7 @@ def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpret
 
 EXIT_WORKER = textwrap.dedent(
     """
-    import sys, time
+    import atexit, sys, time
     from vlrl.parallel.distributed import PeerFailed, Processes, exit_process
 
     procs = Processes.from_env()
@@ -298,6 +298,8 @@ EXIT_WORKER = textwrap.dedent(
     except ValueError as err:  # process 0 closes its trackers (slowly: a remote server), then says why
         time.sleep(1.0)
         print(f"rank 0: {err}", flush=True)
+        # and a tracker's own exit handler takes its time too (MLflow's)
+        atexit.register(lambda: (time.sleep(1.0), print("rank 0: exit handler done", flush=True)))
     except PeerFailed:
         pass
     exit_process(2)
@@ -305,10 +307,11 @@ EXIT_WORKER = textwrap.dedent(
 )
 
 
-def test_a_process_stopped_by_anothers_error_waits_for_it_to_say_why_before_ending(tmp_path):
-    """torchrun stops every process as soon as one ends with an error: had process 1 (stopped by
-    process 0's error) ended at once, process 0 was stopped while it closed its trackers, before
-    it printed its error."""
+def test_a_process_stopped_by_anothers_error_waits_for_it_to_end_before_ending(tmp_path):
+    """torchrun stops every process as soon as one ends with an error, and names the first to end
+    the root cause: had process 1 (stopped by process 0's error) ended at once, process 0 was
+    stopped while it closed its trackers, before it printed its error; had it ended once process
+    0 came to its end, process 0 was stopped in its exit handlers, and process 1 named."""
     script = tmp_path / "worker.py"
     script.write_text(EXIT_WORKER)
     env = torchrun_env(tmp_path)
@@ -316,6 +319,9 @@ def test_a_process_stopped_by_anothers_error_waits_for_it_to_say_why_before_endi
     done = subprocess.run(launch, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "rank 0: its own error" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "rank 0: exit handler done" in done.stdout, done.stdout + done.stderr[-2000:]
+    root_cause = " ".join(done.stderr.split("Root Cause")[1].split())
+    assert root_cause.split("rank : ")[1].startswith("0 (local_rank: 0) exitcode : 2"), root_cause
 
 
 def test_a_tracker_that_does_not_start_stops_every_process_in_one_line(tmp_path, rec_data, tiny_qwen25):

@@ -45,14 +45,24 @@ def exit_process(status: int) -> NoReturn:
     an AsyncAllreduceWork during Py_FinalizeEx (pytorch PR 179291 names the mechanism). Leaving
     the group does not join those threads: transformers' from_pretrained keeps the group
     alive past destroy_process_group. Every file the run writes is closed by then; stdout and
-    stderr are flushed here. A process that another's error stopped waits for it first."""
+    stderr are flushed first, as the launcher may end this process while it waits. A process
+    that another's error stopped waits for that one to end first (`_Ending`)."""
+    ending = _Ending.join()
     try:
-        _wait_for_the_others(EXIT_WAIT_S)
+        if PeerFailed.raised:
+            _flush()
+            ending.wait_for_the_others(EXIT_WAIT_S)
         atexit._run_exitfuncs()  # what the interpreter's exit runs first, in the same order
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        _flush()
+        if not PeerFailed.raised:
+            ending.say_ended()
         os._exit(status)
+
+
+def _flush() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 class PeerFailed(RuntimeError):
@@ -79,21 +89,48 @@ def peer_gone(err: BaseException) -> bool:
     return isinstance(err, dist.DistBackendError) or (closed and "gloo" in text)
 
 
-def _wait_for_the_others(seconds: float) -> None:
-    """Say this process is ending and, if it stopped because another failed, wait (at most
-    `seconds`) until every process has come here: torchrun stops the others as soon as one
-    ends with an error, and the one whose error it is may still be closing its trackers and
-    have not yet said why."""
-    if not dist.is_initialized():
-        return
-    with contextlib.suppress(Exception):  # a store gone with its launcher: nothing to wait for
-        store = dist.distributed_c10d._get_default_store()
-        key = f"vlrl/exiting/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        arrived, world = store.add(key, 1), dist.get_world_size()
-        deadline = time.monotonic() + seconds
-        while PeerFailed.raised and arrived < world and time.monotonic() < deadline:
-            time.sleep(0.05)
-            arrived = store.add(key, 0)
+@dataclass(frozen=True)
+class _Ending:
+    """How the processes end in order: torchrun stops every process as soon as one ends with an
+    error, and names the first to end the root cause. A process stopped by another's error
+    (`PeerFailed`) so waits until that one has ended: has said why, closed its trackers and run
+    its exit handlers (MLflow's take seconds). Each process adds itself to a count in the
+    launcher's store: a stopped one on arriving, any other once its exit handlers are done, just
+    before it ends. The store is held from before the exit handlers, which leave the group."""
+
+    store: dist.Store | None
+    key: str = ""
+
+    @classmethod
+    def join(cls) -> _Ending:
+        if not dist.is_initialized():
+            return cls(None)
+        key = f"vlrl/ended/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        try:
+            store = dist.distributed_c10d._get_default_store()
+        except Exception:  # a group without a store: nothing to wait on
+            return cls(None)
+        if PeerFailed.raised:
+            cls._add(store, key)
+        return cls(store, key)
+
+    @staticmethod
+    def _add(store: dist.Store, key: str) -> None:
+        with contextlib.suppress(Exception):  # a store gone with its launcher: nothing to tell
+            store.add(key, 1)
+
+    def say_ended(self) -> None:
+        if self.store is not None:
+            self._add(self.store, self.key)
+
+    def wait_for_the_others(self, seconds: float) -> None:
+        """Wait (at most `seconds`) until every other process has ended or is stopped too."""
+        if self.store is None:
+            return
+        with contextlib.suppress(Exception):  # a store gone with its launcher (or process 0): they have ended
+            world, deadline = dist.get_world_size(), time.monotonic() + seconds
+            while self.store.add(self.key, 0) < world and time.monotonic() < deadline:
+                time.sleep(0.05)
 
 
 @dataclass(frozen=True)
