@@ -293,7 +293,7 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
     """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
     each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
     distribution's log-probs and every gradient are those of the full (R, T, V) logits (which
-    are divided by the temperature even at 1, where the chunks skip the division)."""
+    are divided by the temperature even at 1, where the chunks skip the division); 0 at padding."""
     model, processor, prompts = setup
     pad = processor.tokenizer.pad_token_id
     rows, ids, mask, weights = six_completions(3, {1: 4, 3: 1})  # row 3: one token only
@@ -315,9 +315,10 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
     full = results[0]
     real = mask.bool()
     assert full.sampled[real].isinf().any() and full.sampled[real].isfinite().any()  # filtered tokens and kept ones
+    assert (~real).any() and all((t[~real] == 0).all() for t in full)  # padding is not scored, by either path
     for stats in (results[5], results[1000], no_grad):
         for got, want in zip(stats, full, strict=True):
-            torch.testing.assert_close(got[real], want[real], rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     assert grads[5].keys() == grads[0].keys() and any("lm_head" in n or "embed" in n for n in grads[0])
     for chunk in (5, 1000):
         for name, want in grads[0].items():

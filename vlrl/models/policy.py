@@ -305,8 +305,16 @@ def completion_logprobs(
                         for row, ids in zip(logits, completion_ids, strict=True)
                     ]
                 )
+        padding = ~completion_mask.bool()
         return TokenLogprobs(
-            selective_logprobs(logits, completion_ids), entropy(logits) if with_entropy else None, sampled
+            *(
+                None if t is None else t.masked_fill(padding, 0.0)
+                for t in (
+                    selective_logprobs(logits, completion_ids),
+                    entropy(logits) if with_entropy else None,
+                    sampled,
+                )
+            )
         )
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
     real = completion_mask[:, 1:].bool()  # the tokens scored from the completion forward
