@@ -256,7 +256,8 @@ def first_action_dict(value: Any) -> dict | None:
 
 
 def structured_action(content: str) -> GuiAction | None:
-    """The first action of an answer read as a literal; None if it is not one."""
+    """The first action of an answer read as a literal; None if it is not one. Its point is
+    GUI-R1's `point`, else UI-R1's `coordinate`."""
     try:
         first = first_action_dict(parse_literal(content))
     except LiteralError:

@@ -563,6 +563,12 @@ def test_the_structured_reader_takes_the_first_action_of_a_list():
     assert R.structured_action(two) == R.GuiAction("click", (1.0, 2.0), None)
 
 
+def test_the_structured_reader_takes_point_over_coordinate_and_coordinate_alone():
+    both = "{'action': 'click', 'point': [1, 2], 'coordinate': [3, 4]}"
+    assert R.structured_action(both).point == (1.0, 2.0)  # GUI-R1's key first
+    assert R.structured_action("{'action': 'click', 'coordinate': [3, 4]}").point == (3.0, 4.0)  # UI-R1's
+
+
 def test_the_structured_reader_strips_the_action_name():
     assert R.structured_action("[{'action': ' click ', 'point': [1, 2]}]").action == "click"
 
