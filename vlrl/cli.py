@@ -22,6 +22,7 @@ from vlrl.config import (
     Config,
     ConfigError,
     MixtureEntry,
+    Restored,
     dump_config,
     load_config,
     read_config_file,
@@ -232,7 +233,7 @@ def run_config(checkpoint: str | None) -> Path | None:
     return saved if path.parent.name == "checkpoints" and saved.is_file() else None
 
 
-def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ...] = ()) -> dict[str, Any]:
+def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ...] = ()) -> Restored | None:
     """The settings `checkpoint` of a run was trained with that differ from its RUN/config.yaml
     (`saved`, the latest: the run changed them after that step), as dotted keys (only those under
     `sections`, when given), said on the console. A change that no dotted key restores (a key
@@ -242,7 +243,7 @@ def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ..
 
     step = STEP_DIR.match(Path(checkpoint).name)
     if step is None:  # RUN/checkpoints/final, a link: no step to compare with
-        return {}
+        return None
     then = settings_at(saved.parent, int(step.group(1)))
     then = {key: value for key, value in then.items() if not sections or key.startswith(sections)}
     scalar = (str, int, float, bool)
@@ -269,7 +270,7 @@ def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ..
                 "overrides to use them",
                 highlight=False,
             )
-    return restorable
+    return Restored(f"{saved.parent / HISTORY_FILE} at step {int(step.group(1))}", restorable)
 
 
 def _label(text: str) -> str:
@@ -347,16 +348,14 @@ def cmd_eval(args: argparse.Namespace) -> None:
         "eval.batch_size": args.batch_size,
         "eval.backend": args.backend,
     }
-    config = args.config
+    config, restored = args.config, None
     if config is None and (saved := run_config(args.model)):
         config = saved
         if _main_process():
             console.print(
                 f"config: {saved} (the run that wrote this checkpoint; --config to use another)", highlight=False
             )
-        for key, value in settings_of_checkpoint(args.model, saved).items():
-            if preset.get(key) is None:  # a flag given wins
-                preset[key] = value
+        restored = settings_of_checkpoint(args.model, saved)  # a flag given wins over them
         run = read_config_file(saved)
         trained = [entry.get("name") for entry in run.get("mixture") or []] or [run.get("task", {}).get("name")]
         if names and not any(name in trained for name in names):
@@ -364,7 +363,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
             preset |= {"task": {"name": preset.pop("task.name")}, "data": {}}
         elif names:  # the run's tasks keep their settings, the others their defaults (Config.task_settings)
             preset.pop("task.name")
-    cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None})
+    cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None}, restored)
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)
     specs = args.task or (run_task_specs(cfg, args.split or cfg.eval.split) if config else [])
@@ -529,7 +528,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     _quiet_transformers()
     saved = run_config(args.checkpoint)  # a run's checkpoint: the image budget it trained at
     trained = (
-        load_config(saved, [], settings_of_checkpoint(args.checkpoint, saved, ("model.",))).model if saved else None
+        load_config(saved, restored=settings_of_checkpoint(args.checkpoint, saved, ("model.",))).model
+        if saved
+        else None
     )
     target = writable(args.out, "vlrl export OUT", folder=True)
     if target.is_dir() and any(target.iterdir()):  # a model among other files: which are the model's?

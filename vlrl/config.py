@@ -975,6 +975,15 @@ def read_config_file(
 COMMAND_LINE = "the command line"
 
 
+@dataclass(frozen=True)
+class Restored:
+    """Settings (dotted keys) a command takes from elsewhere than the config file or its own
+    command line (a checkpoint's own, from its run's history), and where from, for messages."""
+
+    origin: str
+    settings: dict[str, Any]
+
+
 def _record(origins: dict[str, str] | None, tree: dict[str, Any], origin: str) -> None:
     if origins is not None:
         origins.update(dict.fromkeys(dotted(tree), origin))
@@ -990,11 +999,18 @@ def load_config(
     path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     preset: dict[str, Any] | None = None,
+    restored: Restored | None = None,
 ) -> Config:
-    """Defaults <- YAML file (and the files it extends) <- `preset` (dotted keys set by command
-    line flags) <- overrides."""
+    """Defaults <- YAML file (and the files it extends) <- `restored` <- `preset` (dotted keys
+    set by command line flags) <- overrides."""
     origins: dict[str, str] = {}
     tree: dict[str, Any] = read_config_file(path, origins=origins) if path else {}
+    if restored is not None:
+        taken: dict[str, Any] = {}
+        for key, value in restored.settings.items():
+            _set_path(tree, key.split("."), value)
+            _set_path(taken, key.split("."), value)
+        _record(origins, taken, restored.origin)
     given: dict[str, Any] = {}  # what the command line set
     for key, value in (preset or {}).items():
         _set_path(tree, key.split("."), value)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from vlrl.cli import main
-from vlrl.config import Config, ConfigError, build, load_config
+from vlrl.config import Config, ConfigError, Restored, build, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -482,3 +482,14 @@ def test_grounding_scenes_that_never_name_an_object_are_refused_instead_of_drawn
     with pytest.raises(ConfigError, match="scenes in a row held no object an expression names"):
         write_synthetic(RefCOCO({"synthetic_scene": scene}), tmp_path / "train.json", 2, 0)
     assert not any(tmp_path.iterdir())
+
+
+def test_settings_restored_from_a_runs_history_are_said_to_come_from_it_and_flags_win_over_them(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("model: {path: tiny:qwen2_5_vl, max_pixels: 25088}\ndata: {train: latest.json}\n")
+    restored = Restored("RUN/config_history.jsonl at step 2", {"data.train": "then.json", "eval.limit": 3})
+    cfg = load_config(config, ["model.max_pixels=50176"], {"eval.limit": 1}, restored)
+    assert cfg.data.train == "then.json" and cfg.where("data.train") == "in RUN/config_history.jsonl at step 2"
+    assert cfg.eval.limit == 1 and cfg.where("eval.limit") == "on the command line"
+    assert cfg.model.max_pixels == 50176 and cfg.where("model.max_pixels") == "on the command line"
+    assert cfg.where("model.path") == f"in {config}"

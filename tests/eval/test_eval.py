@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vlrl.cli import main
+from vlrl.cli import main, settings_of_checkpoint
 from vlrl.data.records import FrameSpec
 from vlrl.eval.layout import read_metrics, samples_path
 from vlrl.tasking.registry import builtin_training_tasks, task_class
@@ -347,6 +347,9 @@ def test_export_and_eval_of_a_checkpoint_from_before_a_change_use_the_settings_i
         assert processor["image_processor"]["size"]["longest_edge"] == pixels, name
     printed = capsys.readouterr().out
     assert "the run changed settings after step-0000002" in printed and "model.max_pixels=12544" in printed
+    restored = settings_of_checkpoint(str(run / "checkpoints" / "step-0000002"), run / "config.yaml")
+    assert restored.origin == f"{run / 'config_history.jsonl'} at step 2"  # where messages say they were set
+    assert restored.settings == {"model.max_pixels": 12544, "eval.limit": 3}
     evaluated = tmp_path / "eval"
     checkpoint = run / "checkpoints" / "step-0000002"
     eval_args = ["eval", "--model", str(checkpoint), "--task", f"refcoco={rec_data}", "--out", str(evaluated)]
