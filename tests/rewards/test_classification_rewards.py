@@ -161,3 +161,24 @@ def test_bad_classification_records_say_what_is_wrong(tmp_path, change, message)
     record = {k: v for k, v in record.items() if v is not None}
     with pytest.raises(RecordError, match=message):
         Classification().build_sample(record, _ctx(tmp_path))
+
+
+def test_synthetic_records_offer_six_distinct_choices_around_the_label_the_image_shows(tmp_path):
+    import json
+
+    import numpy as np
+
+    from data_prep.classification import CLS_RL_QUESTION, choice_text, write_synthetic_classification
+    from data_prep.shapes import COLORS
+
+    records = json.loads(write_synthetic_classification(tmp_path / "val.json", 12, seed=0).read_text())
+    for r in records:
+        color, shape = r["label"].split(" ")
+        assert shape in ("circle", "square", "triangle") and r["split"] == "val"
+        assert len(r["choices"]) == len(set(r["choices"])) == 6 and r["label"] in r["choices"]
+        assert r["problem"] == f"{CLS_RL_QUESTION}\n{choice_text(r['choices'])}"
+        with Image.open(tmp_path / r["image"]) as image:
+            pixels = np.asarray(image.convert("RGB"))
+        shown = [name for name, rgb in COLORS.items() if (pixels == np.array(rgb, dtype=np.uint8)).all(axis=-1).any()]
+        assert shown == [color]  # the one object's fill is the label's color
+    assert len({r["choices"].index(r["label"]) for r in records}) > 2  # the label's place varies

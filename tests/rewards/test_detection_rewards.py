@@ -595,6 +595,59 @@ def test_coco_subset_keeps_named_categories_and_prefixes_file_names(tmp_path):
         coco_subset(path, tmp_path / "x.json", ["cow"])
 
 
+def test_coco_subset_keeps_empty_images_when_asked_and_drops_the_annotations_of_images_cut_by_max_images(tmp_path):
+    from data_prep.detection import coco_subset
+
+    annotations = [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]},
+        {"id": 2, "image_id": 2, "category_id": 3, "bbox": [1, 1, 5, 5]},
+        {"id": 3, "image_id": 2, "category_id": 1, "bbox": [9, 9, 5, 5]},
+    ]
+    path = _coco_file(tmp_path, annotations)
+    data = json.loads(path.read_text())
+    data |= {"info": {"year": 2017}, "licenses": [{"id": 1, "name": "cc"}]}
+    path.write_text(json.dumps(data))
+    # "cat" is only on image 2: keep_empty keeps image 1 too, without its dog.
+    assert coco_subset(path, tmp_path / "cats.json", ["cat"], keep_empty=True) == {
+        "images": 2, "annotations": 1, "categories": 1
+    }  # fmt: skip
+    cats = json.loads((tmp_path / "cats.json").read_text())
+    assert [img["id"] for img in cats["images"]] == [1, 2] and [a["id"] for a in cats["annotations"]] == [2]
+    assert cats["info"] == {"year": 2017} and cats["licenses"] == [{"id": 1, "name": "cc"}]
+    assert coco_subset(path, tmp_path / "first.json", max_images=1) == {"images": 1, "annotations": 1, "categories": 2}
+    first = json.loads((tmp_path / "first.json").read_text())
+    assert [img["id"] for img in first["images"]] == [1] and [a["id"] for a in first["annotations"]] == [1]
+
+
+def test_synthetic_coco_ids_start_at_one_and_boxes_areas_and_labels_match_the_pixels(tmp_path):
+    from data_prep.detection import category_names, write_synthetic_coco
+    from data_prep.shapes import COLORS, SceneSpec
+
+    path = write_synthetic_coco(tmp_path / "instances.json", 6, seed=1, label_by="color_shape", empty_fraction=0.0)
+    coco = json.loads(path.read_text())
+    names = category_names(SceneSpec(), "color_shape")
+    assert coco["categories"] == [{"id": i + 1, "name": n, "supercategory": "shape"} for i, n in enumerate(names)]
+    assert [img["id"] for img in coco["images"]] == [1, 2, 3, 4, 5, 6]
+    assert [a["id"] for a in coco["annotations"]] == list(range(1, len(coco["annotations"]) + 1))
+    assert {a["image_id"] for a in coco["annotations"]} == {1, 2, 3, 4, 5, 6}  # no image is empty
+    name_of = {c["id"]: c["name"] for c in coco["categories"]}
+    for ann in coco["annotations"]:
+        x, y, w, h = ann["bbox"]
+        assert ann["area"] == w * h and ann["iscrowd"] == 0
+        image = Image.open(tmp_path / coco["images"][ann["image_id"] - 1]["file_name"]).convert("RGB")
+        # (w/2, 2h/3) inside the box is inside every shape: its pixel is the fill color the label names
+        assert image.getpixel((x + w // 2, y + h * 2 // 3)) == COLORS[name_of[ann["category_id"]].split()[0]]
+
+
+def test_synthetic_coco_empty_fraction_one_draws_no_object_and_a_records_file_name_is_refused(tmp_path):
+    from data_prep.detection import write_synthetic_coco
+
+    coco = json.loads(write_synthetic_coco(tmp_path / "empty.json", 4, seed=0, empty_fraction=1.0).read_text())
+    assert len(coco["images"]) == 4 and coco["annotations"] == []
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'x.jsonl'}: COCO instances are one JSON object")):
+        write_synthetic_coco(tmp_path / "x.jsonl", 1, seed=0)
+
+
 def test_benchmark_runs_and_agrees_with_pycocotools():
     import subprocess
     import sys

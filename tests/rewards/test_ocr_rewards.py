@@ -178,3 +178,22 @@ def test_video_r1_and_conversation_records(tmp_path):
 def test_bad_ocr_records_say_what_is_wrong(tmp_path, record, message):
     with pytest.raises(RecordError, match=message):
         OCR().build_sample(record, _ctx(tmp_path))
+
+
+def test_synthetic_ocr_draws_dark_words_and_numbers_of_up_to_four_digits_on_images_of_the_records_size(tmp_path):
+    import json
+
+    import numpy as np
+
+    from data_prep.ocr import WORDS, write_synthetic_ocr
+
+    records = json.loads(write_synthetic_ocr(tmp_path / "ocr.json", 40, seed=0).read_text())
+    tokens = [t for r in records for t in r["text"].split(" ")]
+    assert all(t in WORDS or (t.isdigit() and len(t) <= 4) for t in tokens)
+    assert any(len(t) == 4 and t.isdigit() for t in tokens) and any(t in WORDS for t in tokens)
+    for r in records:
+        assert 1 <= len(r["text"].split(" ")) <= 3
+        with Image.open(tmp_path / r["image"]) as image:
+            assert image.size == (r["width"], r["height"])
+            pixels = np.asarray(image.convert("RGB"))
+        assert (pixels < 70).all(axis=-1).any()  # the ink (every channel < 70) on a light background

@@ -482,3 +482,88 @@ def test_synthetic_scene_options_shape_the_written_scenes(tmp_path):
         assert x2 - x1 >= 0.26 * min(width, height) - 1  # "large": 0.26-0.36 of the short side
     with pytest.raises(ConfigError, match="synthetic_scene.colour"):
         RefCOCO({"synthetic_scene": {"colour": ["red"]}})
+
+
+# -- the synthetic scenes' grammar, on scenes written by hand -------------------------------------
+def hand_scene(*objects):
+    from data_prep.shapes import Scene, SceneObject
+
+    return Scene(Image.new("RGB", (200, 200)), [SceneObject(*obj) for obj in objects])
+
+
+def test_an_expression_adds_the_size_only_when_color_and_shape_do_not_single_out_the_object():
+    from data_prep.shapes import referring_expression
+
+    scene = hand_scene(
+        ("circle", "red", "small", [0, 0, 20, 20]),
+        ("circle", "red", "large", [100, 0, 160, 60]),
+        ("square", "blue", "small", [0, 100, 20, 120]),
+    )
+    assert referring_expression(scene, 0) == "the small red circle"
+    assert referring_expression(scene, 0, "refcoco+") == "the small red circle"
+    assert referring_expression(scene, 2) == "the blue square"
+
+
+def test_group_expressions_name_the_shared_color_or_kind_and_say_both_of_two():
+    import numpy as np
+
+    from data_prep.shapes import group_expression
+
+    rng = np.random.default_rng(0)
+    two_red = hand_scene(
+        ("circle", "red", "small", [0, 0, 20, 20]),
+        ("square", "red", "small", [50, 0, 70, 20]),
+        ("triangle", "blue", "small", [100, 0, 120, 20]),
+    )
+    assert group_expression(two_red, "refcoco", rng) == ("both red shapes", [0, 1])
+    circles = hand_scene(
+        ("circle", "red", "small", [0, 0, 20, 20]),
+        ("circle", "blue", "small", [50, 0, 70, 20]),
+        ("circle", "green", "large", [100, 0, 160, 60]),
+    )
+    assert group_expression(circles, "refcoco", rng) == ("all the circles", [0, 1, 2])
+    assert group_expression(circles, "refcocog", rng) == (
+        "every one of the circles that can be seen in the picture", [0, 1, 2]
+    )  # fmt: skip
+    assert group_expression(hand_scene(("circle", "red", "small", [0, 0, 20, 20])), "refcoco", rng) is None
+
+
+def test_a_relation_along_a_diagonal_is_read_along_the_horizontal_axis():
+    from data_prep.shapes import SceneObject, spatial_relation
+
+    anchor = SceneObject("circle", "red", "small", [40, 40, 60, 60])
+    at = lambda x, y: SceneObject("square", "blue", "small", [x, y, x + 20, y + 20])  # noqa: E731
+    assert [spatial_relation(at(x, y), anchor) for x, y in [(0, 0), (80, 80), (0, 80), (80, 0)]] == [
+        "left of", "right of", "left of", "right of"
+    ]  # fmt: skip
+    assert [spatial_relation(at(x, y), anchor) for x, y in [(41, 0), (39, 80)]] == ["above", "below"]
+
+
+def test_objects_of_crowded_scenes_never_overlap():
+    import numpy as np
+
+    from data_prep.shapes import make_scene
+
+    spec = SceneSpec(min_objects=6, max_objects=6, min_side=64, max_side=64, sizes=("small",))
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        boxes = [o.box for o in make_scene(spec, rng).objects]
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                assert min(a[2], b[2]) <= max(a[0], b[0]) or min(a[3], b[3]) <= max(a[1], b[1]), (a, b)
+
+
+def test_a_scene_side_below_the_least_object_side_is_refused():
+    with pytest.raises(ValueError, match=re.escape("needs 8 <= min_side <= max_side, got 4 and 10")):
+        SceneSpec(min_side=4, max_side=10)
+
+
+def test_only_scenes_in_a_row_that_name_nothing_count_toward_the_limit(tmp_path, monkeypatch):
+    import data_prep.refcoco
+
+    monkeypatch.setattr(data_prep.refcoco, "MAX_UNNAMED_SCENES", 4)
+    spec = SceneSpec(min_objects=0, max_objects=3)  # a quarter of the scenes are empty: fewer than 4 in a row
+    records = json.loads(write_synthetic_rec(tmp_path / "a.json", 24, seed=0, spec=spec).read_text())
+    assert len(records) == 24
+    with pytest.raises(ValueError, match=r"synthetic_scene: 4 scenes in a row held no object an expression names"):
+        write_synthetic_rec(tmp_path / "b.json", 1, seed=0, spec=SceneSpec(min_objects=0, max_objects=0))

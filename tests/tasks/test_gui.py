@@ -452,6 +452,67 @@ def test_gui_r1_converter(tmp_path):
     assert len(json.loads((tmp_path / "j" / "out.json").read_text())) == 2
 
 
+def test_gui_r1_rows_keep_ids_directions_and_any_case_of_action_name(tmp_path):
+    jpeg = io.BytesIO()
+    Image.new("RGB", (60, 40)).save(jpeg, format="JPEG")
+    Image.new("RGB", (400, 200)).save(tmp_path / "shot.png")
+    rows = [
+        {"image": {"bytes": jpeg.getvalue()}, "instruction": "see more", "gt_action": "SCROLL", "gt_bbox": [-1, -1],
+         "gt_input_text": "down", "history": "", "id": 7},
+        {"image": "shot.png", "instruction": "go home", "gt_action": "press_home", "gt_bbox": [-1, -1],
+         "gt_input_text": "no input text", "history": "step 1: open app"},
+    ]  # fmt: skip
+    (scroll, home), skipped = gui_r1_to_action(rows, tmp_path, tmp_path / "out" / "images")
+    assert not skipped
+    assert scroll == {"image": "images/000000.jpeg", "instruction": "see more", "history": "None",
+                      "gt": {"action_type": "scroll", "direction": "down"}, "width": 60, "height": 40, "id": 7}  # fmt: skip
+    assert (tmp_path / "out" / "images" / "000000.jpeg").read_bytes() == jpeg.getvalue()
+    assert home["gt"] == {"action_type": "navigate_home"} and home["history"] == "step 1: open app"
+    assert "id" not in home
+    src = tmp_path / "rows.jsonl"  # blank lines between rows, as hand-edited files have them
+    src.write_text("\n\n".join(json.dumps(row) for row in [rows[1], rows[1]]) + "\n\n")
+    assert convert_gui_r1(src, tmp_path / "j" / "train.json") == []
+    assert len(json.loads((tmp_path / "j" / "train.json").read_text())) == 2
+
+
+def test_gui_r1_boxes_in_pixels_are_not_scaled(tmp_path):
+    Image.new("RGB", (400, 200)).save(tmp_path / "shot.png")
+    row = {"image": "shot.png", "instruction": "tap", "gt_action": "click", "gt_bbox": [10, 20, 30, 60]}
+    (record,), _ = gui_r1_to_action([row], tmp_path, tmp_path / "images", bbox_unit="pixels")
+    assert record["gt"] == {"action_type": "click", "bbox": [10.0, 20.0, 30.0, 60.0], "x": 20.0, "y": 40.0}
+
+
+def test_screenspot_ids_are_kept(tmp_path):
+    src = tmp_path / "screenspot_mobile.json"
+    src.write_text(json.dumps([{"img_filename": "a.png", "bbox": [1, 2, 3, 4], "instruction": "go", "id": "s-1"}]))
+    (record,) = json.loads(convert_screenspot(src, tmp_path / "out.json").read_text())
+    assert record == {
+        "img_filename": "a.png",
+        "bbox": [1, 2, 4, 6],
+        "instruction": "go",
+        "platform": "mobile",
+        "id": "s-1",
+    }
+
+
+def test_an_element_is_clicked_at_the_floor_of_its_boxs_center():
+    from data_prep.gui import Element
+
+    assert Element("button", [10, 20, 31, 41]).center == (20, 30)
+    assert Element("icon", [0, 0, 18, 26]).center == (9, 13)
+
+
+def test_synthetic_grounding_cycles_the_platforms_and_types_icons_apart_from_text(tmp_path):
+    records = json.loads(write_synthetic_grounding(tmp_path / "g.json", 9, seed=0).read_text())
+    assert [r["platform"] for r in records] == ["mobile", "desktop", "web"] * 3
+    for r in records:
+        with Image.open(tmp_path / r["img_filename"]) as image:
+            assert image.size == (r["width"], r["height"])
+        assert (r["height"] > r["width"]) == (r["platform"] == "mobile")  # phones stand, screens lie
+        assert r["data_type"] == ("icon" if r["instruction"].endswith(" icon") else "text")
+    assert {r["data_type"] for r in records} == {"icon", "text"}
+
+
 def test_synthetic_data_is_deterministic(tmp_path):
     for write in (write_synthetic_grounding, write_synthetic_actions):
         a = write(tmp_path / "a" / "train.json", 6, seed=3)

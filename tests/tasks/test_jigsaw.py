@@ -417,6 +417,68 @@ def test_source_list_and_bad_arguments(tmp_path):
         write_jigsaw_dataset(tmp_path / "x.jsonl", tmp_path / "empty", 1, 0)
 
 
+def test_images_in_subfolders_are_ordered_and_named_by_their_relative_path(tmp_path):
+    from data_prep.jigsaw import list_images
+
+    root = tmp_path / "photos"
+    (root / "sub").mkdir(parents=True)
+    for name in ("z.png", "b.png", "sub/a.png"):
+        Image.new("RGB", (20, 20), (len(name), 0, 0)).save(root / name)
+    assert [p.relative_to(root).as_posix() for p in list_images(root)] == ["b.png", "sub/a.png", "z.png"]
+    out = write_jigsaw_dataset(tmp_path / "o" / "t.jsonl", root, 3, 0, grids="2x1")
+    assert sorted(json.loads(x)["source_image"] for x in out.read_text().splitlines()) == [
+        "b.png",
+        "sub/a.png",
+        "z.png",
+    ]
+
+
+def test_shuffle_mn_turns_some_grids_on_their_side_and_only_then(tmp_path):
+    def grids(shuffle_mn):
+        out = write_jigsaw_dataset(tmp_path / f"{shuffle_mn}.jsonl", None, 12, 0, grids="2x1", shuffle_mn=shuffle_mn)
+        return [(json.loads(x)["m"], json.loads(x)["n"]) for x in out.read_text().splitlines()]
+
+    assert set(grids(True)) == {(2, 1), (1, 2)}
+    assert set(grids(False)) == {(2, 1)}
+
+
+def test_pair_choices_are_shown_in_a_shuffled_order(tmp_path):
+    from data_prep.jigsaw import pair_choices
+
+    out = write_jigsaw_dataset(tmp_path / "t.jsonl", None, 12, 0, grids="2x2", question_types="pair", shuffle_mn=False)
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    for r in records:
+        canonical = pair_choices(2, 2, r["k"], r["l"])
+        assert sorted(r["choices"]) == sorted(canonical)
+        assert r["choices"][ord(r["answer"]) - ord("A")] == pair_relation(r["permutation"], 2, r["k"], r["l"])
+    # more than the answer's swap moved: Jigsaw-R1 shuffles the sentences
+    moved = [
+        sum(a != b for a, b in zip(r["choices"], pair_choices(2, 2, r["k"], r["l"]), strict=True)) for r in records
+    ]
+    assert max(moved) > 2
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"grids": {"2x1": 0, "2x2": 1}}, "grid '2x1' has weight 0; weights must be numbers > 0"),
+        ({"n_choices": 1}, "n_choices must be in 2..25, got 1"),
+        ({"n_choices": 26}, "n_choices must be in 2..25, got 26"),
+    ],
+)
+def test_bad_weights_and_choice_counts_are_refused(tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        write_jigsaw_dataset(tmp_path / "x.jsonl", None, 1, 0, **kwargs)
+
+
+def test_a_listing_that_names_a_missing_image_is_refused_naming_it(tmp_path):
+    photos = _photos(tmp_path / "photos")
+    listing = tmp_path / "list.json"
+    listing.write_text(json.dumps(["photo1.png", "gone.png"]))
+    with pytest.raises(ValueError, match=re.escape(f"{listing}: 1 listed image(s) not under {photos}, e.g. gone.png")):
+        write_jigsaw_dataset(tmp_path / "x.jsonl", photos, 2, 0, source_list=listing)
+
+
 # -- records ----------------------------------------------------------------------------------
 def _ctx(tmp_path: Path, require_images: bool = True) -> RecordContext:
     return RecordContext("data.jsonl:1", 0, tmp_path, FrameSpec(), require_images)

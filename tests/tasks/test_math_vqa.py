@@ -313,3 +313,29 @@ def test_a_message_record_with_an_assistant_turn_is_refused_not_trimmed(tmp_path
     message = [{"role": "user", "content": "What is 1+1?"}, {"role": "assistant", "content": "2"}]
     split = MathVQA().load(_write(tmp_path / "m.jsonl", [{"message": message, "answer": "2"}]), FRAME)
     assert split.samples == [] and "key 'message': a 'assistant' turn" in str(split.errors[0])
+
+
+def test_synthetic_problems_add_each_addend_up_to_the_maximum_and_every_nth_is_text_only(tmp_path):
+    from data_prep.math_vqa import MathSceneSpec, write_synthetic_math_vqa
+
+    spec = MathSceneSpec(max_addend=1, text_only_every=3)
+    records = json.loads(write_synthetic_math_vqa(tmp_path / "m.json", 60, 0, spec).read_text())
+    assert ["images" in r for r in records] == [True, True, False] * 20  # the 3rd, 6th, ... have no image
+    assert {r["addend"] for r in records} == {0, 1}  # 0..max_addend, both ends included
+    text = [r for r in records if "images" not in r]
+    assert {r["count"] for r in text} == {1, 2, 3, 4}  # min_objects..max_objects, both ends included
+    for r in records:
+        assert r["answer"] == str(r["count"] + r["addend"])
+        if "images" in r:
+            assert r["problem"] == f"<image>How many circles are in the image? What is that number plus {r['addend']}?"
+        else:
+            assert r["problem"] == f"What is {r['count']} plus {r['addend']}?"
+
+
+def test_synthetic_problems_over_several_shapes_ask_for_shapes(tmp_path):
+    from data_prep.math_vqa import MathSceneSpec, write_synthetic_math_vqa
+    from data_prep.shapes import SceneSpec
+
+    spec = MathSceneSpec(scene=SceneSpec(min_objects=1, max_objects=2, shapes=("circle", "square")), max_addend=0)
+    (record,) = json.loads(write_synthetic_math_vqa(tmp_path / "m.json", 1, 0, spec).read_text())
+    assert record["problem"] == "<image>How many shapes are in the image? What is that number plus 0?"

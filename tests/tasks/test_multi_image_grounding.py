@@ -149,3 +149,53 @@ def test_a_target_image_past_the_named_ordinals_gets_the_fallback_wording(images
     record = {**RECORD, "images": ["a.png"] * 6 + ["b.png"], "target_image": 6}  # ORDINALS stop at "sixth"
     target = MultiImageGrounding().target(sample_of(images, record))
     assert target.startswith("<think>The question asks about the named image.</think>")
+
+
+def test_a_pixel_box_rounds_to_the_nearest_unit_of_the_0_1000_frame():
+    from data_prep.multi_image import norm1000_box
+
+    # 2/3 * 1000 = 666.7 -> 667, 1/7 * 1000 = 142.9 -> 143, 3/7 * 1000 = 428.6 -> 429
+    assert norm1000_box([2, 1, 3, 3], 3, 7) == [667, 143, 1000, 429]
+
+
+def test_synthetic_questions_show_one_image_token_per_image_and_need_two_images(tmp_path):
+    import json
+
+    from data_prep.multi_image import write_synthetic_multi_image
+
+    path = write_synthetic_multi_image(tmp_path / "train.json", 8, 0, max_images=4)
+    for record in json.loads(path.read_text()):
+        count = len(record["images"])
+        assert 2 <= count <= 4
+        assert record["question"].startswith("<image>" * count) and record["question"].count("<image>") == count
+    with pytest.raises(ValueError, match=r"max_images must be in \[2, 6\], got 1"):
+        write_synthetic_multi_image(tmp_path / "one.json", 1, 0, max_images=1)
+
+
+def test_a_question_by_reference_needs_a_target_unique_by_color_and_kind():
+    import numpy as np
+
+    from data_prep.multi_image import _question, multi_image_spec
+    from data_prep.shapes import Scene, SceneObject
+
+    def scenes(second):
+        objects = [
+            SceneObject("circle", "red", "large", [0, 0, 40, 40]),
+            SceneObject(*second, "large", [60, 60, 100, 100]),
+        ]
+        return [Scene(Image.new("RGB", (120, 120)), [*objects]) for _ in range(2)]
+
+    spec = multi_image_spec()
+    # two alike red circles in every image: no question singles one out, by reference or by name
+    assert all(_question(scenes(("circle", "red")), spec, np.random.default_rng(seed)) is None for seed in range(20))
+    by_reference = 0
+    for seed in range(20):
+        shown = scenes(("square", "blue"))
+        question, target, box = _question(shown, spec, np.random.default_rng(seed))
+        if "same color and kind" in question:
+            by_reference += 1
+            (reference,) = [i for i in range(2) if i != target]
+            (alike,) = shown[reference].objects  # the other image now shows one shape like the target
+            target_object = next(o for o in shown[target].objects if o.box == box)
+            assert (alike.color, alike.shape) == (target_object.color, target_object.shape)
+    assert by_reference > 0

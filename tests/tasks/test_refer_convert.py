@@ -248,3 +248,134 @@ def test_the_restricted_unpickler_refuses_pickles_that_name_code(tmp_path, monke
     sets = tmp_path / "sets.p"
     sets.write_bytes(pickle.dumps([{"tokens": {"a"}}], protocol=2))
     assert load_refs(sets) == [{"tokens": {"a"}}]  # builtin containers are fine
+
+
+# -- one unusable item each, on refs and instances written for the case ------------------------
+def convert_one(tmp_path, refs, annotations, images=None, **kwargs):
+    """Convert hand-written refs against hand-written annotations (images: one 100x100 image, id 1)."""
+    images = images if images is not None else [{"id": 1, "file_name": "a.jpg", "width": 100, "height": 100}]
+    (tmp_path / "refs.json").write_text(json.dumps(refs))
+    (tmp_path / "instances.json").write_text(json.dumps({"images": images, "annotations": annotations}))
+    return convert_refer(tmp_path / "refs.json", tmp_path / "instances.json", "val", **kwargs)
+
+
+def one_ref(ann_id, sentences=None, image_id=1, ref_id=5):
+    return {"ref_id": ref_id, "ann_id": ann_id, "image_id": image_id, "split": "val",
+            "sentences": sentences or [{"sent_id": 50, "sent": "it"}]}  # fmt: skip
+
+
+def test_a_box_may_overhang_its_image_by_one_pixel_and_no_more(tmp_path):
+    """The loader's one pixel of slack: x1, y1 >= -1 and x2, y2 <= side + 1 on a 100x100 image."""
+    boxes = {1: [-1, -1, 11, 21], 2: [90, 89, 11, 12], 3: [-1.5, 0, 5, 5], 4: [0, -1.5, 5, 5],
+             5: [95, 0, 6.5, 5], 6: [0, 95, 5, 6.5]}  # fmt: skip
+    annotations = [{"id": i, "image_id": 1, "bbox": box} for i, box in boxes.items()]
+    result = convert_one(tmp_path, [one_ref(i, ref_id=i) for i in boxes], annotations)
+    assert [r["solution"] for r in result.records] == [[-1.0, -1.0, 10.0, 20.0], [90.0, 89.0, 101.0, 101.0]]
+    assert [e.where for e in result.errors] == [
+        f"{tmp_path / 'instances.json'}: annotation id {i}" for i in (3, 4, 5, 6)
+    ]
+    assert all("is empty or outside the 100x100 image" in e.message for e in result.errors)
+
+
+@pytest.mark.parametrize("bbox", [[10, 10, 5, 0], [10, 10, 0, 5], [10, 10, 5, -2]])
+def test_a_box_without_area_is_refused(tmp_path, bbox):
+    result = convert_one(tmp_path, [one_ref(1)], [{"id": 1, "image_id": 1, "bbox": bbox}])
+    assert not result.records
+    assert str(result.errors[0]) == (
+        f"{tmp_path / 'instances.json'}: annotation id 1: bbox [x, y, w, h] = {bbox} is empty or outside the 100x100 image"
+    )
+
+
+def test_an_annotation_of_another_image_is_refused_naming_both_images(tmp_path):
+    images = [{"id": 1, "file_name": "a.jpg", "width": 100, "height": 100},
+              {"id": 2, "file_name": "b.jpg", "width": 100, "height": 100}]  # fmt: skip
+    result = convert_one(tmp_path, [one_ref(1, image_id=2)], [{"id": 1, "image_id": 1, "bbox": [0, 0, 5, 5]}], images)
+    assert not result.records
+    assert (
+        str(result.errors[0])
+        == f"{tmp_path / 'refs.json'}: refs[0] (ref_id 5): ann_id 1 belongs to image 1, the ref to 2"
+    )
+
+
+def test_a_blank_sentence_is_refused_naming_its_place(tmp_path):
+    sentences = [{"sent_id": 50, "sent": "fine"}, {"sent_id": 51, "sent": " \t "}]
+    result = convert_one(tmp_path, [one_ref(1, sentences)], [{"id": 1, "image_id": 1, "bbox": [0, 0, 5, 5]}])
+    assert not result.records  # the ref as a whole is skipped
+    assert str(result.errors[0]) == f"{tmp_path / 'refs.json'}: refs[0] (ref_id 5) sentences[1]: empty 'sent'"
+
+
+def test_a_sentence_without_a_sent_id_is_named_by_its_ref_and_position(tmp_path):
+    sentences = [{"sent_id": 50, "sent": "first"}, {"sent": "second"}]
+    result = convert_one(tmp_path, [one_ref(1, sentences, ref_id=13)], [{"id": 1, "image_id": 1, "bbox": [0, 0, 5, 5]}])
+    assert [(r["id"], r["sent_id"]) for r in result.records] == [("50", 50), ("13-1", None)]
+
+
+@pytest.mark.parametrize("ann_id", [-1, [-1], [], [3, -1]])
+def test_a_ref_to_no_object_is_refused(tmp_path, ann_id):
+    annotations = [{"id": 3, "image_id": 1, "bbox": [0, 0, 5, 5]}]
+    result = convert_one(tmp_path, [one_ref(ann_id)], annotations)
+    assert not result.records
+    assert str(result.errors[0]) == (
+        f"{tmp_path / 'refs.json'}: refs[0] (ref_id 5): ann_id {ann_id!r} names no object "
+        "(no-target refs are not grounding data)"
+    )
+
+
+def test_a_boolean_image_id_is_refused_not_read_as_image_1(tmp_path):
+    result = convert_one(tmp_path, [one_ref(1, image_id=True)], [{"id": 1, "image_id": 1, "bbox": [0, 0, 5, 5]}])
+    assert not result.records
+    assert (
+        str(result.errors[0]) == f"{tmp_path / 'refs.json'}: refs[0] (ref_id 5): key 'image_id' has the wrong type bool"
+    )
+
+
+@pytest.mark.parametrize(
+    "polygon,message",
+    [
+        ([0, 0, 10, 0], "a segmentation polygon must be a flat list of at least 3 x, y pairs"),
+        ([0, 0, 10, 0, 10, 10, 5], "a segmentation polygon must be a flat list of at least 3 x, y pairs"),
+        ([0, 0, 10, 0, float("nan"), 10], "a segmentation polygon has a value that is not a finite number"),
+        ([0, 0, 10, 0, True, 10], "a segmentation polygon has a value that is not a finite number"),
+    ],
+)
+def test_a_malformed_polygon_is_refused_when_segmentation_is_kept(tmp_path, polygon, message):
+    annotations = [{"id": 1, "image_id": 1, "bbox": [0, 0, 10, 10], "segmentation": [polygon]}]
+    result = convert_one(tmp_path, [one_ref(1)], annotations, segmentation=True)
+    assert not result.records
+    assert str(result.errors[0]) == f"{tmp_path / 'instances.json'}: annotation id 1: {message}"
+    assert len(convert_one(tmp_path, [one_ref(1)], annotations).records) == 1  # boxes alone need no polygon
+
+
+def test_instances_without_annotations_are_refused_naming_the_file(tmp_path):
+    (tmp_path / "refs.json").write_text(json.dumps([one_ref(1)]))
+    (tmp_path / "instances.json").write_text(json.dumps({"images": []}))
+    with pytest.raises(ReferError) as err:
+        convert_refer(tmp_path / "refs.json", tmp_path / "instances.json", "val")
+    assert (
+        str(err.value) == f"{tmp_path / 'instances.json'}: expected a COCO instances object with a list 'annotations'"
+    )
+
+
+def test_a_python2_byte_string_that_is_not_utf8_is_read_as_latin1(tmp_path):
+    path = tmp_path / "refs(unc).p"
+    path.write_bytes(b"\x80\x02]U\x04caf\xe9a.")  # [b"caf\xe9"] as Python 2 pickles a Latin-1 str
+    assert load_refs(path) == ["café"]
+
+
+def test_the_command_line_prefixes_train2014_and_stops_at_the_first_bad_ref_with_strict(refer_dir, tmp_path, capsys):
+    out = tmp_path / "val.json"
+    argv = [
+        "--refs",
+        str(refer_dir / "refs(unc).p"),
+        "--instances",
+        str(refer_dir / "instances.json"),
+        "--split",
+        "val",
+    ]
+    assert main([*argv, "--out", str(out)]) == 0
+    records = json.loads(out.read_text())
+    assert [r["image"] for r in records] == ["train2014/COCO_train2014_000000000001.jpg"] * 2
+    assert "wrote 2 records (2 refs skipped)" in capsys.readouterr().out
+    assert main([*argv, "--out", str(tmp_path / "strict.json"), "--strict"]) == 2
+    assert "refs[4] (ref_id 11): ann_id 999 is not in" in capsys.readouterr().err
+    assert not (tmp_path / "strict.json").exists()

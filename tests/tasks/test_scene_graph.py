@@ -132,3 +132,29 @@ def test_a_predicted_relation_naming_an_undeclared_object_is_dropped(root):
 def test_bad_records_are_refused_by_place(root, change, message):
     with pytest.raises(RecordError, match=f"g.json:4: .*{message}"):
         sample_of(root, {**RECORD, **change})
+
+
+def expected_predicate(subject_box, object_box):
+    """Where the subject's box center lies from the object's, along the axis they differ most on."""
+    dx = (subject_box[0] + subject_box[2]) / 2 - (object_box[0] + object_box[2]) / 2
+    dy = (subject_box[1] + subject_box[3]) / 2 - (object_box[1] + object_box[3]) / 2
+    if abs(dx) >= abs(dy):
+        return "left of" if dx < 0 else "right of"
+    return "above" if dy < 0 else "below"
+
+
+def test_synthetic_scene_graphs_relate_each_pair_once_by_where_the_subject_lies(tmp_path):
+    from data_prep.scene_graph import write_synthetic_scene_graphs
+    from data_prep.shapes import SceneSpec
+
+    spec = SceneSpec(min_objects=1, max_objects=4, min_side=160, max_side=256)  # one-object scenes are skipped
+    records = json.loads(write_synthetic_scene_graphs(tmp_path / "sg.json", 8, 0, spec).read_text())
+    assert len({r["image_id"] for r in records}) == 8
+    for r in records:
+        ids = [o["id"] for o in r["objects"]]
+        assert len(ids) >= 2 and [i.split(".")[1] for i in ids] == [str(k) for k in range(1, len(ids) + 1)]
+        boxes = {o["id"]: o["bbox"] for o in r["objects"]}
+        pairs = [(ids[i], ids[j]) for i in range(len(ids)) for j in range(i + 1, len(ids))]
+        assert [(x["subject"], x["object"]) for x in r["relationships"]] == pairs
+        for x in r["relationships"]:
+            assert x["predicate"] == expected_predicate(boxes[x["subject"]], boxes[x["object"]])

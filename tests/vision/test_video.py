@@ -486,3 +486,44 @@ def test_the_default_frames_are_the_size_video_r1s_trainer_and_evaluator_give(cl
     video = load_video(clips[3], VideoConfig(), 28)
     assert tuple(video.frames.shape[2:]) == (280, 364)
     assert tuple(load_video(clips[3], VideoConfig(max_pixels_from="message"), 28).frames.shape[2:]) == (252, 364)
+
+
+def _palette_objects(image: np.ndarray) -> int:
+    """Shapes in a synthetic still: regions of exactly a palette color (backgrounds never are one)."""
+    from scipy import ndimage
+
+    from data_prep.shapes import COLORS
+
+    mask = np.zeros(image.shape[:2], dtype=bool)
+    for color in COLORS.values():
+        mask |= (image == np.array(color, dtype=np.uint8)).all(axis=-1)
+    return int(ndimage.label(mask)[1])
+
+
+def test_synthetic_video_answers_match_what_the_clip_and_the_image_show(tmp_path):
+    import av
+
+    from data_prep.shapes import COLORS
+
+    path = write_synthetic_video_qa(tmp_path / "v.json", 14, seed=0, side=64, n_frames=6)
+    records = json.loads(path.read_text())
+    assert {r["problem_type"] for r in records} == {"multiple choice", "numerical"}
+    for r in records:
+        answer = r["solution"].removeprefix("<answer>").removesuffix("</answer>")
+        if r["problem_type"] == "multiple choice":
+            color = r["problem"].split()[5]  # "In which direction does the red circle move?"
+            with av.open(str(tmp_path / r["path"])) as container:
+                frames = [f.to_ndarray(format="rgb24").astype(int) for f in container.decode(video=0)]
+            centers = []
+            for frame in (frames[0], frames[-1]):
+                ys, xs = np.nonzero(np.abs(frame - np.array(COLORS[color])).sum(axis=-1) < 90)
+                centers.append((xs.mean(), ys.mean()))
+            dx, dy = centers[1][0] - centers[0][0], centers[1][1] - centers[0][1]
+            moved = ("right" if dx > 0 else "left") if abs(dx) > abs(dy) else ("down" if dy > 0 else "up")
+            assert r["options"]["ABCD".index(answer)] == f"{answer}. {moved}"
+        elif r["data_type"] == "image":
+            assert r["problem"] == "How many shapes are in the image?"
+            assert int(answer) == _palette_objects(np.asarray(Image.open(tmp_path / r["path"]).convert("RGB")))
+        else:
+            assert r["problem"] == "How many shapes are in the video?" and r["path"].endswith(".mp4")
+    assert {r["data_type"] for r in records} == {"video", "image"}
