@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from data_prep.fields import ItemError, item_field
 from data_prep.files import write_json_atomic
 from data_prep.shapes import SceneSpec, make_scene
 
@@ -89,6 +91,18 @@ def coco_subset(
     if > 0. `image_prefix` is put before every file_name, so that train and val files can share
     one image root (e.g. "train2017/"). Returns counts of what was written."""
     data = json.loads(Path(source).read_text(encoding="utf-8"))
+    for key in ("images", "annotations", "categories"):
+        if not isinstance(data, dict) or not isinstance(data.get(key), list):
+            raise ItemError(str(source), f"expected a COCO instances object with a list '{key}'")
+    for i, category in enumerate(data["categories"]):
+        item_field(category, "name", str, f"{source} categories[{i}]")
+        item_field(category, "id", int, f"{source} categories[{i}]")
+    for key in ("images", "annotations"):
+        for i, item in enumerate(data[key]):
+            if not isinstance(item, dict):
+                raise ItemError(f"{source} {key}[{i}]", f"an item must be an object, got {type(item).__name__}")
+            if key == "images" and image_prefix:
+                item_field(item, "file_name", str, f"{source} images[{i}]")
     by_name = {c["name"]: c for c in data["categories"]}
     names = list(by_name) if categories is None else categories
     unknown = [name for name in names if name not in by_name]
@@ -116,7 +130,7 @@ def coco_subset(
     return {"images": len(images), "annotations": len(annotations), "categories": len(subset["categories"])}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Subset of a COCO instances file, by category names")
     parser.add_argument("source", help="COCO instances json, e.g. data/coco/annotations/instances_val2017.json")
     parser.add_argument("out", help="where to write the subset json")
@@ -128,9 +142,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--image-prefix", default="", help="prepended to every file_name, e.g. 'val2017/'")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.categories.split(",") if n.strip()] or None
-    counts = coco_subset(args.source, args.out, names, args.keep_empty, args.max_images, args.image_prefix)
+    try:
+        counts = coco_subset(args.source, args.out, names, args.keep_empty, args.max_images, args.image_prefix)
+    except (ValueError, OSError) as err:  # a file not there, not JSON, or an item that cannot be read
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(json.dumps(counts))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

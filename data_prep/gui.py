@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import os
 import re
 import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from data_prep.fields import ItemError, item_field
 from data_prep.files import write_records_atomic
 from data_prep.shapes import COLORS
 
@@ -276,15 +279,23 @@ def write_synthetic_actions(path: str | Path, size: int, seed: int) -> Path:
 
 
 # -- converters --------------------------------------------------------------------------------
-def screenspot_to_grounding(items: Iterable[dict[str, Any]], platform: str) -> list[dict[str, Any]]:
-    """ScreenSpot records (`bbox` [x, y, w, h] in pixels) -> UI-R1 grounding records ([x1, y1, x2, y2])."""
+def screenspot_to_grounding(
+    items: Iterable[dict[str, Any]], platform: str, source: str = "ScreenSpot"
+) -> list[dict[str, Any]]:
+    """ScreenSpot records (`bbox` [x, y, w, h] in pixels) -> UI-R1 grounding records ([x1, y1, x2, y2]).
+    A benchmark's item is never dropped: one that cannot be read stops the conversion, named
+    by its place in `source`."""
     out = []
-    for item in items:
-        x, y, w, h = item["bbox"]
+    for index, item in enumerate(items):
+        where = f"{source} item {index}"
+        box = item_field(item, "bbox", list, where)
+        if len(box) != 4 or not all(_number(v) for v in box):
+            raise ItemError(where, f"bbox must be 4 finite numbers [x, y, w, h] in pixels, got {box!r}"[:200])
+        x, y, w, h = box
         record = {
-            "img_filename": item["img_filename"],
+            "img_filename": item_field(item, "img_filename", str, where),
             "bbox": [x, y, x + w, y + h],
-            "instruction": item["instruction"],
+            "instruction": item_field(item, "instruction", str, where),
             "platform": platform,
         }
         for key in ("data_type", "data_source", "id"):
@@ -292,6 +303,21 @@ def screenspot_to_grounding(items: Iterable[dict[str, Any]], platform: str) -> l
                 record[key] = item[key]
         out.append(record)
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _float(value: Any) -> float | None:
+    """`value` as float() reads it (GUI-R1's numbers, or their text), None if it is no finite number."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def convert_screenspot(src: str | Path, dst: str | Path, platform: str | None = None) -> Path:
@@ -303,7 +329,9 @@ def convert_screenspot(src: str | Path, dst: str | Path, platform: str | None = 
             raise ValueError(f"{src}: cannot tell the platform from the file name; pass platform=")
         platform = found.group(1)
     items = json.loads(src.read_text(encoding="utf-8"))
-    write_records_atomic(Path(dst), screenspot_to_grounding(items, platform))
+    if not isinstance(items, list):
+        raise ItemError(str(src), f"expected a list of ScreenSpot items, got {type(items).__name__}")
+    write_records_atomic(Path(dst), screenspot_to_grounding(items, platform, str(src)))
     return Path(dst)
 
 
@@ -317,6 +345,13 @@ GUI_R1_TO_ANDROIDCONTROL = {
 
 def _image_file(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple[str, int, int]:
     """(path relative to the output, width, height) of a row's image: a path, or {"bytes": ...}."""
+    try:
+        return _placed_image(image, src_dir, image_dir, index)
+    except OSError as err:  # not there, or not an image (PIL's UnidentifiedImageError is one)
+        raise ItemError(f"row {index}", f"image cannot be read: {err}") from err
+
+
+def _placed_image(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple[str, int, int]:
     if isinstance(image, dict) and image.get("bytes"):
         data = image["bytes"]
         with Image.open(io.BytesIO(data)) as im:
@@ -327,7 +362,7 @@ def _image_file(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple
         return f"{image_dir.name}/{index:06d}.{suffix}", width, height
     relative = image.get("path") if isinstance(image, dict) else image
     if not isinstance(relative, str):
-        raise ValueError(f"row {index}: image must be a path or {{'bytes': ...}}")
+        raise ItemError(f"row {index}", "image must be a path or {'bytes': ...}")
     source = src_dir / relative
     with Image.open(source) as im:
         width, height = im.size
@@ -349,33 +384,52 @@ BboxUnit = Literal["relative", "pixels"]
 def gui_r1_to_action(
     rows: Iterable[dict[str, Any]], src_dir: Path, image_dir: Path, bbox_unit: BboxUnit = "relative"
 ) -> tuple[list[dict], list[str]]:
-    """GUI-R1 rows -> gui_action records, and the reasons rows were skipped. `gt_bbox` is a
-    point [x, y] or a box [x1, y1, x2, y2], relative to the image (GUI-R1's training data) or
-    in pixels."""
+    """GUI-R1 rows -> gui_action records, and the reasons rows were skipped (an action with no
+    AndroidControl step, a missing key, an image that cannot be read). `gt_bbox` is a point
+    [x, y] or a box [x1, y1, x2, y2], relative to the image (GUI-R1's training data) or in
+    pixels."""
     records, skipped = [], []
     for index, row in enumerate(rows):
-        kind = GUI_R1_TO_ANDROIDCONTROL.get(str(row.get("gt_action", "")).lower())
+        kind = GUI_R1_TO_ANDROIDCONTROL.get(str(row.get("gt_action", "")).lower()) if isinstance(row, dict) else None
         if kind is None:
-            skipped.append(f"row {index}: action {row.get('gt_action')!r} has no AndroidControl equivalent")
+            what = row.get("gt_action") if isinstance(row, dict) else type(row).__name__
+            skipped.append(f"row {index}: action {what!r} has no AndroidControl equivalent")
             continue
-        image, width, height = _image_file(row["image"], src_dir, image_dir, index)
-        gt: dict[str, Any] = {"action_type": kind}
-        text = str(row.get("gt_input_text", ""))
-        if kind in ("click", "long_press"):
-            scale = (width, height) if bbox_unit == "relative" else (1, 1)
-            bbox = [float(v) * scale[i % 2] for i, v in enumerate(row["gt_bbox"])]
-            if len(bbox) == 4:
-                gt["bbox"] = bbox
-                bbox = [(bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2]
-            gt["x"], gt["y"] = bbox[0], bbox[1]
-        elif kind in ("input_text", "open_app", "scroll"):
-            gt[{"input_text": "text", "open_app": "app_name", "scroll": "direction"}[kind]] = text
-        record = {"image": image, "instruction": row["instruction"], "history": row.get("history") or "None", "gt": gt,
-                  "width": width, "height": height}  # fmt: skip
-        if row.get("id") is not None:
-            record["id"] = row["id"]
-        records.append(record)
+        try:
+            records.append(_gui_r1_record(row, kind, index, src_dir, image_dir, bbox_unit))
+        except ItemError as err:
+            skipped.append(str(err))
     return records, skipped
+
+
+def _gui_r1_record(
+    row: dict[str, Any], kind: str, index: int, src_dir: Path, image_dir: Path, bbox_unit: BboxUnit
+) -> dict[str, Any]:
+    where = f"row {index}"
+    instruction = item_field(row, "instruction", str, where)
+    if "image" not in row:
+        raise ItemError(where, "missing key 'image'")
+    image, width, height = _image_file(row["image"], src_dir, image_dir, index)
+    gt: dict[str, Any] = {"action_type": kind}
+    text = str(row.get("gt_input_text", ""))
+    if kind in ("click", "long_press"):
+        given = item_field(row, "gt_bbox", (list, tuple), where)
+        values = [_float(v) for v in given]
+        if len(values) not in (2, 4) or None in values:
+            raise ItemError(where, f"gt_bbox must be a point [x, y] or a box [x1, y1, x2, y2], got {given!r}"[:200])
+        scale = (width, height) if bbox_unit == "relative" else (1, 1)
+        bbox = [v * scale[i % 2] for i, v in enumerate(values)]
+        if len(bbox) == 4:
+            gt["bbox"] = bbox
+            bbox = [(bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2]
+        gt["x"], gt["y"] = bbox[0], bbox[1]
+    elif kind in ("input_text", "open_app", "scroll"):
+        gt[{"input_text": "text", "open_app": "app_name", "scroll": "direction"}[kind]] = text
+    record = {"image": image, "instruction": instruction, "history": row.get("history") or "None", "gt": gt,
+              "width": width, "height": height}  # fmt: skip
+    if row.get("id") is not None:
+        record["id"] = row["id"]
+    return record
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -399,7 +453,7 @@ def convert_gui_r1(src: str | Path, dst: str | Path, bbox_unit: BboxUnit = "rela
     return skipped
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m data_prep.gui", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="format", required=True)
     screenspot = sub.add_parser("screenspot", help="ScreenSpot json -> gui_grounding json")
@@ -411,14 +465,19 @@ def main(argv: list[str] | None = None) -> None:
     gui_r1.add_argument("dst")
     gui_r1.add_argument("--bbox-unit", choices=("relative", "pixels"), default="relative")
     args = parser.parse_args(argv)
-    if args.format == "screenspot":
-        print(f"wrote {convert_screenspot(args.src, args.dst, args.platform)}")
-        return
-    skipped = convert_gui_r1(args.src, args.dst, args.bbox_unit)
-    print(f"wrote {args.dst}; skipped {len(skipped)} row(s)")
+    try:
+        if args.format == "screenspot":
+            print(f"wrote {convert_screenspot(args.src, args.dst, args.platform)}")
+            return 0
+        skipped = convert_gui_r1(args.src, args.dst, args.bbox_unit)
+    except (ValueError, OSError) as err:  # a file not there, not JSON, or an item that cannot be read
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.dst}; skipped {len(skipped)} row(s) of {args.src}")
     for reason in skipped[:10]:
         print(f"  {reason}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -44,20 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data_prep.fields import ItemError, item_field
 from data_prep.files import write_records_atomic
 from data_prep.refcoco import REC_PROBLEM
 
 SPLITS = ("train", "val", "test", "testA", "testB", "testC", "testAB", "testBC", "testAC")
 _SAFE_GLOBALS = {("builtins", "set"), ("builtins", "frozenset"), ("__builtin__", "set"), ("__builtin__", "frozenset")}
-
-
-class ReferError(ValueError):
-    """One unusable ref, sentence or annotation; `where` names the file and the item."""
-
-    def __init__(self, where: str, message: str):
-        super().__init__(f"{where}: {message}")
-        self.where = where
-        self.message = message
 
 
 class RefsUnpickler(pickle.Unpickler):
@@ -97,14 +89,14 @@ def load_refs(path: str | Path) -> list[dict[str, Any]]:
         try:
             refs = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ReferError(str(path), f"invalid JSON: {err}") from err
+            raise ItemError(str(path), f"invalid JSON: {err}") from err
     else:
         try:
             refs = _decode(RefsUnpickler(io.BytesIO(data), encoding="bytes").load())
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as err:
-            raise ReferError(str(path), f"not a refs pickle: {err}") from err
+            raise ItemError(str(path), f"not a refs pickle: {err}") from err
     if not isinstance(refs, list):
-        raise ReferError(str(path), f"expected a list of refs, got {type(refs).__name__}")
+        raise ItemError(str(path), f"expected a list of refs, got {type(refs).__name__}")
     return refs
 
 
@@ -115,10 +107,10 @@ def load_instances(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ReferError(str(path), f"invalid JSON: {err}") from err
+        raise ItemError(str(path), f"invalid JSON: {err}") from err
     for key in ("images", "annotations"):
         if not isinstance(data, dict) or not isinstance(data.get(key), list):
-            raise ReferError(str(path), f"expected a COCO instances object with a list '{key}'")
+            raise ItemError(str(path), f"expected a COCO instances object with a list '{key}'")
     return data
 
 
@@ -134,7 +126,7 @@ def split_matches(wanted: str, split: str) -> bool:
 @dataclass
 class Conversion:
     records: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[ReferError] = field(default_factory=list)
+    errors: list[ItemError] = field(default_factory=list)
 
 
 def convert_refer(
@@ -165,9 +157,9 @@ def convert_refer(
         where = f"{refs_path}: refs[{index}]"
         try:
             if not isinstance(ref, dict):
-                raise ReferError(where, f"a ref must be a dict, got {type(ref).__name__}")
+                raise ItemError(where, f"a ref must be a dict, got {type(ref).__name__}")
             where = f"{refs_path}: refs[{index}] (ref_id {ref.get('ref_id')!r})"
-            ref_split = _field(ref, "split", str, where)
+            ref_split = item_field(ref, "split", str, where)
             if not split_matches(split, ref_split):
                 continue
             out.records.extend(
@@ -175,20 +167,11 @@ def convert_refer(
                     ref, where, images, anns, instances_path, segmentation, image_prefix, sentence_key, decimals
                 )
             )
-        except ReferError as err:
+        except ItemError as err:
             if strict:
                 raise
             out.errors.append(err)
     return out
-
-
-def _field(item: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in item:
-        raise ReferError(where, f"missing key '{key}'")
-    value = item[key]
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise ReferError(where, f"key '{key}' has the wrong type {type(value).__name__}")
-    return value
 
 
 def _ref_records(
@@ -202,38 +185,38 @@ def _ref_records(
     sentence_key: str,
     decimals: int | None,
 ) -> list[dict[str, Any]]:
-    ann_ids = _field(ref, "ann_id", (int, list), where)
+    ann_ids = item_field(ref, "ann_id", (int, list), where)
     ann_ids = ann_ids if isinstance(ann_ids, list) else [ann_ids]
     if not ann_ids or not all(isinstance(a, int) and not isinstance(a, bool) and a >= 0 for a in ann_ids):
-        raise ReferError(where, f"ann_id {ref['ann_id']!r} names no object (no-target refs are not grounding data)")
-    image_id = _field(ref, "image_id", int, where)
+        raise ItemError(where, f"ann_id {ref['ann_id']!r} names no object (no-target refs are not grounding data)")
+    image_id = item_field(ref, "image_id", int, where)
     image = images.get(image_id)
     if image is None:
-        raise ReferError(where, f"image_id {image_id} is not in {instances_path}")
+        raise ItemError(where, f"image_id {image_id} is not in {instances_path}")
     img_where = f"{instances_path}: image id {image_id}"
-    file_name = _field(image, "file_name", str, img_where)
-    width = _field(image, "width", int, img_where)
-    height = _field(image, "height", int, img_where)
+    file_name = item_field(image, "file_name", str, img_where)
+    width = item_field(image, "width", int, img_where)
+    height = item_field(image, "height", int, img_where)
     boxes, outlines = [], []
     for ann_id in ann_ids:
         ann = anns.get(ann_id)
         if ann is None:
-            raise ReferError(where, f"ann_id {ann_id} is not in {instances_path}")
+            raise ItemError(where, f"ann_id {ann_id} is not in {instances_path}")
         ann_where = f"{instances_path}: annotation id {ann_id}"
         if ann.get("image_id") != image_id:
-            raise ReferError(where, f"ann_id {ann_id} belongs to image {ann.get('image_id')!r}, the ref to {image_id}")
+            raise ItemError(where, f"ann_id {ann_id} belongs to image {ann.get('image_id')!r}, the ref to {image_id}")
         boxes.append(_box(ann, ann_where, width, height, decimals))
         if segmentation:
             outlines.append(_polygons(ann, ann_where))
-    sentences = _field(ref, "sentences", list, where)
+    sentences = item_field(ref, "sentences", list, where)
     records = []
     for position, sent in enumerate(sentences):
         sent_where = f"{where} sentences[{position}]"
         if not isinstance(sent, dict):
-            raise ReferError(sent_where, f"a sentence must be a dict, got {type(sent).__name__}")
-        text = " ".join(_field(sent, sentence_key, str, sent_where).split())
+            raise ItemError(sent_where, f"a sentence must be a dict, got {type(sent).__name__}")
+        text = " ".join(item_field(sent, sentence_key, str, sent_where).split())
         if not text:
-            raise ReferError(sent_where, f"empty '{sentence_key}'")
+            raise ItemError(sent_where, f"empty '{sentence_key}'")
         sent_id = sent.get("sent_id", f"{ref.get('ref_id')}-{position}")
         record: dict[str, Any] = {
             "id": str(sent_id),
@@ -257,32 +240,32 @@ def _ref_records(
 
 
 def _box(ann: dict[str, Any], where: str, width: int, height: int, decimals: int | None) -> list[float]:
-    bbox = _field(ann, "bbox", list, where)
+    bbox = item_field(ann, "bbox", list, where)
     if len(bbox) != 4 or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bbox
     ):
-        raise ReferError(where, f"bbox must be 4 finite numbers [x, y, w, h], got {bbox!r}"[:200])
+        raise ItemError(where, f"bbox must be 4 finite numbers [x, y, w, h], got {bbox!r}"[:200])
     x, y, w, h = (float(v) for v in bbox)
     x2, y2 = x + w, y + h
     if decimals is not None:
         x2, y2 = round(x2, decimals), round(y2, decimals)
     # One pixel of slack, as the task's loader allows: annotations round edges past the border.
     if not (w > 0 and h > 0 and x >= -1 and y >= -1 and x2 <= width + 1 and y2 <= height + 1):
-        raise ReferError(where, f"bbox [x, y, w, h] = {bbox} is empty or outside the {width}x{height} image")
+        raise ItemError(where, f"bbox [x, y, w, h] = {bbox} is empty or outside the {width}x{height} image")
     return [x, y, x2, y2]
 
 
 def _polygons(ann: dict[str, Any], where: str) -> list[list[float]]:
     seg = ann.get("segmentation")
     if isinstance(seg, dict):
-        raise ReferError(where, "segmentation is RLE (a mask); only polygon segmentation can be kept")
+        raise ItemError(where, "segmentation is RLE (a mask); only polygon segmentation can be kept")
     if not isinstance(seg, list) or not seg:
-        raise ReferError(where, "no polygon segmentation")
+        raise ItemError(where, "no polygon segmentation")
     for poly in seg:
         if not (isinstance(poly, list) and len(poly) >= 6 and len(poly) % 2 == 0):
-            raise ReferError(where, "a segmentation polygon must be a flat list of at least 3 x, y pairs")
+            raise ItemError(where, "a segmentation polygon must be a flat list of at least 3 x, y pairs")
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in poly):
-            raise ReferError(where, "a segmentation polygon has a value that is not a finite number")
+            raise ItemError(where, "a segmentation polygon has a value that is not a finite number")
     return [[float(v) for v in poly] for poly in seg]
 
 
@@ -307,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             sentence_key=args.sentence_key,
             strict=args.strict,
         )
-    except (ReferError, FileNotFoundError) as err:
+    except (ItemError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for err in result.errors[:20]:

@@ -595,6 +595,27 @@ def test_coco_subset_keeps_named_categories_and_prefixes_file_names(tmp_path):
         coco_subset(path, tmp_path / "x.json", ["cow"])
 
 
+def test_coco_subset_names_the_item_a_file_lacks_a_key_of(tmp_path, capsys):
+    from data_prep.detection import coco_subset, main
+
+    images = [{"id": 1, "file_name": "a.png"}, {"id": 2}]
+    for kwargs, message in [
+        ({"categories": [{"id": 1, "name": "dog"}, {"id": 3}]}, "categories[1]: missing key 'name'"),
+        ({"categories": [{"id": "1", "name": "dog"}]}, "categories[0]: key 'id' has the wrong type str"),
+        ({"images": [*images, "c.png"]}, "images[2]: an item must be an object, got str"),
+    ]:
+        path = _coco_file(tmp_path, [], **kwargs)
+        with pytest.raises(ValueError, match=re.escape(f"{path} {message}")):
+            coco_subset(path, tmp_path / "out.json")
+    path = _coco_file(tmp_path, [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]}], images=images)
+    assert coco_subset(path, tmp_path / "out.json")["images"] == 1  # no file name needed to keep one as it is
+    with pytest.raises(ValueError, match=re.escape(f"{path} images[1]: missing key 'file_name'")):
+        coco_subset(path, tmp_path / "prefixed.json", image_prefix="val2017/", keep_empty=True)
+    path.write_text(json.dumps({"images": [], "annotations": []}))
+    assert main([str(path), str(tmp_path / "x.json")]) == 2
+    assert capsys.readouterr().err == f"error: {path}: expected a COCO instances object with a list 'categories'\n"
+
+
 def test_coco_subset_keeps_empty_images_when_asked_and_drops_the_annotations_of_images_cut_by_max_images(tmp_path):
     from data_prep.detection import coco_subset
 

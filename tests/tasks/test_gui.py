@@ -495,6 +495,64 @@ def test_screenspot_ids_are_kept(tmp_path):
     }
 
 
+def test_a_screenspot_item_that_cannot_be_read_stops_the_conversion_naming_the_file_and_the_item(tmp_path, capsys):
+    from data_prep.gui import main
+
+    src = tmp_path / "screenspot_mobile.json"
+    good = {"img_filename": "a.png", "bbox": [1, 2, 3, 4], "instruction": "go"}
+    for item, message in [
+        ({"img_filename": "b.png", "instruction": "no box"}, "missing key 'bbox'"),
+        ({**good, "bbox": [1, 2, 3]}, "bbox must be 4 finite numbers [x, y, w, h] in pixels, got [1, 2, 3]"),
+        ({**good, "bbox": [1, 2, "3", 4]}, "bbox must be 4 finite numbers"),
+        ({**good, "instruction": None}, "key 'instruction' has the wrong type NoneType"),
+    ]:
+        src.write_text(json.dumps([good, item]))
+        with pytest.raises(ValueError, match=re.escape(f"{src} item 1: {message}")):
+            convert_screenspot(src, tmp_path / "out.json")
+    assert main(["screenspot", str(src), str(tmp_path / "out.json")]) == 2
+    assert capsys.readouterr().err == f"error: {src} item 1: key 'instruction' has the wrong type NoneType\n"
+    assert not (tmp_path / "out.json").exists()  # a benchmark is never written short of an item
+
+
+def test_a_gui_r1_row_that_cannot_be_read_is_skipped_with_its_reason_and_the_others_kept(tmp_path, capsys):
+    from data_prep.gui import main
+
+    Image.new("RGB", (400, 200)).save(tmp_path / "shot.png")
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    good = {"image": "shot.png", "instruction": "tap", "gt_action": "click", "gt_bbox": ["0.5", 0.25]}
+    rows = [
+        good,
+        {**good, "instruction": None},
+        {k: v for k, v in good.items() if k != "image"},
+        {**good, "image": "missing.png"},
+        {**good, "image": "broken.png"},
+        {**good, "gt_bbox": [0.1, 0.2, 0.3]},
+        {**good, "gt_bbox": [0.1, "x"]},
+        {k: v for k, v in good.items() if k != "gt_bbox"},
+        "not a row",
+        good,
+    ]
+    records, skipped = gui_r1_to_action(rows, tmp_path, tmp_path / "out" / "images")
+    assert [r["gt"] for r in records] == [{"action_type": "click", "x": 200.0, "y": 50.0}] * 2
+    assert skipped[:3] == [
+        "row 1: key 'instruction' has the wrong type NoneType",
+        "row 2: missing key 'image'",
+        f"row 3: image cannot be read: [Errno 2] No such file or directory: '{tmp_path / 'missing.png'}'",
+    ]
+    assert skipped[4:] == [
+        "row 5: gt_bbox must be a point [x, y] or a box [x1, y1, x2, y2], got [0.1, 0.2, 0.3]",
+        "row 6: gt_bbox must be a point [x, y] or a box [x1, y1, x2, y2], got [0.1, 'x']",
+        "row 7: missing key 'gt_bbox'",
+        "row 8: action 'str' has no AndroidControl equivalent",
+    ]
+    assert skipped[3].startswith("row 4: image cannot be read: cannot identify image file")
+    src = tmp_path / "rows.jsonl"
+    src.write_text("\n".join(json.dumps(row) for row in rows))
+    assert main(["gui_r1", str(src), str(tmp_path / "j" / "out.json")]) == 0
+    assert f"skipped 8 row(s) of {src}" in capsys.readouterr().out
+    assert len(json.loads((tmp_path / "j" / "out.json").read_text())) == 2
+
+
 def test_an_element_is_clicked_at_the_floor_of_its_boxs_center():
     from data_prep.gui import Element
 

@@ -11,7 +11,8 @@ import struct
 
 import pytest
 
-from data_prep.refer import ReferError, convert_refer, load_refs, main
+from data_prep.fields import ItemError
+from data_prep.refer import convert_refer, load_refs, main
 from tasks.refcoco import RefCOCOPlus
 from vlrl.data.records import FrameSpec
 
@@ -179,7 +180,7 @@ def test_bad_refs_are_reported_with_their_place_and_skipped(refer_dir):
     ghost, edge = (str(e) for e in result.errors)
     assert "refs(unc).p: refs[4] (ref_id 11)" in ghost and "ann_id 999 is not in" in ghost
     assert "instances.json: annotation id 72" in edge and "outside the 427x640 image" in edge
-    with pytest.raises(ReferError, match=r"refs\[4\] \(ref_id 11\): ann_id 999"):
+    with pytest.raises(ItemError, match=r"refs\[4\] \(ref_id 11\): ann_id 999"):
         convert(refer_dir, "val", strict=True)
     with pytest.raises(FileNotFoundError, match="refs file not found"):
         convert_refer(refer_dir / "refs(google).p", refer_dir / "instances.json", "val")
@@ -242,7 +243,7 @@ def test_the_restricted_unpickler_refuses_pickles_that_name_code(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "refs(unc).p"
     path.write_bytes(payload)
-    with pytest.raises(ReferError, match=rf"refused to load global .*{refused}"):
+    with pytest.raises(ItemError, match=rf"refused to load global .*{refused}"):
         load_refs(path)
     assert not (tmp_path / "PWNED").exists()
     sets = tmp_path / "sets.p"
@@ -349,7 +350,7 @@ def test_a_malformed_polygon_is_refused_when_segmentation_is_kept(tmp_path, poly
 def test_instances_without_annotations_are_refused_naming_the_file(tmp_path):
     (tmp_path / "refs.json").write_text(json.dumps([one_ref(1)]))
     (tmp_path / "instances.json").write_text(json.dumps({"images": []}))
-    with pytest.raises(ReferError) as err:
+    with pytest.raises(ItemError) as err:
         convert_refer(tmp_path / "refs.json", tmp_path / "instances.json", "val")
     assert (
         str(err.value) == f"{tmp_path / 'instances.json'}: expected a COCO instances object with a list 'annotations'"
