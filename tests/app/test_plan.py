@@ -112,6 +112,89 @@ def test_activations_by_hand():
     )
 
 
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_a_shapes_cache_width_and_patch_sizes_are_those_the_model_and_processor_use(family):
+    """kv_width from the layers' key and value projections (Qwen3's head_dim is its own, not
+    hidden / heads); patch values and patches per image token from what the processor makes
+    of an image."""
+    from PIL import Image
+
+    from vlrl.models.families import model_family
+    from vlrl.models.loading import load_processor
+
+    cfg = load_config(None, [f"model.path=tiny:{family}", "model.dtype=float32"])
+    shape = model_shape(cfg)
+    attention = load_model(cfg.model).model.language_model.layers[0].self_attn
+    assert shape.kv_width == attention.k_proj.out_features + attention.v_proj.out_features
+    processor = load_processor(cfg.model)
+    family = model_family(cfg.model)
+    text = f"<|vision_start|>{family.image_pad}<|vision_end|>"
+    out = processor(text=[text], images=[Image.new("RGB", (112, 84))], return_tensors="pt")
+    patches, values = out["pixel_values"].shape
+    tokens = int((out["input_ids"] == processor.tokenizer.convert_tokens_to_ids(family.image_pad)).sum())
+    assert (shape.patch_values, shape.patches_per_token * tokens) == (values, patches) and tokens < patches
+
+
+def test_a_shape_counts_what_the_optimizer_steps_and_in_which_precision():
+    def shape(*overrides):
+        return model_shape(load_config(None, ["model.path=tiny:qwen2_5_vl", *overrides]))
+
+    def trained(*overrides):
+        model = load_model(load_config(None, ["model.path=tiny:qwen2_5_vl", *overrides]).model)
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    bf16 = shape("model.dtype=bfloat16")
+    assert (bf16.upcast, bf16.trainable_bytes) == (bf16.params, 2)  # fp32 masters of every weight
+    assert (
+        shape("model.dtype=bfloat16", "trainer.master_weights=false").upcast,
+        shape("model.dtype=float32").upcast,
+    ) == (0, 0)
+    lora = shape("model.dtype=bfloat16", "model.lora.r=4")
+    assert (lora.upcast, lora.trainable_bytes) == (0, 4)  # PEFT's adapters are fp32 already
+    frozen = shape("model.dtype=float32", "model.freeze_vision=true")
+    assert frozen.trainable == trained("model.dtype=float32", "model.freeze_vision=true") < frozen.params
+
+
+def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_most_tokens():
+    cfg = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4"])
+    assert [Workload.of(cfg, gpus, 80, image_tokens=0).rows for gpus in (1, 2, 16)] == [32, 16, 4]
+    # 4 x (64 + 36) and 2 x (64 + 136) tokens: equal, and the longer completions are taken
+    stages = (
+        "rollout.stages=[{steps: 1, max_new_tokens: 36, num_generations: 4}, {max_new_tokens: 136, num_generations: 2}]"
+    )
+    work = Workload.of(load_config(None, ["trainer.prompts_per_step=1", stages]), 1, 80, image_tokens=0)
+    assert (work.rows, work.max_new_tokens, work.prompt_tokens) == (2, 136, 64)
+
+
+def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget():
+    from dataclasses import replace
+
+    from vlrl.models.memory import budget_activations
+
+    def logits_bytes(shape, transient):  # what 50 vocabulary entries add, per completion token (2 x 5)
+        args = (1, 10, 2, 5, 4)
+        with_vocab = activation_bytes(shape, *args, checkpointing=False, transient=transient)
+        return (with_vocab - activation_bytes(replace(shape, vocab=0), *args, False, transient)) / (10 * 50)
+
+    fp32 = replace(SHAPE, dtype_bytes=4)
+    # float32 log-softmax copy; a float32 model's own logits; the transient logits and their scaled copy
+    assert [logits_bytes(SHAPE, False), logits_bytes(SHAPE, True), logits_bytes(fp32, False), logits_bytes(fp32, True)] == [
+        pytest.approx(4), pytest.approx(8), pytest.approx(8), pytest.approx(16)]  # fmt: skip
+    # checkpointed with many patches: the vision block being recomputed is the larger transient
+    layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
+    tokens, patches = 20, 1000
+    kept = tokens * 2 * 2 * (10 + 8) + patches * 1 * 2 * 5
+    assert patches * block > tokens * layer + 400
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, patches, checkpointing=True, transient=False) == pytest.approx(
+        kept + patches * block + patches * 12 * 2 + 2000
+    )
+    # the token budget: one prompt (10 image tokens + 64 of text) and whole completions that fit
+    for budget, rows, width in ((200, 4, 30), (90, 1, 16)):
+        work = replace(WORK, token_budget=budget, image_tokens=10, max_new_tokens=30)
+        expected = activation_bytes(SHAPE, 1, 74, rows, width, 40, checkpointing=False)
+        assert budget_activations(SHAPE, work, checkpointing=False) == pytest.approx(expected)
+
+
 def test_plan_prints_a_table_per_strategy(capsys):
     args = [
         "plan",

@@ -210,6 +210,25 @@ def test_compare_warns_when_the_results_were_produced_with_different_settings(tm
     assert "refcoco: reasoning_tags: [['<think>', '</think>']] vs None" in " ".join(capsys.readouterr().out.split())
 
 
+def test_compare_names_a_changed_video_setting_top_p_task_data_and_effective_sample_count(tmp_path):
+    """Settings under a prefix (model.video.*) count key by key; a task's data file and the
+    samples it scored (n-samples' effective count) are part of what decides the numbers."""
+    from vlrl.eval.compare import setting_differences
+
+    a = json.loads((write_results(tmp_path / "a") / "results.json").read_text())
+    b = json.loads((write_results(tmp_path / "b", ran={"data": "other.json"}) / "results.json").read_text())
+    b["config"]["model"]["video"]["fps"] = a["config"]["model"]["video"]["fps"] / 2
+    b["config"]["eval"]["top_p"] = 0.9
+    b["n-samples"]["refcoco"]["effective"] = 6
+    assert setting_differences(a, a) == []
+    assert setting_differences(a, b) == [
+        "eval.top_p: 1.0 vs 0.9",
+        "model.video.fps: 2.0 vs 1.0",
+        "refcoco: data: val.json vs other.json",
+        "refcoco: samples: 8 vs 6",
+    ]
+
+
 def test_compare_of_two_lmms_eval_results_shows_b_minus_a_of_the_metrics_not_their_stderr(tmp_path):
     from rich.console import Console
 

@@ -135,6 +135,21 @@ def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):
     assert_bitwise(logits, caches)
 
 
+def test_the_decode_steps_rope_tables_double_as_they_grow_and_follow_the_compute_dtype(rec_data, video_qa_data):
+    model, _, _ = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    step = DecodeStep(model)
+    sizes = []
+    for top in (10, 255, 256, 300, 600, 5000):  # doubled when passed, or to the position if that is further
+        step.rope(torch.tensor([0, top]), torch.float32)
+        sizes.append(len(step.cos))
+    assert sizes == [256, 256, 512, 512, 1024, 5001]
+    positions = torch.tensor([3, 700])
+    cos, sin = step.rope(positions, torch.float32)
+    half_cos, half_sin = step.rope(positions, torch.bfloat16)  # the model cast since: tables in its dtype
+    assert half_cos.dtype == half_sin.dtype == torch.bfloat16
+    assert torch.equal(half_cos, cos.to(torch.bfloat16)) and torch.equal(half_sin, sin.to(torch.bfloat16))
+
+
 def test_the_decode_step_runs_the_hooks_of_a_linear_layer(rec_data, video_qa_data):
     model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
     generator = torch.Generator().manual_seed(3)

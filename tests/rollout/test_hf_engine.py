@@ -140,6 +140,33 @@ def test_a_zero_probability_token_is_never_drawn_even_at_a_uniform_of_zero():
         assert sample_categorical(probs, uniforms=torch.tensor([[u]])).tolist() == [drawn], u
 
 
+def test_a_diverged_policys_non_finite_probabilities_still_draw_a_token_inside_the_vocabulary():
+    probs = torch.tensor([[float("nan")] * 4, [1.0, float("nan"), 1.0, 1.0]])
+    assert sample_categorical(probs, uniforms=torch.tensor([[0.5], [0.0]])).tolist() == [3, 3]
+
+
+def test_a_finished_row_takes_the_pad_token_and_a_decoded_row_draws_its_batch_rows_uniform():
+    logits = torch.randn(2, 10, generator=torch.Generator().manual_seed(1))
+    banned = torch.zeros(10, dtype=torch.bool)
+    params = SamplingParams(n=1, max_new_tokens=4, temperature=1.0)
+    draw = Draw(params, SamplingFilter(banned), pad_id=9, rows=3, generator=torch.Generator().manual_seed(0))
+    # decoded rows: batch row 0 (finished) and batch row 2
+    choice, logp, _ = draw(logits, torch.tensor([0, 2]), torch.tensor([True, False]))
+    uniforms = torch.rand(3, 1, generator=torch.Generator().manual_seed(0))
+    drawn = sample_categorical(torch.softmax(logits[1:], dim=-1), uniforms=uniforms[2:])
+    assert choice.tolist() == [9, int(drawn)]
+    expected = torch.log_softmax(logits, dim=-1)[[0, 1], [9, int(drawn)]]
+    torch.testing.assert_close(logp, expected, rtol=0, atol=1e-6)
+
+
+def test_the_static_cache_holds_the_prompt_and_every_fed_token_rounded_up_to_128_slots():
+    from vlrl.rollout.static import cache_length
+
+    # (prompt, max_new_tokens): prompt + max_new_tokens - 1 slots (the last token is never fed)
+    cases = {(134, 14): 256, (1, 128): 128, (2, 128): 256, (1, 1): 128, (128, 1): 128, (129, 1): 256, (384, 14): 512}
+    assert {case: cache_length(*case) for case in cases} == cases
+
+
 @pytest.mark.parametrize("key", ["check_every", "smallest_bucket"])
 def test_the_static_steps_periods_and_buckets_are_at_least_one(key):
     from vlrl.config import ConfigError
@@ -275,7 +302,7 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
     if engine.static_plan is None:
         assert family_of_model(model).name in ("qwen3_5", "qwen3_vl_moe") and "dynamic loop" in engine.note
     sizes = []
-    for seed in (5, 6):  # the second batch reuses the first one's buffers
+    for seed in (5, 6):  # a new generator each: new buffers (their reuse: the next test)
         generator, reference_generator = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
         recorded, handle = decoded_batch_sizes(model)
         try:
@@ -291,6 +318,35 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
     assert engine.stats.calls == 2 and engine.stats.row_steps == sum(sizes)
     if engine.static_plan is not None and params.temperature > 0 and STATIC[options].compact:
         assert min(sizes) < 9
+
+
+def test_a_second_batch_of_the_same_shape_reuses_the_static_buffers_and_decodes_as_a_fresh_one(setup):
+    """The buffers are kept for the next `generate` of the same shape (rows, cache length,
+    sampling, generator): whatever the first batch left in them (finished rows, a small bucket,
+    the record, its step counts) is reset."""
+    model, processor, prompts = setup
+    options = STATIC["static, compacted every 3 steps"]
+    engine = HFEngine(model, processor.tokenizer, options=options)
+    if engine.static_plan is None:
+        pytest.skip("this family decodes with the dynamic loop")
+    params = SAMPLING["top-k"]
+    generator, reference_generator = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    kept, sizes = [], []
+    for _ in range(2):
+        recorded, handle = decoded_batch_sizes(model)
+        try:
+            groups = engine.generate(prompts, params, generator)
+        finally:
+            handle.remove()
+        kept.append(engine._static[1])
+        sizes.append(recorded)
+        expected = reference_generate(engine, prompts, params, reference_generator)
+        assert_same_completions(groups, expected)
+        assert torch.equal(generator.get_state(), reference_generator.get_state())
+        assert recorded == static_batch_sizes(expected, params.max_new_tokens, options)
+    assert kept[0] is kept[1] and min(sizes[0]) < len(completions(groups))  # reused, after compacting
+    stats = engine.stats
+    assert (stats.calls, stats.forwards, stats.row_steps) == (2, sum(map(len, sizes)), sum(map(sum, sizes)))
 
 
 class HostWaits(TorchDispatchMode):

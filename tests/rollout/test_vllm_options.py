@@ -24,18 +24,26 @@ class RecordingLLM:
         self.kwargs, self.calls = kwargs, []
         vocab = 151936
         config = SimpleNamespace(max_model_len=kwargs.get("max_model_len", 4096), get_vocab_size=lambda: vocab)
-        self.llm_engine = SimpleNamespace(model_config=config)
+        self.llm_engine = SimpleNamespace(
+            model_config=config, reset_encoder_cache=lambda: self.calls.append("reset encoder cache")
+        )
 
     def sleep(self, level: int) -> None:
         self.calls.append(f"sleep {level}")
 
     def wake_up(self, tags=None) -> None:
-        self.calls.append("wake")
+        self.calls.append("wake" if tags is None else f"wake {' '.join(tags)}")
+
+    def collective_rpc(self, method: str, kwargs) -> None:
+        self.calls.append(f"{method} {[name for name, _ in kwargs['weights_iterator']]}")
+
+    def reset_prefix_cache(self) -> None:
+        self.calls.append("reset prefix cache")
 
 
-def engine(monkeypatch, checkpoint, cuda: bool, **options) -> VLLMEngine:
+def engine(monkeypatch, checkpoint, cuda: bool, dtype: str = "float32", **options) -> VLLMEngine:
     monkeypatch.setattr(vllm_engine, "_import_vllm", lambda: SimpleNamespace(LLM=RecordingLLM))
-    model = ModelConfig(path=str(checkpoint), dtype="float32")
+    model = ModelConfig(path=str(checkpoint), dtype=dtype)
     processor = load_processor(model)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     return VLLMEngine(str(checkpoint), processor, model, VLLMOptions(**options), seed=0)
@@ -74,3 +82,65 @@ def test_sleep_frees_the_engines_gpu_memory_during_the_update(monkeypatch, tiny_
         400.0,
         0.0 if sleep else 400.0,
     )
+
+
+def test_an_engine_sleeps_once_however_often_asked_and_sleeps_again_after_waking(monkeypatch, tiny_qwen25):
+    e = engine(monkeypatch, tiny_qwen25, True)
+    for _ in range(2):
+        e.sleep()
+        e.sleep()
+        e.wake()
+        e.wake()
+    assert e.llm.calls == ["sleep 1", "wake"] * 2
+
+
+def test_a_weight_push_to_a_sleeping_engine_maps_its_weights_first_and_then_resets_both_caches(
+    monkeypatch, tiny_qwen25
+):
+    e = engine(monkeypatch, tiny_qwen25, True)
+    weight = torch.zeros(2)
+    e.sync_weights(iter([("a.weight", weight), ("b.weight", weight)]))
+    pushed = ["reload_weights ['a.weight', 'b.weight']", "reset encoder cache", "reset prefix cache"]
+    assert e.llm.calls == pushed
+    e.llm.calls.clear()
+    e.sleep()
+    e.sync_weights(iter([("a.weight", weight), ("b.weight", weight)]))
+    e.wake()  # the KV cache too, for the next rollout
+    assert e.llm.calls == ["sleep 1", "wake weights", *pushed, "wake"]
+
+
+def test_under_torchrun_each_process_runs_its_engine_in_the_launchers_group_and_cpu_prefills_are_never_split(
+    monkeypatch, tiny_qwen25
+):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    alone = engine(monkeypatch, tiny_qwen25, False).llm.kwargs
+    assert (alone["distributed_executor_backend"], alone["enable_chunked_prefill"]) == ("uni", False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    launched = engine(monkeypatch, tiny_qwen25, True).llm.kwargs
+    assert launched["distributed_executor_backend"] == "external_launcher" and "enable_chunked_prefill" not in launched
+
+
+def test_qwen3_5_on_cpu_runs_without_vllms_prefix_cache(monkeypatch):
+    from vlrl.models.families import tiny_spec
+    from vlrl.models.tiny import tiny_checkpoint
+
+    checkpoint = tiny_checkpoint(tiny_spec("tiny:qwen3_5"))
+    assert engine(monkeypatch, checkpoint, False, dtype="bfloat16").llm.kwargs["enable_prefix_caching"] is False
+    assert "enable_prefix_caching" not in engine(monkeypatch, checkpoint, True, dtype="bfloat16").llm.kwargs
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size >= 1"),
+        ({"gpu_memory_utilization": 0.0}, "0 < gpu_memory_utilization <= 1"),
+        ({"max_model_len": -1}, "must be >= 0"),
+        ({"kv_cache_memory_bytes": -1}, "must be >= 0"),
+    ],
+)
+def test_vllm_options_out_of_range_are_refused_and_a_whole_gpu_is_not(options, message):
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        VLLMOptions(**options).validate("rollout.vllm")
+    VLLMOptions(gpu_memory_utilization=1.0, max_model_len=0, kv_cache_memory_bytes=0).validate("rollout.vllm")

@@ -90,6 +90,17 @@ def test_same_generator_state_same_samples(setup):
     assert all(len(set(map(tuple, group))) == 2 for group in ids(first))  # a prompt's completions differ
 
 
+def test_a_completion_cut_at_the_token_limit_is_marked_truncated_as_the_hf_engine_marks_it(setup):
+    engine, model, processor, prompts = setup
+    greedy = SamplingParams(n=1, max_new_tokens=5, temperature=0.0)
+    ends = lambda gens: [(c.token_ids, c.truncated) for g in gens for c in g.completions]  # noqa: E731
+    cut = ends(engine.generate(prompts, greedy))
+    assert cut == ends(HFEngine(model, processor.tokenizer).generate(prompts, greedy))
+    stops = set(engine.stop_ids)
+    assert [truncated for _, truncated in cut] == [len(ids) == 5 and not stops & set(ids) for ids, _ in cut]
+    assert any(truncated for _, truncated in cut)
+
+
 def test_banned_tokens_are_never_sampled_from_a_uniform_model(setup, restore_weights):
     engine, model, processor, prompts = setup
     weights = dict(full_weights(model))
