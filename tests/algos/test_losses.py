@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -79,3 +80,40 @@ def test_micro_batches_respect_the_token_budget_and_keep_groups_together():
     assert plan == [[0, 1, 2, 3, 4, 5]]
     plan = micro_batches(prompt_index, prompt_lengths=[100, 100], row_lengths=[10] * 6, token_budget=1)
     assert plan == [[i] for i in range(6)]
+
+
+def _reference_plan(prompt_index, prompt_lengths, row_lengths, token_budget):
+    """micro_batches by its definition: a row joins the current micro-batch unless the padded
+    size (prompts x longest prompt + rows x longest completion) would then exceed the budget."""
+    plan, current = [], []
+    for position in range(len(row_lengths)):
+        joined = [*current, position]
+        prompts = {prompt_index[i] for i in joined}
+        cost = len(prompts) * max(prompt_lengths[p] for p in prompts) + len(joined) * max(
+            row_lengths[i] for i in joined
+        )
+        if current and cost > token_budget:
+            plan.append(current)
+            joined = [position]
+        current = joined
+    return [*plan, current] if current else plan
+
+
+def test_micro_batches_pad_to_their_longest_prompt_and_completion():
+    # 10 + 2 x 20 = 50 fits; the third row brings prompt 1: 2 x 50 + 3 x 20 = 160; then 50 + 2 x 5
+    assert micro_batches([0, 0, 1, 1], [10, 50], [5, 20, 5, 5], token_budget=100) == [[0, 1], [2, 3]]
+    # a long completion ends its micro-batch and does not pad the next one: 10 + 3 x 5 = 25
+    assert micro_batches([0, 0, 0, 0], [10], [5, 40, 5, 5], token_budget=25) == [[0], [1], [2, 3]]
+    # a short prompt after a long one is padded to the long one: 2 x 50 + 2 x 5 = 110
+    assert micro_batches([0, 1], [50, 10], [5, 5], token_budget=100) == [[0], [1]]
+    # the row joining counts too: 10 + 2 x 20 = 50 does not fit in 45
+    assert micro_batches([0, 0], [10], [20, 20], token_budget=45) == [[0], [1]]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        prompts = int(rng.integers(1, 4))
+        prompt_index = sorted(rng.integers(0, prompts, size=int(rng.integers(1, 9))).tolist())
+        prompt_lengths = rng.integers(1, 60, size=prompts).tolist()
+        row_lengths = rng.integers(1, 40, size=len(prompt_index)).tolist()
+        budget = int(rng.integers(1, 250))
+        expected = _reference_plan(prompt_index, prompt_lengths, row_lengths, budget)
+        assert micro_batches(prompt_index, prompt_lengths, row_lengths, budget) == expected

@@ -377,6 +377,10 @@ def test_config_show_prints_the_merged_config(capsys):
         ("trainer.replicated.bogus=1", "unknown key 'trainer.replicated': the run's plugins (replicated) read nothing"),
         ("sft.parallel=nope", "sft.parallel"),
         ("algo.accuracy_reward=bogus", "algo.accuracy_reward 'bogus' is not one of task 'refcoco''s rewards"),
+        (
+            "algo.difficulty={weighting: exp, reward: miou}",
+            "algo.difficulty.reward 'miou' is not one of task 'refcoco''s rewards: format, iou",
+        ),
         ("algo.temporal.enabled=true", "algo.temporal.enabled (T-GRPO) contrasts a video"),
         ("task.rewards={iou: 0, format: 0}", "every reward of task 'refcoco' weighs 0 (iou: 0, format: 0)"),
     ],

@@ -23,7 +23,9 @@ from vlrl.data.tables import (
     Column,
     SchemaError,
     image_cell,
+    is_table_spec,
     load_table_split,
+    spec_exists,
     table_files,
     write_parquet,
 )
@@ -336,3 +338,134 @@ def test_training_reads_a_published_table_through_the_column_mapping(tmp_path, r
     monkeypatch.chdir(tmp_path)  # a relative image cache is where the command runs, not the data's folder
     assert main([*validate, "data.image_cache=relative", *overrides[2:]]) == 0
     assert f"{len(records)} records, all usable" in capsys.readouterr().out and (tmp_path / "relative").is_dir()
+
+
+def _context(record: dict, ctx) -> list[Sample]:
+    """A sample that records what the reader handed the task: the record and its context."""
+    return [
+        Sample(
+            id=ctx.record_id(record),
+            task="t",
+            problem=str(ctx.image_root),
+            solution=record.get("answer"),
+            images=record.get("images") or [],
+            source=ctx.source,
+            meta={"index": ctx.index, "float32": sorted(ctx.float32)},
+        )
+    ]
+
+
+def test_rows_without_an_id_are_numbered_by_their_place_in_the_splits_files(tmp_path):
+    schema = pa.schema([("answer", pa.string())])
+    for shard, answers in enumerate((["a", "b", "c"], ["d", "e"])):
+        write_parquet(tmp_path / "data" / f"val-0000{shard}-of-00002.parquet", [{"answer": a} for a in answers], schema)
+    samples = load_table_split(f"{tmp_path}@val", _context, SPEC).samples
+    # the second shard's rows follow the first's: ids stay unique across the split
+    assert [(s.id, s.meta["index"], s.solution) for s in samples] == [
+        ("0", 0, "a"), ("1", 1, "b"), ("2", 2, "c"), ("3", 3, "d"), ("4", 4, "e")
+    ]  # fmt: skip
+    assert samples[3].source == f"{tmp_path / 'data' / 'val-00001-of-00002.parquet'}:row 0"
+
+
+def test_a_mapped_column_wins_over_a_table_column_of_the_tasks_own_key(tmp_path):
+    schema = pa.schema([("id", pa.string()), ("answer", pa.string()), ("label", pa.string())])
+    path = write_parquet(tmp_path / "x.parquet", [{"id": "0", "answer": "unused", "label": "wanted"}], schema)
+    (sample,) = load_table_split(str(path), _context, SPEC, rename={"answer": "label"}).samples
+    assert sample.solution == "wanted"
+
+
+def test_an_image_stored_as_a_path_stays_that_path_and_an_empty_image_list_stays_empty(tmp_path):
+    schema = pa.schema([("id", pa.string()), ("images", pa.list_(IMAGE_TYPE))])
+    rows = [
+        {"id": "0", "images": [{"bytes": None, "path": "pics/a.png"}]},
+        {"id": "1", "images": []},
+        {"id": "2", "images": None},
+    ]
+    path = write_parquet(tmp_path / "x.parquet", rows, schema)
+    split = load_table_split(str(path), _context, SPEC, image_cache=tmp_path / "c")
+    assert not split.errors
+    assert [s.images for s in split.samples] == [["pics/a.png"], [], []]
+    assert not (tmp_path / "c").exists()  # nothing embedded, nothing cached
+
+
+def test_records_are_read_under_the_image_root_given_else_their_files_folder(tmp_path):
+    path = write_parquet(tmp_path / "tables" / "x.parquet", [{"id": "0"}], pa.schema([("id", pa.string())]))
+    assert load_table_split(str(path), _context, SPEC).samples[0].problem == str(tmp_path / "tables")
+    given = load_table_split(str(path), _context, SPEC, image_root=tmp_path / "images").samples
+    assert given[0].problem == str(tmp_path / "images")
+
+
+def test_float32_columns_are_known_by_their_own_and_their_mapped_keys(tmp_path):
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("bbox", pa.list_(pa.float32(), 4)),  # a fixed-size list, as `Sequence(length=4)` stores it
+            ("score", pa.float32()),
+            ("area", pa.float64()),
+        ]
+    )
+    row = {"id": "0", "bbox": [1.5, 2.5, 3.5, 4.5], "score": 0.5, "area": 2.0}
+    path = write_parquet(tmp_path / "x.parquet", [row], schema)
+    columns = (Column("id", "string"), Column("box", "list<number>"))
+    (sample,) = load_table_split(str(path), _context, SPEC, columns=columns, rename={"box": "bbox"}).samples
+    assert sample.meta["float32"] == ["bbox", "box", "score"]
+
+
+def test_large_strings_and_large_lists_read_as_their_plain_types(tmp_path):
+    schema = pa.schema([("id", pa.large_string()), ("answer", pa.large_list(pa.large_string()))])
+    path = write_parquet(tmp_path / "x.parquet", [{"id": "7", "answer": ["a", "b"]}], schema)
+    columns = (Column("id", "string"), Column("answer", "list<string>"))
+    (sample,) = load_table_split(str(path), _context, SPEC, columns=columns).samples
+    assert (sample.id, sample.solution) == ("7", ["a", "b"])
+
+
+def test_a_column_the_task_does_not_read_is_not_read_its_bad_images_cost_nothing(tmp_path):
+    schema = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE), ("thumbnail", IMAGE_TYPE), ("answer", pa.list_(pa.string()))])  # fmt: skip
+    rows = [{**row, "thumbnail": {"bytes": b"not an image", "path": "t.png"}} for row in _rows(2)]
+    path = write_parquet(tmp_path / "x.parquet", rows, schema)
+    columns = (Column("id", "string"), Column("image", "image"), Column("answer", "list<string>"))
+    split = load_table_split(str(path), _keep, SPEC, columns=columns, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "1"] and not split.errors
+
+
+def test_the_datasets_caches_own_files_are_no_split_and_an_existing_path_keeps_its_at_sign(tmp_path):
+    _write_stream(tmp_path / "cache" / "parquet-train.arrow", _rows(2))
+    _write_stream(tmp_path / "cache" / "cache-0123456789abcdef.arrow", _rows(3, 10))  # a Dataset.map result
+    assert [p.name for p in table_files(str(tmp_path / "cache"))] == ["parquet-train.arrow"]
+    exact = write_parquet(tmp_path / "rows@v2.parquet", _rows(1), SCHEMA)  # a file named with an @
+    assert table_files(str(exact)) == [exact]
+    folder = write_parquet(tmp_path / "snap@v1" / "x.parquet", _rows(1), SCHEMA)  # a folder named with an @
+    assert table_files(str(folder)) == [folder]
+    assert table_files(f"{tmp_path / 'snap@v1'}") == [folder]
+    assert table_files(f"{tmp_path / 'snap@v1'}/*.parquet") == [folder]  # a glob under it: no split named
+
+
+def test_the_hubs_parquet_conversion_folders_globs_and_path_columns_read_as_tables(tmp_path):
+    # the hub's parquet conversion (refs/convert/parquet): CONFIG/SPLIT/0000.parquet
+    for split, rows in (("train", _rows(2)), ("test", _rows(1, 5))):
+        write_parquet(tmp_path / "converted" / "default" / split / "0000.parquet", rows, SCHEMA)
+    assert table_files(f"{tmp_path / 'converted'}@test") == [
+        tmp_path / "converted" / "default" / "test" / "0000.parquet"
+    ]
+    # a glob of tables is a table spec that exists; a glob of other files is neither
+    (tmp_path / "notes.json").write_text("[]")
+    pattern = f"{tmp_path / 'converted' / 'default'}/*/*.parquet"
+    assert is_table_spec(pattern) and spec_exists(pattern)
+    assert is_table_spec(f"{tmp_path / 'converted' / 'default'}/*/0000.*")  # by the files it matches
+    assert table_files(pattern) == [
+        tmp_path / "converted" / "default" / split / "0000.parquet" for split in ("test", "train")
+    ]
+    assert not is_table_spec(f"{tmp_path}/*.json") and not spec_exists(f"{tmp_path}/*.parquet")
+    with pytest.raises(ValueError, match=r"column 'bbox': unknown type \['float'\]; known: string, int, number"):
+        Column("bbox", "list<number>|float")  # a task's schema is checked when it is declared
+    # images given as path strings, and an Image cell that holds neither bytes nor a path
+    schema = pa.schema([("id", pa.string()), ("image", pa.string()), ("answer", pa.list_(pa.string()))])
+    path = write_parquet(tmp_path / "paths.parquet", [{"id": "0", "image": "a.png", "answer": []}], schema)
+    columns = (Column("id", "string"), Column("image", "image"), Column("answer", "list<string>"))
+    assert load_table_split(str(path), _keep, SPEC, columns=columns).samples[0].images == ["a.png"]
+    rows = _rows(2)
+    rows[1]["image"] = {"bytes": None, "path": None}
+    path = write_parquet(tmp_path / "empty.parquet", rows, SCHEMA)
+    split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0"]
+    assert [str(e) for e in split.errors] == [f"{path}:row 1 image: image holds neither bytes nor a path"]

@@ -74,3 +74,18 @@ def test_a_run_directory_given_as_the_model_names_its_latest_checkpoint(tmp_path
     latest = tmp_path / "run" / "checkpoints" / "step-0000020"
     with pytest.raises(ConfigError, match=f"is a run directory, not a checkpoint: .*\\({latest} is the latest\\)"):
         checkpoint_path(ModelConfig(path=str(tmp_path / "run")))
+
+
+def test_an_adapters_hub_base_is_its_cached_snapshot_and_a_local_folder_wins_over_a_hub_id(
+    hub_cache, tmp_path, monkeypatch
+):
+    from vlrl.models.checkpoints import local_path, weights_root
+
+    adapter = tmp_path / "adapter"  # PEFT records the base as the hub id it was loaded by
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "vlrl-tests/tiny-qwen2.5-vl"}))
+    assert weights_root(str(adapter)) == str(hub_cache)
+    monkeypatch.chdir(tmp_path)
+    assert local_path("vlrl-tests/tiny-qwen2.5-vl") == str(hub_cache)
+    (tmp_path / "vlrl-tests" / "tiny-qwen2.5-vl").mkdir(parents=True)  # a folder of that name here
+    assert local_path("vlrl-tests/tiny-qwen2.5-vl") == "vlrl-tests/tiny-qwen2.5-vl"

@@ -76,6 +76,8 @@ def test_a_checkpoint_goes_by_its_model_type_and_a_bare_name_by_its_hints(tmp_pa
         "/models/Qwen3-VL-8B-Instruct": "qwen3_vl",
         "/models/Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe",  # the longer hint wins
         "/models/Qwen3.5-9B": "qwen3_5",
+        "/models/Qwen3-VL-235B-A22B-Instruct": "qwen3_vl_moe",
+        "/runs/my_qwen2_vl_sft": "qwen2_vl",
         "/models/some-model": "qwen2_5_vl",  # nothing to go by: Qwen2.5-VL, as before families
         "": "qwen2_5_vl",
     }
@@ -118,6 +120,16 @@ def test_model_family_names_a_family_an_entry_point_or_a_class(monkeypatch, tiny
         family_class("qwen9_vl")
     with pytest.raises(ConfigError, match="not a subclass of vlrl.models.base.ModelFamily"):
         family_class("tests.models.test_model_families:model_cfg")
+
+
+def test_a_loaded_model_keeps_the_family_it_was_loaded_as_not_its_model_types(tiny_qwen25):
+    from vlrl.models.loading import family_of_model, pretrained
+
+    cfg = ModelConfig(path=str(tiny_qwen25), family=EXAMPLE, dtype="float32")
+    model = pretrained(cfg, str(tiny_qwen25))
+    assert model.config.model_type == "qwen2_5_vl"  # which Qwen2.5-VL claims by its model_types
+    family = family_of_model(model)
+    assert type(family) is family_class(EXAMPLE) and family.coord_frame == "norm1000"
 
 
 def test_a_checkpoint_of_another_family_is_refused_by_name(tiny_qwen25, tmp_path):
@@ -171,6 +183,20 @@ def test_smart_resize_equals_the_familys_processor_on_many_sizes(name):
         assert expected == reference(height, width, family.factor, min_pixels=3136, max_pixels=50176)
 
 
+def test_each_familys_processor_normalizes_pixels_as_its_released_checkpoints_do():
+    """image_mean / image_std of the released preprocessor_config.json: Qwen2-VL's and Qwen2.5-VL's
+    are CLIP's, Qwen3-VL's 0.5."""
+    clip = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+    for name, (mean, std) in {
+        "qwen2_vl": clip,
+        "qwen2_5_vl": clip,
+        "qwen3_vl": ([0.5] * 3, [0.5] * 3),
+        "qwen3_vl_moe": ([0.5] * 3, [0.5] * 3),
+    }.items():
+        images = load_processor(model_cfg(name)).image_processor
+        assert [*images.image_mean, *images.image_std] == pytest.approx(mean + std), name
+
+
 # -- video -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["qwen3_vl", "qwen3_5"])
 def test_qwen3_video_prompts_carry_frame_times_and_t_grpo_shuffles_only_pixels(name, video_qa_data):
@@ -195,6 +221,27 @@ def test_qwen3_video_prompts_carry_frame_times_and_t_grpo_shuffles_only_pixels(n
     assert shuffled.video.indices != clip.indices
     assert torch.equal(shuffled.input_ids, prompt.input_ids)  # the same times: only the pixels move
     assert not torch.equal(shuffled.vision["pixel_values_videos"], prompt.vision["pixel_values_videos"])
+
+
+def test_qwen25_video_tokens_are_placed_in_time_by_the_seconds_of_each_temporal_patch(video_qa_data):
+    """Qwen2.5-VL's mrope puts a temporal patch at seconds x tokens_per_second (2 in its released
+    configs); a patch lasts temporal_patch_size / the sampled frames' fps (qwen-vl-utils' fps)."""
+    from vlrl.models.batch import collate
+    from vlrl.models.loading import pretrained
+
+    cfg = model_cfg("qwen2_5_vl")
+    processor, family, task = load_processor(cfg), model_family(cfg), VideoQA()
+    sample = next(s for s in task.load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    prompt = render_prompt(processor, task.messages(sample), sample, cfg)
+    seconds = 2 / prompt.video.sampled_fps
+    assert seconds != 1.0  # transformers' value when it is not told
+    assert prompt.vision["second_per_grid_ts"].tolist() == pytest.approx([seconds])
+    model = pretrained(cfg, checkpoint_path(cfg))
+    positions, _ = family.rope_positions(model, collate([prompt], processor.tokenizer.pad_token_id))
+    t = prompt.vision["video_grid_thw"][0, 0].item()
+    temporal = positions[0, 0, prompt.mm_token_type_ids == 2].view(t, -1)  # (temporal patch, its tokens)
+    assert (temporal == temporal[:, :1]).all()
+    assert (temporal[:, 0] - temporal[0, 0]).tolist() == [int(i * seconds * 2) for i in range(t)]
 
 
 # -- every family x every built-in task --------------------------------------------------------------

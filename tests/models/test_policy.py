@@ -377,3 +377,20 @@ def test_a_prompts_rope_positions_are_computed_once_and_batched_as_the_family_co
         with torch.no_grad():
             prefill(model, batch)
     assert computed == []
+
+
+def test_qwen35s_linear_attention_cache_repeats_each_prompts_rows_together_and_selects_rows():
+    """A prefill's rows are repeated prompt by prompt (a prompt's G completions are adjacent rows),
+    then selected, in the recurrent state and the convolution window alike."""
+    from vlrl.models.qwen3_5 import _shared_prefix_layer
+
+    layer = _shared_prefix_layer()(number_of_states=1)
+    conv = torch.arange(2 * 3 * 4, dtype=torch.float32).view(2, 3, 4)  # (prompts, channels, kernel)
+    state = torch.arange(2 * 2 * 2, dtype=torch.float32).view(2, 2, 2) + 100
+    layer.update_conv_state(conv, 0)
+    layer.update_recurrent_state(state, 0)
+    layer.batch_repeat_interleave(2)
+    assert torch.equal(layer.conv_states[0], conv[[0, 0, 1, 1]])
+    assert torch.equal(layer.recurrent_states[0], state[[0, 0, 1, 1]])
+    layer.batch_select_indices(torch.tensor([3, 0]))
+    assert torch.equal(layer.conv_states[0], conv[[1, 0]]) and torch.equal(layer.recurrent_states[0], state[[1, 0]])

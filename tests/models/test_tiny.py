@@ -127,6 +127,45 @@ def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
     assert sum(p.numel() for p in model.parameters()) == parameters
 
 
+@pytest.mark.parametrize(
+    ("shape", "vision"),
+    [
+        ("qwen2.5-vl-3b", {"fullatt_block_indexes": [7, 15, 23, 31], "window_size": 112, "tokens_per_second": 2}),
+        ("qwen2.5-vl-7b", {"fullatt_block_indexes": [7, 15, 23, 31], "window_size": 112, "tokens_per_second": 2}),
+        ("qwen3-vl-8b", {"deepstack_visual_indexes": [8, 16, 24], "num_position_embeddings": 2304}),
+    ],
+)
+def test_shapes_have_the_real_checkpoints_vision_layout(shape, vision):
+    """The vision_config values of Qwen2.5-VL-3B/7B-Instruct's and Qwen3-VL-8B-Instruct's config.json
+    that no parameter count shows: which blocks attend fully or feed the deepstack, the window, the
+    time scale of video positions."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    assert {key: getattr(model.config.vision_config, key) for key in vision} == vision
+
+
+def test_qwen3_text_layouts_follow_the_released_models():
+    """Qwen3.5: layers 4, 8, ... attend fully and the other three of every four are linear, with
+    twice as many value heads as key heads, a quarter of each head rotated; Qwen3-VL and Qwen3.5:
+    interleaved mrope (their config.json's rope_scaling.mrope_interleaved)."""
+    from vlrl.models.build import TinySpec, build_tokenizer
+    from vlrl.models.qwen3_5 import Qwen35
+    from vlrl.models.qwen3_vl import Qwen3VL
+
+    spec = TinySpec(arch="qwen3_5", num_layers=8)
+    text = Qwen35().text_config(spec, build_tokenizer(spec))
+    assert text["layer_types"] == (["linear_attention"] * 3 + ["full_attention"]) * 2
+    assert text["linear_num_value_heads"] == 2 * text["linear_num_key_heads"] == 2 * spec.num_heads
+    assert text["rope_parameters"]["partial_rotary_factor"] == 0.25
+    assert text["rope_parameters"]["mrope_interleaved"] is True
+    spec = TinySpec(arch="qwen3_vl")
+    assert Qwen3VL().text_config(spec, build_tokenizer(spec))["rope_parameters"]["mrope_interleaved"] is True
+
+
 def test_the_tiny_tokenizer_learns_the_words_of_the_synthetic_scenes():
     """The tokenizer's corpus (vlrl/models/build.py) names the scene words of data_prep/shapes.py
     itself (the engine imports nothing of data_prep): the two lists must stay the same."""

@@ -81,3 +81,30 @@ def test_a_coco_file_is_counted_in_images_whatever_its_bad_annotations_and_categ
     assert main(["data", "validate", "--task", "detection", str(data), "trainer.progress=false"]) == 1
     # two bad annotations (their image skipped) and a bad category: 4 images, 3 usable, 3 problems
     assert f"{data}: 4 images, 3 usable; 3 problems (3 bad records)" in capsys.readouterr().out
+
+
+def test_validation_reads_every_record_whatever_the_runs_limit_and_strictness(rec_data, tmp_path, capsys):
+    command = ["data", "validate", "--task", "refcoco", str(rec_data), "trainer.progress=false"]
+    assert main([*command, "data.limit=3", "data.strict=true"]) == 0
+    assert f"{rec_data}: 12 records, all usable" in capsys.readouterr().out
+    records = json.loads(rec_data.read_text())
+    records[1]["solution"] = "nowhere"
+    records[5]["solution"] = "nowhere"
+    data = tmp_path / "two_bad.json"
+    data.write_text(json.dumps(records))
+    command = ["data", "validate", "--task", "refcoco", str(data), "--image-root", str(rec_data.parent)]
+    assert main([*command, "trainer.progress=false", "data.limit=3", "data.strict=true"]) == 1
+    assert f"{data}: 12 records, 10 usable; 2 problems (2 bad records)" in capsys.readouterr().out
+
+
+def test_an_id_repeated_twice_names_the_first_record_each_time(rec_data, tmp_path, capsys):
+    records = json.loads(rec_data.read_text())
+    for i in (0, 4, 7):
+        records[i]["id"] = "dup"
+    data = tmp_path / "repeats.json"
+    data.write_text(json.dumps(records, indent=None))
+    command = ["data", "validate", "--task", "refcoco", str(data), "--image-root", str(rec_data.parent)]
+    assert main([*command, "trainer.progress=false"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    for i in (4, 7):
+        assert f"{data}:1 (record {i}): id 'dup' repeats the record at {data}:1 (record 0)" in out, out

@@ -32,10 +32,11 @@ from tasks.benchmarks.math import last_boxed
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError, TaskConfig, load_config
+from vlrl.data.sample import Sample
 from vlrl.data.tables import hub_file, image_cell, write_parquet
 from vlrl.eval.layout import samples_line, samples_path
 from vlrl.rollout.base import Completion, Generation
-from vlrl.tasking.benchmark import strip_reasoning
+from vlrl.tasking.benchmark import Benchmark, strip_reasoning
 from vlrl.tasking.registry import benchmark_names, make_task
 from vlrl.tasking.sources import load_task_split
 
@@ -333,6 +334,32 @@ def test_reasoning_is_stripped_as_lmms_eval_strips_it(reference, response, expec
     assert reference.strip_reasoning_tags(response, tags) == expected
     assert strip_reasoning(response, LMMS_EVAL_REASONING_TAGS) == expected
     assert reference.harness([response], "none") == [response]  # --reasoning_tags none: the raw response
+
+
+class _ListFilter(Benchmark):
+    """A benchmark whose filter turns a bracketed response into a list (as lmms-eval's filters may)."""
+
+    name = "list_filter"
+
+    def predict(self, completion, sample):
+        return completion.split() if completion.startswith("[") else completion
+
+    def process(self, response, sample):
+        return {"count": response}
+
+    def aggregations(self):
+        return {"count": len}
+
+
+def test_only_text_responses_are_stripped_and_no_sample_aggregates_to_no_metric():
+    """lmms-eval's evaluator strips reasoning from str responses only; a filter's list is scored
+    as it left it; and an evaluation of no samples reports no metric rather than dividing by 0."""
+    task = _ListFilter()
+    samples = [Sample(id=str(i), task=task.name, problem="", solution=None) for i in range(2)]
+    completions = ["[<think>a</think> b]", "<think>a</think> b "]
+    assert task.responses(samples, completions, LMMS_EVAL_REASONING_TAGS) == [["[<think>a</think>", "b]"], "b"]
+    assert task.metrics(samples, completions) == {"count": 2}
+    assert task.aggregate([]) == {} and task.metrics([], []) == {}
 
 
 def _rec_table(path: Path, rows: list[tuple[int, int, list[float]]], bbox_type: pa.DataType = pa.float32()) -> None:

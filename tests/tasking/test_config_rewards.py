@@ -108,6 +108,22 @@ def test_a_wrong_reward_function_fails_naming_it_before_any_model_loads(reward_f
     assert not data.exists()  # refused before any data was read or written
 
 
+def test_a_file_that_fails_to_import_is_named_with_its_error_and_a_folder_may_hold_a_colon(reward_file):
+    from vlrl.tasking.config_rewards import load_reward
+
+    (reward_file.parent / "broken.py").write_text("x = 1\nraise RuntimeError('no GPU here')\n")
+    with pytest.raises(
+        ConfigError, match=r"^config: task.rewards.broken.py:fn: importing it raised RuntimeError: no GPU here$"
+    ):
+        load_reward("broken.py:fn")
+    folder = reward_file.parent / "run:3"  # the function is named after the last colon
+    folder.mkdir()
+    (folder / "rewards.py").write_text(LENGTH)
+    reward = load_reward(f"{folder / 'rewards.py'}:length_bonus")
+    assert (reward.name, reward.file) == ("length_bonus", str(folder / "rewards.py"))
+    assert reward.fn(["x" * 20], [None]) == [0.5]
+
+
 def test_a_function_named_as_a_component_of_the_task_is_refused(reward_file):
     reward_file.write_text(LENGTH + "\n\ndef iou(completions, samples):\n    return [1.0] * len(completions)\n")
     with pytest.raises(ConfigError, match="its name 'iou' is already a reward of refcoco"):

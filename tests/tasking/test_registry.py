@@ -40,6 +40,18 @@ def test_tasks_list_shows_every_name_whole_with_the_benchmarks_apart(capsys):
         assert re.search(rf"│ {re.escape(r.name)} +│", part), r.name
 
 
+def test_list_tasks_gives_the_training_tasks_then_the_benchmarks_each_by_name():
+    rows = list_tasks()
+    kinds = [origin.split(" ")[0] for _, origin, _ in rows]
+    assert set(kinds) <= {"built-in", "benchmark", "entry"} and "benchmark" in kinds
+    order = ["built-in", "benchmark", "entry"]
+    assert kinds == sorted(kinds, key=order.index)
+    for kind in order:
+        names = [name for (name, _, _), k in zip(rows, kinds, strict=True) if k == kind]
+        assert names == sorted(names), kind
+    assert ("detection", "built-in (alias: coco)") in [(name, origin) for name, origin, _ in rows]
+
+
 def test_listing_tasks_imports_neither_torch_nor_transformers():
     """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table. (`vlrl
     config show` imports the engines and strategies it checks, about 2 s.)"""
@@ -84,6 +96,8 @@ def test_a_task_is_found_by_entry_point(monkeypatch):
         ("no_such_module:Task", "cannot import module"),
         ("tasks.refcoco:ACC_THRESHOLDS", "not a vlrl.tasking.task.Task subclass"),
         ("/nowhere/task.py:Task", "file not found: /nowhere/task.py"),
+        # a benchmark family's collection is no task: named as an unknown one, with the choices
+        ("lmms_eval_refcoco", r"task.name 'lmms_eval_refcoco' is not a registered task; .*training tasks: .*refcoco"),
     ],
 )
 def test_bad_task_specs_say_what_is_wrong(spec, message):

@@ -18,7 +18,7 @@ from PIL import Image
 from tests.trainer.test_train_options import run, send_json
 from vlrl.config import ConfigError, ModelConfig, TrustConfig, load_config
 from vlrl.data.sample import Sample
-from vlrl.trainer.sophiavl_r1 import extract_score
+from vlrl.trainer.sophiavl_r1 import MAX_ANSWER_CHARS, extract_score
 from vlrl.trainer.thinking import Asked, make_scorer
 
 
@@ -90,6 +90,8 @@ ANSWERS = [
     "</think><answer>3</answer>", "</think> 7 because", "**Total Wrong Steps**: 2", "**0 wrong steps**",
     "**Step 3 Wrong Steps**: 4", "nothing numeric here", "0.35", "10 out of 10", "<answer> 1 </answer>",
     "</think> \u0663", "\uff12", "1.0.0", "", "<answer>0.9</answer> then 0",
+    "Step 1 holds. <answer>0.7</answer>",  # <answer> before a bare 0/1 number found earlier in the text
+    "Step 1 holds. \\boxes{0.3}",  # \\boxes{} before it too
 ]  # fmt: skip
 
 
@@ -99,6 +101,23 @@ def test_its_answers_are_read_as_its_extract_score_reads_them():
     with pytest.raises(ValueError):  # float("2.3.4") there: get_process_reward retries, then scores 0
         reference_extract_score("</think> 2.3.4")
     assert extract_score("</think> 2.3.4") == 0.0
+    # the error ends the reading there: a later extractor's count is never reached
+    with pytest.raises(ValueError):
+        reference_extract_score("</think> 2.3.4 **5 wrong steps**")
+    assert extract_score("</think> 2.3.4 **5 wrong steps**") == 0.0
+    # an answer is read up to MAX_ANSWER_CHARS: a score past them is not found
+    assert extract_score("x" * (MAX_ANSWER_CHARS - 20) + "<answer>0.7</answer>") == 0.7
+    assert extract_score("x" * MAX_ANSWER_CHARS + "<answer>0.7</answer>") == 0.0
+
+
+def test_a_prompt_that_already_holds_its_image_tag_gets_no_second_one():
+    from vlrl.trainer.sophiavl_r1 import evaluator_text
+
+    for prompt in ("<image>Where is the dog?", "user\nWhere is the dog?\n"):
+        for image in (None, "an image"):
+            expected = reference_prompt(prompt, "r", image)
+            assert evaluator_text(prompt, "r", image is not None) == expected, (prompt, image)
+    assert "Question: <image>Where is the dog?\n" in evaluator_text("<image>Where is the dog?", "r", True)
 
 
 class ChatServer(BaseHTTPRequestHandler):
