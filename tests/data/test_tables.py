@@ -89,6 +89,14 @@ def test_a_directory_as_downloaded_is_read_split_by_split(tmp_path):
     ]
     with pytest.raises(FileNotFoundError, match=r"several splits \(test, testmini\)"):
         table_files(str(tmp_path / "hashed"))
+    # The datasets cache's sharded files (BUILDER-SPLIT-00000-of-00002.arrow): named as @split selects them
+    for name in ("parquet-train-00000-of-00002", "parquet-train-00001-of-00002", "parquet-test-00000-of-00001"):
+        _write_stream(tmp_path / "datasets" / f"{name}.arrow", _rows(1))
+    with pytest.raises(FileNotFoundError, match=r"several splits \(test, train\)"):
+        table_files(str(tmp_path / "datasets"))
+    with pytest.raises(FileNotFoundError, match="no files of split 'val'; splits found: test, train"):
+        table_files(f"{tmp_path / 'datasets'}@val")
+    assert len(table_files(f"{tmp_path / 'datasets'}@train")) == 2
     split = load_table_split(f"{hub}@val", _keep, SPEC, image_cache=tmp_path / "cache")
     assert [s.id for s in split.samples] == ["0", "1", "2", "3", "4"] and not split.errors
     assert split.samples[3].source.endswith("val-00001-of-00002.parquet:row 0")

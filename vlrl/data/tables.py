@@ -176,13 +176,15 @@ def is_table_spec(spec: str) -> bool:
 
 def file_split(path: Path) -> str:
     """The split a file holds, by the names the hub (val-00000-of-00004.parquet), save_to_disk
-    (val/data-00000-of-00001.arrow) and the datasets cache (builder-val.arrow) give files."""
+    (val/data-00000-of-00001.arrow) and the datasets cache (builder-val.arrow, and its shards
+    builder-val-00000-of-00002.arrow) give files: what `DIR@split` selects (`_belongs`; a
+    split's name holds no '-', as datasets requires)."""
     stem = path.name.split(".")[0]
     match = _SHARD.fullmatch(stem)
     base = match.group(1) if match else stem
     if base == "data" or base.isdigit():
         return path.parent.name
-    return base.rsplit("-", 1)[-1] if "-" in base and not match else base
+    return base.rsplit("-", 1)[-1]
 
 
 def _belongs(path: Path, split: str) -> bool:
