@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from data_prep.fields import ItemError, item_field
+from data_prep.fields import ItemError, item_field, load_coco_instances
 from data_prep.files import write_json_atomic
 from data_prep.shapes import SceneSpec, make_scene
 
@@ -90,10 +90,7 @@ def coco_subset(
     the images that hold one of them (every image with `keep_empty`), first `max_images` only
     if > 0. `image_prefix` is put before every file_name, so that train and val files can share
     one image root (e.g. "train2017/"). Returns counts of what was written."""
-    data = json.loads(Path(source).read_text(encoding="utf-8"))
-    for key in ("images", "annotations", "categories"):
-        if not isinstance(data, dict) or not isinstance(data.get(key), list):
-            raise ItemError(str(source), f"expected a COCO instances object with a list '{key}'")
+    data = load_coco_instances(source, ("images", "annotations", "categories"))
     for i, category in enumerate(data["categories"]):
         item_field(category, "name", str, f"{source} categories[{i}]")
         item_field(category, "id", int, f"{source} categories[{i}]")

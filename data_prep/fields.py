@@ -3,6 +3,9 @@ the wrong kind, is an error naming the file, the item and the key, never a bare 
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
 from typing import Any
 
 
@@ -25,3 +28,23 @@ def item_field(item: Any, key: str, kind: type | tuple[type, ...], where: str) -
     if isinstance(value, bool) or not isinstance(value, kind):
         raise ItemError(where, f"key '{key}' has the wrong type {type(value).__name__}")
     return value
+
+
+def finite_number(value: Any) -> bool:
+    """An int or float (never a bool) that is finite: what a coordinate in a JSON file may be."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load_coco_instances(path: str | Path, keys: tuple[str, ...] = ("images", "annotations")) -> dict[str, Any]:
+    """A COCO instances file, which must hold a list under each of `keys`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"instances file not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ItemError(str(path), f"invalid JSON: {err}") from err
+    for key in keys:
+        if not isinstance(data, dict) or not isinstance(data.get(key), list):
+            raise ItemError(str(path), f"expected a COCO instances object with a list '{key}'")
+    return data

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_prep.fields import ItemError, item_field
+from data_prep.fields import ItemError, finite_number, item_field
 from data_prep.files import write_records_atomic
 from data_prep.shapes import COLORS
 
@@ -289,7 +289,7 @@ def screenspot_to_grounding(
     for index, item in enumerate(items):
         where = f"{source} item {index}"
         box = item_field(item, "bbox", list, where)
-        if len(box) != 4 or not all(_number(v) for v in box):
+        if len(box) != 4 or not all(finite_number(v) for v in box):
             raise ItemError(where, f"bbox must be 4 finite numbers [x, y, w, h] in pixels, got {box!r}"[:200])
         x, y, w, h = box
         record = {
@@ -303,10 +303,6 @@ def screenspot_to_grounding(
                 record[key] = item[key]
         out.append(record)
     return out
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _float(value: Any) -> float | None:
@@ -345,13 +341,6 @@ GUI_R1_TO_ANDROIDCONTROL = {
 
 def _image_file(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple[str, int, int]:
     """(path relative to the output, width, height) of a row's image: a path, or {"bytes": ...}."""
-    try:
-        return _placed_image(image, src_dir, image_dir, index)
-    except OSError as err:  # not there, or not an image (PIL's UnidentifiedImageError is one)
-        raise ItemError(f"row {index}", f"image cannot be read: {err}") from err
-
-
-def _placed_image(image: Any, src_dir: Path, image_dir: Path, index: int) -> tuple[str, int, int]:
     if isinstance(image, dict) and image.get("bytes"):
         data = image["bytes"]
         with Image.open(io.BytesIO(data)) as im:
@@ -409,7 +398,10 @@ def _gui_r1_record(
     instruction = item_field(row, "instruction", str, where)
     if "image" not in row:
         raise ItemError(where, "missing key 'image'")
-    image, width, height = _image_file(row["image"], src_dir, image_dir, index)
+    try:
+        image, width, height = _image_file(row["image"], src_dir, image_dir, index)
+    except OSError as err:  # not there, or not an image (PIL's UnidentifiedImageError is one)
+        raise ItemError(where, f"image cannot be read: {err}") from err
     gt: dict[str, Any] = {"action_type": kind}
     text = str(row.get("gt_input_text", ""))
     if kind in ("click", "long_press"):

@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import pickle
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_prep.fields import ItemError, item_field
+from data_prep.fields import ItemError, finite_number, item_field, load_coco_instances
 from data_prep.files import write_records_atomic
 from data_prep.refcoco import REC_PROBLEM
 
@@ -100,20 +99,6 @@ def load_refs(path: str | Path) -> list[dict[str, Any]]:
     return refs
 
 
-def load_instances(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"instances file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ItemError(str(path), f"invalid JSON: {err}") from err
-    for key in ("images", "annotations"):
-        if not isinstance(data, dict) or not isinstance(data.get(key), list):
-            raise ItemError(str(path), f"expected a COCO instances object with a list '{key}'")
-    return data
-
-
 def split_matches(wanted: str, split: str) -> bool:
     """refer's `getRefIds` split rule."""
     if wanted in ("testA", "testB", "testC"):
@@ -149,7 +134,7 @@ def convert_refer(
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     refs = load_refs(refs_path)
-    instances = load_instances(instances_path)
+    instances = load_coco_instances(instances_path)
     images = {img.get("id"): img for img in instances["images"] if isinstance(img, dict)}
     anns = {ann.get("id"): ann for ann in instances["annotations"] if isinstance(ann, dict)}
     out = Conversion()
@@ -241,9 +226,7 @@ def _ref_records(
 
 def _box(ann: dict[str, Any], where: str, width: int, height: int, decimals: int | None) -> list[float]:
     bbox = item_field(ann, "bbox", list, where)
-    if len(bbox) != 4 or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bbox
-    ):
+    if len(bbox) != 4 or not all(finite_number(v) for v in bbox):
         raise ItemError(where, f"bbox must be 4 finite numbers [x, y, w, h], got {bbox!r}"[:200])
     x, y, w, h = (float(v) for v in bbox)
     x2, y2 = x + w, y + h
@@ -264,7 +247,7 @@ def _polygons(ann: dict[str, Any], where: str) -> list[list[float]]:
     for poly in seg:
         if not (isinstance(poly, list) and len(poly) >= 6 and len(poly) % 2 == 0):
             raise ItemError(where, "a segmentation polygon must be a flat list of at least 3 x, y pairs")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in poly):
+        if not all(finite_number(v) for v in poly):
             raise ItemError(where, "a segmentation polygon has a value that is not a finite number")
     return [[float(v) for v in poly] for poly in seg]
 
