@@ -1005,12 +1005,10 @@ def load_config(
     set by command line flags) <- overrides."""
     origins: dict[str, str] = {}
     tree: dict[str, Any] = read_config_file(path, origins=origins) if path else {}
-    if restored is not None:
-        taken: dict[str, Any] = {}
+    if restored is not None:  # dotted keys of values, never of mappings: each is its own origin's key
         for key, value in restored.settings.items():
             _set_path(tree, key.split("."), value)
-            _set_path(taken, key.split("."), value)
-        _record(origins, taken, restored.origin)
+        origins.update(dict.fromkeys(restored.settings, restored.origin))
     given: dict[str, Any] = {}  # what the command line set
     for key, value in (preset or {}).items():
         _set_path(tree, key.split("."), value)

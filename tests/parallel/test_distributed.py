@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -322,6 +323,65 @@ def test_a_process_stopped_by_anothers_error_waits_for_it_to_end_before_ending(t
     assert "rank 0: exit handler done" in done.stdout, done.stdout + done.stderr[-2000:]
     root_cause = " ".join(done.stderr.split("Root Cause")[1].split())
     assert root_cause.split("rank : ")[1].startswith("0 (local_rank: 0) exitcode : 2"), root_cause
+
+
+ENDING_WORKER = textwrap.dedent(
+    """
+    import atexit, os, sys
+    import torch.distributed as dist
+    from vlrl.parallel import distributed as D
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    store, key = D.dist.distributed_c10d._get_default_store(), "vlrl/ended/0"
+    if sys.argv[1] == "stopped":
+        D.PeerFailed()
+    atexit.register(lambda: print("in its exit handlers:", store.add(key, 0), flush=True))
+    real_exit = os._exit
+    os._exit = lambda status: (print("at its end:", store.add(key, 0), flush=True), real_exit(status))
+    D.exit_process(0)
+    """
+)
+
+
+@pytest.mark.parametrize("how, counted", [("failing", ["0", "1"]), ("stopped", ["1", "1"])])
+def test_a_process_counts_itself_ended_after_its_exit_handlers_unless_another_stopped_it(how, counted):
+    """The failing (or finished) process is counted once its exit handlers are done, just before
+    it ends; one stopped by another's error at once, before it waits."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", ENDING_WORKER, how], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["in", "its", "exit", "handlers:", counted[0], "at", "its", "end:", counted[1]]
+
+
+def test_stopped_processes_wait_for_the_failing_one_to_end_and_not_for_each_other():
+    """Three processes, one failing: the two it stopped count themselves ended on arriving, so
+    they wait for it alone (had they not, each waited for the other until the deadline, where a
+    launcher does not end them first); it counts itself once its exit handlers are done."""
+    import threading
+
+    import torch.distributed as dist
+
+    from vlrl.parallel.distributed import _Ending
+
+    store = dist.HashStore()
+    stopped = [_Ending(store, "k", 3) for _ in range(2)]
+    waited: list[float] = []
+
+    def stop(ending: _Ending) -> None:
+        start = time.monotonic()
+        ending.say_ended()
+        ending.wait_for_the_others(30.0)
+        waited.append(time.monotonic() - start)
+
+    threads = [threading.Thread(target=stop, args=(e,)) for e in stopped]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    assert not waited  # the failing one has not ended yet
+    _Ending(store, "k", 3).say_ended()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(waited) == 2 and all(0.5 <= seconds < 5 for seconds in waited), waited
 
 
 def test_a_tracker_that_does_not_start_stops_every_process_in_one_line(tmp_path, rec_data, tiny_qwen25):

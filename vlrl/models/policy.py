@@ -307,14 +307,9 @@ def completion_logprobs(
                 )
         padding = ~completion_mask.bool()
         return TokenLogprobs(
-            *(
-                None if t is None else t.masked_fill(padding, 0.0)
-                for t in (
-                    selective_logprobs(logits, completion_ids),
-                    entropy(logits) if with_entropy else None,
-                    sampled,
-                )
-            )
+            selective_logprobs(logits, completion_ids).masked_fill(padding, 0.0),
+            entropy(logits).masked_fill(padding, 0.0) if with_entropy else None,
+            None if sampled is None else sampled.masked_fill(padding, 0.0),
         )
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
     real = completion_mask[:, 1:].bool()  # the tokens scored from the completion forward

@@ -49,7 +49,8 @@ def exit_process(status: int) -> NoReturn:
     that another's error stopped waits for that one to end first (`_Ending`)."""
     ending = _Ending.join()
     try:
-        if PeerFailed.raised:
+        if PeerFailed.raised:  # stopped by another's error: counted as ended now, then waits for it
+            ending.say_ended()
             _flush()
             ending.wait_for_the_others(EXIT_WAIT_S)
         atexit._run_exitfuncs()  # what the interpreter's exit runs first, in the same order
@@ -100,6 +101,7 @@ class _Ending:
 
     store: dist.Store | None
     key: str = ""
+    world: int = 1
 
     @classmethod
     def join(cls) -> _Ending:
@@ -107,29 +109,22 @@ class _Ending:
             return cls(None)
         key = f"vlrl/ended/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         try:
-            store = dist.distributed_c10d._get_default_store()
+            return cls(dist.distributed_c10d._get_default_store(), key, dist.get_world_size())
         except Exception:  # a group without a store: nothing to wait on
             return cls(None)
-        if PeerFailed.raised:
-            cls._add(store, key)
-        return cls(store, key)
-
-    @staticmethod
-    def _add(store: dist.Store, key: str) -> None:
-        with contextlib.suppress(Exception):  # a store gone with its launcher: nothing to tell
-            store.add(key, 1)
 
     def say_ended(self) -> None:
         if self.store is not None:
-            self._add(self.store, self.key)
+            with contextlib.suppress(Exception):  # a store gone with its launcher: nothing to tell
+                self.store.add(self.key, 1)
 
     def wait_for_the_others(self, seconds: float) -> None:
         """Wait (at most `seconds`) until every other process has ended or is stopped too."""
         if self.store is None:
             return
         with contextlib.suppress(Exception):  # a store gone with its launcher (or process 0): they have ended
-            world, deadline = dist.get_world_size(), time.monotonic() + seconds
-            while self.store.add(self.key, 0) < world and time.monotonic() < deadline:
+            deadline = time.monotonic() + seconds
+            while self.store.add(self.key, 0) < self.world and time.monotonic() < deadline:
                 time.sleep(0.05)
 
 
