@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
 from conftest import HELD_TASK, checkpoint_steps, logged_steps, tiny_run
 
 from vlrl.config import load_config
@@ -137,6 +138,37 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_exits_at
         signals._first_at -= stops.REPEAT_WINDOW_S + 0.5
         signals._handle(signal.SIGINT, None)
     assert exits == [128 + signal.SIGINT]
+
+
+def test_a_signal_the_process_was_started_with_ignored_stays_ignored(tmp_path):
+    """`vlrl train &` in a script, or under nohup, starts with SIGINT (or SIGTERM) ignored: a
+    Ctrl-C at the terminal is not meant for it, and the training loop and the commands keep it
+    so; the other signal still stops the run."""
+    import os
+
+    from vlrl.trainer.stops import StopSignals, Terminated, terminated_as_interrupt
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with StopSignals(tmp_path) as signals:
+            assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            assert signals.received == 0
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert signals.received == signal.SIGTERM
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with terminated_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    except Terminated:
+        pytest.fail("an ignored SIGTERM ended the command")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_failed_write_is_told_with_the_file_it_names():

@@ -12,6 +12,10 @@ request twice within milliseconds: a repeat within REPEAT_WINDOW_S counts as the
 
 Under data parallelism the processes agree at every step's end on the largest signal number
 any of them received (`Processes.max`), so all of them stop after the same step.
+
+A signal the process was started with ignored stays ignored, as Python itself leaves SIGINT
+when it starts that way: a job that a script puts in the background (`vlrl train &`) or
+`nohup`/`setsid` detaches is meant to outlive a Ctrl-C at the terminal.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ def os_failure(err: OSError) -> str:
     return f"{where}{err.strerror or err}"
 
 
+def ignored(signum: int) -> bool:
+    """Whether `signum` is ignored (SIG_IGN), as a process started in the background inherits it."""
+    return signal.getsignal(signum) == signal.SIG_IGN
+
+
 def exit_status(signum: int) -> int:
     return 128 + signum
 
@@ -69,6 +78,9 @@ def terminated_as_interrupt() -> Iterator[None]:
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise Terminated
 
+    if ignored(signal.SIGTERM):
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
@@ -89,7 +101,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._handle)
+                if not ignored(sig):
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
