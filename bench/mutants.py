@@ -50,6 +50,7 @@ KL = f"{OPTIONS}::test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_
 MASK = f"{OPTIONS}::test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_schedule"
 SCHEDULE = f"{OPTIONS}::test_the_schedule_counts_steps_not_the_optimizer_steps_within_them"
 MIN_LR = f"{OPTIONS}::test_a_decay_ends_at_lr_min_ratio_as_transformers_cosine_with_min_lr_does"
+PER_UPDATE = f"{OPTIONS}::test_a_schedule_per_optimizer_step_moves_at_every_update_and_warms_up_in_updates"
 ENTROPY = f"{OPTIONS}::test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips"
 DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_moves_them"
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
@@ -522,7 +523,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- the optimizer step (run.py) ------------------------------------------------------------
     Mutation("lr_schedule ignored", "vlrl/trainer/run.py", 'if t.lr_schedule == "linear":', "if False:", (SCHEDULE,)),
-    Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if step < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation("warmup_steps ignored", "vlrl/trainer/run.py", "if position < t.warmup_steps:", "if False:", (MASK,)),
+    Mutation(
+        "lr_schedule_per ignored", "vlrl/trainer/run.py",
+        'if self.t.lr_schedule_per == "step":', "if True:", (PER_UPDATE,),
+    ),
     Mutation("lr_min_ratio ignored", "vlrl/trainer/run.py", "floor = t.lr_min_ratio", "floor = 0.0", (MIN_LR,)),
     Mutation(
         "prompts_per_step not checked against the processes", "vlrl/trainer/run.py",

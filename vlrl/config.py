@@ -535,9 +535,13 @@ class TrainerConfig:
     prompts_per_step: int = 8  # B prompts per step (SFT: samples per step)
     lr: float = 1e-6
     weight_decay: float = 0.0
-    # Over trainer.steps, with warmup_steps first; one value per step, whatever its optimizer steps
+    # Over trainer.steps, with warmup_steps first (rising from 0, as transformers' and verl's do)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = 0
+    # What the schedule counts: step (one value per step, whatever its optimizer steps: verl,
+    # EasyR1) or optimizer_step (transformers' Trainer, so TRL, and OpenRLHF, so LMM-R1: the
+    # schedule is steps x algo.num_iterations x algo.mini_batches long, warmup_steps counted alike)
+    lr_schedule_per: Literal["step", "optimizer_step"] = "step"
     # Where linear and cosine decay end, as a share of lr (OpenRLHF's cosine_with_min_lr: 0.1)
     lr_min_ratio: float = 0.0
     max_grad_norm: float = 1.0

@@ -236,11 +236,24 @@ def test_a_text_only_sample_trains_and_evaluates_on_every_family(family, tmp_pat
 
 
 def test_the_recipe_configs_load_with_their_hyperparameters():
+    from transformers.optimization import _get_cosine_schedule_with_warmup_lr_lambda as cosine
+
+    from vlrl.trainer.run import lr_factor
+
     stage1 = load_config(ROOT / "configs" / "lmm_r1_stage1.yaml")
     stage2 = load_config(ROOT / "configs" / "lmm_r1_stage2.yaml")
     assert (stage1.task.options["variant"], stage1.trainer.lr, stage1.rollout.num_generations) == ("lmm_r1", 4e-7, 16)
     assert (stage1.trainer.prompts_per_step, stage1.algo.beta, stage1.rollout.max_new_tokens) == (256, 0.001, 4096)
     assert stage2.trainer.lr == 1e-6 and stage2.model.path.startswith(stage1.trainer.output_dir)
+    for stage in (stage1, stage2):  # OpenRLHF's actor lr: cosine_with_min_lr over its optimizer steps, 3% warmup
+        updates = stage.algo.num_iterations * stage.algo.mini_batches
+        length = stage.trainer.steps * updates  # 256 prompts x 16 samples in batches of 256, per step
+        warmup = math.ceil(0.03 * length)
+        want = [
+            cosine(s, num_warmup_steps=warmup, num_training_steps=length, num_cycles=0.5, min_lr_rate=0.1)
+            for s in range(length)
+        ]
+        assert [lr_factor(s, stage.trainer, updates) for s in range(length)] == pytest.approx(want, abs=1e-12)
     zero = load_config(ROOT / "configs" / "visualthinker_r1_zero.yaml")
     assert zero.model.chat_template == "none" and zero.task.options == {"variant": "visualthinker", "base_model": True}
     assert (zero.rollout.num_generations, zero.rollout.max_new_tokens, zero.algo.beta) == (8, 700, 0.04)

@@ -248,9 +248,9 @@ def test_mask_truncated_drops_truncated_completions_and_the_lr_follows_its_sched
         assert r["correct_frac"] == 0.0 and r["truncated_frac"] > 0
         # A = -1: kept tokens / (rows x L_max); a truncated row holds L_max tokens, none kept.
         assert r["loss"] == pytest.approx(r["completion_length"] / 4 - r["truncated_frac"], abs=1e-6)
-    # The lr each step s (0-based) trained at: warmup (s + 1) / 2 for s < 2, then linear from 1
-    # at s = 2, reaching 0 at s = 3, after the last of 3 steps.
-    assert [r["lr"] for r in rows] == pytest.approx([5e-4, 1e-3, 1e-3])
+    # The lr each step s (0-based) trained at: warmup s / 2 for s < 2 (from 0, as transformers'
+    # and verl's), then linear from 1 at s = 2, reaching 0 at s = 3, after the last of 3 steps.
+    assert [r["lr"] for r in rows] == pytest.approx([0.0, 5e-4, 1e-3])
 
 
 def test_the_schedule_counts_steps_not_the_optimizer_steps_within_them(tmp_path, rec_data, tiny_qwen25):
@@ -260,6 +260,27 @@ def test_the_schedule_counts_steps_not_the_optimizer_steps_within_them(tmp_path,
     rows = run(tmp_path, rec_data, **options)
     assert [r["optimizer_steps"] for r in rows] == [2.0] * 4
     assert [r["lr"] for r in rows] == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
+
+
+def test_a_schedule_per_optimizer_step_moves_at_every_update_and_warms_up_in_updates(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """lr_schedule_per: optimizer_step (OpenRLHF, transformers' Trainer): 2 steps of 2 updates
+    are a linear schedule of 4 positions with 1 of warmup: 0, then 1, 2/3, 1/3 of trainer.lr,
+    each update at its own; a step logs its first update's."""
+    from vlrl.trainer.run import Run
+
+    used = []
+    original = Run.optimizer_step
+    monkeypatch.setattr(
+        Run,
+        "optimizer_step",
+        lambda self, finite: used.append(self.optimizer.param_groups[0]["lr"]) or original(self, finite),
+    )
+    options = {"trainer.lr_schedule": "linear", "trainer.warmup_steps": 1, "algo.mini_batches": 2, "algo.beta": 0.0}
+    rows = run(tmp_path, rec_data, **options, **{"trainer.lr_schedule_per": "optimizer_step"})
+    assert used == pytest.approx([0.0, 1e-3, 1e-3 * 2 / 3, 1e-3 / 3])
+    assert [r["lr"] for r in rows] == pytest.approx([0.0, 1e-3 * 2 / 3])
 
 
 def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):
@@ -352,13 +373,49 @@ def test_a_decay_ends_at_lr_min_ratio_as_transformers_cosine_with_min_lr_does(sc
     assert got == pytest.approx(want, abs=1e-12) and got[0] == 1.0 and got[-1] > 0.1
 
 
-def test_a_run_shorter_than_its_warmup_is_told_the_lr_it_reaches():
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+@pytest.mark.parametrize("per", ["step", "optimizer_step"])
+def test_a_schedule_with_warmup_is_transformers_position_for_position(schedule, per):
+    """Warmup from 0, then the decay over the schedule's positions: steps, or steps x the
+    updates of each (OpenRLHF hands transformers' scheduler its optimizer steps)."""
+    from transformers import optimization as hf
+
+    from vlrl.config import TrainerConfig
+    from vlrl.trainer.run import lr_factor
+
+    t = TrainerConfig(steps=6, lr_schedule=schedule, warmup_steps=4, lr_schedule_per=per)
+    length = 6 * (3 if per == "optimizer_step" else 1)
+    kinds = {
+        "constant": lambda s: hf._get_constant_schedule_with_warmup_lr_lambda(s, num_warmup_steps=4),
+        "linear": lambda s: hf._get_linear_schedule_with_warmup_lr_lambda(
+            s, num_warmup_steps=4, num_training_steps=length
+        ),
+        "cosine": lambda s: hf._get_cosine_schedule_with_warmup_lr_lambda(
+            s, num_warmup_steps=4, num_training_steps=length, num_cycles=0.5
+        ),
+    }
+    got = [lr_factor(s, t, optimizer_steps_per_step=3) for s in range(length)]
+    assert got == pytest.approx([kinds[schedule](s) for s in range(length)], abs=1e-12)
+
+
+def test_a_run_no_longer_than_its_warmup_is_told_the_lr_it_reaches():
     from vlrl.config import TrainerConfig
     from vlrl.trainer.run import schedule_note
 
-    assert schedule_note(TrainerConfig(steps=10, warmup_steps=10), "trainer") is None
-    note = schedule_note(TrainerConfig(steps=5, warmup_steps=20), "sft")
-    assert (
-        note
-        == "sft.warmup_steps (20) is more than sft.steps (5): the learning rate reaches only 0.25 x sft.lr at the last step"
+    assert schedule_note(TrainerConfig(steps=10, warmup_steps=9), "trainer") is None  # 1 at the last step
+    note = schedule_note(TrainerConfig(steps=10, warmup_steps=10), "trainer")
+    assert note == (
+        "trainer.warmup_steps (10) is not less than trainer.steps (10): the learning rate reaches only 0.9 x "
+        "trainer.lr at the last step"
     )
+    note = schedule_note(TrainerConfig(steps=5, warmup_steps=20), "sft")
+    assert note == (
+        "sft.warmup_steps (20) is not less than sft.steps (5): the learning rate reaches only 0.2 x sft.lr at the "
+        "last step"
+    )
+    per_update = TrainerConfig(steps=5, warmup_steps=20, lr_schedule_per="optimizer_step")
+    assert schedule_note(per_update, "trainer", optimizer_steps_per_step=4) == (
+        "trainer.warmup_steps (20) is not less than the run's 20 optimizer steps (trainer.steps x 4): the learning "
+        "rate reaches only 0.95 x trainer.lr at the last update"
+    )
+    assert schedule_note(TrainerConfig(steps=5, warmup_steps=19, lr_schedule_per="optimizer_step"), "t", 4) is None

@@ -65,7 +65,8 @@ class RLTrainer:
                 )
         # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
         self.thinking = make_scorer(cfg.algo.trust, cfg.model)
-        self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console)
+        updates = cfg.algo.num_iterations * cfg.algo.mini_batches
+        self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console, optimizer_steps_per_step=updates)
         with run.closed_on_error():  # what goes wrong from here on shows the tracked run as failed
             if cfg.model.lora.r and cfg.model.lora.dropout and run.procs.main:
                 console.print(
@@ -405,6 +406,7 @@ class RLTrainer:
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
                 trained = self.replayed(groups, batch, advantages, step) if self.replay else None
+                lr = run.optimizer.param_groups[0]["lr"]  # the step's first update's (lr_schedule_per)
                 if trained is None:
                     stats, skipped = self.update(batch, advantages, step)
                 else:  # algo.replay: the rows it chose, with what they carry from their sampling
@@ -428,7 +430,7 @@ class RLTrainer:
                         num_generations=limits.num_generations,
                     )
                 metrics.update(
-                    lr=run.optimizer.param_groups[0]["lr"],
+                    lr=lr,
                     skipped_updates=run.skipped_updates + skipped,
                     sampling_rounds=rounds,
                     time_rollout=t1 - t0,

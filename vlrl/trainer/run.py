@@ -71,13 +71,21 @@ class RunResult:
     resume_hint: str = SAME_COMMAND  # how to go on after a stop (`resume_hint`)
 
 
-def lr_factor(step: int, t: TrainerConfig) -> float:
-    """Multiplier of t.lr in step `step` (0-based) of the run's t.steps, every optimizer step of
-    it alike (algo.num_iterations x algo.mini_batches, as verl steps its scheduler once per
-    update): warmup, then the schedule."""
-    if step < t.warmup_steps:
-        return (step + 1) / t.warmup_steps
-    progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
+def schedule_length(t: TrainerConfig, optimizer_steps_per_step: int = 1) -> int:
+    """How many positions the lr schedule has: t.steps, or with t.lr_schedule_per
+    "optimizer_step" (transformers' Trainer, OpenRLHF) t.steps x the optimizer steps of each."""
+    return t.steps * (optimizer_steps_per_step if t.lr_schedule_per == "optimizer_step" else 1)
+
+
+def lr_factor(position: int, t: TrainerConfig, optimizer_steps_per_step: int = 1) -> float:
+    """Multiplier of t.lr at `position` (0-based) of the schedule (`schedule_length`), whose unit
+    is a step, every optimizer step of it alike (as verl and EasyR1 step their scheduler once
+    per update), or an optimizer step. Warmup rises from 0 (the first position's lr is 0), as
+    transformers', verl's and EasyR1's schedulers do; then the schedule."""
+    if position < t.warmup_steps:
+        return position / t.warmup_steps
+    length = schedule_length(t, optimizer_steps_per_step)
+    progress = (position - t.warmup_steps) / max(1, length - t.warmup_steps)
     if t.lr_schedule == "linear":
         decay = max(0.0, 1.0 - progress)
     elif t.lr_schedule == "cosine":
@@ -88,15 +96,20 @@ def lr_factor(step: int, t: TrainerConfig) -> float:
     return floor + (1.0 - floor) * decay
 
 
-def schedule_note(t: TrainerConfig, section: str) -> str | None:
-    """What a run shortened below its warmup should hear: its lr never reaches t.lr (the
+def schedule_note(t: TrainerConfig, section: str, optimizer_steps_per_step: int = 1) -> str | None:
+    """What a run shortened to its warmup or below should hear: its lr never reaches t.lr (the
     schedule is kept as configured, as transformers' and verl's are, since a short trial run of a
     long recipe is the usual cause)."""
-    if t.warmup_steps <= t.steps:
+    length = schedule_length(t, optimizer_steps_per_step)
+    if t.warmup_steps < length:
         return None
+    if t.lr_schedule_per == "step":
+        counted, last = f"{section}.steps ({t.steps})", "step"
+    else:
+        counted, last = f"the run's {length} optimizer steps ({section}.steps x {optimizer_steps_per_step})", "update"
     return (
-        f"{section}.warmup_steps ({t.warmup_steps}) is more than {section}.steps ({t.steps}): the learning rate "
-        f"reaches only {lr_factor(t.steps - 1, t):.3g} x {section}.lr at the last step"
+        f"{section}.warmup_steps ({t.warmup_steps}) is not less than {counted}: the learning rate reaches "
+        f"only {lr_factor(length - 1, t, optimizer_steps_per_step):.3g} x {section}.lr at the last {last}"
     )
 
 
@@ -207,8 +220,17 @@ class Run:
     directory; each process draws `t.prompts_per_step / processes` of every step's prompts.
     How the model is spread over the processes is the strategy's (vlrl/parallel/)."""
 
-    def __init__(self, cfg: Config, t: TrainerConfig, section: str, sources: list[Source], console: Console):
+    def __init__(
+        self,
+        cfg: Config,
+        t: TrainerConfig,
+        section: str,
+        sources: list[Source],
+        console: Console,
+        optimizer_steps_per_step: int = 1,
+    ):
         self.t = t
+        self.optimizer_steps_per_step = optimizer_steps_per_step  # the lr schedule's, when it counts them
         self.console = console
         self.procs = Processes.from_env()
         if t.prompts_per_step % self.procs.world:
@@ -218,7 +240,7 @@ class Run:
             )
         self.dir = Path(t.output_dir)
         self.resume_hint = resume_hint(t, section)
-        if (note := schedule_note(t, section)) and self.procs.main:
+        if (note := schedule_note(t, section, optimizer_steps_per_step)) and self.procs.main:
             console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
         resume_from = resume_checkpoint(t, section)
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
@@ -266,7 +288,9 @@ class Run:
         self.model = self.strategy.wrap(self._policy(cfg.model, resume_from).eval())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: lr_factor(s, t))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda position: lr_factor(position, t, optimizer_steps_per_step)
+        )
         self.stream = MixtureStream([len(s.train.samples) for s in sources], [s.weight for s in sources], t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.step = 0
@@ -340,7 +364,7 @@ class Run:
         groups = self.optimizer.param_groups
         for group in groups:
             group["initial_lr"], group["weight_decay"] = self.t.lr, self.t.weight_decay
-            group["lr"] = self.t.lr * lr_factor(self.scheduler.last_epoch, self.t)
+            group["lr"] = self.t.lr * lr_factor(self.scheduler.last_epoch, self.t, self.optimizer_steps_per_step)
         self.scheduler.base_lrs = [self.t.lr] * len(groups)
         self.scheduler._last_lr = [group["lr"] for group in groups]
 
@@ -484,7 +508,14 @@ class Run:
             self.optimizer.step()
             self.strategy.after_step()
         self.strategy.zero_grad()
+        if self.t.lr_schedule_per == "optimizer_step":  # skipped or not, as DeepSpeed's bf16 engine and the Trainer
+            self._advance_schedule()
         return grad_norm, applied
+
+    def _advance_schedule(self) -> None:
+        with warnings.catch_warnings():  # a first update skipped as non-finite is said by the run, not by torch
+            warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
+            self.scheduler.step()
 
     def check_sampled(self, step: int, logprobs: torch.Tensor | None, mask: torch.Tensor) -> None:
         """Stop the run (every process) if step `step`'s samples have a non-finite log-prob under the
@@ -558,9 +589,8 @@ class Run:
         on schedule. Returns True when a stop signal came (on any process): the step is then
         checkpointed and the loop ends."""
         self.step = step
-        with warnings.catch_warnings():  # a first update skipped as non-finite is said by the run, not by torch
-            warnings.filterwarnings("ignore", r"Detected call of `lr_scheduler\.step\(\)` before", UserWarning)
-            self.scheduler.step()  # the schedule counts steps (trainer.steps), however many optimizer steps each took
+        if self.t.lr_schedule_per == "step":
+            self._advance_schedule()
         self.skipped_updates += skipped
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:

@@ -116,12 +116,13 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             plan = micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
             with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
                 loss_total = backward_targets(run, prompts, ids, mask, weights, lengths, plan)
+            lr = run.optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves (lr_schedule_per)
             grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
             metrics = {
                 "step": step,
                 "loss": loss_total,
                 "grad_norm": grad_norm,
-                "lr": run.optimizer.param_groups[0]["lr"],
+                "lr": lr,
                 "skipped_updates": run.skipped_updates + (not applied),
                 "skipped_samples": run.report_unusable(step, unusable),
                 "time_step": time.perf_counter() - t0,
