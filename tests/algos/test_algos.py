@@ -296,3 +296,38 @@ def test_each_kl_estimator_is_dispatched_by_name():
     values = {name: fn(logp, ref).item() for name, fn in KL_ESTIMATORS.items()}
     k3 = math.exp(-0.5) + 0.5 - 1
     assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3})
+
+
+def test_cpgd_clips_the_log_ratio_below_at_epsilon_and_above_at_epsilon_high():
+    """CPGD with clip-higher (epsilon 0.2, epsilon_high 0.28), no drift, ratios 0.5 and 1.5:
+    -min(ln r A, clip(ln r, ln 0.8, ln 1.28) A) per token; a token counts as clipped only on the
+    side its advantage clips (below with A < 0, above with A > 0)."""
+    logp = torch.log(torch.tensor([[0.5, 1.5], [0.5, 1.5]]))
+    cfg = AlgoConfig(loss="cpgd", epsilon=0.2, epsilon_high=0.28, drift_coef=0.0)
+    terms = policy_loss(logp, torch.zeros(2, 2), torch.tensor([-1.0, 1.0]), torch.ones(2, 2), cfg)
+    expected = [[math.log(0.8), math.log(1.5)], [-math.log(0.5), -math.log(1.28)]]
+    torch.testing.assert_close(terms.per_token, torch.tensor(expected))
+    assert terms.low_clipped.tolist() == [[True, False], [False, False]]
+    assert terms.high_clipped.tolist() == [[False, False], [False, True]]
+
+
+def test_the_papers_trust_bonus_skips_a_group_whose_answers_are_all_correct():
+    """SophiaVL-R1's paper: a group all right (or all wrong) has nothing to trust the thinking
+    reward against, and gets none (not the NaN of an empty mean of wrong answers)."""
+    thinking = torch.tensor([0.8, 0.6, 0.2, 0.4], dtype=torch.float64)
+    outcome = torch.ones(4, dtype=torch.float64)
+    assert trust_bonus(thinking, outcome, outcome >= 0.5, TrustConfig(variant="paper"), 0).tolist() == [0.0] * 4
+
+
+def test_temporal_bonus_is_given_when_order_helped_exactly_mu_times():
+    """Video-R1: the bonus when mean accuracy(ordered) >= mu x mean accuracy(shuffled), equality
+    included: 0.5 >= 1.0 x 0.5."""
+    ordered = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    bonus = temporal_bonus(ordered, torch.tensor([0.5, 0.5]), ordered > 0.1, 0.3, 1.0)
+    assert bonus.tolist() == pytest.approx([0.3, 0.0, 0.3, 0.0])
+
+
+def test_length_bonus_is_given_when_exactly_two_completions_are_correct():
+    lengths = torch.tensor([400, 400, 400, 400])
+    correct = torch.tensor([True, False, True, False])
+    assert length_bonus(lengths, correct, 320, 512, 0.2).tolist() == pytest.approx([0.2, 0.0, 0.2, 0.0])

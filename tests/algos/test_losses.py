@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from vlrl.algos.advantages import grpo
-from vlrl.algos.losses import clipped_surrogate, kl_k3, token_weights
+from vlrl.algos.losses import (
+    clipped_surrogate,
+    high_entropy_mask,
+    kl_k3,
+    mismatch,
+    rollout_importance_weights,
+    token_weights,
+)
 from vlrl.trainer.batch import micro_batches
 
 
@@ -117,3 +124,91 @@ def test_micro_batches_pad_to_their_longest_prompt_and_completion():
         budget = int(rng.integers(1, 250))
         expected = _reference_plan(prompt_index, prompt_lengths, row_lengths, budget)
         assert micro_batches(prompt_index, prompt_lengths, row_lengths, budget) == expected
+
+
+def test_clip_statistics_count_a_token_only_outside_its_own_bound_and_with_the_advantage_that_clips_it():
+    """TRL's is_low_clipped / is_high_clipped: below 1 - eps_low with A < 0, above 1 + eps_high
+    with A > 0; a zero advantage is never counted, nor a ratio beyond the bound on the other side."""
+    logp = torch.log(torch.tensor([[0.5, 1.25, 1.5]] * 3))
+    mask = torch.ones(3, 3)
+    terms = clipped_surrogate(logp, torch.zeros(3, 3), torch.tensor([-1.0, 0.0, 1.0]), mask, 0.2, 0.28)
+    # 0.5 < 0.8 clips A = -1 only; 1.25 is inside [0.8, 1.28]; 1.5 > 1.28 clips A = +1 only
+    assert terms.low_clipped.tolist() == [[True, False, False], [False, False, False], [False, False, False]]
+    assert terms.high_clipped.tolist() == [[False, False, False], [False, False, False], [False, False, True]]
+
+
+def test_a_sequence_level_ratio_of_a_row_with_no_real_tokens_is_one_not_nan():
+    """GSPO's mean log-ratio over a row whose tokens are all masked (algo.mask_truncated on a
+    truncated completion): 0 / max(0, 1) = 0, ratio 1, the loss -A, finite (a NaN there would
+    make the whole step's loss NaN even at weight 0)."""
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7]])
+    old = torch.tensor([[-1.0, -2.0], [-3.0, -4.0]])
+    mask = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    terms = clipped_surrogate(logp, old, torch.tensor([0.5, 2.0]), mask, 0.2, 0.2, ratio_level="sequence")
+    assert terms.per_token.tolist() == [[-0.5], [-2.0]]
+
+
+def test_token_weights_of_rows_without_real_tokens_are_zero_not_nan():
+    """A row fully masked (algo.mask_truncated) weighs 0 under seq_mean_token_mean while the
+    others keep 1 / (tokens x rows); a mini-batch with no real token at all weighs 0 everywhere."""
+    mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(
+        token_weights(mask, "seq_mean_token_mean", 3), torch.tensor([[0.25, 0.25, 0.0], [0.0, 0.0, 0.0]])
+    )
+    for aggregation in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+        assert token_weights(torch.zeros(2, 3), aggregation, 3).tolist() == [[0.0] * 3] * 2
+
+
+def test_token_weights_divide_by_the_given_rows_and_tokens_of_the_whole_batch():
+    """Data-parallel training passes the batch's mean numbers of sequences and tokens over the
+    processes: a process holding 2 rows and 4 tokens of a batch averaging 4 rows and 10 tokens."""
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    torch.testing.assert_close(token_weights(mask, "token_mean", 5, rows=4, tokens=10.0), mask / 10)
+    torch.testing.assert_close(
+        token_weights(mask, "seq_mean_token_mean", 5, rows=4, tokens=10.0),
+        torch.tensor([[1 / 12, 1 / 12, 1 / 12], [1 / 4, 0.0, 0.0]]),
+    )
+    torch.testing.assert_close(token_weights(mask, "seq_mean_token_sum_norm", 5, rows=4, tokens=10.0), mask / 20)
+
+
+def test_high_entropy_selection_keeps_a_token_exactly_at_the_threshold():
+    """TRL's entropy_mask = entropies >= quantile(1 - fraction): with five real tokens the
+    median is the third one's entropy itself, which is kept (three of five, not two)."""
+    entropy = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    assert high_entropy_mask(entropy, mask, fraction=0.5).tolist() == [[False, False, True], [True, True, False]]
+
+
+def test_high_entropy_selection_of_a_batch_without_real_tokens_selects_nothing():
+    entropy = torch.tensor([[0.5, 1.0]])
+    assert high_entropy_mask(entropy, torch.zeros(1, 2), fraction=0.2).tolist() == [[False, False]]
+
+
+def test_rollout_importance_weights_carry_no_gradient():
+    trainer = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    weights = rollout_importance_weights(trainer, torch.tensor([[-1.5, -1.0]]), torch.ones(1, 2), "token_truncate")
+    assert not weights.requires_grad
+    torch.testing.assert_close(weights, torch.tensor([[math.exp(0.5), math.exp(-1.0)]]))
+
+
+def test_masked_importance_weights_keep_a_ratio_on_the_bound():
+    """TRL's *_mask modes zero a ratio strictly outside [clip_min, clip_max]: a ratio of exactly 1
+    with both bounds 1 is kept."""
+    logp = torch.tensor([[-1.0, -2.0]])
+    for mode in ("token_mask", "sequence_mask"):
+        w = rollout_importance_weights(logp, logp.clone(), torch.ones(1, 2), mode, clip_min=1.0, clip_max=1.0)
+        assert bool((w == 1.0).all()), mode
+
+
+def test_mismatch_counts_real_tokens_only():
+    """Padding, where the trainer's and engine's values are arbitrary, adds nothing: sums of
+    |diff| and of k3 KL(engine || trainer) = exp(t - e) - (t - e) - 1 over the real tokens,
+    the largest real |diff|, and their count."""
+    trainer = torch.tensor([[-1.0, -2.0, 5.0], [-0.5, -9.0, -9.0]])
+    engine = torch.tensor([[-1.5, -1.0, -5.0], [-0.5, 0.0, 0.0]])
+    real = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    got = mismatch(trainer, engine, real)
+    k3 = lambda d: math.exp(d) - d - 1  # noqa: E731  d = trainer - engine
+    assert got == pytest.approx(
+        {"mismatch_abs": 1.5, "mismatch_max": 1.0, "mismatch_kl": k3(0.5) + k3(-1.0), "mismatch_tokens": 3.0}
+    )

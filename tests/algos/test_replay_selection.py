@@ -215,3 +215,14 @@ def test_each_option_changes_the_selection_as_its_definition_says(monkeypatch):
     np.testing.assert_allclose(p_buffer, refill / refill.sum(), rtol=1e-12)
     candidates = [*order, 2, 3]  # Scripted picks entries 1, 2, ... of the first pool, 2 of the second
     assert got.current == [candidates[(1 + i) % 5] for i in range(5)] and got.replayed == [2]
+
+
+def test_a_zero_advantage_row_rewarded_exactly_positive_reward_is_not_a_positive_item():
+    """VL-Rethinker's `rew > 0.95` is strict: of two zero-advantage rows rewarded 0.5 and 0.75
+    with positive_reward 0.5, only the second joins the two effective rows (3 candidates, so 3
+    current draws), and the last of train_rows 4 is replayed from the buffer."""
+    adv = torch.tensor([0.5, -0.5, 0.0, 0.0])
+    rewards = torch.tensor([1.0, 0.0, 0.5, 0.75])
+    buffer = torch.tensor([0.5, -0.5], dtype=torch.float64)
+    got = ssr_selection(adv, rewards, buffer, 4, 1.0, 0.5, 1.0, 1e-4, torch.Generator().manual_seed(0))
+    assert len(got.current) == 3 and set(got.current) <= {0, 1} and len(got.replayed) == 1

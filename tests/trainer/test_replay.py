@@ -224,3 +224,66 @@ def test_a_resumed_run_replays_the_buffer_it_saved(tmp_path, rec_data, tiny_qwen
 def test_bad_replay_options_are_refused_by_key(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, [override])
+
+
+def test_assembled_rows_keep_their_own_advantage_old_logprobs_and_weight_when_prompts_interleave():
+    """Rows drawn in the order p1, p2, p1, p2 are batched prompt by prompt (p1's two, then
+    p2's), and each batch row carries the advantage, old log-probs and weight stored with its
+    own completion, whatever the order they were drawn in."""
+    from vlrl.models.batch import Prompt
+    from vlrl.rollout import Completion
+    from vlrl.trainer.replay import ReplayRow, assemble
+
+    p1 = Prompt(torch.tensor([1, 2]), torch.zeros(2, dtype=torch.long), {}, "one")
+    p2 = Prompt(torch.tensor([3, 4, 5]), torch.zeros(3, dtype=torch.long), {}, "two")
+
+    def row(prompt, tokens, advantage, weight):
+        old = torch.tensor([-advantage] * len(tokens))  # distinctive per row
+        return ReplayRow(prompt, Completion(tokens, "x", False), advantage, old, None, None, weight, 1)
+
+    drawn = [
+        row(p1, [10, 11], 0.5, 1.0),
+        row(p2, [20], -0.25, 2.0),
+        row(p1, [30], 0.75, 3.0),
+        row(p2, [40, 41], 1.5, 4.0),
+    ]
+    batch, advantages, carried = assemble(drawn, pad_id=0, trainers=False)
+    assert batch.prompt_index.tolist() == [0, 0, 1, 1]
+    assert batch.completion_ids.tolist() == [[10, 11], [30, 0], [20, 0], [40, 41]]
+    assert advantages.tolist() == [0.5, 0.75, -0.25, 1.5]
+    assert carried.row_weights.tolist() == [1.0, 3.0, 2.0, 4.0]
+    assert carried.old.logp.tolist() == [[-0.5, -0.5], [-0.75, 0.0], [0.25, 0.0], [-1.5, -1.5]]
+    assert carried.old.trainers is False
+
+
+def test_the_buffer_holds_half_a_steps_rows_and_the_stats_count_them(trainer):
+    """Without buffer_size the buffer keeps len(rows) // 2 rows (VL-Rethinker's
+    deque(maxlen=len(items) // 2)); effective_frac is the step's share of effective rows; a step
+    with nothing to select trains on its own rows, all counted as current."""
+    trainer.replay = ReplayBuffer(dataclasses.replace(trainer.cfg.algo.replay, buffer_size=0))
+    groups, batch, adv = rollout(trainer, step=1)
+    trained = trainer.replayed(groups, batch, adv, 1)
+    n = len(batch.prompt_index)
+    assert trainer.replay.rows.maxlen == n // 2
+    assert trained.stats["replay/effective_frac"] == int(effective(adv).sum()) / n
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    unfiltered = trainer.replayed(groups, batch, torch.zeros(n), 1)
+    assert unfiltered.stats["replay/current_rows"] == n and unfiltered.stats["replay/replayed_rows"] == 0
+
+
+def test_replayed_rows_with_the_engines_old_logprobs_are_not_measured_as_a_mismatch(trainer):
+    """The HF engine samples with the policy: a replayed row's stored old log-probs are the
+    engine's own (not the trainer's), so, as without replay, no engine mismatch is logged."""
+    trainer.replay = ReplayBuffer(trainer.cfg.algo.replay)
+    groups, batch, adv = rollout(trainer, step=1)
+    trainer.replayed(groups, batch, adv, 1)
+    groups, batch, _ = rollout(trainer, step=2)
+    trained = trainer.replayed(groups, batch, torch.zeros(len(batch.prompt_index)), 2)
+    assert trained.carried is not None and trained.carried.old.trainers is False
+    assert trained.batch.rollout_logprobs is not None
+    start = {n: p.detach().clone() for n, p in trainer.run.model.named_parameters()}
+    stats, _ = trainer.update(trained.batch, trained.advantages, 2, trained.carried)
+    with torch.no_grad():
+        for n, p in trainer.run.model.named_parameters():
+            p.copy_(start[n])
+    assert "rollout/logp_diff" not in stats

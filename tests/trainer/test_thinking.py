@@ -108,3 +108,78 @@ def test_a_thinking_scorer_that_is_not_there_names_algo_trust_scorer_before_the_
         main(["train", "--task", "refcoco", *overrides, f"algo.trust.scorer={spec}", f"trainer.output_dir={run}"]) == 2
     )
     assert re.search(problem, capsys.readouterr().out.replace("\n", " ")) and not run.exists()
+
+
+def test_the_thinking_is_the_first_think_blocks_content_stripped_else_the_whole_completion():
+    from vlrl.trainer.thinking import thinking_text
+
+    assert thinking_text("<think>\n it is red \n</think><answer>red</answer><think>more</think>") == "it is red"
+    assert thinking_text("no tags, all of it") == "no tags, all of it"
+
+
+def test_scores_are_clamped_into_zero_one_and_what_is_not_a_finite_number_fails():
+    from vlrl.trainer.thinking import ThinkingScorer
+
+    scorer = ThinkingScorer(lambda samples, completions: [1.5, -0.5, "0.25", float("nan"), float("inf"), None, "x"])
+    assert scorer([None] * 7, ["c"] * 7) == [1.0, 0.0, 0.25, 0.0, 0.0, 0.0, 0.0]
+    assert scorer.failures == 4  # nan, inf, None, "x"
+
+
+def test_a_scorer_giving_the_wrong_number_of_scores_fails_every_completion():
+    from vlrl.trainer.thinking import ThinkingScorer
+
+    scorer = ThinkingScorer(lambda samples, completions: [0.5])
+    assert scorer([None, None], ["a", "b"]) == [0.0, 0.0]
+    assert scorer.failures == 2
+
+
+def test_an_http_scorer_is_sent_each_completion_and_its_thinking(sample):
+    """vlrl's protocol: {"items": [{"id", "problem", "completion", "thinking"}]}, over https too."""
+    import json as json_module
+
+    from vlrl.trainer import thinking
+
+    sent = []
+
+    class Answer:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, limit):
+            return json_module.dumps({"scores": [0.25]}).encode()
+
+    def urlopen(request, timeout):
+        sent.append((request.full_url, json_module.loads(request.data)))
+        return Answer()
+
+    completion = "<think> look left </think><answer>[0, 0, 1, 1]</answer>"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(thinking.urllib.request, "urlopen", urlopen)
+        scorer = make_scorer(TrustConfig(scorer="https://judge.example/score"), ModelConfig())
+        assert scorer([sample], [completion]) == [0.25] and scorer.failures == 0
+    item = {"id": "0", "problem": "where is the red box?", "completion": completion, "thinking": "look left"}
+    assert sent == [("https://judge.example/score", {"items": [item]})]
+
+
+def test_the_judges_rating_is_its_first_number_over_ten(sample, tiny_qwen25, monkeypatch):
+    """vlrl's judge protocol: 0-10, the first number of the answer (decimals too) / 10; an
+    answer without a number fails (counted)."""
+    from vlrl.rollout import Completion
+    from vlrl.rollout.base import Generation
+    from vlrl.rollout.hf import HFEngine
+
+    answers = iter(["7.5 out of 10", "no idea"])
+    monkeypatch.setattr(
+        HFEngine,
+        "generate",
+        lambda self, prompts, params, generator=None: [
+            Generation([Completion([1], next(answers), False)]) for _ in prompts
+        ],
+    )
+    model = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=12544)
+    scorer = make_scorer(TrustConfig(scorer="judge:tiny:qwen2_5_vl"), model)
+    assert scorer([sample, sample], ["<think>it is red</think>", "<think>?</think>"]) == [0.75, 0.0]
+    assert scorer.failures == 1

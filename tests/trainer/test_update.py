@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import torch
 from tests.fixtures.shifted_engine import SHIFT
 from tests.rollout.test_rollout_seam import make_trainer
 from vlrl.trainer.batch import RolloutBatch, rows_logprobs
+from vlrl.trainer.update import add_mismatch, update_stats
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SHARED_SHIFTED = f"{FIXTURES / 'shifted_engine.py'}:SharedShiftedEngine"
@@ -240,3 +243,37 @@ def test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_tak
         assert old.trainers and old.entropy is not None
         torch.testing.assert_close(old.logp[:, :width], before, rtol=0, atol=1e-6)
     assert len(forwards) == 3
+
+
+def test_update_stats_are_means_per_optimizer_step_and_per_trained_token():
+    """The logged statistics from the update's sums, by hand: loss and grad_norm per optimizer
+    step, clip fractions, KL and importance weight per trained token, the engine's mismatch per
+    measured token (its largest difference as it is), the entropy over the batch's real tokens."""
+    sums = {"loss": 3.0, "grad_norm": 5.0, "optimizer_steps": 2.0, "clip_low": 1.0, "clip_high": 3.0, "tokens": 10.0,
+            "kl": 2.0, "is_weight": 8.0, "mismatch_tokens": 4.0, "mismatch_abs": 2.0, "mismatch_max": 0.75,
+            "mismatch_kl": 1.0}  # fmt: skip
+    batch = SimpleNamespace(completion_mask=torch.tensor([[1.0, 1.0], [1.0, 0.0]]))
+    entropy = torch.tensor([[1.0, 2.0], [3.0, 9.0]])  # 9 on padding: left out
+    stats = update_stats(sums, True, True, entropy, batch)
+    assert stats == pytest.approx(
+        {
+            "loss": 1.5,
+            "grad_norm": 2.5,
+            "clip_low_frac": 0.1,
+            "clip_high_frac": 0.3,
+            "optimizer_steps": 2.0,
+            "kl": 0.2,
+            "rollout/logp_diff": 0.5,
+            "rollout/logp_diff_max": 0.75,
+            "rollout/kl": 0.25,
+            "rollout/is_weight": 0.8,
+            "entropy": 2.0,
+        }
+    )
+
+
+def test_the_largest_mismatch_is_the_largest_of_the_micro_batches_and_the_rest_add_up():
+    sums = defaultdict(float)
+    add_mismatch(sums, {"mismatch_abs": 1.0, "mismatch_max": 0.5, "mismatch_kl": 0.125, "mismatch_tokens": 2.0})
+    add_mismatch(sums, {"mismatch_abs": 0.5, "mismatch_max": 0.25, "mismatch_kl": 0.25, "mismatch_tokens": 3.0})
+    assert dict(sums) == {"mismatch_abs": 1.5, "mismatch_max": 0.5, "mismatch_kl": 0.375, "mismatch_tokens": 5.0}
