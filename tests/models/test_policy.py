@@ -394,3 +394,56 @@ def test_qwen35s_linear_attention_cache_repeats_each_prompts_rows_together_and_s
     assert torch.equal(layer.recurrent_states[0], state[[0, 0, 1, 1]])
     layer.batch_select_indices(torch.tensor([3, 0]))
     assert torch.equal(layer.conv_states[0], conv[[1, 0]]) and torch.equal(layer.recurrent_states[0], state[[1, 0]])
+
+
+def test_the_entropy_column_is_the_entropy_of_the_temperature_scaled_distribution():
+    """Uniform over 4 tokens: ln 4; logits (ln 3, 0) at temperature 1: probabilities 3/4, 1/4."""
+    import math
+
+    scorer = TokenScorer(1.0, True, None)
+    columns = scorer.of_logits(torch.zeros(1, 4), torch.tensor([2]))
+    assert columns[0].tolist() == pytest.approx([-math.log(4), math.log(4)])
+    two = torch.tensor([[math.log(3), 0.0]])
+    want = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
+    assert TokenScorer(1.0, True, None).of_logits(two, torch.tensor([1]))[0].tolist() == pytest.approx(
+        [math.log(0.25), want]
+    )
+    halved = TokenScorer(2.0, True, None).of_logits(2 * two, torch.tensor([1]))  # 2 x logits at temperature 2
+    assert halved[0].tolist() == pytest.approx([math.log(0.25), want])
+
+
+def test_top_k_above_the_vocabulary_keeps_every_token():
+    from vlrl.models.policy import filter_top_k_top_p
+
+    logits = torch.tensor([[0.5, -1.0, 2.0]])
+    assert torch.equal(filter_top_k_top_p(logits, 10, 1.0), logits)
+
+
+def test_no_tokens_still_run_the_output_layer_once_and_give_every_column(monkeypatch):
+    """A process with no completion tokens in a micro-batch still calls the output layer, as
+    its FSDP2 peers do, and gets the columns asked for, of no rows."""
+    head = torch.nn.Linear(4, 10)
+    sampler = SamplingFilter(torch.zeros(10, dtype=torch.bool), top_p=0.9)
+    products, linear = [], torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: products.append(1) or linear(*a))
+    columns = TokenScorer(1.0, True, sampler, chunk_tokens=3).of_hidden(
+        head, torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)
+    )
+    assert columns.shape == (0, 3) and len(products) == 1
+
+
+def test_the_update_scores_tokens_chunk_by_chunk_unless_asked_for_the_full_logits(setup, monkeypatch):
+    """By default the (R, T, V) logits are never made: the output layer scores CHUNK_TOKENS
+    tokens at a time; chunk_tokens=0 asks for the full logits."""
+    import vlrl.models.policy as policy
+
+    model, processor, prompts = setup
+    rows, ids, mask, _ = six_completions(0, {1: 4})
+    batch = collate(prompts, processor.tokenizer.pad_token_id)
+    full, real = [], policy.completion_logits
+    monkeypatch.setattr(policy, "completion_logits", lambda *a: full.append(1) or real(*a))
+    with torch.no_grad():
+        completion_logprobs(model, batch, rows, ids, mask)
+        assert full == []
+        completion_logprobs(model, batch, rows, ids, mask, chunk_tokens=0)
+    assert full == [1]

@@ -331,3 +331,134 @@ def test_the_settings_a_checkpoint_was_trained_with_are_those_before_the_first_c
     assert settings_at(tmp_path, 5) == {"trainer.lr": 1e-5}
     assert settings_at(tmp_path, 10) == {"trainer.lr": 2e-5}
     assert settings_at(tmp_path, 21) == {}
+
+
+def test_history_lines_without_a_whole_step_or_a_from_value_are_passed_over(tmp_path):
+    from vlrl.trainer.history import HISTORY_FILE, settings_at
+
+    lines = [
+        {"changes": {"trainer.lr": {"from": 1.0, "to": 2.0}}},  # no step
+        {"step": "7", "changes": {"trainer.lr": {"from": 3.0, "to": 4.0}}},  # a step that is not a number
+        {"step": 8, "changes": {"trainer.lr": {"to": 5.0}, "trainer.beta": "0.1"}},  # no "from"; not a change
+        {"step": 9, "changes": ["trainer.lr"]},
+        {"step": 9, "changes": {"eval.limit": {"from": 16, "to": 32}}},
+    ]
+    (tmp_path / HISTORY_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert settings_at(tmp_path, 5) == {"eval.limit": 16}
+
+
+def test_a_local_model_path_is_recorded_absolute_whatever_directory_the_run_started_in(tmp_path, monkeypatch):
+    from vlrl.trainer.history import used_config
+
+    (tmp_path / "base").mkdir()
+    monkeypatch.chdir(tmp_path)
+    recorded = used_config(load_config(None, ["model.path=base"]), "trainer")
+    assert recorded["model"]["path"] == str(tmp_path / "base")
+    assert used_config(load_config(None, ["model.path=org/not-here"]), "trainer")["model"]["path"] == "org/not-here"
+
+
+def test_only_model_path_is_the_same_setting_however_spelled_and_only_where_it_exists(tmp_path, monkeypatch):
+    from vlrl.trainer.history import same_setting
+
+    (tmp_path / "base").mkdir()
+    (tmp_path / "train.json").write_text("[]")
+    monkeypatch.chdir(tmp_path)
+    assert same_setting("model.path", "base", str(tmp_path / "base"))
+    assert same_setting("model.path", "./base/", "base")
+    assert not same_setting("data.train", "train.json", str(tmp_path / "train.json"))  # a recorded change
+    assert not same_setting("model.path", "gone/../elsewhere", "elsewhere")  # no directory to be the same
+    assert not same_setting("model.path", "base", 3)
+
+
+@pytest.mark.parametrize(
+    "section, saved, new, key",
+    [
+        ("trainer", {"model": {"lora": {"r": 8, "alpha": 16}}}, {"model": {"lora": {"r": 8, "alpha": 32}}}, "model.lora.alpha"),
+        ("trainer", {"mixture": [{"name": "a"}]}, {"mixture": [{"name": "a"}, {"name": "b"}]}, "mixture.length"),
+        ("trainer", {"mixture": [{"name": "a"}, {"name": "b"}]}, {"mixture": [{"name": "a"}, {"name": "c"}]}, "mixture[1].name"),
+        ("sft", {"sft": {"master_weights": True}}, {"sft": {"master_weights": False}}, "sft.master_weights"),
+        ("sft", {"sft": {"seed": 1}}, {"sft": {"seed": 2}}, "sft.seed"),
+        ("sft", {"sft": {"parallel": "replicated"}}, {"sft": {"parallel": "fsdp2"}}, "sft.parallel"),
+        ("trainer", {"task": {"name": "refcoco"}}, {"task": {"name": "counting"}}, "task.name"),
+    ],
+)  # fmt: skip
+def test_each_setting_a_resume_cannot_honour_is_refused_naming_it(tmp_path, section, saved, new, key):
+    import re
+
+    from vlrl.config import ConfigError
+    from vlrl.trainer.history import resume_changes
+
+    base = {section: {"lr": 1.0, "parallel": "replicated"}}
+    saved, new = {**base, **saved}, {**base, **new}
+    saved[section], new[section] = {**base[section], **saved[section]}, {**base[section], **new[section]}
+    with pytest.raises(ConfigError, match=f"^config: {re.escape(key)} is "):
+        resume_changes(new, saved, section, tmp_path)
+
+
+def test_where_and_how_a_run_is_shown_are_not_changes_and_a_mixtures_weights_are(tmp_path):
+    from vlrl.trainer.history import resume_changes
+
+    saved = {
+        "trainer": {"output_dir": "a", "resume": "auto", "progress": True, "parallel": "replicated"},
+        "mixture": [{"name": "a", "weight": 1.0}],
+    }
+    new = {
+        "trainer": {"output_dir": "b", "resume": "", "progress": False, "parallel": "replicated"},
+        "mixture": [{"name": "a", "weight": 2.0}],
+    }
+    assert resume_changes(new, saved, "trainer", tmp_path) == {"mixture[0].weight": {"from": 1.0, "to": 2.0}}
+
+
+def test_a_models_fingerprint_leaves_out_the_transformers_version_and_counts_bin_weights(tmp_path):
+    from vlrl.trainer.history import model_fingerprint
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen2_5_vl", "transformers_version": "4.57.0"}))
+    (tmp_path / "pytorch_model.bin").write_bytes(bytes(300))
+    before = model_fingerprint(tmp_path)
+    assert before["weights"] == {"pytorch_model.bin": 300}
+    (tmp_path / "config.json").write_text(json.dumps({"transformers_version": "5.0.0", "model_type": "qwen2_5_vl"}))
+    assert model_fingerprint(tmp_path) == before  # saved again by a newer transformers: the same model
+    (tmp_path / "pytorch_model.bin").write_bytes(bytes(299) + b"\x01")
+    assert model_fingerprint(tmp_path)["weight_samples"] != before["weight_samples"]
+
+
+def test_a_data_file_changed_in_place_is_told_by_its_contents_and_a_new_file_is_not_a_content_change(tmp_path):
+    import hashlib
+
+    from vlrl.trainer.history import data_changes, file_changes, split_fingerprints
+
+    data = tmp_path / "train.json"
+    data.write_text("[1]")
+    saved = split_fingerprints([(str(data), "train")])
+    assert saved == [{"path": str(data), "sha256": hashlib.sha256(b"[1]").hexdigest()}]  # a file's own sha256
+    assert data_changes(split_fingerprints([(str(data), "train")]), saved) == {}
+    data.write_text("[2]")
+    changed = {str(data): {"from": hashlib.sha256(b"[1]").hexdigest(), "to": hashlib.sha256(b"[2]").hexdigest()}}
+    assert data_changes(split_fingerprints([(str(data), "train")]), saved) == changed
+    assert file_changes(split_fingerprints([(str(data), "train")]), saved) == changed
+    other = tmp_path / "reward.py"
+    other.write_text("")
+    assert file_changes(split_fingerprints([(str(data), ""), (str(other), "")]), saved) == changed
+
+
+def test_settings_flatten_to_dotted_keys_lists_of_mappings_by_entry_and_other_values_whole():
+    from vlrl.trainer.history import flatten
+
+    tree = {"a": {"b": 1, "e": {}}, "m": [{"n": "x"}], "r": ["jsonl", "tensorboard"], "mixed": [{"n": 1}, 2], "s": []}
+    assert flatten(tree) == {
+        "a.b": 1,
+        "a.e": {},
+        "m.length": 1,
+        "m[0].n": "x",
+        "r": ["jsonl", "tensorboard"],
+        "mixed": [{"n": 1}, 2],
+        "s": [],
+    }
+
+
+def test_a_history_line_torn_into_bytes_that_are_not_text_is_passed_over(tmp_path):
+    from vlrl.trainer.history import HISTORY_FILE, settings_at
+
+    good = json.dumps({"step": 9, "changes": {"eval.limit": {"from": 16, "to": 32}}}).encode()
+    (tmp_path / HISTORY_FILE).write_bytes(b'{"step": 7, "chan\xff\xfe\n' + good + b"\n")
+    assert settings_at(tmp_path, 5) == {"eval.limit": 16}

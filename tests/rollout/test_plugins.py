@@ -132,3 +132,66 @@ def test_a_plugin_that_is_not_a_subclass_of_its_kind_is_refused_naming_the_key()
         ConfigError, match="config: rollout.engine 'pathlib:Path' resolves to .* which is not a subclass"
     ):
         plugins.find_class(plugins.ENGINES, "pathlib:Path", "rollout.engine", base=int)
+
+
+def test_a_plugin_file_named_twice_runs_once_and_gives_the_same_class(tmp_path):
+    counter = tmp_path / "runs.txt"
+    plugin = tmp_path / "counted_plugin.py"
+    plugin.write_text(
+        f"from pathlib import Path\nPath({str(counter)!r}).open('a').write('x')\n\nclass Engine:\n    pass\n"
+    )
+    first = plugins.import_object(f"{plugin}:Engine")
+    assert plugins.import_object(f"{plugin}:Engine") is first
+    assert counter.read_text() == "x"
+
+
+def test_a_function_whose_signature_cannot_be_read_is_not_refused_before_it_is_called():
+    assert plugins.call_refused(max, [], []) is None  # a builtin: no signature to check
+    assert plugins.call_refused(lambda completions, samples: [], [], []) is None
+    assert isinstance(plugins.call_refused(lambda completions: [], [], []), TypeError)
+
+
+def test_a_plugin_that_is_not_a_class_is_refused_naming_the_key():
+    with pytest.raises(
+        ConfigError, match=r"^config: rollout.engine 'os.path:join' resolves to .*, which is not a class$"
+    ):
+        plugins.find_class(plugins.ENGINES, "os.path:join", "rollout.engine")
+
+
+def test_a_plugin_path_with_a_folder_is_looked_for_as_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=f"^file not found: {tmp_path / 'engines' / 'canned'} "):
+        plugins.import_object("engines/canned:Engine")
+
+
+def test_a_plugins_options_that_are_not_a_dataclass_are_refused_naming_the_plugin():
+    class Engine:
+        Options = dict
+        options_key = "engine"
+
+    with pytest.raises(ConfigError, match=r"^Engine.Options must be a dataclass$"):
+        plugins.plugin_options(Engine, {"engine": {}}, "rollout")
+
+
+def test_a_stray_section_under_plugins_that_read_no_options_says_they_read_nothing():
+    class Bare:
+        name = "bare"
+
+    with pytest.raises(ConfigError, match=r"unknown key 'rollout.bogus': the run's plugins \(bare\) read nothing$"):
+        plugins.check_sections({"bogus": {}}, [Bare], plugins.ENGINES, "rollout")
+
+
+def test_the_checkouts_plugins_and_the_installed_ones_are_registered_the_installed_winning_a_name(monkeypatch):
+    from importlib.metadata import EntryPoint, EntryPoints
+
+    checkout = [EntryPoint("mine", "pathlib:Path", plugins.ENGINES), EntryPoint("both", "os:getcwd", plugins.ENGINES)]
+    installed = [EntryPoint("both", "os:getpid", plugins.ENGINES)]
+    monkeypatch.setattr(plugins, "checkout_entry_points", lambda: EntryPoints(checkout))
+    monkeypatch.setattr(plugins, "installed_entry_points", lambda: EntryPoints(installed))
+    found = plugins.registered(plugins.ENGINES)
+    assert {name: ep.value for name, ep in found.items()} == {"mine": "pathlib:Path", "both": "os:getpid"}
+
+
+def test_an_unknown_plugin_name_is_refused_listing_the_registered_ones():
+    with pytest.raises(ConfigError, match=r"^config: rollout.engine 'hff' is unknown; available: hf, vllm \(or module"):
+        plugins.find(plugins.ENGINES, "hff", "rollout.engine")

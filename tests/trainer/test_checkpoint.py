@@ -132,3 +132,190 @@ def test_a_flush_that_fails_at_the_commit_is_one_error_and_keeps_the_previous_ch
     ):
         save_checkpoint(tmp_path, 2, model, model, {"step": 2}, keep_last=1)
     assert list_checkpoints(tmp_path) == [first] and not list(tmp_path.glob(".tmp-*"))
+
+
+def test_only_a_folder_named_step_and_seven_digits_is_a_checkpoint(tmp_path):
+    for name in ("step-0000003", "step-0000004.bak", "step-00000005", "step-6", "old-step-0000007"):
+        (tmp_path / name).mkdir()
+    assert list_checkpoints(tmp_path) == [tmp_path / "step-0000003"]
+
+
+def test_a_checkpoint_is_flushed_whole_before_its_rename_and_its_folder_after_it(tmp_path, monkeypatch):
+    """The files and the staging folder reach the disk before the rename makes the checkpoint
+    visible, and the checkpoints folder (which holds the rename) after it: a power loss never
+    leaves a step-NNNNNNN folder whose files are not all there."""
+    events = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def rename(src, dst):
+        events.append(("rename", str(src), str(dst)))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    model = TinySaver()
+    final = save_checkpoint(tmp_path, 1, model, model, {"step": 1}, keep_last=2)
+    monkeypatch.undo()
+    (commit,) = [i for i, e in enumerate(events) if e[0] == "rename" and e[2] == str(final)]
+    staging = events[commit][1]
+    before = {e[1] for e in events[:commit] if e[0] == "fsync"}
+    assert {f"{staging}/{name}" for name in ("weights.pt", "trainer_state.pt", "trainer_state.json")} | {
+        staging
+    } <= before
+    assert ("fsync", str(tmp_path)) in events[commit + 1 :]
+    assert sorted(p.name for p in final.iterdir()) == ["trainer_state.json", "trainer_state.pt", "weights.pt"]
+
+
+def test_the_random_generators_a_checkpoint_keeps_give_the_same_draws_once_restored(tmp_path):
+    """Python's, numpy's (with the second normal of a pair it holds back), torch's and the
+    sampler's: what a resumed run draws is what the uninterrupted run drew."""
+    import random
+
+    import numpy as np
+
+    from vlrl.trainer.checkpoint import restore_rng, rng_state
+
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    generator = torch.Generator().manual_seed(4)
+    np.random.randn(1)  # numpy draws normals in pairs: the second is held for the next call
+    assert np.random.get_state()[3] == 1
+    torch.save(rng_state(generator), tmp_path / "rng.pt")
+
+    def draws():
+        return (
+            [random.random() for _ in range(3)],
+            np.random.randn(3).tolist(),
+            torch.rand(3).tolist(),
+            torch.rand(3, generator=generator).tolist(),
+        )
+
+    first = draws()
+    draws()  # the run goes on, then stops
+    restore_rng(torch.load(tmp_path / "rng.pt", weights_only=True), generator)
+    assert draws() == first
+
+
+def test_a_failed_write_names_the_latest_intact_checkpoint_and_the_reason_as_the_system_says_it(tmp_path, monkeypatch):
+    import vlrl.trainer.checkpoint as checkpoint
+
+    model = TinySaver()
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model, model, {"step": step}, keep_last=3)
+    real_save = torch.save
+
+    def full_disk(obj, path, *args, **kwargs):
+        if str(path).endswith("trainer_state.pt"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_save(obj, path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_disk)
+    with pytest.raises(CheckpointError) as caught:
+        save_checkpoint(tmp_path, 3, model, model, {"step": 3}, keep_last=3)
+    assert str(caught.value) == (  # one process: no "process 0:" before the reason
+        f"could not write the checkpoint of step 3 in {tmp_path}: No space left on device; "
+        f"the previous checkpoint {tmp_path / 'step-0000002'} is intact"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-0000001", "step-0000002"]  # no staging left
+
+
+def test_a_checkpoints_folder_that_cannot_be_made_is_one_error_saying_why(tmp_path):
+    (tmp_path / "checkpoints").write_text("a file where the folder goes")
+    model = TinySaver()
+    with pytest.raises(CheckpointError) as caught:
+        save_checkpoint(tmp_path / "checkpoints", 1, model, model, {"step": 1}, keep_last=1)
+    assert str(caught.value) == (
+        f"could not write the checkpoint of step 1 in {tmp_path / 'checkpoints'}: File exists; "
+        "the previous checkpoint (none yet) is intact"
+    )
+
+
+def test_saving_a_step_again_replaces_its_checkpoint(tmp_path):
+    from vlrl.trainer.checkpoint import load_trainer_state
+
+    model = TinySaver()
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model, model, {"step": step, "timeline": "first"}, keep_last=3)
+    save_checkpoint(tmp_path, 2, model, model, {"step": 2, "timeline": "rewound"}, keep_last=3)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-0000001", "step-0000002"]
+    assert load_trainer_state(tmp_path / "step-0000002")["timeline"] == "rewound"
+
+
+def test_a_base_kept_from_a_sharded_checkpoint_links_its_model_files_and_leaves_the_shards(tmp_path):
+    """An FSDP2 checkpoint holds its DCP shards in a subfolder: neither flushing it nor keeping
+    it as a base stops at that folder."""
+    model = TinySaver()
+
+    class ShardedSaver(TinySaver):
+        def save(self, path, main):
+            super().save(path, main)
+            (path / "sharded").mkdir()
+            (path / "sharded" / "__0_0.distcp").write_bytes(b"a shard")
+
+    checkpoint = write_checkpoint(
+        tmp_path / "sft", 1, {"step": 1}, ShardedSaver(), model, Processes(), torch.Generator(), 1
+    )
+    assert (checkpoint / "sharded" / "__0_0.distcp").read_bytes() == b"a shard"
+    kept = tmp_path / "rl" / "base"
+    assert keep_base(checkpoint, kept) == ""
+    assert sorted(p.name for p in kept.iterdir()) == ["weights.pt"]
+
+
+def test_a_process_state_file_that_is_not_plain_data_is_refused_unread_naming_it(tmp_path):
+    from vlrl.trainer.checkpoint import load_process_state
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "payload-ran"), "w"))
+
+    torch.save({"buffer": Payload()}, tmp_path / "replay-process-00000.pt")
+    (tmp_path / "replay-process-00001.pt").write_bytes(b"PK\x03\x04 half a file")
+    for rank in (0, 1):
+        path = tmp_path / f"replay-process-{rank:05d}.pt"
+        with pytest.raises(CheckpointError, match=f"^{path} holds something other than tensors"):
+            load_process_state(tmp_path, "replay", rank)
+    assert not (tmp_path / "payload-ran").exists()
+    assert load_process_state(tmp_path, "replay", 2) is None
+
+
+@pytest.mark.parametrize("info", ["{not json", "[2]", '{"step": 5, "format": 1}'])
+def test_a_trainer_state_whose_description_does_not_read_is_refused_as_an_older_format(tmp_path, info):
+    from vlrl.trainer.checkpoint import STATE_FILE, load_trainer_state
+
+    checkpoint = tmp_path / "step-0000005"
+    checkpoint.mkdir()
+    torch.save({"step": 5}, checkpoint / STATE_FILE)
+    (checkpoint / "trainer_state.json").write_text(info)
+    with pytest.raises(CheckpointError, match=f"older vlrl as a Python pickle.*model.path={checkpoint}$"):
+        load_trainer_state(checkpoint)
+
+
+def test_a_process_other_than_the_first_keeps_its_own_random_generators_in_the_shared_checkpoint(tmp_path):
+    from vlrl.trainer.checkpoint import STATE_FILE, load_process_rng, staging_dir
+
+    class SecondProcess(Processes):
+        """Process 1 of 2: process 0 made the staging folder and wrote its part without a failure."""
+
+        def __init__(self, from_the_first):
+            super().__init__(1, 2)
+            self.from_the_first = from_the_first
+
+        def gather(self, items):
+            return [*self.from_the_first.pop(0), *items]
+
+        def all_true(self, value):
+            return value
+
+    model = TinySaver()
+    save_checkpoint(tmp_path, 1, model, model, {"step": 1}, keep_last=3)
+    staging = staging_dir(tmp_path, 2)
+    generator = torch.Generator().manual_seed(7)
+    write_checkpoint(tmp_path, 2, {"step": 2}, model, model, SecondProcess([[str(staging)], []]), generator, 3)
+    saved = load_process_rng(staging, 1)
+    assert torch.equal(saved["sampler"], torch.Generator().manual_seed(7).get_state())
+    assert (staging / "rng-process-00001.pt").is_file() and not (staging / STATE_FILE).exists()

@@ -18,7 +18,7 @@ from tasks.video_qa import VideoQA
 from vlrl.config import VideoConfig
 from vlrl.data.records import FrameSpec
 from vlrl.eval.layout import read_metrics
-from vlrl.vision.video import frame_count, load_video, shuffle_frames
+from vlrl.vision.video import Video, frame_count, load_video, shuffle_frames
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -527,3 +527,72 @@ def test_synthetic_video_answers_match_what_the_clip_and_the_image_show(tmp_path
         else:
             assert r["problem"] == "How many shapes are in the video?" and r["path"].endswith(".mp4")
     assert {r["data_type"] for r in records} == {"video", "image"}
+
+
+def test_a_video_whose_header_states_no_frame_count_is_counted_by_its_packets(tmp_path):
+    """Matroska states no frame count: the frames are its packets that hold data (not the
+    empty one the demuxer gives at the end)."""
+    import av
+
+    from vlrl.vision.video import probe
+
+    path = tmp_path / "clip.mkv"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=4)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for t in range(8):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * t, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    with av.open(str(path)) as container:
+        assert container.streams.video[0].frames == 0
+    assert probe(path) == (8, 4.0)
+
+
+def test_a_file_without_a_video_stream_is_refused_saying_so(tmp_path):
+    import av
+
+    from vlrl.vision.video import probe
+
+    path = tmp_path / "sound.wav"
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=8000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+        frame.sample_rate = 8000
+        for packet in [*stream.encode(frame), *stream.encode()]:
+            container.mux(packet)
+    with pytest.raises(ValueError, match=f"^video {path} holds no video stream$"):
+        probe(path)
+
+
+def test_frames_past_the_end_of_what_decodes_are_named(clips):
+    from vlrl.vision.video import _pyav_frames
+
+    assert len(_pyav_frames(clips[2], [0, 6])) == 2  # 7 frames
+    with pytest.raises(ValueError, match=rf"^video {clips[2]}: frames \[7, 9\] could not be decoded$"):
+        _pyav_frames(clips[2], [0, 6, 7, 9])
+
+
+def test_a_frames_pixel_limit_under_a_message_max_pixels_scales_with_the_familys_factor():
+    """qwen-vl-utils 0.0.14: VIDEO_MAX_TOKEN_NUM tokens of the family's factor squared (32 for
+    Qwen3-VL), the message's max_pixels below it."""
+    import qwen_vl_utils.vision_process as vp
+
+    from vlrl.vision.video import frame_pixel_limit
+
+    spec = VideoConfig(max_pixels=10**7, max_pixels_from="message")
+    for factor in (28, 32):
+        assert frame_pixel_limit(spec, factor) == vp.VIDEO_MAX_TOKEN_NUM * factor * factor
+    assert frame_pixel_limit(VideoConfig(max_pixels=200_000, max_pixels_from="message"), 32) == 200_000
+
+
+def test_shuffled_frames_keep_the_files_frame_count_and_rates():
+    """T-GRPO's shuffled variant is placed in time as the ordered one: same file fps, frame count
+    and sampled fps."""
+    video = Video(torch.arange(4.0).view(4, 1, 1, 1), 30.0, 300, [0, 100, 199, 299])
+    shuffled = shuffle_frames(video, 1)
+    assert (shuffled.video_fps, shuffled.total_frames) == (30.0, 300)
+    assert shuffled.sampled_fps == pytest.approx(0.4)  # 4 frames of 300 at 30 fps
+    assert [int(f) for f in shuffled.frames.flatten()] == [video.indices.index(i) for i in shuffled.indices]

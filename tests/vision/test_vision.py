@@ -111,3 +111,91 @@ def test_an_image_of_exactly_the_pixel_limit_opens_and_one_pixel_more_is_refused
         assert image.size == (10, 10)
     with pytest.raises(ImageTooLarge, match="has 10x10 pixels, more than the limit of 99"):
         open_image(tmp_path / "a.png", 99)
+
+
+def test_a_frame_without_what_it_needs_is_refused_naming_it():
+    with pytest.raises(ValueError, match="^the absolute frame needs the model's resize factor$"):
+        Frame.for_image("absolute", width=640, height=480, min_pixels=3136, max_pixels=12845056)
+    with pytest.raises(ValueError, match=r"^unknown frame kind 'pixels'; expected one of \('absolute', 'norm1000'"):
+        Frame.for_image("pixels", width=640, height=480, min_pixels=3136, max_pixels=12845056, factor=28)
+
+
+def test_frames_divide_first_as_vlm_r1_writes_it_to_the_last_bit():
+    """x / width * model_width, not x * model_width / width: at x = 7 on a 640 x 427 image the two
+    differ in the last bit (7.043749999999999 against 7.04375)."""
+    frame = Frame.for_image("absolute", width=640, height=427, min_pixels=3136, max_pixels=12845056, factor=28)
+    assert frame.box_to_model([7, 7, 1, 1], integer=False) == [
+        7 / 640 * 644,
+        7 / 427 * 420,
+        1 / 640 * 644,
+        1 / 427 * 420,
+    ]
+    assert frame.box_to_original([7, 1, 1, 7]) == [7 / 644 * 640, 1 / 420 * 427, 1 / 644 * 640, 7 / 420 * 427]
+
+
+def test_where_the_model_sees_the_image_at_its_size_a_conversion_is_exactly_the_identity():
+    """100 / 728 * 728 is 100.00000000000001: a 728 x 728 image is its own absolute frame, and a
+    box edge at 100 stays at 100 both ways (GUI-R1 compares in the model's frame)."""
+    frame = Frame.for_image("absolute", width=728, height=728, min_pixels=3136, max_pixels=12845056, factor=28)
+    assert (frame.model_width, frame.model_height) == (728, 728) and 100 / 728 * 728 != 100
+    assert frame.box_to_model([100, 100, 100, 100], integer=False) == [100.0] * 4
+    assert frame.box_to_original([100, 100, 100, 100]) == [100.0] * 4
+    assert frame.point_to_model([100, 100], integer=False) == frame.point_to_original([100, 100]) == [100.0, 100.0]
+
+
+def test_points_go_to_the_model_frame_as_whole_numbers_unless_asked_otherwise():
+    frame = Frame.for_image("norm1000", width=640, height=480, min_pixels=3136, max_pixels=12845056)
+    assert frame.point_to_model([64.3, 48]) == [100, 100]
+    assert frame.point_to_model([64.3, 48], integer=False) == [64.3 / 640 * 1000, 100.0]
+
+
+def test_an_image_over_pils_warning_size_but_under_the_limit_opens_without_a_warning(tmp_path, monkeypatch):
+    import warnings
+
+    from PIL import Image
+
+    from vlrl.vision.images import open_image
+
+    Image.new("RGB", (10, 10)).save(tmp_path / "a.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 60)  # 100 pixels: PIL warns, and refuses above 120
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with open_image(tmp_path / "a.png", 100) as image:
+            assert image.size == (10, 10)
+    assert not [w for w in caught if issubclass(w.category, Image.DecompressionBombWarning)]
+
+
+def test_an_image_over_pils_refusal_is_refused_as_too_large_naming_it(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from vlrl.vision.images import ImageTooLarge, open_image
+
+    Image.new("RGB", (10, 10)).save(tmp_path / "a.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 40)  # PIL refuses above 80
+    with pytest.raises(ImageTooLarge, match=f"^image {tmp_path / 'a.png'} is over PIL's decompression-bomb limit"):
+        open_image(tmp_path / "a.png", 1000)
+    with pytest.raises(ImageTooLarge, match="^the first image is over PIL's decompression-bomb limit"):
+        open_image(tmp_path / "a.png", 1000, name="the first image")
+
+
+def test_a_loaded_image_is_resized_bicubic_as_qwen_vl_utils_fetch_image_does(tmp_path):
+    import numpy as np
+    from PIL import Image
+    from qwen_vl_utils.vision_process import fetch_image
+
+    from vlrl.vision.images import load_image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (90, 130, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.png")
+    ours = load_image(tmp_path / "a.png", 3136, 56 * 56 * 2, 28)
+    theirs = fetch_image({"image": str(tmp_path / "a.png"), "min_pixels": 3136, "max_pixels": 56 * 56 * 2}, 14)
+    assert ours.size == theirs.size != (130, 90)
+    assert np.array_equal(np.asarray(ours), np.asarray(theirs))
+
+
+def test_sizes_smart_resize_cannot_meet_are_refused_saying_why():
+    with pytest.raises(ValueError, match=r"^max_pixels \(4000\) must be >= min_pixels \(5000\)$"):
+        smart_resize(100, 100, 28, 5000, 4000)
+    for height, width in ((0, 100), (100, -1)):
+        with pytest.raises(ValueError, match="^image size must be positive"):
+            smart_resize(height, width, 28, 3136, 12845056)
