@@ -68,7 +68,9 @@ def same_setting(key: str, before: Any, after: Any) -> bool:
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}, "m": [{"n": "x"}]} -> {"a.b": 1, "m[0].n": "x"}; other lists stay values."""
+    """{"a": {"b": 1}, "m": [{"n": "x"}]} -> {"a.b": 1, "m.length": 1, "m[0].n": "x"}: a list of
+    mappings by entry, with its length (a mixture that lost an entry is a change); other lists
+    stay values."""
     if isinstance(tree, dict) and tree:
         out: dict[str, Any] = {}
         for key, value in tree.items():
