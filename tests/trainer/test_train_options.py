@@ -283,6 +283,32 @@ def test_a_schedule_per_optimizer_step_moves_at_every_update_and_warms_up_in_upd
     assert [r["lr"] for r in rows] == pytest.approx([0.0, 1e-3 * 2 / 3])
 
 
+def test_a_resumed_run_goes_on_with_the_per_update_schedule_where_it_stopped(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """4 steps of 2 updates straight through train at 0, then 1 - (p - 1) / 7 of trainer.lr
+    at update p; a run stopped after step 2 and resumed to 4 trains its last 4 updates at the
+    same lrs (the checkpoint counts updates, not steps)."""
+    from vlrl.trainer.run import Run
+
+    used = []
+    original = Run.optimizer_step
+    monkeypatch.setattr(
+        Run,
+        "optimizer_step",
+        lambda self, finite: used.append(self.optimizer.param_groups[0]["lr"]) or original(self, finite),
+    )
+    options = {"trainer.lr_schedule": "linear", "trainer.warmup_steps": 1, "trainer.lr_schedule_per": "optimizer_step"}
+    options |= {"algo.mini_batches": 2, "algo.beta": 0.0, "trainer.save_every": 1}
+    run(tmp_path / "straight", rec_data, **options, **{"trainer.steps": 4})
+    assert used == pytest.approx([0.0] + [1e-3 * (1 - (p - 1) / 7) for p in range(1, 8)])
+    straight = list(used)
+    run(tmp_path / "stopped", rec_data, **options, **{"trainer.steps": 2})
+    used.clear()
+    run(tmp_path / "stopped", rec_data, **options, **{"trainer.steps": 4})
+    assert used == pytest.approx(straight[4:])
+
+
 def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):
     options = {"algo.beta": 0.0, "algo.top_entropy_fraction": 0.2, "algo.aggregation": "token_mean"}
     (r,) = run(tmp_path, rec_data, task=HALF, **{**ALL_CORRECT, "algo.accuracy_threshold": 0.6}, **options,
