@@ -540,7 +540,8 @@ class TrainerConfig:
     warmup_steps: int = 0
     # What the schedule counts: step (one value per step, whatever its optimizer steps: verl,
     # EasyR1) or optimizer_step (transformers' Trainer, so TRL, and OpenRLHF, so LMM-R1: the
-    # schedule is steps x algo.num_iterations x algo.mini_batches long, warmup_steps counted alike)
+    # schedule is steps x algo.num_iterations x algo.mini_batches long, warmup_steps counted alike;
+    # SFT takes one optimizer step a step, so there the two are the same)
     lr_schedule_per: Literal["step", "optimizer_step"] = "step"
     # Where linear and cosine decay end, as a share of lr (OpenRLHF's cosine_with_min_lr: 0.1)
     lr_min_ratio: float = 0.0
