@@ -89,3 +89,18 @@ def test_an_adapters_hub_base_is_its_cached_snapshot_and_a_local_folder_wins_ove
     assert local_path("vlrl-tests/tiny-qwen2.5-vl") == str(hub_cache)
     (tmp_path / "vlrl-tests" / "tiny-qwen2.5-vl").mkdir(parents=True)  # a folder of that name here
     assert local_path("vlrl-tests/tiny-qwen2.5-vl") == "vlrl-tests/tiny-qwen2.5-vl"
+
+
+def test_a_relative_run_directory_named_like_a_hub_id_is_said_to_be_a_run_directory_not_a_missing_hub_model(
+    tmp_path, monkeypatch
+):
+    """A folder here whose relative path has the hub's org/name shape (runs/demo) is a local folder,
+    so the error says what it holds rather than how to download a hub model of that name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "demo" / "checkpoints" / "step-0000010").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"'runs/demo' is a run directory, not a checkpoint") as err:
+        checkpoint_path(ModelConfig(path="runs/demo"))
+    assert "Hugging Face hub id" not in str(err.value)
+    (tmp_path / "runs" / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"'runs/empty' is not a local checkpoint \(no config.json\)"):
+        checkpoint_path(ModelConfig(path="runs/empty"))

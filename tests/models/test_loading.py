@@ -148,3 +148,52 @@ def test_a_saved_processor_states_the_pixel_limits_keeping_its_own_larger_minimu
     assert processor.image_processor.size == {"shortest_edge": 3136, "longest_edge": 50176}
     with_pixel_limits(processor, 50176, min_pixels=6272)
     assert processor.image_processor.size == {"shortest_edge": 6272, "longest_edge": 50176}
+
+
+def test_a_processors_own_minimum_is_kept_over_a_smaller_configured_one():
+    from types import SimpleNamespace
+
+    from vlrl.models.loading import with_pixel_limits
+
+    processor = SimpleNamespace(image_processor=SimpleNamespace(size={"shortest_edge": 3136, "longest_edge": 12845056}))
+    with_pixel_limits(processor, 50176, min_pixels=1568)  # below it the processor would enlarge images itself
+    assert processor.image_processor.size == {"shortest_edge": 3136, "longest_edge": 50176}
+
+
+def test_an_exported_full_checkpoint_keeps_its_saved_dtype_and_states_the_runs_image_and_video_limits(tmp_path):
+    """`vlrl export` of a full (not LoRA) bfloat16 checkpoint: the weights stay bfloat16, nothing is
+    merged, and the processor states the trained run's image minimum and maximum and its video sampling
+    (Qwen2-VL's video `size` is per frame)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from vlrl.config import VideoConfig
+    from vlrl.models.loading import export_full_model
+    from vlrl.models.tiny import tiny_checkpoint
+
+    checkpoint = tiny_checkpoint(TinySpec(arch="qwen2_vl", dtype="bfloat16"))
+    video = VideoConfig(fps=1.0, min_frames=2, max_frames=8, min_pixels=3136, max_pixels=12544)
+    trained = ModelConfig(min_pixels=6272, max_pixels=50176, video=video)
+    out, merged = export_full_model(str(checkpoint), tmp_path / "exported", trained)
+    assert (out, merged) == (tmp_path / "exported", False)
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+    assert {weight.dtype for weight in load_file(out / "model.safetensors").values()} == {torch.bfloat16}
+    saved = json.loads((out / "processor_config.json").read_text())
+    assert saved["image_processor"]["size"] == {"shortest_edge": 6272, "longest_edge": 50176}
+    videos = saved["video_processor"]
+    assert {key: videos[key] for key in ("fps", "min_frames", "max_frames", "size")} == {
+        "fps": 1.0,
+        "min_frames": 2,
+        "max_frames": 8,
+        "size": {"shortest_edge": 3136, "longest_edge": 12544},
+    }
+
+
+def test_a_loaded_processor_states_the_configured_image_maximum_and_keeps_its_own_minimum():
+    """The tiny Qwen2.5-VL build's processor allows 56*56 to 448*448 pixels (TinySpec); loaded
+    for a run, its maximum is the run's model.max_pixels."""
+    from vlrl.models.loading import load_processor
+
+    processor = load_processor(ModelConfig(path="tiny:qwen2_5_vl", min_pixels=6272, max_pixels=50176))
+    assert processor.image_processor.size == {"shortest_edge": 56 * 56, "longest_edge": 50176}

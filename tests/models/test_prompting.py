@@ -61,3 +61,16 @@ def test_prompts_rendered_together_are_the_prompts_rendered_alone(family, rec_da
     assert together[2].vision == {} and together[3].video is not None
     kept, prompts, skipped = render_usable(list(range(len(jobs))), together)
     assert kept == [0, 1, 2, 3, 5, 6] and prompts == [together[i] for i in kept] and skipped == [together[4]]
+
+
+def test_without_a_chat_template_a_prompt_is_its_messages_content_in_order_with_each_image_and_video_as_vision_tokens():
+    from vlrl.models.prompting import templated_text
+
+    cfg = ModelConfig(path="tiny:qwen2_vl", chat_template="none")
+    messages = [
+        {"role": "system", "content": "Be brief. "},
+        {"role": "user", "content": [{"type": "image"}, {"type": "video"}, {"type": "text", "text": "What moves?"}]},
+    ]
+    assert templated_text(None, messages, cfg) == (
+        "Be brief. <|vision_start|><|image_pad|><|vision_end|><|vision_start|><|video_pad|><|vision_end|>What moves?"
+    )

@@ -106,3 +106,9 @@ def test_eval_of_a_task_scores_and_logs_the_answer_as_the_template_opened_it(tmp
     assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0
     lines = [json.loads(line) for line in samples_path(out, "refcoco").read_text().splitlines()]
     assert len(lines) == 2 and all(line.get("resps", line["filtered_resps"]).startswith("<think>\n") for line in lines)
+
+
+def test_a_templated_prompt_without_an_assistant_header_has_no_prefill():
+    """A chat template that writes no ChatML assistant header opened no answer: a `<think>` in the
+    prompt is the user's text, not a reasoning block the model goes on from."""
+    assert answer_prefill("Question: why?\n<think>\n", ModelConfig()) == ""
