@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 
+from tasks.counting import Counting
 from tasks.refcoco import RefCOCO
 from vlrl.data.records import FrameSpec, load_split
 from vlrl.tasking.scoring import MAX_COMPLETION_CHARS, score, task_metrics
@@ -107,3 +109,106 @@ class NumpyMetrics(RefCOCO):
         import numpy as np
 
         return {"acc": np.float32(0.5), "count": np.int64(3)}
+
+
+class ShortReward(RefCOCO):
+    def reward_functions(self):
+        return {**super().reward_functions(), "short": lambda completions, batch: [0.25]}
+
+
+def test_a_reward_that_returns_too_few_values_is_asked_about_each_completion_alone(samples):
+    scores = score(ShortReward(rewards={"short": 1.0}), ["a", "b", "c"], [samples[0]] * 3)
+    assert scores.components["short"] == [0.25, 0.25, 0.25] and scores.failures == {}
+
+
+class TwoWaysToFail(RefCOCO):
+    def reward_functions(self):
+        def picky(completions, batch):
+            return [1 / 0 if c == "zero" else {}["missing"] if c == "key" else 1.0 for c in completions]
+
+        return {**super().reward_functions(), "picky": picky}
+
+
+def test_the_reason_a_reward_failed_is_that_of_its_first_failing_completion(samples):
+    scores = score(TwoWaysToFail(rewards={"picky": 1.0}), ["ok", "zero", "key"], [samples[0]] * 3)
+    assert scores.components["picky"] == [1.0, 0.0, 0.0] and scores.failures == {"picky": 2}
+    assert scores.reasons == {"picky": "ZeroDivisionError: division by zero"}
+
+
+def test_completions_and_samples_of_different_counts_are_refused(samples):
+    with pytest.raises(ValueError, match="2 completions for 1 samples"):
+        score(RefCOCO(), ["a", "b"], [samples[0]])
+
+
+class BoolMetrics(RefCOCO):
+    def metrics(self, samples, completions):
+        return {"acc": 0.5, "found": True}
+
+
+def test_a_metric_that_is_true_or_false_is_no_number_and_is_left_out(samples):
+    metrics, notes = task_metrics(BoolMetrics(), samples[:1], ["a"])
+    assert metrics == {"acc": 0.5}
+    assert notes == ["task refcoco's metric 'found' is 'True', not a number: left out"]
+
+
+def test_the_metrics_of_no_samples_are_none_without_asking_the_task(samples):
+    assert task_metrics(RaisingMetrics(), [], []) == ({}, [])
+
+
+class NoAccuracy(RefCOCO):
+    accuracy_metric = ""
+
+
+class OwnCorrectness(RefCOCO):
+    accuracy_metric = "hit"  # RefCOCO's metrics name no "hit": its own `correct` judges
+
+
+class CountingWithMetrics(Counting):
+    def __init__(self, metrics):
+        super().__init__()
+        self._metrics = metrics
+
+    def metrics(self, samples, completions):
+        if self._metrics is None:
+            raise KeyError("answer")
+        return self._metrics
+
+
+def test_a_task_judges_by_its_own_correct_or_by_an_accuracy_metric_its_metrics_report(samples):
+    from vlrl.tasking.scoring import correctness, judges
+
+    assert not judges(NoAccuracy(), samples[0])  # no accuracy_metric: nothing to judge by, own correct or not
+    assert correctness(NoAccuracy(), ["a"], samples[:1]) is None
+    assert judges(OwnCorrectness(), samples[0])
+    assert judges(CountingWithMetrics({"accuracy": 1.0}), samples[0])
+    assert not judges(CountingWithMetrics({"recall": 1.0}), samples[0])  # a split-level metric only
+    assert judges(CountingWithMetrics(None), samples[0])  # metrics that raise: each failure is counted later
+
+
+def test_a_completions_file_is_scored_naming_repeats_by_their_first_line_and_lines_without_an_id(samples, tmp_path):
+    from vlrl.tasking.scoring import score_file
+
+    first, second = samples[0].id, samples[1].id
+    lines = [
+        {"id": first, "completion": "ok"},
+        {"id": first, "completion": "ok"},
+        {"id": first, "completion": "boom"},
+        {"completion": "ok"},
+        {"id": second, "completion": "ok"},
+    ]
+    path = tmp_path / "completions.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = score_file(Fragile(rewards={"fragile": 1.0}), samples, str(path), str(tmp_path / "scored.jsonl"))
+    assert result.scored == 4 and result.mean_reward == 0.75  # 1 + 1 + 0 + 1 over 4
+    assert result.repeated == [
+        f"{path}:2: id {first!r} again (first at {path}:1)",
+        f"{path}:3: id {first!r} again (first at {path}:1)",
+    ]
+    assert result.problems == [
+        f'{path}:4: expected {{"id": ..., "completion": "..."}} (or "id" and "resps", as vlrl eval\'s '
+        "samples_<task>.jsonl); found keys 'completion'"
+    ]
+    assert result.zeroed == [
+        "reward fragile on 1 of 4 completions: it raised or gave no finite number "
+        "(the first: ZeroDivisionError: division by zero)"
+    ]

@@ -3,6 +3,7 @@ missing data pointing at its converter, a demo's synthetic held-out split never 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,67 @@ def test_a_configs_synthetic_train_and_eval_splits_share_no_scene(tmp_path):
     images = {which: {s.images[0] for s in split.samples} for which, split in splits.items()}
     problems = {which: [s.problem for s in split.samples] for which, split in splits.items()}
     assert not images["train"] & images["eval"] and problems["train"] != problems["eval"]
+
+
+def test_the_media_rules_follow_the_data_section():
+    from vlrl.data.records import MediaRules
+    from vlrl.tasking.sources import media_rules
+
+    cfg = load_config(None, ["data.allow_outside_root=true", "data.max_image_pixels=1000"])
+    assert media_rules(cfg) == MediaRules(True, 1000)
+
+
+def test_a_synthetic_split_has_the_size_its_config_gives_that_split(tmp_path):
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import load_task_split
+
+    cfg = load_config(None, [f"data.train={tmp_path / 'train.json'}", f"data.eval={tmp_path / 'val.json'}",
+                             "data.synthetic=true", "data.synthetic_train_size=3", "data.synthetic_eval_size=2"])  # fmt: skip
+    assert len(load_task_split(RefCOCO(), cfg, "eval").samples) == 2
+    assert len(load_task_split(RefCOCO(), cfg, "train").samples) == 3
+
+
+def test_a_split_with_bad_records_names_the_first_five_and_counts_the_rest(tmp_path):
+    import io
+    import json
+
+    from PIL import Image
+    from rich.console import Console
+
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import load_task_split
+
+    Image.new("RGB", (100, 80)).save(tmp_path / "ok.png")
+    good = {"image": "ok.png", "problem": "find it", "solution": [10, 10, 50, 40], "width": 100, "height": 80}
+    records = [good] + [{**good, "image": f"missing{i}.png"} for i in range(7)]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = io.StringIO()
+    split = load_task_split(RefCOCO(), load_config(None, [f"data.train={path}"]), "train", Console(file=out, width=400))
+    assert len(split.samples) == 1
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"skipped 7 bad record(s) in {path}; 1 sample(s) read"
+    assert [line.split(": image not found")[0] for line in lines[1:6]] == [f"  {path}:{n}" for n in range(2, 7)]
+    assert lines[6:] == ["  ... and 2 more"]
+
+
+def test_a_split_without_one_usable_record_is_refused_naming_its_config_key(tmp_path):
+    from tasks.refcoco import RefCOCO
+    from vlrl.config import ConfigError
+    from vlrl.tasking.sources import load_task_split
+
+    path = tmp_path / "val.jsonl"
+    path.write_text('{"image": "missing.png"}\n')
+    cfg = load_config(None, [f"data.eval={path}"])
+    with pytest.raises(ConfigError, match=rf"^data\.eval: no usable records in {re.escape(str(path))} \(1 skipped\)$"):
+        load_task_split(RefCOCO(), cfg, "eval")
+
+
+def test_a_missing_held_out_file_points_at_the_converters_val_split(tmp_path):
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import missing_data
+
+    path = str(tmp_path / "val.json")
+    cfg = load_config(None, [f"data.eval={path}"])
+    assert f"--split val --out {path}" in missing_data(RefCOCO(), cfg, path, "data.eval")
+    assert f"--split train --out {path}" in missing_data(RefCOCO(), cfg, path, "data.train")

@@ -352,3 +352,86 @@ def test_closing_closes_every_tracker_then_raises_the_first_failure(tmp_path):
     with pytest.raises(OSError, match="lost mount"):
         logs.close()
     assert closed == [True, False] and logs.trackers == {}
+
+
+def test_a_resumed_run_cuts_its_log_back_to_the_checkpoints_step_keeping_lines_without_a_step(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    assert trackers.drop_steps_after(path, 2) == []  # no log yet: nothing to cut
+    lines = [{"step": 1, "reward": 0.5}, {"note": "no step"}, {"step": 2}, {"step": 3}, {"step": 4}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"step": 5, "rew\n')
+    reports = trackers.drop_steps_after(path, 2)
+    assert [json.loads(line) for line in path.read_text().splitlines()] == lines[:3]
+    assert reports == [
+        f"{path}:6: dropped a line that is not a whole JSON record (torn by a stop mid-write?)",
+        f"{path}: dropped the lines of steps 3-4, which no checkpoint holds (they are trained again)",
+    ]
+    assert trackers.drop_steps_after(path, 1) == [
+        f"{path}: dropped the lines of step 2, which no checkpoint holds (they are trained again)"
+    ]
+
+
+def test_a_value_that_is_not_a_number_is_logged_as_null(tmp_path):
+    log = trackers.JsonlLog(tmp_path / "metrics.jsonl")
+    log.write({"step": 1, "loss": float("nan"), "kl": float("inf"), "reward": 0.5})
+    log.close()
+    assert json.loads((tmp_path / "metrics.jsonl").read_text()) == {"step": 1, "loss": None, "kl": None, "reward": 0.5}
+
+
+def test_the_scalars_of_a_metrics_line_are_its_numbers_without_its_step_or_flags():
+    line = {"step": 3, "reward": 1, "loss": 0.5, "stopped": True, "note": "x"}
+    assert trackers.scalars(line) == {"reward": 1.0, "loss": 0.5}
+
+
+def test_a_sample_table_has_a_column_any_row_needs_and_json_where_a_row_lacks_its_text():
+    rows = [
+        {"id": 3, "prompt": "p", "completion": "c", "reward": 1.0, "rewards": {"a": 1.0}},
+        {"id": 4, "completion": "d", "reward": 0.0, "rewards": {"b": 0.5}},
+    ]
+    columns, data = trackers.sample_table(rows)
+    assert columns == ["id", "prompt", "completion", "reward", "a", "b"]
+    assert data == [["3", "p", "c", 1.0, 1.0, None], ["4", "null", "d", 0.0, None, 0.5]]
+
+
+def test_a_tracked_runs_id_is_kept_beside_the_others_and_read_back_only_when_resuming(tmp_path):
+    fresh, resumed = TrackedRun(tmp_path, "trainer", CONFIG, 0), TrackedRun(tmp_path, "trainer", CONFIG, 3)
+    trackers.remember_id(fresh, "wandb", "abc")
+    trackers.remember_id(fresh, "mlflow", "def")
+    assert json.loads((tmp_path / "trackers.json").read_text()) == {"wandb": "abc", "mlflow": "def"}
+    assert trackers.previous_id(fresh, "wandb") is None  # a fresh run in the same folder starts a new one
+    assert trackers.previous_id(resumed, "wandb") == "abc" and trackers.previous_id(resumed, "mlflow") == "def"
+
+
+def test_mlflow_names_keep_dots_and_slashes_and_a_file_store_gets_dots_for_slashes():
+    assert trackers.mlflow_key("eval/acc@0.5") == "eval/acc_0.5"
+    assert trackers.mlflow_key("eval/acc@0.5", file_store=True) == "eval.acc_0.5"
+    assert trackers.is_file_store("file:/tmp/mlruns") and trackers.is_file_store("/tmp/mlruns")
+    assert not trackers.is_file_store("databricks") and not trackers.is_file_store("http://host:5000")
+
+
+def test_a_wandb_run_ended_by_an_error_exits_non_zero_and_resumes_under_its_id(tmp_path, monkeypatch):
+    import wandb
+
+    started, finished = [], []
+
+    class FakeRun:
+        id = "w1"
+
+        def finish(self, exit_code=0):
+            finished.append(exit_code)
+
+    def init(**kwargs):
+        started.append((kwargs["project"], kwargs["id"]))
+        return FakeRun()
+
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.delenv("WANDB_PROJECT", raising=False)
+    trackers.WandbTracker(TrackedRun(tmp_path, "trainer", CONFIG, 0)).close(failed=True)
+    trackers.WandbTracker(TrackedRun(tmp_path, "trainer", CONFIG, 2)).close()
+    assert started == [("vlrl", None), ("vlrl", "w1")] and finished == [1, 0]
+
+
+def test_samples_jsonl_holds_each_completion_with_the_step_it_was_logged_at(tmp_path):
+    tracker = trackers.JsonlTracker(TrackedRun(tmp_path, "trainer", CONFIG, 0))
+    tracker.log_samples(7, SAMPLES[:1])
+    tracker.close()
+    assert json.loads((tmp_path / "samples.jsonl").read_text()) == {"step": 7, **SAMPLES[0]}
