@@ -9,7 +9,7 @@ from PIL import Image
 
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
-from vlrl.data.records import FrameSpec, RecordError, load_split
+from vlrl.data.records import FrameSpec, RecordError, Split, load_split
 from vlrl.tasking.registry import builtin_training_tasks, task_class
 
 SPEC = FrameSpec("absolute", 3136, 50176)
@@ -153,3 +153,23 @@ def test_data_synth_refuses_a_file_name_of_no_data_format(tmp_path, capsys):
     assert main(["data", "synth", "--task", "jigsaw", "--out", str(tmp_path / "d.txt"), "--size", "2"]) == 2
     assert f"{tmp_path / 'd.txt'}: a data file's name ends in .json or .jsonl" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []  # nothing written, not even the images
+
+
+def test_a_limit_stops_reading_once_that_many_samples_are_read(folder):
+    path = folder / "data.jsonl"
+    path.write_text("".join(json.dumps(_record(id=f"r{i}")) + "\n" for i in range(4)))
+    split = load_split(path, RefCOCO().build_sample, SPEC, limit=2)
+    assert [s.id for s in split.samples] == ["r0", "r1"]
+
+
+def test_images_are_found_under_the_image_root_when_one_is_given(folder, tmp_path_factory):
+    data = tmp_path_factory.mktemp("elsewhere") / "data.jsonl"
+    data.write_text(json.dumps(_record()) + "\n")
+    split = load_split(data, RefCOCO().build_sample, SPEC, image_root=folder)
+    assert not split.errors and [s.source for s in split.samples] == [f"{data}:1"]
+    assert "image not found" in load_split(data, RefCOCO().build_sample, SPEC).errors[0].message
+
+
+def test_a_splits_record_count_is_what_it_says_it_holds_else_its_samples_and_errors():
+    assert Split("a.json", unit="images", held=7).records == 7
+    assert Split("a.json", errors=[RecordError("a.json:1", "bad")]).records == 1

@@ -17,7 +17,16 @@ from PIL import Image
 
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
-from vlrl.data.records import FrameSpec, MediaRules, RecordError, load_split, read_records
+from vlrl.data import records
+from vlrl.data.records import (
+    FrameSpec,
+    MediaRules,
+    RecordContext,
+    RecordError,
+    load_split,
+    read_data_text,
+    read_records,
+)
 
 SPEC = FrameSpec("absolute", 3136, 50176)
 
@@ -507,3 +516,262 @@ def test_eval_mistakes_end_in_one_error_line_and_leave_no_output_directory(tmp_p
     printed = capsys.readouterr().out
     assert status == 2 and printed.startswith("error:") and printed.count("\n") == 1, printed
     assert not (tmp_path / "eval").exists()
+
+
+def context(root, require_images: bool = True, index: int = 5, **media) -> RecordContext:
+    return RecordContext("f.jsonl:7", index, root, SPEC, require_images, MediaRules(**media))
+
+
+def test_a_boolean_is_no_number_where_a_record_key_wants_one(root):
+    with pytest.raises(RecordError) as refused:
+        context(root).get({"n": True}, "n", int, "a count")
+    assert str(refused.value) == "f.jsonl:7: key 'n' must be a count, got bool True"
+
+
+def test_a_wrong_value_is_quoted_in_full_up_to_60_characters_and_cut_with_dots_beyond(root):
+    with pytest.raises(RecordError) as full:
+        context(root).get({"n": "a" * 58}, "n", int, "a count")  # its repr: 60 characters
+    assert full.value.message == f"key 'n' must be a count, got str '{'a' * 58}'"
+    with pytest.raises(RecordError) as cut:
+        context(root).get({"n": "a" * 59}, "n", int, "a count")  # its repr: 61 characters
+    assert cut.value.message == f"key 'n' must be a count, got str '{'a' * 56}..."
+
+
+@pytest.mark.parametrize("value, expected", [(0, "0"), ("", ""), (None, "5"), ("x", "x")])
+def test_a_record_id_that_is_zero_or_empty_is_still_its_id_only_a_missing_one_is_its_position(root, value, expected):
+    assert context(root, index=5).record_id({"id": value}) == expected
+    assert context(root, index=5).record_id({}) == "5"
+
+
+def test_a_path_outside_the_data_root_is_not_refused_when_no_image_is_read(root, tmp_path):
+    assert context(root, require_images=False).resolve("../elsewhere.png") == root / "../elsewhere.png"
+    with pytest.raises(RecordError, match="leads outside the data root"):
+        context(root).resolve("../elsewhere.png")
+
+
+def test_a_folder_vlrl_writes_itself_is_allowed_beside_the_data_root(root, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    Image.new("RGB", (30, 20)).save(cache / "img.png")
+    assert context(root, written_here=(cache.resolve(),)).image(str(cache / "img.png")) == (
+        str(cache / "img.png"),
+        30,
+        20,
+    )
+    with pytest.raises(RecordError, match="leads outside the data root"):
+        context(root).image(str(cache / "img.png"))
+
+
+def test_without_required_images_a_present_image_still_gives_its_own_size(root):
+    stated = {"width": 50, "height": 40}
+    assert context(root, require_images=False).image_with_size("ok.png", stated) == (str(root / "ok.png"), 100, 80)
+    absent = context(root, require_images=False).image_with_size("gone.png", stated)
+    assert absent == (str(root / "gone.png"), 50, 40)
+
+
+def test_a_stated_width_of_zero_that_the_image_does_not_have_is_an_error(root):
+    with pytest.raises(RecordError) as refused:
+        context(root).image_as_stated("ok.png", {"width": 0})
+    assert refused.value.message == f"key 'width' says 0 but image {root / 'ok.png'} has width 100"
+
+
+def test_a_directory_given_as_data_file_is_named_a_directory(root):
+    with pytest.raises(FileNotFoundError) as missing:
+        read_data_text(root)
+    assert str(missing.value) == f"data file not found: {root} (it is a directory)"
+
+
+def test_a_byte_that_is_not_utf8_is_named_by_its_line_and_byte_offset(root):
+    path = root / "train.json"
+    path.write_bytes(b'[\n"a\xff"]')
+    with pytest.raises(RecordError) as refused:
+        read_data_text(path)
+    assert str(refused.value) == f"{path}:2: not UTF-8 text (byte 4 of the file); expected JSON or JSON Lines"
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_byte_order_mark_at_the_start_is_dropped(root, suffix):
+    path = root / f"train{suffix}"
+    body = "[" + json.dumps(record(0)) + "]" if suffix == ".json" else json.dumps(record(0)) + "\n"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    assert [item for _, _, item in read_records(path)] == [record(0)]
+
+
+def test_json_lines_skip_whitespace_only_lines_and_count_every_other_line_as_a_record(root):
+    path = root / "train.jsonl"
+    path.write_text(f"{json.dumps(record(0))}\n   \t\n[1, 2]\n\n{json.dumps(record(1))}\n")
+    read = [
+        (source, index, item if isinstance(item, dict) else item.message) for source, index, item in read_records(path)
+    ]
+    assert read == [
+        (f"{path}:1", 0, record(0)),
+        (f"{path}:3", 1, "record must be a JSON object, got list"),
+        (f"{path}:5", 2, record(1)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("", 1, "the file is empty; expected a JSON list of records"),
+        ("\n\n  \n", 1, "the file is empty; expected a JSON list of records"),
+        ('\n\n  "words"\n', 3, "expected a JSON list of records, found '\"words\"\\n'"),
+        ('{"a": 1}\n[1]\n', 1, "expected a JSON list of records, found a JSON object"),
+        (
+            "{}",
+            1,
+            "expected a JSON list of records, found one JSON object, with keys (none): another format than this task reads",
+        ),
+        (
+            json.dumps({k: 1 for k in "abcdef"}),
+            1,
+            "expected a JSON list of records, found one JSON object, with keys 'a', 'b', 'c', 'd', 'e', 'f': another "
+            "format than this task reads",
+        ),
+        (
+            json.dumps({k: 1 for k in "abcdefg"}),
+            1,
+            "expected a JSON list of records, found one JSON object, with keys 'a', 'b', 'c', 'd', 'e', 'f', ...: "
+            "another format than this task reads",
+        ),
+        (
+            json.dumps({"k" * 50: 1}),
+            1,
+            f"expected a JSON list of records, found one JSON object, with keys '{'k' * 39}: another format than this "
+            "task reads",
+        ),
+    ],
+    ids=[
+        "empty",
+        "only whitespace",
+        "a string on line 3",
+        "an object then a list",
+        "{}",
+        "6 keys",
+        "7 keys",
+        "a long key",
+    ],
+)
+def test_a_json_file_that_is_no_list_is_refused_naming_its_line_and_what_it_holds(root, text, line, message):
+    path = root / "train.json"
+    path.write_text(text)
+    with pytest.raises(RecordError) as refused:
+        read_records(path)
+    assert (refused.value.source, refused.value.message) == (f"{path}:{line}", message)
+
+
+def test_a_json_object_longer_than_the_keys_read_limit_is_not_parsed_to_name_its_keys(root, monkeypatch):
+    monkeypatch.setattr(records, "KEYS_READ_MAX_CHARS", 10)
+    path = root / "train.json"
+    path.write_text('{\n "images": [],\n "annotations": []\n}\n')
+    with pytest.raises(RecordError) as refused:
+        read_records(path)
+    assert refused.value.message == "expected a JSON list of records, found a JSON object"
+
+
+def reads(path) -> list[tuple[str, int, object]]:
+    """What read_records gives: (source with the path as P, index, the record's id or the error's message)."""
+    return [
+        (source.replace(str(path), "P"), index, item["id"] if isinstance(item, dict) else item.message)
+        for source, index, item in read_records(path)
+    ]
+
+
+R0, R1, R2, R3 = (json.dumps(record(i)) for i in range(4))
+SKIPPED = "expected ',' or ']' after a record; the text up to the next record was skipped"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("[]\n", []),
+        ("[\t" + R0 + ",\t" + R1 + "\t]", [("P:1 (record 0)", 0, "r0"), ("P:1 (record 1)", 1, "r1")]),
+        (
+            "[\n" + R0 + ",\n" + R1,
+            [("P:2", 0, "r0"), ("P:3", 1, "r1"), ("P:3", 2, "the list never closes (no ']'): the file is cut short")],
+        ),
+        ("[\n" + R0 + "\njunk, " + R1 + "\n]\n", [("P:2", 0, "r0"), ("P:3", 1, SKIPPED), ("P:3", 1, "r1")]),
+        ("[\n" + R0 + " junk]\n", [("P:2", 0, "r0"), ("P:2", 1, SKIPPED)]),
+        ("[\n" + R0 + "},\n" + R1 + "\n]\n", [("P:2", 0, "r0"), ("P:2", 1, SKIPPED), ("P:3", 1, "r1")]),
+        (
+            "[\n" + R0 + ",\n{'id': 1},\n" + R1 + "\n]\n",
+            [
+                ("P:2", 0, "r0"),
+                ("P:3", 1, "invalid JSON: Expecting property name enclosed in double quotes (line 3, column 2)"),
+                ("P:4", 2, "r1"),
+            ],
+        ),
+        (
+            "[\n" + R0 + " x[\n" + R1 + " oops\n" + R2 + ",\n" + R3 + "\n]\n",
+            [
+                ("P:2", 0, "r0"),
+                (
+                    "P:2",
+                    1,
+                    "expected ',' or ']' after a record: skipped lines 2-3 (1 record); reading resumed at line 4",
+                ),
+                ("P:4", 2, "r2"),
+                ("P:5", 3, "r3"),
+            ],
+        ),
+        (
+            "[\n\t" + R0 + ",\n\t" + text_of(CUT) + ",\n\t" + R1 + "\n]\n",
+            [
+                ("P:2", 0, "r0"),
+                (
+                    "P:3",
+                    1,
+                    "invalid JSON: Expecting ',' delimiter (line 6, column 1); the record never closes (its brackets do "
+                    "not balance): skipped line 3, columns 2-76 (1 record); reading resumed at line 4",
+                ),
+                ("P:4", 2, "r1"),
+            ],
+        ),
+        (
+            "[\n" + R0 + ",\n" + text_of(CUT) + "\n" + text_of(CUT) + "\n" + R1 + "\n]\n",
+            [
+                ("P:2", 0, "r0"),
+                (
+                    "P:3",
+                    1,
+                    "invalid JSON: Expecting ',' delimiter (line 4, column 1); the record never closes (its brackets do "
+                    "not balance): skipped lines 3-4 (2 records); reading resumed at line 5",
+                ),
+                ("P:5", 3, "r1"),
+            ],
+        ),
+    ],
+    ids=[
+        "an empty list",
+        "tabs between records",
+        "no closing bracket after a record's line",
+        "junk before a record on its line",
+        "junk before the closing bracket",
+        "an extra closing brace",
+        "single quotes, the next record right after the comma",
+        "unbalanced junk passing over a record that is no list element",
+        "a cut-off record in a tab-indented list",
+        "two cut-off records in a row",
+    ],
+)
+def test_each_list_flaw_is_reported_at_its_line_with_the_records_index_kept(root, text, expected):
+    path = root / "train.json"
+    path.write_text(text)
+    assert reads(path) == expected
+
+
+def test_a_one_line_list_resumes_at_a_record_with_the_cut_records_first_key_not_at_a_nested_object(root):
+    path = root / "train.json"
+    path.write_text("[" + R0 + ", " + text_of(CUT) + ', {"x": 1}, ' + R1 + "]")
+    assert [item["id"] for _, _, item in read_records(path) if isinstance(item, dict)] == ["r0", "r1"]
+
+
+def test_one_record_after_the_lists_end_is_named_in_the_singular(root):
+    path = root / "train.json"
+    path.write_text("[\n" + R0 + "\n]\n" + R1 + "\n")
+    with pytest.raises(RecordError) as refused:
+        list(read_records(path))
+    assert str(refused.value) == (
+        f"{path}:3: the list closes here, but 1 record follows it (line 4 on): a stray ']', or two lists in one "
+        "file? Fix the file"
+    )
