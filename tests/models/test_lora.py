@@ -368,3 +368,25 @@ def test_adapters_switched_off_are_not_merged_in():
     assert len(lora_linears(model)) == 1
     with model.disable_adapter():  # the reference model's forwards: the base weights alone
         assert lora_linears(model) == []
+
+
+def test_lora_targets_the_named_projections_of_the_language_model_and_none_of_the_vision_tower():
+    """Qwen2.5-VL's two towers both have MLPs with an up_proj: the family's target pattern picks
+    the language model's layers of the names given, and no vision layer."""
+    import re
+
+    from vlrl.models.build import TinySpec, build_tokenizer
+    from vlrl.models.families import family_class
+    from vlrl.models.tiny import build_model
+
+    spec = TinySpec(arch="qwen2_5_vl")
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    linears = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    assert any(n.startswith("model.visual.") and n.endswith(".up_proj") for n in linears)  # the case at stake
+    target = family_class("qwen2_5_vl")().lora_target(["up_proj", "q_proj"])
+    picked = {n for n in linears if re.match(target, n)}
+    layers = range(spec.num_layers)
+    assert picked == {f"model.language_model.layers.{i}.mlp.up_proj" for i in layers} | {
+        f"model.language_model.layers.{i}.self_attn.q_proj" for i in layers
+    }

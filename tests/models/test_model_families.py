@@ -390,3 +390,84 @@ def test_an_exported_processor_states_the_video_sampling_and_only_a_per_frame_si
     family = family_class(name)()
     message = family.video_processor_settings(VideoConfig(max_pixels=10**7, max_pixels_from="message"))
     assert message.get("size", {}).get("longest_edge") == (768 * family.factor**2 if "qwen2" in name else None)
+
+
+@pytest.mark.parametrize("name", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+def test_the_video_processor_keeps_a_wide_clips_frames_at_their_exact_size(name):
+    """Frames come sized as qwen-vl-utils sizes them: the pixel budget the family hands its
+    processor (`video_size`) must leave a clip of 4 frames of 2 x 4 merged tokens (not square) as
+    it is: 2 temporal patches of 4 x 8 patches."""
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    from vlrl.models.prompting import uncapped
+    from vlrl.vision.video import Video
+
+    family = family_class(name)()
+    shape = dict(patch_size=family.patch_size, merge_size=2, temporal_patch_size=2)
+    processor = (Qwen2VLVideoProcessor if "qwen2" in name else Qwen3VLVideoProcessor)(**shape)
+    side = 2 * family.patch_size  # one merged token's side
+    frames = torch.full((4, 3, 2 * side, 4 * side), 128.0)
+    clip = Video(frames=frames, video_fps=2.0, total_frames=8, indices=[0, 2, 4, 6])
+    kwargs = {**family.video_processor_kwargs(clip), **uncapped(type("P", (), {"video_processor": processor}))}
+    out = processor(videos=[clip.frames], return_tensors="pt", **kwargs)
+    assert out["video_grid_thw"].tolist() == [[2, 4, 8]]
+
+
+def test_only_the_checkpoint_folders_own_name_says_the_family_not_the_folders_above_it():
+    """Name hints are fragments of the checkpoint folder's name (ModelFamily.name_hints): a
+    Qwen3-VL checkpoint kept under a Qwen2-VL experiments folder is Qwen3-VL, and a folder named
+    for nothing is Qwen2.5-VL wherever it lies."""
+    assert model_family(ModelConfig(path="/runs/qwen2-vl-experiments/Qwen3-VL-8B-Instruct")).name == "qwen3_vl"
+    assert model_family(ModelConfig(path="/runs/qwen2_vl_sweeps/step-100")).name == "qwen2_5_vl"
+
+
+def test_an_unknown_tiny_build_and_a_model_of_no_family_are_refused_naming_the_known_ones():
+    from types import SimpleNamespace
+
+    from vlrl.models.families import family_of_model, tiny_spec
+
+    with pytest.raises(ConfigError, match=r"unknown tiny model 'qwen9'; expected one of .*qwen2_vl-h32.*qwen3_vl_moe"):
+        tiny_spec("tiny:qwen9")
+    llava = SimpleNamespace(config=SimpleNamespace(model_type="llava"))
+    with pytest.raises(
+        ConfigError,
+        match=r"model of type 'llava' belongs to no model family; "
+        r"supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl, qwen3_vl_moe \(or set model.family\)",
+    ):
+        family_of_model(llava)
+
+
+def test_a_family_derived_from_another_without_builds_of_its_own_takes_none_of_its_parents(monkeypatch):
+    """tiny_builds: each family's own declaration; a registered subclass of Qwen2.5-VL that
+    declares none leaves tiny:qwen2_5_vl to Qwen2.5-VL and adds no build."""
+    from vlrl.models.qwen2_5_vl import Qwen25VL
+
+    class Derived(Qwen25VL):
+        name = "derived"
+
+    class EntryPoint:
+        name, value = "derived", "plugin:Derived"
+
+        def load(self):
+            return Derived
+
+    registered = plugins.registered
+    monkeypatch.setattr(
+        plugins,
+        "registered",
+        lambda group: {**registered(group), **({"derived": EntryPoint()} if group == plugins.FAMILIES else {})},
+    )
+    family_class.cache_clear()
+    try:
+        builds = tiny_builds()
+        assert {spec.arch for spec in builds.values()} == {
+            "qwen2_vl",
+            "qwen2_5_vl",
+            "qwen3_vl",
+            "qwen3_vl_moe",
+            "qwen3_5",
+        }
+        assert builds["qwen2_5_vl"].arch == builds["qwen2_5_vl-h32"].arch == "qwen2_5_vl"
+    finally:
+        family_class.cache_clear()

@@ -173,3 +173,92 @@ def test_the_tiny_tokenizer_learns_the_words_of_the_synthetic_scenes():
     from vlrl.models.build import CORPUS_COLORS, CORPUS_SHAPES, CORPUS_SIZES
 
     assert (tuple(COLORS), tuple(SHAPES), tuple(SIZES)) == (CORPUS_COLORS, CORPUS_SHAPES, CORPUS_SIZES)
+
+
+@pytest.mark.parametrize("arch", ["qwen2_vl", "qwen3_vl"])
+def test_tiny_checkpoints_name_their_special_tokens_and_stop_as_the_released_qwen_checkpoints_do(arch):
+    """Qwen2.5-VL-7B-Instruct's config.json and generation_config.json, in its own ids: bos 151643
+    (<|endoftext|>), eos 151645 (<|im_end|>), vision start / end 151652 / 151653, image / video
+    pads 151655 / 151656; generation stops at [151645, 151643] and pads with 151643."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    path = tiny_checkpoint(tiny_spec(f"tiny:{arch}"))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS}
+    config = AutoConfig.from_pretrained(path)
+    text = config.get_text_config()
+    assert (text.bos_token_id, text.eos_token_id) == (ids["<|endoftext|>"], ids["<|im_end|>"])
+    assert (config.vision_start_token_id, config.vision_end_token_id) == (
+        ids["<|vision_start|>"],
+        ids["<|vision_end|>"],
+    )
+    assert (config.image_token_id, config.video_token_id) == (ids["<|image_pad|>"], ids["<|video_pad|>"])
+    generation = GenerationConfig.from_pretrained(path)
+    assert generation.eos_token_id == [ids["<|im_end|>"], ids["<|endoftext|>"]]
+    assert generation.pad_token_id == ids["<|endoftext|>"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_a_tiny_checkpoints_image_processor_states_the_specs_pixel_limits(arch):
+    """A tiny checkpoint's saved image processor resizes between TinySpec's 56 x 56 and 448 x 448
+    pixels (what any reader of the folder but vlrl's configured limits goes by)."""
+    path = tiny_checkpoint(tiny_spec(f"tiny:{arch}"))
+    size = AutoProcessor.from_pretrained(path).image_processor.size
+    assert (size["shortest_edge"], size["longest_edge"]) == (56 * 56, 448 * 448)
+
+
+def test_the_tiny_moe_build_routes_each_token_to_two_of_four_experts_in_every_layer():
+    """tiny:qwen3_vl_moe: 4 experts of half the dense MLP's width, 2 per token, in both layers
+    (Qwen3-VL-30B-A3B routes to 8 of 128 in every layer: decoder_sparse_step 1)."""
+    from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import Qwen3VLMoeTextSparseMoeBlock
+
+    spec = tiny_spec("tiny:qwen3_vl_moe")
+    model = AutoModelForImageTextToText.from_pretrained(tiny_checkpoint(spec))
+    text = model.config.get_text_config()
+    assert (text.num_experts, text.num_experts_per_tok, text.moe_intermediate_size) == (4, 2, 128 // 2)
+    layers = model.model.language_model.layers
+    assert len(layers) == 2 and all(isinstance(layer.mlp, Qwen3VLMoeTextSparseMoeBlock) for layer in layers)
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "qwen3_5"])
+def test_the_qwen3_template_renders_a_system_message_first_and_only_once(arch):
+    """What Qwen3-VL-Instruct's own template renders for a system message and a user turn."""
+    processor = AutoProcessor.from_pretrained(tiny_checkpoint(tiny_spec(f"tiny:{arch}")))
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]},
+    ]
+    assert processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Where?<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_the_tiny_qwen35_linear_attention_has_qwen35s_convolution_and_vllms_head_size():
+    """Qwen3.5's linear attention convolves over 4 positions (its config.json's
+    linear_conv_kernel_dim); the tiny build's heads are 64 wide, a size vLLM's CPU kernel takes."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny_checkpoint(tiny_spec("tiny:qwen3_5")))
+    (linear, *_) = [m for m in model.modules() if isinstance(m, Qwen3_5GatedDeltaNet)]
+    assert linear.conv1d.kernel_size == (4,)
+    assert (linear.head_k_dim, linear.head_v_dim) == (64, 64)
+
+
+def test_qwen35s_mrope_sections_split_only_the_rotated_quarter_of_each_head():
+    """Qwen3.5 rotates a quarter of each head: its config.json's mrope_section [11, 11, 10] sums
+    to 256 x 0.25 / 2; the tiny build's 32-wide heads rotate 8 dimensions, 4 frequencies."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.qwen3_5 import Qwen35
+
+    spec = tiny_spec("tiny:qwen3_5")
+    rope = Qwen35().text_config(spec, build_tokenizer(spec))["rope_parameters"]
+    assert spec.hidden_size // spec.num_heads == 32 and sum(rope["mrope_section"]) == 32 // 4 // 2
+
+
+@pytest.mark.parametrize(("tokens", "rows"), [(1038, 1088), (1024, 1024), (1025, 1088), (64, 64)])
+def test_embedding_rows_are_the_vocabulary_rounded_up_to_a_multiple_of_64(tokens, rows):
+    from vlrl.models.build import TinySpec, vocab_rows
+
+    assert vocab_rows(TinySpec(), [None] * tokens) == rows
+    assert vocab_rows(TinySpec(vocab_size=2000), [None] * tokens) == 2000  # set: taken as it is
