@@ -5,11 +5,14 @@ family's shared-prefix forward against full forwards)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -44,6 +47,24 @@ VIDEO = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
 
 def model_cfg(family: str, **fields) -> ModelConfig:
     return ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176, video=VIDEO, **fields)
+
+
+@contextlib.contextmanager
+def registered_family(monkeypatch, name: str, family: type) -> Iterator[None]:
+    """`family` registered under the entry point `name`, as an installed package's would be, for
+    the block (the family lookup's cache cleared on both sides)."""
+    entry = SimpleNamespace(name=name, value=f"plugin:{family.__name__}", load=lambda: family)
+    registered = plugins.registered
+    monkeypatch.setattr(
+        plugins,
+        "registered",
+        lambda group: {**registered(group), **({name: entry} if group == plugins.FAMILIES else {})},
+    )
+    family_class.cache_clear()
+    try:
+        yield
+    finally:
+        family_class.cache_clear()
 
 
 # -- finding a family ------------------------------------------------------------------------------
@@ -96,26 +117,10 @@ def test_model_family_names_a_family_an_entry_point_or_a_class(monkeypatch, tiny
     assert model_family(custom).coord_frame == "norm1000" and frame_kind(custom) == "norm1000"
     assert checkpoint_path(custom) == str(tiny_qwen25)  # it claims qwen2_5_vl checkpoints
     FrameLessQwen25 = family_class(EXAMPLE)
-
-    class EntryPoint:
-        name, value = "qwen_plugin", "plugin:Family"
-
-        def load(self):
-            return FrameLessQwen25
-
-    registered = plugins.registered
-    monkeypatch.setattr(
-        plugins,
-        "registered",
-        lambda group: {**registered(group), **({"qwen_plugin": EntryPoint()} if group == plugins.FAMILIES else {})},
-    )
-    family_class.cache_clear()
-    try:
+    with registered_family(monkeypatch, "qwen_plugin", FrameLessQwen25):
         assert family_class("qwen_plugin") is FrameLessQwen25
         assert any(isinstance(f, FrameLessQwen25) for f in vlrl.models.families.all_families())
         assert tiny_builds()["qwen2_5_vl"].arch == "qwen2_5_vl"  # a subclass does not take over its parent's builds
-    finally:
-        family_class.cache_clear()
     with pytest.raises(ConfigError, match=r"model.family 'qwen9_vl' is unknown; available: .*qwen3_5"):
         family_class("qwen9_vl")
     with pytest.raises(ConfigError, match="not a subclass of vlrl.models.base.ModelFamily"):
@@ -446,20 +451,7 @@ def test_a_family_derived_from_another_without_builds_of_its_own_takes_none_of_i
     class Derived(Qwen25VL):
         name = "derived"
 
-    class EntryPoint:
-        name, value = "derived", "plugin:Derived"
-
-        def load(self):
-            return Derived
-
-    registered = plugins.registered
-    monkeypatch.setattr(
-        plugins,
-        "registered",
-        lambda group: {**registered(group), **({"derived": EntryPoint()} if group == plugins.FAMILIES else {})},
-    )
-    family_class.cache_clear()
-    try:
+    with registered_family(monkeypatch, "derived", Derived):
         builds = tiny_builds()
         assert {spec.arch for spec in builds.values()} == {
             "qwen2_vl",
@@ -469,5 +461,3 @@ def test_a_family_derived_from_another_without_builds_of_its_own_takes_none_of_i
             "qwen3_5",
         }
         assert builds["qwen2_5_vl"].arch == builds["qwen2_5_vl-h32"].arch == "qwen2_5_vl"
-    finally:
-        family_class.cache_clear()

@@ -262,51 +262,48 @@ def test_the_schedule_counts_steps_not_the_optimizer_steps_within_them(tmp_path,
     assert [r["lr"] for r in rows] == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
 
 
+@pytest.fixture
+def update_lrs(monkeypatch) -> list[float]:
+    """The lr of every optimizer step the test's runs take, in order."""
+    from vlrl.trainer.run import Run
+
+    lrs: list[float] = []
+    original = Run.optimizer_step
+    monkeypatch.setattr(
+        Run,
+        "optimizer_step",
+        lambda self, finite: lrs.append(self.optimizer.param_groups[0]["lr"]) or original(self, finite),
+    )
+    return lrs
+
+
 def test_a_schedule_per_optimizer_step_moves_at_every_update_and_warms_up_in_updates(
-    tmp_path, rec_data, tiny_qwen25, monkeypatch
+    tmp_path, rec_data, tiny_qwen25, update_lrs
 ):
     """lr_schedule_per: optimizer_step (OpenRLHF, transformers' Trainer): 2 steps of 2 updates
     are a linear schedule of 4 positions with 1 of warmup: 0, then 1, 2/3, 1/3 of trainer.lr,
     each update at its own; a step logs its first update's."""
-    from vlrl.trainer.run import Run
-
-    used = []
-    original = Run.optimizer_step
-    monkeypatch.setattr(
-        Run,
-        "optimizer_step",
-        lambda self, finite: used.append(self.optimizer.param_groups[0]["lr"]) or original(self, finite),
-    )
     options = {"trainer.lr_schedule": "linear", "trainer.warmup_steps": 1, "algo.mini_batches": 2, "algo.beta": 0.0}
     rows = run(tmp_path, rec_data, **options, **{"trainer.lr_schedule_per": "optimizer_step"})
-    assert used == pytest.approx([0.0, 1e-3, 1e-3 * 2 / 3, 1e-3 / 3])
+    assert update_lrs == pytest.approx([0.0, 1e-3, 1e-3 * 2 / 3, 1e-3 / 3])
     assert [r["lr"] for r in rows] == pytest.approx([0.0, 1e-3 * 2 / 3])
 
 
 def test_a_resumed_run_goes_on_with_the_per_update_schedule_where_it_stopped(
-    tmp_path, rec_data, tiny_qwen25, monkeypatch
+    tmp_path, rec_data, tiny_qwen25, update_lrs
 ):
     """4 steps of 2 updates straight through train at 0, then 1 - (p - 1) / 7 of trainer.lr
     at update p; a run stopped after step 2 and resumed to 4 trains its last 4 updates at the
     same lrs (the checkpoint counts updates, not steps)."""
-    from vlrl.trainer.run import Run
-
-    used = []
-    original = Run.optimizer_step
-    monkeypatch.setattr(
-        Run,
-        "optimizer_step",
-        lambda self, finite: used.append(self.optimizer.param_groups[0]["lr"]) or original(self, finite),
-    )
     options = {"trainer.lr_schedule": "linear", "trainer.warmup_steps": 1, "trainer.lr_schedule_per": "optimizer_step"}
     options |= {"algo.mini_batches": 2, "algo.beta": 0.0, "trainer.save_every": 1}
     run(tmp_path / "straight", rec_data, **options, **{"trainer.steps": 4})
-    assert used == pytest.approx([0.0] + [1e-3 * (1 - (p - 1) / 7) for p in range(1, 8)])
-    straight = list(used)
+    assert update_lrs == pytest.approx([0.0] + [1e-3 * (1 - (p - 1) / 7) for p in range(1, 8)])
+    straight = list(update_lrs)
     run(tmp_path / "stopped", rec_data, **options, **{"trainer.steps": 2})
-    used.clear()
+    update_lrs.clear()
     run(tmp_path / "stopped", rec_data, **options, **{"trainer.steps": 4})
-    assert used == pytest.approx(straight[4:])
+    assert update_lrs == pytest.approx(straight[4:])
 
 
 def test_top_entropy_fraction_trains_on_that_share_and_max_grad_norm_clips(tmp_path, rec_data, tiny_qwen25):
