@@ -230,7 +230,6 @@ class Run:
         optimizer_steps_per_step: int = 1,
     ):
         self.t = t
-        self.optimizer_steps_per_step = optimizer_steps_per_step  # the lr schedule's, when it counts them
         self.console = console
         self.procs = Processes.from_env()
         if t.prompts_per_step % self.procs.world:
@@ -364,7 +363,7 @@ class Run:
         groups = self.optimizer.param_groups
         for group in groups:
             group["initial_lr"], group["weight_decay"] = self.t.lr, self.t.weight_decay
-            group["lr"] = self.t.lr * lr_factor(self.scheduler.last_epoch, self.t, self.optimizer_steps_per_step)
+            group["lr"] = self.t.lr * self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
         self.scheduler.base_lrs = [self.t.lr] * len(groups)
         self.scheduler._last_lr = [group["lr"] for group in groups]
 

@@ -69,18 +69,15 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def terminated_as_interrupt() -> Iterator[None]:
-    """While entered (main thread only), SIGTERM raises `Terminated` (a training loop's
+    """While entered (main thread only, SIGTERM not ignored), SIGTERM raises `Terminated` (a training loop's
     `StopSignals` takes it over there)."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or ignored(signal.SIGTERM):
         yield
         return
 
     def terminate(signum: int, frame: FrameType | None) -> None:
         raise Terminated
 
-    if ignored(signal.SIGTERM):
-        yield
-        return
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
         yield
