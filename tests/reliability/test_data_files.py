@@ -426,6 +426,23 @@ def test_images_over_the_pixel_limit_are_refused_per_record(root):
     assert [s.id for s in load(path).samples] == ["r0", "r2"]  # the default limit lets 200x150 through
 
 
+def test_an_image_too_thin_for_the_models_pixel_limit_or_over_200_to_1_is_refused_per_record_saying_so(root):
+    Image.new("RGB", (5000, 30)).save(root / "thin.png")  # qwen-vl-utils resizes it to 2884x0 at 50176 pixels
+    Image.new("RGB", (6030, 30)).save(root / "wide.png")  # 201:1
+    thin = record(1, image="thin.png", width=5000, height=30, solution=[10, 5, 200, 20])
+    wide = record(2, image="wide.png", width=6030, height=30, solution=[10, 5, 200, 20])
+    path = root / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [record(0), thin, wide]))
+    split = load(path)
+    assert [s.id for s in split.samples] == ["r0"]
+    reasons = [(e.source.rsplit(":", 1)[1], e.message) for e in split.errors]
+    assert reasons == [
+        ("2", "ValueError: a 5000x30 image resizes to 2884x0 under max_pixels 50176 (smart_resize, as qwen-vl-utils): "
+              "too thin for a side of 28 pixels"),
+        ("3", "ValueError: absolute aspect ratio must be smaller than 200, got 201.0"),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "content, expected",
     [

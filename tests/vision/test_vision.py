@@ -199,3 +199,21 @@ def test_sizes_smart_resize_cannot_meet_are_refused_saying_why():
     for height, width in ((0, 100), (100, -1)):
         with pytest.raises(ValueError, match="^image size must be positive"):
             smart_resize(height, width, 28, 3136, 12845056)
+
+
+def test_an_image_too_thin_for_max_pixels_is_refused_saying_so_where_qwen_vl_utils_hands_pil_a_zero_side(tmp_path):
+    from PIL import Image
+    from qwen_vl_utils.vision_process import fetch_image
+
+    from vlrl.vision.images import load_image
+
+    assert smart_resize(30, 5000, 28, 3136, 3136) == reference_smart_resize(30, 5000, 28, 3136, 3136) == (0, 700)
+    Image.new("RGB", (5000, 30)).save(tmp_path / "thin.png")
+    with pytest.raises(ValueError, match="must be > 0"):  # PIL's refusal, in qwen-vl-utils
+        fetch_image({"image": str(tmp_path / "thin.png"), "min_pixels": 3136, "max_pixels": 3136}, 14)
+    message = r"^a 5000x30 image resizes to 700x0 under max_pixels 3136 \(smart_resize, as qwen-vl-utils\): too thin"
+    with pytest.raises(ValueError, match=message):
+        load_image(tmp_path / "thin.png", 3136, 3136, 28)
+    with pytest.raises(ValueError, match=message):
+        Frame.for_image("absolute", 5000, 30, 3136, 3136, 28)
+    assert Frame.for_image("absolute", 5000, 56, 3136, 200000, 28).model_height == 28  # thin, yet a row of patches

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from vlrl.vision.resize import smart_resize
+from vlrl.vision.resize import model_size
 
 FrameKind = Literal["absolute", "norm1000", "original"]
 FRAME_KINDS: tuple[str, ...] = ("absolute", "norm1000", "original")
@@ -47,7 +47,7 @@ class Frame:
         if kind == "absolute":
             if factor is None:
                 raise ValueError("the absolute frame needs the model's resize factor")
-            resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
+            resized_h, resized_w = model_size(height, width, factor, min_pixels, max_pixels)
             return cls(kind, width, height, resized_w, resized_h)
         if kind == "norm1000":
             return cls(kind, width, height, 1000, 1000)

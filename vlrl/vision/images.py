@@ -14,7 +14,7 @@ from typing import BinaryIO
 from PIL import Image
 
 from vlrl.config import PIL_REFUSES_ABOVE, DataConfig
-from vlrl.vision.resize import smart_resize
+from vlrl.vision.resize import model_size
 
 # PIL's own Image.MAX_IMAGE_PIXELS. PIL only warns up to twice this and refuses above; vlrl
 # refuses above the configured limit (data.max_image_pixels), which may go up to PIL's refusal.
@@ -62,7 +62,7 @@ def load_image(path: str | Path, min_pixels: int, max_pixels: int, factor: int) 
     only PIL's own refusal applies."""
     with open_image(path, PIL_REFUSES_ABOVE) as im:
         image = to_rgb(im)
-    height, width = smart_resize(image.height, image.width, factor, min_pixels, max_pixels)
+    height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels)
     if (width, height) != image.size:
         image = image.resize((width, height), Image.Resampling.BICUBIC)
     return image

@@ -54,3 +54,17 @@ def smart_resize(
         h_bar = _ceil_by(height * beta, factor)
         w_bar = _ceil_by(width * beta, factor)
     return h_bar, w_bar
+
+
+def model_size(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """smart_resize's (height, width), refusing a side of 0: qwen-vl-utils returns one for an
+    image too thin for max_pixels (5000x30 under 3136 pixels: 700x0), and PIL then refuses to
+    resize to it; transformers' processor would make that side one factor. Here the record
+    reading the image, or the sample loading it, says why instead."""
+    resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
+    if not resized_h or not resized_w:
+        raise ValueError(
+            f"a {width}x{height} image resizes to {resized_w}x{resized_h} under max_pixels {max_pixels} "
+            f"(smart_resize, as qwen-vl-utils): too thin for a side of {factor} pixels"
+        )
+    return resized_h, resized_w

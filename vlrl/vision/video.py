@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from vlrl.config import VideoConfig
-from vlrl.vision.resize import smart_resize
+from vlrl.vision.resize import model_size
 
 FRAME_FACTOR = 2  # qwen-vl-utils samples an even number of frames (two make a temporal patch)
 VIDEO_MAX_TOKENS = 768  # qwen-vl-utils' VIDEO_MAX_TOKEN_NUM: a frame's pixels stay below this x factor^2
@@ -63,7 +63,7 @@ def frame_indices(total_frames: int, n: int) -> list[int]:
 def frame_size(height: int, width: int, n_frames: int, spec: VideoConfig, factor: int) -> tuple[int, int]:
     """(height, width) of each frame after fetch_video's resize (`factor`: the family's)."""
     limit = frame_pixel_limit(spec, factor, spec.total_pixels / n_frames * FRAME_FACTOR)
-    return smart_resize(height, width, factor, spec.min_pixels, limit)
+    return model_size(height, width, factor, spec.min_pixels, limit)
 
 
 def frame_pixel_limit(spec: VideoConfig, factor: int, share: float = math.inf) -> float:
