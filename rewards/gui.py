@@ -424,8 +424,3 @@ def gui_r1_format(completion: str, thinking: bool = True) -> float:
     if not isinstance(actions, list):
         return 0.0
     return 1.0 if all(gui_r1_action_format(item) for item in actions) else 0.0
-
-
-def gui_r1_total(accuracy: float, format_score: float) -> float:
-    """GUI-R1's overall reward."""
-    return 0.8 * accuracy + 0.2 * format_score

@@ -16,8 +16,8 @@ written as m*n integers (Jigsaw-R1 asks for them "arranged in a m x n grid").
 Question types and their accuracy reward (Jigsaw-R1's `accuracy_reward`):
 - full: fraction of positions right, 0 when the answer does not parse or has the wrong length
   (`jigsaw_partial`); exact match (`jigsaw_exact`) is Jigsaw-R1's logged "correct".
-- pair, multiple: a multiple-choice letter, 1 if it is the right one (`choice_reward`).
-- single: the original position of one patch, 1 if it is right (`number_reward`).
+- pair, multiple: a multiple-choice letter, 1 if it is the right one (`parse_choice`).
+- single: the original position of one patch, 1 if it is right (`parse_number`).
 
 Jigsaw-R1's reading of an answer, reproduced exactly:
 - thinking on: the stripped text of the first `<answer>...</answer>`; with no such tag the
@@ -206,21 +206,6 @@ def jigsaw_connections(pred: Sequence[int] | None, gt: Sequence[int], m: int, n:
                 if below is not None and here % n == below % n and below // n - here // n == 1:
                     correct += 1
     return correct / total
-
-
-def choice_reward(completion: str, answer: str, think: bool = True, require_tag: bool = False) -> float:
-    """Pair and multiple questions: 1 if the completion names option `answer` (a letter A-Z)."""
-    return 1.0 if parse_choice(completion, think, require_tag) == answer else 0.0
-
-
-def number_reward(completion: str, answer: int, think: bool = True, require_tag: bool = False) -> float:
-    """Single questions: 1 if the completion names position `answer`."""
-    return 1.0 if parse_number(completion, think, require_tag) == answer else 0.0
-
-
-def permutation_reward(completion: str, gt: Sequence[int], think: bool = True, require_tag: bool = False) -> float:
-    """Full questions: `jigsaw_partial` of the completion's answer (Jigsaw-R1's accuracy reward)."""
-    return jigsaw_partial(parse_permutation(completion, len(gt), think, require_tag), gt)
 
 
 # -- format -----------------------------------------------------------------------------------

@@ -56,8 +56,6 @@ QWEN3_REC_TEMPLATE = (
     'in <answer> </answer> tags. Output the final answer in JSON format as {{"bbox_2d": [x1, y1, x2, y2]}}, '
     "with coordinates relative to the image from 0 to 1000."
 )
-# Perception-R1's grounding question template ("pr1_grounding"), over the expression alone.
-PERCEPTION_R1_TEMPLATE = "Output the bounding box of the {Caption} in the image."
 ACC_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 _NUMBER = compile_pattern(r"-?\d+(?:\.\d+)?")
 

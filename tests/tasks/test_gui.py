@@ -22,6 +22,7 @@ from data_prep.gui import (
 from rewards import gui as R
 from tasks.gui import GuiAction, GuiGrounding
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
+from vlrl.tasking.scoring import score
 
 PAYLOAD = "__import__('os').system('touch PWNED')"
 
@@ -197,10 +198,6 @@ def test_format_without_thinking():
     assert R.tags_format("<think>a</think>" + answer, thinking=False) == 0.0
 
 
-def test_gui_r1_total():
-    assert R.gui_r1_total(1.0, 1.0) == 1.0 and R.gui_r1_total(0.0, 1.0) == pytest.approx(0.2)
-
-
 # -- tasks: samples in a frame where model pixels are half the original ---------------------------
 def _ctx(tmp_path: Path, kind: str = "absolute") -> RecordContext:
     Image.new("RGB", (1120, 560), (200, 200, 200)).save(tmp_path / "screen.png")
@@ -279,6 +276,9 @@ def test_action_click_distance_units(tmp_path):
     assert relative([gui_r1("click", (378, 150))], [sample]) == [1.0]  # 156 / 1120 = 0.139
     assert relative([gui_r1("click", (379, 150))], [sample]) == [0.0]  # 158 / 1120 = 0.141
     assert accuracy([gui_r1("long_press", (300, 150))], [sample]) == [0.0]
+    # GUI-R1's total: 0.8 accuracy + 0.2 format.
+    totals = score(GuiAction(), [gui_r1("click", (300, 150)), gui_r1("click", (440, 150))], [sample] * 2).total
+    assert totals == [1.0, pytest.approx(0.2)]
     assert GuiAction().target(sample) == (
         "<think>do it</think> "
         "<answer>[{'action': 'click', 'point': [300, 150], 'input_text': 'no input text'}]</answer>"

@@ -25,16 +25,14 @@ from data_prep.jigsaw import (
 )
 from rewards.jigsaw import (
     answer_content,
-    choice_reward,
     jigsaw_connections,
     jigsaw_exact,
     jigsaw_format,
     jigsaw_partial,
-    number_reward,
     parse_choice,
     parse_grid,
     parse_number,
-    permutation_reward,
+    parse_permutation,
     think_answer_shape,
 )
 from tasks.jigsaw import Jigsaw
@@ -103,12 +101,15 @@ def test_partial_and_exact_by_hand(pred, partial, exact):
 
 
 def test_full_reward_from_completions():
-    assert permutation_reward(tagged("3 1\n4 2"), GT) == 1.0
-    assert permutation_reward(tagged("3 1\n2 4"), GT) == 0.5
-    assert permutation_reward(tagged("3 1 4 5"), GT) == 0.0  # one entry out of range: unparseable
-    assert permutation_reward("3 1 2 4", GT) == 0.5  # thinking on, no tag: the whole text is read
-    assert permutation_reward("3 1 2 4", GT, require_tag=True) == 0.0
-    assert permutation_reward(tagged("3 1 4 2"), GT, think=False) == 0.0  # no-think reads the whole text
+    def reward(completion: str, think: bool = True, require_tag: bool = False) -> float:
+        return jigsaw_partial(parse_permutation(completion, len(GT), think, require_tag), GT)
+
+    assert reward(tagged("3 1\n4 2")) == 1.0
+    assert reward(tagged("3 1\n2 4")) == 0.5
+    assert reward(tagged("3 1 4 5")) == 0.0  # one entry out of range: unparseable
+    assert reward("3 1 2 4") == 0.5  # thinking on, no tag: the whole text is read
+    assert reward("3 1 2 4", require_tag=True) == 0.0
+    assert reward(tagged("3 1 4 2"), think=False) == 0.0  # no-think reads the whole text
 
 
 def test_connections_by_hand():
@@ -140,7 +141,7 @@ def test_connections_by_hand():
     ],
 )
 def test_choice_reward_by_hand(completion, expected):
-    assert choice_reward(completion, "B") == expected
+    assert float(parse_choice(completion) == "B") == expected
 
 
 @pytest.mark.parametrize(
@@ -157,12 +158,12 @@ def test_choice_reward_by_hand(completion, expected):
     ],
 )
 def test_number_reward_by_hand(completion, expected):
-    assert number_reward(completion, 3) == expected
+    assert float(parse_number(completion) == 3) == expected
 
 
 def test_no_think_answers_are_the_whole_completion():
-    assert choice_reward("B", "B", think=False) == 1.0
-    assert number_reward(" 3 ", 3, think=False) == 1.0
+    assert parse_choice("B", think=False) == "B"
+    assert parse_number(" 3 ", think=False) == 3
     assert parse_choice("<answer>A</answer> maybe B", think=False) == "B"
     assert parse_number("<answer>3</answer>", think=False) == 3
 
@@ -290,9 +291,9 @@ def test_rewards_take_linear_time_on_huge_inputs():
     start = time.perf_counter()
     for text in huge:
         jigsaw_format(text, "full", 4)
-        permutation_reward(text, GT)
-        choice_reward(text, "A")
-        number_reward(text, 2)
+        parse_permutation(text, len(GT))
+        parse_choice(text)
+        parse_number(text)
     assert time.perf_counter() - start < 5.0
 
 

@@ -38,7 +38,6 @@ class ModelFamily:
     patch_size: ClassVar[int] = 14
     merge_size: ClassVar[int] = 2  # spatial: merge_size x merge_size patches make one token
     temporal_patch_size: ClassVar[int] = 2  # frames merged into one temporal patch
-    takes_video: ClassVar[bool] = True
     # Never sampled by any engine: a sampled <|image_pad|> breaks the training forward, which
     # expects one image feature per pad.
     vision_tokens: ClassVar[tuple[str, ...]] = (
