@@ -104,6 +104,20 @@ def test_bad_keys_and_values_are_named(override, message):
         load_config(None, [override])
 
 
+def test_the_data_pixel_limit_defaults_to_pils_and_goes_up_to_pils_refusal_exactly():
+    from PIL import Image
+
+    from vlrl.config import PIL_REFUSES_ABOVE
+
+    assert load_config(None, []).data.max_image_pixels == Image.MAX_IMAGE_PIXELS == 89_478_485
+    assert PIL_REFUSES_ABOVE == 2 * Image.MAX_IMAGE_PIXELS == 178_956_970
+    assert load_config(None, ["data.max_image_pixels=178956970"]).data.max_image_pixels == PIL_REFUSES_ABOVE
+    assert load_config(None, ["data.max_image_pixels=1"]).data.max_image_pixels == 1
+    for value in (0, -1, 178_956_971):
+        with pytest.raises(ConfigError, match=rf"data.max_image_pixels must be in \(0, 178956970\] .*got {value}$"):
+            load_config(None, [f"data.max_image_pixels={value}"])
+
+
 @pytest.mark.parametrize(
     "overrides,message",
     [

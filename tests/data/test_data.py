@@ -173,3 +173,17 @@ def test_images_are_found_under_the_image_root_when_one_is_given(folder, tmp_pat
 def test_a_splits_record_count_is_what_it_says_it_holds_else_its_samples_and_errors():
     assert Split("a.json", unit="images", held=7).records == 7
     assert Split("a.json", errors=[RecordError("a.json:1", "bad")]).records == 1
+
+
+def test_a_jsonlines_file_is_not_read_as_json_lines_but_refused_with_the_hint_to_name_it_jsonl(folder):
+    """Records are a .json list or .jsonl lines (docs/architecture.md); any other name is read as
+    a JSON list, and JSON Lines under it are refused whole, saying the fix."""
+    path = folder / "data.jsonlines"
+    path.write_text("".join(json.dumps(_record(id=f"r{i}")) + "\n" for i in range(2)))
+    with pytest.raises(RecordError) as caught:
+        _load(path)
+    assert str(caught.value) == (
+        f"{path}:1: expected a JSON list of records, found one JSON object per line (JSON Lines): name the file .jsonl"
+    )
+    renamed = path.rename(folder / "data.jsonl")
+    assert [s.id for s in _load(renamed).samples] == ["r0", "r1"]

@@ -3,6 +3,7 @@ streaming, and training data read through a column mapping."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -477,3 +478,88 @@ def test_the_hubs_parquet_conversion_folders_globs_and_path_columns_read_as_tabl
     split = load_table_split(str(path), _keep, SPEC, image_cache=tmp_path / "c")
     assert [s.id for s in split.samples] == ["0"]
     assert [str(e) for e in split.errors] == [f"{path}:row 1 image: image holds neither bytes nor a path"]
+
+
+def test_a_split_is_told_apart_from_one_whose_name_ends_like_it_and_converted_splits_are_named_by_folder(tmp_path):
+    for name in ("val-00000-of-00001", "minival-00000-of-00001"):
+        write_parquet(tmp_path / "hub" / "data" / f"{name}.parquet", _rows(1), SCHEMA)
+    assert [p.name for p in table_files(f"{tmp_path / 'hub'}@val")] == ["val-00000-of-00001.parquet"]
+    assert [p.name for p in table_files(f"{tmp_path / 'hub'}@minival")] == ["minival-00000-of-00001.parquet"]
+    for split in ("train", "test"):  # the hub's parquet conversion: CONFIG/SPLIT/0000.parquet
+        write_parquet(tmp_path / "converted" / "default" / split / "0000.parquet", _rows(1), SCHEMA)
+    with pytest.raises(FileNotFoundError, match=r"holds several splits \(test, train\); name one"):
+        table_files(str(tmp_path / "converted"))
+    with pytest.raises(FileNotFoundError, match="no files of split 'val'; splits found: test, train$"):
+        table_files(f"{tmp_path / 'converted'}@val")
+
+
+def test_a_glob_or_folder_reads_only_table_files_and_no_hidden_ones(tmp_path):
+    table = write_parquet(tmp_path / "data" / "train-00000-of-00001.parquet", _rows(1), SCHEMA)
+    write_parquet(tmp_path / "data" / ".train-00000-of-00001.parquet", _rows(1), SCHEMA)  # hidden: a partial copy
+    (tmp_path / "data" / "README.md").write_text("# a dataset card")
+    assert table_files(str(tmp_path / "data")) == [table]
+    assert table_files(f"{tmp_path / 'data'}/*") == [table]
+
+
+def test_a_limit_counts_samples_even_where_one_row_gives_several(tmp_path):
+    path = write_parquet(tmp_path / "t.parquet", _rows(4), SCHEMA)
+
+    def twice(record: dict, ctx) -> list[Sample]:
+        return [
+            dataclasses.replace(sample, id=f"{sample.id}{suffix}") for sample in _keep(record, ctx) for suffix in "ab"
+        ]
+
+    split = load_table_split(str(path), twice, SPEC, image_cache=tmp_path / "cache", limit=3)
+    assert [s.id for s in split.samples] == ["0a", "0b", "1a"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_task_with_a_schema_is_given_only_the_columns_it_reads_from_parquet_and_arrow(tmp_path, suffix):
+    schema = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE), ("thumbnail", IMAGE_TYPE), ("answer", pa.list_(pa.string()))])  # fmt: skip
+    rows = [{**row, "thumbnail": row["image"]} for row in _rows(3)]
+    path = tmp_path / f"x{suffix}"
+    if suffix == ".parquet":
+        write_parquet(path, rows, schema)
+    else:
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema), max_chunksize=2)
+    keys = []
+
+    def build(record: dict, ctx) -> list[Sample]:
+        keys.append(sorted(record))
+        return _keep(record, ctx)
+
+    columns = (Column("id", "string"), Column("image", "image"), Column("answer", "list<string>"))
+    split = load_table_split(str(path), build, SPEC, columns=columns, image_cache=tmp_path / "c", batch_rows=2)
+    assert [s.id for s in split.samples] == ["0", "1", "2"] and not split.errors
+    assert keys == [["answer", "id", "image"]] * 3
+
+
+def test_a_struct_column_without_bytes_is_no_image_and_reads_as_its_fields(tmp_path):
+    schema = SCHEMA.append(pa.field("meta", pa.struct([("path", pa.string()), ("source", pa.string())])))
+    rows = [{**row, "meta": {"path": None, "source": "coco"}} for row in _rows(2)]
+    path = write_parquet(tmp_path / "x.parquet", rows, schema)
+    metas = []
+
+    def build(record: dict, ctx) -> list[Sample]:
+        metas.append(record["meta"])
+        return _keep(record, ctx)
+
+    split = load_table_split(str(path), build, SPEC, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "1"] and not split.errors
+    assert metas == [{"path": None, "source": "coco"}] * 2
+
+
+def test_an_embedded_image_already_in_the_cache_is_not_decoded_again(tmp_path, monkeypatch):
+    from vlrl.data import tables
+
+    data = _rows(1)[0]["image"]["bytes"]
+    cache = tables.ImageCache(tmp_path / "c")
+    stored = cache.store(data, "x.parquet:row 0")
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(tables, "open_image", no_decoding)
+    assert cache.store(data, "y.parquet:row 5") == stored
+    assert Path(stored).read_bytes() == data

@@ -426,6 +426,24 @@ def test_images_over_the_pixel_limit_are_refused_per_record(root):
     assert [s.id for s in load(path).samples] == ["r0", "r2"]  # the default limit lets 200x150 through
 
 
+def test_by_default_an_image_of_more_pixels_than_pils_default_limit_is_refused_per_record(root):
+    """The default data.max_image_pixels is PIL's MAX_IMAGE_PIXELS (89,478,485): an image just
+    over it, which PIL itself would still open, is refused; one just under it is read."""
+    bomb_png(root / "under.png", 9459, 9459)  # 89,472,681 pixels
+    bomb_png(root / "over.png", 9459, 9460)  # 89,482,140 pixels
+    records = [
+        record(0, image="under.png", width=9459, height=9459),
+        record(1, image="over.png", width=9459, height=9460),
+    ]
+    path = root / "train.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    split = load_split(path, RefCOCO().build_sample, SPEC)
+    assert [s.id for s in split.samples] == ["r0"]
+    assert [e.message for e in split.errors] == [
+        f"image {root / 'over.png'} has 9459x9460 pixels, more than the limit of 89478485 (data.max_image_pixels)"
+    ]
+
+
 def test_an_image_too_thin_for_the_models_pixel_limit_or_over_200_to_1_is_refused_per_record_saying_so(root):
     Image.new("RGB", (5000, 30)).save(root / "thin.png")  # qwen-vl-utils resizes it to 2884x0 at 50176 pixels
     Image.new("RGB", (6030, 30)).save(root / "wide.png")  # 201:1

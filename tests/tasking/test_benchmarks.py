@@ -524,6 +524,22 @@ def test_a_benchmarks_long_completion_is_read_whole_and_not_said_to_score_zero(t
     assert result.zeroed == [] and result.scored == 2 and result.metrics["acc"] == 1.0
 
 
+def test_vlrl_score_on_a_benchmark_writes_and_prints_no_reward(tmp_path, capsys):
+    """A benchmark has metrics only: its scored lines hold no rewards, and no mean reward is printed."""
+    from vlrl.cli import main
+
+    _, samples, path = _load("countbenchqa", tmp_path, size=2, seed=11)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({"id": s.id, "completion": str(s.solution)}) + "\n" for s in samples))
+    args = ["score", "--task", "countbenchqa", "--data", str(path), "--completions", str(completions)]
+    assert main([*args, "--out", str(tmp_path / "scored.jsonl"), f"data.image_cache={tmp_path / 'cache'}"]) == 0
+    out = capsys.readouterr().out
+    assert " acc " in out and "mean reward" not in out
+    lines = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert [line["id"] for line in lines] == [s.id for s in samples]
+    assert all("rewards" not in line and "reward" not in line for line in lines), lines
+
+
 # -- Video-R1's evaluator and VSI-Bench ----------------------------------------------------------------
 REWARD_CASES = [
     ("<think>hm</think><answer>B</answer>", "<answer>B</answer>", "multiple choice"),

@@ -43,6 +43,30 @@ def test_each_epoch_and_each_source_has_an_order_of_its_own_and_a_resume_keeps_t
         IndexStream(6, seed=1).load_state_dict(stream.state_dict())
 
 
+def test_a_stream_of_no_samples_is_refused_and_a_resume_names_a_changed_size_or_task_count():
+    from vlrl.data.stream import IndexStream
+
+    with pytest.raises(ValueError, match="^cannot stream from an empty dataset$"):
+        IndexStream(0, seed=0)
+    with pytest.raises(ValueError, match="^checkpoint's data stream had 6 samples and seed 0; this run has 5 and 0: "):
+        IndexStream(5, seed=0).load_state_dict(IndexStream(6, seed=0).state_dict())
+    saved = MixtureStream([4, 4], [1.0, 1.0], seed=0).state_dict()
+    with pytest.raises(ValueError, match="^checkpoint's run drew from 2 tasks; this run has 3$"):
+        MixtureStream([4, 4, 4], [1.0, 1.0, 1.0], seed=0).load_state_dict(saved)
+
+
+def test_each_mixture_entrys_weight_goes_with_its_task_and_is_one_unless_set(tmp_path, rec_data):
+    from tasks.jigsaw import Jigsaw
+
+    jigsaw_data = tmp_path / f"train{Jigsaw.data_suffix}"
+    Jigsaw().synthesize(jigsaw_data, 2, seed=0)
+    mixture = f"mixture=[{{name: jigsaw, train: '{jigsaw_data}'}}, {{name: refcoco, train: '{rec_data}', weight: 0.5}}]"
+    sources = task_sources(load_config(None, [mixture]))
+    assert [(s.task.name, s.weight) for s in sources] == [("jigsaw", 1.0), ("refcoco", 0.5)]  # 1: unless set
+    (single,) = task_sources(load_config(None, ["task.name=refcoco", f"data.train={rec_data}"]))
+    assert single.weight == 1.0
+
+
 def test_a_mixture_trains_with_per_task_metrics_and_its_checkpoint_evaluates_each_entry_as_trained(
     tmp_path, rec_data, tiny_qwen25, capsys
 ):

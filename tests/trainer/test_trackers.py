@@ -168,6 +168,38 @@ def test_a_resumed_run_continues_the_same_tracked_run(tmp_path, mlflow_store):
     assert json.loads((tmp_path / "trackers.json").read_text())["mlflow"] != first
 
 
+def test_a_resumed_mlflow_run_is_running_again_until_it_ends_finished_or_failed(tmp_path, mlflow_store):
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    report("mlflow", TrackedRun(tmp_path, "trainer", CONFIG, 0), STEPS[:1])
+    run_id = json.loads((tmp_path / "trackers.json").read_text())["mlflow"]
+    assert client.get_run(run_id).info.status == "FINISHED"
+    for failed, status in ((True, "FAILED"), (False, "FINISHED")):
+        resumed = open_trackers(["mlflow"], TrackedRun(tmp_path, "trainer", CONFIG, 1))["mlflow"]
+        assert resumed.run_id == run_id and client.get_run(run_id).info.status == "RUNNING"
+        resumed.close(failed=failed)
+        assert client.get_run(run_id).info.status == status
+
+
+def test_databricks_tracking_uris_without_a_scheme_are_no_file_store():
+    for uri in ("databricks", "databricks-uc", "uc"):
+        assert not trackers.is_file_store(uri), uri
+    assert trackers.is_file_store("uc-runs") and trackers.is_file_store("./databricks")  # folders of those names
+
+
+def test_mlflow_params_are_cut_at_its_6000_character_limit(tmp_path, mlflow_store, monkeypatch):
+    """An MLflow client that does not cut a longer value itself (an older one, or a recent one with
+    MLFLOW_TRUNCATE_LONG_VALUES=false) refuses it: vlrl cuts it first, so the run opens under any."""
+    from mlflow import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRUNCATE_LONG_VALUES", "false")
+    config = {**CONFIG, "task": {"name": "refcoco", "prompt": "ab" * 3001 + "c", "rewards": {"iou": 1.0}}}
+    report("mlflow", TrackedRun(tmp_path, "trainer", config, 0), STEPS[:1])
+    params = MlflowClient().get_run(json.loads((tmp_path / "trackers.json").read_text())["mlflow"]).data.params
+    assert params["task.prompt"] == "ab" * 3000 and params["task.name"] == "refcoco"
+
+
 @pytest.mark.parametrize(
     "name,module", [("wandb", "wandb"), ("mlflow", "mlflow"), ("tensorboard", "torch.utils.tensorboard")]
 )

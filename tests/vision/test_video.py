@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -588,3 +589,80 @@ def test_shuffled_frames_keep_the_files_frame_count_and_rates():
     assert (shuffled.video_fps, shuffled.total_frames) == (30.0, 300)
     assert shuffled.sampled_fps == pytest.approx(0.4)  # 4 frames of 300 at 30 fps
     assert [int(f) for f in shuffled.frames.flatten()] == [video.indices.index(i) for i in shuffled.indices]
+
+
+class _Stream:
+    """A video stream header as PyAV gives it: rates that may be missing (None), a frame count."""
+
+    def __init__(self, average_rate, guessed_rate, frames):
+        self.average_rate, self.guessed_rate, self.frames = average_rate, guessed_rate, frames
+
+
+class _Container:
+    def __init__(self, stream):
+        self.streams = type("Streams", (), {"video": [stream]})()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize(
+    "average, guessed, frames, expected",
+    [
+        (None, None, 8, "reports 8 frames at 0.0 fps"),  # no rate at all
+        (0, 0, 8, "reports 8 frames at 0.0 fps"),  # a rate of 0
+        (-5, None, 8, "reports 8 frames at -5.0 fps"),
+        (4, None, -1, "reports -1 frames at 4.0 fps"),
+    ],
+)
+def test_a_video_of_no_fps_or_no_frames_is_refused_saying_what_it_reports(
+    tmp_path, monkeypatch, average, guessed, frames, expected
+):
+    """A clip whose header states 0 fps would divide by zero when its frames are counted: refused."""
+    import av
+
+    from vlrl.vision.video import probe
+
+    path = tmp_path / "v.mp4"
+    monkeypatch.setattr(av, "open", lambda path: _Container(_Stream(average, guessed, frames)))
+    with pytest.raises(ValueError, match=f"^{re.escape(f'video {path} {expected}')}$"):
+        probe(path)
+
+
+def test_a_video_without_an_average_rate_is_read_at_its_guessed_rate(tmp_path, monkeypatch):
+    from fractions import Fraction
+
+    import av
+
+    from vlrl.vision.video import probe
+
+    monkeypatch.setattr(av, "open", lambda path: _Container(_Stream(None, Fraction(25, 2), 30)))
+    assert probe(tmp_path / "v.mp4") == (30, 12.5)
+
+
+@pytest.mark.parametrize("frames, fps", [(8, 0.0), (0, 4.0)])
+def test_decord_reporting_no_fps_or_no_frames_is_refused_saying_so(tmp_path, monkeypatch, frames, fps):
+    import sys
+    import types
+
+    from vlrl.vision.video import _decord_probe
+
+    class VideoReader:
+        def __init__(self, path, num_threads=0):
+            pass
+
+        def __len__(self):
+            return frames
+
+        def get_avg_fps(self):
+            return fps
+
+    monkeypatch.setitem(sys.modules, "decord", types.SimpleNamespace(VideoReader=VideoReader))
+    path = tmp_path / "v.mp4"
+    with pytest.raises(
+        ValueError, match=f"^{re.escape(f'video {path} reports {frames} frames at {fps} fps (decord)')}$"
+    ):
+        _decord_probe(path)

@@ -217,3 +217,18 @@ def test_an_image_too_thin_for_max_pixels_is_refused_saying_so_where_qwen_vl_uti
     with pytest.raises(ValueError, match=message):
         Frame.for_image("absolute", 5000, 30, 3136, 3136, 28)
     assert Frame.for_image("absolute", 5000, 56, 3136, 200000, 28).model_height == 28  # thin, yet a row of patches
+
+
+def test_a_loaded_image_is_limited_by_pils_refusal_not_by_the_datas_pixel_limit(tmp_path, monkeypatch):
+    """The data's limit (data.max_image_pixels) was checked when the record was read; load_image
+    applies only PIL's own refusal (PIL_REFUSES_ABOVE), which a data limit may go up to."""
+    from PIL import Image
+
+    from vlrl.vision import images
+
+    Image.new("RGB", (10, 10)).save(tmp_path / "a.png")
+    monkeypatch.setattr(images, "PIL_REFUSES_ABOVE", 99)
+    with pytest.raises(images.ImageTooLarge, match="has 10x10 pixels, more than the limit of 99$"):
+        images.load_image(tmp_path / "a.png", 4, 10_000, 2)
+    monkeypatch.setattr(images, "PIL_REFUSES_ABOVE", 100)
+    assert images.load_image(tmp_path / "a.png", 4, 10_000, 2).size == (10, 10)
