@@ -52,6 +52,7 @@ def test_cls_rl_no_thinking_reward_is_exact_equality():
         ("<answer>retriever</answer>", "golden retriever", False),
         ("<answer></answer>golden retriever", "golden retriever", True),  # empty answer: whole output
         ("a golden retriever", "golden retriever", True),
+        ("<answer>Acme Inc.</answer>", "acme inc.", True),  # nothing trimmed from the answer: its dot stays
     ],
 )
 def test_cls_rl_evaluation_rule(completion, label, expected):
@@ -64,6 +65,7 @@ def test_normalized_match_ignores_case_punctuation_and_articles():
     assert label_normalized("<think>x</think><answer>The golden_retriever!</answer>", "Golden Retriever") == 1.0
     assert label_normalized("A golden retriever", "golden retriever", think=False) == 1.0
     assert label_normalized("<answer>golden</answer>", "golden retriever") == 0.0
+    assert label_normalized("<answer>Ｇｏｌｄｅｎ Retriever</answer>", "golden retriever") == 1.0  # NFKC: full width
     assert cls_rl_answer("no tags\n") == "no tags"
 
 

@@ -15,9 +15,11 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from rewards.counting import (
+    MAX_POINTS,
     NORM1000_DIAGONAL,
     count_exact,
     count_points,
+    count_ratio,
     parse_answer,
     parse_count,
     pr1_box_centers,
@@ -87,6 +89,7 @@ def test_point_reward_uses_the_minimum_cost_matching(pred, gt):
         ("There are 7 apples.", None, 7),
         ("I see seven, no, eight", None, 8),
         ("apples: 3, pears: 4", None, 4),
+        ("counts: 1,2", None, None),  # a list "1,2" states no count, not even its last item
         ("seventeen", 17, 17),
         ("someone", None, None),
         ("none", None, None),  # not in the documented set
@@ -94,6 +97,8 @@ def test_point_reward_uses_the_minimum_cost_matching(pred, gt):
         ("1000000000", 10**9, 10**9),  # MAX_COUNT itself is a count
         ("1000000001", None, None),
         ("", None, None),
+        ("twenty" + " " * 31 + "one", 21, 21),  # 40 characters: a phrase, its spaces collapsed
+        ("twenty" + " " * 32 + "one", None, 21),  # 41: strict reads no words past 40 characters
     ],
 )
 def test_count_parsing(text, strict, last):
@@ -164,6 +169,24 @@ def test_rewards_stay_fast_on_huge_text():
     assert parse_answer("<answer>" + "[1, 2], " * 200_000 + "</answer>") == (None, None)  # > MAX_POINTS
     assert pr1_box_centers("<|box_start|>" + "(" * 1_000_000) is None
     assert time.perf_counter() - start < 5.0
+
+
+def test_count_ratio_and_a_frame_without_extent():
+    assert count_ratio(0, 0) == 1.0 and count_ratio(2, 4) == 0.5 and count_ratio(3, 0) == 0.0
+    assert count_points([(1, 1)], [(1, 1)], scale=0) == 0.0  # no diagonal to measure by: no reward
+
+
+def test_an_answer_of_exactly_max_points_points_is_read_and_one_more_is_not():
+    exactly = "<answer>" + ", ".join(f"[{i}, {i + 1}]" for i in range(MAX_POINTS)) + "</answer>"
+    count, points = parse_answer(exactly)
+    assert count == MAX_POINTS and points[0] == (0.0, 1.0) and points[-1] == (MAX_POINTS - 1.0, float(MAX_POINTS))
+    assert parse_answer(exactly.replace("</answer>", ", [7, 7]</answer>")) == (None, None)
+
+
+def test_exactly_max_points_perception_r1_boxes_are_counted_and_one_more_is_not():
+    box = "<|box_start|>(1,2),(3,4)<|box_end|>"
+    assert pr1_box_centers(box * MAX_POINTS) == [(2.0, 3.0)] * MAX_POINTS
+    assert pr1_box_centers(box * (MAX_POINTS + 1)) is None
 
 
 # -- the task: frames, variants, metrics, records ------------------------------------------------
@@ -293,6 +316,8 @@ def test_counting_metrics_on_fixed_predictions(tmp_path):
     assert metrics["parse_rate"] == 0.75
     assert metrics["format_rate"] == 0.5
     assert metrics["point_score"] == pytest.approx((1 + 4 / 6 + 4 / 7 + 0) / 4)
+    near = Counting().metrics([sample], ["<think>a</think><answer>3</answer>"])  # one off: not right
+    assert near["accuracy"] == 0.0 and near["mae"] == 1.0
 
 
 def test_countbench_records_and_columnar_points(tmp_path):

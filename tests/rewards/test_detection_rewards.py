@@ -25,6 +25,8 @@ from rewards.detection import (
     map_reward,
     od_length_reward,
     parse_detections,
+    parse_weighted_sum,
+    vlm_r1_clean_text,
     weighted_sum_reward,
 )
 from rewards.grounding import iou_continuous
@@ -297,6 +299,42 @@ def test_hungarian_reward_follows_perception_r1():
     assert hungarian_reward(dets(([10, 10, 0, 0], "dog")), gt) == 0.0  # only an inverted box: nothing valid
 
 
+def test_hungarian_keeps_a_pair_only_above_half_iou_and_counts_flat_and_malformed_entries():
+    big = truth(([0, 0, 10000, 10000], "dog"))
+    # IoU exactly 1/2 (at this size the 1e-8 Perception-R1 adds to the union is lost): not kept (> 0.5).
+    assert hungarian_reward(dets(([0, 0, 10000, 20000], "dog")), big) == pytest.approx(0.25 / 3)
+    # A box of zero width is not inverted (the GIoU assertion is x2 >= x1): well formed, just unmatched.
+    assert hungarian_reward(dets(([5, 5, 5, 9], "dog")), truth((A, "dog"))) == pytest.approx(0.25 / 3)
+    # A malformed entry (raw 2, one box) is an entry: format 1/2; the well-formed one is matched alone.
+    value = (0.25 * 0.5 + 0.75 * 2 / (2 + 1e-8) + 1 + 1) / 3
+    assert hungarian_reward(dets((A, "dog"), raw=2), truth((A, "dog"))) == pytest.approx(value, abs=1e-9)
+
+
+def test_coco_ap_reads_the_first_100_detections_only_as_pycocotools():
+    gts, labels = [[0, 0, 10, 10]], ["a"]
+    dts = [[500 + i, 500, 510 + i, 510] for i in range(100)] + [[0, 0, 10, 10]]  # the hit is the 101st
+    stats = pycocotools_stats(gts, labels, dts, ["a"] * 101)
+    assert stats[0] == 0.0 and stats[1] == 0.0
+    assert coco_ap(gts, labels, dts, ["a"] * 101) == 0.0
+    assert coco_ap(gts, labels, dts[1:], ["a"] * 100) > 0.0  # the 100th is read
+
+
+def test_coco_ap_gives_a_flat_detection_touching_a_crowd_region_iou_zero_as_pycocotools():
+    """maskApi's bbIou skips a pair at zero overlap width before it divides by the detection's
+    area, which a crowd region's IoU does (0 / 0 for a detection of no width)."""
+    gts, labels, crowd = [[0, 0, 10, 10], [50, 50, 60, 60]], ["a", "a"], [True, False]
+    dts = [[10, 0, 10, 10], [50, 50, 60, 60]]
+    stats = pycocotools_stats(gts, labels, dts, ["a", "a"], crowd)
+    assert coco_ap(gts, labels, dts, ["a", "a"], gt_crowd=crowd) == pytest.approx(stats[0], abs=1e-12)
+    assert coco_ap(gts, labels, dts, ["a", "a"], gt_crowd=crowd, iou_thresholds=(0.5,)) == pytest.approx(stats[1])
+
+
+def test_vlm_r1_clean_text_drops_trailing_dots_and_spaces_out_carriage_returns():
+    assert vlm_r1_clean_text("<answer>None..</answer>") == "none"
+    assert parse_weighted_sum("<answer>None.</answer>").says_none
+    assert vlm_r1_clean_text("<answer>A\rB \rC</answer>") == "a b c"  # after a space: dropped; else a space
+
+
 # -- parsing ------------------------------------------------------------------------------------
 
 
@@ -558,6 +596,37 @@ def test_split_metrics_equal_pycocotools_on_the_file(tmp_path):
         assert metrics[name] == pytest.approx(evaluator.stats[index], abs=1e-12), name
     assert metrics["format_rate"] == 1.0 and metrics["parse_rate"] == 1.0
     assert 0 < metrics["map"] < 1
+
+
+def test_split_metrics_use_the_files_areas_and_recall_at_100_as_pycocotools(tmp_path):
+    """Eleven objects found: AR@100 is 1 where AR@10 is 10/11; the file's areas (medium) decide
+    the area ranges, not the boxes' (small)."""
+    boxes = [[18 * i, 10, 10, 10] for i in range(11)]
+    annotations = [
+        {"id": i + 1, "image_id": 1, "category_id": 1, "bbox": b, "area": 5000, "iscrowd": 0}
+        for i, b in enumerate(boxes)
+    ]
+    path = _coco_file(tmp_path, annotations)
+    task = Detection()
+    samples = task.load(path, FrameSpec("original")).samples
+    entries = [{"bbox_2d": [x, y, x + w, y + h], "label": "dog"} for x, y, w, h in boxes]
+    completions = [answer(entries) if s.solution else "<think>-</think><answer>None</answer>" for s in samples]
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(path))
+        evaluator = COCOeval(
+            gt, gt.loadRes([{"image_id": 1, "category_id": 1, "bbox": b, "score": 1.0} for b in boxes]), "bbox"
+        )
+        evaluator.evaluate()
+        evaluator.accumulate()
+        evaluator.summarize()
+    stats = evaluator.stats
+    assert stats[8] == 1.0 and stats[7] == pytest.approx(10 / 11) and stats[3] == -1 and stats[4] == 1.0
+    metrics = task.metrics(samples, completions)
+    for name, index in (("map", 0), ("ap50", 1), ("ap_small", 3), ("ap_medium", 4), ("ap_large", 5), ("ar100", 8)):
+        assert metrics[name] == pytest.approx(stats[index], abs=1e-12), name
 
 
 def test_per_sample_map_equals_split_metric_on_one_image(tmp_path):

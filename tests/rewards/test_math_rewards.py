@@ -28,6 +28,12 @@ GRADES = [
     ("0.3333", "1/3", False), (r"\sqrt{x^2}", "x", False), ("1/(x+1)+1", "(x+2)/(x+1)", True), ("3!", "6", False),
     ("0498a", "0*55", True),  # Python's tokenizer reads 0498 as 0 then 498: 0*498*a is 0
     ("042a14", "012x3", True), ("2mu", "mu2", False), ("ln2", "ln(2)", False), ("", "3", False), ("None", "None", True),
+    ("3.00000001", "3", True), ("3.000001", "3", False),  # _is_int: within 1e-7 of an integer
+    ("", "(1,2)", False), ("$$", "[1,2)", False),  # an empty normalized answer is refused before the tuple check
+    ("(1,2]", "(1,2)", False), ("[1,2)", "(1,2)", False),  # a tuple's brackets must match at both ends
+    ("(1)", "1", True),  # three characters already make a tuple: its one element is compared
+    ("2/2", "1", False),  # an integer truth takes no sympy-equal non-integer
+    ("1 and 2", "1, 2", True),  # " and " reads as a comma
 ]  # fmt: skip
 
 
@@ -90,6 +96,7 @@ def test_the_sympy_step_refuses_numbers_whose_roots_or_exponents_sympy_computes_
 
 def test_boxed_content_is_the_last_box_brace_matched():
     assert boxed_content(r"x \boxed{3}") == "3"
+    assert boxed_content(r"x \boxed{ 3 }.") == "3"  # stripped
     assert boxed_content(r"\boxed{1} then \boxed{2}") == "2"
     assert boxed_content(r"\boxed{\frac{1}{2}}") == r"\frac{1}{2}"
     assert boxed_content(r"\boxed{3} and \boxed{4") == "None"  # the last box is unclosed: no fallback
@@ -118,10 +125,15 @@ def test_easyr1_rewards_equal_compute_score(response, answer, fmt, acc):
     assert (rm.easyr1_format(response), rm.easyr1_accuracy(response, answer)) == (fmt, acc)
 
 
+def test_easyr1_format_spans_lines():
+    assert rm.easyr1_format("<think>a\nb</think>\nso \\boxed{3}\n") == 1.0  # DOTALL
+
+
 def test_easyr1_r1v_reads_the_first_one_line_answer_else_the_whole_response():
     assert rm.easyr1_r1v_accuracy("<think>r</think><answer>\\frac{1}{2}</answer>", " 0.5 ") == 1.0
     assert rm.easyr1_r1v_accuracy("<think>r</think><answer>\n3\n</answer>", "3") == 0.0  # multi-line: whole text
     assert rm.easyr1_r1v_accuracy("  3  ", "3") == 1.0
+    assert rm.r1v_answer("<think>r</think><answer> 12 </answer>") == "12"  # the answer stripped
     assert rm.easyr1_r1v_format("<think>r</think> <answer>3</answer>") == 1.0
     assert rm.easyr1_r1v_format("<think>r</think><answer>3</answer> more") == 0.0
 
@@ -252,6 +264,8 @@ def test_mm_eureka_reads_an_unclosed_answer_after_its_tag():
 
 def test_lmm_r1_format_refuses_a_second_answer_tag():
     assert rm.lmm_r1_format("<think>a</think><answer><answer>3</answer>") == 0.0
+    assert rm.lmm_r1_format("<think>a <think> b</think><answer>3</answer>") == 0.0  # nor a second think tag
+    assert rm.lmm_r1_format("<think>a b</think><answer>3</answer>") == 1.0
 
 
 def test_chatml_end_tokens_are_removed_before_the_format_is_checked():

@@ -85,6 +85,7 @@ def test_wer_is_not_clipped_and_answers_are_read_as_video_r1_reads_them():
     assert word_error_rate("x y", "a b c d e f g h") == 4.0
     assert video_r1_answer("<think>hm</think><answer>\n  OPEN 24 \n</answer>") == "OPEN 24"
     assert video_r1_answer("OPEN 24") == ""
+    assert video_r1_answer("<answer> a </answer> <answer>b</answer>") == "a"  # the first answer
     assert wer_score(video_r1_answer("OPEN 24"), "OPEN 24") == 0.0
 
 
@@ -143,6 +144,8 @@ def test_ocr_metrics_on_fixed_predictions(tmp_path):
     assert metrics["wer"] == pytest.approx((0 + 0.5 + 0.5 + 1) / 4)
     assert metrics["exact_match"] == 0.25
     assert metrics["format_rate"] == 0.5
+    lower = OCR().metrics([sample], ["<think>a</think><answer>open 24</answer>"])  # case counts
+    assert lower["exact_match"] == 0.0 and lower["edit_distance_score"] == pytest.approx(3 / 7)
 
 
 def test_video_r1_and_conversation_records(tmp_path):

@@ -104,6 +104,28 @@ def test_matching_quirks_of_the_public_code():
     assert rewards(EXACT.replace('"riding"', '"riding ."'))["edge"] == pytest.approx(1.0)
 
 
+def test_fences_and_every_word_json_are_blanked_before_the_answer_is_read():
+    body = EXACT.split("<answer>")[1].split("</answer>")[0]
+    assert rewards(EXACT.replace(body, "```json\n" + body + "\n```")) == rewards(EXACT)
+    # R1-SGG blanks "json" everywhere, inside an id too: "jsonman.1" reads as " man.1", refined "man.1"
+    assert rewards(EXACT.replace('"man.1"', '"jsonman.1"', 1)) == rewards(EXACT)
+
+
+def test_the_hard_rewards_recall_a_triplet_at_exactly_half_iou():
+    """R1-SGG's hard gate is IoU >= 0.5 for both boxes (dyadic boxes: the IoU is exactly 1/2)."""
+    gt = Graph(
+        (Node("man.1", (0.0, 0.0, 0.5, 0.5)), Node("horse.2", (0.5, 0.5, 1.0, 1.0))),
+        (Relation("man.1", "riding", "horse.2"),),
+    )
+    riding = [{"subject": "man.1", "predicate": "riding", "object": "horse.2"}]
+    half = completion(
+        [{"id": "man.1", "bbox": [0, 0, 512, 1024]}, {"id": "horse.2", "bbox": [512, 512, 1024, 1024]}], riding
+    )
+    for name in ("edge_hard", "edge_hard_relax"):
+        assert graph_reward(name, half, gt, 1 / 1024, 1 / 1024) == 1.0
+        assert graph_reward(name, half.replace("1024]}, {", "1026]}, {"), gt, 1 / 1024, 1 / 1024) == 0.0
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -45,6 +45,18 @@ SOLUTION = "### The final answer is: 5"
         ("### Image Description:\n### Rationales:\n### Step 1:### The final answer is: 5", 1.0),  # adjacent
         ("", 0.0),
         ("### Step 1:" * 10_000, 0.0),
+        # ends with the header once stripped: its place is not checked (the answer came before the step)
+        (
+            "### Image Description:\nx\n### Rationales:\ny\n### The final answer is: 3\n### Step 1:\nz\n"
+            "### The final answer is:\n",
+            1.0,
+        ),
+        # the first header is the one compared with the end of the *last* step header
+        (
+            "### Image Description:\nx\n### Rationales:\ny\n### Step 1:\nz\n### The final answer is: 3\n"
+            "### Step 2:\nw\n### The final answer is: 3",
+            0.0,
+        ),
     ],
 )
 def test_validity_equals_r1_vls_validity_reward(completion, expected):
@@ -64,6 +76,7 @@ def test_key_steps_are_found_case_insensitively_in_the_step_bodies_only():
     assert key_step_score("no steps at all: c = 5, 25, hypotenuse", KEY_STEPS) == 0.0
     assert key_step_score(GOOD, [[]]) == 0.0  # a key step without alternatives is never found
     assert key_step_score(GOOD, [""]) == 1.0  # the empty phrase is in every text, as in R1-VL
+    assert key_step_score(GOOD, ["C = 5", ["HYPOTENUSE", "C^2 = 3^2"]]) == 1.0  # key steps lower-cased too
 
 
 def test_the_answer_is_the_final_answer_line_compared_as_a_string():

@@ -96,6 +96,9 @@ def test_a_detection_answer_is_right_when_it_finds_every_object_and_states_nothi
     none = "<think>x</think>\n<answer>None</answer>"
     assert task.correct([none, _detection_answer(objects[:1], empty)], [empty, empty]) == [1.0, 0.0]
     assert task.correct(["no answer"], [two]) == [0.0]
+    # A malformed extra entry (no label) is still an entry stated: more entries than objects.
+    right = _detection_answer(objects, two)
+    assert task.correct([right.replace("}]", '}, {"bbox_2d": [1, 2, 3, 4]}]')], [two]) == [0.0]
 
 
 def test_training_logs_the_tasks_correctness_as_accuracy_not_the_total_reward(tmp_path, rec_data, tiny_qwen25):

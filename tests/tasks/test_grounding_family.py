@@ -14,6 +14,7 @@ from PIL import Image
 from data_prep.refcoco import write_synthetic_rec
 from data_prep.shapes import COLORS, SceneSpec
 from rewards.grounding import (
+    MAX_BOXES,
     hungarian_mean_iou,
     iou_continuous,
     parse_answer_boxes,
@@ -21,6 +22,8 @@ from rewards.grounding import (
     parse_boxes_perception_r1,
 )
 from rewards.polygon import (
+    MAX_REPAIR_VERTICES,
+    MAX_VERTICES,
     box_geometry,
     coco_geometry,
     geometry_iou,
@@ -214,6 +217,12 @@ def test_polygon_iou_in_the_norm1000_frame_and_without_segmentation(tmp_path):
     assert polygon_iou([answer('{"bbox_2d": [100, 100, 300, 300]}')], [sample])[0] == pytest.approx(0.5)
     plain = make_sample(tmp_path, [112, 56, 336, 168], **NORM)  # no segmentation: the box is the shape
     assert polygon_iou([answer('{"bbox_2d": [100, 100, 300, 300]}')], [plain])[0] == pytest.approx(1.0)
+    # One target: the first shape stated is the answer, the better second one is not looked at.
+    both = '{"bbox_2d": [600, 600, 700, 700]}, {"polygon": [[100, 100], [300, 100], [100, 300]]}'
+    assert polygon_iou([answer(f"[{both}]")], [sample])[0] == 0.0
+    assert RefCOCO().metrics([sample], [answer(f"[{both}]")])["polygon_mean_iou"] == 0.0
+    first = '{"polygon": [[100, 100], [300, 100], [100, 300]]}, {"bbox_2d": [600, 600, 700, 700]}'
+    assert polygon_iou([answer(f"[{first}]")], [sample])[0] == pytest.approx(1.0)
 
 
 def test_polygon_iou_with_several_targets_matches_shapes(tmp_path):
@@ -238,6 +247,28 @@ def test_geometry_helpers_on_hand_computed_shapes():
     assert polygon_geometry([(0, 0), (1, 1)]).is_empty
     shapes = parse_answer_shapes(answer('[1, 2, 3, 4] {"polygon": [[0, 0], [4, 0], [0, 4]]} [5, 6, 7, 8]'))
     assert [kind for kind, _ in shapes] == ["box", "polygon", "box"]
+    assert parse_answer_shapes(answer('{"polygon": [[0, 0], [4, 0]]}')) == []  # two vertices are no polygon
+    assert parse_answer_shapes(answer('{"polygon": [0, 0, 4, 0]}')) == [("box", [0, 0, 4, 0])]  # four numbers: a box
+    # An inverted box has no area, as in iou_continuous (shapely's box() would reorder its corners).
+    assert box_geometry([300, 300, 100, 100]).is_empty
+    assert geometry_iou(box_geometry([300, 300, 100, 100]), box_geometry([100, 100, 300, 300])) == 0.0
+
+
+def test_shape_limits_are_inclusive():
+    # Exactly MAX_VERTICES polygon vertices, and exactly MAX_BOXES shapes, are read; one more is not.
+    ring = ", ".join(f"[{i}, {i * i % 7}]" for i in range(MAX_VERTICES))
+    shapes = parse_answer_shapes(answer(f'{{"polygon": [{ring}]}}'))
+    assert len(shapes) == 1 and len(shapes[0][1]) == MAX_VERTICES
+    assert parse_answer_shapes(answer(f'{{"polygon": [{ring}, [1, 1]]}}')) is None
+    assert len(parse_answer_shapes(answer("[1, 2, 3, 4] " * MAX_BOXES))) == MAX_BOXES
+    assert parse_answer_shapes(answer("[1, 2, 3, 4] " * (MAX_BOXES + 1))) is None
+    # An invalid (self-crossing) predicted polygon of exactly MAX_REPAIR_VERTICES vertices is still
+    # repaired: a bow-tie of two 2500-pixel lobes, its first edge cut by collinear points.
+    edge = [(50 + 100 * k / 61, 50 + 100 * k / 61) for k in range(61)]
+    bow_tie = [*edge, (150, 150), (150, 50), (50, 150)]
+    assert len(bow_tie) == MAX_REPAIR_VERTICES
+    assert polygon_geometry(bow_tie).area == pytest.approx(5000)
+    assert polygon_geometry([edge[0], *bow_tie]).is_empty  # one vertex more: not repaired, no area
 
 
 def test_bad_segmentation_is_reported(tmp_path):
@@ -283,6 +314,12 @@ def test_perception_r1_iou_squared_in_the_norm1000_frame(tmp_path):
     assert task.target(sample) == "<|object_ref_start|>it<|object_ref_end|><|box_start|>(100,100),(300,300)<|box_end|>"
     assert rewards(task, task.target(sample), sample)["iou"] == pytest.approx(1.0)
     assert parse_boxes_perception_r1("(1,2),(3,4) and (5,6),(7,8)") == [[1, 2, 3, 4], [5, 6, 7, 8]]
+
+
+def test_perception_r1_reads_exactly_max_boxes_boxes_and_refuses_one_more():
+    assert parse_boxes_perception_r1("[1, 2, 3, 4] " * MAX_BOXES) == [[1.0, 2.0, 3.0, 4.0]] * MAX_BOXES
+    assert parse_boxes_perception_r1("[1, 2, 3, 4] " * (MAX_BOXES + 1)) is None
+    assert parse_boxes_perception_r1("no box") == []
 
 
 def pr1_reward(completion: str, solution: list[float]) -> float:

@@ -135,6 +135,7 @@ def test_public_regex_mode_reads_only_what_the_public_code_reads():
         ("a b c", "a", 0.5),  # P 1/3, R 1: exactly the threshold
         ("mall", "shoppingmall", 1.0),  # single tokens: containment counts
         ("[UP]", "up", 1.0),  # brackets dropped, case folded
+        ("[search] [query]", "search query", 1.0),  # brackets dropped from every token, not only single ones
         ("no input text", "text", 0.5),  # GUI-R1's default text against a one-word truth
         ("", "", 0.0),
     ],
@@ -180,6 +181,7 @@ def test_action_type_and_scroll_direction():
         ("<think>a</think><answer>[{'action': 'click', 'point': [1.5, 2], 'input_text': 'x'}]</answer>", 1.0, 0.0),
         (gui_r1("type"), 1.0, 0.0),  # type needs a text
         (gui_r1("open_app", text="Maps"), 1.0, 1.0),
+        (gui_r1("open_app"), 1.0, 0.0),  # open_app needs a text, as type and select do
         (gui_r1("scroll", text="sideways"), 1.0, 0.0),
         (gui_r1("scroll", text="up"), 1.0, 1.0),
         ("<think>a</think><answer>[]</answer>", 1.0, 1.0),  # GUI-R1 passes an empty list
@@ -237,6 +239,15 @@ def test_grounding_click_edges_and_truncation_follow_each_public_definition(tmp_
     assert task.target(sample) == (
         "<think>click the send button</think> <answer>[{'action': 'click', 'coordinate': [100, 75]}]</answer>"
     )
+
+
+def test_screenspot_accuracy_truncates_the_point_in_ui_r1s_style_only(tmp_path):
+    sample = grounding_sample(tmp_path)
+    # x 150.25 -> 300.5 original, the box ends at 300: UI-R1's evaluation truncates to 300 (the edge counts).
+    assert GuiGrounding().metrics([sample], [ui_r1("click", (150.25, 75))])["accuracy"] == 1.0
+    gui_r1_style = GuiGrounding(options={"style": "gui_r1"})
+    assert gui_r1_style.metrics([sample], [gui_r1("click", (150.25, 75))])["accuracy"] == 0.0
+    assert gui_r1_style.metrics([sample], [gui_r1("click", (150, 75))])["accuracy"] == 1.0
 
 
 def test_grounding_in_the_qwen2_norm1000_frame(tmp_path):
@@ -332,6 +343,15 @@ def test_action_metrics_on_fixed_predictions(tmp_path):
     ui = GuiAction({"eval_click_distance": 151.2, "eval_click_distance_unit": "original_px"})
     m_ui = ui.metrics(samples, completions)
     assert m_ui["grounding_acc"] == 1.0  # 140 original px < 151.2
+
+
+def test_an_open_app_step_is_a_text_step_of_gui_r1s_evaluation(tmp_path):
+    sample = action_sample(tmp_path, {"action_type": "open_app", "app_name": "Google Maps"})
+    right, wrong = gui_r1("open_app", text="Maps"), gui_r1("open_app", text="Chrome")  # F1 2/3; 0
+    m = GuiAction().metrics([sample, sample], [right, wrong])
+    assert m["type_acc"] == 1.0
+    assert m["step_success"] == 0.5 and m["step_success_strict"] == 0.5
+    assert "grounding_acc" not in m
 
 
 def test_ui_r1_grounding_metric_needs_the_type(tmp_path):
@@ -686,6 +706,13 @@ def test_the_structured_reader_takes_point_over_coordinate_and_coordinate_alone(
     both = "{'action': 'click', 'point': [1, 2], 'coordinate': [3, 4]}"
     assert R.structured_action(both).point == (1.0, 2.0)  # GUI-R1's key first
     assert R.structured_action("{'action': 'click', 'coordinate': [3, 4]}").point == (3.0, 4.0)  # UI-R1's
+    assert R.structured_action("{'action': 'click', 'point': [True, 4]}").point is None  # a bool is no coordinate
+
+
+def test_the_public_input_text_regex_stops_at_a_line_break():
+    """GUI-R1's `re.search(r"'input_text':\\s*'(.*?)'", ...)` runs without DOTALL."""
+    assert R.regex_action("{'action': 'type', 'input_text': 'hello\nworld'}", "gui_r1").input_text is None
+    assert R.regex_action("{'action': 'type', 'input_text': 'hello world'}", "gui_r1").input_text == "hello world"
 
 
 def test_the_structured_reader_strips_the_action_name():

@@ -56,6 +56,7 @@ def tagged(answer: str, think: str = "look") -> str:
         ("03 1 4 2", [3, 1, 4, 2]),  # leading zeros are digits
         ("3 \t1 4 2", [3, 1, 4, 2]),  # a run of two whitespace characters is one separator
         ("3\t1 4 2", None),  # a lone tab is not a separator: "3\t1" is not a number
+        ("3\t\t1 4 2", [3, 1, 4, 2]),  # two tabs are a run of two: one space (re.sub(r"\s{2,}", " "))
         ("3 3 3 3", [3, 3, 3, 3]),  # repeats parse; they score by position
         ("3 1 4", [3, 1, 4]),  # wrong length parses; it scores 0
         ("[3, 1, 4, 2]", None),  # brackets make "[3" a non-number (Jigsaw-R1 reads the same)
@@ -123,6 +124,10 @@ def test_connections_by_hand():
     assert jigsaw_connections([1, 2, 3], [2, 3, 1], 3, 1) == 0.5
     assert jigsaw_connections([1, 2], [1, 2, 3], 3, 1) == 0.0
     assert jigsaw_connections(None, [1, 2], 2, 1) == 0.0
+    # Neighbours the other way round are no connection: 2x1, the prediction puts the truth's
+    # lower patch on top (and 1x2, its right one on the left).
+    assert jigsaw_connections([2, 1], [1, 2], 2, 1) == 0.0
+    assert jigsaw_connections([2, 1], [1, 2], 1, 2) == 0.0
 
 
 # -- pair / multiple / single ----------------------------------------------------------------
@@ -269,6 +274,22 @@ PIECES = st.sampled_from(
         "٣",
     ]
 )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>a</think> b</think>\n<answer>2 1</answer>",  # the lazy think runs on to a later </think>
+        "<think>a</think>x</think>y</think><answer>1</answer>",
+        "<think>a</think> <answer>1</answer></answer>",
+    ],
+)
+def test_think_shapes_equal_jigsaw_r1s_regex_past_a_first_close(text):
+    assert think_answer_shape(text) == regex_shape(text)
+
+
+def test_a_later_think_close_still_makes_the_shape():
+    assert think_answer_shape("<think>a</think> b</think>\n<answer>2 1</answer>") is True
 
 
 @settings(max_examples=400, deadline=None)

@@ -56,6 +56,16 @@ def test_rewards_equal_univg_r1s_on_its_qwen2_vl_frame(images, completion, iou, 
     assert scores.components["format"][0] == fmt
 
 
+def test_metrics_count_an_iou_of_exactly_t_at_acc_t(images):
+    """MIG-Bench's ACC@t is IoU >= t; the mean IoU and the rates are over every sample."""
+    sample = sample_of(images, RECORD)
+    half = "<think>t</think><answer>(100,100),(300,200)</answer>"  # the target's upper half: IoU 1/2
+    metrics = MultiImageGrounding().metrics([sample, sample], [half, "no answer"])
+    assert metrics["mean_iou"] == pytest.approx(0.25)
+    assert metrics["acc@0.3"] == 0.5 and metrics["acc@0.5"] == 0.5 and metrics["acc@0.7"] == 0.0
+    assert metrics["format_rate"] == 0.5 and metrics["parse_rate"] == 0.5
+
+
 def test_a_box_whose_area_no_float_holds_scores_0_as_univg_r1s_try_does_and_raises_nothing(images):
     huge = "1" + "0" * 200  # each coordinate fits a float; the union's area (1e400) does not
     completion = f"<think>x</think><answer>(0,0),({huge},{huge})</answer>"

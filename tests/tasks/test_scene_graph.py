@@ -102,6 +102,28 @@ def test_a_triplet_is_recalled_only_with_both_categories_and_both_boxes_right(ro
     assert SceneGraph().metrics([sample], [completion([man, horse], [riding])])["recall"] == 1.0
 
 
+def test_mean_recall_groups_predicates_by_their_refined_name(root):
+    capital = {
+        **RECORD,
+        "relationships": json.dumps([{"subject": "man.1", "predicate": "Riding", "object": "horse.2"}]),
+    }
+    samples = [sample_of(root), sample_of(root), sample_of(root, capital)]
+    metrics = SceneGraph().metrics(samples, [EXACT, EXACT, OTHER])
+    assert metrics["recall"] == pytest.approx(2 / 3)
+    assert metrics["mean_recall"] == pytest.approx(2 / 3)  # one predicate, "riding": 2 of 3
+
+
+def test_a_triplet_is_recalled_at_exactly_half_iou_as_r1_sggs_evaluation(root):
+    sample = sample_of(root)
+    riding = {"subject": "man.1", "predicate": "riding", "object": "horse.2"}
+    man, horse = {"id": "man.1", "bbox": [100, 100, 300, 500]}, {"id": "horse.2", "bbox": [250, 400, 700, 960]}
+    half = completion([man, horse], [riding])  # the man's box is the upper half of his: IoU 1/2
+    assert SceneGraph().predict(half, sample)["objects"][0]["bbox"] == [100.0, 50.0, 300.0, 250.0]
+    assert SceneGraph().metrics([sample], [half])["recall"] == 1.0
+    less = completion([{**man, "bbox": [100, 100, 300, 498]}, horse], [riding])
+    assert SceneGraph().metrics([sample], [less])["recall"] == 0.0
+
+
 def test_an_image_without_relations_leaves_per_image_recall_to_the_others(root):
     no_relations = sample_of(root, {**RECORD, "relationships": []})
     metrics = SceneGraph().metrics([sample_of(root), no_relations], [EXACT, EXACT])

@@ -272,6 +272,11 @@ def test_accuracy_by_hand():
     assert accuracy("8", "10", "regression") == pytest.approx(0.8)
     assert accuracy("30", "10", "regression") == 0.0
     assert accuracy("open 24", "open 24 hours", "OCR") == pytest.approx(2 / 3)  # one word missing of three
+    assert accuracy("B", " B\n", "multiple choice") == 1.0  # both sides stripped, as Video-R1's .strip()s
+    # free-form: ROUGE with the Porter stemmer ("cats" is "cat"), F-measures (not precision) averaged
+    assert accuracy("the cats ran", "the cat ran", "free-form") == pytest.approx(1.0)
+    expected = (6 / 7 + 4 / 5 + 6 / 7) / 3  # ROUGE-1 and ROUGE-L: P 1, R 3/4; ROUGE-2: P 1, R 2/3
+    assert accuracy("the red ball", "the red ball rolls", "free-form") == pytest.approx(expected)
 
 
 def test_a_nan_regression_answer_scores_zero_unless_video_r1s_code_is_asked_for():
