@@ -569,7 +569,9 @@ class TrainerConfig:
     report_to: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = field(default_factory=lambda: ["jsonl"])
     progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
     log_every: int = 10
-    max_consecutive_nonfinite: int = 3
+    max_consecutive_nonfinite: int = (
+        3  # steps in a row that skipped an update (a non-finite loss or gradient) stop the run
+    )
 
     def validate(self, key: str) -> None:
         require_positive(

@@ -76,6 +76,20 @@ def test_rl_training_skips_the_sample_and_goes_on(tmp_path, data_with_a_bad_imag
     assert [m["optimizer_steps"] for m in metrics] == [float(m["skipped_samples"] == 0) for m in metrics]
 
 
+def test_a_step_and_its_held_out_evaluation_count_and_log_the_samples_they_skipped(
+    tmp_path, data_with_a_bad_image, tiny_qwen25
+):
+    run_dir = tmp_path / "run"
+    options = {"data.eval": data_with_a_bad_image, "eval.every": 1, "trainer.steps": 1, "eval.max_new_tokens": 4}
+    assert main(["train", *tiny_run(run_dir, data_with_a_bad_image, **options)]) == 0
+    (metrics,) = rows(run_dir / "metrics.jsonl")
+    assert metrics["eval/skipped_samples"] == 1.0 and "eval/acc@0.5" in metrics and metrics["time_eval"] > 0
+    # the step drew both records: its own skipped sample is logged at its step
+    assert metrics["skipped_samples"] == 1
+    (skipped,) = rows(run_dir / "skipped_samples.jsonl")
+    assert (skipped["step"], skipped["source"]) == (1, f"{data_with_a_bad_image}:2")
+
+
 def test_a_mini_batch_left_without_a_group_takes_no_optimizer_step(tmp_path, data_with_a_bad_image, tiny_qwen25):
     run_dir = tmp_path / "run"
     # Both samples each step, one unreadable: one group for algo.mini_batches=2, so one optimizer step.

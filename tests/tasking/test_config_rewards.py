@@ -135,6 +135,19 @@ def test_dotted_overrides_take_a_file_name_as_one_key():
     assert cfg.task.rewards == {"rewards/mine.py:brevity": 0.5, "iou": 2.0}
 
 
+def test_a_reward_failing_at_every_step_is_said_once_and_logged_at_each(reward_file, rec_data, tiny_qwen25, capsys):
+    run = reward_file.parent / "run"
+    assert main(["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "model.max_pixels=12544",
+                 f"data.train={rec_data}", "task.rewards.my_rewards.py:trl_style=0.1", "rollout.num_generations=2",
+                 "rollout.max_new_tokens=4", f"trainer.output_dir={run}", "trainer.prompts_per_step=2",
+                 "trainer.steps=3", "trainer.progress=false"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.count("warning: reward trl_style raised or gave no finite number") == 1
+    failed = [json.loads(line) for line in (run / "reward_failures.jsonl").read_text().splitlines()]
+    assert [(f["step"], f["reward"], f["failures"], f["of"]) for f in failed] == [
+        (s, "trl_style", 4, 4) for s in (1, 2, 3)
+    ]
+
+
 def test_a_run_trains_logs_records_and_resumes_with_the_configured_function(reward_file, rec_data, tiny_qwen25, capsys):
     run = reward_file.parent / "run"
     common = ["train", "--task", "refcoco", "model.path=tiny:qwen2_5_vl", "model.max_pixels=12544",

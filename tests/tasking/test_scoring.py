@@ -90,6 +90,21 @@ def test_a_step_logs_how_many_completions_were_too_long_to_read_and_which_reward
     assert not {"oversized_completions", "reward_failures/fragile"} & reward_metrics([group(["ok", "ok"])]).keys()
 
 
+def test_a_steps_accuracy_is_the_mean_of_the_judged_groups_and_its_failures_are_summed(samples):
+    task = RefCOCO()
+
+    def group(accuracy: list[float] | None, failures: int) -> Group:
+        scores = score(task, ["x"] * 2, [samples[0]] * 2)
+        judged = None if accuracy is None else torch.tensor(accuracy)
+        return Group(
+            task, samples[0], None, [], scores, torch.zeros(2), torch.zeros(2, dtype=torch.bool), {}, judged, failures
+        )
+
+    metrics = reward_metrics([group([1.0, 0.0], 1), group(None, 0), group([1.0, 1.0], 2)])
+    assert metrics["accuracy"] == 0.75 and metrics["accuracy_failures"] == 3.0
+    assert "accuracy_failures" not in reward_metrics([group([1.0, 0.0], 0)])
+
+
 class RaisingMetrics(RefCOCO):
     def metrics(self, samples, completions):
         raise KeyError("caption")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -144,3 +145,36 @@ def test_the_dropout_seed_of_any_run_seed_is_one_torch_takes():
     seeds = {dropout_seed(seed, step, rank) for seed in (0, 7, 10**12, 2**62) for step in (1, 2) for rank in (0, 1)}
     assert len(seeds) == 16 and all(0 <= s < 2**63 for s in seeds)
     torch.Generator().manual_seed(max(seeds))
+
+
+def test_sft_counts_skipped_updates_moves_the_lr_past_them_and_stops_after_too_many_in_a_row(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    from tests.trainer.test_train import unfinite_at
+
+    unfinite_at(monkeypatch, {2, 3})
+    options = {"sft.steps": 4, "sft.max_consecutive_nonfinite": 2, "sft.lr_schedule": "linear"}
+    options |= {"sft.warmup_steps": 1, "sft.lr_schedule_per": "optimizer_step"}
+    with pytest.raises(
+        RuntimeError, match=r"stopped at step 3: 2 steps in a row skipped an update for a non-finite loss"
+    ):
+        train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **options)))
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["skipped_updates"] for r in rows] == [0, 1, 2]
+    # Each step's lr, before its update: warmup from 0, then linear over the 3 positions left; the
+    # skipped update of step 2 moves the schedule on as a taken one does
+    assert [r["lr"] for r in rows] == pytest.approx([0.0, 3e-3, 2e-3])
+
+
+def test_each_sft_step_logs_its_perplexity_as_the_exponent_of_its_loss_and_its_gradients_norm(
+    tmp_path, rec_data, tiny_qwen25
+):
+    import math
+
+    train_sft(load_config(None, sft_overrides(tmp_path / "sft", rec_data, **{"sft.steps": 2})))
+    rows = [json.loads(line) for line in (tmp_path / "sft" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["loss"] > 5 and r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-9)
+        assert r["grad_norm"] > 0 and math.isfinite(r["grad_norm"])
+        assert (r["skipped_updates"], r["skipped_samples"]) == (0, 0)

@@ -166,3 +166,18 @@ def test_t_grpo_samples_its_shuffled_share_of_the_stages_group_at_the_stages_len
         trainer.generate_groups([(task, s) for s in samples], step=step)
     # ordered then shuffled: stage 1 (6 tokens, 2 completions -> 1 shuffled), stage 2 (9, 3 -> 1)
     assert [(p.n, p.max_new_tokens) for p in asked] == [(2, 6), (1, 6), (3, 9), (1, 9)]
+
+
+def test_a_run_says_its_stage_at_its_first_step_and_at_each_change_resumed_or_not(tmp_path, rec_data, capsys):
+    said = {
+        1: "step 1: stage 1 of 2 (rollout.stages), 6 new tokens, 2 completions per prompt",
+        2: "step 2: stage 2 of 2 (rollout.stages), 9 new tokens, 3 completions per prompt",
+        3: "step 3: stage 2 of 2 (rollout.stages), 9 new tokens, 3 completions per prompt",
+    }
+    run = tmp_path / "run"
+    train(load_config(None, staged(run, rec_data, **{"trainer.steps": 2, "trainer.save_every": 1})))
+    out = " ".join(capsys.readouterr().out.split())  # as one line, however the console wrapped it
+    assert said[1] in out and said[2] in out and said[3] not in out
+    train(load_config(None, staged(run, rec_data, **{"trainer.steps": 4, "trainer.save_every": 1})))
+    out = " ".join(capsys.readouterr().out.split())
+    assert said[3] in out and "step 4: stage" not in out

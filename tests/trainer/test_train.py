@@ -233,7 +233,7 @@ def test_non_finite_updates_are_skipped_and_stop_the_run(tmp_path, rec_data, tin
     cfg = load_config(
         None, tiny_overrides(run, rec_data, **{"trainer.steps": 5, "trainer.max_consecutive_nonfinite": 2})
     )
-    with pytest.raises(RuntimeError, match="2 consecutive updates had a non-finite loss"):
+    with pytest.raises(RuntimeError, match="2 steps in a row skipped an update for a non-finite loss"):
         train(cfg)
     rows = metrics(run)
     assert [r["skipped_updates"] for r in rows] == [1, 2]
@@ -261,3 +261,147 @@ def test_a_policy_that_diverges_stops_the_run_and_names_the_checkpoint_to_rewind
     )
     assert main(["train", *rewind]) == 0
     assert [r["step"] for r in metrics(run)] == [1, 2, 3, 4, 5]
+
+
+def unfinite_at(monkeypatch, steps: set[int]) -> None:
+    """The optimizer steps of `steps` (1-based, a set the test may change) are told their loss is not finite."""
+    from vlrl.trainer.run import Run
+
+    original = Run.optimizer_step
+    monkeypatch.setattr(
+        Run, "optimizer_step", lambda self, finite: original(self, finite and self.step + 1 not in steps)
+    )
+
+
+def test_skipped_updates_add_up_over_a_run_and_its_resume_and_only_consecutive_ones_stop_it(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    limit = {"trainer.max_consecutive_nonfinite": 2}
+    unfinite_at(monkeypatch, unfinite_steps := {1, 3})  # two skipped updates, a good one between them: the run goes on
+    apart = tmp_path / "apart"
+    train(load_config(None, tiny_overrides(apart, rec_data, **limit, **{"trainer.steps": 4})))
+    assert [r["skipped_updates"] for r in metrics(apart)] == [1, 1, 2, 2]
+    # Stopped after a skipped update at step 2, resumed with another at step 3: the second in a row
+    unfinite_steps.clear()
+    unfinite_steps.update({2, 3})
+    run = tmp_path / "resumed"
+    train(load_config(None, tiny_overrides(run, rec_data, **limit, **{"trainer.steps": 2})))
+    with pytest.raises(
+        RuntimeError, match=r"stopped at step 3: 2 steps in a row skipped an update for a non-finite loss"
+    ):
+        train(load_config(None, tiny_overrides(run, rec_data, **limit, **{"trainer.steps": 4})))
+    assert [r["skipped_updates"] for r in metrics(run)] == [0, 1, 2]
+
+
+def test_each_steps_metrics_are_those_of_its_groups_and_its_samples_carry_their_own_advantages(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    from vlrl.algos.advantages import grpo
+    from vlrl.rollout.hf import HFEngine
+    from vlrl.trainer.rl import RLTrainer
+
+    sample = HFEngine.generate
+
+    def uneven(self, *args):  # completions cut to several lengths: the longest and the padding show
+        generations = sample(self, *args)
+        for c, keep in (
+            (c, max(1, len(c.token_ids) - 3 * j)) for g in generations for j, c in enumerate(g.completions)
+        ):
+            c.truncated = c.truncated and keep == len(c.token_ids)
+            c.token_ids, c.logprobs, c.entropies = c.token_ids[:keep], c.logprobs[:keep], c.entropies[:keep]
+        return generations
+
+    monkeypatch.setattr(HFEngine, "generate", uneven)
+    drawn = []  # each step's scored groups
+    generate = RLTrainer.generate_groups
+    monkeypatch.setattr(
+        RLTrainer, "generate_groups", lambda self, items, step: drawn.append(generate(self, items, step)) or drawn[-1]
+    )
+    run = tmp_path / "run"
+    train(load_config(None, tiny_overrides(run, rec_data, **{"trainer.log_samples_every": 1})))
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert [len(groups) for groups, _ in drawn] == [2, 2, 2]
+    for step, (row, (groups, _)) in enumerate(zip(rows, drawn, strict=True), start=1):
+        rewards = torch.stack([g.reward for g in groups])
+        completions = [c for g in groups for c in g.completions]
+        lengths = torch.tensor([len(c.token_ids) for c in completions], dtype=torch.float32)
+        assert lengths.max() > lengths.mean()
+        entropies = [e for c in completions for e in c.entropies]
+        advantages = grpo(rewards)
+        expected = {
+            "reward": rewards.mean(),
+            "reward_std": rewards.std(dim=1).mean(),
+            "frac_groups_zero_std": (rewards.std(dim=1) == 0).float().mean(),
+            "advantage_abs": advantages.abs().mean(),
+            "completion_length": lengths.mean(),
+            "completion_length_max": lengths.max(),
+            "truncated_frac": sum(c.truncated for c in completions) / len(completions),
+            "entropy": sum(entropies) / len(entropies),
+            "accuracy": torch.cat([g.accuracy for g in groups]).mean(),
+            "reward/iou": sum(v for g in groups for v in g.scores.components["iou"]) / len(completions),
+        }
+        assert {k: row[k] for k in expected} == pytest.approx({k: float(v) for k, v in expected.items()}, abs=1e-5)
+        assert row["time_step"] == pytest.approx(row["time_rollout"] + row["time_update"], abs=1e-9)
+        assert (row["sampling_rounds"], row["skipped_samples"], row["optimizer_steps"]) == (1, 0, 1.0)
+        assert ("data_skipped_records" in row) == (step == 1)
+        # samples.jsonl: the step's first group, each completion with its own reward and advantage
+        logged = [s for s in samples if s["step"] == step]
+        assert [s["completion"] for s in logged] == [c.text for c in groups[0].completions]
+        assert [s["reward"] for s in logged] == pytest.approx(rewards[0].tolist())
+        assert [s["advantage"] for s in logged] == pytest.approx(advantages[0].tolist(), abs=1e-5)
+
+
+def test_an_update_whose_gradient_is_not_finite_is_skipped_though_its_loss_is_finite(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    from vlrl.parallel.replicated import Replicated
+
+    clip = Replicated.clip_gradients
+    monkeypatch.setattr(Replicated, "clip_gradients", lambda self, max_norm: clip(self, max_norm) * float("inf"))
+    run = tmp_path / "run"
+    train(load_config(None, tiny_overrides(run, rec_data, **{"trainer.steps": 1})))
+    (row,) = metrics(run)
+    assert row["skipped_updates"] == 1 and row["grad_norm"] is None and row["loss"] is not None
+    before = load_file(tiny_qwen25 / "model.safetensors")
+    after = load_file(run / "checkpoints" / "step-0000001" / "model.safetensors")
+    assert all(torch.equal(before[name].float(), after[name].float()) for name in before)
+
+
+def test_a_skipped_update_moves_no_weight_and_leaves_no_gradient_to_the_next(tmp_path, rec_data, tiny_qwen25):
+    from rich.console import Console
+
+    from vlrl.trainer.rl import RLTrainer
+
+    run = RLTrainer(load_config(None, tiny_overrides(tmp_path, rec_data)), Console(quiet=True)).run
+    for p in run.params:
+        p.grad = torch.ones_like(p)
+    before = [p.detach().clone() for p in run.params]
+    _, applied = run.optimizer_step(False)  # a non-finite loss on some process
+    assert not applied
+    assert all(torch.equal(a, p) for a, p in zip(before, run.params, strict=True))
+    assert all(p.grad is None or not p.grad.any() for p in run.params)
+
+
+def test_a_model_whose_own_samples_have_non_finite_log_probs_stops_at_step_1_before_any_update(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    from vlrl.rollout.hf import HFEngine
+
+    generate = HFEngine.generate
+
+    def non_finite(self, *args):
+        generations = generate(self, *args)
+        for c in (c for g in generations for c in g.completions):
+            c.logprobs = [float("nan")] * len(c.token_ids)
+        return generations
+
+    monkeypatch.setattr(HFEngine, "generate", non_finite)
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError) as stop:
+        train(load_config(None, tiny_overrides(run, rec_data)))
+    assert str(stop.value) == (
+        "stopped at step 1: the model at model.path gives non-finite log-probs on its own samples, before any "
+        "update (its weights, or a model.dtype too narrow for them)"
+    )
+    assert not (run / "metrics.jsonl").is_file() or not metrics(run)  # nothing of step 1 logged

@@ -594,8 +594,8 @@ class Run:
         self.consecutive_nonfinite = self.consecutive_nonfinite + 1 if skipped else 0
         if self.consecutive_nonfinite >= self.t.max_consecutive_nonfinite:
             raise Diverged(
-                f"stopped at step {step}: {self.consecutive_nonfinite} consecutive updates had a non-finite loss or "
-                f"gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
+                f"stopped at step {step}: {self.consecutive_nonfinite} steps in a row skipped an update for a non-finite loss "
+                f"or gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
                 f"written; last good checkpoint: {self.checkpoint}"
             )
         self.stopped_by = self.procs.max(self.stop_signals.received)  # every process stops after this step
