@@ -221,3 +221,90 @@ def test_a_plan_fits_within_95_percent_of_the_card():
         gpus=1, gpu_memory=1000.0, token_budget=1, image_tokens=0, rows=1, max_new_tokens=1, beta=0.0, lora=False
     )
     assert fits({"peak": 950.0}, work) and not fits({"peak": 951.0}, work)
+
+
+def _printed_rows(out: str) -> list[list[str]]:
+    """The cells of the plan table's rows (rich's box lines between │ characters)."""
+    rows = [[cell.strip() for cell in line.strip().strip("│").split("│")] for line in out.splitlines() if "│" in line]
+    return [row for row in rows if row[0] not in ("strategy", "")]
+
+
+def test_plan_says_its_workload_and_prints_every_strategys_terms_as_the_plan_computes_them(capsys):
+    """Defaults: one GPU of 80 GB; image tokens: model.max_pixels / 28², at most half the token
+    budget, unless --image-tokens says (0 included). Each strategy once without and once with
+    gradient checkpointing, its terms in GB, its verdict against 95% of the card, the CPU memory
+    an offloading strategy needs."""
+    from vlrl.app.plan import plans
+    from vlrl.models.memory import GB
+    from vlrl.rollout import configured_engines
+
+    for overrides, flags, image_tokens in (
+        (["model.max_pixels=78400", "trainer.token_budget=4096"], [], 100),  # 78400 / 784: under 2048
+        (["model.max_pixels=12845056", "trainer.token_budget=1000"], [], 500),  # half the budget
+        (["model.max_pixels=78400"], ["--image-tokens", "0"], 0),
+    ):
+        assert main(["plan", "--shape", "qwen2-vl-2b", *flags, *overrides]) == 0
+        out = capsys.readouterr().out
+        cfg = load_config(None, overrides)
+        assert (
+            f"1 GPU(s) of 80 GB; a micro-batch of {cfg.trainer.token_budget} tokens (one prompt with {image_tokens} "
+            "image tokens, --image-tokens)" in " ".join(out.split())
+        )
+    engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)
+    work = Workload.of(cfg, 1, 80, 0)
+    expected = plans(model_shape(cfg, "qwen2-vl-2b"), work, engine)
+    rows = _printed_rows(out)
+    assert [row[:2] for row in rows] == [[label, "on" if ckpt else "off"] for label, ckpt, _ in expected]
+    terms = ("weights", "master weights", "gradients", "optimizer", "reference", "gathered units", "activations")
+    for row, (label, _, computed) in zip(rows, expected, strict=True):
+        numbers = [f"{computed[t] / GB:.1f}" for t in (*terms, "rollout engine", "peak")]
+        verdict = "yes" if computed["peak"] <= 0.95 * 80 * GB else "no"
+        if "cpu memory" in computed:
+            verdict += f" (+{computed['cpu memory'] / GB:.0f} GB CPU)"
+        assert row[2:] == [*numbers, verdict], label
+    assert any(row[2] != row[4] for row in rows)  # gradients are not the optimizer's moments
+    assert {row[-1].split()[0] for row in rows} == {"yes", "no"}  # 2B parameters: not everywhere on 80 GB
+    assert any("GB CPU" in row[-1] for row in rows)
+
+
+def test_a_plan_larger_than_the_card_says_it_does_not_fit(capsys):
+    assert main(["plan", "--shape", "qwen2-vl-2b", "--gpu-memory", "10"]) == 0
+    rows = _printed_rows(capsys.readouterr().out)
+    assert [row[-1].split()[0] for row in rows] == ["yes" if float(row[-2]) <= 9.5 else "no" for row in rows]
+    assert "no" in [row[-1] for row in rows]
+
+
+def test_terms_by_hand_of_adapters_frozen_weights_and_a_run_without_kl():
+    """A shape of 100 trained bf16 weights of 1000 stepped in bf16 (no fp32 masters): the
+    optimizer's moments in bf16, the frozen weights sharded; no reference model for LoRA (its
+    base is the reference) nor with beta 0; an offloaded reference on the CPU."""
+    from dataclasses import replace
+
+    from vlrl.models.memory import StrategyMemory
+
+    shape = replace(SHAPE, trainable=100, upcast=0, trainable_bytes=2)
+    one = Replicated.memory(shape, WORK, None)
+    assert (one.weights, one.master_weights, one.optimizer, one.reference) == (2000, 0, 400, 2000)
+    assert (one.gradients_update, one.gradients_step) == (200, 200)
+    for work in (replace(WORK, lora=True), replace(WORK, beta=0.0)):
+        assert Replicated.memory(shape, work, None).reference == 0
+        assert FSDP2.memory(shape, work, FSDPOptions()).reference == 0
+    sharded = FSDP2.memory(shape, WORK, FSDPOptions())
+    assert (sharded.weights, sharded.master_weights, sharded.optimizer, sharded.reference) == (450, 50, 100, 500)
+    offloaded = FSDP2.memory(shape, WORK, FSDPOptions(cpu_offload=True))
+    assert (offloaded.weights, offloaded.reference, offloaded.cpu_memory) == (0, 0, (900 * 2 + 100 * 2 * 4) / 4)
+    # vLLM awake holds its share in the optimizer step too; the peak is whichever phase is largest
+    awake, asleep = plan(FSDP2, FSDPOptions(), engine=VLLM), plan(FSDP2, FSDPOptions())
+    assert awake["optimizer step"] == asleep["optimizer step"] + 3000
+    held = StrategyMemory(
+        weights=0, master_weights=0, optimizer=0, reference=0, gradients_update=0, gradients_step=10**6, gathered=0
+    )
+    step = memory(SHAPE, WORK, held, HF, False)
+    assert step["peak"] == step["optimizer step"] == 10**6
+
+
+def test_the_workload_says_whether_adapters_train_and_the_kl_weight():
+    cfg = load_config(None, ["model.lora.r=1", "algo.beta=0.04"])
+    work = Workload.of(cfg, 1, 80, image_tokens=0)
+    assert (work.lora, work.beta, work.gpu_memory) == (True, 0.04, 80e9)  # decimal GB
+    assert Workload.of(load_config(None, ["model.lora.r=0"]), 1, 80, 0).lora is False

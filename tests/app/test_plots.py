@@ -110,3 +110,95 @@ def test_a_moving_average_starts_over_the_steps_it_has_and_rates_are_shares_with
 
     assert moving_average([2.0, 4.0, 6.0, 8.0], 2) == [2.0, 3.0, 5.0, 7.0]
     assert is_rate("eval/accuracy", [0.0, 0.5, 1.0]) and not is_rate("eval/accuracy", [0.5, 42.0])
+
+
+def test_smoothing_starts_at_fifty_steps_with_a_twentieth_of_the_run():
+    from vlrl.app.plots import smoothing
+
+    assert [smoothing(n) for n in (1, 45, 49, 50, 60, 100)] == [1, 1, 1, 2, 3, 5]
+
+
+def test_series_keep_a_training_minus_one_and_leave_out_true_false_values():
+    from vlrl.app.plots import is_rate, series
+
+    rows = [{"step": 1, "reward": -1, "eval/ap_small": -1, "eval/found": True}, {"step": 2, "reward": 0.5}]
+    assert series(rows, ("reward", "eval/")) == {"reward": ([1, 2], [-1.0, 0.5])}
+    assert not is_rate("eval/accuracy", [-0.5, 0.5])
+
+
+def test_held_out_families_counts_and_rewards_get_their_own_panel_even_alone():
+    from vlrl.app.plots import family_of
+
+    assert [family_of(m) for m in ("count", "count_mae", "skipped_samples", "reward/iou", "acc@0.5", "mae")] == [
+        "counts", "counts", "counts", "rewards", "acc@t", "mae"]  # fmt: skip
+    rows = [{"step": 1, "eval/reward/accuracy": 0.5, "eval/count_acc": 0.25, "eval/format_rate": 1.0}]
+    assert eval_panels(rows, "eval/", "held-out") == {
+        "held-out: rewards": ["eval/reward/accuracy"],
+        "held-out: counts": ["eval/count_acc"],
+        "held-out: rates": ["eval/format_rate"],
+    }
+
+
+def test_a_task_that_cannot_be_built_has_the_reward_as_its_headline():
+    from vlrl.app.plots import task_headline
+
+    assert task_headline("no_such_task_anywhere") == ["reward"]
+
+
+def test_the_figures_of_a_run_place_shaping_terms_clip_sides_and_a_mixtures_tasks(tmp_path):
+    rows = [{"step": 1, "reward/iou": 0.5, "reward/length": -0.1, "reward/overlong": 0.0, "reward/format": 1.0}]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": {"name": "refcoco"}}))
+    figures = rl_figures(rows, tmp_path)
+    assert figures["rewards"]["reward components"] == ["reward/iou", "reward/format"]
+    assert figures["rewards"]["shaping terms"] == ["reward/length", "reward/overlong"]
+    assert figures["kl_entropy"]["clipped tokens"] == ["clip_low_frac", "clip_high_frac"]
+    assert [name for name in figures if name.startswith("eval")] == ["eval"]
+    mixture = {"mixture": [{"name": "refcoco"}, {"name": "counting"}], "eval": {"headline": ["reward"]}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(mixture))
+    figures = rl_figures(rows, tmp_path)
+    assert [name for name in figures if name.startswith("eval")] == ["eval_refcoco", "eval_counting"]
+    assert figures["headline"]["training reward (sampled)"] == ["reward", "refcoco/reward", "counting/reward"]
+    assert figures["headline"]["held-out counting reward"] == ["eval/counting/reward"]
+
+
+def _drawn(monkeypatch) -> dict:
+    """File name -> the figure plot_run saved there."""
+    from matplotlib.figure import Figure
+
+    figures, save = {}, Figure.savefig
+    monkeypatch.setattr(
+        Figure, "savefig", lambda fig, path, **kw: figures.setdefault(path.name, fig) and save(fig, path, **kw)
+    )
+    return figures
+
+
+def test_an_sft_run_draws_one_loss_figure_its_perplexity_on_a_log_scale_and_its_rate_unsmoothed(tmp_path, monkeypatch):
+    rows = [
+        {"step": s, "loss": 3.0 / s, "perplexity": math.exp(3.0 / s), "grad_norm": 1.0, "lr": 1e-5 * s}
+        for s in range(1, 101)
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    figures = _drawn(monkeypatch)
+    assert [p.name for p in plot_run(tmp_path)] == ["sft_loss.png"]
+    axes = {ax.get_title(): ax for ax in figures["sft_loss.png"].axes if ax.get_visible()}
+    assert set(axes) == {
+        "loss (target tokens) (mean of 5 steps, raw faint)",
+        "perplexity (mean of 5 steps, raw faint)",
+        "gradient norm: grad_norm (mean of 5 steps, raw faint)",
+        "learning rate: lr",  # a schedule: drawn as it is
+    }
+    assert axes["perplexity (mean of 5 steps, raw faint)"].get_yscale() == "log"
+    assert axes["loss (target tokens) (mean of 5 steps, raw faint)"].get_yscale() == "linear"
+    layout = figures["sft_loss.png"].axes[0].get_subplotspec().get_gridspec().get_geometry()
+    assert layout == (2, 3)  # four panels, three a row
+
+
+def test_only_figures_with_something_logged_are_written_and_sparse_metrics_are_points(tmp_path, monkeypatch):
+    rows = [{"step": s, "reward": 0.5, "accuracy": 0.25} | ({"kl": 0.1} if s % 5 < 2 else {}) for s in range(1, 101)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"task": {"name": "refcoco"}}))
+    figures = _drawn(monkeypatch)
+    assert [p.name for p in plot_run(tmp_path)] == ["rl_headline.png", "rl_kl_entropy.png"]
+    (kl,) = [ax for ax in figures["rl_kl_entropy.png"].axes if ax.get_title().startswith("KL")]
+    (points,) = kl.get_lines()  # logged on 40 of 100 steps: points, neither smoothed nor a line
+    assert points.get_marker() == "o" and len(points.get_xdata()) == 40
