@@ -156,14 +156,21 @@ def read_results(out_dir: Path) -> dict[str, Any]:
 
 
 def read_metrics(out_dir: Path) -> dict[str, dict[str, float]]:
-    """Task -> metric -> value of a results.json (lmms-eval's or vlrl's), errors left out."""
+    """Task -> metric -> value of a results.json (lmms-eval's or vlrl's), errors left out. A
+    metric is named alone under lmms-eval's filter `none` (vlrl's only one), else as lmms-eval
+    writes it, `metric,filter`: one metric under two filters is two values."""
     out = {}
     for task, values in read_results(out_dir)["results"].items():
         if not isinstance(values, dict):
             continue
         out[task] = {
-            key.rpartition(",")[0]: value
+            _metric_name(key): value
             for key, value in values.items()
             if "," in key and "_stderr" not in key.rpartition(",")[0] and isinstance(value, (int, float))
         }
     return out
+
+
+def _metric_name(key: str) -> str:
+    metric, _, kept_by = key.rpartition(",")
+    return metric if kept_by == "none" else key
