@@ -386,3 +386,265 @@ def test_eval_into_a_file_says_it_is_one(tmp_path, capsys):
     assert main(["eval", "--model", "tiny:qwen2_5_vl", "--task", "refcoco", "--out", str(target)]) == 2
     assert f"eval output directory {target} cannot be created: it is a file; give a folder" in capsys.readouterr().out
     assert target.read_text() == "a file"
+
+
+# -- the harness on a scripted engine: records, skipped samples, processes -------------------------
+class _AnswerEngine:
+    """Answers each prompt with the text its problem names after 'say ' ('reject' refuses it)."""
+
+    device = __import__("torch").device("cpu")
+
+    def generate(self, prompts, params, generator=None):
+        from vlrl.rollout.base import Completion, Generation
+
+        out = []
+        for prompt in prompts:
+            said = prompt.text.split("say ", 1)[1]
+            out.append(Generation([], "too long") if said == "reject" else Generation([Completion([1], said, False)]))
+        return out
+
+
+def _render(processor, jobs, model):
+    """render_prompts without a processor: a prompt of the problem's text, or the failure of a
+    sample whose media are 'broken'."""
+    import torch
+
+    from vlrl.models.batch import Prompt
+    from vlrl.models.prompting import UnusableSample
+
+    return [
+        UnusableSample(sample.source, "media unreadable")
+        if sample.images == ["broken"]
+        else Prompt(
+            torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), {}, sample.problem, prefill="<think>"
+        )
+        for _, sample in jobs
+    ]
+
+
+def _scripted_eval(monkeypatch, said: list[str], procs=None, progress=None, task=None, truth=3, **eval_settings):
+    """countbenchqa (a benchmark: the stripped response must be the number; or `task`) on samples
+    whose truth is `truth` and whose responses are `said` ('broken': the media fail; 'reject': the
+    engine refuses); every prompt's chat template prefilled '<think>'."""
+    import vlrl.eval.harness as harness
+    from vlrl.config import EvalConfig, ModelConfig, TaskConfig
+    from vlrl.data.sample import Sample
+    from vlrl.parallel.distributed import Processes
+    from vlrl.tasking.registry import make_task
+
+    monkeypatch.setattr(harness, "render_prompts", _render)
+    task = task or make_task(TaskConfig(name="countbenchqa"))
+    samples = [
+        Sample(
+            id=f"s{i}",
+            task=task.name,
+            problem=f"say {text}",
+            solution=truth,
+            source=f"cb.parquet:{i}",
+            images=["broken" if text == "broken" else "ok.png"],
+            meta={"label": "dots"},
+        )
+        for i, text in enumerate(said)
+    ]
+    settings = harness.EvalSettings(EvalConfig(batch_size=2, **eval_settings), ModelConfig(), 8, 0)
+    return harness.evaluate(
+        _AnswerEngine(), None, task, samples, settings, "cb.parquet", progress, procs or Processes()
+    )
+
+
+def test_a_benchmarks_records_are_the_answered_samples_in_order_and_the_rest_are_skipped(monkeypatch):
+    said = ["3", "<think>maybe 4</think> 3 ", "broken", "4", "reject", "\n3"]
+    batches = []
+    result = _scripted_eval(monkeypatch, said, progress=batches.append)
+    assert batches == [2, 2, 2]  # each batch, whatever it kept
+    # A benchmark scores the completion alone, as lmms-eval decodes it: not the prefilled '<think>'
+
+    assert result.skipped == ["cb.parquet:2: media unreadable", "cb.parquet:4: too long"]
+    assert [r["id"] for r in result.records] == ["s0", "s1", "s3", "s5"]
+    assert [r["doc_id"] for r in result.records] == [0, 1, 2, 3]
+    assert [r["resps"] for r in result.records] == [["3"], ["<think>maybe 4</think> 3 "], ["4"], ["\n3"]]
+    assert [r["filtered_resps"] for r in result.records] == [["3"], ["3"], ["4"], ["3"]]  # reasoning, whitespace gone
+    assert [r["acc"] for r in result.records] == [1.0, 1.0, 0.0, 1.0]
+    assert {r["target"] for r in result.records} == {3} and result.records[0]["input"] == "say 3"
+    assert result.metrics == {"acc": 0.75}  # over the answered samples, the skipped counted in none
+    assert result.config["reasoning_tags"] == [["<think>", "</think>"], ["<analysis>", "</analysis>"]]
+    none = _scripted_eval(monkeypatch, said, reasoning_tags=None)
+    assert [r["filtered_resps"] for r in none.records] == [r["resps"] for r in none.records]
+    assert none.metrics == {"acc": 0.5} and none.config["reasoning_tags"] is None  # countbenchqa strips "\n3"
+
+
+def test_samples_shared_among_processes_give_every_process_the_single_process_result(monkeypatch):
+    """Each of three processes answers its share (whole batches of 2); every process then holds
+    every sample once, in order, and every skipped one, as one process would."""
+    import threading
+
+    said = ["3", "broken", "4", "3", "reject", "3", "broken", "3", "4"]
+    single = _scripted_eval(monkeypatch, said)
+
+    class Shared:
+        def __init__(self, world):
+            self.world, self.posts, self.barrier = world, {}, threading.Barrier(world)
+
+    class Proc:
+        def __init__(self, shared, rank):
+            self.shared, self.rank, self.world, self.calls = shared, rank, shared.world, 0
+
+        def gather(self, items):
+            key, self.calls = self.calls, self.calls + 1
+            self.shared.posts[key, self.rank] = list(items)
+            self.shared.barrier.wait(timeout=30)
+            return [item for rank in range(self.world) for item in self.shared.posts[key, rank]]
+
+    shared, results, answered = Shared(3), {}, {}
+
+    def run(rank):
+        counted = []
+        results[rank] = _scripted_eval(monkeypatch, said, procs=Proc(shared, rank), progress=counted.append)
+        answered[rank] = sum(counted)
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert answered == {0: 4, 1: 4, 2: 1}  # ceil(5 batches / 3) = 2 batches each, the last one's share
+    for rank in range(3):
+        r = results[rank]
+        assert (r.metrics, r.records, r.skipped) == (single.metrics, single.records, single.skipped), rank
+    assert single.skipped == [
+        "cb.parquet:1: media unreadable",
+        "cb.parquet:4: too long",
+        "cb.parquet:6: media unreadable",
+    ]
+    assert [r["id"] for r in single.records] == ["s0", "s2", "s3", "s5", "s7", "s8"]
+
+
+def test_compare_shows_every_metric_of_either_result_with_b_minus_a_and_a_dash_where_one_lacks_it(tmp_path):
+    from rich.console import Console
+
+    from vlrl.eval.compare import compare, setting_differences
+
+    a = write_results(tmp_path / "a", **{"data.limit": 0})
+    b = write_results(tmp_path / "b", **{"data.limit": 50})
+    for folder, metrics in ((a, {"refcoco": {"acc": 0.75, "iou": 0.5}, "counting": {"acc": 0.5}}),
+                            (b, {"refcoco": {"acc": 0.5, "reward": 1.25}, "screenspot_v2": {"acc": 0.125}})):  # fmt: skip
+        results = json.loads((folder / "results.json").read_text())
+        results["results"] = {
+            task: {f"{name},none": value for name, value in values.items()} for task, values in metrics.items()
+        }
+        if folder == b:  # a task only B ran: its settings are named against '-'
+            results["configs"]["screenspot_v2"] = {"task": "screenspot_v2", "data": "ss.parquet"}
+        (folder / "results.json").write_text(json.dumps(results))
+    table, differences = compare(a, b)
+    console = Console(record=True, width=200)
+    console.print(table)
+    lines = [line for line in console.export_text().splitlines() if "│" in line]  # the rows, not the header
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines]
+    assert rows == [
+        ["counting", "acc", "0.5000", "-", "-"],
+        ["refcoco", "acc", "0.7500", "0.5000", "-0.2500"],
+        ["refcoco", "iou", "0.5000", "-", "-"],
+        ["refcoco", "reward", "-", "1.2500", "-"],
+        ["screenspot_v2", "acc", "-", "0.1250", "-"],
+    ]
+    assert differences == [
+        "data.limit: 0 vs 50",
+        "screenspot_v2: data: - vs ss.parquet",
+    ]  # a subset is another evaluation
+    assert (
+        setting_differences(json.loads((a / "results.json").read_text()), json.loads((a / "results.json").read_text()))
+        == []
+    )
+
+
+def test_a_task_with_rewards_reports_the_mean_of_each_samples_own_rewards(monkeypatch):
+    from vlrl.config import TaskConfig
+    from vlrl.tasking.registry import make_task
+
+    task = make_task(TaskConfig(name="counting", rewards={"format": 1.0, "count_exact": 2.0}))
+    said = ["r</think>\n<answer>3</answer>", "broken", "r</think>\n<answer>4</answer>", "<answer>3</answer>"]
+    result = _scripted_eval(monkeypatch, said, task=task, truth={"count": 3, "points": None})
+    records = result.records
+    assert [r["resps"] for r in records] == [["<think>" + said[0]], ["<think>" + said[2]], ["<think>" + said[3]]]
+    assert [r["rewards"] for r in records] == [
+        {"format": 1.0, "count_exact": 1.0},
+        {"format": 1.0, "count_exact": 0.0},
+        {"format": 0.0, "count_exact": 1.0},
+    ]
+    assert [r["reward"] for r in records] == [3.0, 1.0, 2.0]  # each sample's own, weighted
+    assert result.metrics["reward"] == 2.0 and result.metrics["reward/format"] == pytest.approx(2 / 3)
+    assert result.metrics["reward/count_exact"] == pytest.approx(2 / 3)
+    assert result.config["rewards"] == {"format": 1.0, "count_exact": 2.0} and "reasoning_tags" not in result.config
+    assert result.skipped == ["cb.parquet:1: media unreadable"]
+
+
+def test_a_task_with_rewards_whose_every_sample_was_skipped_reports_no_metric(monkeypatch):
+    from vlrl.config import TaskConfig
+    from vlrl.tasking.registry import make_task
+
+    task = make_task(TaskConfig(name="counting"))
+    result = _scripted_eval(monkeypatch, ["broken", "reject"], task=task, truth={"count": 3, "points": None})
+    assert (result.metrics, result.records) == ({}, [])
+    assert result.skipped == ["cb.parquet:0: media unreadable", "cb.parquet:1: too long"]
+
+
+def test_results_record_no_reasoning_tags_for_a_benchmark_whose_reference_strips_none():
+    from vlrl.config import EvalConfig, ModelConfig, TaskConfig
+    from vlrl.eval.harness import EvalSettings, task_config
+    from vlrl.tasking.registry import make_task
+
+    settings = EvalSettings(EvalConfig(), ModelConfig(), 8, 0)
+    video = task_config(make_task(TaskConfig(name="video_r1_mvbench")), settings, "eval_mvbench.json")
+    assert video == {"task": "video_r1_mvbench", "data": "eval_mvbench.json", "options": {},
+                     "dataset_path": "Video-R1/Video-R1-eval eval_mvbench.json", "test_split": "",
+                     "reference": "Video-R1 59d65c3 src/eval_bench.py", "reasoning_tags": None}  # fmt: skip
+    counted = task_config(make_task(TaskConfig(name="countbench")), settings, "cb")
+    assert counted["reasoning_tags"] == [["<think>", "</think>"], ["<analysis>", "</analysis>"]]
+
+
+def test_a_headline_line_shows_the_chosen_metrics_in_order_to_four_significant_digits():
+    from vlrl.config import TaskConfig
+    from vlrl.eval.harness import headline_line, headline_names
+    from vlrl.tasking.registry import make_task
+
+    counting = make_task(TaskConfig(name="counting"))
+    assert headline_names(counting) == ["accuracy", "mae", "format_rate", "reward"]
+    assert headline_names(counting, ["reward", "mae", "mae"]) == ["reward", "mae"]
+    metrics = {"mae": 12.34567, "accuracy": 0.523449, "reward": 0.000123456, "format_rate": 1.0}
+    assert headline_line("held-out step 2", metrics, ["accuracy", "mae", "missing", "reward"]) == (
+        "held-out step 2 | accuracy 0.5234 | mae 12.35 | reward 0.0001235"
+    )
+
+
+def test_a_process_reports_progress_over_its_own_share_and_says_bad_records_before_bad_media(monkeypatch):
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    import vlrl.eval.harness as harness
+    from vlrl.config import EvalConfig, ModelConfig, TaskConfig, TrainerConfig
+    from vlrl.eval.layout import TaskResult
+    from vlrl.parallel.distributed import Processes
+    from vlrl.tasking.registry import make_task
+
+    def evaluate(engine, processor, task, samples, settings, split, progress, procs):
+        share = harness.shard(len(samples), settings.eval.batch_size, procs)
+        for start in range(share.start, share.stop, 2):
+            progress(min(2, share.stop - start))
+        return TaskResult(task.name, split, {}, [], 1.0, skipped=["cb:5: too long"])
+
+    monkeypatch.setattr(harness, "evaluate", evaluate)
+    loaded = SimpleNamespace(samples=list(range(9)), errors=["cb:1: no image"])
+    out = io.StringIO()
+    settings = harness.EvalSettings(EvalConfig(batch_size=2), ModelConfig(), 8, 0)
+    result = harness.evaluate_logged(None, None, make_task(TaskConfig(name="countbenchqa")), loaded, settings,
+                                     TrainerConfig(log_every=1), "cb", Console(file=out, width=300), Processes(1, 3))  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert [line.split(" | ")[0] for line in lines] == [
+        "eval countbenchqa 2/4",
+        "eval countbenchqa 4/4",
+        "skipped cb:1: no image",
+        "skipped cb:5: too long",
+    ]  # process 1 of 3 answers samples 4-7 of 9
+    assert result.skipped == ["cb:1: no image", "cb:5: too long"]

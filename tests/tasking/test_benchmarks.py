@@ -824,3 +824,103 @@ def test_the_last_closed_box_is_the_one_lmms_eval_finds(text):
 def test_the_last_closed_box_is_found_in_one_pass_after_thousands_of_unclosed_ones():
     """lmms-eval scans from each box to the end: 8,000 unclosed boxes took minutes."""
     assert last_boxed("\\boxed{" * 8000) == "" and last_boxed("\\boxed{" * 8000 + "\\boxed{7}") == "7"
+
+
+# -- scoring edges the published fixtures do not reach ----------------------------------------------------
+def test_counting_reads_none_as_zero_and_pixmo_truths_by_their_first_number():
+    def sample(truth):
+        return Sample(id="0", task="t", problem="", solution=truth)
+
+    countbench, countbenchqa, pixmo = (
+        make_task(TaskConfig(name=n)) for n in ("countbench", "countbenchqa", "pixmo_count")
+    )
+    assert [countbench.process(r, sample(0)) for r in ("None", " zero ", "0", "nothing")] == [
+        {"acc": 1.0}, {"acc": 1.0}, {"acc": 1.0}, {"acc": 0.0}
+    ]  # fmt: skip
+    assert pixmo.process("I count 12 dots, not 13", sample(" 12 objects ")) == {"acc": 1.0, "exact_match": 1.0}
+    assert pixmo.process("twelve", sample("about twelve")) == {"acc": 0.0, "exact_match": 0.0}
+    assert countbenchqa.process(" 3\n", sample(3)) == {"acc": 1.0, "exact_match": 1.0}
+
+
+def test_screenspot_accuracy_by_type_and_platform_counts_edges_and_reads_types_in_any_case():
+    """Edges count; a point beyond 1 on one axis is divided by the image size on both; a bracketed
+    pair is read before 'x: .., y: ..'; types are compared lowercased; a sample without a platform
+    is in no per-platform accuracy."""
+    task = make_task(TaskConfig(name="screenspot_v2"))
+    kinds = [("Text", "ios"), ("text", "ios"), ("ICON", "web"), ("icon", ""), ("other", "web")]
+    samples = [Sample(id=str(i), task=task.name, problem="", solution=[0.2, 0.0 if i == 2 else 0.4, 0.6, 0.8],
+                      meta={"size": [100, 200], "type": kind, "platform": platform})
+               for i, (kind, platform) in enumerate(kinds)]  # fmt: skip
+    responses = ["[0.2, 0.8]", "[0.61, 0.5]", "[40, 0.5]", "(0.6, 0.4)", '{"x": 0.5, "y": 0.5} not [0.9, 0.9]']
+    # [40, 0.5] reads as (0.4, 0.0025): inside [0.2, 0.0, 0.6, 0.8]; the last as (0.9, 0.9): outside
+    assert task.metrics(samples, responses) == {
+        "screenspot_v2_action_acc": 0.6,
+        "screenspot_v2_text_acc": 0.5,
+        "screenspot_v2_icon_acc": 1.0,
+        "screenspot_v2_acc/ios": 0.5,
+        "screenspot_v2_acc/ios/text": 0.5,
+        "screenspot_v2_acc/web": 0.5,
+        "screenspot_v2_acc/web/icon": 1.0,
+        "screenspot_v2_acc/web/other": 0.0,
+    }
+    texts = [s for s in samples if s.meta["type"].lower() == "text"]
+    assert task.metrics(texts, ["[0.3, 0.5]"] * 2)["screenspot_v2_icon_acc"] == 0.0  # no icon sample: 0, as lmms-eval
+
+
+def test_screenspot_ground_truth_boxes_are_read_as_lmms_eval_reads_them():
+    from tasks.benchmarks.screenspot import pro_box, v2_box
+
+    assert v2_box([0.2, 0.3, 0.2, 0.5], 100, 200) == [0.2, 0.3, 0.2, 0.5]  # x2 == x1: still normalized x1y1x2y2
+    assert v2_box([10, 20, 5, 40], 100, 200) == [0.1, 0.1, 0.15, 0.3]  # x2 < x1: read as [x, y, w, h]
+    assert pro_box([0.5, 20, 0.9, 40], 100, 200) == pytest.approx([0.005, 0.1, 0.009, 0.2])  # y2 beyond 1: pixels
+    pro = make_task(TaskConfig(name="screenspot_pro"))
+    record = {"bbox": "[10, 20, 30, 40]", "img_size": "[100, 200]", "ui_type": "Icon", "data_type": "text",
+              "platform": "macos"}  # fmt: skip
+    assert pro._truth(record, None) == ([0.1, 0.1, 0.3, 0.2], [100, 200], "icon", "macos")  # ui_type first
+
+
+def test_lenient_grounding_keeps_the_first_candidate_of_the_highest_iou():
+    """A point-like box has IoU 0 read either way; the pixel reading comes first and its center
+    lies in the truth, the 0-1000 reading's does not."""
+    from vlrl.data.records import FrameSpec
+
+    task = make_task(TaskConfig(name="refcoco_grounding_test"))
+    sample = Sample(id="0", task=task.name, problem="", solution=[40.0, 40.0, 80.0, 80.0],
+                    frame=FrameSpec().frame(200, 100), meta={"answer": ["it"], "ann_id": "0"})  # fmt: skip
+    metrics = task.metrics([sample], ["[60, 60, 60, 60]"])
+    assert metrics["refcoco_grounding_Center_ACC"] == 1.0 and metrics["refcoco_grounding_IoU"] == 0.0
+
+
+def test_video_r1_and_vsi_bench_means_over_the_samples_and_tasks_present():
+    """Video-R1's mean_acc over the non-regression samples (float32), mean_mra 0 without a
+    regression sample; VSI-Bench's choice types by the first word without its '.', the
+    direction levels present averaged into one task, `overall` the mean over tasks, absent
+    tasks 0."""
+    task = make_task(TaskConfig(name="video_r1_vsibench"))
+    rows = [("object_rel_direction_easy", "A", "<answer>A</answer>"),
+            ("object_rel_direction_medium", "B", "<answer>C</answer>"),
+            ("route_planning", "A", "<answer>A.</answer>")]  # fmt: skip
+    samples = [Sample(id=str(i), task=task.name, problem="", solution=None,
+                      meta={"problem_type": "multiple choice", "data_type": "video", "solution": f"<answer>{truth}</answer>",
+                            "question_type": kind})
+               for i, (kind, truth, _) in enumerate(rows)]  # fmt: skip
+    metrics = task.metrics(samples, [response for _, _, response in rows])
+    assert metrics["mean_acc"] == float(np.float32(1 / 3)) and metrics["mean_mra"] == 0.0
+    assert metrics["vsibench_overall"] == 0.75
+    assert metrics["object_rel_direction_accuracy"] == 0.5 and metrics["route_planning_accuracy"] == 1.0
+    assert metrics["object_counting_mra"] == 0.0 and metrics["obj_appearance_order_accuracy"] == 0.0
+    for output, solution, score in [("<answer>3.14</answer>", "<answer>3.12</answer>", 0.0),
+                                    ("<answer>3.141</answer>", "<answer>3.14</answer>", 1.0)]:  # fmt: skip
+        assert video_r1_reward(output, solution, "numerical") == score  # numbers to 2 decimals
+        assert reference_video_r1_reward({"solution": solution}, output, "numerical") == score
+
+
+def test_math_reasoning_format_length_relaxed_match_and_geometry3ks_choice_text():
+    from tasks.benchmarks.math import geometry3k_letter, reasoning_format, reasoning_score, relax_exact_match
+
+    assert reasoning_format("y" * 45 + " = 12") == 0.0  # 50 characters: not over 50
+    assert reasoning_format("y" * 46 + " = 12") == 0.8
+    assert relax_exact_match("123456789", "1234567890") == 1.0  # 9 of 10 characters: 90%
+    assert relax_exact_match("12345678", "1234567890") == 0.0
+    assert reasoning_score("<answer>red car.</answer>", "red car") == (1.0, 0.0)  # a final '.' dropped
+    assert geometry3k_letter("it is six", ["three", "Six", "nine", "twelve"]) == "B"  # the choice's text, any case
