@@ -569,9 +569,7 @@ class TrainerConfig:
     report_to: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = field(default_factory=lambda: ["jsonl"])
     progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
     log_every: int = 10
-    max_consecutive_nonfinite: int = (
-        3  # steps in a row that skipped an update (a non-finite loss or gradient) stop the run
-    )
+    max_consecutive_nonfinite: int = 3  # steps in a row that skipped an update (non-finite loss or gradient) stop a run
 
     def validate(self, key: str) -> None:
         require_positive(
