@@ -159,18 +159,13 @@ def read_metrics(out_dir: Path) -> dict[str, dict[str, float]]:
     """Task -> metric -> value of a results.json (lmms-eval's or vlrl's), errors left out. A
     metric is named alone under lmms-eval's filter `none` (vlrl's only one), else as lmms-eval
     writes it, `metric,filter`: one metric under two filters is two values."""
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for task, values in read_results(out_dir)["results"].items():
         if not isinstance(values, dict):
             continue
-        out[task] = {
-            _metric_name(key): value
-            for key, value in values.items()
-            if "," in key and "_stderr" not in key.rpartition(",")[0] and isinstance(value, (int, float))
-        }
+        out[task] = {}
+        for key, value in values.items():
+            metric, comma, kept_by = key.rpartition(",")
+            if comma and "_stderr" not in metric and isinstance(value, (int, float)):
+                out[task][metric if kept_by == "none" else key] = value
     return out
-
-
-def _metric_name(key: str) -> str:
-    metric, _, kept_by = key.rpartition(",")
-    return metric if kept_by == "none" else key
