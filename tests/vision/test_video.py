@@ -671,3 +671,12 @@ def test_decord_reporting_no_fps_or_no_frames_is_refused_saying_so(tmp_path, mon
         ValueError, match=f"^{re.escape(f'video {path} reports {frames} frames at {fps} fps (decord)')}$"
     ):
         _decord_probe(path)
+
+
+def test_a_clip_too_thin_for_its_frames_pixel_limit_is_refused_saying_so():
+    from vlrl.vision.video import frame_size
+
+    spec = VideoConfig(min_pixels=3136, max_pixels=3136, max_pixels_from="message")
+    with pytest.raises(ValueError, match=r"^a 5000x30 image resizes to 700x0 under max_pixels .*too thin"):
+        frame_size(30, 5000, 4, spec, 28)
+    assert frame_size(56, 56, 4, spec, 28) == (56, 56)
