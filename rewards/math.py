@@ -27,17 +27,18 @@ weights are the task's default reward weights):
 
 math-verify is an optional dependency (`pip install 'vlrl[math]'`, the 0.5.2 the three recipes
 pin): `require_math_verify` says how to get it. Its time limits are SIGALRM timers, which work
-only in the main thread (0.5.2 elsewhere silently returns string-only parses), so the functions
-that call it raise in any other thread (the scorer then counts a failure and scores 0). Its
-Expr extraction hands digit-and-operator text to sympy's parse_expr (evaluate=False), under its
-timer; everything else here reads text without evaluating it.
+only in a main thread (0.5.2 elsewhere silently returns string-only parses), and its regexes run
+unbounded (quadratic on `"\\(" * n`: about 45 s at MAX_VERIFY_CHARS), so the functions that
+call it run in the reward worker (rewards/worker.py): in its main thread whichever thread asks,
+and ended after VERIFY_SECONDS with a TimeoutError (the scorer then counts a failure and scores
+0). Its Expr extraction hands digit-and-operator text to sympy's parse_expr (evaluate=False),
+under its timer; everything else here reads text without evaluating it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import threading
 from functools import cache
 from typing import Any
 
@@ -46,10 +47,14 @@ import regex
 from rewards.format import think_answer
 from rewards.mathruler import NO_BOX, boxed_content, grade_answer
 from rewards.text import compile_pattern, findall, fullmatch, search
+from rewards.worker import isolated
 
 # math-verify runs its regexes with `re`, unbounded: longer completions score 0 without it, as the
 # scorer (vlrl.tasking.scoring, 65,536 characters) scores them 0 anyway.
 MAX_VERIFY_CHARS = 65536
+# A completion's verdict, all of math-verify's calls for it: past its own timers' 3 s a parse and
+# 5 s a verify, well short of its regexes' worst case.
+VERIFY_SECONDS = 10.0
 MATH_VERIFY_HINT = "math-verify is not installed: pip install 'vlrl[math]' (math-verify==0.5.2, as the recipes pin)"
 
 
@@ -67,19 +72,19 @@ def require_math_verify() -> None:
     math_verify()
 
 
+@isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
+def math_verify_equal(first: str, second: str) -> bool:
+    """math-verify's `verify(parse(first), parse(second))` (its gold first: the callers' order
+    differs, as their code's does), in the reward worker."""
+    return bool(math_verify().verify(parse(first), parse(second)))
+
+
 def parse(text: str, **options: Any) -> list:
     """math_verify.parse(text, **options), without what it prints where it cannot parse: the
     error with the whole text (a degenerate completion's 60,000 digits twice, sympy refusing
     integers over 4,300 digits) on stdout, at every such completion. Its result stands: []."""
     with contextlib.redirect_stdout(io.StringIO()):
         return math_verify().parse(text, **options)
-
-
-def _verifiable(text: str) -> bool:
-    """math-verify may run on `text`: in the main thread (else RuntimeError), not too long."""
-    if threading.current_thread() is not threading.main_thread():
-        raise RuntimeError("math-verify's time limits work only in the main thread; score there")
-    return len(text) <= MAX_VERIFY_CHARS
 
 
 # -- EasyR1 -------------------------------------------------------------------------------------
@@ -147,11 +152,12 @@ def chatml_response(completion: str) -> str:
     return completion.strip()
 
 
+@isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
 def mm_eureka_accuracy(completion: str, answer: str) -> float:
     """accuracy_reward_func (an empty response scores 0, as reward_func's guard does)."""
     mv = math_verify()
     completion = chatml_response(completion)
-    if not completion or not _verifiable(completion):
+    if not completion or len(completion) > MAX_VERIFY_CHARS:
         return 0.0
     match = search(TAGGED_ANSWER, completion)
     content = match.group(1) if match else completion.split("<answer>")[-1]
@@ -185,12 +191,13 @@ LMM_R1_FORMAT = compile_pattern(
 )
 
 
+@isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
 def lmm_r1_accuracy(completion: str, answer: str) -> float:
     """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`.
     An empty response scores 0 (LMM-R1 then parses the whole query instead: not available here)."""
     mv = math_verify()
     response = chatml_response(completion)
-    if not response or not _verifiable(response):
+    if not response or len(response) > MAX_VERIFY_CHARS:
         return 0.0
     answer = answer if answer.startswith("$") else f"${answer}$"
     gold = parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
@@ -219,15 +226,15 @@ def lmm_r1_format(completion: str) -> float:
 LETTER = compile_pattern(r"(^|\s|\[|\()([A-H])(\s|\]|\)|$)")
 
 
+@isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
 def visualthinker_accuracy(completion: str, answer: str) -> float:
     """accuracy_reward: math-verify (completion first, as there), then the first one-line
     <answer> equal to the truth, or its last standalone letter A-H equal to it."""
-    mv = math_verify()
-    if not _verifiable(completion):
+    if len(completion) > MAX_VERIFY_CHARS:
         return 0.0
     solution = f"<answer>{answer}</answer>"
     try:
-        if float(mv.verify(parse(completion), parse(solution))) > 0:
+        if math_verify_equal(completion, solution):
             return 1.0
     except Exception:
         pass

@@ -101,11 +101,12 @@ def math_verify_available() -> bool:
 
 
 def _verified(completion: str, solution: str) -> bool:
-    """math_verify's verdict as R1-VL asks for it (default extraction); False where it raises."""
-    from math_verify import parse, verify
+    """math_verify's verdict as R1-VL asks for it (default extraction); False where it raises,
+    and where it gives none in rewards.math's VERIFY_SECONDS (in the reward worker)."""
+    from rewards.math import math_verify_equal
 
     try:
-        return float(verify(parse(completion), parse(solution))) > 0
+        return math_verify_equal(completion, solution)
     except Exception:  # R1-VL's `except Exception: pass`: a parse or verify failure is no verdict
         return False
 

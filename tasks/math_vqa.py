@@ -255,15 +255,23 @@ class MathVQA(Task):
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         """accuracy and format rate as the variant's rewards score them; parse rate: an answer
-        was found where the variant looks for it."""
+        was found where the variant looks for it. A completion math-verify gives no verdict on
+        in time (rewards/math.py's VERIFY_SECONDS) is wrong here, as its reward is 0."""
         n = len(samples)
         if n == 0:
             return {}
         functions = self.reward_functions()
-        accuracy = functions["accuracy"](completions, samples)
+        accuracy = [_right_in_time(functions["accuracy"], c, s) for c, s in zip(completions, samples, strict=True)]
         formatted = functions["format"](completions, samples)
         parsed = [self.predict(c, s) is not None for c, s in zip(completions, samples, strict=True)]
         return {"accuracy": sum(accuracy) / n, "format_rate": sum(formatted) / n, "parse_rate": sum(parsed) / n}
+
+
+def _right_in_time(accuracy: RewardFn, completion: str, sample: Sample) -> float:
+    try:
+        return accuracy([completion], [sample])[0]
+    except TimeoutError:
+        return 0.0
 
 
 def _system(text: str) -> dict[str, Any]:

@@ -219,20 +219,35 @@ def test_visualthinker_rewards_equal_its_grpo_rewards(completion, truth, acc, fm
     assert (rm.visualthinker_accuracy(completion, truth), rm.visualthinker_format(completion)) == (acc, fmt)
 
 
-def test_math_verify_rewards_refuse_to_run_outside_the_main_thread():
-    errors = []
-    thread = threading.Thread(target=lambda: errors.append(_raises(rm.lmm_r1_accuracy, "$2$", "2")))
+def test_math_verify_rewards_score_alike_from_any_thread():
+    """math-verify's timers work only in a main thread: the rewards run in the reward worker's."""
+    cases = [(f"<think>a</think><answer>{answer}</answer>", "0.5") for answer in ("$0.5$", "$3$", "$\\frac{1}{2}$")]
+    expected = [rm.lmm_r1_accuracy(c, a) for c, a in cases]
+    got = []
+    thread = threading.Thread(target=lambda: got.extend(rm.lmm_r1_accuracy(c, a) for c, a in cases))
     thread.start()
     thread.join()
-    assert errors == [True]
+    assert got == expected == [1.0, 0.0, 1.0]
 
 
-def _raises(fn, *args) -> bool:
-    try:
-        fn(*args)
-    except RuntimeError:
-        return True
-    return False
+def test_a_completion_math_verify_would_scan_for_a_minute_is_a_counted_failure_not_a_stall(monkeypatch):
+    """ "\\(" * 32768 keeps math-verify's regexes busy ~45 s, out of reach of any timer in the
+    process: the worker is ended at VERIFY_SECONDS, the completion scores 0 and is counted, the
+    scorer's retry of it fails at once, and the next completion scores as ever; in the task's
+    metrics it is wrong."""
+    from tasks.math_vqa import MathVQA
+    from vlrl.data.sample import Sample
+    from vlrl.tasking.scoring import score
+
+    monkeypatch.setattr(rm, "VERIFY_SECONDS", 0.5)
+    task = MathVQA({"variant": "lmm_r1"})
+    sample = Sample(id="0", task="math_vqa", problem="1+1?", solution="2")
+    completions = ["\\(" * 32768, "<think>a</think><answer>$2$</answer>"]
+    scores = score(task, completions, [sample, sample])
+    assert scores.components["accuracy"] == [0.0, 1.0]
+    assert scores.failures == {"accuracy": 1}
+    assert scores.reasons["accuracy"].startswith("TimeoutError: rewards.math.lmm_r1_accuracy gave no value in 0.5 s")
+    assert task.metrics([sample, sample], completions)["accuracy"] == 0.5  # wrong there, the split's metrics kept
 
 
 def test_hostile_completions_score_in_bounds_without_hanging():
