@@ -7,8 +7,10 @@ compares each headline metric's mean gain (after RL - SFT start) with its spread
 Each seed runs in its own process into runs/demo/<task>-seed<N> (`--no-run` only reads the
 demo_summary.json files already there). `--jobs 2` runs two seeds side by side, one thread
 each: faster, but then `seconds` is not the demo's time alone. Prints one JSON line: per seed
-its before, after and seconds; per metric the gains' mean, sample standard deviation and
-their ratio (null when every seed gained the same), and the after-RL values' standard deviation.
+its before, after, seconds and `cpu`, the kernels torch used ("AVX2", "AVX512": they round
+otherwise, so the numbers differ; null in a summary older than that); per metric the gains'
+mean, sample standard deviation and their ratio (null when every seed gained the same), and the
+after-RL values' standard deviation.
 """
 
 from __future__ import annotations
@@ -92,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "config": args.config,
         "side_by_side": args.jobs > 1,
-        "seeds": [{k: s[k] for k in ("seed", "before", "after", "seconds")} for s in summaries],
+        "seeds": [
+            {**{k: s[k] for k in ("seed", "before", "after", "seconds")}, "cpu": s.get("cpu")} for s in summaries
+        ],
         "metrics": spread(summaries),
     }
     print(json.dumps(report, allow_nan=False))

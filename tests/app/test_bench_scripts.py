@@ -43,10 +43,13 @@ def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, cap
         before = {"acc@0.5": 0.3, "format_rate": 1.0, "reward": 1.0}
         after = {"acc@0.5": 0.3 + gain, "format_rate": 1.0 - 0.01 * seed, "reward": 1.5}
         summary = {"task": "refcoco", "seed": seed, "before": before, "after": after, "seconds": 300.0 + seed}
+        if seed < 2:  # seed 2's summary is older than the field
+            summary["cpu"] = ["AVX2", "AVX512"][seed]
         (out / "demo_summary.json").write_text(json.dumps(summary))
     assert demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "1", "2"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [s["seed"] for s in report["seeds"]] == [0, 1, 2] and report["seeds"][2]["seconds"] == 302.0
+    assert [s["cpu"] for s in report["seeds"]] == ["AVX2", "AVX512", None]
     acc = report["metrics"]["acc@0.5"]
     assert abs(acc["gain_mean"] - 0.578) < 1e-3 and abs(acc["gain_std"] - 0.0678) < 1e-3  # sample std
     assert abs(acc["gain_over_std"] - acc["gain_mean"] / acc["gain_std"]) < 1e-9

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from vlrl.app.demo import main
 
@@ -44,6 +45,7 @@ def test_the_demo_pipeline_runs_end_to_end(name, tmp_path, tiny_qwen25, capsys):
     assert printed[-1] == str(summary_path)  # the last line is the summary's path
     summary = json.loads(summary_path.read_text())
     assert summary["task"] == name and summary["seed"] == 1 and summary["seconds"] > 0
+    assert summary["cpu"] == torch.backends.cpu.get_cpu_capability()  # "AVX2", "AVX512", ...
     assert summary["before"].keys() == summary["after"].keys() and "reward" in summary["before"]
     assert Path(summary["curves"]).read_bytes()[:4] == b"\x89PNG"
     assert "SFT start" in "\n".join(printed) and "after RL" in "\n".join(printed)
@@ -68,14 +70,16 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
     )
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
-    # Seeds 0-2 moved these by +0.45 to +0.57 (acc@0.5) and +0.13 to +0.18 (mean IoU), standard
-    # deviations 0.059 and 0.026 (README, 2026-11-30); the code of 2026-11-29 by +0.52 to +0.63
-    # and +0.15 to +0.20 (0.055, 0.032), of 2026-11-23 by +0.45 to +0.61 and +0.16 to +0.20
-    # (0.089, 0.019). Each bound sits ~3 standard deviations below the mean of whichever
-    # measurement puts it lower, and the format bound leaves room for another CPU's numerics
-    # (0.95 seen there).
-    assert after["acc@0.5"] - before["acc@0.5"] > 0.28
-    assert after["mean_iou"] - before["mean_iou"] > 0.07
+    # The numbers depend on the machine (the same code gives other numbers on another CPU: its
+    # kernels round otherwise, and over 3,500 steps that moves a seed as far as another seed;
+    # demo_summary.json's "cpu" now names the kernels). Seeds 0-2 moved acc@0.5 by +0.57, +0.45,
+    # +0.50 and mean IoU by +0.18, +0.13, +0.15 on one machine (8bfb843; its CPU not recorded),
+    # and by +0.25, +0.52, +0.43 and +0.08, +0.15, +0.13 on an AVX-512 one (0ca145d, whose
+    # numbers equal 8bfb843's there; seed 0 is this test's run), both 2026-11-30. Over the six,
+    # +0.453 ± 0.111 and +0.137 ± 0.033: each bound sits 3 standard deviations below the mean.
+    # The format bound leaves room for another CPU's numerics (0.95 seen there).
+    assert after["acc@0.5"] - before["acc@0.5"] > 0.12
+    assert after["mean_iou"] - before["mean_iou"] > 0.04
     assert after["format_rate"] >= 0.9
 
 

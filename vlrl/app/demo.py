@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -92,6 +93,9 @@ def run_demo(config: str, seed: int, out: Path, console: Console, overrides: lis
         "before": headline(before, names),
         "after": headline(after, names),
         "seconds": round(seconds, 1),
+        # the kernels torch picked: another instruction set rounds otherwise, and over 3,500 steps
+        # that moves a seed's numbers as far as another seed (docs/demo.md)
+        "cpu": torch.backends.cpu.get_cpu_capability(),
         "sft_checkpoint": str(sft.checkpoint),
         "rl_checkpoint": str(rl.checkpoint),
         "curves": str(curves),
