@@ -28,7 +28,7 @@ weights are the task's default reward weights):
 math-verify is an optional dependency (`pip install 'vlrl[math]'`, the 0.5.2 the three recipes
 pin): `require_math_verify` says how to get it. Its time limits are SIGALRM timers, which work
 only in a main thread (0.5.2 elsewhere silently returns string-only parses), and its regexes run
-unbounded (quadratic on `"\\(" * n`: about 45 s at MAX_VERIFY_CHARS), so the functions that
+unbounded (quadratic on `"\\(" * n`: about 40 s at MAX_VERIFY_CHARS), so the functions that
 call it run in the reward worker (rewards/worker.py): in its main thread whichever thread asks,
 and ended after VERIFY_SECONDS with a TimeoutError (the scorer then counts a failure and scores
 0). Its Expr extraction hands digit-and-operator text to sympy's parse_expr (evaluate=False),

@@ -2,7 +2,7 @@
 
 math-verify bounds its sympy calls with SIGALRM timers but runs its extraction regexes with
 `re`, which checks no signals while it scans: on `"\\(" * n` one parse takes time quadratic in
-n (about 45 s at the 65,536 characters the scorer reads), and no timer in the process stops
+n (about 40 s at the 65,536 characters the scorer reads), and no timer in the process stops
 that scan. Ending the process does. So a function decorated `@isolated(...)` runs in one
 child process (`rewards.worker.serve` in a fresh interpreter: no fork of a process that holds
 threads or CUDA), started at the first call and kept; a call that gives no value within

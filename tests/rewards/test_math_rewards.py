@@ -231,7 +231,7 @@ def test_math_verify_rewards_score_alike_from_any_thread():
 
 
 def test_a_completion_math_verify_would_scan_for_a_minute_is_a_counted_failure_not_a_stall(monkeypatch):
-    """ "\\(" * 32768 keeps math-verify's regexes busy ~45 s, out of reach of any timer in the
+    """ "\\(" * 32768 keeps math-verify's regexes busy ~40 s, out of reach of any timer in the
     process: the worker is ended at VERIFY_SECONDS, the completion scores 0 and is counted, the
     scorer's retry of it fails at once, and the next completion scores as ever; in the task's
     metrics it is wrong."""
