@@ -70,3 +70,22 @@ def test_errors_come_back_with_their_type_and_message_and_a_dead_worker_is_repla
     with pytest.raises(RuntimeError, match=r"the reward worker process ended \(exit 3\)"):
         fail("exit")
     assert scan("aac") is True
+
+
+def test_a_forked_copy_of_this_process_starts_a_worker_of_its_own():
+    """A fork (a data loader's worker, say) shares the parent's pipes: writing to the parent's
+    worker from both would cross their replies."""
+    parents_worker = where()[0]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: its worker's pid, then out without this process's exit handlers
+        try:
+            os.write(write, str(where()[0]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    childs_worker = int(os.read(read, 64).decode() or 0)
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert childs_worker not in (0, parents_worker, pid, os.getpid())
+    assert where()[0] == parents_worker  # the parent's is untouched
