@@ -5,9 +5,11 @@ CLS-RL's definitions (github.com/minglllli/CLS-RL), to the character:
 - Thinking variant, reward (src/cls-rl/src/open_r1/grpo.py, `accuracy_reward`): the answer is
   the first `<answer>(.*?)</answer>` without DOTALL (an answer that spans lines is not found),
   stripped, or the whole completion stripped when there is none; 1.0 if
-  `answer.lower() == label.lower()`. CLS-RL tries math_verify on the completion first; it
-  never fires on class names that are not math, and is left out here (a numeric-looking
-  class name such as FGVC-Aircraft's "737-200" is the one place the two could differ).
+  `answer.lower() == label.lower()`. Before that, CLS-RL asks math-verify:
+  `verify(parse(completion), parse(solution))` with its solution "<answer> label </answer>",
+  1.0 when it holds (`verify_math=True`, task option `answer_check`). It fires only where the
+  label holds math: a number anywhere in the completion equal to FGVC-Aircraft's "737-200"
+  read as 537, say, scores 1 whatever the answer says. That is CLS-RL's reward, kept.
 - No-thinking variant, reward (grpo_direct.py): 1.0 if the completion *is* the label, byte
   for byte (no strip, case-sensitive). CLS-RL's no-thinking run has no format reward.
 - Evaluation (src/eval/test_qwen2vl_fewshot.py): the answer is `<answer>\\s*(.*?)\\s*</answer>`
@@ -46,8 +48,21 @@ def eval_answer(completion: str) -> str:
     return content if content else completion.strip()
 
 
-def label_cls_rl(completion: str, label: str) -> float:
+def label_cls_rl(completion: str, label: str, verify_math: bool = False) -> float:
+    if verify_math and _math_verified(completion, f"<answer> {label} </answer>"):
+        return 1.0
     return 1.0 if cls_rl_answer(completion).lower() == label.lower() else 0.0
+
+
+def _math_verified(completion: str, solution: str) -> bool:
+    """CLS-RL's `float(verify(parse(content), parse(sol))) > 0` (the completion's parse as the
+    gold, as there), False where it raises, as there, or gives no verdict in time."""
+    from rewards.math import math_verify_equal
+
+    try:
+        return math_verify_equal(completion, solution)
+    except Exception:
+        return False
 
 
 def label_direct(completion: str, label: str) -> float:

@@ -72,6 +72,15 @@ def require_math_verify() -> None:
     math_verify()
 
 
+@cache
+def math_verify_available() -> bool:
+    try:
+        math_verify()
+    except ImportError:
+        return False
+    return True
+
+
 @isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
 def math_verify_equal(first: str, second: str) -> bool:
     """math-verify's `verify(parse(first), parse(second))` (its gold first: the callers' order

@@ -24,10 +24,10 @@ score 0; tasks name the choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 
 import regex
 
+from rewards.math import math_verify_available
 from rewards.text import compile_pattern, findall, finditer, search
 
 SECTIONS = ("### Image Description:", "### Rationales:", "### Step 1:", "### The final answer is:")
@@ -89,15 +89,6 @@ def final_answer(text: str) -> str:
     the whole text stripped when there is no header."""
     match = search(FINAL_ANSWER_LINE, text)
     return match.group(1).strip() if match else text.strip()
-
-
-@cache
-def math_verify_available() -> bool:
-    try:
-        import math_verify  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _verified(completion: str, solution: str) -> bool:

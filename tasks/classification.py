@@ -17,7 +17,8 @@ Variants (task.options.variant), with CLS-RL's templates:
   CLS-RL's no-thinking run uses the label reward alone (configs: rewards {label: 1.0}).
 
 Rewards: `format`; `label` (task.options.match): `cls_rl` is CLS-RL's training rule for the
-variant (thinking: case-insensitive equality of the one-line <answer>; no-thinking: the
+variant (thinking: math-verify's verdict on the completion against the label, where installed
+(`answer_check`), else case-insensitive equality of the one-line <answer>; no-thinking: the
 completion equals the label exactly), `normalized` is this package's looser match (case,
 punctuation, articles, whitespace; rewards/classification.py).
 Metrics: `accuracy` by CLS-RL's evaluation rule (equality or containment, case-insensitive),
@@ -33,9 +34,11 @@ from typing import Any, Literal
 
 from data_prep.classification import CLS_RL_QUESTION, cls_rl_problem, write_synthetic_classification
 from rewards.classification import cls_rl_eval_correct, eval_answer, label_cls_rl, label_direct, label_normalized
+from rewards.math import math_verify_available
 from rewards.text import answer_text
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
+from vlrl.config import ConfigError
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn
@@ -56,6 +59,16 @@ class ClassificationOptions:
     match: Literal["cls_rl", "normalized"] = "cls_rl"
     question: str = CLS_RL_QUESTION  # for records with `choices` and no `problem`
     target_think: str = "The object in the photo is: {label}."  # reasoning text of the SFT target
+    # The thinking variant's `label` under match cls_rl: math-verify's verdict first, then the
+    # answer's match (CLS-RL's grpo.py); `auto` does so when math-verify is installed and
+    # matches the answer alone otherwise; `string` never uses it.
+    answer_check: Literal["auto", "math_verify", "string"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.answer_check == "math_verify" and not math_verify_available():
+            raise ConfigError(
+                "config: task.options.answer_check=math_verify needs the math-verify package (pip install 'vlrl[math]')"
+            )
 
 
 class Classification(TextAnswerTask):
@@ -106,7 +119,10 @@ class Classification(TextAnswerTask):
     def _label_reward(self, completion: str, label: str) -> float:
         if self.options.match == "normalized":
             return label_normalized(completion, label, think=not self.bare)
-        return label_direct(completion, label) if self.bare else label_cls_rl(completion, label)
+        if self.bare:
+            return label_direct(completion, label)
+        check = self.options.answer_check
+        return label_cls_rl(completion, label, check == "math_verify" or (check == "auto" and math_verify_available()))
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         """The class name stated: the <answer> (or the whole text, as CLS-RL reads it), stripped."""

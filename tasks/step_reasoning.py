@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from data_prep.step_reasoning import write_synthetic_step_reasoning
+from rewards.math import math_verify_available
 from rewards.stepwise import (
     FINAL_ANSWER,
     KEY_STEP_WEIGHT,
     answer_correct,
     final_answer,
     key_step_score,
-    math_verify_available,
     validity,
 )
 from tasks.records import record_image

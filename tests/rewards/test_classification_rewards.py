@@ -15,7 +15,9 @@ from rewards.classification import (
 )
 from rewards.format import bare_answer, think_answer
 from tasks.classification import Classification
+from vlrl.config import ConfigError
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
+from vlrl.data.sample import Sample
 
 
 @pytest.mark.parametrize(
@@ -33,6 +35,47 @@ from vlrl.data.records import FrameSpec, RecordContext, RecordError
 )
 def test_cls_rl_thinking_reward(completion, expected):
     assert label_cls_rl(completion, "golden retriever") == expected
+
+
+# (completion, label, CLS-RL's accuracy_reward, the answer's match alone): CLS-RL's grpo.py
+# accuracy_reward run with math-verify 0.5.2 on each pair, its solution "<answer> label </answer>".
+CLS_RL_MATH = [
+    ("<think>it looks like a 737-200 but the wings</think><answer>A320</answer>", "737-200", 1.0, 0.0),
+    ("<think>I count 537 windows</think><answer>A320</answer>", "737-200", 1.0, 0.0),  # 737-200 read as 537
+    ("<think>x</think><answer>A320</answer>", "737-200", 0.0, 0.0),
+    ("<think>x</think><answer>737-200</answer>", "737-200", 1.0, 1.0),
+    ("<think>x</think><answer>Boeing 737</answer>", "Boeing 737-200", 0.0, 0.0),
+    ("<think>x</think><answer>DC-10</answer>", "DC-9", 0.0, 0.0),
+    ("<think>two wings</think><answer>sparrow</answer>", "sparrow", 1.0, 1.0),
+    ("<think>x</think><answer>\ngolden retriever\n</answer>", "golden retriever", 0.0, 0.0),
+    ("<think>x</think><answer>$\\frac{1}{2}$</answer>", "0.5", 1.0, 0.0),
+]
+
+
+@pytest.mark.parametrize("completion,label,cls_rl,string_only", CLS_RL_MATH)
+def test_cls_rl_thinking_reward_asks_math_verify_first_as_cls_rl_does(completion, label, cls_rl, string_only):
+    pytest.importorskip("math_verify", reason="pip install 'vlrl[math]'")
+    assert label_cls_rl(completion, label, verify_math=True) == cls_rl
+    assert label_cls_rl(completion, label) == string_only
+    rewards = {}
+    for check in ("auto", "math_verify", "string"):
+        task = Classification({"answer_check": check})
+        rewards[check] = task.reward_functions()["label"]([completion], [_labelled(label)])[0]
+    assert rewards == {"auto": cls_rl, "math_verify": cls_rl, "string": string_only}
+
+
+def test_answer_check_math_verify_without_math_verify_is_refused_and_auto_matches_strings(monkeypatch):
+    import tasks.classification as classification
+
+    monkeypatch.setattr(classification, "math_verify_available", lambda: False)
+    with pytest.raises(ConfigError, match="answer_check=math_verify needs the math-verify package"):
+        Classification({"answer_check": "math_verify"})
+    completion = "<think>I count 537 windows</think><answer>A320</answer>"
+    assert Classification().reward_functions()["label"]([completion], [_labelled("737-200")]) == [0.0]
+
+
+def _labelled(label: str) -> Sample:
+    return Sample(id="0", task="classification", problem="What is it?", solution=label)
 
 
 def test_cls_rl_no_thinking_reward_is_exact_equality():
