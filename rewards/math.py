@@ -239,6 +239,7 @@ LETTER = compile_pattern(r"(^|\s|\[|\()([A-H])(\s|\]|\)|$)")
 def visualthinker_accuracy(completion: str, answer: str) -> float:
     """accuracy_reward: math-verify (completion first, as there), then the first one-line
     <answer> equal to the truth, or its last standalone letter A-H equal to it."""
+    math_verify()  # missing: ImportError with the install hint, not a silent string match
     if len(completion) > MAX_VERIFY_CHARS:
         return 0.0
     solution = f"<answer>{answer}</answer>"
