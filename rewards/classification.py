@@ -7,7 +7,7 @@ CLS-RL's definitions (github.com/minglllli/CLS-RL), to the character:
   stripped, or the whole completion stripped when there is none; 1.0 if
   `answer.lower() == label.lower()`. Before that, CLS-RL asks math-verify:
   `verify(parse(completion), parse(solution))` with its solution "<answer> label </answer>",
-  1.0 when it holds (`verify_math=True`, task option `answer_check`). It fires only where the
+  1.0 when it holds (`use_math_verify=True`, task option `answer_check`). It fires only where the
   label holds math: a number anywhere in the completion equal to FGVC-Aircraft's "737-200"
   read as 537, say, scores 1 whatever the answer says. That is CLS-RL's reward, kept.
 - No-thinking variant, reward (grpo_direct.py): 1.0 if the completion *is* the label, byte
@@ -28,6 +28,7 @@ from __future__ import annotations
 import string
 import unicodedata
 
+from rewards.math import math_verified, math_verify_available
 from rewards.text import answer_text, compile_pattern, search
 
 # CLS-RL's training pattern: no DOTALL.
@@ -48,21 +49,12 @@ def eval_answer(completion: str) -> str:
     return content if content else completion.strip()
 
 
-def label_cls_rl(completion: str, label: str, verify_math: bool = False) -> float:
-    if verify_math and _math_verified(completion, f"<answer> {label} </answer>"):
+def label_cls_rl(completion: str, label: str, use_math_verify: bool = False) -> float:
+    """CLS-RL's `verify(parse(content), parse(sol))` (where installed and asked for; the
+    completion's parse as the gold, as there), then the answer's case-insensitive match."""
+    if use_math_verify and math_verify_available() and math_verified(completion, f"<answer> {label} </answer>"):
         return 1.0
     return 1.0 if cls_rl_answer(completion).lower() == label.lower() else 0.0
-
-
-def _math_verified(completion: str, solution: str) -> bool:
-    """CLS-RL's `float(verify(parse(content), parse(sol))) > 0` (the completion's parse as the
-    gold, as there), False where it raises, as there, or gives no verdict in time."""
-    from rewards.math import math_verify_equal
-
-    try:
-        return math_verify_equal(completion, solution)
-    except Exception:
-        return False
 
 
 def label_direct(completion: str, label: str) -> float:

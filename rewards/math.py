@@ -88,6 +88,15 @@ def math_verify_equal(first: str, second: str) -> bool:
     return bool(math_verify().verify(parse(first), parse(second)))
 
 
+def math_verified(first: str, second: str) -> bool:
+    """`math_verify_equal`, False where it raises or gives no verdict in VERIFY_SECONDS: the
+    public rewards' `try: ... except Exception: pass` around their verify."""
+    try:
+        return math_verify_equal(first, second)
+    except Exception:
+        return False
+
+
 def parse(text: str, **options: Any) -> list:
     """math_verify.parse(text, **options), without what it prints where it cannot parse: the
     error with the whole text (a degenerate completion's 60,000 digits twice, sympy refusing
@@ -243,11 +252,8 @@ def visualthinker_accuracy(completion: str, answer: str) -> float:
     if len(completion) > MAX_VERIFY_CHARS:
         return 0.0
     solution = f"<answer>{answer}</answer>"
-    try:
-        if math_verify_equal(completion, solution):
-            return 1.0
-    except Exception:
-        pass
+    if math_verified(completion, solution):
+        return 1.0
     truth = r1v_answer(solution)
     student = r1v_answer(completion)
     if student == truth:

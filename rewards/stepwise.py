@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import regex
 
-from rewards.math import math_verify_available
+from rewards.math import math_verified, math_verify_available
 from rewards.text import compile_pattern, findall, finditer, search
 
 SECTIONS = ("### Image Description:", "### Rationales:", "### Step 1:", "### The final answer is:")
@@ -91,20 +91,9 @@ def final_answer(text: str) -> str:
     return match.group(1).strip() if match else text.strip()
 
 
-def _verified(completion: str, solution: str) -> bool:
-    """math_verify's verdict as R1-VL asks for it (default extraction); False where it raises,
-    and where it gives none in rewards.math's VERIFY_SECONDS (in the reward worker)."""
-    from rewards.math import math_verify_equal
-
-    try:
-        return math_verify_equal(completion, solution)
-    except Exception:  # R1-VL's `except Exception: pass`: a parse or verify failure is no verdict
-        return False
-
-
 def answer_correct(completion: str, solution: str, use_math_verify: bool = True) -> float:
     """1.0 when the completion's answer is the solution's: math_verify first (where installed and
     asked for), then the final-answer lines compared as strings."""
-    if use_math_verify and math_verify_available() and _verified(completion, solution):
+    if use_math_verify and math_verify_available() and math_verified(completion, solution):
         return 1.0
     return 1.0 if final_answer(completion) == final_answer(solution) else 0.0

@@ -67,7 +67,7 @@ class Worker:
         self._timed_out: OrderedDict[bytes, float] = OrderedDict()
 
     def call(self, module: str, name: str, args: list, seconds: float, imports: tuple[str, ...] = ()) -> Any:
-        request = json.dumps([module, name, args]).encode() + b"\n"
+        request = _request(module, name, args)
         digest, what = hashlib.sha256(request).digest(), f"{module}.{name}"
         with self._lock:
             if self._timed_out.get(digest, -1.0) >= seconds:
@@ -76,7 +76,7 @@ class Worker:
                 self._start()
             for needed in (module, *imports):
                 if needed not in self._imported:
-                    self._ask(json.dumps([needed, None, []]).encode() + b"\n", START_SECONDS, f"importing {needed}")
+                    self._ask(_request(needed, None, []), START_SECONDS, f"importing {needed}")
                     self._imported.add(needed)
             try:
                 return self._ask(request, seconds, what)
@@ -131,6 +131,11 @@ class Worker:
         process, self._process = self._process, None
         if process is not None and self._pid == os.getpid():
             _end(process, grace=2.0)
+
+
+def _request(module: str, name: str | None, args: list) -> bytes:
+    """One request line: a call of module.name(*args), or with name None an import of module."""
+    return json.dumps([module, name, args]).encode() + b"\n"
 
 
 def _end(process: subprocess.Popen, grace: float) -> None:

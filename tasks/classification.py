@@ -34,11 +34,10 @@ from typing import Any, Literal
 
 from data_prep.classification import CLS_RL_QUESTION, cls_rl_problem, write_synthetic_classification
 from rewards.classification import cls_rl_eval_correct, eval_answer, label_cls_rl, label_direct, label_normalized
-from rewards.math import math_verify_available
 from rewards.text import answer_text
+from tasks.answer_check import AnswerCheck
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
-from vlrl.config import ConfigError
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn
@@ -53,22 +52,12 @@ TEMPLATES = {
 
 
 @dataclass
-class ClassificationOptions:
+class ClassificationOptions(AnswerCheck):  # answer_check: the thinking variant's cls_rl label
     variant: Literal["thinking", "no_thinking"] = "thinking"
     prompt_template: str = ""  # "" = CLS-RL's template for the variant; placeholder {Question}
     match: Literal["cls_rl", "normalized"] = "cls_rl"
     question: str = CLS_RL_QUESTION  # for records with `choices` and no `problem`
     target_think: str = "The object in the photo is: {label}."  # reasoning text of the SFT target
-    # The thinking variant's `label` under match cls_rl: math-verify's verdict first, then the
-    # answer's match (CLS-RL's grpo.py); `auto` does so when math-verify is installed and
-    # matches the answer alone otherwise; `string` never uses it.
-    answer_check: Literal["auto", "math_verify", "string"] = "auto"
-
-    def __post_init__(self) -> None:
-        if self.answer_check == "math_verify" and not math_verify_available():
-            raise ConfigError(
-                "config: task.options.answer_check=math_verify needs the math-verify package (pip install 'vlrl[math]')"
-            )
 
 
 class Classification(TextAnswerTask):
@@ -121,8 +110,7 @@ class Classification(TextAnswerTask):
             return label_normalized(completion, label, think=not self.bare)
         if self.bare:
             return label_direct(completion, label)
-        check = self.options.answer_check
-        return label_cls_rl(completion, label, check == "math_verify" or (check == "auto" and math_verify_available()))
+        return label_cls_rl(completion, label, use_math_verify=self.options.asks_math_verify)
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         """The class name stated: the <answer> (or the whole text, as CLS-RL reads it), stripped."""

@@ -24,10 +24,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from data_prep.step_reasoning import write_synthetic_step_reasoning
-from rewards.math import math_verify_available
 from rewards.stepwise import (
     FINAL_ANSWER,
     KEY_STEP_WEIGHT,
@@ -36,8 +35,8 @@ from rewards.stepwise import (
     key_step_score,
     validity,
 )
+from tasks.answer_check import AnswerCheck
 from tasks.records import record_image
-from vlrl.config import ConfigError
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
@@ -78,16 +77,8 @@ def stepwise_rewards() -> dict[str, RewardFn]:
 
 
 @dataclass
-class StepReasoningOptions:
-    # How `answer` is checked: math_verify then the final-answer strings (R1-VL); `auto` does so
-    # when math_verify is installed and compares the strings alone otherwise; `string` never uses it.
-    answer_check: Literal["auto", "math_verify", "string"] = "auto"
-
-    def __post_init__(self) -> None:
-        if self.answer_check == "math_verify" and not math_verify_available():
-            raise ConfigError(
-                "config: task.options.answer_check=math_verify needs the math-verify package (pip install math-verify)"
-            )
+class StepReasoningOptions(AnswerCheck):
+    """`answer_check` (tasks/answer_check.py) for R1-VL's `answer`."""
 
 
 class StepReasoning(Task):
@@ -143,7 +134,7 @@ class StepReasoning(Task):
         }
 
     def _answer(self, completion: str, sample: Sample) -> float:
-        return answer_correct(completion, sample.solution, use_math_verify=self.options.answer_check != "string")
+        return answer_correct(completion, sample.solution, use_math_verify=self.options.asks_math_verify)
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         """The final-answer line (None without the header)."""

@@ -32,7 +32,7 @@ import pyarrow as pa
 import regex
 from PIL import Image
 
-from rewards.math import math_verify, math_verify_equal
+from rewards.math import math_verified, math_verify
 from rewards.text import compile_pattern, findall, fullmatch, search
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image
@@ -265,10 +265,7 @@ def reasoning_score(solution: str, truth: str) -> tuple[float, float]:
     predict, gt = _simple_parse(answer_tag(solution).strip()), _simple_parse(truth)
     acc = relax_exact_match(predict, gt)
     if acc == 0.0:
-        try:
-            acc = float(int(math_verify_equal(gt, predict)))
-        except Exception:  # there: a failing verify scores 0; here also math-verify past its time
-            acc = 0.0
+        acc = float(math_verified(gt, predict))  # there a failing verify scores 0 too
     return acc, fmt
 
 

@@ -55,7 +55,7 @@ CLS_RL_MATH = [
 @pytest.mark.parametrize("completion,label,cls_rl,string_only", CLS_RL_MATH)
 def test_cls_rl_thinking_reward_asks_math_verify_first_as_cls_rl_does(completion, label, cls_rl, string_only):
     pytest.importorskip("math_verify", reason="pip install 'vlrl[math]'")
-    assert label_cls_rl(completion, label, verify_math=True) == cls_rl
+    assert label_cls_rl(completion, label, use_math_verify=True) == cls_rl
     assert label_cls_rl(completion, label) == string_only
     rewards = {}
     for check in ("auto", "math_verify", "string"):
@@ -65,9 +65,11 @@ def test_cls_rl_thinking_reward_asks_math_verify_first_as_cls_rl_does(completion
 
 
 def test_answer_check_math_verify_without_math_verify_is_refused_and_auto_matches_strings(monkeypatch):
-    import tasks.classification as classification
+    import rewards.classification
+    import tasks.answer_check
 
-    monkeypatch.setattr(classification, "math_verify_available", lambda: False)
+    monkeypatch.setattr(tasks.answer_check, "math_verify_available", lambda: False)
+    monkeypatch.setattr(rewards.classification, "math_verify_available", lambda: False)
     with pytest.raises(ConfigError, match="answer_check=math_verify needs the math-verify package"):
         Classification({"answer_check": "math_verify"})
     completion = "<think>I count 537 windows</think><answer>A320</answer>"

@@ -12,9 +12,9 @@ import time
 import pytest
 from PIL import Image
 
+import tasks.answer_check
 from rewards import stepwise
 from rewards.stepwise import answer_correct, final_answer, key_step_score, validity
-from tasks import step_reasoning
 from tasks.step_reasoning import StepReasoning, read_key_steps
 from vlrl.config import ConfigError
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
@@ -97,7 +97,7 @@ def test_math_verify_accepts_equivalent_answers_where_it_is_installed():
 
 def test_without_math_verify_the_strings_alone_decide(monkeypatch):
     monkeypatch.setattr(stepwise, "math_verify_available", lambda: False)
-    monkeypatch.setattr(step_reasoning, "math_verify_available", lambda: False)
+    monkeypatch.setattr(tasks.answer_check, "math_verify_available", lambda: False)
     assert answer_correct("### The final answer is: 1/2", "### The final answer is: 0.5") == 0.0
     assert answer_correct("### The final answer is: 0.5", "### The final answer is: 0.5") == 1.0
     with pytest.raises(ConfigError, match="math-verify"):
