@@ -61,6 +61,32 @@ def test_a_cached_build_that_another_process_finished_first_is_kept_as_it_is(tmp
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # its own build dropped
 
 
+def test_the_cache_key_follows_the_builders_code_and_the_libraries_versions(tmp_path, monkeypatch):
+    """An edit to the code that writes a tiny build, or another torch, transformers or tokenizers,
+    is a new key: the cache never serves a build that the code would no longer make."""
+    import transformers
+
+    from vlrl.models import tiny
+
+    spec = tiny_spec("tiny:qwen2_5_vl")
+    sources = tiny.builder_sources(spec.arch)
+    assert [(p.parent.name, p.name) for p in sources] == [
+        ("models", name) for name in ("base.py", "build.py", "qwen2_5_vl.py", "qwen2_vl.py", "tiny.py")
+    ]
+    key = tiny.cache_key(spec)
+    assert key.startswith("qwen2_5_vl-") and tiny.cache_key(spec) == key
+    assert tiny.cache_key(tiny_spec("tiny:qwen2_5_vl-h32")) != key
+    edited = tmp_path / "qwen2_vl.py"
+    edited.write_text((sources[3]).read_text() + "# an edit\n")
+    with monkeypatch.context() as patch:
+        patch.setattr(tiny, "builder_sources", lambda arch: [*sources[:3], edited, *sources[4:]])
+        assert tiny.cache_key(spec) != key
+    with monkeypatch.context() as patch:
+        patch.setattr(transformers, "__version__", "0.0.1")
+        assert tiny.cache_key(spec) != key
+    assert tiny.cache_key(spec) == key
+
+
 QWEN2_SYSTEM = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"  # Qwen3-VL's template has none
 
 

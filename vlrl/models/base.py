@@ -139,9 +139,6 @@ class ModelFamily:
     # -- tiny local checkpoints ---------------------------------------------------------------
     # The tiny builds tiny:NAME resolves to, by name (vlrl/models/tiny.py builds and caches them).
     tiny_builds: ClassVar[dict[str, dict[str, Any]]] = {}
-    # Part of a tiny build's cache key: raise it when the family's tiny build changes, so that no
-    # cache serves the old one.
-    tiny_version: ClassVar[int] = 1
     chat_template: ClassVar[str] = ""  # of the tiny build (a real checkpoint brings its own)
 
     def build_tiny_model(self, spec: TinySpec, tokenizer) -> torch.nn.Module:

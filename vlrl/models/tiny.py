@@ -4,7 +4,8 @@ Nothing may be downloaded from a model hub, so tests and the demo use complete l
 checkpoints written here: a tiny model of any family (config, safetensors), a small byte-level
 BPE tokenizer trained locally with Qwen's pre-tokenizer and special tokens, the family's chat
 template, image and video processors. `from_pretrained(path)` loads them like the real ones.
-A build is a pure function of its spec and is cached by the spec's hash. What is particular to
+A build is a pure function of its spec, the code that builds it and the versions of torch,
+transformers and tokenizers, and is cached by a hash of all of them. What is particular to
 a family (its config, its processor) is its adapter's (`ModelFamily.build_tiny_model`,
 vlrl/models/); what they share is here.
 """
@@ -16,11 +17,13 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import torch
 
 from vlrl.config import ConfigError
+from vlrl.models import build as shared_build
 from vlrl.models.build import TinySpec, build_tokenizer
 from vlrl.models.families import family_class, tiny_spec
 
@@ -110,11 +113,27 @@ def write_tiny_checkpoint(out: str | Path, spec: TinySpec, device: str = "cpu", 
     return out
 
 
+def builder_sources(arch: str) -> list[Path]:
+    """The files a tiny build of `arch` is written by: this module, models/build.py, and the
+    modules of the family's adapter and of its bases (a plugin's too). An edit to any of them is
+    a new cache key, so that no cache serves a build the code no longer makes."""
+    modules = {sys.modules[__name__], shared_build}
+    modules |= {sys.modules[cls.__module__] for cls in family_class(arch).__mro__[:-1]}  # all but object
+    return sorted(Path(module.__file__) for module in modules)
+
+
 def cache_key(spec: TinySpec) -> str:
-    """The cache key: the family, and a hash of the spec and the family's builder version."""
-    builder = family_class(spec.arch).tiny_version
-    payload = json.dumps({"builder": builder, **dataclasses.asdict(spec)}, sort_keys=True)
-    return f"{spec.arch}-{hashlib.sha256(payload.encode()).hexdigest()[:12]}"
+    """The cache key: the family, and a hash of the spec, the builder's sources and the versions
+    of the libraries whose classes, initialization and file formats the build is made of."""
+    import tokenizers
+    import transformers
+
+    digest = hashlib.sha256(json.dumps(dataclasses.asdict(spec), sort_keys=True).encode())
+    for library in (torch, transformers, tokenizers):
+        digest.update(f"{library.__name__}=={library.__version__}\n".encode())
+    for path in builder_sources(spec.arch):
+        digest.update(path.read_bytes())
+    return f"{spec.arch}-{digest.hexdigest()[:12]}"
 
 
 def cache_dir() -> Path:
