@@ -19,6 +19,7 @@ from tasks.math_vqa import EASYR1_MATH, MM_EUREKA_SYSTEM, MathVQA
 from vlrl.config import ConfigError, ModelConfig, load_config
 from vlrl.data.records import FrameSpec
 from vlrl.data.tables import IMAGE_TYPE, image_cell, write_parquet
+from vlrl.eval.harness import prompt_text
 from vlrl.models.families import family_names
 from vlrl.models.loading import load_processor
 from vlrl.models.prompting import render_prompt
@@ -79,6 +80,8 @@ def test_easyr1_places_each_image_at_its_placeholder(tmp_path):
     content = MathVQA().messages(sample)[0]["content"]
     assert [p["type"] for p in content] == ["text", "image", "text", "image", "text"]
     assert [content[i]["text"] for i in (0, 2, 4)] == ["Compare ", " with ", EASYR1_MATH]
+    # samples_*.jsonl's input (lmms-eval's): the prompt's text as written, the images' places dropped
+    assert prompt_text(MathVQA(), sample) == "Compare  with " + EASYR1_MATH
     bad = _write(tmp_path / "bad.jsonl", [{"images": names, "problem": "one <image> only", "answer": "A"}])
     assert "2 images" in str(MathVQA().load(bad, FRAME).errors[0])
 

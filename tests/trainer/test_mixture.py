@@ -189,3 +189,35 @@ def test_a_mixture_evaluates_every_task_on_the_train_split_and_those_with_an_eva
     cfg = load_config(None, ["mixture=[{name: refcoco, train: a.json, eval: c.json}, {name: jigsaw, train: b.json}]"])
     assert run_task_specs(cfg, "train") == ["refcoco", "jigsaw"]
     assert run_task_specs(cfg, "eval") == ["refcoco"]
+
+
+def test_a_mixtures_held_out_metrics_go_under_each_task_and_its_eval_time_is_their_sum(monkeypatch):
+    """Each entry's evaluation reports under eval/<task>/, and time_eval is every evaluation's
+    time together, not the last one's."""
+    from types import SimpleNamespace
+
+    from vlrl.eval.layout import TaskResult
+    from vlrl.trainer import rl
+
+    cfg = load_config(
+        None, ["mixture=[{name: refcoco, train: a.json, eval: c.json}, {name: counting, train: b.json, eval: d.json}]"]
+    )
+    sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight) for e in cfg.mixture]
+    results = {"refcoco": ({"acc@0.5": 0.5}, 1.5, []), "counting": ({"accuracy": 0.25}, 2.25, ["d.json:3: bad image"])}
+
+    def evaluate(engine, processor, task, samples, settings, path):
+        metrics, seconds, skipped = results[task.name]
+        return TaskResult(task.name, path, metrics, [{}] * len(samples), seconds, skipped=skipped)
+
+    monkeypatch.setattr(rl, "evaluate", evaluate)
+    trainer = rl.RLTrainer.__new__(rl.RLTrainer)
+    trainer.cfg, trainer.sources, trainer.engine, trainer.run = cfg, sources, None, SimpleNamespace(processor=None)
+    trainer.console, trainer.headline_said = Console(quiet=True), set()
+    trainer.held_out = [(source.task, source.eval_path, []) for source in sources]
+    assert trainer.evaluate_held_out(step=2) == {
+        "eval/refcoco/acc@0.5": 0.5,
+        "eval/refcoco/skipped_samples": 0.0,
+        "eval/counting/accuracy": 0.25,
+        "eval/counting/skipped_samples": 1.0,
+        "time_eval": 3.75,
+    }
