@@ -174,6 +174,28 @@ def test_shapes_have_the_real_checkpoints_vision_layout(shape, vision):
     assert {key: getattr(model.config.vision_config, key) for key in vision} == vision
 
 
+@pytest.mark.parametrize(
+    ("shape", "rope"),
+    [
+        ("qwen2.5-vl-3b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
+        ("qwen2.5-vl-7b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
+        ("qwen2-vl-2b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
+        ("qwen3-vl-8b", {"mrope_section": [24, 20, 20], "rope_theta": 5e6, "mrope_interleaved": True}),
+    ],
+)
+def test_shapes_have_the_real_checkpoints_rope(shape, rope):
+    """The text config's rope_scaling of each real checkpoint's config.json: how the 64 rotated
+    frequency pairs of a 128-wide head are split between time, height and width."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    parameters = model.config.text_config.rope_parameters
+    assert {key: parameters[key] for key in rope} == rope
+
+
 def test_qwen3_text_layouts_follow_the_released_models():
     """Qwen3.5: layers 4, 8, ... attend fully and the other three of every four are linear, with
     twice as many value heads as key heads, a quarter of each head rotated; Qwen3-VL and Qwen3.5:

@@ -76,6 +76,7 @@ class TinySpec:
     vision_intermediate: int = 0  # 0: twice vision_hidden
     dtype: str = "float32"  # of the saved weights
     tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
+    mrope_section: tuple[int, ...] = ()  # mrope's temporal, height, width split; (): mrope_sections'
 
 
 # The synthetic scenes' words (data_prep/shapes.py), so that the demo's prompts tokenize into few tokens
@@ -176,7 +177,7 @@ def text_config(spec: TinySpec, tokenizer, **rope: Any) -> dict[str, Any]:
         max_position_embeddings=8192,
         rope_parameters={
             "rope_type": "default",
-            "mrope_section": mrope_sections(spec.hidden_size // spec.num_heads),
+            "mrope_section": list(spec.mrope_section) or mrope_sections(spec.hidden_size // spec.num_heads),
             "rope_theta": spec.rope_theta,
             **rope,
         },

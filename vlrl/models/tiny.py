@@ -41,6 +41,7 @@ QWEN_SCALE = dict(
     max_pixels=12845056,
     dtype="bfloat16",
     tie_embeddings=True,
+    mrope_section=(16, 24, 24),  # Qwen2-VL's and Qwen2.5-VL's config.json
 )
 
 
@@ -66,6 +67,7 @@ SHAPES = {
     "qwen3-vl-8b": qwen_scale(
         arch="qwen3_vl", hidden_size=4096, num_layers=36, num_heads=32, intermediate_size=12288, num_kv_heads=8,
         rope_theta=5e6, vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False,
+        mrope_section=(24, 20, 20),
     ),
 }  # fmt: skip
 
