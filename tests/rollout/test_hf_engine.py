@@ -320,6 +320,30 @@ def test_the_static_step_equals_decoding_every_row(setup, options, sampling):
         assert min(sizes) < 9
 
 
+def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the_dynamic_loop(rec_data, video_qa_data):
+    """The step's mask holds the slots not written yet and relies on the causal mask to hide
+    them, which SDPA and eager attention apply and FlashAttention does not (it reads the padding
+    mask alone, so it would attend to them): eager attention decodes as the dynamic loop does,
+    a flash_attention_2 model is not given the static step."""
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    model.set_attn_implementation("eager")
+    options = STATIC["static, compacted every 3 steps"]
+    engine = HFEngine(model, processor.tokenizer, options=options)
+    assert engine.static_plan is not None and not engine.note
+    params = SAMPLING["top-p"]
+    generator, reference_generator = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    groups = engine.generate(prompts, params, generator)
+    assert_same_completions(groups, reference_generate(engine, prompts, params, reference_generator))
+    model.config._attn_implementation = "flash_attention_2"  # the package is not needed to be refused
+    engine = HFEngine(model, processor.tokenizer, options=options)
+    assert engine.static_plan is None
+    assert engine.note == (
+        "decodes with the dynamic loop, not the static step: its attention is 'flash_attention_2', which would "
+        "attend to the slots not written yet (the step's mask holds them; SDPA's and eager attention's causal "
+        "mask hides them)"
+    )
+
+
 def test_a_second_batch_of_the_same_shape_reuses_the_static_buffers_and_decodes_as_a_fresh_one(setup):
     """The buffers are kept for the next `generate` of the same shape (rows, cache length,
     sampling, generator): whatever the first batch left in them (finished rows, a small bucket,
@@ -463,6 +487,44 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
             decoding.step()
         assert decoding.record.tokens.device.type == decoding.ids.device.type == "cuda"
     assert waits.seen == set()  # nothing copied between the host and the device either
+
+
+def test_a_bucket_is_captured_once_its_warm_up_steps_are_run_however_few_steps_each_look_allows(monkeypatch):
+    """With rollout.hf.check_every below the warm-up's steps, the warm-up adds up over the host's
+    looks and then the bucket is captured (it started again at every look: never captured, the
+    option silently eager). CUDA's streams stand in for here; the capture itself:
+    tests/gpu/test_decoding_graphs.py."""
+    from contextlib import nullcontext
+
+    from vlrl.rollout import static
+
+    class Stream:
+        def wait_stream(self, other) -> None:
+            pass
+
+    calls: list[str] = []
+
+    class Graph:
+        def replay(self) -> None:
+            calls.append("replay")
+
+    def capture():
+        calls.append("capture")
+        return Graph()
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "stream", lambda stream: nullcontext())
+    decoding = StaticDecoding.__new__(StaticDecoding)
+    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2)
+    decoding.graphs, decoding.warm_steps, decoding.bucket = {}, {}, 8
+    decoding.stream, decoding.device = Stream(), torch.device("cpu")
+    decoding.step, decoding.capture = lambda: calls.append("eager"), capture
+    for _ in range(4):
+        decoding.run(1)
+    assert static.WARMUP_STEPS == 2 and calls == ["eager", "eager", "capture", "replay", "replay"]
+    decoding.bucket = 4  # a smaller bucket warms up and is captured on its own
+    decoding.run(3)
+    assert calls[5:] == ["eager", "eager", "capture", "replay"] and decoding.warm_steps == {8: 2, 4: 2}
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run(setup):

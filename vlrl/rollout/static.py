@@ -36,6 +36,7 @@ from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
 from vlrl.models.decode_step import ModelStep, unusual_layers
+from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
 CACHE_GRANULE = 128  # cache lengths are rounded up to this, so nearby prompt lengths share buffers and graphs
@@ -44,6 +45,12 @@ WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture 
 
 def static_refusal(model: torch.nn.Module) -> str:
     """Why `model` cannot take the static step ("": it can)."""
+    attention = core_model(model).config._attn_implementation
+    if attention not in ("sdpa", "eager"):  # FlashAttention reads the padding mask alone
+        return (
+            f"its attention is {attention!r}, which would attend to the slots not written yet (the step's "
+            "mask holds them; SDPA's and eager attention's causal mask hides them)"
+        )
     kinds = unusual_layers(model)
     attention = [kind for kind in kinds if kind != "experts"]
     if attention:
@@ -126,6 +133,7 @@ class StaticDecoding:
         self.sizes = buckets(rows, plan.smallest_bucket) if plan.compact else [rows]
         self.bucket = rows
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.warm_steps: dict[int, int] = {}  # eager steps each bucket ran before its capture
         self.captures = 0  # graphs captured, over this object's life
         self.forwards = self.row_steps = 0  # of the current batch (DecodeStats)
         self.pool = torch.cuda.graph_pool_handle() if plan.graphs else None
@@ -199,13 +207,15 @@ class StaticDecoding:
                 self.step()
             return
         graph = self.graphs.get(self.bucket)
-        if graph is None:
-            warmup = min(WARMUP_STEPS, steps)
+        if graph is None:  # warm-up steps add up over runs: check_every may be smaller
+            warm = self.warm_steps.get(self.bucket, 0)
+            warmup = min(WARMUP_STEPS - warm, steps)
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.stream):
                 for _ in range(warmup):
                     self.step()
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
+            self.warm_steps[self.bucket] = warm + warmup
             steps -= warmup
             if steps == 0:
                 return
