@@ -97,6 +97,7 @@ test-gpu:
 # What a GPU machine without network lacks of vlrl's stack (../shared/notes/gpu.md), as cp312
 # wheels in .whl/ (18 MB): carry the folder, then `make test-gpu` there.
 gpu-wheels: $(STAMP)
+	rm -rf .whl  # two versions of an unpinned package would fail the install there
 	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
 		transformers==5.23.0 trl==1.16.0 datasets dill multiprocess shapely==2.2.0 pycocotools==2.0.11
