@@ -278,7 +278,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs taken from another engine's rollout", "vlrl/trainer/update.py",
-        'algo.old_logprobs == "recompute" or self.foreign or batch', 'algo.old_logprobs == "recompute" or batch',
+        "(asked or self.foreign or batch", "(asked or batch",
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     Mutation(
@@ -332,8 +332,18 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old_logprobs=recompute ignored for an engine that shares the policy", "vlrl/trainer/update.py",
-        '(algo.old_logprobs == "recompute" or self.foreign', "(self.foreign",
+        'asked = algo.old_logprobs == "recompute" or', "asked =",
         (RECOMPUTE_SHARED,),
+    ),
+    Mutation(
+        "old_logprobs=auto ignored for a bfloat16 policy", "vlrl/trainer/update.py",
+        ' or (algo.old_logprobs == "auto" and self.low_precision)', "",
+        (RECOMPUTE_SHARED,),
+    ),
+    Mutation(
+        "a bfloat16 policy taken for a float32 one", "vlrl/trainer/rl.py",
+        "low_precision = core_model(run.model).dtype != torch.float32", "low_precision = False",
+        (f"{UPDATE}::test_the_updater_knows_a_bfloat16_policy_from_a_float32_one",),
     ),
     Mutation(
         "aggregation ignored", "vlrl/trainer/update.py",
@@ -790,12 +800,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "chunked log-probs without the temperature", "vlrl/models/policy.py",
-        "        return (logits if self.temperature == 1 else logits / self.temperature).float()",
-        "        return logits.float()", (POLICY,),
+        "        return logits if self.temperature == 1 else logits / self.temperature",
+        "        return logits", (POLICY,),
     ),
     Mutation(
         "the fused output layer's gradient without the temperature", "vlrl/models/policy.py",
-        "                grad = grad / scorer.temperature", "                pass", (POLICY,),
+        "                grad.div_(scorer.temperature)", "                pass", (POLICY,),
     ),
     # -- model families (vlrl/models/) and video decoding ------------------------------------------
     Mutation(

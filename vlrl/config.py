@@ -452,7 +452,11 @@ class AlgoConfig:
     mini_batches: int = 1  # optimizer steps per pass
     # Where old log-probs come from when the policy moved: the rollout engine's (when it shares
     # the policy) or a fresh forward; an engine that does not share the policy always recomputes.
-    old_logprobs: Literal["rollout", "recompute"] = "rollout"
+    # auto: the rollout's where the policy computes in float32 (its decoding steps give the
+    # trainer's log-probs to float rounding), else a fresh forward (bfloat16 rounds the one-token
+    # steps otherwise than the whole sequence's forward; TRL's generate path, verl and EasyR1
+    # recompute).
+    old_logprobs: Literal["auto", "rollout", "recompute"] = "auto"
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     # Token and sample selection.
     top_entropy_fraction: float = 1.0  # < 1: train only on the highest-entropy tokens ("Beyond the 80/20 Rule": 0.2)

@@ -191,18 +191,26 @@ def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(op
     )
 
 
-@pytest.mark.parametrize("old_logprobs, temperature", [("rollout", 1.0), ("recompute", 1.0), ("recompute", 0.7)])
+@pytest.mark.parametrize(
+    "old_logprobs, temperature, low_precision",
+    [("rollout", 1.0, False), ("recompute", 1.0, False), ("recompute", 0.7, False), ("auto", 1.0, False),
+     ("auto", 1.0, True), ("rollout", 1.0, True)],
+)  # fmt: skip
 def test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy(
-    old_logprobs, temperature, tmp_path, rec_data, tiny_qwen25
+    old_logprobs, temperature, low_precision, tmp_path, rec_data, tiny_qwen25
 ):
     """An engine that samples with the policy but reports its log-probs SHIFT too high (of the
     distribution it draws from, as vLLM):
     algo.old_logprobs=rollout compares with what it reported, algo.old_logprobs=recompute with a
     trainer forward made before the first update, at rollout.temperature (then the engine's
-    mismatch is measured)."""
+    mismatch is measured); auto (the default) as rollout for a float32 policy and as recompute
+    for a bfloat16 or float16 one (here the float32 tiny model's updater told it is one)."""
     options = {"algo.num_iterations": 2, "algo.old_logprobs": old_logprobs, "rollout.temperature": temperature}
     trainer = make_trainer(tmp_path, rec_data, engine=SHARED_SHIFTED, **options)
-    assert trainer.engine.shares_policy
+    assert trainer.engine.shares_policy and not trainer.updater.low_precision
+    trainer.updater.low_precision = low_precision
+    if old_logprobs == "auto":
+        old_logprobs = "recompute" if low_precision else "rollout"
     batch, advantages = rollout(trainer)
     every = list(range(len(batch.prompt_index)))
     before, width = logprobs_at(trainer, batch, every)
@@ -218,6 +226,13 @@ def test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_po
     assert ("rollout/logp_diff" in stats) == (old_logprobs == "recompute")
     if old_logprobs == "recompute":
         assert stats["rollout/logp_diff"] == pytest.approx(float(gap.abs().mean()), rel=1e-4)
+
+
+def test_the_updater_knows_a_bfloat16_policy_from_a_float32_one(tmp_path, rec_data, tiny_qwen25):
+    """What algo.old_logprobs=auto goes by: the dtype the policy computes in."""
+    for dtype, low in (("bfloat16", True), ("float32", False)):
+        trainer = make_trainer(tmp_path / dtype, rec_data, engine=SHARED_SHIFTED, **{"model.dtype": dtype})
+        assert trainer.updater.low_precision is low and not trainer.updater.foreign
 
 
 def test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_taken_as_the_current_ones(

@@ -91,13 +91,14 @@ class RLTrainer:
             # reports the policy's, over the whole vocabulary).
             sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
             exact = logprobs_exact(self.engine)
-            self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler)
+            low_precision = core_model(run.model).dtype != torch.float32
+            self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
             if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
                 self.engine.sync_weights(self.run.strategy.full_weights())
-            if not exact and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
-                console.print(
-                    f"rollout engine {self.engine.name}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)"
-                )
+            auto = cfg.algo.old_logprobs == "auto" and low_precision
+            if (not exact or auto) and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
+                why = f"rollout engine {self.engine.name}" if not exact else f"a {core_model(run.model).dtype} policy"
+                console.print(f"{why}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
             if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
                 console.print(f"rollout engine {self.engine.name}: {note}")
             if cfg.algo.top_entropy_fraction < 1 and not self.engine.gives_entropy:

@@ -49,6 +49,7 @@ class Updater:
     reference: torch.nn.Module | None
     foreign: bool  # the engine's log-probs are not the trainer's own
     sampler: SamplingFilter | None
+    low_precision: bool = False  # the policy computes in bfloat16 or float16 (algo.old_logprobs=auto)
 
     def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
@@ -61,7 +62,8 @@ class Updater:
         algo = self.algo
         if moves is None:
             moves = algo.num_iterations > 1 or algo.mini_batches > 1
-        recompute = moves and (algo.old_logprobs == "recompute" or self.foreign or batch.rollout_logprobs is None)
+        asked = algo.old_logprobs == "recompute" or (algo.old_logprobs == "auto" and self.low_precision)
+        recompute = moves and (asked or self.foreign or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         entropy = None
         if recompute or need_entropy:
