@@ -117,6 +117,27 @@ WORKER = textwrap.dedent(
 )
 
 
+def test_processes_on_gpus_join_a_group_that_also_reduces_cpu_tensors(monkeypatch):
+    """NCCL reduces CUDA tensors only; FSDP2's CPU offload reduces its gradient norm over CPU
+    shards: the launcher's group has gloo beside NCCL, as fsdp2.ensure_process_group's group of
+    one has. No GPU here: the calls are recorded."""
+    import torch.distributed as dist
+
+    calls = []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: calls.append(("set_device", device)))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: calls.append((backend, kw["device_id"])))
+    monkeypatch.setattr(dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr("atexit.register", lambda fn: None)
+    procs = Processes.from_env()
+    assert (procs.rank, procs.world, procs.local_rank) == (1, 2, 1)
+    assert calls == [("set_device", 1), ("cuda:nccl,cpu:gloo", torch.device("cuda", 1))]
+
+
 def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)

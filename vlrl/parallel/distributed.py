@@ -146,7 +146,10 @@ class Processes:
             timeout = timedelta(hours=2)
             if torch.cuda.is_available():
                 torch.cuda.set_device(local_rank)
-                dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", local_rank))
+                # gloo beside NCCL for collectives of CPU tensors: FSDP2's CPU offload keeps the
+                # gradient shards there, and its gradient norm is reduced over them.
+                device = torch.device("cuda", local_rank)
+                dist.init_process_group("cuda:nccl,cpu:gloo", timeout=timeout, device_id=device)
             else:
                 dist.init_process_group("gloo", timeout=timeout)
             atexit.register(_leave_group)  # gloo aborts at exit if the group is left open
