@@ -310,7 +310,7 @@ class VLLMEngine:
     # -- weights and memory -----------------------------------------------------------------
     def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         if self.asleep:
-            self.llm.wake_up(tags=["weights"])  # the weights' memory must be mapped before loading
+            self._wake_up(tags=["weights"])  # the weights' memory must be mapped before loading
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights)})
         self.reset_caches()
 
@@ -326,8 +326,18 @@ class VLLMEngine:
 
     def wake(self) -> None:
         if self.asleep:
-            self.llm.wake_up()
+            self._wake_up()
             self.asleep = False
+
+    def _wake_up(self, tags: list[str] | None = None) -> None:
+        """Map the sleeping memory back (`tags`: part of it), once the blocks the update freed,
+        which torch's allocator keeps cached, are given back to the driver: vLLM asks the driver
+        for its memory, not torch (TRL empties the cache there too, "required to avoid OOM")."""
+        torch.cuda.empty_cache()
+        if tags is None:
+            self.llm.wake_up()
+        else:
+            self.llm.wake_up(tags=tags)
 
     def close(self) -> None:
         # Shut the engine core down now: left to garbage collection at exit, it tears down
