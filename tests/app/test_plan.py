@@ -8,6 +8,7 @@ from vlrl.app.plan import memory
 from vlrl.cli import main
 from vlrl.config import load_config
 from vlrl.models.loading import load_model
+from vlrl.models.lora import lora_linears
 from vlrl.models.memory import Block, ModelShape, Workload, activation_bytes, model_shape
 from vlrl.parallel.fsdp2 import FSDP2, FSDPOptions
 from vlrl.parallel.replicated import Replicated
@@ -24,6 +25,8 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
         frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
         assert shape.trainable == trained
         assert shape.params == (frozen if lora else trained)  # LoRA: the base's weights are frozen
+        adapted = sum(m.get_base_layer().weight.numel() for m in lora_linears(model)) if lora else 0
+        assert shape.adapted == adapted and (adapted > 0) == bool(lora)  # what merge_lora copies
     # the widths the activations are counted in: the tiny builds' hidden sizes (Qwen3's layers
     # hold QK-norms of head size 32 before their hidden-size norms)
     assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64)
@@ -95,6 +98,19 @@ def test_terms_by_hand():
     # vLLM holds its share of the card, also during the update when it does not sleep
     awake = plan(FSDP2, FSDPOptions(), engine=VLLM)
     assert awake["rollout engine"] == 3000 and awake["update"] == sharded["update"] + 3000
+
+
+def test_a_lora_policy_decoding_with_merged_weights_holds_a_copy_of_each_adapted_weight():
+    """rollout.hf.merge_lora: a bf16 copy of every adapted weight while sampling, none with
+    the adapters computed unmerged, and none during the update (the engine sleeps first)."""
+    from dataclasses import replace
+
+    from vlrl.rollout.hf import HFEngine, HFOptions
+
+    lora, kv_cache = replace(SHAPE, adapted=400), 2 * (0 + 64 + 6) * 8 * 2 * 2
+    assert HFEngine.memory(lora, WORK, None) == (kv_cache + 400 * 2, 0.0)
+    assert HFEngine.memory(lora, WORK, HFOptions(merge_lora=False)) == HFEngine.memory(SHAPE, WORK, None)
+    assert memory(lora, WORK, Replicated.memory(lora, WORK, None), HF, False)["rollout engine"] == kv_cache + 800
 
 
 def test_activations_by_hand():

@@ -60,6 +60,7 @@ class ModelShape:
     vocab: int
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
+    adapted: int = 0  # base weights LoRA adapts: the HF engine decodes with a merged copy of each
 
 
 def _hidden(block: torch.nn.Module) -> int:
@@ -91,7 +92,9 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
     blocks = [m for m in vision.modules() if type(m).__name__ in names]
     params = sum(p.numel() for p in model.parameters())
     frozen = sum(p.numel() for p in vision.parameters()) if cfg.model.freeze_vision else 0
-    trainable = lora_params(model, cfg) if cfg.model.lora.r > 0 else params - frozen
+    adapted = adapted_linears(model, cfg) if cfg.model.lora.r > 0 else []
+    r = cfg.model.lora.r  # each adapter: r x (in + out)
+    trainable = sum(r * (m.in_features + m.out_features) for m in adapted) if adapted else params - frozen
     unit_params = [
         sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values()) for modules in units
     ]
@@ -114,20 +117,16 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         vocab=text.vocab_size,
         root_unit=params - sum(unit_params),
         largest_unit=max(unit_params),
+        adapted=sum(m.weight.numel() for m in adapted),
     )
 
 
-def lora_params(model: torch.nn.Module, cfg: Config) -> int:
-    """Parameters of the adapters load_model adds: r (in + out) per targeted language-model
-    Linear, targeted as the model's family targets them."""
+def adapted_linears(model: torch.nn.Module, cfg: Config) -> list[torch.nn.Linear]:
+    """The language model's Linears load_model puts adapters on, targeted as the model's family
+    targets them."""
     family = family_for_model_type(model.config.model_type)
     target = re.compile(family.lora_target(cfg.model.lora.target_modules))
-    r = cfg.model.lora.r
-    return sum(
-        r * (m.in_features + m.out_features)
-        for name, m in model.named_modules()
-        if isinstance(m, torch.nn.Linear) and target.match(name)
-    )
+    return [m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and target.match(name)]
 
 
 def shape_config(name: str):

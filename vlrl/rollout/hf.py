@@ -172,9 +172,11 @@ class HFEngine:
 
     @staticmethod
     def memory(shape: ModelShape, work: Workload, options: HFOptions | None) -> tuple[float, float]:
-        """Its KV cache while sampling, nothing during the update (it samples with the policy:
-        whatever the strategy gathers for that is the strategy's)."""
-        return kv_cache_bytes(shape, work), 0.0
+        """Its KV cache while sampling, and a LoRA policy's merged copies of the adapted weights
+        (rollout.hf.merge_lora: freed when it sleeps); nothing during the update (it samples with
+        the policy: whatever the strategy gathers for that is the strategy's)."""
+        merged = shape.adapted * shape.dtype_bytes if (options or HFOptions()).merge_lora else 0
+        return kv_cache_bytes(shape, work) + merged, 0.0
 
     @classmethod
     def create(cls, setup: EngineSetup, options: HFOptions | None) -> HFEngine:
