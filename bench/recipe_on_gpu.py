@@ -9,9 +9,11 @@ KV cache is not in it), and the settings. With the HF engine, also what bounds d
 milliseconds per decoding step against the time the card takes to read the decoder's weights
 once (their bytes over its memory bandwidth: NVIDIA's datasheet figure for a card in CARDS,
 and the bandwidth of a large copy measured here), and the share of the row-steps decoded that
-made a token anyone kept. And the update's model-FLOPs utilization: 6 x parameters x tokens
-(prompts once per micro-batch, plus completions) over the update's seconds and the card's dense
-bf16 peak (CARDS); the reference and old-log-prob forwards are not counted in the FLOPs.
+made a token anyone kept. And the update's model-FLOPs utilization: (4 x parameters + 2 x
+trained parameters) x tokens (6 x parameters for full fine-tuning; LoRA computes no gradient
+for the frozen weights; the tokens: prompts once per micro-batch, plus completions) over the
+update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
+forwards are not counted in the FLOPs.
 
     python bench/recipe_on_gpu.py [--shape qwen2.5-vl-3b] [--steps 3] [key.sub=value ...]
     python bench/recipe_on_gpu.py rollout.engine=vllm trainer.parallel=fsdp2 trainer.gradient_checkpointing=true
@@ -141,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         decoding, prompt_tokens = measured_decoding(trainer.engine)
         weights = decoder_bytes(trainer.run.model)
         parameters = sum(p.numel() for p in trainer.run.model.parameters())
+        trained = sum(p.numel() for p in trainer.run.model.parameters() if p.requires_grad)
         bf16 = core_model(trainer.run.model).dtype == torch.bfloat16  # what the update computes in
         result = trainer.train()
         rows = [json.loads(line) for line in result.metrics.read_text().splitlines()][1:]
@@ -186,7 +189,11 @@ def main(argv: list[str] | None = None) -> None:
                 else None,
                 "parameters": parameters,
                 "update_tokens_per_step": round(update_tokens),
-                "update_mfu": round(6 * parameters * update_tokens / median["time_update"] / peak_flops, 3)
+                # a token's forward 2N and its backward 2N through every weight, plus 2 per trained
+                # weight for its gradient: 6N for full fine-tuning, about 4N for LoRA
+                "update_mfu": round(
+                    (4 * parameters + 2 * trained) * update_tokens / median["time_update"] / peak_flops, 3
+                )
                 if peak_flops and bf16
                 else None,
                 "peak_gpu_gb": round(torch.cuda.max_memory_allocated() / 2**30, 1) if args.device == "cuda" else 0.0,
