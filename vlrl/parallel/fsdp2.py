@@ -150,16 +150,17 @@ class FSDP2:
         n, b, T, P = work.gpus, shape.dtype_bytes, shape.trainable, shape.params
         stepped = 4 if shape.upcast else shape.trainable_bytes
         resting = 0.0 if options.cpu_offload else 1.0
+        reference = P * b / n if work.beta > 0 and not work.lora else 0.0  # offloaded with the policy
         return StrategyMemory(
             weights=resting * (P - T) * b / n,
             master_weights=resting * T * stepped / n,
             optimizer=resting * T * 2 * stepped / n,
-            reference=resting * P * b / n if work.beta > 0 and not work.lora else 0.0,
+            reference=resting * reference,
             gradients_update=resting * T * stepped / n,
             gradients_step=resting * T * stepped / n,
             gathered=shape.root_unit * b + 2 * shape.largest_unit * b + shape.largest_unit * (b + 4),
             sampling_weights=P * b,
-            cpu_memory=((P - T) * b + T * stepped * 4) / n if options.cpu_offload else 0.0,
+            cpu_memory=((P - T) * b + T * stepped * 4) / n + reference if options.cpu_offload else 0.0,
         )
 
     # -- wrapping -------------------------------------------------------------------------------
