@@ -15,9 +15,10 @@ prefill, `GrowingLayer`; the host looks after every step) and the static-shape s
 static.py (`rollout.hf.static_cache`, preallocated buffers, the host looks every `check_every`
 steps; on CUDA captured in CUDA graphs, `rollout.hf.cuda_graphs`). Both give the same tokens
 and random stream as decoding every row to the end, and its log-probs to float rounding
-(tests/rollout/test_hf_engine.py). A family whose cache or layers the static step cannot hold
-(Qwen3.5's linear attention, Qwen3-VL MoE's experts: `static.static_refusal`) decodes with the
-dynamic loop, and says so (`note`).
+(tests/rollout/test_hf_engine.py). A model whose cache, layers or attention the static step
+cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's experts, FlashAttention, which reads
+the padding mask alone: `static.static_refusal`) decodes with the dynamic loop, and says so
+(`note`).
 
 The dynamic loop's forward is the lean step of models/decode_step.py where the model allows it
 (`rollout.hf.lean_step`): the model's own kernels, bit for bit, without transformers' per-step
@@ -109,7 +110,7 @@ class HFOptions:
     # Decode only the rows still running: finished completions leave the batch (and the cache)
     compact: bool = True
     # The static-shape step (preallocated cache, mask and positions; the host looks every
-    # check_every steps). None: on CUDA. Families it cannot hold use the dynamic loop.
+    # check_every steps). None: on CUDA. Models it cannot hold use the dynamic loop.
     static_cache: bool | None = None
     # Each batch-size bucket's static step captured as a CUDA graph and replayed. None: on CUDA
     # with the static step (off under FSDP2, whose gathered weights move between rollouts).
