@@ -278,7 +278,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs taken from another engine's rollout", "vlrl/trainer/update.py",
-        "(asked or self.foreign or batch", "(asked or batch",
+        "return self.foreign or option ==", "return option ==",
         (f"{SEAM}::test_old_logprobs_are_the_trainers_when_the_engine_is_another",),
     ),
     Mutation(
@@ -323,7 +323,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "no old log-probs taken when the engine gives none", "vlrl/trainer/update.py",
-        " or self.foreign or batch.rollout_logprobs is None)", " or self.foreign)", (ENTROPY_OLD,),
+        "(self.recomputes or batch.rollout_logprobs is None)", "self.recomputes", (ENTROPY_OLD,),
     ),
     Mutation(
         "the ratio always compares with the current log-probs", "vlrl/trainer/update.py",
@@ -332,12 +332,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old_logprobs=recompute ignored for an engine that shares the policy", "vlrl/trainer/update.py",
-        'asked = algo.old_logprobs == "recompute" or', "asked =",
+        'option == "recompute" or (option == "auto"', '(option == "auto"',
         (RECOMPUTE_SHARED,),
     ),
     Mutation(
         "old_logprobs=auto ignored for a bfloat16 policy", "vlrl/trainer/update.py",
-        ' or (algo.old_logprobs == "auto" and self.low_precision)', "",
+        ' or (option == "auto" and self.low_precision)', "",
         (RECOMPUTE_SHARED,),
     ),
     Mutation(

@@ -92,9 +92,9 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
     blocks = [m for m in vision.modules() if type(m).__name__ in names]
     params = sum(p.numel() for p in model.parameters())
     frozen = sum(p.numel() for p in vision.parameters()) if cfg.model.freeze_vision else 0
-    adapted = adapted_linears(model, cfg) if cfg.model.lora.r > 0 else []
-    r = cfg.model.lora.r  # each adapter: r x (in + out)
-    trainable = sum(r * (m.in_features + m.out_features) for m in adapted) if adapted else params - frozen
+    r = cfg.model.lora.r
+    adapted = adapted_linears(model, cfg) if r > 0 else []
+    trainable = sum(r * (m.in_features + m.out_features) for m in adapted) if r > 0 else params - frozen
     unit_params = [
         sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values()) for modules in units
     ]

@@ -23,7 +23,6 @@ from pathlib import Path
 import torch
 
 from vlrl.config import ConfigError
-from vlrl.models import build as shared_build
 from vlrl.models.build import TinySpec, build_tokenizer
 from vlrl.models.families import family_class, tiny_spec
 
@@ -119,7 +118,7 @@ def builder_sources(arch: str) -> list[Path]:
     """The files a tiny build of `arch` is written by: this module, models/build.py, and the
     modules of the family's adapter and of its bases (a plugin's too). An edit to any of them is
     a new cache key, so that no cache serves a build the code no longer makes."""
-    modules = {sys.modules[__name__], shared_build}
+    modules = {sys.modules[__name__], sys.modules[TinySpec.__module__]}  # models/build.py
     modules |= {sys.modules[cls.__module__] for cls in family_class(arch).__mro__[:-1]}  # all but object
     return sorted(Path(module.__file__) for module in modules)
 

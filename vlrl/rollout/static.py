@@ -45,10 +45,10 @@ WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture 
 
 def static_refusal(model: torch.nn.Module) -> str:
     """Why `model` cannot take the static step ("": it can)."""
-    attention = core_model(model).config._attn_implementation
-    if attention not in ("sdpa", "eager"):  # FlashAttention reads the padding mask alone
+    implementation = core_model(model).config._attn_implementation
+    if implementation not in ("sdpa", "eager"):  # FlashAttention reads the padding mask alone
         return (
-            f"its attention is {attention!r}, which would attend to the slots not written yet (the step's "
+            f"its attention is {implementation!r}, which would attend to the slots not written yet (the step's "
             "mask holds them; SDPA's and eager attention's causal mask hides them)"
         )
     kinds = unusual_layers(model)

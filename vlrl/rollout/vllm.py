@@ -334,10 +334,7 @@ class VLLMEngine:
         which torch's allocator keeps cached, are given back to the driver: vLLM asks the driver
         for its memory, not torch (TRL empties the cache there too, "required to avoid OOM")."""
         torch.cuda.empty_cache()
-        if tags is None:
-            self.llm.wake_up()
-        else:
-            self.llm.wake_up(tags=tags)
+        self.llm.wake_up(tags=tags)  # None: all of it
 
     def close(self) -> None:
         # Shut the engine core down now: left to garbage collection at exit, it tears down

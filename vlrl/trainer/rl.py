@@ -95,8 +95,8 @@ class RLTrainer:
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
             if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
                 self.engine.sync_weights(self.run.strategy.full_weights())
-            auto = cfg.algo.old_logprobs == "auto" and low_precision
-            if (not exact or auto) and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
+            unasked = not exact or cfg.algo.old_logprobs == "auto"  # algo.old_logprobs=recompute needs no telling
+            if self.updater.recomputes and unasked and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
                 why = f"rollout engine {self.engine.name}" if not exact else f"a {core_model(run.model).dtype} policy"
                 console.print(f"{why}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
             if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)

@@ -51,6 +51,14 @@ class Updater:
     sampler: SamplingFilter | None
     low_precision: bool = False  # the policy computes in bfloat16 or float16 (algo.old_logprobs=auto)
 
+    @property
+    def recomputes(self) -> bool:
+        """Whether old log-probs come from a trainer forward once the policy moved: the engine's
+        are not the trainer's own, or the options say so (auto: for a bfloat16 or float16 policy,
+        whose one-token decoding steps round otherwise than the sequence's forward)."""
+        option = self.algo.old_logprobs
+        return self.foreign or option == "recompute" or (option == "auto" and self.low_precision)
+
     def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
@@ -62,8 +70,7 @@ class Updater:
         algo = self.algo
         if moves is None:
             moves = algo.num_iterations > 1 or algo.mini_batches > 1
-        asked = algo.old_logprobs == "recompute" or (algo.old_logprobs == "auto" and self.low_precision)
-        recompute = moves and (asked or self.foreign or batch.rollout_logprobs is None)
+        recompute = moves and (self.recomputes or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         entropy = None
         if recompute or need_entropy:
