@@ -3,17 +3,21 @@
 Both train the same local Qwen2.5-VL checkpoint on the same synthetic RefCOCO data with the
 same B prompts x G completions, completion length, learning rate, GRPO loss, KL weight,
 temperature and seed, with the same reward (refcoco's format + IoU). Each trainer runs in its
-own process, both at once, taking turns a step at a time: each waits, idle, for its turn
-before a step and gives the turn back after it (`Turns`), so a step of vlrl and the step of
-TRL after it see the same phase of the machine, whose speed moves by a third within tens of
-seconds (one process after the other, the ratio of a round moved between 0.22 and 0.42 on the
-same code). The wait is outside the timed step, and a step's time starts with the fetch of its
-prompts (vlrl's draw and image reading; TRL's batch, which the HF Trainer fetches before it
-calls `on_step_begin`). On a GPU (`--device cuda`) the two run one
-after the other by default, each alone in the GPU's memory (`--turns` runs them at once). The
-first step of each process is warm-up and not counted; a round is a new pair of processes, and
-samples with a seed of its own (`--seed` plus the round's index): the rounds repeat the
-machine's phase and the data's draw, not the same four steps.
+own process, both at once, taking turns of two steps (`--turn-steps`): each waits, idle, for
+its turn before the turn's first step and gives the turn back after its last (`Turns`), so the
+steps of vlrl and those of TRL after them see the same phase of the machine, whose speed moves
+by a third within tens of seconds (one process after the other, the ratio of a round moved
+between 0.22 and 0.42 on the same code). Only the second step of a turn is measured: it
+follows the process's own step, as every step of a run does, where the first follows the other
+process's turn, and on the CPU machines a process's code runs slower the longer since it last
+ran (docs/performance.md); the first steps of turns are reported apart (`turn_first_*`). The
+wait is outside the timed step, and a step's time starts with the fetch of its prompts (vlrl's
+draw and image reading; TRL's batch, which the HF Trainer fetches before it calls
+`on_step_begin`). On a GPU (`--device cuda`) the two run one after the other by default, each
+alone in the GPU's memory (`--turns` runs them at once). The first step of each process is
+warm-up and not counted; a round is a new pair of processes, and samples with a seed of its own
+(`--seed` plus the round's index): the rounds repeat the machine's phase and the data's draw,
+not the same steps.
 
 On CPU the model is the tiny checkpoint in float32. With `--shape qwen2.5-vl-3b` it is a
 random-weight model of Qwen2.5-VL-3B's shape (vlrl.models.tiny.SHAPES), on a GPU in bfloat16 for
@@ -21,11 +25,11 @@ both (vlrl with its fp32 master weights, TRL stepping the bf16 weights as it doe
 DeepSpeed), images at the model's own pixel limits.
 
 Prints one JSON line: median step time of each, their ratio (and each round's, and the median
-of each vlrl step over the TRL step after it), mean completion
-length of each (the same work: both sample up to max_new_tokens), each process's peak RSS and
-peak GPU memory.
+of each vlrl step over the TRL step after it), the same of the first steps of turns, mean
+completion length of each (the same work: both sample up to max_new_tokens), each process's
+peak RSS and peak GPU memory.
 
-    python bench/step_vs_trl.py [--rounds 3] [--steps 4] [--generations 8] [--prompts 4]
+    python bench/step_vs_trl.py [--rounds 3] [--steps 6] [--turn-steps 2] [--generations 8] [--prompts 4]
     python bench/step_vs_trl.py --shape qwen2.5-vl-3b --device cuda --max-new-tokens 128
 """
 
@@ -48,16 +52,25 @@ TURNS_ENV = "VLRL_BENCH_TURNS"  # the worker's two pipe ends: "go,done"
 
 
 class Turns:
-    """A worker's side of taking turns: before a step it waits for a line on `go`; after the
-    step (or, after the last, once the process has finished its work) it writes one on `done`."""
+    """A worker's side of taking turns of `steps` steps: told before every step (`wait`) and
+    after every step but its last (`give_back`), it waits for a line on `go` before a turn's
+    first step and writes one on `done` after a turn's last step (and, at the end, once the
+    process has finished its work: `end`)."""
 
-    def __init__(self, go: int, done: int):
+    def __init__(self, go: int, done: int, steps: int = 1):
         self.go, self.done = os.fdopen(go, "r"), os.fdopen(done, "w")
+        self.steps, self.taken = steps, 0
 
     def wait(self) -> None:
-        self.go.readline()
+        if self.taken % self.steps == 0:
+            self.go.readline()
 
     def give_back(self) -> None:
+        self.taken += 1
+        if self.taken % self.steps == 0:
+            self.end()
+
+    def end(self) -> None:
         self.done.write("done\n")
         self.done.flush()
 
@@ -260,21 +273,21 @@ def run_trl(
 def worker(args: argparse.Namespace) -> None:
     s = json.loads(args.settings)
     go, done = (int(fd) for fd in os.environ[TURNS_ENV].split(","))
-    turns = Turns(go, done)
+    turns = Turns(go, done, s["turn_steps"])
     with tempfile.TemporaryDirectory() as tmp:
         start_rss = peak_rss_mb()
         run = run_vlrl if args.worker == "vlrl" else run_trl
         times, lengths = run(s, Path(args.data), args.steps, Path(tmp) / "run", turns)
     report = {"times": times, "lengths": lengths, "peak_rss_mb": peak_rss_mb(), "peak_gpu_mb": peak_gpu_mb()}
     print(json.dumps({**report, "rss_at_start_mb": start_rss}))
-    turns.give_back()  # the last turn: this process's work is done
+    turns.end()  # the last turn: this process's work is done
 
 
 def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Path) -> dict[str, dict]:
-    """The reports of each worker (`worker`), given turns a step at a time, vlrl's step first:
-    turn about (`args.turns`), else all of one process's steps, then the other's (on a GPU, where
-    both would hold a model in its memory at once). A worker starts when first given a turn. A
-    worker that fails ends the round, and the other with it."""
+    """The reports of each worker (`worker`), given turns of `s["turn_steps"]` steps, vlrl's
+    turn first: turn about (`args.turns`), else all of one process's steps, then the other's (on
+    a GPU, where both would hold a model in its memory at once). A worker starts when first
+    given a turn. A worker that fails ends the round, and the other with it."""
     workers: dict[str, tuple] = {}
 
     def start(name: str) -> None:
@@ -290,7 +303,8 @@ def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Pa
         os.close(done_write)  # so that a worker's end reads as the end of its pipe
         workers[name] = (process, os.fdopen(go_write, "w"), os.fdopen(done_read, "r"), out, err)
 
-    def take_turn(name: str, step: int) -> None:
+    def take_turn(name: str, last: int) -> None:
+        """Its turn, which ends after step `last`."""
         process, go, done, _, err = workers[name]
         try:
             go.write("go\n")
@@ -300,14 +314,15 @@ def run_round(args: argparse.Namespace, data: Path, s: dict, env: dict, logs: Pa
             given_back = False
         if not given_back:
             failed(name, err)
-        if step == args.steps:  # its exit is not to overlap the other's steps
+        if last == args.steps:  # its exit is not to overlap the other's steps
             process.wait()
 
-    steps, names = range(1, args.steps + 1), ("vlrl", "trl")
+    names, per_turn = ("vlrl", "trl"), s["turn_steps"]
+    ends = range(per_turn, args.steps + 1, per_turn)  # each turn's last step
     if args.turns:
-        order = [(step, name) for step in steps for name in names]
+        order = [(end, name) for end in ends for name in names]
     else:
-        order = [(step, name) for name in names for step in steps]
+        order = [(end, name) for name in names for end in ends]
     try:
         for step, name in order:
             if name not in workers:  # started when first given a turn
@@ -337,7 +352,7 @@ def failed(name: str, err) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=4, help="steps per process (the first is warm-up)")
+    parser.add_argument("--steps", type=int, default=6, help="steps per process (the first is warm-up)")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -346,6 +361,10 @@ def main() -> None:
     parser.add_argument(
         "--turns", action=argparse.BooleanOptionalAction, default=None,
         help="both processes at once, taking turns a step at a time (default on CPU; on a GPU one after the other)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--turn-steps", type=int, default=2,
+        help="steps a process takes in a turn: a turn's first step is reported apart, not measured (with --turns)",
     )  # fmt: skip
     parser.add_argument(
         "--shape", help="a real model's shape with random weights (vlrl.models.tiny.SHAPES); default: the tiny model"
@@ -359,13 +378,19 @@ def main() -> None:
         return
     if args.turns is None:
         args.turns = args.device == "cpu"
+    per_turn = args.turn_steps if args.turns else 1
+    if per_turn < 1 or args.steps % per_turn:
+        parser.error(f"--steps {args.steps} is not a whole number of turns of --turn-steps {per_turn}")
 
     from tasks.refcoco import RefCOCO
     from vlrl.config import load_config
     from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-    results = {name: {"times": [], "lengths": [], "peak_rss_mb": 0.0, "peak_gpu_mb": 0.0} for name in ("vlrl", "trl")}
+    results = {
+        name: {"times": [], "turn_firsts": [], "lengths": [], "peak_rss_mb": 0.0, "peak_gpu_mb": 0.0}
+        for name in ("vlrl", "trl")
+    }
     with tempfile.TemporaryDirectory() as tmp:
         # Built once, outside the timed processes.
         if args.shape:
@@ -373,7 +398,7 @@ def main() -> None:
             model_path, max_pixels = write_tiny_checkpoint(Path(tmp) / "model", spec, args.device), spec.max_pixels
         else:
             model_path, max_pixels = tiny_checkpoint(), load_config(DEMO_CONFIG, []).model.max_pixels
-        s = settings(args, str(model_path), max_pixels)
+        s = {**settings(args, str(model_path), max_pixels), "turn_steps": per_turn}
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)
         by_round: list[dict[str, float]] = []  # each round's median step of each
@@ -382,9 +407,10 @@ def main() -> None:
             # completions. With one seed every round repeated the same four steps, whose
             # completions happened to be 8% longer on TRL's side (2026-11-28).
             reports = run_round(args, data, {**s, "seed": args.seed + round_}, env, Path(tmp))
-            by_round.append({name: statistics.median(report["times"][1:]) for name, report in reports.items()})
+            by_round.append({name: statistics.median(measured(r["times"], per_turn)) for name, r in reports.items()})
             for name, report in reports.items():
-                results[name]["times"].extend(report["times"][1:])  # step 1 of each process is warm-up
+                results[name]["times"].extend(measured(report["times"], per_turn))
+                results[name]["turn_firsts"].extend(turn_firsts(report["times"], per_turn))
                 results[name]["lengths"].extend(report["lengths"])
                 for peak in ("peak_rss_mb", "peak_gpu_mb"):
                     results[name][peak] = max(results[name][peak], report[peak])
@@ -392,6 +418,7 @@ def main() -> None:
     pair_ratio = round(statistics.median(v / t for v, t in zip(*times, strict=True)), 4) if args.turns else None
     vlrl_median = statistics.median(results["vlrl"]["times"])
     trl_median = statistics.median(results["trl"]["times"])
+    firsts = {k: round(statistics.median(v["turn_firsts"]), 4) for k, v in results.items() if v["turn_firsts"]}
     print(
         json.dumps(
             {
@@ -409,6 +436,9 @@ def main() -> None:
                 "turns": args.turns,
                 # each measured vlrl step over the TRL step taken right after it (with turns)
                 "median_step_pair_ratio": pair_ratio,
+                # the first step of each turn but a process's first, after the other's turn (not measured)
+                "turn_first_median_step_s": firsts,
+                "turn_first_ratio": round(firsts["vlrl"] / firsts["trl"], 4) if firsts else None,
                 "vlrl_mean_completion_tokens": round(statistics.mean(results["vlrl"]["lengths"]), 2),
                 "trl_mean_completion_tokens": round(statistics.mean(results["trl"]["lengths"]), 2),
                 "vlrl_peak_rss_mb": round(results["vlrl"]["peak_rss_mb"], 1),
@@ -418,6 +448,20 @@ def main() -> None:
             }
         )
     )
+
+
+def measured(times: list[float], per_turn: int) -> list[float]:
+    """The steps measured of a process's step `times`: not its first (warm-up), and with turns of
+    several steps not a turn's first either. On the CPU machines a process's code runs slower
+    the longer since it last ran, whether it slept or computed something else meanwhile
+    (docs/performance.md): a turn's first step, after the other's turn, is the exception of a
+    run, whose steps follow each other."""
+    return times[1:] if per_turn == 1 else [t for i, t in enumerate(times) if i % per_turn]
+
+
+def turn_firsts(times: list[float], per_turn: int) -> list[float]:
+    """The first step of each turn but the process's first (warm-up), with turns of several steps."""
+    return [t for i, t in enumerate(times) if i and i % per_turn == 0] if per_turn > 1 else []
 
 
 def device_name(device: str) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -96,6 +98,15 @@ def test_parallel_benchmarks_report_bytes_per_process_and_the_plans_errors(tiny_
     assert report["gpu"]["peak_gb"] == 93.0 and report["dominant_terms_within_15pct"]
 
 
+@pytest.fixture
+def bench():
+    """bench/step_vs_trl.py as a module."""
+    spec = importlib.util.spec_from_file_location("step_vs_trl", ROOT / "bench" / "step_vs_trl.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class RecordedTurns:
     """The step bench's `Turns` without pipes: each wait takes a while, and when each turn
     began and ended is written down."""
@@ -111,14 +122,9 @@ class RecordedTurns:
         self.events.append(("ends", time.perf_counter()))
 
 
-def test_each_round_of_the_step_bench_samples_with_a_seed_of_its_own(tiny_qwen25, monkeypatch, capsys):
+def test_each_round_of_the_step_bench_samples_with_a_seed_of_its_own(bench, tiny_qwen25, monkeypatch, capsys):
     """A round is a new pair of processes on the same data: with one seed for all, every round
     repeated the same steps (and their completions' lengths, 8% longer on TRL's side)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("step_vs_trl", ROOT / "bench" / "step_vs_trl.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     seeds = []
 
     def run_round(args, data, s, env, logs):
@@ -130,16 +136,76 @@ def test_each_round_of_the_step_bench_samples_with_a_seed_of_its_own(tiny_qwen25
         }
 
     monkeypatch.setattr(bench, "run_round", run_round)
-    monkeypatch.setattr(sys, "argv", ["step_vs_trl.py", "--rounds", "3", "--seed", "5"])
+    argv = ["step_vs_trl.py", "--rounds", "3", "--seed", "5", "--steps", "3", "--turn-steps", "1"]
+    monkeypatch.setattr(sys, "argv", argv)
     bench.main()
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert seeds == [5, 6, 7]
     assert report["steps_measured"] == {"vlrl": 6, "trl": 6} and report["ratio_vlrl_over_trl"] == 0.25
 
 
+def test_the_step_bench_measures_the_steps_after_a_turns_first_and_reports_the_firsts_apart(bench, monkeypatch, capsys):
+    """A turn of two steps: its first follows the other process's turn, on a CPU that has grown
+    slower for this process meanwhile (docs/performance.md), the second follows this process's
+    own step as every step of a run does. The first of each turn is reported apart; a process's
+    very first step (warm-up) is in neither."""
+    turn_steps = []
+
+    def run_round(args, data, s, env, logs):
+        turn_steps.append(s["turn_steps"])
+        vlrl, trl = [9.0, 1.0, 5.0, 1.0, 7.0, 1.0], [9.0, 4.0, 6.0, 4.0, 8.0, 4.0]
+        return {
+            name: {"times": times, "lengths": [4.0] * 6, "peak_rss_mb": 1.0, "peak_gpu_mb": 0.0}
+            for name, times in (("vlrl", vlrl), ("trl", trl))
+        }
+
+    monkeypatch.setattr(bench, "run_round", run_round)
+    monkeypatch.setattr(sys, "argv", ["step_vs_trl.py", "--rounds", "2"])  # the defaults: 6 steps, turns of 2
+    bench.main()
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert turn_steps == [2, 2] and report["steps_measured"] == {"vlrl": 6, "trl": 6}
+    assert report["ratio_vlrl_over_trl"] == 0.25 and report["ratio_by_round"] == [0.25, 0.25]
+    assert report["turn_first_median_step_s"] == {"vlrl": 6.0, "trl": 7.0} and report["turn_first_ratio"] == 0.8571
+    monkeypatch.setattr(sys, "argv", ["step_vs_trl.py", "--steps", "5"])
+    with pytest.raises(SystemExit):  # not a whole number of turns
+        bench.main()
+
+
+def test_a_step_bench_worker_waits_before_a_turns_first_step_and_gives_back_after_its_last(bench):
+    """The worker's side of a turn of two steps: told before every step and after every step but
+    the last, it waits for the turn only before steps 1 and 3 and gives it back after step 2 and
+    at its end."""
+    events = []
+
+    class Go:
+        def readline(self):
+            events.append("go")
+            return "go\n"
+
+    class Done:
+        def write(self, line):
+            events.append("done")
+
+        def flush(self):
+            pass
+
+    read, write = os.pipe()
+    turns = bench.Turns(read, write, 2)
+    turns.go.close()
+    turns.done.close()
+    turns.go, turns.done = Go(), Done()
+    for step in range(1, 5):
+        turns.wait()
+        events.append(step)
+        if step < 4:
+            turns.give_back()
+    turns.end()
+    assert events == ["go", 1, 2, "done", "go", 3, 4, "done"]
+
+
 @pytest.mark.parametrize("side", ["run_trl", "run_vlrl"])
 def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the_3b_shape(
-    side, tiny_qwen25, tmp_path, monkeypatch
+    side, bench, tiny_qwen25, tmp_path, monkeypatch
 ):
     """At Qwen2.5-VL-3B's pixel limits the synthetic images give prompts of different lengths,
     so TRL's batch is padded: given a right-padding processor, TRL's forward shifted the image
@@ -151,14 +217,10 @@ def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     the wait is not in it, the fetch of the step's prompts is (the HF Trainer fetches TRL's
     batch before its `on_step_begin`; here each fetch takes a further 0.2 s)."""
     import argparse
-    import importlib.util
 
     from tasks.refcoco import RefCOCO
     from vlrl.models.tiny import SHAPES
 
-    spec = importlib.util.spec_from_file_location("step_vs_trl", ROOT / "bench" / "step_vs_trl.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     args = argparse.Namespace(device="cpu", prompts=4, generations=2, max_new_tokens=4, seed=0)
     data = tmp_path / "train.json"
     RefCOCO().synthesize(data, 8, 0)
