@@ -360,7 +360,7 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument(
         "--turns", action=argparse.BooleanOptionalAction, default=None,
-        help="both processes at once, taking turns a step at a time (default on CPU; on a GPU one after the other)",
+        help="both processes at once, taking turns (--turn-steps; default on CPU; on a GPU one after the other)",
     )  # fmt: skip
     parser.add_argument(
         "--turn-steps", type=int, default=2,

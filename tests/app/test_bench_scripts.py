@@ -314,3 +314,28 @@ def test_demo_against_a_revision_runs_each_side_with_its_own_code_and_removes_th
     assert set(report["ratio_now_over_then"]) == {"demo_s", "rl_step_s", "sft_step_s"}
     worktrees = subprocess.run(["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT).stdout
     assert str(tmp_path) not in worktrees and "then" not in worktrees
+
+
+def test_pause_penalty_times_the_workload_after_each_pause_and_a_trainers_step_without_its_pause(monkeypatch, capsys):
+    """The workload's median per pause and kind; a trainer's step is timed after the pause, which
+    is not in it (a 1 s pause before every step, the tiny model's step well under that)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import pause_penalty
+
+    pause_penalty.main(["--pauses", "0", "0.05", "--repeats", "3"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(report["workload_ms"]) == ["0.0", "0.05"]
+    assert all(0 < ms < 1000 for row in report["workload_ms"].values() for ms in (row["sleep"], row["spin"]))
+    paused = []
+    wait = pause_penalty.PausedTurns.wait
+
+    def recorded_wait(turns):
+        start = time.perf_counter()
+        wait(turns)
+        paused.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(pause_penalty.PausedTurns, "wait", recorded_wait)
+    pause_penalty.main(["--trainer", "vlrl", "--pauses", "1", "--steps", "3"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert len(paused) == 3 and min(paused) >= 1  # before each step
+    assert list(report["median_step_s"]) == ["1.0"] and 0 < report["median_step_s"]["1.0"] < 1
