@@ -342,7 +342,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "a bfloat16 policy taken for a float32 one", "vlrl/trainer/rl.py",
-        "low_precision = core_model(run.model).dtype != torch.float32", "low_precision = False",
+        "low_precision = policy.dtype != torch.float32", "low_precision = False",
         (f"{UPDATE}::test_the_updater_knows_a_bfloat16_policy_from_a_float32_one",),
     ),
     Mutation(

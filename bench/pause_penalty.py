@@ -76,12 +76,12 @@ def trainer_step_s(trainer: str, seconds: float, steps: int) -> float:
     from vlrl.config import load_config
     from vlrl.models.tiny import tiny_checkpoint
 
-    args = argparse.Namespace(prompts=4, generations=8, max_new_tokens=48, seed=0, device="cpu")
+    args = bench.build_parser().parse_args([])  # the step bench's settings: CPU, the tiny model
     s = bench.settings(args, str(tiny_checkpoint()), load_config(bench.DEMO_CONFIG, []).model.max_pixels)
     run = bench.run_vlrl if trainer == "vlrl" else bench.run_trl
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "train.json"
-        RefCOCO().synthesize(data, 64, 0)
+        RefCOCO().synthesize(data, 64, args.seed)
         times, _ = run(s, data, steps, Path(tmp) / "run", PausedTurns(seconds))
     return round(statistics.median(times[2:]), 4)
 

@@ -349,7 +349,8 @@ def failed(name: str, err) -> None:
     raise SystemExit(f"{name} worker failed")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The bench's options (bench/pause_penalty.py times its trainers at their defaults)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=6, help="steps per process (the first is warm-up)")
@@ -372,6 +373,11 @@ def main() -> None:
     parser.add_argument("--worker", choices=["vlrl", "trl"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.worker:
         worker(args)

@@ -77,7 +77,7 @@ def test_the_cache_key_follows_the_builders_code_and_the_libraries_versions(tmp_
     assert key.startswith("qwen2_5_vl-") and tiny.cache_key(spec) == key
     assert tiny.cache_key(tiny_spec("tiny:qwen2_5_vl-h32")) != key
     edited = tmp_path / "qwen2_vl.py"
-    edited.write_text((sources[3]).read_text() + "# an edit\n")
+    edited.write_text(sources[3].read_text() + "# an edit\n")
     with monkeypatch.context() as patch:
         patch.setattr(tiny, "builder_sources", lambda arch: [*sources[:3], edited, *sources[4:]])
         assert tiny.cache_key(spec) != key

@@ -83,7 +83,8 @@ class RLTrainer:
             )
             self.engine = engine.build(setup)
             r = cfg.rollout
-            vocab = core_model(run.model).config.get_text_config().vocab_size
+            policy = core_model(run.model)
+            vocab = policy.config.get_text_config().vocab_size
             banned = torch.zeros(vocab, dtype=torch.bool)
             banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
             # What the engine draws from, as the trainer computes it: what an engine that holds its
@@ -91,13 +92,13 @@ class RLTrainer:
             # reports the policy's, over the whole vocabulary).
             sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
             exact = logprobs_exact(self.engine)
-            low_precision = core_model(run.model).dtype != torch.float32
+            low_precision = policy.dtype != torch.float32
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
             if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
                 self.engine.sync_weights(self.run.strategy.full_weights())
             unasked = not exact or cfg.algo.old_logprobs == "auto"  # algo.old_logprobs=recompute needs no telling
             if self.updater.recomputes and unasked and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
-                why = f"rollout engine {self.engine.name}" if not exact else f"a {core_model(run.model).dtype} policy"
+                why = f"rollout engine {self.engine.name}" if not exact else f"a {policy.dtype} policy"
                 console.print(f"{why}: old log-probs come from a trainer forward (algo.old_logprobs=recompute)")
             if note := getattr(self.engine, "note", ""):  # how it decodes, where not as configured (HF engine)
                 console.print(f"rollout engine {self.engine.name}: {note}")
