@@ -100,7 +100,7 @@ gpu-wheels: $(STAMP)
 	rm -rf .whl  # two versions of an unpinned package would fail the install there
 	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
-		transformers==5.23.0 trl==1.16.0 datasets dill multiprocess shapely==2.2.0 pycocotools==2.0.11
+		$(shell grep '^transformers==' constraints.txt) trl==1.16.0 datasets dill multiprocess shapely==2.2.0 pycocotools==2.0.11
 
 # The oldest stack the tests have passed on (constraints-floor.txt: torch 2.11, pyproject's floor),
 # in its own environment; not part of `make test` (another 6 GB).

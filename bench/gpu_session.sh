@@ -26,10 +26,13 @@ if [ "${GPU_SESSION_ON_CPU:-}" != 1 ] && command -v nvidia-smi > /dev/null; then
         echo "no .whl/: run make gpu-wheels where there is network and carry .whl" >&2
         exit 2
     fi
-    # A warm machine keeps .gpu-site (git-ignored) from the call before: installed once. No
-    # byte-compiling (transformers' 2,900 files), the imports compile what they use.
-    if [ ! -d .gpu-site/transformers-5.23.0.dist-info ]; then
+    # A warm machine keeps .gpu-site (git-ignored) from the call before: installed once for a
+    # set of wheels (.gpu-site/.wheels lists the set it holds). No byte-compiling
+    # (transformers' 2,900 files), the imports compile what they use.
+    wheels=$(ls .whl)
+    if [ "$(cat .gpu-site/.wheels 2> /dev/null)" != "$wheels" ]; then
         $python -m pip install -q --no-index --no-deps --no-compile --upgrade --target .gpu-site .whl/*.whl || exit 2
+        echo "$wheels" > .gpu-site/.wheels
     fi
     export PYTHONPATH=$PWD/.gpu-site:$PWD
     # transformers checks its dependencies' versions on import (the machine's, as --no-deps left
