@@ -44,6 +44,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     recipe=(--steps 2)
     lora=(--max-new-tokens 256 --rounds 2)
     memory=(--device cuda --budgets 4096 16384)
+    patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
 else
     on_gpu=0
     python=.venv/bin/python
@@ -53,6 +54,7 @@ else
     recipe=(--steps 2 --shape tiny --device cpu)
     lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
+    patch=(--rounds 1 --repeats 2)
 fi
 export HF_HUB_OFFLINE=1
 # Qwen2.5-VL-3B's recipe replicated needs ~90 GB (vlrl plan; 87 GB measured on an H200): on an
@@ -67,7 +69,7 @@ fi
 # passed); its status is left in $rc. A stage past its limit is killed 10 s after SIGTERM: a
 # trainer stopped by SIGTERM finishes its step and saves a checkpoint (52 GB at the 3B shape with
 # its optimizer), which is not what a time limit is for. first and second's limits add up to
-# 640 s: a lent GPU's 15 minutes with its start.
+# 670 s: a lent GPU's 15 minutes with its start.
 stage() {
     local name=$1 limit=$2 start
     shift 2
@@ -97,6 +99,7 @@ eager)
 second)
     stage lora_rollout 150 $python bench/lora_rollout.py "${lora[@]}"
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
+    stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
     ;;
 tier)
     stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py

@@ -694,6 +694,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "full weights without the LoRA merge", "vlrl/models/loading.py",
         "tensor = merged_weight(module, tensor)", "tensor = tensor", (FSDP_TWO,),
     ),
+    *family(
+        "vlrl/models/loading.py", ("tests/models/test_patch_embed.py",),
+        ("model.patch_embedding ignored (always linear)", 'if cfg.patch_embedding == "linear":', "if True:"),
+        ("model.patch_embedding ignored (never linear)", 'if cfg.patch_embedding == "linear":', "if False:"),
+    ),
     # -- the HF engine (vlrl/rollout/hf.py, decoding.py, static.py) and the chunked update ---------
     Mutation(
         "rollout.hf.compact ignored", "vlrl/rollout/hf.py",

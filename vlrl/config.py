@@ -147,6 +147,10 @@ class ModelConfig:
     min_pixels: int = 3136
     max_pixels: int = 12845056
     freeze_vision: bool = False
+    # The vision tower's patch embedding, a Conv3d whose windows tile its input: linear computes it
+    # as the matrix product it is (models/patch_embed.py: on some GPUs and torch versions the
+    # convolution is 10-50,000x slower); conv: transformers' Conv3d, as its own forward.
+    patch_embedding: Literal["linear", "conv"] = "linear"
     # How messages become the prompt: the checkpoint's chat template, or none: their content
     # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).
     chat_template: Literal["model", "none"] = "model"

@@ -339,3 +339,16 @@ def test_pause_penalty_times_the_workload_after_each_pause_and_a_trainers_step_w
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert len(paused) == 3 and min(paused) >= 1  # before each step
     assert list(report["median_step_s"]) == ["1.0"] and 0 < report["median_step_s"]["1.0"] < 1
+
+
+def test_the_patch_embedding_bench_times_the_convolution_and_the_product_on_the_same_patches(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import patch_embed
+
+    patch_embed.main(["--patches", "8", "--rounds", "1", "--repeats", "1"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["shape"] == "tiny" and report["patches"] == 8 and report["device"] == "cpu"
+    for side in ("conv", "linear"):
+        assert report[f"{side}_forward_ms"] > 0 and report[f"{side}_forward_backward_ms"] > 0
+    assert report["forward_speedup"] == round(report["conv_forward_ms"] / report["linear_forward_ms"], 2)
+    assert report["max_abs_difference"] < 1e-4  # the same function, summed in another order

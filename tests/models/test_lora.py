@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from vlrl.cli import main
 from vlrl.config import load_config
 from vlrl.models.loading import load_model, pretrained
+from vlrl.models.lora import lora_linears
 from vlrl.trainer.rl import train
 
 
@@ -220,7 +221,7 @@ def test_lora_decodes_merged_as_the_unmerged_policy_samples_and_its_weights_stay
     for c, w in zip(got, want, strict=True):  # float32: the merge rounds once per weight (1.2e-5 seen at -6)
         torch.testing.assert_close(torch.tensor(c.logprobs), torch.tensor(w.logprobs), rtol=1e-5, atol=1e-5)
     assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # nothing written
-    assert not any("forward" in vars(m) for m in model.modules())  # the layers' own forward is back
+    assert not any("forward" in vars(m) for m in lora_linears(model))  # the layers' own forward is back
     assert merged_engine.lora.copies  # kept for the next rollout (a CUDA graph reads them)...
     kept = dict(merged_engine.lora.copies)
     with torch.no_grad():  # the adapters move (an update): the next rollout decodes with the new merge
@@ -359,8 +360,6 @@ def test_lora_target_modules_that_name_no_layer_of_the_model_are_refused_naming_
 
 def test_adapters_switched_off_are_not_merged_in():
     from peft import LoraConfig, get_peft_model
-
-    from vlrl.models.lora import lora_linears
 
     net = torch.nn.Sequential()
     net.add_module("proj", torch.nn.Linear(4, 4))

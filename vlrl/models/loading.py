@@ -17,6 +17,7 @@ from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
 from vlrl.models.lora import merged_weight
+from vlrl.models.patch_embed import linear_patch_embedding
 from vlrl.models.tiny import resolve_tiny
 from vlrl.vision.frames import FrameKind
 
@@ -117,6 +118,8 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
         require_attention(cfg)
         with reading_weights(path):
             model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
+        if cfg.patch_embedding == "linear":
+            linear_patch_embedding(model)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
         return model
     from peft import PeftModel

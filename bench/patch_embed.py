@@ -1,0 +1,100 @@
+"""The vision tower's patch embedding: transformers' Conv3d against vlrl's matrix product.
+
+models/patch_embed.py computes Qwen's patch embedding (a Conv3d whose stride is its kernel) as
+`F.linear` of the flattened patches and a view of the same weight (`model.patch_embedding:
+linear`, the default). This times both on the same patches and weight, forward and forward with
+backward (the weight's gradient, as when the vision tower trains), the two taking turns within
+each round, and prints one JSON line with the medians and the largest difference of their
+outputs.
+
+    python bench/patch_embed.py                                   # the tiny model's tower, CPU
+    python bench/patch_embed.py --shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+
+# (patch size, temporal patch size, input channels, embedding width) of the towers compared
+SHAPES = {"tiny": (14, 2, 3, 32), "qwen2.5-vl-3b": (14, 2, 3, 1280)}
+
+
+def timed(run, device: torch.device, repeats: int) -> float:
+    """Seconds per call of `run`, over `repeats` calls."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return (time.perf_counter() - start) / repeats
+
+
+def main(argv: list[str] | None = None) -> None:
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionPatchEmbed
+
+    from vlrl.models.patch_embed import linear_patch_embedding
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--patches", type=int, default=256, help="patches per call (the tiny demo's 4 images: 256)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=50, help="calls timed per round and side")
+    args = parser.parse_args(argv)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    patch, temporal, channels, width = SHAPES[args.shape]
+    torch.manual_seed(0)
+    conv = Qwen2_5_VisionPatchEmbed(patch, temporal, channels, width).to(device, dtype)
+    product = copy.deepcopy(conv)
+    linear_patch_embedding(product)
+    x = torch.randn(args.patches, channels * temporal * patch * patch, device=device, dtype=dtype)
+    upstream = torch.randn(args.patches, width, device=device, dtype=dtype)
+
+    def forward(embed):
+        with torch.no_grad():
+            return embed(x)
+
+    def backward(embed):
+        embed(x).backward(upstream)
+        embed.proj.weight.grad = None
+
+    times: dict[str, list[float]] = {
+        f"{side}_{kind}": [] for side in ("conv", "linear") for kind in ("forward", "backward")
+    }
+    for embed in (conv, product):  # warm-up: kernels chosen, memory allocated
+        forward(embed)
+        backward(embed)
+    for _ in range(args.rounds):
+        for side, embed in (("conv", conv), ("linear", product)):
+            times[f"{side}_forward"].append(timed(lambda e=embed: forward(e), device, args.repeats))
+            times[f"{side}_backward"].append(timed(lambda e=embed: backward(e), device, args.repeats))
+    ms = {name: round(statistics.median(values) * 1000, 4) for name, values in times.items()}
+    report = {
+        "benchmark": "patch_embed",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "shape": args.shape,
+        "dtype": args.dtype,
+        "patches": args.patches,
+        "conv_forward_ms": ms["conv_forward"],
+        "linear_forward_ms": ms["linear_forward"],
+        "conv_forward_backward_ms": ms["conv_backward"],
+        "linear_forward_backward_ms": ms["linear_backward"],
+        "forward_speedup": round(ms["conv_forward"] / ms["linear_forward"], 2),
+        "forward_backward_speedup": round(ms["conv_backward"] / ms["linear_backward"], 2),
+        "max_abs_difference": float((forward(conv) - forward(product)).abs().max()),
+    }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
