@@ -79,13 +79,17 @@ def test_the_vision_tower_gives_the_convolutions_features():
     torch.testing.assert_close(features[0], features[1], rtol=1e-5, atol=1e-5)
 
 
-def test_only_convolutions_whose_windows_tile_their_input_are_replaced():
-    class Embed(torch.nn.Module):
-        def __init__(self, stride: int):
-            super().__init__()
-            self.embed_dim = 4
-            self.proj = torch.nn.Conv3d(3, 4, kernel_size=2, stride=stride)
+def test_only_transformers_qwen_patch_embeddings_whose_windows_tile_their_input_are_replaced():
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionPatchEmbed
 
-    model = torch.nn.ModuleList([Embed(stride=2), Embed(stride=1)])
+    class Foreign(torch.nn.Module):  # the same attributes, a forward vlrl does not know
+        def __init__(self):
+            super().__init__()
+            self.embed_dim = 8
+            self.proj = torch.nn.Conv3d(3, 8, kernel_size=(2, 4, 4), stride=(2, 4, 4))
+
+    overlapping = Qwen2_5_VisionPatchEmbed(4, 2, 3, 8)
+    overlapping.proj = torch.nn.Conv3d(3, 8, kernel_size=(2, 4, 4), stride=(1, 2, 2))
+    model = torch.nn.ModuleList([Qwen2_5_VisionPatchEmbed(4, 2, 3, 8), overlapping, Foreign()])
     assert linear_patch_embedding(model) == 1
-    assert "forward" in vars(model[0]) and "forward" not in vars(model[1])
+    assert ["forward" in vars(m) for m in model] == [True, False, False]

@@ -12,7 +12,9 @@ True}`). Here the module keeps its Conv3d and its weight under their names, so c
 units, freezing and vLLM's weight sync see the model as it was; only its forward changes, to
 `F.linear` of the flattened patches and a view of the same weight (a trained weight's gradient
 flows through the view). The sums run in another order than the convolution's: equal up to
-rounding (tests/models/test_patch_embed.py).
+rounding (tests/models/test_patch_embed.py). Only transformers' Qwen modules are replaced, whose
+forward is known to take flat patches: another family's module of the same shape might take whole
+images, which the product would read as patches without a word.
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ def tiles(conv: torch.nn.Conv3d) -> bool:
     )
 
 
+def is_patch_embedding(module: torch.nn.Module) -> bool:
+    """A transformers Qwen patch embedding (its forward: the input as flat patches through `proj`,
+    viewed as (patches, embed_dim)) whose convolution's windows tile its input."""
+    proj = getattr(module, "proj", None)
+    return (
+        type(module).__module__.startswith("transformers.models.qwen")
+        and hasattr(module, "embed_dim")
+        and isinstance(proj, torch.nn.Conv3d)
+        and tiles(proj)
+    )
+
+
 def patch_product(self: torch.nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
     """What the patch embedding's own forward computes (its patches, cast to the weight's dtype,
     through `proj`, as (patches, embed_dim)), as one matrix product."""
@@ -43,12 +57,11 @@ def patch_product(self: torch.nn.Module, hidden_states: torch.Tensor) -> torch.T
 
 
 def linear_patch_embedding(model: torch.nn.Module) -> int:
-    """Each patch embedding of `model` (a module with an `embed_dim` and a Conv3d `proj` whose
-    windows tile its input) computed by `patch_product`; returns how many there are."""
+    """Each patch embedding of `model` (`is_patch_embedding`) computed by `patch_product`;
+    returns how many there are."""
     count = 0
     for module in model.modules():
-        proj = getattr(module, "proj", None)
-        if isinstance(proj, torch.nn.Conv3d) and tiles(proj) and hasattr(module, "embed_dim"):
+        if is_patch_embedding(module):
             module.forward = types.MethodType(patch_product, module)
             count += 1
     return count
