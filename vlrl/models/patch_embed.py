@@ -51,9 +51,9 @@ def is_patch_embedding(module: torch.nn.Module) -> bool:
 def patch_product(self: torch.nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
     """What the patch embedding's own forward computes (its patches, cast to the weight's dtype,
     through `proj`, as (patches, embed_dim)), as one matrix product."""
-    weight = self.proj.weight
-    patches = hidden_states.reshape(-1, weight[0].numel()).to(weight.dtype)
-    return F.linear(patches, weight.flatten(1), self.proj.bias).view(-1, self.embed_dim)
+    weight = self.proj.weight.flatten(1)  # (embed_dim, channels x frames x height x width): a view
+    patches = hidden_states.reshape(-1, weight.shape[1]).to(weight.dtype)
+    return F.linear(patches, weight, self.proj.bias).view(-1, self.embed_dim)
 
 
 def linear_patch_embedding(model: torch.nn.Module) -> int:
