@@ -73,11 +73,10 @@ def trainer_step_s(trainer: str, seconds: float, steps: int) -> float:
     import step_vs_trl as bench
 
     from tasks.refcoco import RefCOCO
-    from vlrl.config import load_config
-    from vlrl.models.tiny import tiny_checkpoint
 
     args = bench.build_parser().parse_args([])  # the step bench's settings: CPU, the tiny model
-    s = bench.settings(args, str(tiny_checkpoint()), load_config(bench.DEMO_CONFIG, []).model.max_pixels)
+    model_path, max_pixels = bench.tiny_model()
+    s = bench.settings(args, str(model_path), max_pixels)
     run = bench.run_vlrl if trainer == "vlrl" else bench.run_trl
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "train.json"

@@ -91,6 +91,14 @@ def settings(args: argparse.Namespace, model_path: str, max_pixels: int) -> dict
     }
 
 
+def tiny_model() -> tuple[Path, int]:
+    """The bench's model on the CPU: the tiny checkpoint, at the demo config's pixel limit."""
+    from vlrl.config import load_config
+    from vlrl.models.tiny import tiny_checkpoint
+
+    return tiny_checkpoint(), load_config(DEMO_CONFIG, []).model.max_pixels
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -389,8 +397,7 @@ def main() -> None:
         parser.error(f"--steps {args.steps} is not a whole number of turns of --turn-steps {per_turn}")
 
     from tasks.refcoco import RefCOCO
-    from vlrl.config import load_config
-    from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
+    from vlrl.models.tiny import SHAPES, write_tiny_checkpoint
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     results = {
@@ -403,7 +410,7 @@ def main() -> None:
             spec = SHAPES[args.shape]
             model_path, max_pixels = write_tiny_checkpoint(Path(tmp) / "model", spec, args.device), spec.max_pixels
         else:
-            model_path, max_pixels = tiny_checkpoint(), load_config(DEMO_CONFIG, []).model.max_pixels
+            model_path, max_pixels = tiny_model()
         s = {**settings(args, str(model_path), max_pixels), "turn_steps": per_turn}
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)

@@ -68,14 +68,16 @@ def test_the_weights_keep_their_names_and_shapes():
 
 def test_the_vision_tower_gives_the_convolutions_features():
     """The whole tower on an image's patches, as the model's forward calls it."""
-    features = []
+    features, convolutions = [], []
     for patch_embedding in ("linear", "conv"):
         model, embed = loaded("qwen2_5_vl", patch_embedding)
+        convolutions.append(convolution_calls(embed))
         grid = torch.tensor([[1, 4, 4]])  # one image of 4 x 4 patches
         x = torch.randn(16, embed.proj.weight[0].numel(), generator=torch.Generator().manual_seed(1))
         with torch.no_grad():
             out = model.model.get_image_features(pixel_values=x, image_grid_thw=grid)
         features.append(torch.cat(out.pooler_output))
+    assert [len(calls) for calls in convolutions] == [0, 1]  # the product, then the convolution
     torch.testing.assert_close(features[0], features[1], rtol=1e-5, atol=1e-5)
 
 
