@@ -82,6 +82,10 @@ REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
 REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 DECODE_STEP = "tests/models/test_decode_step.py"
+LEAN_FORWARD = (
+    "tests/trainer/test_update.py::"
+    "test_model_lean_forward_takes_the_update_through_the_lean_step_or_never_and_changes_no_value"
+)
 RESERVED = f"{HF_ENGINE}::test_the_dynamic_loop_writes_each_token_into_reserved_slots_as_a_growing_cache_would"
 LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
@@ -695,6 +699,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tensor = merged_weight(module, tensor)", "tensor = tensor", (FSDP_TWO,),
     ),
     *family(
+        "vlrl/models/policy.py", (LEAN_FORWARD,),
+        ("model.lean_forward ignored (always lean)", "step = lean_forward(model) if lean else None",
+         "step = lean_forward(model)"),
+        ("model.lean_forward ignored (never lean)", "step = lean_forward(model) if lean else None", "step = None"),
+    ),
+    Mutation(
+        "the policy's update forward not told model.lean_forward", "vlrl/trainer/update.py",
+        "sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,",
+        "sampler=self.sampler if old.logp is None else None,", (LEAN_FORWARD,),
+    ),
+    *family(
         "vlrl/models/loading.py", ("tests/models/test_patch_embed.py",),
         ("model.patch_embedding ignored (always linear)", 'if cfg.patch_embedding == "linear":', "if True:"),
         ("model.patch_embedding ignored (never linear)", 'if cfg.patch_embedding == "linear":', "if False:"),
@@ -725,8 +740,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     *family(
         "vlrl/models/decode_step.py", (DECODE_STEP,),
         ("the lean step's rope without its sign fold", "torch.cat((-sin, sin), dim=-1)", "torch.cat((sin, sin), dim=-1)"),
-        ("the lean step attends to padding", "padding = None if bool(attention_mask.all()) else",
-         "padding = None if True else"),
+        ("the lean step attends to padding", "return None if bool(attention_mask.all()) else",
+         "return None if True else"),
+        ("the lean forward of completions sees the next token", ".tril(length - tokens)", ".tril(length - tokens + 1)"),
+        ("the lean forward of completions attends to padding", "(causal & attention_mask.bool()[:, None, :])",
+         "causal.expand(len(attention_mask), -1, -1)"),
+        ("the lean forward bypasses recomputed layers under autograd",
+         'if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in step.language_model.layers):',
+         "if False:"),
         ("the lean step without Qwen3's head norms", "q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)",
          "pass"),
         ("the lean step takes a rope whose tables change with the length",

@@ -151,6 +151,11 @@ class ModelConfig:
     # as the matrix product it is (models/patch_embed.py: on some GPUs and torch versions the
     # convolution is 10-50,000x slower); conv: transformers' Conv3d, as its own forward.
     patch_embedding: Literal["linear", "conv"] = "linear"
+    # The update's forwards of completion tokens (reference, old policy, policy; SFT's) through
+    # models/decode_step.py's lean step where the model allows it: its kernels, bit for bit,
+    # without transformers' per-call machinery (a good share of a forward at small sizes);
+    # false: always the model's own forward.
+    lean_forward: bool = True
     # How messages become the prompt: the checkpoint's chat template, or none: their content
     # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).
     chat_template: Literal["model", "none"] = "model"

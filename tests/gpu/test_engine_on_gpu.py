@@ -1,4 +1,5 @@
-"""The HF rollout engine on a GPU: its lean decoding step is the model's forward bit for bit, its
+"""The HF rollout engine on a GPU: its lean decoding step is the model's forward bit for bit (and
+so is the update's lean forward of completion tokens), its
 greedy tokens are transformers' `generate`'s for the same prompt, and it samples the same tokens
 with the policy of every parallelism strategy (FSDP2 gathers the shards, CPU offload brings them
 from the CPU).
@@ -19,10 +20,11 @@ from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free, rl_overrides
 from tests.gpu.test_strategies_on_gpu import STRATEGIES
-from tests.models.test_decode_step import assert_bitwise, decode_both
+from tests.models.test_decode_step import assert_bitwise, assert_same_gradients, decode_both, through_both
+from tests.models.test_policy import six_completions
 from vlrl.config import ModelConfig, load_config
 from vlrl.data.records import load_split
-from vlrl.models.decode_step import decode_step_refusal
+from vlrl.models.decode_step import DecodeStep, decode_step_refusal, lean_forward
 from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
@@ -69,20 +71,41 @@ def greedy_equals_generate(model_path: Path, data: Path, device: torch.device, d
     free(device)
 
 
-def test_the_lean_decode_step_is_the_models_forward_bit_for_bit(mid_model, data, device):
-    """models/decode_step.py against the model's own forward in bf16 on the GPU's kernels, over
-    prompts of different lengths (padded rows); the HF engine's dynamic loop decodes with it."""
+def bf16_model_and_prompts(mid_model, data, device):
+    """The mid-size model in bf16 on the GPU, its processor, and its prompts (of different lengths)."""
     cfg = ModelConfig(path=str(mid_model), dtype="bfloat16", max_pixels=200704)
     processor = load_processor(cfg)
     model = load_model(cfg, device=device).eval()
     task = RefCOCO()
     samples = load_split(data, task.build_sample, frame_spec(cfg)).samples
-    prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples]
+    return model, processor, [render_prompt(processor, task.messages(s), s, cfg) for s in samples]
+
+
+def test_the_lean_decode_step_is_the_models_forward_bit_for_bit(mid_model, data, device):
+    """models/decode_step.py against the model's own forward in bf16 on the GPU's kernels, over
+    prompts of different lengths (padded rows); the HF engine's dynamic loop decodes with it."""
+    model, processor, prompts = bf16_model_and_prompts(mid_model, data, device)
     assert decode_step_refusal(model) == ""
     logits, caches = decode_both(model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(0))
     assert len({len(p) for p in prompts}) > 1 and logits["model"][0].dtype == torch.bfloat16
     assert_bitwise(logits, caches)
     del model, caches
+    free(device)
+
+
+def test_the_lean_forward_of_completions_is_the_models_forward_bit_for_bit(mid_model, data, device):
+    """The update's forward of completion tokens through the lean step (model.lean_forward)
+    against the model's forward in bf16 on the GPU's kernels: the log-prob, entropy and sampling
+    columns bit for bit, the gradients to bfloat16's rounding (autograd may sum a tensor's
+    gradients in another order)."""
+    model, processor, prompts = bf16_model_and_prompts(mid_model, data, device)
+    assert isinstance(lean_forward(model), DecodeStep)
+    rows, ids, mask, weights = six_completions(0, {1: 4, 3: 7})
+    columns, grads = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, weights)
+    for name, want in columns[False]._asdict().items():
+        assert torch.equal(getattr(columns[True], name), want), name
+    assert_same_gradients(grads[True], grads[False], rounding=2**-6)
+    del model, grads
     free(device)
 
 

@@ -11,13 +11,14 @@ import copy
 import pytest
 import torch
 
-from tests.models.test_policy import family_setup
+from tests.models.test_policy import family_setup, six_completions, taken_grads
 from vlrl.models.base import ModelFamily
 from vlrl.models.batch import collate
-from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
+from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal, lean_forward
 from vlrl.models.families import family_names, family_of_model
+from vlrl.models.loading import core_model
 from vlrl.models.lora import MergedLoRA
-from vlrl.models.policy import prefill
+from vlrl.models.policy import SamplingFilter, completion_logprobs, prefill
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
 
@@ -217,3 +218,88 @@ def test_under_fsdp2_the_engine_decodes_with_the_models_forward(tmp_path, tiny_q
         assert isinstance(model.model.language_model.layers[0].self_attn.q_proj.weight, DTensor)
         assert "FSDP2" in decode_step_refusal(model)
         assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, ModelStep)
+
+
+def through_both(model, prompts, pad_id: int, rows, ids, mask, weights) -> tuple[dict, dict]:
+    """The update's forward of completion tokens (log-prob, entropy and the sampling
+    distribution's log-prob columns) through the model's forward and through the lean step, and
+    the gradients of the `weights`-weighted log-probs' sum (None: no backward): each by path.
+    On the model's device."""
+    device = next(model.parameters()).device
+    batch = collate(prompts, pad_id).to(device)
+    rows, ids, mask = rows.to(device), ids.to(device), mask.to(device)
+    weights = None if weights is None else weights.to(device)
+    vocab = core_model(model).config.get_text_config().vocab_size
+    sampler = SamplingFilter(torch.arange(vocab, device=device) >= vocab - 7, top_k=20)
+    columns, grads = {}, {}
+    for lean in (False, True):
+        model.zero_grad()
+        scored = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, lean=lean)
+        if weights is not None:
+            (scored.logp * weights).sum().backward()
+        columns[lean], grads[lean] = scored, taken_grads(model)
+    return columns, grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_lean_forward_of_completions_is_the_models_forward_bit_for_bit(setup, dtype):
+    """The update's forward (models/policy.py) through the lean step: several tokens per row on
+    top of the prompts' shared cache, completions of different lengths after prompts of
+    different lengths; its columns equal the model's forward's bit for bit, and its gradients
+    (through the prefix and the vision tower) the model's to float rounding: the same kernels,
+    but autograd may sum a tensor's gradients in another order (with LoRA it does)."""
+    family, model, processor, prompts = setup
+    model = copy.deepcopy(model).to(dtype)
+    if family in REFUSED:
+        assert lean_forward(model) is None
+        return
+    assert isinstance(lean_forward(model), DecodeStep)
+    rows, ids, mask, weights = six_completions(0, {1: 4, 3: 7})
+    columns, grads = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, weights)
+    for name, want in columns[False]._asdict().items():
+        got = getattr(columns[True], name)
+        assert torch.equal(got, want), f"{name}: apart by up to {(got - want).abs().max().item()}"
+    assert grads[True].keys() == grads[False].keys() and any("visual" in n for n in grads[False])
+    assert_same_gradients(grads[True], grads[False])
+
+
+def assert_same_gradients(got: dict, want: dict, rounding: float = 1e-6) -> None:
+    """Equal but for `rounding` relative to each gradient's largest entry (on the CPU even
+    bfloat16's agree to float32's rounding)."""
+    assert got.keys() == want.keys()
+    for name, expected in want.items():
+        scale = float(expected.abs().max())
+        torch.testing.assert_close(got[name], expected, rtol=0, atol=rounding * scale + 1e-12, msg=name)
+
+
+def test_the_lean_forward_of_completions_computes_through_lora_adapters(rec_data, tiny_qwen25):
+    """Through the adapters (their gradients, to rounding, too), and without them as the KL
+    reference of a LoRA policy is computed (the adapters disabled): the model's forward's
+    log-probs, bit for bit."""
+    from tests.models.test_lora import adapted_model
+
+    model, processor, prompts = adapted_model(rec_data, "float32")
+    rows, ids, mask, weights = six_completions(1, {0: 3})
+    rows = rows.clamp(max=len(prompts) - 1)
+    columns, grads = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, weights)
+    assert torch.equal(columns[True].logp, columns[False].logp)
+    assert any("lora_B" in name for name in grads[False])
+    assert_same_gradients(grads[True], grads[False])
+    with model.disable_adapter():  # the base weights, which take no gradient
+        base, _ = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, None)
+    assert torch.equal(base[True].logp, base[False].logp) and not torch.equal(base[True].logp, columns[True].logp)
+
+
+def test_layers_that_recompute_their_activations_take_the_models_forward_under_autograd(rec_data, video_qa_data):
+    """trainer.gradient_checkpointing replaces each decoder layer's forward, which the lean step
+    does not call: under autograd the model's forward runs; without gradients (the reference,
+    old log-probs) nothing is recomputed, and the lean step runs."""
+    from vlrl.parallel.recompute import checkpoint_layers
+
+    model, _, _ = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    model = copy.deepcopy(model)
+    assert isinstance(lean_forward(model), DecodeStep)
+    checkpoint_layers(model)
+    assert lean_forward(model) is None
+    with torch.no_grad():
+        assert isinstance(lean_forward(model), DecodeStep)

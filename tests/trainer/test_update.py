@@ -292,3 +292,27 @@ def test_the_largest_mismatch_is_the_largest_of_the_micro_batches_and_the_rest_a
     add_mismatch(sums, {"mismatch_abs": 1.0, "mismatch_max": 0.5, "mismatch_kl": 0.125, "mismatch_tokens": 2.0})
     add_mismatch(sums, {"mismatch_abs": 0.5, "mismatch_max": 0.25, "mismatch_kl": 0.25, "mismatch_tokens": 3.0})
     assert dict(sums) == {"mismatch_abs": 1.5, "mismatch_max": 0.5, "mismatch_kl": 0.375, "mismatch_tokens": 5.0}
+
+
+def test_model_lean_forward_takes_the_update_through_the_lean_step_or_never_and_changes_no_value(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """model.lean_forward: the reference's and the policy's forwards of the completions run
+    through the lean step (models/decode_step.py), or never; the step's loss and KL are the same
+    bits either way, its gradient the same to float rounding (tests/models/test_decode_step.py)."""
+    from vlrl.models.decode_step import DecodeStep
+
+    calls = []
+    hidden = DecodeStep.hidden
+    monkeypatch.setattr(DecodeStep, "hidden", lambda self, ids, *a: calls.append(ids.shape) or hidden(self, ids, *a))
+    updates = {}
+    for lean in (True, False):
+        options = {"algo.beta": 0.04, "model.lean_forward": lean, "rollout.hf.lean_step": False}
+        trainer = make_trainer(tmp_path / str(lean), rec_data, engine="hf", **options)
+        batch, advantages = rollout(trainer)
+        calls.clear()
+        updates[lean] = recorded_update(trainer, batch, advantages)
+        assert len(calls) == (2 if lean else 0)  # the reference's forward and the policy's, one micro-batch each
+    (lean_stats, ((_, _, lean_grads),)), (stats, ((_, _, grads),)) = updates[True], updates[False]
+    assert lean_stats["loss"] == stats["loss"] and lean_stats["kl"] == stats["kl"]
+    assert_same_gradient(lean_grads, grads)

@@ -1,4 +1,6 @@
-"""One decoding step of a Qwen language model, without transformers' module machinery.
+"""A Qwen language model's forward of tokens that continue a KV cache, without transformers' module
+machinery: one decoding step (one token per row: the HF engine's dynamic loop), or a completion's
+tokens on top of its prompt's cache (the update's forwards, models/policy.py: model.lean_forward).
 
 A decoding step feeds one token per row through the language model. transformers spends most
 of such a step, at small sizes, outside the arithmetic: building the attention mask, the rope
@@ -18,7 +20,14 @@ test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it sho
 - attention: the mask is the rows' padding (one query token: nothing is in its future), and
   SDPA gets what transformers' `sdpa_attention_forward` gives it at one query token: no mask
   and grouped heads when no row is padded, else the mask with the query heads packed per key
-  head.
+  head. Several tokens per row get what it gives them over a longer cache: the causal mask
+  over cache and tokens, and the key and value heads repeated per query head.
+
+The update's forwards of completion tokens (the reference's, the old policy's, the policy's with
+gradients; SFT's) go through it too (`lean_forward`): there as well transformers' machinery costs
+a good share of the forward at the demo's sizes (docs/performance.md). Under autograd the same
+kernels record the same graph; a model whose decoder layers recompute their activations in the
+backward pass (trainer.gradient_checkpointing: their `forward` replaced) takes its own forward there.
 
 A plain `nn.Linear` without hooks is computed as its forward computes it, `F.linear` of its own
 weight and bias; any other linear layer is called as a module, so whatever wraps it (LoRA
@@ -32,12 +41,14 @@ What it cannot stand in for is said by `decode_step_refusal`; the engine then ca
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from transformers import Cache
+from transformers.integrations.sdpa_attention import repeat_kv
 
 from vlrl.models.base import ModelFamily
 from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
@@ -141,7 +152,8 @@ class Layer:
 class DecodeStep:
     """Next-token logits of one token per row, the cache extended (the model's own forward
     at `input_ids` (R, 1), `attention_mask` (R, K) over cache and token, and rope `positions`
-    (3, R, 1) of `ModelFamily.decode_positions`, whose sections are equal)."""
+    (3, R, 1) of `ModelFamily.decode_positions`, whose sections are equal); `hidden` gives the
+    last hidden states of any number of tokens per row."""
 
     def __init__(self, model: torch.nn.Module):
         core = core_model(model)
@@ -149,7 +161,7 @@ class DecodeStep:
         self.lm_head = core.lm_head
         rotary = self.language_model.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
-        self.cos: torch.Tensor | None = None  # (P, 1, 1, head_dim) at positions 0..P-1: `rope_table`
+        self.cos: torch.Tensor | None = None  # (P, head_dim) at positions 0..P-1: `rope_table`
         self.sin: torch.Tensor | None = None
         self.refresh()
 
@@ -162,53 +174,96 @@ class DecodeStep:
     def __call__(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
     ) -> torch.Tensor:
+        return self.head(self.hidden(input_ids, attention_mask, positions, cache))[:, -1]
+
+    def hidden(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
+    ) -> torch.Tensor:
+        """The language model's last hidden states (R, T, H), final norm applied, of `input_ids`
+        (R, T) after the cache's tokens: `attention_mask` (R, K) over cache and tokens, rope
+        `positions` (3, R, T) of `ModelFamily.decode_positions`. The cache is extended."""
         lm = self.language_model
         x = lm.embed_tokens(input_ids)
-        cos, sin = self.rope(positions[0, :, 0], x.dtype)
-        padding = None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
+        cos, sin = self.rope(positions[0], x.dtype)
+        mask = attention_mask_of(attention_mask, input_ids.shape[1])
         for i, layer in enumerate(self.layers):
-            x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, padding, cache, i)
+            x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, mask, cache, i)
             h = rms_norm(layer.post_norm, x)
             x = x + layer.down(layer.act(layer.gate(h)) * layer.up(h))
-        return self.head(rms_norm(lm.norm, x))[:, -1]
+        return rms_norm(lm.norm, x)
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sign-folded sin (R, 1, 1, head_dim) at each row's position, looked up in
-        tables of every position so far (a decoding step's rope is two gathers, not a dozen
+        """cos and sign-folded sin (R, 1, T, head_dim) at each row's positions (R, T), looked up
+        in tables of every position so far (a decoding step's rope is two gathers, not a dozen
         operations; the tables grow by doubling when a position passes their end)."""
         top = int(position.max())
         if self.cos is None or self.cos.dtype != dtype or top >= len(self.cos):
             size = max(top + 1, 2 * len(self.cos) if self.cos is not None else 256)
             self.cos, self.sin = self.rope_table(torch.arange(size, device=position.device), dtype)
-        return self.cos[position], self.sin[position]
+        return self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
 
     def rope_table(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sign-folded sin (P, 1, 1, head_dim) at `positions` (P,), as transformers'
-        rotary embedding computes them (position times inverse frequency in float32, cos and sin
+        """cos and sign-folded sin (P, head_dim) at `positions` (P,), as transformers' rotary
+        embedding computes them (position times inverse frequency in float32, cos and sin
         scaled, then cast)."""
-        freqs = positions[:, None, None].float() * self.inv_freq
+        freqs = positions[:, None].float() * self.inv_freq
         cos, sin = freqs.cos() * self.rope_scaling, freqs.sin() * self.rope_scaling
         cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
-        return cos.to(dtype)[:, None], sin.to(dtype)[:, None]
+        return cos.to(dtype), sin.to(dtype)
 
     @staticmethod
     def attention(
         layer: Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        padding: torch.Tensor | None, cache: Cache, index: int,
+        mask: torch.Tensor | None, cache: Cache, index: int,
     ) -> torch.Tensor:  # fmt: skip
-        rows, d = x.shape[0], layer.head_dim
-        q, k = layer.q(x).view(rows, 1, -1, d), layer.k(x).view(rows, 1, -1, d)
-        v = layer.v(x).view(rows, 1, -1, d).transpose(1, 2)
+        rows, tokens, d = x.shape[0], x.shape[1], layer.head_dim
+        q, k = layer.q(x).view(rows, tokens, -1, d), layer.k(x).view(rows, tokens, -1, d)
+        v = layer.v(x).view(rows, tokens, -1, d).transpose(1, 2)
         if layer.head_norms is not None:
             q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)
         q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
         k, v = cache.update(k, v, index)
-        if padding is None:
+        if tokens > 1:  # a mask, so the key and value heads repeated per query head
+            k, v = repeat_kv(k, layer.groups), repeat_kv(v, layer.groups)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.scaling)
+            return layer.o(out.transpose(1, 2).reshape(rows, tokens, -1))
+        if mask is None:
             out = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.groups > 1)
         else:
             packed = q.reshape(rows, -1, layer.groups, d)  # one key head's queries as one head's query tokens
-            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=padding, scale=layer.scaling)
+            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=mask, scale=layer.scaling)
         return layer.o(out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1))
+
+
+def attention_mask_of(attention_mask: torch.Tensor, tokens: int) -> torch.Tensor | None:
+    """What transformers gives SDPA as the mask of `tokens` query tokens per row after the
+    cache (`attention_mask` (R, K) over cache and tokens): at one token the rows' padding (R, 1,
+    1, K), None when no row is padded; at several, the causal mask and the padding (R, 1, T, K)."""
+    if tokens == 1:
+        return None if bool(attention_mask.all()) else attention_mask.bool()[:, None, None, :]
+    length = attention_mask.shape[1]
+    causal = torch.ones(tokens, length, dtype=torch.bool, device=attention_mask.device).tril(length - tokens)
+    return (causal & attention_mask.bool()[:, None, :])[:, None]
+
+
+_lean_steps: weakref.WeakKeyDictionary[torch.nn.Module, DecodeStep] = weakref.WeakKeyDictionary()
+
+
+def lean_forward(model: torch.nn.Module) -> DecodeStep | None:
+    """`model`'s lean step for a forward of completion tokens (models/policy.py), its parts
+    looked up anew (kept per model for its rope tables); None where the model's own forward must
+    run: what `decode_step_refusal` names, and, under autograd, decoder layers that recompute
+    their activations (parallel/recompute.py replaces their `forward`, which the step does not call)."""
+    if decode_step_refusal(model):
+        return None
+    step = _lean_steps.get(model)
+    if step is None:
+        step = _lean_steps[model] = DecodeStep(model)
+    else:
+        step.refresh()
+    if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in step.language_model.layers):
+        return None
+    return step
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from transformers import Cache
 
 from vlrl.models.batch import PromptBatch
+from vlrl.models.decode_step import lean_forward
 from vlrl.models.loading import core_model, family_of_model
 
 CHUNK_TOKENS = 1024  # tokens whose logits are held at once in the update (0.6 GB of float32 at Qwen's vocabulary)
@@ -76,24 +77,31 @@ def completion_forward(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
     score: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
-) -> tuple[Prefix, Any]:
+    lean: bool = True,
+) -> tuple[Prefix, torch.Tensor]:
     """The prompts run once, their cache rows shared per completion (row r continues prompt
-    `rows[r]` of `batch`), then the completions on top: the prefix and the completion
-    forward's output, whose `logits` are `score(output layer, hidden states)` when given."""
+    `rows[r]` of `batch`), then the completions on top: the prefix and the completion forward's
+    logits, or `score(output layer, last hidden states)` when given. The completions run through
+    the lean step of models/decode_step.py where the model allows it and `lean` (model.lean_forward;
+    its kernels, bit for bit), else through the model's forward."""
     prefix = prefill(model, batch)
     prefix.cache.batch_select_indices(rows)
     attention_mask = torch.cat([prefix.attention_mask[rows], completion_mask.to(prefix.attention_mask.dtype)], dim=1)
+    positions = family_of_model(model).decode_positions(prefix.next_position[rows], 0, completion_ids.shape[1])
+    step = lean_forward(model) if lean else None
+    if step is not None:
+        hidden = step.hidden(completion_ids, attention_mask, positions, prefix.cache)
+        head = core_model(model).get_output_embeddings()
+        return prefix, head(hidden) if score is None else score(head, hidden)
     with output_layer_returns(model, score) if score is not None else contextlib.nullcontext():
         out = model(
             input_ids=completion_ids,
             attention_mask=attention_mask,
-            position_ids=family_of_model(model).decode_positions(
-                prefix.next_position[rows], 0, completion_ids.shape[1]
-            ),
+            position_ids=positions,
             past_key_values=prefix.cache,
             use_cache=True,
         )
-    return prefix, out
+    return prefix, out.logits
 
 
 def completion_logits(
@@ -102,11 +110,12 @@ def completion_logits(
     rows: torch.Tensor,
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
+    lean: bool = True,
 ) -> torch.Tensor:
     """Next-token logits (R, T, V) for each token of `completion_ids`, where row r continues
     prompt `rows[r]` of `batch`: the prompts run once, their cache rows shared per completion."""
-    prefix, out = completion_forward(model, batch, rows, completion_ids, completion_mask)
-    return torch.cat([prefix.last_logits[rows].unsqueeze(1), out.logits[:, :-1]], dim=1)
+    prefix, logits = completion_forward(model, batch, rows, completion_ids, completion_mask, lean=lean)
+    return torch.cat([prefix.last_logits[rows].unsqueeze(1), logits[:, :-1]], dim=1)
 
 
 def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -276,6 +285,7 @@ def completion_logprobs(
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
     chunk_tokens: int | None = None,
+    lean: bool = True,
 ) -> TokenLogprobs:
     """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`
     (0 where `completion_mask` is: padding is not scored).
@@ -284,12 +294,13 @@ def completion_logprobs(
     a `sampler`, also the log-probs an engine that renormalizes over what it may draw reports
     (vLLM): the trainer's value to compare the engine's with. The vocabulary is held for
     `chunk_tokens` tokens at a time (None: `CHUNK_TOKENS`); 0 holds the logits of every token at
-    once (the reference the tests compare with).
+    once (the reference the tests compare with). `lean`: the completions through the lean step
+    where the model allows it (`completion_forward`).
     """
     chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
     if chunk_tokens <= 0:  # the full logits, a row upcast at a time
-        logits = completion_logits(model, batch, rows, completion_ids, completion_mask)
+        logits = completion_logits(model, batch, rows, completion_ids, completion_mask, lean)
         columns = torch.stack([scorer.of_logits(row, ids) for row, ids in zip(logits, completion_ids, strict=True)])
         return scorer.split(columns.masked_fill(~completion_mask.bool()[..., None], 0.0))
     real = completion_mask[:, 1:].bool()  # the tokens scored from the completion forward
@@ -300,6 +311,6 @@ def completion_logprobs(
         out[real] = scored
         return out
 
-    prefix, out = completion_forward(model, batch, rows, completion_ids, completion_mask, score)
+    prefix, scored = completion_forward(model, batch, rows, completion_ids, completion_mask, score, lean)
     first = scorer.of_logits(prefix.last_logits[rows], completion_ids[:, 0])  # (R, columns)
-    return scorer.split(torch.cat([first[:, None], out.logits], dim=1))
+    return scorer.split(torch.cat([first[:, None], scored], dim=1))

@@ -97,10 +97,12 @@ def rows_logprobs(
     device: torch.device,
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
+    lean: bool = True,
 ) -> tuple[TokenLogprobs, int]:
     """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
     (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
-    on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU)."""
+    on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU);
+    `lean`: through the lean step where the model allows it (model.lean_forward)."""
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
     prompt_ids = sorted(set(owners))
@@ -109,4 +111,4 @@ def rows_logprobs(
     width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
-    return completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler), width
+    return completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean), width

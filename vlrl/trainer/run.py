@@ -282,6 +282,7 @@ class Run:
             )
         self.processor = load_processor(cfg.model, self.base_path)
         self.pad_id: int = self.processor.tokenizer.pad_token_id  # pads prompts and completions in training forwards
+        self.lean_forward = cfg.model.lean_forward  # the update's completion forwards through the lean step
         self.strategy = make_strategy(t, section, self.procs)
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
         self.model = self.strategy.wrap(self._policy(cfg.model, resume_from).eval())

@@ -72,8 +72,9 @@ def backward_targets(
         local = torch.arange(len(rows), device=run.device)
         w = max(lengths[r] for r in rows)
         logp = completion_logprobs(
-            run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device)
-        ).logp
+            run.model, batch, local, ids[rows_t, :w].to(run.device), mask[rows_t, :w].to(run.device),
+            lean=run.lean_forward,
+        ).logp  # fmt: skip
         loss = -(logp * weights[rows_t, :w].to(run.device)).sum()
         loss.backward()
         total += float(loss.detach())

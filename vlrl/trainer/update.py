@@ -122,7 +122,7 @@ class Updater:
                     continue
                 stats, width = rows_logprobs(
                     model, batch, rows, self.rollout.temperature, run.pad_id, run.device, with_entropy,
-                    self.sampler if sampled else None,
+                    self.sampler if sampled else None, run.lean_forward,
                 )  # fmt: skip
                 index = torch.tensor(rows)
                 out[index, :width] = stats.logp.float().cpu()
@@ -166,7 +166,7 @@ class Updater:
             micro = rows_t[positions]
             current, width = rows_logprobs(
                 run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device,
-                sampler=self.sampler if old.logp is None else None,
+                sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
             old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)
