@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,8 +116,10 @@ def model_overrides(s: dict) -> list[str]:
 
 
 def run_vlrl(
-    s: dict, data: Path, steps: int, out_dir: Path, turns: Turns | None = None
+    s: dict, data: Path, steps: int, out_dir: Path, turns: Turns | None = None, after_step: Callable | None = None
 ) -> tuple[list[float], list[float]]:
+    """vlrl's run of `steps` steps; each step's time and mean completion length. `after_step`
+    (trainer, metrics) is called after each step's log (bench/lean_forward.py switches an option)."""
     from rich.console import Console
 
     from vlrl.config import load_config
@@ -142,16 +145,18 @@ def run_vlrl(
     }
     cfg = load_config(DEMO_CONFIG, [*model_overrides(s), *(f"{k}={v}" for k, v in overrides.items())])
     trainer = RLTrainer(cfg, Console(quiet=True))
-    if turns is not None:  # a step is timed from its start to its update's end: the turn changes at its log
-        log = trainer.run.logs.log
+    log = trainer.run.logs.log
 
-        def log_then_give_back(metrics, samples=()):
-            log(metrics, samples)
-            if metrics["step"] < steps:  # the last turn ends with the process's work (its checkpoint)
-                turns.give_back()
-                turns.wait()
+    def logged(metrics, samples=()):  # a step is timed from its start to its update's end, before its log
+        log(metrics, samples)
+        if after_step is not None:
+            after_step(trainer, metrics)
+        if turns is not None and metrics["step"] < steps:  # the last turn ends with the process's work
+            turns.give_back()
+            turns.wait()
 
-        trainer.run.logs.log = log_then_give_back
+    trainer.run.logs.log = logged
+    if turns is not None:
         turns.wait()
     result = trainer.train()
     rows = [json.loads(line) for line in result.metrics.read_text().splitlines()]

@@ -352,3 +352,26 @@ def test_the_patch_embedding_bench_times_the_convolution_and_the_product_on_the_
         assert report[f"{side}_forward_ms"] > 0 and report[f"{side}_forward_backward_ms"] > 0
     assert report["forward_speedup"] == round(report["conv_forward_ms"] / report["linear_forward_ms"], 2)
     assert report["max_abs_difference"] < 1e-4  # the same function, summed in another order
+
+
+def test_the_lean_forward_bench_times_the_update_with_the_option_on_and_off_by_turns(monkeypatch, capsys):
+    """Steps 1-2 on, 3-4 off, ...: after the four warm-up steps, steps 5-6 with the lean forward
+    and 7-8 without; each side's update went through its own path."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import lean_forward
+
+    from vlrl.models.decode_step import DecodeStep
+
+    hidden, tokens = DecodeStep.hidden, []
+    monkeypatch.setattr(
+        DecodeStep, "hidden", lambda self, ids, *a: tokens.append(ids.shape[1]) or hidden(self, ids, *a)
+    )
+    assert lean_forward.main(["--steps", "8"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["steps_measured"] == {"lean": 2, "model": 2}
+    assert 0 < report["lean_median_s"]["update"] < report["lean_median_s"]["step"]
+    assert report["update_lean_over_model"] == round(
+        report["lean_median_s"]["update"] / report["model_median_s"]["update"], 3
+    )
+    # the decoding steps' one token, and the update's forwards of several: in steps 1-2 and 5-6 only
+    assert sum(1 for t in tokens if t > 1) == 2 * 4
