@@ -153,8 +153,8 @@ class ModelConfig:
     patch_embedding: Literal["linear", "conv"] = "linear"
     # The update's forwards of completion tokens (reference, old policy, policy; SFT's) through
     # models/decode_step.py's lean step where the model allows it: its kernels, bit for bit,
-    # without transformers' per-call machinery (a good share of a forward at small sizes);
-    # false: always the model's own forward.
+    # without transformers' per-call machinery (up to a few percent of the update at the demo's
+    # sizes: docs/performance.md); false: always the model's own forward.
     lean_forward: bool = True
     # How messages become the prompt: the checkpoint's chat template, or none: their content
     # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).

@@ -24,8 +24,8 @@ test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it sho
   over cache and tokens, and the key and value heads repeated per query head.
 
 The update's forwards of completion tokens (the reference's, the old policy's, the policy's with
-gradients; SFT's) go through it too (`lean_forward`): there as well transformers' machinery costs
-a good share of the forward at the demo's sizes (docs/performance.md). Under autograd the same
+gradients; SFT's) go through it too (`lean_forward`), which saves transformers' per-call work
+there as well: up to a few percent of the update at the demo's sizes (docs/performance.md). Under autograd the same
 kernels record the same graph; a model whose decoder layers recompute their activations in the
 backward pass (trainer.gradient_checkpointing: their `forward` replaced) takes its own forward there.
 
