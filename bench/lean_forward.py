@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         model_path, max_pixels = step_vs_trl.tiny_model()
-        settings = argparse.Namespace(device="cpu", prompts=4, generations=8, max_new_tokens=48, seed=args.seed)
-        s = step_vs_trl.settings(settings, str(model_path), max_pixels)
+        bench_args = step_vs_trl.build_parser().parse_args(["--seed", str(args.seed)])  # its CPU settings
+        s = step_vs_trl.settings(bench_args, str(model_path), max_pixels)
         data = Path(tmp) / "train.json"
         RefCOCO().synthesize(data, 64, args.seed)
         step_vs_trl.run_vlrl(s, data, args.steps, Path(tmp) / "run", after_step=switch)

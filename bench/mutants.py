@@ -746,7 +746,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the lean forward of completions attends to padding", "(causal & attention_mask.bool()[:, None, :])",
          "causal.expand(len(attention_mask), -1, -1)"),
         ("the lean forward bypasses recomputed layers under autograd",
-         'if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in step.language_model.layers):',
+         'if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in layers):',
          "if False:"),
         ("the lean step without Qwen3's head norms", "q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)",
          "pass"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from unittest import mock
 
 import pytest
 import torch
@@ -224,7 +225,8 @@ def through_both(model, prompts, pad_id: int, rows, ids, mask, weights) -> tuple
     """The update's forward of completion tokens (log-prob, entropy and the sampling
     distribution's log-prob columns) through the model's forward and through the lean step, and
     the gradients of the `weights`-weighted log-probs' sum (None: no backward): each by path.
-    On the model's device."""
+    On the model's device. Each path is checked to be the one it is named after: the lean one
+    through `DecodeStep.hidden` (once, over several tokens per row), the other never."""
     device = next(model.parameters()).device
     batch = collate(prompts, pad_id).to(device)
     rows, ids, mask = rows.to(device), ids.to(device), mask.to(device)
@@ -234,7 +236,9 @@ def through_both(model, prompts, pad_id: int, rows, ids, mask, weights) -> tuple
     columns, grads = {}, {}
     for lean in (False, True):
         model.zero_grad()
-        scored = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, lean=lean)
+        with mock.patch.object(DecodeStep, "hidden", autospec=True, side_effect=DecodeStep.hidden) as hidden:
+            scored = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, lean=lean)
+        assert [call.args[1].shape for call in hidden.call_args_list] == ([ids.shape] if lean else [])
         if weights is not None:
             (scored.logp * weights).sum().backward()
         columns[lean], grads[lean] = scored, taken_grads(model)

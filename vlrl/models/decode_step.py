@@ -25,9 +25,10 @@ test_decode_step.py, on the CPU in float32 and bfloat16). Two things make it sho
 
 The update's forwards of completion tokens (the reference's, the old policy's, the policy's with
 gradients; SFT's) go through it too (`lean_forward`), which saves transformers' per-call work
-there as well: up to a few percent of the update at the demo's sizes (docs/performance.md). Under autograd the same
-kernels record the same graph; a model whose decoder layers recompute their activations in the
-backward pass (trainer.gradient_checkpointing: their `forward` replaced) takes its own forward there.
+there as well: up to a few percent of the update at the demo's sizes (docs/performance.md).
+Under autograd the same kernels record the same graph; a model whose decoder layers recompute
+their activations in the backward pass (trainer.gradient_checkpointing: their `forward`
+replaced) takes its own forward there.
 
 A plain `nn.Linear` without hooks is computed as its forward computes it, `F.linear` of its own
 weight and bias; any other linear layer is called as a module, so whatever wraps it (LoRA
@@ -41,7 +42,6 @@ What it cannot stand in for is said by `decode_step_refusal`; the engine then ca
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -246,24 +246,17 @@ def attention_mask_of(attention_mask: torch.Tensor, tokens: int) -> torch.Tensor
     return (causal & attention_mask.bool()[:, None, :])[:, None]
 
 
-_lean_steps: weakref.WeakKeyDictionary[torch.nn.Module, DecodeStep] = weakref.WeakKeyDictionary()
-
-
 def lean_forward(model: torch.nn.Module) -> DecodeStep | None:
-    """`model`'s lean step for a forward of completion tokens (models/policy.py), its parts
-    looked up anew (kept per model for its rope tables); None where the model's own forward must
-    run: what `decode_step_refusal` names, and, under autograd, decoder layers that recompute
-    their activations (parallel/recompute.py replaces their `forward`, which the step does not call)."""
+    """A lean step of `model` for one forward of completion tokens (models/policy.py), its parts
+    looked up now; None where the model's own forward must run: what `decode_step_refusal` names,
+    and, under autograd, decoder layers that recompute their activations (parallel/recompute.py
+    replaces their `forward`, which the step does not call)."""
     if decode_step_refusal(model):
         return None
-    step = _lean_steps.get(model)
-    if step is None:
-        step = _lean_steps[model] = DecodeStep(model)
-    else:
-        step.refresh()
-    if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in step.language_model.layers):
+    layers = core_model(model).model.language_model.layers
+    if torch.is_grad_enabled() and any("forward" in vars(layer) for layer in layers):
         return None
-    return step
+    return DecodeStep(model)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

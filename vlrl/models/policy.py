@@ -91,8 +91,7 @@ def completion_forward(
     step = lean_forward(model) if lean else None
     if step is not None:
         hidden = step.hidden(completion_ids, attention_mask, positions, prefix.cache)
-        head = core_model(model).get_output_embeddings()
-        return prefix, head(hidden) if score is None else score(head, hidden)
+        return prefix, step.lm_head(hidden) if score is None else score(step.lm_head, hidden)
     with output_layer_returns(model, score) if score is not None else contextlib.nullcontext():
         out = model(
             input_ids=completion_ids,
