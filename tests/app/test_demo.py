@@ -71,7 +71,7 @@ def test_the_refcoco_demo_shows_rl_improving_the_held_out_metrics(tmp_path):
     summary = json.loads((out / "demo_summary.json").read_text())
     before, after = summary["before"], summary["after"]
     # The numbers depend on the machine (the same code gives other numbers on another CPU: its
-    # kernels round otherwise, and over 5,500 steps that moves a seed as far as another seed;
+    # kernels round otherwise, and over the demo's thousands of steps that moves a seed as far as another seed;
     # demo_summary.json's "cpu" names the kernels). With the 5000-step cold start, on an AVX-512
     # machine (2026-11-30, docs/demo.md), seeds 0-4 with one thread moved acc@0.5 by +0.63, +0.66,
     # +0.66, +0.58, +0.66 and mean IoU by +0.20, +0.24, +0.22, +0.17, +0.21, and seed 0 with two

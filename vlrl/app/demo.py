@@ -93,7 +93,7 @@ def run_demo(config: str, seed: int, out: Path, console: Console, overrides: lis
         "before": headline(before, names),
         "after": headline(after, names),
         "seconds": round(seconds, 1),
-        # the kernels torch picked: another instruction set rounds otherwise, and over 5,500 steps
+        # the kernels torch picked: another instruction set rounds otherwise, and over a demo's thousands of steps
         # that moves a seed's numbers as far as another seed (docs/demo.md)
         "cpu": torch.backends.cpu.get_cpu_capability(),
         "sft_checkpoint": str(sft.checkpoint),
