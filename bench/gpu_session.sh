@@ -7,6 +7,7 @@
 #   bash bench/gpu_session.sh second   # LoRA rollout over full; the update's memory by token budget
 #   bash bench/gpu_session.sh eager    # the recipe without CUDA graphs (when first's recipe failed)
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
+#   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -14,7 +15,8 @@
 # or no nvidia-smi): a check of this script, never a GPU figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?"which part: first, second, eager or tier"}
+part=${1:?"which part: first, second, eager, tier or recipe"}
+shift
 OUT=${OUT:-$PWD/.gpu-session}
 mkdir -p "$OUT"
 
@@ -101,12 +103,17 @@ second)
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
     stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
     ;;
+recipe)
+    # The recipe with config overrides (a setting's effect, after first's figures); the stage is
+    # named by them, so that several runs in one call keep their own files.
+    stage "${name}_$(echo "$*" | tr -c 'A-Za-z0-9._\n-' _)" 240 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" "$@"
+    ;;
 tier)
     stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py
     stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
     ;;
 *)
-    echo "unknown part $part: first, second, eager or tier" >&2
+    echo "unknown part $part: first, second, eager, tier or recipe" >&2
     exit 2
     ;;
 esac
