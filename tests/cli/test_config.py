@@ -368,7 +368,7 @@ def test_config_show_prints_the_merged_config(capsys):
     cfg = load_config(ROOT / "configs" / "refcocog.yaml", ["trainer.steps=5"])
     assert build(Config, shown) == cfg
     assert shown["task"]["name"] == "refcocog" and shown["trainer"]["steps"] == 5
-    assert shown["trainer"]["token_budget"] == 4096  # from refcoco.yaml, which it extends
+    assert shown["trainer"]["token_budget"] == 8192  # from refcoco.yaml, which it extends
 
 
 @pytest.mark.parametrize(
