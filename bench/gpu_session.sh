@@ -8,6 +8,7 @@
 #   bash bench/gpu_session.sh eager    # the recipe without CUDA graphs (when first's recipe failed)
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
+#   bash bench/gpu_session.sh profile  # the recipe's last step by kernel (bench/phase_profile.py)
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -15,7 +16,7 @@
 # or no nvidia-smi): a check of this script, never a GPU figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?"which part: first, second, eager, tier or recipe"}
+part=${1:?"which part: first, second, eager, tier, recipe or profile"}
 shift
 OUT=${OUT:-$PWD/.gpu-session}
 mkdir -p "$OUT"
@@ -108,12 +109,17 @@ recipe)
     # named by them, so that several runs in one call keep their own files.
     stage "${name}_$(echo "$*" | tr -c 'A-Za-z0-9._\n-' _)" 240 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" "$@"
     ;;
+profile)
+    # Where the rollout's and the update's time goes, by kernel: a third step under torch's
+    # profiler (its summary in $OUT/profile.json; steps 2's figures as recipe's, beside it).
+    stage ${name}_profile 300 $python bench/recipe_on_gpu.py "${recipe[@]}" --steps 3 --profile "$OUT/profile.json" "${lora_rank[@]}"
+    ;;
 tier)
     stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py
     stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
     ;;
 *)
-    echo "unknown part $part: first, second, eager, tier or recipe" >&2
+    echo "unknown part $part: first, second, eager, tier, recipe or profile" >&2
     exit 2
     ;;
 esac

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from phase_profile import profile_step
 from rich.console import Console
 
 from tasks.refcoco import RefCOCO
@@ -92,24 +93,28 @@ def decoder_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in vision)
 
 
-def measured_decoding(engine) -> tuple[DecodeStats, list[int]]:
-    """The engine's decoding stats and each call's prompt tokens, from its second generate on
-    (the first is step 1's, warm-up); the stats stay empty for an engine that keeps none."""
-    measured, prompt_tokens, generate = DecodeStats(), [], engine.generate
+def decoding_by_call(engine) -> tuple[list[DecodeStats], list[int]]:
+    """The engine's decoding stats and prompt tokens of each generate call, in order (one call a
+    step); the stats stay empty for an engine that keeps none."""
+    stats, prompt_tokens, generate = [], [], engine.generate
 
     def counted(prompts, params, generator=None):
         before = dataclasses.replace(getattr(engine, "stats", DecodeStats()))
         groups = generate(prompts, params, generator)
-        if counted.calls:
-            after = getattr(engine, "stats", DecodeStats())
-            measured.add(DecodeStats(**{k: v - getattr(before, k) for k, v in vars(after).items()}))
-            prompt_tokens.append(sum(len(p) for p in prompts))
-        counted.calls += 1
+        after = getattr(engine, "stats", DecodeStats())
+        stats.append(DecodeStats(**{k: v - getattr(before, k) for k, v in vars(after).items()}))
+        prompt_tokens.append(sum(len(p) for p in prompts))
         return groups
 
-    counted.calls = 0
     engine.generate = counted
-    return measured, prompt_tokens
+    return stats, prompt_tokens
+
+
+def total(stats: list[DecodeStats]) -> DecodeStats:
+    summed = DecodeStats()
+    for one in stats:
+        summed.add(one)
+    return summed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,10 +122,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shape", default="qwen2.5-vl-3b", choices=[*SHAPES, "tiny"])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument(
+        "--profile", type=Path, metavar="FILE",
+        help="also run the last step under torch's profiler (bench/phase_profile.py) and write its "
+        "rollout's and update's kernels to FILE as JSON; that step is left out of the figures (--steps >= 3)",
+    )  # fmt: skip
     parser.add_argument("overrides", nargs="*", help="config overrides, key.sub=value")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here; --device cpu --shape tiny checks the script")
+    if args.profile and args.steps < 3:
+        raise SystemExit(
+            "--profile needs --steps >= 3: step 1 warms up, the last is profiled, those between are measured"
+        )
+    measured = slice(1, -1 if args.profile else None)  # the steps the figures come from
+    phases = {}
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_checkpoint(Path(tmp) / "model", SHAPES.get(args.shape, TinySpec()), args.device)
         data = Path(tmp) / "train.json"
@@ -140,13 +156,16 @@ def main(argv: list[str] | None = None) -> None:
         trainer = RLTrainer(cfg, Console(quiet=True))
         # No checkpoint at the last step: weights, fp32 masters and AdamW state are tens of GB.
         trainer.run.t = dataclasses.replace(cfg.trainer, steps=10**9, save_every=10**9)
-        decoding, prompt_tokens = measured_decoding(trainer.engine)
+        by_call, prompt_tokens = decoding_by_call(trainer.engine)
+        if args.profile:
+            profile_step(trainer, args.steps, args.device == "cuda", phases)
         weights = decoder_bytes(trainer.run.model)
         parameters = sum(p.numel() for p in trainer.run.model.parameters())
         trained = sum(p.numel() for p in trainer.run.model.parameters() if p.requires_grad)
         bf16 = core_model(trainer.run.model).dtype == torch.bfloat16  # what the update computes in
         result = trainer.train()
-        rows = [json.loads(line) for line in result.metrics.read_text().splitlines()][1:]
+        rows = [json.loads(line) for line in result.metrics.read_text().splitlines()][measured]
+    decoding, prompt_tokens = total(by_call[measured]), prompt_tokens[measured]
     rows_per_step = cfg.trainer.prompts_per_step * cfg.rollout.num_generations
     median = {key: statistics.median(r[key] for r in rows) for key in ("time_rollout", "time_update", "time_step")}
     tokens = statistics.median(r["completion_length"] for r in rows) * rows_per_step
@@ -200,6 +219,21 @@ def main(argv: list[str] | None = None) -> None:
             }
         )
     )
+    if args.profile:
+        profiled = by_call[-1]  # the last step's decoding
+        rollout = phases["rollout"]
+        args.profile.write_text(
+            json.dumps(
+                {
+                    "benchmark": "phase_profile", "device": name, "model": args.shape, "overrides": args.overrides,
+                    "step": args.steps, "decoding_steps": profiled.forwards, "decode_s": round(profiled.decode_s, 3),
+                    # everything the rollout ran (prefill, vision, the draw's bookkeeping) over its decoding steps
+                    "events_per_decoding_step": round(rollout["count"] / profiled.forwards) if profiled.forwards else None,
+                    **phases,
+                },
+                indent=1,
+            )
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -34,6 +34,30 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys):
     assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 
+def test_the_recipe_benchmark_profiles_its_last_step_and_leaves_it_out_of_the_figures(tiny_qwen25, capsys, tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import recipe_on_gpu
+
+    args = ["--shape", "tiny", "--device", "cpu", "--steps", "3", "--profile", str(tmp_path / "profile.json"),
+            "trainer.prompts_per_step=2", "rollout.num_generations=2", "rollout.max_new_tokens=8",
+            "model.max_pixels=12544"]  # fmt: skip
+    recipe_on_gpu.main(args)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    profile = json.loads((tmp_path / "profile.json").read_text())
+    # step 2 alone is measured: the profiled step 3's decoding would double the forwards (7 a step at most)
+    assert report["steps_measured"] == 1 and 0 < report["decoding_steps"] <= 7
+    assert profile["step"] == 3 and 0 < profile["decoding_steps"] <= 7
+    for phase in ("rollout", "update"):
+        summary = profile[phase]
+        assert summary["count"] > 0 and summary["total_ms"] > 0 and summary["wall_s"] > 0
+        top = summary["top"]
+        assert top == sorted(top, key=lambda e: e["ms"], reverse=True) and sum(e["share"] for e in top) <= 1.0001
+    names = {e["name"] for e in profile["update"]["top"]}
+    assert any("backward" in n.lower() for n in names) or "aten::mm" in names  # the update's own operators
+    with pytest.raises(SystemExit, match="--steps >= 3"):
+        recipe_on_gpu.main(["--shape", "tiny", "--device", "cpu", "--steps", "2", "--profile", str(tmp_path / "p")])
+
+
 def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     import demo_seeds
