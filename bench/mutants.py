@@ -73,6 +73,7 @@ THINKING = "tests/trainer/test_thinking.py"
 SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
+PACKING = f"{LOSSES}::test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tokens"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 TOP = f"{OPTIONS}::test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time"
 SAMPLING = "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)"
@@ -328,6 +329,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "no old log-probs taken when the engine gives none", "vlrl/trainer/update.py",
         "(self.recomputes or batch.rollout_logprobs is None)", "self.recomputes", (ENTROPY_OLD,),
+    ),
+    Mutation(
+        "the update packs its rows in order whatever the padding", "vlrl/trainer/batch.py",
+        "return min(plans, key=lambda plan: padded_tokens(plan, prompt_index, prompt_lengths, row_lengths))",
+        "return plans[0]", (PACKING,),
+    ),
+    Mutation(
+        "longest-first packing loses the rows' positions", "vlrl/trainer/batch.py",
+        "return [sorted(order[j] for j in rows) for rows in plan]", "return [sorted(rows) for rows in plan]",
+        (PACKING,),
     ),
     Mutation(
         "the ratio always compares with the current log-probs", "vlrl/trainer/update.py",

@@ -17,7 +17,7 @@ from vlrl.algos.losses import (
     rollout_importance_weights,
     token_weights,
 )
-from vlrl.trainer.batch import micro_batches
+from vlrl.trainer.batch import longest_first, micro_batches, padded_tokens, update_micro_batches
 
 
 def test_grpo_advantages_normalise_within_each_group():
@@ -115,15 +115,47 @@ def test_micro_batches_pad_to_their_longest_prompt_and_completion():
     assert micro_batches([0, 1], [50, 10], [5, 5], token_budget=100) == [[0], [1]]
     # the row joining counts too: 10 + 2 x 20 = 50 does not fit in 45
     assert micro_batches([0, 0], [10], [20, 20], token_budget=45) == [[0], [1]]
-    rng = np.random.default_rng(0)
-    for _ in range(300):
-        prompts = int(rng.integers(1, 4))
-        prompt_index = sorted(rng.integers(0, prompts, size=int(rng.integers(1, 9))).tolist())
-        prompt_lengths = rng.integers(1, 60, size=prompts).tolist()
-        row_lengths = rng.integers(1, 40, size=len(prompt_index)).tolist()
-        budget = int(rng.integers(1, 250))
+    for prompt_index, prompt_lengths, row_lengths, budget in random_batches(0, 4, 9, 60, 40, 250):
         expected = _reference_plan(prompt_index, prompt_lengths, row_lengths, budget)
         assert micro_batches(prompt_index, prompt_lengths, row_lengths, budget) == expected
+
+
+def random_batches(seed: int, prompts: int, rows: int, prompt_length: int, row_length: int, budget: int):
+    """300 draws of (prompt index per row, prompt lengths, completion lengths, token budget),
+    each below the bound given (prompt-major rows)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        n = int(rng.integers(1, prompts))
+        index = sorted(rng.integers(0, n, size=int(rng.integers(1, rows))).tolist())
+        lengths = rng.integers(1, prompt_length, size=n).tolist()
+        yield index, lengths, rng.integers(1, row_length, size=len(index)).tolist(), int(rng.integers(1, budget))
+
+
+def test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tokens():
+    # in order: [0, 1] 10 + 2 x 40 and [2, 3] the same, 180 tokens; longest first: [0, 2]
+    # 2 x 10 + 2 x 40 = 100 and [1, 3] 2 x 10 + 2 x 5 = 30, 130 tokens
+    index, prompts, rows = [0, 0, 1, 1], [10, 10], [40, 5, 40, 5]
+    assert micro_batches(index, prompts, rows, 100) == [[0, 1], [2, 3]]
+    assert longest_first(index, prompts, rows, 100) == [[0, 2], [1, 3]]
+    assert padded_tokens([[0, 1], [2, 3]], index, prompts, rows) == 180
+    assert padded_tokens([[0, 2], [1, 3]], index, prompts, rows) == 130
+    assert update_micro_batches(index, prompts, rows, 100) == [[0, 2], [1, 3]]
+    # long prompts, lengths alike: splitting the groups would run each prefix twice
+    index, prompts, rows = [0, 0, 1, 1], [50, 50], [6, 5, 6, 5]
+    assert update_micro_batches(index, prompts, rows, 70) == micro_batches(index, prompts, rows, 70) == [[0, 1], [2, 3]]
+    # a tie keeps the rows' order: here both packings are one micro-batch
+    assert update_micro_batches([0, 0], [10], [5, 9], 100) == [[0, 1]]
+
+
+def test_the_updates_packing_is_the_cheaper_of_the_two_and_holds_every_row_once_within_the_budget():
+    for index, prompt_lengths, rows, budget in random_batches(1, 5, 12, 60, 80, 400):
+        plan = update_micro_batches(index, prompt_lengths, rows, budget)
+        costs = [padded_tokens(p, index, prompt_lengths, rows) for p in (micro_batches(index, prompt_lengths, rows, budget),
+                 longest_first(index, prompt_lengths, rows, budget))]  # fmt: skip
+        assert padded_tokens(plan, index, prompt_lengths, rows) == min(costs)
+        assert sorted(i for batch in plan for i in batch) == list(range(len(index)))
+        for batch in plan:
+            assert len(batch) == 1 or padded_tokens([batch], index, prompt_lengths, rows) <= budget
 
 
 def test_clip_statistics_count_a_token_only_outside_its_own_bound_and_with_the_advantage_that_clips_it():

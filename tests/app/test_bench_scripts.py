@@ -405,3 +405,15 @@ def test_the_lean_forward_bench_times_the_update_with_the_option_on_and_off_by_t
     )
     # the decoding steps' one token, and the update's forwards of several: in steps 1-2 and 5-6 only
     assert sum(1 for t in tokens if t > 1) == 2 * 4
+
+
+def test_the_packing_benchmark_counts_fewer_padded_tokens_planned_than_in_order(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import update_packing
+
+    assert update_packing.main(["--budgets", "2048", "8192", "--draws", "3"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [row["budget"] for row in report["rows"]] == [2048, 8192]
+    for row in report["rows"]:
+        assert row["completion_tokens"] < row["padded_planned"] < row["padded_in_order"]
+        assert row["in_order_over_planned"] == round(row["padded_in_order"] / row["padded_planned"], 2)

@@ -156,10 +156,10 @@ def test_a_headline_metric_no_evaluation_reports_is_said_once(tmp_path, rec_data
     assert "held-out step 1 | brief_grounding (2 samples of" in out
 
 
-def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25):
+def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     from rich.console import Console
 
-    from vlrl.trainer.batch import RolloutBatch
+    from vlrl.trainer.batch import RolloutBatch, longest_first, micro_batches
     from vlrl.trainer.rl import RLTrainer
 
     cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04, "trainer.max_grad_norm": 1e9}))
@@ -171,6 +171,7 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
     task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:3]
     groups, _ = trainer.generate_groups([(task, s) for s in samples], step=1)
     batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
+    batch.completion_mask[1::2, 3:] = 0  # every second completion 3 tokens long: the two packings differ
     advantages = torch.randn(len(batch.prompt_index), generator=torch.Generator().manual_seed(1))
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
 
@@ -186,12 +187,19 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
         return {n: start[n] - p.detach() for n, p in model.named_parameters()}, stats
 
     whole, whole_stats = gradient_step(100000)
-    split, split_stats = gradient_step(150)
-    assert len(trainer.updater.plan(batch, list(range(len(batch.prompt_index))))) > 1
-    assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
-    assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
-    for name in whole:
-        torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
+    for packing in (micro_batches, longest_first):  # in the rows' order, and longest completion first
+        monkeypatch.setattr("vlrl.trainer.update.update_micro_batches", packing)
+        split, split_stats = gradient_step(300)
+        plan = trainer.updater.plan(batch, list(range(len(batch.prompt_index))))
+        assert len(plan) > 1 and plan == packing(
+            batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths(), 300
+        )
+        assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
+        assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
+        for name in whole:
+            torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
+    shape = (batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths(), 300)
+    assert longest_first(*shape) != micro_batches(*shape)  # two packings, each compared with the whole batch
 
 
 def test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints(tmp_path, rec_data, tiny_qwen25):

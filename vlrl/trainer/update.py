@@ -14,7 +14,7 @@ from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, 
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
-from vlrl.trainer.batch import RolloutBatch, micro_batches, rows_logprobs
+from vlrl.trainer.batch import RolloutBatch, rows_logprobs, update_micro_batches
 from vlrl.trainer.run import Run
 
 
@@ -98,7 +98,7 @@ class Updater:
     def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
         """Micro-batches of `rows`, padded with empty ones where every forward is a collective."""
         lengths = batch.lengths()
-        planned = micro_batches(
+        planned = update_micro_batches(
             [int(batch.prompt_index[r]) for r in rows],
             [len(p) for p in batch.prompts],
             [lengths[r] for r in rows],
