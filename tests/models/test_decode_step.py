@@ -288,7 +288,9 @@ def test_the_lean_forward_of_completions_computes_through_lora_adapters(rec_data
     columns, grads = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, weights)
     assert torch.equal(columns[True].logp, columns[False].logp)
     assert any("lora_B" in name for name in grads[False])
-    assert_same_gradients(grads[True], grads[False])
+    # summed in another order through the adapters: over twelve adapter draws the largest
+    # difference was 2e-7 to 1.1e-6 of a gradient's largest entry (float32's epsilon is 1.2e-7)
+    assert_same_gradients(grads[True], grads[False], rounding=4e-6)
     with model.disable_adapter():  # the base weights, which take no gradient
         base, _ = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, None)
     assert torch.equal(base[True].logp, base[False].logp) and not torch.equal(base[True].logp, columns[True].logp)

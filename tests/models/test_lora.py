@@ -180,6 +180,7 @@ def adapted_model(rec_data, dtype: str):
     from vlrl.models.prompting import render_prompt
 
     cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", f"model.dtype={dtype}", "model.lora.r=4"]).model
+    torch.manual_seed(0)  # peft draws A from the global generator: the same adapter whatever ran before
     model = load_model(cfg).eval()
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
