@@ -10,6 +10,7 @@ from vlrl.config import load_config
 from vlrl.models.loading import load_model
 from vlrl.models.lora import lora_linears
 from vlrl.models.memory import Block, ModelShape, Workload, activation_bytes, model_shape
+from vlrl.models.policy import CHUNK_TOKENS
 from vlrl.parallel.fsdp2 import FSDP2, FSDPOptions
 from vlrl.parallel.replicated import Replicated
 from vlrl.rollout import choose_engine
@@ -121,13 +122,11 @@ def test_activations_by_hand():
     layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
     tokens = 1 * 10 + 2 * 5  # one prompt of 10 tokens, two completions of 5
     lm = 2 * (tokens * layer + 2 * 10 * 10 * 2)  # two layers; each row keeps its prompt's keys
-    expected = lm + 4 * block + 4 * 12 * 2 + 2 * 5 * 50 * 4  # vision, pixel values, float32 logits
+    expected = lm + 4 * block + 4 * 12 * 2 + 2 * 5 * 4  # vision, pixel values, float32 log-normalizers
     assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=False, transient=False) == pytest.approx(expected)
     # checkpointed: each layer keeps its input, keys and values; one layer or block is recomputed at a time
     kept = tokens * 2 * 2 * (10 + 8) + 4 * 1 * 2 * 5 + max(tokens * layer + 400, 4 * block)
-    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=True, transient=False) == pytest.approx(
-        kept + 96 + 2000
-    )
+    assert activation_bytes(SHAPE, 1, 10, 2, 5, 4, checkpointing=True, transient=False) == pytest.approx(kept + 96 + 40)
 
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
@@ -189,22 +188,26 @@ def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget(
 
     from vlrl.models.memory import budget_activations
 
-    def logits_bytes(shape, transient):  # what 50 vocabulary entries add, per completion token (2 x 5)
-        args = (1, 10, 2, 5, 4)
+    def logits_bytes(shape, transient, width=5):  # what 50 vocabulary entries add, per vocabulary entry
+        args = (1, 10, 2, width, 4)
         with_vocab = activation_bytes(shape, *args, checkpointing=False, transient=transient)
-        return (with_vocab - activation_bytes(replace(shape, vocab=0), *args, False, transient)) / (10 * 50)
+        return (with_vocab - activation_bytes(replace(shape, vocab=0), *args, False, transient)) / 50
 
     fp32 = replace(SHAPE, dtype_bytes=4)
-    # float32 log-softmax copy; a float32 model's own logits; the transient logits and their scaled copy
+    # nothing of the vocabulary's size is kept (ScoredChunks); for a moment a chunk's logits in the
+    # compute dtype, their float32 copy and a float32 temporary: 2 + 4 + 4 (4 + 4 + 4) bytes for
+    # each of the 2 x 5 completion tokens
     assert [logits_bytes(SHAPE, False), logits_bytes(SHAPE, True), logits_bytes(fp32, False), logits_bytes(fp32, True)] == [
-        pytest.approx(4), pytest.approx(8), pytest.approx(8), pytest.approx(16)]  # fmt: skip
+        pytest.approx(0), pytest.approx(10 * 10), pytest.approx(0), pytest.approx(10 * 12)]  # fmt: skip
+    # at most one chunk of tokens at once: 2 x 1000 completion tokens hold CHUNK_TOKENS' logits
+    assert logits_bytes(SHAPE, True, width=1000) == pytest.approx(CHUNK_TOKENS * 10)
     # checkpointed with many patches: the vision block being recomputed is the larger transient
     layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
     tokens, patches = 20, 1000
     kept = tokens * 2 * 2 * (10 + 8) + patches * 1 * 2 * 5
     assert patches * block > tokens * layer + 400
     assert activation_bytes(SHAPE, 1, 10, 2, 5, patches, checkpointing=True, transient=False) == pytest.approx(
-        kept + patches * block + patches * 12 * 2 + 2000
+        kept + patches * block + patches * 12 * 2 + 40
     )
     # the token budget: one prompt (10 image tokens + 64 of text) and whole completions that fit
     for budget, rows, width in ((200, 4, 30), (90, 1, 16)):

@@ -7,9 +7,10 @@ Activation bytes per token of a transformer block with hidden size d and p param
 `b (4/3 p/d + 5/3 d) + 20 d` (b the compute dtype's size): the inputs each matmul keeps for
 its backward, the attention's and SwiGLU's intermediates, RMSNorm's fp32 copies. Each
 completion row's attention keeps its prompt's keys once more (the shared cache, repeated to
-every head), the patch embedding its pixel values, and log-softmax a float32 copy of every
-completion token's logits (`activation_bytes`). bench/plan_vs_measured.py compares these with
-what autograd keeps on CPU.
+every head), and the patch embedding its pixel values; the output layer keeps nothing of the
+vocabulary's size, holding one chunk's logits at a time (`ScoredChunks`: `activation_bytes`).
+bench/plan_vs_measured.py compares these with what autograd keeps on CPU, and the total with
+the peaks measured on a GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vlrl.models.build import SPECIAL_TOKENS
 from vlrl.models.checkpoints import weights_root
 from vlrl.models.families import family_for_model_type
 from vlrl.models.loading import checkpoint_path, core_model, torch_dtype
+from vlrl.models.policy import CHUNK_TOKENS
 from vlrl.models.tiny import SHAPES, build_model
 
 GB = 1e9
@@ -200,9 +202,10 @@ def activation_bytes(
     b = shape.dtype_bytes
     prompt_tokens, completion_tokens = prompts * prompt_length, rows * width
     tokens = prompt_tokens + completion_tokens
-    # log-softmax keeps a float32 copy of every completion token's logits (a float32 model
-    # keeps its logits besides)
-    logits = completion_tokens * shape.vocab * (4 + (4 if b == 4 else 0) + (2 * b if transient else 0))
+    # the output layer scores CHUNK_TOKENS tokens at a time (models/policy.py's ScoredChunks):
+    # each token's float32 log-normalizer is kept; a chunk's logits, their float32 copy and a
+    # float32 temporary (softmax's, or its gradient's) are held for a moment
+    logits = completion_tokens * 4 + (min(completion_tokens, CHUNK_TOKENS) * shape.vocab * (b + 8) if transient else 0)
     layer, block = shape.layers.token_bytes(b), shape.vision.token_bytes(b)
     row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head
     pixels = patches * shape.patch_values * b  # what the patch embedding keeps of its input
