@@ -111,7 +111,7 @@ recipe)
     ;;
 profile)
     # Where the rollout's and the update's time goes, by kernel: a third step under torch's
-    # profiler (its summary in $OUT/profile.json; steps 2's figures as recipe's, beside it).
+    # profiler (its summary in $OUT/profile.json; step 2's figures, as recipe's, beside it).
     stage ${name}_profile 300 $python bench/recipe_on_gpu.py "${recipe[@]}" --steps 3 --profile "$OUT/profile.json" "${lora_rank[@]}"
     ;;
 tier)
