@@ -82,6 +82,7 @@ REPLAY = "tests/trainer/test_replay.py"
 REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
 REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
+LEAN_STATIC = f"{HF_ENGINE}::test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit"
 DECODE_STEP = "tests/models/test_decode_step.py"
 LEAN_FORWARD = (
     "tests/trainer/test_update.py::"
@@ -736,9 +737,19 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     *family(
         "vlrl/rollout/hf.py", (DECODE_STEP,),
-        ("rollout.hf.lean_step ignored (never taken)", 'return DecodeStep(self.model), ""',
-         'return ModelStep(self.model), ""'),
+        ("rollout.hf.lean_step ignored (never taken)", "return not why, f", "return False, f"),
         ("rollout.hf.lean_step=false ignored", "if asked is False:", "if False:"),
+    ),
+    *family(
+        "vlrl/rollout/static.py", (LEAN_STATIC, STATIC_STEP),
+        ("the static step never takes the lean step",
+         "LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)", "ModelStep(model)"),
+        ("the lean static step attends to the slots not written yet",
+         "written = self.slots <= cache.layers[0].cumulative_length", "written = self.slots >= 0"),
+        ("the lean static step's rope a position behind", "cos, sin = self.cos[position].unsqueeze(1)",
+         "cos, sin = self.cos[position - 1].unsqueeze(1)"),
+        ("the lean static step attends to the padding", "mask = (attention_mask.bool() & written)",
+         "mask = (torch.ones_like(attention_mask, dtype=torch.bool) & written)"),
     ),
     *family(
         "vlrl/rollout/hf.py", (RESERVED,),

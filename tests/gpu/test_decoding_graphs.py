@@ -2,7 +2,8 @@
 the same step run eagerly samples, from the same seed, leaving the generator where eager
 decoding leaves it; and a graph captured before an optimizer step, replayed after it, samples
 from the updated weights (the optimizer writes the parameters in place, and a graph reads them
-by address); for a LoRA policy decoding merged, from the re-merged weights. At the mid-size
+by address); for a LoRA policy decoding merged, from the re-merged weights; and the static
+step's lean forward (static.LeanStaticStep) samples what the model's forward does. At the mid-size
 shape in bf16: the graph replays the eager step's kernels, so the tokens must agree exactly and
 the log-probs to float32 rounding.
 
@@ -12,6 +13,7 @@ there, so both sides decode eagerly."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -21,10 +23,12 @@ from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free
 from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
+from vlrl.models.decode_step import ModelStep
 from vlrl.models.loading import core_model, frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
+from vlrl.rollout.static import LeanStaticStep
 
 pytestmark = pytest.mark.gpu
 
@@ -89,7 +93,7 @@ def lora_setup(mid_model, device, setup):
 def engine(setup, device, options: HFOptions) -> HFEngine:
     model, processor, _ = setup
     if device.type == "cpu":
-        options = EAGER
+        options = replace(EAGER, lean_step=options.lean_step)
     return HFEngine(model, processor.tokenizer, device, options)
 
 
@@ -125,6 +129,21 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     assert len(lengths) >= 3, lengths  # rows stopped apart: several buckets were captured
     if device.type == "cuda":
         assert graphs.static_plan.graphs and graphs._static[1].captures >= 2
+
+
+def test_the_lean_static_step_samples_what_the_models_forward_samples(setup, device):
+    """rollout.hf.lean_step in the static step (static.LeanStaticStep: its rope tables and its
+    mask of the slots written) against the model's own forward, each replayed from its graphs,
+    in bf16 on the GPU's kernels: the same tokens, the log-probs to float32 rounding (bit for bit
+    on the CPU: tests/rollout/test_hf_engine.py)."""
+    _, _, prompts = setup
+    lean = engine(setup, device, GRAPHS)
+    model_forward = engine(setup, device, replace(GRAPHS, lean_step=False))
+    got = sample(lean, prompts, torch.Generator(device=device), seed=13)
+    assert_same(got, sample(model_forward, prompts, torch.Generator(device=device), seed=13))
+    assert isinstance(lean._static[1].forward, LeanStaticStep)
+    assert isinstance(model_forward._static[1].forward, ModelStep)
+    assert len({len(t) for t in got[0]}) >= 3  # rows stopped apart: several buckets
 
 
 def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Tensor]) -> None:

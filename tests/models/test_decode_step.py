@@ -185,10 +185,10 @@ def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch)
         assert isinstance(engine.decode_forward, ModelStep) and REFUSED[family] in engine.note
         return
     assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, DecodeStep)  # the CPU default
-    for options in (HFOptions(lean_step=False), HFOptions(static_cache=True)):
-        assert isinstance(HFEngine(model, processor.tokenizer, options=options).decode_forward, ModelStep)
+    off = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, lean_step=False))
+    assert isinstance(off.decode_forward, ModelStep) and not off.static_plan.lean
     static = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, lean_step=True))
-    assert "not the lean step: the static step decodes" in static.note
+    assert static.static_plan.lean and not static.note  # the static step's too (static.LeanStaticStep)
     monkeypatch.setattr(model.config, "_attn_implementation", "eager")
     assert "'eager'" in decode_step_refusal(model)
     monkeypatch.undo()

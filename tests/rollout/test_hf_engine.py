@@ -5,6 +5,8 @@ image and video prompts, with completions that stop at different steps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -14,6 +16,7 @@ from transformers import DynamicCache
 from tests.models.test_policy import family_setup
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
+from vlrl.models.decode_step import ModelStep
 from vlrl.models.families import family_names, family_of_model
 from vlrl.models.loading import core_model, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
@@ -21,7 +24,7 @@ from vlrl.plugins import plugin_options
 from vlrl.rollout import SamplingParams
 from vlrl.rollout.decoding import Draw, Record, sample_categorical
 from vlrl.rollout.hf import GrowingLayer, HFEngine, HFOptions, stop_token_ids
-from vlrl.rollout.static import StaticDecoding, StaticPlan, static_refusal
+from vlrl.rollout.static import LeanStaticStep, StaticDecoding, StaticPlan, static_refusal
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
@@ -344,6 +347,29 @@ def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the
     )
 
 
+@pytest.mark.parametrize("sampling", ["top-k", "top-p"])
+def test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit(setup, sampling):
+    """rollout.hf.lean_step in the static step (static.LeanStaticStep: its rope tables and its
+    mask of the slots written) against the model's own forward on the same buffers: the same
+    tokens, log-probs and entropies, exactly, through compaction into smaller buckets."""
+    model, processor, prompts = setup
+    options = STATIC["static, compacted every 3 steps"]
+    engines = {
+        lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
+    }
+    if engines[True].static_plan is None:
+        pytest.skip("this family decodes with the dynamic loop")
+    got = {}
+    for lean, engine in engines.items():
+        got[lean] = completions(engine.generate(prompts, SAMPLING[sampling], torch.Generator().manual_seed(5)))
+        assert isinstance(engine._static[1].forward, LeanStaticStep if lean else ModelStep)  # each side's own path
+    assert [(c.token_ids, c.logprobs, c.entropies) for c in got[True]] == [
+        (c.token_ids, c.logprobs, c.entropies) for c in got[False]
+    ]
+    if sampling == "top-k":  # rows ended apart, so the batch was compacted
+        assert len({len(c.token_ids) for c in got[True]}) >= 3
+
+
 def test_a_second_batch_of_the_same_shape_reuses_the_static_buffers_and_decodes_as_a_fresh_one(setup):
     """The buffers are kept for the next `generate` of the same shape (rows, cache length,
     sampling, generator): whatever the first batch left in them (finished rows, a small bucket,
@@ -449,8 +475,9 @@ def test_the_static_step_of_a_lora_policy_never_makes_the_host_wait(rec_data, ti
     assert in_steps == set() and set(HostWaits.READS) & in_loop
 
 
+@pytest.mark.parametrize("lean", [True, False], ids=["lean step", "model's forward"])
 @pytest.mark.parametrize("family", sorted(family_names()))
-def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(family):
+def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(family, lean):
     """The static step (top-p draw, record, a smaller bucket) with the model and its buffers as
     fake CUDA tensors (no memory, no GPU; torch checks devices as on a GPU): a tensor it made
     on the host and mixed in would fail here, as it would fail on a GPU, and one copied to the
@@ -475,8 +502,9 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
         params = SamplingParams(n=2, max_new_tokens=steps, temperature=0.7, top_p=0.9)
         draw = Draw(params, SamplingFilter(on_host.banned.to(cuda), 0, 0.9), on_host.pad_id, rows, None)
         record = Record(rows, steps, on_host.pad_id, cuda)
-        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2)
+        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2, lean=lean)
         decoding = StaticDecoding(model, prefilled, 128, draw, record, on_host.stop_ids.to(cuda), plan)
+        assert isinstance(decoding.forward, LeanStaticStep if lean else ModelStep)
         positions = torch.zeros(3, rows, 1, dtype=torch.long, device=cuda)
         decoding.start(prefilled, torch.ones(rows, prompt, dtype=torch.long, device=cuda), positions, positions + 1)
         decoding.sample(torch.zeros(rows, text.vocab_size, device=cuda))
@@ -515,7 +543,7 @@ def test_a_bucket_is_captured_once_its_warm_up_steps_are_run_however_few_steps_e
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: nullcontext())
     decoding = StaticDecoding.__new__(StaticDecoding)
-    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2)
+    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2, lean=True)
     decoding.graphs, decoding.warm_steps, decoding.bucket = {}, {}, 8
     decoding.stream, decoding.device = Stream(), torch.device("cpu")
     decoding.step, decoding.capture = lambda: calls.append("eager"), capture

@@ -182,15 +182,20 @@ class DecodeStep:
         """The language model's last hidden states (R, T, H), final norm applied, of `input_ids`
         (R, T) after the cache's tokens: `attention_mask` (R, K) over cache and tokens, rope
         `positions` (3, R, T) of `ModelFamily.decode_positions`. The cache is extended."""
-        lm = self.language_model
-        x = lm.embed_tokens(input_ids)
+        x = self.language_model.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0], x.dtype)
-        mask = attention_mask_of(attention_mask, input_ids.shape[1])
+        return self.through_layers(x, cos, sin, attention_mask_of(attention_mask, input_ids.shape[1]), cache)
+
+    def through_layers(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None, cache: Cache
+    ) -> torch.Tensor:
+        """The decoder layers and the final norm over embedded tokens `x` (R, T, H), with their
+        rope `cos` and `sin` (R, 1, T, head_dim) and SDPA's `mask`; the cache is extended."""
         for i, layer in enumerate(self.layers):
             x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, mask, cache, i)
             h = rms_norm(layer.post_norm, x)
             x = x + layer.down(layer.act(layer.gate(h)) * layer.up(h))
-        return rms_norm(lm.norm, x)
+        return rms_norm(self.language_model.norm, x)
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin (R, 1, T, head_dim) at each row's positions (R, T), looked up

@@ -20,9 +20,10 @@ cannot hold (Qwen3.5's linear attention, Qwen3-VL MoE's experts, FlashAttention,
 the padding mask alone: `static.static_refusal`) decodes with the dynamic loop, and says so
 (`note`).
 
-The dynamic loop's forward is the lean step of models/decode_step.py where the model allows it
+Either loop's forward is the lean step of models/decode_step.py where the model allows it
 (`rollout.hf.lean_step`): the model's own kernels, bit for bit, without transformers' per-step
-machinery, which at the demo's sizes cost as much as the arithmetic.
+machinery, which at the demo's sizes cost as much as the arithmetic (the static step's,
+static.LeanStaticStep, also makes fewer kernels, each of which a CUDA graph's replay pays for).
 
 A LoRA policy decodes with its adapters merged (`rollout.hf.merge_lora`, models/lora.py): each
 adapted layer computes with W + s B A in a copy of W, one product instead of three, the base
@@ -121,9 +122,10 @@ class HFOptions:
     # place); its log-probs then differ from the trainer's by the merge's rounding, which the
     # trainer measures (rollout/logp_diff) and corrects (algo.rollout_correction).
     merge_lora: bool = True
-    # The dynamic loop's decoding forward by models/decode_step.py (the model's own kernels,
-    # bit for bit, without transformers' per-step machinery) instead of the model's forward.
-    # None: wherever the model can take it (`decode_step_refusal`). The static step never takes it.
+    # The decoding forward by models/decode_step.py (the model's own kernels, bit for bit,
+    # without transformers' per-step machinery) instead of the model's forward, in either loop
+    # (the static step's: static.LeanStaticStep). None: wherever the model can take it
+    # (`decode_step_refusal`).
     lean_step: bool | None = None
 
     def validate(self, key: str) -> None:
@@ -156,9 +158,10 @@ class HFEngine:
         self.model = model
         self.device = device or next(model.parameters()).device
         self.family = family_of_model(model)
+        self.lean, lean_note = self._lean()
         self.static_plan, self.note = self._plan()
-        self.decode_forward, lean_note = self._decode_forward()
         self.note = "; ".join(n for n in (self.note, lean_note) if n)
+        self.decode_forward = DecodeStep(model) if self.lean else ModelStep(model)  # the dynamic loop's
         self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
         adapted = hasattr(model, "peft_config") and lora_linears(model)
         self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
@@ -206,19 +209,17 @@ class HFEngine:
                 "config: rollout.hf.cuda_graphs cannot replay FSDP2's gathered weights (new tensors at every "
                 "gathering); leave it unset under trainer.parallel=fsdp2"
             )
-        return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket), ""
+        return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket, self.lean), ""
 
-    def _decode_forward(self) -> tuple[DecodeStep | ModelStep, str]:
-        """The dynamic loop's decoding forward: the lean step where the model allows it, else
-        the model's; and a note when the lean step was asked for but does not decode."""
+    def _lean(self) -> tuple[bool, str]:
+        """Whether either loop decodes with the lean step (the dynamic loop's `DecodeStep`, the
+        static one's `LeanStaticStep`): where the model allows it, unless switched off; and a
+        note when it was asked for but the model cannot take it."""
         asked = self.options.lean_step
         if asked is False:
-            return ModelStep(self.model), ""
-        static = "the static step decodes (the lean step is the dynamic loop's)"
-        why = static if self.static_plan is not None else decode_step_refusal(self.model)
-        if not why:
-            return DecodeStep(self.model), ""
-        return ModelStep(self.model), f"not the lean step: {why}" if asked else ""
+            return False, ""
+        why = decode_step_refusal(self.model)
+        return not why, f"not the lean step: {why}" if asked and why else ""
 
     def sleep(self) -> None:
         """Free the static step's buffers and graphs, and the merged LoRA weights: the update
