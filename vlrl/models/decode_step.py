@@ -1,6 +1,8 @@
 """A Qwen language model's forward of tokens that continue a KV cache, without transformers' module
-machinery: one decoding step (one token per row: the HF engine's dynamic loop), or a completion's
-tokens on top of its prompt's cache (the update's forwards, models/policy.py: model.lean_forward).
+machinery: one decoding step (one token per row: the HF engine's dynamic loop, and its static
+step through rollout/static.py's LeanStaticStep, which makes the rope tables and the mask without
+looking at the host), or a completion's tokens on top of its prompt's cache (the update's
+forwards, models/policy.py: model.lean_forward).
 
 A decoding step feeds one token per row through the language model. transformers spends most
 of such a step, at small sizes, outside the arithmetic: building the attention mask, the rope
