@@ -392,7 +392,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "c.mode, c.clip_min, c.clip_max", "c.mode, c.clip_min, 3.0", (CORRECTION,),
     ),
     Mutation(
-        "token_budget ignored", "vlrl/trainer/update.py", "self.run.t.token_budget,", "16384,",
+        "token_budget ignored", "vlrl/trainer/update.py", "(*shape, self.run.t.token_budget)", "(*shape, 16384)",
         (f"{TRAIN}::test_micro_batch_size_does_not_change_the_gradient",),
     ),
     Mutation(

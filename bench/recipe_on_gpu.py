@@ -13,7 +13,8 @@ made a token anyone kept. And the update's model-FLOPs utilization: (4 x paramet
 trained parameters) x tokens (6 x parameters for full fine-tuning; LoRA computes no gradient
 for the frozen weights; the tokens: prompts once per micro-batch, plus completions) over the
 update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
-forwards are not counted in the FLOPs.
+forwards are not counted in the FLOPs, nor the padding the micro-batches computed, whose share
+of the trained forwards' tokens is `update_padding` (the trainer's metric).
 
     python bench/recipe_on_gpu.py [--shape qwen2.5-vl-3b] [--steps 3] [key.sub=value ...]
     python bench/recipe_on_gpu.py rollout.engine=vllm trainer.parallel=fsdp2 trainer.gradient_checkpointing=true
@@ -208,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
                 else None,
                 "parameters": parameters,
                 "update_tokens_per_step": round(update_tokens),
+                # of the tokens the trained forwards computed, the share that was padding (trainer's update_padding)
+                "update_padding": round(statistics.median(r["update_padding"] for r in rows), 3),
                 # a token's forward 2N and its backward 2N through every weight, plus 2 per trained
                 # weight for its gradient: 6N for full fine-tuning, about 4N for LoRA
                 "update_mfu": round(

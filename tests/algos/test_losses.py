@@ -17,7 +17,7 @@ from vlrl.algos.losses import (
     rollout_importance_weights,
     token_weights,
 )
-from vlrl.trainer.batch import longest_first, micro_batches, padded_tokens, update_micro_batches
+from vlrl.trainer.batch import longest_first, micro_batches, padded_tokens, unpadded_tokens, update_micro_batches
 
 
 def test_grpo_advantages_normalise_within_each_group():
@@ -139,6 +139,9 @@ def test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tok
     assert longest_first(index, prompts, rows, 100) == [[0, 2], [1, 3]]
     assert padded_tokens([[0, 1], [2, 3]], index, prompts, rows) == 180
     assert padded_tokens([[0, 2], [1, 3]], index, prompts, rows) == 130
+    # without padding: each prompt once per micro-batch it is in, and every completion
+    assert unpadded_tokens([[0, 1], [2, 3]], index, prompts, rows) == 2 * 10 + 90
+    assert unpadded_tokens([[0, 2], [1, 3]], index, prompts, rows) == 4 * 10 + 90
     assert update_micro_batches(index, prompts, rows, 100) == [[0, 2], [1, 3]]
     # long prompts, lengths alike: splitting the groups would run each prefix twice
     index, prompts, rows = [0, 0, 1, 1], [50, 50], [6, 5, 6, 5]

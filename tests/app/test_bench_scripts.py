@@ -31,6 +31,7 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys):
     assert 0 < report["decoding_steps"] <= 7 and report["ms_per_decoding_step"] > 0
     assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
     assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
+    assert 0 <= report["update_padding"] < 1
     assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 

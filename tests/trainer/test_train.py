@@ -159,7 +159,7 @@ def test_a_headline_metric_no_evaluation_reports_is_said_once(tmp_path, rec_data
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     from rich.console import Console
 
-    from vlrl.trainer.batch import RolloutBatch, longest_first, micro_batches
+    from vlrl.trainer.batch import RolloutBatch, longest_first, micro_batches, padded_tokens, unpadded_tokens
     from vlrl.trainer.rl import RLTrainer
 
     cfg = load_config(None, tiny_overrides(tmp_path, rec_data, **{"algo.beta": 0.04, "trainer.max_grad_norm": 1e9}))
@@ -191,15 +191,18 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
         monkeypatch.setattr("vlrl.trainer.update.update_micro_batches", packing)
         split, split_stats = gradient_step(300)
         plan = trainer.updater.plan(batch, list(range(len(batch.prompt_index))))
-        assert len(plan) > 1 and plan == packing(
-            batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths(), 300
+        rows = (batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths())
+        assert len(plan) > 1 and plan == packing(*rows, 300)
+        # the logged share of the trained forwards' tokens that were padding
+        assert split_stats["update_padding"] == pytest.approx(
+            1 - unpadded_tokens(plan, *rows) / padded_tokens(plan, *rows)
         )
         assert split_stats["loss"] == pytest.approx(whole_stats["loss"], rel=1e-5, abs=1e-7)
         assert split_stats["kl"] == pytest.approx(whole_stats["kl"], rel=1e-5)
         for name in whole:
             torch.testing.assert_close(whole[name], split[name], rtol=1e-4, atol=1e-7, msg=name)
-    shape = (batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths(), 300)
-    assert longest_first(*shape) != micro_batches(*shape)  # two packings, each compared with the whole batch
+    assert longest_first(*rows, 300) != micro_batches(*rows, 300)  # two packings, each compared with the whole batch
+    assert whole_stats["update_padding"] > 0  # one micro-batch: every completion padded to the longest
 
 
 def test_the_seed_decides_the_samples_and_save_every_and_keep_last_the_checkpoints(tmp_path, rec_data, tiny_qwen25):

@@ -263,10 +263,11 @@ def test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_tak
 def test_update_stats_are_means_per_optimizer_step_and_per_trained_token():
     """The logged statistics from the update's sums, by hand: loss and grad_norm per optimizer
     step, clip fractions, KL and importance weight per trained token, the engine's mismatch per
-    measured token (its largest difference as it is), the entropy over the batch's real tokens."""
+    measured token (its largest difference as it is), the entropy over the batch's real tokens,
+    the share of the trained forwards' tokens that were padding."""
     sums = {"loss": 3.0, "grad_norm": 5.0, "optimizer_steps": 2.0, "clip_low": 1.0, "clip_high": 3.0, "tokens": 10.0,
             "kl": 2.0, "is_weight": 8.0, "mismatch_tokens": 4.0, "mismatch_abs": 2.0, "mismatch_max": 0.75,
-            "mismatch_kl": 1.0}  # fmt: skip
+            "mismatch_kl": 1.0, "computed_tokens": 40.0, "unpadded_tokens": 30.0}  # fmt: skip
     batch = SimpleNamespace(completion_mask=torch.tensor([[1.0, 1.0], [1.0, 0.0]]))
     entropy = torch.tensor([[1.0, 2.0], [3.0, 9.0]])  # 9 on padding: left out
     stats = update_stats(sums, True, True, entropy, batch)
@@ -283,6 +284,7 @@ def test_update_stats_are_means_per_optimizer_step_and_per_trained_token():
             "rollout/kl": 0.25,
             "rollout/is_weight": 0.8,
             "entropy": 2.0,
+            "update_padding": 0.25,
         }
     )
 

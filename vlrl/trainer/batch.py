@@ -100,6 +100,17 @@ def padded_tokens(
     return total
 
 
+def unpadded_tokens(
+    plan: list[list[int]], prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int]
+) -> int:
+    """The tokens of a plan's micro-batches without their padding: each prompt once in every
+    micro-batch it has rows in, and every row's completion."""
+    return sum(
+        sum(prompt_lengths[p] for p in {prompt_index[i] for i in rows}) + sum(row_lengths[i] for i in rows)
+        for rows in plan
+    )
+
+
 def longest_first(
     prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
 ) -> list[list[int]]:

@@ -14,7 +14,7 @@ from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, 
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
-from vlrl.trainer.batch import RolloutBatch, rows_logprobs, update_micro_batches
+from vlrl.trainer.batch import RolloutBatch, padded_tokens, rows_logprobs, unpadded_tokens, update_micro_batches
 from vlrl.trainer.run import Run
 
 
@@ -95,15 +95,22 @@ class Updater:
         log-probs are not the trainer's, so neither, exactly, is the policy it sampled from."""
         return self.foreign and self.algo.rollout_correction.enabled and batch.rollout_logprobs is not None
 
-    def plan(self, batch: RolloutBatch, rows: list[int]) -> list[list[int]]:
-        """Micro-batches of `rows`, padded with empty ones where every forward is a collective."""
+    def plan(
+        self, batch: RolloutBatch, rows: list[int], sums: defaultdict[str, float] | None = None
+    ) -> list[list[int]]:
+        """Micro-batches of `rows`, padded with empty ones where every forward is a collective;
+        into `sums`, the tokens their forwards compute and those without the padding (the
+        logged `update_padding`)."""
         lengths = batch.lengths()
-        planned = update_micro_batches(
+        shape = (
             [int(batch.prompt_index[r]) for r in rows],
             [len(p) for p in batch.prompts],
             [lengths[r] for r in rows],
-            self.run.t.token_budget,
         )
+        planned = update_micro_batches(*shape, self.run.t.token_budget)
+        if sums is not None:
+            sums["computed_tokens"] += padded_tokens(planned, *shape)
+            sums["unpadded_tokens"] += unpadded_tokens(planned, *shape)
         return self.run.strategy.micro_batches(planned)
 
     def logprobs_no_grad(
@@ -159,7 +166,7 @@ class Updater:
         )  # fmt: skip
         correct = self.corrects(batch)
         total = 0.0
-        for positions in self.plan(batch, rows):
+        for positions in self.plan(batch, rows, sums):
             if not positions:  # this process has fewer micro-batches than another (FSDP2)
                 run.strategy.idle_pass(run.model, run.pad_id, backward=True)
                 continue
@@ -223,6 +230,8 @@ def update_stats(
     }
     if with_kl:
         stats["kl"] = sums["kl"] / tokens
+    if sums.get("computed_tokens"):  # the share of the trained forwards' tokens that were padding
+        stats["update_padding"] = 1 - sums["unpadded_tokens"] / sums["computed_tokens"]
     if sums["mismatch_tokens"]:
         n = sums["mismatch_tokens"]
         stats |= {
