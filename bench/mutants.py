@@ -83,6 +83,9 @@ REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
 REPLAY_RULE = "tests/algos/test_replay_selection.py::test_each_option_changes_the_selection_as_its_definition_says"
 STATIC_STEP = f"{HF_ENGINE}::test_the_static_step_equals_decoding_every_row"
 LEAN_STATIC = f"{HF_ENGINE}::test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit"
+STATIC_REFRESH = (
+    f"{HF_ENGINE}::test_a_hook_added_between_two_batches_of_the_same_shape_counts_in_the_static_steps_lean_forward"
+)
 DECODE_STEP = "tests/models/test_decode_step.py"
 LEAN_FORWARD = (
     "tests/trainer/test_update.py::"
@@ -750,6 +753,10 @@ MUTATIONS: tuple[Mutation, ...] = (
          "cos, sin = self.cos[position - 1].unsqueeze(1)"),
         ("the lean static step attends to the padding", "mask = (attention_mask.bool() & written)",
          "mask = (torch.ones_like(attention_mask, dtype=torch.bool) & written)"),
+    ),
+    Mutation(
+        "the lean static step keeps the first batch's parts", "vlrl/rollout/static.py", "self.forward.refresh()",
+        "None", (STATIC_REFRESH,),
     ),
     *family(
         "vlrl/rollout/hf.py", (RESERVED,),

@@ -370,6 +370,38 @@ def test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit
         assert len({len(c.token_ids) for c in got[True]}) >= 3
 
 
+def test_a_hook_added_between_two_batches_of_the_same_shape_counts_in_the_static_steps_lean_forward(setup):
+    """The second batch reuses the first's buffers and step; the lean step looks the model's
+    parts up again before it, as the dynamic loop's does: a hook added in between on a plain
+    Linear (which it otherwise computes as F.linear of its weight, past any hook) decodes as it
+    does through the model's own forward."""
+    model, processor, prompts = setup
+    options = STATIC["static, compacted every 3 steps"]
+    engines = {
+        lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
+    }
+    if engines[True].static_plan is None:
+        pytest.skip("this family decodes with the dynamic loop")
+    params, generators = SAMPLING["top-k"], {lean: torch.Generator() for lean in engines}  # one each: the same shape
+
+    def sample(lean: bool):
+        return [
+            c.token_ids for c in completions(engines[lean].generate(prompts, params, generators[lean].manual_seed(5)))
+        ]
+
+    before = {lean: sample(lean) for lean in engines}
+    kept = {lean: engine._static[1] for lean, engine in engines.items()}
+    down = core_model(model).model.language_model.layers[-1].mlp.down_proj
+    handle = down.register_forward_hook(lambda module, inputs, output: output * 4)
+    try:
+        after = {lean: sample(lean) for lean in engines}
+    finally:
+        handle.remove()
+    assert all(engine._static[1] is kept[lean] for lean, engine in engines.items())  # reused
+    assert isinstance(kept[True].forward, LeanStaticStep)
+    assert after[True] == after[False] and after[False] != before[False]  # the hook counts, in both
+
+
 def test_a_second_batch_of_the_same_shape_reuses_the_static_buffers_and_decodes_as_a_fresh_one(setup):
     """The buffers are kept for the next `generate` of the same shape (rows, cache length,
     sampling, generator): whatever the first batch left in them (finished rows, a small bucket,

@@ -179,6 +179,9 @@ class StaticDecoding:
         the prefill's cache is emptied), the prompts' padding, the first decoding positions
         (3, rows, 1) and their change per token."""
         prompt = attention_mask.shape[1]
+        # the lean step looks the model's parts up again (a hook added since the last batch
+        # counts, as in the dynamic loop); a graph already captured replays what it captured
+        self.forward.refresh()
         for layer, filled in zip(self.layers, prefill_cache.layers, strict=True):
             layer.all_keys[:, :, :prompt] = filled.keys
             layer.all_values[:, :, :prompt] = filled.values
