@@ -11,7 +11,7 @@ once (their bytes over its memory bandwidth: NVIDIA's datasheet figure for a car
 and the bandwidth of a large copy measured here), and the share of the row-steps decoded that
 made a token anyone kept. And the update's model-FLOPs utilization: (4 x parameters + 2 x
 trained parameters) x tokens (6 x parameters for full fine-tuning; LoRA computes no gradient
-for the frozen weights; the tokens: prompts once per micro-batch, plus completions) over the
+for the frozen weights; the tokens: each prompt once, plus completions) over the
 update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
 forwards are not counted in the FLOPs, nor the padding the micro-batches computed, whose share
 of the trained forwards' tokens is `update_padding` (the trainer's metric).

@@ -347,18 +347,25 @@ def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the
     )
 
 
-@pytest.mark.parametrize("sampling", ["top-k", "top-p"])
-def test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit(setup, sampling):
-    """rollout.hf.lean_step in the static step (static.LeanStaticStep: its rope tables and its
-    mask of the slots written) against the model's own forward on the same buffers: the same
-    tokens, log-probs and entropies, exactly, through compaction into smaller buckets."""
-    model, processor, prompts = setup
+def lean_and_model_engines(model, processor) -> dict[bool, HFEngine]:
+    """Static-step engines compacting every 3 steps, by whether their forward is the lean step;
+    the test is skipped for a family that decodes with the dynamic loop."""
     options = STATIC["static, compacted every 3 steps"]
     engines = {
         lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
     }
     if engines[True].static_plan is None:
         pytest.skip("this family decodes with the dynamic loop")
+    return engines
+
+
+@pytest.mark.parametrize("sampling", ["top-k", "top-p"])
+def test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit(setup, sampling):
+    """rollout.hf.lean_step in the static step (static.LeanStaticStep: its rope tables and its
+    mask of the slots written) against the model's own forward on the same buffers: the same
+    tokens, log-probs and entropies, exactly, through compaction into smaller buckets."""
+    model, processor, prompts = setup
+    engines = lean_and_model_engines(model, processor)
     got = {}
     for lean, engine in engines.items():
         got[lean] = completions(engine.generate(prompts, SAMPLING[sampling], torch.Generator().manual_seed(5)))
@@ -376,12 +383,7 @@ def test_a_hook_added_between_two_batches_of_the_same_shape_counts_in_the_static
     Linear (which it otherwise computes as F.linear of its weight, past any hook) decodes as it
     does through the model's own forward."""
     model, processor, prompts = setup
-    options = STATIC["static, compacted every 3 steps"]
-    engines = {
-        lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
-    }
-    if engines[True].static_plan is None:
-        pytest.skip("this family decodes with the dynamic loop")
+    engines = lean_and_model_engines(model, processor)
     params, generators = SAMPLING["top-k"], {lean: torch.Generator() for lean in engines}  # one each: the same shape
 
     def sample(lean: bool):
