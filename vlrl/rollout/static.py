@@ -118,9 +118,8 @@ class LeanStaticStep(DecodeStep):
 
     def __init__(self, model: torch.nn.Module, length: int, device: torch.device):
         super().__init__(model)
-        dtype = self.language_model.embed_tokens.weight.dtype
-        self.cos, self.sin = self.rope_table(torch.arange(length, device=device), dtype)
         self.slots = torch.arange(length, device=device)
+        self.cos, self.sin = self.rope_table(self.slots, self.language_model.embed_tokens.weight.dtype)
 
     def hidden(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
