@@ -9,6 +9,7 @@
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
 #   bash bench/gpu_session.sh profile  # the recipe's last step by kernel (bench/phase_profile.py)
+#   bash bench/gpu_session.sh compiled # rollout.hf.compile_step: its GPU tests, the recipe with it
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -16,7 +17,7 @@
 # or no nvidia-smi): a check of this script, never a GPU figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?"which part: first, second, eager, tier, recipe or profile"}
+part=${1:?"which part: first, second, eager, tier, recipe, profile or compiled"}
 shift
 OUT=${OUT:-$PWD/.gpu-session}
 mkdir -p "$OUT"
@@ -109,6 +110,13 @@ recipe)
     # named by them, so that several runs in one call keep their own files.
     stage "${name}_$(echo "$*" | tr -c 'A-Za-z0-9._\n-' _)" 240 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" "$@"
     ;;
+compiled)
+    # rollout.hf.compile_step (off by default until these figures say): its GPU tests (the
+    # compiled step's graphs against it run eagerly), then the recipe with it. The first step
+    # compiles the 3B step (a minute or more), which the recipe's measured second step does not pay.
+    stage compiled_tests 150 $python -m pytest -q -m gpu tests/gpu/test_compiled_step_on_gpu.py
+    stage ${name}_compiled 330 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" rollout.hf.compile_step=true
+    ;;
 profile)
     # Where the rollout's and the update's time goes, by kernel: a third step under torch's
     # profiler (its summary in $OUT/profile.json; step 2's figures, as recipe's, beside it).
@@ -119,7 +127,7 @@ tier)
     stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
     ;;
 *)
-    echo "unknown part $part: first, second, eager, tier, recipe or profile" >&2
+    echo "unknown part $part: first, second, eager, tier, recipe, profile or compiled" >&2
     exit 2
     ;;
 esac

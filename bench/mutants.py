@@ -95,6 +95,7 @@ RESERVED = f"{HF_ENGINE}::test_the_dynamic_loop_writes_each_token_into_reserved_
 LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
+COMPILED = "tests/rollout/test_compiled_step.py"
 
 
 @dataclass(frozen=True)
@@ -736,7 +737,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rollout.hf.static_cache ignored (the device's default)", "vlrl/rollout/hf.py",
-        "wanted = cuda if options.static_cache is None else options.static_cache", "wanted = cuda", (HF_ENGINE,),
+        "if options.static_cache is None else options.static_cache", "if True else options.static_cache", (HF_ENGINE,),
     ),
     *family(
         "vlrl/rollout/hf.py", (DECODE_STEP,),
@@ -814,6 +815,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",
         "graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs",
         "graphs = cuda and not sharded", (HF_ENGINE, GRAPHS_ON_GPU),
+    ),
+    *family(
+        "vlrl/rollout/static.py", (COMPILED,),
+        ("rollout.hf.compile_step ignored (never compiled)",
+         "compiled_forward(self.forward) if plan.compiled else self.forward", "self.forward"),
+        ("the compiled step recompiled for each batch size", "torch.compile(forward, dynamic=True)",
+         "torch.compile(forward)"),
+        ("the compiled step's positions strided by the batch",
+         "torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)",
+         "torch.zeros(3, rows, 1, dtype=torch.long, device=device)"),
+    ),
+    Mutation(
+        "rollout.hf.compile_step leaves the CPU to the dynamic loop", "vlrl/rollout/hf.py",
+        "wanted = (cuda or options.compile_step) if", "wanted = cuda if", (COMPILED,),
+    ),
+    Mutation(
+        "the compiled step's log-probs taken as the trainer's", "vlrl/rollout/hf.py",
+        "self.lora is None and not (self.static_plan and self.static_plan.compiled)", "self.lora is None", (COMPILED,),
     ),
     Mutation(
         "rollout.hf.merge_lora ignored", "vlrl/rollout/hf.py",

@@ -93,7 +93,7 @@ def lora_setup(mid_model, device, setup):
 def engine(setup, device, options: HFOptions) -> HFEngine:
     model, processor, _ = setup
     if device.type == "cpu":
-        options = replace(EAGER, lean_step=options.lean_step)
+        options = replace(EAGER, lean_step=options.lean_step, compile_step=options.compile_step)
     return HFEngine(model, processor.tokenizer, device, options)
 
 
@@ -117,11 +117,13 @@ def assert_same(got, expected) -> None:
     assert torch.equal(state, expected[2])  # the stream consumed alike
 
 
-def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
+def assert_graphs_sample_as_eager(setup, device, graphs_options: HFOptions = GRAPHS) -> tuple[HFEngine, HFEngine]:
+    """The step of `graphs_options` replayed from its graphs samples what it samples run
+    eagerly (cuda_graphs=false, all else alike), through several buckets; the two engines."""
     _, _, prompts = setup
-    graphs = engine(setup, device, GRAPHS)
+    graphs = engine(setup, device, graphs_options)
     replayed = sample(graphs, prompts, torch.Generator(device=device), seed=11)
-    eager_engine = engine(setup, device, EAGER)
+    eager_engine = engine(setup, device, replace(graphs_options, cuda_graphs=False))
     eager = sample(eager_engine, prompts, torch.Generator(device=device), seed=11)
     assert_same(replayed, eager)
     assert not eager_engine.static_plan.graphs  # cuda_graphs=false: eager even on CUDA
@@ -129,6 +131,11 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     assert len(lengths) >= 3, lengths  # rows stopped apart: several buckets were captured
     if device.type == "cuda":
         assert graphs.static_plan.graphs and graphs._static[1].captures >= 2
+    return graphs, eager_engine
+
+
+def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
+    assert_graphs_sample_as_eager(setup, device)
 
 
 def test_the_lean_static_step_samples_what_the_models_forward_samples(setup, device):
@@ -146,11 +153,14 @@ def test_the_lean_static_step_samples_what_the_models_forward_samples(setup, dev
     assert len({len(t) for t in got[0]}) >= 3  # rows stopped apart: several buckets
 
 
-def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Tensor]) -> None:
+def assert_graphs_follow_an_optimizer_step(
+    setup, device, trained: list[torch.Tensor], graphs_options: HFOptions = GRAPHS
+) -> None:
     """Graphs captured before an optimizer step that moves `trained` in place, replayed after
     it (not captured again), sample what eager decoding with the moved weights samples."""
     _, _, prompts = setup
-    graphs, generator = engine(setup, device, GRAPHS), torch.Generator(device=device)
+    eager_options = replace(graphs_options, cuda_graphs=False)
+    graphs, generator = engine(setup, device, graphs_options), torch.Generator(device=device)
     before = sample(graphs, prompts, generator, seed=12)
     captured = dict(graphs._static[1].graphs)  # bucket -> graph (none on the CPU)
     assert captured or device.type != "cuda"  # else the check below holds of nothing
@@ -163,7 +173,8 @@ def assert_graphs_follow_an_optimizer_step(setup, device, trained: list[torch.Te
         after = sample(graphs, prompts, generator, seed=12)
         # The graphs captured before, replayed (rows ending elsewhere may reach a bucket more)
         assert all(graphs._static[1].graphs[bucket] is graph for bucket, graph in captured.items())
-        assert_same(after, sample(engine(setup, device, EAGER), prompts, torch.Generator(device=device), seed=12))
+        eager = engine(setup, device, eager_options)
+        assert_same(after, sample(eager, prompts, torch.Generator(device=device), seed=12))
         assert after[0] != before[0]  # the new weights sample other tokens from the same seed
     finally:
         with torch.no_grad():

@@ -597,6 +597,10 @@ def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
     else:
         with pytest.raises(ConfigError, match="rollout.hf.cuda_graphs needs CUDA"):
             HFEngine(model, processor.tokenizer, options=graphs)
-    for bad in ({"check_every": 0}, {"static_cache": False, "cuda_graphs": True}):
+    for bad in (
+        {"check_every": 0},
+        {"static_cache": False, "cuda_graphs": True},
+        {"static_cache": False, "compile_step": True},
+    ):
         with pytest.raises(ConfigError, match="rollout.hf"):
             plugin_options(HFEngine, {"hf": bad}, "rollout")

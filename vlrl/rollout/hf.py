@@ -127,6 +127,13 @@ class HFOptions:
     # (the static step's: static.LeanStaticStep). None: wherever the model can take it
     # (`decode_step_refusal`).
     lean_step: bool | None = None
+    # The static step (asked for by this on any device) with its forward compiled by
+    # torch.compile: its small kernels fused, fewer for a CUDA graph's replay to pay for (the 3B
+    # step took 8.6 ms against 1.3 ms of weights to read: docs/performance.md). One compilation
+    # for every batch size and cache length, tens of seconds at the first rollout. Off by
+    # default: its gain on a GPU is not measured yet. The compiled kernels round otherwise than
+    # the trainer's, so the engine's log-probs are then not the trainer's own (`exact_logprobs`).
+    compile_step: bool = False
 
     def validate(self, key: str) -> None:
         if self.check_every < 1 or self.smallest_bucket < 1:
@@ -136,6 +143,8 @@ class HFOptions:
             )
         if self.cuda_graphs and self.static_cache is False:
             raise ConfigError(f"config: {key}.cuda_graphs captures the static step: it needs static_cache")
+        if self.compile_step and self.static_cache is False:
+            raise ConfigError(f"config: {key}.compile_step compiles the static step: it needs static_cache")
 
 
 class HFEngine:
@@ -165,7 +174,8 @@ class HFEngine:
         self._static: tuple[tuple, StaticDecoding] | None = None  # kept for the next batch of its shape
         adapted = hasattr(model, "peft_config") and lora_linears(model)
         self.lora = MergedLoRA(model) if self.options.merge_lora and adapted else None
-        self.exact_logprobs = self.lora is None  # merged weights round otherwise than the trainer's forward
+        # merged weights, and compiled kernels, round otherwise than the trainer's forward
+        self.exact_logprobs = self.lora is None and not (self.static_plan and self.static_plan.compiled)
         self.stats = DecodeStats()  # summed over every generate call
         self.tokenizer = tokenizer
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
@@ -194,7 +204,8 @@ class HFEngine:
         """Which loop decodes (None: the dynamic one), and a note when the static step was asked
         for (or is the device's default) but the model cannot take it."""
         options, cuda = self.options, self.device.type == "cuda"
-        wanted = cuda if options.static_cache is None else options.static_cache
+        # compile_step compiles the static step: asking for it asks for the step on any device
+        wanted = (cuda or options.compile_step) if options.static_cache is None else options.static_cache
         if not wanted:
             return None, ""
         refusal = static_refusal(self.model)
@@ -209,7 +220,10 @@ class HFEngine:
                 "config: rollout.hf.cuda_graphs cannot replay FSDP2's gathered weights (new tensors at every "
                 "gathering); leave it unset under trainer.parallel=fsdp2"
             )
-        return StaticPlan(options.compact, graphs, options.check_every, options.smallest_bucket, self.lean), ""
+        plan = StaticPlan(
+            options.compact, graphs, options.check_every, options.smallest_bucket, self.lean, options.compile_step
+        )
+        return plan, ""
 
     def _lean(self) -> tuple[bool, str]:
         """Whether either loop decodes with the lean step (the dynamic loop's `DecodeStep`, the

@@ -101,6 +101,7 @@ class StaticPlan:
     check_every: int
     smallest_bucket: int
     lean: bool  # the forward is `LeanStaticStep`, else the model's own (`ModelStep`)
+    compiled: bool = False  # the forward through torch.compile (`compiled_forward`)
 
 
 class LeanStaticStep(DecodeStep):
@@ -132,6 +133,23 @@ class LeanStaticStep(DecodeStep):
         return self.through_layers(x, cos, sin, mask, cache)
 
 
+def compiled_forward(forward: LeanStaticStep | ModelStep):
+    """`forward` through torch.compile (`rollout.hf.compile_step`): the draw stays eager (a
+    generator argument is not compiled), the forward's elementwise kernels (norms, rope,
+    residuals, the MLP's activation) are fused.
+
+    What the compiled code reads and when it compiles:
+    - the weights are inputs of the compiled graph, not constants, so it reads them where the
+      optimizer updates them in place (tests/rollout/test_hf_engine.py);
+    - compilations are kept by torch with the forward's code, not with this object: the step of a
+      later rollout, made after the engine slept, reuses them. A second batch size (compaction's
+      buckets) or cache length compiles once more with that size symbolic (torch's automatic
+      dynamic shapes), and then no more;
+    - each bucket's first steps are warm-up steps run before its capture (`WARMUP_STEPS`), so
+      a compilation never runs inside a CUDA graph's capture."""
+    return torch.compile(forward, dynamic=True)
+
+
 class StaticDecoding:
     """The buffers of one batch shape (rows x cache length), the step that runs on them, and
     the loop that runs the steps."""
@@ -142,6 +160,7 @@ class StaticDecoding:
     ):  # fmt: skip
         rows, device = draw.rows, stop_ids.device
         self.forward = LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)
+        self.run_forward = compiled_forward(self.forward) if plan.compiled else self.forward
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
         self.rows, self.device = rows, device
         self.layers = []
@@ -156,7 +175,9 @@ class StaticDecoding:
             )
         self.cache = Cache(layers=self.layers)
         self.mask = torch.ones(rows, length, dtype=torch.long, device=device)
-        self.positions = torch.zeros(3, rows, 1, dtype=torch.long, device=device)
+        # (3, rows, 1), laid out row-major: a bucket's view has the same strides at every size,
+        # so that a compiled forward does not tie its stride to the bucket's size (a recompilation)
+        self.positions = torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)
         self.advance = torch.zeros_like(self.positions)  # the positions' change per token
         self.ids = torch.zeros(rows, 1, dtype=torch.long, device=device)
         self.index = torch.zeros(rows, dtype=torch.long, device=device)  # the batch row each decoded row is
@@ -229,7 +250,7 @@ class StaticDecoding:
     def step(self) -> None:
         """The forward of the last tokens at the current bucket, then the draw."""
         b = self.bucket
-        logits = self.forward(self.ids[:b], self.mask[:b], self.positions[:, :b], self.cache)
+        logits = self.run_forward(self.ids[:b], self.mask[:b], self.positions[:, :b], self.cache)
         self.positions.add_(self.advance)
         self.sample(logits)
 

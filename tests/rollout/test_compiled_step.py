@@ -1,0 +1,97 @@
+"""`rollout.hf.compile_step`: the static step's forward through torch.compile samples what the
+eager static step samples from the same seed (the same tokens; log-probs and entropies to float
+rounding: the fused kernels may round otherwise), through compaction into smaller buckets;
+compiles once per shape and not again for a later rollout's step; and reads the weights the
+optimizer moves in place, as a CUDA graph does (tests/gpu/test_decoding_graphs.py compiles and
+captures on a GPU). On the tiny Qwen2.5-VL only: a compilation takes seconds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from tests.models.test_policy import family_setup
+from tests.rollout.test_hf_engine import SAMPLING, STOP_BIAS
+from vlrl.models.loading import core_model
+from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
+
+COMPILED = HFOptions(check_every=3, smallest_bucket=2, compile_step=True)  # the static step, asked for by compile_step
+EAGER = replace(COMPILED, static_cache=True, compile_step=False)
+
+
+@pytest.fixture(scope="module")
+def setup(rec_data, video_qa_data):
+    torch._dynamo.reset()  # this module counts the compilations it causes
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    stops = torch.tensor(stop_token_ids(model.generation_config, processor.tokenizer))
+    bias = torch.zeros(core_model(model).config.get_text_config().vocab_size)
+    bias[stops] = STOP_BIAS  # rows end apart, so the batch is compacted
+
+    handle = model.lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
+    yield model, processor, prompts
+    handle.remove()
+    torch._dynamo.reset()
+
+
+def compilations() -> int:
+    """Graphs torch.compile has made in this process (since the last reset)."""
+    return counters["stats"]["unique_graphs"]
+
+
+def sample(engine: HFEngine, prompts, seed: int = 5):
+    groups = engine.generate(prompts, SAMPLING["top-k"], torch.Generator().manual_seed(seed))
+    completions = [c for g in groups for c in g.completions]
+    return [c.token_ids for c in completions], [(c.logprobs, c.entropies) for c in completions]
+
+
+def assert_same(got, expected) -> None:
+    assert got[0] == expected[0]
+    for (logp, entropy), (their_logp, their_entropy) in zip(got[1], expected[1], strict=True):
+        torch.testing.assert_close(torch.tensor(logp), torch.tensor(their_logp), rtol=0, atol=1e-5)
+        torch.testing.assert_close(torch.tensor(entropy), torch.tensor(their_entropy), rtol=0, atol=1e-5)
+
+
+def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compiles_once_per_shape(setup):
+    model, processor, prompts = setup
+    compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
+    eager = HFEngine(model, processor.tokenizer, options=EAGER)
+    assert compiled.static_plan.compiled and not eager.static_plan.compiled
+    assert not compiled.exact_logprobs and eager.exact_logprobs  # fused kernels round otherwise
+    before = compilations()
+    got = sample(compiled, prompts)
+    first = compilations()
+    assert first > before  # the forward was compiled, not run eagerly
+    expected = sample(eager, prompts)
+    assert_same(got, expected)
+    assert len({len(tokens) for tokens in got[0]}) >= 3  # rows ended apart: several buckets
+    compiled.sleep()  # as after every rollout: the next one makes its step anew
+    assert_same(sample(compiled, prompts), expected)
+    assert compilations() == first  # the compilations are kept with the code, not the step
+    for shape in (prompts[:2], prompts[1:2]):  # other cache lengths and batch sizes
+        assert_same(sample(compiled, shape, seed=6), sample(eager, shape, seed=6))
+    assert compilations() == first  # one compilation for every batch size and cache length: sizes symbolic
+
+
+def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup):
+    model, processor, prompts = setup
+    compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
+    before = sample(compiled, prompts)
+    trained = [p for n, p in model.named_parameters() if "language_model" in n]
+    start = [p.detach().clone() for p in trained]
+    optimizer = torch.optim.SGD(trained, lr=1.0)
+    for p in trained:
+        p.grad = torch.randn_like(p) * 0.05
+    try:
+        optimizer.step()
+        compiled.sleep()
+        after = sample(compiled, prompts)
+        assert_same(after, sample(HFEngine(model, processor.tokenizer, options=EAGER), prompts))
+        assert after[0] != before[0]  # the moved weights sample other tokens from the same seed
+    finally:
+        with torch.no_grad():
+            for p, p0 in zip(trained, start, strict=True):
+                p.copy_(p0)
+                p.grad = None
