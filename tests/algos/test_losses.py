@@ -148,6 +148,11 @@ def test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tok
     assert update_micro_batches(index, prompts, rows, 70) == micro_batches(index, prompts, rows, 70) == [[0, 1], [2, 3]]
     # a tie keeps the rows' order: here both packings are one micro-batch
     assert update_micro_batches([0, 0], [10], [5, 9], 100) == [[0, 1]]
+    # a prompt per row (SFT): the prompt is part of a row's length. In order: [0, 1] and [2, 3],
+    # 2 x 100 + 2 x 5 each, 420 tokens; longest first: [0, 2] 210 and [1, 3] 2 x 10 + 2 x 5 = 30
+    index, prompts, rows = [0, 1, 2, 3], [100, 10, 100, 10], [5, 5, 5, 5]
+    assert longest_first(index, prompts, rows, 220) == [[0, 2], [1, 3]]
+    assert padded_tokens(update_micro_batches(index, prompts, rows, 220), index, prompts, rows) == 240
 
 
 def test_the_updates_packing_is_the_cheaper_of_the_two_and_holds_every_row_once_within_the_budget():

@@ -178,3 +178,34 @@ def test_each_sft_step_logs_its_perplexity_as_the_exponent_of_its_loss_and_its_g
         assert r["loss"] > 5 and r["perplexity"] == pytest.approx(math.exp(r["loss"]), rel=1e-9)
         assert r["grad_norm"] > 0 and math.isfinite(r["grad_norm"])
         assert (r["skipped_updates"], r["skipped_samples"]) == (0, 0)
+
+
+def test_an_sft_step_packs_its_rows_as_the_rl_update_does_and_its_loss_does_not_depend_on_the_packing(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """sft.token_budget splits a step into micro-batches, chosen as the RL update chooses them
+    (`update_micro_batches`: the fewer padded tokens of the rows' order and longest target
+    first); the loss and the gradient's norm are those of the whole batch in one forward."""
+    from vlrl.trainer import batch as packing
+
+    plans = []
+
+    def spy(prompt_index, prompt_lengths, row_lengths, budget):
+        plan = packing.update_micro_batches(prompt_index, prompt_lengths, row_lengths, budget)
+        plans.append((plan, (prompt_index, prompt_lengths, row_lengths), budget))
+        return plan
+
+    monkeypatch.setattr("vlrl.trainer.sft.update_micro_batches", spy)
+    rows = {}
+    for budget in (100000, 400):
+        run_dir = tmp_path / str(budget)
+        overrides = {"sft.steps": 1, "sft.token_budget": budget, "sft.prompts_per_step": 8}
+        train_sft(load_config(None, sft_overrides(run_dir, rec_data, **overrides)))
+        rows[budget] = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[0])
+    (whole, _, _), (split, shape, budget) = plans
+    assert len(whole) == 1 and len(split) > 1
+    in_order, longest = packing.micro_batches(*shape, budget), packing.longest_first(*shape, budget)
+    assert packing.padded_tokens(longest, *shape) < packing.padded_tokens(in_order, *shape)  # the packing matters
+    assert split == longest
+    assert rows[400]["loss"] == pytest.approx(rows[100000]["loss"], rel=1e-5)
+    assert rows[400]["grad_norm"] == pytest.approx(rows[100000]["grad_norm"], rel=1e-4)

@@ -114,10 +114,12 @@ def unpadded_tokens(
 def longest_first(
     prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
 ) -> list[list[int]]:
-    """`micro_batches` of the rows taken longest completion first (ties in their order): rows of
-    like length together, so little padding, though a prompt's prefix may then run in several
-    micro-batches. Positions as given, ascending in each micro-batch."""
-    order = sorted(range(len(row_lengths)), key=lambda i: -row_lengths[i])  # stable
+    """`micro_batches` of the rows taken longest first, prompt and completion together (ties in
+    their order): rows of like length together, so little padding, though a prompt's prefix may
+    then run in several micro-batches. An RL step's prompts are often alike in length, so its
+    completions decide; SFT's rows each have their own prompt, which is most of a row.
+    Positions as given, ascending in each micro-batch."""
+    order = sorted(range(len(row_lengths)), key=lambda i: -(prompt_lengths[prompt_index[i]] + row_lengths[i]))
     plan = micro_batches(
         [prompt_index[i] for i in order], prompt_lengths, [row_lengths[i] for i in order], token_budget
     )
@@ -127,9 +129,9 @@ def longest_first(
 def update_micro_batches(
     prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
 ) -> list[list[int]]:
-    """The update's micro-batches: of two packings within the budget, the one that computes fewer
-    padded tokens, the first on a tie: in the rows' order (a step's come prompt-major, so each
-    prompt's prefix runs once: `micro_batches`) or `longest_first`. The loss weighs every
+    """The update's micro-batches (RL's and SFT's): of two packings within the budget, the one
+    that computes fewer padded tokens, the first on a tie: in the rows' order (a step's come
+    prompt-major, so each prompt's prefix runs once: `micro_batches`) or `longest_first`. The loss weighs every
     micro-batch by the whole step's counts, so which rows share one changes only the rounding.
     Why: completions of one prompt differ in length, and each group padded to its longest made
     the update compute up to three times its tokens (a random model at Qwen2.5-VL-3B's shape on

@@ -22,7 +22,7 @@ from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import check_held_out, task_sources
-from vlrl.trainer.batch import micro_batches
+from vlrl.trainer.batch import update_micro_batches
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
@@ -114,7 +114,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             tokens = run.procs.mean(float(mask.sum()))  # a process's share of the step's target tokens
             weights = token_weights(mask, "token_mean", width, tokens=tokens)
             lengths = [len(row) for row in targets]
-            plan = micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
+            # one prompt a row: packed as the RL update's rows are, the fewer padded tokens of two orders
+            plan = update_micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
             with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
                 loss_total = backward_targets(run, prompts, ids, mask, weights, lengths, plan)
             lr = run.optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves (lr_schedule_per)
