@@ -1,12 +1,15 @@
 """`rollout.hf.compile_step`: the static step's forward through torch.compile samples what the
 eager static step samples from the same seed (the same tokens; log-probs and entropies to float
 rounding: the fused kernels may round otherwise), through compaction into smaller buckets;
-compiles once per shape and not again for a later rollout's step; and reads the weights the
-optimizer moves in place, as a CUDA graph does (tests/gpu/test_decoding_graphs.py compiles and
+compiles once for every shape and not again for a later rollout's step; reads the weights the
+optimizer moves in place; and keeps none of a step's buffers past the engine's sleep. As a CUDA
+graph does, on a GPU (tests/gpu/test_decoding_graphs.py compiles and
 captures on a GPU). On the tiny Qwen2.5-VL only: a compilation takes seconds."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 
 import pytest
@@ -95,3 +98,18 @@ def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup)
             for p, p0 in zip(trained, start, strict=True):
                 p.copy_(p0)
                 p.grad = None
+
+
+def test_the_compiled_steps_buffers_are_freed_when_the_engine_sleeps(setup):
+    """What torch keeps of a compilation holds no tensor of the step it compiled: the KV cache
+    and the other buffers go when the engine sleeps, so the update has their memory."""
+    model, processor, prompts = setup
+    compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
+    sample(compiled, prompts)
+    decoding = compiled._static[1]
+    kept = [weakref.ref(t) for t in (decoding.layers[0].all_keys, decoding.mask, decoding.positions)]
+    kept.append(weakref.ref(decoding.forward))
+    del decoding
+    compiled.sleep()
+    gc.collect()
+    assert all(ref() is None for ref in kept)
