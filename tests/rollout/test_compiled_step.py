@@ -2,9 +2,9 @@
 eager static step samples from the same seed (the same tokens; log-probs and entropies to float
 rounding: the fused kernels may round otherwise), through compaction into smaller buckets;
 compiles once for every shape and not again for a later rollout's step; reads the weights the
-optimizer moves in place; and keeps none of a step's buffers past the engine's sleep. As a CUDA
-graph does, on a GPU (tests/gpu/test_decoding_graphs.py compiles and
-captures on a GPU). On the tiny Qwen2.5-VL only: a compilation takes seconds."""
+optimizer moves in place; and keeps none of a step's buffers past the engine's sleep. Compiled
+and captured in CUDA graphs on a GPU: tests/gpu/test_compiled_step_on_gpu.py. On the tiny
+Qwen2.5-VL only: a compilation takes seconds."""
 
 from __future__ import annotations
 
