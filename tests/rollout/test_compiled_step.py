@@ -18,6 +18,7 @@ from torch._dynamo.utils import counters
 
 from tests.models.test_policy import family_setup
 from tests.rollout.test_hf_engine import SAMPLING, STOP_BIAS
+from vlrl.config import ConfigError
 from vlrl.models.loading import core_model
 from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
 
@@ -113,3 +114,11 @@ def test_the_compiled_steps_buffers_are_freed_when_the_engine_sleeps(setup):
     compiled.sleep()
     gc.collect()
     assert all(ref() is None for ref in kept)
+
+
+def test_the_compiled_step_is_refused_under_fsdp2(setup, monkeypatch):
+    """Not tried on FSDP2's gathered weights: a clear error rather than a run that finds out."""
+    model, processor, _ = setup
+    monkeypatch.setattr("vlrl.rollout.hf.fsdp_sharded", lambda model: True)
+    with pytest.raises(ConfigError, match="rollout.hf.compile_step has not been tried on FSDP2"):
+        HFEngine(model, processor.tokenizer, options=COMPILED)

@@ -220,6 +220,11 @@ class HFEngine:
                 "config: rollout.hf.cuda_graphs cannot replay FSDP2's gathered weights (new tensors at every "
                 "gathering); leave it unset under trainer.parallel=fsdp2"
             )
+        if options.compile_step and sharded:
+            raise ConfigError(
+                "config: rollout.hf.compile_step has not been tried on FSDP2's gathered weights (new tensors at "
+                "every gathering); leave it off under trainer.parallel=fsdp2"
+            )
         plan = StaticPlan(
             options.compact, graphs, options.check_every, options.smallest_bucket, self.lean, options.compile_step
         )

@@ -138,13 +138,13 @@ def compiled_forward(forward: LeanStaticStep | ModelStep):
     generator argument is not compiled), the forward's elementwise kernels (norms, rope,
     residuals, the MLP's activation) are fused.
 
-    What the compiled code reads and when it compiles:
+    What the compiled code reads and when it compiles (tests/rollout/test_compiled_step.py):
     - the weights are inputs of the compiled graph, not constants, so it reads them where the
-      optimizer updates them in place (tests/rollout/test_hf_engine.py);
-    - compilations are kept by torch with the forward's code, not with this object: the step of a
-      later rollout, made after the engine slept, reuses them. A second batch size (compaction's
-      buckets) or cache length compiles once more with that size symbolic (torch's automatic
-      dynamic shapes), and then no more;
+      optimizer updates them in place;
+    - sizes are symbolic from the first compilation, so one serves every bucket and cache length
+      (torch specializes a size of 1: a bucket of one row would compile once more);
+    - compilations are kept by torch with the forward's code, holding none of this step's
+      buffers: the step of a later rollout, made after the engine slept, reuses them;
     - each bucket's first steps are warm-up steps run before its capture (`WARMUP_STEPS`), so
       a compilation never runs inside a CUDA graph's capture."""
     return torch.compile(forward, dynamic=True)
