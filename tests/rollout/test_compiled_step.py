@@ -2,7 +2,8 @@
 eager static step samples from the same seed (the same tokens; log-probs and entropies to float
 rounding: the fused kernels may round otherwise), through compaction into smaller buckets;
 compiles once for every shape and not again for a later rollout's step; reads the weights the
-optimizer moves in place; and keeps none of a step's buffers past the engine's sleep. Compiled
+optimizer moves in place; keeps none of a step's buffers past the engine's sleep; and compiles
+in warm-up steps, never inside a CUDA graph's capture (CUDA standing in). Compiled
 and captured in CUDA graphs on a GPU: tests/gpu/test_compiled_step_on_gpu.py. On the tiny
 Qwen2.5-VL only: a compilation takes seconds."""
 
@@ -122,3 +123,44 @@ def test_the_compiled_step_is_refused_under_fsdp2(setup, monkeypatch):
     monkeypatch.setattr("vlrl.rollout.hf.fsdp_sharded", lambda model: True)
     with pytest.raises(ConfigError, match="rollout.hf.compile_step has not been tried on FSDP2"):
         HFEngine(model, processor.tokenizer, options=COMPILED)
+
+
+def test_every_compilation_runs_in_a_warm_up_step_never_inside_a_capture(setup, monkeypatch):
+    """On a GPU a compilation inside a CUDA graph's capture would fail it (or be captured): each
+    bucket's warm-up steps run before its capture, with the shapes the capture then sees, so
+    torch compiles there. CUDA's streams and graphs stand in here (a capture runs its step, a
+    replay nothing); torch's compilations are counted around each capture, from a fresh start."""
+    from contextlib import contextmanager, nullcontext
+
+    model, processor, prompts = setup
+
+    class Stream:
+        def wait_stream(self, other) -> None:
+            pass
+
+    class Graph:
+        def register_generator_state(self, generator) -> None:
+            pass
+
+        def replay(self) -> None:
+            pass
+
+    during_captures = []
+
+    @contextmanager
+    def graph(graph, pool=None, stream=None):
+        before = compilations()
+        yield
+        during_captures.append(compilations() - before)
+
+    for name, fake in {
+        "current_stream": lambda device=None: Stream(), "stream": lambda stream: nullcontext(),
+        "Stream": lambda device=None: Stream(), "graph_pool_handle": lambda: None, "CUDAGraph": Graph, "graph": graph,
+    }.items():  # fmt: skip
+        monkeypatch.setattr(torch.cuda, name, fake)
+    engine = HFEngine(model, processor.tokenizer, options=COMPILED)
+    engine.static_plan = replace(engine.static_plan, graphs=True)  # refused on the CPU: set past the refusal
+    torch._dynamo.reset()
+    engine.generate(prompts, SAMPLING["top-k"], torch.Generator().manual_seed(5))
+    assert during_captures == [0] * len(during_captures)
+    assert compilations() >= 1 and len(during_captures) >= 2  # compiled, and several buckets captured
