@@ -185,7 +185,8 @@ def test_an_sft_step_packs_its_rows_as_the_rl_update_does_and_its_loss_does_not_
 ):
     """sft.token_budget splits a step into micro-batches, chosen as the RL update chooses them
     (`update_micro_batches`: the fewer padded tokens of the rows' order and longest target
-    first); the loss and the gradient's norm are those of the whole batch in one forward."""
+    first); the loss and the gradient's norm are those of the whole batch in one forward; it
+    logs the share of padding its forwards computed (`update_padding`), as RL does."""
     from vlrl.trainer import batch as packing
 
     plans = []
@@ -207,5 +208,9 @@ def test_an_sft_step_packs_its_rows_as_the_rl_update_does_and_its_loss_does_not_
     in_order, longest = packing.micro_batches(*shape, budget), packing.longest_first(*shape, budget)
     assert packing.padded_tokens(longest, *shape) < packing.padded_tokens(in_order, *shape)  # the packing matters
     assert split == longest
+    # the logged share of the forwards' tokens that were padding, by hand from the plan's lengths
+    unpadded = sum(shape[1][i] + shape[2][i] for i in shape[0])
+    assert rows[400]["update_padding"] == pytest.approx(1 - unpadded / packing.padded_tokens(split, *shape))
+    assert rows[400]["update_padding"] < rows[100000]["update_padding"]  # one micro-batch pads to the longest row
     assert rows[400]["loss"] == pytest.approx(rows[100000]["loss"], rel=1e-5)
     assert rows[400]["grad_norm"] == pytest.approx(rows[100000]["grad_norm"], rel=1e-4)

@@ -22,7 +22,7 @@ from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import check_held_out, task_sources
-from vlrl.trainer.batch import update_micro_batches
+from vlrl.trainer.batch import padded_tokens, unpadded_tokens, update_micro_batches
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
@@ -115,7 +115,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             weights = token_weights(mask, "token_mean", width, tokens=tokens)
             lengths = [len(row) for row in targets]
             # one prompt a row: packed as the RL update's rows are, the fewer padded tokens of two orders
-            plan = update_micro_batches(list(range(len(items))), [len(p) for p in prompts], lengths, t.token_budget)
+            shape = (list(range(len(items))), [len(p) for p in prompts], lengths)
+            plan = update_micro_batches(*shape, t.token_budget)
             with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
                 loss_total = backward_targets(run, prompts, ids, mask, weights, lengths, plan)
             lr = run.optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves (lr_schedule_per)
@@ -129,6 +130,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 "skipped_samples": run.report_unusable(step, unusable),
                 "time_step": time.perf_counter() - t0,
             }
+            if computed := padded_tokens(plan, *shape):  # the share of its forwards' tokens that were padding
+                metrics["update_padding"] = 1 - unpadded_tokens(plan, *shape) / computed
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)
