@@ -59,7 +59,7 @@ def assert_same(got, expected) -> None:
         torch.testing.assert_close(torch.tensor(entropy), torch.tensor(their_entropy), rtol=0, atol=1e-5)
 
 
-def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compiles_once_per_shape(setup):
+def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compiles_once_for_every_shape(setup):
     model, processor, prompts = setup
     compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
     eager = HFEngine(model, processor.tokenizer, options=EAGER)
