@@ -115,7 +115,7 @@ compiled)
     # compiled step's graphs against it run eagerly), then the recipe with it. The first step
     # compiles the 3B step (a minute or more), which the recipe's measured second step does not pay.
     stage compiled_tests 150 $python -m pytest -q -m gpu tests/gpu/test_compiled_step_on_gpu.py
-    stage ${name}_compiled 330 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" rollout.hf.compile_step=true
+    stage ${name}_compiled 420 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" rollout.hf.compile_step=true
     ;;
 profile)
     # Where the rollout's and the update's time goes, by kernel: a third step under torch's
