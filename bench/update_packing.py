@@ -1,7 +1,7 @@
 """The tokens the update's forwards compute, padding included: its micro-batches packed in the
 rows' order (each prompt's completions together, its prefix once) against the plan the update
-uses (`vlrl.trainer.batch.update_micro_batches`: that or longest completion first, whichever
-computes fewer), on completion lengths drawn like the H200 recipe run's (docs/performance.md:
+uses (`vlrl.trainer.batch.update_micro_batches`: that or longest first, prompt and completion
+together, whichever computes fewer), on completion lengths drawn like the H200 recipe run's (docs/performance.md:
 16 prompts of 152 tokens x 8 completions, 27% of them at max_new_tokens and the rest uniform
 below a uniform fraction of it). A count, not a timing: what it saves in seconds depends on the
 card, and the recipe bench measures that.

@@ -536,7 +536,7 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
         params = SamplingParams(n=2, max_new_tokens=steps, temperature=0.7, top_p=0.9)
         draw = Draw(params, SamplingFilter(on_host.banned.to(cuda), 0, 0.9), on_host.pad_id, rows, None)
         record = Record(rows, steps, on_host.pad_id, cuda)
-        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2, lean=lean)
+        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2, lean=lean, compiled=False)
         decoding = StaticDecoding(model, prefilled, 128, draw, record, on_host.stop_ids.to(cuda), plan)
         assert isinstance(decoding.forward, LeanStaticStep if lean else ModelStep)
         positions = torch.zeros(3, rows, 1, dtype=torch.long, device=cuda)
@@ -577,7 +577,7 @@ def test_a_bucket_is_captured_once_its_warm_up_steps_are_run_however_few_steps_e
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: nullcontext())
     decoding = StaticDecoding.__new__(StaticDecoding)
-    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2, lean=True)
+    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2, lean=True, compiled=False)
     decoding.graphs, decoding.warm_steps, decoding.bucket = {}, {}, 8
     decoding.stream, decoding.device = Stream(), torch.device("cpu")
     decoding.step, decoding.capture = lambda: calls.append("eager"), capture

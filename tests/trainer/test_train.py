@@ -187,7 +187,7 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
         return {n: start[n] - p.detach() for n, p in model.named_parameters()}, stats
 
     whole, whole_stats = gradient_step(100000)
-    for packing in (micro_batches, longest_first):  # in the rows' order, and longest completion first
+    for packing in (micro_batches, longest_first):  # in the rows' order, and longest (prompt and completion) first
         monkeypatch.setattr("vlrl.trainer.update.update_micro_batches", packing)
         split, split_stats = gradient_step(300)
         plan = trainer.updater.plan(batch, list(range(len(batch.prompt_index))))

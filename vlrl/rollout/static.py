@@ -101,7 +101,7 @@ class StaticPlan:
     check_every: int
     smallest_bucket: int
     lean: bool  # the forward is `LeanStaticStep`, else the model's own (`ModelStep`)
-    compiled: bool = False  # the forward through torch.compile (`compiled_forward`)
+    compiled: bool  # the forward through torch.compile (`compiled_forward`)
 
 
 class LeanStaticStep(DecodeStep):
