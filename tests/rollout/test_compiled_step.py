@@ -46,8 +46,10 @@ def compilations() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def sample(engine: HFEngine, prompts, seed: int = 5):
-    groups = engine.generate(prompts, SAMPLING["top-k"], torch.Generator().manual_seed(seed))
+def sample(engine: HFEngine, prompts, seed: int = 5, generator: torch.Generator | None = None):
+    """Completions from `seed`, drawn with `generator` (the engine keeps its static step for the
+    next batch of the same shape, generator included), else a new one."""
+    groups = engine.generate(prompts, SAMPLING["top-k"], (generator or torch.Generator()).manual_seed(seed))
     completions = [c for g in groups for c in g.completions]
     return [c.token_ids for c in completions], [(c.logprobs, c.entropies) for c in completions]
 
@@ -81,9 +83,12 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
 
 
 def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup):
+    """The same step object, kept for a second batch of its shape, and the one made after the
+    engine slept (as after every update), both sample from the moved weights."""
     model, processor, prompts = setup
-    compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
-    before = sample(compiled, prompts)
+    compiled, generator = HFEngine(model, processor.tokenizer, options=COMPILED), torch.Generator()
+    before = sample(compiled, prompts, generator=generator)
+    kept = compiled._static[1]
     trained = [p for n, p in model.named_parameters() if "language_model" in n]
     start = [p.detach().clone() for p in trained]
     optimizer = torch.optim.SGD(trained, lr=1.0)
@@ -91,10 +96,12 @@ def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup)
         p.grad = torch.randn_like(p) * 0.05
     try:
         optimizer.step()
+        expected = sample(HFEngine(model, processor.tokenizer, options=EAGER), prompts)
+        assert expected[0] != before[0]  # the moved weights sample other tokens from the same seed
+        assert_same(sample(compiled, prompts, generator=generator), expected)
+        assert compiled._static[1] is kept  # the step compiled before the optimizer's step
         compiled.sleep()
-        after = sample(compiled, prompts)
-        assert_same(after, sample(HFEngine(model, processor.tokenizer, options=EAGER), prompts))
-        assert after[0] != before[0]  # the moved weights sample other tokens from the same seed
+        assert_same(sample(compiled, prompts, generator=generator), expected)
     finally:
         with torch.no_grad():
             for p, p0 in zip(trained, start, strict=True):
