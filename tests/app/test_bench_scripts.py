@@ -418,3 +418,16 @@ def test_the_packing_benchmark_counts_fewer_padded_tokens_planned_than_in_order(
     for row in report["rows"]:
         assert row["completion_tokens"] < row["padded_planned"] < row["padded_in_order"]
         assert row["in_order_over_planned"] == round(row["padded_in_order"] / row["padded_planned"], 2)
+
+
+def test_the_operator_bench_counts_a_static_steps_operators_per_layer_with_no_mask_converted_in_each(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import static_step_operators
+
+    static_step_operators.main()
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    # 2026-12-01, torch 2.14.1: 31 a layer (37 before the shared cache slot and the rope of query
+    # and key together) and no boolean mask for SDPA to convert in each layer (one before)
+    assert report["layers"] == 2 and 0 < report["per_layer"] <= 31 and report["around_layers"] > 0
+    assert report["sdpa_boolean_masks_per_layer"] == 0
+    assert report["at_36_layers"] == 36 * report["per_layer"] + report["around_layers"]

@@ -186,7 +186,8 @@ class DecodeStep:
         `positions` (3, R, T) of `ModelFamily.decode_positions`. The cache is extended."""
         x = self.language_model.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0], x.dtype)
-        return self.through_layers(x, cos, sin, attention_mask_of(attention_mask, input_ids.shape[1]), cache)
+        mask = additive_mask(attention_mask_of(attention_mask, input_ids.shape[1]), x.dtype)
+        return self.through_layers(x, cos, sin, mask, cache)
 
     def through_layers(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None, cache: Cache
@@ -228,7 +229,9 @@ class DecodeStep:
         v = layer.v(x).view(rows, tokens, -1, d).transpose(1, 2)
         if layer.head_norms is not None:
             q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)
-        q, k = rotate(q.transpose(1, 2), cos, sin), rotate(k.transpose(1, 2), cos, sin)
+        heads = q.shape[2]  # the query and key heads rotated together: one copy, then four kernels, not eight
+        qk = rotate(torch.cat((q, k), dim=2).transpose(1, 2), cos, sin)
+        q, k = qk[:, :heads], qk[:, heads:]
         k, v = cache.update(k, v, index)
         if tokens > 1:  # a mask, so the key and value heads repeated per query head
             k, v = repeat_kv(k, layer.groups), repeat_kv(v, layer.groups)
@@ -251,6 +254,14 @@ def attention_mask_of(attention_mask: torch.Tensor, tokens: int) -> torch.Tensor
     length = attention_mask.shape[1]
     causal = torch.ones(tokens, length, dtype=torch.bool, device=attention_mask.device).tril(length - tokens)
     return (causal & attention_mask.bool()[:, None, :])[:, None]
+
+
+def additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """A boolean mask as SDPA turns it into a float one in every call before its kernel (0
+    where attended, -inf elsewhere, in the queries' dtype): made once for all the layers, the
+    same values, where each layer's SDPA would make it again (three kernels a layer on CUDA, and
+    a replayed decoding step pays for every kernel, however small)."""
+    return None if mask is None else torch.where(mask, 0.0, float("-inf")).to(dtype)
 
 
 def lean_forward(model: torch.nn.Module) -> DecodeStep | None:

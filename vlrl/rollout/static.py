@@ -35,7 +35,7 @@ import torch
 from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
-from vlrl.models.decode_step import DecodeStep, ModelStep, unusual_layers
+from vlrl.models.decode_step import DecodeStep, ModelStep, additive_mask, unusual_layers
 from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
@@ -78,15 +78,26 @@ def buckets(rows: int, smallest: int) -> list[int]:
 
 class RowsLayer(StaticLayer):
     """One layer's preallocated keys and values for `rows` rows, decoded at a leading slice of
-    them (`narrow`): compacted rows are moved to the front, so a bucket is a view, not a copy."""
+    them (`narrow`): compacted rows are moved to the front, so a bucket is a view, not a copy.
+    Every layer writes its token at the slot `length` holds, one tensor shared by the layers and
+    advanced once a step by the loop (`StaticDecoding.step`): StaticLayer's `update` makes the
+    slot's index and advances a length of its own in each layer, five kernels a layer where
+    this one's are its two copies (a replayed step pays for every kernel, however small)."""
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: torch.Tensor):
         super().__init__(max_cache_len=keys.shape[2])
         self.all_keys, self.all_values = keys, values
         self.keys, self.values = keys, values
-        self.cumulative_length = length  # (): the slot the next token is written to, advanced in place
+        self.cumulative_length = length  # (): the slot the next token is written to, shared, advanced in place
+        self.slot = length.view(1)  # as the index of a copy
         self.dtype, self.device = keys.dtype, keys.device
         self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        """The step's keys and values (rows, heads, 1, head_dim) written at the shared slot."""
+        self.keys.index_copy_(2, self.slot, key_states)
+        self.values.index_copy_(2, self.slot, value_states)
+        return self.keys, self.values
 
     def narrow(self, rows: int) -> None:
         self.keys, self.values = self.all_keys[:rows], self.all_values[:rows]
@@ -111,11 +122,15 @@ class LeanStaticStep(DecodeStep):
     and the slots written so far, this token's included, read off the cache's length on the
     device. That is the mask transformers makes for a static cache, and SDPA gets the query
     heads packed per key head as from transformers' SDPA path: the model's forward on these
-    buffers, bit for bit (tests/rollout/test_hf_engine.py), in fewer operators: 41 a layer and
-    15 around the layers against the model's 43 and 38 (counted on the CPU, views left out), 6%
-    fewer a step at Qwen2.5-VL-3B's 36 layers. A step replayed from a CUDA graph pays for each
-    kernel however small: on an H200 the 3B step took 8.6 ms against 1.3 ms of weights to read
-    (docs/performance.md); this saving there is not measured yet."""
+    buffers, bit for bit (tests/rollout/test_hf_engine.py), in fewer operators. A step replayed
+    from a CUDA graph pays for each kernel however small (on an H200 the 3B step took 8.6 ms
+    against 1.3 ms of weights to read: docs/performance.md), so a layer runs what it must and
+    no more: the mask made a float one once a step (`additive_mask`; SDPA would convert a
+    boolean one in every layer), the query and key heads rotated together, the cache written at
+    one slot all layers share (`RowsLayer`). `python bench/static_step_operators.py` counts 31
+    operators a layer and 13 around the layers at the dispatcher, 1,129 a step at 36 layers,
+    against 37 and 12 and a boolean mask converted in each layer before (1,344 and 36 masks);
+    not measured on a GPU yet."""
 
     def __init__(self, model: torch.nn.Module, length: int, device: torch.device):
         super().__init__(model)
@@ -129,7 +144,7 @@ class LeanStaticStep(DecodeStep):
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
         written = self.slots <= cache.layers[0].cumulative_length  # the slot this token is written to, and before
-        mask = (attention_mask.bool() & written)[:, None, None, :]
+        mask = additive_mask((attention_mask.bool() & written)[:, None, None, :], x.dtype)
         return self.through_layers(x, cos, sin, mask, cache)
 
 
@@ -163,6 +178,7 @@ class StaticDecoding:
         self.run_forward = compiled_forward(self.forward) if plan.compiled else self.forward
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
         self.rows, self.device = rows, device
+        self.length = torch.zeros((), dtype=torch.long, device=device)  # the slot the next token is written to
         self.layers = []
         for layer in prefill_cache.layers:
             keys, values = layer.keys, layer.values
@@ -170,7 +186,7 @@ class StaticDecoding:
                 RowsLayer(
                     keys.new_zeros(rows, keys.shape[1], length, keys.shape[3]),
                     values.new_zeros(rows, values.shape[1], length, values.shape[3]),
-                    torch.zeros((), dtype=torch.long, device=device),
+                    self.length,
                 )
             )
         self.cache = Cache(layers=self.layers)
@@ -205,7 +221,7 @@ class StaticDecoding:
         for layer, filled in zip(self.layers, prefill_cache.layers, strict=True):
             layer.all_keys[:, :, :prompt] = filled.keys
             layer.all_values[:, :, :prompt] = filled.values
-            layer.cumulative_length.fill_(prompt)
+        self.length.fill_(prompt)
         prefill_cache.reset()
         self.mask[:, :prompt] = attention_mask
         self.mask[:, prompt:] = 1
@@ -251,6 +267,7 @@ class StaticDecoding:
         """The forward of the last tokens at the current bucket, then the draw."""
         b = self.bucket
         logits = self.run_forward(self.ids[:b], self.mask[:b], self.positions[:, :b], self.cache)
+        self.length.add_(1)
         self.positions.add_(self.advance)
         self.sample(logits)
 
