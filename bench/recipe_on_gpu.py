@@ -14,7 +14,10 @@ trained parameters) x tokens (6 x parameters for full fine-tuning; LoRA computes
 for the frozen weights; the tokens: each prompt once, plus completions) over the
 update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
 forwards are not counted in the FLOPs, nor the padding the micro-batches computed, whose share
-of the trained forwards' tokens is `update_padding` (the trainer's metric).
+of the trained forwards' tokens is `update_padding` (the trainer's metric). Where the update's
+time goes, without a profiler: `update_parts_s` (the reference's forward, the policy's forwards
+and backwards, the optimizer), and the rollout's prefill and decoding (`rollout_parts_s`; the
+rest of its time is rendering and rewards).
 
     python bench/recipe_on_gpu.py [--shape qwen2.5-vl-3b] [--steps 3] [key.sub=value ...]
     python bench/recipe_on_gpu.py rollout.engine=vllm trainer.parallel=fsdp2 trainer.gradient_checkpointing=true
@@ -29,6 +32,7 @@ import dataclasses
 import json
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -111,6 +115,39 @@ def decoding_by_call(engine) -> tuple[list[DecodeStats], list[int]]:
     return stats, prompt_tokens
 
 
+UPDATE_PARTS = ("reference", "forward_backward", "optimizer")
+
+
+def update_parts_by_step(trainer, on_cuda: bool) -> list[dict[str, float]]:
+    """Seconds of each step's update spent in the reference's forward, the policy's forwards
+    and backwards (every micro-batch's), and the optimizer's steps (clipping included), one
+    dict a step: where the update's time goes, without the profiler's cost. Each part ends with
+    the device synchronized (they read a loss or a norm back anyway)."""
+    by_step: list[dict[str, float]] = []
+    update = trainer.update
+
+    def new_step(*args, **kwargs):
+        by_step.append(dict.fromkeys(UPDATE_PARTS, 0.0))
+        return update(*args, **kwargs)
+
+    def timed(part: str, method):
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            result = method(*args, **kwargs)
+            if on_cuda:
+                torch.cuda.synchronize()
+            by_step[-1][part] += time.perf_counter() - start
+            return result
+
+        return run
+
+    trainer.update = new_step
+    trainer.updater.reference_logprobs = timed("reference", trainer.updater.reference_logprobs)
+    trainer.updater.accumulate = timed("forward_backward", trainer.updater.accumulate)
+    trainer.run.optimizer_step = timed("optimizer", trainer.run.optimizer_step)
+    return by_step
+
+
 def total(stats: list[DecodeStats]) -> DecodeStats:
     summed = DecodeStats()
     for one in stats:
@@ -158,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         # No checkpoint at the last step: weights, fp32 masters and AdamW state are tens of GB.
         trainer.run.t = dataclasses.replace(cfg.trainer, steps=10**9, save_every=10**9)
         by_call, prompt_tokens = decoding_by_call(trainer.engine)
+        update_parts = update_parts_by_step(trainer, args.device == "cuda")
         if args.profile:
             profile_step(trainer, args.steps, args.device == "cuda", phases)
         weights = decoder_bytes(trainer.run.model)
@@ -209,6 +247,17 @@ def main(argv: list[str] | None = None) -> None:
                 else None,
                 "parameters": parameters,
                 "update_tokens_per_step": round(update_tokens),
+                # the update's seconds by part, medians over the measured steps (the rest of
+                # time_update: the batch's making, the old log-probs, the engine's wake)
+                "update_parts_s": {
+                    part: round(statistics.median(step[part] for step in update_parts[measured]), 3)
+                    for part in UPDATE_PARTS
+                },
+                # the rollout's, means over the measured steps (the rest: rendering and rewards)
+                "rollout_parts_s": {
+                    "prefill": round(decoding.prefill_s / len(rows), 3),
+                    "decoding": round(decoding.decode_s / len(rows), 3),
+                },
                 # of the tokens the trained forwards computed, the share that was padding (trainer's update_padding)
                 "update_padding": round(statistics.median(r["update_padding"] for r in rows), 3),
                 # a token's forward 2N and its backward 2N through every weight, plus 2 per trained

@@ -32,6 +32,12 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys):
     assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
     assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
     assert 0 <= report["update_padding"] < 1
+    # the update's parts within it (one measured step: its own), each run (beta > 0: a reference)
+    parts = report["update_parts_s"]
+    assert list(parts) == ["reference", "forward_backward", "optimizer"] and min(parts.values()) > 0
+    assert sum(parts.values()) <= report["median_update_s"] + 0.01
+    rollout = report["rollout_parts_s"]
+    assert min(rollout.values()) > 0 and sum(rollout.values()) <= report["median_rollout_s"] + 0.01
     assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 
