@@ -13,6 +13,7 @@ only on an idle machine).
 
     python bench/update_memory.py [--budgets 1024 2048 4096 8192 16384] [--modes chunked full]
     python bench/update_memory.py --device cuda --budgets 4096 16384 65536
+    python bench/update_memory.py --layers 36 --hidden 64 --completion 1024 --budgets 8192 --modes chunked
 
 Prints one JSON object: a row per (mode, budget).
 """
@@ -44,7 +45,7 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def one(mode: str, budget: int, completion: int, device: str, hidden: int) -> dict:
+def one(mode: str, budget: int, completion: int, device: str, hidden: int, layers: int) -> dict:
     """One micro-batch of `budget` tokens in this process; its memory above what came before."""
     import torch
 
@@ -53,14 +54,19 @@ def one(mode: str, budget: int, completion: int, device: str, hidden: int) -> di
     from vlrl.data.records import load_split
     from vlrl.models.batch import collate
     from vlrl.models.build import TinySpec
-    from vlrl.models.loading import frame_spec, load_model, load_processor
+    from vlrl.models.loading import core_model, frame_spec, load_model, load_processor
     from vlrl.models.policy import CHUNK_TOKENS, completion_logprobs
     from vlrl.models.prompting import render_prompt
     from vlrl.models.tiny import tiny_checkpoint
 
     torch.manual_seed(0)
     spec = TinySpec(
-        vocab_size=QWEN_VOCABULARY, hidden_size=hidden, intermediate_size=2 * hidden, num_heads=4, tie_embeddings=True
+        vocab_size=QWEN_VOCABULARY,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_heads=4,
+        tie_embeddings=True,
+        num_layers=layers,
     )
     cfg = ModelConfig(path=str(tiny_checkpoint(spec)), dtype="float32", max_pixels=50176)
     model = load_model(cfg, device=device)
@@ -102,6 +108,7 @@ def one(mode: str, budget: int, completion: int, device: str, hidden: int) -> di
         "budget": budget,
         "tokens": tokens,
         "completions": rows,
+        "layers": len(core_model(model).model.language_model.layers),
         "chunk_tokens": chunk,
         "peak_mb": round(peak, 1),
         "seconds": round(seconds, 3),
@@ -115,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", nargs="+", default=["chunked", "full"], choices=["chunked", "full"])
     parser.add_argument("--completion", type=int, default=256, help="tokens per completion")
     parser.add_argument("--hidden", type=int, default=256, help="the small model's hidden size")
+    parser.add_argument("--layers", type=int, default=2, help="its decoder layers (Qwen2.5-VL-3B has 36)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--one", nargs=2, metavar=("MODE", "BUDGET"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        row = one(args.one[0], int(args.one[1]), args.completion, args.device, args.hidden)
+        row = one(args.one[0], int(args.one[1]), args.completion, args.device, args.hidden, args.layers)
         print(json.dumps(row))
         return 0
     rows = []
@@ -127,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             command = [
                 sys.executable, __file__, "--one", mode, str(budget), "--completion", str(args.completion),
-                "--hidden", str(args.hidden), "--device", args.device,
+                "--hidden", str(args.hidden), "--layers", str(args.layers), "--device", args.device,
             ]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
             if done.returncode != 0:

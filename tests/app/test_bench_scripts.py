@@ -295,10 +295,12 @@ def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, cap
 
     # One mode through the script (a process of its own, as each row is), the other in this
     # process: each such process spends ~8 s starting.
-    assert update_memory.main(["--budgets", "200", "--modes", "chunked", "--completion", "16", "--hidden", "64"]) == 0
+    args = ["--budgets", "200", "--modes", "chunked", "--completion", "16", "--hidden", "64", "--layers", "3"]
+    assert update_memory.main(args) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["vocabulary"] == 151936 and [(r["mode"], r["budget"]) for r in report["rows"]] == [("chunked", 200)]
-    rows = [*report["rows"], update_memory.one("full", 200, 16, "cpu", 64)]
+    rows = [*report["rows"], update_memory.one("full", 200, 16, "cpu", 64, 2)]
+    assert [r["layers"] for r in rows] == [3, 2]  # the model's own, as asked
     for row in rows:
         assert "error" not in row, row
         assert row["tokens"] <= 200 and row["completions"] >= 1 and row["peak_mb"] > 0 and row["seconds"] > 0
