@@ -96,6 +96,10 @@ LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 COMPILED = "tests/rollout/test_compiled_step.py"
+OPERATOR_BENCH = (
+    "tests/app/test_bench_scripts.py::"
+    "test_the_operator_bench_counts_a_static_steps_operators_per_layer_with_no_mask_converted_in_each"
+)
 
 
 @dataclass(frozen=True)
@@ -761,6 +765,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "the lean static step keeps the first batch's parts", "vlrl/rollout/static.py", "self.forward.refresh()",
         "None", (STATIC_REFRESH,),
+    ),
+    Mutation(
+        "the lean step's mask left boolean (SDPA converts it in every layer)", "vlrl/models/decode_step.py",
+        'return None if mask is None else torch.where(mask, 0.0, float("-inf")).to(dtype)', "return mask",
+        (OPERATOR_BENCH,),
     ),
     *family(
         "vlrl/rollout/hf.py", (RESERVED,),
