@@ -186,14 +186,15 @@ class DecodeStep:
         `positions` (3, R, T) of `ModelFamily.decode_positions`. The cache is extended."""
         x = self.language_model.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0], x.dtype)
-        mask = additive_mask(attention_mask_of(attention_mask, input_ids.shape[1]), x.dtype)
-        return self.through_layers(x, cos, sin, mask, cache)
+        return self.through_layers(x, cos, sin, attention_mask_of(attention_mask, input_ids.shape[1]), cache)
 
     def through_layers(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None, cache: Cache
     ) -> torch.Tensor:
         """The decoder layers and the final norm over embedded tokens `x` (R, T, H), with their
-        rope `cos` and `sin` (R, 1, T, head_dim) and SDPA's `mask`; the cache is extended."""
+        rope `cos` and `sin` (R, 1, T, head_dim) and SDPA's boolean `mask`, made a float one once
+        for all of them (`additive_mask`); the cache is extended."""
+        mask = additive_mask(mask, x.dtype)
         for i, layer in enumerate(self.layers):
             x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, mask, cache, i)
             h = rms_norm(layer.post_norm, x)

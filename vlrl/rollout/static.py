@@ -35,7 +35,7 @@ import torch
 from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
-from vlrl.models.decode_step import DecodeStep, ModelStep, additive_mask, unusual_layers
+from vlrl.models.decode_step import DecodeStep, ModelStep, unusual_layers
 from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
@@ -144,8 +144,7 @@ class LeanStaticStep(DecodeStep):
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
         written = self.slots <= cache.layers[0].cumulative_length  # the slot this token is written to, and before
-        mask = additive_mask((attention_mask.bool() & written)[:, None, None, :], x.dtype)
-        return self.through_layers(x, cos, sin, mask, cache)
+        return self.through_layers(x, cos, sin, (attention_mask.bool() & written)[:, None, None, :], cache)
 
 
 def compiled_forward(forward: LeanStaticStep | ModelStep):
