@@ -4,7 +4,8 @@
 # others theirs, everything written under $OUT (docs/gpu.md, "A lent GPU's 15 minutes").
 #
 #   bash bench/gpu_session.sh first    # graphs, output layer, engine tests; the recipe's tokens/s
-#   bash bench/gpu_session.sh second   # LoRA rollout over full; the update's memory by token budget
+#   bash bench/gpu_session.sh second   # LoRA rollout over full; the update's memory by token budget;
+#                                      # the patch embedding; the vision tower's grouped attention
 #   bash bench/gpu_session.sh eager    # the recipe without CUDA graphs (when first's recipe failed)
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
@@ -49,6 +50,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     lora=(--max-new-tokens 256 --rounds 2)
     memory=(--device cuda --budgets 4096 16384)
     patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
+    vision=(--device cuda --dtype bfloat16 --hidden 1280 --heads 16 --intermediate 3420 --rounds 2 --repeats 1)
 else
     on_gpu=0
     python=.venv/bin/python
@@ -59,6 +61,7 @@ else
     lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
     patch=(--rounds 1 --repeats 2)
+    vision=(--depth 2 --images 2 --size 336x224 --rounds 1 --repeats 1)
 fi
 export HF_HUB_OFFLINE=1
 # Qwen2.5-VL-3B's recipe replicated needs ~90 GB (vlrl plan; 87 GB measured on an H200): on an
@@ -104,6 +107,7 @@ second)
     stage lora_rollout 150 $python bench/lora_rollout.py "${lora[@]}"
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
     stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
+    stage vision_attention 60 $python bench/vision_attention.py "${vision[@]}"
     ;;
 recipe)
     # The recipe with config overrides (a setting's effect, after first's figures); the stage is

@@ -41,6 +41,7 @@ ADAPTER_DROPOUT = "test_adapter_dropout_is_on_only_inside_and_its_masks_follow_t
 SFT = "tests/trainer/test_sft.py"
 SFT_DROPOUT = "test_lora_dropout_acts_in_sft_and_a_resumed_run_draws_the_masks_an_uninterrupted_one_did"
 FAMILY = "tests/models/test_model_families.py"
+VISION_ATTENTION = "tests/models/test_vision_attention.py"
 PARALLEL = "tests/parallel/test_parallel.py"
 RECOMPUTE = "tests/parallel/test_recompute.py"
 FSDP_TWO = "tests/parallel/test_fsdp.py::test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process"
@@ -733,6 +734,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "vlrl/models/loading.py", ("tests/models/test_patch_embed.py",),
         ("model.patch_embedding ignored (always linear)", 'if cfg.patch_embedding == "linear":', "if True:"),
         ("model.patch_embedding ignored (never linear)", 'if cfg.patch_embedding == "linear":', "if False:"),
+    ),
+    *family(
+        "vlrl/models/loading.py", (VISION_ATTENTION,),
+        ("model.vision_attention ignored (always grouped)", 'if cfg.vision_attention == "grouped":', "if True:"),
+        ("model.vision_attention ignored (never grouped)", 'if cfg.vision_attention == "grouped":', "if False:"),
+    ),
+    *family(
+        "vlrl/models/vision_attention.py", (VISION_ATTENTION,),
+        ("grouped vision attention's output left in the groups' order",
+         "return out if groups.inverse is None else out.index_select(0, groups.inverse)", "return out"),
+        ("the vision attention's groups kept after their cu_seqlens changed in place",
+         "if tensor is cu_seqlens and kept == version:", "if tensor is cu_seqlens:"),
+        ("the vision attention's groups keep empty chunks", "            if end > start:", "            if True:"),
+        ("the vision attention's chunks grouped without reordering their tokens",
+         "if sorted(grouped) == grouped:", "if True:"),
+        ("grouped vision attention under eager attention",
+         'if self.config._attn_implementation != "sdpa":', "if False:"),
     ),
     # -- the HF engine (vlrl/rollout/hf.py, decoding.py, static.py) and the chunked update ---------
     Mutation(

@@ -37,6 +37,22 @@ def timed(run, device: torch.device, repeats: int) -> float:
     return (time.perf_counter() - start) / repeats
 
 
+def alternated(sides: dict, passes: dict, device: torch.device, rounds: int, repeats: int) -> dict[str, float]:
+    """Median milliseconds per call of each pass (`passes`: name -> run(side)) on each side
+    (`sides`: name -> what a pass runs on), keyed SIDE_PASS: each pass once on each side as
+    warm-up (kernels chosen, memory allocated), then `rounds` rounds in which the sides take
+    turns, each pass timed over `repeats` calls."""
+    times: dict[str, list[float]] = {f"{side}_{name}": [] for side in sides for name in passes}
+    for subject in sides.values():
+        for run in passes.values():
+            run(subject)
+    for _ in range(rounds):
+        for side, subject in sides.items():
+            for name, run in passes.items():
+                times[f"{side}_{name}"].append(timed(lambda r=run, s=subject: r(s), device, repeats))
+    return {name: round(statistics.median(values) * 1000, 4) for name, values in times.items()}
+
+
 def main(argv: list[str] | None = None) -> None:
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionPatchEmbed
 
@@ -69,15 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         embed.proj.weight.grad = None
 
     sides, passes = {"conv": conv, "linear": product}, {"forward": forward, "forward_backward": forward_backward}
-    times: dict[str, list[float]] = {f"{side}_{name}": [] for side in sides for name in passes}
-    for embed in sides.values():  # warm-up: kernels chosen, memory allocated
-        for run in passes.values():
-            run(embed)
-    for _ in range(args.rounds):
-        for side, embed in sides.items():
-            for name, run in passes.items():
-                times[f"{side}_{name}"].append(timed(lambda r=run, e=embed: r(e), device, args.repeats))
-    ms = {name: round(statistics.median(values) * 1000, 4) for name, values in times.items()}
+    ms = alternated(sides, passes, device, args.rounds, args.repeats)
     report = {
         "benchmark": "patch_embed",
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -151,6 +151,11 @@ class ModelConfig:
     # as the matrix product it is (models/patch_embed.py: on some GPUs and torch versions the
     # convolution is 10-50,000x slower); conv: transformers' Conv3d, as its own forward.
     patch_embedding: Literal["linear", "conv"] = "linear"
+    # The vision tower's attention within each image, frame or window under SDPA: grouped, one
+    # SDPA call per chunk length (models/vision_attention.py; bit for bit on the CPU; for 16
+    # COCO-sized images Qwen2.5-VL's window layers make 4 calls each instead of 480); chunks:
+    # transformers' forward, one call per chunk, the lengths read off the device in every layer.
+    vision_attention: Literal["grouped", "chunks"] = "grouped"
     # The update's forwards of completion tokens (reference, old policy, policy; SFT's) through
     # models/decode_step.py's lean step where the model allows it: its kernels, bit for bit,
     # without transformers' per-call machinery (up to a few percent of the update at the demo's

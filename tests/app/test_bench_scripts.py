@@ -394,6 +394,23 @@ def test_the_patch_embedding_bench_times_the_convolution_and_the_product_on_the_
     assert report["max_abs_difference"] < 1e-4  # the same function, summed in another order
 
 
+def test_the_vision_attention_bench_times_both_towers_and_counts_their_sdpa_calls(capsys):
+    """Two blocks (a window layer, then one over whole images: Qwen's every 8th from index 7,
+    else the last) and two 224 x 336 images: 2 x 3 windows of 8 x 8 patches each, all of one
+    length, so the window layer makes 1 call for 12 windows and the full layer 1 for 2 images."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import vision_attention
+
+    vision_attention.main(["--depth", "2", "--images", "2", "--size", "336x224", "--rounds", "1", "--repeats", "1"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["patches"] == 2 * 16 * 24 and report["device"] == "cpu"
+    assert report["sdpa_calls_per_forward"] == {"chunks": 12 + 2, "grouped": 1 + 1}
+    for side in ("chunks", "grouped"):
+        assert report[f"{side}_forward_ms"] > 0 and report[f"{side}_forward_backward_ms"] > 0
+    assert report["forward_grouped_over_chunks"] == round(report["grouped_forward_ms"] / report["chunks_forward_ms"], 3)
+    assert report["max_abs_difference"] == 0.0  # bit for bit on the CPU
+
+
 def test_the_lean_forward_bench_times_the_update_with_the_option_on_and_off_by_turns(monkeypatch, capsys):
     """Steps 1-2 on, 3-4 off, ...: after the four warm-up steps, steps 5-6 with the lean forward
     and 7-8 without; each side's update went through its own path."""

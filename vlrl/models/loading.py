@@ -19,6 +19,7 @@ from vlrl.models.families import checkpoint_model_type, family_of_model, model_f
 from vlrl.models.lora import merged_weight
 from vlrl.models.patch_embed import linear_patch_embedding
 from vlrl.models.tiny import resolve_tiny
+from vlrl.models.vision_attention import grouped_vision_attention
 from vlrl.vision.frames import FrameKind
 
 
@@ -120,6 +121,8 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
             model = family.load_model(path, torch_dtype(cfg.dtype), cfg.attn_implementation)
         if cfg.patch_embedding == "linear":
             linear_patch_embedding(model)
+        if cfg.vision_attention == "grouped":
+            grouped_vision_attention(model)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
         return model
     from peft import PeftModel
