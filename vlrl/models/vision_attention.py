@@ -58,10 +58,15 @@ class Groups:
             if end > start:
                 by_length[end - start].append(start)
         sizes = tuple((len(chunk_starts), length) for length, chunk_starts in by_length.items())
-        grouped = [(start, length) for length, chunk_starts in by_length.items() for start in chunk_starts]
+        grouped = [start for chunk_starts in by_length.values() for start in chunk_starts]
         if sorted(grouped) == grouped:  # each group's chunks next to each other already, in order
             return cls(sizes, None, None)
-        order = torch.cat([start + torch.arange(length) for start, length in grouped]).to(cu_seqlens.device)
+        order = torch.cat(
+            [
+                (torch.tensor(chunk_starts)[:, None] + torch.arange(length)).flatten()
+                for length, chunk_starts in by_length.items()
+            ]
+        ).to(cu_seqlens.device)
         return cls(sizes, order, torch.argsort(order))
 
 
@@ -118,7 +123,7 @@ def grouped_forward(
 ) -> torch.Tensor:
     """The vision attention module's own forward (transformers 5: qkv, the vision rope, SDPA per
     chunk, proj), its chunks attended in groups (`attend_in_chunks`)."""
-    if self.config._attn_implementation != "sdpa":  # switched since the model loaded
+    if self.config._attn_implementation != "sdpa":  # eager attention, FlashAttention: theirs
         return type(self).forward(self, hidden_states, cu_seqlens, position_embeddings, max_seqlen, **kwargs)
     tokens = hidden_states.shape[0]
     q, k, v = self.qkv(hidden_states).reshape(tokens, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)
