@@ -2,7 +2,11 @@
 
 The model is a random-weight Qwen2.5-VL-3B (vlrl.models.tiny.SHAPES: real shapes, nothing
 downloaded), so its completions run to max_new_tokens: the worst case of the recipe's
-16 prompts x 8 completions x 1024 tokens. The data is synthetic RefCOCO. Prints one JSON line:
+16 prompts x 8 completions x 1024 tokens. The data is synthetic RefCOCO, scenes of 160 to 320
+pixels a side (4 to 9 of Qwen2.5-VL's 112-pixel vision windows, ~30 to 130 image tokens) unless
+the config's `task.options.synthetic_scene` says otherwise: `task.options.synthetic_scene.min_side=480
+task.options.synthetic_scene.max_side=640` makes them as large as COCO's photographs (~30
+windows, ~390 image tokens a prompt at 640 x 480). Prints one JSON line:
 median rollout, update and step seconds (step 1 is warm-up and not counted), completion
 tokens per second of the rollout and end to end, peak GPU memory (torch's allocator: vLLM's
 KV cache is not in it), and the settings. With the HF engine, also what bounds decoding:
@@ -178,7 +182,6 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = write_tiny_checkpoint(Path(tmp) / "model", SHAPES.get(args.shape, TinySpec()), args.device)
         data = Path(tmp) / "train.json"
-        RefCOCO().synthesize(data, 64, 0)
         overrides = [
             f"model.path={model}",
             f"data.train={data}",
@@ -191,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             *args.overrides,
         ]
         cfg = load_config(ROOT / "configs" / "refcoco.yaml", overrides)
+        RefCOCO(cfg.task.options).synthesize(data, 64, 0)  # its scenes as the config's task options say
         trainer = RLTrainer(cfg, Console(quiet=True))
         # No checkpoint at the last step: weights, fp32 masters and AdamW state are tens of GB.
         trainer.run.t = dataclasses.replace(cfg.trainer, steps=10**9, save_every=10**9)
@@ -246,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
                 if decoding.row_steps
                 else None,
                 "parameters": parameters,
+                "prompt_tokens_per_step": round(statistics.median(prompt_tokens)) if prompt_tokens else None,
                 "update_tokens_per_step": round(update_tokens),
                 # the update's seconds by part, medians over the measured steps (the rest of
                 # time_update: the batch's making, the old log-probs, the engine's wake)

@@ -15,14 +15,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys):
+def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys, monkeypatch):
     sys.path.insert(0, str(ROOT / "bench"))
     import recipe_on_gpu
 
+    from tasks.refcoco import RefCOCO
+
+    scenes = []  # the scene spec each synthesis drew from: the config's task options
+    synthesize = RefCOCO.synthesize
+    monkeypatch.setattr(RefCOCO, "synthesize", lambda self, *a: scenes.append(self.scene) or synthesize(self, *a))
     args = ["--shape", "tiny", "--device", "cpu", "--steps", "2", "trainer.prompts_per_step=2",
-            "rollout.num_generations=2", "rollout.max_new_tokens=8", "model.max_pixels=12544"]  # fmt: skip
+            "rollout.num_generations=2", "rollout.max_new_tokens=8", "model.max_pixels=12544",
+            "task.options.synthetic_scene.min_side=170", "task.options.synthetic_scene.max_side=180"]  # fmt: skip
     recipe_on_gpu.main(args)
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(s.min_side, s.max_side) for s in scenes] == [(170, 180)]
     assert report["steps_measured"] == 1 and report["prompts_per_step"] == 2 and report["max_new_tokens"] == 8
     assert report["median_step_s"] >= report["median_rollout_s"] > 0
     assert 0 < report["completion_tokens_per_step"] <= 2 * 2 * 8
@@ -31,6 +38,8 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys):
     assert 0 < report["decoding_steps"] <= 7 and report["ms_per_decoding_step"] > 0
     assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
     assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
+    prompts_and_completions = report["completion_tokens_per_step"] + report["prompt_tokens_per_step"]
+    assert abs(report["update_tokens_per_step"] - prompts_and_completions) <= 1  # each rounded on its own
     assert 0 <= report["update_padding"] < 1
     # the update's parts within it (one measured step: its own), each run (beta > 0: a reference)
     parts = report["update_parts_s"]
