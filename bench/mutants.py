@@ -749,6 +749,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the vision attention's groups keep empty chunks", "            if end > start:", "            if True:"),
         ("the vision attention's chunks grouped without reordering their tokens",
          "if sorted(grouped) == grouped:", "if True:"),
+        ("grouped vision attention for any Qwen modeling file", "        type(module).__module__ in KNOWN",
+         '        type(module).__module__.startswith("transformers.models.qwen")'),
         ("grouped vision attention under eager attention",
          'if self.config._attn_implementation != "sdpa":', "if False:"),
     ),

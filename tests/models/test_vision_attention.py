@@ -136,12 +136,16 @@ def test_chunks_and_eager_attention_keep_transformers_forward():
     )
 
 
-def test_only_transformers_qwen_vision_attention_is_replaced():
+def test_only_the_loaded_families_vision_attention_is_replaced():
     class VisionAttention(torch.nn.Module):  # the name and attributes, a forward vlrl does not know
         def __init__(self):
             super().__init__()
             self.qkv, self.proj = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
 
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeVisionAttention, Qwen3_5MoeVisionConfig
+
     model = load_model(ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", vision_attention="chunks"))
-    foreign = torch.nn.ModuleList([VisionAttention(), model.model.visual.blocks[0].attn])
-    assert grouped_vision_attention(foreign) == 1 and "forward" not in vars(foreign[0])
+    # the same attributes in the modeling file of a model vlrl does not load: its forward is not compared
+    unloaded = Qwen3_5MoeVisionAttention(Qwen3_5MoeVisionConfig(hidden_size=32, num_heads=2))
+    foreign = torch.nn.ModuleList([VisionAttention(), unloaded, model.model.visual.blocks[0].attn])
+    assert grouped_vision_attention(foreign) == 1 and [("forward" in vars(m)) for m in foreign] == [False, False, True]

@@ -20,9 +20,9 @@ larger batch, which can round otherwise. The grouping is read once per `cu_seqle
 tower passes one tensor to all its full-attention layers and one to all its window layers) and
 kept while that tensor is alive and unchanged (`Groups.of`).
 
-Only transformers' Qwen vision attention modules are replaced, whose forward is known (the
-qkv projection, the vision rope, attention per chunk, the output projection), and only under
-SDPA; with eager attention or FlashAttention the module's own forward runs.
+Only the vision attention modules of the families vlrl loads are replaced, whose forward is
+known (the qkv projection, the vision rope, attention per chunk, the output projection), and
+only under SDPA; with eager attention or FlashAttention the module's own forward runs.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ import torch
 import torch.nn.functional as F
 
 REMEMBERED = 4  # cu_seqlens tensors whose groups are kept (a tower's forward passes two)
+# transformers' modeling files of the families vlrl loads, whose vision attention forwards are
+# the one `grouped_forward` stands in for (each compared in tests/models/test_vision_attention.py)
+KNOWN = tuple(
+    f"transformers.models.{name}.modeling_{name}"
+    for name in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5")
+)
 
 
 @dataclass(frozen=True)
@@ -135,11 +141,11 @@ def grouped_forward(
 
 
 def is_vision_attention(module: torch.nn.Module) -> bool:
-    """A transformers Qwen vision attention module of the known forward (a fused qkv projection,
-    the vision rope of its own modeling file)."""
+    """A vision attention module of a KNOWN modeling file (a fused qkv projection, the vision
+    rope of that file); the other Qwen models' (Omni's) are left as they are."""
     modeling = sys.modules.get(type(module).__module__)
     return (
-        type(module).__module__.startswith("transformers.models.qwen")
+        type(module).__module__ in KNOWN
         and type(module).__name__.endswith("VisionAttention")
         and isinstance(getattr(module, "qkv", None), torch.nn.Linear)
         and hasattr(module, "proj")
