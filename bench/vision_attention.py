@@ -6,11 +6,11 @@ the chunk lengths off the device in every layer. models/vision_attention.py
 (`model.vision_attention: grouped`, the default) calls it once per distinct chunk length. This
 builds the tower at Qwen2.5-VL-3B's depth, windows and full-attention layers, with random
 weights, gives both forwards the same weights and `--images` images of `--size` pixels (patches
-as Qwen's processor sizes them, with `--sizes-vary` each image a few patches smaller than the
-one before, as a batch of photographs of different shapes), times the tower's forward and its
-forward with backward (the tower training, as in the RL update), the two sides taking turns
-within each round, and prints one JSON line: medians, ratios, the calls per layer of each, and
-the largest difference of their features.
+as Qwen's processor sizes them, with `--sizes-vary` each image 28 pixels (two patches) narrower
+than the one before, as a batch of photographs of different shapes), times the tower's forward
+and its forward with backward (the tower training, as in the RL update), the two sides taking
+turns within each round, and prints one JSON line: medians, ratios, the SDPA calls of a forward
+on each side, and the largest difference of their features.
 
 On the CPU the default width is small (`--hidden 64`), so the tower's many small calls show as
 they do on a GPU, where each costs its launch and Python; `--hidden 1280 --heads 16
