@@ -111,6 +111,12 @@ def unpadded_tokens(
     )
 
 
+def padding_share(computed: float, unpadded: float) -> float | None:
+    """Of the tokens the forwards computed (`padded_tokens`), the share that was padding: the
+    logged `update_padding` of RL's update and of SFT's step; None when none were computed."""
+    return 1 - unpadded / computed if computed else None
+
+
 def longest_first(
     prompt_index: Sequence[int], prompt_lengths: Sequence[int], row_lengths: Sequence[int], token_budget: int
 ) -> list[list[int]]:

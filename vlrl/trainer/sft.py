@@ -22,7 +22,7 @@ from vlrl.models.policy import completion_logprobs
 from vlrl.models.prompting import render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import check_held_out, task_sources
-from vlrl.trainer.batch import padded_tokens, unpadded_tokens, update_micro_batches
+from vlrl.trainer.batch import padded_tokens, padding_share, unpadded_tokens, update_micro_batches
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
@@ -130,8 +130,8 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
                 "skipped_samples": run.report_unusable(step, unusable),
                 "time_step": time.perf_counter() - t0,
             }
-            if computed := padded_tokens(plan, *shape):  # the share of its forwards' tokens that were padding
-                metrics["update_padding"] = 1 - unpadded_tokens(plan, *shape) / computed
+            if (padding := padding_share(padded_tokens(plan, *shape), unpadded_tokens(plan, *shape))) is not None:
+                metrics["update_padding"] = padding
             if step == 1:
                 metrics["data_skipped_records"] = sum(len(s.train.errors) for s in sources)
             metrics = run.procs.mean_metrics(metrics)

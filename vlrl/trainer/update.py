@@ -14,7 +14,14 @@ from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, 
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
-from vlrl.trainer.batch import RolloutBatch, padded_tokens, rows_logprobs, unpadded_tokens, update_micro_batches
+from vlrl.trainer.batch import (
+    RolloutBatch,
+    padded_tokens,
+    padding_share,
+    rows_logprobs,
+    unpadded_tokens,
+    update_micro_batches,
+)
 from vlrl.trainer.run import Run
 
 
@@ -230,8 +237,8 @@ def update_stats(
     }
     if with_kl:
         stats["kl"] = sums["kl"] / tokens
-    if sums.get("computed_tokens"):  # the share of the trained forwards' tokens that were padding
-        stats["update_padding"] = 1 - sums["unpadded_tokens"] / sums["computed_tokens"]
+    if (padding := padding_share(sums.get("computed_tokens", 0), sums.get("unpadded_tokens", 0))) is not None:
+        stats["update_padding"] = padding
     if sums["mismatch_tokens"]:
         n = sums["mismatch_tokens"]
         stats |= {
