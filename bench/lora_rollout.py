@@ -20,6 +20,8 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,8 +45,8 @@ POLICIES = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="qwen2.5-vl-3b", choices=[*SHAPES, "tiny"])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--rank", type=int, default=64)
@@ -55,6 +57,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU here; --device cpu --shape tiny checks the script")
+    return args
+
+
+@dataclass
+class Rounds:
+    """What `alternate` measured: each variant's (tokens, seconds) per measured round and the
+    tokens it sampled in every round, with the settings they ran at."""
+
+    settings: dict
+    measured: dict[str, list[tuple[int, float]]]
+    sampled: dict[str, list[list[int]]]
+
+    def summary(self) -> dict:
+        median = {name: statistics.median(s for _, s in rows) for name, rows in self.measured.items()}
+        rate = {name: statistics.median(t / s for t, s in rows) for name, rows in self.measured.items()}
+        first = next(iter(self.measured))
+        return {
+            **self.settings,
+            "completion_tokens": round(statistics.mean(t for t, _ in self.measured[first]), 1),  # a round's
+            "same_tokens": all(tokens == self.sampled[first] for tokens in self.sampled.values()),
+            **{f"{name}_median_s": round(median[name], 6) for name in self.measured},  # a tiny one takes ms
+            **{f"{name}_tokens_per_s": round(rate[name], 1) for name in self.measured},
+        }
+
+
+def alternate(
+    args: argparse.Namespace, variants: dict[str, list[str]], check: Callable[[dict], None] = lambda engines: None
+) -> Rounds:
+    """The HF engine of each variant (config overrides over configs/refcoco.yaml at --shape)
+    samples the same prompts with the same seeds, the variants in turn within each round, after
+    one warm-up round; `check` sees the engines before (and may stop the bench). Variants of one
+    LoRA rank share one model."""
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         if args.shape == "tiny":
@@ -71,16 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             name: load_config(
                 ROOT / "configs" / "refcoco.yaml", [*overrides, *(o.format(rank=args.rank) for o in extra)]
             )
-            for name, extra in POLICIES.items()
+            for name, extra in variants.items()
         }
-        cfg = configs["full"]
+        cfg = next(iter(configs.values()))
         B = args.prompts or cfg.trainer.prompts_per_step
         tokens = args.max_new_tokens or cfg.rollout.max_new_tokens
         processor = load_processor(cfg.model)
         samples = load_split(data, task.build_sample, frame_spec(cfg.model)).samples[:B]
         prompts = [render_prompt(processor, task.messages(s), s, cfg.model) for s in samples]
         params = SamplingParams(cfg.rollout.num_generations, tokens, cfg.rollout.temperature)
-        models: dict[int, torch.nn.Module] = {}  # by LoRA rank: the two LoRA engines share one
+        models: dict[int, torch.nn.Module] = {}  # by LoRA rank
         for c in configs.values():
             if c.model.lora.r not in models:
                 models[c.model.lora.r] = load_model(c.model, str(path), device).eval()
@@ -90,15 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             for name, c in configs.items()
         }
-        if engines["lora_merged"].lora is None or engines["lora_unmerged"].lora is not None:
-            raise SystemExit("rollout.hf.merge_lora did not reach the engines: nothing merged and unmerged to compare")
-        measured: dict[str, list[tuple[int, float]]] = {name: [] for name in POLICIES}  # (tokens, seconds)
-        sampled: dict[str, list[list[int]]] = {name: [] for name in POLICIES}  # every round's tokens
-        # One generator per policy, reseeded each round: the engine keeps its static buffers and
+        check(engines)
+        measured: dict[str, list[tuple[int, float]]] = {name: [] for name in variants}  # (tokens, seconds)
+        sampled: dict[str, list[list[int]]] = {name: [] for name in variants}  # every round's tokens
+        # One generator per variant, reseeded each round: the engine keeps its static buffers and
         # CUDA graphs for one generator, so a new one every round would capture them every round.
-        generators = {name: torch.Generator(device=device) for name in POLICIES}
+        generators = {name: torch.Generator(device=device) for name in variants}
         for round_ in range(args.rounds + 1):  # round 0: warm-up (allocation, CUDA graph capture)
-            for name in POLICIES:
+            for name in variants:
                 generator = generators[name].manual_seed(round_)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
@@ -109,28 +142,35 @@ def main(argv: list[str] | None = None) -> int:
                 sampled[name] += ids
                 if round_:
                     measured[name].append((sum(len(i) for i in ids), elapsed))
-    median = {name: statistics.median(s for _, s in rows) for name, rows in measured.items()}
-    rate = {name: statistics.median(t / s for t, s in rows) for name, rows in measured.items()}
+    settings = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "model": args.shape,
+        "dtype": cfg.model.dtype,
+        "prompts": B,
+        "num_generations": params.n,
+        "max_new_tokens": tokens,
+        "rounds": args.rounds,
+        "overrides": args.overrides,
+    }
+    return Rounds(settings, measured, sampled)
+
+
+def merged_and_unmerged(engines: dict) -> None:
+    if engines["lora_merged"].lora is None or engines["lora_unmerged"].lora is not None:
+        raise SystemExit("rollout.hf.merge_lora did not reach the engines: nothing merged and unmerged to compare")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(__doc__, argv)
+    summary = alternate(args, POLICIES, merged_and_unmerged).summary()
     print(
         json.dumps(
             {
                 "benchmark": "lora_rollout",
-                "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                "model": args.shape,
-                "dtype": cfg.model.dtype,
                 "rank": args.rank,
-                "prompts": B,
-                "num_generations": params.n,
-                "max_new_tokens": tokens,
-                "rounds": args.rounds,
-                "completion_tokens": round(statistics.mean(t for t, _ in measured["full"]), 1),  # a round's
-                "same_tokens": all(sampled[name] == sampled["full"] for name in POLICIES),
-                **{
-                    f"{name}_median_s": round(median[name], 6) for name in POLICIES
-                },  # microseconds: a tiny one takes ms
-                **{f"{name}_tokens_per_s": round(rate[name], 1) for name in POLICIES},
-                "merged_over_full": round(median["lora_merged"] / median["full"], 3),
-                "unmerged_over_full": round(median["lora_unmerged"] / median["full"], 3),
+                **summary,
+                "merged_over_full": round(summary["lora_merged_median_s"] / summary["full_median_s"], 3),
+                "unmerged_over_full": round(summary["lora_unmerged_median_s"] / summary["full_median_s"], 3),
             }
         )
     )
