@@ -4,8 +4,9 @@
 # others theirs, everything written under $OUT (docs/gpu.md, "A lent GPU's 15 minutes").
 #
 #   bash bench/gpu_session.sh first    # graphs, output layer, engine tests; the recipe's tokens/s
-#   bash bench/gpu_session.sh second   # LoRA rollout over full; the update's memory by token budget;
-#                                      # the patch embedding; the vision tower's grouped attention
+#   bash bench/gpu_session.sh second   # LoRA rollout over full; the cache's window over all of it;
+#                                      # the update's memory by token budget; the patch embedding;
+#                                      # the vision tower's grouped attention
 #   bash bench/gpu_session.sh eager    # the recipe without CUDA graphs (when first's recipe failed)
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
@@ -48,6 +49,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     memory_mb=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
     recipe=(--steps 2)
     lora=(--max-new-tokens 256 --rounds 2)
+    windows=(--max-new-tokens 1024 --rounds 2)
     memory=(--device cuda --budgets 4096 16384)
     patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
     vision=(--device cuda --dtype bfloat16 --hidden 1280 --heads 16 --intermediate 3420 --rounds 2 --repeats 1)
@@ -59,6 +61,7 @@ else
     memory_mb=0
     recipe=(--steps 2 --shape tiny --device cpu)
     lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
+    windows=(--shape tiny --device cpu --rounds 1 --max-new-tokens 64)
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
     patch=(--rounds 1 --repeats 2)
     vision=(--depth 2 --images 2 --size 336x224 --rounds 1 --repeats 1)
@@ -76,7 +79,7 @@ fi
 # passed); its status is left in $rc. A stage past its limit is killed 10 s after SIGTERM: a
 # trainer stopped by SIGTERM finishes its step and saves a checkpoint (52 GB at the 3B shape with
 # its optimizer), which is not what a time limit is for. first and second's limits add up to
-# 670 s: a lent GPU's 15 minutes with its start.
+# 850 s: more than a lent GPU's 15 minutes with its start, so a session runs what it can.
 stage() {
     local name=$1 limit=$2 start
     shift 2
@@ -105,6 +108,7 @@ eager)
     ;;
 second)
     stage lora_rollout 150 $python bench/lora_rollout.py "${lora[@]}"
+    stage cache_windows 120 $python bench/cache_windows.py "${windows[@]}"
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
     stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
     stage vision_attention 60 $python bench/vision_attention.py "${vision[@]}"

@@ -97,6 +97,8 @@ LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 COMPILED = "tests/rollout/test_compiled_step.py"
+WINDOW = "test_a_static_step_attending_over_a_window_of_the_cache_decodes_as_one_attending_over_all_of_it"
+WIDENING = "test_the_window_widens_as_the_rows_decode_and_samples_as_the_whole_cache_does"
 OPERATOR_BENCH = (
     "tests/app/test_bench_scripts.py::"
     "test_the_operator_bench_counts_a_static_steps_operators_per_layer_with_no_mask_converted_in_each"
@@ -773,7 +775,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the static step never takes the lean step",
          "LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)", "ModelStep(model)"),
         ("the lean static step attends to the slots not written yet",
-         "written = self.slots <= cache.layers[0].cumulative_length", "written = self.slots >= 0"),
+         "written = slots <= cache.layers[0].cumulative_length", "written = slots >= 0"),
         ("the lean static step's rope a position behind", "cos, sin = self.cos[position].unsqueeze(1)",
          "cos, sin = self.cos[position - 1].unsqueeze(1)"),
         ("the lean static step attends to the padding", "(attention_mask.bool() & written)[:, None, None, :]",
@@ -847,6 +849,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rollout.hf.smallest_bucket ignored", "vlrl/rollout/static.py",
         "buckets(rows, plan.smallest_bucket) if plan.compact", "buckets(rows, 8) if plan.compact", (STATIC_STEP,),
     ),
+    *family(
+        "vlrl/rollout/static.py", (f"{HF_ENGINE}::{WINDOW}", f"{HF_ENGINE}::{WIDENING}"),
+        ("rollout.hf.smallest_window ignored (the whole cache)", "windows(length, plan.smallest_window)",
+         "windows(length, 0)"),
+        ("the window never widens", "        if window != self.window:", "        if window < self.window:"),
+    ),
+    Mutation(
+        "compaction moves only the prompt's slots of the window", "vlrl/rollout/static.py",
+        "layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]",
+        "layer.all_keys[:n, :, : self.prompt] = layer.all_keys[live, :, : self.prompt]", (STATIC_STEP,),
+    ),
     Mutation(
         "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",
         "graphs = cuda and not sharded if options.cuda_graphs is None else options.cuda_graphs",
@@ -858,6 +871,10 @@ MUTATIONS: tuple[Mutation, ...] = (
          "compiled_forward(self.forward) if plan.compiled else self.forward", "self.forward"),
         ("the compiled step recompiled for each batch size", "torch.compile(forward, dynamic=True)",
          "torch.compile(forward)"),
+        ("the compiled step's buffers no wider than the cache (compiled again at the whole window)",
+         "UNREACHED_SLOTS = 16", "UNREACHED_SLOTS = 0"),
+        ("the compiled step duck-sizes its inputs (compiled again when equal sizes part)",
+         "fx_config.patch(use_duck_shape=False)", "fx_config.patch(use_duck_shape=True)"),
         ("the compiled step's positions strided by the batch",
          "torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)",
          "torch.zeros(3, rows, 1, dtype=torch.long, device=device)"),
@@ -885,7 +902,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rows compacted without their cache", "vlrl/rollout/static.py",
-        "            layer.all_keys[:n] = layer.all_keys[live]", "            pass", (HF_ENGINE,),
+        "            layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]", "            pass", (HF_ENGINE,),
     ),
     Mutation(
         "merged LoRA decoding taken for the trainer's own log-probs", "vlrl/rollout/hf.py",

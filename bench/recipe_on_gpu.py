@@ -13,10 +13,11 @@ KV cache is not in it), and the settings. With the HF engine, also what bounds d
 milliseconds per decoding step against the time the card takes to read the decoder's weights
 once (their bytes over its memory bandwidth: NVIDIA's datasheet figure for a card in CARDS,
 and the bandwidth of a large copy measured here), and the share of the row-steps decoded that
-made a token anyone kept. And the update's model-FLOPs utilization: (4 x parameters + 2 x
-trained parameters) x tokens (6 x parameters for full fine-tuning; LoRA computes no gradient
-for the frozen weights; the tokens: each prompt once, plus completions) over the
-update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
+made a token anyone kept, the share of the KV cache's slots its steps attended over (the
+window, `rollout.hf.smallest_window`) and the CUDA graphs it captured. And the update's
+model-FLOPs utilization: (4 x parameters + 2 x trained parameters) x tokens (6 x parameters
+for full fine-tuning; LoRA computes no gradient for the frozen weights; the tokens: each
+prompt once, plus completions) over the update's seconds and the card's dense bf16 peak (CARDS); the reference and old-log-prob
 forwards are not counted in the FLOPs, nor the padding the micro-batches computed, whose share
 of the trained forwards' tokens is `update_padding` (the trainer's metric). Where the update's
 time goes, without a profiler: `update_parts_s` (the reference's forward, the policy's forwards
@@ -249,6 +250,12 @@ def main(argv: list[str] | None = None) -> None:
                 "useful_row_step_share": round(decoding.useful_row_steps / decoding.row_steps, 3)
                 if decoding.row_steps
                 else None,
+                # the static step's: of the KV cache's slots, the share its rows attended over
+                # (rollout.hf.smallest_window), and the CUDA graphs it captured in a rollout
+                "attended_slot_share": round(decoding.attended_slots / decoding.cache_slots, 3)
+                if decoding.cache_slots
+                else None,
+                "graphs_captured": decoding.captures,
                 "parameters": parameters,
                 "prompt_tokens_per_step": round(statistics.median(prompt_tokens)) if prompt_tokens else None,
                 "update_tokens_per_step": round(update_tokens),

@@ -37,6 +37,7 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys, monkeypatch):
     # the HF engine's decoding: step 2's only (step 1 is warm-up), at most 7 forwards of 4 rows
     assert 0 < report["decoding_steps"] <= 7 and report["ms_per_decoding_step"] > 0
     assert 0 < report["useful_row_step_share"] <= 1 and report["decoder_weights_mb"] > 0
+    assert report["attended_slot_share"] is None and report["graphs_captured"] == 0  # the dynamic loop, here
     assert report["update_tokens_per_step"] > report["completion_tokens_per_step"]  # prompts counted too
     prompts_and_completions = report["completion_tokens_per_step"] + report["prompt_tokens_per_step"]
     assert abs(report["update_tokens_per_step"] - prompts_and_completions) <= 1  # each rounded on its own
@@ -317,21 +318,34 @@ def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, cap
     assert [r["chunk_tokens"] for r in rows] == [1024, 0]
 
 
-def test_lora_rollout_bench_times_full_merged_and_unmerged_decoding_of_the_same_tokens(capsys):
+def rounds_report(bench: str, capsys) -> dict:
+    """The JSON line of a bench built on bench/lora_rollout.py's rounds (its variants sampling
+    the same prompts and seeds in turn), run for one round of 2 prompts x 2 completions of up
+    to 6 tokens; its variants sampled the same tokens."""
     sys.path.insert(0, str(ROOT / "bench"))
-    import lora_rollout
-
     args = ["--shape", "tiny", "--device", "cpu", "--prompts", "2", "--max-new-tokens", "6", "--rounds", "1",
             "rollout.num_generations=2", "model.max_pixels=12544"]  # fmt: skip
-    assert lora_rollout.main(args) == 0
+    assert importlib.import_module(bench).main(args) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert report["same_tokens"] and 2 * 2 <= report["completion_tokens"] <= 2 * 2 * 6 and report["rank"] == 64
+    assert report["same_tokens"] and 2 * 2 <= report["completion_tokens"] <= 2 * 2 * 6
+    return report
+
+
+def test_lora_rollout_bench_times_full_merged_and_unmerged_decoding_of_the_same_tokens(capsys):
+    report = rounds_report("lora_rollout", capsys)
+    assert report["rank"] == 64
     for name in ("full", "lora_merged", "lora_unmerged"):  # one measured round: its tokens over its seconds
         seconds, rate = report[f"{name}_median_s"], report[f"{name}_tokens_per_s"]
         assert seconds > 0 and abs(rate * seconds - report["completion_tokens"]) <= 1e-3 * rate + 0.1
     assert abs(report["merged_over_full"] - report["lora_merged_median_s"] / report["full_median_s"]) < 2e-3 * (
         1 + report["merged_over_full"]
     )
+
+
+def test_the_cache_windows_bench_times_the_window_and_the_whole_cache_on_the_same_tokens(capsys):
+    report = rounds_report("cache_windows", capsys)
+    ratio = report["windowed_median_s"] / report["whole_cache_median_s"]
+    assert abs(report["windowed_over_whole_cache"] - ratio) < 2e-3 * (1 + ratio)
 
 
 def test_the_decode_step_bench_samples_the_same_tokens_with_a_revisions_step(capsys):

@@ -21,6 +21,7 @@ import torch
 from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free
+from tests.rollout.test_hf_engine import prompt_slots
 from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
 from vlrl.models.decode_step import ModelStep
@@ -93,7 +94,12 @@ def lora_setup(mid_model, device, setup):
 def engine(setup, device, options: HFOptions) -> HFEngine:
     model, processor, _ = setup
     if device.type == "cpu":
-        options = replace(EAGER, lean_step=options.lean_step, compile_step=options.compile_step)
+        options = replace(
+            EAGER,
+            lean_step=options.lean_step,
+            compile_step=options.compile_step,
+            smallest_window=options.smallest_window,
+        )
     return HFEngine(model, processor.tokenizer, device, options)
 
 
@@ -138,6 +144,19 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     assert_graphs_sample_as_eager(setup, device)
 
 
+def test_each_window_of_the_cache_is_captured_and_replays_what_the_eager_step_samples(setup, device):
+    """rollout.hf.smallest_window just past the prompt, so the window widens while the rows
+    decode: a graph per bucket and window, each replaying what the step run eagerly samples.
+    That a window samples as the whole cache does: tests/rollout/test_hf_engine.py (bit for bit
+    on the CPU at the default's widths)."""
+    _, processor, prompts = setup
+    prompt = prompt_slots(processor, prompts)
+    graphs, _ = assert_graphs_sample_as_eager(setup, device, replace(GRAPHS, smallest_window=prompt + 4))
+    assert graphs.stats.attended_slots < graphs.stats.cache_slots
+    if device.type == "cuda":
+        assert len({window for _, window in graphs._static[1].graphs}) >= 2
+
+
 def test_the_lean_static_step_samples_what_the_models_forward_samples(setup, device):
     """rollout.hf.lean_step in the static step (static.LeanStaticStep: its rope tables and its
     mask of the slots written) against the model's own forward, each replayed from its graphs,
@@ -162,7 +181,7 @@ def assert_graphs_follow_an_optimizer_step(
     eager_options = replace(graphs_options, cuda_graphs=False)
     graphs, generator = engine(setup, device, graphs_options), torch.Generator(device=device)
     before = sample(graphs, prompts, generator, seed=12)
-    captured = dict(graphs._static[1].graphs)  # bucket -> graph (none on the CPU)
+    captured = dict(graphs._static[1].graphs)  # (bucket, window) -> graph (none on the CPU)
     assert captured or device.type != "cuda"  # else the check below holds of nothing
     start = [p.detach().clone() for p in trained]
     optimizer = torch.optim.SGD(trained, lr=1.0)
@@ -172,7 +191,7 @@ def assert_graphs_follow_an_optimizer_step(
         optimizer.step()
         after = sample(graphs, prompts, generator, seed=12)
         # The graphs captured before, replayed (rows ending elsewhere may reach a bucket more)
-        assert all(graphs._static[1].graphs[bucket] is graph for bucket, graph in captured.items())
+        assert all(graphs._static[1].graphs[shape] is graph for shape, graph in captured.items())
         eager = engine(setup, device, eager_options)
         assert_same(after, sample(eager, prompts, torch.Generator(device=device), seed=12))
         assert after[0] != before[0]  # the new weights sample other tokens from the same seed

@@ -18,7 +18,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from tests.models.test_policy import family_setup
-from tests.rollout.test_hf_engine import SAMPLING, STOP_BIAS
+from tests.rollout.test_hf_engine import SAMPLING, STOP_BIAS, prompt_slots
 from vlrl.config import ConfigError
 from vlrl.models.loading import core_model
 from vlrl.rollout.hf import HFEngine, HFOptions, stop_token_ids
@@ -46,10 +46,12 @@ def compilations() -> int:
     return counters["stats"]["unique_graphs"]
 
 
-def sample(engine: HFEngine, prompts, seed: int = 5, generator: torch.Generator | None = None):
+def sample(
+    engine: HFEngine, prompts, seed: int = 5, generator: torch.Generator | None = None, params=SAMPLING["top-k"]
+):
     """Completions from `seed`, drawn with `generator` (the engine keeps its static step for the
     next batch of the same shape, generator included), else a new one."""
-    groups = engine.generate(prompts, SAMPLING["top-k"], (generator or torch.Generator()).manual_seed(seed))
+    groups = engine.generate(prompts, params, (generator or torch.Generator()).manual_seed(seed))
     completions = [c for g in groups for c in g.completions]
     return [c.token_ids for c in completions], [(c.logprobs, c.entropies) for c in completions]
 
@@ -67,19 +69,32 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
     eager = HFEngine(model, processor.tokenizer, options=EAGER)
     assert compiled.static_plan.compiled and not eager.static_plan.compiled
     assert not compiled.exact_logprobs and eager.exact_logprobs  # fused kernels round otherwise
+    # The first batch has as many rows as a head is wide (the recipe's 128 rows at Qwen's 128):
+    # compiled so, torch took the two sizes for one and compiled again at the first compaction.
+    text = core_model(model).config.get_text_config()
+    head = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    first_batch = dict(prompts=prompts[:2], params=replace(SAMPLING["top-k"], n=head // 2))
     before = compilations()
-    got = sample(compiled, prompts)
+    got = sample(compiled, **first_batch)
     first = compilations()
     assert first > before  # the forward was compiled, not run eagerly
-    expected = sample(eager, prompts)
+    assert len(got[0]) == head
+    expected = sample(eager, **first_batch)
     assert_same(got, expected)
     assert len({len(tokens) for tokens in got[0]}) >= 3  # rows ended apart: several buckets
     compiled.sleep()  # as after every rollout: the next one makes its step anew
-    assert_same(sample(compiled, prompts), expected)
+    assert_same(sample(compiled, **first_batch), expected)
     assert compilations() == first  # the compilations are kept with the code, not the step
-    for shape in (prompts[:2], prompts[1:2]):  # other cache lengths and batch sizes
+    for shape in (prompts, prompts[1:2]):  # other cache lengths and batch sizes
         assert_same(sample(compiled, shape, seed=6), sample(eager, shape, seed=6))
-    assert compilations() == first  # one compilation for every batch size and cache length: sizes symbolic
+    prompt = prompt_slots(processor, prompts)
+    widening = {  # a window just past the prompt, widened at the host's second look
+        name: HFEngine(model, processor.tokenizer, options=replace(options, smallest_window=prompt + 4))
+        for name, options in (("compiled", COMPILED), ("eager", EAGER))
+    }
+    assert_same(sample(widening["compiled"], prompts), sample(widening["eager"], prompts))
+    assert widening["compiled"].stats.attended_slots < widening["compiled"].stats.cache_slots
+    assert compilations() == first  # one compilation for every batch size, window and cache length: sizes symbolic
 
 
 def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup):

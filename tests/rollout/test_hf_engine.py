@@ -21,10 +21,18 @@ from vlrl.models.families import family_names, family_of_model
 from vlrl.models.loading import core_model, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
-from vlrl.rollout import SamplingParams
+from vlrl.rollout import Generation, SamplingParams
 from vlrl.rollout.decoding import Draw, Record, sample_categorical
 from vlrl.rollout.hf import GrowingLayer, HFEngine, HFOptions, stop_token_ids
-from vlrl.rollout.static import LeanStaticStep, StaticDecoding, StaticPlan, static_refusal
+from vlrl.rollout.static import (
+    LeanStaticStep,
+    RowsLayer,
+    StaticDecoding,
+    StaticPlan,
+    cache_length,
+    static_refusal,
+    windows,
+)
 
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
@@ -163,8 +171,6 @@ def test_a_finished_row_takes_the_pad_token_and_a_decoded_row_draws_its_batch_ro
 
 
 def test_the_static_cache_holds_the_prompt_and_every_fed_token_rounded_up_to_128_slots():
-    from vlrl.rollout.static import cache_length
-
     # (prompt, max_new_tokens): prompt + max_new_tokens - 1 slots (the last token is never fed)
     cases = {(134, 14): 256, (1, 128): 128, (2, 128): 256, (1, 1): 128, (128, 1): 128, (129, 1): 256, (384, 14): 512}
     assert {case: cache_length(*case) for case in cases} == cases
@@ -377,6 +383,85 @@ def test_the_static_steps_lean_forward_decodes_as_the_models_forward_bit_for_bit
         assert len({len(c.token_ids) for c in got[True]}) >= 3
 
 
+def prompt_slots(processor, prompts) -> int:
+    """The cache slots a batch of `prompts` takes: the longest, the others padded to it."""
+    return collate(prompts, processor.tokenizer.pad_token_id).input_ids.shape[1]
+
+
+def windowed_and_whole(setup, lean: bool, smallest: int, params: SamplingParams, monkeypatch):
+    """Completions (tokens, log-probs, entropies) from one seed, the widths of the keys each
+    layer attended over (seen at the cache) and the engine's stats, by `rollout.hf.smallest_window`:
+    `smallest`, then 0 (the whole cache)."""
+    model, processor, prompts = setup
+    widths: list[int] = []
+    update = RowsLayer.update
+
+    def seen(layer, *args, **kwargs):
+        keys, values = update(layer, *args, **kwargs)
+        widths.append(keys.shape[2])
+        return keys, values
+
+    monkeypatch.setattr(RowsLayer, "update", seen)
+    options = replace(STATIC["static, compacted every 3 steps"], lean_step=lean)
+    got = []
+    for window in (smallest, 0):
+        engine = HFEngine(model, processor.tokenizer, options=replace(options, smallest_window=window))
+        if engine.static_plan is None:
+            pytest.skip("this family decodes with the dynamic loop")
+        widths.clear()
+        groups = engine.generate(prompts, params, torch.Generator().manual_seed(5))
+        got.append((completions(groups), list(widths), engine.stats))
+    return got
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean step", "model's forward"])
+def test_a_static_step_attending_over_a_window_of_the_cache_decodes_as_one_attending_over_all_of_it(
+    setup, lean, monkeypatch
+):
+    """rollout.hf.smallest_window at its default: the slots past the window are not written yet,
+    so attending over the window alone gives the same tokens, log-probs and entropies, exactly,
+    as attending over the whole cache, through compaction (here 512 slots of 640)."""
+    _, processor, prompts = setup
+    prompt = prompt_slots(processor, prompts)
+    params = replace(SAMPLING["top-k"], max_new_tokens=200)
+    (windowed, windowed_widths, windowed_stats), (whole, whole_widths, whole_stats) = windowed_and_whole(
+        setup, lean, HFOptions.smallest_window, params, monkeypatch
+    )
+    assert [(c.token_ids, c.logprobs, c.entropies) for c in windowed] == [
+        (c.token_ids, c.logprobs, c.entropies) for c in whole
+    ]
+    length = cache_length(prompt, params.max_new_tokens)
+    window = min(w for w in windows(length, HFOptions.smallest_window) if w > prompt + 16)  # every row stops by 16
+    assert (window, length) == (512, 640) and set(windowed_widths) == {window} and set(whole_widths) == {length}
+    assert whole_stats.attended_slots == whole_stats.cache_slots == windowed_stats.cache_slots
+    assert windowed_stats.attended_slots * length == windowed_stats.cache_slots * window
+    assert len({len(c.token_ids) for c in windowed}) >= 3  # rows ended apart: compacted
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean step", "model's forward"])
+def test_the_window_widens_as_the_rows_decode_and_samples_as_the_whole_cache_does(setup, lean, monkeypatch):
+    """A window just past the prompt, so it widens while the rows decode: the same tokens, and
+    log-probs and entropies to float32 rounding (a window of any width: SDPA's CPU kernel sums a
+    row's exponentials in vector lanes, so a width off their multiple rounds otherwise; at the
+    default's widths it is exact, above)."""
+    _, processor, prompts = setup
+    prompt = prompt_slots(processor, prompts)
+    params = SAMPLING["top-k"]
+    (windowed, widths, stats), (whole, _, _) = windowed_and_whole(setup, lean, prompt + 4, params, monkeypatch)
+    assert_same_completions([Generation(windowed)], [Generation(whole)])
+    length = cache_length(prompt, params.max_new_tokens)
+    assert widths == sorted(widths) and widths[0] == prompt + 4 < widths[-1] <= length  # widened at the second look
+    assert stats.attended_slots < stats.cache_slots
+
+
+def test_the_windows_double_from_the_smallest_to_the_whole_cache():
+    assert windows(1024, 128) == [128, 256, 512, 1024]
+    assert windows(1280, 128) == [128, 256, 512, 1024, 1280]
+    assert windows(300, 128) == [128, 256, 300]
+    assert windows(128, 128) == [128] and windows(100, 128) == [100]  # the whole cache, however short
+    assert windows(1280, 0) == [1280]  # 0: the whole cache only
+
+
 def test_a_hook_added_between_two_batches_of_the_same_shape_counts_in_the_static_steps_lean_forward(setup):
     """The second batch reuses the first's buffers and step; the lean step looks the model's
     parts up again before it, as the dynamic loop's does: a hook added in between on a plain
@@ -536,7 +621,9 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
         params = SamplingParams(n=2, max_new_tokens=steps, temperature=0.7, top_p=0.9)
         draw = Draw(params, SamplingFilter(on_host.banned.to(cuda), 0, 0.9), on_host.pad_id, rows, None)
         record = Record(rows, steps, on_host.pad_id, cuda)
-        plan = StaticPlan(compact=True, graphs=False, check_every=4, smallest_bucket=2, lean=lean, compiled=False)
+        plan = StaticPlan(
+            compact=True, graphs=False, check_every=4, smallest_bucket=2, smallest_window=16, lean=lean, compiled=False
+        )
         decoding = StaticDecoding(model, prefilled, 128, draw, record, on_host.stop_ids.to(cuda), plan)
         assert isinstance(decoding.forward, LeanStaticStep if lean else ModelStep)
         positions = torch.zeros(3, rows, 1, dtype=torch.long, device=cuda)
@@ -544,8 +631,9 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
         decoding.sample(torch.zeros(rows, text.vocab_size, device=cuda))
         waits = HostWaits()
         with waits:
+            decoding.widen(prompt + 4)  # a window of 32 of the 128 slots
             decoding.step()
-            decoding.narrow(2)
+            decoding.narrow(2, 64)
             decoding.step()
         assert decoding.record.tokens.device.type == decoding.ids.device.type == "cuda"
     assert waits.seen == set()  # nothing copied between the host and the device either
@@ -577,8 +665,10 @@ def test_a_bucket_is_captured_once_its_warm_up_steps_are_run_however_few_steps_e
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     monkeypatch.setattr(torch.cuda, "stream", lambda stream: nullcontext())
     decoding = StaticDecoding.__new__(StaticDecoding)
-    decoding.plan = StaticPlan(compact=True, graphs=True, check_every=1, smallest_bucket=2, lean=True, compiled=False)
-    decoding.graphs, decoding.warm_steps, decoding.bucket = {}, {}, 8
+    decoding.plan = StaticPlan(
+        compact=True, graphs=True, check_every=1, smallest_bucket=2, smallest_window=128, lean=True, compiled=False
+    )
+    decoding.graphs, decoding.warm_steps, decoding.bucket, decoding.window = {}, {}, 8, 256
     decoding.stream, decoding.device = Stream(), torch.device("cpu")
     decoding.step, decoding.capture = lambda: calls.append("eager"), capture
     for _ in range(4):
@@ -586,7 +676,14 @@ def test_a_bucket_is_captured_once_its_warm_up_steps_are_run_however_few_steps_e
     assert static.WARMUP_STEPS == 2 and calls == ["eager", "eager", "capture", "replay", "replay"]
     decoding.bucket = 4  # a smaller bucket warms up and is captured on its own
     decoding.run(3)
-    assert calls[5:] == ["eager", "eager", "capture", "replay"] and decoding.warm_steps == {8: 2, 4: 2}
+    assert calls[5:] == ["eager", "eager", "capture", "replay"] and decoding.warm_steps == {(8, 256): 2, (4, 256): 2}
+    decoding.window = 512  # and so does a wider window
+    decoding.run(3)
+    assert calls[9:] == ["eager", "eager", "capture", "replay"] and set(decoding.graphs) == {
+        (8, 256),
+        (4, 256),
+        (4, 512),
+    }
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run(setup):

@@ -111,6 +111,10 @@ class DecodeStats:
     forwards: int = 0  # decoding forwards (one token per row each)
     row_steps: int = 0  # rows those forwards ran: live, finished not yet dropped, fillers
     useful_row_steps: int = 0  # of those, rows whose completion went on (a kept token per completion but its first)
+    # the static step's: cache slots its rows attended over (its window), of the slots the cache holds
+    attended_slots: int = 0
+    cache_slots: int = 0
+    captures: int = 0  # CUDA graphs captured
 
     def add(self, other: DecodeStats) -> None:
         for name, value in vars(other).items():

@@ -118,6 +118,9 @@ class HFOptions:
     cuda_graphs: bool | None = None
     check_every: int = 8  # static step: decoding steps between the host's looks (end, compaction)
     smallest_bucket: int = 8  # static step: batch sizes are the whole batch and powers of two down to this
+    # static step: attend over the cache's first slots, this many doubling as they fill, not over
+    # all of it (0: all of it; the slots past the window are not written yet: static.py)
+    smallest_window: int = 128
     # A LoRA policy decodes with its adapters merged into copies of their weights (out of
     # place); its log-probs then differ from the trainer's by the merge's rounding, which the
     # trainer measures (rollout/logp_diff) and corrects (algo.rollout_correction).
@@ -140,6 +143,10 @@ class HFOptions:
             raise ConfigError(
                 f"config: {key}.check_every and smallest_bucket must be >= 1, got "
                 f"{self.check_every} and {self.smallest_bucket}"
+            )
+        if self.smallest_window < 0:
+            raise ConfigError(
+                f"config: {key}.smallest_window must be >= 0 (0: the whole cache), got {self.smallest_window}"
             )
         if self.cuda_graphs and self.static_cache is False:
             raise ConfigError(f"config: {key}.cuda_graphs captures the static step: it needs static_cache")
@@ -226,8 +233,9 @@ class HFEngine:
                 "every gathering); leave it off under trainer.parallel=fsdp2"
             )
         plan = StaticPlan(
-            options.compact, graphs, options.check_every, options.smallest_bucket, self.lean, options.compile_step
-        )
+            options.compact, graphs, options.check_every, options.smallest_bucket, options.smallest_window, self.lean,
+            options.compile_step,
+        )  # fmt: skip
         return plan, ""
 
     def _lean(self) -> tuple[bool, str]:
@@ -347,12 +355,15 @@ class HFEngine:
             )  # fmt: skip
             self._static = (shape, decoding)
         decoding = self._static[1]
+        captures = decoding.captures
         next_position = prefix.next_position.repeat_interleave(n)
         positions = self.family.decode_positions(next_position, 0, 1)
         advance = self.family.decode_positions(next_position, 1, 1) - positions
         decoding.start(prefix.cache, prompt_mask.repeat_interleave(n, dim=0), positions, advance)
         taken = decoding.decode(prefix.last_logits.repeat_interleave(n, dim=0))
         stats.forwards, stats.row_steps = decoding.forwards, decoding.row_steps
+        stats.attended_slots, stats.cache_slots = decoding.attended_slots, decoding.row_steps * length
+        stats.captures = decoding.captures - captures
         return decoding.record.taken(taken)
 
     def _completions(

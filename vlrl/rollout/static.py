@@ -8,10 +8,23 @@ largest one, every section together), the input tokens and the completions being
 step is then one fixed sequence of kernels: the forward of the last tokens, the draw (vlrl's
 own, `hf.Draw`: the same distribution, uniforms and log-probs as the dynamic loop) and its
 bookkeeping, with no host synchronization. The host looks every `check_every` steps, to stop
-when every row has and to compact the live rows into the next smaller batch-size bucket.
+when every row has, to compact the live rows into the next smaller batch-size bucket, and to
+widen the window of the cache the step attends over.
 
-On CUDA (`rollout.hf.cuda_graphs`) each bucket's step is captured once as a CUDA graph and
-replayed. A replay reads the tensors the capture saw, by address:
+The window (`rollout.hf.smallest_window`): a step attends over the cache's first slots, the
+fewest of `smallest_window` doubling (or all of them) that hold every slot written before the
+host looks again, not over the whole cache. The slots past it are not written yet, so
+attention gives them no weight either way; reading them is the cost. The cache holds the
+longest completion's slots (the recipe's 2,048) while most rows stop far sooner (issue 25
+counts a median of about 366 tokens in the recipe's completions), and at 128 rows of
+Qwen2.5-VL-3B every 1,000 slots are 4.7 GB of keys and values a step, 1 ms of an H200's
+bandwidth, against 1.3 ms for the weights. Bit for bit on the CPU at the default's widths
+(tests/rollout/test_hf_engine.py); a GPU's attention kernel works through the keys in tiles
+of 64 or 128, so a window of whole tiles leaves out only tiles it would have masked whole
+(read, not yet checked on a GPU).
+
+On CUDA (`rollout.hf.cuda_graphs`) each bucket's step at each window is captured once as a CUDA
+graph and replayed. A replay reads the tensors the capture saw, by address:
 - the parameters: the optimizer updates them in place, so a graph captured before an update
   samples from the updated weights when replayed after it (tests/gpu/test_decoding_graphs.py);
   under FSDP2 the gathered weights are new tensors at every gathering, and FSDP2's root
@@ -30,8 +43,10 @@ last check and advanced by the steps that loop takes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+import torch.fx.experimental._config as fx_config
 from transformers import Cache
 from transformers.cache_utils import StaticLayer
 
@@ -41,6 +56,10 @@ from vlrl.rollout.decoding import Draw, Record, first_stops
 
 CACHE_GRANULE = 128  # cache lengths are rounded up to this, so nearby prompt lengths share buffers and graphs
 WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture (lazy CUDA initialization)
+# Slots the buffers hold past the cache's length, which no window reaches: a window is then never
+# a whole buffer, so a compiled step, which guards on whether its inputs are contiguous, takes
+# every window alike, the whole cache's included (it compiled again when the window became it)
+UNREACHED_SLOTS = 16
 
 
 def static_refusal(model: torch.nn.Module) -> str:
@@ -76,9 +95,20 @@ def buckets(rows: int, smallest: int) -> list[int]:
     return sorted(sizes, reverse=True)
 
 
+def windows(length: int, smallest: int) -> list[int]:
+    """Widths of the cache the step attends over, smallest first: `smallest` slots doubling
+    while below the cache's `length`, then `length` (only it when `smallest` is 0)."""
+    sizes, size = [], smallest
+    while 0 < size < length:
+        sizes.append(size)
+        size *= 2
+    return [*sizes, length]
+
+
 class RowsLayer(StaticLayer):
     """One layer's preallocated keys and values for `rows` rows, decoded at a leading slice of
-    them (`narrow`): compacted rows are moved to the front, so a bucket is a view, not a copy.
+    them and of their slots (`narrow`): compacted rows are moved to the front, so a bucket is a
+    view, not a copy, and so is a window of the slots.
     Every layer writes its token at the slot `length` holds, one tensor shared by the layers and
     advanced once a step by the loop (`StaticDecoding.step`): StaticLayer's `update` makes the
     slot's index and advances a length of its own in each layer, five kernels a layer where
@@ -99,8 +129,11 @@ class RowsLayer(StaticLayer):
         self.values.index_copy_(2, self.slot, value_states)
         return self.keys, self.values
 
-    def narrow(self, rows: int) -> None:
-        self.keys, self.values = self.all_keys[:rows], self.all_values[:rows]
+    def narrow(self, rows: int, window: int) -> None:
+        """Decode the first `rows` rows over the first `window` slots (what transformers' mask
+        of a static cache spans, `get_mask_sizes`, for the model's own forward)."""
+        self.keys, self.values = self.all_keys[:rows, :, :window], self.all_values[:rows, :, :window]
+        self.max_cache_len = window
 
 
 @dataclass(frozen=True)
@@ -111,6 +144,7 @@ class StaticPlan:
     graphs: bool
     check_every: int
     smallest_bucket: int
+    smallest_window: int  # slots of the narrowest window attended over (0: the whole cache)
     lean: bool  # the forward is `LeanStaticStep`, else the model's own (`ModelStep`)
     compiled: bool  # the forward through torch.compile (`compiled_forward`)
 
@@ -134,8 +168,9 @@ class LeanStaticStep(DecodeStep):
 
     def __init__(self, model: torch.nn.Module, length: int, device: torch.device):
         super().__init__(model)
-        self.slots = torch.arange(length, device=device)
-        self.cos, self.sin = self.rope_table(self.slots, self.language_model.embed_tokens.weight.dtype)
+        self.cos, self.sin = self.rope_table(
+            torch.arange(length, device=device), self.language_model.embed_tokens.weight.dtype
+        )
 
     def hidden(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
@@ -143,7 +178,10 @@ class LeanStaticStep(DecodeStep):
         x = self.language_model.embed_tokens(input_ids)
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
-        written = self.slots <= cache.layers[0].cumulative_length  # the slot this token is written to, and before
+        # the window's slots up to the one this token is written to (made, not a slice of a table
+        # of every slot: torch.compile would guard on the window's width against the table's)
+        slots = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        written = slots <= cache.layers[0].cumulative_length
         return self.through_layers(x, cos, sin, (attention_mask.bool() & written)[:, None, None, :], cache)
 
 
@@ -155,13 +193,22 @@ def compiled_forward(forward: LeanStaticStep | ModelStep):
     What the compiled code reads and when it compiles (tests/rollout/test_compiled_step.py):
     - the weights are inputs of the compiled graph, not constants, so it reads them where the
       optimizer updates them in place;
-    - sizes are symbolic from the first compilation, so one serves every bucket and cache length
-      (torch specializes a size of 1: a bucket of one row would compile once more);
+    - sizes are symbolic from the first compilation, so one serves every bucket, window and
+      cache length (torch specializes a size of 1: a bucket of one row would compile once more);
     - compilations are kept by torch with the forward's code, holding none of this step's
       buffers: the step of a later rollout, made after the engine slept, reuses them;
-    - each bucket's first steps are warm-up steps run before its capture (`WARMUP_STEPS`), so
-      a compilation never runs inside a CUDA graph's capture."""
-    return torch.compile(forward, dynamic=True)
+    - sizes that are equal by chance when it compiles (a window as wide as the cache, 128 rows
+      and a 128-wide head) are not taken to be one size (torch's "duck sizing"), which the
+      next bucket or window would break, compiling again;
+    - each bucket's first steps at a window are warm-up steps run before their capture
+      (`WARMUP_STEPS`), so a compilation never runs inside a CUDA graph's capture."""
+    compiled = torch.compile(forward, dynamic=True)
+
+    def run(*args: Any) -> torch.Tensor:
+        with fx_config.patch(use_duck_shape=False):  # read when a compilation starts
+            return compiled(*args)
+
+    return run
 
 
 class StaticDecoding:
@@ -173,6 +220,7 @@ class StaticDecoding:
         stop_ids: torch.Tensor, plan: StaticPlan,
     ):  # fmt: skip
         rows, device = draw.rows, stop_ids.device
+        held = length + UNREACHED_SLOTS
         self.forward = LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)
         self.run_forward = compiled_forward(self.forward) if plan.compiled else self.forward
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
@@ -183,13 +231,13 @@ class StaticDecoding:
             keys, values = layer.keys, layer.values
             self.layers.append(
                 RowsLayer(
-                    keys.new_zeros(rows, keys.shape[1], length, keys.shape[3]),
-                    values.new_zeros(rows, values.shape[1], length, values.shape[3]),
+                    keys.new_zeros(rows, keys.shape[1], held, keys.shape[3]),
+                    values.new_zeros(rows, values.shape[1], held, values.shape[3]),
                     self.length,
                 )
             )
         self.cache = Cache(layers=self.layers)
-        self.mask = torch.ones(rows, length, dtype=torch.long, device=device)
+        self.mask = torch.ones(rows, held, dtype=torch.long, device=device)
         # (3, rows, 1), laid out row-major: a bucket's view has the same strides at every size,
         # so that a compiled forward does not tie its stride to the bucket's size (a recompilation)
         self.positions = torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)
@@ -198,11 +246,14 @@ class StaticDecoding:
         self.index = torch.zeros(rows, dtype=torch.long, device=device)  # the batch row each decoded row is
         self.finished = torch.zeros(rows, dtype=torch.bool, device=device)
         self.sizes = buckets(rows, plan.smallest_bucket) if plan.compact else [rows]
-        self.bucket = rows
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.warm_steps: dict[int, int] = {}  # eager steps each bucket ran before its capture
+        self.windows = windows(length, plan.smallest_window)
+        self.bucket, self.window = rows, length
+        self.prompt = 0  # the current batch's prompt slots
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # by (bucket, window)
+        self.warm_steps: dict[tuple[int, int], int] = {}  # eager steps each ran before its capture
         self.captures = 0  # graphs captured, over this object's life
-        self.forwards = self.row_steps = 0  # of the current batch (DecodeStats)
+        # of the current batch (DecodeStats): forwards, their rows, the slots each row attended over
+        self.forwards = self.row_steps = self.attended_slots = 0
         self.pool = torch.cuda.graph_pool_handle() if plan.graphs else None
         self.stream = torch.cuda.Stream(device) if plan.graphs else None
 
@@ -229,28 +280,37 @@ class StaticDecoding:
         self.index.copy_(torch.arange(self.rows, device=self.device))
         self.finished.zero_()
         self.record.clear()
-        self.forwards = self.row_steps = 0
-        self.narrow(self.rows)
+        self.prompt = prompt
+        self.forwards = self.row_steps = self.attended_slots = 0
+        self.narrow(self.rows, self.windows[-1])
 
-    def narrow(self, bucket: int) -> None:
-        self.bucket = bucket
+    def narrow(self, bucket: int, window: int) -> None:
+        self.bucket, self.window = bucket, window
         for layer in self.layers:
-            layer.narrow(bucket)
+            layer.narrow(bucket, window)
+
+    def widen(self, slots: int) -> None:
+        """Attend over the narrowest window that holds the first `slots` slots."""
+        window = min(size for size in self.windows if size >= slots)
+        if window != self.window:
+            self.narrow(self.bucket, window)
 
     def compact(self, bucket: int) -> None:
         """Move the live rows to the front and decode the first `bucket` rows from now on; the
-        rows past the live ones are fillers: finished, writing to the record's spare row."""
+        rows past the live ones are fillers: finished, writing to the record's spare row. Of
+        the cache, the window moves: every slot written so far is in it, and a slot past it is
+        written before it is read."""
         live = self.finished[: self.bucket].logical_not().nonzero().squeeze(1)
-        n = len(live)
+        n, w = len(live), self.window
         for layer in self.layers:
-            layer.all_keys[:n] = layer.all_keys[live]
-            layer.all_values[:n] = layer.all_values[live]
+            layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]
+            layer.all_values[:n, :, :w] = layer.all_values[live, :, :w]
         for buffer in (self.mask, self.ids, self.index, self.finished):
             buffer[:n] = buffer[live]
         self.positions[:, :n] = self.positions[:, live]
         self.index[n:bucket] = self.rows  # the record's spare row
         self.finished[n:bucket] = True
-        self.narrow(bucket)
+        self.narrow(bucket, w)
 
     # -- one step -------------------------------------------------------------------------------
     def sample(self, logits: torch.Tensor) -> None:
@@ -263,34 +323,35 @@ class StaticDecoding:
         self.ids[:b, 0] = choice
 
     def step(self) -> None:
-        """The forward of the last tokens at the current bucket, then the draw."""
+        """The forward of the last tokens at the current bucket and window, then the draw."""
         b = self.bucket
-        logits = self.run_forward(self.ids[:b], self.mask[:b], self.positions[:, :b], self.cache)
+        logits = self.run_forward(self.ids[:b], self.mask[:b, : self.window], self.positions[:, :b], self.cache)
         self.length.add_(1)
         self.positions.add_(self.advance)
         self.sample(logits)
 
     def run(self, steps: int) -> None:
-        """`steps` steps at the current bucket: eager, or replays of its CUDA graph (captured
-        after a few eager steps on the capture stream, the first time the bucket runs)."""
+        """`steps` steps at the current bucket and window: eager, or replays of their CUDA graph
+        (captured after a few eager steps on the capture stream, the first time they run)."""
         if not self.plan.graphs:
             for _ in range(steps):
                 self.step()
             return
-        graph = self.graphs.get(self.bucket)
+        shape = (self.bucket, self.window)
+        graph = self.graphs.get(shape)
         if graph is None:  # warm-up steps add up over runs: check_every may be smaller
-            warm = self.warm_steps.get(self.bucket, 0)
+            warm = self.warm_steps.get(shape, 0)
             warmup = min(WARMUP_STEPS - warm, steps)
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(self.stream):
                 for _ in range(warmup):
                     self.step()
             torch.cuda.current_stream(self.device).wait_stream(self.stream)
-            self.warm_steps[self.bucket] = warm + warmup
+            self.warm_steps[shape] = warm + warmup
             steps -= warmup
             if steps == 0:
                 return
-            graph = self.graphs[self.bucket] = self.capture()
+            graph = self.graphs[shape] = self.capture()
         for _ in range(steps):
             graph.replay()
 
@@ -320,10 +381,12 @@ class StaticDecoding:
                 self.compact(fit)
             mark = (done, self.random_state())
             count = min(self.plan.check_every, steps - done)
+            self.widen(self.prompt + done - 1 + count)  # the slots written so far and by these steps
             self.run(count)
             done += count
             self.forwards += count
             self.row_steps += count * self.bucket
+            self.attended_slots += count * self.bucket * self.window
         stopped, at = first_stops(self.record.tokens[: self.rows, :done], self.stop_ids)
         taken = int(at.max()) + 1 if bool(stopped.all()) else done
         if taken < done:
