@@ -773,7 +773,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     *family(
         "vlrl/rollout/static.py", (LEAN_STATIC, STATIC_STEP),
         ("the static step never takes the lean step",
-         "LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)", "ModelStep(model)"),
+         "LeanStaticStep(model, held, device) if plan.lean else ModelStep(model)", "ModelStep(model)"),
         ("the lean static step attends to the slots not written yet",
          "written = slots <= cache.layers[0].cumulative_length", "written = slots >= 0"),
         ("the lean static step's rope a position behind", "cos, sin = self.cos[position].unsqueeze(1)",

@@ -77,8 +77,7 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
     before = compilations()
     got = sample(compiled, **first_batch)
     first = compilations()
-    assert first > before  # the forward was compiled, not run eagerly
-    assert len(got[0]) == head
+    assert len(got[0]) == head and first == before + 1  # compiled once, through compaction into smaller buckets
     expected = sample(eager, **first_batch)
     assert_same(got, expected)
     assert len({len(tokens) for tokens in got[0]}) >= 3  # rows ended apart: several buckets

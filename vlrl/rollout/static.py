@@ -166,11 +166,10 @@ class LeanStaticStep(DecodeStep):
     against 37 and 12 and a boolean mask converted in each layer before (1,344 and 36 masks);
     not measured on a GPU yet."""
 
-    def __init__(self, model: torch.nn.Module, length: int, device: torch.device):
+    def __init__(self, model: torch.nn.Module, slots: int, device: torch.device):
         super().__init__(model)
-        self.cos, self.sin = self.rope_table(
-            torch.arange(length, device=device), self.language_model.embed_tokens.weight.dtype
-        )
+        self.slots = torch.arange(slots, device=device)
+        self.cos, self.sin = self.rope_table(self.slots, self.language_model.embed_tokens.weight.dtype)
 
     def hidden(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor, cache: Cache
@@ -178,10 +177,8 @@ class LeanStaticStep(DecodeStep):
         x = self.language_model.embed_tokens(input_ids)
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
-        # the window's slots up to the one this token is written to (made, not a slice of a table
-        # of every slot: torch.compile would guard on the window's width against the table's)
-        slots = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-        written = slots <= cache.layers[0].cumulative_length
+        slots = self.slots[: attention_mask.shape[1]]  # the window's
+        written = slots <= cache.layers[0].cumulative_length  # the slot this token is written to, and before
         return self.through_layers(x, cos, sin, (attention_mask.bool() & written)[:, None, None, :], cache)
 
 
@@ -221,7 +218,7 @@ class StaticDecoding:
     ):  # fmt: skip
         rows, device = draw.rows, stop_ids.device
         held = length + UNREACHED_SLOTS
-        self.forward = LeanStaticStep(model, length, device) if plan.lean else ModelStep(model)
+        self.forward = LeanStaticStep(model, held, device) if plan.lean else ModelStep(model)
         self.run_forward = compiled_forward(self.forward) if plan.compiled else self.forward
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
         self.rows, self.device = rows, device
