@@ -12,7 +12,8 @@ tokens per second of the rollout and end to end, peak GPU memory (torch's alloca
 KV cache is not in it), and the settings. With the HF engine, also what bounds decoding:
 milliseconds per decoding step against the time the card takes to read the decoder's weights
 once (their bytes over its memory bandwidth: NVIDIA's datasheet figure for a card in CARDS,
-and the bandwidth of a large copy measured here), and the share of the row-steps decoded that
+and the bandwidth of a large copy measured here) and to read the keys and values its steps
+attended over (`kv_read_ms`, a step's on average), and the share of the row-steps decoded that
 made a token anyone kept, the share of the KV cache's slots its steps attended over (the
 window, `rollout.hf.smallest_window`) and the CUDA graphs it captured. And the update's
 model-FLOPs utilization: (4 x parameters + 2 x trained parameters) x tokens (6 x parameters
@@ -49,6 +50,7 @@ from vlrl.config import load_config
 from vlrl.models.build import TinySpec
 from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model
+from vlrl.models.memory import model_shape
 from vlrl.models.tiny import SHAPES, write_tiny_checkpoint
 from vlrl.rollout.decoding import DecodeStats
 from vlrl.trainer.rl import RLTrainer
@@ -204,6 +206,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.profile:
             profile_step(trainer, args.steps, args.device == "cuda", phases)
         weights = decoder_bytes(trainer.run.model)
+        shape = model_shape(cfg)  # the checkpoint's, on the meta device
+        slot_bytes = shape.kv_width * shape.layers.count * shape.dtype_bytes  # one cache slot's keys and values
         parameters = sum(p.numel() for p in trainer.run.model.parameters())
         trained = sum(p.numel() for p in trainer.run.model.parameters() if p.requires_grad)
         bf16 = core_model(trainer.run.model).dtype == torch.bfloat16  # what the update computes in
@@ -244,6 +248,10 @@ def main(argv: list[str] | None = None) -> None:
                 else None,
                 "decoder_weights_mb": round(weights / 1e6, 1),
                 "weights_read_ms": round(1000 * weights / read_by, 2) if read_by else None,
+                # the static step's keys and values read a decoding step, on average, at that bandwidth
+                "kv_read_ms": round(1000 * decoding.attended_slots * slot_bytes / decoding.forwards / read_by, 2)
+                if read_by and decoding.forwards and decoding.attended_slots
+                else None,
                 "bandwidth_tb_s": bandwidth and bandwidth / 1e12,
                 "measured_copy_bandwidth_tb_s": measured_bandwidth and round(measured_bandwidth / 1e12, 2),
                 "card_figures": source,
