@@ -103,10 +103,10 @@ def engine(setup, device, options: HFOptions) -> HFEngine:
     return HFEngine(model, processor.tokenizer, device, options)
 
 
-def sample(engine: HFEngine, prompts, generator: torch.Generator, seed: int):
+def sample(engine: HFEngine, prompts, generator: torch.Generator, seed: int, params: SamplingParams = PARAMS):
     """The completions from `seed`; the generator object is the graphs' (registered with them)."""
     generator.manual_seed(seed)
-    groups = engine.generate(prompts, PARAMS, generator)
+    groups = engine.generate(prompts, params, generator)
     completions = [c for g in groups for c in g.completions]
     return (
         [c.token_ids for c in completions],
@@ -155,6 +155,20 @@ def test_each_window_of_the_cache_is_captured_and_replays_what_the_eager_step_sa
     assert graphs.stats.attended_slots < graphs.stats.cache_slots
     if device.type == "cuda":
         assert len({window for _, window in graphs._static[1].graphs}) >= 2
+
+
+def test_a_window_of_the_cache_samples_what_the_whole_cache_samples(setup, device):
+    """rollout.hf.smallest_window at its default (windows of whole 128-key tiles) against the
+    whole cache, each replayed from its graphs, in bf16 on the GPU's kernels: the same tokens,
+    the log-probs to float32 rounding (bit for bit on the CPU: tests/rollout/test_hf_engine.py).
+    Completions may run to 1,024 tokens, so the cache is longer than the windows rows decode in."""
+    _, _, prompts = setup
+    params = replace(PARAMS, max_new_tokens=1024)
+    windowed = engine(setup, device, GRAPHS)
+    whole = engine(setup, device, replace(GRAPHS, smallest_window=0))
+    got = sample(windowed, prompts, torch.Generator(device=device), seed=14, params=params)
+    assert_same(got, sample(whole, prompts, torch.Generator(device=device), seed=14, params=params))
+    assert windowed.stats.attended_slots < windowed.stats.cache_slots == whole.stats.attended_slots
 
 
 def test_the_lean_static_step_samples_what_the_models_forward_samples(setup, device):
