@@ -155,6 +155,15 @@ def update_parts_by_step(trainer, on_cuda: bool) -> list[dict[str, float]]:
     return by_step
 
 
+def kv_read_ms(decoding: DecodeStats, token_bytes: int, bandwidth: float | None) -> float | None:
+    """Milliseconds to read, at `bandwidth` (bytes/s), the keys and values (`token_bytes` a
+    slot) a static decoding step attended over, on average; None without a bandwidth or a
+    static step (the dynamic loop counts no attended slots)."""
+    if not (bandwidth and decoding.forwards and decoding.attended_slots):
+        return None
+    return round(1000 * decoding.attended_slots * token_bytes / decoding.forwards / bandwidth, 2)
+
+
 def total(stats: list[DecodeStats]) -> DecodeStats:
     summed = DecodeStats()
     for one in stats:
@@ -206,8 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.profile:
             profile_step(trainer, args.steps, args.device == "cuda", phases)
         weights = decoder_bytes(trainer.run.model)
-        shape = model_shape(cfg)  # the checkpoint's, on the meta device
-        slot_bytes = shape.kv_width * shape.layers.count * shape.dtype_bytes  # one cache slot's keys and values
+        slot_bytes = model_shape(cfg).kv_token_bytes  # one cache slot's keys and values (the model on meta)
         parameters = sum(p.numel() for p in trainer.run.model.parameters())
         trained = sum(p.numel() for p in trainer.run.model.parameters() if p.requires_grad)
         bf16 = core_model(trainer.run.model).dtype == torch.bfloat16  # what the update computes in
@@ -248,10 +256,7 @@ def main(argv: list[str] | None = None) -> None:
                 else None,
                 "decoder_weights_mb": round(weights / 1e6, 1),
                 "weights_read_ms": round(1000 * weights / read_by, 2) if read_by else None,
-                # the static step's keys and values read a decoding step, on average, at that bandwidth
-                "kv_read_ms": round(1000 * decoding.attended_slots * slot_bytes / decoding.forwards / read_by, 2)
-                if read_by and decoding.forwards and decoding.attended_slots
-                else None,
+                "kv_read_ms": kv_read_ms(decoding, slot_bytes, read_by),
                 "bandwidth_tb_s": bandwidth and bandwidth / 1e12,
                 "measured_copy_bandwidth_tb_s": measured_bandwidth and round(measured_bandwidth / 1e12, 2),
                 "card_figures": source,

@@ -52,6 +52,26 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys, monkeypatch):
     assert report["weights_read_ms"] is None and report["update_mfu"] is None  # no card figures on the CPU
 
 
+def test_the_recipe_benchmark_reports_the_static_steps_window_and_its_reads(tiny_qwen25, capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import recipe_on_gpu
+
+    from vlrl.rollout.decoding import DecodeStats
+
+    args = ["--shape", "tiny", "--device", "cpu", "--steps", "2", "trainer.prompts_per_step=2",
+            "rollout.num_generations=2", "rollout.max_new_tokens=8", "model.max_pixels=12544",
+            "rollout.hf.static_cache=true"]  # fmt: skip
+    recipe_on_gpu.main(args)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert 0 < report["attended_slot_share"] <= 1 and report["graphs_captured"] == 0  # no graphs on the CPU
+    assert report["kv_read_ms"] is None  # no bandwidth figure for a CPU
+    # 1,000 decoding steps of 128 rows over 1,000 slots at Qwen2.5-VL-3B's 36,864 bytes a slot,
+    # at an H200's 4.8 TB/s: 4.7 GB a step, 0.98 ms
+    decoding = DecodeStats(forwards=1000, attended_slots=1000 * 128 * 1000)
+    assert recipe_on_gpu.kv_read_ms(decoding, 36_864, 4.8e12) == 0.98
+    assert recipe_on_gpu.kv_read_ms(DecodeStats(forwards=1000), 36_864, 4.8e12) is None  # the dynamic loop's
+
+
 def test_the_recipe_benchmark_profiles_its_last_step_and_leaves_it_out_of_the_figures(tiny_qwen25, capsys, tmp_path):
     sys.path.insert(0, str(ROOT / "bench"))
     import recipe_on_gpu

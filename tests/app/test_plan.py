@@ -42,6 +42,9 @@ def test_a_shape_is_counted_without_its_tokenizer():
     assert shape.params == 3_754_622_976  # as tests/models/test_tiny.py counts the real checkpoint
     # the vision tower (about 0.67B) is the root unit; the tied embeddings, counted once, the largest other
     assert 0.66e9 < shape.root_unit < 0.67e9 and shape.largest_unit == 151_936 * 2048
+    # a token's keys and values: 36 layers x (2 key and 2 value heads of 128) in bf16, 4.7 GB at
+    # 128 rows x 1,000 slots (what a static decoding step reads per 1,000 slots: rollout/static.py)
+    assert shape.kv_token_bytes == 36 * 2 * 2 * 128 * 2 == 36_864
 
 
 SHAPE = ModelShape(

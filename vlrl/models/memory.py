@@ -64,6 +64,11 @@ class ModelShape:
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
     adapted: int = 0  # base weights LoRA adapts: the HF engine decodes with a merged copy of each
 
+    @property
+    def kv_token_bytes(self) -> int:
+        """Bytes of one token's keys and values in a KV cache, over every decoder layer."""
+        return self.kv_width * self.layers.count * self.dtype_bytes
+
 
 def _hidden(block: torch.nn.Module) -> int:
     """The block's width: the size of its widest normalization weight (Qwen3's layers
@@ -231,9 +236,7 @@ def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -
 
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:
     """The HF engine's KV cache for this GPU's rows, prompts and completions at full length."""
-    return (
-        work.rows * (work.prompt_tokens + work.max_new_tokens) * shape.kv_width * shape.layers.count * shape.dtype_bytes
-    )
+    return work.rows * (work.prompt_tokens + work.max_new_tokens) * shape.kv_token_bytes
 
 
 @dataclass(frozen=True)
