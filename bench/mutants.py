@@ -856,9 +856,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the window never widens", "        if window != self.window:", "        if window < self.window:"),
     ),
     Mutation(
-        "compaction moves only the prompt's slots of the window", "vlrl/rollout/static.py",
-        "layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]",
-        "layer.all_keys[:n, :, : self.prompt] = layer.all_keys[live, :, : self.prompt]", (STATIC_STEP,),
+        "compaction moves only half of the window's slots", "vlrl/rollout/static.py",
+        "self.all_keys[:n, :, :window] = self.all_keys[live, :, :window]",
+        "self.all_keys[:n, :, : window // 2] = self.all_keys[live, :, : window // 2]", (STATIC_STEP,),
+    ),
+    *family(
+        "vlrl/rollout/static.py", (STATIC_STEP,),
+        ("the static step refuses linear attention", 'kind not in ("experts", "linear_attention")',
+         'kind != "experts"'),
+        ("a linear-attention layer's recurrent state left in place at compaction",
+         "self.all_recurrent[i][:n] = self.all_recurrent[i][live]",
+         "self.all_recurrent[i][:n] = self.all_recurrent[i][:n]"),
+        ("a linear-attention layer's convolution window left in place at compaction",
+         "self.all_conv[i][:n] = self.all_conv[i][live]", "self.all_conv[i][:n] = self.all_conv[i][:n]"),
+        ("a linear-attention layer decoded from a copy of its recurrent state",
+         "self.all_recurrent[i][:rows]\n", "self.all_recurrent[i][:rows].clone()\n"),
     ),
     Mutation(
         "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",
@@ -902,7 +914,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rows compacted without their cache", "vlrl/rollout/static.py",
-        "            layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]", "            pass", (HF_ENGINE,),
+        "            layer.gather(live, self.window)", "            pass", (HF_ENGINE,),
     ),
     Mutation(
         "merged LoRA decoding taken for the trainer's own log-probs", "vlrl/rollout/hf.py",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,13 @@ def device() -> torch.device:
 def mid_model(device) -> Path:
     """The mid-size checkpoint (the tiny one in bf16 on the CPU)."""
     return tiny_checkpoint(TINY_BF16 if device.type == "cpu" else MID)
+
+
+@pytest.fixture(scope="session")
+def mid_qwen3_5_model(device) -> Path:
+    """Qwen3.5's layout at the mid size: its linear-attention layers beside full attention
+    (the tiny one in bf16 on the CPU)."""
+    return tiny_checkpoint(replace(TINY_BF16 if device.type == "cpu" else MID, arch="qwen3_5"))
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ import torch
 from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free
+from tests.models.test_policy import states_that_matter
 from tests.rollout.test_hf_engine import prompt_slots
 from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
@@ -55,12 +57,14 @@ def stop_sooner(model, processor, device):
     return core_model(model).lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
 
 
-@pytest.fixture(scope="module")
-def setup(mid_model, device, tmp_path_factory):
+def loaded(path: Path, device: torch.device, tmp_path_factory):
+    """The checkpoint at `path` in bf16 on `device`, its processor and four RefCOCO prompts,
+    its stops made likelier while the fixture lasts."""
     data = write_synthetic_rec(tmp_path_factory.mktemp("rec") / "train.json", size=4, seed=2)
-    cfg = ModelConfig(path=str(mid_model), dtype="bfloat16", max_pixels=200704)
+    cfg = ModelConfig(path=str(path), dtype="bfloat16", max_pixels=200704)
     processor = load_processor(cfg)
     model = load_model(cfg, device=device).eval()
+    states_that_matter(model)
     task = RefCOCO()
     prompts = [
         render_prompt(processor, task.messages(s), s, cfg)
@@ -71,6 +75,18 @@ def setup(mid_model, device, tmp_path_factory):
     handle.remove()
     del model
     free(device)
+
+
+@pytest.fixture(scope="module")
+def setup(mid_model, device, tmp_path_factory):
+    yield from loaded(mid_model, device, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def qwen3_5_setup(mid_qwen3_5_model, device, tmp_path_factory):
+    """Qwen3.5's hybrid layers (three of every four linear attention, whose states the static
+    step keeps beside the keys and values), states made to matter."""
+    yield from loaded(mid_qwen3_5_model, device, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +237,19 @@ def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(s
     model = setup[0]
     trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
     assert_graphs_follow_an_optimizer_step(setup, device, trained)
+
+
+def test_qwen3_5s_graphs_write_its_linear_attention_states_in_place_and_follow_an_optimizer_step(qwen3_5_setup, device):
+    """The static step of a hybrid model, the model's own forward (the lean step does not take
+    linear attention): each layer's convolution window and recurrent state are read off the
+    bucket's view of the step's buffers and written back into it (static.RowsStateLayer), which
+    a graph captures by address. Replays sample what the eager step samples, through several
+    buckets, and after an optimizer step that moved the weights in place."""
+    graphs, _ = assert_graphs_sample_as_eager(qwen3_5_setup, device)
+    assert isinstance(graphs._static[1].forward, ModelStep)
+    model = qwen3_5_setup[0]
+    trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
+    assert_graphs_follow_an_optimizer_step(qwen3_5_setup, device, trained)
 
 
 def test_a_lora_policys_graphs_replay_its_merged_weights_and_their_remerge_after_a_step(lora_setup, device):

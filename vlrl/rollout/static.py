@@ -11,6 +11,13 @@ bookkeeping, with no host synchronization. The host looks every `check_every` st
 when every row has, to compact the live rows into the next smaller batch-size bucket, and to
 widen the window of the cache the step attends over.
 
+A hybrid model's linear-attention layers (Qwen3.5's gated delta net) keep, instead of keys and
+values, a convolution window and a recurrent state of fixed size per row, which transformers'
+one-token step reads off the cache and writes back in place: the step keeps them in buffers of
+the batch's rows, a bucket a view of their first rows, compacted as the keys and values are
+(`RowsStateLayer`). Such a model decodes through its own forward (the lean step does not take
+linear attention).
+
 The window (`rollout.hf.smallest_window`): a step attends over the cache's first slots, the
 fewest of `smallest_window` doubling (or all of them) that hold every slot written before the
 host looks again, not over the whole cache. The slots past it are not written yet, so
@@ -48,7 +55,7 @@ from typing import Any
 import torch
 import torch.fx.experimental._config as fx_config
 from transformers import Cache
-from transformers.cache_utils import StaticLayer
+from transformers.cache_utils import CacheLayerMixin, LinearAttentionCacheLayerMixin, LinearAttentionLayer, StaticLayer
 
 from vlrl.models.decode_step import DecodeStep, ModelStep, unusual_layers
 from vlrl.models.loading import core_model
@@ -71,10 +78,10 @@ def static_refusal(model: torch.nn.Module) -> str:
             "mask holds them; SDPA's and eager attention's causal mask hides them)"
         )
     kinds = unusual_layers(model)
-    attention = [kind for kind in kinds if kind != "experts"]
+    attention = [kind for kind in kinds if kind not in ("experts", "linear_attention")]
     if attention:
-        return f"its layers include {', '.join(attention)}, whose cache is not keys and values in fixed slots"
-    if kinds:
+        return f"its layers include {', '.join(attention)}, whose cache is neither keys and values in fixed slots nor a state"
+    if "experts" in kinds:
         return "its experts pick their tokens with nonzero(), a host synchronization of data-dependent shape"
     return ""
 
@@ -134,6 +141,68 @@ class RowsLayer(StaticLayer):
         of a static cache spans, `get_mask_sizes`, for the model's own forward)."""
         self.keys, self.values = self.all_keys[:rows, :, :window], self.all_values[:rows, :, :window]
         self.max_cache_len = window
+
+    def fill(self, prefilled: CacheLayerMixin, prompt: int) -> None:
+        """The prefill's keys and values, in the first `prompt` slots of every row."""
+        self.all_keys[:, :, :prompt] = prefilled.keys
+        self.all_values[:, :, :prompt] = prefilled.values
+
+    def gather(self, live: torch.Tensor, window: int) -> None:
+        """Rows `live` moved to the front, the first `window` slots of each (none past it is written)."""
+        n = len(live)
+        self.all_keys[:n, :, :window] = self.all_keys[live, :, :window]
+        self.all_values[:n, :, :window] = self.all_values[live, :, :window]
+
+    @classmethod
+    def like(cls, prefilled: CacheLayerMixin, rows: int, slots: int, length: torch.Tensor) -> RowsLayer:
+        keys, values = prefilled.keys, prefilled.values
+        return cls(
+            keys.new_zeros(rows, keys.shape[1], slots, keys.shape[3]),
+            values.new_zeros(rows, values.shape[1], slots, values.shape[3]),
+            length,
+        )
+
+
+class RowsStateLayer(LinearAttentionLayer):
+    """One linear-attention layer's states (Qwen3.5's gated delta net: a convolution window and
+    a recurrent state per row, of fixed size whatever the length) for `rows` rows, decoded at a
+    leading slice of them as RowsLayer's keys and values are. transformers' one-token step
+    reads the states off the layer and writes them in place (causal_conv1d_update's copy,
+    LinearAttentionLayer.update_recurrent_state's), so into the bucket's view of these buffers:
+    nothing is allocated or read back, and a CUDA graph replays it."""
+
+    def __init__(self, conv: list[torch.Tensor], recurrent: list[torch.Tensor]):
+        super().__init__(number_of_states=len(conv))
+        self.all_conv, self.all_recurrent = conv, recurrent
+        for i, window in enumerate(conv):
+            self.conv_kernel_size[i] = window.shape[-1]
+            self.is_conv_states_initialized[i] = self.is_recurrent_states_initialized[i] = True
+            self.has_previous_state[i] = True  # the step's path: decoding from a state, not a prefill
+        self.dtype, self.device = conv[0].dtype, conv[0].device
+
+    def narrow(self, rows: int, window: int) -> None:
+        """Decode the first `rows` rows (a state has no slots to window)."""
+        for i in range(self.number_of_states):
+            self.conv_states[i], self.recurrent_states[i] = self.all_conv[i][:rows], self.all_recurrent[i][:rows]
+
+    def fill(self, prefilled: LinearAttentionCacheLayerMixin, prompt: int) -> None:
+        for i in range(self.number_of_states):
+            self.all_conv[i].copy_(prefilled.conv_states[i])
+            self.all_recurrent[i].copy_(prefilled.recurrent_states[i])
+
+    def gather(self, live: torch.Tensor, window: int) -> None:
+        n = len(live)
+        for i in range(self.number_of_states):
+            self.all_conv[i][:n] = self.all_conv[i][live]
+            self.all_recurrent[i][:n] = self.all_recurrent[i][live]
+
+    @classmethod
+    def like(cls, prefilled: LinearAttentionCacheLayerMixin, rows: int) -> RowsStateLayer:
+        states = range(prefilled.number_of_states)
+        return cls(
+            [prefilled.conv_states[i].new_zeros(rows, *prefilled.conv_states[i].shape[1:]) for i in states],
+            [prefilled.recurrent_states[i].new_zeros(rows, *prefilled.recurrent_states[i].shape[1:]) for i in states],
+        )
 
 
 @dataclass(frozen=True)
@@ -223,16 +292,12 @@ class StaticDecoding:
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
         self.rows, self.device = rows, device
         self.length = torch.zeros((), dtype=torch.long, device=device)  # the slot the next token is written to
-        self.layers = []
-        for layer in prefill_cache.layers:
-            keys, values = layer.keys, layer.values
-            self.layers.append(
-                RowsLayer(
-                    keys.new_zeros(rows, keys.shape[1], held, keys.shape[3]),
-                    values.new_zeros(rows, values.shape[1], held, values.shape[3]),
-                    self.length,
-                )
-            )
+        self.layers: list[RowsLayer | RowsStateLayer] = [
+            RowsStateLayer.like(layer, rows)
+            if isinstance(layer, LinearAttentionCacheLayerMixin)
+            else RowsLayer.like(layer, rows, held, self.length)
+            for layer in prefill_cache.layers
+        ]
         self.cache = Cache(layers=self.layers)
         self.mask = torch.ones(rows, held, dtype=torch.long, device=device)
         # (3, rows, 1), laid out row-major: a bucket's view has the same strides at every size,
@@ -266,8 +331,7 @@ class StaticDecoding:
         # counts, as in the dynamic loop); a graph already captured replays what it captured
         self.forward.refresh()
         for layer, filled in zip(self.layers, prefill_cache.layers, strict=True):
-            layer.all_keys[:, :, :prompt] = filled.keys
-            layer.all_values[:, :, :prompt] = filled.values
+            layer.fill(filled, prompt)
         self.length.fill_(prompt)
         prefill_cache.reset()
         self.mask[:, :prompt] = attention_mask
@@ -298,16 +362,15 @@ class StaticDecoding:
         the cache, the window moves: every slot written so far is in it, and a slot past it is
         written before it is read."""
         live = self.finished[: self.bucket].logical_not().nonzero().squeeze(1)
-        n, w = len(live), self.window
+        n = len(live)
         for layer in self.layers:
-            layer.all_keys[:n, :, :w] = layer.all_keys[live, :, :w]
-            layer.all_values[:n, :, :w] = layer.all_values[live, :, :w]
+            layer.gather(live, self.window)
         for buffer in (self.mask, self.ids, self.index, self.finished):
             buffer[:n] = buffer[live]
         self.positions[:, :n] = self.positions[:, live]
         self.index[n:bucket] = self.rows  # the record's spare row
         self.finished[n:bucket] = True
-        self.narrow(bucket, w)
+        self.narrow(bucket, self.window)
 
     # -- one step -------------------------------------------------------------------------------
     def sample(self, logits: torch.Tensor) -> None:
