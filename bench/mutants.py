@@ -97,6 +97,7 @@ LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 COMPILED = "tests/rollout/test_compiled_step.py"
+EXPERTS = "test_experts_take_the_static_step_where_transformers_routes_their_tokens_on_the_device"
 WINDOW = "test_a_static_step_attending_over_a_window_of_the_cache_decodes_as_one_attending_over_all_of_it"
 WIDENING = "test_the_window_widens_as_the_rows_decode_and_samples_as_the_whole_cache_does"
 OPERATOR_BENCH = (
@@ -871,6 +872,15 @@ MUTATIONS: tuple[Mutation, ...] = (
          "self.all_conv[i][:n] = self.all_conv[i][live]", "self.all_conv[i][:n] = self.all_conv[i][:n]"),
         ("a linear-attention layer decoded from a copy of its recurrent state",
          "self.all_recurrent[i][:rows]\n", "self.all_recurrent[i][:rows].clone()\n"),
+    ),
+    *family(
+        "vlrl/rollout/static.py", (f"{HF_ENGINE}::{EXPERTS}",),
+        ("the static step refuses experts whatever routes them",
+         'if implementation not in ("grouped_mm", "batched_mm"):', "if True:"),
+        ("the static step takes experts that pick their tokens with nonzero()",
+         'if implementation not in ("grouped_mm", "batched_mm"):', "if False:"),
+        ("the static step takes grouped_mm's host loop below compute capability 8.0",
+         "torch.cuda.get_device_capability(device) < (8, 0)", "False"),
     ),
     Mutation(
         "rollout.hf.cuda_graphs ignored (the device's default)", "vlrl/rollout/hf.py",

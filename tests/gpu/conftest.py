@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,10 +73,9 @@ def mid_model(device) -> Path:
 
 
 @pytest.fixture(scope="session")
-def mid_qwen3_5_model(device) -> Path:
-    """Qwen3.5's layout at the mid size: its linear-attention layers beside full attention
-    (the tiny one in bf16 on the CPU)."""
-    return tiny_checkpoint(replace(TINY_BF16 if device.type == "cpu" else MID, arch="qwen3_5"))
+def mid_checkpoint(device) -> Callable[[str], Path]:
+    """The mid-size checkpoint of a model family, `arch` (the tiny one in bf16 on the CPU)."""
+    return lambda arch: tiny_checkpoint(replace(TINY_BF16 if device.type == "cpu" else MID, arch=arch))
 
 
 @pytest.fixture(autouse=True)

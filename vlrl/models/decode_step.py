@@ -59,8 +59,8 @@ from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
 def unusual_layers(model: torch.nn.Module) -> list[str]:
     """The language model's layers other than full attention over a key-value cache with a dense
     MLP, by kind (Qwen3.5: linear_attention; Qwen3-VL MoE: experts); [] when there are none.
-    The lean step here holds neither; the static one holds linear attention's states through
-    the model's own forward (rollout/static.py), not experts."""
+    The lean step here holds neither; the static one holds both through the model's own
+    forward (rollout/static.py: linear attention's states, experts routed on the device)."""
     text = core_model(model).config.get_text_config()
     kinds = sorted(set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"})
     return [*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds

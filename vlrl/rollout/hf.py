@@ -16,9 +16,10 @@ static.py (`rollout.hf.static_cache`, preallocated buffers, the host looks every
 steps; on CUDA captured in CUDA graphs, `rollout.hf.cuda_graphs`). Both give the same tokens
 and random stream as decoding every row to the end, and its log-probs to float rounding
 (tests/rollout/test_hf_engine.py). A model whose cache, layers or attention the static step
-cannot hold (Qwen3-VL MoE's experts, FlashAttention, which reads the padding mask alone:
-`static.static_refusal`) decodes with the dynamic loop, and says so (`note`); Qwen3.5's
-linear-attention states it holds (`static.RowsStateLayer`).
+cannot hold (FlashAttention, which reads the padding mask alone; experts that pick their tokens
+with nonzero(): `static.static_refusal`) decodes with the dynamic loop, and says so (`note`);
+Qwen3.5's linear-attention states it holds (`static.RowsStateLayer`), and Qwen3-VL MoE's experts
+routed on the device by transformers' grouped_mm.
 
 Either loop's forward is the lean step of models/decode_step.py where the model allows it
 (`rollout.hf.lean_step`): the model's own kernels, bit for bit, without transformers' per-step
@@ -215,7 +216,7 @@ class HFEngine:
         wanted = (cuda or options.compile_step) if options.static_cache is None else options.static_cache
         if not wanted:
             return None, ""
-        refusal = static_refusal(self.model)
+        refusal = static_refusal(self.model, self.device)
         if refusal:
             return None, f"decodes with the dynamic loop, not the static step: {refusal}"
         sharded = fsdp_sharded(self.model)

@@ -11,6 +11,9 @@ bookkeeping, with no host synchronization. The host looks every `check_every` st
 when every row has, to compact the live rows into the next smaller batch-size bucket, and to
 widen the window of the cache the step attends over.
 
+A mixture of experts (Qwen3-VL MoE) takes the step through its own forward where transformers
+routes its tokens on the device (`experts_refusal`).
+
 A hybrid model's linear-attention layers (Qwen3.5's gated delta net) keep, instead of keys and
 values, a convolution window and a recurrent state of fixed size per row, which transformers'
 one-token step reads off the cache and writes back in place: the step keeps them in buffers of
@@ -69,8 +72,8 @@ WARMUP_STEPS = 2  # eager steps on the capture stream before a bucket's capture 
 UNREACHED_SLOTS = 16
 
 
-def static_refusal(model: torch.nn.Module) -> str:
-    """Why `model` cannot take the static step ("": it can)."""
+def static_refusal(model: torch.nn.Module, device: torch.device) -> str:
+    """Why `model`, computing on `device`, cannot take the static step ("": it can)."""
     implementation = core_model(model).config._attn_implementation
     if implementation not in ("sdpa", "eager"):  # FlashAttention reads the padding mask alone
         return (
@@ -81,8 +84,25 @@ def static_refusal(model: torch.nn.Module) -> str:
     attention = [kind for kind in kinds if kind not in ("experts", "linear_attention")]
     if attention:
         return f"its layers include {', '.join(attention)}, whose cache is neither keys and values in fixed slots nor a state"
-    if "experts" in kinds:
-        return "its experts pick their tokens with nonzero(), a host synchronization of data-dependent shape"
+    return experts_refusal(model, device) if "experts" in kinds else ""
+
+
+def experts_refusal(model: torch.nn.Module, device: torch.device) -> str:
+    """Why a mixture of experts (Qwen3-VL MoE) cannot take the static step ("": it can).
+    transformers' `grouped_mm` experts (its default where torch has grouped_mm) sort the
+    token-expert pairs, count them per expert with histc and multiply at those offsets on the
+    device ("histc instead of bincount to avoid cuda graph issues", integrations/moe.py), and
+    `batched_mm` gathers each pair's weights: neither reads anything back. The eager loop picks
+    each expert's tokens with nonzero(), and grouped_mm below compute capability 8.0 falls back
+    to a loop over offsets read on the host: both would wait for the device inside a step."""
+    implementation = core_model(model).config.get_text_config()._experts_implementation
+    if implementation not in ("grouped_mm", "batched_mm"):
+        return (
+            f"its experts ({implementation!r}) pick their tokens with nonzero(), a host synchronization of "
+            "data-dependent shape (transformers' grouped_mm and batched_mm do not)"
+        )
+    if implementation == "grouped_mm" and device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
+        return "its experts' grouped_mm falls back below compute capability 8.0 to a loop reading their offsets on the host"
     return ""
 
 
