@@ -58,6 +58,8 @@ SHAPE = ModelShape(
     patches_per_token=4,
     patch_values=12,
     kv_width=8,
+    kv_layers=2,
+    state_bytes=0,
     vocab=50,
     root_unit=100,
     largest_unit=300,
@@ -153,6 +155,49 @@ def test_a_shapes_cache_width_and_patch_sizes_are_those_the_model_and_processor_
     patches, values = out["pixel_values"].shape
     tokens = int((out["input_ids"] == processor.tokenizer.convert_tokens_to_ids(family.image_pad)).sum())
     assert (shape.patch_values, shape.patches_per_token * tokens) == (values, patches) and tokens < patches
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_5"])
+def test_a_shapes_cache_bytes_are_what_the_static_step_allocates(family, rec_data, video_qa_data):
+    """Per row, the HF engine's static step holds a slot of keys and values per token in every
+    full-attention layer (`kv_token_bytes`) and, in Qwen3.5's linear-attention layers (three in
+    four), a convolution window and a float32 recurrent state (`state_bytes`): what `vlrl plan`
+    counts as the engine's cache, in bf16."""
+    import torch
+
+    from tasks.refcoco import RefCOCO
+    from tests.rollout.test_hf_engine import STATIC
+    from vlrl.data.records import load_split
+    from vlrl.models.loading import frame_spec, load_processor
+    from vlrl.models.prompting import render_prompt
+    from vlrl.rollout import SamplingParams
+    from vlrl.rollout.hf import HFEngine
+    from vlrl.rollout.static import RowsLayer, RowsStateLayer
+
+    cfg = load_config(None, [f"model.path=tiny:{family}", "model.dtype=bfloat16"])
+    shape = model_shape(cfg)
+    model, processor = load_model(cfg.model).eval(), load_processor(cfg.model)
+    samples = load_split(rec_data, RefCOCO().build_sample, frame_spec(cfg.model)).samples[:2]
+    prompts = [render_prompt(processor, RefCOCO().messages(s), s, cfg.model) for s in samples]
+    engine = HFEngine(model, processor.tokenizer, options=STATIC["static, compacted every 3 steps"])
+    engine.generate(prompts, SamplingParams(n=2, max_new_tokens=4), torch.Generator().manual_seed(0))
+    decoding = engine._static[1]
+    rows, slots = decoding.rows, decoding.layers[-1].all_keys.shape[2]  # the last layer attends fully
+
+    def size(tensors) -> int:
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    kv = size(
+        t for layer in decoding.layers if isinstance(layer, RowsLayer) for t in (layer.all_keys, layer.all_values)
+    )
+    states = size(
+        t
+        for layer in decoding.layers
+        if isinstance(layer, RowsStateLayer)
+        for t in (*layer.all_conv, *layer.all_recurrent)
+    )
+    assert kv == rows * slots * shape.kv_token_bytes
+    assert states == rows * shape.state_bytes and (states > 0) == (family == "qwen3_5")
 
 
 def test_a_shape_counts_what_the_optimizer_steps_and_in_which_precision():

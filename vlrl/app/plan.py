@@ -5,8 +5,9 @@ vlrl.models.tiny.SHAPES) instantiated on PyTorch's meta device (no memory, no we
 config. A step has three phases, and the peak is the largest:
 
 - rollout: the resting state (weights, fp32 master weights, AdamW's two moments, the KL
-  reference) plus the rollout engine (the HF engine's KV cache for this GPU's rows, with the
-  policy's full weights gathered under FSDP2; vLLM's gpu_memory_utilization share);
+  reference) plus the rollout engine (the HF engine's KV cache for this GPU's rows, and
+  Qwen3.5's linear-attention states, with the policy's full weights gathered under FSDP2;
+  vLLM's gpu_memory_utilization share);
 - update: the resting state plus gradients, one micro-batch's activations at
   `token_budget` (with or without gradient checkpointing) and, under FSDP2, the units
   gathered around the one being computed;

@@ -59,6 +59,8 @@ class ModelShape:
     patches_per_token: int  # vision patches merged into one image token
     patch_values: int  # pixel values per patch (channels x frames x patch size squared)
     kv_width: int  # keys plus values per token per decoder layer (elements)
+    kv_layers: int  # decoder layers that cache keys and values (Qwen3.5: one in four)
+    state_bytes: int  # per sequence, the other layers' fixed-size states (Qwen3.5's linear attention)
     vocab: int
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
@@ -66,8 +68,8 @@ class ModelShape:
 
     @property
     def kv_token_bytes(self) -> int:
-        """Bytes of one token's keys and values in a KV cache, over every decoder layer."""
-        return self.kv_width * self.layers.count * self.dtype_bytes
+        """Bytes of one token's keys and values in a KV cache, over every decoder layer that has them."""
+        return self.kv_width * self.kv_layers * self.dtype_bytes
 
 
 def _hidden(block: torch.nn.Module) -> int:
@@ -107,6 +109,7 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
     ]
     text = config.get_text_config()
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    linear = (getattr(text, "layer_types", None) or []).count("linear_attention")
     vision_config = config.vision_config
     merge = getattr(vision_config, "spatial_merge_size", 2)
     b = torch.finfo(dtype).bits // 8
@@ -121,11 +124,23 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         patches_per_token=merge * merge,
         patch_values=vision_config.in_channels * vision_config.temporal_patch_size * vision_config.patch_size**2,
         kv_width=2 * text.num_key_value_heads * head_dim,
+        kv_layers=len(layers) - linear,
+        state_bytes=linear * linear_attention_state_bytes(text, b) if linear else 0,
         vocab=text.vocab_size,
         root_unit=params - sum(unit_params),
         largest_unit=max(unit_params),
         adapted=sum(m.weight.numel() for m in adapted),
     )
+
+
+def linear_attention_state_bytes(text, dtype_bytes: int) -> int:
+    """One sequence's state in one gated-delta-net layer (Qwen3.5), as transformers keeps it: the
+    convolution window over the queries, keys and values (its kernel's width, in the model's
+    dtype) and the recurrent state, a key-by-value matrix per value head in float32."""
+    channels = 2 * text.linear_num_key_heads * text.linear_key_head_dim
+    channels += text.linear_num_value_heads * text.linear_value_head_dim
+    recurrent = text.linear_num_value_heads * text.linear_key_head_dim * text.linear_value_head_dim
+    return channels * text.linear_conv_kernel_dim * dtype_bytes + recurrent * 4
 
 
 def adapted_linears(model: torch.nn.Module, cfg: Config) -> list[torch.nn.Linear]:
@@ -235,8 +250,9 @@ def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -
 
 
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:
-    """The HF engine's KV cache for this GPU's rows, prompts and completions at full length."""
-    return work.rows * (work.prompt_tokens + work.max_new_tokens) * shape.kv_token_bytes
+    """The HF engine's cache for this GPU's rows, prompts and completions at full length: keys
+    and values, and the linear-attention layers' states."""
+    return work.rows * ((work.prompt_tokens + work.max_new_tokens) * shape.kv_token_bytes + shape.state_bytes)
 
 
 @dataclass(frozen=True)
