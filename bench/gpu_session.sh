@@ -97,7 +97,7 @@ first)
     # Every test runs (no -x): a failing graph test must not cost the others' answers. The graphs
     # first, before test_engine_on_gpu's FSDP2 runs leave an NCCL group (and its watchdog) alive.
     stage gpu_tests 150 $python -m pytest -q -m gpu tests/gpu/test_decoding_graphs.py \
-        tests/gpu/test_output_layer_on_gpu.py tests/gpu/test_engine_on_gpu.py
+        tests/gpu/test_output_layer_on_gpu.py tests/gpu/test_engine_on_gpu.py tests/gpu/test_model_forward_graphs.py
     stage $name 240 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}"
     ;;
 eager)

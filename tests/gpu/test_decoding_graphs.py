@@ -82,15 +82,6 @@ def setup(mid_model, device, tmp_path_factory):
     yield from loaded(mid_model, device, tmp_path_factory)
 
 
-@pytest.fixture(scope="module", params=["qwen3_5", "qwen3_vl_moe"])
-def model_forward_setup(request, mid_checkpoint, device, tmp_path_factory):
-    """The families the static step takes through the model's own forward (the lean step takes
-    neither): Qwen3.5's hybrid layers (three of every four linear attention, whose states the
-    step keeps beside the keys and values; made to matter) and Qwen3-VL MoE's experts (routed
-    on the device by transformers' grouped_mm)."""
-    yield from loaded(mid_checkpoint(request.param), device, tmp_path_factory)
-
-
 @pytest.fixture(scope="module")
 def lora_setup(mid_model, device, setup):
     """The same model with LoRA adapters of rank 16 that move it (B drawn, not zero)."""
@@ -239,21 +230,6 @@ def test_a_graph_replayed_after_an_optimizer_step_samples_from_the_new_weights(s
     model = setup[0]
     trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
     assert_graphs_follow_an_optimizer_step(setup, device, trained)
-
-
-def test_the_graphs_of_qwen3_5s_states_and_qwen3_vl_moes_experts_replay_the_eager_step_and_an_optimizer_step(
-    model_forward_setup, device
-):
-    """The static step through the model's own forward, replayed from its graphs: Qwen3.5's
-    convolution windows and recurrent states read off the bucket's view of the step's buffers
-    and written back into it (static.RowsStateLayer), Qwen3-VL MoE's tokens sorted and counted
-    per expert on the device, all of it captured by address. Replays sample what the eager step
-    samples, through several buckets, and after an optimizer step that moved the weights in place."""
-    graphs, _ = assert_graphs_sample_as_eager(model_forward_setup, device)
-    assert isinstance(graphs._static[1].forward, ModelStep)
-    model = model_forward_setup[0]
-    trained = [p for n, p in model.named_parameters() if "language_model" in n and p.dtype == torch.bfloat16]
-    assert_graphs_follow_an_optimizer_step(model_forward_setup, device, trained)
 
 
 def test_a_lora_policys_graphs_replay_its_merged_weights_and_their_remerge_after_a_step(lora_setup, device):
