@@ -347,7 +347,7 @@ def test_experts_take_the_static_step_where_transformers_routes_their_tokens_on_
     core_model(model).set_experts_implementation("batched_mm")
     assert static_refusal(model, cuda) == ""
     core_model(model).set_experts_implementation("eager")
-    assert static_refusal(model, cpu).startswith("its experts ('eager') pick their tokens with nonzero()")
+    assert static_refusal(model, cpu).startswith("its experts' implementation 'eager' is not one that routes")
 
 
 def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the_dynamic_loop(rec_data, video_qa_data):

@@ -98,8 +98,8 @@ def experts_refusal(model: torch.nn.Module, device: torch.device) -> str:
     implementation = core_model(model).config.get_text_config()._experts_implementation
     if implementation not in ("grouped_mm", "batched_mm"):
         return (
-            f"its experts ({implementation!r}) pick their tokens with nonzero(), a host synchronization of "
-            "data-dependent shape (transformers' grouped_mm and batched_mm do not)"
+            f"its experts' implementation {implementation!r} is not one that routes tokens on the device "
+            "(grouped_mm, batched_mm); transformers' eager loop picks them with nonzero(), a host synchronization"
         )
     if implementation == "grouped_mm" and device.type == "cuda" and torch.cuda.get_device_capability(device) < (8, 0):
         return "its experts' grouped_mm falls back below compute capability 8.0 to a loop reading their offsets on the host"
