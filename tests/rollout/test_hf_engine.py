@@ -376,13 +376,11 @@ def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the
 
 def lean_and_model_engines(model, processor) -> dict[bool, HFEngine]:
     """Static-step engines compacting every 3 steps, by whether their forward is the lean step;
-    the test is skipped for a family that decodes with the dynamic loop."""
+    the test is skipped for a family the lean step cannot take."""
     options = STATIC["static, compacted every 3 steps"]
     engines = {
         lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
     }
-    if engines[True].static_plan is None:
-        pytest.skip("this family decodes with the dynamic loop")
     if not engines[True].static_plan.lean:
         pytest.skip("the lean step cannot take this family's layers (linear attention, experts)")
     return engines
@@ -429,8 +427,6 @@ def windowed_and_whole(setup, lean: bool, smallest: int, params: SamplingParams,
     got = []
     for window in (smallest, 0):
         engine = HFEngine(model, processor.tokenizer, options=replace(options, smallest_window=window))
-        if engine.static_plan is None:
-            pytest.skip("this family decodes with the dynamic loop")
         if engine.static_plan.lean != lean:
             pytest.skip("the lean step cannot take this family's layers (linear attention, experts)")
         widths.clear()
@@ -521,8 +517,6 @@ def test_a_second_batch_of_the_same_shape_reuses_the_static_buffers_and_decodes_
     model, processor, prompts = setup
     options = STATIC["static, compacted every 3 steps"]
     engine = HFEngine(model, processor.tokenizer, options=options)
-    if engine.static_plan is None:
-        pytest.skip("this family decodes with the dynamic loop")
     params = SAMPLING["top-k"]
     generator, reference_generator = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
     kept, sizes = [], []
