@@ -15,9 +15,7 @@ end; real completions end sooner and save more. On the CPU the step runs eagerly
 
 from __future__ import annotations
 
-import json
-
-from lora_rollout import alternate, arguments
+from lora_rollout import pair
 
 VARIANTS = {
     "windowed": ["rollout.hf.static_cache=true", "rollout.hf.smallest_window=128"],
@@ -26,11 +24,7 @@ VARIANTS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(__doc__, argv)
-    summary = alternate(args, VARIANTS).summary()
-    ratio = summary["windowed_median_s"] / summary["whole_cache_median_s"]
-    print(json.dumps({"benchmark": "cache_windows", **summary, "windowed_over_whole_cache": round(ratio, 3)}))
-    return 0
+    return pair(__doc__, argv, "cache_windows", VARIANTS, "windowed_over_whole_cache")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
 #   bash bench/gpu_session.sh profile  # the recipe's last step by kernel (bench/phase_profile.py)
 #   bash bench/gpu_session.sh compiled # rollout.hf.compile_step: its GPU tests, the recipe with it
+#   bash bench/gpu_session.sh families # the static step against the dynamic loop, Qwen3.5 and
+#                                      # Qwen3-VL MoE built at the 3B shape's sizes
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -19,7 +21,7 @@
 # or no nvidia-smi): a check of this script, never a GPU figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?"which part: first, second, eager, tier, recipe, profile or compiled"}
+part=${1:?"which part: first, second, eager, tier, recipe, profile, compiled or families"}
 shift
 OUT=${OUT:-$PWD/.gpu-session}
 mkdir -p "$OUT"
@@ -50,6 +52,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     recipe=(--steps 2)
     lora=(--max-new-tokens 256 --rounds 2)
     windows=(--max-new-tokens 1024 --rounds 2)
+    families=(--max-new-tokens 256 --rounds 2)
     memory=(--device cuda --budgets 4096 16384)
     patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
     vision=(--device cuda --dtype bfloat16 --hidden 1280 --heads 16 --intermediate 3420 --rounds 2 --repeats 1)
@@ -62,6 +65,7 @@ else
     recipe=(--steps 2 --shape tiny --device cpu)
     lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     windows=(--shape tiny --device cpu --rounds 1 --max-new-tokens 64)
+    families=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
     patch=(--rounds 1 --repeats 2)
     vision=(--depth 2 --images 2 --size 336x224 --rounds 1 --repeats 1)
@@ -130,12 +134,19 @@ profile)
     # profiler (its summary in $OUT/profile.json; step 2's figures, as recipe's, beside it).
     stage ${name}_profile 300 $python bench/recipe_on_gpu.py "${recipe[@]}" --steps 3 --profile "$OUT/profile.json" "${lora_rank[@]}"
     ;;
+families)
+    # Qwen3.5 and Qwen3-VL MoE take the static step through their own forward since 2026-12-01
+    # (before: the dynamic loop): what its graphs bring them, and Qwen2.5-VL-3B's beside them.
+    for arch in qwen3_5 qwen3_vl_moe qwen2_5_vl; do
+        stage static_vs_dynamic_$arch 150 $python bench/static_vs_dynamic.py "${families[@]}" --arch $arch
+    done
+    ;;
 tier)
     stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py
     stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
     ;;
 *)
-    echo "unknown part $part: first, second, eager, tier, recipe, profile or compiled" >&2
+    echo "unknown part $part: first, second, eager, tier, recipe, profile, compiled or families" >&2
     exit 2
     ;;
 esac

@@ -21,7 +21,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -29,6 +29,8 @@ import torch
 from tasks.refcoco import RefCOCO
 from vlrl.config import load_config
 from vlrl.data.records import load_split
+from vlrl.models.build import TinySpec
+from vlrl.models.families import family_names
 from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
@@ -48,6 +50,11 @@ POLICIES = {
 def arguments(description: str, argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", default="qwen2.5-vl-3b", choices=[*SHAPES, "tiny"])
+    parser.add_argument(
+        "--arch",
+        choices=sorted(family_names()),
+        help="the model family built at --shape's sizes (default: the shape's own)",
+    )
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--rank", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds, after one warm-up round")
@@ -91,10 +98,12 @@ def alternate(
     LoRA rank share one model."""
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
+        spec = TinySpec() if args.shape == "tiny" else SHAPES[args.shape]
+        spec = replace(spec, arch=args.arch or spec.arch)
         if args.shape == "tiny":
-            path = tiny_checkpoint()
+            path = tiny_checkpoint(spec)
         else:  # built on the device: drawing billions of weights on the CPU takes minutes
-            path = write_tiny_checkpoint(Path(tmp) / "model", SHAPES[args.shape], args.device)
+            path = write_tiny_checkpoint(Path(tmp) / "model", spec, args.device)
         data = Path(tmp) / "train.json"
         task = RefCOCO()
         task.synthesize(data, 64, 0)
@@ -145,6 +154,7 @@ def alternate(
     settings = {
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
         "model": args.shape,
+        "arch": spec.arch,
         "dtype": cfg.model.dtype,
         "prompts": B,
         "num_generations": params.n,
@@ -153,6 +163,16 @@ def alternate(
         "overrides": args.overrides,
     }
     return Rounds(settings, measured, sampled)
+
+
+def pair(description: str, argv: list[str] | None, benchmark: str, variants: dict[str, list[str]], ratio: str) -> int:
+    """A bench of two variants: prints their rounds' summary and the first one's median seconds
+    over the second's, as `ratio`."""
+    summary = alternate(arguments(description, argv), variants).summary()
+    first, second = variants
+    value = summary[f"{first}_median_s"] / summary[f"{second}_median_s"]
+    print(json.dumps({"benchmark": benchmark, **summary, ratio: round(value, 3)}))
+    return 0
 
 
 def merged_and_unmerged(engines: dict) -> None:

@@ -338,13 +338,13 @@ def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, cap
     assert [r["chunk_tokens"] for r in rows] == [1024, 0]
 
 
-def rounds_report(bench: str, capsys) -> dict:
+def rounds_report(bench: str, capsys, *extra: str) -> dict:
     """The JSON line of a bench built on bench/lora_rollout.py's rounds (its variants sampling
     the same prompts and seeds in turn), run for one round of 2 prompts x 2 completions of up
-    to 6 tokens; its variants sampled the same tokens."""
+    to 6 tokens, with `extra` arguments; its variants sampled the same tokens."""
     sys.path.insert(0, str(ROOT / "bench"))
     args = ["--shape", "tiny", "--device", "cpu", "--prompts", "2", "--max-new-tokens", "6", "--rounds", "1",
-            "rollout.num_generations=2", "model.max_pixels=12544"]  # fmt: skip
+            *extra, "rollout.num_generations=2", "model.max_pixels=12544"]  # fmt: skip
     assert importlib.import_module(bench).main(args) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["same_tokens"] and 2 * 2 <= report["completion_tokens"] <= 2 * 2 * 6
@@ -366,6 +366,14 @@ def test_the_cache_windows_bench_times_the_window_and_the_whole_cache_on_the_sam
     report = rounds_report("cache_windows", capsys)
     ratio = report["windowed_median_s"] / report["whole_cache_median_s"]
     assert abs(report["windowed_over_whole_cache"] - ratio) < 2e-3 * (1 + ratio)
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_5", "qwen3_vl_moe"])
+def test_the_static_vs_dynamic_bench_times_both_loops_on_the_same_tokens_for_each_family(arch, capsys):
+    report = rounds_report("static_vs_dynamic", capsys, "--arch", arch)
+    assert report["arch"] == arch
+    ratio = report["static_median_s"] / report["dynamic_median_s"]
+    assert abs(report["static_over_dynamic"] - ratio) < 2e-3 * (1 + ratio)
 
 
 def test_the_decode_step_bench_samples_the_same_tokens_with_a_revisions_step(capsys):
