@@ -83,7 +83,7 @@ fi
 # passed); its status is left in $rc. A stage past its limit is killed 10 s after SIGTERM: a
 # trainer stopped by SIGTERM finishes its step and saves a checkpoint (52 GB at the 3B shape with
 # its optimizer), which is not what a time limit is for. first and second's limits add up to
-# 850 s: more than a lent GPU's 15 minutes with its start, so a session runs what it can.
+# 880 s: more than a lent GPU's 15 minutes with its start, so a session runs what it can.
 stage() {
     local name=$1 limit=$2 start
     shift 2
@@ -100,7 +100,7 @@ case $part in
 first)
     # Every test runs (no -x): a failing graph test must not cost the others' answers. The graphs
     # first, before test_engine_on_gpu's FSDP2 runs leave an NCCL group (and its watchdog) alive.
-    stage gpu_tests 150 $python -m pytest -q -m gpu tests/gpu/test_decoding_graphs.py \
+    stage gpu_tests 180 $python -m pytest -q -m gpu tests/gpu/test_decoding_graphs.py \
         tests/gpu/test_output_layer_on_gpu.py tests/gpu/test_engine_on_gpu.py tests/gpu/test_model_forward_graphs.py
     stage $name 240 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}"
     ;;
