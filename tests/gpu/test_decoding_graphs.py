@@ -22,7 +22,6 @@ import torch
 from data_prep.refcoco import write_synthetic_rec
 from tasks.refcoco import RefCOCO
 from tests.gpu.runs import free
-from tests.models.test_policy import states_that_matter
 from tests.rollout.test_hf_engine import prompt_slots
 from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
@@ -64,7 +63,6 @@ def loaded(path: Path, device: torch.device, tmp_path_factory):
     cfg = ModelConfig(path=str(path), dtype="bfloat16", max_pixels=200704)
     processor = load_processor(cfg)
     model = load_model(cfg, device=device).eval()
-    states_that_matter(model)
     task = RefCOCO()
     prompts = [
         render_prompt(processor, task.messages(s), s, cfg)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 def model_forward_setup(request, mid_checkpoint, device, tmp_path_factory):
     """The families the static step takes through the model's own forward (the lean step takes
     neither): Qwen3.5's hybrid layers (three of every four linear attention, whose states the
-    step keeps beside the keys and values; made to matter) and Qwen3-VL MoE's experts (routed
+    step keeps beside the keys and values) and Qwen3-VL MoE's experts (routed
     on the device by transformers' grouped_mm)."""
     yield from loaded(mid_checkpoint(request.param), device, tmp_path_factory)
 

@@ -29,29 +29,12 @@ from vlrl.trainer.batch import RolloutBatch, rows_logprobs
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 
 
-STATE_GATE_SCALE = 30.0
-
-
-@torch.no_grad()
-def states_that_matter(model) -> None:
-    """Qwen3.5's linear-attention layers made to move the log-probs by their states: at the
-    tiny build's initialization their output gate (silu of in_proj_z's small values) all but
-    closes them, and zeroing every recurrent state at every decoding step moved no token and the
-    log-probs by 5e-6, below the tests' tolerance; with the gate's projection 30 times larger it
-    moved tokens, and log-probs by 0.5. A cache that lost or misplaced a state would pass
-    unseen. Other families have no such layers: left as they are."""
-    for layer in core_model(model).model.language_model.layers:
-        if hasattr(layer, "linear_attn"):
-            layer.linear_attn.in_proj_z.weight.mul_(STATE_GATE_SCALE)
-
-
 def family_setup(family: str, rec_data, video_qa_data):
     """The tiny float32 model of `family`, its processor, and two image prompts and a video one."""
     video = VideoConfig(max_frames=4, min_pixels=MIN_PIXELS, max_pixels=12544)
     cfg = ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, video=video)
     processor = load_processor(cfg)
     model = load_model(cfg).eval()
-    states_that_matter(model)
     task = RefCOCO()
     samples = load_split(rec_data, task.build_sample, frame_spec(cfg)).samples
     prompts = [render_prompt(processor, task.messages(s), s, cfg) for s in samples[:2]]

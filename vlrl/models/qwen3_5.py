@@ -17,12 +17,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
+
 from vlrl.models.build import TinySpec, instantiate, mrope_sections, text_config
 from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
 FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
 LINEAR_HEAD_DIM = 64  # tiny build: vLLM's CPU gated-delta-rule kernel takes 64 and 128, not 32 (Qwen3.5: 128)
+# tiny build: the linear-attention layers' output gate (silu of in_proj_z) widened, so that their
+# states move what the model says. At transformers' initialization it all but closes them:
+# zeroing every recurrent state at every decoding step moved no token and the log-probs by 5e-6,
+# below every test's tolerance, so a cache that lost or misplaced a state passed unseen; 30 times
+# wider, the same moved tokens, and log-probs by 0.5.
+STATE_GATE_SCALE = 30.0
 
 
 def _shared_prefix_layer():
@@ -104,4 +112,9 @@ class Qwen35(Qwen3VL):
         from transformers import Qwen3_5ForConditionalGeneration
 
         text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
-        return instantiate(Qwen3_5ForConditionalGeneration, spec, tokenizer, text, vision)
+        model = instantiate(Qwen3_5ForConditionalGeneration, spec, tokenizer, text, vision)
+        with torch.no_grad():
+            for layer in model.model.language_model.layers:
+                if hasattr(layer, "linear_attn"):
+                    layer.linear_attn.in_proj_z.weight.mul_(STATE_GATE_SCALE)
+        return model
