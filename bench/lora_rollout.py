@@ -169,10 +169,13 @@ def pair(description: str, argv: list[str] | None, benchmark: str, variants: dic
     """A bench of two variants: prints their rounds' summary and the first one's median seconds
     over the second's, as `ratio`."""
     summary = alternate(arguments(description, argv), variants).summary()
-    first, second = variants
-    value = summary[f"{first}_median_s"] / summary[f"{second}_median_s"]
-    print(json.dumps({"benchmark": benchmark, **summary, ratio: round(value, 3)}))
+    print(json.dumps({"benchmark": benchmark, **summary, ratio: over(summary, *variants)}))
     return 0
+
+
+def over(summary: dict, variant: str, other: str) -> float:
+    """`variant`'s median seconds over `other`'s, to three places."""
+    return round(summary[f"{variant}_median_s"] / summary[f"{other}_median_s"], 3)
 
 
 def merged_and_unmerged(engines: dict) -> None:
@@ -189,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                 "benchmark": "lora_rollout",
                 "rank": args.rank,
                 **summary,
-                "merged_over_full": round(summary["lora_merged_median_s"] / summary["full_median_s"], 3),
-                "unmerged_over_full": round(summary["lora_unmerged_median_s"] / summary["full_median_s"], 3),
+                "merged_over_full": over(summary, "lora_merged", "full"),
+                "unmerged_over_full": over(summary, "lora_unmerged", "full"),
             }
         )
     )

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
+from tasks.refcoco import RefCOCO
+from tests.rollout.test_hf_engine import STATIC
 from vlrl.app.plan import memory
 from vlrl.cli import main
 from vlrl.config import load_config
-from vlrl.models.loading import load_model
+from vlrl.data.records import load_split
+from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.lora import lora_linears
 from vlrl.models.memory import Block, ModelShape, Workload, activation_bytes, model_shape
 from vlrl.models.policy import CHUNK_TOKENS
+from vlrl.models.prompting import render_prompt
 from vlrl.parallel.fsdp2 import FSDP2, FSDPOptions
 from vlrl.parallel.replicated import Replicated
-from vlrl.rollout import choose_engine
+from vlrl.rollout import SamplingParams, choose_engine
+from vlrl.rollout.hf import HFEngine
+from vlrl.rollout.static import RowsLayer, RowsStateLayer
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
@@ -113,7 +120,7 @@ def test_a_lora_policy_decoding_with_merged_weights_holds_a_copy_of_each_adapted
     the adapters computed unmerged, and none during the update (the engine sleeps first)."""
     from dataclasses import replace
 
-    from vlrl.rollout.hf import HFEngine, HFOptions
+    from vlrl.rollout.hf import HFOptions
 
     lora, kv_cache = replace(SHAPE, adapted=400), 2 * (0 + 64 + 6) * 8 * 2 * 2
     assert HFEngine.memory(lora, WORK, None) == (kv_cache + 400 * 2, 0.0)
@@ -142,7 +149,6 @@ def test_a_shapes_cache_width_and_patch_sizes_are_those_the_model_and_processor_
     from PIL import Image
 
     from vlrl.models.families import model_family
-    from vlrl.models.loading import load_processor
 
     cfg = load_config(None, [f"model.path=tiny:{family}", "model.dtype=float32"])
     shape = model_shape(cfg)
@@ -158,22 +164,11 @@ def test_a_shapes_cache_width_and_patch_sizes_are_those_the_model_and_processor_
 
 
 @pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_5"])
-def test_a_shapes_cache_bytes_are_what_the_static_step_allocates(family, rec_data, video_qa_data):
+def test_a_shapes_cache_bytes_are_what_the_static_step_allocates(family, rec_data):
     """Per row, the HF engine's static step holds a slot of keys and values per token in every
     full-attention layer (`kv_token_bytes`) and, in Qwen3.5's linear-attention layers (three in
     four), a convolution window and a float32 recurrent state (`state_bytes`): what `vlrl plan`
     counts as the engine's cache, in bf16."""
-    import torch
-
-    from tasks.refcoco import RefCOCO
-    from tests.rollout.test_hf_engine import STATIC
-    from vlrl.data.records import load_split
-    from vlrl.models.loading import frame_spec, load_processor
-    from vlrl.models.prompting import render_prompt
-    from vlrl.rollout import SamplingParams
-    from vlrl.rollout.hf import HFEngine
-    from vlrl.rollout.static import RowsLayer, RowsStateLayer
-
     cfg = load_config(None, [f"model.path=tiny:{family}", "model.dtype=bfloat16"])
     shape = model_shape(cfg)
     model, processor = load_model(cfg.model).eval(), load_processor(cfg.model)
