@@ -829,8 +829,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the lean step skips a Linear's hooks",
          "if type(module) is torch.nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):",
          "if type(module) is torch.nn.Linear:"),
-        ("experts counted as plain layers", '[*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds',
-         "kinds"),
+        ("the lean step refuses experts", 'if "linear_attention" in unusual_layers(model):',
+         "if unusual_layers(model):"),
+        ("the lean step skips the experts", "    if not hasattr(mlp, \"gate_proj\"):\n        return mlp\n",
+         "    if not hasattr(mlp, \"gate_proj\"):\n        return lambda h: h\n"),
+    ),
+    Mutation(
+        "experts counted as plain layers", "vlrl/models/decode_step.py",
+        '[*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds', "kinds", (f"{HF_ENGINE}::{EXPERTS}",),
     ),
     *family(
         "vlrl/models/loading.py", (LOADING,),

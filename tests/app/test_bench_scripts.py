@@ -376,6 +376,16 @@ def test_the_static_vs_dynamic_bench_times_both_loops_on_the_same_tokens_for_eac
     assert abs(report["static_over_dynamic"] - ratio) < 2e-3 * (1 + ratio)
 
 
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_5", "qwen3_vl_moe"])
+def test_the_lean_vs_model_bench_times_both_forwards_on_the_same_tokens_and_says_where_the_lean_step_is_refused(
+    arch, capsys
+):
+    report = rounds_report("lean_vs_model", capsys, "--arch", arch)
+    assert report["arch"] == arch and report["lean_taken"] == (arch != "qwen3_5")  # linear attention: refused
+    ratio = report["lean_median_s"] / report["model_median_s"]
+    assert abs(report["lean_over_model"] - ratio) < 2e-3 * (1 + ratio)
+
+
 def test_the_decode_step_bench_samples_the_same_tokens_with_a_revisions_step(capsys):
     """Against HEAD's step, imported from its file beside this checkout's: the same tokens and
     log-probs to the bit, both timed."""

@@ -24,7 +24,7 @@ from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
 
 STEPS = 3
-REFUSED = {"qwen3_5": "linear_attention", "qwen3_vl_moe": "experts"}  # family: a word of the reason
+REFUSED = {"qwen3_5": "linear_attention"}  # family: a word of the reason
 
 
 @pytest.fixture(scope="module", params=sorted(family_names()))

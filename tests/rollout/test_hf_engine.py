@@ -382,7 +382,7 @@ def lean_and_model_engines(model, processor) -> dict[bool, HFEngine]:
         lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
     }
     if not engines[True].static_plan.lean:
-        pytest.skip("the lean step cannot take this family's layers (linear attention, experts)")
+        pytest.skip("the lean step cannot take this family's layers (linear attention)")
     return engines
 
 
@@ -428,7 +428,7 @@ def windowed_and_whole(setup, lean: bool, smallest: int, params: SamplingParams,
     for window in (smallest, 0):
         engine = HFEngine(model, processor.tokenizer, options=replace(options, smallest_window=window))
         if engine.static_plan.lean != lean:
-            pytest.skip("the lean step cannot take this family's layers (linear attention, experts)")
+            pytest.skip("the lean step cannot take this family's layers (linear attention)")
         widths.clear()
         groups = engine.generate(prompts, params, torch.Generator().manual_seed(5))
         got.append((completions(groups), list(widths), engine.stats))
@@ -499,8 +499,8 @@ def test_a_hook_added_between_two_batches_of_the_same_shape_counts_in_the_static
 
     before = {lean: sample(lean) for lean in engines}
     kept = {lean: engine._static[1] for lean, engine in engines.items()}
-    down = core_model(model).model.language_model.layers[-1].mlp.down_proj
-    handle = down.register_forward_hook(lambda module, inputs, output: output * 4)
+    out = core_model(model).model.language_model.layers[-1].self_attn.o_proj  # a plain Linear in every family
+    handle = out.register_forward_hook(lambda module, inputs, output: output * 4)
     try:
         after = {lean: sample(lean) for lean in engines}
     finally:
@@ -646,7 +646,7 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # an H100's
     assert static_refusal(model, torch.device("cuda")) == ""
     if lean and decode_step_refusal(model):
-        pytest.skip("the lean step cannot take this family's layers (linear attention, experts)")
+        pytest.skip("the lean step cannot take this family's layers (linear attention)")
     on_host = HFEngine(model, tokenizer)
     text = model.config.get_text_config()
     rows, prompt, steps = 6, 20, 8

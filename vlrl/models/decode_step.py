@@ -59,8 +59,9 @@ from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
 def unusual_layers(model: torch.nn.Module) -> list[str]:
     """The language model's layers other than full attention over a key-value cache with a dense
     MLP, by kind (Qwen3.5: linear_attention; Qwen3-VL MoE: experts); [] when there are none.
-    The lean step here holds neither; the static one holds both through the model's own
-    forward (rollout/static.py: linear attention's states, experts routed on the device)."""
+    The lean step here holds experts (called as the model calls them: `feed_forward`), not
+    linear attention; the static one holds both (rollout/static.py: linear attention's states
+    through the model's own forward, experts where they are routed on the device)."""
     text = core_model(model).config.get_text_config()
     kinds = sorted(set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"})
     return [*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds
@@ -75,8 +76,8 @@ def decode_step_refusal(model: torch.nn.Module) -> str:
         return "it is not a *ForConditionalGeneration with a language_model and an lm_head"
     if core.config._attn_implementation != "sdpa":
         return f"its attention is {core.config._attn_implementation!r}; the step computes SDPA's"
-    if kinds := unusual_layers(model):
-        return f"its layers include {', '.join(kinds)}"
+    if "linear_attention" in unusual_layers(model):
+        return "its layers include linear_attention"
     if text.rope_parameters.get("rope_type", "default") != "default":
         return f"its rope is {text.rope_parameters['rope_type']!r}, whose tables change with the length"
     if getattr(text, "attention_dropout", 0.0):
@@ -136,20 +137,27 @@ class Layer:
     groups: int  # query heads per key-value head
     scaling: float
     post_norm: torch.nn.Module
-    gate: Compute
-    up: Compute
-    act: Compute
-    down: Compute
+    mlp: Compute
 
     @classmethod
     def of(cls, layer: torch.nn.Module) -> Layer:
-        attn, mlp = layer.self_attn, layer.mlp
+        attn = layer.self_attn
         return cls(
             layer.input_layernorm, bound(attn.q_proj), bound(attn.k_proj), bound(attn.v_proj),
             (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None, bound(attn.o_proj),
             attn.head_dim, attn.num_key_value_groups, attn.scaling,
-            layer.post_attention_layernorm, bound(mlp.gate_proj), bound(mlp.up_proj), mlp.act_fn, bound(mlp.down_proj),
+            layer.post_attention_layernorm, feed_forward(layer.mlp),
         )  # fmt: skip
+
+
+def feed_forward(mlp: torch.nn.Module) -> Compute:
+    """What computes a decoder layer's `mlp(h)`: a dense gated MLP as its forward computes it,
+    `down(act(gate(h)) * up(h))` of its projections (each `bound`); a mixture of experts (Qwen3-VL
+    MoE's sparse block: its router and its experts, as transformers routes them) called as itself."""
+    if not hasattr(mlp, "gate_proj"):
+        return mlp
+    gate, up, act, down = bound(mlp.gate_proj), bound(mlp.up_proj), mlp.act_fn, bound(mlp.down_proj)
+    return lambda h: down(act(gate(h)) * up(h))
 
 
 class DecodeStep:
@@ -199,7 +207,7 @@ class DecodeStep:
         for i, layer in enumerate(self.layers):
             x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, mask, cache, i)
             h = rms_norm(layer.post_norm, x)
-            x = x + layer.down(layer.act(layer.gate(h)) * layer.up(h))
+            x = x + layer.mlp(h)
         return rms_norm(self.language_model.norm, x)
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

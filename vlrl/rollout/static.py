@@ -11,8 +11,8 @@ bookkeeping, with no host synchronization. The host looks every `check_every` st
 when every row has, to compact the live rows into the next smaller batch-size bucket, and to
 widen the window of the cache the step attends over.
 
-A mixture of experts (Qwen3-VL MoE) takes the step through its own forward where transformers
-routes its tokens on the device (`experts_refusal`).
+A mixture of experts (Qwen3-VL MoE) takes the step where transformers routes its tokens on the
+device (`experts_refusal`); the lean step calls its experts as the model does.
 
 A hybrid model's linear-attention layers (Qwen3.5's gated delta net) keep, instead of keys and
 values, a convolution window and a recurrent state of fixed size per row, which transformers'

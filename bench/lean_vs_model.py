@@ -1,0 +1,51 @@
+"""The HF engine's lean decoding step (models/decode_step.py, `rollout.hf.lean_step`) against
+the model's own forward, side by side in one process. Prints one JSON line.
+
+Both sample the same prompts with the same seeds, in turn within each round (bench/lora_rollout.py's
+rounds), in whichever loop the device takes by default (on the CPU the dynamic loop, on CUDA the
+static step in CUDA graphs, where the lean step is `static.LeanStaticStep`). The lean step is the
+model's kernels in the model's order, so both sample the same tokens (`same_tokens`). `--arch`
+builds another family at the shape's sizes: Qwen3-VL MoE's experts are called by the lean step
+as the model calls them; Qwen3.5 is refused (linear attention), and both sides are the model's.
+
+    python bench/lean_vs_model.py --shape tiny --device cpu --arch qwen3_vl_moe   # the script's check
+    python bench/lean_vs_model.py --max-new-tokens 256                            # a GPU at 3B's shape
+"""
+
+from __future__ import annotations
+
+import json
+
+from lora_rollout import alternate, arguments, over
+
+VARIANTS = {
+    "lean": ["rollout.hf.lean_step=true"],
+    "model": ["rollout.hf.lean_step=false"],
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(__doc__, argv)
+    taken: list[bool] = []
+
+    def check(engines: dict) -> None:
+        if engines["model"].lean:
+            raise SystemExit("rollout.hf.lean_step=false did not reach the engine: it decodes with the lean step")
+        taken.append(engines["lean"].lean)  # False where the model refuses it (Qwen3.5): both sides the model's
+
+    summary = alternate(args, VARIANTS, check).summary()
+    print(
+        json.dumps(
+            {
+                "benchmark": "lean_vs_model",
+                **summary,
+                "lean_taken": taken[0],
+                "lean_over_model": over(summary, *VARIANTS),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
