@@ -97,6 +97,9 @@ LOADING = "tests/models/test_loading.py"
 # GPU-only (tests/gpu/): on the CPU it is skipped, so the mutation's CPU kill is the refusal test.
 GRAPHS_ON_GPU = "tests/gpu/test_decoding_graphs.py::test_graph_replays_sample_what_the_eager_step_samples"
 COMPILED = "tests/rollout/test_compiled_step.py"
+COMPILED_EXPERTS = (
+    f"{COMPILED}::test_compiled_graphs_are_refused_for_experts_that_grouped_mm_would_loop_over_on_the_host"
+)
 EXPERTS = "test_experts_take_the_static_step_where_transformers_routes_their_tokens_on_the_device"
 WINDOW = "test_a_static_step_attending_over_a_window_of_the_cache_decodes_as_one_attending_over_all_of_it"
 WIDENING = "test_the_window_widens_as_the_rows_decode_and_samples_as_the_whole_cache_does"
@@ -906,6 +909,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the compiled step's positions strided by the batch",
          "torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)",
          "torch.zeros(3, rows, 1, dtype=torch.long, device=device)"),
+    ),
+    *family(
+        "vlrl/rollout/static.py", (COMPILED_EXPERTS,),
+        ("the compiled step's graphs take float32 experts", "    if dtype == torch.bfloat16:\n        return \"\"\n",
+         "    if True:\n        return \"\"\n"),
+        ("the compiled step's graphs refuse batched_mm experts",
+         'if not getattr(text, "num_experts", 0) or text._experts_implementation != "grouped_mm":',
+         'if not getattr(text, "num_experts", 0):'),
+    ),
+    Mutation(
+        "the compiled step's experts never asked about", "vlrl/rollout/hf.py",
+        "if options.compile_step and graphs and (why := compiled_experts_refusal(self.model)):",
+        "if options.compile_step and graphs and (why := ''):", (COMPILED_EXPERTS,),
     ),
     Mutation(
         "rollout.hf.compile_step leaves the CPU to the dynamic loop", "vlrl/rollout/hf.py",

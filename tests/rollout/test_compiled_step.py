@@ -146,6 +146,28 @@ def test_the_compiled_step_is_refused_under_fsdp2(setup, monkeypatch):
         HFEngine(model, processor.tokenizer, options=COMPILED)
 
 
+def test_compiled_graphs_are_refused_for_experts_that_grouped_mm_would_loop_over_on_the_host(monkeypatch):
+    """Compiled, transformers' grouped_mm multiplies experts in bfloat16 only; in float32 it loops
+    over offsets read on the host, which a CUDA graph's capture cannot hold: a clear error on
+    CUDA (an H100's capability standing in, no GPU touched), none in bfloat16, none without
+    graphs, and none for batched_mm, which reads nothing back."""
+    from vlrl.config import ModelConfig
+    from vlrl.models.loading import load_model, load_processor
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    cuda = torch.device("cuda")
+    for dtype in ("float32", "bfloat16"):
+        cfg = ModelConfig(path="tiny:qwen3_vl_moe", dtype=dtype)
+        model, tokenizer = load_model(cfg).eval(), load_processor(cfg).tokenizer
+        if dtype == "float32":
+            with pytest.raises(ConfigError, match="rollout.hf.compile_step in CUDA graphs: its experts' weights are"):
+                HFEngine(model, tokenizer, cuda, COMPILED)
+            assert HFEngine(model, tokenizer, cuda, replace(COMPILED, cuda_graphs=False)).static_plan.compiled
+            core_model(model).set_experts_implementation("batched_mm")
+        engine = HFEngine(model, tokenizer, cuda, COMPILED)
+        assert engine.static_plan.compiled and engine.static_plan.graphs
+
+
 def test_every_compilation_runs_in_a_warm_up_step_never_inside_a_capture(setup, monkeypatch):
     """On a GPU a compilation inside a CUDA graph's capture would fail it (or be captured): each
     bucket's warm-up steps run before its capture, with the shapes the capture then sees, so

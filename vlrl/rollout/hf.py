@@ -55,7 +55,7 @@ from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.decoding import DecodeStats, Draw, Record
-from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, static_refusal
+from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, compiled_experts_refusal, static_refusal
 
 
 class GrowingLayer(DynamicLayer):
@@ -233,6 +233,8 @@ class HFEngine:
                 "config: rollout.hf.compile_step has not been tried on FSDP2's gathered weights (new tensors at "
                 "every gathering); leave it off under trainer.parallel=fsdp2"
             )
+        if options.compile_step and graphs and (why := compiled_experts_refusal(self.model)):
+            raise ConfigError(f"config: rollout.hf.compile_step in CUDA graphs: {why}")
         plan = StaticPlan(
             options.compact, graphs, options.check_every, options.smallest_bucket, options.smallest_window, self.lean,
             options.compile_step,

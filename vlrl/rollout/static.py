@@ -106,6 +106,25 @@ def experts_refusal(model: torch.nn.Module, device: torch.device) -> str:
     return ""
 
 
+def compiled_experts_refusal(model: torch.nn.Module) -> str:
+    """Why the compiled static step's CUDA graphs cannot hold `model`'s experts ("": they can).
+    Under torch.compile transformers' grouped_mm takes bfloat16 weights only; in another dtype
+    it multiplies each expert's tokens in a loop over offsets read on the host
+    (`_can_use_grouped_mm`, `_grouped_mm_fallback` in integrations/moe.py), which a capture
+    cannot hold. batched_mm reads nothing back, compiled or not."""
+    text = core_model(model).config.get_text_config()
+    if not getattr(text, "num_experts", 0) or text._experts_implementation != "grouped_mm":
+        return ""
+    dtype = next(core_model(model).model.language_model.parameters()).dtype
+    if dtype == torch.bfloat16:
+        return ""
+    return (
+        f"its experts' weights are {dtype}: compiled, transformers' grouped_mm takes bfloat16 only and otherwise "
+        "loops over offsets read on the host, which a CUDA graph cannot capture (model.dtype=bfloat16, or "
+        "rollout.hf.cuda_graphs=false)"
+    )
+
+
 def cache_length(prompt: int, max_new_tokens: int) -> int:
     """Slots for the prompt and every completion token but the last (never fed back), rounded up."""
     return -(-(prompt + max_new_tokens - 1) // CACHE_GRANULE) * CACHE_GRANULE
