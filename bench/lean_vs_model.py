@@ -14,9 +14,7 @@ as the model calls them; Qwen3.5 is refused (linear attention), and both sides a
 
 from __future__ import annotations
 
-import json
-
-from lora_rollout import alternate, arguments, over
+from lora_rollout import pair
 
 VARIANTS = {
     "lean": ["rollout.hf.lean_step=true"],
@@ -24,27 +22,16 @@ VARIANTS = {
 }
 
 
+def lean_taken(engines: dict) -> dict:
+    """Whether the lean side decodes with the lean step (not where the model refuses it, Qwen3.5:
+    both sides the model's); the model's side never does."""
+    if engines["model"].lean:
+        raise SystemExit("rollout.hf.lean_step=false did not reach the engine: it decodes with the lean step")
+    return {"lean_taken": engines["lean"].lean}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(__doc__, argv)
-    taken: list[bool] = []
-
-    def check(engines: dict) -> None:
-        if engines["model"].lean:
-            raise SystemExit("rollout.hf.lean_step=false did not reach the engine: it decodes with the lean step")
-        taken.append(engines["lean"].lean)  # False where the model refuses it (Qwen3.5): both sides the model's
-
-    summary = alternate(args, VARIANTS, check).summary()
-    print(
-        json.dumps(
-            {
-                "benchmark": "lean_vs_model",
-                **summary,
-                "lean_taken": taken[0],
-                "lean_over_model": over(summary, *VARIANTS),
-            }
-        )
-    )
-    return 0
+    return pair(__doc__, argv, "lean_vs_model", VARIANTS, "lean_over_model", lean_taken)
 
 
 if __name__ == "__main__":

@@ -165,11 +165,16 @@ def alternate(
     return Rounds(settings, measured, sampled)
 
 
-def pair(description: str, argv: list[str] | None, benchmark: str, variants: dict[str, list[str]], ratio: str) -> int:
-    """A bench of two variants: prints their rounds' summary and the first one's median seconds
+def pair(
+    description: str, argv: list[str] | None, benchmark: str, variants: dict[str, list[str]], ratio: str,
+    check: Callable[[dict], dict] = lambda engines: {},
+) -> int:  # fmt: skip
+    """A bench of two variants: prints their rounds' summary, what `check` says of the engines
+    (it sees them before the rounds, and may stop the bench) and the first one's median seconds
     over the second's, as `ratio`."""
-    summary = alternate(arguments(description, argv), variants).summary()
-    print(json.dumps({"benchmark": benchmark, **summary, ratio: over(summary, *variants)}))
+    seen: dict = {}
+    summary = alternate(arguments(description, argv), variants, lambda engines: seen.update(check(engines))).summary()
+    print(json.dumps({"benchmark": benchmark, **summary, **seen, ratio: over(summary, *variants)}))
     return 0
 
 

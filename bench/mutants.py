@@ -915,8 +915,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("the compiled step's graphs take float32 experts", "    if dtype == torch.bfloat16:\n        return \"\"\n",
          "    if True:\n        return \"\"\n"),
         ("the compiled step's graphs refuse batched_mm experts",
-         'if not getattr(text, "num_experts", 0) or text._experts_implementation != "grouped_mm":',
-         'if not getattr(text, "num_experts", 0):'),
+         'if core_model(model).config.get_text_config()._experts_implementation != "grouped_mm":', "if False:"),
     ),
     Mutation(
         "the compiled step's experts never asked about", "vlrl/rollout/hf.py",

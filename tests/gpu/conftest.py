@@ -67,15 +67,15 @@ def device() -> torch.device:
 
 
 @pytest.fixture(scope="session")
-def mid_model(device) -> Path:
-    """The mid-size checkpoint (the tiny one in bf16 on the CPU)."""
-    return tiny_checkpoint(TINY_BF16 if device.type == "cpu" else MID)
-
-
-@pytest.fixture(scope="session")
 def mid_checkpoint(device) -> Callable[[str], Path]:
     """The mid-size checkpoint of a model family, `arch` (the tiny one in bf16 on the CPU)."""
     return lambda arch: tiny_checkpoint(replace(TINY_BF16 if device.type == "cpu" else MID, arch=arch))
+
+
+@pytest.fixture(scope="session")
+def mid_model(mid_checkpoint) -> Path:
+    """The mid-size Qwen2.5-VL checkpoint (the tiny one in bf16 on the CPU)."""
+    return mid_checkpoint(MID.arch)
 
 
 @pytest.fixture(autouse=True)

@@ -112,8 +112,9 @@ def compiled_experts_refusal(model: torch.nn.Module) -> str:
     it multiplies each expert's tokens in a loop over offsets read on the host
     (`_can_use_grouped_mm`, `_grouped_mm_fallback` in integrations/moe.py), which a capture
     cannot hold. batched_mm reads nothing back, compiled or not."""
-    text = core_model(model).config.get_text_config()
-    if not getattr(text, "num_experts", 0) or text._experts_implementation != "grouped_mm":
+    if "experts" not in unusual_layers(model):
+        return ""
+    if core_model(model).config.get_text_config()._experts_implementation != "grouped_mm":
         return ""
     dtype = next(core_model(model).model.language_model.parameters()).dtype
     if dtype == torch.bfloat16:
