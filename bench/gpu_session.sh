@@ -135,8 +135,8 @@ profile)
     stage ${name}_profile 300 $python bench/recipe_on_gpu.py "${recipe[@]}" --steps 3 --profile "$OUT/profile.json" "${lora_rank[@]}"
     ;;
 families)
-    # Qwen3.5 (through its own forward) and Qwen3-VL MoE (through the lean step) take the static
-    # step since 2026-12-01 (before: the dynamic loop): what its graphs bring them, and
+    # Qwen3.5 and Qwen3-VL MoE take the static step, through the lean step, since 2026-12-01
+    # (before: the dynamic loop): what its graphs bring them, and
     # Qwen2.5-VL-3B's beside them.
     for arch in qwen3_5 qwen3_vl_moe qwen2_5_vl; do
         stage static_vs_dynamic_$arch 150 $python bench/static_vs_dynamic.py "${families[@]}" --arch $arch

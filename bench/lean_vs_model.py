@@ -5,8 +5,10 @@ Both sample the same prompts with the same seeds, in turn within each round (ben
 rounds), in whichever loop the device takes by default (on the CPU the dynamic loop, on CUDA the
 static step in CUDA graphs, where the lean step is `static.LeanStaticStep`). The lean step is the
 model's kernels in the model's order, so both sample the same tokens (`same_tokens`). `--arch`
-builds another family at the shape's sizes: Qwen3-VL MoE's experts are called by the lean step
-as the model calls them; Qwen3.5 is refused (linear attention), and both sides are the model's.
+builds another family at the shape's sizes: the lean step calls Qwen3-VL MoE's experts and
+Qwen3.5's linear-attention layers as the model calls them. Where the lean step is refused
+(`decode_step_refusal`: e.g. `model.attn_implementation=eager`) both sides are the model's,
+and `lean_taken` says so.
 
     python bench/lean_vs_model.py --shape tiny --device cpu --arch qwen3_vl_moe   # the script's check
     python bench/lean_vs_model.py --max-new-tokens 256                            # a GPU at 3B's shape
@@ -23,8 +25,8 @@ VARIANTS = {
 
 
 def lean_taken(engines: dict) -> dict:
-    """Whether the lean side decodes with the lean step (not where the model refuses it, Qwen3.5:
-    both sides the model's); the model's side never does."""
+    """Whether the lean side decodes with the lean step (not where the model refuses it: both
+    sides the model's); the model's side never does."""
     if engines["model"].lean:
         raise SystemExit("rollout.hf.lean_step=false did not reach the engine: it decodes with the lean step")
     return {"lean_taken": engines["lean"].lean}

@@ -376,12 +376,15 @@ def test_the_static_vs_dynamic_bench_times_both_loops_on_the_same_tokens_for_eac
     assert abs(report["static_over_dynamic"] - ratio) < 2e-3 * (1 + ratio)
 
 
-@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_5", "qwen3_vl_moe"])
+@pytest.mark.parametrize(
+    ("arch", "attention"),
+    [("qwen2_5_vl", "sdpa"), ("qwen3_5", "sdpa"), ("qwen3_vl_moe", "sdpa"), ("qwen2_5_vl", "eager")],
+)
 def test_the_lean_vs_model_bench_times_both_forwards_on_the_same_tokens_and_says_where_the_lean_step_is_refused(
-    arch, capsys
+    arch, attention, capsys
 ):
-    report = rounds_report("lean_vs_model", capsys, "--arch", arch)
-    assert report["arch"] == arch and report["lean_taken"] == (arch != "qwen3_5")  # linear attention: refused
+    report = rounds_report("lean_vs_model", capsys, "--arch", arch, f"model.attn_implementation={attention}")
+    assert report["arch"] == arch and report["lean_taken"] == (attention == "sdpa")  # the step computes SDPA's
     ratio = report["lean_median_s"] / report["model_median_s"]
     assert abs(report["lean_over_model"] - ratio) < 2e-3 * (1 + ratio)
 

@@ -17,7 +17,7 @@ from transformers.cache_utils import LinearAttentionCacheLayerMixin
 from tests.models.test_policy import family_setup
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
-from vlrl.models.decode_step import ModelStep, decode_step_refusal
+from vlrl.models.decode_step import ModelStep
 from vlrl.models.families import family_names, family_of_model
 from vlrl.models.loading import core_model, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
@@ -645,8 +645,6 @@ def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(f
     model, tokenizer = load_model(cfg).eval(), load_processor(cfg).tokenizer
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # an H100's
     assert static_refusal(model, torch.device("cuda")) == ""
-    if lean and decode_step_refusal(model):
-        pytest.skip("the lean step cannot take this family's layers (linear attention)")
     on_host = HFEngine(model, tokenizer)
     text = model.config.get_text_config()
     rows, prompt, steps = 6, 20, 8

@@ -48,6 +48,10 @@ class ModelFamily:
     # The processor outputs the model's forward takes (besides input_ids and mm_token_type_ids).
     vision_keys: ClassVar[tuple[str, ...]] = ("pixel_values", "image_grid_thw", "pixel_values_videos", "video_grid_thw")
     vision_tower: ClassVar[str] = "visual"  # attribute of the *Model under *ForConditionalGeneration
+    # Its RMSNorm keeps its weight centred on zero and scales by one plus it in float32 (Qwen3.5),
+    # where Qwen2's scales by the weight in the input's dtype: the lean step computes each as the
+    # model does (models/decode_step.py's `norm_of`).
+    zero_centred_norms: ClassVar[bool] = False
     # Where the family's weights or cache keep something the engine cannot do for it, a sentence
     # saying so (README's model table); empty: nothing.
     limits: ClassVar[str] = ""

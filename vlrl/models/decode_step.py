@@ -39,6 +39,12 @@ is which, and each layer's modules, are looked up once a rollout (`Layer`, `Deco
 not at every call: at the tiny model's size those look-ups cost a good share of the step (the
 engine's `generate` 0.86-0.94 of the time without them: bench/decode_step_vs_revision.py).
 
+Layers of other kinds are called as the model calls them: Qwen3-VL MoE's experts
+(`feed_forward`) and Qwen3.5's linear attention (`Layer.mixer`: its gated delta net reads and
+writes its states in the cache itself); Qwen3.5's attention, with an output gate, a rope over a
+quarter of each head and RMSNorms scaled by one plus their weight (`norm_of`), is computed here
+as its forward computes it.
+
 What it cannot stand in for is said by `decode_step_refusal`; the engine then calls the model.
 """
 
@@ -59,9 +65,9 @@ from vlrl.models.loading import core_model, family_of_model, fsdp_sharded
 def unusual_layers(model: torch.nn.Module) -> list[str]:
     """The language model's layers other than full attention over a key-value cache with a dense
     MLP, by kind (Qwen3.5: linear_attention; Qwen3-VL MoE: experts); [] when there are none.
-    The lean step here holds experts (called as the model calls them: `feed_forward`), not
-    linear attention; the static one holds both (rollout/static.py: linear attention's states
-    through the model's own forward, experts where they are routed on the device)."""
+    The lean step calls both as the model calls them (`Layer.of`, `feed_forward`); the static
+    step holds both (rollout/static.py: linear attention's states in place, experts where they
+    are routed on the device)."""
     text = core_model(model).config.get_text_config()
     kinds = sorted(set(getattr(text, "layer_types", None) or ["full_attention"]) - {"full_attention"})
     return [*kinds, "experts"] if getattr(text, "num_experts", 0) else kinds
@@ -76,8 +82,6 @@ def decode_step_refusal(model: torch.nn.Module) -> str:
         return "it is not a *ForConditionalGeneration with a language_model and an lm_head"
     if core.config._attn_implementation != "sdpa":
         return f"its attention is {core.config._attn_implementation!r}; the step computes SDPA's"
-    if "linear_attention" in unusual_layers(model):
-        return "its layers include linear_attention"
     if text.rope_parameters.get("rope_type", "default") != "default":
         return f"its rope is {text.rope_parameters['rope_type']!r}, whose tables change with the length"
     if getattr(text, "attention_dropout", 0.0):
@@ -123,30 +127,64 @@ def bound(module: torch.nn.Module) -> Compute:
     return module
 
 
-@dataclass(frozen=True)
-class Layer:
-    """A decoder layer's parts as a decoding step uses them, looked up once (`of`)."""
+def norm_of(norm: torch.nn.Module, zero_centred: bool) -> Compute:
+    """What computes Qwen's RMSNorm `norm(x)` as its forward computes it, normalized in float32:
+    scaled by its weight in the input's dtype (Qwen2-VL to Qwen3-VL), or, `zero_centred`
+    (Qwen3.5's weight, stored as the scale minus one), by one plus its weight in float32, then
+    cast."""
+    weight = norm.weight
+    if zero_centred:
+        eps = norm.eps
+        return lambda x: (normalized(x.float(), eps) * (1.0 + weight.float())).type_as(x)
+    eps = norm.variance_epsilon
+    return lambda x: weight * normalized(x.float(), eps).to(x.dtype)
 
-    input_norm: torch.nn.Module
-    q: Compute
+
+def normalized(h: torch.Tensor, eps: float) -> torch.Tensor:
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """A full-attention layer's parts as a decoding step uses them."""
+
+    q: Compute  # Qwen3.5 (`gated`): each head's query, then its output gate
     k: Compute
     v: Compute
-    head_norms: tuple[torch.nn.Module, torch.nn.Module] | None  # Qwen3's RMSNorm over each head
+    head_norms: tuple[Compute, Compute] | None  # Qwen3's and Qwen3.5's RMSNorm over each head
     o: Compute
     head_dim: int
     groups: int  # query heads per key-value head
     scaling: float
-    post_norm: torch.nn.Module
+    gated: bool  # the output times the sigmoid of its gate before `o` (Qwen3.5)
+
+    @classmethod
+    def of(cls, attn: torch.nn.Module, zero_centred: bool) -> Attention:
+        heads = attn.config.num_attention_heads
+        norms = tuple(norm_of(n, zero_centred) for n in (attn.q_norm, attn.k_norm)) if hasattr(attn, "q_norm") else None
+        return cls(
+            bound(attn.q_proj), bound(attn.k_proj), bound(attn.v_proj), norms, bound(attn.o_proj),
+            attn.head_dim, attn.num_key_value_groups, attn.scaling,
+            attn.q_proj.out_features == 2 * heads * attn.head_dim,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A decoder layer's parts as a decoding step uses them, looked up once (`of`)."""
+
+    input_norm: Compute
+    # full attention, or linear attention (Qwen3.5's gated delta net) called as the model calls it
+    mixer: Attention | torch.nn.Module
+    post_norm: Compute
     mlp: Compute
 
     @classmethod
-    def of(cls, layer: torch.nn.Module) -> Layer:
-        attn = layer.self_attn
+    def of(cls, layer: torch.nn.Module, zero_centred: bool) -> Layer:
+        mixer = Attention.of(layer.self_attn, zero_centred) if hasattr(layer, "self_attn") else layer.linear_attn
         return cls(
-            layer.input_layernorm, bound(attn.q_proj), bound(attn.k_proj), bound(attn.v_proj),
-            (attn.q_norm, attn.k_norm) if hasattr(attn, "q_norm") else None, bound(attn.o_proj),
-            attn.head_dim, attn.num_key_value_groups, attn.scaling,
-            layer.post_attention_layernorm, feed_forward(layer.mlp),
+            norm_of(layer.input_layernorm, zero_centred), mixer,
+            norm_of(layer.post_attention_layernorm, zero_centred), feed_forward(layer.mlp),
         )  # fmt: skip
 
 
@@ -170,6 +208,7 @@ class DecodeStep:
         core = core_model(model)
         self.language_model = core.model.language_model
         self.lm_head = core.lm_head
+        self.zero_centred = family_of_model(model).zero_centred_norms
         rotary = self.language_model.rotary_emb
         self.inv_freq, self.rope_scaling = rotary.inv_freq, rotary.attention_scaling
         self.cos: torch.Tensor | None = None  # (P, head_dim) at positions 0..P-1: `rope_table`
@@ -179,7 +218,8 @@ class DecodeStep:
     def refresh(self) -> None:
         """Each layer's parts looked up anew; the engine calls it before each rollout (a hook
         added, a module or a weight replaced since the last one count from there)."""
-        self.layers = [Layer.of(layer) for layer in self.language_model.layers]
+        self.layers = [Layer.of(layer, self.zero_centred) for layer in self.language_model.layers]
+        self.norm = norm_of(self.language_model.norm, self.zero_centred)
         self.head = bound(self.lm_head)
 
     def __call__(
@@ -195,20 +235,30 @@ class DecodeStep:
         `positions` (3, R, T) of `ModelFamily.decode_positions`. The cache is extended."""
         x = self.language_model.embed_tokens(input_ids)
         cos, sin = self.rope(positions[0], x.dtype)
-        return self.through_layers(x, cos, sin, attention_mask_of(attention_mask, input_ids.shape[1]), cache)
+        tokens = input_ids.shape[1]
+        padding = None if tokens == 1 else attention_mask[:, -tokens:]
+        return self.through_layers(x, cos, sin, attention_mask_of(attention_mask, tokens), cache, padding)
 
     def through_layers(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None, cache: Cache
-    ) -> torch.Tensor:
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None, cache: Cache,
+        padding: torch.Tensor | None = None,
+    ) -> torch.Tensor:  # fmt: skip
         """The decoder layers and the final norm over embedded tokens `x` (R, T, H), with their
-        rope `cos` and `sin` (R, 1, T, head_dim) and SDPA's boolean `mask`, made a float one once
-        for all of them (`additive_mask`); the cache is extended."""
+        rope `cos` and `sin` (R, 1, T, rotated width) and SDPA's boolean `mask`, made a float one
+        once for all of them (`additive_mask`); the cache is extended. Linear attention gets the
+        tokens' own `padding` (R, T), which zeroes their input to its state, or None at one token
+        (a decoded token is never padding): transformers' `create_recurrent_attention_mask`, but
+        for the all-ones mask it leaves out, where the product by one changes no value and
+        asking costs a read on the host."""
         mask = additive_mask(mask, x.dtype)
         for i, layer in enumerate(self.layers):
-            x = x + self.attention(layer, rms_norm(layer.input_norm, x), cos, sin, mask, cache, i)
-            h = rms_norm(layer.post_norm, x)
-            x = x + layer.mlp(h)
-        return rms_norm(self.language_model.norm, x)
+            h = layer.input_norm(x)
+            if isinstance(layer.mixer, Attention):
+                x = x + self.attention(layer.mixer, h, cos, sin, mask, cache, i)
+            else:
+                x = x + layer.mixer(hidden_states=h, cache_params=cache, attention_mask=padding)
+            x = x + layer.mlp(layer.post_norm(x))
+        return self.norm(x)
 
     def rope(self, position: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin (R, 1, T, head_dim) at each row's positions (R, T), looked up
@@ -231,14 +281,19 @@ class DecodeStep:
 
     @staticmethod
     def attention(
-        layer: Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+        layer: Attention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         mask: torch.Tensor | None, cache: Cache, index: int,
     ) -> torch.Tensor:  # fmt: skip
         rows, tokens, d = x.shape[0], x.shape[1], layer.head_dim
-        q, k = layer.q(x).view(rows, tokens, -1, d), layer.k(x).view(rows, tokens, -1, d)
+        q, k = layer.q(x), layer.k(x).view(rows, tokens, -1, d)
+        if layer.gated:  # each head's query, then its gate (transformers' Qwen3.5 attention)
+            q, gate = q.view(rows, tokens, -1, 2 * d).chunk(2, dim=-1)
+            gate = gate.reshape(rows, tokens, -1)
+        else:
+            q = q.view(rows, tokens, -1, d)
         v = layer.v(x).view(rows, tokens, -1, d).transpose(1, 2)
         if layer.head_norms is not None:
-            q, k = rms_norm(layer.head_norms[0], q), rms_norm(layer.head_norms[1], k)
+            q, k = layer.head_norms[0](q), layer.head_norms[1](k)
         heads = q.shape[2]  # the query and key heads rotated together: one copy, then four kernels, not eight
         qk = rotate(torch.cat((q, k), dim=2).transpose(1, 2), cos, sin)
         q, k = qk[:, :heads], qk[:, heads:]
@@ -246,13 +301,15 @@ class DecodeStep:
         if tokens > 1:  # a mask, so the key and value heads repeated per query head
             k, v = repeat_kv(k, layer.groups), repeat_kv(v, layer.groups)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=layer.scaling)
-            return layer.o(out.transpose(1, 2).reshape(rows, tokens, -1))
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.groups > 1)
+            out = out.transpose(1, 2).reshape(rows, tokens, -1)
         else:
-            packed = q.reshape(rows, -1, layer.groups, d)  # one key head's queries as one head's query tokens
-            out = F.scaled_dot_product_attention(packed, k, v, attn_mask=mask, scale=layer.scaling)
-        return layer.o(out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1))
+            if mask is None:
+                out = F.scaled_dot_product_attention(q, k, v, scale=layer.scaling, enable_gqa=layer.groups > 1)
+            else:
+                packed = q.reshape(rows, -1, layer.groups, d)  # one key head's queries as one head's query tokens
+                out = F.scaled_dot_product_attention(packed, k, v, attn_mask=mask, scale=layer.scaling)
+            out = out.reshape(rows, -1, 1, d).transpose(1, 2).reshape(rows, 1, -1)
+        return layer.o(out * torch.sigmoid(gate) if layer.gated else out)
 
 
 def attention_mask_of(attention_mask: torch.Tensor, tokens: int) -> torch.Tensor | None:
@@ -290,12 +347,9 @@ def lean_forward(model: torch.nn.Module) -> DecodeStep | None:
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """transformers' `x * cos + rotate_half(x) * sin`, with `sin`'s first half negated: the
     halves swapped are x rolled by half its width (one kernel, where a flip of the halves
-    takes three calls and a slower one)."""
-    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin
-
-
-def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """Qwen's RMSNorm as its forward computes it: in float32, scaled in the input's dtype."""
-    h = x.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * h.to(x.dtype)
+    takes three calls and a slower one). Where the tables are narrower than a head (Qwen3.5
+    rotates a quarter of it), the rest passes unrotated, as transformers concatenates it."""
+    width = cos.shape[-1]
+    if width < x.shape[-1]:
+        return torch.cat((rotate(x[..., :width], cos, sin), x[..., width:]), dim=-1)
+    return x * cos + x.roll(width // 2, -1) * sin

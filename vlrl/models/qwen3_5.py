@@ -67,6 +67,7 @@ class Qwen35(Qwen3VL):
     model_types = ("qwen3_5",)
     name_hints = ("qwen3.5", "qwen3_5")
     tiny_builds: ClassVar[dict] = {"qwen3_5": QWEN3_TINY}
+    zero_centred_norms = True
     limits = (
         "LoRA's default targets reach the full-attention layers and the MLPs, not the linear-attention "
         "projections (in_proj_qkv, in_proj_z, out_proj: add them to model.lora.target_modules)"

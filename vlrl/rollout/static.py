@@ -18,8 +18,7 @@ A hybrid model's linear-attention layers (Qwen3.5's gated delta net) keep, inste
 values, a convolution window and a recurrent state of fixed size per row, which transformers'
 one-token step reads off the cache and writes back in place: the step keeps them in buffers of
 the batch's rows, a bucket a view of their first rows, compacted as the keys and values are
-(`RowsStateLayer`). Such a model decodes through its own forward (the lean step does not take
-linear attention).
+(`RowsStateLayer`). The lean step calls those layers as the model does, on the same buffers.
 
 The window (`rollout.hf.smallest_window`): a step attends over the cache's first slots, the
 fewest of `smallest_window` doubling (or all of them) that hold every slot written before the
@@ -60,7 +59,7 @@ import torch.fx.experimental._config as fx_config
 from transformers import Cache
 from transformers.cache_utils import CacheLayerMixin, LinearAttentionCacheLayerMixin, LinearAttentionLayer, StaticLayer
 
-from vlrl.models.decode_step import DecodeStep, ModelStep, unusual_layers
+from vlrl.models.decode_step import Attention, DecodeStep, ModelStep, unusual_layers
 from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
@@ -277,6 +276,8 @@ class LeanStaticStep(DecodeStep):
 
     def __init__(self, model: torch.nn.Module, slots: int, device: torch.device):
         super().__init__(model)
+        # the cache's length is read off an attention layer (Qwen3.5's first ones are linear)
+        self.attended = next(i for i, layer in enumerate(self.layers) if isinstance(layer.mixer, Attention))
         self.slots = torch.arange(slots, device=device)
         self.cos, self.sin = self.rope_table(self.slots, self.language_model.embed_tokens.weight.dtype)
 
@@ -287,7 +288,8 @@ class LeanStaticStep(DecodeStep):
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
         slots = self.slots[: attention_mask.shape[1]]  # the window's
-        written = slots <= cache.layers[0].cumulative_length  # the slot this token is written to, and before
+        length = cache.layers[self.attended].cumulative_length
+        written = slots <= length  # the slot this token is written to, and before
         return self.through_layers(x, cos, sin, (attention_mask.bool() & written)[:, None, None, :], cache)
 
 
