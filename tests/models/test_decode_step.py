@@ -202,11 +202,13 @@ def test_the_decode_step_runs_the_hooks_of_a_linear_layer(rec_data, video_qa_dat
     assert_bitwise(logits, caches)
 
 
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_5"])
 @pytest.mark.parametrize("merged", [False, True], ids=["adapters unmerged", "adapters merged"])
-def test_the_decode_step_computes_through_lora_adapters(rec_data, tiny_qwen25, merged):
+def test_the_decode_step_computes_through_lora_adapters(rec_data, tiny_qwen25, merged, arch):
+    """Qwen3.5's too, whose attention's query projection, adapted, also gives the gate."""
     from tests.models.test_lora import adapted_model
 
-    model, processor, prompts = adapted_model(rec_data, "float32")
+    model, processor, prompts = adapted_model(rec_data, "float32", arch)
     assert decode_step_refusal(model) == ""
     lora = MergedLoRA(model)
     with lora.merged() if merged else contextlib.nullcontext():

@@ -171,15 +171,15 @@ def test_rl_from_a_lora_sft_checkpoint_starts_from_and_keeps_as_reference_the_sf
     assert dict(videos.size) == {"shortest_edge": 128 * 28 * 28, "longest_edge": 105369}
 
 
-def adapted_model(rec_data, dtype: str):
-    """The tiny Qwen2.5-VL with a LoRA adapter that moves it (B drawn, not zero), its processor
-    and two image prompts."""
+def adapted_model(rec_data, dtype: str, arch: str = "qwen2_5_vl"):
+    """A tiny model of `arch` (Qwen2.5-VL) with a LoRA adapter that moves it (B drawn, not
+    zero), its processor and two image prompts."""
     from tasks.refcoco import RefCOCO
     from vlrl.data.records import load_split
     from vlrl.models.loading import frame_spec, load_processor
     from vlrl.models.prompting import render_prompt
 
-    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", f"model.dtype={dtype}", "model.lora.r=4"]).model
+    cfg = load_config(None, [f"model.path=tiny:{arch}", f"model.dtype={dtype}", "model.lora.r=4"]).model
     torch.manual_seed(0)  # peft draws A from the global generator: the same adapter whatever ran before
     model = load_model(cfg).eval()
     generator = torch.Generator().manual_seed(0)
