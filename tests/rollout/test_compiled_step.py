@@ -5,7 +5,8 @@ compiles once for every shape and not again for a later rollout's step; reads th
 optimizer moves in place; keeps none of a step's buffers past the engine's sleep; and compiles
 in warm-up steps, never inside a CUDA graph's capture (CUDA standing in). Compiled
 and captured in CUDA graphs on a GPU: tests/gpu/test_compiled_step_on_gpu.py. On the tiny
-Qwen2.5-VL only: a compilation takes seconds."""
+Qwen2.5-VL, and once for Qwen3.5's and Qwen3-VL MoE's layers: a compilation takes seconds
+(about 20 each of those two)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,19 @@ EAGER = replace(COMPILED, static_cache=True, compile_step=False)
 def setup(rec_data, video_qa_data):
     torch._dynamo.reset()  # this module counts the compilations it causes
     model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
-    stops = torch.tensor(stop_token_ids(model.generation_config, processor.tokenizer))
-    bias = torch.zeros(core_model(model).config.get_text_config().vocab_size)
-    bias[stops] = STOP_BIAS  # rows end apart, so the batch is compacted
-
-    handle = model.lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
+    handle = stopping_sooner(model, processor.tokenizer)
     yield model, processor, prompts
     handle.remove()
     torch._dynamo.reset()
+
+
+def stopping_sooner(model, tokenizer) -> torch.utils.hooks.RemovableHandle:
+    """The stop tokens made likelier (a hook on the output layer, to remove), so rows end apart
+    and the batch is compacted."""
+    stops = torch.tensor(stop_token_ids(model.generation_config, tokenizer))
+    bias = torch.zeros(core_model(model).config.get_text_config().vocab_size)
+    bias[stops] = STOP_BIAS
+    return model.lm_head.register_forward_hook(lambda module, inputs, output: output + bias)
 
 
 def compilations() -> int:
@@ -94,6 +100,28 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
     assert_same(sample(widening["compiled"], prompts), sample(widening["eager"], prompts))
     assert widening["compiled"].stats.attended_slots < widening["compiled"].stats.cache_slots
     assert compilations() == first  # one compilation for every batch size, window and cache length: sizes symbolic
+
+
+@pytest.mark.parametrize("arch", ["qwen3_5", "qwen3_vl_moe"])
+def test_the_compiled_step_of_linear_attention_and_experts_samples_what_the_eager_one_samples(
+    arch, rec_data, video_qa_data
+):
+    """Qwen3.5's gated delta net (its states written in place in the step's buffers) and
+    Qwen3-VL MoE's experts, both called by the lean step as the model calls them: compiled
+    whole, one graph without a break, the same tokens as the eager static step, rows ending
+    apart."""
+    model, processor, prompts = family_setup(arch, rec_data, video_qa_data)
+    handle = stopping_sooner(model, processor.tokenizer)
+    try:
+        compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
+        assert compiled.static_plan.lean and compiled.static_plan.compiled
+        before, breaks = compilations(), sum(counters["graph_break"].values())
+        got = sample(compiled, prompts)
+        assert compilations() == before + 1 and sum(counters["graph_break"].values()) == breaks
+        assert len({len(tokens) for tokens in got[0]}) >= 2
+        assert_same(got, sample(HFEngine(model, processor.tokenizer, options=EAGER), prompts))
+    finally:
+        handle.remove()
 
 
 def test_the_compiled_step_reads_the_weights_the_optimizer_moves_in_place(setup):
