@@ -39,6 +39,11 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
     # hold QK-norms of head size 32 before their hidden-size norms)
     assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64)
     assert shape.vision == Block(count=2, params=shape.vision.params, hidden=32)
+    # a decoder layer's parameters, which its activations are counted from: their mean over the
+    # layers (Qwen3.5's first layer, linear attention, holds twice its second's, which attends)
+    base = load_model(load_config(None, [f"model.path=tiny:{family}", "model.dtype=float32"]).model)
+    layers = [sum(p.numel() for p in layer.parameters()) for layer in base.model.language_model.layers]
+    assert abs(shape.layers.params * len(layers) - sum(layers)) < len(layers)
     if family == "qwen2_5_vl":
         assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
 

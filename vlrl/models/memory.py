@@ -39,7 +39,7 @@ class Block:
     """One repeated transformer block: how many, its parameters and hidden size."""
 
     count: int
-    params: int
+    params: int  # on average over the blocks (Qwen3.5's linear-attention layers outweigh its attention ones)
     hidden: int
 
     def token_bytes(self, b: int) -> float:
@@ -70,6 +70,10 @@ class ModelShape:
     def kv_token_bytes(self) -> int:
         """Bytes of one token's keys and values in a KV cache, over every decoder layer that has them."""
         return self.kv_width * self.kv_layers * self.dtype_bytes
+
+
+def _params(block: torch.nn.Module) -> int:
+    return sum(p.numel() for p in block.parameters())
 
 
 def _hidden(block: torch.nn.Module) -> int:
@@ -119,8 +123,8 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         upcast=trainable if b < 4 and cfg.model.lora.r == 0 and cfg.trainer.master_weights else 0,
         dtype_bytes=b,
         trainable_bytes=4 if cfg.model.lora.r > 0 else b,  # PEFT keeps adapters in fp32
-        layers=Block(len(layers), sum(p.numel() for p in layers[0].parameters()), _hidden(layers[0])),
-        vision=Block(len(blocks), sum(p.numel() for p in blocks[0].parameters()), _hidden(blocks[0])),
+        layers=Block(len(layers), round(sum(_params(layer) for layer in layers) / len(layers)), _hidden(layers[0])),
+        vision=Block(len(blocks), _params(blocks[0]), _hidden(blocks[0])),
         patches_per_token=merge * merge,
         patch_values=vision_config.in_channels * vision_config.temporal_patch_size * vision_config.patch_size**2,
         kv_width=2 * text.num_key_value_heads * head_dim,
