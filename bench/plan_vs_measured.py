@@ -4,6 +4,7 @@ training micro-batch; on a GPU, the peaks bench/recipe_on_gpu.py measured for co
 at Qwen2.5-VL-3B's shape, replicated, at three token budgets (docs/performance.md, On a GPU).
 
     python bench/plan_vs_measured.py [--shapes tiny small] [--processes 1 2 4]
+    python bench/plan_vs_measured.py --shapes small-qwen3_5 small-qwen3_vl_moe --processes 1 --strategies replicated
 
 Prints one JSON object: every term's estimate, measurement and relative error, whether the
 dominant terms (weights, master weights, gradients, optimizer state, reference) are within 15%,
@@ -17,6 +18,7 @@ import json
 import statistics
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from parallel_cpu import ROOT, measure
@@ -30,14 +32,18 @@ from vlrl.rollout import choose_engine
 
 DOMINANT = ("weights", "master weights", "gradients", "optimizer", "reference")
 # A small model of Qwen's proportions with Qwen's vocabulary, in bfloat16 (fp32 masters)
+SMALL = TinySpec(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=1024, vision_depth=4,
+                 vision_hidden=128, vision_heads=4, vision_intermediate=512, vocab_size=151936)  # fmt: skip
 SHAPES = {
     "tiny": (TinySpec(), "float32"),
-    "small": (
-        TinySpec(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, intermediate_size=1024, vision_depth=4,
-                 vision_hidden=128, vision_heads=4, vision_intermediate=512, vocab_size=151936),
-        "bfloat16",
-    ),
-}  # fmt: skip
+    "small": (SMALL, "bfloat16"),
+    # the other layer kinds (`--shapes` names them; not run by default): Qwen3.5's linear
+    # attention (three layers in four), Qwen3-VL MoE's experts (the tiny build's 4, 2 routed)
+    "tiny-qwen3_5": (TinySpec(arch="qwen3_5"), "float32"),
+    "small-qwen3_5": (replace(SMALL, arch="qwen3_5"), "bfloat16"),
+    "tiny-qwen3_vl_moe": (TinySpec(arch="qwen3_vl_moe"), "float32"),
+    "small-qwen3_vl_moe": (replace(SMALL, arch="qwen3_vl_moe"), "bfloat16"),
+}
 # bench/recipe_on_gpu.py trainer.token_budget=B on one H200 at 3af88f4 (2026-12-01): the peak of
 # torch's allocator over two steps; 16384 ran out of the card's 139 GB
 GPU_MEASURED = {"shape": "qwen2.5-vl-3b", "device": "NVIDIA H200", "image_tokens": 130}
@@ -102,7 +108,7 @@ def gpu_row(budget: int, measured_gb: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    parser.add_argument("--shapes", nargs="+", default=["tiny", "small"], choices=list(SHAPES))
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--strategies", nargs="+", default=["replicated", "fsdp2"])
     args = parser.parse_args(argv)

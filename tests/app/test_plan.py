@@ -48,6 +48,61 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
         assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
 
 
+def one_layer(kind: str, dtype: torch.dtype) -> tuple[torch.nn.Module, object]:
+    """One decoder layer 256 wide with its text config: Qwen3.5's linear attention (8 value heads
+    of 32), or Qwen3-VL MoE's experts (32 of 96, 4 routed, through grouped_mm)."""
+    if kind == "linear_attention":
+        from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+        from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer as Layer
+
+        config = Qwen3_5TextConfig(
+            hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=768,
+            linear_num_key_heads=4, linear_key_head_dim=32, linear_num_value_heads=8, linear_value_head_dim=32,
+            num_hidden_layers=1, layer_types=["linear_attention"], vocab_size=100,
+        )  # fmt: skip
+    else:
+        from transformers.models.qwen3_vl_moe.configuration_qwen3_vl_moe import Qwen3VLMoeTextConfig
+        from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import Qwen3VLMoeTextDecoderLayer as Layer
+
+        config = Qwen3VLMoeTextConfig(
+            hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64, intermediate_size=768,
+            num_experts=32, num_experts_per_tok=4, moe_intermediate_size=96, num_hidden_layers=1, vocab_size=100,
+        )  # fmt: skip
+        config._experts_implementation = "grouped_mm"
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return Layer(config, 0).to(dtype), config
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("kind", ["linear_attention", "experts"])
+def test_a_layer_of_linear_attention_or_experts_is_counted_by_what_autograd_keeps_of_it(kind, dtype):
+    """What one such layer keeps per token for its backward pass (parameters aside, 256 tokens):
+    within 10% of a block of its dense parameters plus its kind's (`layer_extra_bytes`), where a
+    block of all its parameters was 2.5 times short (linear attention) or twice over (experts)."""
+    from vlrl.models.memory import layer_extra_bytes
+
+    layer, config = one_layer(kind, dtype)
+    tokens, b = 256, torch.finfo(dtype).bits // 8
+    x = torch.randn(1, tokens, 256, dtype=dtype, requires_grad=True)
+    cos = sin = torch.ones(1, tokens, 16 if kind == "linear_attention" else 64, dtype=dtype)
+    skip = {p.untyped_storage().data_ptr() for p in [*layer.parameters(), cos, sin]}
+    kept: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() not in skip:
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x, position_embeddings=(cos, sin), attention_mask=None)
+    measured = sum(kept.values()) / tokens
+    experts = sum(p.numel() for p in layer.mlp.experts.parameters()) if kind == "experts" else 0
+    dense = sum(p.numel() for p in layer.parameters()) - experts
+    estimate = Block(1, dense, 256).token_bytes(b) + layer_extra_bytes(layer, config, b)
+    assert abs(estimate - measured) <= 0.1 * measured, (estimate, measured)
+
+
 def test_a_shape_is_counted_without_its_tokenizer():
     cfg = load_config("configs/refcoco.yaml", [])
     shape = model_shape(cfg, "qwen2.5-vl-3b")
@@ -72,6 +127,7 @@ SHAPE = ModelShape(
     kv_width=8,
     kv_layers=2,
     state_bytes=0,
+    layer_extras=(0, 0),
     vocab=50,
     root_unit=100,
     largest_unit=300,

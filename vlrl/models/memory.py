@@ -9,6 +9,10 @@ its backward, the attention's and SwiGLU's intermediates, RMSNorm's fp32 copies.
 completion row's attention keeps its prompt's keys once more (the shared cache, repeated to
 every head), and the patch embedding its pixel values; the output layer keeps nothing of the
 vocabulary's size, holding one chunk's logits at a time (`ScoredChunks`: `activation_bytes`).
+A layer of another kind is counted as a block of its dense parameters plus what its kind keeps
+(`layer_extra_bytes`): a linear-attention layer (Qwen3.5) far more than its parameters say
+(transformers' chunked gated delta rule), a mixture of experts what its routed tokens keep,
+not a block of every expert's parameters.
 bench/plan_vs_measured.py compares these with what autograd keeps on CPU, and the total with
 the peaks measured on a GPU.
 """
@@ -39,7 +43,7 @@ class Block:
     """One repeated transformer block: how many, its parameters and hidden size."""
 
     count: int
-    params: int  # on average over the blocks (Qwen3.5's linear-attention layers outweigh its attention ones)
+    params: int  # on average over the blocks, experts' weights left out (`layer_extra_bytes`)
     hidden: int
 
     def token_bytes(self, b: int) -> float:
@@ -61,6 +65,7 @@ class ModelShape:
     kv_width: int  # keys plus values per token per decoder layer (elements)
     kv_layers: int  # decoder layers that cache keys and values (Qwen3.5: one in four)
     state_bytes: int  # per sequence, the other layers' fixed-size states (Qwen3.5's linear attention)
+    layer_extras: tuple[int, ...]  # per token, what each decoder layer keeps beyond a block's
     vocab: int
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
@@ -74,6 +79,16 @@ class ModelShape:
 
 def _params(block: torch.nn.Module) -> int:
     return sum(p.numel() for p in block.parameters())
+
+
+def _experts(layer: torch.nn.Module) -> torch.nn.Module | None:
+    """A decoder layer's experts (Qwen3-VL MoE's, their weights as 3D parameters), if it has them."""
+    return getattr(getattr(layer, "mlp", None), "experts", None)
+
+
+def _dense_params(layer: torch.nn.Module) -> int:
+    experts = _experts(layer)
+    return _params(layer) - (_params(experts) if experts is not None else 0)
 
 
 def _hidden(block: torch.nn.Module) -> int:
@@ -123,13 +138,16 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         upcast=trainable if b < 4 and cfg.model.lora.r == 0 and cfg.trainer.master_weights else 0,
         dtype_bytes=b,
         trainable_bytes=4 if cfg.model.lora.r > 0 else b,  # PEFT keeps adapters in fp32
-        layers=Block(len(layers), round(sum(_params(layer) for layer in layers) / len(layers)), _hidden(layers[0])),
+        layers=Block(
+            len(layers), round(sum(_dense_params(layer) for layer in layers) / len(layers)), _hidden(layers[0])
+        ),
         vision=Block(len(blocks), _params(blocks[0]), _hidden(blocks[0])),
         patches_per_token=merge * merge,
         patch_values=vision_config.in_channels * vision_config.temporal_patch_size * vision_config.patch_size**2,
         kv_width=2 * text.num_key_value_heads * head_dim,
         kv_layers=len(layers) - linear,
         state_bytes=linear * linear_attention_state_bytes(text, b) if linear else 0,
+        layer_extras=tuple(layer_extra_bytes(layer, text, b) for layer in layers),
         vocab=text.vocab_size,
         root_unit=params - sum(unit_params),
         largest_unit=max(unit_params),
@@ -145,6 +163,43 @@ def linear_attention_state_bytes(text, dtype_bytes: int) -> int:
     channels += text.linear_num_value_heads * text.linear_value_head_dim
     recurrent = text.linear_num_value_heads * text.linear_key_head_dim * text.linear_value_head_dim
     return channels * text.linear_conv_kernel_dim * dtype_bytes + recurrent * 4
+
+
+def layer_extra_bytes(layer: torch.nn.Module, text, dtype_bytes: int) -> int:
+    """What a decoder layer keeps per token for its backward pass beyond a block of its dense
+    parameters (`Block.token_bytes`): a linear-attention layer's rule, a mixture of experts'
+    routed tokens (0 for a plain layer)."""
+    extra = linear_attention_token_bytes(text, dtype_bytes) if hasattr(layer, "linear_attn") else 0
+    if _experts(layer) is not None:
+        extra += experts_token_bytes(text, dtype_bytes)
+    return extra
+
+
+def experts_token_bytes(text, dtype_bytes: int) -> int:
+    """What a mixture of experts (Qwen3-VL MoE) keeps per token: for each of the k experts it is
+    routed to, its input and output (hidden wide) and the expert's gate, up, activation and
+    product (its intermediate width each), in the compute dtype, and the router's float32
+    probabilities over the experts. Fitted to what autograd keeps of one layer on the CPU
+    (transformers' grouped_mm, six shapes 256 to 1,024 wide, 16 to 128 experts, 2 to 8 routed;
+    bfloat16 and float32): within 5% of each, where a block of every expert's parameters was
+    2.1 to 2.7 times over and one of the routed experts' only 1.4 to 2.1 times short."""
+    routed = text.num_experts_per_tok * (2 * text.hidden_size + 4 * text.moe_intermediate_size)
+    return dtype_bytes * routed + 4 * text.num_experts
+
+
+def linear_attention_token_bytes(text, dtype_bytes: int) -> int:
+    """What one gated-delta-net layer (Qwen3.5) keeps per token for its backward pass beyond what
+    a block of its parameters and width keeps (`Block.token_bytes`): transformers' chunked gated
+    delta rule (its PyTorch fallback, which runs where flash-linear-attention is not installed)
+    keeps about ten float32 and ten compute-dtype tensors of the heads' width per token, five
+    matrices of its 64-token chunk per token and head, and a key-by-value state per chunk and
+    head in float32. Fitted to what autograd keeps of one layer on the CPU (seven widths, 256 to
+    1,024 wide, 8 to 32 value heads of 32 to 128; bfloat16 and float32): within 2% of each, where
+    `Block.token_bytes` alone was 2.5 to 4.3 times short."""
+    heads, width = text.linear_num_value_heads, (text.linear_key_head_dim + text.linear_value_head_dim) / 2
+    chunk = 64  # transformers' torch_chunk_gated_delta_rule
+    per_chunk = 4 * heads * text.linear_key_head_dim * text.linear_value_head_dim
+    return round(heads * width * (10 * 4 + 10 * dtype_bytes) + 5 * 4 * heads * chunk + per_chunk / chunk)
 
 
 def adapted_linears(model: torch.nn.Module, cfg: Config) -> list[torch.nn.Linear]:
@@ -234,13 +289,14 @@ def activation_bytes(
     row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head
     pixels = patches * shape.patch_values * b  # what the patch embedding keeps of its input
     if not checkpointing:
-        lm = shape.layers.count * (tokens * layer + row_prompts)
+        lm = shape.layers.count * (tokens * layer + row_prompts) + tokens * sum(shape.layer_extras)
         return lm + patches * shape.vision.count * block + pixels + logits
     # each block keeps its input (and each layer its keys and values, the shared prompt's cache);
     # the one being recomputed holds everything for a moment
     kept = tokens * shape.layers.count * b * (shape.layers.hidden + shape.kv_width)
     kept += patches * shape.vision.count * b * shape.vision.hidden
-    return kept + max(tokens * layer + row_prompts, patches * block) + pixels + logits
+    recomputed = tokens * (layer + max(shape.layer_extras, default=0)) + row_prompts
+    return kept + max(recomputed, patches * block) + pixels + logits
 
 
 def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -> float:
