@@ -13,7 +13,8 @@
 #   bash bench/gpu_session.sh profile  # the recipe's last step by kernel (bench/phase_profile.py)
 #   bash bench/gpu_session.sh compiled # rollout.hf.compile_step: its GPU tests, the recipe with it
 #   bash bench/gpu_session.sh families # the static step against the dynamic loop, Qwen3.5 and
-#                                      # Qwen3-VL MoE built at the 3B shape's sizes
+#                                      # Qwen3-VL MoE built at the 3B shape's sizes (and
+#                                      # one linear-attention layer eager and compiled)
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -56,6 +57,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     memory=(--device cuda --budgets 4096 16384)
     patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
     vision=(--device cuda --dtype bfloat16 --hidden 1280 --heads 16 --intermediate 3420 --rounds 2 --repeats 1)
+    linear=(--device cuda --dtype bfloat16 --rows 128 --hidden 2048 --rounds 3 --repeats 5)
 else
     on_gpu=0
     python=.venv/bin/python
@@ -69,6 +71,7 @@ else
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
     patch=(--rounds 1 --repeats 2)
     vision=(--depth 2 --images 2 --size 336x224 --rounds 1 --repeats 1)
+    linear=(--rows 2 --hidden 64 --key-heads 2 --value-heads 4 --head-dim 16 --rounds 1 --repeats 1)
 fi
 export HF_HUB_OFFLINE=1
 # Qwen2.5-VL-3B's recipe replicated needs ~90 GB (vlrl plan; 87 GB measured on an H200): on an
@@ -137,7 +140,9 @@ profile)
 families)
     # Qwen3.5 and Qwen3-VL MoE take the static step, through the lean step, since 2026-12-01
     # (before: the dynamic loop): what its graphs bring them, and
-    # Qwen2.5-VL-3B's beside them.
+    # Qwen2.5-VL-3B's beside them. First, one Qwen3.5 linear-attention layer's one-token step at
+    # 128 rows, eager (transformers' fallback: 8 reads and 6 writes of the states) and compiled.
+    stage linear_attention_step 90 $python bench/linear_attention_step.py "${linear[@]}"
     for arch in qwen3_5 qwen3_vl_moe qwen2_5_vl; do
         stage static_vs_dynamic_$arch 150 $python bench/static_vs_dynamic.py "${families[@]}" --arch $arch
     done

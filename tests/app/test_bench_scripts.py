@@ -458,6 +458,25 @@ def test_the_patch_embedding_bench_times_the_convolution_and_the_product_on_the_
     assert report["max_abs_difference"] < 1e-4  # the same function, summed in another order
 
 
+def test_the_linear_attention_bench_counts_the_eager_steps_passes_over_the_states_and_times_both_sides(capsys):
+    """transformers' one-token fallback at 2 rows of 4 value heads: the state decayed, read for
+    the key's memory, added to, read for the output and copied back (8 reads, 6 writes); the
+    compiled step gives the same output to float rounding."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import linear_attention_step
+
+    linear_attention_step.main(
+        ["--rows", "2", "--hidden", "64", "--key-heads", "2", "--value-heads", "4", "--head-dim", "16",
+         "--rounds", "1", "--repeats", "1"]
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (report["state_reads"], report["state_writes"]) == (8, 6)
+    assert report["state_bytes"] == 2 * 4 * 16 * 16 * 4  # rows x value heads x key x value, float32
+    assert report["eager_ms"] > 0 and report["compiled_ms"] > 0
+    assert report["compiled_over_eager"] == round(report["compiled_ms"] / report["eager_ms"], 3)
+    assert report["max_abs_difference"] < 1e-5
+
+
 def test_the_vision_attention_bench_times_both_towers_and_counts_their_sdpa_calls(capsys):
     """Two blocks (a window layer, then one over whole images: Qwen's every 8th from index 7,
     else the last) and two 224 x 336 images: 2 x 3 windows of 8 x 8 patches each, all of one
