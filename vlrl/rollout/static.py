@@ -59,7 +59,7 @@ import torch.fx.experimental._config as fx_config
 from transformers import Cache
 from transformers.cache_utils import CacheLayerMixin, LinearAttentionCacheLayerMixin, LinearAttentionLayer, StaticLayer
 
-from vlrl.models.decode_step import Attention, DecodeStep, ModelStep, unusual_layers
+from vlrl.models.decode_step import DecodeStep, ModelStep, unusual_layers
 from vlrl.models.loading import core_model
 from vlrl.rollout.decoding import Draw, Record, first_stops
 
@@ -261,8 +261,8 @@ class LeanStaticStep(DecodeStep):
     """models/decode_step.py's lean step over the static buffers, with no host synchronization:
     the rope tables made once for every slot (a position never passes its token's slot: Qwen's
     positions after an image run behind the tokens' indices), and the mask the rows' padding
-    and the slots written so far, this token's included, read off the cache's length on the
-    device. That is the mask transformers makes for a static cache, and SDPA gets the query
+    and the slots written so far, this token's included, read off the loop's `length` on the
+    device (the slot every layer writes to). That is the mask transformers makes for a static cache, and SDPA gets the query
     heads packed per key head as from transformers' SDPA path: the model's forward on these
     buffers, bit for bit (tests/rollout/test_hf_engine.py), in fewer operators. A step replayed
     from a CUDA graph pays for each kernel however small (on an H200 the 3B step took 8.6 ms
@@ -274,11 +274,10 @@ class LeanStaticStep(DecodeStep):
     against 37 and 12 and a boolean mask converted in each layer before (1,344 and 36 masks);
     not measured on a GPU yet."""
 
-    def __init__(self, model: torch.nn.Module, slots: int, device: torch.device):
+    def __init__(self, model: torch.nn.Module, slots: int, length: torch.Tensor):
         super().__init__(model)
-        # the cache's length is read off an attention layer (Qwen3.5's first ones are linear)
-        self.attended = next(i for i, layer in enumerate(self.layers) if isinstance(layer.mixer, Attention))
-        self.slots = torch.arange(slots, device=device)
+        self.length = length  # (): `StaticDecoding.length`, advanced in place
+        self.slots = torch.arange(slots, device=length.device)
         self.cos, self.sin = self.rope_table(self.slots, self.language_model.embed_tokens.weight.dtype)
 
     def hidden(
@@ -288,8 +287,7 @@ class LeanStaticStep(DecodeStep):
         position = positions[0]  # (R, 1): every section is the text position while decoding
         cos, sin = self.cos[position].unsqueeze(1), self.sin[position].unsqueeze(1)
         slots = self.slots[: attention_mask.shape[1]]  # the window's
-        length = cache.layers[self.attended].cumulative_length
-        written = slots <= length  # the slot this token is written to, and before
+        written = slots <= self.length  # the slot this token is written to, and before
         return self.through_layers(x, cos, sin, (attention_mask.bool() & written)[:, None, None, :], cache)
 
 
@@ -329,11 +327,11 @@ class StaticDecoding:
     ):  # fmt: skip
         rows, device = draw.rows, stop_ids.device
         held = length + UNREACHED_SLOTS
-        self.forward = LeanStaticStep(model, held, device) if plan.lean else ModelStep(model)
+        self.length = torch.zeros((), dtype=torch.long, device=device)  # the slot the next token is written to
+        self.forward = LeanStaticStep(model, held, self.length) if plan.lean else ModelStep(model)
         self.run_forward = compiled_forward(self.forward) if plan.compiled else self.forward
         self.draw, self.record, self.stop_ids, self.plan = draw, record, stop_ids, plan
         self.rows, self.device = rows, device
-        self.length = torch.zeros((), dtype=torch.long, device=device)  # the slot the next token is written to
         self.layers: list[RowsLayer | RowsStateLayer] = [
             RowsStateLayer.like(layer, rows)
             if isinstance(layer, LinearAttentionCacheLayerMixin)
