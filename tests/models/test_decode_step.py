@@ -1,7 +1,7 @@
 """The lean decoding step (models/decode_step.py) is the model's own forward at one token per row,
 bit for bit: logits and cache, with and without padded rows, in float32 and bfloat16, for every
-family it takes, through LoRA adapters merged or not; the families and settings it cannot stand
-in for are refused with the reason."""
+family, through LoRA adapters merged or not; the settings it cannot stand in for are refused
+with the reason."""
 
 from __future__ import annotations
 
@@ -24,12 +24,11 @@ from vlrl.rollout import SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
 
 STEPS = 3
-REFUSED: dict[str, str] = {}  # family: a word of the reason
 
 
 @pytest.fixture(scope="module", params=sorted(family_names()))
 def setup(request, rec_data, video_qa_data):
-    return request.param, *family_setup(request.param, rec_data, video_qa_data)
+    return family_setup(request.param, rec_data, video_qa_data)
 
 
 def decode_both(model, prompts, pad_id: int, generator: torch.Generator, jump: int = 0):
@@ -75,12 +74,8 @@ def cached(layer) -> list[torch.Tensor]:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("padded", [True, False], ids=["padded rows", "no padding"])
 def test_the_decode_step_is_the_models_forward_bit_for_bit(setup, dtype, padded):
-    family, model, processor, prompts = setup
-    refusal = decode_step_refusal(model)
-    if family in REFUSED:
-        assert REFUSED[family] in refusal
-        return
-    assert refusal == ""
+    model, processor, prompts = setup
+    assert decode_step_refusal(model) == ""  # every family
     model = copy.deepcopy(model).to(dtype)
     # padded: two images and a video prompt of different lengths; else one image prompt twice
     chosen = prompts if padded else [prompts[0], prompts[0]]
@@ -96,7 +91,7 @@ def test_several_tokens_a_row_with_padding_among_them_are_the_models_forward_bit
     the padding's too, and the cache equal the model's forward's. Qwen3.5's linear attention
     keeps the padding out of its recurrent state (transformers zeroes its input there), which
     the update's log-probs of kept tokens after right padding cannot show."""
-    _, model, processor, prompts = setup
+    model, processor, prompts = setup
     batch = collate(prompts, processor.tokenizer.pad_token_id)
     rows, width = len(prompts), 4
     tokens = torch.randint(0, 500, (rows, width), generator=torch.Generator().manual_seed(4))
@@ -167,9 +162,7 @@ def test_a_decode_step_computes_a_plain_linear_directly_and_anything_else_as_a_m
 
 def test_the_decode_steps_rope_tables_grow_to_positions_past_their_end(setup):
     """The first step makes tables of 256 positions; the next ones are past 1,000."""
-    family, model, processor, prompts = setup
-    if family in REFUSED:
-        return
+    model, processor, prompts = setup
     logits, caches = decode_both(
         model, prompts, processor.tokenizer.pad_token_id, torch.Generator().manual_seed(2), 1000
     )
@@ -220,18 +213,15 @@ def test_the_decode_step_computes_through_lora_adapters(rec_data, tiny_qwen25, m
 
 
 def test_what_the_decode_step_cannot_stand_in_for_is_refused(setup, monkeypatch):
-    family, model, processor, _ = setup
-    if family in REFUSED:
-        engine = HFEngine(model, processor.tokenizer, options=HFOptions(lean_step=True))
-        assert isinstance(engine.decode_forward, ModelStep) and REFUSED[family] in engine.note
-        return
+    model, processor, _ = setup
     assert isinstance(HFEngine(model, processor.tokenizer).decode_forward, DecodeStep)  # the CPU default
     off = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, lean_step=False))
     assert isinstance(off.decode_forward, ModelStep) and not off.static_plan.lean
     static = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, lean_step=True))
     assert static.static_plan.lean and not static.note  # the static step's too (static.LeanStaticStep)
     monkeypatch.setattr(model.config, "_attn_implementation", "eager")
-    assert "'eager'" in decode_step_refusal(model)
+    asked = HFEngine(model, processor.tokenizer, options=HFOptions(lean_step=True))  # refused, and said so
+    assert isinstance(asked.decode_forward, ModelStep) and "'eager'" in asked.note
     monkeypatch.undo()
     text = model.config.get_text_config()
     monkeypatch.setitem(text.rope_parameters, "rope_type", "yarn")  # its tables depend on the length
@@ -293,11 +283,8 @@ def test_the_lean_forward_of_completions_is_the_models_forward_bit_for_bit(setup
     different lengths; its columns equal the model's forward's bit for bit, and its gradients
     (through the prefix and the vision tower) the model's to float rounding: the same kernels,
     but autograd may sum a tensor's gradients in another order (with LoRA it does)."""
-    family, model, processor, prompts = setup
+    model, processor, prompts = setup
     model = copy.deepcopy(model).to(dtype)
-    if family in REFUSED:
-        assert lean_forward(model) is None
-        return
     assert isinstance(lean_forward(model), DecodeStep)
     rows, ids, mask, weights = six_completions(0, {1: 4, 3: 7})
     columns, grads = through_both(model, prompts, processor.tokenizer.pad_token_id, rows, ids, mask, weights)

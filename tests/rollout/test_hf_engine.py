@@ -375,14 +375,13 @@ def test_the_static_step_takes_eager_attention_and_leaves_flash_attention_to_the
 
 
 def lean_and_model_engines(model, processor) -> dict[bool, HFEngine]:
-    """Static-step engines compacting every 3 steps, by whether their forward is the lean step;
-    the test is skipped for a family the lean step cannot take."""
+    """Static-step engines compacting every 3 steps, by whether their forward is the lean step
+    (which every family takes)."""
     options = STATIC["static, compacted every 3 steps"]
     engines = {
         lean: HFEngine(model, processor.tokenizer, options=replace(options, lean_step=lean)) for lean in (True, False)
     }
-    if not engines[True].static_plan.lean:
-        pytest.skip("the lean step cannot take this family's layers (linear attention)")
+    assert engines[True].static_plan.lean and not engines[False].static_plan.lean
     return engines
 
 
@@ -427,8 +426,7 @@ def windowed_and_whole(setup, lean: bool, smallest: int, params: SamplingParams,
     got = []
     for window in (smallest, 0):
         engine = HFEngine(model, processor.tokenizer, options=replace(options, smallest_window=window))
-        if engine.static_plan.lean != lean:
-            pytest.skip("the lean step cannot take this family's layers (linear attention)")
+        assert engine.static_plan.lean == lean
         widths.clear()
         groups = engine.generate(prompts, params, torch.Generator().manual_seed(5))
         got.append((completions(groups), list(widths), engine.stats))
