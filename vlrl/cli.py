@@ -40,6 +40,9 @@ def _add_config_args(
     parser.add_argument("overrides", nargs="*", help=f"dotted overrides, e.g. {example}")
 
 
+# vlrl.models.tiny.SHAPES' names, which --shape takes (that module imports torch: not at startup)
+SHAPE_NAMES = ("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b", "qwen3-vl-30b-a3b")
+
 # The config sections each training loop reads; a key of the other loop does nothing there.
 LOOP_SECTIONS = {
     "train": ("model", "data", "task", "mixture", "rollout", "algo", "trainer", "eval"),
@@ -761,8 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument(
         "--shape",
-        help="a real checkpoint's shape instead of model.path: "
-        + ", ".join(("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b")),
+        help=f"a real checkpoint's shape instead of model.path: {', '.join(SHAPE_NAMES)}",
     )
     plan.add_argument(
         "--image-tokens",
@@ -793,7 +795,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny.add_argument("--seed", type=int, default=0, help="the weights' seed (default 0)")
     tiny.add_argument(
         "--shape",
-        help="a real checkpoint's shape with random weights, for timing and memory: qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2-vl-2b, qwen3-vl-8b",
+        help=f"a real checkpoint's shape with random weights, for timing and memory: {', '.join(SHAPE_NAMES)}",
     )
     tiny.add_argument(
         "--device", default="cpu", help="where to draw the weights: cpu (default) or cuda (faster for large shapes)"

@@ -126,6 +126,13 @@ def test_tiny_model_writes_any_familys_build_and_refuses_an_unknown_one(tmp_path
     assert "qwen9_vl" in err.out + err.err and "qwen3_vl_moe" in err.out + err.err
 
 
+def test_the_command_line_names_every_shape():
+    from vlrl.cli import SHAPE_NAMES
+    from vlrl.models.tiny import SHAPES
+
+    assert tuple(SHAPES) == SHAPE_NAMES
+
+
 def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):
     assert main(["tiny-model", str(tmp_path / "a"), "--shape", "qwen-100b"]) != 0
     err = capsys.readouterr()
@@ -139,11 +146,14 @@ def test_an_unknown_shape_is_refused_with_the_known_ones(tmp_path, capsys):
         ("qwen2.5-vl-7b", 8_292_166_656),
         ("qwen2-vl-2b", 2_208_985_600),
         ("qwen3-vl-8b", 8_767_123_696),
+        ("qwen3-vl-30b-a3b", 31_070_754_032),
     ],
 )
 def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
-    """The counts of Qwen2.5-VL-3B-Instruct, Qwen2.5-VL-7B-Instruct, Qwen2-VL-2B-Instruct and
-    Qwen3-VL-8B-Instruct (their bf16 safetensors' total_size / 2), built on the meta device: no memory, no weights drawn."""
+    """The counts of Qwen2.5-VL-3B-Instruct, Qwen2.5-VL-7B-Instruct, Qwen2-VL-2B-Instruct,
+    Qwen3-VL-8B-Instruct and Qwen3-VL-30B-A3B-Instruct (their bf16 safetensors' total_size / 2;
+    the last published as 31.07B, its language model Qwen3-30B-A3B's 30,532,122,624), built on the
+    meta device: no memory, no weights drawn."""
     from vlrl.models.build import build_tokenizer
     from vlrl.models.tiny import SHAPES, build_model
 
@@ -159,6 +169,7 @@ def test_shapes_have_the_real_checkpoints_parameter_counts(shape, parameters):
         ("qwen2.5-vl-3b", {"fullatt_block_indexes": [7, 15, 23, 31], "window_size": 112, "tokens_per_second": 2}),
         ("qwen2.5-vl-7b", {"fullatt_block_indexes": [7, 15, 23, 31], "window_size": 112, "tokens_per_second": 2}),
         ("qwen3-vl-8b", {"deepstack_visual_indexes": [8, 16, 24], "num_position_embeddings": 2304}),
+        ("qwen3-vl-30b-a3b", {"deepstack_visual_indexes": [8, 16, 24], "num_position_embeddings": 2304}),
     ],
 )
 def test_shapes_have_the_real_checkpoints_vision_layout(shape, vision):
@@ -181,6 +192,7 @@ def test_shapes_have_the_real_checkpoints_vision_layout(shape, vision):
         ("qwen2.5-vl-7b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
         ("qwen2-vl-2b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
         ("qwen3-vl-8b", {"mrope_section": [24, 20, 20], "rope_theta": 5e6, "mrope_interleaved": True}),
+        ("qwen3-vl-30b-a3b", {"mrope_section": [24, 20, 20], "rope_theta": 5e6, "mrope_interleaved": True}),
     ],
 )
 def test_shapes_have_the_real_checkpoints_rope(shape, rope):
@@ -194,6 +206,20 @@ def test_shapes_have_the_real_checkpoints_rope(shape, rope):
         model = build_model(spec, build_tokenizer(spec))
     parameters = model.config.text_config.rope_parameters
     assert {key: parameters[key] for key in rope} == rope
+
+
+def test_the_mixture_of_experts_shape_routes_as_the_released_model():
+    """Qwen3-VL-30B-A3B-Instruct's text config.json beyond its parameter count, which shows the
+    experts' total width but not how many a token is routed to, nor that heads are 128 wide
+    while 32 of them span 4,096 of a 2,048-wide model."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES["qwen3-vl-30b-a3b"]
+    with torch.device("meta"):
+        text = build_model(spec, build_tokenizer(spec)).config.text_config
+    assert (text.num_experts, text.num_experts_per_tok, text.moe_intermediate_size) == (128, 8, 768)
+    assert (text.head_dim, text.num_attention_heads, text.num_key_value_heads) == (128, 32, 4)
 
 
 def test_qwen3_text_layouts_follow_the_released_models():

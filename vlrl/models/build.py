@@ -61,7 +61,13 @@ class TinySpec:
     num_layers: int = 2
     num_heads: int = 4
     num_kv_heads: int = 2
+    # the attention heads' width (Qwen3-VL, Qwen3.5); 0: hidden_size // num_heads, the only one Qwen2(.5)-VL's attention takes
+    head_dim: int = 0
     intermediate_size: int = 128
+    # a mixture of experts (qwen3_vl_moe); 0: the family's tiny build's (4 experts, 2 a token, half of intermediate_size)
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
     vision_depth: int = 2
     vision_hidden: int = 32
     vision_heads: int = 2
@@ -77,6 +83,10 @@ class TinySpec:
     dtype: str = "float32"  # of the saved weights
     tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
     mrope_section: tuple[int, ...] = ()  # mrope's temporal, height, width split; (): mrope_sections'
+
+    @property
+    def head_width(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_heads
 
 
 # The synthetic scenes' words (data_prep/shapes.py), so that the demo's prompts tokenize into few tokens
@@ -177,7 +187,7 @@ def text_config(spec: TinySpec, tokenizer, **rope: Any) -> dict[str, Any]:
         max_position_embeddings=8192,
         rope_parameters={
             "rope_type": "default",
-            "mrope_section": list(spec.mrope_section) or mrope_sections(spec.hidden_size // spec.num_heads),
+            "mrope_section": list(spec.mrope_section) or mrope_sections(spec.head_width),
             "rope_theta": spec.rope_theta,
             **rope,
         },

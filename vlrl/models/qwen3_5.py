@@ -86,7 +86,7 @@ class Qwen35(Qwen3VL):
         return cache
 
     def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
-        head_dim = spec.hidden_size // spec.num_heads
+        head_dim = spec.head_width
         rope = dict(mrope_interleaved=True, partial_rotary_factor=PARTIAL_ROTARY)
         text = text_config(spec, tokenizer, **rope)
         text["rope_parameters"]["mrope_section"] = mrope_sections(int(head_dim * PARTIAL_ROTARY))

@@ -80,7 +80,7 @@ class Qwen3VL(ModelFamily):
         )
 
     def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
-        return {**text_config(spec, tokenizer, mrope_interleaved=True), "head_dim": spec.hidden_size // spec.num_heads}
+        return {**text_config(spec, tokenizer, mrope_interleaved=True), "head_dim": spec.head_width}
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
         from transformers import Qwen3VLForConditionalGeneration
@@ -119,7 +119,7 @@ class Qwen3VLMoe(Qwen3VL):
         "LoRA reaches attention only: the experts are fused 3D parameters (gate_up_proj, down_proj), "
         "not the Linear modules peft targets"
     )
-    experts = 4  # tiny build: 4 experts, 2 of them per token
+    experts = 4  # tiny build (TinySpec.experts 0): 4 experts, 2 of them per token
     experts_per_token = 2
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
@@ -127,9 +127,9 @@ class Qwen3VLMoe(Qwen3VL):
 
         text = {
             **self.text_config(spec, tokenizer),
-            "num_experts": self.experts,
-            "num_experts_per_tok": self.experts_per_token,
-            "moe_intermediate_size": spec.intermediate_size // 2,
+            "num_experts": spec.experts or self.experts,
+            "num_experts_per_tok": spec.experts_per_token or self.experts_per_token,
+            "moe_intermediate_size": spec.expert_intermediate or spec.intermediate_size // 2,
             "decoder_sparse_step": 1,
         }
         return instantiate(Qwen3VLMoeForConditionalGeneration, spec, tokenizer, text, self.vision_config(spec))

@@ -68,6 +68,13 @@ SHAPES = {
         rope_theta=5e6, vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False,
         mrope_section=(24, 20, 20),
     ),
+    # Qwen3-VL-30B-A3B-Instruct: the same vision tower and Qwen3-30B-A3B's text model, 128 experts
+    # in every layer, 8 of them a token (its intermediate_size, 6144, sizes no layer: none is dense)
+    "qwen3-vl-30b-a3b": qwen_scale(
+        arch="qwen3_vl_moe", hidden_size=2048, num_layers=48, num_heads=32, head_dim=128, num_kv_heads=4,
+        intermediate_size=6144, experts=128, experts_per_token=8, expert_intermediate=768, rope_theta=5e6,
+        vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False, mrope_section=(24, 20, 20),
+    ),
 }  # fmt: skip
 
 
