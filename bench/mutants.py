@@ -669,6 +669,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("vllm sleep ignored between rollouts", "self.can_sleep = cuda and v.sleep", "self.can_sleep = cuda"),
         ("vllm kv_cache_memory_bytes ignored", "if v.kv_cache_memory_bytes:", "if False:"),
     ),
+    *family(
+        "vlrl/rollout/vllm.py",
+        ("tests/app/test_plan.py::test_vllm_is_refused_where_its_share_holds_not_its_weights_and_one_full_length_sequence",),
+        ("vllm max_model_len ignored by the plan", "length = options.max_model_len or shape.context",
+         "length = shape.context"),
+        ("vllm tensor_parallel_size ignored by the plan", "weights = shape.params * shape.dtype_bytes / tp",
+         "weights = shape.params * shape.dtype_bytes"),
+    ),
     Mutation(
         "vllm memory planned as if it never slept", "vlrl/rollout/vllm.py",
         "return share, 0.0 if options.sleep else share", "return share, share", ("tests/app/test_plan.py", VLLM_OPTIONS),

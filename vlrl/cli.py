@@ -544,7 +544,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
-    from vlrl.app.plan import fits, plans
+    from vlrl.app.plan import engine_refusal, fits, plans
     from vlrl.models.memory import GB, Workload, model_shape
     from vlrl.rollout import configured_engines
 
@@ -573,8 +573,11 @@ def cmd_plan(args: argparse.Namespace) -> None:
     )
     for header in ("strategy", "checkpointing", *columns, "fits"):
         table.add_column(header, justify="left" if header in ("strategy", "checkpointing", "fits") else "right")
+    refusal = engine_refusal(shape, work, engine)
+    if refusal:
+        console.print(f"[red]{escape(refusal)}[/red]", highlight=False)
     for strategy, checkpointing, terms in plans(shape, work, engine):
-        verdict = "yes" if fits(terms, work) else "no"
+        verdict = "no (the engine)" if refusal else "yes" if fits(terms, work) else "no"
         if "cpu memory" in terms:
             verdict += f" (+{terms['cpu memory'] / GB:.0f} GB CPU)"
         table.add_row(

@@ -208,6 +208,23 @@ def test_shapes_have_the_real_checkpoints_rope(shape, rope):
     assert {key: parameters[key] for key in rope} == rope
 
 
+@pytest.mark.parametrize(
+    ("shape", "positions"),
+    [("qwen2.5-vl-3b", 128000), ("qwen2.5-vl-7b", 128000), ("qwen2-vl-2b", 32768), ("qwen3-vl-8b", 262144),
+     ("qwen3-vl-30b-a3b", 262144)],
+)  # fmt: skip
+def test_shapes_declare_the_real_checkpoints_context(shape, positions):
+    """max_position_embeddings of each text config.json: vLLM's max_model_len unless a run sets
+    one, and so what its cache must hold for one sequence before it starts (`vlrl plan`)."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    assert model.config.get_text_config().max_position_embeddings == positions
+
+
 def test_the_mixture_of_experts_shape_routes_as_the_released_model():
     """Qwen3-VL-30B-A3B-Instruct's text config.json beyond its parameter count, which shows the
     experts' total width but not how many a token is routed to, nor that heads are 128 wide

@@ -7,7 +7,8 @@ config. A step has three phases, and the peak is the largest:
 - rollout: the resting state (weights, fp32 master weights, AdamW's two moments, the KL
   reference) plus the rollout engine (the HF engine's KV cache for this GPU's rows, and
   Qwen3.5's linear-attention states, with the policy's full weights gathered under FSDP2;
-  vLLM's gpu_memory_utilization share);
+  vLLM's gpu_memory_utilization share, which it refuses to start in when its weights and one
+  sequence's cache do not fit: `engine_refusal`);
 - update: the resting state plus gradients, one micro-batch's activations at
   `token_budget` (with or without gradient checkpointing) and, under FSDP2, the units
   gathered around the one being computed;
@@ -75,6 +76,14 @@ def plans(shape: ModelShape, work: Workload, engine: EngineChoice) -> list[tuple
         for label, cls, options in variants()
         for ckpt in (False, True)
     ]
+
+
+def engine_refusal(shape: ModelShape, work: Workload, engine: EngineChoice) -> str:
+    """Why the rollout engine could not start on a GPU at all, whatever the strategy ("": it
+    could); an engine says so with its optional `memory_refusal` (vLLM: a share too small for
+    its weights and one sequence's cache)."""
+    refusal = getattr(engine.cls, "memory_refusal", None)
+    return refusal(shape, work, engine.options) if refusal else ""
 
 
 def fits(terms: dict[str, float], work: Workload) -> bool:

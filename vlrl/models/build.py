@@ -83,6 +83,7 @@ class TinySpec:
     dtype: str = "float32"  # of the saved weights
     tie_embeddings: bool = False  # the output layer shares the input embeddings (Qwen's small models)
     mrope_section: tuple[int, ...] = ()  # mrope's temporal, height, width split; (): mrope_sections'
+    max_positions: int = 8192  # the context the config declares (vLLM's max_model_len unless one is given)
 
     @property
     def head_width(self) -> int:
@@ -184,7 +185,7 @@ def text_config(spec: TinySpec, tokenizer, **rope: Any) -> dict[str, Any]:
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
         num_key_value_heads=spec.num_kv_heads,
-        max_position_embeddings=8192,
+        max_position_embeddings=spec.max_positions,
         rope_parameters={
             "rope_type": "default",
             "mrope_section": list(spec.mrope_section) or mrope_sections(spec.head_width),

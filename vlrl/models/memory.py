@@ -67,6 +67,7 @@ class ModelShape:
     state_bytes: int  # per sequence, the other layers' fixed-size states (Qwen3.5's linear attention)
     layer_extras: tuple[int, ...]  # per token, what each decoder layer keeps beyond a block's
     vocab: int
+    context: int  # the longest sequence the config declares (max_position_embeddings)
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
     adapted: int = 0  # base weights LoRA adapts: the HF engine decodes with a merged copy of each
@@ -149,6 +150,7 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         state_bytes=linear * linear_attention_state_bytes(text, b) if linear else 0,
         layer_extras=tuple(layer_extra_bytes(layer, text, b) for layer in layers),
         vocab=text.vocab_size,
+        context=text.max_position_embeddings,
         root_unit=params - sum(unit_params),
         largest_unit=max(unit_params),
         adapted=sum(m.weight.numel() for m in adapted),

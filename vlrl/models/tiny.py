@@ -41,6 +41,7 @@ QWEN_SCALE = dict(
     dtype="bfloat16",
     tie_embeddings=True,
     mrope_section=(16, 24, 24),  # Qwen2-VL's and Qwen2.5-VL's config.json
+    max_positions=128000,  # Qwen2.5-VL's
 )
 
 
@@ -59,14 +60,14 @@ SHAPES = {
     ),
     "qwen2-vl-2b": qwen_scale(
         arch="qwen2_vl", hidden_size=1536, num_layers=28, num_heads=12, intermediate_size=8960,
-        vision_intermediate=5120,
+        vision_intermediate=5120, max_positions=32768,
     ),
     # Qwen3-VL-8B-Instruct: the family's vision tower (27 blocks of 1152, deepstack at 8/16/24)
     # and Qwen3-8B's text model.
     "qwen3-vl-8b": qwen_scale(
         arch="qwen3_vl", hidden_size=4096, num_layers=36, num_heads=32, intermediate_size=12288, num_kv_heads=8,
         rope_theta=5e6, vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False,
-        mrope_section=(24, 20, 20),
+        mrope_section=(24, 20, 20), max_positions=262144,
     ),
     # Qwen3-VL-30B-A3B-Instruct: the same vision tower and Qwen3-30B-A3B's text model, 128 experts
     # in every layer, 8 of them a token (its intermediate_size, 6144, sizes no layer: none is dense)
@@ -74,6 +75,7 @@ SHAPES = {
         arch="qwen3_vl_moe", hidden_size=2048, num_layers=48, num_heads=32, head_dim=128, num_kv_heads=4,
         intermediate_size=6144, experts=128, experts_per_token=8, expert_intermediate=768, rope_theta=5e6,
         vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False, mrope_section=(24, 20, 20),
+        max_positions=262144,
     ),
 }  # fmt: skip
 

@@ -92,6 +92,11 @@ class RolloutEngine(Protocol):
     top-p applied). Log-probs that are not the trainer's own are treated as another
     implementation's: old log-probs are recomputed by the trainer when the policy moves, and
     the mismatch is corrected and logged (`algo.rollout_correction`, `rollout/logp_diff`).
+
+    Optional too: `memory_refusal(shape, work, options) -> str`, a staticmethod beside
+    `memory` saying why the engine could not start on a GPU at all ("" or absent: it could),
+    which `vlrl plan` prints and counts against every strategy (vLLM's share too small for its
+    weights).
     """
 
     name: ClassVar[str]

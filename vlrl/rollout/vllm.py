@@ -27,6 +27,7 @@ in docs/architecture.md.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from vlrl.models.batch import Prompt
 from vlrl.models.checkpoints import weights_root
 from vlrl.models.families import model_family
 from vlrl.models.loading import torch_dtype
-from vlrl.models.memory import ModelShape, Workload
+from vlrl.models.memory import GB, ModelShape, Workload
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.hf import stop_token_ids
 from vlrl.vision.video import Video
@@ -214,7 +215,6 @@ class VLLMEngine:
         self.asleep = False
         self.device = torch.device("cpu")  # the sampling generator only draws per-request seeds
         self.tokenizer = processor.tokenizer
-        self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         vocab = self.llm.llm_engine.model_config.get_vocab_size()
         banned = set(banned_token_ids(self.tokenizer, vocab, self.family.vision_tokens))
         self.allowed = [i for i in range(vocab) if i not in banned]
@@ -226,6 +226,40 @@ class VLLMEngine:
         """Its share of the GPU while sampling, and during the update unless it sleeps."""
         share = options.gpu_memory_utilization * work.gpu_memory
         return share, 0.0 if options.sleep else share
+
+    @staticmethod
+    def memory_refusal(shape: ModelShape, work: Workload, options: VLLMOptions) -> str:
+        """Why vLLM could not start in its share of the GPU ("": it could, on paper). It loads
+        the whole model (split over tensor_parallel_size GPUs) and refuses to start unless the
+        rest of its share holds the keys and values of one sequence of max_model_len tokens,
+        the model's declared context unless rollout.vllm.max_model_len is set (vLLM's
+        check_enough_kv_cache_memory). Its profiling pass's activations come on top: this is a
+        lower bound."""
+        tp, share = options.tensor_parallel_size, options.gpu_memory_utilization * work.gpu_memory
+        length = options.max_model_len or shape.context
+        weights = shape.params * shape.dtype_bytes / tp
+        cache = (length * shape.kv_token_bytes + shape.state_bytes) / tp
+        if weights + cache <= share:
+            return ""
+        key = "rollout.vllm"
+
+        def utilization(needed: float) -> str:
+            fraction = math.ceil(100 * needed / work.gpu_memory) / 100
+            if fraction > 1:
+                return f"more GPUs than {tp} to hold it ({key}.tensor_parallel_size)"
+            return f"{key}.gpu_memory_utilization={fraction:g}"
+
+        advice = [utilization(weights + cache)]
+        run = work.prompt_tokens + work.max_new_tokens
+        if not options.max_model_len and length > run:
+            fitted = weights + (run * shape.kv_token_bytes + shape.state_bytes) / tp
+            limit = f"{key}.max_model_len set to the longest prompt plus max_new_tokens (this plan's: {run})"
+            advice.insert(0, limit if fitted <= share else f"{limit} and {utilization(fitted)}")
+        return (
+            f"vLLM's share, gpu_memory_utilization {options.gpu_memory_utilization:g} x {work.gpu_memory / GB:g} GB = "
+            f"{share / GB:.1f} GB, is under its weights ({weights / GB:.1f} GB a GPU) and one {length}-token "
+            f"sequence's keys and values ({cache / GB:.1f} GB): it would not start. It needs {'; or '.join(advice)}"
+        )
 
     @classmethod
     def create(cls, setup: EngineSetup, options: VLLMOptions) -> VLLMEngine:
