@@ -53,6 +53,20 @@ def restore_weights(setup):
     engine.sync_weights(full_weights(model))
 
 
+def test_an_engine_without_room_for_one_full_length_sequence_is_refused_in_vlrls_keys(tiny_vllm_path, vllm_config):
+    """1 MiB of cache holds 1,920 of the tiny model's 8,192 positions: vLLM refuses to start,
+    and the error names the keys that would let it (a run's ConfigError, not a traceback)."""
+    from vlrl.config import ConfigError
+
+    cfg = vllm_config(**{"rollout.vllm.kv_cache_memory_bytes": 1 << 20})
+    setup = EngineSetup(cfg.model, str(tiny_vllm_path), load_processor(cfg.model), 0, lambda: None)
+    with pytest.raises(ConfigError) as refused:
+        choose_engine("vllm", cfg.rollout.options).build(setup)
+    said = str(refused.value)
+    assert "max seq len (8192)" in said and "rollout.vllm.kv_cache_memory_bytes" in said
+    assert "rollout.vllm.max_model_len" in said and "vlrl plan" in said
+
+
 def engine_prompt_lengths(engine, prompts) -> list[int]:
     from vllm import SamplingParams as VLLMSampling
 

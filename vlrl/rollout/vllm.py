@@ -170,6 +170,17 @@ def _import_vllm():
     return vllm
 
 
+def memory_refused(err: ValueError, cuda: bool) -> str:
+    """vLLM's refusal to start in the memory it was given (no room for its cache, or not for
+    one sequence of max_model_len tokens), in the keys of vlrl's config."""
+    share = "rollout.vllm.gpu_memory_utilization" if cuda else "rollout.vllm.kv_cache_memory_bytes"
+    return (
+        f"config: rollout.vllm: vLLM could not start in the memory it was given: {err}\nIn vlrl's keys: its share is "
+        f"{share}, and max_model_len is rollout.vllm.max_model_len (0, the default: the model's whole context); "
+        "`vlrl plan --config CFG rollout.engine=vllm` checks both on paper before a run"
+    )
+
+
 class VLLMEngine:
     name = "vllm"
     shares_policy = False
@@ -210,7 +221,12 @@ class VLLMEngine:
             if v.kv_cache_memory_bytes:
                 kwargs["kv_cache_memory_bytes"] = v.kv_cache_memory_bytes
         kwargs.update(self.on_vllm.engine_args(cuda))
-        self.llm = vllm.LLM(**kwargs)
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except ValueError as err:
+            if "memory" not in str(err):
+                raise
+            raise ConfigError(memory_refused(err, cuda)) from err
         self.can_sleep = cuda and v.sleep
         self.asleep = False
         self.device = torch.device("cpu")  # the sampling generator only draws per-request seeds
