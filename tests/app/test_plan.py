@@ -176,10 +176,12 @@ def test_terms_by_hand():
     assert awake["rollout engine"] == 3000 and awake["update"] == sharded["update"] + 3000
 
 
-def test_vllm_is_refused_where_its_share_holds_not_its_weights_and_one_full_length_sequence():
+def test_vllm_is_refused_where_its_share_holds_not_its_weights_and_one_sequence_of_its_context():
     """vLLM loads every weight (2,000 bytes, split over tensor_parallel_size) and starts only if
-    its share also holds one sequence of max_model_len tokens (the model's 1,000 unless given,
-    32 bytes of keys and values each): 34,000 bytes, 0.34 of a 100,000-byte card."""
+    its share also holds one sequence of max_model_len tokens, at 32 bytes of keys and values a
+    token: with 0 the model's 1,000 (34,000 bytes, 0.34 of a 100,000-byte card); with -1
+    (auto-fit, the default) whatever it holds, which must still hold this plan's prompt (64
+    text tokens) and completion (6): 2,000 + 70 x 32 bytes."""
     from dataclasses import replace
 
     from vlrl.rollout.vllm import VLLMEngine, VLLMOptions
@@ -189,28 +191,31 @@ def test_vllm_is_refused_where_its_share_holds_not_its_weights_and_one_full_leng
     def refusal(shape=SHAPE, **options) -> str:
         return VLLMEngine.memory_refusal(shape, work, VLLMOptions(**options))
 
-    assert refusal(gpu_memory_utilization=0.34) == ""
-    said = refusal(gpu_memory_utilization=0.33)
-    assert "it would not start" in said and "rollout.vllm.gpu_memory_utilization=0.34" in said
-    # the run's own length: this plan's prompt (64 text tokens) and completion (6), 2,000 + 70 x 32 bytes
-    assert "rollout.vllm.max_model_len set to the longest prompt plus max_new_tokens (this plan's: 70)" in said
-    assert refusal(gpu_memory_utilization=0.043, max_model_len=70) == ""
-    assert refusal(gpu_memory_utilization=0.042, max_model_len=70) != ""
-    assert refusal(gpu_memory_utilization=0.17, tensor_parallel_size=2) == ""  # half of each
-    assert refusal(gpu_memory_utilization=0.16, tensor_parallel_size=2) != ""
+    assert refusal(gpu_memory_utilization=0.34, max_model_len=0) == ""
+    said = refusal(gpu_memory_utilization=0.33, max_model_len=0)
+    assert "one 1000-token sequence: it would not start" in said
+    assert "rollout.vllm.gpu_memory_utilization=0.34" in said and "rollout.vllm.max_model_len=-1" in said
+    assert refusal(gpu_memory_utilization=0.0425) == ""  # auto-fit: 4,240 bytes
+    said = refusal(gpu_memory_utilization=0.0423)
+    assert "auto-fit would leave a shorter context" in said and "max_model_len=-1" not in said
+    assert refusal(gpu_memory_utilization=0.0425, max_model_len=70) == ""
+    assert refusal(gpu_memory_utilization=0.0423, max_model_len=70) != ""
+    assert refusal(gpu_memory_utilization=0.17, max_model_len=0, tensor_parallel_size=2) == ""  # half of each
+    assert refusal(gpu_memory_utilization=0.16, max_model_len=0, tensor_parallel_size=2) != ""
     longer = replace(SHAPE, context=10_000)  # 322,000 bytes: more than the card
-    assert "more GPUs than 1 to hold it" in refusal(longer, max_model_len=10_000)
+    assert "more GPUs than 1 to hold it" in refusal(longer, max_model_len=0)
 
 
 def test_a_plan_counts_an_engine_that_cannot_start_against_every_strategy(capsys):
-    """Qwen3-VL-8B declares 262,144 positions: at vLLM's default share of an 80 GB card (24 GB)
-    its 17.5 GB of weights and one such sequence's 38.7 GB of keys and values would not fit."""
+    """Qwen3-VL-8B declares 262,144 positions: asked for all of them (max_model_len 0), at vLLM's
+    default share of an 80 GB card (24 GB) its 17.5 GB of weights and one such sequence's 38.7
+    GB of keys and values would not fit; auto-fit (the default) fits its context to the share."""
     args = ["plan", "--shape", "qwen3-vl-8b", "--gpus", "8", "rollout.engine=vllm", "model.dtype=bfloat16"]
-    assert main(args) == 0
+    assert main([*args, "rollout.vllm.max_model_len=0"]) == 0
     out = capsys.readouterr().out
     assert "it would not start" in " ".join(out.split())
     assert {row[-1] for row in _printed_rows(out)} == {"no (the engine)"}
-    assert main([*args, "rollout.vllm.max_model_len=4096"]) == 0
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "would not start" not in out and "no (the engine)" not in out
 

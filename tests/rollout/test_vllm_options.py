@@ -58,7 +58,8 @@ def test_on_a_gpu_each_option_reaches_vllm(monkeypatch, tiny_qwen25):
     defaults = engine(monkeypatch, tiny_qwen25, True).llm.kwargs
     assert {k: defaults[k] for k in ("gpu_memory_utilization", "tensor_parallel_size", "enforce_eager")} == {
         "gpu_memory_utilization": 0.3, "tensor_parallel_size": 1, "enforce_eager": False}  # fmt: skip
-    assert defaults["enable_sleep_mode"] is True and "max_model_len" not in defaults  # 0: the model's own
+    assert defaults["enable_sleep_mode"] is True and defaults["max_model_len"] == -1  # vLLM's auto-fit
+    assert "max_model_len" not in engine(monkeypatch, tiny_qwen25, True, max_model_len=0).llm.kwargs  # the model's
 
 
 def test_on_cpu_the_kv_cache_size_reaches_vllm_and_it_runs_eager(monkeypatch, tiny_qwen25):
@@ -138,8 +139,8 @@ def test_qwen3_5_on_cpu_runs_without_vllms_prefix_cache(monkeypatch):
     [
         ({"tensor_parallel_size": 0}, "tensor_parallel_size >= 1"),
         ({"gpu_memory_utilization": 0.0}, "0 < gpu_memory_utilization <= 1"),
-        ({"max_model_len": -1}, "must be >= 0"),
-        ({"kv_cache_memory_bytes": -1}, "must be >= 0"),
+        ({"max_model_len": -2}, "max_model_len must be >= -1"),
+        ({"kv_cache_memory_bytes": -1}, "kv_cache_memory_bytes >= 0"),
     ],
 )
 def test_vllm_options_out_of_range_are_refused_and_a_whole_gpu_is_not(options, message):
@@ -147,4 +148,4 @@ def test_vllm_options_out_of_range_are_refused_and_a_whole_gpu_is_not(options, m
 
     with pytest.raises(ConfigError, match=message):
         VLLMOptions(**options).validate("rollout.vllm")
-    VLLMOptions(gpu_memory_utilization=1.0, max_model_len=0, kv_cache_memory_bytes=0).validate("rollout.vllm")
+    VLLMOptions(gpu_memory_utilization=1.0, max_model_len=-1, kv_cache_memory_bytes=0).validate("rollout.vllm")

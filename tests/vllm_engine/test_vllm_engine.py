@@ -53,15 +53,24 @@ def restore_weights(setup):
     engine.sync_weights(full_weights(model))
 
 
-def test_an_engine_without_room_for_one_full_length_sequence_is_refused_in_vlrls_keys(tiny_vllm_path, vllm_config):
-    """1 MiB of cache holds 1,920 of the tiny model's 8,192 positions: vLLM refuses to start,
-    and the error names the keys that would let it (a run's ConfigError, not a traceback)."""
+def test_an_engine_short_of_one_full_length_sequence_auto_fits_or_is_refused_in_vlrls_keys(tiny_vllm_path, vllm_config):
+    """1 MiB of cache holds 1,920 of the tiny model's 8,192 positions: by default (max_model_len
+    -1) vLLM fits its context to that; asked for the model's whole context (0) it refuses to
+    start, and the error names the keys that would let it (a run's ConfigError, not a traceback)."""
     from vlrl.config import ConfigError
 
-    cfg = vllm_config(**{"rollout.vllm.kv_cache_memory_bytes": 1 << 20})
-    setup = EngineSetup(cfg.model, str(tiny_vllm_path), load_processor(cfg.model), 0, lambda: None)
+    def build(max_model_len: int):
+        cfg = vllm_config(
+            **{"rollout.vllm.kv_cache_memory_bytes": 1 << 20, "rollout.vllm.max_model_len": max_model_len}
+        )
+        setup = EngineSetup(cfg.model, str(tiny_vllm_path), load_processor(cfg.model), 0, lambda: None)
+        return choose_engine("vllm", cfg.rollout.options).build(setup)
+
+    engine = build(-1)
+    assert engine.llm.llm_engine.model_config.max_model_len == 1920
+    engine.close()
     with pytest.raises(ConfigError) as refused:
-        choose_engine("vllm", cfg.rollout.options).build(setup)
+        build(0)
     said = str(refused.value)
     assert "max seq len (8192)" in said and "rollout.vllm.kv_cache_memory_bytes" in said
     assert "rollout.vllm.max_model_len" in said and "vlrl plan" in said
@@ -179,7 +188,8 @@ def test_seeded_sampling_over_more_prompt_tokens_than_one_engine_step_takes(setu
 
 def test_a_refused_prompt_costs_only_that_sample(setup):
     engine, _, _, prompts = setup
-    text = torch.full((engine.max_model_len,), int(prompts[1].input_ids[-1]))  # a prompt longer than the model takes
+    longest = engine.llm.llm_engine.model_config.max_model_len
+    text = torch.full((longest,), int(prompts[1].input_ids[-1]))  # a prompt longer than the model takes
     too_long = dataclasses.replace(prompts[1], input_ids=torch.cat([prompts[1].input_ids, text]))
     generations = engine.generate([prompts[0], too_long, prompts[2]], SamplingParams(n=2, max_new_tokens=4))
     assert [bool(g.rejected) for g in generations] == [False, True, False]

@@ -47,6 +47,7 @@ from vlrl.rollout.hf import stop_token_ids
 from vlrl.vision.video import Video
 
 SEED_RANGE = 2**31 - 1
+AUTO_FIT = -1  # rollout.vllm.max_model_len: the longest context vLLM's share holds, up to the model's
 
 
 @dataclass
@@ -57,7 +58,9 @@ class VLLMOptions:
 
     gpu_memory_utilization: float = 0.3  # share of the GPU for weights + KV cache (the rest trains)
     tensor_parallel_size: int = 1
-    max_model_len: int = 0  # 0: the model's
+    # -1: vLLM's auto-fit (the model's context, or the longest its share holds); 0: the model's, which
+    # vLLM refuses to start without room for (262,144 tokens for Qwen3-VL); N: N tokens
+    max_model_len: int = AUTO_FIT
     enforce_eager: bool = False  # no CUDA graphs (always eager on CPU)
     kv_cache_memory_bytes: int = 0  # KV cache size on CPU (0: vLLM's default, VLLM_CPU_KVCACHE_SPACE)
     sleep: bool = True  # free the engine's GPU memory during the update (CUDA only; a no-op on CPU)
@@ -68,8 +71,11 @@ class VLLMOptions:
                 f"config: {key} needs 0 < gpu_memory_utilization <= 1 and tensor_parallel_size >= 1, got "
                 f"{self.gpu_memory_utilization} and {self.tensor_parallel_size}"
             )
-        if self.max_model_len < 0 or self.kv_cache_memory_bytes < 0:
-            raise ConfigError(f"config: {key}.max_model_len and kv_cache_memory_bytes must be >= 0 (0: vLLM's default)")
+        if self.max_model_len < AUTO_FIT or self.kv_cache_memory_bytes < 0:
+            raise ConfigError(
+                f"config: {key}.max_model_len must be >= -1 (-1: vLLM's auto-fit, 0: the model's context) and "
+                "kv_cache_memory_bytes >= 0 (0: vLLM's default)"
+            )
 
 
 @dataclass(frozen=True)
@@ -176,7 +182,8 @@ def memory_refused(err: ValueError, cuda: bool) -> str:
     share = "rollout.vllm.gpu_memory_utilization" if cuda else "rollout.vllm.kv_cache_memory_bytes"
     return (
         f"config: rollout.vllm: vLLM could not start in the memory it was given: {err}\nIn vlrl's keys: its share is "
-        f"{share}, and max_model_len is rollout.vllm.max_model_len (0, the default: the model's whole context); "
+        f"{share}, and max_model_len is rollout.vllm.max_model_len (-1, the default: vLLM's auto-fit; 0: the model's whole "
+        "context); "
         "`vlrl plan --config CFG rollout.engine=vllm` checks both on paper before a run"
     )
 
@@ -245,36 +252,41 @@ class VLLMEngine:
 
     @staticmethod
     def memory_refusal(shape: ModelShape, work: Workload, options: VLLMOptions) -> str:
-        """Why vLLM could not start in its share of the GPU ("": it could, on paper). It loads
-        the whole model (split over tensor_parallel_size GPUs) and refuses to start unless the
-        rest of its share holds the keys and values of one sequence of max_model_len tokens,
-        the model's declared context unless rollout.vllm.max_model_len is set (vLLM's
-        check_enough_kv_cache_memory). Its profiling pass's activations come on top: this is a
-        lower bound."""
+        """Why vLLM could not sample this run in its share of the GPU ("": it could, on paper).
+        It loads the whole model (split over tensor_parallel_size GPUs) and starts only if the
+        rest of its share holds the keys and values of one sequence of max_model_len tokens
+        (vLLM's check_enough_kv_cache_memory): the model's declared context with 0; with -1
+        (auto-fit) the longest it can hold, which must still hold this plan's prompt and
+        completion. Its profiling pass's activations come on top: this is a lower bound."""
         tp, share = options.tensor_parallel_size, options.gpu_memory_utilization * work.gpu_memory
-        length = options.max_model_len or shape.context
         weights = shape.params * shape.dtype_bytes / tp
-        cache = (length * shape.kv_token_bytes + shape.state_bytes) / tp
-        if weights + cache <= share:
+        run = work.prompt_tokens + work.max_new_tokens
+        auto_fit = options.max_model_len == AUTO_FIT
+        length = run if auto_fit else options.max_model_len or shape.context
+
+        def needed(tokens: int) -> float:
+            return weights + (tokens * shape.kv_token_bytes + shape.state_bytes) / tp
+
+        if needed(length) <= share:
             return ""
         key = "rollout.vllm"
-
-        def utilization(needed: float) -> str:
-            fraction = math.ceil(100 * needed / work.gpu_memory) / 100
-            if fraction > 1:
-                return f"more GPUs than {tp} to hold it ({key}.tensor_parallel_size)"
-            return f"{key}.gpu_memory_utilization={fraction:g}"
-
-        advice = [utilization(weights + cache)]
-        run = work.prompt_tokens + work.max_new_tokens
-        if not options.max_model_len and length > run:
-            fitted = weights + (run * shape.kv_token_bytes + shape.state_bytes) / tp
-            limit = f"{key}.max_model_len set to the longest prompt plus max_new_tokens (this plan's: {run})"
-            advice.insert(0, limit if fitted <= share else f"{limit} and {utilization(fitted)}")
+        fraction = math.ceil(100 * needed(length) / work.gpu_memory) / 100
+        advice = [
+            f"{key}.gpu_memory_utilization={fraction:g}"
+            if fraction <= 1
+            else f"more GPUs than {tp} to hold it ({key}.tensor_parallel_size)"
+        ]
+        if not auto_fit and needed(run) <= share:
+            advice.append(f"{key}.max_model_len=-1 (vLLM's auto-fit, the default)")
+        outcome = (
+            f"this plan's prompt and completion ({run} tokens): auto-fit would leave a shorter context, cutting them"
+            if auto_fit
+            else f"one {length}-token sequence: it would not start"
+        )
         return (
             f"vLLM's share, gpu_memory_utilization {options.gpu_memory_utilization:g} x {work.gpu_memory / GB:g} GB = "
-            f"{share / GB:.1f} GB, is under its weights ({weights / GB:.1f} GB a GPU) and one {length}-token "
-            f"sequence's keys and values ({cache / GB:.1f} GB): it would not start. It needs {'; or '.join(advice)}"
+            f"{share / GB:.1f} GB, is under its weights ({weights / GB:.1f} GB a GPU) and the keys and values "
+            f"({(needed(length) - weights) / GB:.1f} GB) of {outcome}. It needs {'; or '.join(advice)}"
         )
 
     @classmethod
