@@ -304,9 +304,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "the engine never gets the updated weights", "vlrl/trainer/rl.py",
-        "                    self.engine.sync_weights(run.strategy.full_weights())",
-        "                    pass",
+        "                    self.push_weights()\n                self.engine.wake()",
+        "                    pass\n                self.engine.wake()",
         (f"{SEAM}::test_the_engine_gets_the_policys_weights_after_every_update",),
+    ),
+    Mutation(
+        "weights pushed in transformers' layout, not the checkpoint's", "vlrl/models/loading.py",
+        "        yield from revert_weight_conversion(base, {name: tensor}).items()", "        yield name, tensor",
+        ("tests/models/test_loading.py::test_an_engine_is_pushed_the_weights_as_the_checkpoint_stores_them",),
     ),
     Mutation(
         "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/update.py",

@@ -10,10 +10,12 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import torch
 
 from vlrl.config import ModelConfig
 from vlrl.models.build import TinySpec
+from vlrl.models.families import family_names
 from vlrl.models.loading import load_model, without_grad
 from vlrl.models.tiny import write_tiny_checkpoint
 
@@ -197,3 +199,22 @@ def test_a_loaded_processor_states_the_configured_image_maximum_and_keeps_its_ow
 
     processor = load_processor(ModelConfig(path="tiny:qwen2_5_vl", min_pixels=6272, max_pixels=50176))
     assert processor.image_processor.size == {"shortest_edge": 56 * 56, "longest_edge": 50176}
+
+
+@pytest.mark.parametrize("family", sorted(family_names()))
+def test_an_engine_is_pushed_the_weights_as_the_checkpoint_stores_them(family):
+    """What an engine that loaded the checkpoint takes after an update (vLLM) is what
+    save_pretrained wrote, name for name and tensor for tensor: Qwen3.5 MoE's experts fused in
+    memory are each expert's projections on disk, and Qwen2(.5)-VL's language model is `model.`."""
+    from safetensors.torch import load_file
+
+    from vlrl.models.families import tiny_spec
+    from vlrl.models.loading import checkpoint_layout, full_weights
+    from vlrl.models.tiny import tiny_checkpoint
+
+    path = tiny_checkpoint(tiny_spec(f"tiny:{family}"))
+    saved = {name: t for file in sorted(path.glob("*.safetensors")) for name, t in load_file(file).items()}
+    model = load_model(ModelConfig(path=str(path), dtype="float32"))
+    pushed = dict(checkpoint_layout(model, full_weights(model)))
+    assert sorted(pushed) == sorted(saved)
+    assert all(torch.equal(pushed[name], saved[name].float()) for name in saved), family

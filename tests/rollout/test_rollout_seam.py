@@ -14,7 +14,7 @@ from rich.console import Console
 from tests.fixtures.shifted_engine import SHIFT
 from vlrl.algos.losses import rollout_importance_weights
 from vlrl.config import load_config
-from vlrl.models.loading import full_weights
+from vlrl.models.loading import checkpoint_layout, full_weights
 from vlrl.rollout.base import Completion, Generation, completion_rows
 from vlrl.trainer.batch import RolloutBatch
 from vlrl.trainer.rl import RLTrainer
@@ -80,13 +80,16 @@ def make_trainer(tmp_path, data, engine=SHIFTED, **extra) -> RLTrainer:
 
 
 def test_the_engine_gets_the_policys_weights_after_every_update(tmp_path, rec_data, tiny_qwen25):
+    """As its checkpoint stores them: Qwen2.5-VL's language model named `model.`, as on disk."""
     trainer = make_trainer(tmp_path, rec_data)
     engine = trainer.engine
-    start = {k: v.clone() for k, v in full_weights(trainer.run.model)}
-    assert len(engine.pushed) == 1 and all(torch.equal(engine.pushed[0][k], v) for k, v in start.items())
+    start = {k: v.clone() for k, v in checkpoint_layout(trainer.run.model, full_weights(trainer.run.model))}
+    assert any(k.startswith("model.layers.") for k in start)
+    assert len(engine.pushed) == 1 and engine.pushed[0].keys() == start.keys()
+    assert all(torch.equal(engine.pushed[0][k], v) for k, v in start.items())
     trainer.train()
     assert engine.calls == ["sync", "generate", "sleep", "sync", "wake", "generate", "sleep", "sync", "wake", "close"]
-    final = dict(full_weights(trainer.run.model))
+    final = dict(checkpoint_layout(trainer.run.model, full_weights(trainer.run.model)))
     assert all(torch.equal(engine.pushed[-1][k], v) for k, v in final.items())
     assert any(not torch.equal(start[k], final[k]) for k in final)  # the policy moved, the engine followed
 

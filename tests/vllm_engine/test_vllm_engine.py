@@ -13,7 +13,7 @@ from tests.vllm_engine.conftest import reference_logprobs
 from vlrl.config import ModelConfig
 from vlrl.data.records import FrameSpec, load_split
 from vlrl.models.families import family_class
-from vlrl.models.loading import full_weights, load_model, load_processor
+from vlrl.models.loading import checkpoint_layout, full_weights, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
 from vlrl.rollout.base import banned_token_ids
@@ -50,7 +50,7 @@ def restore_weights(setup):
     """Tests that push other weights give the engine the policy's back afterwards."""
     engine, model, _, _ = setup
     yield
-    engine.sync_weights(full_weights(model))
+    engine.sync_weights(checkpoint_layout(model, full_weights(model)))
 
 
 def test_an_engine_short_of_one_full_length_sequence_auto_fits_or_is_refused_in_vlrls_keys(tiny_vllm_path, vllm_config):
@@ -152,7 +152,7 @@ def test_after_a_weight_push_samples_follow_the_new_weights(setup, restore_weigh
     greedy = SamplingParams(n=1, max_new_tokens=8, temperature=0.0)
     tokens = lambda gens: [g.completions[0].token_ids for g in gens]  # noqa: E731
     changed = perturbed(engine, 0.5)
-    engine.sync_weights(full_weights(changed))
+    engine.sync_weights(checkpoint_layout(changed, full_weights(changed)))
     pushed = tokens(engine.generate(prompts, greedy))
     assert pushed == tokens(HFEngine(changed, processor.tokenizer).generate(prompts, greedy))
     assert pushed != tokens(HFEngine(model, processor.tokenizer).generate(prompts, greedy))
@@ -167,7 +167,7 @@ def test_after_a_push_the_same_image_prompt_is_computed_with_the_new_weights(set
     params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0)
     engine.generate(prompts, params, torch.Generator().manual_seed(0))  # caches filled with the old weights
     changed = perturbed(engine, 0.05)
-    engine.sync_weights(full_weights(changed))
+    engine.sync_weights(checkpoint_layout(changed, full_weights(changed)))
     generations = engine.generate(prompts, params, torch.Generator().manual_seed(1))
     reference, sampled = reference_logprobs(changed, processor, prompts, generations, 1.0)
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)

@@ -291,6 +291,22 @@ def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     yield from transformers_weights(base, base.state_dict().items())
 
 
+def checkpoint_layout(
+    model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """`weights` (transformers names, a strategy's `full_weights`) as the model's checkpoints
+    store them, what save_pretrained writes and so what an engine that loaded the checkpoint
+    takes back: transformers' load-time conversions reverted one tensor at a time (Qwen3.5 MoE's
+    fused experts split into each expert's projections, Qwen2-VL's and Qwen2.5-VL's language
+    model named `model.` again). One at a time holds for every family here (each reverted
+    conversion takes one tensor: tests/models/test_loading.py compares with save_pretrained)."""
+    from transformers.core_model_loading import revert_weight_conversion
+
+    base = core_model(model)
+    for name, tensor in weights:
+        yield from revert_weight_conversion(base, {name: tensor}).items()
+
+
 @torch.no_grad()
 def transformers_weights(
     base: torch.nn.Module, tensors: Iterable[tuple[str, torch.Tensor]]

@@ -125,7 +125,8 @@ class RolloutEngine(Protocol):
         ...
 
     def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Take the policy's new full weights (HF names, LoRA merged, in the engine's dtype)."""
+        """Take the policy's new full weights (LoRA merged, in the engine's dtype), named and laid
+        out as its checkpoint stores them: what save_pretrained writes (`loading.checkpoint_layout`)."""
         ...
 
     def sleep(self) -> None:

@@ -22,7 +22,7 @@ from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
 from vlrl.models.families import family_of_model
-from vlrl.models.loading import core_model
+from vlrl.models.loading import checkpoint_layout, core_model
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
@@ -95,7 +95,7 @@ class RLTrainer:
             low_precision = policy.dtype != torch.float32
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
             if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
-                self.engine.sync_weights(self.run.strategy.full_weights())
+                self.push_weights()
             unasked = not exact or cfg.algo.old_logprobs == "auto"  # algo.old_logprobs=recompute needs no telling
             if self.updater.recomputes and unasked and (cfg.algo.num_iterations > 1 or cfg.algo.mini_batches > 1):
                 why = f"rollout engine {self.engine.name}" if not exact else f"a {policy.dtype} policy"
@@ -127,6 +127,11 @@ class RLTrainer:
         """Where the engine samples: with the policy's weights gathered, if it samples with the
         policy (every process enters it at the same time)."""
         return self.run.strategy.gathered() if self.engine.shares_policy else contextlib.nullcontext()
+
+    def push_weights(self) -> None:
+        """An engine with its own copy of the policy takes its full weights, as its checkpoint
+        stores them (it loaded one: `loading.checkpoint_layout`)."""
+        self.engine.sync_weights(checkpoint_layout(self.run.model, self.run.strategy.full_weights()))
 
     def render(self, task: Task, sample: Sample, decoded: dict[str, Video] | None = None) -> Prompt:
         return render_prompt(self.run.processor, task.messages(sample), sample, self.cfg.model, decoded)
@@ -415,7 +420,7 @@ class RLTrainer:
                     stats, skipped = self.update(trained.batch, trained.advantages, step, trained.carried)
                     stats |= trained.stats
                 if not self.engine.shares_policy:
-                    self.engine.sync_weights(run.strategy.full_weights())
+                    self.push_weights()
                 self.engine.wake()
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
