@@ -95,7 +95,8 @@ class RefCOCO(Task):
     headline = ("acc@0.5", "mean_iou", "format_rate")
     data_source = "VLM-R1's REC json (rec_jsons_processed) as downloaded, or the refer annotations converted: python -m data_prep.refer --refs 'refcoco/refs(unc).p' --instances refcoco/instances.json --split {split} --out {path}"
     family_options: ClassVar[dict[str, dict[str, Any]]] = {
-        family: {"prompt_template": QWEN3_REC_TEMPLATE} for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5")
+        family: {"prompt_template": QWEN3_REC_TEMPLATE}
+        for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
     }
     option_templates: ClassVar[dict[str, tuple[str, ...]]] = {
         "prompt_template": ("Question", "Caption"),

@@ -137,7 +137,7 @@ class ModelConfig:
     # Hugging Face cache (HF_HUB_CACHE; never downloaded), or tiny:NAME (vlrl/models/)
     path: str = ""
     # The model family (vlrl/models/): auto goes by the checkpoint's model_type; or a family's
-    # name (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, an entry point) or module:Class.
+    # name (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, an entry point) or module:Class.
     family: str = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"

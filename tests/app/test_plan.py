@@ -23,7 +23,7 @@ from vlrl.rollout.hf import HFEngine
 from vlrl.rollout.static import RowsLayer, RowsStateLayer
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"])
 def test_counts_from_the_config_equal_the_loaded_models(family):
     for lora in (4, 0):  # the last, without adapters, is read below
         cfg = load_config(None, [f"model.path=tiny:{family}", f"model.lora.r={lora}", "model.dtype=float32"])
@@ -40,8 +40,13 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
     assert shape.layers == Block(count=2, params=shape.layers.params, hidden=64)
     assert shape.vision == Block(count=2, params=shape.vision.params, hidden=32)
     # a decoder layer's parameters, which its activations are counted from: their mean over the
-    # layers (Qwen3.5's first layer, linear attention, holds twice its second's, which attends)
-    layers = [sum(p.numel() for p in layer.parameters()) for layer in model.model.language_model.layers]
+    # layers (Qwen3.5's first layer, linear attention, holds twice its second's, which attends),
+    # the routed experts' left out (`memory.experts_token_bytes` counts what they keep)
+    layers = [
+        sum(p.numel() for p in layer.parameters())
+        - sum(p.numel() for p in getattr(layer.mlp, "experts", torch.nn.Module()).parameters())
+        for layer in model.model.language_model.layers
+    ]
     assert abs(shape.layers.params * len(layers) - sum(layers)) < len(layers)
     if family == "qwen2_5_vl":
         assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16

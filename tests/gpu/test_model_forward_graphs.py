@@ -18,11 +18,11 @@ from vlrl.rollout.static import LeanStaticStep
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module", params=["qwen3_5", "qwen3_vl_moe"])
+@pytest.fixture(scope="module", params=["qwen3_5", "qwen3_vl_moe", "qwen3_5_moe"])
 def model_forward_setup(request, mid_checkpoint, device, tmp_path_factory):
     """Qwen3.5's hybrid layers (three of every four linear attention, whose states the step
-    keeps beside the keys and values) and Qwen3-VL MoE's experts (routed on the device by
-    transformers' grouped_mm); the family's name after them."""
+    keeps beside the keys and values), Qwen3-VL MoE's experts (routed on the device by
+    transformers' grouped_mm), and Qwen3.5 MoE's both; the family's name after them."""
     for loaded_setup in loaded(mid_checkpoint(request.param), device, tmp_path_factory):
         yield *loaded_setup, request.param
 

@@ -40,8 +40,9 @@ FRAMES = {
     "qwen3_vl": "norm1000",
     "qwen3_vl_moe": "norm1000",
     "qwen3_5": "norm1000",
+    "qwen3_5_moe": "norm1000",
 }
-FACTORS = {"qwen2_vl": 28, "qwen2_5_vl": 28, "qwen3_vl": 32, "qwen3_vl_moe": 32, "qwen3_5": 32}
+FACTORS = {"qwen2_vl": 28, "qwen2_5_vl": 28, "qwen3_vl": 32, "qwen3_vl_moe": 32, "qwen3_5": 32, "qwen3_5_moe": 32}
 VIDEO = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
 
 
@@ -80,7 +81,7 @@ def test_every_family_has_a_tiny_build_of_its_own_model_type():
 
 
 def test_a_checkpoint_goes_by_its_model_type_and_a_bare_name_by_its_hints(tmp_path):
-    for model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5"):
+    for model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe"):
         folder = tmp_path / model_type
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
@@ -97,6 +98,8 @@ def test_a_checkpoint_goes_by_its_model_type_and_a_bare_name_by_its_hints(tmp_pa
         "/models/Qwen3-VL-8B-Instruct": "qwen3_vl",
         "/models/Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe",  # the longer hint wins
         "/models/Qwen3.5-9B": "qwen3_5",
+        "/models/Qwen3.5-35B-A3B": "qwen3_5_moe",
+        "/models/Qwen3.5-397B-A17B-FP8": "qwen3_5_moe",
         "/models/Qwen3-VL-235B-A22B-Instruct": "qwen3_vl_moe",
         "/runs/my_qwen2_vl_sft": "qwen2_vl",
         "/models/some-model": "qwen2_5_vl",  # nothing to go by: Qwen2.5-VL, as before families
@@ -144,7 +147,8 @@ def test_a_checkpoint_of_another_family_is_refused_by_name(tiny_qwen25, tmp_path
         checkpoint_path(ModelConfig(path=str(tiny_qwen25), family="qwen3_vl"))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llava"}))
     with pytest.raises(
-        ConfigError, match=r"is a 'llava' model; supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl, qwen3_vl_moe"
+        ConfigError,
+        match=r"is a 'llava' model; supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_5_moe, qwen3_vl, qwen3_vl_moe",
     ):
         checkpoint_path(ModelConfig(path=str(tmp_path)))
 
@@ -306,6 +310,7 @@ def test_grounding_prompts_follow_the_family_and_task_options_override_them(task
         ("qwen2_vl", VLM_R1_REC_TEMPLATE),
         ("qwen3_vl", QWEN3_REC_TEMPLATE),
         ("qwen3_5", QWEN3_REC_TEMPLATE),
+        ("qwen3_5_moe", QWEN3_REC_TEMPLATE),
     ]:
         for task_name in ("refcoco", "refcoco+", "refcocog"):
             assert make_task(TaskConfig(name=task_name), name).options.prompt_template == template
@@ -438,7 +443,7 @@ def test_an_unknown_tiny_build_and_a_model_of_no_family_are_refused_naming_the_k
     with pytest.raises(
         ConfigError,
         match=r"model of type 'llava' belongs to no model family; "
-        r"supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_vl, qwen3_vl_moe \(or set model.family\)",
+        r"supported: qwen2_5_vl, qwen2_vl, qwen3_5, qwen3_5_moe, qwen3_vl, qwen3_vl_moe \(or set model.family\)",
     ):
         family_of_model(llava)
 
@@ -459,5 +464,6 @@ def test_a_family_derived_from_another_without_builds_of_its_own_takes_none_of_i
             "qwen3_vl",
             "qwen3_vl_moe",
             "qwen3_5",
+            "qwen3_5_moe",
         }
         assert builds["qwen2_5_vl"].arch == builds["qwen2_5_vl-h32"].arch == "qwen2_5_vl"

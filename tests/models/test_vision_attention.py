@@ -142,10 +142,11 @@ def test_only_the_loaded_families_vision_attention_is_replaced():
             super().__init__()
             self.qkv, self.proj = torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)
 
-    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeVisionAttention, Qwen3_5MoeVisionConfig
+    from transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe import Qwen3OmniMoeVisionEncoderConfig
+    from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import Qwen3OmniMoeVisionAttention
 
     model = load_model(ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", vision_attention="chunks"))
     # the same attributes in the modeling file of a model vlrl does not load: its forward is not compared
-    unloaded = Qwen3_5MoeVisionAttention(Qwen3_5MoeVisionConfig(hidden_size=32, num_heads=2))
+    unloaded = Qwen3OmniMoeVisionAttention(Qwen3OmniMoeVisionEncoderConfig(hidden_size=32, num_heads=2))
     foreign = torch.nn.ModuleList([VisionAttention(), unloaded, model.model.visual.blocks[0].attn])
     assert grouped_vision_attention(foreign) == 1 and [("forward" in vars(m)) for m in foreign] == [False, False, True]

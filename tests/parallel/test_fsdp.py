@@ -63,7 +63,7 @@ def launch(processes: int, out: Path, data: Path, *scenarios: str) -> list[dict]
     return [torch.load(out / f"results.{rank}.pt", weights_only=True) for rank in range(processes)]
 
 
-FAMILIES = ("qwen3_vl", "qwen3_5")  # beside Qwen2.5-VL, trained on two processes
+FAMILIES = ("qwen3_vl", "qwen3_5", "qwen3_5_moe")  # beside Qwen2.5-VL, trained on two processes
 
 
 @pytest.fixture(scope="module")

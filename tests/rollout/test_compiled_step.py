@@ -102,7 +102,7 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
     assert compilations() == first  # one compilation for every batch size, window and cache length: sizes symbolic
 
 
-@pytest.mark.parametrize("arch", ["qwen3_5", "qwen3_vl_moe"])
+@pytest.mark.parametrize("arch", ["qwen3_5", "qwen3_vl_moe", "qwen3_5_moe"])
 def test_the_compiled_step_of_linear_attention_and_experts_samples_what_the_eager_one_samples(
     arch, rec_data, video_qa_data
 ):

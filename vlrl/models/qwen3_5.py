@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 
 from vlrl.models.build import TinySpec, instantiate, mrope_sections, text_config
-from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL
+from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL, experts_config
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
 FULL_ATTENTION_EVERY = 4  # Qwen3.5: layers 4, 8, ... attend fully, the others are linear
@@ -109,13 +109,49 @@ class Qwen35(Qwen3VL):
         del vision["deepstack_visual_indexes"]  # Qwen3.5's vision tower has no deepstack
         return vision
 
-    def build_tiny_model(self, spec: TinySpec, tokenizer):
+    @staticmethod
+    def model_class() -> type:
         from transformers import Qwen3_5ForConditionalGeneration
 
+        return Qwen3_5ForConditionalGeneration
+
+    def build_tiny_model(self, spec: TinySpec, tokenizer):
         text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
-        model = instantiate(Qwen3_5ForConditionalGeneration, spec, tokenizer, text, vision)
+        model = instantiate(self.model_class(), spec, tokenizer, text, vision)
         with torch.no_grad():
             for layer in model.model.language_model.layers:
                 if hasattr(layer, "linear_attn"):
                     layer.linear_attn.in_proj_z.weight.mul_(STATE_GATE_SCALE)
         return model
+
+
+class Qwen35Moe(Qwen35):
+    """Qwen3.5's mixtures of experts (35B-A3B, 122B-A10B, 397B-A17B): the same hybrid layers,
+    each MLP routed experts (fused 3D parameters, as Qwen3-VL MoE's) beside a gated shared one."""
+
+    name = "qwen3_5_moe"
+    label = "Qwen3.5 MoE"
+    model_types = ("qwen3_5_moe",)
+    name_hints = ("qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3_5_moe")
+    # experts 32 wide in a 64-wide model: a down projection read transposed fails on its shape (vLLM's CPU
+    # kernel takes gate and up projections together only in multiples of 64 wide)
+    tiny_builds: ClassVar[dict] = {"qwen3_5_moe": {**QWEN3_TINY, "expert_intermediate": 32}}
+    limits = (
+        "LoRA's default targets reach the full-attention layers and the shared expert, not the routed experts "
+        "(fused 3D parameters) nor the linear-attention projections (in_proj_qkv, in_proj_z, out_proj: add them "
+        "to model.lora.target_modules)"
+    )
+
+    @staticmethod
+    def model_class() -> type:
+        from transformers import Qwen3_5MoeForConditionalGeneration
+
+        return Qwen3_5MoeForConditionalGeneration
+
+    def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
+        experts = experts_config(spec)
+        return {
+            **super().text_config(spec, tokenizer),
+            **experts,
+            "shared_expert_intermediate_size": experts["moe_intermediate_size"],
+        }

@@ -119,17 +119,19 @@ class Qwen3VLMoe(Qwen3VL):
         "LoRA reaches attention only: the experts are fused 3D parameters (gate_up_proj, down_proj), "
         "not the Linear modules peft targets"
     )
-    experts = 4  # tiny build (TinySpec.experts 0): 4 experts, 2 of them per token
-    experts_per_token = 2
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
         from transformers import Qwen3VLMoeForConditionalGeneration
 
-        text = {
-            **self.text_config(spec, tokenizer),
-            "num_experts": spec.experts or self.experts,
-            "num_experts_per_tok": spec.experts_per_token or self.experts_per_token,
-            "moe_intermediate_size": spec.expert_intermediate or spec.intermediate_size // 2,
-            "decoder_sparse_step": 1,
-        }
+        text = {**self.text_config(spec, tokenizer), **experts_config(spec), "decoder_sparse_step": 1}
         return instantiate(Qwen3VLMoeForConditionalGeneration, spec, tokenizer, text, self.vision_config(spec))
+
+
+def experts_config(spec: TinySpec) -> dict[str, int]:
+    """A mixture of experts' text config keys (Qwen3-VL MoE, Qwen3.5 MoE): the spec's counts, or
+    the tiny build's 4 experts, 2 of them a token, each half as wide as intermediate_size."""
+    return {
+        "num_experts": spec.experts or 4,
+        "num_experts_per_tok": spec.experts_per_token or 2,
+        "moe_intermediate_size": spec.expert_intermediate or spec.intermediate_size // 2,
+    }

@@ -41,7 +41,7 @@ REMEMBERED = 4  # cu_seqlens tensors whose groups are kept (a tower's forward pa
 # the one `grouped_forward` stands in for (each compared in tests/models/test_vision_attention.py)
 KNOWN = tuple(
     f"transformers.models.{name}.modeling_{name}"
-    for name in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5")
+    for name in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 )
 
 

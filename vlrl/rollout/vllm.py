@@ -27,6 +27,7 @@ in docs/architecture.md.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -104,6 +105,29 @@ def _qwen3_5_refusal(dtype: torch.dtype, cuda: bool) -> str:
     return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
 
 
+QWEN3_5_MOE_ON_CPU = (
+    "vLLM 0.32's CPU kernel for experts repacks their weights when it loads the checkpoint, and weights "
+    "pushed after an update are not repacked (an unchanged push changes its greedy tokens): the engine would "
+    "sample from a model the policy is not; use rollout.engine=hf on the CPU"
+)
+
+
+def _qwen3_5_moe_refusal(dtype: torch.dtype, cuda: bool) -> str:
+    # on CUDA vLLM's unquantized experts keep their parameters, copying padded weights back in
+    # place (unquantized_fused_moe_method.py): not run on a GPU here
+    return "" if cuda else QWEN3_5_MOE_ON_CPU
+
+
+QWEN3_5 = OnVLLM(
+    refusal=_qwen3_5_refusal,
+    # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
+    # prefill, and vlrl turns chunked prefill off on CPU: no prefix cache there
+    engine_args=lambda cuda: {} if cuda else {"enable_prefix_caching": False},
+    video_refusal=QWEN3_VIDEO,
+    prompt_as_text=True,
+)
+
+
 ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request layout
     "qwen3_vl": OnVLLM(video_refusal=QWEN3_VIDEO, prompt_as_text=True),
     "qwen3_vl_moe": OnVLLM(
@@ -115,14 +139,8 @@ ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request la
         video_refusal=QWEN3_VIDEO,
         prompt_as_text=True,
     ),
-    "qwen3_5": OnVLLM(
-        refusal=_qwen3_5_refusal,
-        # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
-        # prefill, and vlrl turns chunked prefill off on CPU: no prefix cache there
-        engine_args=lambda cuda: {} if cuda else {"enable_prefix_caching": False},
-        video_refusal=QWEN3_VIDEO,
-        prompt_as_text=True,
-    ),
+    "qwen3_5": QWEN3_5,
+    "qwen3_5_moe": dataclasses.replace(QWEN3_5, refusal=_qwen3_5_moe_refusal),
 }
 
 
