@@ -43,6 +43,8 @@ SHAPES = {
     "small-qwen3_5": (replace(SMALL, arch="qwen3_5"), "bfloat16"),
     "tiny-qwen3_vl_moe": (TinySpec(arch="qwen3_vl_moe"), "float32"),
     "small-qwen3_vl_moe": (replace(SMALL, arch="qwen3_vl_moe"), "bfloat16"),
+    "tiny-qwen3_5_moe": (TinySpec(arch="qwen3_5_moe"), "float32"),
+    "small-qwen3_5_moe": (replace(SMALL, arch="qwen3_5_moe"), "bfloat16"),
 }
 # bench/recipe_on_gpu.py trainer.token_budget=B on one H200 at 3af88f4 (2026-12-01): the peak of
 # torch's allocator over two steps; 16384 ran out of the card's 139 GB
