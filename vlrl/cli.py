@@ -793,8 +793,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--arch",
         default="qwen2_5_vl",
         help="a tiny build, as model.path=tiny:NAME names it: qwen2_5_vl, qwen2_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, "
-        "qwen3_5_moe, "
-        "the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered family's",
+        "qwen3_5_moe, the -h32 variants of the first two (head size 32, for vLLM's CPU attention), or a registered "
+        "family's",
     )
     tiny.add_argument("--seed", type=int, default=0, help="the weights' seed (default 0)")
     tiny.add_argument(

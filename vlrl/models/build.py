@@ -64,7 +64,7 @@ class TinySpec:
     # the attention heads' width (Qwen3-VL, Qwen3.5); 0: hidden_size // num_heads, the only one Qwen2(.5)-VL's attention takes
     head_dim: int = 0
     intermediate_size: int = 128
-    # a mixture of experts (qwen3_vl_moe); 0: the family's tiny build's (4 experts, 2 a token, half of intermediate_size)
+    # a mixture of experts (qwen3_vl_moe, qwen3_5_moe); 0: the tiny builds' 4 experts, 2 a token, half as wide
     experts: int = 0
     experts_per_token: int = 0
     expert_intermediate: int = 0

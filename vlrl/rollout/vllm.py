@@ -27,11 +27,10 @@ in docs/architecture.md.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -140,7 +139,7 @@ ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request la
         prompt_as_text=True,
     ),
     "qwen3_5": QWEN3_5,
-    "qwen3_5_moe": dataclasses.replace(QWEN3_5, refusal=_qwen3_5_moe_refusal),
+    "qwen3_5_moe": replace(QWEN3_5, refusal=_qwen3_5_moe_refusal),
 }
 
 
