@@ -314,6 +314,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/models/test_loading.py::test_an_engine_is_pushed_the_weights_as_the_checkpoint_stores_them",),
     ),
     Mutation(
+        "an engine sampling another model never said", "vlrl/trainer/update.py",
+        "    if apart <= APART_NATS:", "    if True:",
+        (f"{SEAM}::test_an_engine_whose_log_probs_are_a_nat_from_the_trainers_is_said_once_not_to_sample_the_policy",),
+    ),
+    Mutation(
         "a foreign engine's log-probs compared with the full-vocabulary ones", "vlrl/trainer/update.py",
         "            if self.sampler is not None:\n                expected = current.sampled",
         "            if False:\n                expected = current.sampled",

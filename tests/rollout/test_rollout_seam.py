@@ -137,6 +137,24 @@ def test_mismatch_is_measured_and_corrected_by_importance_weights(tmp_path, rec_
     assert halved["loss"] == pytest.approx(none["loss"] * 0.5, rel=1e-4) and halved["rollout/is_weight"] == 0.5
 
 
+@pytest.mark.parametrize(("engine", "warned"), [("ShiftedEngine", False), ("ApartEngine", True)])
+def test_an_engine_whose_log_probs_are_a_nat_from_the_trainers_is_said_once_not_to_sample_the_policy(
+    tmp_path, rec_data, tiny_qwen25, engine, warned
+):
+    """0.1 nat a token apart is kernels rounding otherwise (or this fixture's shift), 1 nat is
+    another model: the run says so once, at the first step, and goes on."""
+    import io
+
+    out = io.StringIO()
+    trainer = make_trainer(tmp_path, rec_data, engine=f"{FIXTURES / 'shifted_engine.py'}:{engine}")
+    trainer.console = Console(file=out, width=400)
+    trainer.train()
+    said = out.getvalue()
+    assert said.count("it is not sampling from the policy") == (1 if warned else 0)
+    assert not warned or "1.00 nats a token from the trainer's" in said
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2  # both steps ran
+
+
 def test_old_logprobs_are_the_trainers_when_the_engine_is_another(tmp_path, rec_data, tiny_qwen25):
     """Several updates per rollout: the ratio's old log-probs must be the trainer's, not the
     shifted engine's, so the update equals the one with the HF engine (whose log-probs are

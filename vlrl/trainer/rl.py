@@ -37,7 +37,7 @@ from vlrl.trainer.checkpoint import load_process_state
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 from vlrl.trainer.thinking import Asked, make_scorer
-from vlrl.trainer.update import Updater, update_stats
+from vlrl.trainer.update import Updater, engine_apart, update_stats
 from vlrl.vision.video import Video
 
 
@@ -94,6 +94,7 @@ class RLTrainer:
             exact = logprobs_exact(self.engine)
             low_precision = policy.dtype != torch.float32
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
+            self.warned_apart = False  # `engine_apart`, said once a run
             if not self.engine.shares_policy:  # the run's weights: resumed, merged, rounded
                 self.push_weights()
             unasked = not exact or cfg.algo.old_logprobs == "auto"  # algo.old_logprobs=recompute needs no telling
@@ -449,6 +450,9 @@ class RLTrainer:
                 if run.device.type == "cuda":
                     metrics["gpu_peak_gb"] = torch.cuda.max_memory_allocated(run.device) / 2**30
                 metrics = run.procs.mean_metrics(metrics, counts=is_count)
+                if not self.warned_apart and (apart := engine_apart(self.engine.name, metrics)):
+                    self.warned_apart = True  # once a run: the metric follows every step
+                    self.console.print(f"[yellow]warning:[/yellow] {escape(apart)}", highlight=False)
                 if cfg.eval.every > 0 and (step % cfg.eval.every == 0 or step == t.steps):
                     with self.sampling_weights():  # entered by every process; process 0 evaluates
                         metrics.update(self.evaluate_held_out(step))

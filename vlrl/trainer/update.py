@@ -217,6 +217,25 @@ class Updater:
         return total
 
 
+# A mean |log-prob difference| a token past which an engine cannot be sampling the policy (a
+# push that did not load, another checkpoint): other kernels and dtypes part it by 1e-3 to 1e-2
+# nats (vLLM in bfloat16 against the trainer's forward: tests/vllm_engine/test_vllm_families.py)
+APART_NATS = 0.5
+
+
+def engine_apart(engine: str, metrics: dict[str, float]) -> str:
+    """A warning when the engine's log-probs (`rollout/logp_diff`) are too far from the trainer's
+    for it to be sampling the policy ("": they are not)."""
+    apart = metrics.get("rollout/logp_diff", 0.0)
+    if apart <= APART_NATS:
+        return ""
+    return (
+        f"rollout engine {engine}'s log-probs are {apart:.2f} nats a token from the trainer's (rollout/logp_diff; "
+        "other kernels part them by 0.001 to 0.01): it is not sampling from the policy, as after a weight push "
+        "that did not load; importance weights (algo.rollout_correction) cannot mend that"
+    )
+
+
 def add_mismatch(sums: defaultdict[str, float], measured: dict[str, float]) -> None:
     sums["mismatch_max"] = max(sums["mismatch_max"], measured.pop("mismatch_max"))
     for key, value in measured.items():
