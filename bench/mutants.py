@@ -691,6 +691,11 @@ MUTATIONS: tuple[Mutation, ...] = (
          "weights = shape.params * shape.dtype_bytes"),
     ),
     Mutation(
+        "the plan's sequence cache leaves out linear attention's states", "vlrl/models/memory.py",
+        "        return tokens * self.kv_token_bytes + self.state_bytes", "        return tokens * self.kv_token_bytes",
+        ("tests/app/test_plan.py::test_a_shapes_cache_bytes_are_what_the_static_step_allocates",),
+    ),
+    Mutation(
         "vllm memory planned as if it never slept", "vlrl/rollout/vllm.py",
         "return share, 0.0 if options.sleep else share", "return share, share", ("tests/app/test_plan.py", VLLM_OPTIONS),
     ),

@@ -278,7 +278,7 @@ def test_a_shapes_cache_bytes_are_what_the_static_step_allocates(family, rec_dat
     """Per row, the HF engine's static step holds a slot of keys and values per token in every
     full-attention layer (`kv_token_bytes`) and, in Qwen3.5's linear-attention layers (three in
     four), a convolution window and a float32 recurrent state (`state_bytes`): what `vlrl plan`
-    counts as the engine's cache, in bf16."""
+    counts as the engine's cache (`sequence_cache_bytes` a row), in bf16."""
     cfg = load_config(None, [f"model.path=tiny:{family}", "model.dtype=bfloat16"])
     shape = model_shape(cfg)
     model, processor = load_model(cfg.model).eval(), load_processor(cfg.model)
@@ -303,6 +303,8 @@ def test_a_shapes_cache_bytes_are_what_the_static_step_allocates(family, rec_dat
     )
     assert kv == rows * slots * shape.kv_token_bytes
     assert states == rows * shape.state_bytes and (states > 0) == (family == "qwen3_5")
+    # one sequence's cache, as the HF engine's plan and vLLM's start check count it
+    assert kv + states == rows * shape.sequence_cache_bytes(slots)
 
 
 def test_a_shape_counts_what_the_optimizer_steps_and_in_which_precision():

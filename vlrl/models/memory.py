@@ -77,6 +77,11 @@ class ModelShape:
         """Bytes of one token's keys and values in a KV cache, over every decoder layer that has them."""
         return self.kv_width * self.kv_layers * self.dtype_bytes
 
+    def sequence_cache_bytes(self, tokens: int) -> int:
+        """One sequence's cache at `tokens` tokens: keys and values, and the linear-attention
+        layers' states (of fixed size)."""
+        return tokens * self.kv_token_bytes + self.state_bytes
+
 
 def _params(block: torch.nn.Module) -> int:
     return sum(p.numel() for p in block.parameters())
@@ -314,7 +319,7 @@ def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:
     """The HF engine's cache for this GPU's rows, prompts and completions at full length: keys
     and values, and the linear-attention layers' states."""
-    return work.rows * ((work.prompt_tokens + work.max_new_tokens) * shape.kv_token_bytes + shape.state_bytes)
+    return work.rows * shape.sequence_cache_bytes(work.prompt_tokens + work.max_new_tokens)
 
 
 @dataclass(frozen=True)

@@ -282,7 +282,7 @@ class VLLMEngine:
         length = run if auto_fit else options.max_model_len or shape.context
 
         def needed(tokens: int) -> float:
-            return weights + (tokens * shape.kv_token_bytes + shape.state_bytes) / tp
+            return weights + shape.sequence_cache_bytes(tokens) / tp
 
         if needed(length) <= share:
             return ""
