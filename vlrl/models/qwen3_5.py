@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from vlrl.models.build import TinySpec, instantiate, mrope_sections, text_config
+from vlrl.models.build import TinySpec, mrope_sections, text_config
 from vlrl.models.qwen3_vl import QWEN3_TINY, Qwen3VL, experts_config
 
 PARTIAL_ROTARY = 0.25  # Qwen3.5 rotates a quarter of each head's dimensions
@@ -116,8 +116,7 @@ class Qwen35(Qwen3VL):
         return Qwen3_5ForConditionalGeneration
 
     def build_tiny_model(self, spec: TinySpec, tokenizer):
-        text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
-        model = instantiate(self.model_class(), spec, tokenizer, text, vision)
+        model = super().build_tiny_model(spec, tokenizer)
         with torch.no_grad():
             for layer in model.model.language_model.layers:
                 if hasattr(layer, "linear_attn"):

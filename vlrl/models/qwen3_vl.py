@@ -82,11 +82,16 @@ class Qwen3VL(ModelFamily):
     def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
         return {**text_config(spec, tokenizer, mrope_interleaved=True), "head_dim": spec.head_width}
 
-    def build_tiny_model(self, spec: TinySpec, tokenizer):
+    @staticmethod
+    def model_class() -> type:
+        """The transformers class its tiny build instantiates (each Qwen3 family its own)."""
         from transformers import Qwen3VLForConditionalGeneration
 
+        return Qwen3VLForConditionalGeneration
+
+    def build_tiny_model(self, spec: TinySpec, tokenizer):
         text, vision = self.text_config(spec, tokenizer), self.vision_config(spec)
-        return instantiate(Qwen3VLForConditionalGeneration, spec, tokenizer, text, vision)
+        return instantiate(self.model_class(), spec, tokenizer, text, vision)
 
     def build_tiny_processor(self, spec: TinySpec, tokenizer):
         from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor
@@ -120,11 +125,14 @@ class Qwen3VLMoe(Qwen3VL):
         "not the Linear modules peft targets"
     )
 
-    def build_tiny_model(self, spec: TinySpec, tokenizer):
+    @staticmethod
+    def model_class() -> type:
         from transformers import Qwen3VLMoeForConditionalGeneration
 
-        text = {**self.text_config(spec, tokenizer), **experts_config(spec), "decoder_sparse_step": 1}
-        return instantiate(Qwen3VLMoeForConditionalGeneration, spec, tokenizer, text, self.vision_config(spec))
+        return Qwen3VLMoeForConditionalGeneration
+
+    def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
+        return {**super().text_config(spec, tokenizer), **experts_config(spec), "decoder_sparse_step": 1}
 
 
 def experts_config(spec: TinySpec) -> dict[str, int]:
