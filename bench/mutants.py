@@ -42,6 +42,7 @@ SFT = "tests/trainer/test_sft.py"
 SFT_DROPOUT = "test_lora_dropout_acts_in_sft_and_a_resumed_run_draws_the_masks_an_uninterrupted_one_did"
 FAMILY = "tests/models/test_model_families.py"
 VISION_ATTENTION = "tests/models/test_vision_attention.py"
+EXPERTS_LAYOUT = "tests/models/test_experts_layout.py"
 PARALLEL = "tests/parallel/test_parallel.py"
 RECOMPUTE = "tests/parallel/test_recompute.py"
 FSDP_TWO = "tests/parallel/test_fsdp.py::test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process"
@@ -312,6 +313,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "weights pushed in transformers' layout, not the checkpoint's", "vlrl/models/loading.py",
         "        yield from revert_weight_conversion(base, {name: tensor}).items()", "        yield name, tensor",
         ("tests/models/test_loading.py::test_an_engine_is_pushed_the_weights_as_the_checkpoint_stores_them",),
+    ),
+    Mutation(
+        "Qwen3-VL MoE's experts saved as transformers 5 holds them", "vlrl/models/qwen3_vl.py",
+        "            return ToReleased(self.dim1, self.dim0)", "            return Transpose(self.dim1, self.dim0, True)",
+        (EXPERTS_LAYOUT,),
+    ),
+    Mutation(
+        "square experts saved transposed, which their load cannot tell", "vlrl/models/qwen3_vl.py",
+        "            square = tensor.shape[self.dim0] == tensor.shape[self.dim1]", "            square = False",
+        (EXPERTS_LAYOUT,),
+    ),
+    Mutation(
+        "vLLM started from experts it reads transposed", "vlrl/rollout/vllm.py",
+        "        if refusal := self.on_vllm.checkpoint_refusal(checkpoint):", '        if refusal := "":',
+        (EXPERTS_LAYOUT,),
+    ),
+    Mutation(
+        "square experts taken for transformers' layout", "vlrl/models/qwen3_vl.py",
+        "return hidden != wide and tuple(", "return True and tuple(", (EXPERTS_LAYOUT,),
     ),
     Mutation(
         "an engine sampling another model never said", "vlrl/trainer/update.py",

@@ -205,7 +205,8 @@ def test_a_loaded_processor_states_the_configured_image_maximum_and_keeps_its_ow
 def test_an_engine_is_pushed_the_weights_as_the_checkpoint_stores_them(family):
     """What an engine that loaded the checkpoint takes after an update (vLLM) is what
     save_pretrained wrote, name for name and tensor for tensor: Qwen3.5 MoE's experts fused in
-    memory are each expert's projections on disk, and Qwen2(.5)-VL's language model is `model.`."""
+    memory are each expert's projections on disk, Qwen3-VL MoE's are transposed there (the
+    released layout), and Qwen2(.5)-VL's language model is `model.`."""
     from safetensors.torch import load_file
 
     from vlrl.models.families import tiny_spec

@@ -299,14 +299,16 @@ def test_a_tiny_checkpoints_image_processor_states_the_specs_pixel_limits(arch):
 
 
 def test_the_tiny_moe_build_routes_each_token_to_two_of_four_experts_in_every_layer():
-    """tiny:qwen3_vl_moe: 4 experts of half the dense MLP's width, 2 per token, in both layers
-    (Qwen3-VL-30B-A3B routes to 8 of 128 in every layer: decoder_sparse_step 1)."""
+    """tiny:qwen3_vl_moe: 4 experts 96 wide, 2 per token, in both layers (Qwen3-VL-30B-A3B
+    routes to 8 of 128 in every layer: decoder_sparse_step 1), normalizing the chosen experts'
+    weights, as its config.json states for vLLM (norm_topk_prob)."""
     from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import Qwen3VLMoeTextSparseMoeBlock
 
     spec = tiny_spec("tiny:qwen3_vl_moe")
     model = AutoModelForImageTextToText.from_pretrained(tiny_checkpoint(spec))
     text = model.config.get_text_config()
-    assert (text.num_experts, text.num_experts_per_tok, text.moe_intermediate_size) == (4, 2, 128 // 2)
+    assert (text.num_experts, text.num_experts_per_tok, text.moe_intermediate_size) == (4, 2, 96)
+    assert text.norm_topk_prob is True
     layers = model.model.language_model.layers
     assert len(layers) == 2 and all(isinstance(layer.mlp, Qwen3VLMoeTextSparseMoeBlock) for layer in layers)
 

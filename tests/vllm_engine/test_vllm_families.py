@@ -1,8 +1,8 @@
 """The vLLM engine on every model family vLLM's CPU build runs here: the prompts it is given
 have the HF processor's token counts, and its log-probs are the HF forward's. What it cannot
-run is refused with the reason: Qwen3-VL-MoE (expert weight layout), Qwen3.5 in float32 (the
-CPU kernel of its linear attention takes bfloat16 only), Qwen3.5 MoE on the CPU (pushed expert
-weights are not repacked), Qwen3-VL and Qwen3.5 videos."""
+run is refused with the reason: Qwen3.5 in float32 (the CPU kernel of its linear attention
+takes bfloat16 only), the mixtures of experts on the CPU (pushed expert weights are not
+repacked; their checkpoints load), Qwen3-VL and Qwen3.5 videos."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_a_video_prompt_vllm_cannot_take_costs_only_its_sample(setup):
 
 
 @pytest.mark.parametrize(("name", "dtype", "reason"), [
-    ("qwen3_vl_moe", "float32", "fused expert weights"),
+    ("qwen3_vl_moe", "float32", "weights pushed after an update are not repacked"),
     ("qwen3_5", "float32", "takes bfloat16 only: set model.dtype=bfloat16"),
     ("qwen3_5_moe", "bfloat16", "weights pushed after an update are not repacked"),
 ])  # fmt: skip
@@ -133,21 +133,26 @@ def test_what_vllm_cannot_run_is_refused_before_it_starts(vllm_config, name, dty
         )
 
 
-def test_vllms_cpu_experts_lose_pushed_weights_which_is_why_qwen3_5_moe_is_refused_there():
-    """The refusal's evidence: its checkpoint loads (its log-probs were within 5.1e-3 of the HF
-    forward's in bfloat16), but pushing the very weights it loaded changes vLLM's greedy tokens.
-    When a vLLM release passes this test, lift the refusal (vllm.py, QWEN3_5_MOE_ON_CPU). In a
-    process of its own: vLLM sets its parallel groups up once a process, without the experts'
-    group when the first engine there has no experts."""
+@pytest.mark.parametrize(("name", "dtype"), [("qwen3_vl_moe", "float32"), ("qwen3_5_moe", "bfloat16")])
+def test_vllm_loads_a_mixture_of_experts_as_saved_but_its_cpu_experts_lose_pushed_weights(name, dtype):
+    """The checkpoint vlrl saves loads (Qwen3-VL MoE's experts in the released layout,
+    models/qwen3_vl.py): vLLM's greedy tokens are the HF model's. Pushing the very weights it
+    loaded changes them: the CPU refusal's evidence (vllm.py, EXPERTS_ON_CPU); when a vLLM
+    release keeps the tokens, lift it. In a process of its own: vLLM sets its parallel groups up
+    once a process, without the experts' group when the first engine there has no experts."""
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-c", PUSH_CHANGES_TOKENS], capture_output=True, text=True, timeout=600)
+    script = LOAD_THEN_PUSH.format(name=name, dtype=dtype)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "tokens changed"
+    assert result.stdout.strip().splitlines()[-2:] == ["loaded: the HF model's tokens", "pushed: tokens changed"]
 
 
-PUSH_CHANGES_TOKENS = """
+LOAD_THEN_PUSH = """
+import dataclasses
+
+import torch
 import vlrl.rollout.vllm as engine_module
 from vllm import SamplingParams
 from vlrl.config import load_config
@@ -155,16 +160,24 @@ from vlrl.models.families import tiny_spec
 from vlrl.models.loading import checkpoint_layout, full_weights, load_model, load_processor
 from vlrl.models.tiny import tiny_checkpoint
 
-engine_module.ON_VLLM["qwen3_5_moe"] = engine_module.ON_VLLM["qwen3_5"]
-path = tiny_checkpoint(tiny_spec("tiny:qwen3_5_moe"))
-cfg = load_config(None, [f"model.path={path}", "model.dtype=bfloat16"])
+on_vllm = engine_module.ON_VLLM["{name}"]
+engine_module.ON_VLLM["{name}"] = dataclasses.replace(on_vllm, refusal=lambda dtype, cuda: "")
+path = tiny_checkpoint(tiny_spec("tiny:{name}"))
+cfg = load_config(None, [f"model.path={{path}}", "model.dtype={dtype}"])
 model = load_model(cfg.model).eval()
+processor = load_processor(cfg.model)
 options = engine_module.VLLMOptions(kv_cache_memory_bytes=64 << 20)
-engine = engine_module.VLLMEngine(str(path), load_processor(cfg.model), cfg.model, options, 0)
-greedy = SamplingParams(max_tokens=6, temperature=0)
-tokens = lambda: [list(o.outputs[0].token_ids) for o in engine.llm.generate(["a red circle", "two squares"], greedy)]
+engine = engine_module.VLLMEngine(str(path), processor, cfg.model, options, 0)
+texts = ["a red circle", "two squares"]
+greedy = SamplingParams(max_tokens=8, temperature=0)
+tokens = lambda: [list(o.outputs[0].token_ids) for o in engine.llm.generate(texts, greedy)]
+hf = []
+for text in texts:
+    ids = torch.tensor([processor.tokenizer(text).input_ids])
+    hf.append(model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist())
 before = tokens()
+print("loaded: the HF model's tokens" if before == hf else f"loaded: other tokens {{before}} than HF's {{hf}}")
 engine.sync_weights(checkpoint_layout(model, full_weights(model)))
-print("tokens changed" if tokens() != before else "tokens kept")
+print("pushed: tokens changed" if tokens() != before else "pushed: tokens kept")
 engine.close()
 """

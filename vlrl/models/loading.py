@@ -297,8 +297,9 @@ def checkpoint_layout(
     """`weights` (transformers names, a strategy's `full_weights`) as the model's checkpoints
     store them, what save_pretrained writes and so what an engine that loaded the checkpoint
     takes back: transformers' load-time conversions reverted one tensor at a time (Qwen3.5 MoE's
-    fused experts split into each expert's projections, Qwen2-VL's and Qwen2.5-VL's language
-    model named `model.` again). One at a time holds for every family here (each reverted
+    fused experts split into each expert's projections, Qwen3-VL MoE's transposed to the released
+    layout, `qwen3_vl.saving_released_experts`, Qwen2-VL's and Qwen2.5-VL's language model named
+    `model.` again). One at a time holds for every family here (each reverted
     conversion takes one tensor: tests/models/test_loading.py compares with save_pretrained)."""
     from transformers.core_model_loading import revert_weight_conversion
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import torch
+
 from vlrl.models.base import ModelFamily
 from vlrl.models.build import TinySpec, instantiate, text_config
 
@@ -119,7 +121,9 @@ class Qwen3VLMoe(Qwen3VL):
     label = "Qwen3-VL MoE"
     model_types = ("qwen3_vl_moe",)
     name_hints = ("qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b", "qwen3_vl_moe")
-    tiny_builds: ClassVar[dict] = {"qwen3_vl_moe": QWEN3_TINY}
+    # experts 96 wide in a 64-wide model: no fused expert tensor is square, so a checkpoint read in the
+    # wrong layout fails on its shape (vLLM's CPU kernel takes gate and up together in multiples of 64 only)
+    tiny_builds: ClassVar[dict] = {"qwen3_vl_moe": {**QWEN3_TINY, "expert_intermediate": 96}}
     limits = (
         "LoRA reaches attention only: the experts are fused 3D parameters (gate_up_proj, down_proj), "
         "not the Linear modules peft targets"
@@ -132,7 +136,87 @@ class Qwen3VLMoe(Qwen3VL):
         return Qwen3VLMoeForConditionalGeneration
 
     def text_config(self, spec: TinySpec, tokenizer) -> dict[str, Any]:
-        return {**super().text_config(spec, tokenizer), **experts_config(spec), "decoder_sparse_step": 1}
+        # norm_topk_prob as the released config.json states it: transformers 5 always normalizes
+        # and no longer declares it, vLLM reads it
+        moe = {"decoder_sparse_step": 1, "norm_topk_prob": True}
+        return {**super().text_config(spec, tokenizer), **experts_config(spec), **moe}
+
+    def load_model(self, path: str, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
+        return saving_released_experts(super().load_model(path, dtype, attn_implementation))
+
+    def build_tiny_model(self, spec: TinySpec, tokenizer):
+        return saving_released_experts(super().build_tiny_model(spec, tokenizer))
+
+
+def saving_released_experts(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` (Qwen3-VL MoE) saving its fused experts as the released checkpoints store them
+    (gate_up_proj experts x hidden x 2*intermediate, down_proj experts x intermediate x hidden),
+    the layout vLLM (`is_fused_checkpoint_transposed`), llama.cpp and transformers 4 read.
+
+    transformers 5 holds them transposed and loads either layout (`Transpose(1, 2,
+    check_dims=True)`: transposed where the shape differs from the parameter's), but its reverse
+    for saving compares the tensor with that same parameter, so it never transposes back: its
+    saves, and what `loading.checkpoint_layout` pushes, were in its own layout, which vLLM read
+    transposed (llama.cpp#20200 met such checkpoints). A square tensor (hidden == 2 *
+    intermediate, or == intermediate) keeps transformers' layout: its load could not tell the
+    two apart."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import PrefixChange, Transpose, WeightConverter
+
+    class ToReleased(Transpose):
+        def convert(self, input_dict, source_patterns, target_patterns, **kwargs):
+            target = self.get_target_pattern(input_dict, source_patterns, target_patterns)
+            tensors = next(iter(input_dict.values()))
+            tensor = tensors[0] if isinstance(tensors, list) else tensors
+            square = tensor.shape[self.dim0] == tensor.shape[self.dim1]
+            return {target: tensor if square else tensor.transpose(self.dim0, self.dim1).contiguous()}
+
+    class FromEither(Transpose):
+        @property
+        def reverse_op(self) -> Transpose:
+            return ToReleased(self.dim1, self.dim0)
+
+    def released(op):
+        return FromEither(op.dim0, op.dim1, check_dims=True) if type(op) is Transpose and op.check_dims else op
+
+    # as transformers' save finds them: those its load used, else the model type's (less prefix changes)
+    conversions = getattr(model, "_weight_conversions", None)
+    if conversions is None:
+        conversions = [
+            c for c in get_model_conversion_mapping(model, add_legacy=False) if not isinstance(c, PrefixChange)
+        ]
+    model._weight_conversions = [
+        c.copy(
+            c._original_source_patterns, c._original_target_patterns, operations=[released(op) for op in c.operations]
+        )
+        if isinstance(c, WeightConverter)
+        else c
+        for c in conversions
+    ]
+    return model
+
+
+def experts_saved_as_held(checkpoint: str) -> bool:
+    """Whether the checkpoint folder stores its fused experts as transformers 5 holds them (a
+    save by transformers itself, or by vlrl before it saved the released layout): read from the
+    first gate_up_proj's shape in the weights' headers, against config.json's widths."""
+    import json
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    folder = Path(checkpoint)
+    if not (folder / "config.json").is_file():
+        return False  # not a folder vLLM starts from either: it says so itself
+    text = json.loads((folder / "config.json").read_text()).get("text_config", {})
+    hidden, wide = text.get("hidden_size"), 2 * text.get("moe_intermediate_size", 0)
+    for file in sorted(folder.glob("*.safetensors")):
+        with safe_open(file, "pt") as weights:
+            names = weights.keys()  # a safetensors handle is not iterable
+            name = next((n for n in names if n.endswith(".mlp.experts.gate_up_proj")), None)
+            if name is not None:
+                return hidden != wide and tuple(weights.get_slice(name).get_shape()[1:]) == (wide, hidden)
+    return False
 
 
 def experts_config(spec: TinySpec) -> dict[str, int]:

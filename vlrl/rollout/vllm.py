@@ -42,6 +42,7 @@ from vlrl.models.checkpoints import weights_root
 from vlrl.models.families import model_family
 from vlrl.models.loading import torch_dtype
 from vlrl.models.memory import GB, ModelShape, Workload
+from vlrl.models.qwen3_vl import experts_saved_as_held
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.hf import stop_token_ids
 from vlrl.vision.video import Video
@@ -90,6 +91,8 @@ class OnVLLM:
     # The prompt as the template's text rather than collapsed ids: vLLM writes each frame's
     # timestamp and pads itself, so collapsing the pads would leave the timestamps twice.
     prompt_as_text: bool = False
+    # Why vLLM cannot read the checkpoint folder it is to start from ("": it can)
+    checkpoint_refusal: Callable[[str], str] = lambda checkpoint: ""
 
 
 QWEN3_VIDEO = (
@@ -104,17 +107,27 @@ def _qwen3_5_refusal(dtype: torch.dtype, cuda: bool) -> str:
     return "vLLM's CPU kernel for Qwen3.5's linear-attention layers takes bfloat16 only: set model.dtype=bfloat16"
 
 
-QWEN3_5_MOE_ON_CPU = (
+EXPERTS_ON_CPU = (
     "vLLM 0.32's CPU kernel for experts repacks their weights when it loads the checkpoint, and weights "
     "pushed after an update are not repacked (an unchanged push changes its greedy tokens): the engine would "
     "sample from a model the policy is not; use rollout.engine=hf on the CPU"
 )
 
 
-def _qwen3_5_moe_refusal(dtype: torch.dtype, cuda: bool) -> str:
+def _experts_refusal(dtype: torch.dtype, cuda: bool) -> str:
     # on CUDA vLLM's unquantized experts keep their parameters, copying padded weights back in
     # place (unquantized_fused_moe_method.py): not run on a GPU here
-    return "" if cuda else QWEN3_5_MOE_ON_CPU
+    return "" if cuda else EXPERTS_ON_CPU
+
+
+def _held_experts_refusal(checkpoint: str) -> str:
+    if not experts_saved_as_held(checkpoint):
+        return ""
+    return (
+        f"{checkpoint} stores its experts as transformers 5 holds them (gate_up_proj experts x 2*intermediate x "
+        "hidden), which vLLM reads as the released checkpoints' layout, transposed; `vlrl export CHECKPOINT OUT` "
+        "writes it in the released layout"
+    )
 
 
 QWEN3_5 = OnVLLM(
@@ -129,17 +142,15 @@ QWEN3_5 = OnVLLM(
 
 ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request layout
     "qwen3_vl": OnVLLM(video_refusal=QWEN3_VIDEO, prompt_as_text=True),
+    # its checkpoints load (saved with the released experts' layout: models/qwen3_vl.py), pushes not on the CPU
     "qwen3_vl_moe": OnVLLM(
-        refusal=lambda dtype, cuda: (
-            "vLLM 0.32 loads Qwen3-VL-MoE's fused expert weights in the layout of the released checkpoints; "
-            "transformers 5 keeps them transposed (experts.gate_up_proj is experts x 2*intermediate x hidden), so "
-            "neither its checkpoints nor the weights vlrl pushes after an update load; use rollout.engine=hf"
-        ),
+        refusal=_experts_refusal,
         video_refusal=QWEN3_VIDEO,
         prompt_as_text=True,
+        checkpoint_refusal=_held_experts_refusal,
     ),
     "qwen3_5": QWEN3_5,
-    "qwen3_5_moe": replace(QWEN3_5, refusal=_qwen3_5_moe_refusal),
+    "qwen3_5_moe": replace(QWEN3_5, refusal=_experts_refusal),
 }
 
 
@@ -220,6 +231,8 @@ class VLLMEngine:
         refusal = self.on_vllm.refusal(dtype, cuda)
         if refusal:
             raise ConfigError(f"config: the vLLM engine cannot run {self.family.label} here: {refusal}")
+        if refusal := self.on_vllm.checkpoint_refusal(checkpoint):
+            raise ConfigError(f"the vLLM engine cannot start: {refusal}")
         vllm = _import_vllm()
         from transformers import GenerationConfig
 
