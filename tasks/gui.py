@@ -279,14 +279,17 @@ class _GuiTask(Task):
         return (0.0, 0.0)
 
     def _hit(self, action: R.GuiAction | None, sample: Sample, rule: PointRule | None, inclusive: bool,
-             truncate: bool) -> bool:  # fmt: skip
-        """Does the predicted point click the ground truth (its box, or near its point)?"""
+             truncate: bool, box_corner: bool = False) -> bool:  # fmt: skip
+        """Does the predicted point click the ground truth (its box, or near its point)?
+        `box_corner`: a box is its first corner, near which the point must be (GUI-R1's
+        eval_omni.py reads `gt_bbox[0], gt_bbox[1]` whatever the box)."""
         point = self._point_of(action)
         if point is None:
             return False
         gt = sample.solution
-        if gt["box"] is None:
-            return rule is not None and rule.hit(point, gt["point"], sample.frame, truncate)
+        if gt["box"] is None or (box_corner and rule is not None):
+            target = gt["point"] if gt["box"] is None else gt["box"][:2]
+            return rule is not None and rule.hit(point, target, sample.frame, truncate)
         original = _original(point, sample.frame, truncate)
         return original is not None and R.point_in_box(original, gt["box"], inclusive)
 
@@ -389,13 +392,15 @@ class GuiGrounding(_GuiTask):
         return _original(action.point, sample.frame, truncate=False)
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
-        """ScreenSpot's accuracy (the point inside the box, edges count), overall and split by
-        platform, element type (text / icon) and both."""
+        """ScreenSpot's accuracy (the point inside the box: edges count as UI-R1's
+        test_screenspot.py counts them, strictly inside under `style=gui_r1` as GUI-R1's
+        eval_screenspot.py), overall and split by platform, element type (text / icon) and both."""
         if not samples:
             return {}
         groups: dict[str, list[bool]] = defaultdict(list)
+        inclusive, truncate = self.options.style != "gui_r1", self._eval_truncate()
         for completion, sample in zip(completions, samples, strict=True):
-            hit = self._hit(self.parse(completion), sample, None, inclusive=True, truncate=self._eval_truncate())
+            hit = self._hit(self.parse(completion), sample, None, inclusive=inclusive, truncate=truncate)
             groups["accuracy"].append(hit)
             platform, kind = sample.meta.get("platform"), sample.meta.get("data_type")
             for key in (platform, kind, f"{platform}/{kind}" if platform and kind else None):
@@ -508,8 +513,9 @@ class GuiAction(_GuiTask):
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         """GUI-R1's AndroidControl evaluation: type accuracy (exact name); grounding accuracy
-        over click / long-press steps (the point alone, under the evaluation distance; UI-R1's
-        evaluation also needs the type); step success over those and the text steps (open_app,
+        over click / long-press steps (the point alone, under the evaluation distance, from a
+        box's first corner under gui_r1 as GUI-R1's eval_omni.py; UI-R1's evaluation also needs
+        the type); step success over those and the text steps (open_app,
         type, scroll: F1 >= threshold), as GUI-R1 counts it. `step_success_strict` is the
         AndroidControl convention: every step, type and argument both right."""
         if not samples:
@@ -527,7 +533,8 @@ class GuiAction(_GuiTask):
             counts[f"type_acc/{gt['action']}"].append(type_ok)
             argument_ok = True
             if kind in POINT_ACTIONS:
-                argument_ok = self._hit(action, sample, rule, inclusive=True, truncate=truncate)
+                box_corner = o.style == "gui_r1"  # GUI-R1's evaluation measures from a box's corner
+                argument_ok = self._hit(action, sample, rule, inclusive=True, truncate=truncate, box_corner=box_corner)
                 grounded = argument_ok and (type_ok or o.style == "gui_r1")
                 counts["grounding_acc"].append(grounded)
                 counts["step_success"].append(grounded)

@@ -247,7 +247,7 @@ def test_screenspot_accuracy_truncates_the_point_in_ui_r1s_style_only(tmp_path):
     assert GuiGrounding().metrics([sample], [ui_r1("click", (150.25, 75))])["accuracy"] == 1.0
     gui_r1_style = GuiGrounding(options={"style": "gui_r1"})
     assert gui_r1_style.metrics([sample], [gui_r1("click", (150.25, 75))])["accuracy"] == 0.0
-    assert gui_r1_style.metrics([sample], [gui_r1("click", (150, 75))])["accuracy"] == 1.0
+    assert gui_r1_style.metrics([sample], [gui_r1("click", (149.75, 75))])["accuracy"] == 1.0  # 299.5
 
 
 def test_grounding_in_the_qwen2_norm1000_frame(tmp_path):
@@ -374,6 +374,32 @@ def test_grounding_metrics_split_by_platform_and_type(tmp_path):
     assert m["acc/text"] == 1.0 and m["acc/icon"] == 0.5
     assert m["acc/mobile/icon"] == 0.0 and m["acc/desktop/icon"] == 1.0 and m["acc/web/text"] == 1.0
     assert m["format_rate"] == 1.0 and m["parse_rate"] == 1.0
+
+
+def test_screenspot_accuracy_counts_box_edges_as_ui_r1s_evaluation_and_not_as_gui_r1s(tmp_path):
+    """A click on the box's edge (original (200, 100), model (100, 50)): UI-R1's
+    test_screenspot.py counts it (<=), GUI-R1's eval_screenspot.py does not (<)."""
+    sample, edge, inside = grounding_sample(tmp_path), ui_r1("click", (100, 50)), ui_r1("click", (100, 75))
+    assert GuiGrounding().metrics([sample, sample], [edge, inside])["accuracy"] == 1.0
+    gui_r1_style = GuiGrounding({"style": "gui_r1"})
+    assert (
+        gui_r1_style.metrics([sample, sample], [gui_r1("click", (100, 50)), gui_r1("click", (100, 75))])["accuracy"]
+        == 0.5
+    )
+
+
+def test_gui_r1s_evaluation_measures_a_box_target_from_its_first_corner(tmp_path):
+    """GUI-R1's eval_omni.py takes gt_bbox[0], gt_bbox[1] as the target of a click step's 0.14
+    rule whatever the box: a click at the box's centre, original (600, 300) in a box (100, 100,
+    1100, 500), is 0.58 of the screen from its corner and misses; one at its corner hits.
+    UI-R1's style asks for the point in the box."""
+    gt = {"action_type": "click", "x": 600, "y": 300, "bbox": [100, 100, 1100, 500]}
+    centre, corner = gui_r1("click", (300, 150)), gui_r1("click", (50, 50))
+    m = GuiAction().metrics([action_sample(tmp_path, gt)] * 2, [centre, corner])
+    assert m["grounding_acc"] == 0.5
+    sample = action_sample(tmp_path, gt, {"style": "ui_r1"})
+    ui = GuiAction({"style": "ui_r1"}).metrics([sample] * 2, [ui_r1("click", (300, 150)), ui_r1("click", (50, 50))])
+    assert ui["grounding_acc"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -610,7 +636,10 @@ def test_public_regex_mode_clicks_the_origin_without_a_point(tmp_path):
     assert rewards(public, no_point, sample)["click"] == 1.0  # UI-R1 reads [0, 0]: inside this box
     assert rewards(GuiGrounding(), no_point, sample)["click"] == 0.0
     assert public.metrics([sample], ["no answer"])["accuracy"] == 0.0  # UI-R1's evaluation errors
-    assert GuiGrounding({"parser": "public_regex", "style": "gui_r1"}).metrics([sample], ["none"])["accuracy"] == 1.0
+    # GUI-R1's evaluation reads [0, 0] too, the box's corner: not strictly inside, where a box from -1 holds it
+    gui_r1_public = GuiGrounding({"parser": "public_regex", "style": "gui_r1"})
+    assert gui_r1_public.metrics([sample], ["none"])["accuracy"] == 0.0
+    assert gui_r1_public.metrics([grounding_sample(tmp_path, box=(-1, -1, 50, 50))], ["none"])["accuracy"] == 1.0
 
 
 def test_options_are_checked():
