@@ -150,6 +150,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- reward shaping (rl.py adds it, vlrl/algos/shaping.py computes it) ----------------------
     shaping_dropped("overlong", KL),
     *(shaping_dropped(term, SHAPING) for term in ("thinking", "temporal", "length")),
+    Mutation(
+        "T-GRPO's shuffled order fixed per sample", "vlrl/trainer/rl.py",
+        "return dataclasses.replace(variant, shuffle_frames=variant.shuffle_frames ^ draw)", "return variant",
+        (f"{OPTIONS}::test_t_grpo_shuffles_each_visit_in_an_order_of_its_own_drawn_from_the_runs_generator",),
+    ),
     Mutation("no shaping term added", "vlrl/trainer/rl.py", "reward = reward + term", "reward = reward", (KL, SHAPING)),
     Mutation(
         "overlong penalty size ignored", "vlrl/algos/shaping.py",

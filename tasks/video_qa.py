@@ -14,8 +14,8 @@ Frames are sampled and sized by `model.video` (qwen-vl-utils' rules, vlrl/vision
 
 Rewards: `format` (<think>...</think>\\s*<answer>...</answer>, full match) and `accuracy`
 (rewards/video.py, by problem type; task.options.nonfinite says how "nan" answers score).
-`temporal_variant` gives a video sample its frames shuffled (seeded by the sample's id) for
-T-GRPO (algo.temporal); an image sample has none. Metrics: `accuracy` (the mean training
+`temporal_variant` gives a video sample its frames shuffled (seeded by the sample's id, which
+the trainer mixes with a draw of each visit's) for T-GRPO (algo.temporal); an image sample has none. Metrics: `accuracy` (the mean training
 accuracy reward; Video-R1's evaluation numbers are the `video_r1_*` benchmarks'),
 `accuracy/<problem type>`, `format_rate`.
 """

@@ -213,6 +213,29 @@ def test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames(
     assert drawn == [shuffled] and [len(a) for a in accuracy] == [shuffled, shuffled]
 
 
+def test_t_grpo_shuffles_each_visit_in_an_order_of_its_own_drawn_from_the_runs_generator(
+    tmp_path, rec_data, tiny_qwen25
+):
+    """Video-R1 draws torch.randperm at every visit: the task's seed (7 for every sample here) is
+    mixed with a draw from the run's generator, so two samples, and one sample's two visits,
+    get orders of their own, and a run with the same seed draws the same ones."""
+    options = {"task.name": f"{FIXTURES / 'rl_fixtures.py'}:ShuffledGrounding", "algo.temporal.enabled": True}
+
+    def visits(workdir):
+        trainer = make_trainer(workdir, rec_data, engine="hf", **options)
+        seeds = []
+        render = trainer.render
+        trainer.render = lambda task, sample, decoded=None: seeds.append(sample.shuffle_frames) or render(task, sample)
+        items = [(trainer.sources[0].task, s) for s in trainer.sources[0].train.samples[:2]]
+        for _ in range(2):
+            trainer.temporal_contrast(items, {}, trainer.sampling(1))
+        return seeds
+
+    seeds = visits(tmp_path / "a")
+    assert len(seeds) == len(set(seeds)) == 4 and 7 not in seeds
+    assert visits(tmp_path / "b") == seeds
+
+
 # With one pass over each rollout the ratio is 1, so the policy loss of a token is -A, and the
 # logged loss follows from the advantages, the KL and the token weights by hand.
 def test_the_kl_term_is_added_times_beta_and_the_overlong_penalty_joins_the_reward(tmp_path, rec_data, tiny_qwen25):

@@ -16,7 +16,8 @@ class Sample:
     rewards use it to bring a prediction back to the ground truth's frame. `source` is
     "file:line" of the record, for error messages and logs. `video` is a video file the
     prompt shows after its images; `shuffle_frames`, when set, is the seed that shuffles its
-    sampled frames (T-GRPO's temporal contrast).
+    sampled frames (T-GRPO's temporal contrast; the trainer mixes a draw of each visit's into a
+    task's seed).
     """
 
     id: str

@@ -159,7 +159,9 @@ class Task:
         return type(self).temporal_variant is not Task.temporal_variant
 
     def temporal_variant(self, sample: Sample) -> Sample | None:
-        """The same question over shuffled frames, for T-GRPO; None where order carries nothing."""
+        """The same question over shuffled frames (`shuffle_frames` set), for T-GRPO; None where
+        order carries nothing. The trainer mixes a draw from the run's generator into the seed, so
+        each visit has an order of its own."""
         return None
 
     # -- scoring --------------------------------------------------------------------------

@@ -212,7 +212,7 @@ class RLTrainer:
         """T-GRPO: the accuracy of a few completions on each prompt's shuffled-frame variant
         (a fraction of the ordered prompt's group size, `ordered`, with its length limit)."""
         variants = [(i, task, task.temporal_variant(sample)) for i, (task, sample) in enumerate(items)]
-        present = [(i, task, v) for i, task, v in variants if v is not None]
+        present = [(i, task, self.visit_order(v)) for i, task, v in variants if v is not None]
         out: list[torch.Tensor | None] = [None] * len(items)
         if not present:
             return out
@@ -225,6 +225,17 @@ class RLTrainer:
                 texts = [prompt.prefill + c.text for c in generation.completions]
                 out[i] = self.accuracy(score(task, texts, [variant] * n))
         return out
+
+    def visit_order(self, variant: Sample) -> Sample:
+        """The variant's frames in an order of this visit's own: the task's seed mixed with a draw
+        from the run's generator, as Video-R1 draws torch.randperm anew at every visit (a seed of
+        the sample's alone shuffled it alike at every epoch of every run); saved with the run, so a
+        resumed run draws what the uninterrupted one did."""
+        if variant.shuffle_frames is None:
+            return variant
+        generator = self.run.generator
+        draw = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
+        return dataclasses.replace(variant, shuffle_frames=variant.shuffle_frames ^ draw)
 
     def draw(self, n: int) -> list[tuple[Task, Sample]]:
         """This process's share of the next n prompts of the run's task mixture."""
