@@ -32,6 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import regex
 
 from rewards.text import answer_text, compile_pattern, findall, search
 
@@ -73,6 +74,19 @@ def parse_answer_box(completion: str) -> list[int] | None:
     if content is None:
         return None
     match = search(INT_BOX, content)
+    return None if match is None else _integers(match.groups())
+
+
+# VLM-R1's evaluation (src/eval/test_rec_r1.py, extract_bbox_answer) asks for the box inside braces
+# and, its first `.*` greedy, takes the last one a `}` follows, where its training reward takes the
+# first box, braces or not
+EVAL_BOX = compile_pattern(r"\{.*\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)]\s*.*\}", regex.DOTALL)
+
+
+def parse_eval_box(completion: str) -> list[int] | None:
+    """The box VLM-R1's REC evaluation reads in the first <answer> (None: it scores [0, 0, 0, 0])."""
+    content = answer_text(completion)
+    match = None if content is None else search(EVAL_BOX, content)
     return None if match is None else _integers(match.groups())
 
 

@@ -69,7 +69,9 @@ EASYR1_R1V = (
     "The reasoning process and answer are enclosed within <think> </think> and <answer> </answer> tags, "
     "respectively, i.e., <think> reasoning process here </think><answer> answer here </answer>"
 )
-# MM-Eureka's reward file's worked example and LMM-R1's paper (App. E), verbatim ("$...$.The").
+# MM-Eureka's reward file's worked example (reward_func_qwen_instruct.py, a comment at line 41 on
+# branch MM-EUREKA-Qwen, fbd0fc0; the qwen branch's copy has none) and LMM-R1's paper (App. E),
+# verbatim ("$...$.The").
 MM_EUREKA_SYSTEM = (
     "You are a helpful assistant good at solving math problems with step-by-step reasoning. You should first "
     "thinks about the reasoning process in the mind and then provides the user with the answer. Your answer must "

@@ -31,6 +31,7 @@ from rewards.grounding import (
     MAX_BOXES,
     box_center_inside,
     hungarian_mean_iou,
+    parse_eval_box,
     pr1_relative_to_norm1000,
     pr1_untagged,
 )
@@ -210,21 +211,25 @@ class RefCOCO(Task):
         """Every box the completion states, in original pixels (None if it states no answer)."""
         return self._to_original(BOX_PARSERS[self.options.box_parser](completion), completion, sample)
 
-    def _first_box(self, completion: str, sample: Sample) -> list[float] | None:
-        """The one box a single-target answer states, in original pixels."""
-        box = FIRST_BOX_PARSERS[self.options.box_parser](completion)
+    def _first_box(self, completion: str, sample: Sample, evaluation: bool = False) -> list[float] | None:
+        """The one box a single-target answer states, in original pixels; `evaluation`: the one
+        the public evaluation reads (VLM-R1's test_rec_r1.py: in braces, the last; Perception-R1
+        evaluates with its reward's parser)."""
+        vlm_r1_eval = evaluation and self.options.box_parser == "vlm_r1"
+        box = parse_eval_box(completion) if vlm_r1_eval else FIRST_BOX_PARSERS[self.options.box_parser](completion)
         boxes = self._to_original(None if box is None else [box], completion, sample)
         return None if boxes is None else boxes[0]
 
-    def _box_score(self, completion: str, sample: Sample) -> tuple[float, float, bool]:
+    def _box_score(self, completion: str, sample: Sample, evaluation: bool = False) -> tuple[float, float, bool]:
         """(IoU, center hit, parsed) of a completion. One target: the first box the answer
-        states, as VLM-R1 and Perception-R1 score it. Several targets: `hungarian_mean`
+        states, as VLM-R1 and Perception-R1 score it (`evaluation`: the box the public
+        evaluation reads). Several targets: `hungarian_mean`
         over every stated box; the center hit is the share of matched boxes whose center
         lies in their target, over max(#predicted, #targets)."""
         iou = IOU_CONVENTIONS[self.options.iou_convention]
         gts = target_boxes(sample)
         if len(gts) == 1:
-            box = self._first_box(completion, sample)
+            box = self._first_box(completion, sample, evaluation)
             if box is None:
                 return 0.0, 0.0, False
             return iou(box, gts[0]), float(box_center_inside(box, gts[0])), True
@@ -280,7 +285,7 @@ class RefCOCO(Task):
         """The first stated box for one target; every stated box for several (original pixels)."""
         if len(target_boxes(sample)) > 1:
             return self._pred_boxes(completion, sample)
-        return self._first_box(completion, sample)
+        return self._first_box(completion, sample, evaluation=True)
 
     def _hit(self, iou: float, threshold: float) -> bool:
         """ACC@t counts IoU > t, as VLM-R1's evaluation; IoU >= t with acc_inclusive (Perception-R1)."""
@@ -288,13 +293,14 @@ class RefCOCO(Task):
 
     def correct(self, completions: Sequence[str], samples: Sequence[Sample]) -> list[float]:
         """ACC@0.5 of each completion, as `metrics` counts it."""
-        return [float(self._hit(self._box_score(c, s)[0], 0.5)) for c, s in zip(completions, samples, strict=True)]
+        scores = [self._box_score(c, s, evaluation=True) for c, s in zip(completions, samples, strict=True)]
+        return [float(self._hit(iou, 0.5)) for iou, _, _ in scores]
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         n = len(samples)
         if n == 0:
             return {}
-        scores = [self._box_score(c, s) for c, s in zip(completions, samples, strict=True)]
+        scores = [self._box_score(c, s, evaluation=True) for c, s in zip(completions, samples, strict=True)]
         ious = [iou for iou, _, _ in scores]
         hit = self._hit
         out = {f"acc@{t:.1f}": sum(hit(v, t) for v in ious) / n for t in ACC_THRESHOLDS}

@@ -335,7 +335,7 @@ class TrustConfig:
     variant: Literal["code", "paper"] = "code"
     alpha: float = 0.3
     decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 500, paper 1000)
-    timeout_s: float = 30.0  # HTTP scorer timeout; a failed call scores 0 and is counted
+    timeout_s: float = 60.0  # HTTP scorer timeout (SophiaVL-R1's request's); a failed call scores 0 and is counted
     judge_max_new_tokens: int = 16
     # What an http(s):// or judge: scorer is asked. vlrl: http gets {"items": [...]} and returns
     # {"scores": [...]}; the judge rates the <think> block 0-10. sophiavl_r1: SophiaVL-R1's request to

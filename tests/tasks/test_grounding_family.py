@@ -162,6 +162,22 @@ def test_metrics_over_single_and_multi_target_samples(tmp_path):
     assert inclusive["acc@0.5"] == 0.75  # Perception-R1's evaluation counts IoU >= t
 
 
+def test_one_targets_accuracy_reads_the_box_vlm_r1s_evaluation_reads_and_its_reward_the_trainings(tmp_path):
+    """VLM-R1's test_rec_r1.py asks for the box inside braces and takes the last one a brace
+    follows; its training reward takes the first box, braces or not. Model pixels are half the
+    original here: [50, 50, 150, 100] is the target."""
+    sample = make_sample(tmp_path, [100, 100, 300, 200], **HALF)
+    bare, right_last = answer("[50, 50, 150, 100]"), boxes_answer([0, 0, 10, 10], [50, 50, 150, 100])
+    task = RefCOCO()
+    assert [rewards(task, c, sample)["iou"] for c in (bare, right_last)] == [1.0, 0.0]
+    metrics = task.metrics([sample, sample], [bare, right_last])
+    assert metrics["acc@0.5"] == metrics["mean_iou"] == 0.5 and metrics["parse_rate"] == 0.5
+    assert task.correct([bare, right_last], [sample, sample]) == [0.0, 1.0]
+    assert task.predict(right_last, sample) == [100.0, 100.0, 300.0, 200.0] and task.predict(bare, sample) is None
+    pr1 = RefCOCO(options={"box_parser": "perception_r1"})  # evaluated with its reward's parser
+    assert pr1.metrics([sample], ["[50, 50, 150, 100]"])["acc@0.5"] == rewards(pr1, "[50, 50, 150, 100]", sample)["iou"]
+
+
 def test_an_extra_box_costs_center_accuracy_over_several_targets(tmp_path):
     multi = make_sample(tmp_path, [[100, 100, 300, 200], [600, 300, 800, 500]], **HALF)
     extra = boxes_answer([300, 150, 400, 250], [50, 50, 150, 100], [0, 0, 10, 10])  # both targets, and a stray box
