@@ -321,12 +321,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "Qwen3-VL MoE's experts saved as transformers 5 holds them", "vlrl/models/qwen3_vl.py",
-        "            return ToReleased(self.dim1, self.dim0)", "            return Transpose(self.dim1, self.dim0, True)",
+        "            return Transpose(self.dim1, self.dim0)", "            return Transpose(self.dim1, self.dim0, True)",
         (EXPERTS_LAYOUT,),
     ),
     Mutation(
         "square experts saved transposed, which their load cannot tell", "vlrl/models/qwen3_vl.py",
-        "            square = tensor.shape[self.dim0] == tensor.shape[self.dim1]", "            square = False",
+        "if shape is None or shape[-1] == shape[-2] or not any(", "if shape is None or not any(",
         (EXPERTS_LAYOUT,),
     ),
     Mutation(

@@ -287,7 +287,7 @@ class _GuiTask(Task):
         if point is None:
             return False
         gt = sample.solution
-        if gt["box"] is None or (box_corner and rule is not None):
+        if gt["box"] is None or box_corner:
             target = gt["point"] if gt["box"] is None else gt["box"][:2]
             return rule is not None and rule.hit(point, target, sample.frame, truncate)
         original = _original(point, sample.frame, truncate)
@@ -523,6 +523,7 @@ class GuiAction(_GuiTask):
         o = self.options
         rule = PointRule(o.eval_click_distance, o.eval_click_distance_unit)
         truncate = self._eval_truncate()
+        box_corner = o.style == "gui_r1"  # GUI-R1's evaluation measures from a box's corner
         counts: dict[str, list[bool]] = defaultdict(list)
         for completion, sample in zip(completions, samples, strict=True):
             action = self.parse(completion)
@@ -533,7 +534,6 @@ class GuiAction(_GuiTask):
             counts[f"type_acc/{gt['action']}"].append(type_ok)
             argument_ok = True
             if kind in POINT_ACTIONS:
-                box_corner = o.style == "gui_r1"  # GUI-R1's evaluation measures from a box's corner
                 argument_ok = self._hit(action, sample, rule, inclusive=True, truncate=truncate, box_corner=box_corner)
                 grounded = argument_ok and (type_ok or o.style == "gui_r1")
                 counts["grounding_acc"].append(grounded)

@@ -211,7 +211,7 @@ class RefCOCO(Task):
         """Every box the completion states, in original pixels (None if it states no answer)."""
         return self._to_original(BOX_PARSERS[self.options.box_parser](completion), completion, sample)
 
-    def _first_box(self, completion: str, sample: Sample, evaluation: bool = False) -> list[float] | None:
+    def _one_box(self, completion: str, sample: Sample, evaluation: bool = False) -> list[float] | None:
         """The one box a single-target answer states, in original pixels; `evaluation`: the one
         the public evaluation reads (VLM-R1's test_rec_r1.py: in braces, the last; Perception-R1
         evaluates with its reward's parser)."""
@@ -229,7 +229,7 @@ class RefCOCO(Task):
         iou = IOU_CONVENTIONS[self.options.iou_convention]
         gts = target_boxes(sample)
         if len(gts) == 1:
-            box = self._first_box(completion, sample, evaluation)
+            box = self._one_box(completion, sample, evaluation)
             if box is None:
                 return 0.0, 0.0, False
             return iou(box, gts[0]), float(box_center_inside(box, gts[0])), True
@@ -285,7 +285,7 @@ class RefCOCO(Task):
         """The first stated box for one target; every stated box for several (original pixels)."""
         if len(target_boxes(sample)) > 1:
             return self._pred_boxes(completion, sample)
-        return self._first_box(completion, sample, evaluation=True)
+        return self._one_box(completion, sample, evaluation=True)
 
     def _hit(self, iou: float, threshold: float) -> bool:
         """ACC@t counts IoU > t, as VLM-R1's evaluation; IoU >= t with acc_inclusive (Perception-R1)."""

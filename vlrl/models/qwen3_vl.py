@@ -163,21 +163,24 @@ def saving_released_experts(model: torch.nn.Module) -> torch.nn.Module:
     from transformers.conversion_mapping import get_model_conversion_mapping
     from transformers.core_model_loading import PrefixChange, Transpose, WeightConverter
 
-    class ToReleased(Transpose):
-        def convert(self, input_dict, source_patterns, target_patterns, **kwargs):
-            target = self.get_target_pattern(input_dict, source_patterns, target_patterns)
-            tensors = next(iter(input_dict.values()))
-            tensor = tensors[0] if isinstance(tensors, list) else tensors
-            square = tensor.shape[self.dim0] == tensor.shape[self.dim1]
-            return {target: tensor if square else tensor.transpose(self.dim0, self.dim1).contiguous()}
+    class SavedTransposed(Transpose):
+        """Loads either layout, as Transpose(check_dims) does; saves transposed back."""
 
-    class FromEither(Transpose):
         @property
         def reverse_op(self) -> Transpose:
-            return ToReleased(self.dim1, self.dim0)
+            return Transpose(self.dim1, self.dim0)
 
-    def released(op):
-        return FromEither(op.dim0, op.dim1, check_dims=True) if type(op) is Transpose and op.check_dims else op
+    held = {name.rpartition(".")[2]: p.shape for name, p in model.named_parameters() if ".mlp.experts." in name}
+
+    def checked(op) -> bool:
+        return type(op) is Transpose and op.check_dims
+
+    def released(converter: WeightConverter) -> WeightConverter:
+        shape = held.get(converter.target_patterns[0].rpartition(".")[2])
+        if shape is None or shape[-1] == shape[-2] or not any(map(checked, converter.operations)):
+            return converter  # square: kept as transformers keeps it
+        ops = [SavedTransposed(op.dim0, op.dim1, True) if checked(op) else op for op in converter.operations]
+        return converter.copy(converter._original_source_patterns, converter._original_target_patterns, operations=ops)
 
     # as transformers' save finds them: those its load used, else the model type's (less prefix changes)
     conversions = getattr(model, "_weight_conversions", None)
@@ -185,14 +188,7 @@ def saving_released_experts(model: torch.nn.Module) -> torch.nn.Module:
         conversions = [
             c for c in get_model_conversion_mapping(model, add_legacy=False) if not isinstance(c, PrefixChange)
         ]
-    model._weight_conversions = [
-        c.copy(
-            c._original_source_patterns, c._original_target_patterns, operations=[released(op) for op in c.operations]
-        )
-        if isinstance(c, WeightConverter)
-        else c
-        for c in conversions
-    ]
+    model._weight_conversions = [released(c) if isinstance(c, WeightConverter) else c for c in conversions]
     return model
 
 
