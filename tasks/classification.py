@@ -14,7 +14,12 @@ Variants (task.options.variant), with CLS-RL's templates:
   answer in <answer> </answer> tags." (grpo.py); format = <think>...</think><answer>...</answer>.
 - `no_thinking`: "{Question}\\n Please directly output the answer." (grpo_direct.py); the
   completion is the bare class name; format = a non-empty answer with no reasoning tags.
-  CLS-RL's no-thinking run uses the label reward alone (configs: rewards {label: 1.0}).
+  CLS-RL's no-thinking run uses the label reward alone, so that is the variant's default.
+
+`prompts: evaluation` asks the text of CLS-RL's evaluation instead (test_qwen2vl_fewshot.py:
+"{Question} First output the thinking process ..." / "{Question} Please directly output the
+answer name."). Every image is squashed to 384 x 384 (LANCZOS) before the model's own resize,
+as CLS-RL trains and evaluates (`image_side`; 0 keeps the image's shape).
 
 Rewards: `format`; `label` (task.options.match): `cls_rl` is CLS-RL's training rule for the
 variant (thinking: math-verify's verdict on the completion against the label, where installed
@@ -38,6 +43,7 @@ from rewards.text import answer_text
 from tasks.answer_check import AnswerCheck
 from tasks.records import optional_text, record_image
 from tasks.text_answer import TextAnswerTask
+from vlrl.config import ConfigError
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn
@@ -49,15 +55,35 @@ TEMPLATES = {
     ),
     "no_thinking": "{Question}\n Please directly output the answer.",
 }
+# CLS-RL evaluates with other text than it trains with (eval/test_qwen2vl_fewshot.py, prompts
+# 'normal' and 'direct'): task.options.prompts=evaluation asks it.
+EVAL_TEMPLATES = {
+    "thinking": (
+        "{Question} First output the thinking process in <think> </think> and final answer in <answer> </answer> tags."
+    ),
+    "no_thinking": "{Question} Please directly output the answer name.",
+}
+# CLS-RL squashes every image to 384 x 384 (LANCZOS) before its processor, in training
+# (grpo_trainer.py) and evaluation; the processor then smart-resizes it (392 x 392 for Qwen2-VL).
+CLS_RL_IMAGE_SIDE = 384
 
 
 @dataclass
 class ClassificationOptions(AnswerCheck):  # answer_check: the thinking variant's cls_rl label
     variant: Literal["thinking", "no_thinking"] = "thinking"
-    prompt_template: str = ""  # "" = CLS-RL's template for the variant; placeholder {Question}
+    prompt_template: str = ""  # "" = CLS-RL's template for the variant and `prompts`; placeholder {Question}
+    prompts: Literal["training", "evaluation"] = "training"  # CLS-RL's grpo.py text, or its evaluation's
+    image_side: int = CLS_RL_IMAGE_SIDE  # every image squashed to this square first (CLS-RL's); 0: its own shape
     match: Literal["cls_rl", "normalized"] = "cls_rl"
     question: str = CLS_RL_QUESTION  # for records with `choices` and no `problem`
     target_think: str = "The object in the photo is: {label}."  # reasoning text of the SFT target
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.image_side < 0:
+            raise ConfigError(
+                f"config: task.options.image_side must be >= 0 (0: the image's own shape), got {self.image_side}"
+            )
 
 
 class Classification(TextAnswerTask):
@@ -68,9 +94,15 @@ class Classification(TextAnswerTask):
     Options = ClassificationOptions
     default_rewards = {"format": 1.0, "label": 1.0}
     data_suffix = ".jsonl"
-    templates = TEMPLATES
     bare_variant = "no_thinking"
     target_key = "label"
+
+    @property
+    def templates(self) -> dict[str, str]:  # type: ignore[override]
+        return EVAL_TEMPLATES if self.options.prompts == "evaluation" else TEMPLATES
+
+    def default_weights(self) -> dict[str, float]:
+        return {"label": 1.0} if self.bare else self.default_rewards
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -82,6 +114,9 @@ class Classification(TextAnswerTask):
         if problem is None:
             problem = cls_rl_problem(self.options.question, choices or [])
         path, width, height = record_image(record, ctx)
+        side = self.options.image_side
+        if side:
+            width = height = side
         return Sample(
             id=ctx.record_id(record),
             task=self.name,
@@ -91,6 +126,7 @@ class Classification(TextAnswerTask):
             frame=ctx.frame_spec.frame(width, height),
             meta={"choices": choices},
             source=ctx.source,
+            image_size=(side, side) if side else None,
         )
 
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:

@@ -121,14 +121,15 @@ class Counting(Task):
     data_suffix = ".json"
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
-        if (options or {}).get("variant") == "perception_r1" and not rewards:
-            rewards = PR1_REWARDS
         super().__init__(options, rewards)
         if self.options.target_count_offset and self.options.variant != "number":
             raise ConfigError(
                 "config: task.options.target_count_offset applies to the 'number' variant, "
                 f"not {self.options.variant!r}: its answers are not a stated count"
             )
+
+    def default_weights(self) -> dict[str, float]:
+        return PR1_REWARDS if self.options.variant == "perception_r1" else self.default_rewards
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:

@@ -124,15 +124,15 @@ class MathVQA(Task):
     data_suffix = ".json"
 
     def __init__(self, options: dict[str, Any] | None = None, rewards: dict[str, float] | None = None):
-        variant = (options or {}).get("variant", "easyr1")
-        if variant in REWARDS and not rewards:
-            rewards = REWARDS[variant][2]
         super().__init__(options, rewards)
         if self.options.variant in NEEDS_MATH_VERIFY:
             try:
                 rm.require_math_verify()
             except ImportError as err:
                 raise ConfigError(f"config: task.options.variant {self.options.variant!r}: {err}") from err
+
+    def default_weights(self) -> dict[str, float]:
+        return REWARDS[self.options.variant][2]
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:

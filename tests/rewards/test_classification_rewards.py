@@ -18,6 +18,7 @@ from tasks.classification import Classification
 from vlrl.config import ConfigError
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
 from vlrl.data.sample import Sample
+from vlrl.vision.images import load_image
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,8 @@ def test_thinking_variant_prompt_target_and_rewards(tmp_path):
 
 
 def test_no_thinking_variant_prompt_target_and_rewards(tmp_path):
-    task = Classification(options={"variant": "no_thinking"}, rewards={"label": 1.0})
+    task = Classification(options={"variant": "no_thinking"})
+    assert task.reward_weights == {"label": 1.0}  # grpo_direct.py trains on accuracy alone
     sample = _sample(tmp_path, task=task)
     assert task.messages(sample)[0]["content"][1]["text"] == PROBLEM + "\n Please directly output the answer."
     assert task.target(sample) == "golden retriever"
@@ -164,6 +166,38 @@ def test_no_thinking_variant_prompt_target_and_rewards(tmp_path):
     assert fns["format"](["golden retriever", "<think>x</think>cat"], [sample] * 2) == [1.0, 0.0]
     loose = Classification(options={"variant": "no_thinking", "match": "normalized"})
     assert loose.reward_functions()["label"](["Golden retriever."], [sample]) == [1.0]
+
+
+@pytest.mark.parametrize(
+    "variant,suffix",
+    [
+        (
+            "thinking",
+            " First output the thinking process in <think> </think> and final answer in <answer> </answer> tags.",
+        ),
+        ("no_thinking", " Please directly output the answer name."),
+    ],
+)
+def test_evaluation_prompts_are_cls_rl_test_scripts(tmp_path, variant, suffix):
+    task = Classification(options={"variant": variant, "prompts": "evaluation"})
+    assert task.messages(_sample(tmp_path, task=task))[0]["content"][1]["text"] == PROBLEM + suffix
+
+
+def test_images_are_squashed_to_cls_rl_square_before_the_model_resize(tmp_path):
+    sample = _sample(tmp_path)
+    Image.effect_noise((64, 48), 60).convert("RGB").save(sample.images[0])  # resampling filters differ on it
+    assert sample.image_size == (384, 384)
+    assert (sample.frame.width, sample.frame.height) == (384, 384)
+    squashed = load_image(sample.images[0], 3136, 401408, 28, sample.image_size)
+    with Image.open(sample.images[0]) as im:
+        expected = (
+            im.convert("RGB").resize((384, 384), Image.Resampling.LANCZOS).resize((392, 392), Image.Resampling.BICUBIC)
+        )
+    assert squashed.size == (392, 392) and squashed.tobytes() == expected.tobytes()
+    own = _sample(tmp_path, task=Classification(options={"image_side": 0}))
+    assert own.image_size is None and load_image(own.images[0], 3136, 401408, 28).size == (56, 56)
+    with pytest.raises(ConfigError, match="image_side must be >= 0"):
+        Classification(options={"image_side": -1})
 
 
 def test_classification_metrics_on_fixed_predictions(tmp_path):

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tasks.classification import Classification
+from tasks.counting import Counting
 from tasks.refcoco import RefCOCO
 from vlrl.cli import main
 from vlrl.config import ConfigError, load_config
@@ -54,6 +56,13 @@ def reward_file(tmp_path, monkeypatch) -> Path:
 @pytest.fixture(scope="module")
 def samples(rec_data: Path):
     return load_split(rec_data, RefCOCO().build_sample, FrameSpec("absolute", 3136, 50176)).samples
+
+
+def test_a_reward_function_joins_the_defaults_of_the_variant_chosen(reward_file):
+    task = Counting(options={"variant": "perception_r1"}, rewards={"my_rewards.py:length_bonus": 0.5})
+    assert task.reward_weights == {"count_points": 1.0, "length_bonus": 0.5}  # PR1's recipe, not the task's
+    task = Classification(options={"variant": "no_thinking"}, rewards={"my_rewards.py:length_bonus": 0.5})
+    assert task.reward_weights == {"label": 1.0, "length_bonus": 0.5}
 
 
 def test_a_reward_function_joins_the_tasks_defaults_by_its_name(reward_file, samples, monkeypatch):

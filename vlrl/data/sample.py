@@ -17,7 +17,9 @@ class Sample:
     "file:line" of the record, for error messages and logs. `video` is a video file the
     prompt shows after its images; `shuffle_frames`, when set, is the seed that shuffles its
     sampled frames (T-GRPO's temporal contrast; the trainer mixes a draw of each visit's into a
-    task's seed).
+    task's seed). `image_size`, when set, is the (width, height) every image is squashed to
+    (LANCZOS) before the model's own resize, as a source that does so trains and evaluates
+    (CLS-RL's 384 x 384); `frame` is then that size's.
     """
 
     id: str
@@ -30,3 +32,4 @@ class Sample:
     source: str = ""
     video: str = ""
     shuffle_frames: int | None = None
+    image_size: tuple[int, int] | None = None

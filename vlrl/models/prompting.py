@@ -54,7 +54,7 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     factor = model_family(model).factor
     try:
         for media in sample.images:
-            images.append(load_image(media, model.min_pixels, model.max_pixels, factor))
+            images.append(load_image(media, model.min_pixels, model.max_pixels, factor, sample.image_size))
         if sample.video and sample.video not in decoded:
             media = sample.video
             decoded[media] = load_video(media, model.video, factor)

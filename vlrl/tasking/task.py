@@ -88,7 +88,7 @@ class Task:
         available = self.reward_functions()
         given = dict(rewards or {})
         own = {key: weight for key, weight in given.items() if not is_reward_spec(key)}
-        weights = own or dict(self.default_rewards)  # reward functions alone add to the task's defaults
+        weights = own or dict(self.default_weights())  # reward functions alone add to the task's defaults
         for key in own:
             if key not in available:
                 raise ConfigError(
@@ -110,6 +110,11 @@ class Task:
         if not weights and not self.eval_only:
             raise ConfigError(f"config: task {self.name!r} has no reward components selected")
         self.reward_weights: dict[str, float] = weights
+
+    def default_weights(self) -> dict[str, float]:
+        """The reward weights when the config names none of the task's own (self.options is
+        built): `default_rewards`, unless a variant's recipe trains with others."""
+        return self.default_rewards
 
     def scorers(self) -> dict[str, RewardFn]:
         """The reward components in use, by name: the task's own and the config's functions."""

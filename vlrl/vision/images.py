@@ -56,12 +56,16 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
-def load_image(path: str | Path, min_pixels: int, max_pixels: int, factor: int) -> Image.Image:
-    """Open, convert to RGB and resize to the smart_resize size (bicubic, as qwen-vl-utils).
-    The data's size limit was checked when the record was read (RecordContext.image); here
-    only PIL's own refusal applies."""
+def load_image(
+    path: str | Path, min_pixels: int, max_pixels: int, factor: int, squash_to: tuple[int, int] | None = None
+) -> Image.Image:
+    """Open, convert to RGB, squash to `squash_to` (width, height; LANCZOS) where given, and
+    resize to the smart_resize size (bicubic, as qwen-vl-utils). The data's size limit was
+    checked when the record was read (RecordContext.image); here only PIL's own refusal applies."""
     with open_image(path, PIL_REFUSES_ABOVE) as im:
         image = to_rgb(im)
+    if squash_to is not None and image.size != squash_to:
+        image = image.resize(squash_to, Image.Resampling.LANCZOS)
     height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels)
     if (width, height) != image.size:
         image = image.resize((width, height), Image.Resampling.BICUBIC)
