@@ -15,8 +15,8 @@ Public definitions matched (each function's docstring says what it follows and w
 - ``weighted_sum_reward``: VLM-R1 ``detection_score`` and the ``weighted_sum`` branch of its
   ``accuracy_reward``.
 - ``hungarian_reward``: Perception-R1 ``pr1_detection_reward`` with ``HungarianMatcher`` and
-  ``calculate_reward`` (linkangheng/PR1 ``src/open_r1/rewards.py`` and ``src/open_r1/utils.py``),
-  divided by its maximum 3 so that it lies in [0, 1].
+  ``calculate_reward`` (linkangheng/PR1 @accb7cb ``src/open_r1/rewards.py`` and
+  ``src/open_r1/utils.py``), divided by its maximum 3 so that it lies in [0, 1].
 
 Everything here is pure Python (numpy, scipy) over untrusted text: no eval, JSON parsed under
 size and nesting limits, linear-time scanning for tags and fences, values always in [0, 1].
@@ -596,7 +596,9 @@ def _cxcywh(a: np.ndarray) -> np.ndarray:
     return np.stack([(a[:, 0] + a[:, 2]) / 2, (a[:, 1] + a[:, 3]) / 2, a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]], axis=1)
 
 
-def hungarian_reward(pred: Detections | None, gt: GroundTruth, vocabulary: Sequence[str] | None = None) -> float:
+def hungarian_reward(
+    pred: Detections | None, gt: GroundTruth, vocabulary: Sequence[str] | None = None, penalty: bool = True
+) -> float:
     """Perception-R1 pr1_detection_reward / 3 (its range is [0, 3]).
 
     Entries whose label is not in `vocabulary` (Perception-R1: the 80 COCO category names of its
@@ -607,7 +609,9 @@ def hungarian_reward(pred: Detections | None, gt: GroundTruth, vocabulary: Seque
     softmax of a one-hot over 90 classes; pairs with IoU <= 0.5 are dropped. Then with m
     kept pairs: 0.25 * format + 0.75 * F1 + (label accuracy + mean IoU over the pairs)
     - 0.5 * (fp_rate + fn_rate), clamped to [0, 3]; with m = 0 only the format term.
-    Empty cases follow the detection rule (both empty 1, one empty 0).
+    `penalty` false drops the fp / fn term (PR1's DO_PENAIlty=False, which its detection
+    recipe, train_qwen2_2b_vl_detection.sh, sets; True is its code's default). Empty cases
+    follow the detection rule (both empty 1, one empty 0).
     """
     if pred is None:
         return 0.0
@@ -649,6 +653,7 @@ def hungarian_reward(pred: Detections | None, gt: GroundTruth, vocabulary: Seque
         cls = sum(p_labels[r] == gt.labels[c] for r, c in kept) / m
         mean_iou = sum(float(ious[r, c]) for r, c in kept) / m
         reward += PR1_F1_SCALE * f1 + cls + mean_iou
-        reward -= PR1_PENALTY_SCALE * ((n_pred - m) / n_pred + (n_gt - m) / n_gt)
+        if penalty:
+            reward -= PR1_PENALTY_SCALE * ((n_pred - m) / n_pred + (n_gt - m) / n_gt)
         reward = min(PR1_MAX, max(0.0, reward))
     return reward / PR1_MAX

@@ -89,6 +89,9 @@ class DetectionOptions:
     # Labels `hungarian` accepts: every category of the data file (Perception-R1 accepts any COCO
     # category name, whatever the prompt named), or only those the prompt named.
     hungarian_labels: Literal["categories", "prompted"] = "categories"
+    # `hungarian`'s fp / fn penalty: off, as Perception-R1's detection recipe trains
+    # (DO_PENAIlty=False in train_qwen2_2b_vl_detection.sh); true is its code's default.
+    hungarian_penalty: bool = False
     iou_threshold: float = 0.5  # the matching threshold of `weighted_sum`
     target_think: str = "The image shows {summary}."  # reasoning text of the SFT target
 
@@ -205,7 +208,9 @@ class Detection(Task):
                 for c, s in zip(completions, samples, strict=True)
             ],
             "hungarian": lambda completions, samples: [
-                hungarian_reward(self._detections(c, s), _ground_truth(s), self._hungarian_labels(s))
+                hungarian_reward(
+                    self._detections(c, s), _ground_truth(s), self._hungarian_labels(s), self.options.hungarian_penalty
+                )
                 for c, s in zip(completions, samples, strict=True)
             ],
         }

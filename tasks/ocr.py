@@ -16,7 +16,7 @@ Variants (task.options.variant):
 
 - `thinking` (default, Video-R1): Video-R1's question template plus its OCR type template;
   the transcription goes in <answer></answer>, read as Video-R1 reads it ("" when absent).
-- `plain` (Perception-R1's evaluation): the prompt "OCR this image:" and the whole completion,
+- `plain` (Perception-R1's evaluation): the prompt "<image>\\nOCR this image: " and the whole completion,
   as generated, is the transcription; format = non-empty with no reasoning tags.
 
 Rewards: `format`, `wer` (Video-R1: clip(1 - WER, 0, 1)), `edit_distance` (1 - NED).
@@ -43,9 +43,9 @@ from vlrl.tasking.task import RewardFn
 
 # Video-R1 (src/r1-v/src/open_r1/grpo.py): QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"].
 VIDEO_R1_OCR_TEMPLATE = QUESTION_TEMPLATE + TYPE_TEMPLATE["OCR"]
-# Perception-R1 (eval/evaluate_ocr.py) asks "<image>\nOCR this image: "; the image entry
-# stands for its "<image>" placeholder here, and the trailing space is dropped.
-PLAIN_OCR_TEMPLATE = "OCR this image:"
+# Perception-R1 (eval/evaluate_ocr.py) sends an image entry and then this text, its literal
+# "<image>" and trailing space included: the model reads them as text, so they are kept.
+PLAIN_OCR_TEMPLATE = "<image>\nOCR this image: "
 TEMPLATES = {"thinking": VIDEO_R1_OCR_TEMPLATE, "plain": PLAIN_OCR_TEMPLATE}
 DEFAULT_QUESTION = "What is the text in the image?"
 

@@ -284,6 +284,9 @@ def test_hungarian_reward_follows_perception_r1():
     far = [500, 500, 510, 510]
     value = (0.25 + 0.75 * 0.5 + 1 + 1 - 0.5) / 3
     assert hungarian_reward(dets((A, "dog"), (far, "cat")), gt) == pytest.approx(value, abs=1e-6)
+    # Without the penalty (DO_PENAIlty=False, PR1's detection recipe): the same less 0.5.
+    no_penalty = hungarian_reward(dets((A, "dog"), (far, "cat")), gt, penalty=False)
+    assert no_penalty == pytest.approx(value + 0.5 / 3, abs=1e-6)
     # A label outside the vocabulary counts as wrong format (Perception-R1's cate_to_id lookup).
     value = (0.25 * 0.5 + 0.75 * (2 * 1 * 0.5 / 1.5) + 1 + 1 - 0.5 * (0 + 0.5)) / 3
     assert hungarian_reward(dets((A, "dog"), (B, "zebra")), gt, vocabulary=["dog", "cat"]) == pytest.approx(
@@ -876,13 +879,16 @@ def test_hungarian_accepts_every_category_of_the_file_unless_told_otherwise(tmp_
     path = _coco_file(tmp_path, [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 50, 50]}])
     completion = answer([{"bbox_2d": [0, 0, 50, 50], "label": "dog"}, {"bbox_2d": [100, 50, 150, 100], "label": "cat"}])
     scores = {}
-    for labels in ("categories", "prompted"):
-        task = Detection(options={"hungarian_labels": labels}, rewards={"hungarian": 1.0})
+    for labels, penalty in (("categories", False), ("categories", True), ("prompted", False)):
+        options = {"hungarian_labels": labels, **({"hungarian_penalty": True} if penalty else {})}
+        task = Detection(options=options, rewards={"hungarian": 1.0})
         sample = task.load(path, FrameSpec("original")).samples[0]
         assert sample.meta["prompt_categories"] == ["dog"]
-        scores[labels] = task.reward_functions()["hungarian"]([completion], [sample])[0]
-    # Both entries count (format 1): one of two predictions matched, F1 2/3, class and IoU 1, penalty 0.5 * 1/2.
+        scores[labels, penalty] = task.reward_functions()["hungarian"]([completion], [sample])[0]
+    # Both entries count (format 1): one of two predictions matched, F1 2/3, class and IoU 1; by
+    # default no penalty (PR1's detection recipe), else 0.5 * (1/2 false alarms + 0 misses).
     f1 = 2 * (0.5 * 1.0) / (1.5 + 1e-8)
-    assert scores["categories"] == pytest.approx((0.25 + 0.75 * f1 + 2.0 - 0.25) / 3, abs=1e-7)
+    assert scores["categories", False] == pytest.approx((0.25 + 0.75 * f1 + 2.0) / 3, abs=1e-7)
+    assert scores["categories", True] == pytest.approx((0.25 + 0.75 * f1 + 2.0 - 0.25) / 3, abs=1e-7)
     # "cat" was not asked for: a wrong-format entry (format 1/2), the dog alone is matched.
-    assert scores["prompted"] == pytest.approx((0.25 * 0.5 + 0.75 + 2.0) / 3, abs=1e-7)
+    assert scores["prompted", False] == pytest.approx((0.25 * 0.5 + 0.75 + 2.0) / 3, abs=1e-7)

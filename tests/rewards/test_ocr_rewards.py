@@ -122,7 +122,7 @@ def test_thinking_variant_is_video_r1s_ocr_prompt_and_reward(tmp_path):
 def test_plain_variant_reads_the_whole_completion(tmp_path):
     task = OCR(options={"variant": "plain"})
     sample = task.build_sample({"image": "im.png", "text": "OPEN 24"}, _ctx(tmp_path))
-    assert task.messages(sample)[0]["content"][1]["text"] == "OCR this image:"
+    assert task.messages(sample)[0]["content"][1]["text"] == "<image>\nOCR this image: "  # PR1's, verbatim
     assert task.target(sample) == "OPEN 24"
     fns = OCR(options={"variant": "plain"}, rewards={"edit_distance": 1.0}).reward_functions()
     assert fns["edit_distance"](["OPEN 24", "OPEN 24\n"], [sample] * 2) == pytest.approx([1.0, 7 / 8])
