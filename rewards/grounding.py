@@ -102,6 +102,32 @@ def parse_answer_pair_box(completion: str) -> list[int] | None:
     return None if content is None else parse_pair_box(content)
 
 
+# MIG-Bench's extract_bbox (AMAP-ML/UniVG-R1 @44868ea eval/MIG_bench/utils.py): the first of
+# these patterns with a match anywhere in the response decides, and its first match is the box.
+MIG_BENCH_BOX_PATTERNS = tuple(
+    compile_pattern(p)
+    for p in (
+        r"\((\d+),\s*(\d+)\),\s*\((\d+),\s*(\d+)\)",
+        r"\[(\d+\.\d+),\s*(\d+\.\d+),\s*(\d+\.\d+),\s*(\d+\.\d+)\]",
+        r"\((\d+\.\d+),(\d+\.\d+)\),\((\d+\.\d+),(\d+\.\d+)\)",
+        r"\((\d+\.\d+),\s*(\d+\.\d+),\s*(\d+\.\d+),\s*(\d+\.\d+)\)",
+        r"\[(\d+),\s*(\d+),\s*(\d+),\s*(\d+)\]",
+        r"<box>(\d+)\s+(\d+)\s+(\d+)\s+(\d+)</box>",
+    )
+)
+
+
+def parse_mig_bench_box(response: str) -> list[int] | None:
+    """The box MIG-Bench's evaluation reads: tags or none, reasoning included. A decimal match
+    is no box (its int() raises and it scores [0, 0, 0, 0], which overlaps nothing); so is a
+    number past the floats (its IoU would raise there)."""
+    for pattern in MIG_BENCH_BOX_PATTERNS:
+        match = search(pattern, response)
+        if match is not None:
+            return _integers(match.groups())
+    return None
+
+
 def parse_answer_boxes(completion: str) -> list[list[int]] | None:
     """Every VLM-R1 integer box inside <answer>, in order; None without an answer or with
     more than MAX_BOXES boxes. A JSON list of {"bbox_2d": [...]} objects, a list of lists

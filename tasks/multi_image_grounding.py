@@ -22,7 +22,11 @@ sentence and gains a prefix, the box is read anywhere and the format is any box
 (`single_image_cot`, `single_image_marker`). Its difficulty-aware weighting is a trainer
 option: `algo.difficulty` (vlrl/algos/difficulty.py).
 
-Metrics (MIG-Bench's): ACC@0.3/0.5/0.7 (continuous IoU >= t), mean IoU, format and parse rates.
+Metrics (MIG-Bench's, eval/MIG_bench/MIG_bench_eval.py): the box its `extract_bbox` reads
+(the first `(x1,y1),(x2,y2)` anywhere, reasoning included, else its other patterns), its IoU
+with the answer in the model's frame (continuous, as MIG-Bench compares the parsed integers
+with the record's), ACC@0.3/0.5/0.7 (IoU >= t) and mean IoU, over all samples and per MIG-Bench
+subset (the record's `task` key: `acc@0.5/common_object`, ...); format and parse rates.
 """
 
 from __future__ import annotations
@@ -35,7 +39,13 @@ from typing import Any, Literal
 
 from data_prep.multi_image import ORDINALS, write_synthetic_multi_image
 from rewards.format import univg_r1, univg_r1_plain
-from rewards.grounding import iou_continuous, iou_vlm_r1, parse_answer_pair_box, parse_pair_box
+from rewards.grounding import (
+    iou_continuous,
+    iou_vlm_r1,
+    parse_answer_pair_box,
+    parse_mig_bench_box,
+    parse_pair_box,
+)
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
@@ -112,6 +122,9 @@ class MultiImageGrounding(Task):
         same = norm1000 and frame.kind == "norm1000"
         in_model = answer if same else frame.box_to_model(solution, integer=False)
         plain = not self.options.single_image_cot and self.options.single_image_marker in names[0]
+        subset = record.get("task")
+        if subset is not None and not (isinstance(subset, str) and subset.strip()):
+            raise ctx.error(f"key 'task' must name the MIG-Bench subset, got {subset!r}"[:200])
         return Sample(
             id=ctx.record_id(record),
             task=self.name,
@@ -119,7 +132,7 @@ class MultiImageGrounding(Task):
             solution=solution,
             images=[path for path, _, _ in images],
             frame=frame,
-            meta={"answer_in_model_frame": in_model, "target_image": target, "plain": plain},
+            meta={"answer_in_model_frame": in_model, "target_image": target, "plain": plain, "subset": subset},
             source=ctx.source,
         )
 
@@ -164,8 +177,9 @@ class MultiImageGrounding(Task):
         return univg_r1_plain(completion) if sample.meta["plain"] else univg_r1(completion)
 
     def predict(self, completion: str, sample: Sample) -> list[float] | None:
-        """The stated box in the target image's original pixels (None if none, or not finite)."""
-        box = self._stated_box(completion, sample)
+        """The box MIG-Bench's evaluation reads, in the target image's original pixels (None if
+        none, or not finite)."""
+        box = parse_mig_bench_box(completion)
         if box is None:
             return None
         out = sample.frame.box_to_original(box)
@@ -175,10 +189,27 @@ class MultiImageGrounding(Task):
         n = len(samples)
         if n == 0:
             return {}
-        predictions = [self.predict(c, s) for c, s in zip(completions, samples, strict=True)]
-        ious = [0.0 if p is None else iou_continuous(p, s.solution) for p, s in zip(predictions, samples, strict=True)]
-        out = {f"acc@{t}": sum(v >= t for v in ious) / n for t in ACC_THRESHOLDS}
-        out["mean_iou"] = sum(ious) / n
-        out["format_rate"] = sum(self._format(c, s) for c, s in zip(completions, samples, strict=True)) / n
-        out["parse_rate"] = sum(p is not None for p in predictions) / n
+        pairs = list(zip(completions, samples, strict=True))
+        boxes = [parse_mig_bench_box(c) for c, _ in pairs]
+        ious = [0.0 if b is None else _mig_bench_iou(b, s) for b, (_, s) in zip(boxes, pairs, strict=True)]
+        out = _accuracies(ious)
+        out["format_rate"] = sum(self._format(c, s) for c, s in pairs) / n
+        out["parse_rate"] = sum(b is not None for b in boxes) / n
+        for subset in dict.fromkeys(s.meta["subset"] for s in samples if s.meta["subset"] is not None):
+            mine = [v for v, s in zip(ious, samples, strict=True) if s.meta["subset"] == subset]
+            out.update({f"{key}/{subset}": value for key, value in _accuracies(mine).items()})
         return out
+
+
+def _mig_bench_iou(box: list[int], sample: Sample) -> float:
+    """MIG-Bench's calculate_iou of the answer and the parsed box, both in the model's frame; 0
+    where its union is 0 or the areas pass the floats (it raises there)."""
+    value = iou_continuous(box, sample.meta["answer_in_model_frame"])
+    return value if math.isfinite(value) else 0.0
+
+
+def _accuracies(ious: list[float]) -> dict[str, float]:
+    """MIG-Bench's compute_iou counters over a group: IoU >= t, and the mean IoU."""
+    out = {f"acc@{t}": sum(v >= t for v in ious) / len(ious) for t in ACC_THRESHOLDS}
+    out["mean_iou"] = sum(ious) / len(ious)
+    return out

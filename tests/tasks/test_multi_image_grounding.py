@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
+from rewards.grounding import parse_mig_bench_box
 from tasks.multi_image_grounding import UNIVG_R1_TEMPLATE, MultiImageGrounding
 from vlrl.data.records import FrameSpec, RecordContext, RecordError
 from vlrl.tasking.scoring import score
@@ -66,6 +67,41 @@ def test_metrics_count_an_iou_of_exactly_t_at_acc_t(images):
     assert metrics["format_rate"] == 0.5 and metrics["parse_rate"] == 0.5
 
 
+# (completion, the box MIG-Bench's extract_bbox reads, its calculate_iou with [100, 100, 300, 300]):
+# read off a copy of eval/MIG_bench/utils.py @44868ea run on these strings.
+MIG_BENCH_READS = [
+    ("(100,100),(300,300)", [100, 100, 300, 300], 1.0),  # no tags needed
+    ("<think>(100,100),(300,300)</think><answer>none</answer>", [100, 100, 300, 300], 1.0),
+    ("<answer>[100,100,300,200]</answer>", [100, 100, 300, 200], 0.5),
+    ("<think>near (1,1),(2,2)</think><answer>(100,100),(300,300)</answer>", [1, 1, 2, 2], 0.0),  # the first
+    ("<answer>[0.1, 0.1, 0.3, 0.3]</answer>", None, 0.0),  # its int() raises: [0, 0, 0, 0]
+    ("<box>100 100 300 300</box>", [100, 100, 300, 300], 1.0),
+    ("[100, 100, 300, 300] then (100,100),(200,200)", [100, 100, 200, 200], 0.25),  # the pair pattern first
+    ("no answer", None, 0.0),
+    ("<answer>(300,300),(100,100)</answer>", [300, 300, 100, 100], 0.0),
+]
+
+
+def test_evaluation_reads_and_scores_boxes_as_mig_bench_does(images):
+    sample = sample_of(images, RECORD)
+    task = MultiImageGrounding()
+    for completion, box, iou in MIG_BENCH_READS:
+        assert parse_mig_bench_box(completion) == box, completion
+        assert task.metrics([sample], [completion])["mean_iou"] == pytest.approx(iou), completion
+
+
+def test_metrics_are_reported_per_mig_bench_subset_too(images):
+    task = MultiImageGrounding()
+    common = sample_of(images, {**RECORD, "task": "common_object"})
+    diff = sample_of(images, {**RECORD, "task": "diff"})
+    right, wrong = "(100,100),(300,300)", "(0,0),(9,9)"
+    metrics = task.metrics([common, diff, diff, diff], [right, wrong, wrong, right])
+    assert metrics["acc@0.5"] == 0.5 and metrics["acc@0.5/common_object"] == 1.0
+    assert metrics["acc@0.5/diff"] == pytest.approx(1 / 3) and metrics["mean_iou/diff"] == pytest.approx(1 / 3)
+    with pytest.raises(RecordError, match="key 'task' must name the MIG-Bench subset"):
+        sample_of(images, {**RECORD, "task": 3})
+
+
 def test_a_box_whose_area_no_float_holds_scores_0_as_univg_r1s_try_does_and_raises_nothing(images):
     huge = "1" + "0" * 200  # each coordinate fits a float; the union's area (1e400) does not
     completion = f"<think>x</think><answer>(0,0),({huge},{huge})</answer>"
@@ -83,6 +119,7 @@ def test_the_prompt_shows_every_image_then_univg_r1s_question(images):
     assert len(sample.images) == 2 and sample.frame.width == 300  # the target image's frame
     assert sample.solution == [30.0, 15.0, 90.0, 45.0]  # 0-1000 of the 300x150 image, in its pixels
     assert task.predict("<answer>(150,150),(350,350)</answer>", sample) == [45.0, 22.5, 105.0, 52.5]
+    assert task.predict("<think>(150,150),(350,350)</think>", sample) == [45.0, 22.5, 105.0, 52.5]  # MIG-Bench's read
 
 
 def test_a_model_in_another_frame_is_scored_in_its_own_frame_of_the_target_image(images):
