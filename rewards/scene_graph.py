@@ -157,7 +157,8 @@ def bi_match(gts: Sequence[Node], preds: Sequence[Node]) -> list[tuple[Node, Nod
     return [(gts[c], preds[r]) for r, c in zip(rows, cols, strict=True) if r < len(preds)]
 
 
-def _field(item: Any, key: str) -> Any:
+def json_field(item: Any, key: str) -> Any:
+    """item[key], where R1-SGG's subscript would raise: a GraphError."""
     if not isinstance(item, dict) or key not in item:
         raise GraphError(f"no {key!r} in {type(item).__name__}")
     return item[key]
@@ -178,7 +179,7 @@ class Prediction:
     objects: tuple[Node, ...]
 
     def relations(self) -> list:
-        return _as_list(_field(self.answer, "relationships"))
+        return _as_list(json_field(self.answer, "relationships"))
 
 
 def read_prediction(completion: str, scale_x: float, scale_y: float) -> Prediction:
@@ -188,8 +189,8 @@ def read_prediction(completion: str, scale_x: float, scale_y: float) -> Predicti
     if data is INVALID_JSON or not isinstance(data, dict):
         raise GraphError("the answer is no JSON object")
     objects = []
-    for item in _as_list(_field(data, "objects")):
-        box = _field(item, "bbox")
+    for item in _as_list(json_field(data, "objects")):
+        box = json_field(item, "bbox")
         if not isinstance(box, list) or len(box) != 4:
             raise GraphError("a bbox is not 4 values")
         if not all(isinstance(v, (int, float)) for v in box):  # booleans count, as in Python
@@ -198,7 +199,7 @@ def read_prediction(completion: str, scale_x: float, scale_y: float) -> Predicti
             scaled = (box[0] * scale_x, box[1] * scale_y, box[2] * scale_x, box[3] * scale_y)
         except OverflowError as err:
             raise GraphError("a bbox value is beyond any float") from err
-        objects.append(Node(refine(_field(item, "id")), scaled))
+        objects.append(Node(refine(json_field(item, "id")), scaled))
     return Prediction(data, tuple(objects))
 
 
@@ -220,7 +221,8 @@ def edge(pred: Prediction, gt: Graph) -> float:
     relations = pred.relations()
     matched = {g.id: p.id for g, p in bi_match(gt.objects, pred.objects)}
     triplets = {
-        (refine(_field(r, "subject")), refine(_field(r, "object"))): refine(_field(r, "predicate")) for r in relations
+        (refine(json_field(r, "subject")), refine(json_field(r, "object"))): refine(json_field(r, "predicate"))
+        for r in relations
     }
     total = 0.0
     for rel in gt.relations:
@@ -237,7 +239,7 @@ def edge(pred: Prediction, gt: Graph) -> float:
 
 
 def _box_of(boxes: dict[str, Box], relation: Any, key: str) -> Box:
-    name = refine(_field(relation, key))
+    name = refine(json_field(relation, key))
     if name not in boxes:  # R1-SGG's dict lookup raises KeyError
         raise GraphError(f"relation names an unknown object {name!r}")
     return boxes[name]
@@ -255,7 +257,7 @@ def edge_hard(pred: Prediction, gt: Graph) -> float:
     for rel in gt.relations:
         match = False
         for p in relations:
-            if refine(rel.predicate) != refine(_field(p, "predicate")):
+            if refine(rel.predicate) != refine(json_field(p, "predicate")):
                 continue
             sub_iou = iou(gt_boxes[rel.subject], _box_of(boxes, p, "subject"))
             obj_iou = iou(gt_boxes[rel.object], _box_of(boxes, p, "object"))
@@ -283,7 +285,7 @@ def edge_hard_relax(pred: Prediction, gt: Graph) -> float:
             best.append(
                 category_match(refine(rel.subject), refine(p["subject"]))
                 * category_match(refine(rel.object), refine(p["object"]))
-                * category_match(refine(rel.predicate), refine(_field(p, "predicate")))
+                * category_match(refine(rel.predicate), refine(json_field(p, "predicate")))
             )
         total += max(best) if best else 0.0
     return total / max(1, len(gt.relations))
@@ -313,7 +315,7 @@ def _valid_graph(data: Any, variant: FormatVariant) -> bool:
     objects = _as_list(data["objects"])
     ids = []
     for item in objects:
-        name = _field(item, "id")
+        name = json_field(item, "id")
         if isinstance(name, (list, dict)):
             raise GraphError("an id is unhashable")
         ids.append(name)
@@ -331,8 +333,8 @@ def _valid_graph(data: Any, variant: FormatVariant) -> bool:
     if variant == "head" and objects:  # set(answer_json["objects"]): dicts are unhashable
         raise GraphError("head: set() over the objects")
     for rel in _as_list(data["relationships"]):
-        subject, obj = _field(rel, "subject"), _field(rel, "object")
-        _field(rel, "predicate")
+        subject, obj = json_field(rel, "subject"), json_field(rel, "object")
+        json_field(rel, "predicate")
         if isinstance(subject, (list, dict)) or (subject in ids and isinstance(obj, (list, dict))):
             raise GraphError("a relation names an unhashable id")
         if (

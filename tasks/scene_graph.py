@@ -46,6 +46,7 @@ from rewards.scene_graph import (
     graph_format,
     graph_reward,
     iou,
+    json_field,
     read_prediction,
     refine,
 )
@@ -154,7 +155,7 @@ class SceneGraph(Task):
         return Sample(
             id=str(record.get("image_id", ctx.record_id(record))),
             task=self.name,
-            problem=self._prompt(prompt).replace(f"of size ({width} x {height}) ", ""),
+            problem=_answer_as_fence(self._prompt(prompt).replace(f"of size ({width} x {height}) ", "")),
             solution={"objects": objects, "relationships": relations},
             images=[path],
             frame=ctx.frame_spec.frame(width, height),
@@ -208,25 +209,26 @@ class SceneGraph(Task):
 
     def predict(self, completion: str, sample: Sample) -> dict[str, list] | None:
         """The graph's objects (ids refined, boxes in original pixels) and the relations among
-        them (three strings naming known ids, refined), as R1-SGG's evaluation gathers them;
-        None where the answer is no graph R1-SGG's rewards read."""
+        them (refined, naming known ids), as R1-SGG's evaluation gathers them
+        (src/sgg_gather_preds.py): None where it drops the whole image, at a graph its rewards
+        cannot read or at any relation that is not three strings; an id given twice is its
+        first object (`names.index`)."""
         try:
             pred = read_prediction(completion, 1.0, 1.0)
-            relations = pred.relations()
+            relations = [
+                {k: refine(json_field(r, k)) for k in ("subject", "predicate", "object")} for r in pred.relations()
+            ]
         except GraphError:
             return None
         frame = sample.frame
-        objects = {}
+        objects: dict[str, list[float]] = {}
+        named: set[str] = set()
         for node in pred.objects:
             box = frame.box_to_original(node.bbox)
-            if all(math.isfinite(v) for v in box):
+            if node.id not in named and all(math.isfinite(v) for v in box):  # not finite: never recalled
                 objects[node.id] = box
-        kept = []
-        for r in relations:
-            if isinstance(r, dict) and all(isinstance(r.get(k), str) for k in ("subject", "predicate", "object")):
-                triplet = {k: refine(r[k]) for k in ("subject", "predicate", "object")}
-                if triplet["subject"] in objects and triplet["object"] in objects:
-                    kept.append(triplet)
+            named.add(node.id)
+        kept = [r for r in relations if r["subject"] in objects and r["object"] in objects]
         return {"objects": [{"id": k, "bbox": v} for k, v in objects.items()], "relationships": kept}
 
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
@@ -257,6 +259,12 @@ class SceneGraph(Task):
         out["format_rate"] = sum(self.reward_functions()["format"](list(completions), list(samples))) / n
         out["parse_rate"] = sum(p is not None for p in predictions) / n
         return out
+
+
+def _answer_as_fence(prompt: str) -> str:
+    """R1-SGG's collator (grpo.py replace_answer_format): a prompt's <answer> tags become a
+    ```json fence (its own prompts have none; its datasets' prompt_close may)."""
+    return prompt.replace("<answer>", "```json").replace("</answer>", "```")
 
 
 def recalled(relation: dict[str, str], objects: list[dict[str, Any]], pred: dict[str, list] | None) -> bool:

@@ -69,6 +69,8 @@ def test_the_closed_vocabulary_prompt_lists_the_sets_or_takes_the_records(root):
     own = sample_of(root, {**RECORD, "prompt_close": "Graph of size (1000 x 500) the image."}, vocabulary="closed")
     assert own.problem == "Graph the image."  # the image size is never given, as in R1-SGG
     assert sample_of(root, {**RECORD, "prompt_close": "mine"}).problem == PROMPT_SG  # open: R1-SGG's PROMPT_SG
+    tagged = {**RECORD, "prompt_close": "Output Format:\n<answer>\n{...}\n</answer>"}
+    assert sample_of(root, tagged, vocabulary="closed").problem == "Output Format:\n```json\n{...}\n```"  # its collator
 
 
 def test_recall_is_r1_sggs_triplet_recall(root):
@@ -134,6 +136,25 @@ def test_a_predicted_relation_naming_an_undeclared_object_is_dropped(root):
     man = {"id": "man.1", "bbox": [100, 100, 300, 900]}
     answer = completion([man], [{"subject": "man.1", "predicate": "riding", "object": "horse.2"}])
     assert SceneGraph().predict(answer, sample_of(root))["relationships"] == []
+    assert SceneGraph().metrics([sample_of(root)], [answer])["recall"] == 0.0
+
+
+def test_an_id_given_twice_is_its_first_object_as_r1_sggs_names_index(root):
+    riding = {"subject": "man.1", "predicate": "riding", "object": "horse.2"}
+    man, horse = {"id": "man.1", "bbox": [100, 100, 300, 900]}, {"id": "horse.2", "bbox": [250, 400, 700, 960]}
+    elsewhere = {"id": "MAN.1", "bbox": [700, 700, 900, 900]}  # the same id once refined
+    assert SceneGraph().metrics([sample_of(root)], [completion([man, elsewhere, horse], [riding])])["recall"] == 1.0
+    assert SceneGraph().metrics([sample_of(root)], [completion([elsewhere, man, horse], [riding])])["recall"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "bad", [{"subject": "man.1", "object": "horse.2"}, {"subject": 1, "predicate": "on", "object": "horse.2"}, "man.1"]
+)
+def test_one_malformed_relation_drops_the_image_as_r1_sggs_evaluation_does(root, bad):
+    riding = {"subject": "man.1", "predicate": "riding", "object": "horse.2"}
+    man, horse = {"id": "man.1", "bbox": [100, 100, 300, 900]}, {"id": "horse.2", "bbox": [250, 400, 700, 960]}
+    answer = completion([man, horse], [riding, bad])
+    assert SceneGraph().predict(answer, sample_of(root)) is None
     assert SceneGraph().metrics([sample_of(root)], [answer])["recall"] == 0.0
 
 
