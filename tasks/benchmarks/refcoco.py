@@ -228,6 +228,8 @@ class _RefCOCOBenchmark(Benchmark):
 class RefCOCOBboxRec(_RefCOCOBenchmark):
     """lmms-eval's strict REC task (utils_rec.py)."""
 
+    until = ("ASSISTANT:",)  # _default_template_bbox_rec_yaml
+
     columns = (Column("question_id", "string", required=False), Column("image", "image"),
                Column("answer", "list<string>"), Column("bbox", "list<number>"))  # fmt: skip
 

@@ -4,6 +4,7 @@ published schema are built here (no downloads)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -154,6 +155,16 @@ def test_refcoco_lenient_grounding_equals_lmms_eval(name, reference, tmp_path):
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
     assert expected["refcoco_grounding_ACC@0.5"] > 0  # some responses do hit
+
+
+def test_strict_rec_cuts_each_answer_at_its_yamls_until_as_lmms_evals_qwen_models_do(tmp_path):
+    task, samples, _ = _load("refcoco_bbox_rec_val", tmp_path, size=2, seed=1)
+    box = "[{}]".format(", ".join(f"{v:.4f}" for v in samples[0].solution))
+    assert task.metrics(samples[:1], [f"{box} ASSISTANT: [0, 0, 0.01, 0.01]"])["refcoco_ACC@0.9"] == 1.0
+    assert task.metrics(samples[:1], [f"ASSISTANT: {box}"])["refcoco_IoU"] == 0.0  # "" is left: [0, 0, 0, 0]
+    lenient, l_samples, _ = _load("refcoco_grounding_testA", tmp_path, size=2, seed=1)  # its yaml has no until
+    pixels = json.dumps({"bbox_2d": l_samples[0].solution})
+    assert lenient.metrics(l_samples[:1], [f"ASSISTANT: {pixels}"])["refcoco_grounding_ACC@0.9"] == 1.0
 
 
 def test_strict_and_lenient_differ_where_lmms_eval_says_they_do(tmp_path):
@@ -801,6 +812,13 @@ def test_geometry3k_equals_lmms_eval(reference, tmp_path):
         prompts, expected = reference.geometry3k(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
         _assert_same(task, samples, responses, expected)
+
+
+def test_a_literal_image_token_leaves_the_prompt_text_as_lmms_evals_qwen_models_delete_it(tmp_path):
+    task, samples, _ = _load("geometry3k", tmp_path, size=1, seed=2)
+    sample = dataclasses.replace(samples[0], problem="<image>Find x. " + samples[0].problem)
+    text = task.messages(sample)[-1]["content"][-1]["text"]
+    assert text == "Find x. " + samples[0].problem
 
 
 def test_geometry3k_reads_letters_as_lmms_eval_does():

@@ -67,12 +67,22 @@ def strip_reasoning(text: str, tag_pairs: TagPairs) -> str:
     return text.strip()
 
 
+def _cut(text: str, until: Sequence[str]) -> str:
+    for term in until:
+        if term:
+            text = text.split(term)[0]
+    return text
+
+
 class Benchmark(Task):
     eval_only = True
     dataset: ClassVar[str] = ""  # where it is published (a Hugging Face dataset id, or a file)
     reference: ClassVar[str] = ""  # the evaluation its prompt, parsing and metrics follow (file @ commit)
     # The reference's harness strips reasoning before scoring (lmms-eval's evaluator does).
     strips_reasoning: ClassVar[bool] = True
+    # The reference yaml's generation_kwargs.until: lmms-eval's Qwen model classes cut each
+    # decoded answer at every one of them in turn (`ans.split(term)[0]`) before any filter.
+    until: ClassVar[tuple[str, ...]] = ()
 
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
@@ -97,10 +107,11 @@ class Benchmark(Task):
     def responses(
         self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
     ) -> list[Any]:
-        """What the reference's harness hands `process_results`: each completion through the
-        task's filter, then (lmms-eval's evaluator) `strip_reasoning` with `reasoning_tags`;
-        None strips nothing, as lmms-eval's `--reasoning_tags none`."""
-        out = [self.predict(c, s) for c, s in zip(completions, samples, strict=True)]
+        """What the reference's harness hands `process_results`: each completion cut at the
+        `until` strings, through the task's filter, then (lmms-eval's evaluator)
+        `strip_reasoning` with `reasoning_tags`; None strips nothing, as lmms-eval's
+        `--reasoning_tags none`."""
+        out = [self.predict(_cut(c, self.until), s) for c, s in zip(completions, samples, strict=True)]
         if reasoning_tags is None or not self.strips_reasoning:
             return out
         return [strip_reasoning(r, reasoning_tags) if isinstance(r, str) else r for r in out]
