@@ -276,8 +276,9 @@ def family_setup(request):
 
 
 def vision_tokens_the_processor_counts(processor, family: ModelFamily, sample, prompt) -> tuple[int, int]:
-    """Image and video tokens as the processor computes them from the files' own sizes."""
-    image_sizes = [Image.open(path).size[::-1] for path in sample.images]
+    """Image and video tokens as the processor computes them from the files' own sizes (or the
+    size the task squashes them to: classification's 384 x 384)."""
+    image_sizes = [(sample.image_size or Image.open(path).size)[::-1] for path in sample.images]
     kwargs = {"images_kwargs": {"min_pixels": 3136, "max_pixels": 50176}}
     video_sizes = None
     if prompt.video is not None:
