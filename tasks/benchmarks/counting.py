@@ -68,9 +68,6 @@ class _CountingBenchmark(Benchmark):
         return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
                        frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
 
-    def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}]
-
     def aggregations(self):
         return {"acc": lambda items: mean(items)}
 

@@ -300,15 +300,8 @@ class _MathBenchmark(Benchmark):
     system: str | None = None
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        # lmms-eval's Qwen model classes delete a literal "<image>" from the prompt text
-        # (models/simple/qwen2_5_vl.py generate_until); Geometry3K's problems may hold one.
-        text = sample.problem.replace("<image>", "")
-        user = {
-            "role": "user",
-            "content": [*({"type": "image"} for _ in sample.images), {"type": "text", "text": text}],
-        }
         system = {"role": "system", "content": [{"type": "text", "text": self.system}]}
-        return ([system] if self.system else []) + [user]
+        return ([system] if self.system else []) + super().messages(sample)
 
     def _sample(self, record, ctx, prompt: str, truth: Any, image_key: str) -> list[Sample]:
         path, width, height = record_image(record, ctx, (image_key,))

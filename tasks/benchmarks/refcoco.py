@@ -218,9 +218,6 @@ class _RefCOCOBenchmark(Benchmark):
         qid = record.get("question_id")
         return path, width, height, [float(v) for v in bbox], str(ctx.index if qid is None else qid)
 
-    def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}]
-
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_parquet(_target(path, self.split), synthetic_rows(size, seed), SCHEMA)
 

@@ -174,9 +174,6 @@ class _ScreenSpot(Benchmark):
         """(normalized box, the [width, height] the reading used, element type, platform)."""
         raise NotImplementedError
 
-    def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": sample.problem}]}]
-
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         point = parse_point(completion)
         if point is not None and self.options.coords == "model":

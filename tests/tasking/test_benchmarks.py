@@ -814,11 +814,12 @@ def test_geometry3k_equals_lmms_eval(reference, tmp_path):
         _assert_same(task, samples, responses, expected)
 
 
-def test_a_literal_image_token_leaves_the_prompt_text_as_lmms_evals_qwen_models_delete_it(tmp_path):
-    task, samples, _ = _load("geometry3k", tmp_path, size=1, seed=2)
+@pytest.mark.parametrize("name", ["geometry3k", "countbench"])
+def test_a_literal_image_token_leaves_the_prompt_text_as_lmms_evals_qwen_models_delete_it(name, tmp_path):
+    task, samples, _ = _load(name, tmp_path, size=1, seed=2)
     sample = dataclasses.replace(samples[0], problem="<image>Find x. " + samples[0].problem)
-    text = task.messages(sample)[-1]["content"][-1]["text"]
-    assert text == "Find x. " + samples[0].problem
+    content = task.messages(sample)[-1]["content"]
+    assert content == [{"type": "image"}, {"type": "text", "text": "Find x. " + samples[0].problem}]
 
 
 def test_geometry3k_reads_letters_as_lmms_eval_does():

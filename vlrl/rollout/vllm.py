@@ -130,6 +130,7 @@ def _held_experts_refusal(checkpoint: str) -> str:
     )
 
 
+QWEN3_VL = OnVLLM(video_refusal=QWEN3_VIDEO, prompt_as_text=True)
 QWEN3_5 = OnVLLM(
     refusal=_qwen3_5_refusal,
     # vLLM caches prefixes of hybrid models only in its 'align' mode, which needs chunked
@@ -141,14 +142,9 @@ QWEN3_5 = OnVLLM(
 
 
 ON_VLLM = {  # by family name; a family not here runs with Qwen2-VL's request layout
-    "qwen3_vl": OnVLLM(video_refusal=QWEN3_VIDEO, prompt_as_text=True),
+    "qwen3_vl": QWEN3_VL,
     # its checkpoints load (saved with the released experts' layout: models/qwen3_vl.py), pushes not on the CPU
-    "qwen3_vl_moe": OnVLLM(
-        refusal=_experts_refusal,
-        video_refusal=QWEN3_VIDEO,
-        prompt_as_text=True,
-        checkpoint_refusal=_held_experts_refusal,
-    ),
+    "qwen3_vl_moe": replace(QWEN3_VL, refusal=_experts_refusal, checkpoint_refusal=_held_experts_refusal),
     "qwen3_5": QWEN3_5,
     "qwen3_5_moe": replace(QWEN3_5, refusal=_experts_refusal),
 }

@@ -87,6 +87,14 @@ class Benchmark(Task):
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
 
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        """As lmms-eval's Qwen model classes build them: the sample's images, then its prompt
+        text with any literal "<image>" deleted (models/simple/qwen2_5_vl.py generate_until;
+        Geometry3K's problems may hold one)."""
+        images = [{"type": "image"} for _ in sample.images]
+        text = sample.problem.replace("<image>", "")
+        return [{"role": "user", "content": [*images, {"type": "text", "text": text}]}]
+
     def target(self, sample: Sample) -> str:
         raise ConfigError(f"task {self.name!r} is an evaluation-only benchmark: it has no training targets")
 
