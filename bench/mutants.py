@@ -250,8 +250,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("beta ignored", "vlrl/algos/losses.py", "per_token = per_token + cfg.beta * kl", "per_token = per_token + kl", (KL,)),
     Mutation(
         "kl_estimator names swapped", "vlrl/algos/losses.py",
-        'KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}',
-        'KL_ESTIMATORS = {"k1": kl_k3, "k2": kl_k2, "k3": kl_k1, "low_var": kl_low_var}', (ALGOS, TRL),
+        '"k1": kl_k1, "k2": kl_k2, "k3": kl_k3,', '"k1": kl_k3, "k2": kl_k2, "k3": kl_k1,', (ALGOS, TRL),
+    ),
+    Mutation(
+        "k3_clamped unclamped", "vlrl/algos/losses.py",
+        "delta = torch.clamp(ref_logp - logp, -10.0, 10.0)", "delta = ref_logp - logp", (ALGOS,),
+    ),
+    Mutation(
+        "k3_clamped dispatched as k3", "vlrl/algos/losses.py", '"k3_clamped": kl_k3_clamped', '"k3_clamped": kl_k3', (ALGOS,),
     ),
     Mutation("k3's sign flipped", "vlrl/algos/losses.py", "delta = ref_logp - logp", "delta = logp - ref_logp", (ALGOS, LOSSES, TRL)),
     Mutation("mask_truncated ignored", "vlrl/trainer/rl.py", "if algo.mask_truncated:", "if False:", (MASK,)),

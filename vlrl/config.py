@@ -113,6 +113,11 @@ class VideoConfig:
     max_pixels_from: Literal["video_r1", "message"] = "video_r1"
     # What decodes the file: PyAV (FFmpeg, frame by frame) or decord (what Video-R1 reads with).
     backend: Literal["pyav", "decord"] = "pyav"
+    # Where the model is told the frames are in time. sampled: where they were sampled from in the
+    # file (Qwen2.5-VL's mrope: temporal_patch_size / sampled fps seconds a temporal patch).
+    # video_r1: as if sampled at 2 fps from the clip's start, what Video-R1's training trains with
+    # (its processor calls pass no fps and transformers 4.49 then assumes 2: one second a patch).
+    time_from: Literal["sampled", "video_r1"] = "sampled"
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "total_pixels")
@@ -460,7 +465,8 @@ class AlgoConfig:
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
     # KL to the reference model.
     beta: float = 0.04  # 0 loads no reference model
-    kl_estimator: Literal["k1", "k2", "k3", "low_var"] = "k3"
+    # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3
+    kl_estimator: Literal["k1", "k2", "k3", "low_var", "k3_clamped"] = "k3"
     # Updates per rollout.
     num_iterations: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass

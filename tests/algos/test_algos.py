@@ -17,6 +17,7 @@ from vlrl.algos.losses import (
     kl_k1,
     kl_k2,
     kl_k3,
+    kl_k3_clamped,
     kl_low_var,
     policy_loss,
 )
@@ -112,6 +113,13 @@ def test_kl_estimators():
     value = kl_low_var(far, torch.tensor([-5.0]))
     value.backward()
     assert value.item() == 10.0 and far.grad.item() == 0.0
+    # Video-R1's: the log-ratio clamped to [-10, 10], then k3 (e^10 - 11 at 12 nats, no gradient)
+    for gap, expected in [(12.0, math.exp(10) - 11), (-15.0, math.exp(-10) + 9), (-0.5, math.exp(-0.5) - 0.5)]:
+        logp = torch.tensor([0.0], requires_grad=True)
+        value = kl_k3_clamped(logp, torch.tensor([gap]))
+        value.backward()
+        assert value.item() == pytest.approx(expected, rel=1e-6)
+        assert logp.grad.item() == (0.0 if abs(gap) > 10 else pytest.approx(1 - math.exp(gap)))
 
 
 def test_overlong_penalty_ramps_over_the_buffer():
@@ -295,7 +303,11 @@ def test_each_kl_estimator_is_dispatched_by_name():
     logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
     values = {name: fn(logp, ref).item() for name, fn in KL_ESTIMATORS.items()}
     k3 = math.exp(-0.5) + 0.5 - 1
-    assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3})
+    assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3, "k3_clamped": k3})
+    far = {name: fn(torch.tensor([0.0]), torch.tensor([12.0])).item() for name, fn in KL_ESTIMATORS.items()}
+    assert far == pytest.approx(
+        {"k1": -12, "k2": 72, "k3": math.exp(12) - 13, "low_var": 10, "k3_clamped": math.exp(10) - 11}
+    )
 
 
 def test_cpgd_clips_the_log_ratio_below_at_epsilon_and_above_at_epsilon_high():

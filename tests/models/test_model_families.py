@@ -47,7 +47,8 @@ VIDEO = VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544)
 
 
 def model_cfg(family: str, **fields) -> ModelConfig:
-    return ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176, video=VIDEO, **fields)
+    fields = {"video": VIDEO, **fields}
+    return ModelConfig(path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176, **fields)
 
 
 @contextlib.contextmanager
@@ -251,6 +252,30 @@ def test_qwen25_video_tokens_are_placed_in_time_by_the_seconds_of_each_temporal_
     temporal = positions[0, 0, prompt.mm_token_type_ids == 2].view(t, -1)  # (temporal patch, its tokens)
     assert (temporal == temporal[:, :1]).all()
     assert (temporal[:, 0] - temporal[0, 0]).tolist() == [int(i * seconds * 2) for i in range(t)]
+
+
+def test_qwen25_video_tokens_are_a_second_a_temporal_patch_apart_when_timed_as_video_r1_trains(video_qa_data):
+    """model.video.time_from=video_r1: Video-R1's trainer tells the processor no fps, so
+    transformers 4.49 assumes 2 and every temporal patch lasts one second (two positions at
+    tokens_per_second 2), however the frames were sampled; the frames themselves are unchanged."""
+    from dataclasses import replace
+
+    from vlrl.models.batch import collate
+    from vlrl.models.loading import pretrained
+
+    cfg = model_cfg("qwen2_5_vl", video=replace(VIDEO, time_from="video_r1"))
+    processor, family, task = load_processor(cfg), model_family(cfg), VideoQA()
+    sample = next(s for s in task.load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    prompt = render_prompt(processor, task.messages(sample), sample, cfg)
+    sampled = render_prompt(processor, task.messages(sample), sample, model_cfg("qwen2_5_vl"))
+    assert sampled.vision["second_per_grid_ts"].tolist() != pytest.approx([1.0])
+    assert prompt.vision["second_per_grid_ts"].tolist() == pytest.approx([1.0])
+    assert torch.equal(prompt.vision["pixel_values_videos"], sampled.vision["pixel_values_videos"])
+    model = pretrained(cfg, checkpoint_path(cfg))
+    positions, _ = family.rope_positions(model, collate([prompt], processor.tokenizer.pad_token_id))
+    t = prompt.vision["video_grid_thw"][0, 0].item()
+    temporal = positions[0, 0, prompt.mm_token_type_ids == 2].view(t, -1)
+    assert (temporal[:, 0] - temporal[0, 0]).tolist() == [2 * i for i in range(t)]
 
 
 # -- every family x every built-in task --------------------------------------------------------------

@@ -41,6 +41,7 @@ KL_BY_HAND = {
     "k2": lambda logp, ref: 0.5 * (logp - ref) ** 2,
     "k3": k3,
     "low_var": lambda logp, ref: torch.clamp(k3(logp, ref.clamp(logp - 20, logp + 20)), -10, 10),
+    "k3_clamped": lambda logp, ref: k3(logp, ref.clamp(logp - 10, logp + 10)),
 }
 
 
@@ -121,7 +122,7 @@ def assert_same_gradient(got, expected):
         torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
-@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "low_var"])
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "low_var", "k3_clamped"])
 def test_each_kl_estimator_enters_the_loss_and_its_gradient(estimator, tmp_path, rec_data, tiny_qwen25, monkeypatch):
     """algo.kl_estimator through a training step: the logged KL and the step's gradient are the
     hand-written estimator's, for a reference 4 nats below to 4 above the policy (k3 up to

@@ -147,7 +147,15 @@ def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return torch.clamp(torch.exp(delta) - delta - 1, -10.0, 10.0)
 
 
-KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var}
+def kl_k3_clamped(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k3 of ref - logp clamped to [-10, 10], as Video-R1's trainer computes its KL
+    (src/r1-v/src/open_r1/trainer/grpo_trainer.py at 59d65c3, lines 564-565): k3 up to
+    e^10 - 11, with no gradient past the clamp."""
+    delta = torch.clamp(ref_logp - logp, -10.0, 10.0)
+    return torch.exp(delta) - delta - 1
+
+
+KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var, "k3_clamped": kl_k3_clamped}
 
 
 def token_weights(

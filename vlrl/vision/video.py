@@ -9,6 +9,9 @@ n / total * video fps, and every frame is smart-resized with fetch_video's pixel
 Decoding (`model.video.backend`): PyAV (FFmpeg), frame by frame, keeping only the sampled
 frames in memory; or decord, qwen-vl-utils' and Video-R1's reader, which seeks to the sampled
 frames. Each backend reads the frame count and fps itself, as qwen-vl-utils does with decord.
+
+Where the frames are in time (`model.video.time_from`): where they were sampled from, or, as
+Video-R1 trains, as if consecutive frames of a 2-fps clip.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ from vlrl.vision.resize import model_size
 
 FRAME_FACTOR = 2  # qwen-vl-utils samples an even number of frames (two make a temporal patch)
 VIDEO_MAX_TOKENS = 768  # qwen-vl-utils' VIDEO_MAX_TOKEN_NUM: a frame's pixels stay below this x factor^2
+# The fps transformers 4.49's Qwen2.5-VL processor assumes when a call passes none (processing_
+# qwen2_5_vl.py: videos_kwargs.pop("fps", 2.0)), as every call of Video-R1's trainer does
+# (src/r1-v/src/open_r1/trainer/grpo_trainer.py at 59d65c3, lines 430-438 and 459-467).
+VIDEO_R1_FPS = 2.0
 
 
 @dataclass
@@ -159,6 +166,8 @@ def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
 
         video = resize(video, [height, width], interpolation=InterpolationMode.BICUBIC, antialias=True)
     video = video.float()  # resized as uint8 (rounded), then float, as fetch_video does
+    if spec.time_from == "video_r1":  # consecutive frames of a 2-fps clip: a temporal patch a second
+        return Video(video, VIDEO_R1_FPS, n, list(range(n)))
     return Video(video, fps, total, indices)
 
 
