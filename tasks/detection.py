@@ -54,8 +54,10 @@ from vlrl.data.records import (
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
 
-# VLM-R1's OVD prompt (om-ai-lab/VLM-R1 examples/ovd/infer_ovd.py build_prompt, the prompt of
-# its public OVD demo); {categories} becomes the Python list of names, as VLM-R1 writes it.
+# The OVD prompt of VLM-R1's OVD inference demo (examples/ovd/infer_ovd.py build_prompt, in its
+# pull request #359 at bc96924, not merged); {categories} becomes the Python list of names, as
+# written there. VLM-R1's own OVD training prompt (its odLength question template around questions
+# from its OVD data) is not public.
 VLM_R1_OVD_TEMPLATE = (
     "First think about the reasoning process in the mind and then provide the user with the answer. "
     "The reasoning process and answer are enclosed within <think></think> and <answer></answer> tags, "
@@ -165,11 +167,15 @@ class Detection(Task):
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_synthetic_coco(path, size, seed)
 
-    def prompt_categories(self, present: list[str], all_names: list[str], image_id: Any) -> list[str]:
-        """Category names a prompt asks for, in the file's category order."""
+    def prompt_categories(
+        self, present: list[str], all_names: list[str], image_id: Any, crowd_only: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """Category names a prompt asks for, in the file's category order. A category the image
+        holds only as crowd regions is never named as absent (a "None" would score 1 where a
+        right box scores 0): with `present`, it is not asked at all."""
         if self.options.prompt_categories == "all":
             return list(all_names)
-        absent = [n for n in all_names if n not in present]
+        absent = [n for n in all_names if n not in present and n not in crowd_only]
         wanted = self.options.negative_categories if present else max(1, self.options.negative_categories)
         negatives = random.Random(f"detection-negatives-{image_id}").sample(absent, min(wanted, len(absent)))
         chosen = set(present) | set(negatives)
@@ -461,7 +467,8 @@ class _CocoReader:
                 {"box": obj["box"], "label": obj["label"], "area": obj["area"]}
             )
         present = [n for n in names if any(o["label"] == n for o in solution)]
-        asked = self.task.prompt_categories(present, names, image_id)
+        crowd_only = frozenset(o["label"] for o in crowd) - set(present)
+        asked = self.task.prompt_categories(present, names, image_id, crowd_only)
         return Sample(
             id=str(image_id),
             task=self.task.name,

@@ -526,6 +526,23 @@ def test_alias_and_prompt_categories(tmp_path):
     assert everything.meta["prompt_categories"] == ["dog", "cat", "cow", "pig"]
 
 
+def test_a_category_present_only_as_crowd_regions_is_never_named_absent(tmp_path):
+    """A crowd region of 'cat' beside a dog: the prompt asks for the dog and the absent
+    categories, never the cat, whose "None" would earn the no-object reward although it is there."""
+    names = ["dog", "cat", "cow", "pig", "hen"]
+    annotations = [
+        {"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 5, 5]},
+        {"id": 2, "image_id": 1, "category_id": 2, "bbox": [2, 2, 6, 6], "iscrowd": 1},
+    ]
+    path = _coco_file(tmp_path, annotations, categories=[{"id": i, "name": n} for i, n in enumerate(names, 1)])
+    sample = Detection(options={"negative_categories": 4}).load(path, FrameSpec()).samples[0]
+    assert sample.meta["prompt_categories"] == ["dog", "cow", "pig", "hen"]  # every absent one, not the cat
+    assert (
+        Detection(options={"prompt_categories": "all"}).load(path, FrameSpec()).samples[0].meta["prompt_categories"]
+        == names
+    )
+
+
 def _one_image(tmp_path, kind: str, max_pixels: int):
     Image.new("RGB", (1120, 560), (128, 128, 128)).save(tmp_path / "im.png")
     data = {
