@@ -4,9 +4,10 @@ compares each headline metric's mean gain (after RL - SFT start) with its spread
     python bench/demo_seeds.py [--config configs/demo/refcoco.yaml] [--seeds 0 1 2] [--jobs 1]
                                [--no-run] [key.sub=value ...]
 
-Each seed runs in its own process into runs/demo/<task>-seed<N> (`--no-run` only reads the
-demo_summary.json files already there). `--jobs 2` runs two seeds side by side, one thread
-each: faster, but then `seconds` is not the demo's time alone. Prints one JSON line: per seed
+The overrides go to every seed's demo; write them first or after another option than --seeds,
+which would take them for seeds. Each seed runs in its own process into
+runs/demo/<task>-seed<N> (`--no-run` only reads the demo_summary.json files already there).
+`--jobs 2` runs two seeds side by side, one thread each: faster, but then `seconds` is not the demo's time alone. Prints one JSON line: per seed
 its before, after, seconds and `cpu`, the kernels torch used ("AVX2", "AVX512": they round
 otherwise, so the numbers differ; null in a summary older than that); per metric the gains'
 mean, sample standard deviation and their ratio (null when every seed gained the same), and the

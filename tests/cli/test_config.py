@@ -332,8 +332,8 @@ def test_extends_cycles_and_missing_parents_are_refused(tmp_path):
 
 
 # configs/demo/refcoco.yaml as it was before it extended configs/demo/base.yaml, with the cold start
-# of 5000 steps it has since (3000 then): `make demo`'s numbers in the README were measured with
-# exactly this configuration.
+# it has since (5000 steps at a constant lr; 3000 under a cosine then): `make demo`'s numbers in the
+# README were measured with exactly this configuration.
 DEMO_REFCOCO_FLAT = """
 model: {path: "tiny:qwen2_5_vl", dtype: float32, min_pixels: 3136, max_pixels: 12544}
 data:
@@ -351,7 +351,7 @@ task:
 rollout: {num_generations: 8, max_new_tokens: 48, temperature: 1.0}
 algo: {beta: 0.0}
 trainer: {output_dir: runs/demo/refcoco, steps: 500, prompts_per_step: 8, lr: 3.0e-4, save_every: 100, keep_last: 1, log_samples_every: 25}
-sft: {output_dir: runs/demo/refcoco-sft, steps: 5000, prompts_per_step: 8, lr: 3.0e-3, lr_schedule: cosine, warmup_steps: 20, save_every: 1000, keep_last: 1}
+sft: {output_dir: runs/demo/refcoco-sft, steps: 5000, prompts_per_step: 8, lr: 3.0e-3, lr_schedule: constant, warmup_steps: 20, save_every: 1000, keep_last: 1}
 eval: {max_new_tokens: 48, batch_size: 32, every: 100, headline: [acc@0.5, mean_iou, format_rate, reward]}
 """
 
