@@ -70,6 +70,9 @@ MODEL_PATH_MISSING = (
 )
 
 
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")  # a layer or parameter name, not a pattern
+
+
 @dataclass
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
@@ -81,17 +84,31 @@ class LoraConfig:
     target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
+    # Parameters to adapt that no linear layer holds: a mixture of experts' fused weights
+    # (mlp.experts.gate_up_proj, mlp.experts.down_proj), an adapter of rank r per expert (PEFT's
+    # target_parameters); each name must match. Not with dropout (PEFT has none there) or fsdp2.
+    target_parameters: list[str] = field(default_factory=list)
 
     def validate(self, key: str) -> None:
         require_nonnegative(key, self, "r")
         require_positive(key, self, "alpha")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"config: {key}.dropout must be in [0, 1), got {self.dropout}")
-        plain = [name for name in self.target_modules if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", name)]
+        plain = [name for name in self.target_modules if DOTTED_NAME.fullmatch(name)]
         if not self.target_modules or plain != self.target_modules:
             raise ConfigError(
                 f"config: {key}.target_modules must name the layers to adapt (q_proj, mlp.down_proj, ...), got "
                 f"{self.target_modules}"
+            )
+        if not all(DOTTED_NAME.fullmatch(name) for name in self.target_parameters):
+            raise ConfigError(
+                f"config: {key}.target_parameters must name parameters (mlp.experts.gate_up_proj, ...), got "
+                f"{self.target_parameters}"
+            )
+        if self.target_parameters and self.dropout:
+            raise ConfigError(
+                f"config: {key}.target_parameters takes no dropout (PEFT applies none to a parameter's adapter), "
+                f"got {key}.dropout={self.dropout}"
             )
 
 
@@ -688,6 +705,12 @@ class Config:
             raise ConfigError(f"config: mixture names a task twice: {names}")
         if any(entry.weight <= 0 for entry in self.mixture):
             raise ConfigError("config: mixture weights must be > 0")
+        for section in ("trainer", "sft"):
+            if self.model.lora.r and self.model.lora.target_parameters and getattr(self, section).parallel == "fsdp2":
+                raise ConfigError(
+                    f"config: model.lora.target_parameters with {section}.parallel=fsdp2 is not built (PEFT "
+                    "reparametrizes the wrapped parameter at each forward; never run on sharded ones): use replicated"
+                )
         algo = self.algo
         if algo.mini_batches > self.trainer.prompts_per_step:
             raise ConfigError(

@@ -52,6 +52,16 @@ def test_counts_from_the_config_equal_the_loaded_models(family):
         assert shape.vocab == 640 and shape.kv_width == 2 * 2 * 16  # two kv heads of 16
 
 
+@pytest.mark.parametrize("family", ["qwen3_vl_moe", "qwen3_5_moe"])
+def test_the_plan_counts_the_adapters_on_a_mixtures_fused_experts(family):
+    experts = "model.lora.target_parameters=[mlp.experts.gate_up_proj,mlp.experts.down_proj]"
+    cfg = load_config(None, [f"model.path=tiny:{family}", "model.lora.r=4", "model.dtype=float32", experts])
+    model = load_model(cfg.model)
+    without = model_shape(load_config(None, [f"model.path=tiny:{family}", "model.lora.r=4", "model.dtype=float32"]))
+    assert model_shape(cfg).trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert model_shape(cfg).trainable > without.trainable
+
+
 def one_layer(kind: str, dtype: torch.dtype) -> tuple[torch.nn.Module, object]:
     """One decoder layer 256 wide with its text config: Qwen3.5's linear attention (8 value heads
     of 32), or Qwen3-VL MoE's experts (32 of 96, 4 routed, through grouped_mm)."""

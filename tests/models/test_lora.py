@@ -390,3 +390,74 @@ def test_lora_targets_the_named_projections_of_the_language_model_and_none_of_th
     assert picked == {f"model.language_model.layers.{i}.mlp.up_proj" for i in layers} | {
         f"model.language_model.layers.{i}.self_attn.q_proj" for i in layers
     }
+
+
+EXPERTS = "[mlp.experts.gate_up_proj,mlp.experts.down_proj]"
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl_moe", "qwen3_5_moe"])
+def test_lora_on_a_mixture_of_experts_fused_weights_adapts_each_expert_and_merges_into_plain_weights(arch, tmp_path):
+    """model.lora.target_parameters on the MoE families: an adapter on each fused expert tensor
+    (PEFT's ParamWrapper, nested one per parameter) trains while the experts stay frozen, and
+    what an engine or an export receives (`full_weights`: the adapters merged in) loaded into a
+    plain model computes the adapted model's logits, as its saved adapter merged by `pretrained`."""
+    from vlrl.models.loading import full_weights, save_model
+
+    options = [f"model.path=tiny:{arch}", "model.dtype=float32", "model.lora.r=4"]
+    cfg = load_config(None, [*options, f"model.lora.target_parameters={EXPERTS}"]).model
+    torch.manual_seed(0)
+    model = load_model(cfg).eval()
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert all("lora_" in n for n in trained)  # the experts (and every base weight) frozen
+    expert_adapters = [n for n in trained if ".mlp.experts." in n and "lora_B" in n]
+    assert len(expert_adapters) == 2 * 2  # two fused tensors in each of the tiny build's two layers
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name and ".mlp.experts." in name:  # the experts' adapters alone move the model
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    ids = torch.randint(0, 300, (2, 12), generator=generator)
+    with torch.no_grad():
+        adapted = model(input_ids=ids).logits
+        with model.disable_adapter():
+            plain_logits = model(input_ids=ids).logits
+    assert (adapted - plain_logits).abs().max() > 1e-2
+
+    plain = load_model(load_config(None, options[:2]).model).eval()
+    weights = dict(full_weights(model))
+    assert weights.keys() == plain.state_dict().keys()
+    plain.load_state_dict(weights)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(input_ids=ids).logits, adapted, rtol=1e-4, atol=1e-5)
+
+    save_model(model, tmp_path / "adapter")
+    merged = pretrained(load_config(None, options[:2]).model, str(tmp_path / "adapter")).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, adapted, rtol=1e-4, atol=1e-5)
+
+
+def test_a_grpo_run_with_adapters_on_the_experts_moves_them_and_not_the_experts(tmp_path, rec_data):
+    run = tmp_path / "run"
+    options = {"model.path": "tiny:qwen3_vl_moe", "model.lora.target_parameters": EXPERTS, "trainer.steps": 1}
+    train(load_config(None, overrides(run, rec_data, **options)))
+    adapters = load_file(run / "checkpoints" / "step-0000001" / "adapter_model.safetensors")
+    moved = [n for n, w in adapters.items() if ".mlp.experts." in n and "lora_B" in n and w.abs().max() > 0]
+    assert len(moved) == 4 and all("lora_" in n for n in adapters)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["model.lora.target_parameters=[mlp.experts.up_proj]"], r"\['mlp.experts.up_proj'\] name no parameter .* "
+         r"fused \(3D\) parameters are mlp.experts.down_proj, mlp.experts.gate_up_proj"),
+        ([f"model.lora.target_parameters={EXPERTS}", "model.lora.dropout=0.1"], r"target_parameters takes no dropout"),
+        ([f"model.lora.target_parameters={EXPERTS}", "trainer.parallel=fsdp2"], r"fsdp2 is not built"),
+        (["model.lora.target_parameters=['experts.*']"], r"target_parameters must name parameters"),
+    ],
+)  # fmt: skip
+def test_lora_target_parameters_that_cannot_be_adapted_are_refused_saying_why(extra, message):
+    from vlrl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        cfg = load_config(None, ["model.path=tiny:qwen3_vl_moe", "model.lora.r=4", *extra])
+        load_model(cfg.model)

@@ -205,7 +205,14 @@ def load_model(
                 f"config: model.lora.target_modules {cfg.lora.target_modules} name no linear layer of the language "
                 f"model; its layers are named {', '.join(own)}"
             )
-        lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=target)
+        check_target_parameters(model, cfg.lora.target_parameters, family.vision_tower)
+        lora = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=target,
+            target_parameters=cfg.lora.target_parameters or None,
+        )
         model = get_peft_model(model, lora)
         # what the adapter was added to, absolute: its checkpoint is read from any directory
         model.peft_config["default"].base_model_name_or_path = absolute_if_local(model_path)
@@ -214,6 +221,19 @@ def load_model(
     # Moved last, so that a run's adapters start the same on every device and strategy (FSDP2
     # loads on the CPU, the replicated strategy on the GPU).
     return model.to(device)
+
+
+def check_target_parameters(model: torch.nn.Module, names: list[str], vision_tower: str) -> None:
+    """Each of `names` (model.lora.target_parameters) the suffix of some language-model parameter,
+    as PEFT matches them (it skips a name that matches nothing, silently)."""
+    held = [n for n, _ in model.named_parameters() if vision_tower not in n]
+    missing = [name for name in names if not any(n == name or n.endswith(f".{name}") for n in held)]
+    if missing:
+        fused = sorted({n.split(".", n.count(".") - 2)[-1] for n, p in model.named_parameters() if p.dim() == 3})
+        raise ConfigError(
+            f"config: model.lora.target_parameters {missing} name no parameter of the language model; its fused "
+            f"(3D) parameters are {', '.join(fused) or 'none'}"
+        )
 
 
 @torch.no_grad()
@@ -319,10 +339,27 @@ def transformers_weights(
     for key, tensor in tensors:
         if ".lora_" in key:
             continue
-        if key.endswith(".base_layer.weight"):
-            from peft.tuners.lora import LoraLayer
+        if ".base_layer." in key:
+            layer = adapting_layer(base, key)
+            if layer is not None:
+                tensor = merged_weight(layer, tensor)
+        yield re.sub(r"\.base_layer(?=\.)", "", key), tensor  # nested wrappers: one .base_layer each
 
-            module = base.get_submodule(key.removesuffix(".base_layer.weight"))
-            if isinstance(module, LoraLayer) and not module.disable_adapters:
-                tensor = merged_weight(module, tensor)
-        yield key.replace(".base_layer.", "."), tensor
+
+def adapting_layer(base: torch.nn.Module, key: str) -> torch.nn.Module | None:
+    """The LoRA layer whose adapters are on and adapt the tensor `key` (a name under PEFT's
+    wrappers: `x.base_layer.weight` of an adapted Linear, `experts.base_layer.base_layer.down_proj`
+    of a parameter PEFT wraps, its wrappers nested one per parameter); None when none does."""
+    from peft.tuners.lora import LoraLayer, ParamWrapper
+
+    path, _, name = key.rpartition(".")
+    layer = base.get_submodule(path.partition(".base_layer")[0])
+    while isinstance(layer, LoraLayer):
+        if isinstance(layer, ParamWrapper) and layer.parameter_name == name:
+            break
+        if not isinstance(layer, ParamWrapper) and name == "weight" and path.endswith(".base_layer"):
+            break
+        layer = layer.base_layer
+    else:
+        return None
+    return None if layer.disable_adapters else layer

@@ -128,7 +128,11 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
     frozen = sum(p.numel() for p in vision.parameters()) if cfg.model.freeze_vision else 0
     r = cfg.model.lora.r
     adapted = adapted_linears(model, cfg) if r > 0 else []
-    trainable = sum(r * (m.in_features + m.out_features) for m in adapted) if r > 0 else params - frozen
+    trainable = (
+        sum(r * (m.in_features + m.out_features) for m in adapted) + parameter_adapters(model, cfg)
+        if r > 0
+        else params - frozen
+    )
     unit_params = [
         sum(p.numel() for p in {id(p): p for m in modules for p in m.parameters()}.values()) for modules in units
     ]
@@ -215,6 +219,14 @@ def adapted_linears(model: torch.nn.Module, cfg: Config) -> list[torch.nn.Linear
     family = family_for_model_type(model.config.model_type)
     target = re.compile(family.lora_target(cfg.model.lora.target_modules))
     return [m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear) and target.match(name)]
+
+
+def parameter_adapters(model: torch.nn.Module, cfg: Config) -> int:
+    """The adapter weights model.lora.target_parameters adds: for each parameter it names (a
+    mixture's fused experts x in x out, as PEFT's ParamWrapper reads it), r x experts x (in + out)."""
+    names = cfg.model.lora.target_parameters
+    shapes = [p.shape for n, p in model.named_parameters() if any(n == t or n.endswith(f".{t}") for t in names)]
+    return sum(cfg.model.lora.r * (s[0] if len(s) == 3 else 1) * (s[-2] + s[-1]) for s in shapes)
 
 
 def shape_config(name: str):

@@ -137,8 +137,8 @@ class Qwen35Moe(Qwen35):
     tiny_builds: ClassVar[dict] = {"qwen3_5_moe": {**QWEN3_TINY, "expert_intermediate": 32}}
     limits = (
         "LoRA's default targets reach the full-attention layers and the shared expert, not the routed experts "
-        "(fused 3D parameters) nor the linear-attention projections (in_proj_qkv, in_proj_z, out_proj: add them "
-        "to model.lora.target_modules)"
+        "(fused 3D parameters: model.lora.target_parameters) nor the linear-attention projections (in_proj_qkv, "
+        "in_proj_z, out_proj: add them to model.lora.target_modules)"
     )
 
     @staticmethod

@@ -125,8 +125,8 @@ class Qwen3VLMoe(Qwen3VL):
     # wrong layout fails on its shape (vLLM's CPU kernel takes gate and up together in multiples of 64 only)
     tiny_builds: ClassVar[dict] = {"qwen3_vl_moe": {**QWEN3_TINY, "expert_intermediate": 96}}
     limits = (
-        "LoRA reaches attention only: the experts are fused 3D parameters (gate_up_proj, down_proj), "
-        "not the Linear modules peft targets"
+        "LoRA's target_modules reach attention only: the experts are fused 3D parameters, which "
+        "model.lora.target_parameters adapts ([mlp.experts.gate_up_proj, mlp.experts.down_proj])"
     )
 
     @staticmethod
