@@ -780,7 +780,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "full weights without the LoRA merge", "vlrl/models/loading.py",
-        "tensor = merged_weight(module, tensor)", "tensor = tensor", (FSDP_TWO,),
+        "tensor = merged_weight(layer, tensor)", "tensor = tensor", (FSDP_TWO,),
     ),
     *family(
         "vlrl/models/policy.py", (LEAN_FORWARD,),
