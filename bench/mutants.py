@@ -254,12 +254,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "k3_clamped unclamped", "vlrl/algos/losses.py",
-        "delta = torch.clamp(ref_logp - logp, -10.0, 10.0)", "delta = ref_logp - logp", (ALGOS,),
+        "return k3_of(torch.clamp(ref_logp - logp, -10.0, 10.0))", "return k3_of(ref_logp - logp)", (ALGOS,),
     ),
     Mutation(
         "k3_clamped dispatched as k3", "vlrl/algos/losses.py", '"k3_clamped": kl_k3_clamped', '"k3_clamped": kl_k3', (ALGOS,),
     ),
-    Mutation("k3's sign flipped", "vlrl/algos/losses.py", "delta = ref_logp - logp", "delta = logp - ref_logp", (ALGOS, LOSSES, TRL)),
+    Mutation("k3's sign flipped", "vlrl/algos/losses.py", "return k3_of(ref_logp - logp)", "return k3_of(logp - ref_logp)", (ALGOS, LOSSES, TRL)),
     Mutation("mask_truncated ignored", "vlrl/trainer/rl.py", "if algo.mask_truncated:", "if False:", (MASK,)),
     Mutation(
         "epsilon_high ignored", "vlrl/algos/losses.py",

@@ -133,26 +133,28 @@ def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return 0.5 * (logp - ref_logp) ** 2
 
 
-def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Schulman's k3 estimator of KL(pi || ref) per token: exp(ref - logp) - (ref - logp) - 1."""
-    delta = ref_logp - logp
+def k3_of(delta: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 of a log-ratio delta = log ref - log pi: exp(delta) - delta - 1."""
     return torch.exp(delta) - delta - 1
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Schulman's k3 estimator of KL(pi || ref) per token, unclamped (TRL's)."""
+    return k3_of(ref_logp - logp)
 
 
 def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 clamped to [-10, 10], as verl's low_var_kl (verl/trainer/ppo/core_algos.py: kl_penalty),
     so one wild token cannot dominate; as there, ref - logp is clamped to [-20, 20] first, else
     exp overflows past ~88 (float32) and the clamped value has a NaN gradient."""
-    delta = torch.clamp(ref_logp - logp, -20.0, 20.0)
-    return torch.clamp(torch.exp(delta) - delta - 1, -10.0, 10.0)
+    return torch.clamp(k3_of(torch.clamp(ref_logp - logp, -20.0, 20.0)), -10.0, 10.0)
 
 
 def kl_k3_clamped(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 of ref - logp clamped to [-10, 10], as Video-R1's trainer computes its KL
     (src/r1-v/src/open_r1/trainer/grpo_trainer.py at 59d65c3, lines 564-565): k3 up to
     e^10 - 11, with no gradient past the clamp."""
-    delta = torch.clamp(ref_logp - logp, -10.0, 10.0)
-    return torch.exp(delta) - delta - 1
+    return k3_of(torch.clamp(ref_logp - logp, -10.0, 10.0))
 
 
 KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var, "k3_clamped": kl_k3_clamped}
