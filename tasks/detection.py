@@ -168,7 +168,7 @@ class Detection(Task):
         write_synthetic_coco(path, size, seed)
 
     def prompt_categories(
-        self, present: list[str], all_names: list[str], image_id: Any, crowd_only: frozenset[str] = frozenset()
+        self, present: list[str], all_names: list[str], image_id: Any, crowd_only: frozenset[str]
     ) -> list[str]:
         """Category names a prompt asks for, in the file's category order. A category the image
         holds only as crowd regions is never named as absent (a "None" would score 1 where a

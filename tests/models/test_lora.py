@@ -448,7 +448,7 @@ def test_a_grpo_run_with_adapters_on_the_experts_moves_them_and_not_the_experts(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["model.lora.target_parameters=[mlp.experts.up_proj]"], r"\['mlp.experts.up_proj'\] name no parameter .* "
+        (["model.lora.target_parameters=[mlp.experts.up_proj]"], r"\['mlp.experts.up_proj'\] name no parameter of .* "
          r"fused \(3D\) parameters are mlp.experts.down_proj, mlp.experts.gate_up_proj"),
         ([f"model.lora.target_parameters={EXPERTS}", "model.lora.dropout=0.1"], r"target_parameters takes no dropout"),
         ([f"model.lora.target_parameters={EXPERTS}", "trainer.parallel=fsdp2"], r"fsdp2 is not built"),

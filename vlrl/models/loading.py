@@ -16,7 +16,7 @@ from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_i
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
-from vlrl.models.lora import merged_weight
+from vlrl.models.lora import merged_weight, targeted_parameters
 from vlrl.models.patch_embed import linear_patch_embedding
 from vlrl.models.tiny import resolve_tiny
 from vlrl.models.vision_attention import grouped_vision_attention
@@ -205,7 +205,7 @@ def load_model(
                 f"config: model.lora.target_modules {cfg.lora.target_modules} name no linear layer of the language "
                 f"model; its layers are named {', '.join(own)}"
             )
-        check_target_parameters(model, cfg.lora.target_parameters, family.vision_tower)
+        check_target_parameters(model, cfg.lora.target_parameters)
         lora = LoraConfig(
             r=cfg.lora.r,
             lora_alpha=cfg.lora.alpha,
@@ -223,16 +223,15 @@ def load_model(
     return model.to(device)
 
 
-def check_target_parameters(model: torch.nn.Module, names: list[str], vision_tower: str) -> None:
-    """Each of `names` (model.lora.target_parameters) the suffix of some language-model parameter,
-    as PEFT matches them (it skips a name that matches nothing, silently)."""
-    held = [n for n, _ in model.named_parameters() if vision_tower not in n]
-    missing = [name for name in names if not any(n == name or n.endswith(f".{name}") for n in held)]
+def check_target_parameters(model: torch.nn.Module, names: list[str]) -> None:
+    """Each of `names` (model.lora.target_parameters) picks some parameter (PEFT skips a name
+    that picks none, silently)."""
+    missing = [name for name in names if not targeted_parameters(model, [name])]
     if missing:
         fused = sorted({n.split(".", n.count(".") - 2)[-1] for n, p in model.named_parameters() if p.dim() == 3})
         raise ConfigError(
-            f"config: model.lora.target_parameters {missing} name no parameter of the language model; its fused "
-            f"(3D) parameters are {', '.join(fused) or 'none'}"
+            f"config: model.lora.target_parameters {missing} name no parameter of the model; its fused (3D) "
+            f"parameters are {', '.join(fused) or 'none'}"
         )
 
 
@@ -350,16 +349,12 @@ def adapting_layer(base: torch.nn.Module, key: str) -> torch.nn.Module | None:
     """The LoRA layer whose adapters are on and adapt the tensor `key` (a name under PEFT's
     wrappers: `x.base_layer.weight` of an adapted Linear, `experts.base_layer.base_layer.down_proj`
     of a parameter PEFT wraps, its wrappers nested one per parameter); None when none does."""
-    from peft.tuners.lora import LoraLayer, ParamWrapper
+    from peft.tuners.lora import LoraLayer
 
     path, _, name = key.rpartition(".")
     layer = base.get_submodule(path.partition(".base_layer")[0])
     while isinstance(layer, LoraLayer):
-        if isinstance(layer, ParamWrapper) and layer.parameter_name == name:
-            break
-        if not isinstance(layer, ParamWrapper) and name == "weight" and path.endswith(".base_layer"):
-            break
+        if name == getattr(layer, "parameter_name", "weight"):  # a ParamWrapper's, or a Linear's weight
+            return None if layer.disable_adapters else layer
         layer = layer.base_layer
-    else:
-        return None
-    return None if layer.disable_adapters else layer
+    return None

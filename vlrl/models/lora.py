@@ -34,6 +34,12 @@ def lora_linears(model: torch.nn.Module) -> list[torch.nn.Module]:
     ]
 
 
+def targeted_parameters(model: torch.nn.Module, names: list[str]) -> list[tuple[str, torch.nn.Parameter]]:
+    """The parameters `names` (model.lora.target_parameters) pick, as PEFT's target_parameters
+    match them: by the whole name or a dotted suffix of it (mlp.experts.down_proj)."""
+    return [(n, p) for n, p in model.named_parameters() if any(n == t or n.endswith(f".{t}") for t in names)]
+
+
 @contextlib.contextmanager
 def adapters_dropping_out(model: torch.nn.Module, seed: int) -> Iterator[None]:
     """The adapters' dropout (`model.lora.dropout`, PEFT's lora_dropout, which only training mode

@@ -30,6 +30,7 @@ from vlrl.models.build import SPECIAL_TOKENS
 from vlrl.models.checkpoints import weights_root
 from vlrl.models.families import family_for_model_type
 from vlrl.models.loading import checkpoint_path, core_model, torch_dtype
+from vlrl.models.lora import targeted_parameters
 from vlrl.models.policy import CHUNK_TOKENS
 from vlrl.models.tiny import SHAPES, build_model
 
@@ -224,8 +225,7 @@ def adapted_linears(model: torch.nn.Module, cfg: Config) -> list[torch.nn.Linear
 def parameter_adapters(model: torch.nn.Module, cfg: Config) -> int:
     """The adapter weights model.lora.target_parameters adds: for each parameter it names (a
     mixture's fused experts x in x out, as PEFT's ParamWrapper reads it), r x experts x (in + out)."""
-    names = cfg.model.lora.target_parameters
-    shapes = [p.shape for n, p in model.named_parameters() if any(n == t or n.endswith(f".{t}") for t in names)]
+    shapes = [p.shape for _, p in targeted_parameters(model, cfg.model.lora.target_parameters)]
     return sum(cfg.model.lora.r * (s[0] if len(s) == 3 else 1) * (s[-2] + s[-1]) for s in shapes)
 
 
