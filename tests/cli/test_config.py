@@ -512,3 +512,18 @@ def test_settings_restored_from_a_runs_history_are_said_to_come_from_it_and_flag
     assert cfg.eval.limit == 1 and cfg.where("eval.limit") == "on the command line"
     assert cfg.model.max_pixels == 50176 and cfg.where("model.max_pixels") == "on the command line"
     assert cfg.where("model.path") == f"in {config}"
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_recipe_config_loads_and_validates(recipe):
+    """The GPU recipes (configs/*.yaml) run on no CPU test: each must at least parse, merge and
+    validate (a stray control character in a comment once made one unreadable)."""
+    assert load_config(ROOT / "configs" / recipe).model.path
+
+
+def test_the_video_r1_recipe_trains_as_its_trainer_does():
+    """Video-R1's trainer: frames a second a temporal patch, k3 of a clamped log-ratio, and its
+    lr constant over the 1,200 steps its README trained (its cosine spans a whole epoch)."""
+    cfg = load_config(ROOT / "configs" / "video_qa.yaml")
+    assert cfg.model.video.time_from == "video_r1" and cfg.algo.kl_estimator == "k3_clamped"
+    assert (cfg.trainer.steps, cfg.trainer.lr, cfg.trainer.lr_schedule) == (1200, 1e-6, "constant")

@@ -292,6 +292,10 @@ def test_the_vision_r1_recipe_loads_its_ptst_schedule_and_strict_reward():
     assert (cfg.trainer.lr, cfg.algo.beta, cfg.algo.kl_estimator, cfg.trainer.prompts_per_step) == (
         1e-6, 0.01, "low_var", 512,
     )  # fmt: skip
+    assert cfg.algo.std_eps == 1e-6  # EasyR1's compute_grpo_outcome_advantage
+    # the released Vision-R1-7B is step 200: a checkpoint there, not yet pruned at the run's end
+    t = cfg.trainer
+    assert 200 % t.save_every == 0 and (t.steps - 200) // t.save_every < t.keep_last
 
 
 def _text_sample(tmp_path: Path, task: MathVQA, **record):
