@@ -557,6 +557,9 @@ class EvalConfig:
     # scores it, as lmms-eval's evaluator does (its --reasoning_tags; whitespace is stripped too, also
     # with []); none scores the raw response (lmms-eval's --reasoning_tags none).
     reasoning_tags: list[list[str]] | None = field(default_factory=lambda: [list(p) for p in LMMS_EVAL_REASONING_TAGS])
+    # model.video.time_from when evaluating (vlrl eval, eval.every), whatever the run trained with:
+    # sampled, as Video-R1's evaluator and lmms-eval place frames, though its trainer uses video_r1.
+    video_time_from: Literal["sampled", "video_r1"] = "sampled"
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")

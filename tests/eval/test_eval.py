@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from vlrl.cli import main, settings_of_checkpoint
+from vlrl.config import Config
 from vlrl.data.records import FrameSpec
+from vlrl.eval.harness import EvalSettings
 from vlrl.eval.layout import read_metrics, samples_path
 from vlrl.tasking.registry import builtin_training_tasks, task_class
 
@@ -48,6 +50,40 @@ def test_eval_writes_lmms_eval_style_results_for_every_task(name, tmp_path, tiny
     assert recomputed == {k: v for k, v in metrics.items() if not k.startswith("reward")}
     assert metrics["reward"] == pytest.approx(sum(line["reward"] for line in lines) / 5)
     assert "results.json" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("asked", [None, "video_r1"])
+def test_eval_places_video_frames_where_they_were_sampled_whatever_timing_the_run_trained_with(
+    asked, tmp_path, video_qa_data, tiny_qwen25, monkeypatch
+):
+    """Video-R1 trains with its frames a second a temporal patch apart (model.video.time_from
+    video_r1) and evaluates them where they were sampled from: so does vlrl eval, unless
+    eval.video_time_from says otherwise; results.json records the timing the prompts had."""
+    import vlrl.models.prompting as prompting
+
+    timings = []
+
+    def load_video(path, spec, factor):
+        timings.append(spec.time_from)
+        return real(path, spec, factor)
+
+    real = prompting.load_video
+    monkeypatch.setattr(prompting, "load_video", load_video)
+    out = tmp_path / "out"
+    args = ["eval", "--task", f"video_qa={video_qa_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out)]
+    overrides = ["--limit", "2", "model.video.time_from=video_r1", "eval.max_new_tokens=2"]
+    assert main([*args, *overrides, *([f"eval.video_time_from={asked}"] if asked else [])]) == 0
+    expected = asked or "sampled"
+    assert timings and set(timings) == {expected}
+    assert json.loads((out / "results.json").read_text())["config"]["model"]["video"]["time_from"] == expected
+
+
+def test_evaluation_during_training_times_videos_as_eval_video_time_from_says():
+    cfg = Config()
+    cfg.model.video.time_from = "video_r1"
+    assert EvalSettings.of(cfg).model.video.time_from == "sampled"
+    cfg.eval.video_time_from = "video_r1"
+    assert EvalSettings.of(cfg).model.video.time_from == "video_r1"
 
 
 def test_eval_is_deterministic_and_compare_prints_differences(tmp_path, rec_data, tiny_qwen25, capsys):

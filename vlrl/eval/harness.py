@@ -16,7 +16,7 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,13 @@ class EvalSettings:
 
     @classmethod
     def of(cls, cfg: Config) -> EvalSettings:
-        return cls(cfg.eval, cfg.model, cfg.rollout.max_new_tokens, cfg.trainer.seed)
+        return cls(cfg.eval, evaluated_model(cfg), cfg.rollout.max_new_tokens, cfg.trainer.seed)
+
+
+def evaluated_model(cfg: Config) -> ModelConfig:
+    """The model config evaluation renders with: the run's, its videos timed as eval.video_time_from
+    says (Video-R1 trains a second a temporal patch and evaluates frames where they were sampled)."""
+    return replace(cfg.model, video=replace(cfg.model.video, time_from=cfg.eval.video_time_from))
 
 
 def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
@@ -257,6 +263,7 @@ def run_eval(
     from vlrl.models.loading import checkpoint_path, load_model, load_processor
 
     _, backend = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
+    cfg = replace(cfg, model=evaluated_model(cfg))  # so results.json records what the prompts were rendered with
     procs = Processes.from_env()
     if not procs.main:
         console, show_table = Console(quiet=True), False
