@@ -41,7 +41,15 @@ def _add_config_args(
 
 
 # vlrl.models.tiny.SHAPES' names, which --shape takes (that module imports torch: not at startup)
-SHAPE_NAMES = ("qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2-vl-2b", "qwen3-vl-8b", "qwen3-vl-30b-a3b")
+SHAPE_NAMES = (
+    "qwen2.5-vl-3b",
+    "qwen2.5-vl-7b",
+    "qwen2-vl-2b",
+    "qwen3-vl-8b",
+    "qwen3-vl-30b-a3b",
+    "qwen3.5-27b",
+    "qwen3.5-35b-a3b",
+)
 
 # The config sections each training loop reads; a key of the other loop does nothing there.
 LOOP_SECTIONS = {

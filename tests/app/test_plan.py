@@ -128,6 +128,15 @@ def test_a_shape_is_counted_without_its_tokenizer():
     assert shape.kv_token_bytes == 36 * 2 * 2 * 128 * 2 == 36_864
 
 
+def test_a_qwen3_5_shape_caches_keys_in_its_full_attention_layers_and_a_state_in_the_others():
+    shape = model_shape(load_config("configs/refcoco.yaml", []), "qwen3.5-27b")
+    # a token: 16 full-attention layers x (4 key and 4 value heads of 256) in bf16
+    assert (shape.kv_layers, shape.kv_token_bytes) == (16, 16 * 2 * 4 * 256 * 2)
+    # a sequence: 48 gated delta nets, each a 4-wide convolution window over its q, k (16 heads of
+    # 128 each) and v (48 heads of 128) channels in bf16, and a float32 recurrent state of 48 x 128 x 128
+    assert shape.state_bytes == 48 * ((2 * 16 * 128 + 48 * 128) * 4 * 2 + 48 * 128 * 128 * 4)
+
+
 SHAPE = ModelShape(
     params=1000,
     trainable=1000,

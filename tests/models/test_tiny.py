@@ -193,6 +193,8 @@ def test_shapes_have_the_real_checkpoints_vision_layout(shape, vision):
         ("qwen2-vl-2b", {"mrope_section": [16, 24, 24], "rope_theta": 1e6}),
         ("qwen3-vl-8b", {"mrope_section": [24, 20, 20], "rope_theta": 5e6, "mrope_interleaved": True}),
         ("qwen3-vl-30b-a3b", {"mrope_section": [24, 20, 20], "rope_theta": 5e6, "mrope_interleaved": True}),
+        ("qwen3.5-27b", {"mrope_section": [11, 11, 10], "rope_theta": 1e7, "partial_rotary_factor": 0.25}),
+        ("qwen3.5-35b-a3b", {"mrope_section": [11, 11, 10], "rope_theta": 1e7, "partial_rotary_factor": 0.25}),
     ],
 )
 def test_shapes_have_the_real_checkpoints_rope(shape, rope):
@@ -211,7 +213,7 @@ def test_shapes_have_the_real_checkpoints_rope(shape, rope):
 @pytest.mark.parametrize(
     ("shape", "positions"),
     [("qwen2.5-vl-3b", 128000), ("qwen2.5-vl-7b", 128000), ("qwen2-vl-2b", 32768), ("qwen3-vl-8b", 262144),
-     ("qwen3-vl-30b-a3b", 262144)],
+     ("qwen3-vl-30b-a3b", 262144), ("qwen3.5-27b", 262144), ("qwen3.5-35b-a3b", 262144)],
 )  # fmt: skip
 def test_shapes_declare_the_real_checkpoints_context(shape, positions):
     """max_position_embeddings of each text config.json: vLLM's max_model_len unless a run sets
@@ -355,3 +357,33 @@ def test_embedding_rows_are_the_vocabulary_rounded_up_to_a_multiple_of_64(tokens
 
     assert vocab_rows(TinySpec(), [None] * tokens) == rows
     assert vocab_rows(TinySpec(vocab_size=2000), [None] * tokens) == 2000  # set: taken as it is
+
+
+@pytest.mark.parametrize(
+    ("shape", "text", "billions"),
+    [
+        ("qwen3.5-27b", {"linear_num_value_heads": 48, "intermediate_size": 17408, "num_key_value_heads": 4}, 27),
+        ("qwen3.5-35b-a3b", {"linear_num_value_heads": 32, "num_experts": 256, "moe_intermediate_size": 512}, 35),
+    ],
+)
+def test_qwen3_5_shapes_have_the_released_hybrid_layers(shape, text, billions):
+    """Qwen3.5-27B's and Qwen3.5-35B-A3B's text config.json (as THUDM/slime's model scripts and
+    the readers of those checkpoints quote it): every fourth layer attends fully, the others are
+    gated delta nets with 16 key heads of 128 and their own count of value heads, the full
+    attention 256 wide a head; the vision tower has no deepstack. No safetensors total_size was at
+    hand offline: the names bracket the counts, to half a billion."""
+    from vlrl.models.build import build_tokenizer
+    from vlrl.models.tiny import SHAPES, build_model
+
+    spec = SHAPES[shape]
+    with torch.device("meta"):
+        model = build_model(spec, build_tokenizer(spec))
+    config = model.config.text_config
+    assert config.layer_types == ["linear_attention"] * 3 + ["full_attention"] + config.layer_types[4:]
+    assert config.layer_types.count("full_attention") * 4 == config.num_hidden_layers
+    assert (config.linear_num_key_heads, config.linear_key_head_dim, config.linear_value_head_dim) == (16, 128, 128)
+    assert (config.head_dim, config.vocab_size, config.tie_word_embeddings) == (256, 248320, False)
+    assert {key: getattr(config, key) for key in text} == text
+    assert not getattr(model.config.vision_config, "deepstack_visual_indexes", None)
+    assert (model.config.vision_config.depth, model.config.vision_config.hidden_size) == (27, 1152)
+    assert billions * 1e9 <= sum(p.numel() for p in model.parameters()) < (billions + 0.5) * 1e9

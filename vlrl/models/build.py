@@ -68,6 +68,11 @@ class TinySpec:
     experts: int = 0
     experts_per_token: int = 0
     expert_intermediate: int = 0
+    # Qwen3.5's linear-attention layers: key heads (0: num_heads), value heads (0: twice the key
+    # heads) and the width of both (0: the tiny builds' 64, which vLLM's CPU kernel takes)
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_head_dim: int = 0
     vision_depth: int = 2
     vision_hidden: int = 32
     vision_heads: int = 2

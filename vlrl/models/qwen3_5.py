@@ -89,18 +89,21 @@ class Qwen35(Qwen3VL):
         head_dim = spec.head_width
         rope = dict(mrope_interleaved=True, partial_rotary_factor=PARTIAL_ROTARY)
         text = text_config(spec, tokenizer, **rope)
-        text["rope_parameters"]["mrope_section"] = mrope_sections(int(head_dim * PARTIAL_ROTARY))
+        text["rope_parameters"]["mrope_section"] = list(spec.mrope_section) or mrope_sections(
+            int(head_dim * PARTIAL_ROTARY)
+        )
         every = min(FULL_ATTENTION_EVERY, spec.num_layers)
+        key_heads = spec.linear_key_heads or spec.num_heads
         return {
             **text,
             "head_dim": head_dim,
             "layer_types": [
                 "full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(spec.num_layers)
             ],
-            "linear_num_key_heads": spec.num_heads,
-            "linear_num_value_heads": 2 * spec.num_heads,  # Qwen3.5: twice as many value heads as key heads
-            "linear_key_head_dim": LINEAR_HEAD_DIM,
-            "linear_value_head_dim": LINEAR_HEAD_DIM,
+            "linear_num_key_heads": key_heads,
+            "linear_num_value_heads": spec.linear_value_heads or 2 * key_heads,  # Qwen3.5-35B-A3B's ratio
+            "linear_key_head_dim": spec.linear_head_dim or LINEAR_HEAD_DIM,
+            "linear_value_head_dim": spec.linear_head_dim or LINEAR_HEAD_DIM,
             "linear_conv_kernel_dim": 4,
         }
 

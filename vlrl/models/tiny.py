@@ -77,6 +77,25 @@ SHAPES = {
         vision_depth=27, vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False, mrope_section=(24, 20, 20),
         max_positions=262144,
     ),
+    # Qwen3.5-27B: 64 hybrid layers (three gated-delta-net, then one gated full attention), 16 key
+    # and 48 value heads of 128 in the linear ones; the vision tower is Qwen3-VL's without deepstack.
+    # Text sizes from the model's config.json as THUDM/slime's scripts/models/qwen3.5-27B.sh and
+    # its readers quote them; no MTP layer (transformers builds none).
+    "qwen3.5-27b": qwen_scale(
+        arch="qwen3_5", hidden_size=5120, num_layers=64, num_heads=24, head_dim=256, num_kv_heads=4,
+        intermediate_size=17408, linear_key_heads=16, linear_value_heads=48, linear_head_dim=128,
+        vocab_size=248320, rope_theta=1e7, vision_depth=27, vision_hidden=1152, vision_intermediate=4304,
+        tie_embeddings=False, mrope_section=(11, 11, 10), max_positions=262144,
+    ),
+    # Qwen3.5-35B-A3B: the same layers 2,048 wide, 40 of them, every MLP 256 experts of 512 (8 a
+    # token) beside a shared one of 512 (slime's scripts/models/qwen3.5-35B-A3B.sh)
+    "qwen3.5-35b-a3b": qwen_scale(
+        arch="qwen3_5_moe", hidden_size=2048, num_layers=40, num_heads=16, head_dim=256, num_kv_heads=2,
+        intermediate_size=512, experts=256, experts_per_token=8, expert_intermediate=512, linear_key_heads=16,
+        linear_value_heads=32, linear_head_dim=128, vocab_size=248320, rope_theta=1e7, vision_depth=27,
+        vision_hidden=1152, vision_intermediate=4304, tie_embeddings=False, mrope_section=(11, 11, 10),
+        max_positions=262144,
+    ),
 }  # fmt: skip
 
 
