@@ -524,7 +524,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "Trust-GRPO code: decay_steps ignored", "vlrl/algos/shaping.py",
         "return trust_bonus_code(thinking, outcome, trust.alpha, step, trust.decay_steps)",
-        "return trust_bonus_code(thinking, outcome, trust.alpha, step, 500.0)", (ALGOS,),
+        "return trust_bonus_code(thinking, outcome, trust.alpha, step, 12000.0)", (ALGOS,),
     ),
     Mutation(
         "Trust-GRPO paper: decay_steps ignored", "vlrl/algos/shaping.py",

@@ -343,9 +343,10 @@ class RolloutCorrectionConfig:
             raise ConfigError(f"config: {key}.clip_min ({self.clip_min}) must be <= clip_max ({self.clip_max})")
 
 
-# T of exp(-step / T) by Trust-GRPO variant: SophiaVL-R1's RewardConfig default (its released
-# full-data script sets 12000); the paper variant keeps vlrl's earlier default.
-TRUST_DECAY_STEPS = {"code": 500.0, "paper": 1000.0}
+# T of exp(-step / T) by Trust-GRPO variant: what SophiaVL-R1's released run set (its
+# scripts/train_scripts/fullsets.yaml, worker.reward.alpha, which its main.py passes as T; its
+# RewardConfig's default, 500, that run overrode); the paper variant keeps vlrl's earlier default.
+TRUST_DECAY_STEPS = {"code": 12000.0, "paper": 1000.0}
 
 
 @dataclass
@@ -356,7 +357,7 @@ class TrustConfig:
     # code: SophiaVL-R1's released reward manager (it produced the published numbers); paper: the paper's rule.
     variant: Literal["code", "paper"] = "code"
     alpha: float = 0.3
-    decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 500, paper 1000)
+    decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 12000, paper 1000)
     timeout_s: float = 60.0  # HTTP scorer timeout (SophiaVL-R1's request's); a failed call scores 0 and is counted
     judge_max_new_tokens: int = 16
     # What an http(s):// or judge: scorer is asked. vlrl: http gets {"items": [...]} and returns

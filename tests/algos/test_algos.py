@@ -156,9 +156,9 @@ def trust(variant, thinking, outcome, step, threshold=0.5):
 
 def test_trust_variants_on_hand_computed_groups():
     # 0/1 outcomes: the code rewards only the right answer's thinking (wrong ones are below 0.2);
-    # the paper rewards every answer's thinking (mu_c 0.8 >= mu_w 0.4: trusted). T: 500 / 1000.
+    # the paper rewards every answer's thinking (mu_c 0.8 >= mu_w 0.4: trusted). T: 12000 / 1000.
     thinking, outcome = [0.8, 0.6, 0.2, 0.4], [1.0, 0.0, 0.0, 0.0]
-    assert trust("code", thinking, outcome, 100) == pytest.approx([0.3 * math.exp(-0.2) * 0.8, 0, 0, 0])
+    assert trust("code", thinking, outcome, 100) == pytest.approx([0.3 * math.exp(-100 / 12000) * 0.8, 0, 0, 0])
     assert trust("paper", thinking, outcome, 100) == pytest.approx([0.3 * math.exp(-0.1) * t for t in thinking])
     # Untrusted: code process [0.2, 0.9, 0, 0.4], mu_c 0.3 < mu_w 0.45 -> weight 0.3 e^-0.15;
     # paper mu_c 0.3 < mu_w 0.8 -> gamma e^-0.5 on every thinking reward.
@@ -183,13 +183,13 @@ def test_trust_code_variant_equals_sophiavl_r1s_reward_manager():
         outcome = torch.randint(0, 11, (6,), generator=g).double() / 10  # 0, 0.1, ..., 1: every threshold hit
         step = int(torch.randint(0, 2000, (1,), generator=g))
         ours = trust_bonus(thinking, outcome, outcome >= 0.5, TrustConfig(), step)
-        expected = sophiavl_r1_thinking_term(thinking.tolist(), outcome.tolist(), step, 500)
+        expected = sophiavl_r1_thinking_term(thinking.tolist(), outcome.tolist(), step, 12000)  # its run's T
         np.testing.assert_allclose(ours.numpy(), expected, rtol=1e-12, atol=1e-15)
 
 
 def test_trust_decay_steps_follow_the_variant_unless_given():
-    assert TrustConfig().decay_steps == 500.0 and TrustConfig(variant="paper").decay_steps == 1000.0
-    assert TrustConfig(variant="paper", decay_steps=12000.0).decay_steps == 12000.0
+    assert TrustConfig().decay_steps == 12000.0 and TrustConfig(variant="paper").decay_steps == 1000.0
+    assert TrustConfig(variant="paper", decay_steps=500.0).decay_steps == 500.0
     cfg = load_config(None, ["algo.trust.variant=paper"])
     assert cfg.algo.trust.decay_steps == 1000.0
 
@@ -343,3 +343,20 @@ def test_length_bonus_is_given_when_exactly_two_completions_are_correct():
     lengths = torch.tensor([400, 400, 400, 400])
     correct = torch.tensor([True, False, True, False])
     assert length_bonus(lengths, correct, 320, 512, 0.2).tolist() == pytest.approx([0.2, 0.0, 0.2, 0.0])
+
+
+def test_trust_warns_when_its_outcome_is_a_total_that_a_format_reward_moves():
+    """SophiaVL-R1's thresholds read a format-gated [0, 1] accuracy; refcoco's total (format 1 + iou
+    1) gives a well-formatted wrong answer 1.0, which passes for right: named, unless
+    algo.accuracy_reward says which reward is the accuracy or the task has one reward."""
+    from vlrl.tasking.registry import make_task, trust_outcome_warnings
+
+    def warnings(*overrides):
+        cfg = load_config(None, ["task.name=refcoco", *overrides])
+        return trust_outcome_warnings(cfg, [make_task(cfg.task)])
+
+    [line] = warnings("algo.trust.scorer=my_judge:score")
+    assert "task refcoco's weighted total (format: 1, iou: 1)" in line and "algo.accuracy_reward" in line
+    assert warnings("algo.trust.scorer=my_judge:score", "algo.accuracy_reward=iou") == []
+    assert warnings("algo.trust.scorer=my_judge:score", "task.rewards.format=0") == []
+    assert warnings() == []  # no Trust-GRPO

@@ -380,11 +380,11 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, tempor
     parts = ("format", "iou", "brevity", "temporal", "length", "thinking")
     assert r["reward"] == pytest.approx(sum(r[f"reward/{p}"] for p in parts), abs=1e-6)
     # The first group, completion by completion: Trust-GRPO's code variant on the scorer's values
-    # and the accuracy reward, at step 1 with T = 500.
+    # and the accuracy reward, at step 1 with T = 12000 (the code variant's default).
     logged = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     thinking = torch.tensor([min(1.0, len(s["completion"]) / 100) for s in logged], dtype=torch.float64)
     outcome = torch.tensor([s["rewards"]["brevity"] for s in logged], dtype=torch.float64)
-    bonus = trust_bonus_code(thinking, outcome, 0.3, 1, 500.0).tolist()
+    bonus = trust_bonus_code(thinking, outcome, 0.3, 1, 12000.0).tolist()
     assert any(b > 0 for b in bonus)
     for sample, b in zip(logged, bonus, strict=True):
         base = sum(sample["rewards"][p] for p in ("format", "iou", "brevity"))

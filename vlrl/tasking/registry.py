@@ -149,6 +149,26 @@ def check_algo_tasks(cfg: Config, tasks: list[Task]) -> None:
                 )
 
 
+def trust_outcome_warnings(cfg: Config, tasks: list[Task]) -> list[str]:
+    """Trust-GRPO reads each answer's outcome as SophiaVL-R1's format-gated [0, 1] accuracy (its
+    thresholds 0.1, 0.2, 0.5, 0.9): with algo.accuracy_reward empty that is the weighted total,
+    which a second reward (a format term) moves, so that well-formatted wrong answers can pass
+    for right ones. One line per task where it does."""
+    if not cfg.algo.trust.scorer or cfg.algo.accuracy_reward:
+        return []
+    out = []
+    for task in tasks:
+        weighted = {name: weight for name, weight in task.reward_weights.items() if weight}
+        if len(weighted) > 1:
+            terms = ", ".join(f"{name}: {weight:g}" for name, weight in weighted.items())
+            out.append(
+                f"algo.trust reads each answer's outcome as a [0, 1] accuracy (SophiaVL-R1's thresholds 0.1, 0.2, "
+                f"0.5, 0.9), and with algo.accuracy_reward empty that is task {task.name}'s weighted total ({terms}): "
+                "name the reward that says an answer is right in algo.accuracy_reward"
+            )
+    return out
+
+
 def list_tasks() -> list[tuple[str, str, str]]:
     """(name, origin, description) of every registered task: vlrl's own training tasks (with
     their aliases), its benchmarks, then other packages' tasks."""

@@ -28,7 +28,7 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts,
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
-from vlrl.tasking.registry import check_algo_tasks
+from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
@@ -54,6 +54,8 @@ class RLTrainer:
             self.sources = task_sources(cfg, console)
         check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
         check_algo_tasks(cfg, [s.task for s in self.sources])
+        for warning in trust_outcome_warnings(cfg, [s.task for s in self.sources]):
+            console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)
         self.unjudged = {id(s.task) for s in self.sources if not judges(s.task, s.train.samples[0])}
         for source in self.sources:
             if id(source.task) in self.unjudged and source.task.accuracy_metric:
