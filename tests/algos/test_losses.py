@@ -188,6 +188,40 @@ def test_a_sequence_level_ratio_of_a_row_with_no_real_tokens_is_one_not_nan():
     assert terms.per_token.tolist() == [[-0.5], [-2.0]]
 
 
+def test_an_old_log_prob_far_below_the_new_one_bounds_the_loss_as_verl_does_instead_of_making_the_step_nan():
+    """verl's clamp of the log-ratio to [-20, 20] before exp: an engine's old log-prob of -100
+    under a new one of -5 (log-ratio 95, past float32's exp) gives a finite loss and no gradient
+    on that token, where exp's overflow made every gradient of the batch NaN, that of a token it
+    does not touch and its own masked or clipped one included."""
+    old = torch.tensor([[-100.0, -1.0], [-100.0, -1.0]])
+    for advantages, dual_clip in ((torch.tensor([1.0, -1.0]), None), (torch.tensor([-1.0, -1.0]), 3.0)):
+        logp = torch.tensor([[-5.0, -1.2], [-5.0, -0.9]], requires_grad=True)
+        mask = torch.tensor([[1.0, 1.0], [0.0, 1.0]])
+        out = clipped_surrogate(logp, old, advantages, mask, 0.2, 0.2, dual_clip=dual_clip)
+        (out.per_token * mask).sum().backward()
+        assert torch.isfinite(logp.grad).all() and logp.grad[:, 0].eq(0).all()
+        # the untouched tokens' gradient is -A r with r = e^(logp - old) unclipped: e^-0.2 and e^0.1
+        torch.testing.assert_close(logp.grad[:, 1], -advantages * torch.exp(torch.tensor([-0.2, 0.1])))
+    # A < 0 without dual clip: the loss stops at verl's e^20 |A| (TRL's grows as e^25 there)
+    logp = torch.tensor([[0.0]], requires_grad=True)
+    out = clipped_surrogate(logp, torch.tensor([[-25.0]]), torch.tensor([-2.0]), torch.ones(1, 1), 0.2, 0.2)
+    torch.testing.assert_close(out.per_token, torch.tensor([[2 * math.exp(20)]]))
+    out.per_token.sum().backward()
+    assert logp.grad.item() == 0.0 and out.low_clipped.item() is False
+
+
+def test_gspos_sequence_log_ratio_stops_at_verls_ten():
+    logp = torch.tensor([[0.0, 0.0, 0.0]], requires_grad=True)
+    old = torch.tensor([[-12.0, -12.0, -30.0]])  # a mean log-ratio of 12 over the two real tokens
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    out = clipped_surrogate(logp, old, torch.tensor([-1.0]), mask, 3e-4, 4e-4, ratio_level="sequence")
+    torch.testing.assert_close(out.per_token, torch.tensor([[math.exp(10)]]))
+    out.per_token.sum().backward()
+    assert torch.equal(logp.grad, torch.zeros(1, 3))
+    out = clipped_surrogate(logp.detach(), old + 3, torch.tensor([-1.0]), mask, 3e-4, 4e-4, ratio_level="sequence")
+    torch.testing.assert_close(out.per_token, torch.tensor([[math.exp(9)]]))  # below it: the ratio itself
+
+
 def test_token_weights_of_rows_without_real_tokens_are_zero_not_nan():
     """A row fully masked (algo.mask_truncated) weighs 0 under seq_mean_token_mean while the
     others keep 1 / (tokens x rows); a mini-batch with no real token at all weighs 0 everywhere."""

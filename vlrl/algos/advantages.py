@@ -18,6 +18,13 @@ def grpo(rewards: torch.Tensor, std_eps: float = 1e-4, std_scope: str = "group")
     return centered / (std + std_eps)
 
 
+def without_spread(rewards: torch.Tensor) -> torch.Tensor:
+    """Per group (the last dimension): are its rewards all equal, DAPO's dynamic-sampling filter
+    (np.std over Python floats, exactly 0 then). Not a float32 std of 0: torch's of eight 0.7s is
+    6.4e-8, and such a group would pass for one that teaches something."""
+    return rewards.amax(dim=-1) == rewards.amin(dim=-1)
+
+
 def dr_grpo(rewards: torch.Tensor) -> torch.Tensor:
     """Dr.GRPO: r - mean_g, no division by the std (which favours too-easy and too-hard prompts)."""
     return rewards - rewards.mean(dim=1, keepdim=True)

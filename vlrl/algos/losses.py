@@ -22,12 +22,24 @@ class PolicyLoss:
     high_clipped: torch.Tensor  # where it rose above it with A > 0
 
 
+# verl's bounds on the log-ratio before exp (verl/trainer/ppo/core_algos.py at b178a3c): a
+# token's within [-20, 20], GSPO's sequence mean at most 10. Past them the ratio is beyond every
+# clip range, so only a negative advantage's unclipped loss changes: it stops growing (from
+# e^20 |A| a token) and gives no gradient. TRL bounds nothing, and in float32 a log-ratio past
+# 88.7 (an old log-prob of -100 from an engine) overflows exp, which makes every gradient of the
+# step NaN, a clipped or masked token's included, and the step is lost.
+TOKEN_LOG_RATIO_BOUND = 20.0
+SEQUENCE_LOG_RATIO_MAX = 10.0
+
+
 def log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:
-    """log(pi / pi_old) per token, or GSPO's per-sequence mean over the sequence's tokens (R, 1)."""
+    """log(pi / pi_old) per token, or GSPO's per-sequence mean over the sequence's tokens (R, 1),
+    within verl's bounds."""
     delta = logp - old_logp
     if level == "sequence":
-        return (delta * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
-    return delta
+        mean = (delta * mask).sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+        return mean.clamp(max=SEQUENCE_LOG_RATIO_MAX)
+    return delta.clamp(-TOKEN_LOG_RATIO_BOUND, TOKEN_LOG_RATIO_BOUND)
 
 
 def clipped_surrogate(

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from vlrl.algos.advantages import advantages as compute_advantages
+from vlrl.algos.advantages import without_spread
 from vlrl.algos.difficulty import difficulty_weights
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
@@ -263,7 +264,7 @@ class RLTrainer:
             new, left_out = self.generate_groups(items, step) if items else ([], [])
             unusable += left_out
             if algo.dynamic_sampling:
-                informative = [g for g in new if bool(g.reward.std() > 0)]
+                informative = [g for g in new if not bool(without_spread(g.reward))]
                 if not groups and not informative and rounds == algo.max_sampling_rounds:
                     informative = new  # nothing informative at all: train on what there is
                 new = informative
@@ -344,7 +345,7 @@ class RLTrainer:
         lengths = batch.completion_mask.sum(dim=1)
         metrics = {
             "reward_std": float(rewards.std(dim=1).mean()),
-            "frac_groups_zero_std": float((rewards.std(dim=1) == 0).float().mean()),
+            "frac_groups_zero_std": float(without_spread(rewards).float().mean()),
             "advantage_abs": float(advantages.abs().mean()),
             "completion_length": float(lengths.mean()),
             "completion_length_max": float(lengths.max()),
