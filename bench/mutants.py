@@ -70,6 +70,7 @@ ENTROPY_OLD = (
     f"{UPDATE}::test_top_entropy_selection_keeps_the_rollouts_old_log_probs_and_none_are_taken_as_the_current_ones"
 )
 AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
+ENTROPY_BONUS = f"{UPDATE}::test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do"
 CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
 THINKING = "tests/trainer/test_thinking.py"
 SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
@@ -421,6 +422,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "aggregation ignored", "vlrl/trainer/update.py",
         "mask[rows_t], algo.aggregation, max_new_tokens,",
         'mask[rows_t], "seq_mean_token_mean", max_new_tokens,', (AGGREGATION,),
+    ),
+    Mutation(
+        "entropy_coef ignored", "vlrl/algos/losses.py",
+        "per_token = per_token - cfg.entropy_coef * entropy", "per_token = per_token", (ENTROPY_BONUS,),
+    ),
+    Mutation(
+        "entropy_coef: no entropy computed", "vlrl/trainer/update.py",
+        "run.pad_id, device, bool(algo.entropy_coef),", "run.pad_id, device, False,", (ENTROPY_BONUS,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation(

@@ -481,6 +481,10 @@ class AlgoConfig:
     drift_coef: float = 0.01  # CPGD's policy-drift weight (MM-EUREKA's --policy_drift_coef default and recipes)
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
+    # Entropy bonus: the loss minus this times each step's entropy under the temperature-scaled
+    # policy, aggregated as the policy loss (verl's and EasyR1's entropy_coeff; EasyR1 1e-3 until
+    # 2025-03-18, which Vision-R1 and SophiaVL-R1 trained with). 0: none, and no entropy computed.
+    entropy_coef: float = 0.0
     # KL to the reference model.
     beta: float = 0.04  # 0 loads no reference model
     # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3

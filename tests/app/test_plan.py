@@ -375,6 +375,15 @@ def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget(
         pytest.approx(0), pytest.approx(10 * 10), pytest.approx(0), pytest.approx(10 * 12)]  # fmt: skip
     # at most one chunk of tokens at once: 2 x 1000 completion tokens hold CHUNK_TOKENS' logits
     assert logits_bytes(SHAPE, True, width=1000) == pytest.approx(CHUNK_TOKENS * 10)
+    # the entropy bonus (algo.entropy_coef): two float32 temporaries more, 8 bytes an entry, in the
+    # plan of a config that sets it
+    args = (SHAPE, 1, 10, 2, 5, 4)
+    bonus = activation_bytes(*args, False, entropy=True) - activation_bytes(*args, False)
+    assert bonus == pytest.approx(10 * SHAPE.vocab * 8)
+    work = Workload.of(load_config(None, ["algo.entropy_coef=0.001"]), 1, 80, image_tokens=0)
+    assert work.entropy_bonus and not Workload.of(load_config(None, []), 1, 80, image_tokens=0).entropy_bonus
+    extra = budget_activations(SHAPE, replace(WORK, entropy_bonus=True), False) - budget_activations(SHAPE, WORK, False)
+    assert extra > 0 and extra % (SHAPE.vocab * 8) == 0  # 8 bytes an entry of the budget's completion tokens
     # checkpointed with many patches: the vision block being recomputed is the larger transient
     layer, block = 2 * (40 + 50 / 3) + 200, 2 * (80 / 3 + 25 / 3) + 100
     tokens, patches = 20, 1000

@@ -292,8 +292,9 @@ def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
 def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature):
     """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
     each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
-    distribution's log-probs and every gradient are those of the full (R, T, V) logits (which
-    are divided by the temperature even at 1, where the chunks skip the division); 0 at padding."""
+    distribution's log-probs and every gradient, through the log-probs and the entropies (an
+    entropy bonus), are those of the full (R, T, V) logits (which are divided by the temperature
+    even at 1, where the chunks skip the division); 0 at padding."""
     model, processor, prompts = setup
     pad = processor.tokenizer.pad_token_id
     rows, ids, mask, weights = six_completions(3, {1: 4, 3: 1})  # row 3: one token only
@@ -308,7 +309,7 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
     model.zero_grad()
     for chunk in (5, 1000, 0):  # chunks of 5 tokens; all tokens in one chunk; the full logits
         stats = completion_logprobs(model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=chunk)
-        (stats.logp * weights).sum().backward()
+        ((stats.logp - 0.7 * stats.entropy) * weights).sum().backward()
         results[chunk] = stats
         grads[chunk] = taken_grads(model)
     with torch.no_grad():

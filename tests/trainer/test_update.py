@@ -74,30 +74,39 @@ def recorded_update(trainer, batch, advantages):
     return stats, steps
 
 
-def logprobs_at(trainer, batch, rows, params=None, grad=False):
-    """(len(rows), width) log-probs of the rows' completions under the policy, with `params`
-    loaded (None: as it is), and the width."""
+def scored_at(trainer, batch, rows, params=None, grad=False):
+    """(len(rows), width) log-probs and entropies of the rows' completions under the policy,
+    with `params` loaded (None: as it is), and the width."""
     run = trainer.run
     if params is not None:
         with torch.no_grad():
             for n, p in run.model.named_parameters():
                 p.copy_(params[n])
     with torch.set_grad_enabled(grad):
-        stats, width = rows_logprobs(run.model, batch, rows, trainer.cfg.rollout.temperature, run.pad_id, run.device)
+        return rows_logprobs(run.model, batch, rows, trainer.cfg.rollout.temperature, run.pad_id, run.device, True)
+
+
+def logprobs_at(trainer, batch, rows, params=None, grad=False):
+    """(len(rows), width) log-probs of the rows' completions under the policy, and the width."""
+    stats, width = scored_at(trainer, batch, rows, params, grad)
     return stats.logp, width
 
 
 def hand_step(trainer, batch, advantages, rows, params, old, ref=None):
     """The GRPO loss of `rows` written out, at `params`: per token -min(r A, clip(r, 0.8, 1.2) A)
-    with r = exp(log pi - old), plus beta KL(pi, ref); tokens weighed as algo.aggregation says.
-    Its gradient, the ratios, how many tokens were clipped below and above, and the summed KL."""
+    with r = exp(log pi - old), minus algo.entropy_coef times the step's entropy (verl's and
+    EasyR1's pg_loss - entropy_coeff x entropy, aggregated alike), plus beta KL(pi, ref); tokens
+    weighed as algo.aggregation says. Its gradient, the ratios, how many tokens were clipped
+    below and above, and the summed KL."""
     algo, model = trainer.cfg.algo, trainer.run.model
     model.zero_grad()
-    logp, width = logprobs_at(trainer, batch, rows, params, grad=True)
+    stats, width = scored_at(trainer, batch, rows, params, grad=True)
+    logp = stats.logp
     mask = batch.completion_mask[rows, :width]
     a = advantages[rows][:, None]
     ratio = torch.exp(logp - old[rows, :width])
     per_token = -torch.minimum(ratio * a, ratio.clamp(1 - EPSILON, 1 + EPSILON) * a)
+    per_token = per_token - algo.entropy_coef * stats.entropy
     kl = torch.zeros(())
     if ref is not None:
         kl_tokens = KL_BY_HAND[algo.kl_estimator](logp, ref[rows, :width])
@@ -159,6 +168,24 @@ def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_pa
     _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
     current, _ = logprobs_at(trainer, batch, rows, params)
     assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])
+def test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do(
+    aggregation, tmp_path, rec_data, tiny_qwen25
+):
+    """algo.entropy_coef (verl's and EasyR1's entropy_coeff): the step's gradient is that of the
+    hand-written loss minus 0.5 x each token's entropy under the temperature-scaled policy,
+    weighed as the policy loss; without the term the gradient is another one."""
+    options = {"algo.entropy_coef": 0.5, "algo.aggregation": aggregation, "rollout.temperature": 0.7}
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    batch, advantages = rollout(trainer)
+    _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
+    current, _ = logprobs_at(trainer, batch, rows, params)
+    assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
+    trainer.cfg.algo.entropy_coef = 0.0
+    without = hand_step(trainer, batch, advantages, rows, params, current)[0]
+    assert any(not torch.allclose(grads[n], without[n], rtol=1e-3, atol=1e-6) for n in grads)
 
 
 @pytest.mark.parametrize(

@@ -116,11 +116,13 @@ def token_loss(
     is_weights: torch.Tensor | None = None,
     selected: torch.Tensor | None = None,
     row_weights: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
 ) -> TokenLoss:
     """Every term of the per-token loss, in order: the policy term (`policy_loss`), times the
     importance weights correcting another engine's samples (TRL: the policy-gradient term only),
     times the selection of high-entropy tokens, times each row's weight (UniVG-R1's difficulty
-    weight, (R,)); plus beta times the KL to the reference."""
+    weight, (R,)); minus entropy_coef times each step's `entropy` (verl's entropy bonus, on
+    every token, as its entropy_loss); plus beta times the KL to the reference."""
     terms = policy_loss(logp, old_logp, advantages, mask, cfg)
     per_token = terms.per_token
     if is_weights is not None:
@@ -129,6 +131,8 @@ def token_loss(
         per_token = per_token * selected
     if row_weights is not None:
         per_token = per_token * row_weights.unsqueeze(1)
+    if entropy is not None:
+        per_token = per_token - cfg.entropy_coef * entropy
     kl = None
     if ref_logp is not None:
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)

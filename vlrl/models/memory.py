@@ -254,6 +254,7 @@ class Workload:
     max_new_tokens: int
     beta: float
     lora: bool
+    entropy_bonus: bool = False  # algo.entropy_coef: the output layer's chunks hold more
 
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
@@ -276,6 +277,7 @@ class Workload:
             max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
+            entropy_bonus=cfg.algo.entropy_coef != 0,
         )
 
     @property
@@ -292,18 +294,25 @@ def activation_bytes(
     patches: int,
     checkpointing: bool,
     transient: bool = True,
+    entropy: bool = False,
 ) -> float:
     """What one micro-batch keeps for its backward pass: `prompts` prompts padded to
     `prompt_length` tokens, `rows` completions of `width` tokens continuing them, `patches`
     vision patches. `transient`: with what the forward holds at its end besides (the logits in
-    the compute dtype and their temperature-scaled copy), for the peak."""
+    the compute dtype and their temperature-scaled copy), for the peak; `entropy`: with the
+    entropy bonus's chunk temporaries besides."""
     b = shape.dtype_bytes
     prompt_tokens, completion_tokens = prompts * prompt_length, rows * width
     tokens = prompt_tokens + completion_tokens
     # the output layer scores CHUNK_TOKENS tokens at a time (models/policy.py's ScoredChunks):
     # each token's float32 log-normalizer is kept; a chunk's logits, their float32 copy and a
-    # float32 temporary (softmax's, or its gradient's) are held for a moment
-    logits = completion_tokens * 4 + (min(completion_tokens, CHUNK_TOKENS) * shape.vocab * (b + 8) if transient else 0)
+    # float32 temporary (softmax's, or its gradient's) are held for a moment; the entropy bonus
+    # adds two float32 ones (its log-softmax and probabilities in the forward, its gradient's
+    # term in the backward): counted from the code, not measured
+    per_entry = b + 8 + (8 if entropy else 0)
+    logits = completion_tokens * 4 + (
+        min(completion_tokens, CHUNK_TOKENS) * shape.vocab * per_entry if transient else 0
+    )
     layer, block = shape.layers.token_bytes(b), shape.vision.token_bytes(b)
     row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head
     pixels = patches * shape.patch_values * b  # what the patch embedding keeps of its input
@@ -325,7 +334,7 @@ def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -
     rows = max(1, (work.token_budget - length) // work.max_new_tokens)
     width = min(work.max_new_tokens, max(1, work.token_budget - length))
     patches = work.image_tokens * shape.patches_per_token
-    return activation_bytes(shape, 1, length, rows, width, patches, checkpointing)
+    return activation_bytes(shape, 1, length, rows, width, patches, checkpointing, entropy=work.entropy_bonus)
 
 
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:

@@ -65,9 +65,9 @@ def prefill(model: torch.nn.Module, batch: PromptBatch) -> Prefix:
 
 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        return -(logp.exp() * logp).sum(-1)
+    """Each row's entropy of softmax(logits), with gradient where it is taken (algo.entropy_coef)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
 
 
 def completion_forward(
@@ -150,15 +150,15 @@ class SamplingFilter:
 
 class TokenLogprobs(NamedTuple):
     logp: torch.Tensor  # (R, T) under the temperature-scaled policy, over the whole vocabulary
-    entropy: torch.Tensor | None  # (R, T) of each step's distribution, when asked
+    entropy: torch.Tensor | None  # (R, T) of each step's distribution, when asked (with gradient)
     sampled: torch.Tensor | None  # (R, T) under the distribution an engine draws from (SamplingFilter), no grad
 
 
 @dataclass(frozen=True)
 class TokenScorer:
     """What the update keeps of each token's logits, as columns: the token's log-prob under the
-    temperature-scaled policy (with gradient), then each step's entropy and the token's log-prob
-    under the distribution an engine draws from, when asked (without)."""
+    temperature-scaled policy and each step's entropy when asked (both with gradient), then the
+    token's log-prob under the distribution an engine draws from, when asked (without)."""
 
     temperature: float
     with_entropy: bool
@@ -173,9 +173,9 @@ class TokenScorer:
         return logits if self.temperature == 1 else logits / self.temperature
 
     def extras(self, scaled: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
-        with torch.no_grad():
-            out = [entropy(scaled)] if self.with_entropy else []
-            if self.sampler is not None:
+        out = [entropy(scaled)] if self.with_entropy else []
+        if self.sampler is not None:
+            with torch.no_grad():
                 allowed = self.sampler.apply(scaled)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
         return out
@@ -194,8 +194,9 @@ class TokenScorer:
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`,
         `chunk_tokens` tokens at a time (ScoredChunks)."""
-        logp, extras = ScoredChunks.apply(hidden, head.weight, head.bias, ids, self)
-        return torch.cat([logp[:, None], extras], dim=-1)
+        logp, ent, others = ScoredChunks.apply(hidden, head.weight, head.bias, ids, self)
+        columns = [logp[:, None], ent[:, None], others] if self.with_entropy else [logp[:, None], others]
+        return torch.cat(columns, dim=-1)
 
     def split(self, columns: torch.Tensor) -> TokenLogprobs:
         entropy_column = columns[..., 1] if self.with_entropy else None
@@ -212,14 +213,17 @@ class ScoredChunks(torch.autograd.Function):
     forward pass and again in the backward pass: never more than one chunk's logits at once,
     and nothing of the vocabulary's size kept from one pass to the other. The backward pass
     recomputes a chunk's logits and turns them into their gradient in place (softmax, times
-    minus the log-prob's gradient, plus it at the token's id): what autograd computes through
-    gather and logsumexp, without the copies it makes of the chunk at each operation (on the
-    CPU, a chunk's columns and gradients are autograd's bit for bit: tests/models/test_policy.py).
-    Liger-Kernel's fused linear log-prob does the same in Triton; this needs no dependency.
-    The output layer runs once per chunk for all the columns, and once more in the backward."""
+    minus the log-prob's gradient, plus it at the token's id; with the entropy's gradient g_H,
+    also softmax times -g_H (log-softmax + H)): what autograd computes through gather,
+    logsumexp and the entropy, without the copies it makes of the chunk at each operation (on
+    the CPU, a chunk's columns and gradients are autograd's bit for bit, or to float32 rounding
+    with the entropy's: tests/models/test_policy.py). Liger-Kernel's fused linear log-prob does
+    the same in Triton; this needs no dependency. The output layer runs once per chunk for all
+    the columns, and once more in the backward."""
 
     @staticmethod
     def forward(ctx, hidden, weight, bias, ids, scorer: TokenScorer):
+        ctx.set_materialize_grads(False)  # an entropy no loss reads has no gradient to add
         logp = hidden.new_empty(len(ids), dtype=torch.float32)
         lse = torch.empty_like(logp)  # each token's log-normalizer: what the backward pass needs
         extras = []
@@ -229,24 +233,33 @@ class ScoredChunks(torch.autograd.Function):
             )
             if extra:
                 extras.append(torch.stack(extra, dim=-1))
-        ctx.save_for_backward(hidden, weight, bias, ids, lse)
-        ctx.scorer = scorer
         columns = torch.cat(extras) if extras else logp.new_zeros(len(ids), 0)
-        ctx.mark_non_differentiable(columns)
-        return logp, columns
+        ent = columns[:, 0].contiguous() if scorer.with_entropy else logp.new_zeros(len(ids))
+        ctx.save_for_backward(hidden, weight, bias, ids, lse, ent)
+        ctx.scorer = scorer
+        others = columns[:, 1:] if scorer.with_entropy else columns
+        ctx.mark_non_differentiable(others)
+        return logp, ent, others
 
     @staticmethod
-    def backward(ctx, grad_logp, _grad_columns):
-        hidden, weight, bias, ids, lse = ctx.saved_tensors
+    def backward(ctx, grad_logp, grad_entropy, _grad_others):
+        hidden, weight, bias, ids, lse, ent = ctx.saved_tensors
         scorer = ctx.scorer
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.empty_like(hidden) if wants_hidden else None
         grad_weight = torch.zeros_like(weight) if wants_weight else None
         grad_bias = torch.zeros_like(bias) if wants_bias else None
+        if grad_logp is None:
+            grad_logp = torch.zeros_like(lse)
         for part in chunks(len(ids), scorer.chunk_tokens):
             h, y, g = hidden[part], ids[part], grad_logp[part]
             grad = scorer.scaled(torch.nn.functional.linear(h, weight, bias))
-            grad.sub_(lse[part, None]).exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
+            grad.sub_(lse[part, None])  # log-softmax
+            if grad_entropy is None:
+                grad.exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
+            else:  # and the entropy's: -g_H softmax (log-softmax + H)
+                by_entropy = (grad + ent[part, None]).mul_(-grad_entropy[part, None])
+                grad.exp_().mul_(by_entropy.sub_(g[:, None]))
             grad.scatter_add_(-1, y[:, None], g[:, None])  # gather's: g at the token
             if scorer.temperature != 1:  # through the scaling
                 grad.div_(scorer.temperature)

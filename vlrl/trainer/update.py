@@ -179,7 +179,7 @@ class Updater:
                 continue
             micro = rows_t[positions]
             current, width = rows_logprobs(
-                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device,
+                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, bool(algo.entropy_coef),
                 sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
@@ -205,6 +205,7 @@ class Updater:
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
                 row_weights=None if row_weights is None else row_weights[micro].to(device),
+                entropy=current.entropy,
             )  # fmt: skip
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
             loss.backward()
