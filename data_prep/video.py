@@ -111,3 +111,31 @@ def write_synthetic_video_qa(
         records.append(record)
     write_records_atomic(path, records)
     return path
+
+
+def write_synthetic_image_qa(path: str | Path, size: int, seed: int, side: int = 112) -> Path:
+    """`size` records of Video-R1's format over still images (as SophiaVL-R1-130k's): shape
+    counts asked as multiple choice (options "A. 1" to "D. 4") or as a number."""
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    (path.parent / "images").mkdir(parents=True, exist_ok=True)
+    scenes = SceneSpec(min_objects=1, max_objects=4, min_side=side, max_side=side, sizes=("large",))
+    records = []
+    for index in range(size):
+        scene = make_scene(scenes, rng)
+        count = len(scene.objects)
+        relative = f"images/{path.stem}_{index:06d}.png"
+        scene.image.save(path.parent / relative)
+        record = {"problem_id": index, "problem": "How many shapes are in the image?", "data_type": "image"}
+        if rng.random() < 0.5:
+            options = [f"{letter}. {n}" for letter, n in zip("ABCD", range(1, 5), strict=True)]
+            record |= {
+                "problem_type": "multiple choice",
+                "options": options,
+                "solution": f"<answer>{'ABCD'[count - 1]}</answer>",
+            }
+        else:
+            record |= {"problem_type": "numerical", "options": [], "solution": f"<answer>{count}</answer>"}
+        records.append(record | {"path": relative, "data_source": "synthetic"})
+    write_records_atomic(path, records)
+    return path

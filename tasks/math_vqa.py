@@ -50,7 +50,7 @@ from typing import Any, Literal
 from data_prep.math_vqa import MathSceneSpec, write_synthetic_math_vqa
 from data_prep.shapes import SceneSpec
 from rewards import math as rm
-from tasks.records import record_image
+from tasks.records import IMAGE, record_image, split_images
 from vlrl.config import ConfigError, build
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -89,7 +89,6 @@ VISUALTHINKER_BASE = (
 VISUALTHINKER_INSTRUCT = (
     "{Question}  Output the thinking process in <think> </think> and final answer (option) in <answer> </answer> tags."
 )
-IMAGE = "<image>"
 
 # variant -> (accuracy, format, default weights)
 REWARDS = {
@@ -195,7 +194,7 @@ class MathVQA(Task):
                 {"role": "user", "content": [*images, {"type": "text", "text": question}]},
             ]
         text = sample.problem.strip() + (EASYR1_MATH if variant == "easyr1" else EASYR1_R1V)
-        return [{"role": "user", "content": _split_images(text, len(sample.images))}]
+        return [{"role": "user", "content": split_images(text, len(sample.images))}]
 
     def _visualthinker(self, sample: Sample) -> list[dict[str, Any]]:
         images = [{"type": "image"} for _ in sample.images]
@@ -278,20 +277,6 @@ def _right_in_time(accuracy: RewardFn, completion: str, sample: Sample) -> float
 
 def _system(text: str) -> dict[str, Any]:
     return {"role": "system", "content": [{"type": "text", "text": text}]}
-
-
-def _split_images(text: str, n_images: int) -> list[dict[str, Any]]:
-    """EasyR1's _build_messages: an image slot at each `<image>`, the text pieces between them
-    (empty pieces dropped); without placeholders the images go first."""
-    if IMAGE not in text:
-        return [*({"type": "image"} for _ in range(n_images)), {"type": "text", "text": text}]
-    content: list[dict[str, Any]] = []
-    for i, piece in enumerate(text.split(IMAGE)):
-        if i:
-            content.append({"type": "image"})
-        if piece:
-            content.append({"type": "text", "text": piece})
-    return content
 
 
 def _images(record: dict[str, Any], ctx: RecordContext) -> list[tuple[str, int, int]]:

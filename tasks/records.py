@@ -1,10 +1,27 @@
-"""Record fields several tasks read the same way: the image a record names, optional text."""
+"""Record fields and prompt pieces several tasks share: the image a record names, optional text,
+the `<image>` placeholders of a prompt."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from vlrl.data.records import RecordContext
+
+IMAGE = "<image>"  # the image placeholder of EasyR1-style prompts
+
+
+def split_images(text: str, n_images: int) -> list[dict[str, Any]]:
+    """EasyR1's _build_messages: an image slot at each `<image>`, the text pieces between them
+    (empty pieces dropped); without placeholders the images go first."""
+    if IMAGE not in text:
+        return [*({"type": "image"} for _ in range(n_images)), {"type": "text", "text": text}]
+    content: list[dict[str, Any]] = []
+    for i, piece in enumerate(text.split(IMAGE)):
+        if i:
+            content.append({"type": "image"})
+        if piece:
+            content.append({"type": "text", "text": piece})
+    return content
 
 
 def record_image(

@@ -121,15 +121,20 @@ class VideoQA(Task):
         if not samples:
             return {}
         scores = [self._accuracy(c, s) for c, s in zip(completions, samples, strict=True)]
-        out = {
-            "accuracy": sum(scores) / len(scores),
-            "format_rate": sum(think_answer(c) for c in completions) / len(completions),
-        }
-        for problem_type in PROBLEM_TYPES:
-            mine = [v for v, s in zip(scores, samples, strict=True) if s.meta["problem_type"] == problem_type]
-            if mine:
-                out[f"accuracy/{problem_type}"] = sum(mine) / len(mine)
-        return out
+        formatted = [think_answer(c) for c in completions]
+        return accuracy_by_type(scores, formatted, samples, PROBLEM_TYPES)
+
+
+def accuracy_by_type(
+    scores: Sequence[float], formatted: Sequence[float], samples: Sequence[Sample], types: Sequence[str]
+) -> dict[str, float]:
+    """`accuracy` (the mean score), `format_rate`, and `accuracy/<problem type>` of each type present."""
+    out = {"accuracy": sum(scores) / len(scores), "format_rate": sum(formatted) / len(formatted)}
+    for problem_type in types:
+        mine = [v for v, s in zip(scores, samples, strict=True) if s.meta["problem_type"] == problem_type]
+        if mine:
+            out[f"accuracy/{problem_type}"] = sum(mine) / len(mine)
+    return out
 
 
 def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sample:
