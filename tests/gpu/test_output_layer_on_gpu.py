@@ -18,12 +18,18 @@ pytestmark = pytest.mark.gpu
 
 
 def scored(
-    device: torch.device, chunk_tokens: int, shape: tuple[int, int, int], dtype=torch.bfloat16, sampler: bool = False
+    device: torch.device,
+    chunk_tokens: int,
+    shape: tuple[int, int, int],
+    dtype=torch.bfloat16,
+    sampler: bool = False,
+    entropy_coef: float = 0.0,
 ) -> tuple[list[torch.Tensor], int]:
     """Columns, and the hidden states', weight's and bias's gradients of a weighted log-prob
-    sum, from a head and hidden states drawn from one seed (the entropy a column, and with
-    `sampler` the top-p distribution's log-prob); and the pass's peak allocated bytes on CUDA.
-    `chunk_tokens` 0: autograd through every token's logits at once."""
+    sum (minus `entropy_coef` times the entropies, an entropy bonus), from a head and hidden
+    states drawn from one seed (the entropy a column, and with `sampler` the top-p
+    distribution's log-prob); and the pass's peak allocated bytes on CUDA. `chunk_tokens` 0:
+    autograd through every token's logits at once."""
     tokens, hidden_size, vocabulary = shape
     generator = torch.Generator(device=device).manual_seed(0)
     head = torch.nn.Linear(hidden_size, vocabulary, device=device, dtype=dtype)
@@ -41,16 +47,19 @@ def scored(
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
     columns = scorer.of_hidden(head, hidden, ids) if chunk_tokens else scorer.of_logits(head(hidden), ids)
-    (columns[:, 0] * weights).sum().backward()
+    ((columns[:, 0] - entropy_coef * columns[:, 1]) * weights).sum().backward()
     peak = torch.cuda.max_memory_allocated() - before if cuda else 0
     return [columns.detach(), hidden.grad, head.weight.grad, head.bias.grad], peak
 
 
-def test_the_fused_output_layer_scores_as_autograd_does_and_holds_less(device):
+@pytest.mark.parametrize("entropy_coef", [0.0, 0.5])
+def test_the_fused_output_layer_scores_as_autograd_does_and_holds_less(device, entropy_coef):
+    """With an entropy bonus too (algo.entropy_coef): its gradient, added in the chunks'
+    backward pass, is autograd's through the entropy of the full logits."""
     cuda = device.type == "cuda"
     shape = (3000, 1024, 151936) if cuda else (300, 64, 2048)
-    fused, fused_peak = scored(device, 1024 if cuda else 128, shape)
-    full, full_peak = scored(device, 0, shape)
+    fused, fused_peak = scored(device, 1024 if cuda else 128, shape, entropy_coef=entropy_coef)
+    full, full_peak = scored(device, 0, shape, entropy_coef=entropy_coef)
     columns, reference = fused[0], full[0]
     # float32 from bf16 logits, which a GEMM of another row count may round otherwise by an ulp
     torch.testing.assert_close(columns, reference, rtol=0, atol=2e-2)
