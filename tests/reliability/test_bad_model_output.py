@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vlrl.data.records import FrameSpec
-from vlrl.tasking.registry import task_class
+from vlrl.tasking.registry import builtin_training_tasks, task_class
 
 SCRATCH = tempfile.TemporaryDirectory(prefix="bad-output-")  # the synthetic data, removed at exit
 # Every task, and the options that switch to another parser or rule.
@@ -37,10 +37,18 @@ CONFIGS = [
     ("math_vqa", {"variant": "mm_eureka"}),
     ("math_vqa", {"variant": "lmm_r1"}),
     ("math_vqa", {"variant": "visualthinker"}),
+    ("multi_image_grounding", {}),
     ("ocr", {}),
     ("refcoco", {}),
     ("refcoco", {"box_parser": "perception_r1", "iou_convention": "continuous"}),
+    ("refcoco+", {}),
     ("refcocog", {"box_parser": "perception_r1", "pr1_untagged_boxes": "model"}),
+    ("scene_graph", {}),
+    ("sophiavl_r1", {}),
+    ("sophiavl_r1", {"scorer": "math"}),
+    ("sophiavl_r1", {"scorer": "ocr"}),
+    ("sophiavl_r1", {"scorer": "caption"}),
+    ("step_reasoning", {}),
     ("video_qa", {}),
     ("video_qa", {"nonfinite": "video_r1"}),
 ]
@@ -133,6 +141,12 @@ def check(task, samples, text: str) -> None:
 def _id(config: tuple) -> str:
     name, options = config
     return name + "".join(f"-{v}" for v in options.values())
+
+
+def test_every_built_in_task_is_among_the_configs():
+    """Aliases aside (the same class), a task added without a line here goes unchecked."""
+    checked = {task_class(name) for name, _ in CONFIGS}
+    assert {name for name in builtin_training_tasks() if task_class(name) not in checked} == set()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=_id)
