@@ -424,6 +424,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         'mask[rows_t], "seq_mean_token_mean", max_new_tokens,', (AGGREGATION,),
     ),
     Mutation(
+        "micro_batch_rows ignored", "vlrl/trainer/update.py",
+        "micro_rows=algo.micro_batch_rows,", "micro_rows=4,", (AGGREGATION,),
+    ),
+    Mutation(
+        "micro_token_mean weighs the step's tokens alike", "vlrl/algos/losses.py",
+        "return mask / per_micro[micro].clamp(min=1.0)[:, None] / max(micro_batches, 1.0)",
+        "return mask / float(mask.sum())", (AGGREGATION, LOSSES),
+    ),
+    Mutation(
         "entropy_coef ignored", "vlrl/algos/losses.py",
         "per_token = per_token - cfg.entropy_coef * entropy", "per_token = per_token", (ENTROPY_BONUS,),
     ),

@@ -480,7 +480,12 @@ class AlgoConfig:
     dual_clip: float | None = None  # dual-clip PPO's c (e.g. 3.0): bounds the loss of negative advantages
     drift_coef: float = 0.01  # CPGD's policy-drift weight (MM-EUREKA's --policy_drift_coef default and recipes)
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
-    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = "seq_mean_token_mean"
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"] = (
+        "seq_mean_token_mean"
+    )
+    # micro_token_mean's micro-batch: the token mean of each run of this many rows of a step,
+    # averaged over them (EasyR1's and verl's legacy micro_batch_size_per_device_for_update)
+    micro_batch_rows: int = 4
     # Entropy bonus: the loss minus this times each step's entropy under the temperature-scaled
     # policy, aggregated as the policy loss (verl's and EasyR1's entropy_coeff; EasyR1 1e-3 until
     # 2025-03-18, which Vision-R1 and SophiaVL-R1 trained with). 0: none, and no entropy computed.
@@ -515,7 +520,16 @@ class AlgoConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def validate(self, key: str) -> None:
-        require_positive(key, self, "num_iterations", "mini_batches", "max_sampling_rounds", "std_eps", "drift_clip")
+        require_positive(
+            key,
+            self,
+            "num_iterations",
+            "mini_batches",
+            "max_sampling_rounds",
+            "std_eps",
+            "drift_clip",
+            "micro_batch_rows",
+        )
         require_nonnegative(key, self, "beta", "positive_weight", "negative_weight", "drift_coef", "overlong_penalty")
         # the ratio's clip range is [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
         if not 0 < self.epsilon < 1:

@@ -38,6 +38,17 @@ def test_token_weights_for_each_aggregation():
     torch.testing.assert_close(token_weights(mask, "seq_mean_token_sum_norm", 10), mask / 20)
 
 
+def test_micro_token_mean_is_each_micro_batchs_token_mean_averaged_over_the_micro_batches():
+    """EasyR1's masked_mean per micro-batch of rows, over the gradient accumulation steps: rows
+    0-1 (4 tokens) and row 2 (2 tokens) in micro-batches of 2, so 1/4/2 and 1/2/2 a token."""
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    want = torch.tensor([[1 / 8, 1 / 8, 1 / 8], [1 / 8, 0, 0], [1 / 4, 1 / 4, 0]])
+    torch.testing.assert_close(token_weights(mask, "micro_token_mean", 10, micro_rows=2), want)
+    # data-parallel: divided by the mean number of micro-batches over the processes
+    torch.testing.assert_close(token_weights(mask, "micro_token_mean", 10, micro_rows=2, micro_batches=4), want / 2)
+    torch.testing.assert_close(token_weights(mask, "micro_token_mean", 10, micro_rows=3), mask / 6)  # one: token_mean
+
+
 def test_grpo_loss_and_gradient_on_a_hand_computed_example():
     logp = torch.tensor([[-1.0, -2.0], [-0.5, -1.5]], requires_grad=True)
     old = torch.tensor([[-1.5, -2.1], [-0.5, -1.2]])

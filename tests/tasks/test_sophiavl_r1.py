@@ -130,4 +130,5 @@ def test_the_recipe_trains_as_sophiavl_r1s_released_script():
     )  # fmt: skip
     assert (t.prompts_per_step, cfg.rollout.num_generations, cfg.rollout.max_new_tokens) == (16, 8, 1024)
     assert (t.lr, t.weight_decay, t.max_grad_norm, algo.mini_batches) == (6e-7, 0.01, 4.0, 1)
+    assert (algo.aggregation, algo.micro_batch_rows) == ("micro_token_mean", 4)
     assert (cfg.model.min_pixels, cfg.model.max_pixels) == (262144, 4194304)

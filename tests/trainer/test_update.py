@@ -112,10 +112,13 @@ def hand_step(trainer, batch, advantages, rows, params, old, ref=None):
         kl_tokens = KL_BY_HAND[algo.kl_estimator](logp, ref[rows, :width])
         per_token = per_token + algo.beta * kl_tokens
         kl = (kl_tokens.detach() * mask).sum()
-    weights = {  # TRL's loss types: bnpo / dapo, grpo, dr_grpo
+    k = algo.micro_batch_rows  # EasyR1's micro-batches: consecutive rows, each its own token mean
+    micro = [mask[i : i + k] / mask[i : i + k].sum() for i in range(0, len(rows), k)]
+    weights = {  # TRL's loss types: bnpo / dapo, grpo, dr_grpo; EasyR1's
         "token_mean": mask / mask.sum(),
         "seq_mean_token_mean": mask / mask.sum(dim=1, keepdim=True) / len(rows),
         "seq_mean_token_sum_norm": mask / (len(rows) * trainer.cfg.rollout.max_new_tokens),
+        "micro_token_mean": torch.cat(micro) / len(micro),
     }[algo.aggregation]
     (per_token * weights).sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -155,17 +158,26 @@ def test_each_kl_estimator_enters_the_loss_and_its_gradient(estimator, tmp_path,
     assert float(k3(current, ref[:, :width])[real].max()) > 10  # low_var's clamp is reached
 
 
-@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+@pytest.mark.parametrize(
+    "aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"]
+)
 def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_path, rec_data, tiny_qwen25):
     """algo.aggregation on completions of 1 to 10 tokens (canned answers): each token weighs
     1 / the batch's tokens (token_mean), 1 / (its completion's tokens x completions)
-    (seq_mean_token_mean), or 1 / (completions x max_new_tokens) (seq_mean_token_sum_norm)."""
+    (seq_mean_token_mean), 1 / (completions x max_new_tokens) (seq_mean_token_sum_norm), or
+    1 / (its micro-batch's tokens x micro-batches), micro-batches of 3 consecutive rows of the
+    step's 8, the last of 2 (micro_token_mean)."""
     answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
-    options = {"algo.aggregation": aggregation, "rollout.canned.answers": json.dumps(answers)}
+    options = {
+        "algo.aggregation": aggregation,
+        "algo.micro_batch_rows": 3,
+        "rollout.canned.answers": json.dumps(answers),
+    }
     trainer = make_trainer(tmp_path, rec_data, engine=CANNED, **options)
     batch, advantages = rollout(trainer)
     assert len(set(batch.lengths())) >= 3
     _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
+    assert len(rows) == 8
     current, _ = logprobs_at(trainer, batch, rows, params)
     assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
 

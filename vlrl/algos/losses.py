@@ -182,20 +182,31 @@ def token_weights(
     max_completion_length: int,
     rows: float | None = None,
     tokens: float | None = None,
+    micro_rows: int = 4,
+    micro_batches: float | None = None,
 ) -> torch.Tensor:
     """Weights w with loss = sum(per_token_loss * w) over the whole batch.
 
     token_mean: every token of the batch counts the same (DAPO, TRL's bnpo/dapo).
     seq_mean_token_mean: mean over each sequence's tokens, then over sequences (GRPO, TRL's grpo).
     seq_mean_token_sum_norm: token sums divided by sequences x max length (Dr.GRPO).
+    micro_token_mean: the token mean of each `micro_rows` consecutive rows, averaged over those
+    micro-batches (EasyR1's and verl's legacy worker: agg_loss's token-mean of a micro-batch over
+    the gradient accumulation steps, a micro-batch `micro_batch_size_per_device_for_update` rows).
 
-    `rows` and `tokens` are the batch's numbers of sequences and tokens to divide by; by
-    default this mask's. Data-parallel training passes their means over the processes, so the
-    averaged gradient equals the gradient over the whole batch on one process.
+    `rows`, `tokens` and `micro_batches` are the batch's numbers of sequences, tokens and
+    micro-batches to divide by; by default this mask's. Data-parallel training passes their
+    means over the processes, so the averaged gradient equals the gradient over the whole batch
+    on one process.
     """
     mask = mask.float()
     rows = mask.shape[0] if rows is None else rows
     tokens = float(mask.sum()) if tokens is None else tokens
+    if aggregation == "micro_token_mean":
+        micro = torch.arange(mask.shape[0]) // micro_rows  # each row's micro-batch
+        per_micro = torch.zeros(-(-mask.shape[0] // micro_rows)).index_add_(0, micro, mask.sum(dim=1))
+        micro_batches = per_micro.numel() if micro_batches is None else micro_batches
+        return mask / per_micro[micro].clamp(min=1.0)[:, None] / max(micro_batches, 1.0)
     if aggregation == "token_mean":
         return mask / max(tokens, 1.0)
     if aggregation == "seq_mean_token_mean":

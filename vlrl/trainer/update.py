@@ -170,6 +170,7 @@ class Updater:
         weights = token_weights(
             mask[rows_t], algo.aggregation, max_new_tokens,
             rows=run.procs.mean(len(rows)), tokens=run.procs.mean(float(mask[rows_t].sum())),
+            micro_rows=algo.micro_batch_rows, micro_batches=run.procs.mean(-(-len(rows) // algo.micro_batch_rows)),
         )  # fmt: skip
         correct = self.corrects(batch)
         total = 0.0
