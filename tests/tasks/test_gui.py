@@ -778,3 +778,13 @@ def test_a_text_f1_threshold_of_zero_is_refused():
     with pytest.raises(ConfigError, match=r"text_f1_threshold must be in \(0, 1\], got 0"):
         GuiAction({"text_f1_threshold": 0})
     assert GuiAction({"text_f1_threshold": 1}).options.text_f1_threshold == 1
+
+
+def test_the_gui_r1_recipe_takes_its_easyr1_loss():
+    """ritzz-ai/GUI-R1 d43eea2: dp_actor.py's masked mean of each micro-batch of 4 rows
+    (examples/config.yaml) over gradient accumulation, core_algos.py's GRPO epsilon 1e-6."""
+    from vlrl.config import load_config
+
+    algo = load_config(Path(__file__).resolve().parents[2] / "configs" / "gui_action.yaml").algo
+    assert (algo.aggregation, algo.micro_batch_rows, algo.std_eps) == ("micro_token_mean", 4, 1e-6)
+    assert (algo.beta, algo.kl_estimator, algo.mini_batches) == (0.01, "low_var", 4)
