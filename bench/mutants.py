@@ -652,6 +652,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("weight_decay ignored", "vlrl/parallel/base.py", "weight_decay=weight_decay, fused", "weight_decay=0.0, fused", (DECAY,)),
     Mutation(
+        "adam_betas ignored", "vlrl/trainer/run.py", 'group["betas"] = tuple(self.t.adam_betas)', "pass",
+        (f"{OPTIONS}::test_adam_betas_step_the_policy_as_adamw_with_those_betas_does",),
+    ),
+    Mutation(
         "max_grad_norm ignored", "vlrl/trainer/run.py",
         "self.strategy.clip_gradients(self.t.max_grad_norm)", "self.strategy.clip_gradients(1e9)", (ENTROPY,),
     ),

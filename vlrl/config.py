@@ -598,6 +598,8 @@ class TrainerConfig:
     prompts_per_step: int = 8  # B prompts per step (SFT: samples per step)
     lr: float = 1e-6
     weight_decay: float = 0.0
+    # AdamW's (beta1, beta2): torch's and the HF Trainer's defaults; OpenRLHF's (LMM-R1) [0.9, 0.95]
+    adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     # Over trainer.steps, with warmup_steps first (rising from 0, as transformers' and verl's do)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = 0
@@ -641,6 +643,8 @@ class TrainerConfig:
             "max_grad_norm",  # clip_grad_norm_ turns the gradients around below 0 and zeroes them at 0
         )  # fmt: skip
         require_nonnegative(key, self, "lr", "weight_decay", "warmup_steps")
+        if len(self.adam_betas) != 2 or not all(0 <= beta < 1 for beta in self.adam_betas):
+            raise ConfigError(f"config: {key}.adam_betas must be two numbers in [0, 1), got {self.adam_betas}")
         if not 0 <= self.lr_min_ratio <= 1:
             raise ConfigError(f"config: {key}.lr_min_ratio must be in [0, 1], got {self.lr_min_ratio}")
 

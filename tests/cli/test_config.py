@@ -78,6 +78,9 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("algo.trust.judge_max_new_tokens=0", "algo.trust.judge_max_new_tokens must be > 0"),
         ("algo.trust.decay_steps=0", "algo.trust.decay_steps must be > 0"),  # exp(-step / 0)
         ("algo.trust.alpha=-1", "algo.trust.alpha must be >= 0"),
+        ("trainer.adam_betas=[0.9, 1.0]", "trainer.adam_betas must be two numbers in [0, 1)"),
+        ("trainer.adam_betas=[0.9]", "trainer.adam_betas must be two numbers in [0, 1)"),
+        ("algo.micro_batch_rows=0", "algo.micro_batch_rows must be > 0"),
         ("model.video.total_pixels=-1", "model.video.total_pixels must be > 0"),
         # each range's other bound, and the checks between two keys
         ("model.video.fps=0", "model.video needs fps > 0"),
@@ -527,3 +530,34 @@ def test_the_video_r1_recipe_trains_as_its_trainer_does():
     cfg = load_config(ROOT / "configs" / "video_qa.yaml")
     assert cfg.model.video.time_from == "video_r1" and cfg.algo.kl_estimator == "k3_clamped"
     assert (cfg.trainer.steps, cfg.trainer.lr, cfg.trainer.lr_schedule) == (1200, 1e-6, "constant")
+
+
+def test_the_recipes_take_what_their_public_trainers_do():
+    """Read off each public trainer and launch script (2026-12-01; the configs' comments cite
+    them): R1-SGG's bnpo per micro-batch of 4 rows; Video-R1's clamped KL, image length reward
+    and near-constant lr for OCR; CLS-RL's 200 Trainer steps (2,672 prompts: 167 of 16); PR1's
+    first 10,000 rows; VLM-R1's REC lr, which decays over far more steps than the budget;
+    LMM-R1's micro-batches of 2 and OpenRLHF's betas; R1-VL's and UniVG-R1's save steps."""
+
+    def recipe(name):
+        return load_config(ROOT / "configs" / f"{name}.yaml")
+
+    sgg = recipe("scene_graph").algo
+    assert (sgg.aggregation, sgg.micro_batch_rows) == ("micro_token_mean", 4)
+    ocr = recipe("ocr")
+    assert (ocr.algo.kl_estimator, ocr.algo.accuracy_reward, ocr.algo.accuracy_threshold) == ("k3_clamped", "wer", 0.1)
+    assert ocr.algo.accuracy_strict and ocr.algo.length_control.enabled and ocr.trainer.lr_schedule == "constant"
+    assert recipe("classification").trainer.steps * 16 == 2672
+    assert recipe("counting").data.limit == 10000
+    assert recipe("refcoco").trainer.lr_schedule == "constant"
+    lmm = recipe("lmm_r1_stage1")
+    assert (lmm.algo.aggregation, lmm.algo.micro_batch_rows, lmm.trainer.adam_betas) == (
+        "micro_token_mean",
+        2,
+        [0.9, 0.95],
+    )
+    assert recipe("lmm_r1_stage2").trainer.adam_betas == [0.9, 0.95]  # it extends stage 1
+    assert (recipe("step_reasoning").trainer.save_every, recipe("multi_image_grounding").trainer.save_every) == (
+        100,
+        200,
+    )

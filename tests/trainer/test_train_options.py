@@ -469,3 +469,28 @@ def test_a_run_no_longer_than_its_warmup_is_told_the_lr_it_reaches():
         "rate reaches only 0.95 x trainer.lr at the last update"
     )
     assert schedule_note(TrainerConfig(steps=5, warmup_steps=19, lr_schedule_per="optimizer_step"), "t", 4) is None
+
+
+def test_adam_betas_step_the_policy_as_adamw_with_those_betas_does(tmp_path, rec_data, tiny_qwen25):
+    """trainer.adam_betas (OpenRLHF's 0.9, 0.95): two optimizer steps of the run's optimizer on
+    fixed gradients move the weights as torch's AdamW with those betas does (the first step is
+    the same for any betas; the second is not), and a checkpoint's betas give way to the config's."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **{"trainer.adam_betas": "[0.5, 0.6]", "trainer.lr": 1e-3})
+    run = trainer.run
+    params = [p for p in run.params][:3]
+    copies = [p.detach().clone().requires_grad_() for p in params]
+    reference = torch.optim.AdamW(copies, lr=1e-3, betas=(0.5, 0.6), weight_decay=run.t.weight_decay)
+    others = [p for p in run.params][3:]
+    for scale in (1.0, -3.0):
+        for p, c in zip(params, copies, strict=True):
+            p.grad = torch.full_like(p, scale) * torch.linspace(0.1, 1.0, p.numel()).view_as(p)
+            c.grad = p.grad.clone()
+        for p in others:
+            p.grad = None
+        run.optimizer.step()
+        reference.step()
+    for p, c in zip(params, copies, strict=True):
+        torch.testing.assert_close(p.detach(), c.detach(), rtol=1e-6, atol=1e-9)
+    run.optimizer.param_groups[0]["betas"] = (0.9, 0.999)  # as a checkpoint of another setting would load
+    run._apply_schedule()
+    assert run.optimizer.param_groups[0]["betas"] == (0.5, 0.6)

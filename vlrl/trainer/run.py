@@ -288,6 +288,7 @@ class Run:
         self.model = self.strategy.wrap(self._policy(cfg.model, resume_from).eval())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
+        self._apply_betas()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda position: lr_factor(position, t, optimizer_steps_per_step)
         )
@@ -358,9 +359,17 @@ class Run:
         # plain values): the RL loop's replay buffer
         self.process_parts: dict[str, Callable[[], dict[str, Any]]] = {}
 
+    def _apply_betas(self) -> None:
+        """trainer.adam_betas into the optimizer's groups (a plugin strategy's optimizer without
+        betas, SGD say, is left as it is)."""
+        for group in self.optimizer.param_groups:
+            if "betas" in group:
+                group["betas"] = tuple(self.t.adam_betas)
+
     def _apply_schedule(self) -> None:
-        """Loading the optimizer and scheduler states brings back the checkpoint's learning rate
-        and weight decay; a resumed run uses the config's, from the step it resumes at."""
+        """Loading the optimizer and scheduler states brings back the checkpoint's learning rate,
+        weight decay and betas; a resumed run uses the config's, from the step it resumes at."""
+        self._apply_betas()
         groups = self.optimizer.param_groups
         for group in groups:
             group["initial_lr"], group["weight_decay"] = self.t.lr, self.t.weight_decay
