@@ -163,9 +163,9 @@ MM_EUREKA_FORMAT = compile_pattern(
 )
 
 
-def chatml_response(completion: str) -> str:
+def chatml_response(completion: str, end_tokens: tuple[str, ...] = END_TOKENS) -> str:
     """get_response_from_query's cleaning: end-of-turn tokens removed everywhere, stripped."""
-    for token in END_TOKENS:
+    for token in end_tokens:
         completion = completion.replace(token, "")
     return completion.strip()
 
@@ -204,6 +204,8 @@ def mm_eureka_format(completion: str) -> float:
 
 
 # -- LMM-R1 -------------------------------------------------------------------------------------
+# LMM-R1's math_verifier.py (TideDra/lmm-r1 @f917f18) removes Gemma's end of turn too
+LMM_R1_END_TOKENS = (*END_TOKENS, "<end_of_turn>")
 LMM_R1_FORMAT = compile_pattern(
     r"^<think>(?:(?!</think>).)*</think><answer>(?:(?!</answer>).)*</answer>\Z", regex.DOTALL
 )
@@ -214,7 +216,7 @@ def lmm_r1_accuracy(completion: str, answer: str) -> float:
     """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`.
     An empty response scores 0 (LMM-R1 then parses the whole query instead: not available here)."""
     mv = math_verify()
-    response = chatml_response(completion)
+    response = chatml_response(completion, LMM_R1_END_TOKENS)
     if not response or len(response) > MAX_VERIFY_CHARS:
         return 0.0
     answer = answer if answer.startswith("$") else f"${answer}$"
@@ -235,7 +237,7 @@ def lmm_r1_accuracy(completion: str, answer: str) -> float:
 
 
 def lmm_r1_format(completion: str) -> float:
-    response = chatml_response(completion)
+    response = chatml_response(completion, LMM_R1_END_TOKENS)
     ok = search(LMM_R1_FORMAT, response) and response.count("<think>") == 1 and response.count("<answer>") == 1
     return 1.0 if ok else 0.0
 

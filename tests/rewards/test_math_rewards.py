@@ -284,5 +284,5 @@ def test_lmm_r1_format_refuses_a_second_answer_tag():
 
 
 def test_chatml_end_tokens_are_removed_before_the_format_is_checked():
-    for token in ("<|im_end|>", "<｜end▁of▁sentence｜>", "<|endoftext|>"):
+    for token in ("<|im_end|>", "<｜end▁of▁sentence｜>", "<|endoftext|>", "<end_of_turn>"):  # LMM-R1's four
         assert rm.lmm_r1_format(f"<think>a</think><answer>3</answer>{token}") == 1.0, token
