@@ -592,6 +592,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(
+        "reinforce_baseline weighs completions, not tokens", "vlrl/algos/advantages.py",
+        "weights = lengths.to(centered.dtype)", "weights = torch.ones_like(centered)", (ALGOS,),
+    ),
+    Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",
         "adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)", "adv = grpo(rewards, cfg.std_eps)", (ALGOS,),
     ),

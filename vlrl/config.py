@@ -463,7 +463,8 @@ class ReplayConfig:
 @dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
-    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd"] = "grpo"
+    # reinforce_baseline: OpenRLHF's (LMM-R1), whitened over the batch's tokens
+    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline"] = "grpo"
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
     std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL

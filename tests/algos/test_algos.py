@@ -360,3 +360,20 @@ def test_trust_warns_when_its_outcome_is_a_total_that_a_format_reward_moves():
     assert warnings("algo.trust.scorer=my_judge:score", "algo.accuracy_reward=iou") == []
     assert warnings("algo.trust.scorer=my_judge:score", "task.rewards.format=0") == []
     assert warnings() == []  # no Trust-GRPO
+
+
+def test_reinforce_baseline_whitens_the_centred_rewards_over_the_batchs_tokens_as_openrlhf_does():
+    """LMM-R1's OpenRLHF (experience_maker.py @f917f18): groups [[1.5, 0], [0, 0]] of 1, 3, 2 and
+    2 tokens, centred [0.75, -0.75, 0, 0]; token-weighted mean -0.1875 and biased variance
+    1.96875 / 8; its code gave [1.890, -1.134, 0.378, 0.378] (the audit's run of it)."""
+    from vlrl.algos.advantages import reinforce_baseline
+
+    rewards, lengths = torch.tensor([[1.5, 0.0], [0.0, 0.0]]), torch.tensor([[1, 3], [2, 2]])
+    deviations = torch.tensor([[0.9375, -0.5625], [0.1875, 0.1875]])
+    want = deviations / math.sqrt(1.96875 / 8)
+    torch.testing.assert_close(reinforce_baseline(rewards, lengths), want)
+    assert want.flatten().tolist() == pytest.approx([1.890, -1.134, 0.378, 0.378], abs=1e-3)
+    cfg = AlgoConfig(advantage="reinforce_baseline")
+    torch.testing.assert_close(advantages(rewards, torch.zeros(2, 2, dtype=torch.bool), cfg, lengths), want)
+    with pytest.raises(ValueError, match="lengths"):
+        advantages(rewards, torch.zeros(2, 2, dtype=torch.bool), cfg)

@@ -42,6 +42,21 @@ def sign(correct: torch.Tensor) -> torch.Tensor:
     return correct.float() * 2 - 1
 
 
+def reinforce_baseline(rewards: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """OpenRLHF's reinforce_baseline (LMM-R1 @f917f18, openrlhf/trainer/ppo_utils/
+    experience_maker.py): the group mean taken off, then whitened over every completion token of
+    the batch: shifted by the token-weighted mean and divided by the token-weighted (biased) std,
+    floored at 1e-4 (its rsqrt of the variance clamped at 1e-8). So a long completion weighs more
+    in both, and a group of equal rewards still gets the shift. Its KL, folded into each token's
+    return there, is the loss's term here (algo.beta), so every token of a row shares its value."""
+    centered = dr_grpo(rewards)
+    weights = lengths.to(centered.dtype)
+    total = weights.sum().clamp(min=1.0)
+    mean = (weights * centered).sum() / total
+    variance = (weights * (centered - mean) ** 2).sum() / total
+    return (centered - mean) * variance.clamp(min=1e-8).rsqrt()
+
+
 CLIP_FILTER_MAX = 3.0  # MM-EUREKA's --clip_filter_like_weight_clip_eps default
 
 
@@ -65,7 +80,10 @@ def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
     return centered * (rewards.shape[0] / informative).clamp(max=CLIP_FILTER_MAX)
 
 
-def advantages(rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig) -> torch.Tensor:
+def advantages(
+    rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig, lengths: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(groups, G) advantages; `lengths` (groups, G), the completions' tokens, for reinforce_baseline."""
     if cfg.advantage == "grpo":
         adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)
     elif cfg.advantage == "dr_grpo":
@@ -76,6 +94,10 @@ def advantages(rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig) ->
         adv = sign(correct)
     elif cfg.advantage == "cpgd":
         adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)
+    elif cfg.advantage == "reinforce_baseline":
+        if lengths is None:
+            raise ValueError("reinforce_baseline weighs tokens: give the completions' lengths")
+        adv = reinforce_baseline(rewards, lengths)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
     if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:

@@ -422,7 +422,8 @@ class RLTrainer:
                 if groups:
                     rewards = torch.stack([g.reward for g in groups])
                     correct = torch.stack([g.correct for g in groups])
-                    advantages = compute_advantages(rewards, correct, cfg.algo).view(-1)
+                    lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
+                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths).view(-1)
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
                 # 4. update (every process takes part, even one whose prompts were all skipped),
