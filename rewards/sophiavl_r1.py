@@ -28,11 +28,10 @@ import regex
 
 from rewards.mathruler import grade_answer
 from rewards.ocr import word_error_rate
-from rewards.text import compile_pattern, fullmatch, search
+from rewards.text import ANSWER_TAG, compile_pattern, fullmatch, search
 from rewards.video import free_form
 
 FORMAT = compile_pattern(r"<think>(.*?)</think>.*<answer>(.*?)</answer>.*", regex.DOTALL)
-ANSWER = compile_pattern(r"<answer>(.*?)</answer>", regex.DOTALL)
 
 
 def without_dollars(text: str) -> str:
@@ -45,7 +44,7 @@ def answer_content(completion: str) -> str | None:
     completion = without_dollars(completion)
     if not fullmatch(FORMAT, completion):
         return None
-    return search(ANSWER, completion).group(1)
+    return search(ANSWER_TAG, completion).group(1)  # unstripped, unlike rewards.text.answer_text
 
 
 def choice(answer: str, truth: str) -> float:
