@@ -27,9 +27,8 @@ from typing import Any, Literal
 
 from data_prep.video import write_synthetic_image_qa
 from rewards.sophiavl_r1 import answer_content, outcome
-from rewards.text import answer_text
 from tasks.records import IMAGE, record_image, split_images
-from tasks.video_qa import QUESTION_TEMPLATE, accuracy_by_type
+from tasks.video_qa import QUESTION_TEMPLATE, accuracy_by_type, record_answer, record_id
 from tasks.video_qa import TYPE_TEMPLATE as VIDEO_R1_TYPES
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -72,11 +71,7 @@ class SophiaVLR1(Task):
         data_type = record.get("data_type", "image")
         if data_type == "video":
             raise ctx.error("data_type 'video': SophiaVL-R1 reads images only (the video_qa task reads videos)")
-        solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
-        answer = answer_text(solution)
-        answer = (solution if answer is None else answer).strip()
-        if not answer:
-            raise ctx.error("solution holds an empty answer")
+        answer = record_answer(record, ctx)
         if problem_type == "multiple choice":
             options = ctx.get(record, "options", list, 'the options, like ["A. red", "B. blue"]')
             if not all(isinstance(o, str) for o in options):
@@ -86,7 +81,7 @@ class SophiaVLR1(Task):
         if problem.count(IMAGE) > 1:
             raise ctx.error(f"problem holds {problem.count(IMAGE)} {IMAGE} placeholders for one image")
         return Sample(
-            id=str(record["id"] if "id" in record else record.get("problem_id", ctx.index)),
+            id=record_id(record, ctx),
             task=self.name,
             problem=problem,
             solution=answer,

@@ -146,11 +146,7 @@ def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sa
     data_type = ctx.get(record, "data_type", str, '"video" or "image"')
     if data_type not in ("video", "image"):
         raise ctx.error(f'data_type {data_type!r} must be "video" or "image"'[:200])
-    solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
-    answer = answer_text(solution)
-    answer = (solution if answer is None else answer).strip()
-    if not answer:
-        raise ctx.error("solution holds an empty answer")
+    answer = record_answer(record, ctx)
     if problem_type in ("numerical", "regression"):
         number = to_number(answer)
         if number is None or not math.isfinite(number):  # a nan truth: every regression answer would score 1
@@ -167,7 +163,7 @@ def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sa
     else:
         video = _video_path(record, ctx)
     return Sample(
-        id=str(record["id"] if "id" in record else record.get("problem_id", ctx.index)),
+        id=record_id(record, ctx),
         task=task,
         problem=question,
         solution=answer,
@@ -176,6 +172,22 @@ def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sa
         source=ctx.source,
         video=video,
     )
+
+
+def record_answer(record: dict[str, Any], ctx: RecordContext) -> str:
+    """A Video-R1-format record's answer: its solution's first <answer>, or the whole solution,
+    stripped; an empty one is refused."""
+    solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
+    answer = answer_text(solution)
+    answer = (solution if answer is None else answer).strip()
+    if not answer:
+        raise ctx.error("solution holds an empty answer")
+    return answer
+
+
+def record_id(record: dict[str, Any], ctx: RecordContext) -> str:
+    """`id`, else Video-R1's `problem_id`, else the record's position."""
+    return str(record["id"] if "id" in record else record.get("problem_id", ctx.index))
 
 
 def _video_path(record: dict[str, Any], ctx: RecordContext) -> str:
