@@ -596,6 +596,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "weights = lengths.to(centered.dtype)", "weights = torch.ones_like(centered)", (ALGOS,),
     ),
     Mutation(
+        "reinforce_baseline handed no token counts", "vlrl/trainer/rl.py",
+        "lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])",
+        "lengths = torch.ones_like(rewards)",
+        (f"{OPTIONS}::test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trains",),
+    ),
+    Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",
         "adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)", "adv = grpo(rewards, cfg.std_eps)", (ALGOS,),
     ),

@@ -151,12 +151,14 @@ def test_trust_grpo_with_an_http_scorer_survives_its_failures(tmp_path, rec_data
     assert [r["thinking_failures"] for r in rows] == [8.0 * broken, 8.0 * broken]
 
 
-def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25):
+def test_trust_grpo_with_a_local_judge_model(tmp_path, rec_data, tiny_qwen25, capsys):
     rows = run(
         tmp_path, rec_data, **{"algo.trust.scorer": "judge:tiny:qwen2_5_vl", "algo.trust.judge_max_new_tokens": 4}
     )
     assert [r["step"] for r in rows] == [1, 2]  # an untrained judge rarely answers a number: scored 0, counted
     assert all("thinking_failures" in r for r in rows)
+    # no algo.accuracy_reward, and the toy task's total sums three rewards: the run says so at its start
+    assert "warning: algo.trust reads each answer's outcome as a [0, 1] accuracy" in capsys.readouterr().out
 
 
 def test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions(tmp_path, rec_data, tiny_qwen25):
@@ -495,3 +497,24 @@ def test_adam_betas_step_the_policy_as_adamw_with_those_betas_does(tmp_path, rec
     run.optimizer.param_groups[0]["betas"] = (0.9, 0.999)  # as a checkpoint of another setting would load
     run._apply_schedule()
     assert run.optimizer.param_groups[0]["betas"] == (0.5, 0.6)
+
+
+def test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trains(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """The lengths the trainer hands reinforce_baseline are each row's completion tokens, as the
+    update's mask counts them, for completions of 1 to 10 tokens (canned answers)."""
+    import vlrl.trainer.rl as rl
+
+    seen, batches = [], []
+    real_advantages, real_update = rl.compute_advantages, rl.RLTrainer.update
+    monkeypatch.setattr(rl, "compute_advantages", lambda *a: seen.append(a[3]) or real_advantages(*a))
+    monkeypatch.setattr(
+        rl.RLTrainer, "update", lambda self, batch, *a, **k: batches.append(batch) or real_update(self, batch, *a, **k)
+    )
+    answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
+    options = {"algo.advantage": "reinforce_baseline", "rollout.canned.answers": json.dumps(answers)}
+    run(tmp_path, rec_data, **{"rollout.engine": CANNED, **options})
+    assert len(seen) == len(batches) == 2
+    for lengths, batch in zip(seen, batches, strict=True):
+        assert lengths.flatten().tolist() == batch.lengths() and len(set(batch.lengths())) >= 3
