@@ -58,6 +58,7 @@ DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_mov
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
 ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
 DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
 OVERLONG = f"{OPTIONS}::test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens"
@@ -366,16 +367,16 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs taken as the current ones once the policy moved", "vlrl/trainer/update.py",
-        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = False", (MOVED,),
+        "return self.algo.num_iterations > 1 or self.algo.mini_batches > 1", "return False", (MOVED,),
     ),
     Mutation(
         "num_iterations ignored in choosing the old log-probs", "vlrl/trainer/update.py",
-        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = algo.mini_batches > 1",
+        "return self.algo.num_iterations > 1 or self.algo.mini_batches > 1", "return self.algo.mini_batches > 1",
         (f"{MOVED}[num_iterations]",),
     ),
     Mutation(
         "mini_batches ignored in choosing the old log-probs", "vlrl/trainer/update.py",
-        "moves = algo.num_iterations > 1 or algo.mini_batches > 1", "moves = algo.num_iterations > 1",
+        "return self.algo.num_iterations > 1 or self.algo.mini_batches > 1", "return self.algo.num_iterations > 1",
         (f"{MOVED}[mini_batches]",),
     ),
     Mutation(
@@ -593,7 +594,38 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(
         "reinforce_baseline weighs completions, not tokens", "vlrl/algos/advantages.py",
-        "weights = lengths.to(centered.dtype)", "weights = torch.ones_like(centered)", (ALGOS,),
+        "return whitened(centered, lengths)", "return whitened(centered, torch.ones_like(centered))", (ALGOS,),
+    ),
+    Mutation(
+        "kl_in=reward takes nothing off the reward", "vlrl/algos/advantages.py",
+        "rewards = rewards - cfg.beta * kl.sum(dim=-1)", "rewards = rewards", (ALGOS, KL_IN),
+    ),
+    Mutation(
+        "kl_in=returns takes each token's KL only, not the later ones'", "vlrl/algos/advantages.py",
+        "later = (kl * mask).flip(-1).cumsum(-1).flip(-1)", "later = kl * mask", (ALGOS, KL_IN),
+    ),
+    Mutation(
+        "kl_in=returns whitens reinforce_baseline before the KL", "vlrl/algos/advantages.py",
+        "return whitened(kl_returns(centered, kl, beta, lengths), mask) * mask",
+        "return kl_returns(whitened(centered, lengths), kl, beta, lengths)", (ALGOS,),
+    ),
+    Mutation(
+        "kl_in: the KL also in the loss", "vlrl/trainer/rl.py",
+        'if algo.beta > 0 and algo.kl_in == "loss" else None', "if algo.beta > 0 else None", (KL_IN,),
+    ),
+    Mutation(
+        "kl_in: the sampling policy's KL to itself", "vlrl/trainer/update.py",
+        "(sampled.logp, self.reference_logprobs(batch))", "(sampled.logp, sampled.logp)", (KL_IN,),
+    ),
+    Mutation(
+        "kl_in: the update forwards the sampling policy again", "vlrl/trainer/rl.py",
+        "elif sampled is not None and self.updater.moves:", "elif False:",
+        (f"{OPTIONS}::test_the_kl_in_the_reward_shares_its_forward_of_the_sampling_policy_with_the_update",),
+    ),
+    Mutation(
+        "kl_in=returns: the tokens' advantages out of their order", "vlrl/trainer/update.py",
+        "else advantages[micro, :width]", "else advantages[micro, :width].flip(1)",
+        ("tests/trainer/test_update.py::test_advantages_per_token_weigh_each_tokens_term_by_its_own",),
     ),
     Mutation(
         "reinforce_baseline handed no token counts", "vlrl/trainer/rl.py",

@@ -495,6 +495,12 @@ class AlgoConfig:
     beta: float = 0.04  # 0 loads no reference model
     # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3
     kl_estimator: Literal["k1", "k2", "k3", "low_var", "k3_clamped"] = "k3"
+    # Where beta times the KL goes: loss (added to each token's loss: GRPO, TRL), reward (the
+    # completion's summed KL, of the policy that sampled, taken off its reward before the
+    # advantages: verl's use_kl_in_reward), returns (each token's advantage less the KL of that
+    # token and the ones after it: OpenRLHF's and LMM-R1's, before reinforce_baseline's whitening).
+    # In the reward or returns it gives no gradient of its own; with k1, as verl and OpenRLHF advise.
+    kl_in: Literal["loss", "reward", "returns"] = "loss"
     # Updates per rollout.
     num_iterations: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass
@@ -548,6 +554,21 @@ class AlgoConfig:
             )
         if not 0 < self.top_entropy_fraction <= 1:
             raise ConfigError(f"config: {key}.top_entropy_fraction must be in (0, 1], got {self.top_entropy_fraction}")
+        if self.kl_in != "loss" and self.beta == 0:
+            raise ConfigError(
+                f"config: {key}.kl_in={self.kl_in} takes beta times the KL off the reward, but {key}.beta is 0 "
+                "(no reference model): set a beta, or kl_in=loss"
+            )
+        if self.kl_in == "reward" and self.advantage == "sign":
+            raise ConfigError(
+                f"config: {key}.advantage=sign reads only correctness, so the KL taken off the reward "
+                f"({key}.kl_in=reward) would change nothing: kl_in=loss or returns"
+            )
+        if self.kl_in == "returns" and self.replay.mode != "off":
+            raise ConfigError(
+                f"config: {key}.replay stores one advantage a row, and {key}.kl_in=returns gives one a token: "
+                "kl_in=loss or reward"
+            )
         self.rollout_correction.validate(f"{key}.rollout_correction")
         self.trust.validate(f"{key}.trust")
         self.temporal.validate(f"{key}.temporal")

@@ -27,7 +27,7 @@ from vlrl.algos.shaping import (
     temporal_bonus,
     trust_bonus,
 )
-from vlrl.config import AlgoConfig, TrustConfig, load_config
+from vlrl.config import AlgoConfig, ConfigError, ReplayConfig, TrustConfig, load_config
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
 
@@ -377,3 +377,71 @@ def test_reinforce_baseline_whitens_the_centred_rewards_over_the_batchs_tokens_a
     torch.testing.assert_close(advantages(rewards, torch.zeros(2, 2, dtype=torch.bool), cfg, lengths), want)
     with pytest.raises(ValueError, match="lengths"):
         advantages(rewards, torch.zeros(2, 2, dtype=torch.bool), cfg)
+
+
+def openrlhf_returns(centred: torch.Tensor, kl: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
+    """OpenRLHF @ LMM-R1 f917f18, transcribed: compute_reward (the reward on the last action
+    token, -beta * kl on every one) then get_cumulative_returns (gamma 1), token by token."""
+    eos = mask.size(1) - 1 - mask.long().fliplr().argmax(dim=1, keepdim=True)
+    reward = torch.zeros_like(kl).scatter_(1, eos, centred.unsqueeze(1)) - beta * kl
+    reward = mask * reward
+    returns, running = torch.zeros_like(reward), torch.zeros(reward.size(0))
+    for t in reversed(range(reward.size(1))):
+        running = reward[:, t] + running
+        returns[:, t] = running
+    return returns
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_baseline", "dr_grpo"])
+def test_the_kl_in_each_tokens_return_is_openrlhfs_before_its_whitening(estimator):
+    """algo.kl_in=returns against OpenRLHF's code (transcribed above and below): the group mean
+    taken off, the k1 KL times beta from each token on taken off each token's return, then for
+    reinforce_baseline the whitening over every action token of the rollout (dr_grpo: none)."""
+    gen = torch.Generator().manual_seed(3)
+    rewards = torch.rand(3, 4, generator=gen).round(decimals=1)
+    lengths = torch.randint(1, 7, (3, 4), generator=gen)
+    mask = (torch.arange(7) < lengths[..., None]).float()
+    kl = torch.randn(3, 4, 7, generator=gen).abs()  # past a completion's end too: both leave it out
+    beta = 0.3
+    centred = (rewards - rewards.mean(-1, keepdim=True)).flatten()
+    want = openrlhf_returns(centred, kl.flatten(0, 1), mask.flatten(0, 1), beta)
+    if estimator == "reinforce_baseline":
+        m = mask.flatten(0, 1)
+        mean = (want * m).sum() / m.sum()
+        rstd = (((want - mean) ** 2 * m).sum() / m.sum()).clamp(min=1e-8).rsqrt()
+        want = (want - mean) * rstd * m  # outside the mask OpenRLHF keeps values the loss masks
+    cfg = AlgoConfig(advantage=estimator, beta=beta, kl_in="returns")
+    got = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), cfg, lengths, kl)
+    assert got.shape == (3, 4, 7)
+    torch.testing.assert_close(got.flatten(0, 1), want)
+    without = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig(advantage=estimator), lengths)
+    assert not torch.allclose(got[..., 0], without)  # the KL moved them
+    with pytest.raises(ValueError, match="KL"):
+        advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), cfg, lengths)
+
+
+def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normalisation():
+    """algo.kl_in=reward as verl's apply_kl_penalty then compute_grpo_outcome_advantage
+    (token_level_rewards = scores - beta * kl, summed over the response; (s - mean) / (std + 1e-6))."""
+    gen = torch.Generator().manual_seed(5)
+    rewards = torch.rand(2, 5, generator=gen)
+    lengths = torch.randint(1, 6, (2, 5), generator=gen)
+    kl = torch.randn(2, 5, 6, generator=gen) * (torch.arange(6) < lengths[..., None])
+    beta = 0.1
+    scores = rewards - beta * kl.sum(-1)
+    want = (scores - scores.mean(-1, keepdim=True)) / (scores.std(-1, keepdim=True) + 1e-6)
+    cfg = AlgoConfig(advantage="grpo", std_eps=1e-6, beta=beta, kl_in="reward")
+    torch.testing.assert_close(advantages(rewards, torch.zeros(2, 5, dtype=torch.bool), cfg, lengths, kl), want)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"kl_in": "reward", "beta": 0.0}, "beta is 0"),
+        ({"kl_in": "reward", "advantage": "sign"}, "sign reads only correctness"),
+        ({"kl_in": "returns", "replay": ReplayConfig(mode="ssr")}, "one advantage a row"),
+    ],
+)
+def test_a_kl_in_the_reward_that_could_not_act_is_refused(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        AlgoConfig(**overrides).validate("algo")

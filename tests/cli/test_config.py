@@ -557,6 +557,7 @@ def test_the_recipes_take_what_their_public_trainers_do():
         [0.9, 0.95],
     )
     assert lmm.algo.advantage == "reinforce_baseline"
+    assert (lmm.algo.kl_in, lmm.algo.kl_estimator, lmm.algo.beta) == ("returns", "k1", 0.001)  # OpenRLHF's KL
     assert recipe("lmm_r1_stage2").trainer.adam_betas == [0.9, 0.95]  # it extends stage 1
     assert (recipe("step_reasoning").trainer.save_every, recipe("multi_image_grounding").trainer.save_every) == (
         100,

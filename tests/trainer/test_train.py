@@ -102,7 +102,7 @@ def test_resuming_from_a_checkpoint_gives_the_uninterrupted_run(tmp_path, rec_da
     # takes steps 3 and 4 only (a fresh run, seeded alike, would take all four to the same end).
     updates = []
     update = RLTrainer.update
-    monkeypatch.setattr(RLTrainer, "update", lambda self, *args: updates.append(1) or update(self, *args))
+    monkeypatch.setattr(RLTrainer, "update", lambda self, *args, **kw: updates.append(1) or update(self, *args, **kw))
     train(load_config(None, tiny_overrides(resumed, rec_data, **{"trainer.steps": 4, "trainer.save_every": 2})))
     assert len(updates) == 2
 

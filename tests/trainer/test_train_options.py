@@ -518,3 +518,69 @@ def test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trai
     assert len(seen) == len(batches) == 2
     for lengths, batch in zip(seen, batches, strict=True):
         assert lengths.flatten().tolist() == batch.lengths() and len(set(batch.lengths())) >= 3
+
+
+@pytest.mark.parametrize("kl_in", ["reward", "returns"])
+def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss(
+    kl_in, tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """algo.kl_in: each token's k1 KL of the policy that sampled (the engine's log-probs, the
+    trainer's own here) to the reference, ~0 on the first step and not on the second, taken off
+    each completion's reward (summed, before dr_grpo centres it) or each token's return (from that
+    token on, after), and left out of the loss: the loss is the token mean of -A (one pass: ratio 1)."""
+    import vlrl.trainer.rl as rl
+    from vlrl.trainer.update import Updater
+
+    seen, given = [], []
+    real_kl, real_update = Updater.reward_kl, rl.RLTrainer.update
+
+    def reward_kl(self, batch):
+        sampled, kl = real_kl(self, batch)
+        seen.append((batch, self.reference_logprobs(batch), sampled, kl))
+        return sampled, kl
+
+    monkeypatch.setattr(Updater, "reward_kl", reward_kl)
+    monkeypatch.setattr(
+        rl.RLTrainer,
+        "update",
+        lambda self, batch, adv, *a, **k: given.append(adv) or real_update(self, batch, adv, *a, **k),
+    )
+    options = {"algo.advantage": "dr_grpo", "algo.beta": 0.5, "algo.kl_estimator": "k1", "algo.kl_in": kl_in}
+    rows = run(tmp_path, rec_data, task=HALF, **options, **{"algo.aggregation": "token_mean", "trainer.lr": 1e-2})
+    assert len(seen) == len(given) == len(rows) == 2
+    for (batch, ref, sampled, kl), adv, row in zip(seen, given, rows, strict=True):
+        mask = batch.completion_mask
+        torch.testing.assert_close(sampled.logp, batch.rollout_logprobs)
+        torch.testing.assert_close(kl, (batch.rollout_logprobs - ref) * mask)
+        reward = torch.cat([g.reward for g in batch.groups])
+        if kl_in == "reward":
+            penalised = reward - 0.5 * kl.sum(dim=1)
+        else:
+            penalised = reward
+        rows_of_group = [batch.prompt_index == p for p in batch.prompt_index.tolist()]
+        centred = penalised - torch.stack([penalised[r].mean() for r in rows_of_group])
+        if kl_in == "reward":
+            want = centred
+            per_token = want[:, None] * mask
+        else:
+            want = per_token = (centred[:, None] - 0.5 * kl.flip(1).cumsum(1).flip(1)) * mask
+        torch.testing.assert_close(adv, want)
+        assert row["loss"] == pytest.approx(float(-(per_token * mask).sum() / mask.sum()), abs=1e-6)
+        assert row["kl"] == pytest.approx(float(kl.sum() / mask.sum()), abs=1e-6)
+    assert abs(rows[0]["kl"]) < 1e-4 and abs(rows[1]["kl"]) > 1e-3  # the reference, then the policy moved (k1: +-)
+
+
+def test_the_kl_in_the_reward_shares_its_forward_of_the_sampling_policy_with_the_update(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """With old log-probs recomputed and the policy moving within a step (two mini-batches), a
+    step makes two no-gradient forwards, the sampling policy's and the reference's: the update
+    takes the old log-probs the KL was computed from instead of a third."""
+    from vlrl.trainer.update import Updater
+
+    calls = []
+    real = Updater.logprobs_no_grad
+    monkeypatch.setattr(Updater, "logprobs_no_grad", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    options = {"algo.kl_in": "reward", "algo.old_logprobs": "recompute", "algo.mini_batches": 2, "trainer.steps": 1}
+    run(tmp_path, rec_data, **options)
+    assert len(calls) == 2

@@ -103,7 +103,7 @@ def hand_step(trainer, batch, advantages, rows, params, old, ref=None):
     stats, width = scored_at(trainer, batch, rows, params, grad=True)
     logp = stats.logp
     mask = batch.completion_mask[rows, :width]
-    a = advantages[rows][:, None]
+    a = advantages[rows][:, None] if advantages.dim() == 1 else advantages[rows, :width]  # per row or token
     ratio = torch.exp(logp - old[rows, :width])
     per_token = -torch.minimum(ratio * a, ratio.clamp(1 - EPSILON, 1 + EPSILON) * a)
     per_token = per_token - algo.entropy_coef * stats.entropy
@@ -178,6 +178,21 @@ def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_pa
     assert len(set(batch.lengths())) >= 3
     _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
     assert len(rows) == 8
+    current, _ = logprobs_at(trainer, batch, rows, params)
+    assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
+
+
+def test_advantages_per_token_weigh_each_tokens_term_by_its_own(tmp_path, rec_data, tiny_qwen25):
+    """Advantages per token (algo.kl_in=returns, OpenRLHF's returns) on completions of 1 to 10
+    tokens: the step's gradient is the hand-written loss's with each token's own advantage."""
+    answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
+    trainer = make_trainer(tmp_path, rec_data, engine=CANNED, **{"rollout.canned.answers": json.dumps(answers)})
+    batch, _ = rollout(trainer)
+    assert len(set(batch.lengths())) >= 3
+    width = batch.completion_mask.shape[1]
+    advantages = torch.linspace(-1.0, 1.0, len(batch.prompt_index) * width).view(-1, width).flip(1)
+    advantages = advantages * batch.completion_mask
+    _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
     current, _ = logprobs_at(trainer, batch, rows, params)
     assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
 

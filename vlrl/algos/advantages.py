@@ -1,6 +1,7 @@
 """Advantages from the rewards of each prompt's group of G completions.
 
-All estimators take rewards (groups, G) and return advantages of the same shape.
+All estimators take rewards (groups, G) and return advantages of the same shape; with the KL to
+the reference in each token's return (algo.kl_in=returns) they are per token, (groups, G, T).
 """
 
 from __future__ import annotations
@@ -42,19 +43,46 @@ def sign(correct: torch.Tensor) -> torch.Tensor:
     return correct.float() * 2 - 1
 
 
-def reinforce_baseline(rewards: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def reinforce_baseline(
+    rewards: torch.Tensor, lengths: torch.Tensor, kl: torch.Tensor | None = None, beta: float = 0.0
+) -> torch.Tensor:
     """OpenRLHF's reinforce_baseline (LMM-R1 @f917f18, openrlhf/trainer/ppo_utils/
     experience_maker.py): the group mean taken off, then whitened over every completion token of
-    the batch: shifted by the token-weighted mean and divided by the token-weighted (biased) std,
-    floored at 1e-4 (its rsqrt of the variance clamped at 1e-8). So a long completion weighs more
-    in both, and a group of equal rewards still gets the shift. Its KL, folded into each token's
-    return there, is the loss's term here (algo.beta), so every token of a row shares its value."""
+    the batch (`whitened`). So a long completion weighs more in both, and a group of equal
+    rewards still gets the shift. With `kl` (..., T), its KL in each token's return
+    (`kl_returns`) before the whitening, and the advantages per token."""
     centered = dr_grpo(rewards)
-    weights = lengths.to(centered.dtype)
+    if kl is None:
+        return whitened(centered, lengths)
+    mask = completion_mask(lengths, kl.shape[-1])
+    return whitened(kl_returns(centered, kl, beta, lengths), mask) * mask
+
+
+def completion_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(..., width) 1 on each completion's tokens."""
+    return (torch.arange(width) < lengths[..., None]).float()
+
+
+def whitened(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Shifted by the weighted mean and divided by the weighted (biased) std, floored at 1e-4
+    (OpenRLHF's rsqrt of the variance clamped at 1e-8): its normalisation over every action token
+    of the rollout, `weights` a row's length (values per row) or the mask (values per token)."""
+    weights = weights.to(values.dtype)
     total = weights.sum().clamp(min=1.0)
-    mean = (weights * centered).sum() / total
-    variance = (weights * (centered - mean) ** 2).sum() / total
-    return (centered - mean) * variance.clamp(min=1e-8).rsqrt()
+    mean = (weights * values).sum() / total
+    variance = (weights * (values - mean) ** 2).sum() / total
+    return (values - mean) * variance.clamp(min=1e-8).rsqrt()
+
+
+def kl_returns(advantages: torch.Tensor, kl: torch.Tensor, beta: float, lengths: torch.Tensor) -> torch.Tensor:
+    """Each token's return with the KL in the reward, as OpenRLHF computes it (LMM-R1 @f917f18,
+    openrlhf/models/utils.py: compute_reward; experience_maker.py: get_cumulative_returns with
+    gamma 1): the completion's outcome advantage (on its last token there, so in every token's
+    return) minus beta times the KL of that token and of every token after it; 0 past the
+    completion's end. `advantages` (..., ), `kl` and the result (..., T)."""
+    mask = completion_mask(lengths, kl.shape[-1])
+    later = (kl * mask).flip(-1).cumsum(-1).flip(-1)
+    return (advantages[..., None] - beta * later) * mask
 
 
 CLIP_FILTER_MAX = 3.0  # MM-EUREKA's --clip_filter_like_weight_clip_eps default
@@ -81,9 +109,23 @@ def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
 
 
 def advantages(
-    rewards: torch.Tensor, correct: torch.Tensor, cfg: AlgoConfig, lengths: torch.Tensor | None = None
+    rewards: torch.Tensor,
+    correct: torch.Tensor,
+    cfg: AlgoConfig,
+    lengths: torch.Tensor | None = None,
+    kl: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(groups, G) advantages; `lengths` (groups, G), the completions' tokens, for reinforce_baseline."""
+    """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns. `lengths` (groups, G),
+    the completions' tokens, for reinforce_baseline and the returns; `kl` (groups, G, T), each
+    token's KL of the sampling policy to the reference, for algo.kl_in reward or returns: the
+    completion's summed KL times beta taken off its reward before the estimator (verl's
+    use_kl_in_reward: its GRPO sums the token-level rewards), or each token's advantage less
+    beta times the KL from that token on (`kl_returns`, OpenRLHF's), then reinforce_baseline's
+    whitening over the tokens."""
+    if cfg.kl_in != "loss" and (kl is None or lengths is None):
+        raise ValueError(f"algo.kl_in={cfg.kl_in} takes the KL off the reward: give each token's KL and the lengths")
+    if cfg.kl_in == "reward":
+        rewards = rewards - cfg.beta * kl.sum(dim=-1)
     if cfg.advantage == "grpo":
         adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)
     elif cfg.advantage == "dr_grpo":
@@ -97,9 +139,12 @@ def advantages(
     elif cfg.advantage == "reinforce_baseline":
         if lengths is None:
             raise ValueError("reinforce_baseline weighs tokens: give the completions' lengths")
-        adv = reinforce_baseline(rewards, lengths)
+        returns = cfg.kl_in == "returns"
+        adv = reinforce_baseline(rewards, lengths, kl if returns else None, cfg.beta)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
+    if cfg.kl_in == "returns" and cfg.advantage != "reinforce_baseline":  # there, before its whitening
+        adv = kl_returns(adv, kl, cfg.beta, lengths)
     if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:
         adv = torch.where(adv > 0, adv * cfg.positive_weight, adv * cfg.negative_weight)
     return adv

@@ -42,6 +42,12 @@ def log_ratio(logp: torch.Tensor, old_logp: torch.Tensor, mask: torch.Tensor, le
     return delta.clamp(-TOKEN_LOG_RATIO_BOUND, TOKEN_LOG_RATIO_BOUND)
 
 
+def per_token(advantages: torch.Tensor) -> torch.Tensor:
+    """(R, 1) from one advantage a row, broadcast over its tokens; (R, T) as given (per token:
+    algo.kl_in=returns)."""
+    return advantages if advantages.dim() == 2 else advantages.unsqueeze(1)
+
+
 def clipped_surrogate(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -58,7 +64,7 @@ def clipped_surrogate(
     ratio far above 1 cannot blow the update up.
     """
     ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level))
-    adv = advantages.unsqueeze(1)
+    adv = per_token(advantages)
     loss = -torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high) * adv)
     if dual_clip is not None:
         loss = torch.where(adv < 0, torch.minimum(loss, -dual_clip * adv), loss)
@@ -80,7 +86,7 @@ def cpgd_loss(
     update); the second has the gradient of the k3 KL(pi_old || pi), capped at c: the drift.
     """
     log_r = logp - old_logp
-    adv = advantages.unsqueeze(1)
+    adv = per_token(advantages)
     low, high = math.log(1 - epsilon_low), math.log(1 + epsilon_high)
     surrogate = torch.min(log_r * adv, torch.clamp(log_r, low, high) * adv)
     drift = torch.clamp(torch.exp(log_r.detach()) - 1, max=drift_clip) * logp

@@ -38,7 +38,7 @@ from vlrl.trainer.checkpoint import load_process_state
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 from vlrl.trainer.thinking import Asked, make_scorer
-from vlrl.trainer.update import Updater, engine_apart, update_stats
+from vlrl.trainer.update import OldLogprobs, Updater, engine_apart, update_stats
 from vlrl.vision.video import Video
 
 
@@ -273,23 +273,34 @@ class RLTrainer:
 
     # -- 4. update -------------------------------------------------------------------------------
     def update(
-        self, batch: RolloutBatch, advantages: torch.Tensor, step: int = 1, carried: Carried | None = None
+        self,
+        batch: RolloutBatch,
+        advantages: torch.Tensor,
+        step: int = 1,
+        carried: Carried | None = None,
+        sampled: OldLogprobs | None = None,
     ) -> tuple[dict[str, float], int]:
         """num_iterations passes over the batch, each in mini_batches optimizer steps of whole
         groups, each step's gradient accumulated over token-budgeted micro-batches (lengths
         normalised by the max_new_tokens of `step`'s stage). `carried`: the old log-probs and
-        weights replayed rows bring (algo.replay). Returns stats and the number of optimizer
-        steps skipped (non-finite)."""
+        weights replayed rows bring (algo.replay); `sampled`: the policy that sampled, already
+        computed for the KL in the reward, the old log-probs once the policy moves. Returns
+        stats and the number of optimizer steps skipped (non-finite)."""
         algo, max_new_tokens = self.cfg.algo, self.cfg.rollout.limits(step).max_new_tokens
         mask = batch.completion_mask.clone()
         if algo.mask_truncated:
             mask[batch.truncated] = 0.0
-        old = self.updater.old_logprobs(batch) if carried is None else carried.old
+        if carried is not None:
+            old = carried.old
+        elif sampled is not None and self.updater.moves:
+            old = sampled
+        else:
+            old = self.updater.old_logprobs(batch)
         selected = None
         if algo.top_entropy_fraction < 1:
             entropy = batch.entropy if batch.entropy is not None else old.entropy
             selected = high_entropy_mask(entropy, mask, algo.top_entropy_fraction).float()
-        ref = self.updater.reference_logprobs(batch) if algo.beta > 0 else None
+        ref = self.updater.reference_logprobs(batch) if algo.beta > 0 and algo.kl_in == "loss" else None
         if carried is None:
             group_weights = self.difficulty(batch)
             row_weights = None if group_weights is None else group_weights[batch.prompt_index]
@@ -316,10 +327,18 @@ class RLTrainer:
             stats["difficulty_weight"] = float(group_weights.mean())
         return stats, skipped
 
-    def replayed(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor, step: int) -> Trained:
+    def replayed(
+        self,
+        groups: list[Group],
+        batch: RolloutBatch,
+        advantages: torch.Tensor,
+        step: int,
+        sampled: OldLogprobs | None = None,
+    ) -> Trained:
         """algo.replay: the rows this step trains on, of this step's and the buffer's, each
-        with the old log-probs of the policy that sampled it (taken now, before the update)."""
-        old = self.updater.old_logprobs(batch, moves=True)  # an engine's without log-probs: the trainer's, now
+        with the old log-probs of the policy that sampled it (taken now, before the update;
+        `sampled`, when the KL in the reward took them already)."""
+        old = sampled or self.updater.old_logprobs(batch, moves=True)  # an engine's without log-probs: the trainer's
         weights = self.difficulty(batch)
         rewards = torch.cat([g.reward for g in groups]) if groups else torch.zeros(0)
         row_weights = None if weights is None else weights[batch.prompt_index]
@@ -338,19 +357,28 @@ class RLTrainer:
         return difficulty_weights(means, d.weighting, d.power).float()
 
     # -- 5. log ----------------------------------------------------------------------------------
-    def step_metrics(self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor) -> dict[str, float]:
+    def step_metrics(
+        self, groups: list[Group], batch: RolloutBatch, advantages: torch.Tensor, kl: torch.Tensor | None = None
+    ) -> dict[str, float]:
+        """The step's statistics of its samples; `kl` (R, T): the KL taken off the reward (algo.kl_in)."""
         if not groups:  # every prompt of this process was skipped: nothing of its own to report
             return {}
         rewards = torch.stack([g.reward for g in groups])
-        lengths = batch.completion_mask.sum(dim=1)
+        mask = batch.completion_mask
+        lengths = mask.sum(dim=1)
+        per_token = advantages.dim() == 2  # algo.kl_in=returns: the mean over tokens
         metrics = {
             "reward_std": float(rewards.std(dim=1).mean()),
             "frac_groups_zero_std": float(without_spread(rewards).float().mean()),
-            "advantage_abs": float(advantages.abs().mean()),
+            "advantage_abs": float((advantages.abs() * mask).sum() / mask.sum())
+            if per_token
+            else float(advantages.abs().mean()),
             "completion_length": float(lengths.mean()),
             "completion_length_max": float(lengths.max()),
             "truncated_frac": float(batch.truncated.float().mean()),
         }
+        if kl is not None:  # as the loss's KL is logged: the mean over tokens
+            metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
         if batch.entropy is not None:
             metrics["entropy"] = float(
                 (batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)
@@ -417,21 +445,25 @@ class RLTrainer:
                     groups, rounds, unusable = self.collect(step)
                 self.engine.sleep()  # its memory is the update's until the next rollout
                 t1 = time.perf_counter()
-                # 3. advantages, per group
+                # 3. advantages, per group (per token with algo.kl_in=returns)
+                batch = RolloutBatch.from_groups(groups, run.pad_id)
+                run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
+                sampled, kl = None, None
+                if cfg.algo.kl_in != "loss":  # on every process: the forwards are collectives under FSDP2
+                    sampled, kl = self.updater.reward_kl(batch)
                 advantages = torch.zeros(0)
                 if groups:
                     rewards = torch.stack([g.reward for g in groups])
                     correct = torch.stack([g.correct for g in groups])
                     lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
-                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths).view(-1)
-                batch = RolloutBatch.from_groups(groups, run.pad_id)
-                run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
+                    group_kl = None if kl is None else kl.view(*rewards.shape, -1)
+                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths, group_kl).flatten(0, 1)
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
-                trained = self.replayed(groups, batch, advantages, step) if self.replay else None
+                trained = self.replayed(groups, batch, advantages, step, sampled) if self.replay else None
                 lr = run.optimizer.param_groups[0]["lr"]  # the step's first update's (lr_schedule_per)
                 if trained is None:
-                    stats, skipped = self.update(batch, advantages, step)
+                    stats, skipped = self.update(batch, advantages, step, sampled=sampled)
                 else:  # algo.replay: the rows it chose, with what they carry from their sampling
                     stats, skipped = self.update(trained.batch, trained.advantages, step, trained.carried)
                     stats |= trained.stats
@@ -440,7 +472,11 @@ class RLTrainer:
                 self.engine.wake()
                 t2 = time.perf_counter()
                 # 5. log and checkpoint
-                metrics = {"step": step, **(self.step_metrics(groups, batch, advantages) if groups else {}), **stats}
+                metrics = {
+                    "step": step,
+                    **(self.step_metrics(groups, batch, advantages, kl) if groups else {}),
+                    **stats,
+                }
                 if self.thinking is not None:  # this step's, on every process: their sum is the step's (is_count)
                     metrics["thinking_failures"] = float(self.thinking.failures)
                     self.thinking.failures = 0
@@ -473,7 +509,8 @@ class RLTrainer:
                         metrics.update(self.evaluate_held_out(step))
                 samples = []
                 if groups and (step % t.log_samples_every == 0 or step == 1):
-                    samples = sample_rows(groups[0], advantages[: len(groups[0].completions)])
+                    row_advantages = advantages if advantages.dim() == 1 else advantages[:, 0]  # the whole return's
+                    samples = sample_rows(groups[0], row_advantages[: len(groups[0].completions)])
                 run.log_step(metrics, samples)  # metrics.jsonl, samples.jsonl, trackers, progress
                 if run.end_step(step, skipped):
                     break

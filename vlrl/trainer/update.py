@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlrl.algos.losses import mismatch, rollout_importance_weights, token_loss, token_weights
+from vlrl.algos.losses import KL_ESTIMATORS, mismatch, rollout_importance_weights, token_loss, token_weights
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
@@ -66,6 +66,11 @@ class Updater:
         option = self.algo.old_logprobs
         return self.foreign or option == "recompute" or (option == "auto" and self.low_precision)
 
+    @property
+    def moves(self) -> bool:
+        """Whether the policy moves within a step's update (before its last optimizer step)."""
+        return self.algo.num_iterations > 1 or self.algo.mini_batches > 1
+
     def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
@@ -76,7 +81,7 @@ class Updater:
         replayed rows are used steps later)."""
         algo = self.algo
         if moves is None:
-            moves = algo.num_iterations > 1 or algo.mini_batches > 1
+            moves = self.moves
         recompute = moves and (self.recomputes or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         entropy = None
@@ -96,6 +101,16 @@ class Updater:
             return self.logprobs_no_grad(self.reference, batch).logp
         with self.run.model.disable_adapter():
             return self.logprobs_no_grad(self.run.model, batch).logp
+
+    def reward_kl(self, batch: RolloutBatch) -> tuple[OldLogprobs, torch.Tensor]:
+        """For algo.kl_in reward or returns: the policy that sampled, as the trainer computes it
+        (verl's old_log_prob, OpenRLHF's action_log_probs; the update's old log-probs once the
+        policy moves), and (R, T) each token's KL of it to the reference, 0 past a completion's
+        end."""
+        sampled = self.old_logprobs(batch, moves=True)
+        assert sampled.logp is not None  # moves: the engine's, else a forward
+        kl = KL_ESTIMATORS[self.algo.kl_estimator](sampled.logp, self.reference_logprobs(batch))
+        return sampled, kl * batch.completion_mask
 
     def corrects(self, batch: RolloutBatch) -> bool:
         """Importance weights correct a foreign engine's samples (algo.rollout_correction): its
@@ -201,8 +216,9 @@ class Updater:
                 c = algo.rollout_correction
                 is_weights = rollout_importance_weights(expected, engine_logp, m, c.mode, c.clip_min, c.clip_max)
                 sums["is_weight"] += float((is_weights.expand_as(m) * m).sum())
+            adv = advantages[micro] if advantages.dim() == 1 else advantages[micro, :width]  # per row or token
             terms = token_loss(
-                current.logp, old_logp, advantages[micro].to(device), m, algo,
+                current.logp, old_logp, adv.to(device), m, algo,
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
                 row_weights=None if row_weights is None else row_weights[micro].to(device),
