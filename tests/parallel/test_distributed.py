@@ -86,9 +86,12 @@ WORKER = textwrap.dedent(
     mask = [torch.tensor([[1.0, 1, 1], [1, 1, 0]]), torch.tensor([[1.0, 0, 0]])][r]
     coef = [torch.tensor([[1.0, 2, 3], [4, 5, 0]]), torch.tensor([[6.0, 0, 0]])][r]
     whole_batch_gradients = {}
-    for aggregation in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+    for aggregation in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"):
         x = torch.nn.Parameter(torch.zeros(1))
-        w = token_weights(mask, aggregation, 3, rows=procs.mean(mask.shape[0]), tokens=procs.mean(float(mask.sum())))
+        w = token_weights(  # as the update passes them (vlrl/trainer/update.py), blocks of 1 row: 2 and 1
+            mask, aggregation, 3, rows=procs.mean(mask.shape[0]), tokens=procs.mean(float(mask.sum())),
+            micro_rows=1, micro_batches=procs.mean(mask.shape[0]),
+        )
         (x * coef * w).sum().backward()
         procs.average_gradients([x])
         whole_batch_gradients[aggregation] = x.grad.item()
@@ -157,7 +160,14 @@ def test_gradients_are_averaged_and_decisions_agreed_across_processes(tmp_path):
         # A failure on one process stops the others at once, rather than at their next collective.
         assert out["failures"] == {"main_first": ["own", "peer"][r], "together": ["peer", "own"][r], "none": "ok"}
         # The averaged gradient is the one over all six tokens at once, however unequal the shares.
-        expected = {"token_mean": 21 / 6, "seq_mean_token_mean": (2 + 4.5 + 6) / 3, "seq_mean_token_sum_norm": 21 / 9}
+        # micro_token_mean: the mean of the three blocks' token means, two on rank 0 and one on rank 1
+        # (each process's own block count as the divisor would give (2 + 4.5) / 2 and 6, then 4.625).
+        expected = {
+            "token_mean": 21 / 6,
+            "seq_mean_token_mean": (2 + 4.5 + 6) / 3,
+            "seq_mean_token_sum_norm": 21 / 9,
+            "micro_token_mean": (2 + 4.5 + 6) / 3,
+        }
         assert out["whole_batch_gradients"] == pytest.approx(expected, rel=1e-6)
 
 
