@@ -242,7 +242,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dual_clip ignored", "vlrl/algos/losses.py",
-        "cfg.ratio_level, cfg.dual_clip", "cfg.ratio_level, None", (ALGOS,),
+        "cfg.ratio_level, cfg.dual_clip", "cfg.ratio_level, None", (ALGOS, TRL),
     ),
     Mutation(
         "dual_clip cap not applied", "vlrl/algos/losses.py",
@@ -442,6 +442,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "run.pad_id, device, bool(algo.entropy_coef),", "run.pad_id, device, False,", (ENTROPY_BONUS,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
+    Mutation("loss ignored (never cispo)", "vlrl/algos/losses.py", 'if cfg.loss == "cispo":', "if False:", (TRL,)),
+    Mutation("loss ignored (never sapo)", "vlrl/algos/losses.py", 'if cfg.loss == "sapo":', "if False:", (TRL,)),
+    Mutation(
+        "cispo's weight unbounded", "vlrl/algos/losses.py",
+        "weight = torch.clamp(ratio, max=ratio_max).detach()", "weight = ratio.detach()", (TRL,),
+    ),
+    Mutation(
+        "cispo's weight not detached", "vlrl/algos/losses.py",
+        "weight = torch.clamp(ratio, max=ratio_max).detach()", "weight = torch.clamp(ratio, max=ratio_max)", (TRL,),
+    ),
+    Mutation(
+        "sapo's temperatures swapped", "vlrl/algos/losses.py",
+        "tau = torch.where(adv > 0, temperature_pos, temperature_neg)",
+        "tau = torch.where(adv > 0, temperature_neg, temperature_pos)", (TRL,),
+    ),
+    Mutation(
+        "kl_bias_correction ignored", "vlrl/algos/losses.py",
+        "        if cfg.kl_bias_correction:  # times", "        if False:  # times", (TRL,),
+    ),
+    Mutation(
+        "kl_bias_correction's ratio detached", "vlrl/algos/losses.py",
+        "kl = kl * torch.exp(log_ratio(logp, old_logp, mask, cfg.ratio_level))",
+        "kl = kl * torch.exp(log_ratio(logp, old_logp, mask, cfg.ratio_level)).detach()", (TRL,),
+    ),
     Mutation(
         "epsilon ignored", "vlrl/algos/losses.py",
         "mask, cfg.epsilon, epsilon_high, cfg.ratio_level", "mask, 0.2, epsilon_high, cfg.ratio_level", (ALGOS,),

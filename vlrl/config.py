@@ -473,14 +473,18 @@ class AlgoConfig:
     accuracy_reward: str = ""  # reward component that says "correct" (empty: the weighted total)
     accuracy_threshold: float = 0.5  # correct when that reward >= this
     accuracy_strict: bool = False  # correct when that reward > the threshold (Video-R1: > 0.1)
-    # The policy loss.
-    loss: Literal["clip", "cpgd"] = "clip"
+    # The policy loss: clip (PPO's, GRPO's), cpgd, cispo (MiniMax-M1's bounded, detached
+    # importance weight times log pi: epsilon_high is the bound, TRL's reading; ScaleRL 5.0),
+    # sapo (a sigmoid gate in place of the clip, sapo_temperature_pos / _neg)
+    loss: Literal["clip", "cpgd", "cispo", "sapo"] = "clip"
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
     dual_clip: float | None = None  # dual-clip PPO's c (e.g. 3.0): bounds the loss of negative advantages
     drift_coef: float = 0.01  # CPGD's policy-drift weight (MM-EUREKA's --policy_drift_coef default and recipes)
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
+    sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0 (TRL's default)
+    sapo_temperature_neg: float = 1.05  # and where A <= 0
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"] = (
         "seq_mean_token_mean"
     )
@@ -501,6 +505,9 @@ class AlgoConfig:
     # token and the ones after it: OpenRLHF's and LMM-R1's, before reinforce_baseline's whitening).
     # In the reward or returns it gives no gradient of its own; with k1, as verl and OpenRLHF advise.
     kl_in: Literal["loss", "reward", "returns"] = "loss"
+    # The loss's KL times the ratio to the old policy, its gradient included (TRL 1.16's
+    # use_bias_correction_kl, on there by default; DeepSeek-V3.2's unbiased reverse-KL gradient)
+    kl_bias_correction: bool = False
     # Updates per rollout.
     num_iterations: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass
@@ -536,6 +543,8 @@ class AlgoConfig:
             "std_eps",
             "drift_clip",
             "micro_batch_rows",
+            "sapo_temperature_pos",
+            "sapo_temperature_neg",
         )
         require_nonnegative(key, self, "beta", "positive_weight", "negative_weight", "drift_coef", "overlong_penalty")
         # the ratio's clip range is [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
@@ -551,6 +560,21 @@ class AlgoConfig:
             raise ConfigError(
                 f"config: {key}.loss=cpgd clips the log-ratio per token its own way: {key}.ratio_level and "
                 f"{key}.dual_clip are the clip loss's (set them back, or {key}.loss=clip)"
+            )
+        if self.loss in ("cispo", "sapo") and self.dual_clip is not None:
+            raise ConfigError(
+                f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "
+                f"(set dual_clip back, or {key}.loss=clip)"
+            )
+        if self.loss == "cispo" and self.epsilon_high is None:
+            raise ConfigError(
+                f"config: {key}.loss=cispo bounds the importance weight at {key}.epsilon_high, which is unset "
+                f"(it would be epsilon, {self.epsilon}, as in TRL): set it, e.g. 5.0 (ScaleRL's)"
+            )
+        if self.kl_bias_correction and self.kl_in != "loss":
+            raise ConfigError(
+                f"config: {key}.kl_bias_correction weighs the loss's KL, and {key}.kl_in={self.kl_in} puts the KL "
+                "in the reward: one or the other"
             )
         if not 0 < self.top_entropy_fraction <= 1:
             raise ConfigError(f"config: {key}.top_entropy_fraction must be in (0, 1], got {self.top_entropy_fraction}")

@@ -440,8 +440,11 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"kl_in": "reward", "beta": 0.0}, "beta is 0"),
         ({"kl_in": "reward", "advantage": "sign"}, "sign reads only correctness"),
         ({"kl_in": "returns", "replay": ReplayConfig(mode="ssr")}, "one advantage a row"),
+        ({"kl_in": "reward", "kl_bias_correction": True}, "one or the other"),
+        ({"loss": "cispo"}, "epsilon_high, which is unset"),
+        ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
     ],
 )
-def test_a_kl_in_the_reward_that_could_not_act_is_refused(overrides, message):
+def test_an_option_that_could_not_act_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         AlgoConfig(**overrides).validate("algo")

@@ -14,7 +14,7 @@ import torch
 import trl
 
 from vlrl.algos.advantages import grpo
-from vlrl.algos.losses import KL_ESTIMATORS, policy_loss, token_weights
+from vlrl.algos.losses import token_loss, token_weights
 from vlrl.config import AlgoConfig
 
 TRL_VERSION = "1.16.0"  # what these tests were written against; the dev extra pins it
@@ -26,16 +26,29 @@ AGGREGATION = {
     "bnpo": "token_mean",
     "dapo": "token_mean",
     "dr_grpo": "seq_mean_token_sum_norm",
+    "cispo": "token_mean",  # TRL divides by the batch's tokens, as dapo
+    "sapo": "seq_mean_token_mean",  # as grpo
 }
+SAPO_TEMPERATURES = {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 3.0}  # not TRL's defaults: both read
 CASES = [
-    # loss_type, beta, epsilon_high, importance-sampling level
-    ("grpo", 0.0, 0.2, "token"),
-    ("grpo", 0.04, 0.28, "token"),
-    ("dr_grpo", 0.04, 0.28, "token"),
-    ("bnpo", 0.0, 0.28, "token"),
-    ("dapo", 0.04, 0.28, "token"),
-    ("grpo", 0.0, 0.2, "sequence"),
-    ("dapo", 0.04, 0.28, "sequence"),
+    # loss_type, beta, epsilon_high, importance-sampling level, TRL's other options, vlrl's for them
+    ("grpo", 0.0, 0.2, "token", {}, {}),
+    ("grpo", 0.04, 0.28, "token", {}, {}),
+    ("dr_grpo", 0.04, 0.28, "token", {}, {}),
+    ("bnpo", 0.0, 0.28, "token", {}, {}),
+    ("dapo", 0.04, 0.28, "token", {}, {}),
+    ("grpo", 0.0, 0.2, "sequence", {}, {}),
+    ("dapo", 0.04, 0.28, "sequence", {}, {}),
+    # CISPO: epsilon_high is the weight's bound (ratios here reach ~2.7: some are bounded)
+    ("cispo", 0.0, 2.0, "token", {}, {"loss": "cispo"}),
+    ("cispo", 0.04, 5.0, "token", {}, {"loss": "cispo"}),
+    ("sapo", 0.0, 0.2, "token", SAPO_TEMPERATURES, {"loss": "sapo", **SAPO_TEMPERATURES}),
+    ("sapo", 0.04, 0.2, "sequence", {}, {"loss": "sapo"}),
+    # INTELLECT-2's two-sided clip, TRL's delta, is dual-clip PPO's bound on negative advantages
+    ("grpo", 0.0, 0.28, "token", {"delta": 1.5}, {"dual_clip": 1.5}),
+    # DeepSeek-V3.2's KL times the ratio, TRL 1.16's default
+    ("grpo", 0.04, 0.2, "token", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
+    ("dapo", 0.04, 0.28, "sequence", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
 ]
 
 
@@ -44,9 +57,10 @@ def test_written_against_the_pinned_trl():
 
 
 @cache
-def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, level: str):
+def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, level: str, extra: tuple = ()):
     """A GRPOTrainer on a fresh copy of the tiny model, in eval mode (its loss is then not scaled
-    for gradient accumulation, which a training loop would set up)."""
+    for gradient accumulation, which a training loop would set up); `extra`, GRPOConfig's other
+    options as (name, value) pairs."""
     from datasets import Dataset
     from transformers import AutoModelForImageTextToText, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -56,7 +70,6 @@ def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, le
         output_dir=SCRATCH.name,
         loss_type=loss_type,
         beta=beta,
-        use_bias_correction_kl=False,  # TRL 1.16's default weighs the KL by the ratio; vlrl's k3 has no such weight
         epsilon=0.2,
         epsilon_high=epsilon_high,
         importance_sampling_level=level,
@@ -66,6 +79,8 @@ def trainer(tiny_path: str, loss_type: str, beta: float, epsilon_high: float, le
         report_to=[],
         use_cpu=True,
         bf16=False,
+        # TRL 1.16's default weighs the KL by the ratio, vlrl's does with algo.kl_bias_correction
+        **{"use_bias_correction_kl": False, **dict(extra)},
     )
     reward = lambda completions, **kwargs: [0.0] * len(completions)  # noqa: E731 - never called
     grpo_trainer = GRPOTrainer(
@@ -85,11 +100,10 @@ def completion_logprobs(model, input_ids, attention_mask) -> torch.Tensor:
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, input_ids[:, PROMPT_LENGTH:, None]).squeeze(-1)
 
 
-def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level):
-    cfg = AlgoConfig(epsilon=0.2, epsilon_high=epsilon_high, ratio_level=level, beta=beta)
-    per_token = policy_loss(logp, old_logp, advantages, mask, cfg).per_token
-    if beta != 0.0:
-        per_token = per_token + beta * KL_ESTIMATORS["k3"](logp, ref_logp)
+def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level, options):
+    cfg = AlgoConfig(epsilon=0.2, epsilon_high=epsilon_high, ratio_level=level, beta=beta, **options)
+    cfg.validate("algo")
+    per_token = token_loss(logp, old_logp, advantages, mask, cfg, ref_logp=ref_logp if beta else None).per_token
     return (per_token * token_weights(mask, AGGREGATION[loss_type], MAX_COMPLETION_LENGTH)).sum()
 
 
@@ -99,9 +113,9 @@ def gradients(model, loss) -> dict[str, torch.Tensor]:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("loss_type,beta,epsilon_high,level", CASES)
-def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta, epsilon_high, level):
-    grpo_trainer = trainer(str(tiny_qwen25), loss_type, beta, epsilon_high, level)
+@pytest.mark.parametrize("loss_type,beta,epsilon_high,level,theirs,ours", CASES)
+def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta, epsilon_high, level, theirs, ours):
+    grpo_trainer = trainer(str(tiny_qwen25), loss_type, beta, epsilon_high, level, tuple(theirs.items()))
     model = grpo_trainer.model
     vocab = model.config.get_text_config().vocab_size
     for seed in (0, 1):
@@ -127,12 +141,13 @@ def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta,
             "ref_per_token_logps": ref_logp,
             "num_items_in_batch": mask.sum(),
         }
-        theirs = grpo_trainer.compute_loss(model, inputs)
-        their_grads = gradients(model, theirs)
+        their_loss = grpo_trainer.compute_loss(model, inputs)
+        their_grads = gradients(model, their_loss)
         logp = completion_logprobs(model, input_ids, attention_mask)
-        ours = vlrl_loss(logp, old_logp, ref_logp, advantages, mask.float(), loss_type, beta, epsilon_high, level)
-        our_grads = gradients(model, ours)
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+        args = (advantages, mask.float(), loss_type, beta, epsilon_high, level, ours)
+        our_loss = vlrl_loss(logp, old_logp, ref_logp, *args)
+        our_grads = gradients(model, our_loss)
+        torch.testing.assert_close(our_loss, their_loss, rtol=1e-5, atol=1e-6)
         assert their_grads.keys() == our_grads.keys() and their_grads
         for name, grad in their_grads.items():
             torch.testing.assert_close(our_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)

@@ -99,6 +99,8 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.top_entropy_fraction": 0.2, "algo.aggregation": "seq_mean_token_sum_norm", "algo.advantage": "dr_grpo"},
         {"algo.advantage_std": "batch", "algo.kl_estimator": "k1"},
         {"algo.advantage": "reinforce_baseline", "algo.aggregation": "micro_token_mean", "algo.micro_batch_rows": 2},
+        {"algo.loss": "cispo", "algo.epsilon_high": 5.0, "algo.mini_batches": 2, "algo.kl_bias_correction": True},
+        {"algo.loss": "sapo", "algo.ratio_level": "sequence", "algo.kl_in": "returns", "algo.kl_estimator": "k1"},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):

@@ -93,12 +93,57 @@ def cpgd_loss(
     return PolicyLoss(-surrogate + drift_coef * drift, (log_r < low) & (adv < 0), (log_r > high) & (adv > 0))
 
 
+def cispo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    ratio_max: float,
+    ratio_level: str = "token",
+) -> PolicyLoss:
+    """CISPO (MiniMax-M1; TRL 1.16's loss_type="cispo", grpo_trainer.py _compute_loss):
+    -sg(min(r, ratio_max)) A log pi. The importance weight is bounded and detached instead of
+    the token being clipped out, so every token keeps its policy gradient, the rare forking
+    tokens whose ratio leaves PPO's trust region first among them. TRL reads the bound from
+    epsilon_high (ScaleRL: 5.0). Clipped: tokens above the bound with A > 0, as TRL counts them."""
+    ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level))
+    adv = per_token(advantages)
+    weight = torch.clamp(ratio, max=ratio_max).detach()
+    return PolicyLoss(-weight * adv * logp, torch.zeros_like(ratio, dtype=torch.bool), (ratio > ratio_max) & (adv > 0))
+
+
+def sapo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    temperature_pos: float,
+    temperature_neg: float,
+    ratio_level: str = "token",
+) -> PolicyLoss:
+    """SAPO (Soft Adaptive Policy Optimization, arXiv 2511.20347; TRL 1.16's loss_type="sapo"):
+    the hard clip replaced by a soft gate, -(4 / tau) sigmoid(tau (r - 1)) A, with tau
+    temperature_pos where A > 0 and temperature_neg elsewhere (a gate that closes faster on
+    negative advantages). At r = 1 its gradient is the policy gradient's; it fades as r leaves
+    1 rather than stopping at a bound, so nothing counts as clipped."""
+    ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level))
+    adv = per_token(advantages)
+    tau = torch.where(adv > 0, temperature_pos, temperature_neg)
+    none = torch.zeros_like(ratio, dtype=torch.bool)
+    return PolicyLoss(-torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv, none, none)
+
+
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, cfg: AlgoConfig
 ) -> PolicyLoss:
     epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
     if cfg.loss == "cpgd":
         return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)
+    if cfg.loss == "cispo":
+        return cispo_loss(logp, old_logp, advantages, mask, epsilon_high, cfg.ratio_level)
+    if cfg.loss == "sapo":
+        t_pos, t_neg = cfg.sapo_temperature_pos, cfg.sapo_temperature_neg
+        return sapo_loss(logp, old_logp, advantages, mask, t_pos, t_neg, cfg.ratio_level)
     return clipped_surrogate(
         logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.ratio_level, cfg.dual_clip
     )
@@ -128,7 +173,9 @@ def token_loss(
     importance weights correcting another engine's samples (TRL: the policy-gradient term only),
     times the selection of high-entropy tokens, times each row's weight (UniVG-R1's difficulty
     weight, (R,)); minus entropy_coef times each step's `entropy` (verl's entropy bonus, on
-    every token, as its entropy_loss); plus beta times the KL to the reference."""
+    every token, as its entropy_loss); plus beta times the KL to the reference (times the ratio
+    to the old policy with algo.kl_bias_correction: DeepSeek-V3.2's unbiased estimate of the
+    reverse KL's gradient from samples of the old policy)."""
     terms = policy_loss(logp, old_logp, advantages, mask, cfg)
     per_token = terms.per_token
     if is_weights is not None:
@@ -142,6 +189,8 @@ def token_loss(
     kl = None
     if ref_logp is not None:
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)
+        if cfg.kl_bias_correction:  # times the ratio, its gradient included (TRL 1.16's use_bias_correction_kl)
+            kl = kl * torch.exp(log_ratio(logp, old_logp, mask, cfg.ratio_level))
         per_token = per_token + cfg.beta * kl
         kl = kl.detach()
     return TokenLoss(per_token, kl, terms.low_clipped, terms.high_clipped)
