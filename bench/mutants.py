@@ -58,6 +58,9 @@ DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_mov
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
 ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
 DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+OFF_POLICY = (
+    "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
+)
 KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
@@ -456,6 +459,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sapo's temperatures swapped", "vlrl/algos/losses.py",
         "tau = torch.where(adv > 0, temperature_pos, temperature_neg)",
         "tau = torch.where(adv > 0, temperature_neg, temperature_pos)", (TRL,),
+    ),
+    Mutation(
+        "off_policy_mask ignored", "vlrl/algos/losses.py",
+        "    if cfg.off_policy_mask is not None:\n", "    if False:\n", (TRL, OFF_POLICY),
+    ),
+    Mutation(
+        "off_policy_mask's threshold fixed", "vlrl/algos/losses.py",
+        "(mean <= threshold)", "(mean <= 0.5)", (TRL, OFF_POLICY),
+    ),
+    Mutation(
+        "off_policy_mask on the old log-probs, not the engine's", "vlrl/trainer/update.py",
+        "sampling_logp=engine_logp,", "sampling_logp=None,", (OFF_POLICY,),
     ),
     Mutation(
         "kl_bias_correction ignored", "vlrl/algos/losses.py",

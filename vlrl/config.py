@@ -520,6 +520,10 @@ class AlgoConfig:
     old_logprobs: Literal["auto", "rollout", "recompute"] = "auto"
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
     # Token and sample selection.
+    # DeepSeek-V3.2's off-policy sequence masking (TRL's off_policy_mask_threshold, e.g. 0.5): a
+    # completion with a negative advantage whose mean log-ratio of the engine that sampled to the
+    # policy is above this leaves the policy term. None: off.
+    off_policy_mask: float | None = None
     top_entropy_fraction: float = 1.0  # < 1: train only on the highest-entropy tokens ("Beyond the 80/20 Rule": 0.2)
     mask_truncated: bool = False  # completions that hit max_new_tokens get no gradient
     # DAPO.
@@ -561,6 +565,8 @@ class AlgoConfig:
                 f"config: {key}.loss=cpgd clips the log-ratio per token its own way: {key}.ratio_level and "
                 f"{key}.dual_clip are the clip loss's (set them back, or {key}.loss=clip)"
             )
+        if self.off_policy_mask is not None and self.off_policy_mask <= 0:
+            raise ConfigError(f"config: {key}.off_policy_mask must be > 0 (or null: off), got {self.off_policy_mask}")
         if self.loss in ("cispo", "sapo") and self.dual_clip is not None:
             raise ConfigError(
                 f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "

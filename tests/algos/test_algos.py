@@ -443,6 +443,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"kl_in": "reward", "kl_bias_correction": True}, "one or the other"),
         ({"loss": "cispo"}, "epsilon_high, which is unset"),
         ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
+        ({"off_policy_mask": 0.0}, "off_policy_mask must be > 0"),
     ],
 )
 def test_an_option_that_could_not_act_is_refused(overrides, message):

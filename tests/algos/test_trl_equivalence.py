@@ -49,6 +49,9 @@ CASES = [
     # DeepSeek-V3.2's KL times the ratio, TRL 1.16's default
     ("grpo", 0.04, 0.2, "token", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
     ("dapo", 0.04, 0.28, "sequence", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
+    # DeepSeek-V3.2's off-policy sequence mask, on the old log-probs and on a sampler's
+    ("grpo", 0.0, 0.2, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05}),
+    ("dapo", 0.04, 0.28, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05, "sampler": 0.5}),
 ]
 
 
@@ -100,10 +103,11 @@ def completion_logprobs(model, input_ids, attention_mask) -> torch.Tensor:
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, input_ids[:, PROMPT_LENGTH:, None]).squeeze(-1)
 
 
-def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level, options):
+def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level, options, sampling):
     cfg = AlgoConfig(epsilon=0.2, epsilon_high=epsilon_high, ratio_level=level, beta=beta, **options)
     cfg.validate("algo")
-    per_token = token_loss(logp, old_logp, advantages, mask, cfg, ref_logp=ref_logp if beta else None).per_token
+    ref_logp = ref_logp if beta else None
+    per_token = token_loss(logp, old_logp, advantages, mask, cfg, ref_logp=ref_logp, sampling_logp=sampling).per_token
     return (per_token * token_weights(mask, AGGREGATION[loss_type], MAX_COMPLETION_LENGTH)).sum()
 
 
@@ -131,6 +135,9 @@ def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta,
             base = completion_logprobs(model, input_ids, attention_mask)
         old_logp = base + 0.3 * torch.randn(base.shape, generator=g)  # ratios well outside [0.8, 1.28] too
         ref_logp = base + 0.2 * torch.randn(base.shape, generator=g)
+        sampling = None  # "sampler": an engine's log-probs, that much noise off the old ones (TRL reads them)
+        if "sampler" in ours:
+            sampling = old_logp + ours["sampler"] * torch.randn(base.shape, generator=g)
         inputs = {
             "prompt_ids": prompt_ids,
             "prompt_mask": torch.ones_like(prompt_ids),
@@ -140,11 +147,13 @@ def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta,
             "old_per_token_logps": old_logp,
             "ref_per_token_logps": ref_logp,
             "num_items_in_batch": mask.sum(),
+            **({} if sampling is None else {"sampling_per_token_logps": sampling}),
         }
         their_loss = grpo_trainer.compute_loss(model, inputs)
         their_grads = gradients(model, their_loss)
         logp = completion_logprobs(model, input_ids, attention_mask)
-        args = (advantages, mask.float(), loss_type, beta, epsilon_high, level, ours)
+        options = {k: v for k, v in ours.items() if k != "sampler"}
+        args = (advantages, mask.float(), loss_type, beta, epsilon_high, level, options, sampling)
         our_loss = vlrl_loss(logp, old_logp, ref_logp, *args)
         our_grads = gradients(model, our_loss)
         torch.testing.assert_close(our_loss, their_loss, rtol=1e-5, atol=1e-6)

@@ -24,6 +24,7 @@ from vlrl.trainer.update import add_mismatch, update_stats
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 SHARED_SHIFTED = f"{FIXTURES / 'shifted_engine.py'}:SharedShiftedEngine"
+SHIFTED = f"{FIXTURES / 'shifted_engine.py'}:ShiftedEngine"
 CANNED = f"{Path(__file__).parents[2] / 'docs' / 'examples' / 'canned_engine.py'}:CannedEngine"
 EPSILON = 0.2  # algo.epsilon's default: the trust region is [0.8, 1.2]
 
@@ -195,6 +196,27 @@ def test_advantages_per_token_weigh_each_tokens_term_by_its_own(tmp_path, rec_da
     _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
     current, _ = logprobs_at(trainer, batch, rows, params)
     assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, current)[0])
+
+
+@pytest.mark.parametrize("threshold, drops", [(0.05, True), (0.5, False)])
+def test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs(
+    threshold, drops, tmp_path, rec_data, tiny_qwen25
+):
+    """algo.off_policy_mask with an engine whose log-probs are SHIFT (0.1) above the policy's
+    (and of its distribution without banned tokens): every completion's mean log-ratio of the
+    sampler to the policy is between 0.1 and 0.5, so 0.05 drops the policy term of each
+    completion with a negative advantage and 0.5 none. The trainer's own old log-probs (the
+    policy itself, one pass) would drop none."""
+    options = {"algo.off_policy_mask": threshold, "algo.rollout_correction.enabled": False}
+    trainer = make_trainer(tmp_path, rec_data, engine=SHIFTED, **options)
+    batch, advantages = rollout(trainer)
+    _, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
+    current, width = logprobs_at(trainer, batch, rows, params)
+    mask = batch.completion_mask[rows, :width]
+    gaps = ((batch.rollout_logprobs[rows, :width] - current) * mask).sum(1) / mask.sum(1)
+    assert float(gaps.min()) > 0.1 - 1e-4 and float(gaps.max()) < 0.5
+    kept = advantages.clamp(min=0) if drops else advantages
+    assert_same_gradient(grads, hand_step(trainer, batch, kept, rows, params, current)[0])
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean"])

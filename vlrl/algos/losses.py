@@ -149,6 +149,19 @@ def policy_loss(
     )
 
 
+def off_policy_mask(
+    advantages: torch.Tensor, logp: torch.Tensor, sampling_logp: torch.Tensor, mask: torch.Tensor, threshold: float
+) -> torch.Tensor:
+    """DeepSeek-V3.2's off-policy sequence masking (its eq. 9; TRL 1.16's get_off_policy_mask):
+    1 keeps a completion's policy term, 0 drops it where its advantage is negative and the mean
+    over its tokens of log pi_sampler - log pi (a KL estimate of how far the policy moved from
+    the one that sampled, the engine's mismatch included) is above `threshold`. Tokens without a
+    log-prob (NaN) count 0. (R, 1), or (R, T) with advantages per token."""
+    kl = torch.nan_to_num(sampling_logp - logp.detach(), nan=0.0)
+    mean = (kl * mask).sum(dim=1, keepdim=True) / mask.sum(dim=1, keepdim=True).clamp(min=1.0)
+    return ((per_token(advantages) >= 0) | (mean <= threshold)).to(mask.dtype)
+
+
 @dataclass
 class TokenLoss:
     per_token: torch.Tensor  # (R, T): what each token adds to the loss before aggregation weights
@@ -168,16 +181,22 @@ def token_loss(
     selected: torch.Tensor | None = None,
     row_weights: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    sampling_logp: torch.Tensor | None = None,
 ) -> TokenLoss:
     """Every term of the per-token loss, in order: the policy term (`policy_loss`), times the
     importance weights correcting another engine's samples (TRL: the policy-gradient term only),
     times the selection of high-entropy tokens, times each row's weight (UniVG-R1's difficulty
-    weight, (R,)); minus entropy_coef times each step's `entropy` (verl's entropy bonus, on
-    every token, as its entropy_loss); plus beta times the KL to the reference (times the ratio
+    weight, (R,)), times the off-policy sequence mask (algo.off_policy_mask: on the log-probs of
+    the engine that sampled, `sampling_logp`, else the old ones, as TRL); minus entropy_coef
+    times each step's `entropy` (verl's entropy bonus, on every token, as its entropy_loss);
+    plus beta times the KL to the reference (times the ratio
     to the old policy with algo.kl_bias_correction: DeepSeek-V3.2's unbiased estimate of the
     reverse KL's gradient from samples of the old policy)."""
     terms = policy_loss(logp, old_logp, advantages, mask, cfg)
     per_token = terms.per_token
+    if cfg.off_policy_mask is not None:
+        sampler = old_logp if sampling_logp is None else sampling_logp
+        per_token = per_token * off_policy_mask(advantages, logp, sampler, mask, cfg.off_policy_mask)
     if is_weights is not None:
         per_token = per_token * is_weights
     if selected is not None:

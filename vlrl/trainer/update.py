@@ -222,7 +222,7 @@ class Updater:
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
                 row_weights=None if row_weights is None else row_weights[micro].to(device),
-                entropy=current.entropy,
+                entropy=current.entropy, sampling_logp=engine_logp,
             )  # fmt: skip
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
             loss.backward()
