@@ -285,6 +285,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return mask / (rows * max_completion_length)", "return mask / rows", (LOSSES, TRL, MASK),
     ),
     Mutation(
+        "seq_mean_token_sum divides by tokens", "vlrl/algos/losses.py",
+        'if aggregation == "seq_mean_token_sum":\n        return mask / rows',
+        'if aggregation == "seq_mean_token_sum":\n        return mask / max(tokens, 1.0)',
+        (TRL, "tests/trainer/test_update.py::test_each_aggregation_weighs_the_tokens_as_its_loss_type"),
+    ),
+    Mutation(
         "token_mean weighs sequences instead", "vlrl/algos/losses.py",
         "return mask / max(tokens, 1.0)", "return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / rows",
         (LOSSES, TRL),

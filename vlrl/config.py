@@ -485,9 +485,11 @@ class AlgoConfig:
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
     sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0 (TRL's default)
     sapo_temperature_neg: float = 1.05  # and where A <= 0
-    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"] = (
-        "seq_mean_token_mean"
-    )
+    # seq_mean_token_sum: each row's token sum, averaged over the rows (verl's seq-mean-token-sum,
+    # TRL's luspo: with ratio_level sequence, LUSPO)
+    aggregation: Literal[
+        "token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum", "micro_token_mean"
+    ] = "seq_mean_token_mean"
     # micro_token_mean's micro-batch: the token mean of each run of this many rows of a step,
     # averaged over them (EasyR1's and verl's legacy micro_batch_size_per_device_for_update)
     micro_batch_rows: int = 4

@@ -28,6 +28,7 @@ AGGREGATION = {
     "dr_grpo": "seq_mean_token_sum_norm",
     "cispo": "token_mean",  # TRL divides by the batch's tokens, as dapo
     "sapo": "seq_mean_token_mean",  # as grpo
+    "luspo": "seq_mean_token_sum",  # each row's token sum, averaged over the rows
 }
 SAPO_TEMPERATURES = {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 3.0}  # not TRL's defaults: both read
 CASES = [
@@ -49,6 +50,8 @@ CASES = [
     # DeepSeek-V3.2's KL times the ratio, TRL 1.16's default
     ("grpo", 0.04, 0.2, "token", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
     ("dapo", 0.04, 0.28, "sequence", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
+    ("luspo", 0.0, 0.2, "sequence", {}, {}),
+    ("luspo", 0.04, 0.28, "token", {}, {}),
     # DeepSeek-V3.2's off-policy sequence mask, on the old log-probs and on a sampler's
     ("grpo", 0.0, 0.2, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05}),
     ("dapo", 0.04, 0.28, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05, "sampler": 0.5}),
@@ -104,11 +107,12 @@ def completion_logprobs(model, input_ids, attention_mask) -> torch.Tensor:
 
 
 def vlrl_loss(logp, old_logp, ref_logp, advantages, mask, loss_type, beta, epsilon_high, level, options, sampling):
+    options = {"aggregation": AGGREGATION[loss_type], **options}
     cfg = AlgoConfig(epsilon=0.2, epsilon_high=epsilon_high, ratio_level=level, beta=beta, **options)
     cfg.validate("algo")
     ref_logp = ref_logp if beta else None
     per_token = token_loss(logp, old_logp, advantages, mask, cfg, ref_logp=ref_logp, sampling_logp=sampling).per_token
-    return (per_token * token_weights(mask, AGGREGATION[loss_type], MAX_COMPLETION_LENGTH)).sum()
+    return (per_token * token_weights(mask, cfg.aggregation, MAX_COMPLETION_LENGTH)).sum()
 
 
 def gradients(model, loss) -> dict[str, torch.Tensor]:

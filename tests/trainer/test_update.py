@@ -119,6 +119,7 @@ def hand_step(trainer, batch, advantages, rows, params, old, ref=None):
         "token_mean": mask / mask.sum(),
         "seq_mean_token_mean": mask / mask.sum(dim=1, keepdim=True) / len(rows),
         "seq_mean_token_sum_norm": mask / (len(rows) * trainer.cfg.rollout.max_new_tokens),
+        "seq_mean_token_sum": mask / len(rows),
         "micro_token_mean": torch.cat(micro) / len(micro),
     }[algo.aggregation]
     (per_token * weights).sum().backward()
@@ -160,13 +161,14 @@ def test_each_kl_estimator_enters_the_loss_and_its_gradient(estimator, tmp_path,
 
 
 @pytest.mark.parametrize(
-    "aggregation", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "micro_token_mean"]
+    "aggregation",
+    ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm", "seq_mean_token_sum", "micro_token_mean"],
 )
 def test_each_aggregation_weighs_the_tokens_as_its_loss_type(aggregation, tmp_path, rec_data, tiny_qwen25):
     """algo.aggregation on completions of 1 to 10 tokens (canned answers): each token weighs
     1 / the batch's tokens (token_mean), 1 / (its completion's tokens x completions)
-    (seq_mean_token_mean), 1 / (completions x max_new_tokens) (seq_mean_token_sum_norm), or
-    1 / (its micro-batch's tokens x micro-batches), micro-batches of 3 consecutive rows of the
+    (seq_mean_token_mean), 1 / (completions x max_new_tokens) (seq_mean_token_sum_norm),
+    1 / completions (seq_mean_token_sum), or 1 / (its micro-batch's tokens x micro-batches), micro-batches of 3 consecutive rows of the
     step's 8, the last of 2 (micro_token_mean)."""
     answers = ["no", "left of it", "one two three four five six", "<answer>[1, 2, 3, 4]</answer>"]
     options = {

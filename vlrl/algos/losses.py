@@ -264,6 +264,7 @@ def token_weights(
     token_mean: every token of the batch counts the same (DAPO, TRL's bnpo/dapo).
     seq_mean_token_mean: mean over each sequence's tokens, then over sequences (GRPO, TRL's grpo).
     seq_mean_token_sum_norm: token sums divided by sequences x max length (Dr.GRPO).
+    seq_mean_token_sum: token sums divided by sequences (verl's seq-mean-token-sum, TRL's luspo).
     micro_token_mean: the token mean of each `micro_rows` consecutive rows, averaged over those
     micro-batches (EasyR1's and verl's legacy worker: agg_loss's token-mean of a micro-batch over
     the gradient accumulation steps, a micro-batch `micro_batch_size_per_device_for_update` rows).
@@ -285,6 +286,8 @@ def token_weights(
         return mask / max(tokens, 1.0)
     if aggregation == "seq_mean_token_mean":
         return mask / mask.sum(dim=1, keepdim=True).clamp(min=1.0) / rows
+    if aggregation == "seq_mean_token_sum":
+        return mask / rows
     if aggregation == "seq_mean_token_sum_norm":
         return mask / (rows * max_completion_length)
     raise ValueError(f"unknown aggregation {aggregation!r}")
