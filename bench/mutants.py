@@ -466,6 +466,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "tau = torch.where(adv > 0, temperature_pos, temperature_neg)",
         "tau = torch.where(adv > 0, temperature_neg, temperature_pos)", (TRL,),
     ),
+    Mutation("loss ignored (never vespo)", "vlrl/algos/losses.py", 'if cfg.loss == "vespo":', "if False:", (TRL,)),
+    Mutation(
+        "vespo's powers swapped", "vlrl/algos/losses.py",
+        "k_seq = torch.where(nonnegative, k[0], k[1])", "k_seq = torch.where(nonnegative, k[1], k[0])", (TRL,),
+    ),
+    Mutation(
+        "vespo's decays swapped", "vlrl/algos/losses.py",
+        "lam_seq = torch.where(nonnegative, lam[0], lam[1])", "lam_seq = torch.where(nonnegative, lam[1], lam[0])",
+        (TRL,),
+    ),
+    Mutation(
+        "vespo's engine weights not folded in", "vlrl/algos/losses.py",
+        "    if is_weights is not None:\n        seq = seq", "    if False:\n        seq = seq", (LOSSES,),
+    ),
+    Mutation(
+        "vespo's engine weights multiplied again", "vlrl/algos/losses.py",
+        'if is_weights is not None and cfg.loss != "vespo":', "if is_weights is not None:", (LOSSES,),
+    ),
     Mutation(
         "off_policy_mask ignored", "vlrl/algos/losses.py",
         "    if cfg.off_policy_mask is not None:\n", "    if False:\n", (TRL, OFF_POLICY),

@@ -475,8 +475,9 @@ class AlgoConfig:
     accuracy_strict: bool = False  # correct when that reward > the threshold (Video-R1: > 0.1)
     # The policy loss: clip (PPO's, GRPO's), cpgd, cispo (MiniMax-M1's bounded, detached
     # importance weight times log pi: epsilon_high is the bound, TRL's reading; ScaleRL 5.0),
-    # sapo (a sigmoid gate in place of the clip, sapo_temperature_pos / _neg)
-    loss: Literal["clip", "cpgd", "cispo", "sapo"] = "clip"
+    # sapo (a sigmoid gate in place of the clip, sapo_temperature_pos / _neg), vespo (a smooth
+    # gamma weight of the sequence's ratio times A log pi, vespo_k_* / vespo_lambda_*): TRL 1.16's
+    loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo"] = "clip"
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
@@ -485,6 +486,10 @@ class AlgoConfig:
     drift_clip: float = 2.0  # CPGD's c in min(sg(r) - 1, c)
     sapo_temperature_pos: float = 1.0  # SAPO's gate temperature where A > 0 (TRL's default)
     sapo_temperature_neg: float = 1.05  # and where A <= 0
+    vespo_k_pos: float = 2.0  # VESPO's power of the ratio where A >= 0 (TRL's defaults)
+    vespo_lambda_pos: float = 3.0  # its decay where A >= 0
+    vespo_k_neg: float = 3.0  # and where A < 0
+    vespo_lambda_neg: float = 2.0
     # seq_mean_token_sum: each row's token sum, averaged over the rows (verl's seq-mean-token-sum,
     # TRL's luspo: with ratio_level sequence, LUSPO)
     aggregation: Literal[
@@ -552,7 +557,19 @@ class AlgoConfig:
             "sapo_temperature_pos",
             "sapo_temperature_neg",
         )
-        require_nonnegative(key, self, "beta", "positive_weight", "negative_weight", "drift_coef", "overlong_penalty")
+        require_nonnegative(
+            key,
+            self,
+            "beta",
+            "positive_weight",
+            "negative_weight",
+            "drift_coef",
+            "overlong_penalty",
+            "vespo_k_pos",
+            "vespo_lambda_pos",
+            "vespo_k_neg",
+            "vespo_lambda_neg",
+        )
         # the ratio's clip range is [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
         if not 0 < self.epsilon < 1:
             raise ConfigError(f"config: {key}.epsilon must be in (0, 1), got {self.epsilon}")
@@ -569,7 +586,12 @@ class AlgoConfig:
             )
         if self.off_policy_mask is not None and self.off_policy_mask <= 0:
             raise ConfigError(f"config: {key}.off_policy_mask must be > 0 (or null: off), got {self.off_policy_mask}")
-        if self.loss in ("cispo", "sapo") and self.dual_clip is not None:
+        if self.loss == "vespo" and self.ratio_level != "token":
+            raise ConfigError(
+                f"config: {key}.loss=vespo weighs each sequence by its own ratio: {key}.ratio_level is the other "
+                "losses' (set it back to token)"
+            )
+        if self.loss in ("cispo", "sapo", "vespo") and self.dual_clip is not None:
             raise ConfigError(
                 f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "
                 f"(set dual_clip back, or {key}.loss=clip)"

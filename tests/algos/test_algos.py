@@ -444,6 +444,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"loss": "cispo"}, "epsilon_high, which is unset"),
         ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
         ({"off_policy_mask": 0.0}, "off_policy_mask must be > 0"),
+        ({"loss": "vespo", "ratio_level": "sequence"}, "weighs each sequence by its own ratio"),
     ],
 )
 def test_an_option_that_could_not_act_is_refused(overrides, message):

@@ -297,3 +297,24 @@ def test_mismatch_counts_real_tokens_only():
     assert got == pytest.approx(
         {"mismatch_abs": 1.5, "mismatch_max": 1.0, "mismatch_kl": k3(0.5) + k3(-1.0), "mismatch_tokens": 3.0}
     )
+
+
+def test_vespo_folds_the_engine_correction_into_its_sequence_weight_and_does_not_multiply_it_again():
+    """VESPO's weight of a sequence with engine-correction weights c is its weight with each
+    token's log-ratio raised by log c (TRL folds the token weights into w), and token_loss does
+    not multiply the VESPO term by them a second time."""
+    from vlrl.algos.losses import token_loss, vespo_loss
+    from vlrl.config import AlgoConfig
+
+    g = torch.Generator().manual_seed(0)
+    logp = torch.randn(4, 6, generator=g).clamp(max=-0.1)
+    old = logp + 0.2 * torch.randn(4, 6, generator=g)
+    mask = (torch.arange(6) < torch.tensor([[6], [3], [1], [5]])).float()
+    log_c = 0.3 * torch.randn(4, 6, generator=g) * mask
+    adv = torch.tensor([1.0, -0.5, 0.25, -2.0])
+    k, lam = (2.0, 3.0), (3.0, 2.0)
+    folded = vespo_loss(logp, old, adv, mask, k, lam, torch.exp(log_c)).per_token
+    torch.testing.assert_close(folded, vespo_loss(logp, old - log_c, adv, mask, k, lam).per_token)
+    assert not torch.allclose(folded, vespo_loss(logp, old, adv, mask, k, lam).per_token)
+    cfg = AlgoConfig(loss="vespo")
+    torch.testing.assert_close(token_loss(logp, old, adv, mask, cfg, is_weights=torch.exp(log_c)).per_token, folded)

@@ -29,7 +29,9 @@ AGGREGATION = {
     "cispo": "token_mean",  # TRL divides by the batch's tokens, as dapo
     "sapo": "seq_mean_token_mean",  # as grpo
     "luspo": "seq_mean_token_sum",  # each row's token sum, averaged over the rows
+    "vespo": "token_mean",  # as dapo
 }
+VESPO = {"vespo_k_pos": 1.5, "vespo_lambda_pos": 2.5, "vespo_k_neg": 4.0, "vespo_lambda_neg": 1.0}  # none TRL's default
 SAPO_TEMPERATURES = {"sapo_temperature_pos": 2.0, "sapo_temperature_neg": 3.0}  # not TRL's defaults: both read
 CASES = [
     # loss_type, beta, epsilon_high, importance-sampling level, TRL's other options, vlrl's for them
@@ -52,6 +54,8 @@ CASES = [
     ("dapo", 0.04, 0.28, "sequence", {"use_bias_correction_kl": True}, {"kl_bias_correction": True}),
     ("luspo", 0.0, 0.2, "sequence", {}, {}),
     ("luspo", 0.04, 0.28, "token", {}, {}),
+    ("vespo", 0.0, 0.2, "token", {}, {"loss": "vespo"}),
+    ("vespo", 0.04, 0.2, "token", VESPO, {"loss": "vespo", **VESPO}),
     # DeepSeek-V3.2's off-policy sequence mask, on the old log-probs and on a sampler's
     ("grpo", 0.0, 0.2, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05}),
     ("dapo", 0.04, 0.28, "token", {"off_policy_mask_threshold": 0.05}, {"off_policy_mask": 0.05, "sampler": 0.5}),

@@ -101,6 +101,7 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.advantage": "reinforce_baseline", "algo.aggregation": "micro_token_mean", "algo.micro_batch_rows": 2},
         {"algo.loss": "cispo", "algo.epsilon_high": 5.0, "algo.mini_batches": 2, "algo.kl_bias_correction": True},
         {"algo.loss": "sapo", "algo.ratio_level": "sequence", "algo.kl_in": "returns", "algo.kl_estimator": "k1"},
+        {"algo.loss": "vespo", "algo.aggregation": "token_mean", "algo.num_iterations": 2},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):

@@ -133,9 +133,61 @@ def sapo_loss(
     return PolicyLoss(-torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv, none, none)
 
 
-def policy_loss(
-    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, cfg: AlgoConfig
+VESPO_LOG_MIN = math.log(1e-8)  # TRL's bound below on the log weights ("matching the original implementation")
+
+
+@torch.no_grad()
+def vespo_weights(
+    advantages: torch.Tensor,
+    log_ratio_tokens: torch.Tensor,
+    mask: torch.Tensor,
+    is_weights: torch.Tensor | None,
+    k: tuple[float, float],
+    lam: tuple[float, float],
+) -> torch.Tensor:
+    """VESPO's gamma weight of each sequence (TRL 1.16's get_gamma_weights), phi(w) =
+    e^lambda w^k e^(-lambda w), 1 at w = 1, with w the sequence's importance ratio: the product of
+    its tokens' ratios, each log within [-20, 20], times the engine-correction weights
+    (`is_weights`, folded in rather than multiplied after), its log within [log 1e-8, 20]. `k`
+    and `lam` are (for A >= 0, for A < 0). No gradient: it scales the policy gradient."""
+    seq = (torch.clamp(log_ratio_tokens, -20.0, 20.0) * mask).sum(dim=-1, keepdim=True)
+    if is_weights is not None:
+        seq = seq + torch.clamp(torch.log(is_weights), VESPO_LOG_MIN, 20.0).sum(dim=-1, keepdim=True)
+    log_w = torch.clamp(seq, VESPO_LOG_MIN, 20.0)
+    nonnegative = per_token(advantages) >= 0
+    k_seq = torch.where(nonnegative, k[0], k[1])
+    lam_seq = torch.where(nonnegative, lam[0], lam[1]).clamp(min=1e-4)
+    phi = torch.exp(lam_seq + k_seq * log_w - lam_seq * torch.exp(log_w))
+    return phi.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def vespo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    k: tuple[float, float],
+    lam: tuple[float, float],
+    is_weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
+    """VESPO (TRL 1.16's loss_type="vespo"): -phi(w) A log pi, the sequence's gamma weight
+    (`vespo_weights`) in place of a clip: it fades smoothly for ratios far from 1 on either
+    side. Nothing counts as clipped."""
+    phi = vespo_weights(advantages, logp - old_logp, mask, is_weights, k, lam)
+    none = torch.zeros_like(logp, dtype=torch.bool)
+    return PolicyLoss(-phi * per_token(advantages) * logp, none, none)
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    cfg: AlgoConfig,
+    is_weights: torch.Tensor | None = None,
+) -> PolicyLoss:
+    """The policy term of cfg.loss; `is_weights`, the engine-correction weights, only VESPO takes
+    (token_loss multiplies every other loss by them)."""
     epsilon_high = cfg.epsilon if cfg.epsilon_high is None else cfg.epsilon_high
     if cfg.loss == "cpgd":
         return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)
@@ -144,6 +196,9 @@ def policy_loss(
     if cfg.loss == "sapo":
         t_pos, t_neg = cfg.sapo_temperature_pos, cfg.sapo_temperature_neg
         return sapo_loss(logp, old_logp, advantages, mask, t_pos, t_neg, cfg.ratio_level)
+    if cfg.loss == "vespo":
+        k, lam = (cfg.vespo_k_pos, cfg.vespo_k_neg), (cfg.vespo_lambda_pos, cfg.vespo_lambda_neg)
+        return vespo_loss(logp, old_logp, advantages, mask, k, lam, is_weights)
     return clipped_surrogate(
         logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.ratio_level, cfg.dual_clip
     )
@@ -192,12 +247,12 @@ def token_loss(
     plus beta times the KL to the reference (times the ratio
     to the old policy with algo.kl_bias_correction: DeepSeek-V3.2's unbiased estimate of the
     reverse KL's gradient from samples of the old policy)."""
-    terms = policy_loss(logp, old_logp, advantages, mask, cfg)
+    terms = policy_loss(logp, old_logp, advantages, mask, cfg, is_weights)
     per_token = terms.per_token
     if cfg.off_policy_mask is not None:
         sampler = old_logp if sampling_logp is None else sampling_logp
         per_token = per_token * off_policy_mask(advantages, logp, sampler, mask, cfg.off_policy_mask)
-    if is_weights is not None:
+    if is_weights is not None and cfg.loss != "vespo":  # VESPO folds them into its sequence weight
         per_token = per_token * is_weights
     if selected is not None:
         per_token = per_token * selected
