@@ -61,6 +61,7 @@ DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_ref
 OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
+GDPO = f"{OPTIONS}::test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight"
 KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
@@ -695,6 +696,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])",
         "lengths = torch.ones_like(rewards)",
         (f"{OPTIONS}::test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trains",),
+    ),
+    Mutation("gdpo dispatched to grpo", "vlrl/algos/advantages.py", "adv = gdpo(rewards, cfg.std_eps)",
+             "adv = grpo(rewards, cfg.std_eps)", (ALGOS,)),
+    Mutation(
+        "gdpo handed the total rewards", "vlrl/trainer/rl.py",
+        "decoupled_rewards(g, cfg.algo.std_eps) if gdpo else g.reward", "g.reward", (GDPO,),
+    ),
+    Mutation(
+        "gdpo's components at weight 1", "vlrl/trainer/rl.py",
+        "weights = [group.task.reward_weights[n] for n in names]", "weights = [1.0 for n in names]", (GDPO,),
+    ),
+    Mutation(
+        "gdpo normalises the components' sum, not each", "vlrl/algos/advantages.py",
+        "return (centred / (components.std(dim=0, keepdim=True) + std_eps) * weights).sum(dim=1)",
+        "return (centred * weights).sum(dim=1)", (ALGOS, GDPO),
     ),
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",

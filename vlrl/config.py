@@ -463,8 +463,10 @@ class ReplayConfig:
 @dataclass
 class AlgoConfig:
     # Advantages from each group's rewards.
-    # reinforce_baseline: OpenRLHF's (LMM-R1), whitened over the batch's tokens
-    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline"] = "grpo"
+    # reinforce_baseline: OpenRLHF's (LMM-R1), whitened over the batch's tokens; gdpo: each reward
+    # component (and shaping term) normalised within the group, their weighted sum normalised
+    # over the batch (GDPO, TRL's multi_objective_aggregation=normalize_then_sum)
+    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo"] = "grpo"
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
     std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL

@@ -450,3 +450,25 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
 def test_an_option_that_could_not_act_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         AlgoConfig(**overrides).validate("algo")
+
+
+def test_gdpo_normalises_each_reward_in_its_group_then_their_sum_over_the_batch_as_trl():
+    """algo.advantage=gdpo against TRL 1.16's multi_objective_aggregation="normalize_then_sum"
+    (grpo_trainer.py, transcribed: per reward function mean and nanstd over the group, + 1e-4,
+    the weighted sum, then mean and nanstd over the batch, + 1e-4)."""
+    from vlrl.algos.advantages import decoupled_sum
+
+    g = torch.Generator().manual_seed(2)
+    per_func = torch.rand(3, 4, 2, generator=g).round(decimals=1)  # 3 groups of 4, two rewards
+    per_func[1, :, 0] = 1.0  # a reward without spread in a group: 0 there, not NaN
+    weights = torch.tensor([1.0, 0.5])
+    mean_k = per_func.mean(dim=1, keepdim=True)
+    std_k = ((per_func - mean_k) ** 2).sum(dim=1, keepdim=True).div(3).sqrt()  # nanstd: Bessel's correction
+    summed = ((per_func - mean_k) / (std_k + 1e-4) * weights).sum(dim=2)
+    want = (summed - summed.mean()) / (((summed - summed.mean()) ** 2).sum().div(11).sqrt() + 1e-4)
+    decoupled = torch.stack([decoupled_sum(per_func[i], weights) for i in range(3)])
+    torch.testing.assert_close(decoupled, summed)
+    got = advantages(decoupled, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig(advantage="gdpo"))
+    torch.testing.assert_close(got, want)
+    total = (per_func * weights).sum(dim=2)  # the summed reward's GRPO is another thing
+    assert not torch.allclose(got, advantages(total, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig()))

@@ -587,3 +587,37 @@ def test_the_kl_in_the_reward_shares_its_forward_of_the_sampling_policy_with_the
     options = {"algo.kl_in": "reward", "algo.old_logprobs": "recompute", "algo.mini_batches": 2, "trainer.steps": 1}
     run(tmp_path, rec_data, **options)
     assert len(calls) == 2
+
+
+def test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """algo.advantage=gdpo: what the trainer hands the advantages is, per completion, the sum of
+    its task's components (format 1, brevity 0.5, half 0: their weights) and the overlong
+    penalty (1), each normalised within its group (std unbiased, + 1e-4)."""
+    import vlrl.trainer.rl as rl
+
+    seen, batches = [], []
+    real_advantages, real_update = rl.compute_advantages, rl.RLTrainer.update
+    monkeypatch.setattr(rl, "compute_advantages", lambda *a: seen.append(a[0]) or real_advantages(*a))
+    monkeypatch.setattr(
+        rl.RLTrainer, "update", lambda self, batch, *a, **k: batches.append(batch) or real_update(self, batch, *a, **k)
+    )
+    weights = {"format": 1.0, "brevity": 0.5, "half": 0.0}
+    options = {
+        "algo.advantage": "gdpo",
+        "algo.overlong_buffer": 9,
+        **{f"task.rewards.{k}": v for k, v in weights.items()},
+    }
+    run(tmp_path, rec_data, task=HALF, **options)
+    assert len(seen) == len(batches) == 2
+    for rewards, batch in zip(seen, batches, strict=True):
+        for group, row in zip(batch.groups, rewards, strict=True):
+            parts = {**group.scores.components, "overlong": group.shaping["overlong"].tolist()}
+            assert set(parts) == {*weights, "overlong"}
+            want = torch.zeros(len(row))
+            for name, values in parts.items():
+                x = torch.tensor(values, dtype=torch.float32)
+                want += {**weights, "overlong": 1.0}[name] * (x - x.mean()) / (x.std() + 1e-4)
+            torch.testing.assert_close(row, want)
+        assert float(rewards.std()) > 0

@@ -85,6 +85,22 @@ def kl_returns(advantages: torch.Tensor, kl: torch.Tensor, beta: float, lengths:
     return (advantages[..., None] - beta * later) * mask
 
 
+def decoupled_sum(components: torch.Tensor, weights: torch.Tensor, std_eps: float = 1e-4) -> torch.Tensor:
+    """GDPO's group reward-decoupled sum (TRL 1.16's multi_objective_aggregation=
+    "normalize_then_sum"): each reward (the columns of `components`, (G, K)) normalised within
+    the group on its own, (r_k - mean_k) / (std_k + eps), std unbiased, then summed with its
+    weight (`weights`, (K,)). So a reward that varies little in a group is not drowned by one
+    that varies much, as in the total's normalisation. (G,)."""
+    centred = components - components.mean(dim=0, keepdim=True)
+    return (centred / (components.std(dim=0, keepdim=True) + std_eps) * weights).sum(dim=1)
+
+
+def gdpo(decoupled: torch.Tensor, std_eps: float = 1e-4) -> torch.Tensor:
+    """GDPO's advantage: the groups' decoupled sums (`decoupled_sum`) normalised over the batch,
+    (x - mean) / (std + eps), std unbiased, as TRL does after them."""
+    return (decoupled - decoupled.mean()) / (decoupled.std() + std_eps)
+
+
 CLIP_FILTER_MAX = 3.0  # MM-EUREKA's --clip_filter_like_weight_clip_eps default
 
 
@@ -115,7 +131,8 @@ def advantages(
     lengths: torch.Tensor | None = None,
     kl: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns. `lengths` (groups, G),
+    """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns; for gdpo `rewards` are
+    each completion's `decoupled_sum` rather than its total. `lengths` (groups, G),
     the completions' tokens, for reinforce_baseline and the returns; `kl` (groups, G, T), each
     token's KL of the sampling policy to the reference, for algo.kl_in reward or returns: the
     completion's summed KL times beta taken off its reward before the estimator (verl's
@@ -136,6 +153,8 @@ def advantages(
         adv = sign(correct)
     elif cfg.advantage == "cpgd":
         adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)
+    elif cfg.advantage == "gdpo":  # `rewards`: each completion's decoupled sum
+        adv = gdpo(rewards, cfg.std_eps)
     elif cfg.advantage == "reinforce_baseline":
         if lengths is None:
             raise ValueError("reinforce_baseline weighs tokens: give the completions' lengths")

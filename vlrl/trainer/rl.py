@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from vlrl.algos.advantages import advantages as compute_advantages
-from vlrl.algos.advantages import without_spread
+from vlrl.algos.advantages import decoupled_sum, without_spread
 from vlrl.algos.difficulty import difficulty_weights
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
@@ -453,7 +453,10 @@ class RLTrainer:
                     sampled, kl = self.updater.reward_kl(batch)
                 advantages = torch.zeros(0)
                 if groups:
-                    rewards = torch.stack([g.reward for g in groups])
+                    gdpo = cfg.algo.advantage == "gdpo"  # each completion's rewards normalised apart, then summed
+                    rewards = torch.stack(
+                        [decoupled_rewards(g, cfg.algo.std_eps) if gdpo else g.reward for g in groups]
+                    )
                     correct = torch.stack([g.correct for g in groups])
                     lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
                     group_kl = None if kl is None else kl.view(*rewards.shape, -1)
@@ -515,6 +518,16 @@ class RLTrainer:
                 if run.end_step(step, skipped):
                     break
         return run.close()
+
+
+def decoupled_rewards(group: Group, std_eps: float) -> torch.Tensor:
+    """GDPO's sum of a group's rewards each normalised on its own (`decoupled_sum`): the task's
+    components at their weights and the shaping terms at 1, the parts of its total reward."""
+    names = list(group.scores.components)
+    columns = [torch.tensor(group.scores.components[n], dtype=torch.float32) for n in names]
+    weights = [group.task.reward_weights[n] for n in names] + [1.0] * len(group.shaping)
+    components = torch.stack([*columns, *group.shaping.values()], dim=1)
+    return decoupled_sum(components, torch.tensor(weights, dtype=torch.float32), std_eps)
 
 
 def sample_rows(group: Group, advantages: torch.Tensor) -> list[dict]:
