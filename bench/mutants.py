@@ -62,6 +62,8 @@ OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
 GDPO = f"{OPTIONS}::test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight"
+ADAPTIVE_KL = f"{OPTIONS}::test_the_adaptive_kl_coefficient_follows_the_steps_kl_and_resumes_where_it_was"
+KL_CONTROL = "tests/algos/test_kl_control.py"
 KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
@@ -662,16 +664,32 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "kl_in=reward takes nothing off the reward", "vlrl/algos/advantages.py",
-        "rewards = rewards - cfg.beta * kl.sum(dim=-1)", "rewards = rewards", (ALGOS, KL_IN),
+        "rewards = rewards - penalty.sum(dim=-1)", "rewards = rewards", (ALGOS, KL_IN),
     ),
     Mutation(
         "kl_in=returns takes each token's KL only, not the later ones'", "vlrl/algos/advantages.py",
-        "later = (kl * mask).flip(-1).cumsum(-1).flip(-1)", "later = kl * mask", (ALGOS, KL_IN),
+        "later = (penalty * mask).flip(-1).cumsum(-1).flip(-1)", "later = penalty * mask", (ALGOS, KL_IN),
     ),
     Mutation(
         "kl_in=returns whitens reinforce_baseline before the KL", "vlrl/algos/advantages.py",
-        "return whitened(kl_returns(centered, kl, beta, lengths), mask) * mask",
-        "return kl_returns(whitened(centered, lengths), kl, beta, lengths)", (ALGOS,),
+        "return whitened(kl_returns(centered, penalty, lengths), mask) * mask",
+        "return kl_returns(whitened(centered, lengths), penalty, lengths)", (ALGOS,),
+    ),
+    Mutation(
+        "kl_target ignored (the coefficient fixed)", "vlrl/algos/kl_control.py",
+        "        if self.target is None:\n            return", "        return", (KL_CONTROL, ADAPTIVE_KL),
+    ),
+    Mutation(
+        "kl_horizon ignored", "vlrl/algos/kl_control.py",
+        "error * completions / self.horizon", "error * completions / 10000", (KL_CONTROL, ADAPTIVE_KL),
+    ),
+    Mutation(
+        "kl_target: the penalty at beta, not the controller's coefficient", "vlrl/trainer/rl.py",
+        "self.kl_control.value * kl.view(", "cfg.algo.beta * kl.view(", (ADAPTIVE_KL,),
+    ),
+    Mutation(
+        "kl_target: the coefficient not restored on resume", "vlrl/trainer/rl.py",
+        'self.restore_part("kl_control", self.kl_control)', "pass", (ADAPTIVE_KL,),
     ),
     Mutation(
         "kl_in: the KL also in the loss", "vlrl/trainer/rl.py",

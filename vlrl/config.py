@@ -514,6 +514,10 @@ class AlgoConfig:
     # token and the ones after it: OpenRLHF's and LMM-R1's, before reinforce_baseline's whitening).
     # In the reward or returns it gives no gradient of its own; with k1, as verl and OpenRLHF advise.
     kl_in: Literal["loss", "reward", "returns"] = "loss"
+    # With the KL in the reward: steer its coefficient (from beta) toward this KL a token, verl's
+    # and OpenRLHF's adaptive controller (kl_ctrl.type adaptive, --kl_target); None: beta fixed.
+    kl_target: float | None = None
+    kl_horizon: int = 10000  # the controller's horizon in completions (verl's and OpenRLHF's default)
     # The loss's KL times the ratio to the old policy, its gradient included (TRL 1.16's
     # use_bias_correction_kl, on there by default; DeepSeek-V3.2's unbiased reverse-KL gradient)
     kl_bias_correction: bool = False
@@ -558,6 +562,7 @@ class AlgoConfig:
             "micro_batch_rows",
             "sapo_temperature_pos",
             "sapo_temperature_neg",
+            "kl_horizon",
         )
         require_nonnegative(
             key,
@@ -602,6 +607,11 @@ class AlgoConfig:
             raise ConfigError(
                 f"config: {key}.loss=cispo bounds the importance weight at {key}.epsilon_high, which is unset "
                 f"(it would be epsilon, {self.epsilon}, as in TRL): set it, e.g. 5.0 (ScaleRL's)"
+            )
+        if self.kl_target is not None and (self.kl_in == "loss" or self.kl_target <= 0):
+            raise ConfigError(
+                f"config: {key}.kl_target steers the coefficient of the KL in the reward: it takes {key}.kl_in "
+                f"reward or returns and a target > 0, got kl_in={self.kl_in}, kl_target={self.kl_target}"
             )
         if self.kl_bias_correction and self.kl_in != "loss":
             raise ConfigError(

@@ -411,12 +411,12 @@ def test_the_kl_in_each_tokens_return_is_openrlhfs_before_its_whitening(estimato
         rstd = (((want - mean) ** 2 * m).sum() / m.sum()).clamp(min=1e-8).rsqrt()
         want = (want - mean) * rstd * m  # outside the mask OpenRLHF keeps values the loss masks
     cfg = AlgoConfig(advantage=estimator, beta=beta, kl_in="returns")
-    got = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), cfg, lengths, kl)
+    got = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), cfg, lengths, beta * kl)
     assert got.shape == (3, 4, 7)
     torch.testing.assert_close(got.flatten(0, 1), want)
     without = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig(advantage=estimator), lengths)
     assert not torch.allclose(got[..., 0], without)  # the KL moved them
-    with pytest.raises(ValueError, match="KL"):
+    with pytest.raises(ValueError, match="penalty"):
         advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), cfg, lengths)
 
 
@@ -431,7 +431,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
     scores = rewards - beta * kl.sum(-1)
     want = (scores - scores.mean(-1, keepdim=True)) / (scores.std(-1, keepdim=True) + 1e-6)
     cfg = AlgoConfig(advantage="grpo", std_eps=1e-6, beta=beta, kl_in="reward")
-    torch.testing.assert_close(advantages(rewards, torch.zeros(2, 5, dtype=torch.bool), cfg, lengths, kl), want)
+    torch.testing.assert_close(advantages(rewards, torch.zeros(2, 5, dtype=torch.bool), cfg, lengths, beta * kl), want)
 
 
 @pytest.mark.parametrize(
@@ -445,6 +445,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
         ({"off_policy_mask": 0.0}, "off_policy_mask must be > 0"),
         ({"loss": "vespo", "ratio_level": "sequence"}, "weighs each sequence by its own ratio"),
+        ({"kl_target": 0.1}, "kl_target steers the coefficient of the KL in the reward"),
     ],
 )
 def test_an_option_that_could_not_act_is_refused(overrides, message):

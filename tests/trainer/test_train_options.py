@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -523,14 +524,9 @@ def test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trai
         assert lengths.flatten().tolist() == batch.lengths() and len(set(batch.lengths())) >= 3
 
 
-@pytest.mark.parametrize("kl_in", ["reward", "returns"])
-def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss(
-    kl_in, tmp_path, rec_data, tiny_qwen25, monkeypatch
-):
-    """algo.kl_in: each token's k1 KL of the policy that sampled (the engine's log-probs, the
-    trainer's own here) to the reference, ~0 on the first step and not on the second, taken off
-    each completion's reward (summed, before dr_grpo centres it) or each token's return (from that
-    token on, after), and left out of the loss: the loss is the token mean of -A (one pass: ratio 1)."""
+def spy_kl_in(monkeypatch) -> tuple[list, list]:
+    """Each step's (updater, batch, sampled policy, KL) from Updater.reward_kl, and the
+    advantages the step hands its update."""
     import vlrl.trainer.rl as rl
     from vlrl.trainer.update import Updater
 
@@ -539,7 +535,7 @@ def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leave
 
     def reward_kl(self, batch):
         sampled, kl = real_kl(self, batch)
-        seen.append((batch, self.reference_logprobs(batch), sampled, kl))
+        seen.append((self, batch, sampled, kl))
         return sampled, kl
 
     monkeypatch.setattr(Updater, "reward_kl", reward_kl)
@@ -548,10 +544,23 @@ def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leave
         "update",
         lambda self, batch, adv, *a, **k: given.append(adv) or real_update(self, batch, adv, *a, **k),
     )
+    return seen, given
+
+
+@pytest.mark.parametrize("kl_in", ["reward", "returns"])
+def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss(
+    kl_in, tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """algo.kl_in: each token's k1 KL of the policy that sampled (the engine's log-probs, the
+    trainer's own here) to the reference, ~0 on the first step and not on the second, taken off
+    each completion's reward (summed, before dr_grpo centres it) or each token's return (from that
+    token on, after), and left out of the loss: the loss is the token mean of -A (one pass: ratio 1)."""
+    seen, given = spy_kl_in(monkeypatch)
     options = {"algo.advantage": "dr_grpo", "algo.beta": 0.5, "algo.kl_estimator": "k1", "algo.kl_in": kl_in}
     rows = run(tmp_path, rec_data, task=HALF, **options, **{"algo.aggregation": "token_mean", "trainer.lr": 1e-2})
     assert len(seen) == len(given) == len(rows) == 2
-    for (batch, ref, sampled, kl), adv, row in zip(seen, given, rows, strict=True):
+    for (updater, batch, sampled, kl), adv, row in zip(seen, given, rows, strict=True):
+        ref = updater.reference_logprobs(batch)  # a frozen model: as at the step
         mask = batch.completion_mask
         torch.testing.assert_close(sampled.logp, batch.rollout_logprobs)
         torch.testing.assert_close(kl, (batch.rollout_logprobs - ref) * mask)
@@ -621,3 +630,32 @@ def test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight(
                 want += {**weights, "overlong": 1.0}[name] * (x - x.mean()) / (x.std() + 1e-4)
             torch.testing.assert_close(row, want)
         assert float(rewards.std()) > 0
+
+
+def test_the_adaptive_kl_coefficient_follows_the_steps_kl_and_resumes_where_it_was(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """algo.kl_target: step 1 takes beta; after each step the coefficient moves by verl's rule on
+    the step's KL (each completion's token mean, averaged; ~0 at the reference: -20% x 8
+    completions / horizon 20), and the next step takes it off the returns; a run resumed at
+    step 2 goes on with the coefficient the uninterrupted run had at step 3."""
+    seen, given = spy_kl_in(monkeypatch)
+    options = {
+        "algo.advantage": "dr_grpo", "algo.beta": 0.5, "algo.kl_estimator": "k1", "algo.kl_in": "returns",
+        "algo.kl_target": 0.05, "algo.kl_horizon": 20, "trainer.lr": 1e-2, "trainer.save_every": 2,
+    }  # fmt: skip
+    rows = run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 3})
+    coef = 0.5
+    for (_, batch, _, kl), adv, row in zip(seen, given, rows, strict=True):
+        assert row["kl_coef"] == pytest.approx(coef, rel=1e-6)
+        mask = batch.completion_mask
+        reward = torch.cat([g.reward for g in batch.groups])
+        centred = reward - torch.stack([reward[batch.prompt_index == p].mean() for p in batch.prompt_index.tolist()])
+        torch.testing.assert_close(adv, (centred[:, None] - coef * kl.flip(1).cumsum(1).flip(1)) * mask)
+        current = float((kl.sum(1) / mask.sum(1)).mean())
+        coef *= 1 + min(max(current / 0.05 - 1, -0.2), 0.2) * len(mask) / 20
+    assert rows[1]["kl_coef"] == pytest.approx(0.5 * (1 - 0.2 * 8 / 20), rel=1e-4)  # 0.4: step 1's KL ~0
+    (tmp_path / "run" / "metrics.jsonl").rename(tmp_path / "uninterrupted.jsonl")
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000003")  # the run resumes after step 2
+    resumed = run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 3})
+    assert resumed[-1]["step"] == 3 and resumed[-1]["kl_coef"] == pytest.approx(rows[2]["kl_coef"], rel=1e-9)

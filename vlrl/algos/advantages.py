@@ -44,18 +44,18 @@ def sign(correct: torch.Tensor) -> torch.Tensor:
 
 
 def reinforce_baseline(
-    rewards: torch.Tensor, lengths: torch.Tensor, kl: torch.Tensor | None = None, beta: float = 0.0
+    rewards: torch.Tensor, lengths: torch.Tensor, penalty: torch.Tensor | None = None
 ) -> torch.Tensor:
     """OpenRLHF's reinforce_baseline (LMM-R1 @f917f18, openrlhf/trainer/ppo_utils/
     experience_maker.py): the group mean taken off, then whitened over every completion token of
     the batch (`whitened`). So a long completion weighs more in both, and a group of equal
-    rewards still gets the shift. With `kl` (..., T), its KL in each token's return
+    rewards still gets the shift. With `penalty` (..., T), its KL in each token's return
     (`kl_returns`) before the whitening, and the advantages per token."""
     centered = dr_grpo(rewards)
-    if kl is None:
+    if penalty is None:
         return whitened(centered, lengths)
-    mask = completion_mask(lengths, kl.shape[-1])
-    return whitened(kl_returns(centered, kl, beta, lengths), mask) * mask
+    mask = completion_mask(lengths, penalty.shape[-1])
+    return whitened(kl_returns(centered, penalty, lengths), mask) * mask
 
 
 def completion_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
@@ -74,15 +74,15 @@ def whitened(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     return (values - mean) * variance.clamp(min=1e-8).rsqrt()
 
 
-def kl_returns(advantages: torch.Tensor, kl: torch.Tensor, beta: float, lengths: torch.Tensor) -> torch.Tensor:
+def kl_returns(advantages: torch.Tensor, penalty: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Each token's return with the KL in the reward, as OpenRLHF computes it (LMM-R1 @f917f18,
     openrlhf/models/utils.py: compute_reward; experience_maker.py: get_cumulative_returns with
     gamma 1): the completion's outcome advantage (on its last token there, so in every token's
-    return) minus beta times the KL of that token and of every token after it; 0 past the
-    completion's end. `advantages` (..., ), `kl` and the result (..., T)."""
-    mask = completion_mask(lengths, kl.shape[-1])
-    later = (kl * mask).flip(-1).cumsum(-1).flip(-1)
-    return (advantages[..., None] - beta * later) * mask
+    return) minus the KL penalty (the coefficient times the KL) of that token and of every token
+    after it; 0 past the completion's end. `advantages` (..., ), `penalty` and the result (..., T)."""
+    mask = completion_mask(lengths, penalty.shape[-1])
+    later = (penalty * mask).flip(-1).cumsum(-1).flip(-1)
+    return (advantages[..., None] - later) * mask
 
 
 def decoupled_sum(components: torch.Tensor, weights: torch.Tensor, std_eps: float = 1e-4) -> torch.Tensor:
@@ -129,20 +129,22 @@ def advantages(
     correct: torch.Tensor,
     cfg: AlgoConfig,
     lengths: torch.Tensor | None = None,
-    kl: torch.Tensor | None = None,
+    penalty: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns; for gdpo `rewards` are
-    each completion's `decoupled_sum` rather than its total. `lengths` (groups, G),
-    the completions' tokens, for reinforce_baseline and the returns; `kl` (groups, G, T), each
-    token's KL of the sampling policy to the reference, for algo.kl_in reward or returns: the
-    completion's summed KL times beta taken off its reward before the estimator (verl's
-    use_kl_in_reward: its GRPO sums the token-level rewards), or each token's advantage less
-    beta times the KL from that token on (`kl_returns`, OpenRLHF's), then reinforce_baseline's
+    each completion's `decoupled_sum` rather than its total. `lengths` (groups, G), the
+    completions' tokens, for reinforce_baseline and the returns; `penalty` (groups, G, T), each
+    token's KL of the sampling policy to the reference times its coefficient, for algo.kl_in
+    reward or returns: the completion's summed penalty taken off its reward before the estimator
+    (verl's use_kl_in_reward: its GRPO sums the token-level rewards), or each token's advantage
+    less the penalty from that token on (`kl_returns`, OpenRLHF's), then reinforce_baseline's
     whitening over the tokens."""
-    if cfg.kl_in != "loss" and (kl is None or lengths is None):
-        raise ValueError(f"algo.kl_in={cfg.kl_in} takes the KL off the reward: give each token's KL and the lengths")
+    if cfg.kl_in != "loss" and (penalty is None or lengths is None):
+        raise ValueError(
+            f"algo.kl_in={cfg.kl_in} takes the KL off the reward: give each token's penalty and the lengths"
+        )
     if cfg.kl_in == "reward":
-        rewards = rewards - cfg.beta * kl.sum(dim=-1)
+        rewards = rewards - penalty.sum(dim=-1)
     if cfg.advantage == "grpo":
         adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)
     elif cfg.advantage == "dr_grpo":
@@ -159,11 +161,11 @@ def advantages(
         if lengths is None:
             raise ValueError("reinforce_baseline weighs tokens: give the completions' lengths")
         returns = cfg.kl_in == "returns"
-        adv = reinforce_baseline(rewards, lengths, kl if returns else None, cfg.beta)
+        adv = reinforce_baseline(rewards, lengths, penalty if returns else None)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
     if cfg.kl_in == "returns" and cfg.advantage != "reinforce_baseline":  # there, before its whitening
-        adv = kl_returns(adv, kl, cfg.beta, lengths)
+        adv = kl_returns(adv, penalty, lengths)
     if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:
         adv = torch.where(adv > 0, adv * cfg.positive_weight, adv * cfg.negative_weight)
     return adv

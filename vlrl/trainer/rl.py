@@ -16,6 +16,7 @@ from rich.markup import escape
 from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.advantages import decoupled_sum, without_spread
 from vlrl.algos.difficulty import difficulty_weights
+from vlrl.algos.kl_control import KLController
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
 from vlrl.config import Config
@@ -111,20 +112,38 @@ class RLTrainer:
                     f"rollout engine {self.engine.name} gives no entropies: algo.top_entropy_fraction selects tokens by "
                     "the entropy of a trainer forward (one more forward per step)"
                 )
+            algo = cfg.algo
+            self.kl_control = KLController(algo.beta, algo.kl_target, algo.kl_horizon)
+            if algo.kl_target is not None:  # its coefficient is part of the checkpoints (the same on every process)
+                self.restore_part("kl_control", self.kl_control)
             self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
             if self.replay is not None:  # each process's buffer is part of its checkpoints
-                run.process_parts["replay"] = self.replay.state_dict
-                with procs.together():  # a process's own file refused stops every process
-                    saved = load_process_state(run.checkpoint, "replay", procs.rank) if run.checkpoint else None
-                if saved is not None:
-                    self.replay.load_state_dict(saved)
-                elif run.checkpoint:
-                    console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no replay buffer: it starts empty")
+                self.restore_part("replay", self.replay)
             self.held_out: list[tuple[Task, str, list[Sample]]] = []
             self.headline_said: set[str] = set()  # eval.headline names said to be reported by no evaluation
             with procs.main_first():  # a held-out split that does not load stops every process
                 if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
                     self.held_out = held_out(cfg, self.sources, console)
+
+    def restore_part(self, name: str, part: ReplayBuffer | KLController) -> None:
+        """Make `part` (a state_dict and load_state_dict) part of each process's checkpoints, and
+        load it from the one the run resumes from."""
+        run = self.run
+        run.process_parts[name] = part.state_dict
+        with run.procs.together():  # a process's own file refused stops every process
+            saved = load_process_state(run.checkpoint, name, run.procs.rank) if run.checkpoint else None
+        if saved is not None:
+            part.load_state_dict(saved)
+        elif run.checkpoint:
+            self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
+
+    def batch_kl(self, batch: RolloutBatch, kl: torch.Tensor) -> tuple[float, int]:
+        """The KL the controller follows: each completion's token mean, averaged over every
+        process's completions (verl's current_kl), and how many completions there were."""
+        procs, mask = self.run.procs, batch.completion_mask
+        per_row = float((kl.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum())
+        rows = procs.mean(float(len(batch.prompt_index))) * procs.world
+        return procs.mean(per_row) * procs.world / max(rows, 1.0), round(rows)
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
@@ -459,8 +478,11 @@ class RLTrainer:
                     )
                     correct = torch.stack([g.correct for g in groups])
                     lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
-                    group_kl = None if kl is None else kl.view(*rewards.shape, -1)
-                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths, group_kl).flatten(0, 1)
+                    penalty = None if kl is None else self.kl_control.value * kl.view(*rewards.shape, -1)
+                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths, penalty).flatten(0, 1)
+                kl_coef = self.kl_control.value  # this step's
+                if kl is not None:  # on every process: the controller follows the whole batch's KL
+                    self.kl_control.update(*self.batch_kl(batch, kl))
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
                 trained = self.replayed(groups, batch, advantages, step, sampled) if self.replay else None
@@ -480,6 +502,8 @@ class RLTrainer:
                     **(self.step_metrics(groups, batch, advantages, kl) if groups else {}),
                     **stats,
                 }
+                if kl is not None:
+                    metrics["kl_coef"] = kl_coef
                 if self.thinking is not None:  # this step's, on every process: their sum is the step's (is_count)
                     metrics["thinking_failures"] = float(self.thinking.failures)
                     self.thinking.failures = 0
