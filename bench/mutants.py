@@ -62,6 +62,12 @@ OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
 GDPO = f"{OPTIONS}::test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight"
+ENTROPY_CONTROL = "tests/algos/test_entropy_control.py"
+ADAPTIVE_ENTROPY = (
+    "tests/trainer/test_update.py::"
+    "test_the_adaptive_entropy_bonus_applies_the_controllers_coefficient_and_follows_each_steps_entropy"
+)
+ENTROPY_RESUME = f"{OPTIONS}::test_the_adaptive_entropy_coefficient_resumes_where_it_was"
 ADAPTIVE_KL = f"{OPTIONS}::test_the_adaptive_kl_coefficient_follows_the_steps_kl_and_resumes_where_it_was"
 KL_CONTROL = "tests/algos/test_kl_control.py"
 KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
@@ -446,12 +452,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return mask / float(mask.sum())", (AGGREGATION, LOSSES),
     ),
     Mutation(
-        "entropy_coef ignored", "vlrl/algos/losses.py",
-        "per_token = per_token - cfg.entropy_coef * entropy", "per_token = per_token", (ENTROPY_BONUS,),
+        "entropy_coef ignored", "vlrl/trainer/update.py",
+        "a.entropy_coef, a.entropy_target,", "0.0, a.entropy_target,", (ENTROPY_BONUS,),
+    ),
+    Mutation(
+        "the entropy term dropped", "vlrl/algos/losses.py",
+        "per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * entropy",
+        "per_token = per_token", (ENTROPY_BONUS,),
     ),
     Mutation(
         "entropy_coef: no entropy computed", "vlrl/trainer/update.py",
-        "run.pad_id, device, bool(algo.entropy_coef),", "run.pad_id, device, False,", (ENTROPY_BONUS,),
+        "run.pad_id, device, self.takes_entropy,", "run.pad_id, device, False,", (ENTROPY_BONUS,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation("loss ignored (never cispo)", "vlrl/algos/losses.py", 'if cfg.loss == "cispo":', "if False:", (TRL,)),
@@ -674,6 +685,41 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kl_in=returns whitens reinforce_baseline before the KL", "vlrl/algos/advantages.py",
         "return whitened(kl_returns(centered, penalty, lengths), mask) * mask",
         "return kl_returns(whitened(centered, lengths), penalty, lengths)", (ALGOS,),
+    ),
+    Mutation(
+        "entropy_target ignored (the coefficient fixed)", "vlrl/algos/entropy_control.py",
+        "        if self.target is None:\n            return\n        if entropy", "        return\n        if entropy",
+        (ENTROPY_CONTROL, ADAPTIVE_ENTROPY, ENTROPY_RESUME),
+    ),
+    Mutation(
+        "entropy_target: a bonus before any entropy is known", "vlrl/algos/entropy_control.py",
+        "return self.coef if self.last <= self.target else 0.0", "return self.coef", (ENTROPY_CONTROL, ADAPTIVE_ENTROPY),
+    ),
+    Mutation(
+        "entropy_coef_max ignored", "vlrl/algos/entropy_control.py",
+        "self.coef = min(self.coef + self.delta, self.high)", "self.coef = self.coef + self.delta",
+        (ENTROPY_CONTROL, ADAPTIVE_ENTROPY),
+    ),
+    Mutation(
+        "entropy_coef_min ignored", "vlrl/algos/entropy_control.py",
+        "self.coef = max(self.coef - self.delta, self.low)", "self.coef = self.coef - self.delta", (ENTROPY_CONTROL,),
+    ),
+    Mutation(
+        "entropy_coef_delta ignored", "vlrl/algos/entropy_control.py",
+        "self.coef = min(self.coef + self.delta, self.high)", "self.coef = min(self.coef + 0.005, self.high)",
+        (ENTROPY_CONTROL, ADAPTIVE_ENTROPY),
+    ),
+    Mutation(
+        "entropy_target: the loss takes entropy_coef, not the controller's", "vlrl/trainer/update.py",
+        "entropy_coef=entropy_coef,", "entropy_coef=None,", (ADAPTIVE_ENTROPY,),
+    ),
+    Mutation(
+        "entropy_target: the coefficient never follows the steps", "vlrl/trainer/rl.py",
+        "                    self.updater.follow_entropy(sums)\n", "                    pass\n", (ADAPTIVE_ENTROPY, ENTROPY_RESUME),
+    ),
+    Mutation(
+        "entropy_target: the coefficient not restored on resume", "vlrl/trainer/rl.py",
+        'self.restore_part("entropy_control", self.updater.entropy_control)', "pass", (ENTROPY_RESUME,),
     ),
     Mutation(
         "kl_target ignored (the coefficient fixed)", "vlrl/algos/kl_control.py",

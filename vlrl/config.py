@@ -504,6 +504,15 @@ class AlgoConfig:
     # policy, aggregated as the policy loss (verl's and EasyR1's entropy_coeff; EasyR1 1e-3 until
     # 2025-03-18, which Vision-R1 and SophiaVL-R1 trained with). 0: none, and no entropy computed.
     entropy_coef: float = 0.0
+    # Skywork-OR1's adaptive entropy control (TRL's use_adaptive_entropy with entropy_target): the
+    # coefficient (from entropy_coef) moves by entropy_coef_delta after every optimizer step, up
+    # while the step's entropy is at most this target and down past it, within [entropy_coef_min,
+    # entropy_coef_max]; the bonus acts only while the last step's entropy was at most the target
+    # (none before the first). None: entropy_coef fixed.
+    entropy_target: float | None = None
+    entropy_coef_min: float = 0.0
+    entropy_coef_max: float = 1.0
+    entropy_coef_delta: float = 0.005
     # KL to the reference model.
     beta: float = 0.04  # 0 loads no reference model
     # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3
@@ -572,6 +581,9 @@ class AlgoConfig:
             "negative_weight",
             "drift_coef",
             "overlong_penalty",
+            "entropy_coef_min",
+            "entropy_coef_max",
+            "entropy_coef_delta",
             "vespo_k_pos",
             "vespo_lambda_pos",
             "vespo_k_neg",
@@ -607,6 +619,13 @@ class AlgoConfig:
             raise ConfigError(
                 f"config: {key}.loss=cispo bounds the importance weight at {key}.epsilon_high, which is unset "
                 f"(it would be epsilon, {self.epsilon}, as in TRL): set it, e.g. 5.0 (ScaleRL's)"
+            )
+        if self.entropy_target is not None and (
+            self.entropy_target <= 0 or self.entropy_coef_min > self.entropy_coef_max
+        ):
+            raise ConfigError(
+                f"config: {key}.entropy_target must be > 0 and entropy_coef_min <= entropy_coef_max, got "
+                f"{self.entropy_target}, [{self.entropy_coef_min}, {self.entropy_coef_max}]"
             )
         if self.kl_target is not None and (self.kl_in == "loss" or self.kl_target <= 0):
             raise ConfigError(

@@ -446,6 +446,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"off_policy_mask": 0.0}, "off_policy_mask must be > 0"),
         ({"loss": "vespo", "ratio_level": "sequence"}, "weighs each sequence by its own ratio"),
         ({"kl_target": 0.1}, "kl_target steers the coefficient of the KL in the reward"),
+        ({"entropy_target": 0.2, "entropy_coef_min": 2.0}, "entropy_coef_min <= entropy_coef_max"),
     ],
 )
 def test_an_option_that_could_not_act_is_refused(overrides, message):

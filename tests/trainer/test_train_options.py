@@ -659,3 +659,18 @@ def test_the_adaptive_kl_coefficient_follows_the_steps_kl_and_resumes_where_it_w
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000003")  # the run resumes after step 2
     resumed = run(tmp_path, rec_data, task=HALF, **options, **{"trainer.steps": 3})
     assert resumed[-1]["step"] == 3 and resumed[-1]["kl_coef"] == pytest.approx(rows[2]["kl_coef"], rel=1e-9)
+
+
+def test_the_adaptive_entropy_coefficient_resumes_where_it_was(tmp_path, rec_data, tiny_qwen25):
+    """algo.entropy_target: a run resumed at step 2 applies at step 3 the coefficient the
+    uninterrupted run applied (moved by the delta at every optimizer step, not restarted)."""
+    options = {
+        "algo.entropy_coef": 0.01, "algo.entropy_target": 100.0, "algo.entropy_coef_delta": 0.02,
+        "algo.mini_batches": 2, "trainer.save_every": 2, "trainer.steps": 3,
+    }  # fmt: skip
+    rows = run(tmp_path, rec_data, **options)
+    assert [r["entropy_coef"] for r in rows] == pytest.approx([0.015, 0.06, 0.1])  # 0, 0.03 | 0.05, 0.07 | ...
+    (tmp_path / "run" / "metrics.jsonl").rename(tmp_path / "uninterrupted.jsonl")
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000003")  # the run resumes after step 2
+    resumed = run(tmp_path, rec_data, **options)
+    assert resumed[-1]["step"] == 3 and resumed[-1]["entropy_coef"] == pytest.approx(rows[2]["entropy_coef"])

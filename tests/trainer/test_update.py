@@ -239,6 +239,35 @@ def test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do(
     assert any(not torch.allclose(grads[n], without[n], rtol=1e-3, atol=1e-6) for n in grads)
 
 
+def test_the_adaptive_entropy_bonus_applies_the_controllers_coefficient_and_follows_each_steps_entropy(
+    tmp_path, rec_data, tiny_qwen25
+):
+    """algo.entropy_target (Skywork-OR1's control, TRL's use_adaptive_entropy), two optimizer
+    steps: the first takes no bonus (no entropy measured yet), the second the coefficient moved
+    by the delta after the first (its entropy below the target of 100: up, 0.2 -> 0.5); each
+    step's gradient is the hand-written loss's at that coefficient, and after the second the
+    controller holds that step's trained tokens' mean entropy."""
+    options = {
+        "algo.entropy_coef": 0.2, "algo.entropy_target": 100.0, "algo.entropy_coef_delta": 0.3,
+        "algo.entropy_coef_max": 0.6, "algo.mini_batches": 2,
+    }  # fmt: skip
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    batch, advantages = rollout(trainer)
+    stats, steps = recorded_update(trainer, batch, advantages)
+    algo = trainer.cfg.algo
+    entropies = []
+    for (rows, params, grads), coef in zip(steps, (0.0, 0.5), strict=True):
+        algo.entropy_coef = coef  # what hand_step subtracts
+        old = batch.rollout_logprobs
+        assert_same_gradient(grads, hand_step(trainer, batch, advantages, rows, params, old)[0])
+        stats_at, width = scored_at(trainer, batch, rows, params)
+        mask = batch.completion_mask[rows, :width]
+        entropies.append(float((stats_at.entropy * mask).sum() / mask.sum()))
+    control = trainer.updater.entropy_control
+    assert (control.coef, control.last) == (pytest.approx(0.6), pytest.approx(entropies[1], rel=1e-5))
+    assert stats["entropy_coef"] == pytest.approx(0.25)  # the mean of the two steps' 0 and 0.5
+
+
 @pytest.mark.parametrize(
     "options",
     [{"algo.num_iterations": 2}, {"algo.mini_batches": 2}, {"algo.num_iterations": 2, "rollout.temperature": 0.7}],

@@ -237,6 +237,7 @@ def token_loss(
     row_weights: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
     sampling_logp: torch.Tensor | None = None,
+    entropy_coef: float | None = None,
 ) -> TokenLoss:
     """Every term of the per-token loss, in order: the policy term (`policy_loss`), times the
     importance weights correcting another engine's samples (TRL: the policy-gradient term only),
@@ -258,8 +259,8 @@ def token_loss(
         per_token = per_token * selected
     if row_weights is not None:
         per_token = per_token * row_weights.unsqueeze(1)
-    if entropy is not None:
-        per_token = per_token - cfg.entropy_coef * entropy
+    if entropy is not None:  # `entropy_coef`: the adaptive one's (algo.entropy_target), else cfg's
+        per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * entropy
     kl = None
     if ref_logp is not None:
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)

@@ -16,6 +16,7 @@ from rich.markup import escape
 from vlrl.algos.advantages import advantages as compute_advantages
 from vlrl.algos.advantages import decoupled_sum, without_spread
 from vlrl.algos.difficulty import difficulty_weights
+from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.kl_control import KLController
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
@@ -116,6 +117,8 @@ class RLTrainer:
             self.kl_control = KLController(algo.beta, algo.kl_target, algo.kl_horizon)
             if algo.kl_target is not None:  # its coefficient is part of the checkpoints (the same on every process)
                 self.restore_part("kl_control", self.kl_control)
+            if algo.entropy_target is not None:  # so is the entropy bonus's
+                self.restore_part("entropy_control", self.updater.entropy_control)
             self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
             if self.replay is not None:  # each process's buffer is part of its checkpoints
                 self.restore_part("replay", self.replay)
@@ -125,7 +128,7 @@ class RLTrainer:
                 if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
                     self.held_out = held_out(cfg, self.sources, console)
 
-    def restore_part(self, name: str, part: ReplayBuffer | KLController) -> None:
+    def restore_part(self, name: str, part: ReplayBuffer | KLController | EntropyController) -> None:
         """Make `part` (a state_dict and load_state_dict) part of each process's checkpoints, and
         load it from the one the run resumes from."""
         run = self.run
@@ -337,6 +340,8 @@ class RLTrainer:
                     row_weights=row_weights, max_new_tokens=max_new_tokens,
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
+                if algo.entropy_target is not None:
+                    self.updater.follow_entropy(sums)
                 skipped += not applied
                 sums["loss"] += loss
                 sums["grad_norm"] += grad_norm

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.losses import KL_ESTIMATORS, mismatch, rollout_importance_weights, token_loss, token_weights
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
@@ -57,6 +58,25 @@ class Updater:
     foreign: bool  # the engine's log-probs are not the trainer's own
     sampler: SamplingFilter | None
     low_precision: bool = False  # the policy computes in bfloat16 or float16 (algo.old_logprobs=auto)
+
+    def __post_init__(self) -> None:
+        a = self.algo
+        self.entropy_control = EntropyController(
+            a.entropy_coef, a.entropy_target, a.entropy_coef_min, a.entropy_coef_max, a.entropy_coef_delta
+        )
+
+    @property
+    def takes_entropy(self) -> bool:
+        """Whether the loss has an entropy bonus (or measures the entropy to adapt one)."""
+        return self.algo.entropy_coef != 0 or self.algo.entropy_target is not None
+
+    def follow_entropy(self, sums: defaultdict[str, float]) -> None:
+        """After an optimizer step, the adaptive entropy coefficient follows the step's trained
+        tokens' mean entropy over every process (TRL's window-global mean)."""
+        procs = self.run.procs
+        entropy, tokens = procs.mean(sums.pop("window_entropy", 0.0)), procs.mean(sums.pop("window_tokens", 0.0))
+        if tokens:
+            self.entropy_control.update(entropy / tokens)
 
     @property
     def recomputes(self) -> bool:
@@ -188,6 +208,9 @@ class Updater:
             micro_rows=algo.micro_batch_rows, micro_batches=run.procs.mean(-(-len(rows) // algo.micro_batch_rows)),
         )  # fmt: skip
         correct = self.corrects(batch)
+        entropy_coef = self.entropy_control.applied()
+        if algo.entropy_target is not None:
+            sums["entropy_coef"] += entropy_coef
         total = 0.0
         for positions in self.plan(batch, rows, sums):
             if not positions:  # this process has fewer micro-batches than another (FSDP2)
@@ -195,7 +218,7 @@ class Updater:
                 continue
             micro = rows_t[positions]
             current, width = rows_logprobs(
-                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, bool(algo.entropy_coef),
+                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, self.takes_entropy,
                 sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
@@ -222,8 +245,11 @@ class Updater:
                 ref_logp=None if ref is None else rows_of(ref, micro, width, device), is_weights=is_weights,
                 selected=None if selected is None else rows_of(selected, micro, width, device),
                 row_weights=None if row_weights is None else row_weights[micro].to(device),
-                entropy=current.entropy, sampling_logp=engine_logp,
+                entropy=current.entropy, sampling_logp=engine_logp, entropy_coef=entropy_coef,
             )  # fmt: skip
+            if algo.entropy_target is not None:
+                sums["window_entropy"] += float((current.entropy.detach() * m).sum())
+                sums["window_tokens"] += float(m.sum())
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
             loss.backward()
             total += float(loss.detach())
@@ -274,6 +300,8 @@ def update_stats(
     }
     if with_kl:
         stats["kl"] = sums["kl"] / tokens
+    if "entropy_coef" in sums:  # the adaptive one's, applied: its mean over the optimizer steps
+        stats["entropy_coef"] = sums["entropy_coef"] / steps
     if (padding := padding_share(sums.get("computed_tokens", 0), sums.get("unpadded_tokens", 0))) is not None:
         stats["update_padding"] = padding
     if sums["mismatch_tokens"]:
