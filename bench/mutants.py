@@ -761,6 +761,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "lengths = torch.ones_like(rewards)",
         (f"{OPTIONS}::test_reinforce_baseline_weighs_each_completion_by_the_tokens_the_update_trains",),
     ),
+    Mutation(
+        "opo's baseline unweighted", "vlrl/algos/advantages.py",
+        "return rewards - (weights * rewards).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True)",
+        "return dr_grpo(rewards)", (ALGOS,),
+    ),
+    Mutation("gpg's alpha dropped", "vlrl/algos/advantages.py", "return alpha * dr_grpo(rewards)", "return dr_grpo(rewards)", (ALGOS,)),
+    Mutation("passk's lead not divided by the std", "vlrl/algos/advantages.py", "    if by_std:\n", "    if False:\n", (ALGOS,)),
+    Mutation(
+        "reinforce_plus_plus takes a baseline", "vlrl/algos/advantages.py",
+        "        return whitened(rewards, lengths)", "        return whitened(dr_grpo(rewards), lengths)", (ALGOS,),
+    ),
     Mutation("gdpo dispatched to grpo", "vlrl/algos/advantages.py", "adv = gdpo(rewards, cfg.std_eps)",
              "adv = grpo(rewards, cfg.std_eps)", (ALGOS,)),
     Mutation(

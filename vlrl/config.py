@@ -465,8 +465,14 @@ class AlgoConfig:
     # Advantages from each group's rewards.
     # reinforce_baseline: OpenRLHF's (LMM-R1), whitened over the batch's tokens; gdpo: each reward
     # component (and shaping term) normalised within the group, their weighted sum normalised
-    # over the batch (GDPO, TRL's multi_objective_aggregation=normalize_then_sum)
-    advantage: Literal["grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo"] = "grpo"
+    # over the batch (GDPO, TRL's multi_objective_aggregation=normalize_then_sum);
+    # reinforce_plus_plus: no baseline, whitened as reinforce_baseline (REINFORCE++); opo: the
+    # length-weighted group mean as baseline; gpg: r - mean times the batch's share of nonzero
+    # rewards, inverted; passk: the best completion's lead over the second (Pass@k training)
+    advantage: Literal[
+        "grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo", "reinforce_plus_plus", "opo",
+        "gpg", "passk",
+    ] = "grpo"  # fmt: skip
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
     std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL

@@ -474,3 +474,62 @@ def test_gdpo_normalises_each_reward_in_its_group_then_their_sum_over_the_batch_
     torch.testing.assert_close(got, want)
     total = (per_func * weights).sum(dim=2)  # the summed reward's GRPO is another thing
     assert not torch.allclose(got, advantages(total, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig()))
+
+
+def verl_by_group(scores: torch.Tensor, lengths: torch.Tensor, estimator: str) -> torch.Tensor:
+    """verl at b178a3c (verl/trainer/ppo/core_algos.py), transcribed with its per-index loops:
+    compute_opo_outcome_advantage, compute_gpg_outcome_advantage (f_norm 1),
+    compute_grpo_passk_outcome_advantage (norm_adv_by_std_in_grpo, epsilon 1e-6)."""
+    groups, g = scores.shape
+    flat, index, length = scores.flatten().clone(), [i // g for i in range(groups * g)], lengths.flatten()
+    out = torch.zeros_like(flat)
+    if estimator == "gpg":
+        alpha = flat.numel() / torch.count_nonzero(flat).clamp(min=1)
+    for idx in range(groups):
+        members = [i for i in range(len(flat)) if index[i] == idx]
+        r = flat[members]
+        if estimator == "opo":
+            baseline = (length[members] * r).sum() / length[members].sum()
+            out[members] = r - baseline
+        elif estimator == "gpg":
+            out[members] = alpha * (r - r.mean()) / 1.0
+        else:
+            topk, topk_idx = torch.topk(r, 2)
+            out[members[topk_idx[0].item()]] = (topk[0] - topk[1]) / (torch.std(r) + 1e-6)
+    return out.view(groups, g)
+
+
+@pytest.mark.parametrize("estimator", ["opo", "gpg", "passk"])
+def test_verls_group_estimators_opo_gpg_and_pass_at_k(estimator):
+    g = torch.Generator().manual_seed(4)
+    rewards = (torch.rand(4, 5, generator=g) * 2).round() / 2  # ties and zeros: passk takes the first best
+    rewards[3] = 0.0  # a group without reward: gpg's alpha counts it, passk gives 0
+    lengths = torch.randint(1, 30, (4, 5), generator=g)
+    cfg = AlgoConfig(advantage=estimator, std_eps=1e-6)
+    got = advantages(rewards, torch.zeros(4, 5, dtype=torch.bool), cfg, lengths)
+    torch.testing.assert_close(got, verl_by_group(rewards, lengths, estimator))
+    assert not torch.allclose(got, dr_grpo(rewards))
+
+
+def test_reinforce_plus_plus_whitens_the_returns_without_a_baseline_as_openrlhfs_reinforce():
+    """OpenRLHF's `reinforce` (REINFORCE++) at LMM-R1 @f917f18: no group baseline; the returns
+    (compute_reward + get_cumulative_returns, transcribed in openrlhf_returns) whitened over every
+    action token; without a KL, each completion's reward whitened with its tokens as weights."""
+    g = torch.Generator().manual_seed(6)
+    rewards = torch.rand(2, 4, generator=g).round(decimals=1)
+    lengths = torch.randint(1, 7, (2, 4), generator=g)
+    mask = (torch.arange(6) < lengths[..., None]).float()
+    kl = torch.randn(2, 4, 6, generator=g).abs()
+    returns = openrlhf_returns(rewards.flatten(), 0.2 * kl.flatten(0, 1), mask.flatten(0, 1), 1.0)
+    m = mask.flatten(0, 1)
+    mean = (returns * m).sum() / m.sum()
+    want = (returns - mean) * (((returns - mean) ** 2 * m).sum() / m.sum()).clamp(min=1e-8).rsqrt() * m
+    cfg = AlgoConfig(advantage="reinforce_plus_plus", kl_in="returns", beta=0.2)
+    got = advantages(rewards, torch.zeros(2, 4, dtype=torch.bool), cfg, lengths, 0.2 * kl)
+    torch.testing.assert_close(got.flatten(0, 1), want)
+    plain = advantages(
+        rewards, torch.zeros(2, 4, dtype=torch.bool), AlgoConfig(advantage="reinforce_plus_plus"), lengths
+    )
+    tokens = lengths.float()
+    centred = rewards - (tokens * rewards).sum() / tokens.sum()
+    torch.testing.assert_close(plain, centred / ((tokens * centred**2).sum() / tokens.sum()).sqrt())

@@ -103,6 +103,9 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.loss": "cispo", "algo.epsilon_high": 5.0, "algo.mini_batches": 2, "algo.kl_bias_correction": True},
         {"algo.loss": "sapo", "algo.ratio_level": "sequence", "algo.kl_in": "returns", "algo.kl_estimator": "k1"},
         {"algo.loss": "vespo", "algo.aggregation": "token_mean", "algo.num_iterations": 2},
+        {"algo.advantage": "opo", "algo.kl_in": "reward", "algo.kl_estimator": "k1"},
+        {"algo.advantage": "reinforce_plus_plus", "algo.kl_in": "returns", "algo.kl_target": 0.01},
+        {"algo.advantage": "passk", "algo.off_policy_mask": 0.5},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):

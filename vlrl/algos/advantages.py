@@ -58,6 +58,46 @@ def reinforce_baseline(
     return whitened(kl_returns(centered, penalty, lengths), mask) * mask
 
 
+def reinforce_plus_plus(
+    rewards: torch.Tensor, lengths: torch.Tensor, penalty: torch.Tensor | None = None
+) -> torch.Tensor:
+    """REINFORCE++ (arXiv 2501.03262; OpenRLHF's `reinforce` at LMM-R1 @f917f18): no baseline,
+    each completion's return (with `penalty`, its KL from each token on: `kl_returns`) whitened
+    over every completion token of the batch as reinforce_baseline's are. verl's
+    reinforce_plus_plus whitens with the unbiased variance + 1e-8 (a N / (N - 1) apart)."""
+    if penalty is None:
+        return whitened(rewards, lengths)
+    mask = completion_mask(lengths, penalty.shape[-1])
+    return whitened(kl_returns(rewards, penalty, lengths), mask) * mask
+
+
+def opo(rewards: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """OPO (arXiv 2505.23585; verl's compute_opo_outcome_advantage at b178a3c): r minus the
+    group's length-weighted mean reward, the baseline that minimises the gradient's variance
+    when every token's gradient is alike."""
+    weights = lengths.to(rewards.dtype)
+    return rewards - (weights * rewards).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True)
+
+
+def gpg(rewards: torch.Tensor) -> torch.Tensor:
+    """GPG (arXiv 2504.02546; verl's compute_gpg_outcome_advantage, f_norm 1): r - mean_g, times
+    the batch's completions over its completions with a nonzero reward (alpha), so that a batch
+    of mostly unrewarded completions is not diluted."""
+    alpha = rewards.numel() / torch.count_nonzero(rewards).clamp(min=1)
+    return alpha * dr_grpo(rewards)
+
+
+def passk(rewards: torch.Tensor, std_eps: float, by_std: bool = True) -> torch.Tensor:
+    """Pass@k training's advantage (arXiv 2503.19595; verl's compute_grpo_passk_outcome_advantage):
+    only each group's best completion (the first of equal best) gets one, its lead over the
+    second best, divided by the group's std (unbiased) + std_eps; every other completion 0."""
+    top = torch.topk(rewards, 2, dim=1)
+    lead = top.values[:, 0] - top.values[:, 1]
+    if by_std:
+        lead = lead / (rewards.std(dim=1) + std_eps)
+    return torch.zeros_like(rewards).scatter_(1, top.indices[:, :1], lead[:, None])
+
+
 def completion_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
     """(..., width) 1 on each completion's tokens."""
     return (torch.arange(width) < lengths[..., None]).float()
@@ -124,6 +164,10 @@ def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
     return centered * (rewards.shape[0] / informative).clamp(max=CLIP_FILTER_MAX)
 
 
+WHITENED = ("reinforce_baseline", "reinforce_plus_plus")  # over the batch's tokens, the KL's returns first
+WEIGHING_TOKENS = ("opo", *WHITENED)  # estimators that take the completions' lengths
+
+
 def advantages(
     rewards: torch.Tensor,
     correct: torch.Tensor,
@@ -157,14 +201,23 @@ def advantages(
         adv = cpgd(rewards, cfg.cpgd_weighting, cfg.std_eps)
     elif cfg.advantage == "gdpo":  # `rewards`: each completion's decoupled sum
         adv = gdpo(rewards, cfg.std_eps)
-    elif cfg.advantage == "reinforce_baseline":
+    elif cfg.advantage == "gpg":
+        adv = gpg(rewards)
+    elif cfg.advantage == "passk":
+        adv = passk(rewards, cfg.std_eps)
+    elif cfg.advantage in WEIGHING_TOKENS:
         if lengths is None:
-            raise ValueError("reinforce_baseline weighs tokens: give the completions' lengths")
-        returns = cfg.kl_in == "returns"
-        adv = reinforce_baseline(rewards, lengths, penalty if returns else None)
+            raise ValueError(f"{cfg.advantage} weighs tokens: give the completions' lengths")
+        returns = penalty if cfg.kl_in == "returns" else None
+        if cfg.advantage == "opo":
+            adv = opo(rewards, lengths)
+        elif cfg.advantage == "reinforce_baseline":
+            adv = reinforce_baseline(rewards, lengths, returns)
+        else:
+            adv = reinforce_plus_plus(rewards, lengths, returns)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
-    if cfg.kl_in == "returns" and cfg.advantage != "reinforce_baseline":  # there, before its whitening
+    if cfg.kl_in == "returns" and cfg.advantage not in WHITENED:  # there, before their whitening
         adv = kl_returns(adv, penalty, lengths)
     if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:
         adv = torch.where(adv > 0, adv * cfg.positive_weight, adv * cfg.negative_weight)
