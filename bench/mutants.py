@@ -62,6 +62,7 @@ OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
 GDPO = f"{OPTIONS}::test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight"
+VERL_LOSSES = "tests/algos/test_losses.py::test_verls_other_policy_losses_give_its_loss_and_gradient"
 ENTROPY_CONTROL = "tests/algos/test_entropy_control.py"
 ADAPTIVE_ENTROPY = (
     "tests/trainer/test_update.py::"
@@ -479,6 +480,36 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sapo's temperatures swapped", "vlrl/algos/losses.py",
         "tau = torch.where(adv > 0, temperature_pos, temperature_neg)",
         "tau = torch.where(adv > 0, temperature_neg, temperature_pos)", (TRL,),
+    ),
+    Mutation("loss ignored (never reinforce)", "vlrl/algos/losses.py", 'if cfg.loss == "reinforce":', "if False:", (VERL_LOSSES,)),
+    Mutation("loss ignored (never gmpo)", "vlrl/algos/losses.py", 'if cfg.loss == "gmpo":', "if False:", (VERL_LOSSES,)),
+    Mutation("loss ignored (never kl_cov)", "vlrl/algos/losses.py", 'if cfg.loss == "kl_cov":', "if False:", (VERL_LOSSES,)),
+    Mutation(
+        "gmpo's clip ignored", "vlrl/algos/losses.py",
+        "kept = sign * torch.minimum(sign * log_r, sign * clamped)", "kept = log_r", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "gmpo's arithmetic mean", "vlrl/algos/losses.py",
+        "ratio = torch.exp((kept * mask).sum(dim=-1, keepdim=True) / tokens)",
+        "ratio = (torch.exp(kept) * mask).sum(dim=-1, keepdim=True) / tokens", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "kl_cov's penalty dropped", "vlrl/algos/losses.py",
+        "PolicyLoss(torch.where(chosen, loss + coef * log_r.abs(), loss), none, none)", "PolicyLoss(loss, none, none)",
+        (VERL_LOSSES,),
+    ),
+    Mutation(
+        "kl_cov_ratio ignored", "vlrl/algos/losses.py",
+        "torch.topk(cov, max(1, int(cov.numel() * share)))", "torch.topk(cov, 1)", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "kl_cov_coef ignored", "vlrl/algos/losses.py",
+        "cfg.kl_cov_ratio, cfg.kl_cov_coef)", "cfg.kl_cov_ratio, 1.0)", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "kl_cov picks the tokens that covary least", "vlrl/algos/losses.py",
+        "torch.topk(cov, max(1, int(cov.numel() * share)))", "torch.topk(-cov, max(1, int(cov.numel() * share)))",
+        (VERL_LOSSES,),
     ),
     Mutation("loss ignored (never vespo)", "vlrl/algos/losses.py", 'if cfg.loss == "vespo":', "if False:", (TRL,)),
     Mutation(

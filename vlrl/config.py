@@ -484,8 +484,13 @@ class AlgoConfig:
     # The policy loss: clip (PPO's, GRPO's), cpgd, cispo (MiniMax-M1's bounded, detached
     # importance weight times log pi: epsilon_high is the bound, TRL's reading; ScaleRL 5.0),
     # sapo (a sigmoid gate in place of the clip, sapo_temperature_pos / _neg), vespo (a smooth
-    # gamma weight of the sequence's ratio times A log pi, vespo_k_* / vespo_lambda_*): TRL 1.16's
-    loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo"] = "clip"
+    # gamma weight of the sequence's ratio times A log pi, vespo_k_* / vespo_lambda_*): TRL 1.16's;
+    # verl's: reinforce (-A log pi), gmpo (the geometric mean of the token ratios, each clipped in
+    # log space to [-epsilon, epsilon_high]), kl_cov (|log r| times kl_cov_coef on the kl_cov_ratio
+    # share of tokens whose advantage and log-prob covary most)
+    loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov"] = "clip"
+    kl_cov_ratio: float = 0.0002  # verl's defaults
+    kl_cov_coef: float = 1.0
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
@@ -578,6 +583,7 @@ class AlgoConfig:
             "sapo_temperature_pos",
             "sapo_temperature_neg",
             "kl_horizon",
+            "kl_cov_ratio",
         )
         require_nonnegative(
             key,
@@ -590,6 +596,7 @@ class AlgoConfig:
             "entropy_coef_min",
             "entropy_coef_max",
             "entropy_coef_delta",
+            "kl_cov_coef",
             "vespo_k_pos",
             "vespo_lambda_pos",
             "vespo_k_neg",
@@ -611,12 +618,12 @@ class AlgoConfig:
             )
         if self.off_policy_mask is not None and self.off_policy_mask <= 0:
             raise ConfigError(f"config: {key}.off_policy_mask must be > 0 (or null: off), got {self.off_policy_mask}")
-        if self.loss == "vespo" and self.ratio_level != "token":
+        if self.loss in ("vespo", "reinforce", "gmpo", "kl_cov") and self.ratio_level != "token":
             raise ConfigError(
-                f"config: {key}.loss=vespo weighs each sequence by its own ratio: {key}.ratio_level is the other "
-                "losses' (set it back to token)"
+                f"config: {key}.loss={self.loss} takes each token's ratio its own way: {key}.ratio_level is the "
+                "clip loss's and GSPO's (set it back to token)"
             )
-        if self.loss in ("cispo", "sapo", "vespo") and self.dual_clip is not None:
+        if self.loss in ("cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov") and self.dual_clip is not None:
             raise ConfigError(
                 f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "
                 f"(set dual_clip back, or {key}.loss=clip)"

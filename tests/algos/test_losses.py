@@ -318,3 +318,78 @@ def test_vespo_folds_the_engine_correction_into_its_sequence_weight_and_does_not
     assert not torch.allclose(folded, vespo_loss(logp, old, adv, mask, k, lam).per_token)
     cfg = AlgoConfig(loss="vespo")
     torch.testing.assert_close(token_loss(logp, old, adv, mask, cfg, is_weights=torch.exp(log_c)).per_token, folded)
+
+
+def verl_geo_mean(old_log_prob, log_prob, advantages, response_mask, cliprange_low, cliprange_high):
+    """verl at b178a3c, compute_policy_loss_geo_mean, transcribed (config read as arguments)."""
+    negative_approx_kl = log_prob - old_log_prob
+    sgn_advantage = torch.sign(advantages)
+    negative_approx_kl_clamp = torch.clamp(negative_approx_kl, -cliprange_low, cliprange_high)
+    negative_approx_kl_min = torch.min(sgn_advantage * negative_approx_kl, sgn_advantage * negative_approx_kl_clamp)
+    negative_approx_kl_min = sgn_advantage * negative_approx_kl_min
+    response_mask_sum = response_mask.sum(dim=-1)
+    ratio = torch.exp((negative_approx_kl_min * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8))
+    advantage = (advantages * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8)
+    return torch.mean(-advantage * ratio)
+
+
+def verl_kl_cov(old_log_prob, log_prob, advantages, response_mask, kl_cov_ratio, ppo_kl_coef):
+    """verl at b178a3c, compute_policy_loss_kl_cov, transcribed, with agg_loss's token-mean."""
+    negative_approx_kl = log_prob - old_log_prob
+    abs_kl = negative_approx_kl.abs()
+    ratio = torch.exp(negative_approx_kl)
+    pg_losses1 = -advantages * ratio
+    pg_losses_kl = -advantages * ratio + ppo_kl_coef * abs_kl
+    pg_losses = pg_losses1
+    all_valid = response_mask > 0
+    all_valid_idx = torch.nonzero(all_valid.reshape(-1), as_tuple=True)[0]
+    all_valid_adv = advantages[all_valid].detach().reshape(-1).cpu()
+    all_valid_logp = log_prob[all_valid].detach().reshape(-1).cpu()
+    cov_lst_all = (all_valid_adv - all_valid_adv.mean()) * (all_valid_logp - all_valid_logp.mean())
+    k_percent_nums = max(1, int(len(cov_lst_all) * kl_cov_ratio))
+    large_cov_idxs = torch.topk(cov_lst_all, k_percent_nums, largest=True).indices
+    large_cov_idxs = all_valid_idx[large_cov_idxs]
+    rows, cols = large_cov_idxs // advantages.shape[1], large_cov_idxs % advantages.shape[1]
+    pg_losses[rows, cols] = pg_losses_kl[rows, cols]
+    return (pg_losses * response_mask).sum() / response_mask.sum()
+
+
+def random_case(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    base = -torch.rand(6, 9, generator=g) * 3
+    old = base + 0.4 * torch.randn(6, 9, generator=g)  # log-ratios past +-0.4 on both sides
+    mask = (torch.arange(9) < torch.tensor([[9], [4], [1], [7], [9], [2]])).float()
+    adv = torch.tensor([1.0, -0.5, 0.0, 2.0, -1.5, 0.7])
+    return base, old, mask, adv
+
+
+@pytest.mark.parametrize("loss", ["gmpo", "kl_cov", "reinforce"])
+def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
+    """GMPO (verl's geo_mean; aggregated as seq_mean_token_mean, its mean over sequences),
+    KL-Cov (token_mean, its default; a share of 0.1 picks 3 of the 33 tokens) and REINFORCE
+    (-A log pi), loss and gradient against verl's code."""
+    from vlrl.algos.losses import token_loss
+    from vlrl.config import AlgoConfig
+
+    base, old, mask, adv = random_case(0)
+    options = {
+        "gmpo": {"loss": "gmpo", "epsilon": 0.4, "epsilon_high": 0.4},
+        "kl_cov": {"loss": "kl_cov", "kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "aggregation": "token_mean"},
+        "reinforce": {"loss": "reinforce", "aggregation": "token_mean"},
+    }[loss]
+    cfg = AlgoConfig(**options)
+    cfg.validate("algo")
+    ours_logp, theirs_logp = base.clone().requires_grad_(), base.clone().requires_grad_()
+    per_token = token_loss(ours_logp, old, adv, mask, cfg).per_token
+    ours = (per_token * token_weights(mask, cfg.aggregation, 9)).sum()
+    adv_tokens = adv[:, None].expand_as(base)
+    if loss == "gmpo":
+        theirs = verl_geo_mean(old, theirs_logp, adv_tokens, mask, 0.4, 0.4)
+    elif loss == "kl_cov":
+        theirs = verl_kl_cov(old, theirs_logp, adv_tokens, mask, 0.1, 2.0)
+    else:
+        theirs = (-adv_tokens * theirs_logp * mask).sum() / mask.sum()
+    ours.backward()
+    theirs.backward()
+    torch.testing.assert_close(ours, theirs)
+    torch.testing.assert_close(ours_logp.grad, theirs_logp.grad)

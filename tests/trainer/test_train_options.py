@@ -106,6 +106,9 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.advantage": "opo", "algo.kl_in": "reward", "algo.kl_estimator": "k1"},
         {"algo.advantage": "reinforce_plus_plus", "algo.kl_in": "returns", "algo.kl_target": 0.01},
         {"algo.advantage": "passk", "algo.off_policy_mask": 0.5},
+        {"algo.loss": "gmpo", "algo.epsilon": 0.4, "algo.epsilon_high": 0.4, "algo.mini_batches": 2},
+        {"algo.loss": "kl_cov", "algo.kl_cov_ratio": 0.01, "algo.advantage": "gpg"},
+        {"algo.loss": "reinforce", "algo.kl_in": "returns", "algo.advantage": "reinforce_plus_plus"},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):

@@ -133,6 +133,64 @@ def sapo_loss(
     return PolicyLoss(-torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv, none, none)
 
 
+def reinforce_loss(logp: torch.Tensor, advantages: torch.Tensor) -> PolicyLoss:
+    """Plain REINFORCE, -A log pi, no ratio and no clip (verl's `reinforce` and `gpg` policy
+    losses; GPG's, "Group Policy Gradient"): one pass per rollout is what it is meant for."""
+    none = torch.zeros_like(logp, dtype=torch.bool)
+    return PolicyLoss(-per_token(advantages) * logp, none, none)
+
+
+def gmpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    epsilon_low: float,
+    epsilon_high: float,
+) -> PolicyLoss:
+    """GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673; verl's `geo_mean` at b178a3c):
+    -A times the geometric mean of the sequence's token ratios, each token's log-ratio clipped
+    to [-epsilon_low, epsilon_high] on the side its advantage's sign clips (PPO's min, in log
+    space), the advantage the sequence's token mean. An outlier token moves a geometric mean far
+    less than an arithmetic one. (R, 1): with seq_mean_token_mean, verl's mean over sequences."""
+    log_r = log_ratio(logp, old_logp, mask, "token")
+    adv = per_token(advantages).expand_as(log_r)
+    sign = torch.sign(adv)
+    clamped = torch.clamp(log_r, -epsilon_low, epsilon_high)
+    kept = sign * torch.minimum(sign * log_r, sign * clamped)
+    tokens = mask.sum(dim=-1, keepdim=True) + 1e-8
+    ratio = torch.exp((kept * mask).sum(dim=-1, keepdim=True) / tokens)
+    sequence_adv = (adv * mask).sum(dim=-1, keepdim=True) / tokens
+    clipped = log_r != clamped
+    return PolicyLoss(-sequence_adv * ratio, clipped & (adv < 0), clipped & (adv > 0))
+
+
+def kl_cov_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    share: float,
+    coef: float,
+) -> PolicyLoss:
+    """KL-Cov ("The Entropy Mechanism of RL for Reasoning LMs", arXiv 2505.22617; verl's
+    `kl_cov`): the unclipped policy term -A r, plus coef |log r| on the `share` of the
+    micro-batch's tokens (at least one) whose covariance of advantage and log-prob,
+    (A - mean A)(log pi - mean log pi), is largest: the tokens that drive the entropy down."""
+    log_r = log_ratio(logp, old_logp, mask, "token")
+    adv = per_token(advantages).expand_as(log_r)
+    loss = -adv * torch.exp(log_r)
+    valid = mask > 0
+    chosen = torch.zeros_like(valid)
+    if valid.any():
+        a, lp = adv[valid].detach(), logp[valid].detach()
+        cov = (a - a.mean()) * (lp - lp.mean())
+        top = torch.topk(cov, max(1, int(cov.numel() * share))).indices
+        chosen[valid.nonzero(as_tuple=True)[0][top], valid.nonzero(as_tuple=True)[1][top]] = True
+    none = torch.zeros_like(valid)
+    return PolicyLoss(torch.where(chosen, loss + coef * log_r.abs(), loss), none, none)
+
+
 VESPO_LOG_MIN = math.log(1e-8)  # TRL's bound below on the log weights ("matching the original implementation")
 
 
@@ -196,6 +254,12 @@ def policy_loss(
     if cfg.loss == "sapo":
         t_pos, t_neg = cfg.sapo_temperature_pos, cfg.sapo_temperature_neg
         return sapo_loss(logp, old_logp, advantages, mask, t_pos, t_neg, cfg.ratio_level)
+    if cfg.loss == "reinforce":
+        return reinforce_loss(logp, advantages)
+    if cfg.loss == "gmpo":
+        return gmpo_loss(logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high)
+    if cfg.loss == "kl_cov":
+        return kl_cov_loss(logp, old_logp, advantages, mask, cfg.kl_cov_ratio, cfg.kl_cov_coef)
     if cfg.loss == "vespo":
         k, lam = (cfg.vespo_k_pos, cfg.vespo_k_neg), (cfg.vespo_lambda_pos, cfg.vespo_lambda_neg)
         return vespo_loss(logp, old_logp, advantages, mask, k, lam, is_weights)
