@@ -511,6 +511,23 @@ MUTATIONS: tuple[Mutation, ...] = (
         "torch.topk(cov, max(1, int(cov.numel() * share)))", "torch.topk(-cov, max(1, int(cov.numel() * share)))",
         (VERL_LOSSES,),
     ),
+    Mutation("loss ignored (never clip_cov)", "vlrl/algos/losses.py", 'if cfg.loss == "clip_cov":', "if False:", (VERL_LOSSES,)),
+    Mutation(
+        "clip_cov detaches nothing", "vlrl/algos/losses.py",
+        "keep[chosen[:, 0], chosen[:, 1]] = 0", "pass", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "clip_cov_ratio ignored", "vlrl/algos/losses.py",
+        "count = max(int(share * float(mask.sum())), 1)", "count = 1", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "clip_cov_lb ignored", "vlrl/algos/losses.py",
+        "bounds = (cfg.clip_cov_lb, cfg.clip_cov_ub)", "bounds = (1.0, cfg.clip_cov_ub)", (VERL_LOSSES,),
+    ),
+    Mutation(
+        "clip_cov_ub ignored", "vlrl/algos/losses.py",
+        "bounds = (cfg.clip_cov_lb, cfg.clip_cov_ub)", "bounds = (cfg.clip_cov_lb, 5.0)", (VERL_LOSSES,),
+    ),
     Mutation("loss ignored (never vespo)", "vlrl/algos/losses.py", 'if cfg.loss == "vespo":', "if False:", (TRL,)),
     Mutation(
         "vespo's powers swapped", "vlrl/algos/losses.py",

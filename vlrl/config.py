@@ -487,10 +487,15 @@ class AlgoConfig:
     # gamma weight of the sequence's ratio times A log pi, vespo_k_* / vespo_lambda_*): TRL 1.16's;
     # verl's: reinforce (-A log pi), gmpo (the geometric mean of the token ratios, each clipped in
     # log space to [-epsilon, epsilon_high]), kl_cov (|log r| times kl_cov_coef on the kl_cov_ratio
-    # share of tokens whose advantage and log-prob covary most)
-    loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov"] = "clip"
+    # share of tokens whose advantage and log-prob covary most), clip_cov (PPO's clip, and no
+    # gradient on a random clip_cov_ratio share of the tokens whose covariance is within
+    # [clip_cov_lb, clip_cov_ub])
+    loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov", "clip_cov"] = "clip"
     kl_cov_ratio: float = 0.0002  # verl's defaults
     kl_cov_coef: float = 1.0
+    clip_cov_ratio: float = 0.0002
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
@@ -584,6 +589,7 @@ class AlgoConfig:
             "sapo_temperature_neg",
             "kl_horizon",
             "kl_cov_ratio",
+            "clip_cov_ratio",
         )
         require_nonnegative(
             key,
@@ -616,14 +622,21 @@ class AlgoConfig:
                 f"config: {key}.loss=cpgd clips the log-ratio per token its own way: {key}.ratio_level and "
                 f"{key}.dual_clip are the clip loss's (set them back, or {key}.loss=clip)"
             )
+        if self.clip_cov_lb >= self.clip_cov_ub:
+            raise ConfigError(
+                f"config: {key}.clip_cov_lb ({self.clip_cov_lb}) must be < clip_cov_ub ({self.clip_cov_ub})"
+            )
         if self.off_policy_mask is not None and self.off_policy_mask <= 0:
             raise ConfigError(f"config: {key}.off_policy_mask must be > 0 (or null: off), got {self.off_policy_mask}")
-        if self.loss in ("vespo", "reinforce", "gmpo", "kl_cov") and self.ratio_level != "token":
+        if self.loss in ("vespo", "reinforce", "gmpo", "kl_cov", "clip_cov") and self.ratio_level != "token":
             raise ConfigError(
                 f"config: {key}.loss={self.loss} takes each token's ratio its own way: {key}.ratio_level is the "
                 "clip loss's and GSPO's (set it back to token)"
             )
-        if self.loss in ("cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov") and self.dual_clip is not None:
+        if (
+            self.loss in ("cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov", "clip_cov")
+            and self.dual_clip is not None
+        ):
             raise ConfigError(
                 f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "
                 f"(set dual_clip back, or {key}.loss=clip)"

@@ -354,6 +354,31 @@ def verl_kl_cov(old_log_prob, log_prob, advantages, response_mask, kl_cov_ratio,
     return (pg_losses * response_mask).sum() / response_mask.sum()
 
 
+def verl_clip_cov(old_log_prob, log_prob, advantages, response_mask, cliprange, clip_cov_ratio, lb, ub):
+    """verl at b178a3c, compute_policy_loss_clip_cov, transcribed, with agg_loss's token-mean."""
+    negative_approx_kl = log_prob - old_log_prob
+    ratio = torch.exp(negative_approx_kl)
+    pg_losses1 = -advantages * ratio
+    corr = torch.ones_like(advantages)
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - cliprange, 1 + cliprange)
+    clip_by_origin = (pg_losses2 > pg_losses1) & (response_mask > 0)
+    masked_mean = lambda x: (x * response_mask).sum() / response_mask.sum()  # noqa: E731
+    cov_all = (advantages - masked_mean(advantages)) * (log_prob - masked_mean(log_prob.detach()))
+    cov_all[response_mask == 0] = -torch.inf
+    cov_all[clip_by_origin] = -torch.inf
+    clip_num = max(int(clip_cov_ratio * response_mask.sum().item()), 1)
+    top_k_idx = (cov_all < ub) & (cov_all > lb) & (response_mask > 0)
+    top_k_idx = torch.nonzero(top_k_idx)
+    if len(top_k_idx) > 0:
+        perm = torch.randperm(len(top_k_idx))
+        top_k_idx = top_k_idx[perm[: min(clip_num, len(top_k_idx))]]
+    else:
+        top_k_idx = torch.empty((0, 2), dtype=torch.long)
+    corr[top_k_idx[:, 0], top_k_idx[:, 1]] = 0
+    pg_losses = torch.maximum(pg_losses1, pg_losses2) * corr
+    return (pg_losses * response_mask).sum() / response_mask.sum()
+
+
 def random_case(seed: int):
     g = torch.Generator().manual_seed(seed)
     base = -torch.rand(6, 9, generator=g) * 3
@@ -363,11 +388,12 @@ def random_case(seed: int):
     return base, old, mask, adv
 
 
-@pytest.mark.parametrize("loss", ["gmpo", "kl_cov", "reinforce"])
+@pytest.mark.parametrize("loss", ["gmpo", "kl_cov", "reinforce", "clip_cov"])
 def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
     """GMPO (verl's geo_mean; aggregated as seq_mean_token_mean, its mean over sequences),
-    KL-Cov (token_mean, its default; a share of 0.1 picks 3 of the 33 tokens) and REINFORCE
-    (-A log pi), loss and gradient against verl's code."""
+    KL-Cov (token_mean, its default; a share of 0.1 picks 3 of the 32 tokens), REINFORCE
+    (-A log pi) and Clip-Cov (the same draw of torch's generator), loss and gradient against
+    verl's code."""
     from vlrl.algos.losses import token_loss
     from vlrl.config import AlgoConfig
 
@@ -376,10 +402,14 @@ def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
         "gmpo": {"loss": "gmpo", "epsilon": 0.4, "epsilon_high": 0.4},
         "kl_cov": {"loss": "kl_cov", "kl_cov_ratio": 0.1, "kl_cov_coef": 2.0, "aggregation": "token_mean"},
         "reinforce": {"loss": "reinforce", "aggregation": "token_mean"},
-    }[loss]
+        # 8 tokens covary within (0.05, 1) unclipped: a share of 0.2 of the 32 detaches 6 of them
+        "clip_cov": {"loss": "clip_cov", "clip_cov_ratio": 0.2, "clip_cov_lb": 0.05, "clip_cov_ub": 1.0,
+                     "aggregation": "token_mean"},
+    }[loss]  # fmt: skip
     cfg = AlgoConfig(**options)
     cfg.validate("algo")
     ours_logp, theirs_logp = base.clone().requires_grad_(), base.clone().requires_grad_()
+    torch.manual_seed(5)  # Clip-Cov's draw, from torch's global generator as verl's
     per_token = token_loss(ours_logp, old, adv, mask, cfg).per_token
     ours = (per_token * token_weights(mask, cfg.aggregation, 9)).sum()
     adv_tokens = adv[:, None].expand_as(base)
@@ -387,6 +417,12 @@ def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
         theirs = verl_geo_mean(old, theirs_logp, adv_tokens, mask, 0.4, 0.4)
     elif loss == "kl_cov":
         theirs = verl_kl_cov(old, theirs_logp, adv_tokens, mask, 0.1, 2.0)
+    elif loss == "clip_cov":
+        torch.manual_seed(5)
+        theirs = verl_clip_cov(old, theirs_logp, adv_tokens, mask, 0.2, 0.2, 0.05, 1.0)
+        unclipped = AlgoConfig(aggregation="token_mean")  # the detached tokens change the gradient
+        plain = (token_loss(base.clone().requires_grad_(), old, adv, mask, unclipped).per_token * mask).sum()
+        assert not torch.allclose(plain / mask.sum(), theirs)
     else:
         theirs = (-adv_tokens * theirs_logp * mask).sum() / mask.sum()
     ours.backward()

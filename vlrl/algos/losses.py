@@ -191,6 +191,40 @@ def kl_cov_loss(
     return PolicyLoss(torch.where(chosen, loss + coef * log_r.abs(), loss), none, none)
 
 
+def clip_cov_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    epsilon_low: float,
+    epsilon_high: float,
+    share: float,
+    bounds: tuple[float, float],
+) -> PolicyLoss:
+    """Clip-Cov (arXiv 2505.22617; verl's `clip_cov` at b178a3c): PPO's clipped term, and on a
+    random `share` of the micro-batch's tokens (at least one) among those the clip left alone
+    whose covariance of advantage and log-prob lies within `bounds`, no gradient at all: the
+    tokens that drive the entropy down, detached. Drawn with torch's global generator, as verl
+    draws them (a run's checkpoints keep it)."""
+    ratio = torch.exp(log_ratio(logp, old_logp, mask, "token"))
+    adv = per_token(advantages).expand_as(ratio)
+    unclipped = -adv * ratio
+    clipped = -adv * torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    valid = mask > 0
+    by_clip = (clipped > unclipped) & valid
+    real = mask.sum().clamp(min=1.0)
+    cov = (adv - (adv * mask).sum() / real) * (logp - (logp.detach() * mask).sum() / real)
+    cov = cov.masked_fill(~valid | by_clip, -math.inf)
+    candidates = torch.nonzero((cov < bounds[1]) & (cov > bounds[0]) & valid)
+    keep = torch.ones_like(ratio)
+    if len(candidates):
+        count = max(int(share * float(mask.sum())), 1)
+        chosen = candidates[torch.randperm(len(candidates))[:count]]
+        keep[chosen[:, 0], chosen[:, 1]] = 0
+    loss = torch.maximum(unclipped, clipped) * keep
+    return PolicyLoss(loss, (ratio < 1 - epsilon_low) & (adv < 0), (ratio > 1 + epsilon_high) & (adv > 0))
+
+
 VESPO_LOG_MIN = math.log(1e-8)  # TRL's bound below on the log weights ("matching the original implementation")
 
 
@@ -258,6 +292,9 @@ def policy_loss(
         return reinforce_loss(logp, advantages)
     if cfg.loss == "gmpo":
         return gmpo_loss(logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high)
+    if cfg.loss == "clip_cov":
+        bounds = (cfg.clip_cov_lb, cfg.clip_cov_ub)
+        return clip_cov_loss(logp, old_logp, advantages, mask, cfg.epsilon, epsilon_high, cfg.clip_cov_ratio, bounds)
     if cfg.loss == "kl_cov":
         return kl_cov_loss(logp, old_logp, advantages, mask, cfg.kl_cov_ratio, cfg.kl_cov_coef)
     if cfg.loss == "vespo":
