@@ -470,11 +470,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("loss ignored (never sapo)", "vlrl/algos/losses.py", 'if cfg.loss == "sapo":', "if False:", (TRL,)),
     Mutation(
         "cispo's weight unbounded", "vlrl/algos/losses.py",
-        "weight = torch.clamp(ratio, max=ratio_max).detach()", "weight = ratio.detach()", (TRL,),
+        "weight = torch.clamp(ratio, min=ratio_min, max=ratio_max).detach()", "weight = ratio.detach()", (TRL, VERL_LOSSES),
     ),
     Mutation(
         "cispo's weight not detached", "vlrl/algos/losses.py",
-        "weight = torch.clamp(ratio, max=ratio_max).detach()", "weight = torch.clamp(ratio, max=ratio_max)", (TRL,),
+        "weight = torch.clamp(ratio, min=ratio_min, max=ratio_max).detach()",
+        "weight = torch.clamp(ratio, min=ratio_min, max=ratio_max)", (TRL, VERL_LOSSES),
     ),
     Mutation(
         "sapo's temperatures swapped", "vlrl/algos/losses.py",
@@ -510,6 +511,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kl_cov picks the tokens that covary least", "vlrl/algos/losses.py",
         "torch.topk(cov, max(1, int(cov.numel() * share)))", "torch.topk(-cov, max(1, int(cov.numel() * share)))",
         (VERL_LOSSES,),
+    ),
+    Mutation(
+        "cispo_bounds ignored (always trl's)", "vlrl/algos/losses.py",
+        'if cfg.cispo_bounds == "trl" else', 'if True else', (VERL_LOSSES,),
     ),
     Mutation("loss ignored (never clip_cov)", "vlrl/algos/losses.py", 'if cfg.loss == "clip_cov":', "if False:", (VERL_LOSSES,)),
     Mutation(

@@ -491,6 +491,8 @@ class AlgoConfig:
     # gradient on a random clip_cov_ratio share of the tokens whose covariance is within
     # [clip_cov_lb, clip_cov_ub])
     loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov", "clip_cov"] = "clip"
+    # cispo's bounds on the weight: trl (above only, at epsilon_high) or verl ([1 - epsilon, 1 + epsilon_high])
+    cispo_bounds: Literal["trl", "verl"] = "trl"
     kl_cov_ratio: float = 0.0002  # verl's defaults
     kl_cov_coef: float = 1.0
     clip_cov_ratio: float = 0.0002
@@ -641,7 +643,7 @@ class AlgoConfig:
                 f"config: {key}.dual_clip bounds the clip loss; {key}.loss={self.loss} bounds its own way "
                 f"(set dual_clip back, or {key}.loss=clip)"
             )
-        if self.loss == "cispo" and self.epsilon_high is None:
+        if self.loss == "cispo" and self.cispo_bounds == "trl" and self.epsilon_high is None:
             raise ConfigError(
                 f"config: {key}.loss=cispo bounds the importance weight at {key}.epsilon_high, which is unset "
                 f"(it would be epsilon, {self.epsilon}, as in TRL): set it, e.g. 5.0 (ScaleRL's)"

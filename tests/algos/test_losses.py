@@ -379,6 +379,15 @@ def verl_clip_cov(old_log_prob, log_prob, advantages, response_mask, cliprange, 
     return (pg_losses * response_mask).sum() / response_mask.sum()
 
 
+def verl_cispo(old_log_prob, log_prob, advantages, response_mask, clip_ratio_low, clip_ratio_high):
+    """verl at b178a3c, compute_policy_loss_cispo, transcribed, with agg_loss's token-mean."""
+    negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    pg_losses = -clipped_ratio.detach() * advantages * log_prob
+    return (pg_losses * response_mask).sum() / response_mask.sum()
+
+
 def random_case(seed: int):
     g = torch.Generator().manual_seed(seed)
     base = -torch.rand(6, 9, generator=g) * 3
@@ -388,12 +397,12 @@ def random_case(seed: int):
     return base, old, mask, adv
 
 
-@pytest.mark.parametrize("loss", ["gmpo", "kl_cov", "reinforce", "clip_cov"])
+@pytest.mark.parametrize("loss", ["gmpo", "kl_cov", "reinforce", "clip_cov", "cispo"])
 def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
     """GMPO (verl's geo_mean; aggregated as seq_mean_token_mean, its mean over sequences),
     KL-Cov (token_mean, its default; a share of 0.1 picks 3 of the 32 tokens), REINFORCE
-    (-A log pi) and Clip-Cov (the same draw of torch's generator), loss and gradient against
-    verl's code."""
+    (-A log pi), Clip-Cov (the same draw of torch's generator) and CISPO with verl's two-sided
+    bounds, loss and gradient against verl's code."""
     from vlrl.algos.losses import token_loss
     from vlrl.config import AlgoConfig
 
@@ -405,6 +414,8 @@ def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
         # 8 tokens covary within (0.05, 1) unclipped: a share of 0.2 of the 32 detaches 6 of them
         "clip_cov": {"loss": "clip_cov", "clip_cov_ratio": 0.2, "clip_cov_lb": 0.05, "clip_cov_ub": 1.0,
                      "aggregation": "token_mean"},
+        "cispo": {"loss": "cispo", "cispo_bounds": "verl", "epsilon": 0.2, "epsilon_high": 0.28,
+                  "aggregation": "token_mean"},
     }[loss]  # fmt: skip
     cfg = AlgoConfig(**options)
     cfg.validate("algo")
@@ -417,6 +428,8 @@ def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
         theirs = verl_geo_mean(old, theirs_logp, adv_tokens, mask, 0.4, 0.4)
     elif loss == "kl_cov":
         theirs = verl_kl_cov(old, theirs_logp, adv_tokens, mask, 0.1, 2.0)
+    elif loss == "cispo":
+        theirs = verl_cispo(old, theirs_logp, adv_tokens, mask, 0.2, 0.28)
     elif loss == "clip_cov":
         torch.manual_seed(5)
         theirs = verl_clip_cov(old, theirs_logp, adv_tokens, mask, 0.2, 0.2, 0.05, 1.0)

@@ -98,18 +98,21 @@ def cispo_loss(
     old_logp: torch.Tensor,
     advantages: torch.Tensor,
     mask: torch.Tensor,
+    ratio_min: float | None,
     ratio_max: float,
     ratio_level: str = "token",
 ) -> PolicyLoss:
-    """CISPO (MiniMax-M1; TRL 1.16's loss_type="cispo", grpo_trainer.py _compute_loss):
-    -sg(min(r, ratio_max)) A log pi. The importance weight is bounded and detached instead of
-    the token being clipped out, so every token keeps its policy gradient, the rare forking
-    tokens whose ratio leaves PPO's trust region first among them. TRL reads the bound from
-    epsilon_high (ScaleRL: 5.0). Clipped: tokens above the bound with A > 0, as TRL counts them."""
+    """CISPO (MiniMax-M1): -sg(clip(r, ratio_min, ratio_max)) A log pi. The importance weight is
+    bounded and detached instead of the token being clipped out, so every token keeps its policy
+    gradient, the rare forking tokens whose ratio leaves PPO's trust region first among them.
+    TRL 1.16 (loss_type="cispo") bounds it above only, at epsilon_high (ScaleRL: 5.0); verl
+    (b178a3c, compute_policy_loss_cispo) within [1 - epsilon, 1 + epsilon_high] (algo.cispo_bounds).
+    Clipped: tokens past a bound, below with A < 0 and above with A > 0, as the clip loss counts."""
     ratio = torch.exp(log_ratio(logp, old_logp, mask, ratio_level))
     adv = per_token(advantages)
-    weight = torch.clamp(ratio, max=ratio_max).detach()
-    return PolicyLoss(-weight * adv * logp, torch.zeros_like(ratio, dtype=torch.bool), (ratio > ratio_max) & (adv > 0))
+    weight = torch.clamp(ratio, min=ratio_min, max=ratio_max).detach()
+    low = torch.zeros_like(ratio, dtype=torch.bool) if ratio_min is None else (ratio < ratio_min) & (adv < 0)
+    return PolicyLoss(-weight * adv * logp, low, (ratio > ratio_max) & (adv > 0))
 
 
 def sapo_loss(
@@ -284,7 +287,8 @@ def policy_loss(
     if cfg.loss == "cpgd":
         return cpgd_loss(logp, old_logp, advantages, cfg.epsilon, epsilon_high, cfg.drift_coef, cfg.drift_clip)
     if cfg.loss == "cispo":
-        return cispo_loss(logp, old_logp, advantages, mask, epsilon_high, cfg.ratio_level)
+        low, high = (None, epsilon_high) if cfg.cispo_bounds == "trl" else (1 - cfg.epsilon, 1 + epsilon_high)
+        return cispo_loss(logp, old_logp, advantages, mask, low, high, cfg.ratio_level)
     if cfg.loss == "sapo":
         t_pos, t_neg = cfg.sapo_temperature_pos, cfg.sapo_temperature_neg
         return sapo_loss(logp, old_logp, advantages, mask, t_pos, t_neg, cfg.ratio_level)
