@@ -784,7 +784,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "kl_target: the penalty at beta, not the controller's coefficient", "vlrl/trainer/rl.py",
-        "self.kl_control.value * kl.view(", "cfg.algo.beta * kl.view(", (ADAPTIVE_KL,),
+        "self.kl_control.value * kl.view(", "algo.beta * kl.view(", (ADAPTIVE_KL,),
     ),
     Mutation(
         "kl_target: the coefficient not restored on resume", "vlrl/trainer/rl.py",
@@ -829,7 +829,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "adv = grpo(rewards, cfg.std_eps)", (ALGOS,)),
     Mutation(
         "gdpo handed the total rewards", "vlrl/trainer/rl.py",
-        "decoupled_rewards(g, cfg.algo.std_eps) if gdpo else g.reward", "g.reward", (GDPO,),
+        "decoupled_rewards(g, algo.std_eps) if gdpo else g.reward", "g.reward", (GDPO,),
     ),
     Mutation(
         "gdpo's components at weight 1", "vlrl/trainer/rl.py",

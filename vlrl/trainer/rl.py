@@ -140,14 +140,6 @@ class RLTrainer:
         elif run.checkpoint:
             self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
 
-    def batch_kl(self, batch: RolloutBatch, kl: torch.Tensor) -> tuple[float, int]:
-        """The KL the controller follows: each completion's token mean, averaged over every
-        process's completions (verl's current_kl), and how many completions there were."""
-        procs, mask = self.run.procs, batch.completion_mask
-        per_row = float((kl.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum())
-        rows = procs.mean(float(len(batch.prompt_index))) * procs.world
-        return procs.mean(per_row) * procs.world / max(rows, 1.0), round(rows)
-
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
         """Where the engine samples: with the policy's weights gathered, if it samples with the
@@ -292,6 +284,37 @@ class RLTrainer:
                 new = informative
             groups.extend(new)
         return groups, rounds, unusable
+
+    # -- 3. advantages ---------------------------------------------------------------------------
+    def step_advantages(
+        self, groups: list[Group], batch: RolloutBatch
+    ) -> tuple[torch.Tensor, OldLogprobs | None, torch.Tensor | None]:
+        """The step's advantages, (R,) or (R, T) with algo.kl_in=returns; with the KL in the
+        reward also the policy that sampled (the update's old log-probs once it moves) and each
+        token's KL, after which the KL's coefficient follows the batch's KL (algo.kl_target)."""
+        algo = self.cfg.algo
+        sampled, kl = None, None
+        if algo.kl_in != "loss":  # on every process: the forwards are collectives under FSDP2
+            sampled, kl = self.updater.reward_kl(batch)
+        advantages = torch.zeros(0)
+        if groups:
+            gdpo = algo.advantage == "gdpo"  # each completion's rewards normalised apart, then summed
+            rewards = torch.stack([decoupled_rewards(g, algo.std_eps) if gdpo else g.reward for g in groups])
+            correct = torch.stack([g.correct for g in groups])
+            lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
+            penalty = None if kl is None else self.kl_control.value * kl.view(*rewards.shape, -1)
+            advantages = compute_advantages(rewards, correct, algo, lengths, penalty).flatten(0, 1)
+        if kl is not None:  # on every process: the controller follows the whole batch's KL
+            self.kl_control.update(*self.batch_kl(batch, kl))
+        return advantages, sampled, kl
+
+    def batch_kl(self, batch: RolloutBatch, kl: torch.Tensor) -> tuple[float, int]:
+        """The KL the controller follows: each completion's token mean, averaged over every
+        process's completions (verl's current_kl), and how many completions there were."""
+        procs, mask = self.run.procs, batch.completion_mask
+        per_row = float((kl.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).sum())
+        rows = procs.mean(float(len(batch.prompt_index))) * procs.world
+        return procs.mean(per_row) * procs.world / max(rows, 1.0), round(rows)
 
     # -- 4. update -------------------------------------------------------------------------------
     def update(
@@ -472,22 +495,8 @@ class RLTrainer:
                 # 3. advantages, per group (per token with algo.kl_in=returns)
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
-                sampled, kl = None, None
-                if cfg.algo.kl_in != "loss":  # on every process: the forwards are collectives under FSDP2
-                    sampled, kl = self.updater.reward_kl(batch)
-                advantages = torch.zeros(0)
-                if groups:
-                    gdpo = cfg.algo.advantage == "gdpo"  # each completion's rewards normalised apart, then summed
-                    rewards = torch.stack(
-                        [decoupled_rewards(g, cfg.algo.std_eps) if gdpo else g.reward for g in groups]
-                    )
-                    correct = torch.stack([g.correct for g in groups])
-                    lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
-                    penalty = None if kl is None else self.kl_control.value * kl.view(*rewards.shape, -1)
-                    advantages = compute_advantages(rewards, correct, cfg.algo, lengths, penalty).flatten(0, 1)
                 kl_coef = self.kl_control.value  # this step's
-                if kl is not None:  # on every process: the controller follows the whole batch's KL
-                    self.kl_control.update(*self.batch_kl(batch, kl))
+                advantages, sampled, kl = self.step_advantages(groups, batch)
                 # 4. update (every process takes part, even one whose prompts were all skipped),
                 # then the engine follows the new weights
                 trained = self.replayed(groups, batch, advantages, step, sampled) if self.replay else None
