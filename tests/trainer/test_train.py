@@ -156,6 +156,28 @@ def test_a_headline_metric_no_evaluation_reports_is_said_once(tmp_path, rec_data
     assert "held-out step 1 | brief_grounding (2 samples of" in out
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_only_the_process_that_evaluates_warns_of_a_headline_no_evaluation_reports(
+    rank, tmp_path, rec_data, tiny_qwen25
+):
+    """Process 0 evaluates the held-out splits; another process, with none of them, took every
+    eval.headline name for one no evaluation reports and warned of it (2-process runs)."""
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from tests.rollout.test_rollout_seam import make_trainer
+
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **{"eval.headline": "[acc@0.5]"})
+    trainer.run.procs = dataclasses.replace(trainer.run.procs, rank=rank, world=2)  # as that process sees itself
+    trainer.held_out = []  # as process 1 holds them; process 0's here evaluate nothing either
+    trainer.console = Console(file=io.StringIO(), width=200)
+    assert trainer.evaluate_held_out(step=1) == {}
+    said = "eval.headline names 'acc@0.5', which no held-out evaluation reports" in trainer.console.file.getvalue()
+    assert said == (rank == 0)
+
+
 def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     from rich.console import Console
 

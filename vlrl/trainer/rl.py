@@ -457,7 +457,7 @@ class RLTrainer:
             for note in result.notes:
                 self.console.print(f"[yellow]warning:[/yellow] {escape(note)}", highlight=False)
         unknown = [name for name in self.cfg.eval.headline if name not in reported | self.headline_said]
-        if unknown:  # a typo would otherwise only leave the line short
+        if unknown and self.run.procs.main:  # a typo would otherwise only leave the line short (process 0 evaluates)
             self.headline_said.update(unknown)
             self.console.print(
                 f"[yellow]warning:[/yellow] eval.headline names {', '.join(map(repr, unknown))}, which no held-out "
