@@ -109,6 +109,7 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.loss": "gmpo", "algo.epsilon": 0.4, "algo.epsilon_high": 0.4, "algo.mini_batches": 2},
         {"algo.loss": "kl_cov", "algo.kl_cov_ratio": 0.01, "algo.advantage": "gpg"},
         {"algo.loss": "reinforce", "algo.kl_in": "returns", "algo.advantage": "reinforce_plus_plus"},
+        {"algo.replay.mode": "ssr", "algo.kl_in": "reward", "algo.kl_estimator": "k1", "algo.mini_batches": 2},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):
