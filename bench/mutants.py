@@ -787,6 +787,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "self.kl_control.value * kl.view(", "algo.beta * kl.view(", (ADAPTIVE_KL,),
     ),
     Mutation(
+        "the replay buffer not restored on resume", "vlrl/trainer/rl.py",
+        'self.restore_part("replay", self.replay)', "pass",
+        ("tests/trainer/test_replay.py::test_a_resumed_run_replays_the_buffer_it_saved",),
+    ),
+    Mutation(
         "kl_target: the coefficient not restored on resume", "vlrl/trainer/rl.py",
         'self.restore_part("kl_control", self.kl_control)', "pass", (ADAPTIVE_KL,),
     ),
