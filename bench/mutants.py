@@ -724,7 +724,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("rloo dispatched to dr_grpo", "vlrl/algos/advantages.py", "adv = rloo(rewards)", "adv = dr_grpo(rewards)", (ALGOS,)),
     Mutation(
         "reinforce_baseline weighs completions, not tokens", "vlrl/algos/advantages.py",
-        "return whitened(centered, lengths)", "return whitened(centered, torch.ones_like(centered))", (ALGOS,),
+        "        return whitened(rewards, lengths)", "        return whitened(rewards, torch.ones_like(rewards))", (ALGOS,),
     ),
     Mutation(
         "kl_in=reward takes nothing off the reward", "vlrl/algos/advantages.py",
@@ -736,8 +736,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "kl_in=returns whitens reinforce_baseline before the KL", "vlrl/algos/advantages.py",
-        "return whitened(kl_returns(centered, penalty, lengths), mask) * mask",
-        "return kl_returns(whitened(centered, lengths), penalty, lengths)", (ALGOS,),
+        "return whitened(kl_returns(rewards, penalty, lengths), mask) * mask",
+        "return kl_returns(whitened(rewards, lengths), penalty, lengths)", (ALGOS,),
     ),
     Mutation(
         "entropy_target ignored (the coefficient fixed)", "vlrl/algos/entropy_control.py",
@@ -825,7 +825,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return dr_grpo(rewards)", (ALGOS,),
     ),
     Mutation("gpg's alpha dropped", "vlrl/algos/advantages.py", "return alpha * dr_grpo(rewards)", "return dr_grpo(rewards)", (ALGOS,)),
-    Mutation("passk's lead not divided by the std", "vlrl/algos/advantages.py", "    if by_std:\n", "    if False:\n", (ALGOS,)),
+    Mutation(
+        "passk's lead not divided by the std", "vlrl/algos/advantages.py",
+        "lead = (top.values[:, 0] - top.values[:, 1]) / (rewards.std(dim=1) + std_eps)",
+        "lead = top.values[:, 0] - top.values[:, 1]", (ALGOS,),
+    ),
     Mutation(
         "reinforce_plus_plus takes a baseline", "vlrl/algos/advantages.py",
         "        return whitened(rewards, lengths)", "        return whitened(dr_grpo(rewards), lengths)", (ALGOS,),

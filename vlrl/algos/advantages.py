@@ -51,11 +51,7 @@ def reinforce_baseline(
     the batch (`whitened`). So a long completion weighs more in both, and a group of equal
     rewards still gets the shift. With `penalty` (..., T), its KL in each token's return
     (`kl_returns`) before the whitening, and the advantages per token."""
-    centered = dr_grpo(rewards)
-    if penalty is None:
-        return whitened(centered, lengths)
-    mask = completion_mask(lengths, penalty.shape[-1])
-    return whitened(kl_returns(centered, penalty, lengths), mask) * mask
+    return reinforce_plus_plus(dr_grpo(rewards), lengths, penalty)
 
 
 def reinforce_plus_plus(
@@ -87,14 +83,12 @@ def gpg(rewards: torch.Tensor) -> torch.Tensor:
     return alpha * dr_grpo(rewards)
 
 
-def passk(rewards: torch.Tensor, std_eps: float, by_std: bool = True) -> torch.Tensor:
+def passk(rewards: torch.Tensor, std_eps: float) -> torch.Tensor:
     """Pass@k training's advantage (arXiv 2503.19595; verl's compute_grpo_passk_outcome_advantage):
     only each group's best completion (the first of equal best) gets one, its lead over the
     second best, divided by the group's std (unbiased) + std_eps; every other completion 0."""
     top = torch.topk(rewards, 2, dim=1)
-    lead = top.values[:, 0] - top.values[:, 1]
-    if by_std:
-        lead = lead / (rewards.std(dim=1) + std_eps)
+    lead = (top.values[:, 0] - top.values[:, 1]) / (rewards.std(dim=1) + std_eps)
     return torch.zeros_like(rewards).scatter_(1, top.indices[:, :1], lead[:, None])
 
 
@@ -187,6 +181,8 @@ def advantages(
         raise ValueError(
             f"algo.kl_in={cfg.kl_in} takes the KL off the reward: give each token's penalty and the lengths"
         )
+    if cfg.advantage in WEIGHING_TOKENS and lengths is None:
+        raise ValueError(f"{cfg.advantage} weighs tokens: give the completions' lengths")
     if cfg.kl_in == "reward":
         rewards = rewards - penalty.sum(dim=-1)
     if cfg.advantage == "grpo":
@@ -205,16 +201,12 @@ def advantages(
         adv = gpg(rewards)
     elif cfg.advantage == "passk":
         adv = passk(rewards, cfg.std_eps)
-    elif cfg.advantage in WEIGHING_TOKENS:
-        if lengths is None:
-            raise ValueError(f"{cfg.advantage} weighs tokens: give the completions' lengths")
-        returns = penalty if cfg.kl_in == "returns" else None
-        if cfg.advantage == "opo":
-            adv = opo(rewards, lengths)
-        elif cfg.advantage == "reinforce_baseline":
-            adv = reinforce_baseline(rewards, lengths, returns)
-        else:
-            adv = reinforce_plus_plus(rewards, lengths, returns)
+    elif cfg.advantage == "opo":
+        adv = opo(rewards, lengths)
+    elif cfg.advantage == "reinforce_baseline":
+        adv = reinforce_baseline(rewards, lengths, penalty if cfg.kl_in == "returns" else None)
+    elif cfg.advantage == "reinforce_plus_plus":
+        adv = reinforce_plus_plus(rewards, lengths, penalty if cfg.kl_in == "returns" else None)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
     if cfg.kl_in == "returns" and cfg.advantage not in WHITENED:  # there, before their whitening
