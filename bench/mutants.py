@@ -463,7 +463,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "entropy_coef: no entropy computed", "vlrl/trainer/update.py",
-        "run.pad_id, device, self.takes_entropy,", "run.pad_id, device, False,", (ENTROPY_BONUS,),
+        "run.pad_id, device, algo.has_entropy_bonus,", "run.pad_id, device, False,", (ENTROPY_BONUS,),
     ),
     Mutation("loss ignored (never cpgd)", "vlrl/algos/losses.py", 'if cfg.loss == "cpgd":', "if False:", (ALGOS,)),
     Mutation("loss ignored (never cispo)", "vlrl/algos/losses.py", 'if cfg.loss == "cispo":', "if False:", (TRL,)),

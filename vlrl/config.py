@@ -577,6 +577,12 @@ class AlgoConfig:
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
+    @property
+    def has_entropy_bonus(self) -> bool:
+        """Whether the loss has an entropy bonus, fixed or adaptive (an adaptive one's coefficient
+        may be 0 at times; the entropy is computed to steer it)."""
+        return self.entropy_coef != 0 or self.entropy_target is not None
+
     def validate(self, key: str) -> None:
         require_positive(
             key,

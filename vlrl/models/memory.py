@@ -277,7 +277,7 @@ class Workload:
             max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
-            entropy_bonus=cfg.algo.entropy_coef != 0 or cfg.algo.entropy_target is not None,
+            entropy_bonus=cfg.algo.has_entropy_bonus,
         )
 
     @property

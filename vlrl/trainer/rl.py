@@ -385,7 +385,8 @@ class RLTrainer:
         """algo.replay: the rows this step trains on, of this step's and the buffer's, each
         with the old log-probs of the policy that sampled it (taken now, before the update;
         `sampled`, when the KL in the reward took them already)."""
-        old = sampled or self.updater.old_logprobs(batch, moves=True)  # an engine's without log-probs: the trainer's
+        # an engine's without log-probs: the trainer's
+        old = self.updater.old_logprobs(batch, moves=True) if sampled is None else sampled
         weights = self.difficulty(batch)
         rewards = torch.cat([g.reward for g in groups]) if groups else torch.zeros(0)
         row_weights = None if weights is None else weights[batch.prompt_index]

@@ -65,11 +65,6 @@ class Updater:
             a.entropy_coef, a.entropy_target, a.entropy_coef_min, a.entropy_coef_max, a.entropy_coef_delta
         )
 
-    @property
-    def takes_entropy(self) -> bool:
-        """Whether the loss has an entropy bonus (or measures the entropy to adapt one)."""
-        return self.algo.entropy_coef != 0 or self.algo.entropy_target is not None
-
     def follow_entropy(self, sums: defaultdict[str, float]) -> None:
         """After an optimizer step, the adaptive entropy coefficient follows the step's trained
         tokens' mean entropy over every process (TRL's window-global mean)."""
@@ -218,7 +213,7 @@ class Updater:
                 continue
             micro = rows_t[positions]
             current, width = rows_logprobs(
-                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, self.takes_entropy,
+                run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, algo.has_entropy_bonus,
                 sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
