@@ -1256,6 +1256,8 @@ MUTATIONS: tuple[Mutation, ...] = (
          "UNREACHED_SLOTS = 16", "UNREACHED_SLOTS = 0"),
         ("the compiled step duck-sizes its inputs (compiled again when equal sizes part)",
          "fx_config.patch(use_duck_shape=False)", "fx_config.patch(use_duck_shape=True)"),
+        ("the compiled step makes the model's numbers symbols (most of its compile time)",
+         "dynamo_config.patch(specialize_int=True, specialize_float=True)", "dynamo_config.patch()"),
         ("the compiled step's positions strided by the batch",
          "torch.zeros(rows, 3, 1, dtype=torch.long, device=device).transpose(0, 1)",
          "torch.zeros(3, rows, 1, dtype=torch.long, device=device)"),

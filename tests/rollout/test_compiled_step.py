@@ -11,12 +11,15 @@ Qwen2.5-VL, and once for Qwen3.5's and Qwen3-VL MoE's layers: a compilation take
 from __future__ import annotations
 
 import gc
+import re
 import weakref
 from dataclasses import replace
 
 import pytest
+import sympy
 import torch
 from torch._dynamo.utils import counters
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from tests.models.test_policy import family_setup
 from tests.rollout.test_hf_engine import SAMPLING, STOP_BIAS, prompt_slots
@@ -69,8 +72,25 @@ def assert_same(got, expected) -> None:
         torch.testing.assert_close(torch.tensor(entropy), torch.tensor(their_entropy), rtol=0, atol=1e-5)
 
 
-def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compiles_once_for_every_shape(setup):
+def symbols_made(monkeypatch) -> list[str]:
+    """What each symbol torch.compile makes from here on stands for (its source's name)."""
+    made, create = [], ShapeEnv.create_symbol
+
+    def recorded(self, val, source, *args, **kwargs):
+        symbol = create(self, val, source, *args, **kwargs)
+        if isinstance(symbol, sympy.Symbol):  # not a size or number specialized to its value
+            made.append(source.name)
+        return symbol
+
+    monkeypatch.setattr(ShapeEnv, "create_symbol", recorded)
+    return made
+
+
+def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compiles_once_for_every_shape(
+    setup, monkeypatch
+):
     model, processor, prompts = setup
+    symbols = symbols_made(monkeypatch)
     compiled = HFEngine(model, processor.tokenizer, options=COMPILED)
     eager = HFEngine(model, processor.tokenizer, options=EAGER)
     assert compiled.static_plan.compiled and not eager.static_plan.compiled
@@ -84,6 +104,9 @@ def test_the_compiled_static_step_samples_what_the_eager_one_samples_and_compile
     got = sample(compiled, **first_batch)
     first = compilations()
     assert len(got[0]) == head and first == before + 1  # compiled once, through compaction into smaller buckets
+    # sizes are symbols, the model's numbers (head widths, norm epsilons) constants: as symbols
+    # their guards took most of the compilation's time
+    assert symbols and all(re.search(r"\.(size\(\)|stride\(\))\[\d\]$|\.item\(\)$", name) for name in symbols)
     expected = sample(eager, **first_batch)
     assert_same(got, expected)
     assert len({len(tokens) for tokens in got[0]}) >= 3  # rows ended apart: several buckets
