@@ -71,6 +71,10 @@ ADAPTIVE_ENTROPY = (
 ENTROPY_RESUME = f"{OPTIONS}::test_the_adaptive_entropy_coefficient_resumes_where_it_was"
 ADAPTIVE_KL = f"{OPTIONS}::test_the_adaptive_kl_coefficient_follows_the_steps_kl_and_resumes_where_it_was"
 KL_CONTROL = "tests/algos/test_kl_control.py"
+REF_SYNC = "tests/trainer/test_reference_sync.py"
+REF_SYNC_TRL = f"{REF_SYNC}::test_the_reference_moves_as_trls_sync_ref_model_moves_it"
+REF_SYNC_EVERY = f"{REF_SYNC}::test_the_reference_is_mixed_after_every_nth_optimizer_step_and_checkpointed"
+REF_SYNC_RESUME = f"{REF_SYNC}::test_a_resumed_run_goes_on_with_the_moved_reference"
 KL_IN = f"{OPTIONS}::test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leaves_the_loss"
 ROUNDS = f"{OPTIONS}::test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_there_is"
 TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffled_frames"
@@ -773,6 +777,31 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "entropy_target: the coefficient not restored on resume", "vlrl/trainer/rl.py",
         'self.restore_part("entropy_control", self.updater.entropy_control)', "pass", (ENTROPY_RESUME,),
+    ),
+    Mutation(
+        "ref_sync_every ignored (the reference never moves)", "vlrl/trainer/rl.py",
+        "                    mix_into(self.updater.reference, self.run.model, algo.ref_sync_alpha)\n",
+        "                    pass\n", (REF_SYNC_EVERY, REF_SYNC_RESUME),
+    ),
+    Mutation(
+        "ref_sync_every: a mix after every optimizer step", "vlrl/trainer/rl.py",
+        "self.run.optimizer_steps % algo.ref_sync_every == 0", "True", (REF_SYNC_EVERY,),
+    ),
+    Mutation(
+        "ref_sync_every: optimizer steps counted from 0 again on resume", "vlrl/trainer/run.py",
+        'self.optimizer_steps = state.get("optimizer_steps", self.step * optimizer_steps_per_step)',
+        "self.optimizer_steps = 0", (REF_SYNC_RESUME,),
+    ),
+    Mutation(
+        "ref_sync_alpha taken as the reference's share", "vlrl/trainer/reference.py",
+        "target.mul_(1.0 - alpha).add_(source.to(target.device, target.dtype), alpha=alpha)",
+        "target.mul_(alpha).add_(source.to(target.device, target.dtype), alpha=1.0 - alpha)",
+        (REF_SYNC_TRL, REF_SYNC_EVERY),
+    ),
+    Mutation(
+        "ref_sync_every: the moved reference not restored on resume", "vlrl/trainer/rl.py",
+        "                load_reference_state(reference, run.checkpoint, run.procs.rank, own, main)\n",
+        "                pass\n", (REF_SYNC_RESUME,),
     ),
     Mutation(
         "kl_target ignored (the coefficient fixed)", "vlrl/algos/kl_control.py",

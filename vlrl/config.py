@@ -545,6 +545,13 @@ class AlgoConfig:
     # and OpenRLHF's adaptive controller (kl_ctrl.type adaptive, --kl_target); None: beta fixed.
     kl_target: float | None = None
     kl_horizon: int = 10000  # the controller's horizon in completions (verl's and OpenRLHF's default)
+    # TR-DPO's moving reference (TRL's sync_ref_model): after every ref_sync_every-th optimizer
+    # step of the run the reference becomes ref_sync_alpha x the policy + (1 - ref_sync_alpha) x
+    # itself (TRL's ref_model_sync_steps, 512 there, and ref_model_mixup_alpha). Its weights are
+    # then part of every checkpoint (as large as the model's). Needs a reference of its own:
+    # beta > 0 and no LoRA (as TRL). 0: the reference stays the model the run started from.
+    ref_sync_every: int = 0
+    ref_sync_alpha: float = 0.6
     # The loss's KL times the ratio to the old policy, its gradient included (TRL 1.16's
     # use_bias_correction_kl, on there by default; DeepSeek-V3.2's unbiased reverse-KL gradient)
     kl_bias_correction: bool = False
@@ -665,6 +672,16 @@ class AlgoConfig:
             raise ConfigError(
                 f"config: {key}.kl_target steers the coefficient of the KL in the reward: it takes {key}.kl_in "
                 f"reward or returns and a target > 0, got kl_in={self.kl_in}, kl_target={self.kl_target}"
+            )
+        if self.ref_sync_every < 0 or not 0 < self.ref_sync_alpha <= 1:
+            raise ConfigError(
+                f"config: {key}.ref_sync_every must be >= 0 and {key}.ref_sync_alpha in (0, 1], got "
+                f"{self.ref_sync_every}, {self.ref_sync_alpha}"
+            )
+        if self.ref_sync_every and self.beta == 0:
+            raise ConfigError(
+                f"config: {key}.ref_sync_every moves the KL reference, and {key}.beta is 0 (no reference model): "
+                "set a beta, or ref_sync_every=0"
             )
         if self.kl_bias_correction and self.kl_in != "loss":
             raise ConfigError(
@@ -879,6 +896,12 @@ class Config:
                     "reparametrizes the wrapped parameter at each forward; never run on sharded ones): use replicated"
                 )
         algo = self.algo
+        if algo.ref_sync_every and self.model.lora.r:
+            raise ConfigError(
+                "config: algo.ref_sync_every moves a reference model of its own, and with model.lora the reference is "
+                "the policy with its adapters off (as TRL, which refuses sync_ref_model with PEFT): full fine-tuning, "
+                "or ref_sync_every=0"
+            )
         if algo.mini_batches > self.trainer.prompts_per_step:
             raise ConfigError(
                 f"config: algo.mini_batches ({algo.mini_batches}) must be <= trainer.prompts_per_step "

@@ -448,6 +448,8 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"loss": "gmpo", "dual_clip": 3.0}, "bounds its own way"),
         ({"kl_target": 0.1}, "kl_target steers the coefficient of the KL in the reward"),
         ({"entropy_target": 0.2, "entropy_coef_min": 2.0}, "entropy_coef_min <= entropy_coef_max"),
+        ({"ref_sync_every": 4, "beta": 0.0}, "moves the KL reference, and algo.beta is 0"),
+        ({"ref_sync_every": 4, "ref_sync_alpha": 0.0}, "ref_sync_alpha in \\(0, 1\\]"),
     ],
 )
 def test_an_option_that_could_not_act_is_refused(overrides, message):

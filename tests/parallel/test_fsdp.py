@@ -75,6 +75,7 @@ def reference(tmp_path_factory, rec_data, tiny_qwen25) -> dict[str, dict]:
         "rl": worker.rl(out / "rl", str(rec_data), "replicated")[0],
         "rl, step 3": worker.rl(out / "rl", str(rec_data), "replicated", **{"trainer.steps": 3})[0],
         "lora": worker.rl(out / "lora", str(rec_data), "replicated", **{"model.lora.r": 4})[0],
+        "rl-ref-sync": worker.rl(out / "rl-ref-sync", str(rec_data), "replicated", **worker.RL_RUNS["rl-ref-sync"])[0],
         "sft": worker.sft(out / "sft", str(rec_data), "replicated"),
         **{
             family: worker.rl(out / family, str(rec_data), "replicated", **worker.RL_RUNS[family])[0]
@@ -88,6 +89,7 @@ SAME_AS = {
     "rl-torch-2.11": "rl",
     "rl-chunks": "rl",
     "rl-recompute": "rl",
+    "rl-ref-sync": "rl-ref-sync",
     "lora": "lora",
     "lora-offload": "lora",
     "sft": "sft",
@@ -122,11 +124,13 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
         "rl-hf",
         "resume",
         "generate",
+        "rl-ref-sync",
+        "resume-ref-sync",
         *FAMILIES,
     )
     ranks = launch(2, tmp_path, rec_data, *scenarios)
     first = ranks[0]
-    for scenario in ("rl-recompute", "rl-torch-2.11", "rl-chunks", "lora-offload", "sft", *FAMILIES):
+    for scenario in ("rl-recompute", "rl-torch-2.11", "rl-chunks", "lora-offload", "sft", "rl-ref-sync", *FAMILIES):
         assert_same_run(first[scenario], reference[SAME_AS[scenario]])
     assert first["lora-offload"]["offloaded"] and not first["rl-recompute"]["offloaded"]
     # LoRA's full weights are the base plus B A: PEFT's own merge of the adapter the run saved
@@ -150,6 +154,9 @@ def test_fsdp2_on_two_processes_trains_resumes_and_samples_like_one_process(tmp_
     resumed = first["resume"]
     assert resumed["rows"] == first["rl-hf"]["rows"]
     assert all(torch.equal(resumed["weights"][n], t) for n, t in first["rl-hf"]["weights"].items())
+    # The reference mixed toward the policy on each process's shards (step 2's KL to it is half
+    # its loss), saved and loaded shard by shard: resumed after step 1, the same step 2.
+    assert first["resume-ref-sync"]["rows"] == first["rl-ref-sync"]["rows"]
     # Sampling with the sharded policy, 24 decoding steps on process 0 and 3 on process 1: no
     # deadlock, and the tokens a plain copy of the weights samples with the same generator.
     for rank in ranks:

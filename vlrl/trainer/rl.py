@@ -37,6 +37,7 @@ from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
 from vlrl.trainer.checkpoint import load_process_state
+from vlrl.trainer.reference import load_reference_state, mix_into, reference_state
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 from vlrl.trainer.thinking import Asked, make_scorer
@@ -119,6 +120,8 @@ class RLTrainer:
                 self.restore_part("kl_control", self.kl_control)
             if algo.entropy_target is not None:  # so is the entropy bonus's
                 self.restore_part("entropy_control", self.updater.entropy_control)
+            if algo.ref_sync_every:  # the reference, once moved, is part of the checkpoints
+                self.restore_reference()
             self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
             if self.replay is not None:  # each process's buffer is part of its checkpoints
                 self.restore_part("replay", self.replay)
@@ -139,6 +142,26 @@ class RLTrainer:
             part.load_state_dict(saved)
         elif run.checkpoint:
             self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
+
+    def restore_reference(self) -> None:
+        """Make the reference's weights part of each process's checkpoints (algo.ref_sync_every),
+        and load them from the one the run resumes from: shards from each process's own file,
+        whole weights from process 0's."""
+        run, reference = self.run, self.updater.reference
+        assert reference is not None  # beta > 0 without LoRA (config.py)
+        run.process_parts["reference"] = lambda: reference_state(reference, run.procs.main)
+        if not run.checkpoint:
+            return
+        with run.procs.together():  # a file refused stops every process
+            own = load_process_state(run.checkpoint, "reference", run.procs.rank)
+            main = own if run.procs.main else load_process_state(run.checkpoint, "reference", 0)
+            if own is not None and main is not None:
+                load_reference_state(reference, run.checkpoint, run.procs.rank, own, main)
+        if own is None or main is None:
+            self.console.print(
+                f"[yellow]warning:[/yellow] {run.checkpoint} holds no reference weights: the reference starts again "
+                "from the model the run started from"
+            )
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
@@ -363,6 +386,8 @@ class RLTrainer:
                     row_weights=row_weights, max_new_tokens=max_new_tokens,
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
+                if algo.ref_sync_every and self.run.optimizer_steps % algo.ref_sync_every == 0:
+                    mix_into(self.updater.reference, self.run.model, algo.ref_sync_alpha)
                 if algo.entropy_target is not None:
                     self.updater.follow_entropy(sums)
                 skipped += not applied

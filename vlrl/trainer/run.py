@@ -295,6 +295,7 @@ class Run:
         self.stream = MixtureStream([len(s.train.samples) for s in sources], [s.weight for s in sources], t.seed)
         self.generator = torch.Generator(device=self.device).manual_seed(t.seed)
         self.step = 0
+        self.optimizer_steps = 0  # over the run, skipped ones included (as the Trainer's global_step)
         self.consecutive_nonfinite = 0
         self.skipped_updates = 0
         self.checkpoint = resume_from
@@ -311,6 +312,8 @@ class Run:
             self._apply_schedule()  # the config's lr and weight decay, not the checkpoint's
             restore_rng(state["rng"], self.generator)
             self.step = state["step"]
+            # a checkpoint from before the count: as many a step as the options give
+            self.optimizer_steps = state.get("optimizer_steps", self.step * optimizer_steps_per_step)
             self.consecutive_nonfinite = state["consecutive_nonfinite"]
             self.skipped_updates = state["skipped_updates"]
             data_changed = data_changes(self.data, state["data"])
@@ -517,6 +520,7 @@ class Run:
             self.optimizer.step()
             self.strategy.after_step()
         self.strategy.zero_grad()
+        self.optimizer_steps += 1
         if self.t.lr_schedule_per == "optimizer_step":  # skipped or not, as DeepSpeed's bf16 engine and the Trainer
             self._advance_schedule()
         return grad_norm, applied
@@ -620,6 +624,7 @@ class Run:
             self.logs.sync()
         state = {
             "step": step,
+            "optimizer_steps": self.optimizer_steps,
             "scheduler": self.scheduler.state_dict(),
             "stream": self.stream.state_dict(),
             "rng": rng_state(self.generator),
