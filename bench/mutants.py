@@ -269,7 +269,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("beta ignored", "vlrl/algos/losses.py", "per_token = per_token + cfg.beta * kl", "per_token = per_token + kl", (KL,)),
     Mutation(
         "kl_estimator names swapped", "vlrl/algos/losses.py",
-        '"k1": kl_k1, "k2": kl_k2, "k3": kl_k3,', '"k1": kl_k3, "k2": kl_k2, "k3": kl_k1,', (ALGOS, TRL),
+        '"k1": kl_k1,\n    "k2": kl_k2,\n    "k3": kl_k3,', '"k1": kl_k3,\n    "k2": kl_k2,\n    "k3": kl_k1,', (ALGOS, TRL),
+    ),
+    Mutation(
+        "kl_estimator abs without the absolute value", "vlrl/algos/losses.py",
+        "return (logp - ref_logp).abs()", "return logp - ref_logp", (ALGOS, LOSSES),
+    ),
+    Mutation(
+        "k1+ and low_var+ without k2's gradient", "vlrl/algos/losses.py",
+        "return backward - backward.detach() + estimator(logp, ref_logp).detach()",
+        "return estimator(logp, ref_logp)", (LOSSES,),
+    ),
+    Mutation(
+        "low_var+ of k3 unclamped", "vlrl/algos/losses.py",
+        '"low_var+": k2_gradient(kl_low_var)', '"low_var+": k2_gradient(kl_k3)', (ALGOS, LOSSES),
     ),
     Mutation(
         "k3_clamped unclamped", "vlrl/algos/losses.py",

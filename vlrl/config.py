@@ -533,8 +533,9 @@ class AlgoConfig:
     entropy_coef_delta: float = 0.005
     # KL to the reference model.
     beta: float = 0.04  # 0 loads no reference model
-    # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3
-    kl_estimator: Literal["k1", "k2", "k3", "low_var", "k3_clamped"] = "k3"
+    # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3;
+    # abs: |k1| (verl's); k1+ and low_var+: their value with k2's gradient (verl's k1+ and k3+)
+    kl_estimator: Literal["k1", "k2", "k3", "low_var", "k3_clamped", "abs", "k1+", "low_var+"] = "k3"
     # Where beta times the KL goes: loss (added to each token's loss: GRPO, TRL), reward (the
     # completion's summed KL, of the policy that sampled, taken off its reward before the
     # advantages: verl's use_kl_in_reward), returns (each token's advantage less the KL of that

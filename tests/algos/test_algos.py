@@ -303,11 +303,14 @@ def test_each_kl_estimator_is_dispatched_by_name():
     logp, ref = torch.tensor([-1.0]), torch.tensor([-1.5])
     values = {name: fn(logp, ref).item() for name, fn in KL_ESTIMATORS.items()}
     k3 = math.exp(-0.5) + 0.5 - 1
-    assert values == pytest.approx({"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3, "k3_clamped": k3})
+    assert values == pytest.approx(
+        {"k1": 0.5, "k2": 0.125, "k3": k3, "low_var": k3, "k3_clamped": k3, "abs": 0.5, "k1+": 0.5, "low_var+": k3}
+    )
     far = {name: fn(torch.tensor([0.0]), torch.tensor([12.0])).item() for name, fn in KL_ESTIMATORS.items()}
     assert far == pytest.approx(
-        {"k1": -12, "k2": 72, "k3": math.exp(12) - 13, "low_var": 10, "k3_clamped": math.exp(10) - 11}
-    )
+        {"k1": -12, "k2": 72, "k3": math.exp(12) - 13, "low_var": 10, "k3_clamped": math.exp(10) - 11,
+         "abs": 12, "k1+": -12, "low_var+": 10}
+    )  # fmt: skip
 
 
 def test_cpgd_clips_the_log_ratio_below_at_epsilon_and_above_at_epsilon_high():

@@ -10,6 +10,7 @@ import torch
 
 from vlrl.algos.advantages import grpo
 from vlrl.algos.losses import (
+    KL_ESTIMATORS,
     clipped_surrogate,
     high_entropy_mask,
     kl_k3,
@@ -442,3 +443,37 @@ def test_verls_other_policy_losses_give_its_loss_and_gradient(loss):
     theirs.backward()
     torch.testing.assert_close(ours, theirs)
     torch.testing.assert_close(ours_logp.grad, theirs_logp.grad)
+
+
+def verl_kl_penalty(logprob, ref_logprob, kl_penalty):
+    """verl's kl_penalty and kl_penalty_forward (verl/trainer/ppo/core_algos.py at b178a3c),
+    transcribed; the "+" is taken off the name given to the forward, which at that commit
+    raises for a suffixed name (its docs and the straight-through lines mean this)."""
+    name = kl_penalty.removesuffix("+")
+    if name in ("kl", "k1"):
+        forward_score = logprob - ref_logprob
+    elif name == "abs":
+        forward_score = (logprob - ref_logprob).abs()
+    elif name in ("mse", "k2"):
+        forward_score = 0.5 * (logprob - ref_logprob).square()
+    else:  # low_var_kl, k3
+        kl = torch.clamp(ref_logprob - logprob, min=-20, max=20)
+        forward_score = torch.clamp((torch.exp(kl) - kl - 1).contiguous(), min=-10, max=10)
+    if not kl_penalty.endswith("+") or kl_penalty in ("mse", "k2"):
+        return forward_score
+    backward_score = 0.5 * (logprob - ref_logprob).square()
+    return backward_score - backward_score.detach() + forward_score.detach()
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [("abs", "abs"), ("k1+", "k1+"), ("low_var+", "k3+"), ("low_var", "k3")])
+def test_verls_kl_loss_types_give_its_value_and_gradient(ours, theirs):
+    """kl_estimator abs, k1+ and low_var+ against verl's abs, k1+ and k3+ (k2's gradient
+    through k1's and k3's values), with log-ratios far enough apart for k3's clamps."""
+    g = torch.Generator().manual_seed(4)
+    logp = (torch.randn(3, 5, generator=g) * 8).requires_grad_()
+    ref = torch.randn(3, 5, generator=g) * 8
+    values = []
+    for kl in (KL_ESTIMATORS[ours](logp, ref), verl_kl_penalty(logp, ref, theirs)):
+        (grad,) = torch.autograd.grad(kl.sum(), logp)
+        values.append((kl.detach(), grad))
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=0)

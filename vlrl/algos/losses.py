@@ -8,6 +8,7 @@ a batch into micro-batches changes nothing in the gradient.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -408,7 +409,34 @@ def kl_k3_clamped(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return k3_of(torch.clamp(ref_logp - logp, -10.0, 10.0))
 
 
-KL_ESTIMATORS = {"k1": kl_k1, "k2": kl_k2, "k3": kl_k3, "low_var": kl_low_var, "k3_clamped": kl_k3_clamped}
+def kl_abs(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """|k1|, verl's kl_penalty "abs"."""
+    return (logp - ref_logp).abs()
+
+
+def k2_gradient(estimator: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
+    """`estimator`'s value with k2's gradient (straight through), verl's kl_penalty names ending
+    in "+" ("k1+", "k3+"; verl PR 2953): k1's and k3's expected gradients are not the KL's, k2's
+    is. verl at b178a3c passes the suffixed name on to kl_penalty_forward, which raises for it;
+    this is what its docs and kl_penalty's straight-through lines say."""
+
+    def straight_through(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+        backward = kl_k2(logp, ref_logp)
+        return backward - backward.detach() + estimator(logp, ref_logp).detach()
+
+    return straight_through
+
+
+KL_ESTIMATORS = {
+    "k1": kl_k1,
+    "k2": kl_k2,
+    "k3": kl_k3,
+    "low_var": kl_low_var,
+    "k3_clamped": kl_k3_clamped,
+    "abs": kl_abs,
+    "k1+": k2_gradient(kl_k1),
+    "low_var+": k2_gradient(kl_low_var),
+}
 
 
 def token_weights(
