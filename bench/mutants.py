@@ -792,6 +792,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         'self.restore_part("entropy_control", self.updater.entropy_control)', "pass", (ENTROPY_RESUME,),
     ),
     Mutation(
+        "model.chat_template_kwargs ignored", "vlrl/models/prompting.py",
+        "tokenize=False, **model.chat_template_kwargs", "tokenize=False",
+        ("tests/trainer/test_prefill.py::test_chat_template_kwargs_reach_the_template_and_a_closed_block_is_no_prefill",),
+    ),
+    Mutation(
         "ref_sync_every ignored (the reference never moves)", "vlrl/trainer/rl.py",
         "                    mix_into(self.updater.reference, self.run.model, algo.ref_sync_alpha)\n",
         "                    pass\n", (REF_SYNC_EVERY, REF_SYNC_RESUME),

@@ -153,6 +153,13 @@ class VideoConfig:
                 raise ConfigError(f"config: {key}.backend=decord needs the decord package (pip install decord)")
 
 
+# apply_chat_template's own arguments, which vlrl sets: not template variables
+RENDERING_ARGUMENTS = frozenset(
+    {"conversation", "chat_template", "add_generation_prompt", "continue_final_message", "tokenize", "return_dict",
+     "return_tensors", "tools", "documents"}
+)  # fmt: skip
+
+
 @dataclass
 class ModelConfig:
     # Required to load a model (MODEL_PATH_MISSING): a local checkpoint, a hub id already in the local
@@ -186,6 +193,11 @@ class ModelConfig:
     # How messages become the prompt: the checkpoint's chat template, or none: their content
     # as it is, an image as its vision tokens, no roles (a base checkpoint, VisualThinker-R1-Zero).
     chat_template: Literal["model", "none"] = "model"
+    # Variables the chat template reads (TRL's chat_template_kwargs, verl's
+    # data.apply_chat_template_kwargs), e.g. {enable_thinking: false}: Qwen3.5's template then
+    # closes its reasoning block for the model, which answers without one. For every prompt:
+    # training, SFT, evaluation (a checkpoint's config keeps them).
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     lora: LoraConfig = field(default_factory=LoraConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
 
@@ -194,6 +206,16 @@ class ModelConfig:
         if self.max_pixels < self.min_pixels:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
+            )
+        if self.chat_template_kwargs and self.chat_template == "none":
+            raise ConfigError(
+                f"config: {key}.chat_template_kwargs are read by a chat template, and {key}.chat_template is none: "
+                "drop one of them"
+            )
+        if taken := sorted(RENDERING_ARGUMENTS & set(self.chat_template_kwargs)):
+            raise ConfigError(
+                f"config: {key}.chat_template_kwargs may not set {', '.join(taken)}: vlrl sets how a prompt is "
+                "rendered (with the generation prompt, as text); give the template's own variables, e.g. enable_thinking"
             )
         self.lora.validate(f"{key}.lora")
         self.video.validate(f"{key}.video")

@@ -96,6 +96,7 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("eval.reasoning_tags=[[<think>, '']]", "eval.reasoning_tags holds [start, end] pairs of non-empty tags"),
         ("trainer.lr_min_ratio=2", "trainer.lr_min_ratio must be in [0, 1], got 2.0"),
         ("algo.mini_batches=9", "algo.mini_batches (9) must be <= trainer.prompts_per_step (8)"),
+        ("model.chat_template_kwargs.tokenize=true", "model.chat_template_kwargs may not set tokenize: vlrl sets"),
         ("algo.overlong_buffer=1024", "algo.overlong_buffer must be in [0, rollout.max_new_tokens (1024)), got 1024"),
         # YAML's true is no number: it would train 1 step, or at lr 1.0
         ("trainer.steps=true", "trainer.steps expects an integer, got True"),
@@ -105,6 +106,11 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
 def test_bad_keys_and_values_are_named(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(None, [override])
+
+
+def test_chat_template_kwargs_without_a_chat_template_are_refused():
+    with pytest.raises(ConfigError, match="model.chat_template_kwargs are read by a chat template"):
+        load_config(None, ["model.chat_template=none", "model.chat_template_kwargs.enable_thinking=false"])
 
 
 def test_the_data_pixel_limit_defaults_to_pils_and_goes_up_to_pils_refusal_exactly():

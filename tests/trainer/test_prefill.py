@@ -22,15 +22,20 @@ from vlrl.trainer.sft import after_prefill, train_sft
 OPENED = "<|im_start|>assistant\n{% endif %}"
 
 
+# Qwen3.5's switch: thinking on unless the template's enable_thinking is false, which closes the block
+SWITCH = "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}"
+
+
 @pytest.fixture(scope="module")
 def thinking_model(tmp_path_factory, tiny_qwen25):
-    """The tiny Qwen2.5-VL with a template whose generation prompt opens `<think>\n`."""
+    """The tiny Qwen2.5-VL with a template whose generation prompt opens `<think>\n`, or closes
+    the block when told enable_thinking=false."""
     path = tmp_path_factory.mktemp("thinking") / "model"
     shutil.copytree(tiny_qwen25, path)
     template = path / "chat_template.jinja"
     text = template.read_text()
     assert text.count(OPENED) == 1
-    template.write_text(text.replace(OPENED, "<|im_start|>assistant\n<think>\n{% endif %}"))
+    template.write_text(text.replace(OPENED, "<|im_start|>assistant\n" + SWITCH + "{% endif %}"))
     return path
 
 
@@ -85,6 +90,27 @@ def test_rl_rewards_and_samples_read_the_answer_as_the_template_opened_it(
     assert len(read) == 4 and all(text.startswith("<think>\n") for text in read)
     logged = [json.loads(line)["completion"] for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert logged and all(text in read for text in logged)  # the groups shown, as scored
+
+
+def test_chat_template_kwargs_reach_the_template_and_a_closed_block_is_no_prefill(
+    tmp_path, rec_data, thinking_model, monkeypatch
+):
+    """model.chat_template_kwargs.enable_thinking=false, as Qwen3.5 without thinking: the prompt
+    ends in the closed block, and rewards read the completion alone."""
+    import vlrl.trainer.rl as rl
+    from vlrl.models.loading import frame_spec, load_processor
+    from vlrl.models.prompting import render_prompt
+
+    off = ["model.chat_template_kwargs.enable_thinking=false"]
+    cfg = load_config(None, [*overrides(tmp_path / "run", rec_data, thinking_model, "trainer"), *off])
+    task = RefCOCO()
+    sample = task.load(rec_data, frame_spec(cfg.model)).samples[0]
+    prompt = render_prompt(load_processor(cfg.model), task.messages(sample), sample, cfg.model)
+    assert prompt.text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and prompt.prefill == ""
+    read, score = [], rl.score
+    monkeypatch.setattr(rl, "score", lambda task, texts, samples: read.extend(texts) or score(task, texts, samples))
+    train(cfg)
+    assert len(read) == 4 and not any(text.startswith("<think>") for text in read)
 
 
 def test_sft_targets_go_on_from_the_opened_think_tag(tmp_path, rec_data, thinking_model, monkeypatch):

@@ -84,7 +84,9 @@ def templated_text(processor, messages: list[dict], model: ModelConfig) -> str:
     prompt, or the raw content. Not eval.harness.prompt_text, the messages' text parts alone."""
     if model.chat_template == "none":
         return raw_prompt(messages, model)
-    return processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return processor.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False, **model.chat_template_kwargs
+    )
 
 
 ASSISTANT_HEADER = "<|im_start|>assistant\n"  # ChatML's, as every Qwen family's chat template writes it
