@@ -792,6 +792,12 @@ MUTATIONS: tuple[Mutation, ...] = (
         'self.restore_part("entropy_control", self.updater.entropy_control)', "pass", (ENTROPY_RESUME,),
     ),
     Mutation(
+        "model.max_prompt_tokens ignored", "vlrl/models/prompting.py",
+        "if model.max_prompt_tokens is not None and tokens > model.max_prompt_tokens:", "if False:",
+        ("tests/models/test_prompting.py::test_a_prompt_over_max_prompt_tokens_leaves_its_sample_out_and_the_others_render",
+         "tests/reliability/test_bad_media.py::test_a_prompt_over_max_prompt_tokens_costs_its_sample_in_training_and_evaluation"),
+    ),
+    Mutation(
         "model.chat_template_kwargs ignored", "vlrl/models/prompting.py",
         "tokenize=False, **model.chat_template_kwargs", "tokenize=False",
         ("tests/trainer/test_prefill.py::test_chat_template_kwargs_reach_the_template_and_a_closed_block_is_no_prefill",),

@@ -198,11 +198,17 @@ class ModelConfig:
     # closes its reasoning block for the model, which answers without one. For every prompt:
     # training, SFT, evaluation (a checkpoint's config keeps them).
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    # A prompt longer than this many tokens (its image and video tokens included) leaves its
+    # sample out where a step or an evaluation draws it, reported as unusable, the run going on:
+    # verl's and EasyR1's data.max_prompt_length with filter_overlong_prompts. None: no limit.
+    max_prompt_tokens: int | None = None
     lora: LoraConfig = field(default_factory=LoraConfig)
     video: VideoConfig = field(default_factory=VideoConfig)
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "min_pixels")
+        if self.max_prompt_tokens is not None:
+            require_positive(key, self, "max_prompt_tokens")
         if self.max_pixels < self.min_pixels:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"

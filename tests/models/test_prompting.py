@@ -74,3 +74,30 @@ def test_without_a_chat_template_a_prompt_is_its_messages_content_in_order_with_
     assert templated_text(None, messages, cfg) == (
         "Be brief. <|vision_start|><|image_pad|><|vision_end|><|vision_start|><|video_pad|><|vision_end|>What moves?"
     )
+
+
+def test_a_prompt_over_max_prompt_tokens_leaves_its_sample_out_and_the_others_render(rec_data, video_qa_data):
+    """model.max_prompt_tokens below the video prompt (rendered alone), then below all but the
+    shortest image prompt (rendered together): each prompt over it is the UnusableSample naming
+    its record and both counts, the others are the prompts rendered without a limit."""
+    cfg = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", min_pixels=3136, max_pixels=50176,
+                      video=VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544))  # fmt: skip
+    processor = load_processor(cfg)
+    grounding = RefCOCO()
+    images = load_split(rec_data, grounding.build_sample, frame_spec(cfg)).samples[:4]
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    jobs = [(grounding.messages(s), s) for s in images] + [(VideoQA().messages(clip), clip)]
+    unlimited = render_prompts(processor, jobs, cfg)
+    lengths = [len(p.input_ids) for p in unlimited]
+    assert lengths[-1] > max(lengths[:-1]) > min(lengths)  # the video's is the longest; images differ
+    for limit in (lengths[-1] - 1, min(lengths)):
+        limited = dataclasses.replace(cfg, max_prompt_tokens=limit)
+        together = render_prompts(processor, jobs, limited)
+        for (messages, sample), prompt, length, full in zip(jobs, together, lengths, unlimited, strict=True):
+            if length > limit:
+                assert isinstance(prompt, UnusableSample) and sample.source in str(prompt)
+                assert f"its prompt has {length} tokens, over model.max_prompt_tokens ({limit})" in str(prompt)
+                with pytest.raises(UnusableSample, match="over model.max_prompt_tokens"):
+                    render_prompt(processor, messages, sample, limited)
+            else:
+                assert_same_prompt(prompt, full)

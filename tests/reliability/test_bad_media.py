@@ -194,3 +194,31 @@ def test_a_step_without_any_readable_sample_makes_the_same_collective_calls(
         peer = procs.given
     assert "average_gradients" in calls["readable"]
     assert calls["unreadable"] == calls["readable"]
+
+
+def test_a_prompt_over_max_prompt_tokens_costs_its_sample_in_training_and_evaluation(tmp_path, tiny_qwen25, capsys):
+    """model.max_prompt_tokens (verl's filter_overlong_prompts): a record whose question runs
+    to hundreds of tokens is skipped and reported where a step or an evaluation draws it; the
+    short one trains and is scored."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    Image.fromarray(np.full((112, 112, 3), 200, dtype=np.uint8)).save(folder / "good.png")
+    record = {"image": "good.png", "solution": [10, 10, 60, 60], "width": 112, "height": 112}
+    records = [
+        {**record, "id": "short", "problem": "the square"},
+        {**record, "id": "long", "problem": "the square " * 200},
+    ]
+    data = folder / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    run_dir = tmp_path / "run"
+    limit = {"model.max_prompt_tokens": 300}
+    assert main(["train", *tiny_run(run_dir, data, **{"trainer.steps": 1, **limit})]) == 0
+    (metrics,) = rows(run_dir / "metrics.jsonl")
+    assert metrics["skipped_samples"] == 1 and "reward" in metrics
+    (skipped,) = rows(run_dir / "skipped_samples.jsonl")
+    assert skipped["source"] == f"{data}:2" and "over model.max_prompt_tokens (300)" in skipped["reason"]
+    out = tmp_path / "eval"
+    args = ["eval", "--task", f"refcoco={data}", "--model", str(tiny_qwen25), "--out", str(out)]
+    assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4", "model.max_prompt_tokens=300"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["n-samples"]["refcoco"] == {"original": 2, "effective": 1}

@@ -26,8 +26,8 @@ T = TypeVar("T")
 
 class UnusableSample(RecordError):
     """A sample whose image or video fails when a step reads it, though its record passed the
-    load-time check (a truncated file, undecodable frames): that sample is left out
-    (`render_usable`), the step goes on."""
+    load-time check (a truncated file, undecodable frames), or whose prompt is over
+    model.max_prompt_tokens: that sample is left out (`render_usable`), the step goes on."""
 
 
 def render_usable(
@@ -143,6 +143,17 @@ def check_sizes(processor, sample: Sample, sizes: list[tuple[int, int]], grids: 
             )
 
 
+def within_limit(prompt: Prompt, sample: Sample, model: ModelConfig) -> Prompt:
+    """`prompt`, unless it has more tokens than model.max_prompt_tokens: then its sample is
+    unusable (left out where it was drawn, as verl and EasyR1 filter overlong prompts)."""
+    tokens = len(prompt.input_ids)
+    if model.max_prompt_tokens is not None and tokens > model.max_prompt_tokens:
+        raise UnusableSample(
+            sample.source, f"its prompt has {tokens} tokens, over model.max_prompt_tokens ({model.max_prompt_tokens})"
+        )
+    return prompt
+
+
 def render_prompt(
     processor, messages: list[dict], sample: Sample, model: ModelConfig, decoded: dict[str, Video] | None = None
 ) -> Prompt:
@@ -169,10 +180,11 @@ def render_prompt(
         grids += encoded["video_grid_thw"].tolist()
     check_sizes(processor, sample, sizes, grids)
     vision = {k: torch.as_tensor(encoded[k]) for k in family.vision_keys if k in encoded}
-    return Prompt(
+    prompt = Prompt(
         encoded["input_ids"][0], encoded["mm_token_type_ids"][0], vision, text, images, clip if sample.video else None,
         prefill=answer_prefill(text, model),
     )  # fmt: skip
+    return within_limit(prompt, sample, model)
 
 
 def render_prompts(
@@ -209,5 +221,9 @@ def render_prompts(
             check_sizes(processor, sample, [(i.height, i.width) for i in row_images], row_grids[row].tolist())
             vision = {"pixel_values": row_pixels[row], "image_grid_thw": row_grids[row]} if row_images else {}
             ids, types = encoded["input_ids"][row][real[row]], encoded["mm_token_type_ids"][row][real[row]]
-            out[position] = Prompt(ids, types, vision, text, row_images, None, prefill=answer_prefill(text, model))
+            prompt = Prompt(ids, types, vision, text, row_images, None, prefill=answer_prefill(text, model))
+            try:
+                out[position] = within_limit(prompt, sample, model)
+            except UnusableSample as err:
+                out[position] = err
     return out  # type: ignore[return-value]
