@@ -792,6 +792,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         'self.restore_part("entropy_control", self.updater.entropy_control)', "pass", (ENTROPY_RESUME,),
     ),
     Mutation(
+        "eval.repetition_penalty ignored in the draw", "vlrl/rollout/decoding.py",
+        "        if self.params.repetition_penalty == 1:\n            return\n", "        return\n",
+        ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",
+         "tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty"),
+    ),
+    Mutation(
+        "the repetition penalty of the answer's own tokens not kept", "vlrl/rollout/decoding.py",
+        "            self.seen[index, choice] = True\n", "            pass\n",
+        ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",),
+    ),
+    Mutation(
+        "the static step's draw not told the batch's prompts", "vlrl/rollout/hf.py",
+        "        decoding.draw.begin(", "        (lambda *a: None)(",
+        ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",),
+    ),
+    Mutation(
+        "eval.repetition_penalty not given to the engine", "vlrl/eval/harness.py",
+        "        repetition_penalty=e.repetition_penalty,\n", "",
+        ("tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty",),
+    ),
+    Mutation(
         "model.max_prompt_tokens ignored", "vlrl/models/prompting.py",
         "if model.max_prompt_tokens is not None and tokens > model.max_prompt_tokens:", "if False:",
         ("tests/models/test_prompting.py::test_a_prompt_over_max_prompt_tokens_leaves_its_sample_out_and_the_others_render",

@@ -755,6 +755,11 @@ class EvalConfig:
     max_new_tokens: int = 0  # 0: rollout.max_new_tokens
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
+    # > 1: each answer's prompt and earlier tokens made less likely (transformers' and vLLM's
+    # repetition_penalty). lmms-eval's HF Qwen model classes call generate without one, so the
+    # checkpoint's generation_config gives it: 1.05 in the Qwen2-VL and Qwen2.5-VL Instruct
+    # checkpoints (docs/benchmarks.md); Video-R1's evaluator (vLLM) sets none.
+    repetition_penalty: float = 1.0
     backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
@@ -770,6 +775,7 @@ class EvalConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
         require_nonnegative(key, self, "temperature", "max_new_tokens", "every", "limit")
+        require_positive(key, self, "repetition_penalty")
         require_top_p(key, self)
         for pair in self.reasoning_tags or []:
             if len(pair) != 2 or not all(pair):

@@ -86,23 +86,15 @@ def test_evaluation_during_training_times_videos_as_eval_video_time_from_says():
     assert EvalSettings.of(cfg).model.video.time_from == "video_r1"
 
 
+def evaluate_four(out: Path, data: Path, *overrides: str) -> Path:
+    """`vlrl eval` of the tiny model on the first 4 refcoco records of `data`, into `out`."""
+    args = ["eval", "--task", f"refcoco={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "4"]
+    assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=10", *overrides]) == 0
+    return out
+
+
 def test_eval_is_deterministic_and_compare_prints_differences(tmp_path, rec_data, tiny_qwen25, capsys):
-    outs = []
-    for name in ("a", "b"):
-        out = tmp_path / name
-        args = [
-            "eval",
-            "--task",
-            f"refcoco={rec_data}",
-            "--model",
-            "tiny:qwen2_5_vl",
-            "--out",
-            str(out),
-            "--limit",
-            "4",
-        ]
-        assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=10"]) == 0
-        outs.append(out)
+    outs = [evaluate_four(tmp_path / name, rec_data) for name in ("a", "b")]
     a, b = (read_metrics(o) for o in outs)
     assert a == b and a["refcoco"]["acc@0.5"] >= 0
     assert samples_path(outs[0], "refcoco").read_text() == samples_path(outs[1], "refcoco").read_text()
@@ -684,3 +676,13 @@ def test_a_process_reports_progress_over_its_own_share_and_says_bad_records_befo
         "skipped cb:5: too long",
     ]  # process 1 of 3 answers samples 4-7 of 9
     assert result.skipped == ["cb:1: no image", "cb:5: too long"]
+
+
+def test_eval_decodes_with_eval_repetition_penalty(tmp_path, rec_data, tiny_qwen25):
+    """eval.repetition_penalty reaches the engine: the same greedy evaluation with and without
+    it answers otherwise (what the penalty computes: tests/rollout/test_hf_engine.py)."""
+    answers = {}
+    for penalty in (1.0, 1.6):
+        out = evaluate_four(tmp_path / str(penalty), rec_data, f"eval.repetition_penalty={penalty}")
+        answers[penalty] = [json.loads(line)["resps"] for line in samples_path(out, "refcoco").read_text().splitlines()]
+    assert len(answers[1.0]) == 4 and answers[1.6] != answers[1.0]

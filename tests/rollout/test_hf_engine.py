@@ -731,3 +731,42 @@ def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
     ):
         with pytest.raises(ConfigError, match="rollout.hf"):
             plugin_options(HFEngine, {"hf": bad}, "rollout")
+
+
+def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec_data, video_qa_data):
+    """SamplingParams.repetition_penalty (eval.repetition_penalty): greedy answers are
+    model.generate's with the same penalty over each prompt's tokens and the answer's so far,
+    from the dynamic loop (compacting) and the static step; sampled ones equal between the two
+    (each row's tokens follow it through compaction into buckets); and the penalty moves answers."""
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    prompts = prompts[:2]  # the image prompts: generate takes them one at a time
+    loops = {
+        "dynamic": HFEngine(model, processor.tokenizer, options=HFOptions(compact=True)),
+        "static": HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, check_every=2)),
+    }
+    engine = loops["dynamic"]
+    stops, banned = engine.stop_ids.tolist(), engine.banned.nonzero().flatten().tolist()
+    greedy = {}
+    for penalty in (1.0, 1.6):
+        params = SamplingParams(n=1, max_new_tokens=20, temperature=0.0, repetition_penalty=penalty)
+        for name, loop in loops.items():
+            greedy[name, penalty] = [g.completions[0].token_ids for g in loop.generate(prompts, params)]
+        for prompt, got in zip(prompts, greedy["dynamic", penalty], strict=True):
+            inputs = {"input_ids": prompt.input_ids[None], "attention_mask": torch.ones(1, len(prompt), dtype=torch.long),
+                      "mm_token_type_ids": prompt.mm_token_type_ids[None], **prompt.vision}  # fmt: skip
+            with torch.no_grad():
+                out = model.generate(
+                    **inputs, max_new_tokens=20, do_sample=False, eos_token_id=stops, suppress_tokens=banned,
+                    repetition_penalty=penalty, pad_token_id=processor.tokenizer.pad_token_id,
+                )  # fmt: skip
+            expected = out[0, len(prompt) :].tolist()
+            assert got == expected[: next((i + 1 for i, t in enumerate(expected) if t in stops), len(expected))]
+        assert greedy["static", penalty] == greedy["dynamic", penalty]
+    assert greedy["dynamic", 1.6] != greedy["dynamic", 1.0]
+    sampled = SamplingParams(n=3, max_new_tokens=14, temperature=1.0, repetition_penalty=1.6)
+    drawn = {name: loop.generate(prompts, sampled, torch.Generator().manual_seed(5)) for name, loop in loops.items()}
+    assert_same_completions(drawn["static"], drawn["dynamic"])
+    plain = loops["dynamic"].generate(
+        prompts, replace(sampled, repetition_penalty=1.0), torch.Generator().manual_seed(5)
+    )
+    assert [c.token_ids for c in completions(plain)] != [c.token_ids for c in completions(drawn["dynamic"])]

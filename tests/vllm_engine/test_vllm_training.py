@@ -60,24 +60,41 @@ def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
 
 
 def test_eval_with_vllm_equals_the_hf_backend_under_greedy_decoding(tmp_path, tiny_vllm_path, rec_data):
-    outs = {}
-    for backend in ("hf", "vllm"):
-        out = tmp_path / backend
-        args = ["eval", "--task", f"refcoco={rec_data}", "--model", TINY_VLLM, "--backend", backend, "--out", str(out)]
-        extra = [
-            "model.max_pixels=50176",
-            "eval.max_new_tokens=12",
-            "model.dtype=float32",
-            f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}",
-        ]
-        assert main([*args, *extra]) == 0
-        outs[backend] = out
-    assert read_metrics(outs["hf"]) == read_metrics(outs["vllm"])
-    answers = {
-        b: [json.loads(line)["filtered_resps"] for line in samples_path(o, "refcoco").read_text().splitlines()]
-        for b, o in outs.items()
-    }
-    assert answers["hf"] == answers["vllm"] and len(answers["hf"]) == 12
+    """Also with eval.repetition_penalty (vLLM's own penalty against the HF engine's, which
+    tests/rollout/test_hf_engine.py holds to transformers' generate), which moves the answers."""
+    answers = {}
+    for penalty in (1.0, 1.6):
+        outs = {}
+        for backend in ("hf", "vllm"):
+            out = tmp_path / f"{backend}-{penalty}"
+            args = [
+                "eval",
+                "--task",
+                f"refcoco={rec_data}",
+                "--model",
+                TINY_VLLM,
+                "--backend",
+                backend,
+                "--out",
+                str(out),
+            ]
+            extra = [
+                "model.max_pixels=50176",
+                "eval.max_new_tokens=12",
+                f"eval.repetition_penalty={penalty}",
+                "model.dtype=float32",
+                f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}",
+            ]
+            assert main([*args, *extra]) == 0
+            outs[backend] = out
+        assert read_metrics(outs["hf"]) == read_metrics(outs["vllm"])
+        for b, o in outs.items():
+            answers[b, penalty] = [
+                json.loads(line)["resps"] for line in samples_path(o, "refcoco").read_text().splitlines()
+            ]  # the raw answer (a task's filtered_resps is null: its rewards read the answer)
+        assert answers["hf", penalty] == answers["vllm", penalty] and len(answers["hf", penalty]) == 12
+        assert all(answers["hf", penalty])
+    assert answers["vllm", 1.6] != answers["vllm", 1.0]
 
 
 def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_path, tiny_vllm_path, vllm_config):

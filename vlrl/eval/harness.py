@@ -68,6 +68,7 @@ def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
         max_new_tokens=e.max_new_tokens or task.max_new_tokens or settings.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
+        repetition_penalty=e.repetition_penalty,
     )
 
 

@@ -26,6 +26,10 @@ class SamplingParams:
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0  # 0: off
+    # > 1: each row's prompt and completion tokens so far made less likely before the draw (a
+    # positive logit divided by it, a negative one multiplied): transformers' and vLLM's
+    # repetition_penalty. Evaluation only (eval.repetition_penalty); log-probs stay the policy's.
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ never uses and writes to the record's spare last row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -46,17 +46,44 @@ class Draw:
     pad_id: int
     rows: int  # of the whole batch: one uniform each per step, whichever rows are decoded
     generator: torch.Generator | None
+    # With a repetition penalty: (rows + 1, V) the tokens each row's prompt and completion hold
+    # so far (the spare row a filler's), filled by `begin` in place, so a captured step reads it
+    seen: torch.Tensor | None = field(default=None, init=False)
+
+    def begin(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> None:
+        """A batch's start, (rows, width) each: with a repetition penalty, the tokens of each
+        row's prompt (its real ones: the mask's) are the ones seen so far."""
+        if self.params.repetition_penalty == 1:
+            return
+        vocab = len(self.sampler.banned)
+        if self.seen is None or self.seen.shape[0] != self.rows + 1:
+            self.seen = torch.zeros(self.rows + 1, vocab, dtype=torch.bool, device=prompt_ids.device)
+        held = torch.zeros(self.rows, vocab + 1, dtype=torch.bool, device=prompt_ids.device)
+        held.scatter_(1, prompt_ids.masked_fill(prompt_mask == 0, vocab), True)  # padding to the extra column
+        self.seen.zero_()
+        self.seen[: self.rows] = held[:, :vocab]
+
+    def penalized(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """transformers' RepetitionPenaltyLogitsProcessor on the raw logits of rows `index`."""
+        penalty, seen = self.params.repetition_penalty, self.seen[index]  # type: ignore[index]
+        return torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
 
     def __call__(
         self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`logits` (b, V) of the decoded rows, `index` (b,) the batch row each one is,
-        `finished` (b,) whether it stopped before (None: no decoded row has)."""
-        logits = logits.float()
+        `finished` (b,) whether it stopped before (None: no decoded row has). A repetition
+        penalty acts on the draw, before the temperature (as transformers' processors come
+        before its warpers, and vLLM's penalties before its temperature); the log-probs and
+        entropies are the policy's."""
+        raw = logits.float()
         temperature = self.params.temperature
-        if temperature > 0 and temperature != 1:  # x / 1 is x
-            logits = logits / temperature
+        scale = temperature > 0 and temperature != 1  # x / 1 is x
+        logits = raw / temperature if scale else raw
         step_logp = torch.log_softmax(logits, dim=-1)
+        if self.seen is not None:
+            drawn_from = self.penalized(raw, index)
+            logits = drawn_from / temperature if scale else drawn_from
         allowed = self.sampler.apply(logits)
         if temperature > 0:
             uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
@@ -66,6 +93,8 @@ class Draw:
             choice = allowed.argmax(dim=-1)
         if finished is not None:
             choice = choice.masked_fill(finished, self.pad_id)
+        if self.seen is not None:
+            self.seen[index, choice] = True
         logp = step_logp.gather(1, choice[:, None]).squeeze(1)
         return choice, logp, -(step_logp.exp() * step_logp).sum(dim=-1)
 

@@ -47,7 +47,7 @@ from transformers import Cache
 from transformers.cache_utils import DynamicLayer
 
 from vlrl.config import ConfigError
-from vlrl.models.batch import Prompt, collate
+from vlrl.models.batch import Prompt, PromptBatch, collate
 from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal
 from vlrl.models.loading import core_model, family_of_model, fsdp_sharded, without_grad
 from vlrl.models.lora import MergedLoRA, lora_linears
@@ -291,7 +291,7 @@ class HFEngine:
             if device.type == "cuda":  # the times are the work's, not its launch's
                 torch.cuda.synchronize(device)
             stats.prefill_s = time.perf_counter() - start
-            tokens, logprobs, entropies = decode(prefix, batch.attention_mask, n, draw, stats)
+            tokens, logprobs, entropies = decode(prefix, batch, n, draw, stats)
         stats.decode_s = time.perf_counter() - start - stats.prefill_s  # both loops end looking at the tokens
         groups = self._completions(tokens, logprobs, entropies, n)
         stats.useful_row_steps = sum(max(len(c.token_ids) - 1, 0) for g in groups for c in g.completions)
@@ -299,7 +299,7 @@ class HFEngine:
         return groups
 
     def _decode_dynamic(
-        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
+        self, prefix: Prefix, batch: PromptBatch, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The loop whose batch shrinks as rows stop, the host looking after every step. The
         attention mask and the rope positions of every token fed are made once for the whole
@@ -311,6 +311,8 @@ class HFEngine:
         self.decode_forward.refresh()  # the lean step looks the model's layers up again
         reserve(prefix.cache, steps - 1)  # the last token drawn is never fed back
         record = Record(rows, steps, self.pad_id, device)
+        prompt_mask = batch.attention_mask
+        draw.begin(batch.input_ids.repeat_interleave(n, dim=0), prompt_mask.repeat_interleave(n, dim=0))
         stop_ids = self.stop_ids.to(device)
         logits = prefix.last_logits.repeat_interleave(n, dim=0)
         width = prompt_mask.shape[1]
@@ -343,11 +345,11 @@ class HFEngine:
         return record.taken(step + 1)
 
     def _decode_static(
-        self, prefix: Prefix, prompt_mask: torch.Tensor, n: int, draw: Draw, stats: DecodeStats
+        self, prefix: Prefix, batch: PromptBatch, n: int, draw: Draw, stats: DecodeStats
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The static-shape step (static.py): buffers of this batch's shape, reused while the
         engine keeps them (until it sleeps), the live rows compacted into buckets."""
-        rows, params = draw.rows, draw.params
+        rows, params, prompt_mask = draw.rows, draw.params, batch.attention_mask
         length = cache_length(prompt_mask.shape[1], params.max_new_tokens)
         shape = (rows, length, params, draw.generator)
         if self._static is None or self._static[0] != shape:
@@ -358,6 +360,8 @@ class HFEngine:
             )  # fmt: skip
             self._static = (shape, decoding)
         decoding = self._static[1]
+        # the kept step's own draw (a captured step reads its buffers)
+        decoding.draw.begin(batch.input_ids.repeat_interleave(n, dim=0), prompt_mask.repeat_interleave(n, dim=0))
         captures = decoding.captures
         next_position = prefix.next_position.repeat_interleave(n)
         positions = self.family.decode_positions(next_position, 0, 1)

@@ -353,6 +353,7 @@ class VLLMEngine:
             temperature=params.temperature,
             top_p=1.0 if greedy else params.top_p,
             top_k=0 if greedy else params.top_k,
+            repetition_penalty=params.repetition_penalty,
             seed=seed,
             logprobs=0,  # the sampled token's log-prob only
             stop_token_ids=self.stop_ids,
