@@ -62,6 +62,7 @@ OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
 GDPO = f"{OPTIONS}::test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight"
+REMAX = f"{OPTIONS}::test_remax_takes_each_prompts_greedy_completions_reward_as_its_baseline"
 VERL_LOSSES = "tests/algos/test_losses.py::test_verls_other_policy_losses_give_its_loss_and_gradient"
 ENTROPY_CONTROL = "tests/algos/test_entropy_control.py"
 ADAPTIVE_ENTROPY = (
@@ -922,6 +923,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "gdpo normalises the components' sum, not each", "vlrl/algos/advantages.py",
         "return (centred / (components.std(dim=0, keepdim=True) + std_eps) * weights).sum(dim=1)",
         "return (centred * weights).sum(dim=1)", (ALGOS, GDPO),
+    ),
+    Mutation(
+        "remax's baseline ignored", "vlrl/algos/advantages.py",
+        "return rewards - baseline[:, None].to(rewards.dtype)", "return rewards - 0 * baseline[:, None].to(rewards.dtype)",
+        (ALGOS, REMAX),
+    ),
+    Mutation(
+        "remax's baseline a sampled completion's, not the greedy one's", "vlrl/trainer/rl.py",
+        "dataclasses.replace(params, n=1, temperature=0.0)", "dataclasses.replace(params, n=1)", (REMAX,),
+    ),
+    Mutation(
+        "remax's baseline scored without the overlong penalty", "vlrl/trainer/rl.py",
+        "                reward += float(self.overlong(", "                reward += 0 * float(self.overlong(", (REMAX,),
     ),
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",

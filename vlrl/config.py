@@ -496,10 +496,12 @@ class AlgoConfig:
     # over the batch (GDPO, TRL's multi_objective_aggregation=normalize_then_sum);
     # reinforce_plus_plus: no baseline, whitened as reinforce_baseline (REINFORCE++); opo: the
     # length-weighted group mean as baseline; gpg: r - mean times the batch's share of nonzero
-    # rewards, inverted; passk: the best completion's lead over the second (Pass@k training)
+    # rewards, inverted; passk: the best completion's lead over the second (Pass@k training);
+    # remax: r less the reward of the prompt's greedy completion, decoded for it each step (ReMax:
+    # EasyR1's and verl's; scored by the task's rewards and the overlong penalty)
     advantage: Literal[
         "grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo", "reinforce_plus_plus", "opo",
-        "gpg", "passk",
+        "gpg", "passk", "remax",
     ] = "grpo"  # fmt: skip
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
@@ -728,6 +730,16 @@ class AlgoConfig:
             raise ConfigError(
                 f"config: {key}.advantage=sign reads only correctness, so the KL taken off the reward "
                 f"({key}.kl_in=reward) would change nothing: kl_in=loss or returns"
+            )
+        shaped = {
+            "trust": bool(self.trust.scorer),
+            "temporal": self.temporal.enabled,
+            "length_control": self.length_control.enabled,
+        }
+        if self.advantage == "remax" and (terms := [name for name, on in shaped.items() if on]):
+            raise ConfigError(
+                f"config: {key}.advantage=remax scores its greedy baseline with the task's rewards and the overlong "
+                f"penalty only, and {key}.{terms[0]} adds a term to the sampled completions' rewards it would lack"
             )
         if self.kl_in == "returns" and self.replay.mode != "off":
             raise ConfigError(

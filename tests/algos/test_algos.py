@@ -27,7 +27,7 @@ from vlrl.algos.shaping import (
     temporal_bonus,
     trust_bonus,
 )
-from vlrl.config import AlgoConfig, ConfigError, ReplayConfig, TrustConfig, load_config
+from vlrl.config import AlgoConfig, ConfigError, LengthControlConfig, ReplayConfig, TrustConfig, load_config
 
 REWARDS = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
 
@@ -452,6 +452,10 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"kl_target": 0.1}, "kl_target steers the coefficient of the KL in the reward"),
         ({"entropy_target": 0.2, "entropy_coef_min": 2.0}, "entropy_coef_min <= entropy_coef_max"),
         ({"ref_sync_every": 4, "beta": 0.0}, "moves the KL reference, and algo.beta is 0"),
+        (
+            {"advantage": "remax", "length_control": LengthControlConfig(enabled=True)},
+            "remax scores its greedy baseline",
+        ),
         ({"ref_sync_every": 4, "ref_sync_alpha": 0.0}, "ref_sync_alpha in \\(0, 1\\]"),
     ],
 )
@@ -539,3 +543,23 @@ def test_reinforce_plus_plus_whitens_the_returns_without_a_baseline_as_openrlhfs
     tokens = lengths.float()
     centred = rewards - (tokens * rewards).sum() / tokens.sum()
     torch.testing.assert_close(plain, centred / ((tokens * centred**2).sum() / tokens.sum()).sqrt())
+
+
+def test_remax_is_each_reward_less_its_prompts_greedy_reward_as_verl_computes_it():
+    """algo.advantage=remax against verl's compute_remax_outcome_advantage (verl/trainer/ppo/
+    core_algos.py at b178a3c, transcribed): the returns (the outcome reward sits on the
+    response's last token) less the baseline on every token. EasyR1's (b44b311) multiplies a
+    (batch,) difference by the (batch, tokens) mask without unsqueezing it, which broadcasts
+    only when the two sizes agree; its intent is this."""
+    g = torch.Generator().manual_seed(3)
+    rewards = torch.rand(3, 4, generator=g)
+    baseline = torch.rand(3, generator=g)
+    lengths = torch.randint(1, 6, (3, 4), generator=g)
+    response_mask = (torch.arange(6) < lengths[..., None]).float().flatten(0, 1)  # (12, 6)
+    token_level_rewards = torch.zeros(12, 6)
+    token_level_rewards[torch.arange(12), lengths.flatten() - 1] = rewards.flatten()
+    reward_baselines = baseline.repeat_interleave(4)
+    returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+    theirs = returns - reward_baselines.unsqueeze(-1) * response_mask
+    ours = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig(advantage="remax"), baseline=baseline)
+    torch.testing.assert_close(ours.flatten()[:, None] * response_mask, theirs)

@@ -681,3 +681,47 @@ def test_the_adaptive_entropy_coefficient_resumes_where_it_was(tmp_path, rec_dat
     shutil.rmtree(tmp_path / "run" / "checkpoints" / "step-0000003")  # the run resumes after step 2
     resumed = run(tmp_path, rec_data, **options)
     assert resumed[-1]["step"] == 3 and resumed[-1]["entropy_coef"] == pytest.approx(rows[2]["entropy_coef"])
+
+
+def test_remax_takes_each_prompts_greedy_completions_reward_as_its_baseline(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch
+):
+    """algo.advantage=remax: each group's baseline is the reward of its prompt's greedy
+    completion under the step's policy (decoded again here by a fresh engine from the starting
+    model and scored by the task, overlong penalty included), and the advantages the update gets
+    are the rewards less it (EasyR1's and verl's ReMax)."""
+    import vlrl.trainer.rl as rl
+    from vlrl.algos.shaping import overlong_penalty
+    from vlrl.config import ModelConfig
+    from vlrl.models.loading import load_model, load_processor
+    from vlrl.rollout.hf import HFEngine
+    from vlrl.tasking.scoring import score
+
+    seen, given = [], []
+    real_advantages, real_update = rl.RLTrainer.step_advantages, rl.RLTrainer.update
+    monkeypatch.setattr(
+        rl.RLTrainer,
+        "step_advantages",
+        lambda self, groups, batch: seen.append(groups) or real_advantages(self, groups, batch),
+    )
+    monkeypatch.setattr(
+        rl.RLTrainer,
+        "update",
+        lambda self, batch, adv, *a, **k: given.append(adv) or real_update(self, batch, adv, *a, **k),
+    )
+    options = {"algo.advantage": "remax", "algo.overlong_buffer": 6, "algo.overlong_penalty": 0.5, "trainer.steps": 1}
+    rows = run(tmp_path, rec_data, **options)
+    (groups,) = seen
+    cfg = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=50176)
+    processor = load_processor(cfg)
+    engine = HFEngine(load_model(cfg).eval(), processor.tokenizer)
+    greedy = engine.generate([g.prompt for g in groups], SamplingParams(n=1, max_new_tokens=10, temperature=0.0))
+    for group, generation in zip(groups, greedy, strict=True):
+        completion = generation.completions[0]
+        expected = score(group.task, [group.prompt.prefill + completion.text], [group.sample]).total[0]
+        expected += float(overlong_penalty(torch.tensor([len(completion.token_ids)]), 10, 6, 0.5)[0])
+        assert group.baseline == pytest.approx(expected)
+    rewards = torch.stack([g.reward for g in groups])
+    baselines = torch.tensor([g.baseline for g in groups])
+    torch.testing.assert_close(given[0], (rewards - baselines[:, None]).flatten())
+    assert rows[0]["greedy_reward"] == pytest.approx(float(baselines.mean()))

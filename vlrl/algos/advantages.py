@@ -158,6 +158,13 @@ def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
     return centered * (rewards.shape[0] / informative).clamp(max=CLIP_FILTER_MAX)
 
 
+def remax(rewards: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
+    """ReMax (arXiv 2310.10505; EasyR1's and verl's compute_remax_outcome_advantage): r less the
+    reward of the prompt's greedy completion (`baseline`, (groups,)), a baseline that costs one
+    greedy decoding a prompt and no critic."""
+    return rewards - baseline[:, None].to(rewards.dtype)
+
+
 WHITENED = ("reinforce_baseline", "reinforce_plus_plus")  # over the batch's tokens, the KL's returns first
 WEIGHING_TOKENS = ("opo", *WHITENED)  # estimators that take the completions' lengths
 
@@ -168,9 +175,11 @@ def advantages(
     cfg: AlgoConfig,
     lengths: torch.Tensor | None = None,
     penalty: torch.Tensor | None = None,
+    baseline: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns; for gdpo `rewards` are
-    each completion's `decoupled_sum` rather than its total. `lengths` (groups, G), the
+    each completion's `decoupled_sum` rather than its total; `baseline` (groups,), remax's greedy
+    completions' rewards. `lengths` (groups, G), the
     completions' tokens, for reinforce_baseline and the returns; `penalty` (groups, G, T), each
     token's KL of the sampling policy to the reference times its coefficient, for algo.kl_in
     reward or returns: the completion's summed penalty taken off its reward before the estimator
@@ -183,6 +192,8 @@ def advantages(
         )
     if cfg.advantage in WEIGHING_TOKENS and lengths is None:
         raise ValueError(f"{cfg.advantage} weighs tokens: give the completions' lengths")
+    if cfg.advantage == "remax" and baseline is None:
+        raise ValueError("remax takes each prompt's greedy completion's reward: give the baseline")
     if cfg.kl_in == "reward":
         rewards = rewards - penalty.sum(dim=-1)
     if cfg.advantage == "grpo":
@@ -207,6 +218,8 @@ def advantages(
         adv = reinforce_baseline(rewards, lengths, penalty if cfg.kl_in == "returns" else None)
     elif cfg.advantage == "reinforce_plus_plus":
         adv = reinforce_plus_plus(rewards, lengths, penalty if cfg.kl_in == "returns" else None)
+    elif cfg.advantage == "remax":
+        adv = remax(rewards, baseline)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
     if cfg.kl_in == "returns" and cfg.advantage not in WHITENED:  # there, before their whitening

@@ -31,6 +31,7 @@ class Group:
     shaping: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (G,) terms added to the reward
     accuracy: torch.Tensor | None = None  # (G,) the task's correctness (Task.correct; None: it defines none)
     accuracy_failures: int = 0  # completions whose correctness could not be computed (scored 0)
+    baseline: float | None = None  # algo.advantage=remax: the reward of the prompt's greedy completion
 
 
 @dataclass

@@ -203,12 +203,15 @@ class RLTrainer:
         shuffled_accuracy = (
             self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
         )
+        baselines = self.greedy_rewards(items, prompts, params) if algo.advantage == "remax" else None
         groups = []
-        for (task, sample), prompt, generation, shuffled in zip(
-            items, prompts, generations, shuffled_accuracy, strict=True
+        for i, ((task, sample), prompt, generation, shuffled) in enumerate(
+            zip(items, prompts, generations, shuffled_accuracy, strict=True)
         ):
-            if generation.rejected:  # left out of the step, as a sample whose media fail
-                unusable.append(UnusableSample(sample.source, generation.rejected))
+            baseline = None if baselines is None else baselines[i]
+            rejected = generation.rejected or (baseline if isinstance(baseline, str) else "")
+            if rejected:  # left out of the step, as a sample whose media fail
+                unusable.append(UnusableSample(sample.source, rejected))
                 continue
             group = generation.completions
             texts = [prompt.prefill + c.text for c in group]  # the answer, as the template opened it
@@ -221,9 +224,7 @@ class RLTrainer:
             lengths = torch.tensor([len(c.token_ids) for c in group])
             shaping: dict[str, torch.Tensor] = {}
             if algo.overlong_buffer > 0:
-                shaping["overlong"] = overlong_penalty(
-                    lengths, params.max_new_tokens, algo.overlong_buffer, algo.overlong_penalty
-                )
+                shaping["overlong"] = self.overlong(lengths, params.max_new_tokens)
             if self.thinking is not None:
                 thinking = torch.tensor(self.thinking([sample] * G, texts, self.asked(prompt)))
                 shaping["thinking"] = trust_bonus(thinking, accuracy, correct, algo.trust, step)
@@ -236,8 +237,35 @@ class RLTrainer:
                 reward = reward + term
             right = None if id(task) in self.unjudged else correctness(task, texts, [sample] * G)
             accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
-            groups.append(Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures))
+            groups.append(
+                Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures, baseline)
+            )
         return groups, unusable
+
+    def greedy_rewards(
+        self, items: list[tuple[Task, Sample]], prompts: list[Prompt], params: SamplingParams
+    ) -> list[float | str]:
+        """ReMax's baselines (algo.advantage=remax): each prompt's greedy completion, of the step's
+        length limit, scored by the task's rewards and the overlong penalty, as EasyR1 and verl
+        score theirs with the reward function; where the engine refused the prompt, its reason."""
+        algo = self.cfg.algo
+        greedy = self.engine.generate(prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator)
+        out: list[float | str] = []
+        for (task, sample), prompt, generation in zip(items, prompts, greedy, strict=True):
+            if generation.rejected:
+                out.append(f"its greedy completion (algo.advantage=remax): {generation.rejected}")
+                continue
+            completion = generation.completions[0]
+            reward = score(task, [prompt.prefill + completion.text], [sample]).total[0]
+            if algo.overlong_buffer > 0:
+                reward += float(self.overlong(torch.tensor([len(completion.token_ids)]), params.max_new_tokens)[0])
+            out.append(float(reward))
+        return out
+
+    def overlong(self, lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """DAPO's overlong penalty of completions of `lengths` tokens (algo.overlong_buffer)."""
+        algo = self.cfg.algo
+        return overlong_penalty(lengths, max_new_tokens, algo.overlong_buffer, algo.overlong_penalty)
 
     def asked(self, prompt: Prompt) -> Asked | None:
         """What the policy was asked, for a thinking scorer that reads it (SophiaVL-R1's protocol)."""
@@ -326,7 +354,8 @@ class RLTrainer:
             correct = torch.stack([g.correct for g in groups])
             lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
             penalty = None if kl is None else self.kl_control.value * kl.view(*rewards.shape, -1)
-            advantages = compute_advantages(rewards, correct, algo, lengths, penalty).flatten(0, 1)
+            baseline = torch.tensor([g.baseline for g in groups]) if algo.advantage == "remax" else None
+            advantages = compute_advantages(rewards, correct, algo, lengths, penalty, baseline).flatten(0, 1)
         if kl is not None:  # on every process: the controller follows the whole batch's KL
             self.kl_control.update(*self.batch_kl(batch, kl))
         return advantages, sampled, kl
@@ -452,6 +481,8 @@ class RLTrainer:
         }
         if kl is not None:  # as the loss's KL is logged: the mean over tokens
             metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
+        if self.cfg.algo.advantage == "remax":  # the greedy completions' reward, ReMax's baseline
+            metrics["greedy_reward"] = float(np.mean([g.baseline for g in groups]))
         if batch.entropy is not None:
             metrics["entropy"] = float(
                 (batch.entropy * batch.completion_mask).sum() / batch.completion_mask.sum().clamp(min=1)
