@@ -796,7 +796,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "eval.repetition_penalty ignored in the draw", "vlrl/rollout/decoding.py",
         "        if self.params.repetition_penalty == 1:\n            return\n", "        return\n",
         ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",
-         "tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty"),
+         "tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty_or_the_checkpoints"),
     ),
     Mutation(
         "the repetition penalty of the answer's own tokens not kept", "vlrl/rollout/decoding.py",
@@ -809,9 +809,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",),
     ),
     Mutation(
+        "eval.repetition_penalty null: the checkpoint's not read", "vlrl/eval/harness.py",
+        "            penalty = checkpoint_repetition_penalty(cfg.model)", "            penalty = 1.0",
+        ("tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty_or_the_checkpoints",),
+    ),
+    Mutation(
         "eval.repetition_penalty not given to the engine", "vlrl/eval/harness.py",
-        "        repetition_penalty=e.repetition_penalty,\n", "",
-        ("tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty",),
+        "        repetition_penalty=settings.repetition_penalty,\n", "",
+        ("tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty_or_the_checkpoints",),
     ),
     Mutation(
         "model.max_prompt_tokens ignored", "vlrl/models/prompting.py",

@@ -768,10 +768,11 @@ class EvalConfig:
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     # > 1: each answer's prompt and earlier tokens made less likely (transformers' and vLLM's
-    # repetition_penalty). lmms-eval's HF Qwen model classes call generate without one, so the
-    # checkpoint's generation_config gives it: 1.05 in the Qwen2-VL and Qwen2.5-VL Instruct
-    # checkpoints (docs/benchmarks.md); Video-R1's evaluator (vLLM) sets none.
-    repetition_penalty: float = 1.0
+    # repetition_penalty). null: the checkpoint's generation_config.json's (1.0 without one), as
+    # transformers' generate takes it when its caller names none: lmms-eval's HF Qwen classes and
+    # VLM-R1's test_rec_r1.py (1.05 in the Qwen2-VL and Qwen2.5-VL Instruct checkpoints as
+    # published; docs/benchmarks.md). Video-R1's evaluator (vLLM) uses none.
+    repetition_penalty: float | None = 1.0
     backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
@@ -787,7 +788,8 @@ class EvalConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
         require_nonnegative(key, self, "temperature", "max_new_tokens", "every", "limit")
-        require_positive(key, self, "repetition_penalty")
+        if self.repetition_penalty is not None:
+            require_positive(key, self, "repetition_penalty")
         require_top_p(key, self)
         for pair in self.reasoning_tags or []:
             if len(pair) != 2 or not all(pair):

@@ -86,9 +86,9 @@ def test_evaluation_during_training_times_videos_as_eval_video_time_from_says():
     assert EvalSettings.of(cfg).model.video.time_from == "video_r1"
 
 
-def evaluate_four(out: Path, data: Path, *overrides: str) -> Path:
-    """`vlrl eval` of the tiny model on the first 4 refcoco records of `data`, into `out`."""
-    args = ["eval", "--task", f"refcoco={data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "4"]
+def evaluate_four(out: Path, data: Path, *overrides: str, model: str = "tiny:qwen2_5_vl") -> Path:
+    """`vlrl eval` of `model` (the tiny one) on the first 4 refcoco records of `data`, into `out`."""
+    args = ["eval", "--task", f"refcoco={data}", "--model", model, "--out", str(out), "--limit", "4"]
     assert main([*args, "model.max_pixels=50176", "eval.max_new_tokens=10", *overrides]) == 0
     return out
 
@@ -678,11 +678,39 @@ def test_a_process_reports_progress_over_its_own_share_and_says_bad_records_befo
     assert result.skipped == ["cb:1: no image", "cb:5: too long"]
 
 
-def test_eval_decodes_with_eval_repetition_penalty(tmp_path, rec_data, tiny_qwen25):
+def test_eval_decodes_with_eval_repetition_penalty_or_the_checkpoints(tmp_path, rec_data, tiny_qwen25):
     """eval.repetition_penalty reaches the engine: the same greedy evaluation with and without
-    it answers otherwise (what the penalty computes: tests/rollout/test_hf_engine.py)."""
+    it answers otherwise (what the penalty computes: tests/rollout/test_hf_engine.py). null takes
+    the checkpoint's generation_config.json's, as transformers' generate does."""
+    import shutil
+
+    named = tmp_path / "named"
+    shutil.copytree(tiny_qwen25, named)
+    config = json.loads((named / "generation_config.json").read_text())
+    (named / "generation_config.json").write_text(json.dumps({**config, "repetition_penalty": 1.6}))
     answers = {}
-    for penalty in (1.0, 1.6):
-        out = evaluate_four(tmp_path / str(penalty), rec_data, f"eval.repetition_penalty={penalty}")
+    for penalty in ("1.0", "1.6", "null"):
+        out = evaluate_four(tmp_path / penalty, rec_data, f"eval.repetition_penalty={penalty}", model=str(named))
         answers[penalty] = [json.loads(line)["resps"] for line in samples_path(out, "refcoco").read_text().splitlines()]
-    assert len(answers[1.0]) == 4 and answers[1.6] != answers[1.0]
+    assert len(answers["1.0"]) == 4 and answers["1.6"] != answers["1.0"]
+    assert answers["null"] == answers["1.6"]
+
+
+def test_a_checkpoints_repetition_penalty_is_read_as_data_and_a_bad_one_named(tmp_path, tiny_qwen25):
+    """A generation_config.json from elsewhere: no penalty named is 1.0; a value that is no
+    positive number, or a file that is no JSON object, is refused naming the file."""
+    import shutil
+
+    from vlrl.config import ConfigError, ModelConfig
+    from vlrl.models.loading import checkpoint_repetition_penalty
+
+    shutil.copytree(tiny_qwen25, tmp_path / "m")
+    path, cfg = tmp_path / "m" / "generation_config.json", ModelConfig(path=str(tmp_path / "m"))
+    path.write_text(json.dumps({"eos_token_id": [1, 2]}))
+    assert checkpoint_repetition_penalty(cfg) == 1.0
+    for text in (json.dumps({"repetition_penalty": "1.05"}), json.dumps({"repetition_penalty": -1}), "[1, 2]", "{"):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match="generation_config.json"):
+            checkpoint_repetition_penalty(cfg)
+    path.unlink()
+    assert checkpoint_repetition_penalty(cfg) == 1.0

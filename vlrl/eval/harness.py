@@ -29,7 +29,7 @@ from vlrl.config import Config, ConfigError, EvalConfig, MixtureEntry, ModelConf
 from vlrl.data.sample import Sample
 from vlrl.eval.layout import TaskResult, write_outputs
 from vlrl.models.batch import Prompt
-from vlrl.models.loading import frame_kind
+from vlrl.models.loading import checkpoint_repetition_penalty, frame_kind
 from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
@@ -49,10 +49,14 @@ class EvalSettings:
     model: ModelConfig  # prompts rendered as in training (pixel budgets, frame)
     max_new_tokens: int  # when neither eval.max_new_tokens nor the task sets one (rollout.max_new_tokens)
     seed: int  # of the sampling generator (trainer.seed)
+    repetition_penalty: float = 1.0  # eval.repetition_penalty's, or the checkpoint's where it is null
 
     @classmethod
     def of(cls, cfg: Config) -> EvalSettings:
-        return cls(cfg.eval, evaluated_model(cfg), cfg.rollout.max_new_tokens, cfg.trainer.seed)
+        penalty = cfg.eval.repetition_penalty
+        if penalty is None:
+            penalty = checkpoint_repetition_penalty(cfg.model)
+        return cls(cfg.eval, evaluated_model(cfg), cfg.rollout.max_new_tokens, cfg.trainer.seed, penalty)
 
 
 def evaluated_model(cfg: Config) -> ModelConfig:
@@ -68,7 +72,7 @@ def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
         max_new_tokens=e.max_new_tokens or task.max_new_tokens or settings.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
-        repetition_penalty=e.repetition_penalty,
+        repetition_penalty=settings.repetition_penalty,
     )
 
 

@@ -63,6 +63,23 @@ def checkpoint_path(cfg: ModelConfig) -> str:
     return path
 
 
+def checkpoint_repetition_penalty(cfg: ModelConfig) -> float:
+    """The repetition penalty the checkpoint's generation_config.json names (1.0 where it names
+    none), which transformers' generate applies when its caller names none."""
+    path = Path(checkpoint_path(cfg)) / "generation_config.json"
+    if not path.is_file():
+        return 1.0
+    try:
+        value = json.loads(path.read_text()).get("repetition_penalty", 1.0)
+    except (OSError, ValueError, AttributeError) as err:
+        raise ConfigError(f"{path}: not a JSON object of generation settings ({first_line(err)})") from err
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{path}: repetition_penalty should be a number > 0, got {value!r}")
+    return float(value)
+
+
 def require_attention(cfg: ModelConfig) -> None:
     """The attention implementation's package is there (flash-attn: a CUDA machine's)."""
     if cfg.attn_implementation == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
