@@ -60,41 +60,28 @@ def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
 
 
 def test_eval_with_vllm_equals_the_hf_backend_under_greedy_decoding(tmp_path, tiny_vllm_path, rec_data):
-    """Also with eval.repetition_penalty (vLLM's own penalty against the HF engine's, which
-    tests/rollout/test_hf_engine.py holds to transformers' generate), which moves the answers."""
-    answers = {}
-    for penalty in (1.0, 1.6):
-        outs = {}
-        for backend in ("hf", "vllm"):
-            out = tmp_path / f"{backend}-{penalty}"
-            args = [
-                "eval",
-                "--task",
-                f"refcoco={rec_data}",
-                "--model",
-                TINY_VLLM,
-                "--backend",
-                backend,
-                "--out",
-                str(out),
-            ]
-            extra = [
-                "model.max_pixels=50176",
-                "eval.max_new_tokens=12",
-                f"eval.repetition_penalty={penalty}",
-                "model.dtype=float32",
-                f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}",
-            ]
-            assert main([*args, *extra]) == 0
-            outs[backend] = out
-        assert read_metrics(outs["hf"]) == read_metrics(outs["vllm"])
-        for b, o in outs.items():
-            answers[b, penalty] = [
-                json.loads(line)["resps"] for line in samples_path(o, "refcoco").read_text().splitlines()
-            ]  # the raw answer (a task's filtered_resps is null: its rewards read the answer)
-        assert answers["hf", penalty] == answers["vllm", penalty] and len(answers["hf", penalty]) == 12
-        assert all(answers["hf", penalty])
-    assert answers["vllm", 1.6] != answers["vllm", 1.0]
+    """With eval.repetition_penalty, which moves the HF backend's answers: vLLM's own penalty
+    answers as the HF engine's does (which tests/rollout/test_hf_engine.py holds to transformers'
+    generate), so vLLM was given it. One vLLM engine start (the suite's time)."""
+    outs, answers = {}, {}
+    for backend, penalty in (("hf", 1.6), ("vllm", 1.6), ("hf", 1.0)):
+        out = tmp_path / f"{backend}-{penalty}"
+        args = ["eval", "--task", f"refcoco={rec_data}", "--model", TINY_VLLM, "--backend", backend, "--out", str(out)]
+        extra = [
+            "model.max_pixels=50176",
+            "eval.max_new_tokens=12",
+            f"eval.repetition_penalty={penalty}",
+            "model.dtype=float32",
+            f"rollout.vllm.kv_cache_memory_bytes={KV_CACHE}",
+        ]
+        assert main([*args, *extra]) == 0
+        outs[backend, penalty] = out
+        answers[backend, penalty] = [
+            json.loads(line)["resps"] for line in samples_path(out, "refcoco").read_text().splitlines()
+        ]  # the raw answer (a task's filtered_resps is null: its rewards read the answer)
+    assert read_metrics(outs["hf", 1.6]) == read_metrics(outs["vllm", 1.6])
+    assert answers["hf", 1.6] == answers["vllm", 1.6] and len(answers["hf", 1.6]) == 12 and all(answers["hf", 1.6])
+    assert answers["hf", 1.0] != answers["hf", 1.6]
 
 
 def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_path, tiny_vllm_path, vllm_config):
