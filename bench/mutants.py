@@ -851,8 +851,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "ref_sync_every: the moved reference not restored on resume", "vlrl/trainer/rl.py",
-        "                load_reference_state(reference, run.checkpoint, run.procs.rank, own, main)\n",
-        "                pass\n", (REF_SYNC_RESUME,),
+        'self.restore_part("reference", ReferenceWeights(reference, run.procs.main), shared=True)', "pass",
+        (REF_SYNC_RESUME,),
+    ),
+    Mutation(
+        "a shared part read from each process's own file alone", "vlrl/trainer/rl.py",
+        "saved = None if first is None else {**first, **saved}", "saved = saved",
+        (f"{REF_SYNC}::test_a_process_reads_its_shards_from_its_own_part_and_the_whole_weights_from_process_0s",),
     ),
     Mutation(
         "kl_target ignored (the coefficient fixed)", "vlrl/algos/kl_control.py",
@@ -940,7 +945,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "remax's baseline scored without the overlong penalty", "vlrl/trainer/rl.py",
-        "                reward += float(self.overlong(", "                reward += 0 * float(self.overlong(", (REMAX,),
+        "            reward += float(self.overlong(", "            reward += 0 * float(self.overlong(", (REMAX,),
     ),
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",

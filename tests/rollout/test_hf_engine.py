@@ -737,7 +737,8 @@ def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec
     """SamplingParams.repetition_penalty (eval.repetition_penalty): greedy answers are
     model.generate's with the same penalty over each prompt's tokens and the answer's so far,
     from the dynamic loop (compacting) and the static step; sampled ones equal between the two
-    (each row's tokens follow it through compaction into buckets); and the penalty moves answers."""
+    (each row's tokens follow it through compaction into buckets), also in a second batch of the
+    kept static step; and the penalty moves answers."""
     model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
     prompts = prompts[:2]  # the image prompts: generate takes them one at a time
     loops = {
@@ -764,8 +765,11 @@ def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec
         assert greedy["static", penalty] == greedy["dynamic", penalty]
     assert greedy["dynamic", 1.6] != greedy["dynamic", 1.0]
     sampled = SamplingParams(n=3, max_new_tokens=14, temperature=1.0, repetition_penalty=1.6)
-    drawn = {name: loop.generate(prompts, sampled, torch.Generator().manual_seed(5)) for name, loop in loops.items()}
+    kept = torch.Generator()  # the static step keeps its buffers for the next batch of its shape and generator
+    drawn = {name: loop.generate(prompts, sampled, kept.manual_seed(5)) for name, loop in loops.items()}
     assert_same_completions(drawn["static"], drawn["dynamic"])
+    # the kept step's second batch starts from its own prompts' tokens, none of the first's answers
+    assert_same_completions(loops["static"].generate(prompts, sampled, kept.manual_seed(5)), drawn["static"])
     plain = loops["dynamic"].generate(
         prompts, replace(sampled, repetition_penalty=1.0), torch.Generator().manual_seed(5)
     )

@@ -85,3 +85,31 @@ def test_a_moving_reference_with_lora_is_refused_before_the_model_loads():
     (TRL refuses sync_ref_model with PEFT)."""
     with pytest.raises(ConfigError, match="algo.ref_sync_every moves a reference model of its own"):
         load_config(None, ["model.lora.r=8", "algo.ref_sync_every=4"])
+
+
+def test_a_process_reads_its_shards_from_its_own_part_and_the_whole_weights_from_process_0s(tmp_path):
+    """restore_part(shared=True) as process 1 of two: process 0's part holds the whole weights
+    (process 1 writes none of them), process 1's its own shards, which win; a misshapen weight
+    is refused naming the part and the weight, before any is written."""
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from vlrl.trainer.checkpoint import CheckpointError
+    from vlrl.trainer.reference import ReferenceWeights
+    from vlrl.trainer.rl import RLTrainer
+
+    model = torch.nn.Linear(3, 2)
+    whole = {"weight": torch.ones(2, 3), "bias": torch.full((2,), 2.0)}
+    assert ReferenceWeights(model, main=False).state_dict() == {}  # no sharded weight: process 1 writes none
+    torch.save(whole, process_file(tmp_path, "reference", 0))
+    torch.save({"bias": torch.full((2,), 3.0)}, process_file(tmp_path, "reference", 1))  # as a shard of its own
+    procs = SimpleNamespace(rank=1, main=False, together=nullcontext)
+    trainer = SimpleNamespace(run=SimpleNamespace(checkpoint=tmp_path, procs=procs, process_parts={}), console=None)
+    RLTrainer.restore_part(trainer, "reference", ReferenceWeights(model, main=False), shared=True)
+    assert torch.equal(model.weight, whole["weight"]) and torch.equal(model.bias, torch.full((2,), 3.0))
+    torch.save({"bias": torch.zeros(5)}, process_file(tmp_path, "reference", 1))
+    with pytest.raises(
+        CheckpointError, match=r"reference part: the reference's bias should be a tensor of shape \(2,\)"
+    ):
+        RLTrainer.restore_part(trainer, "reference", ReferenceWeights(model, main=False), shared=True)
+    assert torch.equal(model.bias, torch.full((2,), 3.0))

@@ -190,7 +190,8 @@ def kl_cov_loss(
         a, lp = adv[valid].detach(), logp[valid].detach()
         cov = (a - a.mean()) * (lp - lp.mean())
         top = torch.topk(cov, max(1, int(cov.numel() * share))).indices
-        chosen[valid.nonzero(as_tuple=True)[0][top], valid.nonzero(as_tuple=True)[1][top]] = True
+        rows, columns = valid.nonzero(as_tuple=True)
+        chosen[rows[top], columns[top]] = True
     none = torch.zeros_like(valid)
     return PolicyLoss(torch.where(chosen, loss + coef * log_r.abs(), loss), none, none)
 

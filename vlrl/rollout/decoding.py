@@ -56,12 +56,11 @@ class Draw:
         if self.params.repetition_penalty == 1:
             return
         vocab = len(self.sampler.banned)
-        if self.seen is None or self.seen.shape[0] != self.rows + 1:
+        if self.seen is None:  # made once: a captured step reads this tensor
             self.seen = torch.zeros(self.rows + 1, vocab, dtype=torch.bool, device=prompt_ids.device)
         held = torch.zeros(self.rows, vocab + 1, dtype=torch.bool, device=prompt_ids.device)
         held.scatter_(1, prompt_ids.masked_fill(prompt_mask == 0, vocab), True)  # padding to the extra column
-        self.seen.zero_()
-        self.seen[: self.rows] = held[:, :vocab]
+        self.seen[: self.rows] = held[:, :vocab]  # the spare row's (a filler's) are never kept
 
     def penalized(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """transformers' RepetitionPenaltyLogitsProcessor on the raw logits of rows `index`."""

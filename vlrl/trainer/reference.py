@@ -5,12 +5,8 @@ from."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from torch.distributed.tensor import DTensor
-
-from vlrl.trainer.checkpoint import CheckpointError, process_file
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
@@ -31,26 +27,31 @@ def mix_into(reference: torch.nn.Module, policy: torch.nn.Module, alpha: float) 
         target.mul_(1.0 - alpha).add_(source.to(target.device, target.dtype), alpha=alpha)
 
 
-def reference_state(reference: torch.nn.Module, main: bool) -> dict[str, torch.Tensor]:
-    """This process's part of the reference's weights in a checkpoint: its shards of sharded
-    parameters, and, on process 0 only, the whole ones (every process holds the same)."""
-    return {name: local(p).detach() for name, p in reference.named_parameters() if isinstance(p, DTensor) or main}
+class ReferenceWeights:
+    """The reference's weights as a part of each process's checkpoints (`RLTrainer.restore_part`
+    with `shared`): its shards of sharded parameters, and on process 0 the whole ones (every
+    process holds the same), read back from its own part merged over process 0's."""
 
+    def __init__(self, model: torch.nn.Module, main: bool):
+        self.model, self.main = model, main
 
-@torch.no_grad()
-def load_reference_state(reference: torch.nn.Module, checkpoint: Path, rank: int, own: dict, main: dict) -> None:
-    """The reference's weights from `checkpoint`: this process's shards from its own file
-    (`own`), whole parameters from process 0's (`main`); a parameter missing or of another
-    shape (another model, another number of processes) is refused, naming the file."""
-    for name, p in reference.named_parameters():
-        sharded = isinstance(p, DTensor)
-        saved, holder = (own, rank) if sharded else (main, 0)
-        target = local(p)
-        value = saved.get(name)
-        if not isinstance(value, torch.Tensor) or value.shape != target.shape:
-            found = "nothing" if value is None else f"{type(value).__name__} {tuple(getattr(value, 'shape', ()))}"
-            raise CheckpointError(
-                f"{process_file(checkpoint, 'reference', holder)}: the reference's {name} should be a tensor of shape "
-                f"{tuple(target.shape)}, found {found} (written for another model or number of processes?)"
-            )
-        target.copy_(value)
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {
+            name: local(p).detach() for name, p in self.model.named_parameters() if isinstance(p, DTensor) or self.main
+        }
+
+    @torch.no_grad()
+    def load_state_dict(self, saved: dict) -> None:
+        """A parameter missing or of another shape (another model, another number of processes)
+        is refused, naming it, before any is written."""
+        targets = [(name, local(p)) for name, p in self.model.named_parameters()]
+        for name, target in targets:
+            value = saved.get(name)
+            if not isinstance(value, torch.Tensor) or value.shape != target.shape:
+                found = "nothing" if value is None else f"{type(value).__name__} {tuple(getattr(value, 'shape', ()))}"
+                raise ValueError(
+                    f"the reference's {name} should be a tensor of shape {tuple(target.shape)}, found {found} "
+                    "(written for another model or number of processes?)"
+                )
+        for name, target in targets:
+            target.copy_(saved[name])

@@ -29,15 +29,15 @@ from vlrl.models.loading import checkpoint_layout, core_model
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
-from vlrl.rollout import EngineSetup, SamplingParams, configured_engines
+from vlrl.rollout import Completion, EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
 from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
 from vlrl.trainer.batch import Group, RolloutBatch
-from vlrl.trainer.checkpoint import load_process_state
-from vlrl.trainer.reference import load_reference_state, mix_into, reference_state
+from vlrl.trainer.checkpoint import CheckpointError, load_process_state
+from vlrl.trainer.reference import ReferenceWeights, mix_into
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 from vlrl.trainer.thinking import Asked, make_scorer
@@ -121,7 +121,8 @@ class RLTrainer:
             if algo.entropy_target is not None:  # so is the entropy bonus's
                 self.restore_part("entropy_control", self.updater.entropy_control)
             if algo.ref_sync_every:  # the reference, once moved, is part of the checkpoints
-                self.restore_reference()
+                assert reference is not None  # beta > 0 without LoRA (config.py)
+                self.restore_part("reference", ReferenceWeights(reference, run.procs.main), shared=True)
             self.replay = None if cfg.algo.replay.mode == "off" else ReplayBuffer(cfg.algo.replay)
             if self.replay is not None:  # each process's buffer is part of its checkpoints
                 self.restore_part("replay", self.replay)
@@ -131,37 +132,28 @@ class RLTrainer:
                 if cfg.eval.every > 0 and procs.main:  # held-out splits, evaluated during training by process 0
                     self.held_out = held_out(cfg, self.sources, console)
 
-    def restore_part(self, name: str, part: ReplayBuffer | KLController | EntropyController) -> None:
+    def restore_part(
+        self, name: str, part: ReplayBuffer | KLController | EntropyController | ReferenceWeights, shared: bool = False
+    ) -> None:
         """Make `part` (a state_dict and load_state_dict) part of each process's checkpoints, and
-        load it from the one the run resumes from."""
+        load it from the one the run resumes from; `shared`: each process's own part merged over
+        process 0's (which alone writes what every process holds alike)."""
         run = self.run
         run.process_parts[name] = part.state_dict
-        with run.procs.together():  # a process's own file refused stops every process
-            saved = load_process_state(run.checkpoint, name, run.procs.rank) if run.checkpoint else None
-        if saved is not None:
-            part.load_state_dict(saved)
-        elif run.checkpoint:
-            self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
-
-    def restore_reference(self) -> None:
-        """Make the reference's weights part of each process's checkpoints (algo.ref_sync_every),
-        and load them from the one the run resumes from: shards from each process's own file,
-        whole weights from process 0's."""
-        run, reference = self.run, self.updater.reference
-        assert reference is not None  # beta > 0 without LoRA (config.py)
-        run.process_parts["reference"] = lambda: reference_state(reference, run.procs.main)
         if not run.checkpoint:
             return
-        with run.procs.together():  # a file refused stops every process
-            own = load_process_state(run.checkpoint, "reference", run.procs.rank)
-            main = own if run.procs.main else load_process_state(run.checkpoint, "reference", 0)
-            if own is not None and main is not None:
-                load_reference_state(reference, run.checkpoint, run.procs.rank, own, main)
-        if own is None or main is None:
-            self.console.print(
-                f"[yellow]warning:[/yellow] {run.checkpoint} holds no reference weights: the reference starts again "
-                "from the model the run started from"
-            )
+        with run.procs.together():  # a file or state refused stops every process
+            saved = load_process_state(run.checkpoint, name, run.procs.rank)
+            if shared and not run.procs.main and saved is not None:
+                first = load_process_state(run.checkpoint, name, 0)
+                saved = None if first is None else {**first, **saved}
+            try:
+                if saved is not None:
+                    part.load_state_dict(saved)
+            except ValueError as err:
+                raise CheckpointError(f"{run.checkpoint}'s {name} part: {err}") from err
+        if saved is None:
+            self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
 
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
@@ -203,13 +195,17 @@ class RLTrainer:
         shuffled_accuracy = (
             self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
         )
-        baselines = self.greedy_rewards(items, prompts, params) if algo.advantage == "remax" else None
+        # ReMax: each prompt's greedy completion too (its reward is the group's baseline)
+        greedy = (
+            self.engine.generate(prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator)
+            if algo.advantage == "remax"
+            else [None] * len(items)
+        )
         groups = []
-        for i, ((task, sample), prompt, generation, shuffled) in enumerate(
-            zip(items, prompts, generations, shuffled_accuracy, strict=True)
+        for (task, sample), prompt, generation, shuffled, baseline_generation in zip(
+            items, prompts, generations, shuffled_accuracy, greedy, strict=True
         ):
-            baseline = None if baselines is None else baselines[i]
-            rejected = generation.rejected or (baseline if isinstance(baseline, str) else "")
+            rejected = generation.rejected or (baseline_generation.rejected if baseline_generation else "")
             if rejected:  # left out of the step, as a sample whose media fail
                 unusable.append(UnusableSample(sample.source, rejected))
                 continue
@@ -237,30 +233,24 @@ class RLTrainer:
                 reward = reward + term
             right = None if id(task) in self.unjudged else correctness(task, texts, [sample] * G)
             accuracy, failures = (None, 0) if right is None else (torch.tensor(right[0]), right[1])
+            baseline = None
+            if baseline_generation is not None:
+                baseline = self.greedy_reward(task, sample, prompt, baseline_generation.completions[0], params)
             groups.append(
                 Group(task, sample, prompt, group, scores, reward, correct, shaping, accuracy, failures, baseline)
             )
         return groups, unusable
 
-    def greedy_rewards(
-        self, items: list[tuple[Task, Sample]], prompts: list[Prompt], params: SamplingParams
-    ) -> list[float | str]:
-        """ReMax's baselines (algo.advantage=remax): each prompt's greedy completion, of the step's
+    def greedy_reward(
+        self, task: Task, sample: Sample, prompt: Prompt, completion: Completion, params: SamplingParams
+    ) -> float:
+        """ReMax's baseline (algo.advantage=remax): the prompt's greedy completion, of the step's
         length limit, scored by the task's rewards and the overlong penalty, as EasyR1 and verl
-        score theirs with the reward function; where the engine refused the prompt, its reason."""
-        algo = self.cfg.algo
-        greedy = self.engine.generate(prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator)
-        out: list[float | str] = []
-        for (task, sample), prompt, generation in zip(items, prompts, greedy, strict=True):
-            if generation.rejected:
-                out.append(f"its greedy completion (algo.advantage=remax): {generation.rejected}")
-                continue
-            completion = generation.completions[0]
-            reward = score(task, [prompt.prefill + completion.text], [sample]).total[0]
-            if algo.overlong_buffer > 0:
-                reward += float(self.overlong(torch.tensor([len(completion.token_ids)]), params.max_new_tokens)[0])
-            out.append(float(reward))
-        return out
+        score theirs with the reward function."""
+        reward = score(task, [prompt.prefill + completion.text], [sample]).total[0]
+        if self.cfg.algo.overlong_buffer > 0:
+            reward += float(self.overlong(torch.tensor([len(completion.token_ids)]), params.max_new_tokens)[0])
+        return float(reward)
 
     def overlong(self, lengths: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
         """DAPO's overlong penalty of completions of `lengths` tokens (algo.overlong_buffer)."""
