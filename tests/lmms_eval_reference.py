@@ -3,7 +3,8 @@
 lmms-eval: its own code when the package is importable (`LmmsEvalPackage`), and always a
 re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
-countbenchqa/utils.py, pixmo_count/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
+countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
+chartqa/{utils.py,reasoning/utils.py}, screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -36,7 +37,9 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import datasets
@@ -133,6 +136,89 @@ def extract_boxed_answer(s):
                     break
             pos += 1
     return results[-1] if results else ""
+
+
+# -- ocrbench/utils.py and chartqa/utils.py, per document ------------------------------------------------
+OCRBENCH_TYPES = [
+    "Regular Text Recognition", "Irregular Text Recognition", "Artistic Text Recognition", "Handwriting Recognition",
+    "Digit String Recognition", "Non-Semantic Text Recognition", "Scene Text-centric VQA", "Doc-oriented VQA",
+    "Key Information Extraction", "Handwritten Mathematical Expression Recognition",
+]  # fmt: skip
+# _task_utils/reasoning_utils.py DEFAULT_REASONING_SYSTEM_PROMPT
+DEFAULT_REASONING_SYSTEM_PROMPT = (
+    "You are a helpful assistant. When user asks a question, your response must include two parts: "
+    "first, reasoning process enclosed in <analysis>...</analysis> tags, then final answer enclosed in <answer>...</answer> tags."
+    "Please provide a clear, concise response within <answer> </answer> tags that directly addresses to question."
+)
+
+
+def _fold_fullwidth_ascii(text):
+    folded = []
+    for char in text:
+        codepoint = ord(char)
+        if 0xFF01 <= codepoint <= 0xFF5E:
+            folded.append(chr(codepoint - 0xFEE0))
+        elif codepoint == 0x3000:
+            folded.append(" ")
+        else:
+            folded.append(char)
+    return "".join(folded)
+
+
+def ocrbench_process_results(doc, results):
+    pred = results[0].strip()
+    gt_ans = doc["answer"]
+    score = 0
+    if doc["dataset"] == "HME100k":
+        for a in gt_ans if isinstance(gt_ans, list) else [gt_ans]:
+            if a.strip().replace("\n", " ").replace(" ", "") in pred.strip().replace("\n", " ").replace(" ", ""):
+                score = 1
+    else:
+        for a in gt_ans if isinstance(gt_ans, list) else [gt_ans]:
+            answer = _fold_fullwidth_ascii(a).lower().strip().replace("\n", " ")
+            if answer in _fold_fullwidth_ascii(pred).lower().strip().replace("\n", " "):
+                score = 1
+    return {"question_type": doc["question_type"], "score": score, "prediction": pred, "ground_truth": gt_ans}
+
+
+def ocrbench_final_score(items):
+    """ocrbench_aggregate_accuracy on fresh counts: Final_score / 1000."""
+    counts = dict.fromkeys(OCRBENCH_TYPES, 0)
+    for item in items:
+        counts[item["question_type"]] += item["score"]
+    recognition = sum(counts[t] for t in OCRBENCH_TYPES[:6])
+    return (recognition + sum(counts[t] for t in OCRBENCH_TYPES[6:])) / 1000
+
+
+def relaxed_correctness(prediction, target, max_relative_change=0.05):
+    def _to_float(text):
+        try:
+            if text.endswith("%"):
+                return float(text.rstrip("%")) / 100.0
+            else:
+                return float(text)
+        except ValueError:
+            return None
+
+    prediction_float = _to_float(prediction)
+    target_float = _to_float(target)
+    if prediction_float is not None and target_float:
+        relative_change = abs(prediction_float - target_float) / abs(target_float)
+        return relative_change <= max_relative_change
+    else:
+        return prediction.lower() == target.lower()
+
+
+def _split_means(docs, values_by_doc, suffixes):
+    """chartqa's return_dict per doc (overall, and the doc's split), then each key's mean over
+    the docs that returned it."""
+    metrics = {}
+    for d, values in zip(docs, values_by_doc, strict=True):
+        split = "relaxed_human_split" if d["type"] == "human_test" else "relaxed_augmented_split"
+        for suffix, value in zip(suffixes, values, strict=True):
+            metrics.setdefault(f"relaxed_overall{suffix}", []).append(value)
+            metrics.setdefault(f"{split}{suffix}", []).append(value)
+    return {k: _mean(v) for k, v in metrics.items()}
 
 
 class MathReimplementation:
@@ -280,32 +366,36 @@ class MathReimplementation:
 
     # -- _task_utils/reasoning_utils.py ---------------------------------------------------------------
     @staticmethod
-    def reasoning_score(solution_str, ground_truth):
+    def extract_anwser_tag(s):
+        m = re.search(re.compile(r"<answer>(.*?)</answer>", re.DOTALL), s)
+        if m:
+            return m.group(1)
+        if extract_boxed_answer(s):
+            return extract_boxed_answer(s)
+        for line in reversed(s.strip().split("\n")):
+            if line.strip():
+                n = re.search(r"\b(\d+(?:\.\d+)?)\b(?:\s*\.?\s*$)", line)
+                if n:
+                    return n.group(1)
+        return ""
+
+    @classmethod
+    def format_reward(cls, s):
+        if re.fullmatch(re.compile(r"<think>.*</think>.*<answer>.*</answer>", re.DOTALL), s):
+            return 1.0
+        if re.fullmatch(re.compile(r"<analysis>.*</analysis>.*<answer>.*</answer>", re.DOTALL), s):
+            return 1.0
+        if extract_boxed_answer(s):
+            return 1.0
+        if len(s.strip()) > 50 and re.search(r"[=\+\-\*/\(\)\[\]\\]", s) and cls.extract_anwser_tag(s):
+            return 0.8
+        return 0.0
+
+    @classmethod
+    def reasoning_score(cls, solution_str, ground_truth):
         from math_verify import parse, verify
 
-        def tag(s):
-            m = re.search(re.compile(r"<answer>(.*?)</answer>", re.DOTALL), s)
-            if m:
-                return m.group(1)
-            if extract_boxed_answer(s):
-                return extract_boxed_answer(s)
-            for line in reversed(s.strip().split("\n")):
-                if line.strip():
-                    n = re.search(r"\b(\d+(?:\.\d+)?)\b(?:\s*\.?\s*$)", line)
-                    if n:
-                        return n.group(1)
-            return ""
-
-        def fmt(s):
-            if re.fullmatch(re.compile(r"<think>.*</think>.*<answer>.*</answer>", re.DOTALL), s):
-                return 1.0
-            if re.fullmatch(re.compile(r"<analysis>.*</analysis>.*<answer>.*</answer>", re.DOTALL), s):
-                return 1.0
-            if extract_boxed_answer(s):
-                return 1.0
-            if len(s.strip()) > 50 and re.search(r"[=\+\-\*/\(\)\[\]\\]", s) and tag(s):
-                return 0.8
-            return 0.0
+        tag, fmt = cls.extract_anwser_tag, cls.format_reward
 
         def mcq(s):
             if not s or s.strip() == "":
@@ -386,6 +476,22 @@ class MathReimplementation:
         return cls._reasoning(
             [("" + "\n\n" + d["query_wo"]).strip() for d in docs], [d["answer"] for d in docs], responses
         )
+
+    # -- ocrbench/reasoning/utils.py, chartqa/reasoning/utils.py (make_reasoning_doc_to_messages) -----
+    @classmethod
+    def ocrbench_reasoning(cls, docs, responses):
+        prompts = [d["question"].strip() for d in docs]
+        acc, fmt = [], []
+        for d, pred in zip(docs, responses, strict=True):
+            fmt.append(cls.format_reward(pred))
+            acc.append(ocrbench_process_results(d, [cls.extract_anwser_tag(pred).strip()])["score"])
+        return prompts, {"ocrbench_accuracy_acc_score": _mean(acc), "ocrbench_accuracy_format_score": _mean(fmt)}
+
+    @classmethod
+    def chartqa_reasoning(cls, docs, responses):
+        prompts = [d["question"].strip() for d in docs]
+        scores = [cls.reasoning_score(pred.strip(), str(d["answer"])) for d, pred in zip(docs, responses, strict=True)]
+        return prompts, _split_means(docs, scores, ("_acc_score", "_format_score"))
 
 
 class Reimplementation(MathReimplementation, _Harness):
@@ -612,6 +718,19 @@ class Reimplementation(MathReimplementation, _Harness):
             scores.append(1.0 if pred == truth else 0.0)
         return prompts, {"acc": _mean(scores)}
 
+    # -- OCRBench, ChartQA ----------------------------------------------------------------------------
+    def ocrbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        items = [ocrbench_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        return [d["question"].strip() for d in docs], {"ocrbench_accuracy": ocrbench_final_score(items)}
+
+    def chartqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        scores = [[1.0 if relaxed_correctness(r, d["answer"]) else 0.0] for d, r in zip(docs, responses, strict=True)]
+        return [f"{d['question']}\nAnswer the question with a single word." for d in docs], _split_means(
+            docs, scores, ("",)
+        )
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -829,8 +948,10 @@ class LmmsEvalPackage(_Harness):
 
     def __init__(self):
         from lmms_eval.api import reasoning
+        from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
+        from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.pixmo_count import utils as pixmo
         from lmms_eval.tasks.refcoco import utils_rec
         from lmms_eval.tasks.refcoco_grounding import utils as grounding
@@ -841,7 +962,8 @@ class LmmsEvalPackage(_Harness):
         self.strip_reasoning_tags = reasoning.strip_reasoning_tags
         self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
-                  "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench}  # fmt: skip
+                  "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
+                  "chartqa": chartqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.harness(responses, reasoning_tags)
@@ -888,6 +1010,26 @@ class LmmsEvalPackage(_Harness):
         return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
             "acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
+
+    def ocrbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        o = self.m["ocrbench"]
+        items = [o.ocrbench_process_results(d, [r])["ocrbench_accuracy"] for d, r in zip(docs, responses, strict=True)]
+        o.OCRBench_score.update(dict.fromkeys(o.OCRBench_score, 0))  # its counts are module globals, kept between calls
+        with tempfile.TemporaryDirectory() as out:  # where it writes ocrbench_results.txt
+            score = o.ocrbench_aggregate_accuracy(items, SimpleNamespace(output_path=out))
+        return [o.ocrbench_doc_to_text(d, {"pre_prompt": "", "post_prompt": ""}) for d in docs], {
+            "ocrbench_accuracy": score
+        }
+
+    def chartqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        c, metrics = self.m["chartqa"], {}
+        for d, r in zip(docs, responses, strict=True):
+            for key, value in c.chartqa_process_results(d, [r]).items():
+                metrics.setdefault(key, []).append(value)
+        kwargs = {"pre_prompt": "", "post_prompt": "\nAnswer the question with a single word."}
+        return [c.chartqa_doc_to_text(d, kwargs) for d in docs], {k: _mean(v) for k, v in metrics.items()}
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.harness(responses, reasoning_tags)

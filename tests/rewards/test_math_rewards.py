@@ -263,7 +263,7 @@ def test_a_number_math_verify_cannot_parse_scores_0_and_prints_nothing(capsys):
     """A degenerate completion's 5,000 digits: sympy refuses integers over 4,300 digits and
     math-verify prints the error with the whole text at each parse; the rewards (and the
     math benchmarks' scorer) score it 0 and the console stays clean."""
-    from tasks.benchmarks.math import reasoning_score
+    from tasks.benchmarks.reasoning import reasoning_score
 
     digits = "1" * 5000
     texts = [f"<think>a</think><answer>{digits}</answer>", f"${digits}$", digits]

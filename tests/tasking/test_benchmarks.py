@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lmms_eval_reference import (
     CLI_REASONING_TAGS,
+    DEFAULT_REASONING_SYSTEM_PROMPT,
     MathReimplementation,
     Reimplementation,
     extract_boxed_answer,
@@ -29,7 +30,7 @@ from lmms_eval_reference import (
 from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
 from PIL import Image
 
-from tasks.benchmarks.math import last_boxed
+from tasks.benchmarks.reasoning import last_boxed
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError, TaskConfig, load_config
@@ -438,13 +439,14 @@ def _hostile(name: str, sample) -> list[str]:
     if method == "geometry3k":
         return _geometry3k_responses(sample) + _reasoning("B", "C")
     if method.endswith("_reasoning"):
-        truth = str(sample.solution)
+        truth = _answer_text(sample)
         return _reasoning_responses(sample) + _reasoning(f"<answer>{truth}</answer>", f"<answer>{truth}1</answer>")
     if method.startswith("mathvista_"):
         answer = str(sample.solution["answer"])
         return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
-             "screenspot_v2": _click_responses, "screenspot_pro": _click_responses}  # fmt: skip
+             "screenspot_v2": _click_responses, "screenspot_pro": _click_responses, "ocrbench": _ocr_responses,
+             "chartqa": _chart_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -490,7 +492,7 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
                 expected = video_r1_final_acc(records, responses)
                 scored = responses  # Video-R1's evaluator strips nothing
             else:
-                reference = REFERENCES[-1]
+                reference = next(r for r in reversed(REFERENCES) if hasattr(r, method))  # lmms-eval's own, if it has it
                 scored = reference.harness(responses, tags)
                 if hasattr(MathReimplementation, method):  # process_results alone: the harness steps first
                     _, expected = getattr(reference, method)(docs, scored)
@@ -769,8 +771,17 @@ def test_mathvista_float_questions_are_never_right_as_lmms_eval_rounds_them(tmp_
     assert task.metrics(integers, [s.solution["answer"] for s in integers])["llm_as_judge_eval"] == 100.0
 
 
+def _answer_text(sample) -> str:
+    """The answer a sample's responses are built around: ChartQA's, OCRBench's first, or the solution."""
+    solution = sample.solution
+    if isinstance(solution, dict):
+        answer = solution["answer"]
+        return answer[0] if isinstance(answer, list) else answer
+    return str(solution)
+
+
 def _reasoning_responses(sample):
-    truth = str(sample.solution)
+    truth = _answer_text(sample)
     return [
         f"<think>r</think><answer>{truth}</answer>",
         f"<think>r</think><answer>({truth}) x</answer>",
@@ -783,19 +794,116 @@ def _reasoning_responses(sample):
     ]
 
 
+# -- OCRBench, ChartQA -----------------------------------------------------------------------------------
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" if c == " " else c for c in text)
+
+
+def _ocr_responses(sample):
+    answer = _answer_text(sample)
+    return [
+        answer,
+        f"The text reads {answer.upper()}.",
+        " ".join(answer),  # spaced out: right for HME100k only
+        _fullwidth(answer),
+        answer[:-1],
+        "",
+        f"line one\n{answer.lower()}\nline three",
+        *_reasoning(answer, "decoy"),
+    ]
+
+
+def _chart_responses(sample):
+    answer = _answer_text(sample)
+    number = float(answer.rstrip("%")) if answer.rstrip("%").isdigit() else 7.0
+    return [
+        answer,
+        answer.upper(),
+        f" {answer}",  # not stripped beyond the harness: a word is wrong, a number right
+        f"{number * 1.04:g}",
+        f"{number * 1.06:g}",
+        f"{number:g}%",
+        f"{number / 100:g}",
+        f"{answer[:1]}_{answer[1:]}",  # Python's float reads 1_2 as 12
+        "nan",
+        "inf",
+        "0",
+        f"It is {answer}",
+        *_reasoning(answer, "Figs"),
+    ]
+
+
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
-@pytest.mark.parametrize("name", ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning"])
-def test_math_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
+@pytest.mark.parametrize("name, kinds", [("ocrbench", _ocr_responses), ("chartqa", _chart_responses)])
+def test_ocrbench_and_chartqa_equal_lmms_eval(name, kinds, reference, tmp_path):
+    task, samples, path = _load(name, tmp_path, size=12, seed=3)
+    docs = _docs(task, path)
+    for responses in _rounds(kinds, samples):
+        prompts, expected = getattr(reference, name)(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        assert task.metrics(samples, responses) == expected
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+@pytest.mark.parametrize(
+    "name",
+    ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning"],
+)
+def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     pytest.importorskip("math_verify")
     if not hasattr(reference, name):
         pytest.skip(f"{reference.name} has no {name}")
-    task, samples, path = _load(name, tmp_path, size=6, seed=4)
+    task, samples, path = _load(name, tmp_path, size=8, seed=4)
     docs = _docs(task, path)
-    for responses in _rounds(_reasoning_responses, samples):
+    for responses in _rounds(lambda s: _hostile(name, s), samples):
         prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
-        _assert_same(task, samples, responses, expected)
-    assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": task.system}]}
+        assert task.metrics(samples, responses) == expected
+    # MathVista's and MathVerse's name their own (<think>); the others get reasoning_utils' default
+    system = DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa")) else task.system
+    assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}
+
+
+def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
+    task, samples, _ = _load("ocrbench", tmp_path, size=20, seed=1)
+    hme = [s for s in samples if s.solution["dataset"] == "HME100k"]
+    assert hme and len(hme) < len(samples)
+    sample = dataclasses.replace(hme[0], solution={**hme[0].solution, "answer": ["x^{2}+1"]})
+    other = dataclasses.replace(sample, solution={**sample.solution, "dataset": "IIIT5K", "answer": ["Main St"]})
+    right = {"x ^ { 2 }\n+ 1": (sample, 1), "X^{2}+1": (sample, 0), "MAIN\u3000ＳＴ": (other, 1), "mainst": (other, 0)}
+    for response, (s, score) in right.items():
+        assert task.metrics([s], [response]) == {"ocrbench_accuracy": score / 1000}, response
+    assert task.metrics(samples, [_answer_text(s) for s in samples]) == {"ocrbench_accuracy": 20 / 1000}
+
+
+def test_chartqa_reports_a_split_only_where_its_samples_are_and_reads_percent_and_zero_answers(tmp_path):
+    task, samples, _ = _load("chartqa", tmp_path, size=6, seed=2)
+    human = [s for s in samples if s.solution["type"] == "human_test"]
+    got = task.metrics(human, [_answer_text(s) for s in human])
+    assert got == {"relaxed_overall": 1.0, "relaxed_human_split": 1.0}
+    truths = {"52%": "0.53", "0": "0.0", "0.0": "0.0", "12": "1_2", "Figs": "figs"}
+    expected = {"52%": 1.0, "0": 0.0, "0.0": 1.0, "12": 1.0, "Figs": 1.0}  # a 0 answer is compared as text
+    for answer, response in truths.items():
+        sample = dataclasses.replace(human[0], solution={"answer": answer, "type": "augmented_test"})
+        got = task.metrics([sample], [response])
+        assert got == {"relaxed_overall": expected[answer], "relaxed_augmented_split": expected[answer]}, answer
+    other = dataclasses.replace(human[0], solution={"answer": "3", "type": "val"})  # not human_test: augmented
+    assert task.metrics([other], ["3"]) == {"relaxed_overall": 1.0, "relaxed_augmented_split": 1.0}
+
+
+def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
+    from tasks.benchmarks.ocrbench import SCHEMA as OCR_SCHEMA
+    from tasks.benchmarks.ocrbench import synthetic_rows as ocr_rows
+
+    rows = list(ocr_rows(3, 0))
+    rows[1]["question_type"] = "Poetry"
+    data = tmp_path / "OCRBench"
+    write_parquet(hub_file(data, "test"), rows, OCR_SCHEMA)
+    task = make_task(TaskConfig(name="ocrbench"))
+    cfg = load_config(None, [f"data.eval={data}", f"data.image_cache={tmp_path / 'cache'}"], {"task.name": "ocrbench"})
+    split = load_task_split(task, cfg, "eval")
+    assert len(split.samples) == 2 and len(split.errors) == 1
+    assert "question_type" in str(split.errors[0]) and "'Poetry'" in str(split.errors[0])
 
 
 def _geometry3k_responses(sample):
@@ -806,6 +914,8 @@ def _geometry3k_responses(sample):
 
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
 def test_geometry3k_equals_lmms_eval(reference, tmp_path):
+    if not hasattr(reference, "geometry3k"):
+        pytest.skip(f"{reference.name} has no geometry3k")
     task, samples, path = _load("geometry3k", tmp_path, size=6, seed=2)
     docs = _docs(task, path)
     for responses in _rounds(_geometry3k_responses, samples):
@@ -935,7 +1045,8 @@ def test_video_r1_and_vsi_bench_means_over_the_samples_and_tasks_present():
 
 
 def test_math_reasoning_format_length_relaxed_match_and_geometry3ks_choice_text():
-    from tasks.benchmarks.math import geometry3k_letter, reasoning_format, reasoning_score, relax_exact_match
+    from tasks.benchmarks.math import geometry3k_letter
+    from tasks.benchmarks.reasoning import reasoning_format, reasoning_score, relax_exact_match
 
     assert reasoning_format("y" * 45 + " = 12") == 0.0  # 50 characters: not over 50
     assert reasoning_format("y" * 46 + " = 12") == 0.8

@@ -83,17 +83,20 @@ class Benchmark(Task):
     # The reference yaml's generation_kwargs.until: lmms-eval's Qwen model classes cut each
     # decoded answer at every one of them in turn (`ans.split(term)[0]`) before any filter.
     until: ClassVar[tuple[str, ...]] = ()
+    # The system prompt of the reference's chat messages (lmms-eval's reasoning tasks); None: none.
+    system: ClassVar[str | None] = None
 
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        """As lmms-eval's Qwen model classes build them: the sample's images, then its prompt
-        text with any literal "<image>" deleted (models/simple/qwen2_5_vl.py generate_until;
-        Geometry3K's problems may hold one)."""
+        """As lmms-eval's Qwen model classes build them: the system prompt when the task has one,
+        the sample's images, then its prompt text with any literal "<image>" deleted
+        (models/simple/qwen2_5_vl.py generate_until; Geometry3K's problems may hold one)."""
         images = [{"type": "image"} for _ in sample.images]
         text = sample.problem.replace("<image>", "")
-        return [{"role": "user", "content": [*images, {"type": "text", "text": text}]}]
+        system = [{"role": "system", "content": [{"type": "text", "text": self.system}]}] if self.system else []
+        return [*system, {"role": "user", "content": [*images, {"type": "text", "text": text}]}]
 
     def target(self, sample: Sample) -> str:
         raise ConfigError(f"task {self.name!r} is an evaluation-only benchmark: it has no training targets")
@@ -143,10 +146,11 @@ class Benchmark(Task):
 
     def aggregate(self, processed: Sequence[dict[str, Any]]) -> dict[str, float]:
         """The metrics of the samples' `process` values (each computed once, also logged per
-        sample by the harness): each metric's `aggregations` function of its values."""
-        if not processed:
-            return {}
-        return {name: fn([p[name] for p in processed]) for name, fn in self.aggregations().items()}
+        sample by the harness): each metric's `aggregations` function of the values the samples
+        gave it. A metric no sample gave a value is not reported, as lmms-eval's evaluator
+        aggregates only the values `process_results` returned (ChartQA's split metrics)."""
+        values = {name: [p[name] for p in processed if name in p] for name in self.aggregations()}
+        return {name: fn(values[name]) for name, fn in self.aggregations().items() if values[name]}
 
     def describe(self, frame: FrameKind) -> dict[str, Any]:
         """What the results file records about the run of this benchmark."""
