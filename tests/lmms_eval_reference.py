@@ -4,7 +4,7 @@ lmms-eval: its own code when the package is importable (`LmmsEvalPackage`), and 
 re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
-chartqa/{utils.py,reasoning/utils.py}, screenspot_v2/utils.py, screenspot_pro/utils.py,
+chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -219,6 +219,88 @@ def _split_means(docs, values_by_doc, suffixes):
             metrics.setdefault(f"relaxed_overall{suffix}", []).append(value)
             metrics.setdefault(f"{split}{suffix}", []).append(value)
     return {k: _mean(v) for k, v in metrics.items()}
+
+
+# -- mmstar/utils.py and _task_utils/mcq_extract.py --------------------------------------------------------
+MMSTAR_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly"}
+MMSTAR_QWEN_KWARGS = {"pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only."}
+MMSTAR_METRICS = ["coarse perception", "fine-grained perception", "instance reasoning", "logical reasoning",
+                  "science & technology", "math", "average"]  # fmt: skip
+
+
+def extract_mcq_answer(response, choices=None):
+    if not response or not response.strip():
+        return ""
+    all_choices = choices or ["A", "B", "C", "D", "E", "F", "G", "H"]
+    text = response.strip()
+    for char in [",", ".", "!", "?", ";", ":", "'", '"']:
+        text = text.strip(char)
+    text = " " + text + " "
+    candidates = []
+    for fmt, name in [("({})", "parentheses"), ("{}.", "period"), ("{}:", "colon"), ("{})", "right_paren"),
+                      ("{} ", "space")]:  # fmt: skip
+        for ch in all_choices:
+            if fmt.format(ch) in text:
+                candidates.append((ch, text.rfind(fmt.format(ch)), name))
+    phrases = ["the answer is", "answer is", "the correct answer is", "correct answer is", "the best answer is",
+               "best answer is", "the correct option is", "correct option is", "the best option is", "best option is",
+               "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select",
+               "i pick", "my answer is", "my choice is", "옵션", "정답은", "답은", "답:", "答案是", "答案为", "选",
+               "答えは"]  # fmt: skip
+    text_lower = text.lower()
+    for phrase in phrases:
+        idx = text_lower.find(phrase)
+        if idx != -1:
+            after = idx + len(phrase)
+            for ch in all_choices:
+                ch_pos = text.find(ch, after)
+                if ch_pos != -1:
+                    candidates.append((ch, ch_pos, "phrase"))
+    stripped = text.strip()
+    for ch in all_choices:
+        if stripped.startswith(ch) and (len(stripped) == 1 or not stripped[1].isalpha()):
+            candidates.append((ch, 0, "start"))
+    for ch in all_choices:
+        if stripped.endswith(ch) and (len(stripped) == 1 or not stripped[-2].isalpha()):
+            candidates.append((ch, len(text) - 1, "end"))
+    if not candidates:
+        for ch in all_choices:
+            if ch in text:
+                candidates.append((ch, text.rfind(ch), "fallback"))
+    if not candidates:
+        return ""
+    priority = {"start": 10, "end": 9, "phrase": 7, "parentheses": 6, "period": 5, "colon": 4, "right_paren": 3,
+                "space": 2, "fallback": 0}  # fmt: skip
+    candidates.sort(key=lambda x: (priority.get(x[2], 0), x[1]), reverse=True)
+    return candidates[0][0]
+
+
+def mmstar_doc_to_text(doc, kwargs):
+    question = doc["question"].strip()
+    if "pre_prompt" in kwargs and kwargs["pre_prompt"] != "":
+        question = question.replace(" Please answer yes or no.", "")
+        question = f"{kwargs['pre_prompt']}{question}"
+    if "post_prompt" in kwargs and kwargs["post_prompt"] != "":
+        question = question.replace(" Please answer yes or no.", "")
+        question = f"{question}{kwargs['post_prompt']}"
+    return question
+
+
+def mmstar_aggregate_results(results):
+    by_l2 = {}
+    for result in results:
+        by_l2.setdefault(result["l2_category"], []).append(result["score"])
+    averages = {k: sum(v) / len(v) for k, v in by_l2.items()}
+    return sum(averages.values()) / len(averages)
+
+
+def mmstar_metrics(per_doc):
+    """Each doc's {category: item, "average": item}, aggregated over the docs that returned each metric."""
+    items = {}
+    for values in per_doc:
+        for key, item in values.items():
+            items.setdefault(key, []).append(item)
+    return {k: mmstar_aggregate_results(v) for k, v in items.items() if k in MMSTAR_METRICS}
 
 
 class MathReimplementation:
@@ -493,6 +575,12 @@ class MathReimplementation:
         scores = [cls.reasoning_score(pred.strip(), str(d["answer"])) for d, pred in zip(docs, responses, strict=True)]
         return prompts, _split_means(docs, scores, ("_acc_score", "_format_score"))
 
+    @classmethod
+    def mmstar_reasoning(cls, docs, responses):
+        prompts = [mmstar_doc_to_text(d, {}).strip() for d in docs]
+        scores = [cls.reasoning_score(pred.strip(), str(d["answer"])) for d, pred in zip(docs, responses, strict=True)]
+        return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
+
 
 class Reimplementation(MathReimplementation, _Harness):
     name = "reimplementation"
@@ -731,6 +819,21 @@ class Reimplementation(MathReimplementation, _Harness):
             docs, scores, ("",)
         )
 
+    def _mmstar(self, docs, responses, reasoning_tags, kwargs):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        per_doc = []
+        for d, r in zip(docs, responses, strict=True):
+            score = 1.0 if extract_mcq_answer(r, choices=["A", "B", "C", "D"]) == d["answer"].strip().upper() else 0.0
+            item = {"question_id": d["index"], "l2_category": d["l2_category"], "score": score}
+            per_doc.append({d["category"]: item, "average": item})
+        return [mmstar_doc_to_text(d, kwargs) for d in docs], mmstar_metrics(per_doc)
+
+    def mmstar(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmstar(docs, responses, reasoning_tags, MMSTAR_KWARGS)
+
+    def mmstar_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -951,6 +1054,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
+        from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.pixmo_count import utils as pixmo
         from lmms_eval.tasks.refcoco import utils_rec
@@ -963,7 +1067,7 @@ class LmmsEvalPackage(_Harness):
         self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
-                  "chartqa": chartqa}  # fmt: skip
+                  "chartqa": chartqa, "mmstar": mmstar}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.harness(responses, reasoning_tags)
@@ -1030,6 +1134,23 @@ class LmmsEvalPackage(_Harness):
                 metrics.setdefault(key, []).append(value)
         kwargs = {"pre_prompt": "", "post_prompt": "\nAnswer the question with a single word."}
         return [c.chartqa_doc_to_text(d, kwargs) for d in docs], {k: _mean(v) for k, v in metrics.items()}
+
+    def _mmstar(self, docs, responses, reasoning_tags, kwargs):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        m = self.m["mmstar"]
+        per_doc = [m.mmstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        items = {}
+        for values in per_doc:
+            for key, item in values.items():
+                items.setdefault(key, []).append(item)
+        metrics = {k: m.mmstar_aggregate_results(v) for k, v in items.items() if k in MMSTAR_METRICS}
+        return [m.mmstar_doc_to_text(d, kwargs) for d in docs], metrics
+
+    def mmstar(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmstar(docs, responses, reasoning_tags, MMSTAR_KWARGS)
+
+    def mmstar_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.harness(responses, reasoning_tags)

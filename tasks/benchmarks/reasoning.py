@@ -81,14 +81,20 @@ def reasoning_format(text: str) -> float:
     return 0.0
 
 
+def padded(text: str) -> str:
+    """The text both of lmms-eval's letter readers search: stripped, then each of ,.!?;:'" stripped
+    off its ends in turn, then one space either side (so that "B " matches a final B)."""
+    text = text.strip()
+    for char in ",.!?;:'\"":
+        text = text.strip(char)
+    return f" {text} "
+
+
 def parse_mcq(text: str) -> str:
     """parse_mcq: the option letter A-H a response names, by the most telling mark."""
     if not text or not text.strip():
         return ""
-    response = text.strip()
-    for char in ",.!?;:'\"":
-        response = response.strip(char)
-    response = f" {response} "
+    response = padded(text)
     candidates = []
     for mark, kind in MCQ_MARKS:
         candidates += [(c, response.rfind(mark.format(c)), kind) for c in LETTERS if mark.format(c) in response]

@@ -446,7 +446,7 @@ def _hostile(name: str, sample) -> list[str]:
         return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
              "screenspot_v2": _click_responses, "screenspot_pro": _click_responses, "ocrbench": _ocr_responses,
-             "chartqa": _chart_responses}  # fmt: skip
+             "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -647,8 +647,12 @@ def test_every_benchmark_reads_its_fixture_and_scores_any_text(name, tmp_path):
     assert [part["type"] for part in content if part["type"] != "text"] in (["image"], ["video"])
     junk = ["", "]]]]{{{", "<answer>" * 50, "1" * 5000, "[1e309, 2, 3, 4] NaN -0 ０.５"]
     for text in junk:
-        metrics = task.metrics(samples, [text] * len(samples))
-        assert set(task.aggregations()) <= metrics.keys() and all(isinstance(v, float) for v in metrics.values())
+        texts = [text] * len(samples)
+        metrics = task.metrics(samples, texts)
+        processed = task.processed(samples, texts, LMMS_EVAL_REASONING_TAGS)[1]
+        returned = {name for name in task.aggregations() if any(name in p for p in processed)}
+        assert returned and returned <= metrics.keys()  # every metric some sample returned (and extras: ScreenSpot's)
+        assert all(isinstance(v, float) for v in metrics.values())
     assert task.describe("absolute")["reference"]
 
 
@@ -833,9 +837,35 @@ def _chart_responses(sample):
     ]
 
 
+def _mcq_responses(sample):
+    letter = _answer_text(sample)
+    other = "C" if letter != "C" else "D"
+    return [
+        letter,
+        f"({letter})",
+        f"{letter}.",
+        f"Answer: {letter}",
+        f"The answer is {letter}",
+        f"I think {other}. No, the answer is {letter}",
+        f"({other}) or ({letter})",
+        f"{letter}ad",  # a word starting with the letter: not a standalone letter
+        letter.lower(),
+        "",
+        "E",
+        f"{other} is wrong; {letter}",
+        f"I say {other}. 答案是{letter}",  # the phrase ("the answer is") outranks "{other}."
+        f"({letter}) or (E)",  # MMStar reads A-D only: (E) is no candidate
+        *_reasoning(letter, other),
+    ]
+
+
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
-@pytest.mark.parametrize("name, kinds", [("ocrbench", _ocr_responses), ("chartqa", _chart_responses)])
-def test_ocrbench_and_chartqa_equal_lmms_eval(name, kinds, reference, tmp_path):
+@pytest.mark.parametrize(
+    "name, kinds",
+    [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
+     ("mmstar_qwen", _mcq_responses)],
+)  # fmt: skip
+def test_ocrbench_chartqa_and_mmstar_equal_lmms_eval(name, kinds, reference, tmp_path):
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
     docs = _docs(task, path)
     for responses in _rounds(kinds, samples):
@@ -847,8 +877,9 @@ def test_ocrbench_and_chartqa_equal_lmms_eval(name, kinds, reference, tmp_path):
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
 @pytest.mark.parametrize(
     "name",
-    ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning"],
-)
+    ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
+     "mmstar_reasoning"],
+)  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     pytest.importorskip("math_verify")
     if not hasattr(reference, name):
@@ -860,7 +891,7 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
     # MathVista's and MathVerse's name their own (<think>); the others get reasoning_utils' default
-    system = DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa")) else task.system
+    system = DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa", "mmstar")) else task.system
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}
 
 
@@ -889,6 +920,22 @@ def test_chartqa_reports_a_split_only_where_its_samples_are_and_reads_percent_an
         assert got == {"relaxed_overall": expected[answer], "relaxed_augmented_split": expected[answer]}, answer
     other = dataclasses.replace(human[0], solution={"answer": "3", "type": "val"})  # not human_test: augmented
     assert task.metrics([other], ["3"]) == {"relaxed_overall": 1.0, "relaxed_augmented_split": 1.0}
+
+
+def test_mmstar_means_its_l2_categories_and_counts_an_unknown_category_in_the_average_only(tmp_path):
+    task, samples, _ = _load("mmstar", tmp_path, size=1, seed=0)
+
+    def sample(category, l2, answer="B"):
+        truth = {"answer": answer, "category": category, "l2_category": l2, "index": 0}
+        return dataclasses.replace(samples[0], solution=truth)
+
+    math = [sample("math", "geometry")] * 3 + [sample("math", "statistical reasoning")]
+    got = task.metrics([*math, sample("poetry", "rhyme")], ["B", "B", "B", "A", "B"])
+    assert got == {"math": (1.0 + 0.0) / 2, "average": (1.0 + 0.0 + 1.0) / 3}  # not 4/5: a mean of L2 means
+    assert task.metrics([sample("math", "geometry", answer=" b ")], ["The answer is (B)."]) == {
+        "math": 1.0,
+        "average": 1.0,
+    }
 
 
 def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
