@@ -4,7 +4,8 @@ lmms-eval: its own code when the package is importable (`LmmsEvalPackage`), and 
 re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
-chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
+chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
+_task_utils/mmmu_mcq_utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -35,7 +36,9 @@ prompts and the aggregated metrics.
 
 from __future__ import annotations
 
+import ast
 import json
+import random
 import re
 import tempfile
 from pathlib import Path
@@ -301,6 +304,210 @@ def mmstar_metrics(per_doc):
         for key, item in values.items():
             items.setdefault(key, []).append(item)
     return {k: mmstar_aggregate_results(v) for k, v in items.items() if k in MMSTAR_METRICS}
+
+
+# -- mmmu/utils.py, _task_utils/mmmu_mcq_utils.py (MMMU's eval_utils.py) -------------------------------
+MMMU_KWARGS = {"prompt_type": "format", "multiple_choice_prompt": "Answer with the option's letter from the given choices directly.",
+               "open_ended_prompt": "Answer the question using a single word or phrase."}  # fmt: skip
+MMMU_QWEN_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
+                    "open_ended_prompt": "Please answer the question directly."}  # fmt: skip
+
+
+def mmmu_parse_options(options):
+    option_letters = [chr(ord("A") + i) for i in range(len(options))]
+    return "\n".join(
+        [f"{option_letter}. {option}" for option_letter, option in zip(option_letters, options, strict=True)]
+    )
+
+
+def mmmu_construct_prompt(doc, mc_prompt="", open_ended_prompt=""):
+    question = doc["question"]
+    if doc["question_type"] == "multiple-choice":
+        parsed_options = mmmu_parse_options(ast.literal_eval(doc["options"]))
+        question = f"{question}\n{parsed_options}\n\n{mc_prompt}"
+    else:
+        question = f"{question}\n\n{open_ended_prompt}"
+    return question
+
+
+def mmmu_doc_to_text(doc, kwargs):
+    if "format" in kwargs and kwargs["format"] == "qwen3_vl":
+        options = mmmu_parse_options(ast.literal_eval(doc["options"]))
+        if doc["question_type"] == "multiple-choice":
+            return f"{kwargs['pre_prompt']}{doc['question']}\nOptions:\n{options}\n{kwargs['post_prompt']}"
+        return f"{kwargs['pre_prompt']}{doc['question']}\nOptions:\n{options}\n{kwargs['open_ended_prompt']}"
+    return mmmu_construct_prompt(doc, kwargs["multiple_choice_prompt"], kwargs["open_ended_prompt"])
+
+
+def mmmu_image_keys(doc):
+    tokens = re.findall(r"<image \d+>", mmmu_construct_prompt(doc))
+    return sorted(list(set([t.strip("<>").replace(" ", "_") for t in tokens])))
+
+
+def mmmu_parse_multi_choice(response, all_choices, index2ans, rng):
+    """parse_mmmu_multi_choice_response, its random.choice drawn from `rng`."""
+    for char in [",", ".", "!", "?", ";", ":", "'"]:
+        response = response.strip(char)
+    response = " " + response + " "
+    index_ans = True
+    ans_with_brack = False
+    candidates = []
+    for choice in all_choices:
+        if f"({choice})" in response:
+            candidates.append(choice)
+            ans_with_brack = True
+    if len(candidates) == 0:
+        for choice in all_choices:
+            if f"{choice} " in response:
+                candidates.append(choice)
+    if len(candidates) == 0:
+        for choice in all_choices:
+            if f"{choice}." in response:
+                candidates.append(choice)
+    if len(candidates) == 0 and len(response.split()) > 5:
+        for index, ans in index2ans.items():
+            if ans.lower() in response.lower():
+                candidates.append(index)
+                index_ans = False
+    if len(candidates) == 0:
+        pred_index = rng.choice(all_choices)
+    elif len(candidates) > 1:
+        start_indexes = []
+        if index_ans:
+            if ans_with_brack:
+                for can in candidates:
+                    start_indexes.append(response.rfind(f"({can})"))
+            else:
+                for can in candidates:
+                    start_indexes.append(response.rfind(f" {can} "))
+        else:
+            for can in candidates:
+                start_indexes.append(response.lower().rfind(index2ans[can].lower()))
+        pred_index = candidates[np.argmax(start_indexes)]
+    else:
+        pred_index = candidates[0]
+    return pred_index
+
+
+def mmmu_extract_numbers(string):
+    pattern_commas = r"-?\b\d{1,3}(?:,\d{3})+\b"
+    pattern_scientific = r"-?\d+(?:\.\d+)?[eE][+-]?\d+"
+    pattern_simple = r"-?(?:\d+\.\d+|\.\d+|\d+\b)(?![eE][+-]?\d+)(?![,\d])"
+    return (
+        re.findall(pattern_commas, string) + re.findall(pattern_scientific, string) + re.findall(pattern_simple, string)
+    )
+
+
+def mmmu_normalize_str(string):
+    string = string.strip()
+    try:
+        float(string.replace(",", ""))
+        is_number = True
+    except ValueError:
+        is_number = False
+    if is_number:
+        return [round(float(string.replace(",", "")), 2)]
+    string = string.lower()
+    if len(string) == 1:
+        return [" " + string, string + " "]
+    return [string]
+
+
+def mmmu_parse_open_response(response):
+    def get_key_subresponses(response):
+        response = response.strip().strip(".").lower()
+        sub_responses = re.split(r"\.\s(?=[A-Z])|\n", response)
+        indicators_of_keys = ["could be ", "so ", "is ", "thus ", "therefore ", "final ", "answer ", "result "]
+        key_responses = []
+        for index, resp in enumerate(sub_responses):
+            if index == len(sub_responses) - 1:
+                indicators_of_keys.extend(["="])
+            shortest_key_response = None
+            for indicator in indicators_of_keys:
+                if indicator in resp:
+                    if not shortest_key_response:
+                        shortest_key_response = resp.split(indicator)[-1].strip()
+                    else:
+                        if len(resp.split(indicator)[-1].strip()) < len(shortest_key_response):
+                            shortest_key_response = resp.split(indicator)[-1].strip()
+            if shortest_key_response:
+                if shortest_key_response.strip() not in [":", ",", ".", "!", "?", ";", ":", "'"]:
+                    key_responses.append(shortest_key_response)
+        if len(key_responses) == 0:
+            return [response]
+        return key_responses
+
+    key_responses = get_key_subresponses(response)
+    pred_list = key_responses.copy()
+    for resp in key_responses:
+        pred_list.extend(mmmu_extract_numbers(resp))
+    tmp_pred_list = []
+    for i in range(len(pred_list)):
+        tmp_pred_list.extend(mmmu_normalize_str(pred_list[i]))
+    return list(set(tmp_pred_list))
+
+
+def mmmu_eval_open(gold_i, pred_i):
+    correct = False
+    norm_answers = mmmu_normalize_str(gold_i)
+    for pred in pred_i:
+        if isinstance(pred, str):
+            for norm_ans in norm_answers:
+                if isinstance(norm_ans, str) and norm_ans in pred:
+                    if not correct:
+                        correct = True
+                    break
+        else:
+            if pred in norm_answers:
+                if not correct:
+                    correct = True
+                break
+    return correct
+
+
+def mmmu_process_results(doc, results, open_answers="lmms_eval"):
+    """mmmu_process_results; open_answers="mmmu" keeps the parsed list, as MMMU's own code."""
+    parsed_preds = []
+    for pred in results:
+        if doc["question_type"] == "multiple-choice":
+            options = ast.literal_eval(doc["options"])
+            all_choices = [chr(ord("A") + i) for i in range(len(options))]
+            index2ans = dict(zip(all_choices, options, strict=True))
+            parsed_pred = mmmu_parse_multi_choice(pred, all_choices, index2ans, random.Random(doc["id"]))
+        else:
+            parsed_pred = mmmu_parse_open_response(pred)
+            if open_answers == "lmms_eval":
+                parsed_pred = str(parsed_pred[0]) if parsed_pred else ""
+        parsed_preds.append(parsed_pred)
+    subdomain = re.compile(rf"^{doc['id'].split('_')[0]}_(.+?)_\d+$").search(doc["id"]).group(1)
+    return {"id": doc["id"], "subdomain": subdomain, "question_type": doc["question_type"], "answer": doc["answer"],
+            "parsed_pred": parsed_preds}  # fmt: skip
+
+
+def mmmu_aggregate_results(results):
+    """The Overall accuracy of mmmu_aggregate_results (evaluate_mmmu per subject, calculate_ins_level_acc)."""
+    subset_to_eval_samples = {}
+    for result in results:
+        subset_to_eval_samples.setdefault(result["subdomain"], []).append(result)
+    evaluation_result = {}
+    for subset, samples in subset_to_eval_samples.items():
+        pred_correct = 0
+        for sample in samples:
+            correct = False
+            for pred_i in sample["parsed_pred"]:
+                if sample["question_type"] == "multiple-choice":
+                    correct = sample["answer"] == pred_i
+                else:
+                    correct = mmmu_eval_open(sample["answer"], pred_i)
+                if correct:
+                    pred_correct += 1
+                    break
+        evaluation_result[subset] = {"acc": pred_correct / len(samples), "num_example": len(samples)}
+    acc, ins_num = 0, 0
+    for cat_results in evaluation_result.values():
+        acc += cat_results["acc"] * cat_results["num_example"]
+        ins_num += cat_results["num_example"]
+    return round(acc / ins_num if ins_num else 0, 5)
 
 
 class MathReimplementation:
@@ -833,6 +1040,17 @@ class Reimplementation(MathReimplementation, _Harness):
 
     def mmstar_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
+
+    def _mmmu(self, docs, responses, reasoning_tags, kwargs, open_answers):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        items = [mmmu_process_results(d, [r], open_answers) for d, r in zip(docs, responses, strict=True)]
+        return [mmmu_doc_to_text(d, kwargs) for d in docs], {"mmmu_acc": mmmu_aggregate_results(items)}
+
+    def mmmu_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, open_answers="lmms_eval"):
+        return self._mmmu(docs, responses, reasoning_tags, MMMU_KWARGS, open_answers)
+
+    def mmmu_val_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, open_answers="lmms_eval"):
+        return self._mmmu(docs, responses, reasoning_tags, MMMU_QWEN_KWARGS, open_answers)
 
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod

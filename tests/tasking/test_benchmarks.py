@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from lmms_eval_reference import (
 from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
 from PIL import Image
 
+from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import last_boxed
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
@@ -446,7 +448,8 @@ def _hostile(name: str, sample) -> list[str]:
         return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
              "screenspot_v2": _click_responses, "screenspot_pro": _click_responses, "ocrbench": _ocr_responses,
-             "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses}  # fmt: skip
+             "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
+             "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -859,13 +862,28 @@ def _mcq_responses(sample):
     ]
 
 
+def _mmmu_responses(sample):
+    truth = sample.solution
+    if truth["multiple_choice"]:
+        right = truth["options"][1]
+        return ["B", "(B)", "The answer is B.", f"B. {right}", "I think (A) but it is (B)", f"I would say it is {right} here",
+                "A or B", "", "no idea at all", "(E)", "b", f"Looking closely, {truth['options'][0]} is what I count",
+                f"it shows {right} dots here", "The answer: (A)", "B!", f"maybe {right} or {truth['options'][2]} it seems"]  # fmt: skip
+    n = truth["answer"]
+    return [n, f"The answer is {n}.", f"there are {n} dots", f"{n}.0", "three", f"{n},000", f"x = {n}",
+            f"so {n}\nfinal answer is {int(n) + 1}", "", f"{n} dots", "It could be 1e3", f"{int(n) + 1}",
+            f".{n}.", f"{n} is !", f"so {int(n) + 1}\nx = {n}", f"{n}.004"]  # fmt: skip
+
+
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
 @pytest.mark.parametrize(
     "name, kinds",
     [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
-     ("mmstar_qwen", _mcq_responses)],
+     ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses)],
 )  # fmt: skip
-def test_ocrbench_chartqa_and_mmstar_equal_lmms_eval(name, kinds, reference, tmp_path):
+def test_ocrbench_chartqa_mmstar_and_mmmu_equal_lmms_eval(name, kinds, reference, tmp_path):
+    if not hasattr(reference, name):
+        pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
     docs = _docs(task, path)
     for responses in _rounds(kinds, samples):
@@ -936,6 +954,61 @@ def test_mmstar_means_its_l2_categories_and_counts_an_unknown_category_in_the_av
         "math": 1.0,
         "average": 1.0,
     }
+
+
+def test_mmmu_open_questions_score_as_lmms_eval_or_as_mmmu_and_a_letterless_answer_is_drawn_per_question(tmp_path):
+    reference = REFERENCES[0]
+    scores = {}
+    for open_answers in ("lmms_eval", "mmmu"):
+        task, samples, path = _load("mmmu_val", tmp_path / open_answers, size=12, seed=3, open_answers=open_answers)
+        docs = _docs(task, path)
+        right = [_answer_text(s) for s in samples]  # the letter, or the open answer itself
+        _, expected = reference.mmmu_val(docs, right, open_answers=open_answers)
+        scores[open_answers] = task.metrics(samples, right)
+        assert scores[open_answers] == expected
+        assert task.describe("absolute")["open_answers"] == open_answers
+        for responses in _rounds(_mmmu_responses, samples):
+            assert task.metrics(samples, responses) == reference.mmmu_val(docs, responses, open_answers=open_answers)[1]
+    n_open = sum(not s.solution["multiple_choice"] for s in samples)
+    assert n_open and scores["mmmu"]["mmmu_acc"] == 1.0
+    assert scores["lmms_eval"]["mmmu_acc"] == round((len(samples) - n_open) / len(samples), 5)  # open never right there
+    mc = next(s for s in samples if s.solution["multiple_choice"])
+    letters = {task.process(text, mc)["mmmu_acc"]["parsed_pred"][0] for text in ["", "", "no idea"]}
+    assert letters == {random.Random(mc.solution["id"]).choice("ABCD")}
+
+
+@pytest.mark.parametrize(
+    "gold, response",
+    [("a", "banana"), ("a", "it is a"), ("A", "The answer is (a)."), ("Paris", "so it is paris, france"),
+     ("1,234.5", "the total is 1234.50 dollars"), ("1,234", "about 1,234 in all"), ("3.14", "x = 3.1416"), ("0.5", "it could be about 5e-1 units"),
+     ("12", "first 13.\nthus 12"), ("12", "The results are 12. The answer is 13")],
+)  # fmt: skip
+def test_mmmu_open_answers_are_read_as_mmmus_eval_utils_read_them(gold, response):
+    from lmms_eval_reference import mmmu_eval_open, mmmu_parse_open_response
+
+    from tasks.benchmarks.mmmu import eval_open, parse_open_response
+
+    assert sorted(map(str, parse_open_response(response))) == sorted(map(str, mmmu_parse_open_response(response)))
+    assert eval_open(gold, parse_open_response(response)) == mmmu_eval_open(gold, mmmu_parse_open_response(response))
+
+
+def test_mmmu_shows_the_images_its_markers_name_and_skips_rows_lmms_eval_would_stop_on(tmp_path):
+    from tasks.benchmarks.mmmu import SCHEMA as MMMU_SCHEMA
+    from tasks.benchmarks.mmmu import synthetic_row
+
+    scenes = list(dot_scenes(4, 0))
+    rows = [synthetic_row(*scene) for scene in scenes]
+    assert "<image 2>" in rows[1]["options"]
+    rows[2]["options"] = "__import__('os').system('true')"
+    rows[3]["image_1"] = None
+    data = tmp_path / "MMMU"
+    write_parquet(hub_file(data, "validation"), rows, MMMU_SCHEMA)
+    task = make_task(TaskConfig(name="mmmu_val"))
+    cfg = load_config(None, [f"data.eval={data}", f"data.image_cache={tmp_path / 'cache'}"], {"task.name": "mmmu_val"})
+    split = load_task_split(task, cfg, "eval")
+    assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 2
+    assert "not a Python list literal" in str(split.errors[0]) and "image_1 is empty" in str(split.errors[1])
+    assert task.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
 
 
 def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
