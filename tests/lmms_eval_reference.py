@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -510,6 +510,55 @@ def mmmu_aggregate_results(results):
     return round(acc / ins_num if ins_num else 0, 5)
 
 
+# -- realworldqa/utils.py, pope/utils.py ---------------------------------------------------------------
+# mathvista/reasoning, mathverse/reasoning and realworldqa/reasoning SYSTEM_PROMPT
+THINK_SYSTEM_PROMPT = (
+    "You are a helpful assistant. When the user asks a question, your response must include two parts: "
+    "first, the reasoning process enclosed in <think>...</think> tags, then the final answer enclosed in <answer>...</answer> tags."
+    "Please provide a clear, concise response within <answer> </answer> tags that directly addresses the question."
+)
+POPE_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
+
+
+def realworldqa_process_results(doc, results):
+    pred = results[0]
+    gt_ans = doc["answer"].strip()
+    if gt_ans.upper() in ("A", "B", "C", "D"):
+        pred_ans = extract_mcq_answer(pred, choices=["A", "B", "C", "D"])
+        score = 1.0 if pred_ans == gt_ans.upper() else 0.0
+    else:
+        pred_clean = pred.lower().strip().rstrip(".")
+        score = 1.0 if pred_clean == gt_ans.lower() else 0.0
+    return {"exact_match": score}
+
+
+def pope_doc_to_text(doc, kwargs):
+    return f"{kwargs.get('pre_prompt', '')}{doc['question'].strip()}{kwargs.get('post_prompt', '')}"
+
+
+def pope_process_results(doc, results):
+    pred = results[0].lower().strip()
+    gt_ans = doc["answer"].lower().strip()
+    assert gt_ans in ["yes", "no"]
+    score = 1.0 if pred == gt_ans else 0.0
+    return {"question_id": doc["question_id"], "score": score, "prediction": pred, "ground_truth": gt_ans}
+
+
+def pope_aggregates(results):
+    """pope_aggregate_accuracy, _precision, _recall, _f1_score, _yes_ratio."""
+    accuracy = sum(r["score"] for r in results) / len(results)
+    tp = sum(1 for r in results if r["ground_truth"] == "yes" and r["prediction"] == "yes")
+    fp = sum(1 for r in results if r["ground_truth"] == "no" and r["prediction"] == "yes")
+    fn = sum(1 for r in results if r["ground_truth"] == "yes" and r["prediction"] == "no")
+    precision = tp / (tp + fp) if (tp + fp) > 0 else 0
+    recall = tp / (tp + fn) if (tp + fn) > 0 else 0
+    f1 = 2 * (precision * recall) / (precision + recall) if (precision + recall) > 0 else 0
+    yes = sum(1 for r in results if r["ground_truth"] == "yes")
+    no = sum(1 for r in results if r["ground_truth"] == "no")
+    return {"pope_accuracy": accuracy, "pope_precision": precision, "pope_recall": recall, "pope_f1_score": f1,
+            "pope_yes_ratio": yes / (yes + no) if (yes + no) > 0 else 0}  # fmt: skip
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -788,6 +837,14 @@ class MathReimplementation:
         scores = [cls.reasoning_score(pred.strip(), str(d["answer"])) for d, pred in zip(docs, responses, strict=True)]
         return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
 
+    @classmethod
+    def realworldqa_reasoning(cls, docs, responses):
+        prompts = [d["question"].strip() for d in docs]
+        scores = [
+            cls.reasoning_score(r.strip(), d["answer"].lower().strip()) for d, r in zip(docs, responses, strict=True)
+        ]
+        return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
+
 
 class Reimplementation(MathReimplementation, _Harness):
     name = "reimplementation"
@@ -1052,6 +1109,18 @@ class Reimplementation(MathReimplementation, _Harness):
     def mmmu_val_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, open_answers="lmms_eval"):
         return self._mmmu(docs, responses, reasoning_tags, MMMU_QWEN_KWARGS, open_answers)
 
+    def realworldqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        scores = [realworldqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [d["question"].strip() for d in docs], {"exact_match": _mean(scores)}
+
+    def pope(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        items = [pope_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        return [pope_doc_to_text(d, POPE_KWARGS) for d in docs], pope_aggregates(items)
+
+    pope_adv = pope_pop = pope_random = pope
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -1275,6 +1344,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.pixmo_count import utils as pixmo
+        from lmms_eval.tasks.pope import utils as pope
         from lmms_eval.tasks.refcoco import utils_rec
         from lmms_eval.tasks.refcoco_grounding import utils as grounding
         from lmms_eval.tasks.screenspot_pro import utils as pro
@@ -1285,7 +1355,7 @@ class LmmsEvalPackage(_Harness):
         self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
-                  "chartqa": chartqa, "mmstar": mmstar}  # fmt: skip
+                  "chartqa": chartqa, "mmstar": mmstar, "pope": pope}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.harness(responses, reasoning_tags)
@@ -1369,6 +1439,15 @@ class LmmsEvalPackage(_Harness):
 
     def mmstar_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
+
+    def pope(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        m = self.m["pope"]
+        per_doc = [m.pope_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {k: getattr(m, k.replace("pope_", "pope_aggregate_"))([p[k] for p in per_doc]) for k in per_doc[0]}
+        return [m.pope_doc_to_text(d, POPE_KWARGS) for d in docs], metrics
+
+    pope_adv = pope_pop = pope_random = pope
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.harness(responses, reasoning_tags)

@@ -33,7 +33,7 @@ from PIL import Image
 
 from rewards.text import compile_pattern, findall
 from tasks.benchmarks.counting import dot_scenes
-from tasks.benchmarks.reasoning import LETTERS, needs_math_verify, reasoning_score
+from tasks.benchmarks.reasoning import LETTERS, THINK_SYSTEM, needs_math_verify, reasoning_score
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -41,12 +41,6 @@ from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_par
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
-REASONING_SYSTEM = (
-    "You are a helpful assistant. When the user asks a question, your response must include two parts: "
-    "first, the reasoning process enclosed in <think>...</think> tags, then the final answer enclosed in "
-    "<answer>...</answer> tags.Please provide a clear, concise response within <answer> </answer> tags that "
-    "directly addresses the question."
-)
 
 # -- MathVista's query (MathVistaEvaluator.create_one_query, zero-shot, no caption / OCR) -------------
 MC_HINT = "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end."
@@ -254,7 +248,7 @@ class MathVistaReasoning(MathVista):
     """lmms_eval/tasks/mathvista/reasoning: the step-by-step query, the reasoning system prompt,
     compute_score against the option letter (multiple choice) or the answer."""
 
-    system = REASONING_SYSTEM
+    system = THINK_SYSTEM
     max_new_tokens = 49152
 
     def __init__(self, options=None, rewards=None):
@@ -291,7 +285,7 @@ class MathVerseReasoning(_MathBenchmark):
 
     columns = (Column("image", "image"), Column("query_wo", "string"), Column("answer", "string"))
     schema = MATHVERSE_SCHEMA
-    system = REASONING_SYSTEM
+    system = THINK_SYSTEM
     max_new_tokens = 49152
     process = MathVistaReasoning.process
     aggregations = MathVistaReasoning.aggregations

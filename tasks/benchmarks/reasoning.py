@@ -12,8 +12,14 @@ from rewards.math import math_verified, math_verify
 from rewards.text import compile_pattern, fullmatch, search
 from vlrl.config import ConfigError
 
-# DEFAULT_REASONING_SYSTEM_PROMPT, which make_reasoning_doc_to_messages gives a task that names none
-# (the MathVista and MathVerse reasoning tasks name their own, with <think> for <analysis>).
+# The system prompt the MathVista, MathVerse and RealWorldQA reasoning tasks name (each its own copy).
+THINK_SYSTEM = (
+    "You are a helpful assistant. When the user asks a question, your response must include two parts: "
+    "first, the reasoning process enclosed in <think>...</think> tags, then the final answer enclosed in "
+    "<answer>...</answer> tags.Please provide a clear, concise response within <answer> </answer> tags that "
+    "directly addresses the question."
+)
+# DEFAULT_REASONING_SYSTEM_PROMPT, which make_reasoning_doc_to_messages gives a task that names none.
 ANALYSIS_SYSTEM = (
     "You are a helpful assistant. When user asks a question, your response must include two parts: "
     "first, reasoning process enclosed in <analysis>...</analysis> tags, then final answer enclosed in "

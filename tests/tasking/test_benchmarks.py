@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from lmms_eval_reference import (
     CLI_REASONING_TAGS,
     DEFAULT_REASONING_SYSTEM_PROMPT,
+    THINK_SYSTEM_PROMPT,
     MathReimplementation,
     Reimplementation,
     extract_boxed_answer,
@@ -59,6 +60,15 @@ def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "abs
     split = load_task_split(task, cfg, "eval")
     assert not split.errors
     return task, split.samples, path
+
+
+def _read_rows(name: str, rows: list[dict], schema: pa.Schema, split: str, tmp_path: Path):
+    """These rows written as the hub stores benchmark `name`'s split, read by vlrl: (task, split read)."""
+    data = tmp_path / name
+    write_parquet(hub_file(data, split), rows, schema)
+    task = make_task(TaskConfig(name=name))
+    cfg = load_config(None, [f"data.eval={data}", f"data.image_cache={tmp_path / 'cache'}"], {"task.name": name})
+    return task, load_task_split(task, cfg, "eval")
 
 
 def _docs(task, path: Path):
@@ -449,7 +459,9 @@ def _hostile(name: str, sample) -> list[str]:
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
              "screenspot_v2": _click_responses, "screenspot_pro": _click_responses, "ocrbench": _ocr_responses,
              "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
-             "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses}  # fmt: skip
+             "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses, "realworldqa": _realworldqa_responses,
+             "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
+             "pope_random": _pope_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -875,13 +887,27 @@ def _mmmu_responses(sample):
             f".{n}.", f"{n} is !", f"so {int(n) + 1}\nx = {n}", f"{n}.004"]  # fmt: skip
 
 
+def _realworldqa_responses(sample):
+    answer = sample.solution
+    if answer in "ABCD":
+        return _mcq_responses(dataclasses.replace(sample, solution={"answer": answer}))[:16]
+    return [answer, answer.lower(), f"{answer}.", f"{answer}..", f" {answer.upper()} ", f"{answer}!", "", "B",
+            f"It is {answer}", f"{answer}\n", "three", "Dots", "3", f"<think>{answer}</think>", f"{answer} .", "no"]  # fmt: skip
+
+
+def _pope_responses(sample):
+    return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
+            "</think>no", "Yes\n", "nO"]  # fmt: skip
+
+
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
 @pytest.mark.parametrize(
     "name, kinds",
     [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
-     ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses)],
+     ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
+     ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses)],
 )  # fmt: skip
-def test_ocrbench_chartqa_mmstar_and_mmmu_equal_lmms_eval(name, kinds, reference, tmp_path):
+def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_and_pope_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
         pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
@@ -896,7 +922,7 @@ def test_ocrbench_chartqa_mmstar_and_mmmu_equal_lmms_eval(name, kinds, reference
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
-     "mmstar_reasoning"],
+     "mmstar_reasoning", "realworldqa_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     pytest.importorskip("math_verify")
@@ -908,8 +934,10 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         prompts, expected = getattr(reference, name)(docs, reference.harness(responses))
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
-    # MathVista's and MathVerse's name their own (<think>); the others get reasoning_utils' default
-    system = DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa", "mmstar")) else task.system
+    # MathVista's, MathVerse's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
+    system = (
+        DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa", "mmstar")) else THINK_SYSTEM_PROMPT
+    )
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}
 
 
@@ -1001,14 +1029,22 @@ def test_mmmu_shows_the_images_its_markers_name_and_skips_rows_lmms_eval_would_s
     assert "<image 2>" in rows[1]["options"]
     rows[2]["options"] = "__import__('os').system('true')"
     rows[3]["image_1"] = None
-    data = tmp_path / "MMMU"
-    write_parquet(hub_file(data, "validation"), rows, MMMU_SCHEMA)
-    task = make_task(TaskConfig(name="mmmu_val"))
-    cfg = load_config(None, [f"data.eval={data}", f"data.image_cache={tmp_path / 'cache'}"], {"task.name": "mmmu_val"})
-    split = load_task_split(task, cfg, "eval")
+    task, split = _read_rows("mmmu_val", rows, MMMU_SCHEMA, "validation", tmp_path)
     assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 2
     assert "not a Python list literal" in str(split.errors[0]) and "image_1 is empty" in str(split.errors[1])
     assert task.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
+
+
+def test_realworldqa_reads_a_lower_case_letter_answer_as_a_letter_and_pope_skips_a_non_yes_no_answer(tmp_path):
+    from tasks.benchmarks.pope import SCHEMA as POPE_SCHEMA
+    from tasks.benchmarks.pope import synthetic_row as pope_row
+    from tasks.benchmarks.realworldqa import realworldqa_right
+
+    assert realworldqa_right("The answer is (B).", " b ") and not realworldqa_right("b.", "Downhill")
+    rows = [pope_row(*scene) for scene in dot_scenes(3, 0)]
+    rows[1]["answer"] = "maybe"
+    _, split = _read_rows("pope", rows, POPE_SCHEMA, "test", tmp_path)
+    assert len(split.samples) == 2 and "yes or no" in str(split.errors[0]) and "'maybe'" in str(split.errors[0])
 
 
 def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
@@ -1017,11 +1053,7 @@ def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
 
     rows = list(ocr_rows(3, 0))
     rows[1]["question_type"] = "Poetry"
-    data = tmp_path / "OCRBench"
-    write_parquet(hub_file(data, "test"), rows, OCR_SCHEMA)
-    task = make_task(TaskConfig(name="ocrbench"))
-    cfg = load_config(None, [f"data.eval={data}", f"data.image_cache={tmp_path / 'cache'}"], {"task.name": "ocrbench"})
-    split = load_task_split(task, cfg, "eval")
+    _, split = _read_rows("ocrbench", rows, OCR_SCHEMA, "test", tmp_path)
     assert len(split.samples) == 2 and len(split.errors) == 1
     assert "question_type" in str(split.errors[0]) and "'Poetry'" in str(split.errors[0])
 
