@@ -53,6 +53,7 @@ def exit_process(status: int) -> NoReturn:
             ending.say_ended()
             _flush()
             ending.wait_for_the_others(EXIT_WAIT_S)
+            time.sleep(EXIT_GRACE_S)
         atexit._run_exitfuncs()  # what the interpreter's exit runs first, in the same order
     finally:
         _flush()
@@ -79,6 +80,11 @@ class PeerFailed(RuntimeError):
 
 PEER_FAILED = "stopped: another process failed (its error is printed above)"
 EXIT_WAIT_S = 120.0  # how long a process stopped by another's error waits for it to end (closing its trackers)
+# And then a moment more: the failing process says it ended just before os._exit, but its exit
+# (a torch process's memory unmapped) is seen by torchrun only once done, which under load took
+# longer than the stopped process's own exit handlers: torchrun then named the stopped process
+# the root cause (seen once in a `make test` on 2 busy cores).
+EXIT_GRACE_S = 2.0
 
 
 def peer_gone(err: BaseException) -> bool:
