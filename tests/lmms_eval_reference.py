@@ -119,6 +119,12 @@ class _Harness:
             return list(responses)
         return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
+    def scored(self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS) -> list[str]:
+        """What `process_results` of the task's yaml then sees: api/task.py Task.process_results
+        strips each generate_until response (None as "") before calling it (75571cf lines
+        1586-1590; 0.7.3 the same)."""
+        return [r.strip() if r is not None else "" for r in self.harness(responses, reasoning_tags)]
+
 
 def extract_boxed_answer(s):
     """reasoning_utils.py extract_boxed_answer: the last box that closes (braces counted from each)."""
@@ -882,7 +888,7 @@ class Reimplementation(MathReimplementation, _Harness):
 
     # -- RefCOCO strict REC (utils_rec.py) -------------------------------------------------------
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        responses = self.harness(responses, reasoning_tags)
+        responses = self.scored(responses, reasoning_tags)
         exploded = self.rec_preprocessed(docs)
         prompts = ["Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, "
                    "bottom-right y). All values are floating point numbers bounded between 0 and 1. Please provide "
@@ -927,7 +933,7 @@ class Reimplementation(MathReimplementation, _Harness):
 
     # -- RefCOCO lenient grounding (refcoco_grounding/utils.py) -----------------------------------
     def refcoco_grounding(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
 
         def refs(a):
             if isinstance(a, str):
@@ -1008,7 +1014,7 @@ class Reimplementation(MathReimplementation, _Harness):
 
     # -- counting ---------------------------------------------------------------------------------
     def countbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         words = {
             w: str(i)
             for i, w in enumerate(
@@ -1049,7 +1055,7 @@ class Reimplementation(MathReimplementation, _Harness):
         }
 
     def countbenchqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         prompts = [
             (f"{d['text']}\n\n{d['question']}" if d.get("text") else d["question"])
             + SINGLE_NUMBER_KWARGS["post_prompt"]
@@ -1060,7 +1066,7 @@ class Reimplementation(MathReimplementation, _Harness):
         }
 
     def pixmo_count(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         prompts = [d["question"].replace("<image>", "").strip() + SINGLE_NUMBER_KWARGS["post_prompt"] for d in docs]
         scores = []
         for d, r in zip(docs, responses, strict=True):
@@ -1072,19 +1078,19 @@ class Reimplementation(MathReimplementation, _Harness):
 
     # -- OCRBench, ChartQA ----------------------------------------------------------------------------
     def ocrbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [ocrbench_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
         return [d["question"].strip() for d in docs], {"ocrbench_accuracy": ocrbench_final_score(items)}
 
     def chartqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [[1.0 if relaxed_correctness(r, d["answer"]) else 0.0] for d, r in zip(docs, responses, strict=True)]
         return [f"{d['question']}\nAnswer the question with a single word." for d in docs], _split_means(
             docs, scores, ("",)
         )
 
     def _mmstar(self, docs, responses, reasoning_tags, kwargs):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         per_doc = []
         for d, r in zip(docs, responses, strict=True):
             score = 1.0 if extract_mcq_answer(r, choices=["A", "B", "C", "D"]) == d["answer"].strip().upper() else 0.0
@@ -1099,7 +1105,7 @@ class Reimplementation(MathReimplementation, _Harness):
         return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
 
     def _mmmu(self, docs, responses, reasoning_tags, kwargs, open_answers):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [mmmu_process_results(d, [r], open_answers) for d, r in zip(docs, responses, strict=True)]
         return [mmmu_doc_to_text(d, kwargs) for d in docs], {"mmmu_acc": mmmu_aggregate_results(items)}
 
@@ -1110,12 +1116,12 @@ class Reimplementation(MathReimplementation, _Harness):
         return self._mmmu(docs, responses, reasoning_tags, MMMU_QWEN_KWARGS, open_answers)
 
     def realworldqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [realworldqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
         return [d["question"].strip() for d in docs], {"exact_match": _mean(scores)}
 
     def pope(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [pope_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
         return [pope_doc_to_text(d, POPE_KWARGS) for d in docs], pope_aggregates(items)
 
@@ -1145,7 +1151,7 @@ class Reimplementation(MathReimplementation, _Harness):
         return (value(n[0]), value(n[1])) if len(n) >= 2 else None
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         prompts = [
             f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
             for d in docs
@@ -1176,7 +1182,7 @@ class Reimplementation(MathReimplementation, _Harness):
         return prompts, _click_accuracies("screenspot_v2", records)
 
     def screenspot_pro(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         prompts = [
             f"Identify the UI element for the instruction and output exactly one click point as [x, y] in normalized coordinates within [0, 1]. Do not output a bounding box.\nInstruction: {d.get('instruction', '')}"
             for d in docs
@@ -1358,7 +1364,7 @@ class LmmsEvalPackage(_Harness):
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        rec, responses = self.m["rec"], self.harness(responses, reasoning_tags)
+        rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
         exploded = list(rec.refcoco_bbox_rec_preprocess_dataset(docs))
         prompts = [rec.refcoco_bbox_rec_doc_to_text(d) for d in exploded]
         items = [
@@ -1371,7 +1377,7 @@ class LmmsEvalPackage(_Harness):
         return {f"refcoco_{n}": getattr(rec, f"refcoco_bbox_rec_{f}")(items) for n, f in AGGREGATIONS.items()}
 
     def refcoco_grounding(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         g = self.m["grounding"]
         prompts = [g.refcoco_grounding_doc_to_text(d) for d in docs]
         items = [
@@ -1383,28 +1389,28 @@ class LmmsEvalPackage(_Harness):
         }
 
     def countbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         c = self.m["countbench"]
         return [c.countbench_doc_to_text(d, COUNTBENCH_KWARGS) for d in docs], {
             "acc": _mean([c.countbench_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
     def countbenchqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         c = self.m["countbenchqa"]
         return [c.countbenchqa_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
             "acc": _mean([c.countbenchqa_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
     def pixmo_count(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         c = self.m["pixmo"]
         return [c.pixmo_count_doc_to_text(d, SINGLE_NUMBER_KWARGS) for d in docs], {
             "acc": _mean([c.pixmo_count_process_results(d, [r])["acc"] for d, r in zip(docs, responses, strict=True)])
         }
 
     def ocrbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         o = self.m["ocrbench"]
         items = [o.ocrbench_process_results(d, [r])["ocrbench_accuracy"] for d, r in zip(docs, responses, strict=True)]
         o.OCRBench_score.update(dict.fromkeys(o.OCRBench_score, 0))  # its counts are module globals, kept between calls
@@ -1415,7 +1421,7 @@ class LmmsEvalPackage(_Harness):
         }
 
     def chartqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         c, metrics = self.m["chartqa"], {}
         for d, r in zip(docs, responses, strict=True):
             for key, value in c.chartqa_process_results(d, [r]).items():
@@ -1424,7 +1430,7 @@ class LmmsEvalPackage(_Harness):
         return [c.chartqa_doc_to_text(d, kwargs) for d in docs], {k: _mean(v) for k, v in metrics.items()}
 
     def _mmstar(self, docs, responses, reasoning_tags, kwargs):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         m = self.m["mmstar"]
         per_doc = [m.mmstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
         items = {}
@@ -1441,7 +1447,7 @@ class LmmsEvalPackage(_Harness):
         return self._mmstar(docs, responses, reasoning_tags, MMSTAR_QWEN_KWARGS)
 
     def pope(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         m = self.m["pope"]
         per_doc = [m.pope_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
         metrics = {k: getattr(m, k.replace("pope_", "pope_aggregate_"))([p[k] for p in per_doc]) for k in per_doc[0]}
@@ -1450,7 +1456,7 @@ class LmmsEvalPackage(_Harness):
     pope_adv = pope_pop = pope_random = pope
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         v2 = self.m["v2"]
         items = [
             v2.screenspot_v2_process_results(d, [r])["screenspot_v2_action_acc"]
@@ -1461,7 +1467,7 @@ class LmmsEvalPackage(_Harness):
         }
 
     def screenspot_pro(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.harness(responses, reasoning_tags)
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
         pro = self.m["pro"]
         items = [
             pro.screenspot_pro_process_results(d, [r])["screenspot_pro_action_acc"]

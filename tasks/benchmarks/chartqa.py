@@ -8,8 +8,7 @@ augmented_test questions).
   stripped, 49,152 tokens, reasoning_utils' system prompt (<analysis>, <answer>).
 - relaxed_correctness (Qwen-VL's evaluate_vqa.py): where both parse as Python floats (a
   trailing "%" divides by 100) and the answer is not 0, right within 5% of the answer;
-  otherwise the lowercased strings must be equal (the response is not stripped beyond what the
-  harness strips: " yes" is wrong under eval.reasoning_tags=none).
+  otherwise the lowercased strings must be equal.
 - `relaxed_overall` is the mean over all samples, `relaxed_human_split` and
   `relaxed_augmented_split` over the samples of that type (any type but human_test counts as
   augmented); a split with no samples is not reported, as lmms-eval aggregates only the values

@@ -224,6 +224,7 @@ def vsi_task_scores(items: list[dict[str, Any]]) -> dict[str, float]:
 class VideoR1Benchmark(Benchmark):
     reference = VIDEO_R1
     strips_reasoning = False  # the evaluator reads the raw output (its <answer>, else all of it)
+    strips_whitespace = False
     data_suffix = ".json"
     max_new_tokens = 1024  # eval_bench.py's max_tokens
     vsi: bool = False  # also report VSI-Bench's official eight-task mean

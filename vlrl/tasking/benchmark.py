@@ -3,14 +3,15 @@ evaluation scores them.
 
 A Benchmark is a Task without rewards (`eval_only`): training on one is refused. Scoring
 keeps the shape of lmms-eval's harness, so that each step can be compared with it:
-`responses` is what its evaluator hands `process_results` (the task's filter, `predict`, then
+`responses` is what its evaluator logs as filtered_resps (the task's filter, `predict`, then
 the reasoning blocks and surrounding whitespace stripped, `strip_reasoning`, as a default
-`lmms-eval` run does: eval.reasoning_tags), `process` turns one response into the per-sample
-values `process_results` returns, by metric name, and `aggregations` turn each metric's list
-of values into the number its aggregation function reports. The harness logs each sample's
-values in the samples file and reports the metrics under the reference's names. A benchmark
-whose reference evaluation strips nothing (Video-R1's evaluator) sets `strips_reasoning`
-false.
+`lmms-eval` run does: eval.reasoning_tags), `process` turns one response, stripped of
+surrounding whitespace as lmms-eval's Task.process_results hands it on whatever the
+reasoning tags, into the per-sample values `process_results` returns, by metric name, and
+`aggregations` turn each metric's list of values into the number its aggregation function
+reports. The harness logs each sample's values in the samples file and reports the metrics
+under the reference's names. A benchmark whose reference evaluation strips nothing
+(Video-R1's evaluator) sets `strips_reasoning` and `strips_whitespace` false.
 
 Where a benchmark's prompt states a coordinate convention, `task.options.coords` picks it:
 `lmms_eval` (the reference prompt, numbers read as the reference reads them) or `model`
@@ -80,6 +81,9 @@ class Benchmark(Task):
     reference: ClassVar[str] = ""  # the evaluation its prompt, parsing and metrics follow (file @ commit)
     # The reference's harness strips reasoning before scoring (lmms-eval's evaluator does).
     strips_reasoning: ClassVar[bool] = True
+    # It strips each response's surrounding whitespace just before the task's process_results,
+    # even under --reasoning_tags none (lmms-eval's Task.process_results, api/task.py).
+    strips_whitespace: ClassVar[bool] = True
     # The reference yaml's generation_kwargs.until: lmms-eval's Qwen model classes cut each
     # decoded answer at every one of them in turn (`ans.split(term)[0]`) before any filter.
     until: ClassVar[tuple[str, ...]] = ()
@@ -118,7 +122,7 @@ class Benchmark(Task):
     def responses(
         self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
     ) -> list[Any]:
-        """What the reference's harness hands `process_results`: each completion cut at the
+        """What the reference's harness logs as filtered_resps: each completion cut at the
         `until` strings, through the task's filter, then (lmms-eval's evaluator)
         `strip_reasoning` with `reasoning_tags`; None strips nothing, as lmms-eval's
         `--reasoning_tags none`."""
@@ -139,10 +143,11 @@ class Benchmark(Task):
     def processed(
         self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
     ) -> tuple[list[Any], list[dict[str, Any]]]:
-        """Each completion's response as scored (`responses`) and its `process` values: what
-        lmms-eval's samples file logs of it."""
+        """Each completion's response (`responses`) and the `process` values of it as scored
+        (`strips_whitespace`): what lmms-eval's samples file logs of it."""
         responses = self.responses(samples, completions, reasoning_tags)
-        return responses, [self.process(r, s) for r, s in zip(responses, samples, strict=True)]
+        scored = [r.strip() if isinstance(r, str) and self.strips_whitespace else r for r in responses]
+        return responses, [self.process(r, s) for r, s in zip(scored, samples, strict=True)]
 
     def aggregate(self, processed: Sequence[dict[str, Any]]) -> dict[str, float]:
         """The metrics of the samples' `process` values (each computed once, also logged per
