@@ -1076,6 +1076,23 @@ def test_geometry3k_equals_lmms_eval(reference, tmp_path):
         _assert_same(task, samples, responses, expected)
 
 
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl"])
+def test_every_prompt_has_the_system_message_lmms_evals_qwen_classes_send(family, tmp_path):
+    """lmms-eval's Qwen classes send "You are a helpful assistant." as the system message; Qwen2.5-VL's
+    template writes the same one itself, Qwen3-VL's writes none without it."""
+    from vlrl.models.loading import load_processor
+    from vlrl.models.prompting import templated_text
+
+    task, samples, _ = _load("countbench", tmp_path, size=1, seed=1)
+    model = load_config(None, [f"model.path=tiny:{family}"]).model
+    processor = load_processor(model)
+    messages = task.messages(samples[0])
+    text = templated_text(processor, messages, model)
+    assert text.startswith("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n")
+    without = templated_text(processor, messages[1:], model)
+    assert (without == text) == (family == "qwen2_5_vl")  # 2.5's template writes it; 3's does not
+
+
 @pytest.mark.parametrize("name", ["geometry3k", "countbench"])
 def test_a_literal_image_token_leaves_the_prompt_text_as_lmms_evals_qwen_models_delete_it(name, tmp_path):
     task, samples, _ = _load(name, tmp_path, size=1, seed=2)

@@ -185,9 +185,13 @@ def evaluate(
 
 
 def prompt_text(task: Task, sample: Sample) -> str:
-    """The text of the sample's prompt (lmms-eval's `input`)."""
+    """The text of the sample's prompt (lmms-eval's `input`: the user's text, not the system's)."""
     return "".join(
-        part["text"] for message in task.messages(sample) for part in message["content"] if part.get("type") == "text"
+        part["text"]
+        for message in task.messages(sample)
+        if message["role"] == "user"
+        for part in message["content"]
+        if part.get("type") == "text"
     )
 
 

@@ -32,6 +32,10 @@ from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import FrameKind
 
 Coords = Literal["lmms_eval", "model"]
+# lmms-eval's Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 classes send this system message with
+# every prompt (their system_prompt default). Qwen2-VL's and Qwen2.5-VL's chat templates write
+# the same one when a conversation has none; Qwen3-VL's and Qwen3.5's write none.
+QWEN_SYSTEM = "You are a helpful assistant."
 # What the model is asked to write, by convention: recorded in the results file.
 CONVENTIONS = {
     "lmms_eval": "the reference prompt's convention (lmms-eval: floats normalized to [0, 1])",
@@ -87,20 +91,21 @@ class Benchmark(Task):
     # The reference yaml's generation_kwargs.until: lmms-eval's Qwen model classes cut each
     # decoded answer at every one of them in turn (`ans.split(term)[0]`) before any filter.
     until: ClassVar[tuple[str, ...]] = ()
-    # The system prompt of the reference's chat messages (lmms-eval's reasoning tasks); None: none.
+    # The system prompt of the reference's chat messages (lmms-eval's reasoning tasks); None:
+    # the one lmms-eval's Qwen model classes send with every prompt (QWEN_SYSTEM).
     system: ClassVar[str | None] = None
 
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        """As lmms-eval's Qwen model classes build them: the system prompt when the task has one,
-        the sample's images, then its prompt text with any literal "<image>" deleted
-        (models/simple/qwen2_5_vl.py generate_until; Geometry3K's problems may hold one)."""
+        """As lmms-eval's Qwen model classes build them: a system prompt (the task's, else theirs:
+        QWEN_SYSTEM), the sample's images, then its prompt text with any literal "<image>"
+        deleted (models/simple/qwen2_5_vl.py generate_until; Geometry3K's problems may hold one)."""
         images = [{"type": "image"} for _ in sample.images]
         text = sample.problem.replace("<image>", "")
-        system = [{"role": "system", "content": [{"type": "text", "text": self.system}]}] if self.system else []
-        return [*system, {"role": "user", "content": [*images, {"type": "text", "text": text}]}]
+        system = {"role": "system", "content": [{"type": "text", "text": self.system or QWEN_SYSTEM}]}
+        return [system, {"role": "user", "content": [*images, {"type": "text", "text": text}]}]
 
     def target(self, sample: Sample) -> str:
         raise ConfigError(f"task {self.name!r} is an evaluation-only benchmark: it has no training targets")
