@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -40,6 +40,7 @@ import ast
 import json
 import random
 import re
+import string
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -106,24 +107,39 @@ def hub_docs(path: Path, skip: tuple[int, ...] = ()) -> datasets.Dataset:
 _REC_PREPROCESSED: dict[str, list[dict]] = {}  # Reimplementation.rec_preprocessed's, by table fingerprint
 
 
+def ai2d_filter(resp):
+    """ai2d/utils.py MultiChoiceRegexFilter.apply (the "flexible-extract" filter of ai2d.yaml)."""
+    match = re.compile(r"^\s*([A-Z])\.").match(resp)
+    return match.group(1) if match else resp
+
+
+FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
+
+
 class _Harness:
     """evaluator.py's steps between the model's responses and `process_results`."""
 
-    def harness(self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS) -> list[str]:
-        """The filter ensemble "none" (take_first: a task without filter_list keeps the first
-        response), then, when `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives
-        tags, `strip_reasoning_tags` on each filtered str (75571cf evaluator.py lines 1181-1235;
-        0.7.3 _process_document_results, lines 298-311)."""
+    def harness(
+        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
+    ) -> list[str]:
+        """The task's filter (FILTERS; else the ensemble "none", take_first: a task without
+        filter_list keeps the first response), then, when
+        `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives tags, `strip_reasoning_tags`
+        on each filtered str (75571cf evaluator.py lines 1181-1235; 0.7.3
+        _process_document_results, lines 298-311)."""
+        responses = [FILTERS[task](r) for r in responses] if task in FILTERS else list(responses)
         tags = self.parse_reasoning_tags_config(reasoning_tags)
         if tags is None:
-            return list(responses)
+            return responses
         return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
-    def scored(self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS) -> list[str]:
+    def scored(
+        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
+    ) -> list[str]:
         """What `process_results` of the task's yaml then sees: api/task.py Task.process_results
         strips each generate_until response (None as "") before calling it (75571cf lines
         1586-1590; 0.7.3 the same)."""
-        return [r.strip() if r is not None else "" for r in self.harness(responses, reasoning_tags)]
+        return [r.strip() if r is not None else "" for r in self.harness(responses, reasoning_tags, task)]
 
 
 def extract_boxed_answer(s):
@@ -565,6 +581,36 @@ def pope_aggregates(results):
             "pope_yes_ratio": yes / (yes + no) if (yes + no) > 0 else 0}  # fmt: skip
 
 
+# -- ai2d (ai2d.yaml: the generic exact_match of api/metrics.py) -------------------------------------------
+AI2D_KWARGS = {"prompt_format": "mcq", "pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}  # fmt: skip
+
+
+def exact_match_hf_evaluate(predictions, references, ignore_case=False, ignore_punctuation=False):
+    predictions = np.asarray(predictions)
+    references = np.asarray(references)
+    if ignore_case:
+        predictions = np.char.lower(predictions)
+        references = np.char.lower(references)
+    if ignore_punctuation:
+        repl_table = string.punctuation.maketrans("", "", string.punctuation)
+        predictions = np.char.translate(predictions, table=repl_table)
+        references = np.char.translate(references, table=repl_table)
+    score_list = predictions == references
+    return {"exact_match": np.mean(score_list)}
+
+
+def ai2d_doc_to_text(doc, kwargs):
+    question, choices = doc["question"], doc["options"]
+    options = [chr(ord("A") + i) for i in range(len(choices))]
+    choices_str = "\n".join([f"{option}. {choice}" for option, choice in zip(options, choices, strict=True)])
+    return f"{kwargs['pre_prompt']}{question}\n{choices_str}{kwargs['post_prompt']}"
+
+
+def ai2d_doc_to_target(doc):
+    options = [chr(ord("A") + i) for i in range(len(doc["options"]))]
+    return options[int(doc["answer"])]
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -851,6 +897,12 @@ class MathReimplementation:
         ]
         return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
 
+    @classmethod
+    def ai2d_reasoning(cls, docs, responses):
+        prompts = [ai2d_doc_to_text(d, {"pre_prompt": "", "post_prompt": ""}).strip() for d in docs]
+        scores = [cls.reasoning_score(r.strip(), ai2d_doc_to_target(d)) for d, r in zip(docs, responses, strict=True)]
+        return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
+
 
 class Reimplementation(MathReimplementation, _Harness):
     name = "reimplementation"
@@ -1126,6 +1178,16 @@ class Reimplementation(MathReimplementation, _Harness):
         return [pope_doc_to_text(d, POPE_KWARGS) for d in docs], pope_aggregates(items)
 
     pope_adv = pope_pop = pope_random = pope
+
+    def ai2d(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags, "ai2d")
+        scores = [
+            exact_match_hf_evaluate([r], [ai2d_doc_to_target(d)], ignore_case=True, ignore_punctuation=True)[
+                "exact_match"
+            ]
+            for d, r in zip(docs, responses, strict=True)
+        ]
+        return [ai2d_doc_to_text(d, AI2D_KWARGS) for d in docs], {"exact_match": _mean(scores)}
 
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod

@@ -20,7 +20,6 @@ Generation lengths are lmms-eval's: 16 tokens for countbench, 32 for the others.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from rewards.text import compile_pattern, search
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -71,9 +70,8 @@ class _CountingBenchmark(Benchmark):
     def aggregations(self):
         return {"acc": lambda items: mean(items)}
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, [self._synthetic_row(*scene) for scene in dot_scenes(size, seed)], self.schema)
+    def synthetic_rows(self, size: int, seed: int):
+        return (self._synthetic_row(*scene) for scene in dot_scenes(size, seed))
 
 
 class CountBench(_CountingBenchmark):

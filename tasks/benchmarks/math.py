@@ -25,7 +25,6 @@ testmini and Geometry3K, where lmms-eval's scoring needs no judge model.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -33,11 +32,11 @@ from PIL import Image
 
 from rewards.text import compile_pattern, findall
 from tasks.benchmarks.counting import dot_scenes
-from tasks.benchmarks.reasoning import LETTERS, THINK_SYSTEM, needs_math_verify, reasoning_score
+from tasks.benchmarks.reasoning import LETTERS, ComputeScored
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -179,11 +178,8 @@ class _MathBenchmark(Benchmark):
         return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
                        frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(
-            target, [self._synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 30, 200))], self.schema
-        )
+    def synthetic_rows(self, size: int, seed: int):
+        return (self._synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 30, 200)))
 
 
 MATHVISTA_COLUMNS = (
@@ -244,29 +240,15 @@ class MathVista(_MathBenchmark):
                 "answer_type": atype, "query": question}  # fmt: skip
 
 
-class MathVistaReasoning(MathVista):
+class MathVistaReasoning(ComputeScored, MathVista):
     """lmms_eval/tasks/mathvista/reasoning: the step-by-step query, the reasoning system prompt,
     compute_score against the option letter (multiple choice) or the answer."""
-
-    system = THINK_SYSTEM
-    max_new_tokens = 49152
-
-    def __init__(self, options=None, rewards=None):
-        super().__init__(options, rewards)
-        needs_math_verify(self.name)
 
     def _truth(self, doc: dict[str, Any]) -> Any:
         choices = doc["choices"]
         if choices and doc["question_type"] == "multi_choice":
             return LETTERS[choices.index(doc["answer"])]
         return doc["answer"]
-
-    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
-        acc, fmt = reasoning_score(completion.strip(), str(sample.solution))
-        return {"acc_score": acc, "format_score": fmt}
-
-    def aggregations(self):
-        return {"acc_score": mean, "format_score": mean}
 
     def describe(self, frame) -> dict[str, Any]:
         return Benchmark.describe(self, frame)
@@ -279,20 +261,12 @@ MATHVERSE_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-class MathVerseReasoning(_MathBenchmark):
+class MathVerseReasoning(ComputeScored, _MathBenchmark):
     """lmms_eval/tasks/mathverse/reasoning: query_wo (format-prompt), the reasoning system
     prompt, compute_score against the answer."""
 
     columns = (Column("image", "image"), Column("query_wo", "string"), Column("answer", "string"))
     schema = MATHVERSE_SCHEMA
-    system = THINK_SYSTEM
-    max_new_tokens = 49152
-    process = MathVistaReasoning.process
-    aggregations = MathVistaReasoning.aggregations
-
-    def __init__(self, options=None, rewards=None):
-        super().__init__(options, rewards)
-        needs_math_verify(self.name)
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         return self._sample(record, ctx, ("\n\n" + record["query_wo"]).strip(), record["answer"], "image")

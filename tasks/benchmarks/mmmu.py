@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
@@ -48,7 +47,7 @@ from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -283,10 +282,8 @@ class MMMU(Benchmark):
     def describe(self, frame) -> dict[str, Any]:
         return {**super().describe(frame), "open_answers": self.options.open_answers}
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        scenes = dot_scenes(size, seed, fill=(140, 60, 160))
-        write_parquet(target, [synthetic_row(*scene) for scene in scenes], SCHEMA)
+    def synthetic_rows(self, size: int, seed: int):
+        return (synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(140, 60, 160)))
 
 
 def synthetic_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:

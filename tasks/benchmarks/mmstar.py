@@ -21,7 +21,6 @@ l2_category).
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -29,11 +28,11 @@ from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
-from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, needs_math_verify, reasoning_score
+from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, ComputeScored
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -97,28 +96,18 @@ class MMStar(Benchmark):
     def aggregations(self):
         return dict.fromkeys([*CATEGORIES, "average"], macro_mean)
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, [synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 140, 60))], SCHEMA)
+    def synthetic_rows(self, size: int, seed: int):
+        return (synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 140, 60)))
 
 
-class MMStarReasoning(MMStar):
+class MMStarReasoning(ComputeScored, MMStar):
     """lmms_eval/tasks/mmstar/reasoning/utils.py: no kwargs, compute_score."""
 
     system = ANALYSIS_SYSTEM
-    max_new_tokens = 49152
     post_prompt = ""
 
-    def __init__(self, options=None, rewards=None):
-        super().__init__(options, rewards)
-        needs_math_verify(self.name)
-
-    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
-        acc, fmt = reasoning_score(completion.strip(), sample.solution["answer"])
-        return {"acc_score": acc, "format_score": fmt}
-
-    def aggregations(self):
-        return {"acc_score": mean, "format_score": mean}
+    def truth(self, sample: Sample) -> str:
+        return sample.solution["answer"]
 
 
 def synthetic_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:

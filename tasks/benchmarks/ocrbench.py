@@ -20,7 +20,6 @@ question, answer: a list of strings, question_type: one of ten categories, datas
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,7 @@ from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, answer_tag, reasoning_fo
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -103,9 +102,8 @@ class OCRBench(Benchmark):
     def aggregations(self):
         return {"ocrbench_accuracy": lambda items: sum(item["score"] for item in items) / OCRBENCH_SIZE}
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, list(synthetic_rows(size, seed)), self.schema)
+    def synthetic_rows(self, size: int, seed: int):
+        return synthetic_rows(size, seed)
 
 
 class OCRBenchReasoning(OCRBench):

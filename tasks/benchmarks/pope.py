@@ -14,7 +14,6 @@ popular, random: give the Full folder to --data), lmms_eval/tasks/pope/utils.py.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +23,7 @@ from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -89,10 +88,8 @@ class POPE(Benchmark):
         return {"pope_accuracy": lambda items: mean([item["score"] for item in items]), "pope_precision": precision,
                 "pope_recall": recall, "pope_f1_score": f1, "pope_yes_ratio": yes_ratio}  # fmt: skip
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        scenes = dot_scenes(size, seed, fill=(90, 90, 90))
-        write_parquet(target, [synthetic_row(*scene, split=self.split) for scene in scenes], SCHEMA)
+    def synthetic_rows(self, size: int, seed: int):
+        return (synthetic_row(*scene, split=self.split) for scene in dot_scenes(size, seed, fill=(90, 90, 90)))
 
 
 def synthetic_row(image: Image.Image, count: int, index: int, split: str = "test") -> dict[str, Any]:

@@ -14,7 +14,6 @@ lmms-lab-encoder/RealWorldQA @ test (image, question with its options and instru
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -22,11 +21,11 @@ from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
-from tasks.benchmarks.reasoning import THINK_SYSTEM, needs_math_verify, reasoning_score
+from tasks.benchmarks.reasoning import ComputeScored
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -62,28 +61,15 @@ class RealWorldQA(Benchmark):
     def aggregations(self):
         return {"exact_match": mean}
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        scenes = dot_scenes(size, seed, fill=(200, 120, 20))
-        write_parquet(target, [synthetic_row(*scene) for scene in scenes], SCHEMA)
+    def synthetic_rows(self, size: int, seed: int):
+        return (synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(200, 120, 20)))
 
 
-class RealWorldQAReasoning(RealWorldQA):
-    """lmms_eval/tasks/realworldqa/reasoning/utils.py."""
+class RealWorldQAReasoning(ComputeScored, RealWorldQA):
+    """lmms_eval/tasks/realworldqa/reasoning/utils.py: compute_score against the answer lowercased."""
 
-    system = THINK_SYSTEM
-    max_new_tokens = 49152
-
-    def __init__(self, options=None, rewards=None):
-        super().__init__(options, rewards)
-        needs_math_verify(self.name)
-
-    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
-        acc, fmt = reasoning_score(completion.strip(), sample.solution.lower().strip())
-        return {"acc_score": acc, "format_score": fmt}
-
-    def aggregations(self):
-        return {"acc_score": mean, "format_score": mean}
+    def truth(self, sample: Sample) -> str:
+        return sample.solution.lower().strip()
 
 
 def synthetic_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:

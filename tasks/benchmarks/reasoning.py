@@ -6,11 +6,15 @@ then math-verify; its LLM judge is off unless USE_LLM_JUDGE=True, and vlrl never
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import regex
 
 from rewards.math import math_verified, math_verify
 from rewards.text import compile_pattern, fullmatch, search
 from vlrl.config import ConfigError
+from vlrl.data.sample import Sample
+from vlrl.tasking.benchmark import mean
 
 # The system prompt the MathVista, MathVerse and RealWorldQA reasoning tasks name (each its own copy).
 THINK_SYSTEM = (
@@ -153,3 +157,31 @@ def needs_math_verify(name: str) -> None:
         math_verify()
     except ImportError as err:
         raise ConfigError(f"task {name!r}: {err}") from err
+
+
+class ComputeScored:
+    """What lmms-eval's `*_reasoning` tasks share, mixed in before the benchmark each varies: a
+    system prompt asking for reasoning and an <answer> (THINK_SYSTEM unless the task names
+    another), 49,152 new tokens, no filter, and compute_score's `acc_score` and `format_score`
+    (means) against `truth`. It refuses to start without math-verify."""
+
+    system: ClassVar[str | None] = THINK_SYSTEM
+    max_new_tokens: ClassVar[int] = 49152
+
+    def __init__(self, options=None, rewards=None):
+        super().__init__(options, rewards)
+        needs_math_verify(self.name)
+
+    def truth(self, sample: Sample) -> str:
+        """The ground truth compute_score compares with (the task's process_results reads it)."""
+        return str(sample.solution)
+
+    def predict(self, completion: str, sample: Sample) -> str:
+        return completion
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        acc, fmt = reasoning_score(completion.strip(), self.truth(sample))
+        return {"acc_score": acc, "format_score": fmt}
+
+    def aggregations(self):
+        return {"acc_score": mean, "format_score": mean}

@@ -35,7 +35,6 @@ image before the same scoring.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,7 +47,7 @@ from rewards.text import compile_pattern, finditer, search
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, CoordsOptions, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -205,6 +204,7 @@ class _RefCOCOBenchmark(Benchmark):
     Options = CoordsOptions
     description = "RefCOCO-family grounding as lmms-eval evaluates it"
     reference = LMMS_EVAL
+    schema = SCHEMA
 
     def _row(self, record: dict[str, Any], ctx: RecordContext) -> tuple[str, int, int, list[float], str]:
         path, width, height = record_image(record, ctx)
@@ -218,8 +218,8 @@ class _RefCOCOBenchmark(Benchmark):
         qid = record.get("question_id")
         return path, width, height, [float(v) for v in bbox], str(ctx.index if qid is None else qid)
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        write_parquet(_target(path, self.split), synthetic_rows(size, seed), SCHEMA)
+    def synthetic_rows(self, size: int, seed: int):
+        return synthetic_rows(size, seed)
 
 
 class RefCOCOBboxRec(_RefCOCOBenchmark):
@@ -352,10 +352,6 @@ def synthetic_rows(size: int, seed: int) -> list[dict[str, Any]]:
                      "answer": answers, "segmentation": [], "bbox": boxes[k], "iscrowd": 0,
                      "file_name": f"{index}.png"})  # fmt: skip
     return rows
-
-
-def _target(path: str | Path, split: str) -> Path:
-    return Path(path) if Path(path).suffix == ".parquet" else hub_file(path, split)
 
 
 # -- the published variants (lmms-eval's task names) ---------------------------------------------

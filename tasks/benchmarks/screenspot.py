@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,7 @@ from rewards.text import compile_pattern, findall, search
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
-from vlrl.data.tables import IMAGE_TYPE, Column, hub_file, image_cell, write_parquet
+from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, CoordsOptions, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
@@ -207,9 +206,8 @@ class _ScreenSpot(Benchmark):
     def _type_of(self, item: dict) -> str:
         return str(item.get(self._type_key, "")).lower()
 
-    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
-        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
-        write_parquet(target, [self._synthetic_row(*screen) for screen in _screens(size, seed)], self.schema)
+    def synthetic_rows(self, size: int, seed: int):
+        return (self._synthetic_row(*screen) for screen in _screens(size, seed))
 
 
 class ScreenSpotV2(_ScreenSpot):

@@ -461,7 +461,7 @@ def _hostile(name: str, sample) -> list[str]:
              "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
              "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses, "realworldqa": _realworldqa_responses,
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
-             "pope_random": _pope_responses}  # fmt: skip
+             "pope_random": _pope_responses, "ai2d": _ai2d_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -508,9 +508,9 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
                 scored = responses  # Video-R1's evaluator strips nothing
             else:
                 reference = next(r for r in reversed(REFERENCES) if hasattr(r, method))  # lmms-eval's own, if it has it
-                scored = reference.harness(responses, tags)  # logged as filtered_resps
+                scored = reference.harness(responses, tags, method)  # logged as filtered_resps
                 if hasattr(MathReimplementation, method):  # process_results alone: the harness steps first
-                    _, expected = getattr(reference, method)(docs, reference.scored(responses, tags))
+                    _, expected = getattr(reference, method)(docs, reference.scored(responses, tags, method))
                 else:
                     _, expected = getattr(reference, method)(docs, responses, tags)
             assert {k: result.metrics[k] for k in expected} == expected, (r, responses)
@@ -895,6 +895,14 @@ def _realworldqa_responses(sample):
             f"It is {answer}", f"{answer}\n", "three", "Dots", "3", f"<think>{answer}</think>", f"{answer} .", "no"]  # fmt: skip
 
 
+def _ai2d_responses(sample):
+    letter = sample.solution
+    other = "A" if letter != "A" else "B"
+    return [letter, f"{letter}.", f"  {letter}. because", f"({letter})", f"{letter})", letter.lower(), f"{letter} is right",
+            f"{other}. no, {letter}", f"<think>{other}.</think> {letter}.", f"{letter}\n", "", f"'{letter}'", f"{letter}!?",
+            f"Z. {letter}"]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -905,9 +913,10 @@ def _pope_responses(sample):
     "name, kinds",
     [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
      ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
-     ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses)],
+     ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
+     ("ai2d", _ai2d_responses)],
 )  # fmt: skip
-def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_and_pope_equal_lmms_eval(name, kinds, reference, tmp_path):
+def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_pope_and_ai2d_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
         pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
@@ -922,7 +931,7 @@ def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_and_pope_equal_lmms_eval(name,
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
-     "mmstar_reasoning", "realworldqa_reasoning"],
+     "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     pytest.importorskip("math_verify")

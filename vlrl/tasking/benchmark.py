@@ -22,12 +22,14 @@ The results file records the convention used (`describe`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError
 from vlrl.data.sample import Sample
+from vlrl.data.tables import hub_file, write_parquet
 from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import FrameKind
 
@@ -83,6 +85,7 @@ class Benchmark(Task):
     eval_only = True
     dataset: ClassVar[str] = ""  # where it is published (a Hugging Face dataset id, or a file)
     reference: ClassVar[str] = ""  # the evaluation its prompt, parsing and metrics follow (file @ commit)
+    schema: ClassVar[Any] = None  # the published table's pyarrow schema, which `synthesize` writes
     # The reference's harness strips reasoning before scoring (lmms-eval's evaluator does).
     strips_reasoning: ClassVar[bool] = True
     # It strips each response's surrounding whitespace just before the task's process_results,
@@ -161,6 +164,16 @@ class Benchmark(Task):
         aggregates only the values `process_results` returned (ChartQA's split metrics)."""
         values = {name: [p[name] for p in processed if name in p] for name in self.aggregations()}
         return {name: fn(values[name]) for name, fn in self.aggregations().items() if values[name]}
+
+    def synthesize(self, path: str | Path, size: int, seed: int) -> None:
+        """`synthetic_rows` in the published schema, where the hub keeps the split (ROOT/data/
+        SPLIT-00000-of-00001.parquet), or at `path` itself when it names a .parquet file."""
+        target = Path(path) if Path(path).suffix == ".parquet" else hub_file(path, self.split)
+        write_parquet(target, list(self.synthetic_rows(size, seed)), self.schema)
+
+    def synthetic_rows(self, size: int, seed: int) -> Iterable[dict[str, Any]]:
+        """`size` rows in the published schema (the tests' and `vlrl data synth`'s fixtures)."""
+        raise NotImplementedError(f"benchmark {self.name!r} has no synthetic rows")
 
     def describe(self, frame: FrameKind) -> dict[str, Any]:
         """What the results file records about the run of this benchmark."""
