@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -611,6 +611,90 @@ def ai2d_doc_to_target(doc):
     return options[int(doc["answer"])]
 
 
+# -- mme/utils.py -------------------------------------------------------------------------------------
+MME_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
+MME_PERCEPTION = [
+    "existence",
+    "count",
+    "position",
+    "color",
+    "posters",
+    "celebrity",
+    "scene",
+    "landmark",
+    "artwork",
+    "OCR",
+]
+
+
+def mme_doc_to_text(doc, kwargs):
+    question = doc["question"].strip()
+    if "pre_prompt" in kwargs and kwargs["pre_prompt"] != "":
+        question = question.replace(" Please answer yes or no.", "")
+        question = f"{kwargs['pre_prompt']}{question}"
+    if "post_prompt" in kwargs and kwargs["post_prompt"] != "":
+        question = question.replace(" Please answer yes or no.", "")
+        question = f"{question}{kwargs['post_prompt']}"
+    return question
+
+
+def mme_parse_pred_ans(pred_ans):
+    pred_ans = pred_ans.lower().strip().replace(".", "")
+    pred_label = None
+    if pred_ans in ["yes", "no"]:
+        pred_label = pred_ans
+    elif len(pred_ans) == 1:
+        if pred_ans == "y":
+            pred_label = "yes"
+        elif pred_ans == "n":
+            pred_label = "no"
+        else:
+            pred_label = "other"
+    else:
+        prefix_pred_ans = pred_ans[:4]
+        if "yes" in prefix_pred_ans:
+            pred_label = "yes"
+        elif "no" in prefix_pred_ans:
+            pred_label = "no"
+        else:
+            pred_label = "other"
+    return pred_label
+
+
+def mme_process_results(doc, results):
+    pred_ans = mme_parse_pred_ans(results[0])
+    gt_ans = doc["answer"].lower().strip().replace(".", "")
+    assert gt_ans in ["yes", "no"]
+    score = 1.0 if pred_ans == gt_ans else 0.0
+    key_name = "mme_perception_score" if doc["category"] in MME_PERCEPTION else "mme_cognition_score"
+    return {key_name: {"question_id": doc["question_id"], "category": doc["category"], "score": score}}
+
+
+def mme_aggregate_results(results):
+    category2score = {}
+    for result in results:
+        category2score.setdefault(result["category"], {}).setdefault(result["question_id"], []).append(result["score"])
+    category2avg_score = {}
+    for category, question2scores in category2score.items():
+        total_score = 0
+        for scores in question2scores.values():
+            assert len(scores) == 2, "MME only supports pairwise evaluation"
+            acc = sum(scores) / len(scores) * 100.0
+            acc_plus = (sum(scores) == 2) * 100.0
+            total_score += acc_plus + acc
+        category2avg_score[category] = total_score / len(question2scores)
+    return sum(category2avg_score.values())
+
+
+def per_metric(per_doc):
+    """Each metric's values, over the docs whose process_results returned it."""
+    items = {}
+    for values in per_doc:
+        for key, item in values.items():
+            items.setdefault(key, []).append(item)
+    return items
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -1189,6 +1273,11 @@ class Reimplementation(MathReimplementation, _Harness):
         ]
         return [ai2d_doc_to_text(d, AI2D_KWARGS) for d in docs], {"exact_match": _mean(scores)}
 
+    def mme(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [mme_doc_to_text(d, MME_KWARGS) for d in docs], {k: mme_aggregate_results(v) for k, v in items.items()}
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -1409,6 +1498,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
+        from lmms_eval.tasks.mme import utils as mme
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.pixmo_count import utils as pixmo
@@ -1423,7 +1513,8 @@ class LmmsEvalPackage(_Harness):
         self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
-                  "chartqa": chartqa, "mmstar": mmstar, "pope": pope}  # fmt: skip
+                  "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
+                  "mme": mme}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -1516,6 +1607,14 @@ class LmmsEvalPackage(_Harness):
         return [m.pope_doc_to_text(d, POPE_KWARGS) for d in docs], metrics
 
     pope_adv = pope_pop = pope_random = pope
+
+    def mme(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        m = self.m["mme"]
+        items = per_metric([m.mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [m.mme_doc_to_text(d, MME_KWARGS) for d in docs], {
+            k: m.mme_aggregate_results(v) for k, v in items.items()
+        }
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -461,7 +461,7 @@ def _hostile(name: str, sample) -> list[str]:
              "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
              "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses, "realworldqa": _realworldqa_responses,
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
-             "pope_random": _pope_responses, "ai2d": _ai2d_responses}  # fmt: skip
+             "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -476,7 +476,7 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
     from vlrl.eval.harness import EvalSettings, evaluate
     from vlrl.models.loading import load_processor
 
-    task, samples, path = _load(name, tmp_path, size=3, seed=10)
+    task, samples, path = _load(name, tmp_path, size=4 if name == "mme" else 3, seed=10)  # MME asks in pairs
     method = _lmms_eval_method(name)
     processed, process = [], task.process  # process_results runs once a sample, its values logged and aggregated
     task.process = lambda response, sample: processed.append(sample.id) or process(response, sample)
@@ -903,6 +903,11 @@ def _ai2d_responses(sample):
             f"Z. {letter}"]  # fmt: skip
 
 
+def _mme_responses(sample):
+    return ["Yes", "no", "Y", "n.", "Nope", "not sure", "yes, it is", "No. Yes.", "x", "", "Yes\n", "I think yes",
+            "<think>no</think>Yes", "NO!", "I no, yes", "a yes"]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -914,9 +919,9 @@ def _pope_responses(sample):
     [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
      ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
-     ("ai2d", _ai2d_responses)],
+     ("ai2d", _ai2d_responses), ("mme", _mme_responses)],
 )  # fmt: skip
-def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_pope_and_ai2d_equal_lmms_eval(name, kinds, reference, tmp_path):
+def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_pope_ai2d_and_mme_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
         pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
@@ -1054,6 +1059,17 @@ def test_realworldqa_reads_a_lower_case_letter_answer_as_a_letter_and_pope_skips
     rows[1]["answer"] = "maybe"
     _, split = _read_rows("pope", rows, POPE_SCHEMA, "test", tmp_path)
     assert len(split.samples) == 2 and "yes or no" in str(split.errors[0]) and "'maybe'" in str(split.errors[0])
+
+
+def test_mme_scores_an_unpaired_question_with_the_answers_it_has_where_lmms_eval_stops(tmp_path):
+    task, samples, _ = _load("mme", tmp_path, size=6, seed=0)
+    pairs = [(s.solution["category"], s.solution["question_id"]) for s in samples]
+    assert pairs[0] == pairs[1] != pairs[2] == pairs[3] != pairs[4] and [p[0] for p in pairs[::2]] == [
+        "existence", "existence", "count"]  # fmt: skip
+    # existence: an image both right (100 + acc+ 100), one half right (50), their mean;
+    # count: its one question right, 100 (no acc+)
+    got = task.metrics(samples[:5], ["yes", "no", "yes", "yes", "Yes."])
+    assert got == {"mme_perception_score": (200.0 + 50.0) / 2 + 100.0}
 
 
 def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
