@@ -627,15 +627,7 @@ MME_PERCEPTION = [
 ]
 
 
-def mme_doc_to_text(doc, kwargs):
-    question = doc["question"].strip()
-    if "pre_prompt" in kwargs and kwargs["pre_prompt"] != "":
-        question = question.replace(" Please answer yes or no.", "")
-        question = f"{kwargs['pre_prompt']}{question}"
-    if "post_prompt" in kwargs and kwargs["post_prompt"] != "":
-        question = question.replace(" Please answer yes or no.", "")
-        question = f"{question}{kwargs['post_prompt']}"
-    return question
+mme_doc_to_text = mmstar_doc_to_text  # mme/utils.py's mme_doc_to_text is the same code
 
 
 def mme_parse_pred_ans(pred_ans):

@@ -25,6 +25,7 @@ import pyarrow as pa
 from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
+from tasks.benchmarks.mmstar import YES_NO, yes_no_prompt
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -34,7 +35,6 @@ from vlrl.tasking.benchmark import Benchmark, variants
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PERCEPTION = ("existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR")
 COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
-YES_NO = " Please answer yes or no."
 POST_PROMPT = "\nAnswer the question using a single word or phrase."
 SCHEMA = pa.schema(
     [("question_id", pa.string()), ("image", IMAGE_TYPE), ("question", pa.string()), ("answer", pa.string()),
@@ -80,7 +80,7 @@ class MME(Benchmark):
         answer = ctx.get(record, "answer", str, "Yes or No").lower().strip().replace(".", "")
         if answer not in ("yes", "no"):
             raise ctx.error(f"answer must be yes or no, got {record['answer']!r}"[:200])
-        question = ctx.get(record, "question", str, "the question").strip().replace(YES_NO, "") + POST_PROMPT
+        question = yes_no_prompt(ctx.get(record, "question", str, "the question"), "", POST_PROMPT)
         truth = {"answer": answer, "question_id": ctx.get(record, "question_id", str, "the image's name"),
                  "category": ctx.get(record, "category", str, "an MME category")}  # fmt: skip
         path, width, height = record_image(record, ctx)

@@ -51,6 +51,17 @@ SCHEMA = pa.schema(
 )  # fmt: skip
 
 
+def yes_no_prompt(question: str, pre_prompt: str, post_prompt: str) -> str:
+    """mmstar_doc_to_text (and MME's, the same code): the question stripped; " Please answer yes
+    or no." deleted where a pre or a post prompt is given, and they added."""
+    question = question.strip()
+    if pre_prompt:
+        question = pre_prompt + question.replace(YES_NO, "")
+    if post_prompt:
+        question = question.replace(YES_NO, "") + post_prompt
+    return question
+
+
 def macro_mean(items: list[dict[str, Any]]) -> float:
     """mmstar_aggregate_results: the mean of the L2 categories' mean scores."""
     by_l2: dict[str, list[float]] = defaultdict(list)
@@ -70,13 +81,7 @@ class MMStar(Benchmark):
     post_prompt = "\nAnswer with the option's letter from the given choices directly"
 
     def prompt(self, question: str) -> str:
-        """mmstar_doc_to_text: the yes/no instruction goes where a pre or post prompt is given."""
-        question = question.strip()
-        if self.pre_prompt:
-            question = self.pre_prompt + question.replace(YES_NO, "")
-        if self.post_prompt:
-            question = question.replace(YES_NO, "") + self.post_prompt
-        return question
+        return yes_no_prompt(question, self.pre_prompt, self.post_prompt)
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         truth = {key: ctx.get(record, key, str, "text") for key in ("answer", "category", "l2_category")}
