@@ -29,8 +29,9 @@ Deviations, each named:
   only the first (in set order) of the parsed candidates, as a string, and MMMU's eval_open then
   checks the answer against each of its characters, so an open question is never right unless
   its answer is empty. `mmmu` scores every candidate, as MMMU's own eval_utils.py does.
-- A row lmms-eval would stop on (options that do not read as a list of strings, a marker whose
-  image is missing, an id without a subject) is skipped and reported.
+- A row lmms-eval would stop on (options that do not read as a list of strings, a
+  multiple-choice question without options, a marker whose image is missing, an id without a
+  subject) is skipped and reported.
 """
 
 from __future__ import annotations
@@ -245,6 +246,8 @@ class MMMU(Benchmark):
             subject = subject_of(doc_id)
         except ValueError as err:
             raise ctx.error(str(err)) from err
+        if multiple_choice and not options:  # MMMU's random letter would be drawn from no letters
+            raise ctx.error("a multiple-choice question has no options")
         images = []
         for key in image_keys(question, options, multiple_choice):
             if record.get(key) is None:

@@ -1043,9 +1043,11 @@ def test_mmmu_shows_the_images_its_markers_name_and_skips_rows_lmms_eval_would_s
     assert "<image 2>" in rows[1]["options"]
     rows[2]["options"] = "__import__('os').system('true')"
     rows[3]["image_1"] = None
+    rows.append(synthetic_row(*scenes[0]) | {"options": "[]"})  # multiple choice, no options
     task, split = _read_rows("mmmu_val", rows, MMMU_SCHEMA, "validation", tmp_path)
-    assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 2
+    assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 3
     assert "not a Python list literal" in str(split.errors[0]) and "image_1 is empty" in str(split.errors[1])
+    assert "no options" in str(split.errors[2])
     assert task.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
 
 
