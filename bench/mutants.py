@@ -58,6 +58,9 @@ DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_mov
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
 ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
 DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+SHUFFLE = (
+    "tests/trainer/test_update.py::test_mini_batches_take_whole_groups_in_order_or_rows_shuffled_once_or_every_pass"
+)
 OFF_POLICY = (
     "tests/trainer/test_update.py::test_the_off_policy_mask_drops_negative_completions_by_the_engines_log_probs"
 )
@@ -329,8 +332,22 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "mini_batches ignored", "vlrl/trainer/rl.py",
-        "np.array_split(np.arange(len(batch.groups)), algo.mini_batches)", "np.array_split(np.arange(len(batch.groups)), 1)",
+        "mini_batch_rows(batch, algo.mini_batches,", "mini_batch_rows(batch, 1,",
         (ITERATIONS,),
+    ),
+    Mutation(
+        "mini_batch_shuffle ignored", "vlrl/trainer/rl.py",
+        "algo.mini_batches, algo.mini_batch_shuffle, seed", 'algo.mini_batches, "none", seed', (SHUFFLE,),
+    ),
+    Mutation(
+        "mini_batch_shuffle every_pass shuffled once", "vlrl/trainer/batch.py",
+        'iteration if shuffle == "every_pass" else 0', "0", (SHUFFLE,),
+    ),
+    Mutation(
+        "mini_batch_shuffle shuffles the groups, not the rows", "vlrl/trainer/batch.py",
+        "return [[rows[i] for i in chunk] for chunk in np.array_split(rng.permutation(len(rows)), parts)]",
+        "return [[r for g in chunk for r in batch.group_rows(int(g))] for chunk in np.array_split(rng.permutation(len(batch.groups)), parts)]",
+        (SHUFFLE,),
     ),
     Mutation(
         "dynamic_sampling ignored", "vlrl/trainer/rl.py",

@@ -589,6 +589,12 @@ class AlgoConfig:
     # Updates per rollout.
     num_iterations: int = 1  # passes over each rollout batch
     mini_batches: int = 1  # optimizer steps per pass
+    # How a pass splits the rollout batch into its mini_batches: none (whole groups, in order, as
+    # verl and EasyR1 split), once (the rows shuffled once per rollout, the same split every pass:
+    # TRL's shuffle_sequence_dict before its steps_per_generation split), every_pass (shuffled anew
+    # before each pass: OpenRLHF's and LMM-R1's DataLoader(shuffle=True) over the replay buffer).
+    # The order is drawn from trainer.seed, the step and the pass alone (a resumed run draws it alike).
+    mini_batch_shuffle: Literal["none", "once", "every_pass"] = "none"
     # Where old log-probs come from when the policy moved: the rollout engine's (when it shares
     # the policy) or a fresh forward; an engine that does not share the policy always recomputes.
     # auto: the rollout's where the policy computes in float32 (its decoding steps give the

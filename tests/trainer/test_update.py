@@ -56,20 +56,20 @@ def rollout(trainer):
 
 
 def recorded_update(trainer, batch, advantages):
-    """trainer.update, and each optimizer step's (rows, parameters it started from, gradient)."""
-    run, steps = trainer.run, []
-    chunks = iter(
-        [r for g in chunk for r in batch.group_rows(int(g))]
-        for _ in range(trainer.cfg.algo.num_iterations)
-        for chunk in np.array_split(np.arange(len(batch.groups)), trainer.cfg.algo.mini_batches)
-    )
-    step = run.optimizer_step
+    """trainer.update, and each optimizer step's (rows it trained, parameters it started from, gradient)."""
+    run, steps, trained = trainer.run, [], []
+    step, accumulate = run.optimizer_step, trainer.updater.accumulate
+
+    def accumulating(batch, rows, *args, **kwargs):
+        trained.append(list(rows))
+        return accumulate(batch, rows, *args, **kwargs)
 
     def recording(finite):
         named = list(run.model.named_parameters())
-        steps.append((next(chunks), {n: p.detach().clone() for n, p in named}, {n: p.grad.clone() for n, p in named}))
+        steps.append((trained[-1], {n: p.detach().clone() for n, p in named}, {n: p.grad.clone() for n, p in named}))
         return step(finite)
 
+    trainer.updater.accumulate = accumulating
     run.optimizer_step = recording
     stats, _ = trainer.update(batch, advantages)
     return stats, steps
@@ -297,6 +297,35 @@ def test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs(op
     assert (stats["clip_low_frac"], stats["clip_high_frac"]) == pytest.approx(
         (clipped[0] / tokens, clipped[1] / tokens)
     )
+
+
+@pytest.mark.parametrize("shuffle", ["none", "once", "every_pass"])
+def test_mini_batches_take_whole_groups_in_order_or_rows_shuffled_once_or_every_pass(
+    shuffle, tmp_path, rec_data, tiny_qwen25
+):
+    """Two passes of two optimizer steps: none trains the first group, then the second, each
+    pass (verl's split); once splits the rows in one shuffled order for both passes (TRL's),
+    every_pass in a new one each pass (OpenRLHF's), drawn from (trainer.seed, step, pass). Every
+    pass trains every row once, and each step's gradient is the hand-written loss's over its rows."""
+    options = {"algo.num_iterations": 2, "algo.mini_batches": 2, "algo.mini_batch_shuffle": shuffle}
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **options)
+    batch, advantages = rollout(trainer)
+    _, steps = recorded_update(trainer, batch, advantages)
+    rows = [r for r, _, _ in steps]
+    n = len(batch.prompt_index)
+    assert len(rows) == 4 and sorted(rows[0] + rows[1]) == list(range(n)) == sorted(rows[2] + rows[3])
+    groups = [batch.group_rows(0), batch.group_rows(1)]
+    seed = trainer.cfg.trainer.seed
+    drawn = [
+        [c.tolist() for c in np.array_split(np.random.default_rng([seed, 1, p]).permutation(n), 2)] for p in (0, 1)
+    ]
+    expected = {"none": groups * 2, "once": drawn[0] * 2, "every_pass": drawn[0] + drawn[1]}[shuffle]
+    assert rows == expected
+    if shuffle != "none":
+        assert rows[:2] != groups and any(len({int(batch.prompt_index[r]) for r in part}) > 1 for part in rows)
+    for step_rows, params, grads in steps:
+        expected_grad, *_ = hand_step(trainer, batch, advantages, step_rows, params, batch.rollout_logprobs)
+        assert_same_gradient(grads, expected_grad)
 
 
 @pytest.mark.parametrize(

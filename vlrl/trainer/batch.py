@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from vlrl.data.sample import Sample
@@ -61,6 +62,21 @@ class RolloutBatch:
     def group_rows(self, group: int) -> list[int]:
         """The rows of one group's completions."""
         return (self.prompt_index == group).nonzero().flatten().tolist()
+
+
+def mini_batch_rows(
+    batch: RolloutBatch, parts: int, shuffle: str, seed: int, step: int, iteration: int
+) -> list[list[int]]:
+    """The rows of each of a pass's `parts` optimizer steps (algo.mini_batch_shuffle): whole groups
+    in order, or every row in an order drawn from (seed, step), and the pass for every_pass."""
+    if shuffle == "none":
+        return [
+            [r for g in chunk for r in batch.group_rows(int(g))]
+            for chunk in np.array_split(np.arange(len(batch.groups)), parts)
+        ]
+    rows = [r for g in range(len(batch.groups)) for r in batch.group_rows(g)]
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, step, iteration if shuffle == "every_pass" else 0])
+    return [[rows[i] for i in chunk] for chunk in np.array_split(rng.permutation(len(rows)), parts)]
 
 
 def micro_batches(

@@ -35,7 +35,7 @@ from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, held_out, task_sources
 from vlrl.tasking.task import Task
-from vlrl.trainer.batch import Group, RolloutBatch
+from vlrl.trainer.batch import Group, RolloutBatch, mini_batch_rows
 from vlrl.trainer.checkpoint import CheckpointError, load_process_state
 from vlrl.trainer.reference import ReferenceWeights, mix_into
 from vlrl.trainer.replay import Carried, ReplayBuffer, Trained
@@ -396,10 +396,10 @@ class RLTrainer:
         sums: defaultdict[str, float] = defaultdict(float)
         skipped = 0
         for iteration in range(algo.num_iterations):
-            for chunk in np.array_split(np.arange(len(batch.groups)), algo.mini_batches):
-                if self.run.procs.max(len(chunk)) == 0:  # fewer groups than mini-batches everywhere: no step
+            seed = self.cfg.trainer.seed
+            for rows in mini_batch_rows(batch, algo.mini_batches, algo.mini_batch_shuffle, seed, step, iteration):
+                if self.run.procs.max(len(rows)) == 0:  # fewer groups than mini-batches everywhere: no step
                     continue
-                rows = [r for g in chunk for r in batch.group_rows(int(g))]
                 loss = self.updater.accumulate(
                     batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
                     row_weights=row_weights, max_new_tokens=max_new_tokens,
