@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -687,6 +687,28 @@ def per_metric(per_doc):
     return items
 
 
+# -- cv_bench/utils.py ------------------------------------------------------------------------------------
+CV_BENCH_KWARGS = {"pre_prompt": "Note: You only need to respond with {} without providing any additional information.\n", "post_prompt": ""}  # fmt: skip
+
+
+def cv_bench_doc_to_text(doc, kwargs):
+    choice_letters = ", ".join([chr(65 + i) for i in range(len(doc["choices"]))])
+    return kwargs.get("pre_prompt", "").format(choice_letters) + "\n" + doc["prompt"]
+
+
+def cv_bench_process_results(doc, result):
+    grounded_output = doc["answer"].strip("()")
+    text = result[0].strip()
+    match = re.match(r"[\(\s]*([A-Z])[\)\.\s]*", text, flags=re.IGNORECASE)
+    pred_letter = match.group(1).upper() if match else ""
+    return {"cv_bench_acc": {"id": doc["idx"], "is_correct": pred_letter == grounded_output}}
+
+
+def cv_bench_aggregate_results(results):
+    total_correct = sum(1 for sample in results if sample["is_correct"])
+    return total_correct / len(results) if len(results) > 0 else 0
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -1269,6 +1291,15 @@ class Reimplementation(MathReimplementation, _Harness):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = per_metric([mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         return [mme_doc_to_text(d, MME_KWARGS) for d in docs], {k: mme_aggregate_results(v) for k, v in items.items()}
+
+    def cv_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [cv_bench_process_results(d, [r])["cv_bench_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [cv_bench_doc_to_text(d, CV_BENCH_KWARGS) for d in docs], {
+            "cv_bench_acc": cv_bench_aggregate_results(items)
+        }
+
+    cv_bench_2d = cv_bench_3d = cv_bench
 
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod

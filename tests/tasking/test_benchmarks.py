@@ -461,7 +461,9 @@ def _hostile(name: str, sample) -> list[str]:
              "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
              "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses, "realworldqa": _realworldqa_responses,
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
-             "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses}  # fmt: skip
+             "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
+             "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
+             "cv_bench_3d": _cv_bench_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -908,6 +910,12 @@ def _mme_responses(sample):
             "<think>no</think>Yes", "NO!", "I no, yes", "a yes"]  # fmt: skip
 
 
+def _cv_bench_responses(sample):
+    letter = sample.solution["answer"]
+    return [letter, f"({letter.lower()})", f" {letter}. yes", f"Answer: {letter}", f"The answer is {letter}", "",
+            f"(({letter}))", f"{letter}{letter}", "1", f"<think>A</think>{letter}", f"\n{letter}\n", "é"]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -919,9 +927,10 @@ def _pope_responses(sample):
     [("ocrbench", _ocr_responses), ("chartqa", _chart_responses), ("mmstar", _mcq_responses),
      ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
-     ("ai2d", _ai2d_responses), ("mme", _mme_responses)],
+     ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
+     ("cv_bench_3d", _cv_bench_responses)],
 )  # fmt: skip
-def test_ocrbench_chartqa_mmstar_mmmu_realworldqa_pope_ai2d_and_mme_equal_lmms_eval(name, kinds, reference, tmp_path):
+def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
         pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
@@ -1072,6 +1081,20 @@ def test_mme_scores_an_unpaired_question_with_the_answers_it_has_where_lmms_eval
     # count: its one question right, 100 (no acc+)
     got = task.metrics(samples[:5], ["yes", "no", "yes", "yes", "Yes."])
     assert got == {"mme_perception_score": (200.0 + 50.0) / 2 + 100.0}
+
+
+def test_cv_bench_reads_the_letters_res_case_insensitive_class_reads():
+    """lmms-eval reads `[A-Z]` with re.IGNORECASE: every character of the Basic Multilingual Plane
+    (where every case mapping into ASCII letters lies) read as there, İ and the Kelvin sign included."""
+    import re
+
+    from tasks.benchmarks.cv_bench import answer_letter
+
+    theirs = re.compile(r"[\(\s]*([A-Z])[\)\.\s]*", flags=re.IGNORECASE)
+    for code in range(0x10000):
+        text = f"({chr(code)}) x"
+        match = theirs.match(text.strip())
+        assert answer_letter(text) == (match.group(1).upper() if match else ""), hex(code)
 
 
 def test_an_ocrbench_row_of_an_unknown_category_is_skipped_and_named(tmp_path):
