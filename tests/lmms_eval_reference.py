@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -709,6 +709,40 @@ def cv_bench_aggregate_results(results):
     return total_correct / len(results) if len(results) > 0 else 0
 
 
+# -- docvqa, infovqa (the generic anls metric of api/metrics.py) ----------------------------------------------
+DOCVQA_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
+
+
+def levenshtein_distance(s1, s2):
+    if len(s1) > len(s2):
+        s1, s2 = s2, s1
+    distances = range(len(s1) + 1)
+    for i2, c2 in enumerate(s2):
+        distances_ = [i2 + 1]
+        for i1, c1 in enumerate(s1):
+            if c1 == c2:
+                distances_.append(distances[i1])
+            else:
+                distances_.append(1 + min((distances[i1], distances[i1 + 1], distances_[-1])))
+        distances = distances_
+    return distances[-1]
+
+
+def anls(references, predictions, thresh_hold=0.5):
+    values = []
+    pred = predictions[0] if isinstance(predictions[0], str) else predictions[0][0]
+    for answer in references:
+        gt_answer = " ".join(answer.strip().lower().split())
+        det_answer = " ".join(pred.strip().lower().split())
+        dist = levenshtein_distance(gt_answer, det_answer)
+        length = max(len(answer.upper()), len(pred.upper()))
+        values.append(0.0 if length == 0 else float(dist) / float(length))
+    question_result = 1 - min(values)
+    if question_result < thresh_hold:
+        question_result = 0
+    return {"anls": question_result}
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -1300,6 +1334,18 @@ class Reimplementation(MathReimplementation, _Harness):
         }
 
     cv_bench_2d = cv_bench_3d = cv_bench
+
+    def docvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """Task.process_results' generic path: gold = doc_to_target (the answers, a list), the
+        metric called with references=gold and predictions=[the stripped response]."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [
+            anls(references=list(d["answers"]), predictions=[r])["anls"] for d, r in zip(docs, responses, strict=True)
+        ]
+        prompts = [f"{DOCVQA_KWARGS['pre_prompt']}{d['question']}{DOCVQA_KWARGS['post_prompt']}" for d in docs]
+        return prompts, {"anls": _mean(scores)}
+
+    infovqa_val = docvqa_val
 
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod

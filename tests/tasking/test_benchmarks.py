@@ -463,7 +463,7 @@ def _hostile(name: str, sample) -> list[str]:
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
              "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
-             "cv_bench_3d": _cv_bench_responses}  # fmt: skip
+             "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -916,6 +916,12 @@ def _cv_bench_responses(sample):
             f"(({letter}))", f"{letter}{letter}", "1", f"<think>A</think>{letter}", f"\n{letter}\n", "é"]  # fmt: skip
 
 
+def _anls_responses(sample):
+    answer = sample.solution[0]
+    return [answer, answer.lower(), f"  {answer.upper()}  ", answer[:-1], answer[: len(answer) // 2], "", f"It is {answer}",
+            answer.replace(" ", "\n "), "ß" * len(answer), f"{answer}ß", answer[::-1], sample.solution[-1]]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -928,7 +934,7 @@ def _pope_responses(sample):
      ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
-     ("cv_bench_3d", _cv_bench_responses)],
+     ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
