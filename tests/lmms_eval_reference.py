@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -40,6 +40,7 @@ import ast
 import json
 import random
 import re
+import statistics
 import string
 import tempfile
 from pathlib import Path
@@ -114,6 +115,8 @@ def ai2d_filter(resp):
 
 
 FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
+# A yaml's generation_kwargs.until: lmms-eval's Qwen classes cut each answer there (`ans.split(term)[0]`).
+UNTIL = {"textvqa_val": ["ASSISTANT:"], "refcoco_rec": ["ASSISTANT:"]}
 
 
 class _Harness:
@@ -122,11 +125,14 @@ class _Harness:
     def harness(
         self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
     ) -> list[str]:
-        """The task's filter (FILTERS; else the ensemble "none", take_first: a task without
+        """The answers cut at the yaml's until (UNTIL: the model class's step), the task's filter
+        (FILTERS; else the ensemble "none", take_first: a task without
         filter_list keeps the first response), then, when
         `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives tags, `strip_reasoning_tags`
         on each filtered str (75571cf evaluator.py lines 1181-1235; 0.7.3
         _process_document_results, lines 298-311)."""
+        for term in UNTIL.get(task, []):
+            responses = [r.split(term)[0] for r in responses]
         responses = [FILTERS[task](r) for r in responses] if task in FILTERS else list(responses)
         tags = self.parse_reasoning_tags_config(reasoning_tags)
         if tags is None:
@@ -743,6 +749,91 @@ def anls(references, predictions, thresh_hold=0.5):
     return {"anls": question_result}
 
 
+# -- textvqa/utils.py, _task_utils/vqa_eval_metric.py (EvalAIAnswerProcessor) ---------------------------------
+TEXTVQA_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase.", "ocr": False}
+
+
+class EvalAIAnswerProcessor:
+    """MMF's copy, written from it; of its 117 contractions, the ones the tests' responses use
+    (lowercased first, so its "Im" key never matches; "somebody'd" becomes "somebodyd"). With
+    lmms-eval importable the tests run its own processor too."""
+
+    CONTRACTIONS = {"aint": "ain't", "arent": "aren't", "cant": "can't", "couldnt": "couldn't", "didnt": "didn't",
+                    "doesnt": "doesn't", "dont": "don't", "isnt": "isn't", "thats": "that's", "wont": "won't",
+                    "youre": "you're", "somebody'd": "somebodyd", "Im": "I'm", "oclock": "o'clock"}  # fmt: skip
+    NUMBER_MAP = {"none": "0", "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+                  "seven": "7", "eight": "8", "nine": "9", "ten": "10"}  # fmt: skip
+    ARTICLES = ["a", "an", "the"]
+    PERIOD_STRIP = re.compile(r"(?!<=\d)(\.)(?!\d)")
+    COMMA_STRIP = re.compile(r"(?<=\d)(\,)+(?=\d)")
+    PUNCTUATIONS = [
+        ";",
+        r"/",
+        "[",
+        "]",
+        '"',
+        "{",
+        "}",
+        "(",
+        ")",
+        "=",
+        "+",
+        "\\",
+        "_",
+        "-",
+        ">",
+        "<",
+        "@",
+        "`",
+        ",",
+        "?",
+        "!",
+    ]
+
+    def word_tokenize(self, word):
+        word = word.lower()
+        word = word.replace(",", "").replace("?", "").replace("'s", " 's")
+        return word.strip()
+
+    def process_punctuation(self, in_text):
+        out_text = in_text
+        for p in self.PUNCTUATIONS:
+            if (p + " " in in_text or " " + p in in_text) or (re.search(self.COMMA_STRIP, in_text) is not None):
+                out_text = out_text.replace(p, "")
+            else:
+                out_text = out_text.replace(p, " ")
+        out_text = self.PERIOD_STRIP.sub("", out_text, re.UNICODE)
+        return out_text
+
+    def process_digit_article(self, in_text):
+        out_text = []
+        for word in in_text.lower().split():
+            word = self.NUMBER_MAP.get(word, word)
+            if word not in self.ARTICLES:
+                out_text.append(word)
+        for word_id, word in enumerate(out_text):
+            if word in self.CONTRACTIONS:
+                out_text[word_id] = self.CONTRACTIONS[word]
+        return " ".join(out_text)
+
+    def __call__(self, item):
+        item = self.word_tokenize(item)
+        item = item.replace("\n", " ").replace("\t", " ").strip()
+        item = self.process_punctuation(item)
+        return self.process_digit_article(item)
+
+
+def textvqa_process_results(doc, result, processor_class=EvalAIAnswerProcessor):
+    eval_ai_processor = processor_class()
+    res_ans = eval_ai_processor(result[0])
+    answers = [eval_ai_processor(a) for a in doc["answers"]]
+    gt_acc = []
+    for i in range(len(answers)):
+        other = [answers[j] for j in range(len(answers)) if i != j]
+        gt_acc.append(min(1, float(len([item for item in other if item == res_ans])) / 3))
+    return {"exact_match": statistics.mean(gt_acc)}
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -1347,6 +1438,12 @@ class Reimplementation(MathReimplementation, _Harness):
 
     infovqa_val = docvqa_val
 
+    def textvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags, "textvqa_val")
+        scores = [textvqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        prompts = [f"{d['question'].capitalize()}{TEXTVQA_KWARGS['post_prompt']}" for d in docs]
+        return prompts, {"exact_match": _mean(scores)}
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -1576,6 +1673,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.refcoco_grounding import utils as grounding
         from lmms_eval.tasks.screenspot_pro import utils as pro
         from lmms_eval.tasks.screenspot_v2 import utils as v2
+        from lmms_eval.tasks.textvqa import utils as textvqa
         from lmms_eval.tasks.vsibench import utils as vsibench
 
         self.strip_reasoning_tags = reasoning.strip_reasoning_tags
@@ -1583,7 +1681,7 @@ class LmmsEvalPackage(_Harness):
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme}  # fmt: skip
+                  "mme": mme, "textvqa": textvqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -1684,6 +1782,13 @@ class LmmsEvalPackage(_Harness):
         return [m.mme_doc_to_text(d, MME_KWARGS) for d in docs], {
             k: m.mme_aggregate_results(v) for k, v in items.items()
         }
+
+    def textvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, t = [dict(d) for d in docs], self.m["textvqa"]  # its process_results writes into doc["answers"]
+        responses = self.scored(responses, reasoning_tags, "textvqa_val")
+        scores = [t.textvqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        prompts = [t.textvqa_doc_to_text(d, dict(TEXTVQA_KWARGS)) for d in docs]
+        return prompts, {"exact_match": _mean(scores)}
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

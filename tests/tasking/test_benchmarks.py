@@ -463,7 +463,8 @@ def _hostile(name: str, sample) -> list[str]:
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
              "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
-             "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses}  # fmt: skip
+             "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
+             "textvqa_val": _textvqa_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -922,6 +923,13 @@ def _anls_responses(sample):
             answer.replace(" ", "\n "), "ß" * len(answer), f"{answer}ß", answer[::-1], sample.solution[-1]]  # fmt: skip
 
 
+def _textvqa_responses(sample):
+    answer = sample.solution[0]
+    return [answer, answer.upper(), f"The {answer}.", f"{answer}ASSISTANT: sign", "sign", "a sign", f"({answer})",
+            f"{answer}, {answer}", "dont walk", "Three.", "3", "2500", "2,500", "No 5.", "It's Im oclock", "somebody'd",
+            "a.b.c." * 20, f"{answer} - !", answer + "." * 40, answer.replace(" ", "-")]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -934,7 +942,8 @@ def _pope_responses(sample):
      ("mmstar_qwen", _mcq_responses), ("mmmu_val", _mmmu_responses), ("mmmu_val_qwen", _mmmu_responses),
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
-     ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses)],
+     ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
+     ("textvqa_val", _textvqa_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
