@@ -345,7 +345,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "mini_batch_shuffle shuffles the groups, not the rows", "vlrl/trainer/batch.py",
-        "return [[rows[i] for i in chunk] for chunk in np.array_split(rng.permutation(len(rows)), parts)]",
+        "return [chunk.tolist() for chunk in np.array_split(rng.permutation(len(batch.prompt_index)), parts)]",
         "return [[r for g in chunk for r in batch.group_rows(int(g))] for chunk in np.array_split(rng.permutation(len(batch.groups)), parts)]",
         (SHUFFLE,),
     ),

@@ -252,6 +252,15 @@ def _split_means(docs, values_by_doc, suffixes):
     return {k: _mean(v) for k, v in metrics.items()}
 
 
+def per_metric(per_doc):
+    """Each metric's values, over the docs whose process_results returned it."""
+    items = {}
+    for values in per_doc:
+        for key, item in values.items():
+            items.setdefault(key, []).append(item)
+    return items
+
+
 # -- mmstar/utils.py and _task_utils/mcq_extract.py --------------------------------------------------------
 MMSTAR_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly"}
 MMSTAR_QWEN_KWARGS = {"pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only."}
@@ -327,11 +336,7 @@ def mmstar_aggregate_results(results):
 
 def mmstar_metrics(per_doc):
     """Each doc's {category: item, "average": item}, aggregated over the docs that returned each metric."""
-    items = {}
-    for values in per_doc:
-        for key, item in values.items():
-            items.setdefault(key, []).append(item)
-    return {k: mmstar_aggregate_results(v) for k, v in items.items() if k in MMSTAR_METRICS}
+    return {k: mmstar_aggregate_results(v) for k, v in per_metric(per_doc).items() if k in MMSTAR_METRICS}
 
 
 # -- mmmu/utils.py, _task_utils/mmmu_mcq_utils.py (MMMU's eval_utils.py) -------------------------------
@@ -682,15 +687,6 @@ def mme_aggregate_results(results):
             total_score += acc_plus + acc
         category2avg_score[category] = total_score / len(question2scores)
     return sum(category2avg_score.values())
-
-
-def per_metric(per_doc):
-    """Each metric's values, over the docs whose process_results returned it."""
-    items = {}
-    for values in per_doc:
-        for key, item in values.items():
-            items.setdefault(key, []).append(item)
-    return items
 
 
 # -- cv_bench/utils.py ------------------------------------------------------------------------------------
@@ -1742,21 +1738,15 @@ class LmmsEvalPackage(_Harness):
 
     def chartqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
-        c, metrics = self.m["chartqa"], {}
-        for d, r in zip(docs, responses, strict=True):
-            for key, value in c.chartqa_process_results(d, [r]).items():
-                metrics.setdefault(key, []).append(value)
+        c = self.m["chartqa"]
+        metrics = per_metric([c.chartqa_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         kwargs = {"pre_prompt": "", "post_prompt": "\nAnswer the question with a single word."}
         return [c.chartqa_doc_to_text(d, kwargs) for d in docs], {k: _mean(v) for k, v in metrics.items()}
 
     def _mmstar(self, docs, responses, reasoning_tags, kwargs):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         m = self.m["mmstar"]
-        per_doc = [m.mmstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
-        items = {}
-        for values in per_doc:
-            for key, item in values.items():
-                items.setdefault(key, []).append(item)
+        items = per_metric([m.mmstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         metrics = {k: m.mmstar_aggregate_results(v) for k, v in items.items() if k in MMSTAR_METRICS}
         return [m.mmstar_doc_to_text(d, kwargs) for d in docs], metrics
 

@@ -6,8 +6,8 @@ organisers' servers) and are not offered.
 
 - Prompt: the question + "\\nAnswer the question using a single word or phrase."; 32 tokens.
 - ANLS (Qwen-VL's infographicsvqa_eval.py, as lmms-eval copies it): for each answer, the
-  Levenshtein distance between answer and response, both lowercased, stripped and with runs of
-  whitespace made one space, divided by the longer of the two as written (not as normalized:
+  Levenshtein distance (rewards.ocr.levenshtein, uncut) between answer and response, both
+  lowercased, stripped and with runs of whitespace made one space, divided by the longer of the two as written (not as normalized:
   lmms-eval's, kept); 1 - the smallest of these, and 0 below 0.5. `anls`, the mean.
 - A row without answers (min() of nothing in lmms-eval) is skipped and reported.
 """
@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image, ImageDraw
 
+from rewards.ocr import levenshtein
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -33,19 +34,6 @@ SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-def levenshtein_distance(a: str, b: str) -> int:
-    """api/metrics.py's levenshtein_distance: one row of the table at a time."""
-    if len(a) > len(b):
-        a, b = b, a
-    distances = list(range(len(a) + 1))
-    for i2, c2 in enumerate(b):
-        row = [i2 + 1]
-        for i1, c1 in enumerate(a):
-            row.append(distances[i1] if c1 == c2 else 1 + min(distances[i1], distances[i1 + 1], row[-1]))
-        distances = row
-    return distances[-1]
-
-
 def anls(answers: list[str], prediction: str, threshold: float = 0.5) -> float:
     """api/metrics.py's anls of one response."""
     det = " ".join(prediction.strip().lower().split())
@@ -53,7 +41,7 @@ def anls(answers: list[str], prediction: str, threshold: float = 0.5) -> float:
     for answer in answers:
         gt = " ".join(answer.strip().lower().split())
         length = max(len(answer.upper()), len(prediction.upper()))
-        values.append(0.0 if length == 0 else levenshtein_distance(gt, det) / length)
+        values.append(0.0 if length == 0 else levenshtein(gt, det, cap=None) / length)
     score = 1 - min(values)
     return 0.0 if score < threshold else score
 

@@ -30,6 +30,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image
 
+from rewards.ocr import levenshtein
 from rewards.text import compile_pattern, findall
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import LETTERS, ComputeScored
@@ -87,15 +88,6 @@ def mathvista_query(doc: dict[str, Any], shot_type: str) -> str:
     return ("\n\n" + query).strip()
 
 
-def levenshtein(a: str, b: str) -> int:
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        previous, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (ca != cb))
-    return row[-1]
-
-
 PAREN_LETTER = compile_pattern(r"\(([a-zA-Z])\)")
 
 
@@ -126,7 +118,7 @@ def mathvista_correct(response: str, doc: dict[str, Any]) -> bool:
         if extraction in options:
             prediction = choices[options.index(extraction)]
         else:
-            distances = [levenshtein(extraction, c) for c in choices]
+            distances = [levenshtein(extraction, c, cap=None) for c in choices]
             prediction = choices[distances.index(min(distances))]
     elif atype == "integer":
         try:

@@ -93,6 +93,7 @@ def test_long_inputs_are_cut_and_stay_fast():
     start = time.perf_counter()
     assert edit_distance_score("a" * 1_000_000, "b" * 1_000_000) == 0.0
     assert levenshtein("a" * (MAX_EDIT_SYMBOLS + 5), "a" * MAX_EDIT_SYMBOLS) == 0  # both cut to the cap
+    assert levenshtein("a" * (MAX_EDIT_SYMBOLS + 5), "a" * MAX_EDIT_SYMBOLS, cap=None) == 5  # a metric's: uncut
     assert wer_score("w " * 500_000, "w " * 500_000) == 1.0
     assert time.perf_counter() - start < 5.0
 

@@ -74,9 +74,8 @@ def mini_batch_rows(
             [r for g in chunk for r in batch.group_rows(int(g))]
             for chunk in np.array_split(np.arange(len(batch.groups)), parts)
         ]
-    rows = [r for g in range(len(batch.groups)) for r in batch.group_rows(g)]
     rng = np.random.default_rng([seed & 0xFFFFFFFF, step, iteration if shuffle == "every_pass" else 0])
-    return [[rows[i] for i in chunk] for chunk in np.array_split(rng.permutation(len(rows)), parts)]
+    return [chunk.tolist() for chunk in np.array_split(rng.permutation(len(batch.prompt_index)), parts)]
 
 
 def micro_batches(
