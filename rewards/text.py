@@ -28,7 +28,7 @@ import regex
 MATCH_TIMEOUT_S = 0.25
 
 _CLASS_ESCAPES = {"d": r"\d", "s": r"\s", "w": r"\w"}
-_COMPILED: list[tuple[regex.Pattern, str]] = []  # every compiled pattern, with the pattern as written
+_COMPILED: list[tuple[regex.Pattern, str, int]] = []  # every compiled pattern, with the pattern and flags as written
 
 
 @cache
@@ -44,63 +44,127 @@ def _hex(code: int) -> str:
 
 
 @cache
-def re_class_body(escape: str) -> str:
-    """The members of `re`'s class `escape` (r"\\d", r"\\s" or r"\\w") as set ranges, without brackets."""
-    runs = re.finditer(escape + "+", _every_code_point())
+def re_class_body(piece: str, flags: int = 0) -> str:
+    """The characters `re` matches with the one-character `piece` (r"\\d", "[a-z]", "i") under
+    `flags`, as set ranges without brackets: read off `re` itself across every code point."""
+    runs = re.finditer(f"(?:{piece})+", _every_code_point(), flags)
     return "".join(_hex(m.start()) + ("" if m.end() - m.start() == 1 else "-" + _hex(m.end() - 1)) for m in runs)
 
 
-def re_compatible(pattern: str) -> str:
+def _set_end(pattern: str, start: int) -> int:
+    """Index just past the set that opens at `start` (a leading ^ and a leading ] are members' syntax)."""
+    i = start + 1
+    i += pattern.startswith("^", i)
+    i += pattern.startswith("]", i)
+    while i < len(pattern) and pattern[i] != "]":
+        i += 2 if pattern[i] == "\\" else 1
+    if i >= len(pattern):
+        raise ValueError(f"pattern {pattern!r}: set at {start} is not closed")
+    return i + 1
+
+
+def _group_header_end(pattern: str, start: int) -> int:
+    """Index just past a "(?...)" group's header, whose letters (a group's name) are not text."""
+    head = pattern[start + 2 : start + 4]
+    if head[:1] in (":", "=", "!"):
+        return start + 3
+    if head in ("<=", "<!"):
+        return start + 4
+    if head[:1] == "#" or head == "P=":
+        return pattern.index(")", start) + 1
+    if head == "P<" or head[:1] == "<":
+        return pattern.index(">", start) + 1
+    raise ValueError(f"pattern {pattern!r}: inline flags or {pattern[start : start + 4]!r} have no exact re equivalent here")
+
+
+def re_compatible(pattern: str, ignorecase: bool = False) -> str:
     """`pattern` with \\d \\D \\s \\S \\w \\W spelled out as `re` defines them (for str patterns).
 
-    Raises ValueError for what it cannot spell out exactly: \\b, \\B, and negated classes
-    inside a set.
+    With `ignorecase`, every letter and every set is spelled out too, with what `re`'s
+    IGNORECASE matches for it, so that the result is compiled without the flag: the regex
+    module folds case by its own tables, and its "i" misses the dotless "\u0131" that `re`'s
+    matches (as `re`'s [A-Z] does "\u0131", "\u0130", "\u017f" and the Kelvin sign).
+
+    Raises ValueError for what it cannot spell out exactly: \\b, \\B, negated classes inside a
+    set, and under `ignorecase` inline flags, back-references and characters given by number.
     """
+    flags = re.IGNORECASE if ignorecase else 0
     out: list[str] = []
-    in_set = False
     i = 0
     while i < len(pattern):
         char = pattern[i]
+        if char == "[":
+            end = _set_end(pattern, i)
+            out.append(f"[{re_class_body(pattern[i:end], flags)}]" if ignorecase else _set_compatible(pattern, i, end))
+            i = end
+            continue
+        if char == "(" and pattern.startswith("?", i + 1) and ignorecase:
+            end = _group_header_end(pattern, i)
+            out.append(pattern[i:end])
+            i = end
+            continue
         if char == "\\" and i + 1 < len(pattern):
             name = pattern[i + 1]
             i += 2
             if name.lower() in _CLASS_ESCAPES:
                 body = re_class_body(_CLASS_ESCAPES[name.lower()])
-                if in_set and name.isupper():
-                    raise ValueError(f"pattern {pattern!r}: \\{name} inside a set has no exact re equivalent here")
-                out.append(body if in_set else f"[{'^' if name.isupper() else ''}{body}]")
-            elif name in "bB":
+                out.append(f"[{'^' if name.isupper() else ''}{body}]")
+            elif name in "bB" or (ignorecase and (name.isdigit() or name in "xuUN")):
                 raise ValueError(f"pattern {pattern!r}: \\{name} has no exact re equivalent here")
+            elif ignorecase and not name.isalnum():
+                out.append(_literal(name))
             else:
                 out.append("\\" + name)
             continue
-        if char == "[" and not in_set:
-            in_set = True
-            out.append(char)
-            i += 1
-            if i < len(pattern) and pattern[i] == "^":
-                out.append("^")
-                i += 1
-            if i < len(pattern) and pattern[i] == "]":  # a leading ] is a member
-                out.append("\\]")
-                i += 1
-            continue
-        if char == "]" and in_set:
-            in_set = False
-        out.append(char)
+        out.append(_literal(char) if ignorecase and char not in ".^$*+?{}()|" else char)
         i += 1
+    return "".join(out)
+
+
+def _literal(char: str) -> str:
+    """A literal character under IGNORECASE: itself when `re` folds nothing onto it, else its members."""
+    if char.isascii() and not char.isalpha():
+        return regex.escape(char)
+    return f"[{re_class_body(re.escape(char), re.IGNORECASE)}]"
+
+
+def _set_compatible(pattern: str, start: int, end: int) -> str:
+    """The set pattern[start:end] with the class escapes inside it spelled out as `re` defines them."""
+    out = ["["]
+    i = start + 1
+    if pattern.startswith("^", i):
+        out.append("^")
+        i += 1
+    if pattern.startswith("]", i):  # a leading ] is a member
+        out.append("\\]")
+        i += 1
+    while i < end - 1:
+        if pattern[i] == "\\":
+            name = pattern[i + 1]
+            if name.lower() in _CLASS_ESCAPES:
+                if name.isupper():
+                    raise ValueError(f"pattern {pattern!r}: \\{name} inside a set has no exact re equivalent here")
+                out.append(re_class_body(_CLASS_ESCAPES[name]))
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+        else:
+            out.append(pattern[i])
+            i += 1
+    out.append("]")
     return "".join(out)
 
 
 def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
     """`pattern` compiled with the `regex` module, matching what Python's `re` matches."""
-    compiled = regex.compile(re_compatible(pattern), flags | regex.VERSION0)
-    _COMPILED.append((compiled, pattern))
+    ignorecase = bool(flags & regex.IGNORECASE)
+    compiled = regex.compile(re_compatible(pattern, ignorecase), (flags & ~regex.IGNORECASE) | regex.VERSION0)
+    _COMPILED.append((compiled, pattern, flags))
     return compiled
 
 
-def compiled_patterns() -> list[tuple[regex.Pattern, str]]:
-    """Every pattern `compile_pattern` has built, with its text as written (to test against `re`)."""
+def compiled_patterns() -> list[tuple[regex.Pattern, str, int]]:
+    """Every pattern `compile_pattern` has built, with its text and flags as written (to test against `re`)."""
     return list(_COMPILED)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import regex
 from PIL import Image
 
 from rewards.text import compile_pattern, search
@@ -31,9 +32,7 @@ from vlrl.tasking.benchmark import Benchmark, mean, variants
 
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PRE_PROMPT = "Note: You only need to respond with {} without providing any additional information.\n"
-# lmms-eval's [A-Z] under re.IGNORECASE, spelled out: re's also matches İ, ı, ſ and the Kelvin
-# sign (their case maps reach ASCII letters); the regex module's misses İ.
-LETTER = compile_pattern("^[\\(\\s]*([A-Za-z\u0130\u0131\u017f\u212a])[\\)\\.\\s]*")
+LETTER = compile_pattern(r"^[\(\s]*([A-Z])[\)\.\s]*", regex.IGNORECASE)  # re.match, so anchored
 SCHEMA = pa.schema(
     [("idx", pa.int64()), ("type", pa.string()), ("task", pa.string()), ("image", IMAGE_TYPE),
      ("question", pa.string()), ("choices", pa.list_(pa.string())), ("answer", pa.string()), ("prompt", pa.string()),
