@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, mmvp/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -711,6 +711,64 @@ def cv_bench_aggregate_results(results):
     return total_correct / len(results) if len(results) > 0 else 0
 
 
+# -- mmvp/utils.py ------------------------------------------------------------------------------------------
+MMVP_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}
+
+
+def mmvp_extract_answer_letter(text):
+    text = text.strip()
+    patterns = [r"^\s*\(?([AB])\)?\.?\s*$", r"^\s*\(?([AB])\)?[\.\s]", r"answer\s+is\s+\(?([AB])\)?",
+                r"option\s+\(?([AB])\)?", r"\(?([AB])\)?(?:\s|$)"]  # fmt: skip
+    for pattern in patterns:
+        match = re.search(pattern, text, flags=re.IGNORECASE)
+        if match:
+            return match.group(1).upper()
+    if text and text[0].upper() in ["A", "B"]:
+        return text[0].upper()
+    return ""
+
+
+def mmvp_doc_to_text(doc, kwargs):
+    options_raw = doc.get("Options", doc.get("options", ""))
+    if isinstance(options_raw, str):
+        matches = re.findall(r"\([a-z]\)\s*([^(]+?)(?=\s*\([a-z]\)|$)", options_raw, re.IGNORECASE)
+        options = [m.strip() for m in matches]
+    else:
+        options = options_raw
+    options_str = "\n".join([f"{chr(65 + i)}. {opt}" for i, opt in enumerate(options)])
+    question = doc.get("Question", doc.get("question", ""))
+    return f"{kwargs.get('pre_prompt', '')}{question}\n{options_str}{kwargs.get('post_prompt', '')}"
+
+
+def mmvp_doc_to_target(doc):
+    answer = doc.get("Correct Answer", doc.get("answer", "")).strip().lower()
+    if "(a)" in answer or answer == "a":
+        return "A"
+    if "(b)" in answer or answer == "b":
+        return "B"
+    return answer.upper()
+
+
+def mmvp_process_results(doc, results):
+    index = doc.get("Index", doc.get("index", doc.get("idx", -1)))
+    if isinstance(index, int) and index > 0:
+        index = index - 1
+    gt, pred_letter = mmvp_doc_to_target(doc), mmvp_extract_answer_letter(results[0])
+    result = {"index": index, "pair_index": index // 2, "pred": results[0], "pred_letter": pred_letter, "gt": gt,
+              "is_correct": pred_letter == gt}  # fmt: skip
+    return {"mmvp_accuracy": result, "mmvp_pair_accuracy": result}
+
+
+def mmvp_aggregates(results):
+    """mmvp_aggregate_results, mmvp_aggregate_pair_results."""
+    pairs = {}
+    for r in results:
+        pairs.setdefault(r["pair_index"], []).append(r)
+    complete = [p for p in pairs.values() if len(p) == 2]
+    return {"mmvp_accuracy": sum(1 for r in results if r["is_correct"]) / len(results) if results else 0.0,
+            "mmvp_pair_accuracy": sum(1 for p in complete if all(r["is_correct"] for r in p)) / len(complete) if complete else 0.0}  # fmt: skip
+
+
 # -- docvqa, infovqa (the generic anls metric of api/metrics.py) ----------------------------------------------
 DOCVQA_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
 
@@ -1413,6 +1471,11 @@ class Reimplementation(MathReimplementation, _Harness):
         items = per_metric([mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         return [mme_doc_to_text(d, MME_KWARGS) for d in docs], {k: mme_aggregate_results(v) for k, v in items.items()}
 
+    def mmvp(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [mmvp_process_results(d, [r])["mmvp_accuracy"] for d, r in zip(docs, responses, strict=True)]
+        return [mmvp_doc_to_text(d, MMVP_KWARGS) for d in docs], mmvp_aggregates(items)
+
     def cv_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [cv_bench_process_results(d, [r])["cv_bench_acc"] for d, r in zip(docs, responses, strict=True)]
@@ -1660,8 +1723,10 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
+        from lmms_eval.tasks.cv_bench import utils as cv_bench
         from lmms_eval.tasks.mme import utils as mme
         from lmms_eval.tasks.mmstar import utils as mmstar
+        from lmms_eval.tasks.mmvp import utils as mmvp
         from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.pixmo_count import utils as pixmo
         from lmms_eval.tasks.pope import utils as pope
@@ -1677,7 +1742,7 @@ class LmmsEvalPackage(_Harness):
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme, "textvqa": textvqa}  # fmt: skip
+                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "textvqa": textvqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -1772,6 +1837,24 @@ class LmmsEvalPackage(_Harness):
         return [m.mme_doc_to_text(d, MME_KWARGS) for d in docs], {
             k: m.mme_aggregate_results(v) for k, v in items.items()
         }
+
+    def cv_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        c = self.m["cv_bench"]
+        items = [c.cv_bench_process_results(d, [r])["cv_bench_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [c.cv_bench_doc_to_text(d, CV_BENCH_KWARGS) for d in docs], {
+            "cv_bench_acc": c.cv_bench_aggregate_results(items)
+        }
+
+    cv_bench_2d = cv_bench_3d = cv_bench
+
+    def mmvp(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        m = self.m["mmvp"]
+        per_doc = [m.mmvp_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {"mmvp_accuracy": m.mmvp_aggregate_results([p["mmvp_accuracy"] for p in per_doc]),
+                   "mmvp_pair_accuracy": m.mmvp_aggregate_pair_results([p["mmvp_pair_accuracy"] for p in per_doc])}  # fmt: skip
+        return [m.mmvp_doc_to_text(d, MMVP_KWARGS) for d in docs], metrics
 
     def textvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, t = [dict(d) for d in docs], self.m["textvqa"]  # its process_results writes into doc["answers"]

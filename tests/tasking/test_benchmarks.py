@@ -464,7 +464,7 @@ def _hostile(name: str, sample) -> list[str]:
              "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
-             "textvqa_val": _textvqa_responses}  # fmt: skip
+             "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -917,6 +917,14 @@ def _cv_bench_responses(sample):
             f"(({letter}))", f"{letter}{letter}", "1", f"<think>A</think>{letter}", f"\n{letter}\n", "é"]  # fmt: skip
 
 
+def _mmvp_responses(sample):
+    letter = sample.solution["answer"]
+    other = "AB"[letter == "A"]
+    return [letter, f"({letter.lower()})", f"{letter}. Even", f"The answer is {letter}", f"option ({letter})",
+            f"a cat, {letter}", f"I pick {other}", f"{letter}{other}", f"{other}x", f"{letter}xz", "", "\u0131", f"<think>{other}</think>{letter}",
+            f"answer is\n{letter.lower()}", f"Option {other}!", f"\n{letter}\n", "Bb", "nothing"]  # fmt: skip
+
+
 def _anls_responses(sample):
     answer = sample.solution[0]
     return [answer, answer.lower(), f"  {answer.upper()}  ", answer[:-1], answer[: len(answer) // 2], "", f"It is {answer}",
@@ -943,7 +951,7 @@ def _pope_responses(sample):
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
      ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
-     ("textvqa_val", _textvqa_responses)],
+     ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     if not hasattr(reference, name):
@@ -1288,3 +1296,29 @@ def test_math_reasoning_format_length_relaxed_match_and_geometry3ks_choice_text(
     assert relax_exact_match("12345678", "1234567890") == 0.0
     assert reasoning_score("<answer>red car.</answer>", "red car") == (1.0, 0.0)  # a final '.' dropped
     assert geometry3k_letter("it is six", ["three", "Six", "nine", "twelve"]) == "B"  # the choice's text, any case
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*"aAbBcx .()\n\u0131", "answer is ", "option ", "The "]), max_size=12).map("".join))
+@example("Bxz")
+@example("a cat")
+def test_mmvp_reads_the_letter_lmms_eval_reads_and_its_answers_as_it_does(response):
+    from lmms_eval_reference import mmvp_doc_to_target, mmvp_extract_answer_letter
+
+    from tasks.benchmarks.mmvp import answer_letter, target_letter
+
+    assert answer_letter(response) == mmvp_extract_answer_letter(response)
+    for answer in ("(a)", "(b)", "a", "b", " B ", "(B) Odd", "(c)", "", "c", "(a) or (b)", "\u0131"):
+        assert target_letter(answer) == mmvp_doc_to_target({"Correct Answer": answer}), answer
+
+
+def test_mmvp_pairs_by_index_and_counts_only_pairs_with_both_questions_scored(tmp_path):
+    task, samples, _ = _load("mmvp", tmp_path, size=5, seed=0)  # Index 1..5: pairs (1, 2), (3, 4), and 5 alone
+    letters = [s.solution["answer"] for s in samples]
+    wrong = ["AB"[letter == "A"] for letter in letters]
+    assert task.metrics(samples, letters) == {"mmvp_accuracy": 1.0, "mmvp_pair_accuracy": 1.0}
+    assert task.metrics(samples, [*letters[:2], wrong[2], *letters[3:]]) == {
+        "mmvp_accuracy": 0.8,
+        "mmvp_pair_accuracy": 0.5,
+    }
+    assert task.metrics(samples, [*letters[:4], wrong[4]]) == {"mmvp_accuracy": 0.8, "mmvp_pair_accuracy": 1.0}
