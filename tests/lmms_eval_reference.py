@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, mmvp/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -709,6 +709,17 @@ def cv_bench_process_results(doc, result):
 def cv_bench_aggregate_results(results):
     total_correct = sum(1 for sample in results if sample["is_correct"])
     return total_correct / len(results) if len(results) > 0 else 0
+
+
+# -- blink/utils.py (its letter reader and aggregation are cv_bench's) ---------------------------------------
+def blink_doc_to_text(doc, kwargs):
+    choice_letters = ", ".join([chr(65 + i) for i in range(len(doc["choices"]))])
+    return kwargs.get("pre_prompt", "").format(choice_letters) + doc["prompt"]
+
+
+def blink_doc_to_visual_keys(doc):
+    """blink_doc_to_visual's columns: every image_N that is not None, in the doc's order."""
+    return [key for key in doc if re.match(r"^image_\d+$", key) and doc[key] is not None]
 
 
 # -- mmvp/utils.py ------------------------------------------------------------------------------------------
@@ -1485,6 +1496,11 @@ class Reimplementation(MathReimplementation, _Harness):
 
     cv_bench_2d = cv_bench_3d = cv_bench
 
+    def blink(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [cv_bench_process_results(d, [r])["cv_bench_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [blink_doc_to_text(d, CV_BENCH_KWARGS) for d in docs], {"blink_acc": cv_bench_aggregate_results(items)}
+
     def docvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """Task.process_results' generic path: gold = doc_to_target (the answers, a list), the
         metric called with references=gold and predictions=[the stripped response]."""
@@ -1720,6 +1736,7 @@ class LmmsEvalPackage(_Harness):
 
     def __init__(self):
         from lmms_eval.api import reasoning
+        from lmms_eval.tasks.blink import utils as blink
         from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
@@ -1742,7 +1759,7 @@ class LmmsEvalPackage(_Harness):
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "textvqa": textvqa}  # fmt: skip
+                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -1847,6 +1864,12 @@ class LmmsEvalPackage(_Harness):
         }
 
     cv_bench_2d = cv_bench_3d = cv_bench
+
+    def blink(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        b = self.m["blink"]
+        items = [b.blink_process_results(d, [r])["blink_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [b.blink_doc_to_text(d, CV_BENCH_KWARGS) for d in docs], {"blink_acc": b.blink_aggregate_results(items)}
 
     def mmvp(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

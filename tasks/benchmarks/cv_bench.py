@@ -54,6 +54,8 @@ class CVBench(Benchmark):
                Column("answer", "string"), Column("prompt", "string"), Column("source", "string", required=False))  # fmt: skip
     schema = SCHEMA
     max_new_tokens = 1024
+    metric: ClassVar[str] = "cv_bench_acc"
+    separator: ClassVar[str] = "\n"  # between the instruction and the row's prompt
     split_type: ClassVar[str] = "2D"  # the synthetic rows' type
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
@@ -61,24 +63,30 @@ class CVBench(Benchmark):
         if not isinstance(choices, list):
             raise ctx.error(f"choices must be a list, got {choices!r}"[:200])
         letters = ", ".join(chr(65 + i) for i in range(len(choices)))
-        prompt = PRE_PROMPT.format(letters) + "\n" + ctx.get(record, "prompt", str, "the question with its options")
+        question = ctx.get(record, "prompt", str, "the question with its options")
+        prompt = PRE_PROMPT.format(letters) + self.separator + question
         truth = {
             "answer": ctx.get(record, "answer", str, "the right option, e.g. (A)").strip("()"),
             "idx": record["idx"],
         }
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        images = self.record_images(record, ctx)
+        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth,
+                       images=[path for path, _, _ in images], frame=ctx.frame_spec.frame(*images[0][1:]),
+                       source=ctx.source)]  # fmt: skip
+
+    def record_images(self, record: dict[str, Any], ctx: RecordContext) -> list[tuple[str, int, int]]:
+        """cv_bench_doc_to_visual: the row's one image."""
+        return [record_image(record, ctx)]
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """cv_bench_process_results: its submission record, `is_correct` counted."""
         letter = answer_letter(completion)
-        return {"cv_bench_acc": {"id": sample.solution["idx"], "gt_content": sample.solution["answer"],
+        return {self.metric: {"id": sample.solution["idx"], "gt_content": sample.solution["answer"],
                                  "pred_parsed": letter, "pred": completion,
                                  "is_correct": letter == sample.solution["answer"]}}  # fmt: skip
 
     def aggregations(self):
-        return {"cv_bench_acc": lambda items: mean([1.0 if item["is_correct"] else 0.0 for item in items])}
+        return {self.metric: lambda items: mean([1.0 if item["is_correct"] else 0.0 for item in items])}
 
     def synthetic_rows(self, size: int, seed: int):
         return (synthetic_row(*scene, kind=self.split_type) for scene in dot_scenes(size, seed, fill=(70, 110, 30)))

@@ -439,6 +439,8 @@ def _lmms_eval_method(name: str) -> str | None:
         return "refcoco_rec"
     if "_grounding_" in name:
         return "refcoco_grounding"
+    if name.startswith("blink_"):
+        return "blink"
     return name
 
 
@@ -464,7 +466,7 @@ def _hostile(name: str, sample) -> list[str]:
              "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
-             "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses}  # fmt: skip
+             "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -951,15 +953,17 @@ def _pope_responses(sample):
      ("realworldqa", _realworldqa_responses), ("pope", _pope_responses), ("pope_adv", _pope_responses),
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
      ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
-     ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses)],
+     ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses), ("blink_counting", _cv_bench_responses),
+     ("blink_visual_similarity", _cv_bench_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
-    if not hasattr(reference, name):
-        pytest.skip(f"{reference.name} has no {name}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
+    method = _lmms_eval_method(name)
+    if not hasattr(reference, method):
+        pytest.skip(f"{reference.name} has no {method}")  # lmms-eval's mmmu utils import its LLM-judge verifiers
     task, samples, path = _load(name, tmp_path, size=12, seed=3)
     docs = _docs(task, path)
     for responses in _rounds(kinds, samples):
-        prompts, expected = getattr(reference, name)(docs, responses)
+        prompts, expected = getattr(reference, method)(docs, responses)
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
 
@@ -1322,3 +1326,20 @@ def test_mmvp_pairs_by_index_and_counts_only_pairs_with_both_questions_scored(tm
         "mmvp_pair_accuracy": 0.5,
     }
     assert task.metrics(samples, [*letters[:4], wrong[4]]) == {"mmvp_accuracy": 0.8, "mmvp_pair_accuracy": 1.0}
+
+
+def test_blink_shows_every_image_a_row_holds_in_column_order(tmp_path):
+    from lmms_eval_reference import blink_doc_to_visual_keys
+
+    task, samples, path = _load("blink_visual_similarity", tmp_path, size=4, seed=5)
+    docs = _docs(task, path)
+    assert [len(s.images) for s in samples] == [len(blink_doc_to_visual_keys(d)) for d in docs] == [1, 2, 1, 2]
+    for sample, doc in zip(samples, docs, strict=True):
+        shown = [np.asarray(Image.open(image).convert("RGB")) for image in sample.images]
+        assert all(
+            (a == np.asarray(doc[k].convert("RGB"))).all()
+            for a, k in zip(shown, blink_doc_to_visual_keys(doc), strict=True)
+        )
+    assert samples[1].problem.startswith(
+        "Note: You only need to respond with A, B, C without providing any additional information.\nHow many"
+    )
