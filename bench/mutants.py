@@ -100,8 +100,11 @@ VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
 PACKING = f"{LOSSES}::test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tokens"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
-TOP = f"{OPTIONS}::test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time"
-SAMPLING = "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)"
+MIN_P = "tests/models/test_policy.py::test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them"
+TOP = f"{OPTIONS}::test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every_time"
+SAMPLING = (
+    "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)"
+)
 STAGES = "tests/trainer/test_stages.py::test_a_step_samples_scores_and_normalises_with_its_stages_limits"
 REPLAY = "tests/trainer/test_replay.py"
 REPLAY_OPTIONS = f"{REPLAY}::test_the_buffer_hands_the_rule_every_replay_option"
@@ -646,27 +649,41 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
     Mutation(
         "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(8, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)",
+        "return SamplingParams(8, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)",
         (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
     ),
     Mutation(
         "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, 1024, r.temperature, r.top_p, r.top_k)", (OVERLONG,),
+        "return SamplingParams(limits.num_generations, 1024, r.temperature, r.top_p, r.top_k, r.min_p)", (OVERLONG,),
     ),
     Mutation(
         "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, 1.0, r.top_p, r.top_k)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, 1.0, r.top_p, r.top_k, r.min_p)",
         (f"{MOVED}[temperature]",),
     ),
     Mutation(
         "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, 1.0, r.top_k)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, 1.0, r.top_k, r.min_p)",
         (f"{TOP}[top_p]",),
     ),
     Mutation(
         "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, 0)",
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, 0, r.min_p)",
         (f"{TOP}[top_k]",),
+    ),
+    Mutation(
+        "rollout.min_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, 0.0)",
+        (f"{TOP}[min_p]",),
+    ),
+    Mutation(
+        "min-p ignored by the HF engine", "vlrl/rollout/hf.py",
+        "(params.top_k, params.top_p, params.min_p)", "(params.top_k, params.top_p, 0.0)", (f"{TOP}[min_p]",),
+    ),
+    *family(
+        "vlrl/models/policy.py", (MIN_P,),
+        ("min-p after top-k / top-p (in vLLM's order too)", "if self.min_p_first:", "if False:"),
+        ("min-p before top-k / top-p (in transformers' order too)", "if self.min_p_first:", "if True:"),
     ),
     Mutation("accuracy_reward ignored", "vlrl/trainer/rl.py", "name = self.cfg.algo.accuracy_reward", 'name = ""', (KL, MASK)),
     Mutation(

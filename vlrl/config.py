@@ -310,6 +310,9 @@ class RolloutConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0  # 0: no top-k filtering
+    # > 0: tokens less probable than min_p x the most probable one are not drawn (TRL's min_p):
+    # after top-k / top-p in the HF engine, as transformers' generate; before them in vLLM, as vLLM.
+    min_p: float = 0.0
     # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
     # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.
     stages: list[RolloutStage] = field(default_factory=list)
@@ -320,6 +323,8 @@ class RolloutConfig:
         require_positive(key, self, "num_generations", "max_new_tokens", "temperature")
         require_nonnegative(key, self, "top_k")  # 0: off
         require_top_p(key, self)
+        if not 0 <= self.min_p <= 1:
+            raise ConfigError(f"config: {key}.min_p must be in [0, 1] (0: off), got {self.min_p}")
         last = len(self.stages) - 1
         for i, stage in enumerate(self.stages):
             at = f"{key}.stages[{i}]"

@@ -62,6 +62,7 @@ def test_setting_one_sft_key_keeps_the_cold_starts_other_defaults():
         ("eval.top_p=5", "eval.top_p must be in (0, 1], got 5.0"),
         ("eval.limit=-1", "eval.limit must be >= 0, got -1"),
         ("rollout.top_k=-3", "rollout.top_k must be >= 0"),
+        ("rollout.min_p=1.5", "rollout.min_p must be in [0, 1]"),
         ("data.limit=-1", "data.limit must be >= 0"),
         ("data.synthetic_train_size=0", "data.synthetic_train_size must be > 0"),
         ("data.synthetic_seed=-1", "data.synthetic_seed must be >= 0"),  # numpy's seeds are not negative

@@ -240,6 +240,36 @@ def test_top_k_and_top_p_keep_the_tokens_transformers_warpers_keep_ties_included
         assert torch.equal(torch.isfinite(filter_top_k_top_p(logits, top_k, top_p)), torch.isfinite(want))
 
 
+def test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them():
+    """transformers' generate: top-k, top-p, then min-p; vLLM's sampler: min-p, then top-k and
+    top-p (its MinPLogitsProcessor is transformers' MinPLogitsWarper's arithmetic). Renormalized
+    by min-p first, top-p keeps fewer tokens: the orders differ, and each engine's is kept."""
+    from transformers.generation.logits_process import MinPLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    from vlrl.models.policy import SamplingFilter
+
+    def warp(logits, top_k, top_p, min_p, min_p_first):
+        steps = [TopKLogitsWarper(top_k) if top_k else None, TopPLogitsWarper(top_p) if top_p < 1 else None]
+        steps = [MinPLogitsWarper(min_p), *steps] if min_p_first else [*steps, MinPLogitsWarper(min_p)]
+        for step in filter(None, steps):
+            logits = step(None, logits)
+        return torch.isfinite(logits)
+
+    logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(0)) * 3
+    banned = torch.zeros(50, dtype=torch.bool)
+    orders_differ = False
+    for top_k, top_p, min_p in ((0, 1.0, 0.1), (10, 0.9, 0.05), (0, 0.8, 0.3), (5, 0.95, 0.5), (0, 1.0, 1.0)):
+        for first in (False, True):
+            kept = torch.isfinite(SamplingFilter(banned, top_k, top_p, min_p, first).apply(logits))
+            assert torch.equal(kept, warp(logits, top_k, top_p, min_p, first)), (top_k, top_p, min_p, first)
+        orders_differ |= not torch.equal(
+            warp(logits, top_k, top_p, min_p, False), warp(logits, top_k, top_p, min_p, True)
+        )
+    assert orders_differ
+    only_best = torch.isfinite(SamplingFilter(banned, min_p=1.0).apply(logits))
+    assert torch.equal(only_best, logits == logits.amax(dim=-1, keepdim=True))
+
+
 def test_non_finite_probabilities_still_draw_a_token_inside_the_vocabulary():
     """A diverged policy's NaN logits must not index past the vocabulary (on CUDA a device-side
     assert that ends the process before the trainer can stop the run with its message)."""

@@ -180,12 +180,15 @@ def test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions(tm
     assert rounds == 1 and [len(g.completions) for g in groups] == [2, 2, 2]
 
 
-@pytest.mark.parametrize("option", [{"rollout.top_k": 1}, {"rollout.top_p": 1e-6}], ids=["top_k", "top_p"])
-def test_a_top_k_or_top_p_of_one_token_samples_the_greedy_completion_every_time(
+@pytest.mark.parametrize(
+    "option", [{"rollout.top_k": 1}, {"rollout.top_p": 1e-6}, {"rollout.min_p": 1.0}], ids=["top_k", "top_p", "min_p"]
+)
+def test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every_time(
     option, tmp_path, rec_data, tiny_qwen25
 ):
-    """rollout.top_k and rollout.top_p reach the engine: keeping one token per step, each of the
-    G completions is the greedy one (where, unfiltered at temperature 1, they differ)."""
+    """rollout.top_k, rollout.top_p and rollout.min_p reach the engine: keeping one token per
+    step, each of the G completions is the greedy one (where, unfiltered at temperature 1, they
+    differ)."""
     trainer = make_trainer(tmp_path, rec_data, engine="hf", **option)
     source = trainer.sources[0]
     groups, _ = trainer.generate_groups([(source.task, s) for s in source.train.samples[:2]], step=1)

@@ -13,10 +13,10 @@ TINY_VLLM = "tiny:qwen2_5_vl-h32"  # head size 32: vLLM's CPU attention has no k
 KV_CACHE = 64 << 20  # bytes: plenty for the tiny model, and vLLM starts fast
 
 
-def reference_logprobs(model, processor, prompts, generations, temperature: float):
+def reference_logprobs(model, processor, prompts, generations, temperature: float, sampler=None):
     """The engine's log-probs of its sampled tokens and the HF policy's, under the distribution
     the engine samples from (logits / T, the family's vision tokens and the padded vocabulary
-    removed), both (R, T) and zero past each completion."""
+    removed, then `sampler`'s filters where given), both (R, T) and zero past each completion."""
     import torch
 
     from vlrl.models.batch import collate
@@ -31,7 +31,9 @@ def reference_logprobs(model, processor, prompts, generations, temperature: floa
     logits[..., banned_token_ids(processor.tokenizer, logits.shape[-1], family_of_model(model).vision_tokens)] = float(
         "-inf"
     )
-    logp = torch.log_softmax(logits / temperature, dim=-1).gather(-1, r.ids[..., None]).squeeze(-1)
+    scaled = logits / temperature
+    scaled = scaled if sampler is None else sampler.apply(scaled)
+    logp = torch.log_softmax(scaled, dim=-1).gather(-1, r.ids[..., None]).squeeze(-1)
     return logp * r.mask, r.logprobs * r.mask
 
 

@@ -13,12 +13,13 @@ from tests.vllm_engine.conftest import reference_logprobs
 from vlrl.config import ModelConfig
 from vlrl.data.records import FrameSpec, load_split
 from vlrl.models.families import family_class
-from vlrl.models.loading import checkpoint_layout, full_weights, load_model, load_processor
+from vlrl.models.loading import checkpoint_layout, family_of_model, full_weights, load_model, load_processor
+from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
 from vlrl.rollout.base import banned_token_ids
 from vlrl.rollout.hf import HFEngine
-from vlrl.rollout.vllm import collapse_runs
+from vlrl.rollout.vllm import VLLMEngine, collapse_runs
 
 MIN_PIXELS, MAX_PIXELS = 3136, 50176
 VISION = family_class("qwen2_5_vl")().vision_tokens
@@ -99,6 +100,21 @@ def test_sampled_logprobs_equal_the_hf_forward(setup, temperature):
     generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
     assert all(len(g.completions) == 3 for g in generations)
     reference, sampled = reference_logprobs(model, processor, prompts, generations, temperature)
+    torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("top_k, top_p, min_p", [(0, 1.0, 0.3), (0, 0.6, 0.5)])
+def test_sampled_logprobs_under_top_p_and_min_p_are_of_vllms_order_min_p_first(setup, top_k, top_p, min_p):
+    """The distribution the trainer computes for vLLM's draw (SamplingFilter with the engine's
+    min_p_first) is the one vLLM drew from and reports log-probs of: min-p, then top-k / top-p."""
+    engine, model, processor, prompts = setup
+    params = SamplingParams(n=3, max_new_tokens=10, temperature=1.0, top_k=top_k, top_p=top_p, min_p=min_p)
+    generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
+    vocab = model.config.get_text_config().vocab_size
+    banned = torch.zeros(vocab, dtype=torch.bool)
+    banned[banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens)] = True
+    sampler = SamplingFilter(banned, top_k, top_p, min_p, min_p_first=VLLMEngine.min_p_first)
+    reference, sampled = reference_logprobs(model, processor, prompts, generations, 1.0, sampler)
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
 
 

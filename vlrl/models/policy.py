@@ -134,18 +134,33 @@ def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.
     return logits
 
 
+def filter_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
+    """Logits with every token less probable than min_p x the most probable one set to -inf:
+    transformers' MinPLogitsWarper and vLLM's MinPLogitsProcessor (the most probable token is
+    always kept, as their min_tokens_to_keep=1 keeps it)."""
+    if min_p <= 0:
+        return logits
+    probs = torch.softmax(logits, dim=-1)
+    return logits.masked_fill(probs < min_p * probs.amax(dim=-1, keepdim=True), float("-inf"))
+
+
 @dataclass(frozen=True)
 class SamplingFilter:
     """What a rollout engine removes from the policy's (temperature-scaled) distribution before
-    it draws: banned ids (vision tokens, the padded vocabulary tail), then top-k / top-p."""
+    it draws: banned ids (vision tokens, the padded vocabulary tail), then top-k / top-p and
+    min-p, in transformers' order (generate's warpers) or, `min_p_first`, in vLLM's."""
 
     banned: torch.Tensor  # (V,) bool
     top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0
+    min_p_first: bool = False
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
-        return filter_top_k_top_p(allowed, self.top_k, self.top_p)
+        if self.min_p_first:
+            return filter_top_k_top_p(filter_min_p(allowed, self.min_p), self.top_k, self.top_p)
+        return filter_min_p(filter_top_k_top_p(allowed, self.top_k, self.top_p), self.min_p)
 
 
 class TokenLogprobs(NamedTuple):

@@ -26,6 +26,7 @@ class SamplingParams:
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0  # 0: off
+    min_p: float = 0.0  # 0: off (RolloutConfig.min_p)
     # > 1: each row's prompt and completion tokens so far made less likely before the draw (a
     # positive logit divided by it, a negative one multiplied): transformers' and vLLM's
     # repetition_penalty. Evaluation only (eval.repetition_penalty); log-probs stay the policy's.
@@ -93,7 +94,8 @@ class RolloutEngine(Protocol):
     (`exact_logprobs`, optional, True if absent: the HF engine decoding with LoRA merged sets
     it False). Otherwise (vLLM) the trainer pushes the policy's full weights after every
     update, and the engine's log-probs are of the distribution it draws from (bans, top-k,
-    top-p applied). Log-probs that are not the trainer's own are treated as another
+    top-p, min-p applied; `min_p_first`, optional, False if absent: min-p before top-k / top-p,
+    as vLLM applies it). Log-probs that are not the trainer's own are treated as another
     implementation's: old log-probs are recomputed by the trainer when the policy moves, and
     the mismatch is corrected and logged (`algo.rollout_correction`, `rollout/logp_diff`).
 

@@ -280,7 +280,9 @@ class HFEngine:
         n = params.n
         rows = len(prompts) * n
         greedy = params.temperature == 0
-        sampler = SamplingFilter(self.banned.to(device), 0 if greedy else params.top_k, 1.0 if greedy else params.top_p)
+        sampler = SamplingFilter(
+            self.banned.to(device), *((0, 1.0, 0.0) if greedy else (params.top_k, params.top_p, params.min_p))
+        )
         draw = Draw(params, sampler, self.pad_id, rows, generator)
         decode = self._decode_dynamic if self.static_plan is None else self._decode_static
         stats = DecodeStats(calls=1)

@@ -216,6 +216,7 @@ class VLLMEngine:
     name = "vllm"
     shares_policy = False
     gives_entropy = False  # vLLM returns chosen tokens' log-probs, not whole distributions
+    min_p_first = True  # its sampler: temperature, min-p (an argmax-invariant processor), top-k / top-p
     Options = VLLMOptions
     options_key = "vllm"
 
@@ -353,6 +354,7 @@ class VLLMEngine:
             temperature=params.temperature,
             top_p=1.0 if greedy else params.top_p,
             top_k=0 if greedy else params.top_k,
+            min_p=0.0 if greedy else params.min_p,
             repetition_penalty=params.repetition_penalty,
             seed=seed,
             logprobs=0,  # the sampled token's log-prob only

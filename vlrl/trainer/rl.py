@@ -96,7 +96,8 @@ class RLTrainer:
             # What the engine draws from, as the trainer computes it: what an engine that holds its
             # own copy of the policy reports log-probs of (an engine sampling with the policy
             # reports the policy's, over the whole vocabulary).
-            sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p)
+            first = getattr(self.engine, "min_p_first", False)
+            sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first)
             exact = logprobs_exact(self.engine)
             low_precision = policy.dtype != torch.float32
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
@@ -172,7 +173,7 @@ class RLTrainer:
     def sampling(self, step: int) -> SamplingParams:
         """What step `step` samples with: its stage's length and group size (rollout.stages)."""
         r, limits = self.cfg.rollout, self.cfg.rollout.limits(step)
-        return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k)
+        return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)
 
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
