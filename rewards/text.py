@@ -74,7 +74,9 @@ def _group_header_end(pattern: str, start: int) -> int:
         return pattern.index(")", start) + 1
     if head == "P<" or head[:1] == "<":
         return pattern.index(">", start) + 1
-    raise ValueError(f"pattern {pattern!r}: inline flags or {pattern[start : start + 4]!r} have no exact re equivalent here")
+    raise ValueError(
+        f"pattern {pattern!r}: inline flags or {pattern[start : start + 4]!r} have no exact re equivalent here"
+    )
 
 
 def re_compatible(pattern: str, ignorecase: bool = False) -> str:
