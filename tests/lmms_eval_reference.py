@@ -115,8 +115,27 @@ def ai2d_filter(resp):
 
 
 FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
-# A yaml's generation_kwargs.until: lmms-eval's Qwen classes cut each answer there (`ans.split(term)[0]`).
+# A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
 UNTIL = {"textvqa_val": ["ASSISTANT:"], "refcoco_rec": ["ASSISTANT:"]}
+
+
+def model_answer(ans, model, task):
+    """What an lmms-eval model class returns for a decoded answer (the evaluator's input).
+    "chat" (models/chat/qwen2_5_vl.py, qwen3_vl.py): the answer. "simple" (models/simple/
+    qwen2_5_vl.py, qwen3_vl.py): cut at each until term but "\n\n" (`ans.split(term)[0]`).
+    "simple_qwen2_vl" (models/simple/qwen2_vl.py): at every term, "\n\n" too. A "_qwen3_5"
+    suffix (Qwen3.5, enable_thinking): then `_strip_thinking`, the text after the first </think>."""
+    until = UNTIL.get(task, ["\n\n"])
+    if model.startswith("simple"):
+        if not model.startswith("simple_qwen2_vl"):
+            until = [item for item in until if item != "\n\n"]
+        for term in until:
+            if len(term) > 0:
+                ans = ans.split(term)[0]
+    if model.endswith("_qwen3_5"):
+        _, _, remaining = ans.partition("</think>")
+        ans = remaining.strip()
+    return ans
 
 
 class _Harness:
@@ -125,14 +144,12 @@ class _Harness:
     def harness(
         self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
     ) -> list[str]:
-        """The answers cut at the yaml's until (UNTIL: the model class's step), the task's filter
-        (FILTERS; else the ensemble "none", take_first: a task without
+        """The answers (as a chat class returns them: `model_answer` gives another class's),
+        through the task's filter (FILTERS; else the ensemble "none", take_first: a task without
         filter_list keeps the first response), then, when
         `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives tags, `strip_reasoning_tags`
         on each filtered str (75571cf evaluator.py lines 1181-1235; 0.7.3
         _process_document_results, lines 298-311)."""
-        for term in UNTIL.get(task, []):
-            responses = [r.split(term)[0] for r in responses]
         responses = [FILTERS[task](r) for r in responses] if task in FILTERS else list(responses)
         tags = self.parse_reasoning_tags_config(reasoning_tags)
         if tags is None:

@@ -192,7 +192,7 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from vlrl.tasking.registry import entry_task
+    from vlrl.tasking.registry import eval_task
     from vlrl.tasking.scoring import score_file
     from vlrl.tasking.sources import columns_for, load_task_split
 
@@ -206,7 +206,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         raise ConfigError(f"the config's mixture holds several tasks ({names}): name the one to score with --task")
     # the config's settings of the task (a mixture's entry, or `task`): its rewards and options
     entry = cfg.task_settings(args.task) if args.task else entries[0]
-    task = entry_task(entry or MixtureEntry(args.task), "", cfg)
+    task = eval_task(entry or MixtureEntry(args.task), "", cfg)  # outputs of any model: no family's class
     writable(args.out, "--out")
     if not Path(args.completions).is_file():  # said before the data is read
         raise ConfigError(f"--completions {args.completions} is not a file: give the model outputs to score")

@@ -792,6 +792,10 @@ class EvalConfig:
     # scores it, as lmms-eval's evaluator does (its --reasoning_tags; whitespace is stripped too, also
     # with []); none scores the raw response (lmms-eval's --reasoning_tags none).
     reasoning_tags: list[list[str]] | None = field(default_factory=lambda: [list(p) for p in LMMS_EVAL_REASONING_TAGS])
+    # The lmms-eval model class a benchmark's prompts and answers go through (vlrl/tasking/lmms_eval_model.py).
+    # auto: the one `lmms-eval --model <family>` runs (the chat class: the task's messages, answers uncut;
+    # Qwen2-VL's simple one). simple: its --force_simple (doc_to_text, answers cut at the yaml's until).
+    lmms_eval_model: Literal["auto", "simple"] = "auto"
     # model.video.time_from when evaluating (vlrl eval, eval.every), whatever the run trained with:
     # sampled, as Video-R1's evaluator and lmms-eval place frames, though its trainer uses video_r1.
     video_time_from: Literal["sampled", "video_r1"] = "sampled"

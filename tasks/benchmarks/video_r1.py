@@ -225,6 +225,7 @@ class VideoR1Benchmark(Benchmark):
     reference = VIDEO_R1
     strips_reasoning = False  # the evaluator reads the raw output (its <answer>, else all of it)
     strips_whitespace = False
+    follows_lmms_eval_model = False  # its evaluator renders its own prompts and reads the raw output
     data_suffix = ".json"
     max_new_tokens = 1024  # eval_bench.py's max_tokens
     vsi: bool = False  # also report VSI-Bench's official eight-task mean

@@ -24,6 +24,7 @@ from lmms_eval_reference import (
     Reimplementation,
     extract_boxed_answer,
     hub_docs,
+    model_answer,
     references,
     video_r1_extract_answer,
     video_r1_final_acc,
@@ -42,6 +43,7 @@ from vlrl.data.tables import hub_file, image_cell, write_parquet
 from vlrl.eval.layout import samples_line, samples_path
 from vlrl.rollout.base import Completion, Generation
 from vlrl.tasking.benchmark import Benchmark, strip_reasoning
+from vlrl.tasking.lmms_eval_model import lmms_eval_model_class
 from vlrl.tasking.registry import benchmark_names, make_task
 from vlrl.tasking.sources import load_task_split
 
@@ -170,14 +172,111 @@ def test_refcoco_lenient_grounding_equals_lmms_eval(name, reference, tmp_path):
     assert expected["refcoco_grounding_ACC@0.5"] > 0  # some responses do hit
 
 
-def test_strict_rec_cuts_each_answer_at_its_yamls_until_as_lmms_evals_qwen_models_do(tmp_path):
-    task, samples, _ = _load("refcoco_bbox_rec_val", tmp_path, size=2, seed=1)
+def test_strict_rec_cuts_each_answer_at_its_yamls_until_where_lmms_evals_simple_classes_do(tmp_path):
+    chat, samples, _ = _load("refcoco_bbox_rec_val", tmp_path, size=2, seed=1)
+    simple = chat.for_model(lmms_eval_model_class("qwen2_5_vl", "simple"))
     box = "[{}]".format(", ".join(f"{v:.4f}" for v in samples[0].solution))
-    assert task.metrics(samples[:1], [f"{box} ASSISTANT: [0, 0, 0.01, 0.01]"])["refcoco_ACC@0.9"] == 1.0
-    assert task.metrics(samples[:1], [f"ASSISTANT: {box}"])["refcoco_IoU"] == 0.0  # "" is left: [0, 0, 0, 0]
+    assert simple.metrics(samples[:1], [f"{box} ASSISTANT: [0, 0, 0.01, 0.01]"])["refcoco_ACC@0.9"] == 1.0
+    assert simple.metrics(samples[:1], [f"ASSISTANT: {box}"])["refcoco_IoU"] == 0.0  # "" is left: [0, 0, 0, 0]
+    assert chat.metrics(samples[:1], [f"ASSISTANT: {box}"])["refcoco_ACC@0.9"] == 1.0  # the chat class cuts nothing
     lenient, l_samples, _ = _load("refcoco_grounding_testA", tmp_path, size=2, seed=1)  # its yaml has no until
     pixels = json.dumps({"bbox_2d": l_samples[0].solution})
+    lenient = lenient.for_model(lmms_eval_model_class("qwen2_5_vl", "simple"))
     assert lenient.metrics(l_samples[:1], [f"ASSISTANT: {pixels}"])["refcoco_grounding_ACC@0.9"] == 1.0
+
+
+# (family, eval.lmms_eval_model) -> the class lmms-eval 75571cf runs (tests/lmms_eval_reference.py model_answer)
+MODEL_CLASSES = {("qwen2_5_vl", "auto"): "chat", ("qwen3_vl", "auto"): "chat_qwen3_vl", ("qwen2_5_vl", "simple"): "simple",
+                 ("qwen3_vl_moe", "simple"): "simple", ("qwen2_vl", "auto"): "simple_qwen2_vl",
+                 ("qwen2_vl", "simple"): "simple_qwen2_vl", ("qwen3_5", "auto"): "chat_qwen3_5",
+                 ("qwen3_5_moe", "simple"): "simple_qwen3_5"}  # fmt: skip
+
+
+@pytest.mark.parametrize("family, which", list(MODEL_CLASSES))
+def test_each_lmms_eval_model_class_hands_the_evaluator_what_it_returns_there(family, which, tmp_path):
+    """The answer as each model class returns it: the chat classes' uncut, the simple classes'
+    cut at the yaml's until (Qwen2-VL's also at lmms-eval's default "\n\n"), Qwen3.5's after
+    its first </think> ("" without one); then scored as lmms-eval scores it."""
+    model = MODEL_CLASSES[family, which]
+    reference = REFERENCES[0]
+    for name, method in (("textvqa_val", "textvqa_val"), ("refcoco_bbox_rec_val", "refcoco_rec"), ("mmstar", "mmstar")):
+        task, samples, path = _load(name, tmp_path, size=4, seed=2)
+        task = task.for_model(lmms_eval_model_class(family, which))
+        docs = _docs(task, path)
+        truths = [_answer_text(s) if name != "refcoco_bbox_rec_val" else _rec_responses(s)[0] for s in samples]
+        shapes = ["{}", "{}ASSISTANT: x", "{}\n\nmore", "so\n\n{}", "<think>x</think>{}", "x</think> {}\n\ny", "{}</think>z",
+                  "ASSISTANT: {}"]  # fmt: skip
+        for shape in shapes:
+            responses = [shape.format(t) for t in truths]
+            _, expected = getattr(reference, method)(docs, [model_answer(r, model, method) for r in responses])
+            assert task.metrics(samples, responses) == expected, (name, shape)
+
+
+def test_eval_runs_a_benchmark_through_the_class_its_config_and_family_name():
+    from vlrl.tasking.registry import eval_task
+
+    overrides = ["eval.lmms_eval_model=simple", "model.chat_template_kwargs={enable_thinking: false}"]
+    cfg = load_config(None, overrides, {"task.name": "textvqa_val"})
+    task = eval_task(cfg.tasks()[0], "qwen3_5", cfg)
+    assert task.model_class == lmms_eval_model_class("qwen3_5", "simple", enable_thinking=False)
+    assert not task.model_class.chat and not task.model_class.strips_thinking
+    thinking = eval_task(cfg.tasks()[0], "qwen3_5", load_config(None, [], {"task.name": "textvqa_val"}))
+    assert thinking.model_class.chat and thinking.model_class.strips_thinking and thinking.model_class.system_first
+
+
+def test_the_class_each_family_runs_is_named_in_the_results(tmp_path):
+    task, _, _ = _load("mmstar", tmp_path, size=1)
+    sources = {
+        key: task.for_model(lmms_eval_model_class(*key)).describe("absolute")["model_class"] for key in MODEL_CLASSES
+    }
+    assert sources[("qwen2_5_vl", "auto")] == "models/chat/qwen2_5_vl.py"
+    assert sources[("qwen3_vl_moe", "simple")] == "models/simple/qwen3_vl.py"
+    assert sources[("qwen2_vl", "auto")] == "models/simple/qwen2_vl.py"
+    assert sources[("qwen3_5", "auto")] == "models/chat/qwen3_5.py"
+    video, _, _ = _load("video_r1_mvbench", tmp_path, size=1)
+    assert video.for_model(lmms_eval_model_class("qwen3_5")) is video  # Video-R1's evaluator, not lmms-eval's
+
+
+@pytest.mark.parametrize("family, which", list(MODEL_CLASSES))
+def test_each_lmms_eval_model_class_builds_the_messages_lmms_eval_builds(family, which, tmp_path):
+    """The chat classes: the task's messages (a reasoning task's system prompt), after the
+    class's system prompt in Qwen3-VL's and Qwen3.5's (whose templates then drop the second);
+    the simple classes: their system prompt and doc_to_text with "<image>" deleted."""
+    model = MODEL_CLASSES[family, which]
+    helpful = {"role": "system", "content": [{"type": "text", "text": "You are a helpful assistant."}]}
+    for name in ("mmstar", "ocrbench_reasoning"):
+        task, samples, _ = _load(name, tmp_path, size=1)
+        task = task.for_model(lmms_eval_model_class(family, which))
+        sample = dataclasses.replace(samples[0], problem="<image>What is it?")
+        own = [{"role": "system", "content": [{"type": "text", "text": task.system}]}] if task.system else []
+        text = "<image>What is it?" if model.startswith("chat") else "What is it?"
+        user = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}
+        if model == "chat":
+            expected = [*(own or [helpful]), user]  # Qwen2.5-VL's template writes the helpful one itself
+        elif model.startswith("chat"):
+            expected = [helpful, *own, user]
+        else:
+            expected = [helpful, user]
+        assert task.messages(sample) == expected, name
+
+
+def test_a_qwen3_vl_prompt_of_a_reasoning_benchmark_renders_as_lmms_evals_chat_class_renders_it(tmp_path):
+    """Qwen3-VL's chat class puts its system prompt before the task's; the template keeps the first."""
+    from vlrl.models.loading import load_processor
+    from vlrl.models.prompting import render_prompt
+
+    cfg = load_config(None, ["model.path=tiny:qwen3_vl", "model.max_pixels=50176"])
+    processor = load_processor(cfg.model)
+    task, samples, _ = _load("ocrbench_reasoning", tmp_path, size=1)
+    task = task.for_model(lmms_eval_model_class("qwen3_vl"))
+    prompt = render_prompt(processor, task.messages(samples[0]), samples[0], cfg.model)
+    text = processor.tokenizer.decode(prompt.input_ids)
+    lmms_eval = [{"role": "system", "content": [{"type": "text", "text": "You are a helpful assistant."}]},
+                 {"role": "system", "content": [{"type": "text", "text": task.system}]},
+                 {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": samples[0].problem}]}]  # fmt: skip
+    expected = processor.apply_chat_template(lmms_eval, tokenize=False, add_generation_prompt=True)
+    assert text.replace("<|image_pad|>", "") == expected.replace("<|image_pad|>", "")
+    assert task.system not in text
 
 
 def test_strict_and_lenient_differ_where_lmms_eval_says_they_do(tmp_path):
@@ -731,6 +830,7 @@ def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_pa
         "coords"
     ]
     assert config["reasoning_tags"] == [list(pair) for pair in LMMS_EVAL_REASONING_TAGS]
+    assert config["model_class"] == "models/chat/qwen2_5_vl.py"  # what `lmms-eval --model qwen2_5_vl` runs
     lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
     assert len(lines) == effective
     for line in lines:  # scored: the response stripped; the raw one beside it where that changed it
@@ -1171,11 +1271,12 @@ def test_every_prompt_has_the_system_message_lmms_evals_qwen_classes_send(family
 
 
 @pytest.mark.parametrize("name", ["geometry3k", "countbench"])
-def test_a_literal_image_token_leaves_the_prompt_text_as_lmms_evals_qwen_models_delete_it(name, tmp_path):
+def test_a_literal_image_token_leaves_the_prompt_text_where_lmms_evals_simple_classes_delete_it(name, tmp_path):
     task, samples, _ = _load(name, tmp_path, size=1, seed=2)
     sample = dataclasses.replace(samples[0], problem="<image>Find x. " + samples[0].problem)
-    content = task.messages(sample)[-1]["content"]
-    assert content == [{"type": "image"}, {"type": "text", "text": "Find x. " + samples[0].problem}]
+    simple = task.for_model(lmms_eval_model_class("qwen2_5_vl", "simple")).messages(sample)[-1]["content"]
+    assert simple == [{"type": "image"}, {"type": "text", "text": "Find x. " + samples[0].problem}]
+    assert task.messages(sample)[-1]["content"][-1]["text"] == sample.problem  # the chat class's: as written
 
 
 def test_geometry3k_reads_letters_as_lmms_eval_does():

@@ -29,6 +29,7 @@ SETTINGS = (
     "data.limit",
     "eval.temperature",
     "eval.top_p",
+    "eval.lmms_eval_model",
 )
 
 

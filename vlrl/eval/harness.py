@@ -35,7 +35,7 @@ from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
 from vlrl.tasking.benchmark import Benchmark
-from vlrl.tasking.registry import entry_task
+from vlrl.tasking.registry import eval_task
 from vlrl.tasking.scoring import score, task_metrics
 from vlrl.tasking.sources import columns_for, load_task_split
 from vlrl.tasking.task import Task
@@ -289,7 +289,7 @@ def run_eval(
         configured = cfg.task_settings(name)
         entry = configured or MixtureEntry(name)
         key = cfg.task_key(which) if configured else None
-        task = entry_task(entry, model_family(cfg.model).name, cfg)
+        task = eval_task(entry, model_family(cfg.model).name, cfg)
         data_path = data or split_path(entry, split, task, key)
         columns = columns_for(entry.columns, data_path)
         if data or split not in ("train", "eval"):

@@ -13,6 +13,10 @@ reports. The harness logs each sample's values in the samples file and reports t
 under the reference's names. A benchmark whose reference evaluation strips nothing
 (Video-R1's evaluator) sets `strips_reasoning` and `strips_whitespace` false.
 
+Before that, lmms-eval's model class shapes the prompt and the answer (`model_class`,
+vlrl/tasking/lmms_eval_model.py): the harness gives each benchmark the class lmms-eval runs for
+the evaluated model's family (`for_model`, eval.lmms_eval_model).
+
 Where a benchmark's prompt states a coordinate convention, `task.options.coords` picks it:
 `lmms_eval` (the reference prompt, numbers read as the reference reads them) or `model`
 (the model's own frame, vlrl.models.loading.frame_kind: Qwen2.5-VL pixels of the resized image,
@@ -22,6 +26,7 @@ The results file records the convention used (`describe`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +35,15 @@ from typing import Any, ClassVar, Literal
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError
 from vlrl.data.sample import Sample
 from vlrl.data.tables import hub_file, write_parquet
+from vlrl.tasking.lmms_eval_model import ModelClass
 from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import FrameKind
 
 Coords = Literal["lmms_eval", "model"]
-# lmms-eval's Qwen2-VL, Qwen2.5-VL, Qwen3-VL and Qwen3.5 classes send this system message with
-# every prompt (their system_prompt default). Qwen2-VL's and Qwen2.5-VL's chat templates write
-# the same one when a conversation has none; Qwen3-VL's and Qwen3.5's write none.
+# lmms-eval's Qwen classes' system prompt (their system_prompt default): the simple classes send
+# it with every prompt, Qwen3-VL's and Qwen3.5's chat classes before the task's messages.
+# Qwen2-VL's and Qwen2.5-VL's chat templates write the same one when a conversation has none;
+# Qwen3-VL's and Qwen3.5's write none.
 QWEN_SYSTEM = "You are a helpful assistant."
 # What the model is asked to write, by convention: recorded in the results file.
 CONVENTIONS = {
@@ -74,13 +81,6 @@ def strip_reasoning(text: str, tag_pairs: TagPairs) -> str:
     return text.strip()
 
 
-def _cut(text: str, until: Sequence[str]) -> str:
-    for term in until:
-        if term:
-            text = text.split(term)[0]
-    return text
-
-
 class Benchmark(Task):
     eval_only = True
     dataset: ClassVar[str] = ""  # where it is published (a Hugging Face dataset id, or a file)
@@ -91,24 +91,45 @@ class Benchmark(Task):
     # It strips each response's surrounding whitespace just before the task's process_results,
     # even under --reasoning_tags none (lmms-eval's Task.process_results, api/task.py).
     strips_whitespace: ClassVar[bool] = True
-    # The reference yaml's generation_kwargs.until: lmms-eval's Qwen model classes cut each
+    # The reference yaml's generation_kwargs.until: lmms-eval's simple model classes cut each
     # decoded answer at every one of them in turn (`ans.split(term)[0]`) before any filter.
     until: ClassVar[tuple[str, ...]] = ()
     # The system prompt of the reference's chat messages (lmms-eval's reasoning tasks); None:
-    # the one lmms-eval's Qwen model classes send with every prompt (QWEN_SYSTEM).
+    # none of its own (the model class's, QWEN_SYSTEM).
     system: ClassVar[str | None] = None
+    # The lmms-eval model class the prompts and answers go through (`for_model` sets it); a
+    # benchmark whose reference is another evaluator renders and reads its own way.
+    model_class: ModelClass = ModelClass()
+    follows_lmms_eval_model: ClassVar[bool] = True
+
+    def for_model(self, model_class: ModelClass) -> Benchmark:
+        """This benchmark run through `model_class` (a copy; itself where the reference is not lmms-eval)."""
+        if not self.follows_lmms_eval_model:
+            return self
+        task = copy.copy(self)
+        task.model_class = model_class
+        return task
 
     def reward_functions(self) -> dict[str, RewardFn]:
         return {}
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        """As lmms-eval's Qwen model classes build them: a system prompt (the task's, else theirs:
-        QWEN_SYSTEM), the sample's images, then its prompt text with any literal "<image>"
-        deleted (models/simple/qwen2_5_vl.py generate_until; Geometry3K's problems may hold one)."""
+        """As `model_class` builds them, the sample's images before its text. A chat class: the
+        task's system prompt (QWEN_SYSTEM, the template's own, where it has none), after the
+        class's where it inserts one (models/chat/qwen3_vl.py). A simple class: its system
+        prompt, and the text with any literal "<image>" deleted (models/simple/qwen2_5_vl.py;
+        Geometry3K's problems may hold one)."""
         images = [{"type": "image"} for _ in sample.images]
-        text = sample.problem.replace("<image>", "")
-        system = {"role": "system", "content": [{"type": "text", "text": self.system or QWEN_SYSTEM}]}
-        return [system, {"role": "user", "content": [*images, {"type": "text", "text": text}]}]
+        if self.model_class.chat:
+            text = sample.problem
+            both = self.model_class.system_first and self.system
+            systems = [QWEN_SYSTEM, self.system] if both else [self.system or QWEN_SYSTEM]
+        else:
+            text, systems = sample.problem.replace("<image>", ""), [QWEN_SYSTEM]
+        return [
+            *({"role": "system", "content": [{"type": "text", "text": system}]} for system in systems),
+            {"role": "user", "content": [*images, {"type": "text", "text": text}]},
+        ]
 
     def target(self, sample: Sample) -> str:
         raise ConfigError(f"task {self.name!r} is an evaluation-only benchmark: it has no training targets")
@@ -130,11 +151,12 @@ class Benchmark(Task):
     def responses(
         self, samples: Sequence[Sample], completions: Sequence[str], reasoning_tags: TagPairs | None
     ) -> list[Any]:
-        """What the reference's harness logs as filtered_resps: each completion cut at the
-        `until` strings, through the task's filter, then (lmms-eval's evaluator)
-        `strip_reasoning` with `reasoning_tags`; None strips nothing, as lmms-eval's
-        `--reasoning_tags none`."""
-        out = [self.predict(_cut(c, self.until), s) for c, s in zip(completions, samples, strict=True)]
+        """What the reference's harness logs as filtered_resps: each completion as the model
+        class returns it (`ModelClass.answer`: cut at the `until` strings, its thinking
+        stripped), through the task's filter, then (lmms-eval's evaluator) `strip_reasoning`
+        with `reasoning_tags`; None strips nothing, as lmms-eval's `--reasoning_tags none`."""
+        answers = [self.model_class.answer(c, self.until) for c in completions]
+        out = [self.predict(a, s) for a, s in zip(answers, samples, strict=True)]
         if reasoning_tags is None or not self.strips_reasoning:
             return out
         return [strip_reasoning(r, reasoning_tags) if isinstance(r, str) else r for r in out]
@@ -178,6 +200,8 @@ class Benchmark(Task):
     def describe(self, frame: FrameKind) -> dict[str, Any]:
         """What the results file records about the run of this benchmark."""
         out = {"dataset": self.dataset, "split": self.split, "reference": self.reference}
+        if self.follows_lmms_eval_model:
+            out["model_class"] = self.model_class.source
         coords = getattr(self.options, "coords", None)
         if coords is not None:
             out["coords"] = CONVENTIONS["lmms_eval" if coords == "lmms_eval" else frame]

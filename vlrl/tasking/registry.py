@@ -17,6 +17,7 @@ from importlib.metadata import EntryPoint
 from vlrl import plugins
 from vlrl.config import Config, ConfigError, MixtureEntry, TaskConfig
 from vlrl.tasking.benchmark import Benchmark
+from vlrl.tasking.lmms_eval_model import lmms_eval_model_class
 from vlrl.tasking.task import Task
 
 PACKAGE = "vlrl"  # the distribution whose entry points are the built-in tasks
@@ -121,6 +122,16 @@ def entry_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
         if key == "task":
             raise
         raise ConfigError(TASK_KEYS.sub(rf"{key}.\1.", str(err))) from err
+
+
+def eval_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
+    """`entry_task`, a benchmark run through the lmms-eval model class of `family`
+    (eval.lmms_eval_model; Qwen3.5's thinking as model.chat_template_kwargs sets it)."""
+    task = entry_task(entry, family, cfg)
+    if not isinstance(task, Benchmark):
+        return task
+    thinking = cfg.model.chat_template_kwargs.get("enable_thinking")
+    return task.for_model(lmms_eval_model_class(family, cfg.eval.lmms_eval_model, thinking))
 
 
 def check_algo_tasks(cfg: Config, tasks: list[Task]) -> None:

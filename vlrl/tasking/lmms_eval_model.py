@@ -1,0 +1,73 @@
+"""What lmms-eval's model class does around a benchmark's prompt and its decoded answer.
+
+`lmms-eval --model qwen2_5_vl` (and qwen3_vl, qwen3_5) runs the model's chat class
+(lmms_eval/models/chat/ @ 75571cf: the registry prefers a chat class where one exists);
+`--force_simple` runs the simple one (models/simple/), and Qwen2-VL has only a simple one.
+They differ before the task's own code sees anything:
+
+- chat classes render the task's chat messages (its doc_to_messages, or the images then
+  doc_to_text) and return the answer uncut. Qwen3-VL's and Qwen3.5's insert their system
+  prompt before the task's messages (a reasoning task's own system prompt then follows it);
+  Qwen2.5-VL's inserts none (its chat template writes "You are a helpful assistant." when the
+  conversation has no system message).
+- simple classes render doc_to_text (any literal "<image>" deleted) under their system
+  prompt, and cut the answer at the yaml's `until` strings. Qwen2.5-VL's and Qwen3-VL's drop the
+  "\\n\\n" lmms-eval puts there when a yaml names none; Qwen2-VL's keeps it and cuts a
+  response at its first blank line.
+- Qwen3.5's classes (enable_thinking on by default) return what follows the answer's first
+  "</think>", stripped, and "" when it has none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+LmmsEvalModel = Literal["auto", "simple"]
+DEFAULT_UNTIL = ("\n\n",)  # lmms-eval's until where a yaml names none (its fewshot_delimiter)
+CLASS_FILES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")  # a family's class file (its MoE variant's too)
+
+
+@dataclass(frozen=True)
+class ModelClass:
+    """One lmms-eval model class, as far as a benchmark's prompt and scoring see it."""
+
+    chat: bool = True  # models/chat/: the task's messages, the answer uncut
+    system_first: bool = False  # chat: the class's system prompt before the task's messages
+    keeps_blank_line_until: bool = False  # simple: "\n\n" (lmms-eval's default until) kept as a cut
+    strips_thinking: bool = False  # the answer after its first "</think>" ("" without one)
+    source: str = "models/chat/ (no class of the family's)"  # the class's file at 75571cf, for the results
+
+    def until(self, yaml_until: tuple[str, ...]) -> tuple[str, ...]:
+        """The strings the class cuts an answer at, in order: none for a chat class."""
+        if self.chat:
+            return ()
+        given = yaml_until or DEFAULT_UNTIL
+        return given if self.keeps_blank_line_until else tuple(t for t in given if t != "\n\n")
+
+    def answer(self, decoded: str, yaml_until: tuple[str, ...]) -> str:
+        """What the class returns for a decoded answer: cut at `until`, then its thinking stripped."""
+        for term in self.until(yaml_until):
+            if term:
+                decoded = decoded.split(term)[0]
+        return decoded.partition("</think>")[2].strip() if self.strips_thinking else decoded
+
+
+def lmms_eval_model_class(
+    family: str, which: LmmsEvalModel = "auto", enable_thinking: bool | None = None
+) -> ModelClass:
+    """The class `lmms-eval --model <family>` runs (`which="simple"`: with --force_simple).
+    `enable_thinking`: the model's chat_template_kwargs' (lmms-eval's Qwen3.5 default: on).
+    A family lmms-eval has no class for gets the plain chat class."""
+    simple = which == "simple" or family == "qwen2_vl"
+    qwen3 = family.startswith(("qwen3_vl", "qwen3_5"))
+    thinking = family.startswith("qwen3_5") and enable_thinking is not False
+    module = next((m for m in CLASS_FILES if family.startswith(m)), None)
+    kind = "simple" if simple else "chat"
+    return ModelClass(
+        chat=not simple,
+        system_first=qwen3 and not simple,
+        keeps_blank_line_until=family == "qwen2_vl",
+        strips_thinking=thinking,
+        source=f"models/{kind}/{module}.py" if module else f"models/{kind}/ (no class of the family's)",
+    )
