@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -797,6 +797,62 @@ def mmvp_aggregates(results):
             "mmvp_pair_accuracy": sum(1 for p in complete if all(r["is_correct"] for r in p)) / len(complete) if complete else 0.0}  # fmt: skip
 
 
+# -- vstar_bench/utils.py ---------------------------------------------------------------------------------------
+VSTAR_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}
+
+
+def vstar_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["text"]
+    options_match = re.findall(r"\([A-D]\)\s*([^()]+?)(?=\s*\([A-D]\)|$)", question)
+    if options_match:
+        question_text = question.split("(A)")[0].strip()
+        option_letters = ["A", "B", "C", "D"]
+        options_formatted = []
+        for i, option in enumerate(options_match):
+            if i < len(option_letters):
+                options_formatted.append(f"{option_letters[i]}. {option.strip()}")
+        question = f"{question_text}\n" + "\n".join(options_formatted)
+    if lmms_eval_specific_kwargs:
+        if lmms_eval_specific_kwargs.get("pre_prompt"):
+            question = f"{lmms_eval_specific_kwargs['pre_prompt']}{question}"
+        if lmms_eval_specific_kwargs.get("post_prompt"):
+            question = f"{question}{lmms_eval_specific_kwargs['post_prompt']}"
+    return question
+
+
+def vstar_extract_answer_letter(response):
+    response = response.strip().upper()
+    patterns = [r"^([A-D])\s*[\.)\]]*", r"(?:THE\s+)?(?:ANSWER|CHOICE|OPTION)(?:\s+IS)?[\s:]+([A-D])", r"\(([A-D])\)",
+                r"([A-D])\s*(?:\.|\)|])", r"(?:^|\s)([A-D])(?:\s|$)"]  # fmt: skip
+    for pattern in patterns:
+        match = re.search(pattern, response, re.IGNORECASE)
+        if match:
+            return match.group(1).upper()
+    letters = re.findall(r"[A-D]", response)
+    if len(letters) == 1:
+        return letters[0]
+    if response and response[0] in "ABCD":
+        return response[0]
+    return None
+
+
+def vstar_process_results(doc, results):
+    pred = results[0] if results else ""
+    pred_letter = vstar_extract_answer_letter(pred)
+    gt_letter = doc["label"].strip().upper()
+    category = doc.get("category", "unknown")
+    result = {"question_id": doc["question_id"], "category": category, "score": 1.0 if pred_letter == gt_letter else 0.0,
+              "prediction": pred_letter, "ground_truth": gt_letter}  # fmt: skip
+    return {f"vstar_{category}_acc": result, "vstar_overall_acc": result}
+
+
+def vstar_aggregate_results(results):
+    if not results:
+        return 0.0
+    all_scores = [r["score"] for r in results]
+    return sum(all_scores) / len(all_scores) * 100.0
+
+
 # -- docvqa, infovqa (the generic anls metric of api/metrics.py) ----------------------------------------------
 DOCVQA_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
 
@@ -1203,6 +1259,21 @@ class MathReimplementation:
         return prompts, {"acc_score": _mean([a for a, _ in scores]), "format_score": _mean([f for _, f in scores])}
 
     @classmethod
+    def vstar_bench_reasoning(cls, docs, responses):
+        """vstar_reasoning_process_results: compute_score per doc, under its category and overall,
+        means of the metrics the yaml lists."""
+        prompts = [vstar_doc_to_text(d, None).strip() for d in docs]
+        listed = [f"vstar_{c}_{m}" for c in ("overall", "direct_attributes", "relative_position")
+                  for m in ("acc_score", "format_score")]  # fmt: skip
+        per_doc = []
+        for d, r in zip(docs, responses, strict=True):
+            acc, fmt = cls.reasoning_score(r.strip(), d["label"].strip().upper())
+            category = d.get("category", "unknown")
+            per_doc.append({f"vstar_{category}_acc_score": acc, f"vstar_{category}_format_score": fmt,
+                            "vstar_overall_acc_score": acc, "vstar_overall_format_score": fmt})  # fmt: skip
+        return prompts, {k: _mean(v) for k, v in per_metric(per_doc).items() if k in listed}
+
+    @classmethod
     def ai2d_reasoning(cls, docs, responses):
         prompts = [ai2d_doc_to_text(d, {"pre_prompt": "", "post_prompt": ""}).strip() for d in docs]
         scores = [cls.reasoning_score(r.strip(), ai2d_doc_to_target(d)) for d, r in zip(docs, responses, strict=True)]
@@ -1499,6 +1570,13 @@ class Reimplementation(MathReimplementation, _Harness):
         items = per_metric([mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         return [mme_doc_to_text(d, MME_KWARGS) for d in docs], {k: mme_aggregate_results(v) for k, v in items.items()}
 
+    def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([vstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [vstar_doc_to_text(d, VSTAR_KWARGS) for d in docs], {
+            "vstar_overall_acc": vstar_aggregate_results(items["vstar_overall_acc"])
+        }
+
     def mmvp(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [mmvp_process_results(d, [r])["mmvp_accuracy"] for d, r in zip(docs, responses, strict=True)]
@@ -1770,13 +1848,14 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.screenspot_v2 import utils as v2
         from lmms_eval.tasks.textvqa import utils as textvqa
         from lmms_eval.tasks.vsibench import utils as vsibench
+        from lmms_eval.tasks.vstar_bench import utils as vstar
 
         self.strip_reasoning_tags = reasoning.strip_reasoning_tags
         self.parse_reasoning_tags_config = reasoning.parse_reasoning_tags_config
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa}  # fmt: skip
+                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -1895,6 +1974,14 @@ class LmmsEvalPackage(_Harness):
         metrics = {"mmvp_accuracy": m.mmvp_aggregate_results([p["mmvp_accuracy"] for p in per_doc]),
                    "mmvp_pair_accuracy": m.mmvp_aggregate_pair_results([p["mmvp_pair_accuracy"] for p in per_doc])}  # fmt: skip
         return [m.mmvp_doc_to_text(d, MMVP_KWARGS) for d in docs], metrics
+
+    def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        v = self.m["vstar"]
+        items = [v.vstar_process_results(d, [r])["vstar_overall_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [v.vstar_doc_to_text(d, VSTAR_KWARGS) for d in docs], {
+            "vstar_overall_acc": v.vstar_aggregate_results(items)
+        }
 
     def textvqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, t = [dict(d) for d in docs], self.m["textvqa"]  # its process_results writes into doc["answers"]

@@ -565,7 +565,8 @@ def _hostile(name: str, sample) -> list[str]:
              "pope_random": _pope_responses, "ai2d": _ai2d_responses, "mme": _mme_responses,
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
-             "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses}  # fmt: skip
+             "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses,
+             "vstar_bench": _vstar_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -899,7 +900,7 @@ def _answer_text(sample) -> str:
     """The answer a sample's responses are built around: ChartQA's, OCRBench's first, or the solution."""
     solution = sample.solution
     if isinstance(solution, dict):
-        answer = solution["answer"]
+        answer = solution["answer"] if "answer" in solution else solution["label"]  # V*'s is its label
         return answer[0] if isinstance(answer, list) else answer
     return str(solution)
 
@@ -1019,6 +1020,14 @@ def _cv_bench_responses(sample):
             f"(({letter}))", f"{letter}{letter}", "1", f"<think>A</think>{letter}", f"\n{letter}\n", "é"]  # fmt: skip
 
 
+def _vstar_responses(sample):
+    letter = sample.solution["label"]
+    other = "B" if letter != "B" else "C"
+    return [letter, f"{letter.lower()}.", f"The answer is {letter}", f"answer: ({letter.lower()})", f"Option {other}",
+            f"I think {letter} is right", f"x{letter.lower()}y", f"x{letter.lower()}y z{other.lower()}w", f"{other}{letter}", "", "none", f"({other}) or ({letter})",
+            f"\u0131 {letter}", f"choice\n{letter}", "ab", f"<think>{other}</think>{letter}", "Dog"]  # fmt: skip
+
+
 def _mmvp_responses(sample):
     letter = sample.solution["answer"]
     other = "AB"[letter == "A"]
@@ -1054,7 +1063,7 @@ def _pope_responses(sample):
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
      ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
      ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses), ("blink_counting", _cv_bench_responses),
-     ("blink_visual_similarity", _cv_bench_responses)],
+     ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1072,7 +1081,7 @@ def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
-     "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning"],
+     "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning", "vstar_bench_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
     pytest.importorskip("math_verify")
@@ -1086,7 +1095,9 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         assert task.metrics(samples, responses) == expected
     # MathVista's, MathVerse's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
     system = (
-        DEFAULT_REASONING_SYSTEM_PROMPT if name.startswith(("ocrbench", "chartqa", "mmstar")) else THINK_SYSTEM_PROMPT
+        DEFAULT_REASONING_SYSTEM_PROMPT
+        if name.startswith(("ocrbench", "chartqa", "mmstar", "vstar"))
+        else THINK_SYSTEM_PROMPT
     )
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}
 
