@@ -359,6 +359,9 @@ def mmstar_metrics(per_doc):
 # -- mmmu/utils.py, _task_utils/mmmu_mcq_utils.py (MMMU's eval_utils.py) -------------------------------
 MMMU_KWARGS = {"prompt_type": "format", "multiple_choice_prompt": "Answer with the option's letter from the given choices directly.",
                "open_ended_prompt": "Answer the question using a single word or phrase."}  # fmt: skip
+# mmmu_val.yaml's kwargs under `--model qwen3_vl`
+MMMU_VAL_QWEN3_VL_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
+                            "open_ended_prompt": "Please select the correct answer from the options above."}  # fmt: skip
 MMMU_QWEN_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
                     "open_ended_prompt": "Please answer the question directly."}  # fmt: skip
 
@@ -392,6 +395,29 @@ def mmmu_doc_to_text(doc, kwargs):
 def mmmu_image_keys(doc):
     tokens = re.findall(r"<image \d+>", mmmu_construct_prompt(doc))
     return sorted(list(set([t.strip("<>").replace(" ", "_") for t in tokens])))
+
+
+def mmmu_doc_to_messages(doc, kwargs):
+    """mmmu_doc_to_messages (mmmu/utils.py), as a chat class renders it; each image given as
+    {"type": "image", "url": its image_N column}. Its interleaved_format switch (set on the first
+    call) makes mmmu_doc_to_text replace the markers (replace_images_tokens)."""
+    visuals = [{"type": "image", "url": key} for key in mmmu_image_keys(doc)]
+    if "format" in kwargs and kwargs["format"] == "qwen3_vl":  # mmmu_doc_to_messages_qwen3vl
+        return [{"role": "user", "content": [*visuals, {"type": "text", "text": mmmu_doc_to_text(doc, kwargs)}]}]
+    question = mmmu_doc_to_text(doc, kwargs)
+    for i in range(1, 8):
+        question = question.replace(f"<image {i}>", "<image>")
+    messages = [{"role": "user", "content": []}]
+    interleaved_content = question.split("<image>")
+    for i in range(len(visuals)):
+        if i < len(interleaved_content) - 1:
+            text = interleaved_content[i].strip()
+            if text != "":
+                messages[0]["content"].append({"type": "text", "text": text})
+        messages[0]["content"].append(visuals[i])
+    if len(interleaved_content) > 0:
+        messages[0]["content"].append({"type": "text", "text": interleaved_content[-1].strip()})
+    return messages
 
 
 def mmmu_parse_multi_choice(response, all_choices, index2ans, rng):

@@ -8,9 +8,13 @@ list written as a string), image_1 ... image_7, answer, question_type, subfield)
   and "Answer with the option's letter from the given choices directly."; an open one, a blank
   line and "Answer the question using a single word or phrase." (`mmmu_val_qwen`: "Question: "
   + the question + "\\nOptions:\\n" + the options + "\\n" + "Answer with the option letter only."
-  or, open, "Please answer the question directly."). The `<image N>` markers stay in the text;
-  the images they name (in the question and the options) come first, in image_N order, as
-  lmms-eval's Qwen classes place them without interleaving. 128 new tokens.
+  or, open, "Please answer the question directly."). `--model qwen3_vl` runs `mmmu_val` with
+  that format too, its open questions ending "Please select the correct answer from the options
+  above." (mmmu_val.yaml's qwen3_vl kwargs: `model_kwargs`). The images are those the `<image
+  N>` markers name (in the question and the options), in image_N order: lmms-eval's chat classes
+  (`mmmu_doc_to_messages`) put each where the markers stand (the text split at them, each piece
+  stripped); its simple classes, and the Qwen3-VL format, put them first and keep the markers
+  in the text. 128 new tokens.
 - A multiple-choice response is read by MMMU's parse_multi_choice_response: "(B)", then "B ",
   then "B." (on the response with ,.!?;:' stripped off its ends and a space either side), then,
   in a response of more than five words, an option's text; of several, the one whose mark
@@ -101,6 +105,13 @@ def construct_prompt(question: str, options: list[str], multiple_choice: bool, m
     if multiple_choice:
         return f"{question}\n{options_text(options)}\n\n{mc_prompt}"
     return f"{question}\n\n{open_prompt}"
+
+
+def interleaved_text(prompt: str) -> str:
+    """replace_images_tokens: `<image 1>` ... `<image 7>` made "<image>"."""
+    for i in range(1, 8):
+        prompt = prompt.replace(f"<image {i}>", "<image>")
+    return prompt
 
 
 def image_keys(question: str, options: list[str], multiple_choice: bool) -> list[str]:
@@ -229,6 +240,8 @@ class MMMU(Benchmark):
     mc_prompt: ClassVar[str] = "Answer with the option's letter from the given choices directly."
     open_prompt: ClassVar[str] = "Answer the question using a single word or phrase."
     qwen3_vl_format: ClassVar[bool] = False
+    model_kwargs = {"qwen3_vl": {"qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only.",
+                                 "open_prompt": "Please select the correct answer from the options above."}}  # fmt: skip
 
     def prompt(self, question: str, options: list[str], multiple_choice: bool) -> str:
         if not self.qwen3_vl_format:
@@ -258,6 +271,24 @@ class MMMU(Benchmark):
         frame = ctx.frame_spec.frame(*images[0][1:]) if images else None  # no marker: text only, as lmms-eval
         return [Sample(id=str(ctx.index), task=self.name, problem=self.prompt(question, options, multiple_choice),
                        solution=truth, images=[path for path, _, _ in images], frame=frame, source=ctx.source)]  # fmt: skip
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        """A chat class renders mmmu_doc_to_messages: the prompt's `<image N>` markers made
+        "<image>" (replace_images_tokens), the text split there, each piece stripped and, where
+        not empty, followed by the next image (images in name order, not the markers'), and the
+        text after the last marker always last; a piece past the images (a marker named twice)
+        is dropped, as there. The Qwen3-VL format and the simple classes: images, then text."""
+        messages = super().messages(sample)
+        if not self.model_class.chat or self.qwen3_vl_format:
+            return messages
+        pieces = interleaved_text(sample.problem).split("<image>")
+        content: list[dict[str, Any]] = []
+        for i in range(len(sample.images)):
+            if i < len(pieces) - 1 and pieces[i].strip():
+                content.append({"type": "text", "text": pieces[i].strip()})
+            content.append({"type": "image"})
+        content.append({"type": "text", "text": pieces[-1].strip()})
+        return [*messages[:-1], {"role": "user", "content": content}]
 
     def parsed(self, completion: str, truth: dict[str, Any]) -> Any:
         """mmmu_process_results' parsed_pred: a letter, or (open) what the scoring option keeps."""
@@ -310,5 +341,5 @@ BENCHMARKS = variants(MMMU, [{"name": "mmmu_val", "split": "validation", "datase
                               "description": "MMMU validation, lmms-eval's mmmu_val: MMMU's answer parsing, mmmu_acc"}])  # fmt: skip
 BENCHMARKS |= variants(MMMU, [{"name": "mmmu_val_qwen", "split": "validation", "dataset": "lmms-lab-encoder/MMMU",
                                "qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only.",
-                               "open_prompt": "Please answer the question directly.",
+                               "open_prompt": "Please answer the question directly.", "model_kwargs": {},
                                "description": "MMMU validation with lmms-eval's mmmu_val_qwen prompt (Qwen3-VL's report)"}])  # fmt: skip

@@ -79,6 +79,7 @@ class MMStar(Benchmark):
     schema = SCHEMA
     pre_prompt = ""
     post_prompt = "\nAnswer with the option's letter from the given choices directly"
+    model_kwargs = {"qwen3_vl": {"pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only."}}
 
     def prompt(self, question: str) -> str:
         return yes_no_prompt(question, self.pre_prompt, self.post_prompt)

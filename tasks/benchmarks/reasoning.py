@@ -167,6 +167,7 @@ class ComputeScored:
 
     system: ClassVar[str | None] = THINK_SYSTEM
     max_new_tokens: ClassVar[int] = 49152
+    model_kwargs: ClassVar[dict[str, dict[str, Any]]] = {}  # the reasoning yamls name no model's kwargs
 
     def __init__(self, options=None, rewards=None):
         super().__init__(options, rewards)

@@ -51,10 +51,12 @@ REFERENCES = references()
 IDS = [r.name for r in REFERENCES]
 
 
-def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "absolute", data=None, **options):
-    """A synthetic benchmark in its published schema (or the dataset at `data`), read by vlrl:
-    (task, samples, data path)."""
+def _load(name: str, tmp_path: Path, size: int, seed: int = 0, frame: str = "absolute", data=None, model_class=None,
+          **options):  # fmt: skip
+    """A synthetic benchmark in its published schema (or the dataset at `data`), read by vlrl
+    (through `model_class`, an lmms-eval model class, where given): (task, samples, data path)."""
     task = make_task(TaskConfig(name=name, options=options))
+    task = task if model_class is None else task.for_model(model_class)
     path = data or tmp_path / name / ("eval.json" if task.data_suffix == ".json" and not task.columns else "dataset")
     overrides = [f"data.eval={path}", "data.synthetic=true", f"data.synthetic_eval_size={size}", f"data.synthetic_seed={seed}",
                  f"data.image_cache={tmp_path / 'cache'}", "model.max_pixels=50176", f"model.coord_frame={frame}"]  # fmt: skip
@@ -1195,7 +1197,36 @@ def test_mmmu_shows_the_images_its_markers_name_and_skips_rows_lmms_eval_would_s
     assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 3
     assert "not a Python list literal" in str(split.errors[0]) and "image_1 is empty" in str(split.errors[1])
     assert "no options" in str(split.errors[2])
-    assert task.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
+    simple = task.for_model(lmms_eval_model_class("qwen2_5_vl", "simple"))
+    assert simple.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
+
+
+def _mmmu_content(messages):
+    return [{"type": "image"} if part["type"] == "image" else part for part in messages[-1]["content"]]
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen3_vl", "qwen3_5"])
+def test_mmmu_interleaves_its_images_where_lmms_evals_chat_classes_do_and_qwen3_vl_takes_its_kwargs(family, tmp_path):
+    """mmmu_doc_to_messages: the text split at the markers, each image where its marker stood
+    (in name order), and `--model qwen3_vl`'s own kwargs: the Qwen3-VL format, images first."""
+    from lmms_eval_reference import MMMU_KWARGS, MMMU_VAL_QWEN3_VL_KWARGS, mmmu_doc_to_messages
+
+    from tasks.benchmarks.mmmu import SCHEMA as MMMU_SCHEMA
+    from tasks.benchmarks.mmmu import synthetic_row
+
+    rows = [synthetic_row(*scene) for scene in dot_scenes(8, 0)]
+    rows[5]["question"] = "Compare <image 2> with <image 1>:  "  # markers out of name order, trailing spaces
+    rows[5]["image_2"] = rows[5]["image_1"]
+    rows[6]["question"] = "<image 1> and again <image 1>, then"  # a marker twice: a piece dropped
+    path = tmp_path / "MMMU"
+    write_parquet(hub_file(path, "validation"), rows, MMMU_SCHEMA)
+    task, samples, _ = _load("mmmu_val", tmp_path, size=8, data=path, model_class=lmms_eval_model_class(family))
+    kwargs = MMMU_VAL_QWEN3_VL_KWARGS if family == "qwen3_vl" else MMMU_KWARGS
+    docs = _docs(task, path)
+    assert len(samples) == len(docs) == 8
+    for sample, doc in zip(samples, docs, strict=True):
+        assert _mmmu_content(task.messages(sample)) == _mmmu_content(mmmu_doc_to_messages(doc, kwargs))
+    assert any(len(s.images) == 2 for s in samples)
 
 
 def test_realworldqa_reads_a_lower_case_letter_answer_as_a_letter_and_pope_skips_a_non_yes_no_answer(tmp_path):
@@ -1455,3 +1486,21 @@ def test_blink_shows_every_image_a_row_holds_in_column_order(tmp_path):
     assert samples[1].problem.startswith(
         "Note: You only need to respond with A, B, C without providing any additional information.\nHow many"
     )
+
+
+@pytest.mark.parametrize("name", ["mmstar", "mmstar_qwen", "mmstar_reasoning"])
+def test_mmstar_run_with_qwen3_vl_takes_its_yamls_qwen3_vl_prompt_and_other_models_the_default(name, tmp_path):
+    """lmms-eval picks a yaml's kwargs by the --model name: mmstar's qwen3_vl kwargs for Qwen3-VL
+    (its MoE too), the defaults for Qwen3.5; mmstar_qwen and the reasoning task name none."""
+    from lmms_eval_reference import MMSTAR_KWARGS, MMSTAR_QWEN_KWARGS, mmstar_doc_to_text
+
+    for family in ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen2_5_vl"):
+        task, samples, path = _load(name, tmp_path, size=6, model_class=lmms_eval_model_class(family))
+        docs = _docs(task, path)
+        if name == "mmstar_reasoning":
+            expected = [d["question"].strip() for d in docs]
+        elif name == "mmstar_qwen" or family.startswith("qwen3_vl"):
+            expected = [mmstar_doc_to_text(d, MMSTAR_QWEN_KWARGS) for d in docs]
+        else:
+            expected = [mmstar_doc_to_text(d, MMSTAR_KWARGS) for d in docs]
+        assert [s.problem for s in samples] == expected, family

@@ -101,13 +101,19 @@ class Benchmark(Task):
     # benchmark whose reference is another evaluator renders and reads its own way.
     model_class: ModelClass = ModelClass()
     follows_lmms_eval_model: ClassVar[bool] = True
+    # The yaml's lmms_eval_specific_kwargs under a `--model` name, as the class attributes they
+    # replace (MMStar's qwen3_vl prompt): lmms-eval runs that model with them instead of its defaults.
+    model_kwargs: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def for_model(self, model_class: ModelClass) -> Benchmark:
-        """This benchmark run through `model_class` (a copy; itself where the reference is not lmms-eval)."""
+        """This benchmark run through `model_class`, with the kwargs of its name (a copy;
+        itself where the reference is not lmms-eval). Samples are built after: prompts follow."""
         if not self.follows_lmms_eval_model:
             return self
         task = copy.copy(self)
         task.model_class = model_class
+        for attribute, value in self.model_kwargs.get(model_class.name, {}).items():
+            setattr(task, attribute, value)
         return task
 
     def reward_functions(self) -> dict[str, RewardFn]:

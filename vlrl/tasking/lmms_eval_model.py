@@ -16,6 +16,9 @@ They differ before the task's own code sees anything:
   response at its first blank line.
 - Qwen3.5's classes (enable_thinking on by default) return what follows the answer's first
   "</think>", stripped, and "" when it has none.
+
+The `--model` name also picks a task's prompt: a yaml's `lmms_eval_specific_kwargs` under that
+name replace its defaults (MMStar's and MMMU's `qwen3_vl`): `Benchmark.model_kwargs`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Literal
 
 LmmsEvalModel = Literal["auto", "simple"]
 DEFAULT_UNTIL = ("\n\n",)  # lmms-eval's until where a yaml names none (its fewshot_delimiter)
-CLASS_FILES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")  # a family's class file (its MoE variant's too)
+MODEL_NAMES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")  # `--model` of a family (its MoE variant's too)
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class ModelClass:
     system_first: bool = False  # chat: the class's system prompt before the task's messages
     keeps_blank_line_until: bool = False  # simple: "\n\n" (lmms-eval's default until) kept as a cut
     strips_thinking: bool = False  # the answer after its first "</think>" ("" without one)
+    name: str = ""  # the `--model` name ("": a family lmms-eval has no class for), which picks task kwargs
     source: str = "models/chat/ (no class of the family's)"  # the class's file at 75571cf, for the results
 
     def until(self, yaml_until: tuple[str, ...]) -> tuple[str, ...]:
@@ -62,12 +66,13 @@ def lmms_eval_model_class(
     simple = which == "simple" or family == "qwen2_vl"
     qwen3 = family.startswith(("qwen3_vl", "qwen3_5"))
     thinking = family.startswith("qwen3_5") and enable_thinking is not False
-    module = next((m for m in CLASS_FILES if family.startswith(m)), None)
+    name = next((m for m in MODEL_NAMES if family.startswith(m)), "")
     kind = "simple" if simple else "chat"
     return ModelClass(
         chat=not simple,
         system_first=qwen3 and not simple,
         keeps_blank_line_until=family == "qwen2_vl",
         strips_thinking=thinking,
-        source=f"models/{kind}/{module}.py" if module else f"models/{kind}/ (no class of the family's)",
+        name=name,
+        source=f"models/{kind}/{name}.py" if name else f"models/{kind}/ (no class of the family's)",
     )
