@@ -796,6 +796,10 @@ class EvalConfig:
     # auto: the one `lmms-eval --model <family>` runs (the chat class: the task's messages, answers uncut;
     # Qwen2-VL's simple one). simple: its --force_simple (doc_to_text, answers cut at the yaml's until).
     lmms_eval_model: Literal["auto", "simple"] = "auto"
+    # The pixel budget of an lmms-eval benchmark's images. lmms_eval: the one its model class sizes them
+    # by (Qwen2.5-VL's chat class 200,704 to 1,605,632; vlrl/tasking/lmms_eval_model.py); model: the
+    # config's model.min_pixels / model.max_pixels, as every other task is rendered.
+    image_pixels: Literal["lmms_eval", "model"] = "lmms_eval"
     # model.video.time_from when evaluating (vlrl eval, eval.every), whatever the run trained with:
     # sampled, as Video-R1's evaluator and lmms-eval place frames, though its trainer uses video_r1.
     video_time_from: Literal["sampled", "video_r1"] = "sampled"

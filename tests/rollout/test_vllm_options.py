@@ -149,3 +149,16 @@ def test_vllm_options_out_of_range_are_refused_and_a_whole_gpu_is_not(options, m
     with pytest.raises(ConfigError, match=message):
         VLLMOptions(**options).validate("rollout.vllm")
     VLLMOptions(gpu_memory_utilization=1.0, max_model_len=-1, kv_cache_memory_bytes=0).validate("rollout.vllm")
+
+
+def test_vllm_keeps_images_vlrl_sized_within_a_budget_beyond_the_engines():
+    """A Qwen3-VL benchmark's images (lmms-eval's budget, up to 16,777,216 pixels) reach an engine
+    started at 12,845,056: the processor's limits widen to hold them, so it resizes nothing."""
+    from PIL import Image
+
+    from vlrl.rollout.vllm import covering
+
+    engine = {"shortest_edge": 3136, "longest_edge": 12845056}
+    big, small = Image.new("RGB", (4096, 4096)), Image.new("RGB", (32, 64))
+    assert covering(engine, [Image.new("RGB", (280, 280))]) == engine
+    assert covering(engine, [big, small]) == {"shortest_edge": 2048, "longest_edge": 16777216}

@@ -226,6 +226,24 @@ def test_eval_runs_a_benchmark_through_the_class_its_config_and_family_name():
     assert thinking.model_class.chat and thinking.model_class.strips_thinking and thinking.model_class.system_first
 
 
+def test_a_benchmark_is_evaluated_at_its_model_classs_image_budget_unless_asked_for_the_models():
+    from vlrl.eval.harness import task_run_config
+    from vlrl.tasking.registry import eval_task
+
+    budgets = {("qwen2_vl", "auto"): (3136, 602112), ("qwen2_5_vl", "auto"): (200704, 1605632),
+               ("qwen2_5_vl", "simple"): (200704, 1605632), ("qwen3_vl_moe", "auto"): (4096, 16777216),
+               ("qwen3_vl", "simple"): (200704, 1605632), ("qwen3_5", "auto"): (4096, 16777216),
+               ("qwen3_5_moe", "simple"): (65536, 131072), ("someone_elses", "auto"): None}  # fmt: skip
+    for (family, which), pixels in budgets.items():
+        assert lmms_eval_model_class(family, which).image_pixels == pixels, family
+    overrides = ["model.min_pixels=3136", "model.max_pixels=50176"]
+    for name, which, expected in [("mmstar", "lmms_eval", (4096, 16777216)), ("mmstar", "model", (3136, 50176)),
+                                  ("refcoco", "lmms_eval", (3136, 50176)), ("video_r1_mvbench", "lmms_eval", (3136, 50176))]:  # fmt: skip
+        cfg = load_config(None, [*overrides, f"eval.image_pixels={which}"], {"task.name": name})
+        run = task_run_config(cfg, eval_task(cfg.tasks()[0], "qwen3_vl", cfg))
+        assert (run.model.min_pixels, run.model.max_pixels) == expected, (name, which)
+
+
 def test_the_class_each_family_runs_is_named_in_the_results(tmp_path):
     task, _, _ = _load("mmstar", tmp_path, size=1)
     sources = {
@@ -834,6 +852,9 @@ def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_pa
     ]
     assert config["reasoning_tags"] == [list(pair) for pair in LMMS_EVAL_REASONING_TAGS]
     assert config["model_class"] == "models/chat/qwen2_5_vl.py"  # what `lmms-eval --model qwen2_5_vl` runs
+    assert config["image_pixels"] == [200704, 1605632]  # its budget, not model.max_pixels=50176
+    printed = capsys.readouterr().out
+    assert "images sized as lmms-eval's models/chat/qwen2_5_vl.py sizes them" in printed
     lines = [json.loads(line) for line in samples_path(out, name).read_text().splitlines()]
     assert len(lines) == effective
     for line in lines:  # scored: the response stripped; the raw one beside it where that changed it
@@ -850,7 +871,7 @@ def test_vlrl_eval_on_a_published_benchmark_writes_lmms_eval_shaped_files(tmp_pa
     )
     assert [line["input"] for line in lines] == prompts
     assert {m: results["results"][name][f"{m},none"] for m in metrics} == expected
-    assert str(out / "results.json") in capsys.readouterr().out
+    assert str(out / "results.json") in printed
     from vlrl.tasking.registry import list_tasks
 
     assert (name, "benchmark (evaluation only)") in [row[:2] for row in list_tasks()]

@@ -205,7 +205,18 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
         described = task.describe(frame_kind(settings.model))
         out |= {"dataset_path": described.pop("dataset"), "test_split": described.pop("split"), **described}
         out["reasoning_tags"] = settings.eval.reasoning_tags if task.strips_reasoning else None
+        if task.follows_lmms_eval_model:
+            out["image_pixels"] = [settings.model.min_pixels, settings.model.max_pixels]
     return out
+
+
+def task_run_config(cfg: Config, task: Task) -> Config:
+    """The config `task` is evaluated with: a benchmark's images at the pixel budget of its
+    lmms-eval model class (eval.image_pixels lmms_eval), the config's otherwise."""
+    pixels = task.model_class.image_pixels if isinstance(task, Benchmark) else None
+    if pixels is None or cfg.eval.image_pixels != "lmms_eval":
+        return cfg
+    return replace(cfg, model=replace(cfg.model, min_pixels=pixels[0], max_pixels=pixels[1]))
 
 
 def split_path(entry: MixtureEntry, split: str, task: Task, key: str | None) -> str:
@@ -290,13 +301,18 @@ def run_eval(
         entry = configured or MixtureEntry(name)
         key = cfg.task_key(which) if configured else None
         task = eval_task(entry, model_family(cfg.model).name, cfg)
+        task_cfg = task_run_config(cfg, task)
+        if task_cfg is not cfg:
+            m = task_cfg.model
+            console.print(f"{name}: images sized as lmms-eval's {task.model_class.source} sizes them, {m.min_pixels:,} to "
+                          f"{m.max_pixels:,} pixels (eval.image_pixels=model: model.min_pixels / max_pixels)", highlight=False)  # fmt: skip
         data_path = data or split_path(entry, split, task, key)
         columns = columns_for(entry.columns, data_path)
         if data or split not in ("train", "eval"):
             key = None  # a file given as is
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
-            loaded = load_task_split(task, cfg, which, console, path=data_path, columns=columns, key=key)
-        tasks.append((task, loaded, data_path))
+            loaded = load_task_split(task, task_cfg, which, console, path=data_path, columns=columns, key=key)
+        tasks.append((task, loaded, data_path, task_cfg))
     device = procs.device()  # under torchrun, each process its own GPU
     processor = load_processor(cfg.model, path)
     engine = backend.build(
@@ -305,10 +321,11 @@ def run_eval(
         )
     )
     try:
-        settings = EvalSettings.of(cfg)
         results = [
-            evaluate_logged(engine, processor, task, loaded, settings, cfg.trainer, data_path, console, procs)
-            for task, loaded, data_path in tasks
+            evaluate_logged(
+                engine, processor, task, loaded, EvalSettings.of(task_cfg), cfg.trainer, data_path, console, procs
+            )
+            for task, loaded, data_path, task_cfg in tasks
         ]
     finally:
         engine.close()

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from PIL import Image
 
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.base import ModelFamily
@@ -212,6 +213,14 @@ def memory_refused(err: ValueError, cuda: bool) -> str:
     )
 
 
+def covering(size: dict[str, int], images: Sequence[Image.Image]) -> dict[str, int]:
+    """The processor's pixel limits for images vlrl has sized already: its own, widened to hold
+    each image, so that its resize (smart_resize of sides already on the patch grid) keeps them
+    as they are (a benchmark's lmms-eval budget may lie beyond the engine's)."""
+    pixels = [image.width * image.height for image in images]
+    return {"shortest_edge": min(size["shortest_edge"], *pixels), "longest_edge": max(size["longest_edge"], *pixels)}
+
+
 class VLLMEngine:
     name = "vllm"
     shares_policy = False
@@ -331,7 +340,7 @@ class VLLMEngine:
         mm_kwargs: dict = {}
         if prompt.images:
             media["image"] = prompt.images
-            mm_kwargs["size"] = self.image_size
+            mm_kwargs["size"] = covering(self.image_size, prompt.images)
         if prompt.video is not None:
             if self.on_vllm.video_refusal:
                 raise ValueError(self.on_vllm.video_refusal)

@@ -17,6 +17,12 @@ They differ before the task's own code sees anything:
 - Qwen3.5's classes (enable_thinking on by default) return what follows the answer's first
   "</think>", stripped, and "" when it has none.
 
+Images: each class sizes them within its own pixel budget (`image_pixels`, below, read at
+75571cf and qwen-vl-utils 0.0.14 at the classes' default model_args). Qwen2.5-VL's chat class
+resizes twice (qwen-vl-utils' 3,136 to 12,845,056, then its processor's 200,704 to 1,605,632);
+vlrl resizes once into the second: the sizes agree except where the second rounding moves a
+side by one patch.
+
 The `--model` name also picks a task's prompt: a yaml's `lmms_eval_specific_kwargs` under that
 name replace its defaults (MMStar's and MMMU's `qwen3_vl`): `Benchmark.model_kwargs`.
 """
@@ -29,6 +35,20 @@ from typing import Literal
 LmmsEvalModel = Literal["auto", "simple"]
 DEFAULT_UNTIL = ("\n\n",)  # lmms-eval's until where a yaml names none (its fewshot_delimiter)
 MODEL_NAMES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")  # `--model` of a family (its MoE variant's too)
+# (min, max) pixels each class's images come out within: the simple classes pass their
+# min_pixels / max_pixels with each image (Qwen2-VL 3,136 / 602,112; Qwen2.5-VL and Qwen3-VL
+# 256 x 28 x 28 / 1,605,632; Qwen3.5 64 x 32 x 32 / 128 x 32 x 32); the chat classes pass none,
+# so qwen-vl-utils' defaults hold (4 to 16,384 tokens of 32 x 32 for Qwen3-VL and Qwen3.5, the
+# processor told not to resize), but for Qwen2.5-VL's, whose processor then resizes into its own.
+IMAGE_PIXELS = {
+    ("qwen2_vl", "simple"): (3136, 602112),
+    ("qwen2_5_vl", "simple"): (200704, 1605632),
+    ("qwen2_5_vl", "chat"): (200704, 1605632),
+    ("qwen3_vl", "simple"): (200704, 1605632),
+    ("qwen3_vl", "chat"): (4096, 16777216),
+    ("qwen3_5", "simple"): (65536, 131072),
+    ("qwen3_5", "chat"): (4096, 16777216),
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +60,7 @@ class ModelClass:
     keeps_blank_line_until: bool = False  # simple: "\n\n" (lmms-eval's default until) kept as a cut
     strips_thinking: bool = False  # the answer after its first "</think>" ("" without one)
     name: str = ""  # the `--model` name ("": a family lmms-eval has no class for), which picks task kwargs
+    image_pixels: tuple[int, int] | None = None  # (min, max) pixels of its images; None: the model config's
     source: str = "models/chat/ (no class of the family's)"  # the class's file at 75571cf, for the results
 
     def until(self, yaml_until: tuple[str, ...]) -> tuple[str, ...]:
@@ -69,6 +90,7 @@ def lmms_eval_model_class(
     name = next((m for m in MODEL_NAMES if family.startswith(m)), "")
     kind = "simple" if simple else "chat"
     return ModelClass(
+        image_pixels=IMAGE_PIXELS.get((name, kind)),
         chat=not simple,
         system_first=qwen3 and not simple,
         keeps_blank_line_until=family == "qwen2_vl",
