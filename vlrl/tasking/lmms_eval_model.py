@@ -84,17 +84,15 @@ def lmms_eval_model_class(
     """The class `lmms-eval --model <family>` runs (`which="simple"`: with --force_simple).
     `enable_thinking`: the model's chat_template_kwargs' (lmms-eval's Qwen3.5 default: on).
     A family lmms-eval has no class for gets the plain chat class."""
-    simple = which == "simple" or family == "qwen2_vl"
-    qwen3 = family.startswith(("qwen3_vl", "qwen3_5"))
-    thinking = family.startswith("qwen3_5") and enable_thinking is not False
     name = next((m for m in MODEL_NAMES if family.startswith(m)), "")
+    simple = which == "simple" or name == "qwen2_vl"
     kind = "simple" if simple else "chat"
     return ModelClass(
-        image_pixels=IMAGE_PIXELS.get((name, kind)),
         chat=not simple,
-        system_first=qwen3 and not simple,
-        keeps_blank_line_until=family == "qwen2_vl",
-        strips_thinking=thinking,
+        system_first=not simple and name in ("qwen3_vl", "qwen3_5"),
+        keeps_blank_line_until=name == "qwen2_vl",
+        strips_thinking=name == "qwen3_5" and enable_thinking is not False,
         name=name,
+        image_pixels=IMAGE_PIXELS.get((name, kind)),
         source=f"models/{kind}/{name}.py" if name else f"models/{kind}/ (no class of the family's)",
     )
