@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -823,6 +823,31 @@ def mmvp_aggregates(results):
             "mmvp_pair_accuracy": sum(1 for p in complete if all(r["is_correct"] for r in p)) / len(complete) if complete else 0.0}  # fmt: skip
 
 
+# -- scienceqa/utils.py --------------------------------------------------------------------------------------
+SQA_KWARGS = {"format": "default", "pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}  # fmt: skip
+
+
+def sqa_doc_to_text(doc, lmms_eval_specific_kwargs):
+    context, question, choices = doc["hint"], doc["question"], doc["choices"]
+    options = [chr(ord("A") + i) for i in range(len(choices))]
+    choices_str = "\n".join([f"{option}. {choice}" for option, choice in zip(options, choices, strict=True)])
+    if context:
+        context = f"Context: {context}\n"
+    post_prompt = lmms_eval_specific_kwargs["post_prompt"]
+    pre_prompt = lmms_eval_specific_kwargs["pre_prompt"]
+    return f"{pre_prompt}{context}{question}\n{choices_str}{post_prompt}"
+
+
+def sqa_process_results(doc, results):
+    target = [chr(ord("A") + i) for i in range(len(doc["choices"]))][doc["answer"]].strip().lower()
+    pred = results[0].strip()
+    if pred.lower() == target:
+        return {"exact_match": 1.0}
+    if len(pred) >= 2 and pred[0].isupper() and pred[1] == ".":
+        return {"exact_match": 1.0 if pred[0].lower() == target else 0.0}
+    return {"exact_match": 0.0}
+
+
 # -- vstar_bench/utils.py ---------------------------------------------------------------------------------------
 VSTAR_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}
 
@@ -1596,6 +1621,13 @@ class Reimplementation(MathReimplementation, _Harness):
         items = per_metric([mme_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         return [mme_doc_to_text(d, MME_KWARGS) for d in docs], {k: mme_aggregate_results(v) for k, v in items.items()}
 
+    def scienceqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [sqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [sqa_doc_to_text(d, SQA_KWARGS) for d in docs], {"exact_match": _mean(scores)}
+
+    scienceqa_img = scienceqa
+
     def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = per_metric([vstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
@@ -1870,6 +1902,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.pope import utils as pope
         from lmms_eval.tasks.refcoco import utils_rec
         from lmms_eval.tasks.refcoco_grounding import utils as grounding
+        from lmms_eval.tasks.scienceqa import utils as scienceqa
         from lmms_eval.tasks.screenspot_pro import utils as pro
         from lmms_eval.tasks.screenspot_v2 import utils as v2
         from lmms_eval.tasks.textvqa import utils as textvqa
@@ -1881,7 +1914,7 @@ class LmmsEvalPackage(_Harness):
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar}  # fmt: skip
+                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2000,6 +2033,14 @@ class LmmsEvalPackage(_Harness):
         metrics = {"mmvp_accuracy": m.mmvp_aggregate_results([p["mmvp_accuracy"] for p in per_doc]),
                    "mmvp_pair_accuracy": m.mmvp_aggregate_pair_results([p["mmvp_pair_accuracy"] for p in per_doc])}  # fmt: skip
         return [m.mmvp_doc_to_text(d, MMVP_KWARGS) for d in docs], metrics
+
+    def scienceqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        q = self.m["scienceqa"]
+        scores = [q.sqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [q.sqa_doc_to_text(d, dict(SQA_KWARGS)) for d in docs], {"exact_match": _mean(scores)}
+
+    scienceqa_img = scienceqa
 
     def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -586,7 +586,7 @@ def _hostile(name: str, sample) -> list[str]:
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
              "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses,
-             "vstar_bench": _vstar_responses}  # fmt: skip
+             "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1043,6 +1043,13 @@ def _cv_bench_responses(sample):
             f"(({letter}))", f"{letter}{letter}", "1", f"<think>A</think>{letter}", f"\n{letter}\n", "é"]  # fmt: skip
 
 
+def _sqa_responses(sample):
+    letter = sample.solution
+    other = "A" if letter != "A" else "B"
+    return [letter, letter.lower(), f" {letter} ", f"{letter}. it", f"{letter.lower()}. it", f"({letter})", f"{other}.",
+            f"{letter}.", f"The answer is {letter}", "", f"{letter}{letter}", f"{other}. {letter}", "\u0130."]  # fmt: skip
+
+
 def _vstar_responses(sample):
     letter = sample.solution["label"]
     other = "B" if letter != "B" else "C"
@@ -1086,7 +1093,8 @@ def _pope_responses(sample):
      ("ai2d", _ai2d_responses), ("mme", _mme_responses), ("cv_bench", _cv_bench_responses),
      ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
      ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses), ("blink_counting", _cv_bench_responses),
-     ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses)],
+     ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses), ("scienceqa", _sqa_responses),
+     ("scienceqa_img", _sqa_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
