@@ -8,8 +8,7 @@ l2_category).
   and "Answer with the option letter only." after (`mmstar_qwen`: the prompt lmms-eval also
   gives `mmstar` when run with its qwen3_vl model class); the question alone, stripped, after
   reasoning_utils' system prompt (`mmstar_reasoning`, 49,152 tokens). The others generate the
-  config's rollout.max_new_tokens (their yaml sets none: lmms-eval's Qwen chat classes then
-  allow 128).
+  model class's length (their yaml sets none: 128 in lmms-eval's Qwen chat classes).
 - The letter is read by _task_utils/mcq_extract.py's extract_mcq_answer over A-D (the format
   that ranks highest, its last occurrence) and must equal the answer, stripped and upper-cased.
 - Metrics: each of the six categories and `average`, each the mean over its L2 categories of

@@ -7,7 +7,7 @@ answers: ten annotators').
   lower-cased: "What does the LED say?" asks "What does the led say?", kept) + "\\nAnswer the
   question using a single word or phrase."; each answer cut at "ASSISTANT:" (the yaml's until)
   where lmms-eval's simple model classes cut it (vlrl/tasking/lmms_eval_model.py). The yaml sets
-  no length: the config's rollout.max_new_tokens (lmms-eval's Qwen2.5-VL chat class: 128).
+  no length: the model class's (lmms-eval's Qwen2.5-VL chat class: 128).
 - The response and each answer go through EvalAIAnswerProcessor: lowercased, "," and "?"
   deleted, "'s" split off; punctuation deleted (or made spaces, as EvalAI decides per mark);
   periods not before a digit deleted, at most 32 of them (the re.UNICODE flag passed as `count`

@@ -244,6 +244,21 @@ def test_a_benchmark_is_evaluated_at_its_model_classs_image_budget_unless_asked_
         assert (run.model.min_pixels, run.model.max_pixels) == expected, (name, which)
 
 
+def test_a_benchmark_whose_yaml_sets_no_length_generates_its_model_classs_default():
+    from vlrl.eval.harness import EvalSettings, sampling_params
+    from vlrl.tasking.registry import eval_task
+
+    cases = [("mmstar", "qwen2_5_vl", "auto", [], 128), ("mmstar", "qwen2_5_vl", "simple", [], 32768),
+             ("mmstar", "qwen3_5", "auto", [], 1024), ("mmstar", "someone_elses", "auto", [], 777),
+             ("docvqa_val", "qwen2_5_vl", "auto", [], 32), ("mmstar", "qwen2_5_vl", "auto", ["eval.max_new_tokens=7"], 7),
+             ("refcoco", "qwen2_5_vl", "auto", [], 777)]  # fmt: skip
+    for name, family, which, extra, expected in cases:
+        overrides = ["rollout.max_new_tokens=777", f"eval.lmms_eval_model={which}", *extra]
+        cfg = load_config(None, overrides, {"task.name": name})
+        task = eval_task(cfg.tasks()[0], family, cfg)
+        assert sampling_params(EvalSettings.of(cfg), task).max_new_tokens == expected, (name, family, which)
+
+
 def test_the_class_each_family_runs_is_named_in_the_results(tmp_path):
     task, _, _ = _load("mmstar", tmp_path, size=1)
     sources = {

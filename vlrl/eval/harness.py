@@ -66,10 +66,14 @@ def evaluated_model(cfg: Config) -> ModelConfig:
 
 
 def sampling_params(settings: EvalSettings, task: Task) -> SamplingParams:
+    """Greedy unless eval.temperature says otherwise; as long as eval.max_new_tokens, else the
+    task's length, else (a benchmark whose yaml sets none) its lmms-eval model class's, else
+    rollout.max_new_tokens."""
     e = settings.eval
+    class_length = task.model_class.max_new_tokens if isinstance(task, Benchmark) else 0
     return SamplingParams(
         n=1,
-        max_new_tokens=e.max_new_tokens or task.max_new_tokens or settings.max_new_tokens,
+        max_new_tokens=e.max_new_tokens or task.max_new_tokens or class_length or settings.max_new_tokens,
         temperature=e.temperature,
         top_p=e.top_p,
         repetition_penalty=settings.repetition_penalty,

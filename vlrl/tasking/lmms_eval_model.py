@@ -17,6 +17,9 @@ They differ before the task's own code sees anything:
 - Qwen3.5's classes (enable_thinking on by default) return what follows the answer's first
   "</think>", stripped, and "" when it has none.
 
+Lengths: where a task's yaml sets no max_new_tokens, the class's default holds (128 in the
+chat classes, 32,768 in Qwen2.5-VL's simple one, 1,024 in Qwen3.5's): `max_new_tokens`.
+
 Images: each class sizes them within its own pixel budget (`image_pixels`, below, read at
 75571cf and qwen-vl-utils 0.0.14 at the classes' default model_args). Qwen2.5-VL's chat class
 resizes twice (qwen-vl-utils' 3,136 to 12,845,056, then its processor's 200,704 to 1,605,632);
@@ -49,6 +52,16 @@ IMAGE_PIXELS = {
     ("qwen3_5", "simple"): (65536, 131072),
     ("qwen3_5", "chat"): (4096, 16777216),
 }
+# Each class's max_new_tokens where a task's yaml names none (its default generation kwargs).
+MAX_NEW_TOKENS = {
+    ("qwen2_vl", "simple"): 128,
+    ("qwen2_5_vl", "simple"): 32768,
+    ("qwen2_5_vl", "chat"): 128,
+    ("qwen3_vl", "simple"): 128,
+    ("qwen3_vl", "chat"): 128,
+    ("qwen3_5", "simple"): 1024,
+    ("qwen3_5", "chat"): 1024,
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,7 @@ class ModelClass:
     strips_thinking: bool = False  # the answer after its first "</think>" ("" without one)
     name: str = ""  # the `--model` name ("": a family lmms-eval has no class for), which picks task kwargs
     image_pixels: tuple[int, int] | None = None  # (min, max) pixels of its images; None: the model config's
+    max_new_tokens: int = 0  # its answer length where a yaml sets none (0: the config's)
     source: str = "models/chat/ (no class of the family's)"  # the class's file at 75571cf, for the results
 
     def until(self, yaml_until: tuple[str, ...]) -> tuple[str, ...]:
@@ -94,5 +108,6 @@ def lmms_eval_model_class(
         strips_thinking=name == "qwen3_5" and enable_thinking is not False,
         name=name,
         image_pixels=IMAGE_PIXELS.get((name, kind)),
+        max_new_tokens=MAX_NEW_TOKENS.get((name, kind), 0),
         source=f"models/{kind}/{name}.py" if name else f"models/{kind}/ (no class of the family's)",
     )
