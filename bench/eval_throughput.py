@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vlrl.config import TaskConfig, load_config
 from vlrl.eval.harness import EvalSettings, run_eval, sampling_params
-from vlrl.tasking.registry import make_task
+from vlrl.models.families import model_family
+from vlrl.tasking.registry import eval_task, make_task
 
 # backend name -> the config overrides that select it (`vlrl eval --backend NAME`)
 BACKENDS: dict[str, list[str]] = {
@@ -73,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny:qwen2_5_vl")
     parser.add_argument("--workdir", default="", help="where the synthetic data goes (default: a temporary folder)")
     parser.add_argument(
-        "overrides", nargs="*", help="config overrides, e.g. eval.max_new_tokens=64 model.max_pixels=401408"
+        "overrides",
+        nargs="*",
+        help="config overrides, e.g. eval.max_new_tokens=64 (a benchmark's images: eval.image_pixels=model model.max_pixels=401408)",
     )
     args = parser.parse_args(argv)
     unknown = [b for b in args.backends if b not in BACKENDS]
@@ -87,12 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             for backend in args.backends
             for batch_size in args.batch_sizes
         ]
-    cfg = load_config(None, args.overrides, {"task.name": args.task})
+    cfg = load_config(None, [f"model.path={args.model}", *args.overrides], {"task.name": args.task})
+    task = eval_task(cfg.tasks()[0], model_family(cfg.model).name, cfg)  # as run_eval builds it
     report = {
         "task": args.task,
         "model": args.model,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "max_new_tokens": sampling_params(EvalSettings.of(cfg), make_task(cfg.task)).max_new_tokens,
+        "max_new_tokens": sampling_params(EvalSettings.of(cfg), task).max_new_tokens,
         "runs": runs,
         "fastest": max(runs, key=lambda run: run["samples_per_second"]),
     }

@@ -128,7 +128,7 @@ def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(t
     import eval_throughput
 
     args = ["--task", "countbench", "--samples", "3", "--batch-sizes", "1", "3", "--workdir", str(tmp_path),
-            "eval.max_new_tokens=3", "model.max_pixels=12544"]  # fmt: skip
+            "eval.max_new_tokens=3", "eval.image_pixels=model", "model.max_pixels=12544"]  # fmt: skip
     assert eval_throughput.main(args) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [(r["backend"], r["batch_size"], r["samples"]) for r in report["runs"]] == [("hf", 1, 3), ("hf", 3, 3)]
