@@ -782,8 +782,9 @@ class EvalConfig:
     # repetition_penalty). null: the checkpoint's generation_config.json's (1.0 without one), as
     # transformers' generate takes it when its caller names none: lmms-eval's HF Qwen classes and
     # VLM-R1's test_rec_r1.py (1.05 in the Qwen2-VL and Qwen2.5-VL Instruct checkpoints as
-    # published; docs/benchmarks.md). Video-R1's evaluator (vLLM) uses none.
-    repetition_penalty: float | None = 1.0
+    # published; docs/benchmarks.md). reference: as the task's reference evaluation decodes, the
+    # checkpoint's for an lmms-eval benchmark, none (1.0) for Video-R1's (vLLM) and for any other task.
+    repetition_penalty: float | Literal["reference"] | None = "reference"
     backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
     every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
@@ -807,7 +808,7 @@ class EvalConfig:
     def validate(self, key: str) -> None:
         require_positive(key, self, "batch_size")
         require_nonnegative(key, self, "temperature", "max_new_tokens", "every", "limit")
-        if self.repetition_penalty is not None:
+        if isinstance(self.repetition_penalty, float):
             require_positive(key, self, "repetition_penalty")
         require_top_p(key, self)
         for pair in self.reasoning_tags or []:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vlrl.cli import main, settings_of_checkpoint
-from vlrl.config import Config
+from vlrl.config import Config, load_config
 from vlrl.data.records import FrameSpec
 from vlrl.eval.harness import EvalSettings
 from vlrl.eval.layout import read_metrics, samples_path
@@ -714,3 +714,29 @@ def test_a_checkpoints_repetition_penalty_is_read_as_data_and_a_bad_one_named(tm
             checkpoint_repetition_penalty(cfg)
     path.unlink()
     assert checkpoint_repetition_penalty(cfg) == 1.0
+
+
+def test_by_default_an_lmms_eval_benchmark_decodes_with_the_checkpoints_penalty_and_other_tasks_without(
+    tmp_path, tiny_qwen25
+):
+    """eval.repetition_penalty `reference`: lmms-eval's HF classes call generate without one, so
+    the checkpoint's generation_config.json decides; Video-R1's evaluator (vLLM) and a task's own
+    evaluation use none; a number or null says so for every task."""
+    import shutil
+
+    from vlrl.tasking.registry import eval_task
+
+    named = tmp_path / "named"
+    shutil.copytree(tiny_qwen25, named)
+    config = json.loads((named / "generation_config.json").read_text())
+    (named / "generation_config.json").write_text(json.dumps({**config, "repetition_penalty": 1.6}))
+    expected = {
+        "reference": {"mmstar": 1.6, "video_r1_mvbench": 1.0, "refcoco": 1.0},
+        "1.2": {"mmstar": 1.2, "video_r1_mvbench": 1.2, "refcoco": 1.2},
+        "null": {"mmstar": 1.6, "video_r1_mvbench": 1.6, "refcoco": 1.6},
+    }
+    for setting, by_task in expected.items():
+        for name, penalty in by_task.items():
+            cfg = load_config(None, [f"model.path={named}", f"eval.repetition_penalty={setting}"], {"task.name": name})
+            task = eval_task(cfg.tasks()[0], "qwen2_5_vl", cfg)
+            assert EvalSettings.of(cfg, task).repetition_penalty == penalty, (setting, name)

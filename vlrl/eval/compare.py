@@ -30,6 +30,8 @@ SETTINGS = (
     "eval.temperature",
     "eval.top_p",
     "eval.lmms_eval_model",
+    "eval.image_pixels",
+    "eval.repetition_penalty",
 )
 
 

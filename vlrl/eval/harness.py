@@ -52,8 +52,12 @@ class EvalSettings:
     repetition_penalty: float = 1.0  # eval.repetition_penalty's, or the checkpoint's where it is null
 
     @classmethod
-    def of(cls, cfg: Config) -> EvalSettings:
+    def of(cls, cfg: Config, task: Task | None = None) -> EvalSettings:
+        """The settings of evaluating `task` (eval.repetition_penalty `reference` asks which it is)."""
         penalty = cfg.eval.repetition_penalty
+        if penalty == "reference":  # lmms-eval's HF classes leave it to the checkpoint; the others use none
+            lmms_eval = isinstance(task, Benchmark) and task.follows_lmms_eval_model
+            penalty = None if lmms_eval else 1.0
         if penalty is None:
             penalty = checkpoint_repetition_penalty(cfg.model)
         return cls(cfg.eval, evaluated_model(cfg), cfg.rollout.max_new_tokens, cfg.trainer.seed, penalty)
@@ -211,6 +215,7 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
         out["reasoning_tags"] = settings.eval.reasoning_tags if task.strips_reasoning else None
         if task.follows_lmms_eval_model:
             out["image_pixels"] = [settings.model.min_pixels, settings.model.max_pixels]
+            out["repetition_penalty"] = settings.repetition_penalty
     return out
 
 
@@ -327,7 +332,7 @@ def run_eval(
     try:
         results = [
             evaluate_logged(
-                engine, processor, task, loaded, EvalSettings.of(task_cfg), cfg.trainer, data_path, console, procs
+                engine, processor, task, loaded, EvalSettings.of(task_cfg, task), cfg.trainer, data_path, console, procs
             )
             for task, loaded, data_path, task_cfg in tasks
         ]
