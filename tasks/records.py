@@ -1,11 +1,13 @@
 """Record fields and prompt pieces several tasks share: the image a record names, optional text,
-the `<image>` placeholders of a prompt."""
+the `<image>` placeholders of a prompt, a benchmark row's one sample."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from vlrl.data.records import RecordContext
+from vlrl.data.sample import Sample
 
 IMAGE = "<image>"  # the image placeholder of EasyR1-style prompts
 
@@ -40,6 +42,16 @@ def record_image(
     if not image.strip():
         raise ctx.error(f"key '{key}' is an empty path")
     return ctx.image_as_stated(image, record)
+
+
+def row_sample(
+    task: str, ctx: RecordContext, problem: str, solution: Any, images: Sequence[tuple[str, int, int]]
+) -> list[Sample]:
+    """A benchmark row as its one sample: `problem` and `solution` over the row's images
+    (`record_image`'s), framed by the first; a row without one is text only (no frame)."""
+    frame = ctx.frame_spec.frame(*images[0][1:]) if images else None
+    return [Sample(id=str(ctx.index), task=task, problem=problem, solution=solution,
+                   images=[path for path, _, _ in images], frame=frame, source=ctx.source)]  # fmt: skip
 
 
 def optional_text(record: dict[str, Any], ctx: RecordContext, key: str, what: str) -> str | None:

@@ -27,7 +27,7 @@ from PIL import Image
 from rewards.text import compile_pattern, search
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import ComputeScored
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -74,10 +74,9 @@ class AI2D(Benchmark):
         if not 0 <= index < len(options):
             raise ctx.error(f"answer must index one of the {len(options)} options, got {record['answer']!r}"[:200])
         choices = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=self.prompt(question, choices),
-                       solution=chr(ord("A") + index), images=[path], frame=ctx.frame_spec.frame(width, height),
-                       source=ctx.source)]  # fmt: skip
+        return row_sample(
+            self.name, ctx, self.prompt(question, choices), chr(ord("A") + index), [record_image(record, ctx)]
+        )
 
     def predict(self, completion: str, sample: Sample) -> str:
         """MultiChoiceRegexFilter.apply: a leading "X." becomes X."""

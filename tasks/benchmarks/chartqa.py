@@ -27,7 +27,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, needs_math_verify, reasoning_score
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -77,9 +77,7 @@ class ChartQA(Benchmark):
             "answer": ctx.get(record, "answer", str, "the answer"),
             "type": ctx.get(record, "type", str, "the split"),
         }
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=self.prompt(question), solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, self.prompt(question), truth, [record_image(record, ctx)])
 
     def scores(self, completion: str, sample: Sample) -> dict[str, float]:
         """The per-sample values by metric suffix ("" for the relaxed accuracy)."""

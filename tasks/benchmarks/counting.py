@@ -27,7 +27,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, search
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -63,9 +63,7 @@ class _CountingBenchmark(Benchmark):
     max_new_tokens = 32
 
     def _sample(self, record: dict[str, Any], ctx: RecordContext, prompt: str, truth: Any) -> list[Sample]:
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
 
     def aggregations(self):
         return {"acc": lambda items: mean(items)}

@@ -24,7 +24,7 @@ from PIL import Image
 
 from rewards.text import compile_pattern, search
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -69,10 +69,7 @@ class CVBench(Benchmark):
             "answer": ctx.get(record, "answer", str, "the right option, e.g. (A)").strip("()"),
             "idx": record["idx"],
         }
-        images = self.record_images(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth,
-                       images=[path for path, _, _ in images], frame=ctx.frame_spec.frame(*images[0][1:]),
-                       source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, prompt, truth, self.record_images(record, ctx))
 
     def record_images(self, record: dict[str, Any], ctx: RecordContext) -> list[tuple[str, int, int]]:
         """cv_bench_doc_to_visual: the row's one image."""

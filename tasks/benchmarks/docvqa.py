@@ -20,7 +20,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from rewards.ocr import levenshtein
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -59,9 +59,7 @@ class DocVQA(Benchmark):
         if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
             raise ctx.error(f"answers must be a non-empty list of strings, got {answers!r}"[:200])
         question = ctx.get(record, "question", str, "the question") + POST_PROMPT
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question, solution=answers, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, question, answers, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"anls": anls(sample.solution, completion)}

@@ -34,7 +34,7 @@ from rewards.ocr import levenshtein
 from rewards.text import compile_pattern, findall
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import LETTERS, ComputeScored
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -166,9 +166,7 @@ class _MathBenchmark(Benchmark):
     reference = LMMS_EVAL
 
     def _sample(self, record, ctx, prompt: str, truth: Any, image_key: str) -> list[Sample]:
-        path, width, height = record_image(record, ctx, (image_key,))
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx, (image_key,))])
 
     def synthetic_rows(self, size: int, seed: int):
         return (self._synthetic_row(*scene) for scene in dot_scenes(size, seed, fill=(30, 30, 200)))

@@ -26,7 +26,7 @@ from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mmstar import YES_NO, yes_no_prompt
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -83,9 +83,7 @@ class MME(Benchmark):
         question = yes_no_prompt(ctx.get(record, "question", str, "the question"), "", POST_PROMPT)
         truth = {"answer": answer, "question_id": ctx.get(record, "question_id", str, "the image's name"),
                  "category": ctx.get(record, "category", str, "an MME category")}  # fmt: skip
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, question, truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """mme_process_results: the item under the perception or the cognition score."""

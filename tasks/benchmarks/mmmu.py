@@ -49,7 +49,7 @@ from PIL import Image
 
 from rewards.text import compile_pattern, findall, python_literal, search
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -268,9 +268,8 @@ class MMMU(Benchmark):
             images.append(record_image(record, ctx, (key,)))
         truth = {"id": doc_id, "answer": ctx.get(record, "answer", str, "the answer"), "subdomain": subject,
                  "multiple_choice": multiple_choice, "options": options}  # fmt: skip
-        frame = ctx.frame_spec.frame(*images[0][1:]) if images else None  # no marker: text only, as lmms-eval
-        return [Sample(id=str(ctx.index), task=self.name, problem=self.prompt(question, options, multiple_choice),
-                       solution=truth, images=[path for path, _, _ in images], frame=frame, source=ctx.source)]  # fmt: skip
+        # images: none where the prompt names none (text only, as lmms-eval asks it)
+        return row_sample(self.name, ctx, self.prompt(question, options, multiple_choice), truth, images)
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
         """A chat class renders mmmu_doc_to_messages: the prompt's `<image N>` markers made

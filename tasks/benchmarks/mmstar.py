@@ -28,7 +28,7 @@ from PIL import Image
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, ComputeScored
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -86,10 +86,8 @@ class MMStar(Benchmark):
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         truth = {key: ctx.get(record, key, str, "text") for key in ("answer", "category", "l2_category")}
         truth["index"] = record["index"]
-        path, width, height = record_image(record, ctx)
         prompt = self.prompt(ctx.get(record, "question", str, "the question"))
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """mmstar_process_results: the item under its category and under `average`."""

@@ -26,7 +26,7 @@ from PIL import Image
 
 from rewards.text import compile_pattern, findall, search
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -98,9 +98,7 @@ class MMVP(Benchmark):
         problem = f"{ctx.get(record, 'Question', str, 'the question')}\n{options_prompt(options)}{POST_PROMPT}"
         truth = {"answer": target_letter(ctx.get(record, "Correct Answer", str, 'the answer, "(a)" or "(b)"')),
                  "index": index - 1 if index > 0 else index}  # fmt: skip
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=problem, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, problem, truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """mmvp_process_results: one item, logged under each metric."""

@@ -27,7 +27,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, answer_tag, reasoning_format
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -88,9 +88,7 @@ class OCRBench(Benchmark):
             )
         truth = {"answer": answers, "dataset": ctx.get(record, "dataset", str, "the source dataset"),
                  "question_type": question_type}  # fmt: skip
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question.strip(), solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, question.strip(), truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """lmms-eval's per-sample record, as its samples file logs it."""

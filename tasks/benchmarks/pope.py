@@ -20,7 +20,7 @@ import pyarrow as pa
 from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -72,10 +72,13 @@ class POPE(Benchmark):
         if answer not in ("yes", "no"):
             raise ctx.error(f"answer must be yes or no, got {record['answer']!r}"[:200])
         question = ctx.get(record, "question", str, "the question").strip() + POST_PROMPT
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question,
-                       solution={"answer": answer, "question_id": record["question_id"]}, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(
+            self.name,
+            ctx,
+            question,
+            {"answer": answer, "question_id": record["question_id"]},
+            [record_image(record, ctx)],
+        )
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """pope_process_results: one item, logged under each metric."""

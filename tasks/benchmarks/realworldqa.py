@@ -22,7 +22,7 @@ from PIL import Image
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
 from tasks.benchmarks.reasoning import ComputeScored
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -51,9 +51,9 @@ class RealWorldQA(Benchmark):
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         question = ctx.get(record, "question", str, "the question").strip()
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question, solution=ctx.get(record, "answer", str, "the answer"),
-                       images=[path], frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(
+            self.name, ctx, question, ctx.get(record, "answer", str, "the answer"), [record_image(record, ctx)]
+        )
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": 1.0 if realworldqa_right(completion, sample.solution) else 0.0}

@@ -19,7 +19,7 @@ import pyarrow as pa
 from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -66,12 +66,9 @@ class ScienceQA(Benchmark):
         if not 0 <= answer < len(choices):
             raise ctx.error(f"answer {answer} names no choice of the {len(choices)} there are")
         prompt = sqa_prompt(ctx.get(record, "question", str, "the question"), choices, record.get("hint") or "")
-        images, frame = [], None
-        if record.get("image") is not None:  # sqa_doc_to_visual: none for a text-only question
-            path, width, height = record_image(record, ctx)
-            images, frame = [path], ctx.frame_spec.frame(width, height)
-        return [Sample(id=str(ctx.index), task=self.name, problem=prompt, solution=chr(ord("A") + answer),
-                       images=images, frame=frame, source=ctx.source)]  # fmt: skip
+        # sqa_doc_to_visual: no image for a text-only question
+        images = [record_image(record, ctx)] if record.get("image") is not None else []
+        return row_sample(self.name, ctx, prompt, chr(ord("A") + answer), images)
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": 1.0 if sqa_right(completion, sample.solution) else 0.0}

@@ -27,7 +27,7 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, search
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -141,9 +141,7 @@ class TextVQA(Benchmark):
         if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
             raise ctx.error(f"answers must be a non-empty list of strings, got {answers!r}"[:200])
         question = ctx.get(record, "question", str, "the question").capitalize() + POST_PROMPT
-        path, width, height = record_image(record, ctx)
-        return [Sample(id=str(ctx.index), task=self.name, problem=question, solution=answers, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, question, answers, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": vqa_accuracy(completion, sample.solution)}

@@ -33,7 +33,7 @@ from PIL import Image
 from rewards.text import compile_pattern, findall, search
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, ComputeScored
-from tasks.records import record_image
+from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -90,10 +90,8 @@ class VStar(Benchmark):
         text = ctx.get(record, "text", str, 'the question with its options, "(A) ... (B) ..."')
         truth = {"label": ctx.get(record, "label", str, "the right option's letter"),
                  "category": record.get("category") or "unknown", "question_id": record["question_id"]}  # fmt: skip
-        path, width, height = record_image(record, ctx)
         problem = self.prompt(text)
-        return [Sample(id=str(ctx.index), task=self.name, problem=problem, solution=truth, images=[path],
-                       frame=ctx.frame_spec.frame(width, height), source=ctx.source)]  # fmt: skip
+        return row_sample(self.name, ctx, problem, truth, [record_image(record, ctx)])
 
     def prompt(self, text: str) -> str:
         return question_text(text, POST_PROMPT)
