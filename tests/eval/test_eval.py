@@ -724,6 +724,7 @@ def test_by_default_an_lmms_eval_benchmark_decodes_with_the_checkpoints_penalty_
     evaluation use none; a number or null says so for every task."""
     import shutil
 
+    from vlrl.eval.harness import task_run_config
     from vlrl.tasking.registry import eval_task
 
     named = tmp_path / "named"
@@ -739,4 +740,4 @@ def test_by_default_an_lmms_eval_benchmark_decodes_with_the_checkpoints_penalty_
         for name, penalty in by_task.items():
             cfg = load_config(None, [f"model.path={named}", f"eval.repetition_penalty={setting}"], {"task.name": name})
             task = eval_task(cfg.tasks()[0], "qwen2_5_vl", cfg)
-            assert EvalSettings.of(cfg, task).repetition_penalty == penalty, (setting, name)
+            assert EvalSettings.of(task_run_config(cfg, task)).repetition_penalty == penalty, (setting, name)

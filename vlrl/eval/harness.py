@@ -52,12 +52,10 @@ class EvalSettings:
     repetition_penalty: float = 1.0  # eval.repetition_penalty's, or the checkpoint's where it is null
 
     @classmethod
-    def of(cls, cfg: Config, task: Task | None = None) -> EvalSettings:
-        """The settings of evaluating `task` (eval.repetition_penalty `reference` asks which it is)."""
-        penalty = cfg.eval.repetition_penalty
-        if penalty == "reference":  # lmms-eval's HF classes leave it to the checkpoint; the others use none
-            lmms_eval = isinstance(task, Benchmark) and task.follows_lmms_eval_model
-            penalty = None if lmms_eval else 1.0
+    def of(cls, cfg: Config) -> EvalSettings:
+        """A task's evaluation settings (`task_run_config` gives a benchmark's config first):
+        eval.repetition_penalty `reference` is none here, a task's own evaluation's and Video-R1's."""
+        penalty = 1.0 if cfg.eval.repetition_penalty == "reference" else cfg.eval.repetition_penalty
         if penalty is None:
             penalty = checkpoint_repetition_penalty(cfg.model)
         return cls(cfg.eval, evaluated_model(cfg), cfg.rollout.max_new_tokens, cfg.trainer.seed, penalty)
@@ -220,12 +218,18 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
 
 
 def task_run_config(cfg: Config, task: Task) -> Config:
-    """The config `task` is evaluated with: a benchmark's images at the pixel budget of its
-    lmms-eval model class (eval.image_pixels lmms_eval), the config's otherwise."""
-    pixels = task.model_class.image_pixels if isinstance(task, Benchmark) else None
-    if pixels is None or cfg.eval.image_pixels != "lmms_eval":
+    """The config `task` is evaluated with: an lmms-eval benchmark's as its model class runs it,
+    its images within the class's pixel budget (eval.image_pixels lmms_eval) and the checkpoint's
+    repetition penalty (eval.repetition_penalty reference: the class leaves it to `generate`);
+    the config itself for any other task."""
+    if not (isinstance(task, Benchmark) and task.follows_lmms_eval_model):
         return cfg
-    return replace(cfg, model=replace(cfg.model, min_pixels=pixels[0], max_pixels=pixels[1]))
+    model, evaluation, pixels = cfg.model, cfg.eval, task.model_class.image_pixels
+    if pixels is not None and evaluation.image_pixels == "lmms_eval":
+        model = replace(model, min_pixels=pixels[0], max_pixels=pixels[1])
+    if evaluation.repetition_penalty == "reference":
+        evaluation = replace(evaluation, repetition_penalty=None)
+    return replace(cfg, model=model, eval=evaluation)
 
 
 def split_path(entry: MixtureEntry, split: str, task: Task, key: str | None) -> str:
@@ -311,7 +315,7 @@ def run_eval(
         key = cfg.task_key(which) if configured else None
         task = eval_task(entry, model_family(cfg.model).name, cfg)
         task_cfg = task_run_config(cfg, task)
-        if task_cfg is not cfg:
+        if task_cfg.model is not cfg.model:
             m = task_cfg.model
             console.print(f"{name}: images sized as lmms-eval's {task.model_class.source} sizes them, {m.min_pixels:,} to "
                           f"{m.max_pixels:,} pixels (eval.image_pixels=model: model.min_pixels / max_pixels)", highlight=False)  # fmt: skip
@@ -332,7 +336,7 @@ def run_eval(
     try:
         results = [
             evaluate_logged(
-                engine, processor, task, loaded, EvalSettings.of(task_cfg, task), cfg.trainer, data_path, console, procs
+                engine, processor, task, loaded, EvalSettings.of(task_cfg), cfg.trainer, data_path, console, procs
             )
             for task, loaded, data_path, task_cfg in tasks
         ]

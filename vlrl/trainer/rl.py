@@ -493,7 +493,7 @@ class RLTrainer:
         metrics: dict[str, float] = {}
         reported: set[str] = set()
         for task, path, samples in self.held_out:
-            result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg, task), path)
+            result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
             reported |= result.metrics.keys()
             prefix = f"eval/{task.name}/" if len(self.sources) > 1 else "eval/"  # as a mixture's other metrics
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
