@@ -38,29 +38,20 @@ from typing import Literal
 LmmsEvalModel = Literal["auto", "simple"]
 DEFAULT_UNTIL = ("\n\n",)  # lmms-eval's until where a yaml names none (its fewshot_delimiter)
 MODEL_NAMES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5")  # `--model` of a family (its MoE variant's too)
-# (min, max) pixels each class's images come out within: the simple classes pass their
+# Each class's defaults at its default model_args: the (min, max) pixels its images come out
+# within, and its max_new_tokens where a task's yaml names none. The simple classes pass their
 # min_pixels / max_pixels with each image (Qwen2-VL 3,136 / 602,112; Qwen2.5-VL and Qwen3-VL
 # 256 x 28 x 28 / 1,605,632; Qwen3.5 64 x 32 x 32 / 128 x 32 x 32); the chat classes pass none,
 # so qwen-vl-utils' defaults hold (4 to 16,384 tokens of 32 x 32 for Qwen3-VL and Qwen3.5, the
 # processor told not to resize), but for Qwen2.5-VL's, whose processor then resizes into its own.
-IMAGE_PIXELS = {
-    ("qwen2_vl", "simple"): (3136, 602112),
-    ("qwen2_5_vl", "simple"): (200704, 1605632),
-    ("qwen2_5_vl", "chat"): (200704, 1605632),
-    ("qwen3_vl", "simple"): (200704, 1605632),
-    ("qwen3_vl", "chat"): (4096, 16777216),
-    ("qwen3_5", "simple"): (65536, 131072),
-    ("qwen3_5", "chat"): (4096, 16777216),
-}
-# Each class's max_new_tokens where a task's yaml names none (its default generation kwargs).
-MAX_NEW_TOKENS = {
-    ("qwen2_vl", "simple"): 128,
-    ("qwen2_5_vl", "simple"): 32768,
-    ("qwen2_5_vl", "chat"): 128,
-    ("qwen3_vl", "simple"): 128,
-    ("qwen3_vl", "chat"): 128,
-    ("qwen3_5", "simple"): 1024,
-    ("qwen3_5", "chat"): 1024,
+CLASS_DEFAULTS: dict[tuple[str, str], tuple[tuple[int, int], int]] = {
+    ("qwen2_vl", "simple"): ((3136, 602112), 128),
+    ("qwen2_5_vl", "simple"): ((200704, 1605632), 32768),
+    ("qwen2_5_vl", "chat"): ((200704, 1605632), 128),
+    ("qwen3_vl", "simple"): ((200704, 1605632), 128),
+    ("qwen3_vl", "chat"): ((4096, 16777216), 128),
+    ("qwen3_5", "simple"): ((65536, 131072), 1024),
+    ("qwen3_5", "chat"): ((4096, 16777216), 1024),
 }
 
 
@@ -101,13 +92,14 @@ def lmms_eval_model_class(
     name = next((m for m in MODEL_NAMES if family.startswith(m)), "")
     simple = which == "simple" or name == "qwen2_vl"
     kind = "simple" if simple else "chat"
+    pixels, length = CLASS_DEFAULTS.get((name, kind), (None, 0))
     return ModelClass(
         chat=not simple,
         system_first=not simple and name in ("qwen3_vl", "qwen3_5"),
         keeps_blank_line_until=name == "qwen2_vl",
         strips_thinking=name == "qwen3_5" and enable_thinking is not False,
         name=name,
-        image_pixels=IMAGE_PIXELS.get((name, kind)),
-        max_new_tokens=MAX_NEW_TOKENS.get((name, kind), 0),
+        image_pixels=pixels,
+        max_new_tokens=length,
         source=f"models/{kind}/{name}.py" if name else f"models/{kind}/ (no class of the family's)",
     )
