@@ -84,6 +84,19 @@ def engine_prompt_lengths(engine, prompts) -> list[int]:
     return [len(o.prompt_token_ids) for o in outputs]
 
 
+def test_an_image_sized_beyond_the_engines_limits_reaches_vllm_as_vlrl_sized_it(setup, vllm_config, rec_data):
+    """A benchmark's lmms-eval pixel budget may lie beyond the limits the engine started with
+    (eval.image_pixels): vLLM's processor, its limits widened to hold the image (vllm.covering),
+    resizes nothing, and counts the prompt's tokens as the HF processor counted them."""
+    engine, _, processor, _ = setup
+    model_cfg = vllm_config(**{"model.min_pixels": MIN_PIXELS, "model.max_pixels": 4 * MAX_PIXELS}).model
+    task = RefCOCO()
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, 4 * MAX_PIXELS)).samples
+    prompts = [render_prompt(processor, task.messages(s), s, model_cfg) for s in samples[:3]]
+    assert max(p.images[0].width * p.images[0].height for p in prompts) > MAX_PIXELS  # beyond the engine's
+    assert engine_prompt_lengths(engine, prompts) == [len(p) for p in prompts]
+
+
 def test_pad_runs_collapse_to_one_token_each():
     assert collapse_runs([1, 7, 7, 7, 2, 7, 3, 8, 8, 7], {7, 8}) == [1, 7, 2, 7, 3, 8, 7]
 
