@@ -2,3 +2,6 @@
 table of its published variants (`BENCHMARKS`: task name -> class, registered as one entry of
 the group `vlrl.tasks` in pyproject.toml), named as lmms-eval names them (or, for Video-R1's
 evaluator, `video_r1_<benchmark>`)."""
+
+# The lmms-eval the benchmarks follow: its commit, and the PyPI release holding the same task code.
+LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"

@@ -25,6 +25,7 @@ import pyarrow as pa
 from PIL import Image
 
 from rewards.text import compile_pattern, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import ComputeScored
 from tasks.records import record_image, row_sample
@@ -33,7 +34,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
 LEADING_LETTER = compile_pattern(r"^\s*([A-Z])\.")
 NO_PUNCTUATION = str.maketrans("", "", string.punctuation)

@@ -22,8 +22,9 @@ import pyarrow as pa
 from PIL import Image, ImageOps
 
 from rewards.text import compile_pattern, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
-from tasks.benchmarks.cv_bench import LMMS_EVAL, CVBench
+from tasks.benchmarks.cv_bench import CVBench
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, needs_math_verify, reasoning_score
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -33,7 +34,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer the question with a single word."
 SCHEMA = pa.schema([("type", pa.string()), ("question", pa.string()), ("answer", pa.string()), ("image", IMAGE_TYPE)])
 

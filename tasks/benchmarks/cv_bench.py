@@ -23,6 +23,7 @@ import regex
 from PIL import Image
 
 from rewards.text import compile_pattern, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -30,7 +31,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PRE_PROMPT = "Note: You only need to respond with {} without providing any additional information.\n"
 LETTER = compile_pattern(r"^[\(\s]*([A-Z])[\)\.\s]*", regex.IGNORECASE)  # re.match, so anchored
 SCHEMA = pa.schema(

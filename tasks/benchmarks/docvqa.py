@@ -20,13 +20,13 @@ import pyarrow as pa
 from PIL import Image, ImageDraw
 
 from rewards.ocr import levenshtein
+from tasks.benchmarks import LMMS_EVAL
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer the question using a single word or phrase."
 SCHEMA = pa.schema(
     [("questionId", pa.string()), ("question", pa.string()), ("image", IMAGE_TYPE), ("answers", pa.list_(pa.string())),

@@ -32,6 +32,7 @@ from PIL import Image
 
 from rewards.ocr import levenshtein
 from rewards.text import compile_pattern, findall
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import LETTERS, ComputeScored
 from tasks.records import record_image, row_sample
@@ -39,8 +40,6 @@ from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
-
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 
 # -- MathVista's query (MathVistaEvaluator.create_one_query, zero-shot, no caption / OCR) -------------
 MC_HINT = "Hint: Please answer the question and provide the correct option letter, e.g., A, B, C, D, at the end."

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mmstar import YES_NO, yes_no_prompt
 from tasks.records import record_image, row_sample
@@ -32,7 +33,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PERCEPTION = ("existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR")
 COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
 POST_PROMPT = "\nAnswer the question using a single word or phrase."

@@ -48,6 +48,7 @@ import pyarrow as pa
 from PIL import Image
 
 from rewards.text import compile_pattern, findall, python_literal, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -55,7 +56,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 MAX_OPTIONS_CHARS = 100_000  # options longer than this are refused before parsing
 IMAGE_KEYS = tuple(f"image_{i}" for i in range(1, 8))
 IMAGE_MARKER = compile_pattern(r"<image \d+>")

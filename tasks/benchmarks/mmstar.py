@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, ComputeScored
@@ -34,7 +35,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 CATEGORIES = {
     "coarse perception": ["image scene and topic", "image style & quality", "image emotion"],
     "fine-grained perception": ["object counting", "recognition", "localization"],

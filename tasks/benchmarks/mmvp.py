@@ -25,6 +25,7 @@ import regex
 from PIL import Image
 
 from rewards.text import compile_pattern, findall, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -32,7 +33,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
 OPTION = compile_pattern(r"\([a-z]\)\s*([^(]+?)(?=\s*\([a-z]\)|$)", regex.IGNORECASE)
 LETTER_PATTERNS = [

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image, ImageDraw
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, answer_tag, reasoning_format
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -33,7 +34,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 QUESTION_TYPES = (
     "Regular Text Recognition", "Irregular Text Recognition", "Artistic Text Recognition", "Handwriting Recognition",
     "Digit String Recognition", "Non-Semantic Text Recognition", "Scene Text-centric VQA", "Doc-oriented VQA",

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -26,7 +27,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer the question using a single word or phrase."
 SCHEMA = pa.schema(
     [("question_id", pa.string()), ("question", pa.string()), ("answer", pa.string()), ("image_source", pa.string()),

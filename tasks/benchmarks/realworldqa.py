@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.mcq_extract import extract_mcq_answer
 from tasks.benchmarks.reasoning import ComputeScored
@@ -28,7 +29,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 SCHEMA = pa.schema([("image", IMAGE_TYPE), ("question", pa.string()), ("answer", pa.string())])
 LETTER_INSTRUCTION = "Please answer directly with only the letter of the correct option and nothing else."
 

@@ -44,13 +44,13 @@ from PIL import Image, ImageDraw
 
 from rewards.detection import INVALID_JSON, load_json
 from rewards.text import compile_pattern, finditer, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, CoordsOptions, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 REC_METRICS = ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")
 REC_PROMPT = (
     "Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, bottom-right y). "

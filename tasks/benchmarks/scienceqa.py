@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from PIL import Image
 
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -25,7 +26,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
 SCHEMA = pa.schema(
     [("image", IMAGE_TYPE), ("question", pa.string()), ("choices", pa.list_(pa.string())), ("answer", pa.int8()),

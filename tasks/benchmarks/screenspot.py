@@ -38,13 +38,13 @@ import regex
 from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, findall, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, CoordsOptions, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 PROMPT = (
     "Identify the UI element for the instruction and output exactly one click point as [x, y] in {coords}. "
     "Do not output a bounding box.\nInstruction: {instruction}"

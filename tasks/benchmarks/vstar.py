@@ -31,6 +31,7 @@ import regex
 from PIL import Image
 
 from rewards.text import compile_pattern, findall, search
+from tasks.benchmarks import LMMS_EVAL
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import ANALYSIS_SYSTEM, ComputeScored
 from tasks.records import record_image, row_sample
@@ -39,7 +40,6 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, mean, variants
 
-LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
 POST_PROMPT = "\nAnswer with the option's letter from the given choices directly."
 OPTION = compile_pattern(r"\([A-D]\)\s*([^()]+?)(?=\s*\([A-D]\)|$)")
 LETTER_PATTERNS = [
