@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,6 +47,13 @@ def checkpoint_steps(run_dir: Path) -> list[int]:
     return sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("step-*"))
 
 
+def _signals_as_at_a_terminal() -> None:
+    """SIGINT and SIGTERM at their defaults in the child: a suite started in the background by a
+    script (`make test &`) has SIGINT ignored, which vlrl, rightly, would keep (stops.py)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 class VlrlProcess:
     """`python -m vlrl.cli ARGS` in its own process, as a user or a scheduler starts it."""
 
@@ -59,6 +67,7 @@ class VlrlProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            preexec_fn=_signals_as_at_a_terminal,
         )
 
     def wait_for(self, condition, timeout: float = 120.0) -> None:
