@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -848,6 +848,74 @@ def sqa_process_results(doc, results):
     return {"exact_match": 0.0}
 
 
+# -- seedbench/utils.py and seedbench_2_plus/utils.py -------------------------------------------------------
+SEED_2_PLUS_KWARGS = {"img_token": "<image>", "post_prompt": "Answer with the option's letter from the given choices directly."}  # fmt: skip
+SEED_METRICS = {"seedbench": ["seed_image", "seed_video", "seed_all"],
+                "seedbench_2_plus": ["seedbench_2_plus_Chart", "seedbench_2_plus_Map", "seedbench_2_plus_Web",
+                                     "seedbench_2_plus_all"]}  # fmt: skip
+
+
+def seed_doc_to_text(doc):
+    question = doc["question"]
+    question += "\n" + f"A. {doc['choice_a']}\n"
+    question += f"B. {doc['choice_b']}\n"
+    question += f"C. {doc['choice_c']}\n"
+    question += f"D. {doc['choice_d']}"
+    return f"{question}\nAnswer with the option's letter from the given choices directly."
+
+
+def seed_2_plus_parse_choice_img(choice, img_token):
+    if "jpg" in choice or "png" in choice:
+        return img_token
+    return choice
+
+
+def seed_2_plus_doc_to_text(doc, model_specific_kwargs):
+    question = doc["question"]
+    question.replace("<img>", model_specific_kwargs["img_token"])
+    question += "\n" + f"A. {seed_2_plus_parse_choice_img(doc['choice_A'], model_specific_kwargs['img_token'])}\n"
+    question += f"B. {seed_2_plus_parse_choice_img(doc['choice_B'], model_specific_kwargs['img_token'])}\n"
+    question += f"C. {seed_2_plus_parse_choice_img(doc['choice_C'], model_specific_kwargs['img_token'])}\n"
+    question += f"D. {seed_2_plus_parse_choice_img(doc['choice_D'], model_specific_kwargs['img_token'])}"
+    return f"{question}\n{model_specific_kwargs['post_prompt']}"
+
+
+def seed_process_result(doc, result):
+    pred = result[0].strip()
+    if len(pred) > 1:
+        pred = pred[0]
+    answer = doc["answer"]
+    data_type = doc["data_type"]
+    item = {"pred": pred, "answer": answer, "question_id": doc["question_id"]}
+    return {f"seed_{data_type}": item, "seed_all": item}
+
+
+def seed_2_plus_process_result(doc, result):
+    pred = result[0].strip()
+    if len(pred) > 1:
+        pred = pred[0]
+    answer = doc["answer"]
+    data_type = doc["question_image_type"].capitalize()
+    item = {"pred": pred, "answer": answer, "question_id": doc["question_id"]}
+    return {f"seedbench_2_plus_{data_type}": item, "seedbench_2_plus_all": item}
+
+
+def seed_aggregation_result(results):
+    total_count = 0
+    total_correct = 0
+    for result in results:
+        if result["pred"].lower().strip() == result["answer"].lower().strip():
+            total_correct += 1
+        total_count += 1
+    return total_correct / total_count if total_count != 0 else 0
+
+
+def seed_metrics(per_doc, listed, aggregate):
+    """The evaluator's aggregation: each metric of the yaml's metric_list that some doc returned."""
+    items = per_metric(per_doc)
+    return {name: aggregate(items[name]) for name in listed if name in items}
+
+
 # -- vstar_bench/utils.py ---------------------------------------------------------------------------------------
 VSTAR_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}
 
@@ -1628,6 +1696,20 @@ class Reimplementation(MathReimplementation, _Harness):
 
     scienceqa_img = scienceqa
 
+    def seedbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        per_doc = [seed_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = seed_metrics(per_doc, SEED_METRICS["seedbench"], seed_aggregation_result)
+        return [seed_doc_to_text(d) for d in docs], metrics
+
+    seedbench_lite = seedbench
+
+    def seedbench_2_plus(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        per_doc = [seed_2_plus_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = seed_metrics(per_doc, SEED_METRICS["seedbench_2_plus"], seed_aggregation_result)
+        return [seed_2_plus_doc_to_text(d, SEED_2_PLUS_KWARGS) for d in docs], metrics
+
     def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = per_metric([vstar_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
@@ -1905,6 +1987,8 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.scienceqa import utils as scienceqa
         from lmms_eval.tasks.screenspot_pro import utils as pro
         from lmms_eval.tasks.screenspot_v2 import utils as v2
+        from lmms_eval.tasks.seedbench import utils as seedbench
+        from lmms_eval.tasks.seedbench_2_plus import utils as seedbench_2_plus
         from lmms_eval.tasks.textvqa import utils as textvqa
         from lmms_eval.tasks.vsibench import utils as vsibench
         from lmms_eval.tasks.vstar_bench import utils as vstar
@@ -1914,7 +1998,8 @@ class LmmsEvalPackage(_Harness):
         self.m = {"rec": utils_rec, "grounding": grounding, "countbench": countbench, "countbenchqa": countbenchqa,
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
-                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa}  # fmt: skip
+                  "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa,
+                  "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2041,6 +2126,22 @@ class LmmsEvalPackage(_Harness):
         return [q.sqa_doc_to_text(d, dict(SQA_KWARGS)) for d in docs], {"exact_match": _mean(scores)}
 
     scienceqa_img = scienceqa
+
+    def seedbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        m = self.m["seedbench"]
+        per_doc = [m.seed_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = seed_metrics(per_doc, SEED_METRICS["seedbench"], m.seed_aggregation_result)
+        return [m.seed_doc_to_text(d) for d in docs], metrics
+
+    seedbench_lite = seedbench
+
+    def seedbench_2_plus(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        m = self.m["seedbench_2_plus"]
+        per_doc = [m.seed_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = seed_metrics(per_doc, SEED_METRICS["seedbench_2_plus"], m.seed_aggregation_result)
+        return [m.seed_doc_to_text(d, dict(SEED_2_PLUS_KWARGS)) for d in docs], metrics
 
     def vstar_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

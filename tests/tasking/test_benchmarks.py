@@ -601,7 +601,8 @@ def _hostile(name: str, sample) -> list[str]:
              "cv_bench": _cv_bench_responses, "cv_bench_2d": _cv_bench_responses,
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
              "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses,
-             "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses}  # fmt: skip
+             "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
+             "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1081,6 +1082,14 @@ def _mmvp_responses(sample):
             f"answer is\n{letter.lower()}", f"Option {other}!", f"\n{letter}\n", "Bb", "nothing"]  # fmt: skip
 
 
+def _seed_responses(sample):
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [letter, letter.lower(), f" {letter} ", f"{letter}. it", f"({letter})", f"The answer is {letter}", "",
+            f"{other}{letter}", f"{letter.lower()}x", f"\n{letter}\n", f"<think>{other}</think>{letter}", "\u0130",
+            f"{letter}ASSISTANT: {other}", f"ASSISTANT: {letter}"]  # fmt: skip
+
+
 def _anls_responses(sample):
     answer = sample.solution[0]
     return [answer, answer.lower(), f"  {answer.upper()}  ", answer[:-1], answer[: len(answer) // 2], "", f"It is {answer}",
@@ -1109,7 +1118,8 @@ def _pope_responses(sample):
      ("cv_bench_3d", _cv_bench_responses), ("docvqa_val", _anls_responses), ("infovqa_val", _anls_responses),
      ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses), ("blink_counting", _cv_bench_responses),
      ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses), ("scienceqa", _sqa_responses),
-     ("scienceqa_img", _sqa_responses)],
+     ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
+     ("seedbench_2_plus", _seed_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1548,3 +1558,31 @@ def test_mmstar_run_with_qwen3_vl_takes_its_yamls_qwen3_vl_prompt_and_other_mode
         else:
             expected = [mmstar_doc_to_text(d, MMSTAR_KWARGS) for d in docs]
         assert [s.problem for s in samples] == expected, family
+
+
+def test_seedbench_shows_every_frame_of_a_row_and_scores_each_type_apart(tmp_path):
+    task, samples, path = _load("seedbench", tmp_path, size=6, seed=0)  # rows 2 and 5 are three-frame videos
+    docs = _docs(task, path)
+    assert [len(s.images) for s in samples] == [len(d["image"]) for d in docs] == [1, 1, 3, 1, 1, 3]
+    assert [m["type"] for m in task.messages(samples[2])[-1]["content"]] == ["image", "image", "image", "text"]
+    letters = [s.solution["answer"] for s in samples]
+    assert task.metrics(samples, letters) == {"seed_image": 1.0, "seed_video": 1.0, "seed_all": 1.0}
+    # the first character only: "The answer is B" reads T; a wrong video answer counts in video and all
+    responses = [f"{letters[0]} is it", f"The answer is {letters[1]}", "Z", *letters[3:]]
+    assert task.metrics(samples, responses) == {"seed_image": 0.75, "seed_video": 0.5, "seed_all": 4 / 6}
+    images_only = [s for s in samples if s.solution["type"] == "image"]
+    assert task.metrics(images_only, [s.solution["answer"] for s in images_only]) == {
+        "seed_image": 1.0,
+        "seed_all": 1.0,
+    }
+    other = dataclasses.replace(samples[0], solution={**samples[0].solution, "type": "audio"})
+    assert task.metrics([other], [letters[0]]) == {"seed_all": 1.0}  # outside the yaml's metric list
+
+
+def test_seedbench_2_plus_writes_an_image_token_for_an_image_choice_and_keeps_the_question_as_written(tmp_path):
+    task, samples, _ = _load("seedbench_2_plus", tmp_path, size=4, seed=0)  # row 3 names an image file as a choice
+    assert samples[3].problem.startswith("How many dots are there? <img>\nA. ")
+    assert "<image>" in samples[3].problem and all("<image>" not in s.problem for s in samples[:3])
+    letters = [s.solution["answer"] for s in samples]
+    assert task.metrics(samples, letters) == {"seedbench_2_plus_Chart": 1.0, "seedbench_2_plus_Map": 1.0,
+                                              "seedbench_2_plus_Web": 1.0, "seedbench_2_plus_all": 1.0}  # fmt: skip
