@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -37,6 +37,7 @@ prompts and the aggregated metrics.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import random
 import re
@@ -116,7 +117,7 @@ def ai2d_filter(resp):
 
 FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
-UNTIL = {"textvqa_val": ["ASSISTANT:"], "refcoco_rec": ["ASSISTANT:"]}
+UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
 
 
 def model_answer(ans, model, task):
@@ -1091,6 +1092,53 @@ def textvqa_process_results(doc, result, processor_class=EvalAIAnswerProcessor):
     return {"exact_match": statistics.mean(gt_acc)}
 
 
+# -- vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py ------------------------------------------------------
+VQAV2_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a single word or phrase."}
+UNANSWERABLE_KWARGS = {"pre_prompt": "", "post_prompt": "\nWhen the provided information is insufficient, respond with 'Unanswerable'.\nAnswer the question using a single word or phrase."}  # fmt: skip
+
+
+def vqav2_process_results(doc, result, processor_class=EvalAIAnswerProcessor):
+    eval_ai_processor = processor_class()
+    res_ans = result[0]
+    accuracy = 0
+    if "answers" in doc and doc["answers"] is not None:
+        for ans_dic in doc["answers"]:
+            ans_dic["answer"] = ans_dic["answer"].replace("\n", " ")
+            ans_dic["answer"] = ans_dic["answer"].replace("\t", " ")
+            ans_dic["answer"] = ans_dic["answer"].strip()
+        res_ans = res_ans.replace("\n", " ")
+        res_ans = res_ans.replace("\t", " ")
+        res_ans = res_ans.strip()
+        gt_acc = []
+        for ans_dic in doc["answers"]:
+            ans_dic["answer"] = eval_ai_processor.process_punctuation(ans_dic["answer"])
+            ans_dic["answer"] = eval_ai_processor.process_digit_article(ans_dic["answer"])
+        res_ans = eval_ai_processor.process_punctuation(res_ans)
+        res_ans = eval_ai_processor.process_digit_article(res_ans)
+        for gt_ans_datum in doc["answers"]:
+            other_gt_ans = [item for item in doc["answers"] if item != gt_ans_datum]
+            matching_ans = [item for item in other_gt_ans if item["answer"] == res_ans]
+            gt_acc.append(min(1, float(len(matching_ans)) / 3))
+        accuracy = statistics.mean(gt_acc)
+    return {"exact_match": accuracy}
+
+
+def unanswerable_vqa_process_results(doc, result, processor_class=EvalAIAnswerProcessor):
+    """ok_vqa_process_results and vizwiz_vqa_process_results (the same lines)."""
+    eval_ai_processor = processor_class()
+    res_ans = eval_ai_processor(result[0])
+    accuracy = 0
+    if "answers" in doc and doc["answers"] is not None:
+        gt_acc = []
+        for i in range(len(doc["answers"])):
+            doc["answers"][i] = eval_ai_processor(doc["answers"][i])
+        for i in range(len(doc["answers"])):
+            other = [doc["answers"][j] for j in range(len(doc["answers"])) if i != j]
+            gt_acc.append(min(1, float(len([item for item in other if item == res_ans])) / 3))
+        accuracy = statistics.mean(gt_acc) if gt_acc else 0
+    return {"exact_match": accuracy}
+
+
 class MathReimplementation:
     """lmms-eval's math tasks, written from their source with `re` (mathvista: the judge
     unavailable, so its extraction is "" where the rules before it do not decide)."""
@@ -1754,6 +1802,25 @@ class Reimplementation(MathReimplementation, _Harness):
         prompts = [f"{d['question'].capitalize()}{TEXTVQA_KWARGS['post_prompt']}" for d in docs]
         return prompts, {"exact_match": _mean(scores)}
 
+    def vqav2_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs = [copy.deepcopy(dict(d)) for d in docs]  # its process_results writes into doc["answers"]
+        responses = self.scored(responses, reasoning_tags)
+        scores = [vqav2_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [f"{d['question']}{VQAV2_KWARGS['post_prompt']}" for d in docs], {"exact_match": _mean(scores)}
+
+    def ok_vqa_val2014(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs = [copy.deepcopy(dict(d)) for d in docs]
+        responses = self.scored(responses, reasoning_tags)
+        scores = [unanswerable_vqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [f"{d['question']}{UNANSWERABLE_KWARGS['post_prompt']}" for d in docs], {"exact_match": _mean(scores)}
+
+    def vizwiz_vqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs = [copy.deepcopy(dict(d)) for d in docs]
+        responses = self.scored(responses, reasoning_tags)
+        scores = [unanswerable_vqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        prompts = [f"{d['question'].capitalize()}{UNANSWERABLE_KWARGS['post_prompt']}" for d in docs]
+        return prompts, {"exact_match": _mean(scores)}
+
     # -- ScreenSpot ---------------------------------------------------------------------------------
     @staticmethod
     def _point(text):
@@ -1980,6 +2047,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.mmvp import utils as mmvp
         from lmms_eval.tasks.ocrbench import utils as ocrbench
+        from lmms_eval.tasks.ok_vqa import utils as ok_vqa
         from lmms_eval.tasks.pixmo_count import utils as pixmo
         from lmms_eval.tasks.pope import utils as pope
         from lmms_eval.tasks.refcoco import utils_rec
@@ -1990,6 +2058,8 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.seedbench import utils as seedbench
         from lmms_eval.tasks.seedbench_2_plus import utils as seedbench_2_plus
         from lmms_eval.tasks.textvqa import utils as textvqa
+        from lmms_eval.tasks.vizwiz_vqa import utils as vizwiz_vqa
+        from lmms_eval.tasks.vqav2 import utils as vqav2
         from lmms_eval.tasks.vsibench import utils as vsibench
         from lmms_eval.tasks.vstar_bench import utils as vstar
 
@@ -1999,7 +2069,8 @@ class LmmsEvalPackage(_Harness):
                   "pixmo": pixmo, "v2": v2, "pro": pro, "vsibench": vsibench, "ocrbench": ocrbench,
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
                   "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa,
-                  "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus}  # fmt: skip
+                  "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus,
+                  "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2157,6 +2228,24 @@ class LmmsEvalPackage(_Harness):
         scores = [t.textvqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
         prompts = [t.textvqa_doc_to_text(d, dict(TEXTVQA_KWARGS)) for d in docs]
         return prompts, {"exact_match": _mean(scores)}
+
+    def vqav2_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, v = [copy.deepcopy(dict(d)) for d in docs], self.m["vqav2"]  # its process_results writes into them
+        responses = self.scored(responses, reasoning_tags)
+        scores = [v.vqav2_process_results_val(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [v.vqav2_doc_to_text(d, dict(VQAV2_KWARGS)) for d in docs], {"exact_match": _mean(scores)}
+
+    def ok_vqa_val2014(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, o = [copy.deepcopy(dict(d)) for d in docs], self.m["ok_vqa"]
+        responses = self.scored(responses, reasoning_tags)
+        scores = [o.ok_vqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [o.ok_vqa_doc_to_text(d, dict(UNANSWERABLE_KWARGS)) for d in docs], {"exact_match": _mean(scores)}
+
+    def vizwiz_vqa_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, z = [copy.deepcopy(dict(d)) for d in docs], self.m["vizwiz_vqa"]
+        responses = self.scored(responses, reasoning_tags)
+        scores = [z.vizwiz_vqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [z.vizwiz_vqa_doc_to_text(d, dict(UNANSWERABLE_KWARGS)) for d in docs], {"exact_match": _mean(scores)}
 
     def screenspot_v2(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

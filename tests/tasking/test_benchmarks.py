@@ -8,6 +8,7 @@ import dataclasses
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -602,7 +603,8 @@ def _hostile(name: str, sample) -> list[str]:
              "cv_bench_3d": _cv_bench_responses, "docvqa_val": _anls_responses, "infovqa_val": _anls_responses,
              "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses,
              "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
-             "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses}  # fmt: skip
+             "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
+             "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1103,6 +1105,15 @@ def _textvqa_responses(sample):
             "a.b.c." * 20, f"{answer} - !", answer + "." * 40, answer.replace(" ", "-")]  # fmt: skip
 
 
+def _vqa_responses(sample):
+    """TextVQA's kinds over the first answer (a string, or a VQAv2 answer record; "sign" where there is none),
+    and the marks the VQAv2 cleaning treats otherwise than EvalAI's full processor."""
+    first = (sample.solution or ["sign"])[0]
+    answer = first["answer"] if isinstance(first, dict) else first
+    return [*_textvqa_responses(SimpleNamespace(solution=[answer])), f"{answer}?", f"{answer},", f"{answer}'s",
+            f"{answer}\t!", answer.replace(" ", ","), "Unanswerable", "unanswerable."]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -1119,7 +1130,8 @@ def _pope_responses(sample):
      ("textvqa_val", _textvqa_responses), ("mmvp", _mmvp_responses), ("blink_counting", _cv_bench_responses),
      ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses), ("scienceqa", _sqa_responses),
      ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
-     ("seedbench_2_plus", _seed_responses)],
+     ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
+     ("vizwiz_vqa_val", _vqa_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1586,3 +1598,14 @@ def test_seedbench_2_plus_writes_an_image_token_for_an_image_choice_and_keeps_th
     letters = [s.solution["answer"] for s in samples]
     assert task.metrics(samples, letters) == {"seedbench_2_plus_Chart": 1.0, "seedbench_2_plus_Map": 1.0,
                                               "seedbench_2_plus_Web": 1.0, "seedbench_2_plus_all": 1.0}  # fmt: skip
+
+
+def test_vqav2_refuses_an_empty_answer_list_naming_the_row_and_reads_the_others(tmp_path):
+    task = make_task(TaskConfig(name="vqav2_val"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["answers"] = []
+    write_parquet(hub_file(tmp_path / "vqav2", task.split), rows, task.schema)
+    overrides = [f"data.eval={tmp_path / 'vqav2'}", f"data.image_cache={tmp_path / 'cache'}", "model.max_pixels=50176"]
+    split = load_task_split(task, load_config(None, overrides, {"task.name": "vqav2_val"}), "eval")
+    assert [s.id for s in split.samples] == ["0", "2"]
+    assert len(split.errors) == 1 and "row 1" in str(split.errors[0]) and "answers is empty" in str(split.errors[0])

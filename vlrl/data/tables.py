@@ -94,8 +94,10 @@ ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
     "list<number>": _list_of(_number),
     "image": _image,
     "list<image>": _list_of(_image),
+    "list<struct>": _list_of(pa.types.is_struct),
 }
-ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images"}
+ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images",
+              "list<struct>": "a list of records"}  # fmt: skip
 
 
 @dataclass(frozen=True)
