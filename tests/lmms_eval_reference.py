@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -117,7 +117,7 @@ def ai2d_filter(resp):
 
 FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
-UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
+UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "mmbench_en_dev_static", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
 
 
 def model_answer(ans, model, task):
@@ -915,6 +915,115 @@ def seed_metrics(per_doc, listed, aggregate):
     """The evaluator's aggregation: each metric of the yaml's metric_list that some doc returned."""
     items = per_metric(per_doc)
     return {name: aggregate(items[name]) for name in listed if name in items}
+
+
+# -- mmbench/en_utils.py, mmbench_evals.py (MMBench_Evaluator, the static evaluation) -------------------------
+MMBENCH_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option's letter from the given choices directly."}  # fmt: skip
+
+
+def mmbench_doc_to_text(doc, lmms_eval_specific_kwargs=None, sys_prompt="There are several options:"):
+    import pandas as pd
+
+    available_keys = set(doc.keys()) & set(["A", "B", "C", "D", "E"])
+    options = {cand: doc[cand] for cand in available_keys if doc[cand]}
+    options_prompt = f"{sys_prompt}\n"
+    for key, item in dict(sorted(options.items())).items():
+        if pd.notna(item) and item != "nan":
+            options_prompt += f"{key}. {item}\n"
+    options_prompt = options_prompt.rstrip("\n")
+    hint = doc["hint"]
+    query_prompt = (
+        f"{hint} {doc['question']} {options_prompt}"
+        if pd.notna(hint) and hint != "nan"
+        else f"{doc['question']} {options_prompt}"
+    )
+    if lmms_eval_specific_kwargs:
+        query_prompt = f"{query_prompt}\n{lmms_eval_specific_kwargs['post_prompt']}"
+    return query_prompt
+
+
+def mmbench_process_results(doc, results):
+    item = {"index": doc["index"], "question": doc["question"], "answer": doc["answer"], "prediction": results[0].strip(),
+            "hint": doc["hint"], "source": doc["source"], "split": doc["split"], "category": doc["category"],
+            "L2-category": doc["L2-category"]}  # fmt: skip
+    for c in ["A", "B", "C", "D", "E"]:
+        item[c] = doc.get(c, "nan")
+    return {"gpt_eval_score": item}
+
+
+def mmbench_can_infer_option(answer, num_choice=5):
+    choices = string.ascii_uppercase[:num_choice]
+    if "Failed to obtain answer via API" in answer:
+        return False
+
+    def count(splits, choices="ABCD", prefix="", suffix=""):
+        return sum(1 for c in choices if prefix + c + suffix in splits)
+
+    splits = [x.strip() for x in answer.split()]
+    if count(splits, choices) == 1:
+        for ch in choices:
+            if "A" in splits and len(splits) > 3:
+                break
+            if ch in splits:
+                return ch
+    tups = [("", "."), ("", ","), ("", ":"), ("", ")"), ("", ")."), ("(", ")"), ("(", ")."), (":", ""), (":", ","), (":", "."), (":", ")"), (":", ").")]  # fmt: skip
+    for tup in tups:
+        if count(splits, choices, prefix=tup[0], suffix=tup[1]) == 1:
+            for ch in choices:
+                if tup[0] + ch + tup[1] in splits:
+                    return ch
+    return False
+
+
+def mmbench_can_infer_text(answer, choices):
+    answer = answer.lower()
+    for k in choices:
+        choices[k] = str(choices[k]).lower()
+    cands = [k for k in choices if choices[k] in answer]
+    return cands[0] if len(cands) == 1 else False
+
+
+def mmbench_eval_static(results):
+    """MMBench_Evaluator.eval_result(results, eval_method="static")'s overall hit rate."""
+    import pandas as pd
+
+    def build_choices(item):
+        return {ch: item[ch] for ch in "ABCD" if not pd.isna(item[ch])}
+
+    def eval_sub_data(sub_data, answer_map):
+        gt, pred = [], []
+        for i in range(len(sub_data)):
+            item = sub_data.iloc[i]
+            gt.append(answer_map[item["index"]])
+            choices = build_choices(item)
+            copt = mmbench_can_infer_option(item["prediction"])
+            pred.append(copt if copt else mmbench_can_infer_text(item["prediction"], choices))
+            if pred[-1] and gt[-1] != pred[-1]:
+                return 0
+        for i in range(len(sub_data)):
+            if pred[i]:
+                continue
+            choice_list = sorted(build_choices(sub_data.iloc[i]).keys())
+            pred[i] = extract_mcq_answer(sub_data.iloc[i]["prediction"], choices=choice_list)
+            if not pred[i] or pred[i] != gt[i]:
+                return 0
+        return 1
+
+    data = pd.DataFrame(results).sort_values(by="index")
+    data["prediction"] = [str(x) for x in data["prediction"]]
+    for k in list(data.columns):  # en_utils iterates data.keys(), the columns when the loop starts
+        data[k.lower() if k not in "ABCD" else k] = data.pop(k)
+    data_main = data[data["index"] < int(1e6)].copy()
+    data_main["hit"] = 0
+    answer_map = {i: c for i, c in zip(data["index"], data["answer"], strict=True)}
+    result = {}
+    for i in range(len(data_main)):
+        idx = data_main.iloc[i]["index"]
+        if idx in result:
+            continue
+        result[idx] = eval_sub_data(data[data["index"] % int(1e6) == idx], answer_map)
+        data_main.loc[data_main["index"] == idx, "hit"] = result[idx]
+    return data_main["hit"].mean()
 
 
 # -- vstar_bench/utils.py ---------------------------------------------------------------------------------------
@@ -1802,6 +1911,12 @@ class Reimplementation(MathReimplementation, _Harness):
         prompts = [f"{d['question'].capitalize()}{TEXTVQA_KWARGS['post_prompt']}" for d in docs]
         return prompts, {"exact_match": _mean(scores)}
 
+    def mmbench_en_dev_static(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [mmbench_process_results(d, [r])["gpt_eval_score"] for d, r in zip(docs, responses, strict=True)]
+        prompts = [mmbench_doc_to_text(d, MMBENCH_KWARGS) for d in docs]
+        return prompts, {"gpt_eval_score": mmbench_eval_static(items) * 100}
+
     def vqav2_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs = [copy.deepcopy(dict(d)) for d in docs]  # its process_results writes into doc["answers"]
         responses = self.scored(responses, reasoning_tags)
@@ -2043,6 +2158,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.countbench import utils as countbench
         from lmms_eval.tasks.countbenchqa import utils as countbenchqa
         from lmms_eval.tasks.cv_bench import utils as cv_bench
+        from lmms_eval.tasks.mmbench import en_utils as mmbench
         from lmms_eval.tasks.mme import utils as mme
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.mmvp import utils as mmvp
@@ -2070,7 +2186,7 @@ class LmmsEvalPackage(_Harness):
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
                   "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa,
                   "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus,
-                  "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa}  # fmt: skip
+                  "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa, "mmbench": mmbench}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2228,6 +2344,12 @@ class LmmsEvalPackage(_Harness):
         scores = [t.textvqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
         prompts = [t.textvqa_doc_to_text(d, dict(TEXTVQA_KWARGS)) for d in docs]
         return prompts, {"exact_match": _mean(scores)}
+
+    def mmbench_en_dev_static(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses, m = list(docs), self.scored(responses, reasoning_tags), self.m["mmbench"]
+        items = [m.mmbench_process_results(d, [r])["gpt_eval_score"] for d, r in zip(docs, responses, strict=True)]
+        overall, _, _ = m.mmbench_evaluator.eval_result(items, eval_method="static")
+        return [m.mmbench_doc_to_text(d, dict(MMBENCH_KWARGS)) for d in docs], {"gpt_eval_score": overall * 100}
 
     def vqav2_val(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, v = [copy.deepcopy(dict(d)) for d in docs], self.m["vqav2"]  # its process_results writes into them

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -604,7 +605,8 @@ def _hostile(name: str, sample) -> list[str]:
              "textvqa_val": _textvqa_responses, "mmvp": _mmvp_responses, "blink": _cv_bench_responses,
              "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
-             "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses}  # fmt: skip
+             "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
+             "mmbench_en_dev_static": _mmbench_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1114,6 +1116,18 @@ def _vqa_responses(sample):
             f"{answer}\t!", answer.replace(" ", ","), "Unanswerable", "unanswerable."]  # fmt: skip
 
 
+def _mmbench_responses(sample):
+    """Each way MMBench's rules read a letter: a word, a form ("B.", "(B)", ":B"), an option's text, then
+    extract_mcq_answer; and the ways they read none or the wrong one (two letters, "A" as an article)."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    text = sample.solution[letter]
+    return [letter, f"{letter}.", f"({letter})", f":{letter}", f"The answer is {letter}", f"{letter} {other}",
+            f"I see {text} dots", f"{other}. {text}", f"A cat and {letter} here", f"Answer:{letter}", f"{letter.lower()}",
+            f"{text}", "", "Failed to obtain answer via API", f"<think>{other}</think>{letter}", "nan", f"**{letter}**",
+            f"option {letter}, not {other}", f"{other}. or {letter}."]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -1131,7 +1145,7 @@ def _pope_responses(sample):
      ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses), ("scienceqa", _sqa_responses),
      ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
-     ("vizwiz_vqa_val", _vqa_responses)],
+     ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1609,3 +1623,16 @@ def test_vqav2_refuses_an_empty_answer_list_naming_the_row_and_reads_the_others(
     split = load_task_split(task, load_config(None, overrides, {"task.name": "vqav2_val"}), "eval")
     assert [s.id for s in split.samples] == ["0", "2"]
     assert len(split.errors) == 1 and "row 1" in str(split.errors[0]) and "answers is empty" in str(split.errors[0])
+
+
+def test_mmbench_counts_a_question_right_only_when_each_of_its_circular_copies_is(tmp_path):
+    task, samples, _ = _load("mmbench_en_dev_static", tmp_path, size=6, seed=0)  # questions 0-2, each with its copy
+    assert [s.solution["index"] % 1_000_000 for s in samples] == [0, 0, 1, 1, 2, 2]
+    letters = [s.solution["answer"] for s in samples]
+    assert task.metrics(samples, letters) == {"gpt_eval_score": 100.0}
+    wrong = [*letters[:3], "A" if letters[3] != "A" else "B", *letters[4:]]  # question 1's copy answered wrong
+    assert task.metrics(samples, wrong) == {"gpt_eval_score": 2 / 3 * 100}  # the hit rate, then x 100
+    assert task.metrics(samples[2:], letters[2:]) == {"gpt_eval_score": 100.0}
+    assert math.isnan(task.metrics(samples[1:2], letters[1:2])["gpt_eval_score"])  # a copy alone: pandas' mean of none
+    assert samples[4].problem.startswith(" How many dots")  # an empty hint still takes its space (kept)
+    assert samples[0].problem.endswith("\nD. 6\n\nAnswer with the option's letter from the given choices directly.")
