@@ -137,17 +137,23 @@ def test_what_vllm_cannot_run_is_refused_before_it_starts(vllm_config, name, dty
         )
 
 
+# How far below the HF model's best logit vLLM's greedy token may fall: rounding, where two logits
+# tie. bfloat16 rounds logits near 1-2 to 2**-7 = 0.0078, and Qwen3.5-MoE's tiny model has a top-two
+# margin of exactly that (2026-12-02): two steps of it are allowed.
+GREEDY_TIE = {"float32": 1e-4, "bfloat16": 2 * 2**-7}
+
+
 @pytest.mark.parametrize(("name", "dtype"), [("qwen3_vl_moe", "float32"), ("qwen3_5_moe", "bfloat16")])
 def test_vllm_loads_a_mixture_of_experts_as_saved_but_its_cpu_experts_lose_pushed_weights(name, dtype):
     """The checkpoint vlrl saves loads (Qwen3-VL MoE's experts in the released layout,
-    models/qwen3_vl.py): vLLM's greedy tokens are the HF model's. Pushing the very weights it
+    models/qwen3_vl.py): vLLM's greedy tokens are the HF model's, ties to rounding aside. Pushing the very weights it
     loaded changes them: the CPU refusal's evidence (vllm.py, EXPERTS_ON_CPU); when a vLLM
     release keeps the tokens, lift it. In a process of its own: vLLM sets its parallel groups up
     once a process, without the experts' group when the first engine there has no experts."""
     import subprocess
     import sys
 
-    script = LOAD_THEN_PUSH.format(name=name, dtype=dtype)
+    script = LOAD_THEN_PUSH.format(name=name, dtype=dtype, tolerance=GREEDY_TIE[dtype])
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-2:] == ["loaded: the HF model's tokens", "pushed: tokens changed"]
@@ -175,12 +181,23 @@ engine = engine_module.VLLMEngine(str(path), processor, cfg.model, options, 0)
 texts = ["a red circle", "two squares"]
 greedy = SamplingParams(max_tokens=8, temperature=0)
 tokens = lambda: [list(o.outputs[0].token_ids) for o in engine.llm.generate(texts, greedy)]
-hf = []
-for text in texts:
-    ids = torch.tensor([processor.tokenizer(text).input_ids])
-    hf.append(model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist())
+
+def worst_gap(outputs):
+    # The most any token vLLM chose falls below the HF model's best logit, the HF model fed the
+    # same tokens: 0 for HF's own greedy tokens but where two logits tie to rounding.
+    worst = 0.0
+    for text, chosen in zip(texts, outputs):
+        ids = processor.tokenizer(text).input_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + chosen])).logits[0, len(ids) - 1 : -1].float()
+        picked = logits.gather(-1, torch.tensor(chosen)[:, None]).squeeze(-1)
+        worst = max(worst, float((logits.max(-1).values - picked).max()))
+    return worst
+
+
 before = tokens()
-print("loaded: the HF model's tokens" if before == hf else f"loaded: other tokens {{before}} than HF's {{hf}}")
+gap = worst_gap(before)
+print("loaded: the HF model's tokens" if gap <= {tolerance} else f"loaded: other tokens {{before}}, {{gap}} below HF's best")
 engine.sync_weights(checkpoint_layout(model, full_weights(model)))
 print("pushed: tokens changed" if tokens() != before else "pushed: tokens kept")
 engine.close()
