@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -363,6 +363,7 @@ MMMU_KWARGS = {"prompt_type": "format", "multiple_choice_prompt": "Answer with t
 # mmmu_val.yaml's kwargs under `--model qwen3_vl`
 MMMU_VAL_QWEN3_VL_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
                             "open_ended_prompt": "Please select the correct answer from the options above."}  # fmt: skip
+MMMU_PRO_KWARGS = {"pre_prompt": "", "post_prompt": "Answer with the option letter from the given choices directly."}  # fmt: skip
 MMMU_QWEN_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
                     "open_ended_prompt": "Please answer the question directly."}  # fmt: skip
 
@@ -1819,6 +1820,24 @@ class Reimplementation(MathReimplementation, _Harness):
     def mmmu_val_qwen(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, open_answers="lmms_eval"):
         return self._mmmu(docs, responses, reasoning_tags, MMMU_QWEN_KWARGS, open_answers)
 
+    def mmmu_pro_standard(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """mmmu_pro/utils.py: construct_prompt, every question multiple choice, the subject a column."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = []
+        for d, r in zip(docs, responses, strict=True):
+            options = ast.literal_eval(d["options"])
+            all_choices = [chr(ord("A") + i) for i in range(len(options))]
+            pred = mmmu_parse_multi_choice(
+                r, all_choices, dict(zip(all_choices, options, strict=True)), random.Random(d["id"])
+            )
+            items.append({"subdomain": d["subject"], "question_type": "multiple-choice", "answer": d["answer"],
+                          "parsed_pred": [pred]})  # fmt: skip
+        prompts = [
+            f"{d['question']}\n{mmmu_parse_options(ast.literal_eval(d['options']))}\n\n{MMMU_PRO_KWARGS['post_prompt']}"
+            for d in docs
+        ]
+        return prompts, {"mmmu_acc": mmmu_aggregate_results(items)}
+
     def realworldqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [realworldqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
@@ -2153,6 +2172,7 @@ class LmmsEvalPackage(_Harness):
 
     def __init__(self):
         from lmms_eval.api import reasoning
+        from lmms_eval.tasks._task_utils import mmmu_mcq_utils
         from lmms_eval.tasks.blink import utils as blink
         from lmms_eval.tasks.chartqa import utils as chartqa
         from lmms_eval.tasks.countbench import utils as countbench
@@ -2160,6 +2180,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.cv_bench import utils as cv_bench
         from lmms_eval.tasks.mmbench import en_utils as mmbench
         from lmms_eval.tasks.mme import utils as mme
+        from lmms_eval.tasks.mmmu_pro import utils as mmmu_pro
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.mmvp import utils as mmvp
         from lmms_eval.tasks.ocrbench import utils as ocrbench
@@ -2186,7 +2207,8 @@ class LmmsEvalPackage(_Harness):
                   "chartqa": chartqa, "mmstar": mmstar, "pope": pope,
                   "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa,
                   "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus,
-                  "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa, "mmbench": mmbench}  # fmt: skip
+                  "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa, "mmbench": mmbench,
+                  "mmmu_pro": mmmu_pro, "mmmu_mcq_utils": mmmu_mcq_utils}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2344,6 +2366,26 @@ class LmmsEvalPackage(_Harness):
         scores = [t.textvqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
         prompts = [t.textvqa_doc_to_text(d, dict(TEXTVQA_KWARGS)) for d in docs]
         return prompts, {"exact_match": _mean(scores)}
+
+    def mmmu_pro_standard(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """Its own utils, the random letter drawn from a generator seeded with the id (vlrl's named
+        deviation from the process-wide `random`: mmmu_mcq_utils' module global is swapped per doc)."""
+        docs, responses, m, shared = (
+            list(docs),
+            self.scored(responses, reasoning_tags),
+            self.m["mmmu_pro"],
+            self.m["mmmu_mcq_utils"],
+        )
+        items, global_random = [], shared.random
+        try:
+            for d, r in zip(docs, responses, strict=True):
+                shared.random = random.Random(d["id"])
+                items.append(m.mmmu_pro_process_results(d, [r])["mmmu_acc"])
+        finally:
+            shared.random = global_random
+        return [m.mmmu_pro_doc_to_text(d, dict(MMMU_PRO_KWARGS)) for d in docs], {
+            "mmmu_acc": m.mmmu_pro_aggregate_results(items)
+        }
 
     def mmbench_en_dev_static(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses, m = list(docs), self.scored(responses, reasoning_tags), self.m["mmbench"]

@@ -1,4 +1,5 @@
-"""MMMU's validation set as lmms-eval evaluates it (commit 75571cf): `mmmu_val` and
+"""MMMU's validation set as lmms-eval evaluates it (commit 75571cf), and MMMU-Pro's standard
+set (`mmmu_pro_standard`, MMMUPro below): `mmmu_val` and
 `mmmu_val_qwen` (lmms_eval/tasks/mmmu/{utils.py, mmmu_val.yaml, mmmu_val_qwen.yaml},
 _task_utils/mmmu_mcq_utils.py; their scoring copied from MMMU's eval_utils.py) on
 lmms-lab-encoder/MMMU @ validation (formerly lmms-lab/MMMU: id, question, options (a Python
@@ -72,6 +73,12 @@ SCHEMA = pa.schema(
     [("id", pa.string()), ("question", pa.string()), ("options", pa.string()), ("explanation", pa.string()),
      *[(key, IMAGE_TYPE) for key in IMAGE_KEYS], ("img_type", pa.string()), ("answer", pa.string()),
      ("topic_difficulty", pa.string()), ("question_type", pa.string()), ("subfield", pa.string())]
+)  # fmt: skip
+
+PRO_SCHEMA = pa.schema(
+    [("id", pa.string()), ("question", pa.string()), ("options", pa.string()), ("explanation", pa.string()),
+     *[(key, IMAGE_TYPE) for key in IMAGE_KEYS], ("img_type", pa.string()), ("answer", pa.string()),
+     ("topic_difficulty", pa.string()), ("subject", pa.string())]
 )  # fmt: skip
 
 
@@ -250,13 +257,20 @@ class MMMU(Benchmark):
         tail = self.mc_prompt if multiple_choice else self.open_prompt
         return f"Question: {question}\nOptions:\n{options_text(options)}\n{tail}"
 
+    def multiple_choice(self, record: dict[str, Any], ctx: RecordContext) -> bool:
+        return ctx.get(record, "question_type", str, "multiple-choice or open") == "multiple-choice"
+
+    def subject(self, record: dict[str, Any], ctx: RecordContext, doc_id: str) -> str:
+        """The subject the accuracy is weighted by (MMMU's: the id's middle, extract_subset_name)."""
+        return subject_of(doc_id)
+
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         doc_id = ctx.get(record, "id", str, "the question id")
         question = ctx.get(record, "question", str, "the question")
-        multiple_choice = ctx.get(record, "question_type", str, "multiple-choice or open") == "multiple-choice"
+        multiple_choice = self.multiple_choice(record, ctx)
         try:
             options = literal_options(ctx.get(record, "options", str, "a list of options"))
-            subject = subject_of(doc_id)
+            subject = self.subject(record, ctx, doc_id)
         except ValueError as err:
             raise ctx.error(str(err)) from err
         if multiple_choice and not options:  # MMMU's random letter would be drawn from no letters
@@ -336,9 +350,58 @@ def synthetic_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:
                   "question_type": "multiple-choice"}  # fmt: skip
 
 
+class MMMUPro(MMMU):
+    """lmms_eval/tasks/mmmu_pro/utils.py with mmmu_pro_standard.yaml's default kwargs: every
+    question multiple choice (ten options), the prompt's tail "Answer with the option letter from
+    the given choices directly." (`--model qwen3_vl`: mmmu_val's Qwen3-VL format, "Answer with the
+    option letter only."), the `<image N>` markers kept in the text and the images before it in
+    every class (the task has no doc_to_messages), the accuracy weighted by the row's `subject`,
+    256 new tokens. The reading, the random letter (seeded by the id here) and `mmmu_acc` are
+    MMMU's."""
+
+    columns = (Column("id", "string"), Column("question", "string"), Column("options", "string"),
+               Column("answer", "string"), Column("subject", "string"),
+               *[Column(key, "image", required=False) for key in IMAGE_KEYS])  # fmt: skip
+    schema = PRO_SCHEMA
+    max_new_tokens = 256
+    mc_prompt = "Answer with the option letter from the given choices directly."
+    model_kwargs = {"qwen3_vl": {"qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only."}}
+
+    def multiple_choice(self, record: dict[str, Any], ctx: RecordContext) -> bool:
+        return True
+
+    def subject(self, record: dict[str, Any], ctx: RecordContext, doc_id: str) -> str:
+        return ctx.get(record, "subject", str, "the question's subject")
+
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        return Benchmark.messages(self, sample)
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        """mmmu_pro_process_results: `mmmu_acc` only."""
+        return {"mmmu_acc": super().process(completion, sample)["mmmu_acc"]}
+
+    def synthetic_rows(self, size: int, seed: int):
+        return (pro_row(*scene) for scene in dot_scenes(size, seed, fill=(60, 140, 160)))
+
+
+def pro_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:
+    """MMMU's synthetic multiple-choice rows in MMMU-Pro's schema: ten options, the subject a
+    column (the id does not name it here, so only the column can give it), the right option's
+    letter in turn."""
+    row = synthetic_row(image, count, index - index % 4 if index % 4 == 3 else index)  # no open questions
+    right = index % 10
+    options = [str(count + k - right) for k in range(9)] + ["the count in <image 2>" if row["image_2"] else "none"]
+    subject = row["id"].split("_", 1)[1].rsplit("_", 1)[0]
+    return {"id": f"test_{index + 1}", "question": row["question"], "options": repr(options),
+            "explanation": "", **{key: row[key] for key in IMAGE_KEYS}, "img_type": row["img_type"],
+            "answer": chr(ord("A") + right), "topic_difficulty": "Easy", "subject": subject}  # fmt: skip
+
+
 BENCHMARKS = variants(MMMU, [{"name": "mmmu_val", "split": "validation", "dataset": "lmms-lab-encoder/MMMU",
                               "description": "MMMU validation, lmms-eval's mmmu_val: MMMU's answer parsing, mmmu_acc"}])  # fmt: skip
 BENCHMARKS |= variants(MMMU, [{"name": "mmmu_val_qwen", "split": "validation", "dataset": "lmms-lab-encoder/MMMU",
                                "qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only.",
                                "open_prompt": "Please answer the question directly.", "model_kwargs": {},
                                "description": "MMMU validation with lmms-eval's mmmu_val_qwen prompt (Qwen3-VL's report)"}])  # fmt: skip
+BENCHMARKS |= variants(MMMUPro, [{"name": "mmmu_pro_standard", "split": "test", "dataset": "MMMU/MMMU_Pro (standard (10 options))",
+                                 "description": "MMMU-Pro standard (ten options), lmms-eval's mmmu_pro_standard: MMMU's parsing, mmmu_acc"}])  # fmt: skip

@@ -606,7 +606,7 @@ def _hostile(name: str, sample) -> list[str]:
              "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
-             "mmbench_en_dev_static": _mmbench_responses}  # fmt: skip
+             "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1145,7 +1145,8 @@ def _pope_responses(sample):
      ("blink_visual_similarity", _cv_bench_responses), ("vstar_bench", _vstar_responses), ("scienceqa", _sqa_responses),
      ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
-     ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses)],
+     ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
+     ("mmmu_pro_standard", _mmmu_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1636,3 +1637,18 @@ def test_mmbench_counts_a_question_right_only_when_each_of_its_circular_copies_i
     assert math.isnan(task.metrics(samples[1:2], letters[1:2])["gpt_eval_score"])  # a copy alone: pandas' mean of none
     assert samples[4].problem.startswith(" How many dots")  # an empty hint still takes its space (kept)
     assert samples[0].problem.endswith("\nD. 6\n\nAnswer with the option's letter from the given choices directly.")
+
+
+def test_mmmu_pro_shows_its_images_before_the_text_in_every_class_and_takes_qwen3_vls_format(tmp_path):
+    chat = lmms_eval_model_class("qwen2_5_vl", "auto")
+    task, samples, _ = _load("mmmu_pro_standard", tmp_path / "chat", size=2, seed=0, model_class=chat)
+    shown = samples[1]  # its last option names <image 2>
+    content = task.messages(shown)[-1]["content"]
+    assert [c["type"] for c in content] == ["image", "image", "text"] and "<image 1>" in content[-1]["text"]
+    assert shown.problem.endswith(
+        "\nJ. the count in <image 2>\n\nAnswer with the option letter from the given choices directly."
+    )
+    qwen3 = lmms_eval_model_class("qwen3_vl", "auto")
+    _, samples, _ = _load("mmmu_pro_standard", tmp_path / "qwen3", size=1, seed=0, model_class=qwen3)
+    assert samples[0].problem.startswith("Question: How many dots does <image 1> show?\nOptions:\nA. ")
+    assert samples[0].problem.endswith("\nAnswer with the option letter only.")
