@@ -1838,6 +1838,13 @@ class Reimplementation(MathReimplementation, _Harness):
         ]
         return prompts, {"mmmu_acc": mmmu_aggregate_results(items)}
 
+    def mmmu_pro_vision(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """mmmu_pro/utils.py without a question column: the post prompt alone, the response unparsed."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [{"subdomain": d["subject"], "question_type": "multiple-choice", "answer": d["answer"], "parsed_pred": [r]}
+                 for d, r in zip(docs, responses, strict=True)]  # fmt: skip
+        return [MMMU_PRO_KWARGS["post_prompt"] for _ in docs], {"mmmu_acc": mmmu_aggregate_results(items)}
+
     def realworldqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [realworldqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
@@ -2386,6 +2393,8 @@ class LmmsEvalPackage(_Harness):
         return [m.mmmu_pro_doc_to_text(d, dict(MMMU_PRO_KWARGS)) for d in docs], {
             "mmmu_acc": m.mmmu_pro_aggregate_results(items)
         }
+
+    mmmu_pro_vision = mmmu_pro_standard  # the same utils: without a question column, the vision path
 
     def mmbench_en_dev_static(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses, m = list(docs), self.scored(responses, reasoning_tags), self.m["mmbench"]

@@ -1,5 +1,5 @@
 """MMMU's validation set as lmms-eval evaluates it (commit 75571cf), and MMMU-Pro's standard
-set (`mmmu_pro_standard`, MMMUPro below): `mmmu_val` and
+and vision sets (`mmmu_pro_standard`, `mmmu_pro_vision`: MMMUPro below): `mmmu_val` and
 `mmmu_val_qwen` (lmms_eval/tasks/mmmu/{utils.py, mmmu_val.yaml, mmmu_val_qwen.yaml},
 _task_utils/mmmu_mcq_utils.py; their scoring copied from MMMU's eval_utils.py) on
 lmms-lab-encoder/MMMU @ validation (formerly lmms-lab/MMMU: id, question, options (a Python
@@ -79,6 +79,11 @@ PRO_SCHEMA = pa.schema(
     [("id", pa.string()), ("question", pa.string()), ("options", pa.string()), ("explanation", pa.string()),
      *[(key, IMAGE_TYPE) for key in IMAGE_KEYS], ("img_type", pa.string()), ("answer", pa.string()),
      ("topic_difficulty", pa.string()), ("subject", pa.string())]
+)  # fmt: skip
+
+VISION_SCHEMA = pa.schema(
+    [("id", pa.string()), ("image", IMAGE_TYPE), ("options", pa.string()), ("answer", pa.string()),
+     ("subject", pa.string())]
 )  # fmt: skip
 
 
@@ -384,6 +389,48 @@ class MMMUPro(MMMU):
         return (pro_row(*scene) for scene in dot_scenes(size, seed, fill=(60, 140, 160)))
 
 
+class MMMUProVision(MMMUPro):
+    """mmmu_pro_vision.yaml: the question and its options shown only in the screenshot `image`;
+    the prompt is the post prompt alone ("Answer with the option letter from the given choices
+    directly."; `--model qwen3_vl`: "Question: analyze the image and answer the associated
+    question.\nOptions:\n" + the options column's lines + "\nAnswer with the option letter
+    only."); the response is not parsed: right only when, stripped, it is the answer's letter
+    itself ("B." is wrong, kept)."""
+
+    columns = (Column("id", "string"), Column("image", "image"), Column("options", "string"),
+               Column("answer", "string"), Column("subject", "string"))  # fmt: skip
+    schema = VISION_SCHEMA
+    vision_prompt: ClassVar[str] = ""  # the Qwen3-VL format's opening, where there is no question text
+    model_kwargs = {"qwen3_vl": {"qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only.",
+                                 "vision_prompt": "Question: analyze the image and answer the associated question."}}  # fmt: skip
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        doc_id = ctx.get(record, "id", str, "the question id")
+        try:
+            options = literal_options(ctx.get(record, "options", str, "a list of options"))
+        except ValueError as err:
+            raise ctx.error(str(err)) from err
+        prompt = self.mc_prompt
+        if self.qwen3_vl_format:  # mmmu_doc_to_text_qwen3vl without a question
+            prompt = f"{self.vision_prompt}\nOptions:\n{options_text(options)}\n{self.mc_prompt}"
+        truth = {"id": doc_id, "answer": ctx.get(record, "answer", str, "the answer"),
+                 "subdomain": self.subject(record, ctx, doc_id), "multiple_choice": True, "options": options}  # fmt: skip
+        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
+
+    def parsed(self, completion: str, truth: dict[str, Any]) -> Any:
+        """mmmu_pro_process_results without a question: the response itself."""
+        return completion
+
+    def synthetic_rows(self, size: int, seed: int):
+        return (vision_row(row) for row in super().synthetic_rows(size, seed))
+
+
+def vision_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A standard row as the vision set holds it: its first image stands for the screenshot."""
+    return {"id": row["id"], "image": row["image_1"], "options": row["options"], "answer": row["answer"],
+            "subject": row["subject"]}  # fmt: skip
+
+
 def pro_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:
     """MMMU's synthetic multiple-choice rows in MMMU-Pro's schema: ten options, the subject a
     column (the id does not name it here, so only the column can give it), the right option's
@@ -403,5 +450,7 @@ BENCHMARKS |= variants(MMMU, [{"name": "mmmu_val_qwen", "split": "validation", "
                                "qwen3_vl_format": True, "mc_prompt": "Answer with the option letter only.",
                                "open_prompt": "Please answer the question directly.", "model_kwargs": {},
                                "description": "MMMU validation with lmms-eval's mmmu_val_qwen prompt (Qwen3-VL's report)"}])  # fmt: skip
+BENCHMARKS |= variants(MMMUProVision, [{"name": "mmmu_pro_vision", "split": "test", "dataset": "MMMU/MMMU_Pro (vision)",
+                                       "description": "MMMU-Pro vision (the question in the image), lmms-eval's mmmu_pro_vision: the raw response against the letter"}])  # fmt: skip
 BENCHMARKS |= variants(MMMUPro, [{"name": "mmmu_pro_standard", "split": "test", "dataset": "MMMU/MMMU_Pro (standard (10 options))",
                                  "description": "MMMU-Pro standard (ten options), lmms-eval's mmmu_pro_standard: MMMU's parsing, mmmu_acc"}])  # fmt: skip

@@ -606,7 +606,7 @@ def _hostile(name: str, sample) -> list[str]:
              "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
-             "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses}  # fmt: skip
+             "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1146,7 +1146,7 @@ def _pope_responses(sample):
      ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
-     ("mmmu_pro_standard", _mmmu_responses)],
+     ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1652,3 +1652,12 @@ def test_mmmu_pro_shows_its_images_before_the_text_in_every_class_and_takes_qwen
     _, samples, _ = _load("mmmu_pro_standard", tmp_path / "qwen3", size=1, seed=0, model_class=qwen3)
     assert samples[0].problem.startswith("Question: How many dots does <image 1> show?\nOptions:\nA. ")
     assert samples[0].problem.endswith("\nAnswer with the option letter only.")
+    vision, samples, _ = _load("mmmu_pro_vision", tmp_path / "vision", size=2, seed=0)
+    assert [s.problem for s in samples] == ["Answer with the option letter from the given choices directly."] * 2
+    letters = [s.solution["answer"] for s in samples]
+    assert vision.metrics(samples, letters) == {"mmmu_acc": 1.0}
+    assert vision.metrics(samples, [f"{letter}." for letter in letters]) == {"mmmu_acc": 0.0}  # unparsed, kept
+    _, samples, _ = _load("mmmu_pro_vision", tmp_path / "vision_qwen3", size=1, seed=0, model_class=qwen3)
+    assert samples[0].problem.startswith(
+        "Question: analyze the image and answer the associated question.\nOptions:\nA. "
+    )
