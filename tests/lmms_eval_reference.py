@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -110,12 +110,13 @@ _REC_PREPROCESSED: dict[str, list[dict]] = {}  # Reimplementation.rec_preprocess
 
 
 def ai2d_filter(resp):
-    """ai2d/utils.py MultiChoiceRegexFilter.apply (the "flexible-extract" filter of ai2d.yaml)."""
+    """ai2d/utils.py MultiChoiceRegexFilter.apply (the "flexible-extract" filter of ai2d.yaml;
+    muirbench/utils.py's is the same code)."""
     match = re.compile(r"^\s*([A-Z])\.").match(resp)
     return match.group(1) if match else resp
 
 
-FILTERS = {"ai2d": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
+FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
 UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "mmbench_en_dev_static", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
 
@@ -363,6 +364,7 @@ MMMU_KWARGS = {"prompt_type": "format", "multiple_choice_prompt": "Answer with t
 # mmmu_val.yaml's kwargs under `--model qwen3_vl`
 MMMU_VAL_QWEN3_VL_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
                             "open_ended_prompt": "Please select the correct answer from the options above."}  # fmt: skip
+MUIRBENCH_POST = "\nAnswer with the option's letter from the given choices directly."
 MMMU_PRO_KWARGS = {"pre_prompt": "", "post_prompt": "Answer with the option letter from the given choices directly."}  # fmt: skip
 MMMU_QWEN_KWARGS = {"format": "qwen3_vl", "pre_prompt": "Question: ", "post_prompt": "Answer with the option letter only.",
                     "open_ended_prompt": "Please answer the question directly."}  # fmt: skip
@@ -1845,6 +1847,18 @@ class Reimplementation(MathReimplementation, _Harness):
                  for d, r in zip(docs, responses, strict=True)]  # fmt: skip
         return [MMMU_PRO_KWARGS["post_prompt"] for _ in docs], {"mmmu_acc": mmmu_aggregate_results(items)}
 
+    def muirbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """muirbench/utils.py: muir_doc_to_text, muir_aggregation's comparison."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags, "muirbench")
+        right = [r.lower().strip() == d["answer"].lower().strip() for d, r in zip(docs, responses, strict=True)]
+        prompts = [
+            f"{d['question']}\n"
+            + "\n".join(f"{chr(ord('A') + i)}. {o}" for i, o in enumerate(d["options"]))
+            + MUIRBENCH_POST
+            for d in docs
+        ]
+        return prompts, {"muirbench_score_overall": sum(right) / len(right)}
+
     def realworldqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [realworldqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
@@ -2190,6 +2204,7 @@ class LmmsEvalPackage(_Harness):
         from lmms_eval.tasks.mmmu_pro import utils as mmmu_pro
         from lmms_eval.tasks.mmstar import utils as mmstar
         from lmms_eval.tasks.mmvp import utils as mmvp
+        from lmms_eval.tasks.muirbench import utils as muirbench
         from lmms_eval.tasks.ocrbench import utils as ocrbench
         from lmms_eval.tasks.ok_vqa import utils as ok_vqa
         from lmms_eval.tasks.pixmo_count import utils as pixmo
@@ -2215,7 +2230,7 @@ class LmmsEvalPackage(_Harness):
                   "mme": mme, "mmvp": mmvp, "cv_bench": cv_bench, "blink": blink, "textvqa": textvqa, "vstar": vstar, "scienceqa": scienceqa,
                   "seedbench": seedbench, "seedbench_2_plus": seedbench_2_plus,
                   "vqav2": vqav2, "ok_vqa": ok_vqa, "vizwiz_vqa": vizwiz_vqa, "mmbench": mmbench,
-                  "mmmu_pro": mmmu_pro, "mmmu_mcq_utils": mmmu_mcq_utils}  # fmt: skip
+                  "mmmu_pro": mmmu_pro, "mmmu_mcq_utils": mmmu_mcq_utils, "muirbench": muirbench}  # fmt: skip
 
     def refcoco_rec(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         rec, responses = self.m["rec"], self.scored(responses, reasoning_tags)
@@ -2395,6 +2410,14 @@ class LmmsEvalPackage(_Harness):
         }
 
     mmmu_pro_vision = mmmu_pro_standard  # the same utils: without a question column, the vision path
+
+    def muirbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses, m = list(docs), self.scored(responses, reasoning_tags, "muirbench"), self.m["muirbench"]
+        items = [
+            m.muir_process_results(d, [r])["muirbench_score_overall"] for d, r in zip(docs, responses, strict=True)
+        ]
+        kwargs = {"pre_prompt": "", "post_prompt": MUIRBENCH_POST}
+        return [m.muir_doc_to_text(d, kwargs) for d in docs], {"muirbench_score_overall": m.muir_aggregation(items)}
 
     def mmbench_en_dev_static(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses, m = list(docs), self.scored(responses, reasoning_tags), self.m["mmbench"]

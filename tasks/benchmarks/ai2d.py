@@ -42,6 +42,13 @@ SCHEMA = pa.schema(
 )
 
 
+def leading_letter(completion: str) -> str:
+    """MultiChoiceRegexFilter.apply (ai2d's and muirbench's "flexible-extract" filter): a
+    response that starts with "X." becomes X; any other stays as it is."""
+    match = search(LEADING_LETTER, completion)
+    return match.group(1) if match else completion
+
+
 def exact_match(prediction: str, reference: str) -> float:
     """exact_match_hf_evaluate(ignore_case=True, ignore_punctuation=True) of one pair, through
     numpy's string arrays as there (they drop trailing NULs)."""
@@ -79,9 +86,7 @@ class AI2D(Benchmark):
         )
 
     def predict(self, completion: str, sample: Sample) -> str:
-        """MultiChoiceRegexFilter.apply: a leading "X." becomes X."""
-        match = search(LEADING_LETTER, completion)
-        return match.group(1) if match else completion
+        return leading_letter(completion)
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": exact_match(completion, sample.solution)}

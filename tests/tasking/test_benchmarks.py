@@ -606,7 +606,8 @@ def _hostile(name: str, sample) -> list[str]:
              "vstar_bench": _vstar_responses, "scienceqa": _sqa_responses, "scienceqa_img": _sqa_responses,
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
-             "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses}  # fmt: skip
+             "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
+             "muirbench": _muir_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -804,7 +805,8 @@ def test_every_benchmark_reads_its_fixture_and_scores_any_text(name, tmp_path):
     with pytest.raises(ConfigError, match="evaluation-only"):
         task.target(samples[0])
     content = task.messages(samples[0])[-1]["content"]  # the user's turn (after a system prompt, if any)
-    assert [part["type"] for part in content if part["type"] != "text"] in (["image"], ["video"])
+    media = [part["type"] for part in content if part["type"] != "text"]
+    assert media == ["video"] or (media and set(media) == {"image"})  # one video, or images (MuirBench's several)
     junk = ["", "]]]]{{{", "<answer>" * 50, "1" * 5000, "[1e309, 2, 3, 4] NaN -0 ０.５"]
     for text in junk:
         texts = [text] * len(samples)
@@ -1128,6 +1130,13 @@ def _mmbench_responses(sample):
             f"option {letter}, not {other}", f"{other}. or {letter}."]  # fmt: skip
 
 
+def _muir_responses(sample):
+    letter = sample.solution
+    other = "A" if letter != "A" else "B"
+    return [letter, f"{letter}.", f" {letter}. yes", letter.lower(), f"{letter.lower()}.", f"({letter})", f"{other}. {letter}",
+            f"{letter} {other}", "", f"The answer is {letter}.", f"<think>{other}</think>{letter}", f"\n{letter}.\n"]  # fmt: skip
+
+
 def _pope_responses(sample):
     return ["yes", "no", "Yes", "Yes.", " NO ", "yes, there are", "", "maybe", "<think>no</think> yes",
             "</think>no", "Yes\n", "nO"]  # fmt: skip
@@ -1146,7 +1155,8 @@ def _pope_responses(sample):
      ("scienceqa_img", _sqa_responses), ("seedbench", _seed_responses), ("seedbench_lite", _seed_responses),
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
-     ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses)],
+     ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
+     ("muirbench", _muir_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
