@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # two vLLM engines and the HF one in a subprocess: 36-82 s in make test (2026-12-02)
 def test_rollout_engines_bench_times_engine_standalone_and_hf_side_by_side(tiny_vllm_path):
     command = [sys.executable, str(ROOT / "bench" / "rollout_engines.py"), "--prompts", "2", "--generations", "2",
                "--tokens", "4", "--rounds", "1"]  # fmt: skip

@@ -143,6 +143,7 @@ def test_what_vllm_cannot_run_is_refused_before_it_starts(vllm_config, name, dty
 GREEDY_TIE = {"float32": 1e-4, "bfloat16": 2 * 2**-7}
 
 
+@pytest.mark.slow  # a vLLM engine in a process of its own: 25 s each alone, 40 s in make test (2026-12-02)
 @pytest.mark.parametrize(("name", "dtype"), [("qwen3_vl_moe", "float32"), ("qwen3_5_moe", "bfloat16")])
 def test_vllm_loads_a_mixture_of_experts_as_saved_but_its_cpu_experts_lose_pushed_weights(name, dtype):
     """The checkpoint vlrl saves loads (Qwen3-VL MoE's experts in the released layout,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.vllm_engine.conftest import KV_CACHE, TINY_VLLM
@@ -108,6 +109,7 @@ def test_a_video_prompt_with_its_metadata_runs_and_matches_the_hf_prompt(tmp_pat
     assert all(len(g.completions) == 2 and not g.rejected for g in generations)
 
 
+@pytest.mark.slow  # two vLLM engines under torchrun: 57-65 s in make test (2026-12-02)
 def test_each_data_parallel_process_owns_its_vllm_engine(tmp_path, tiny_vllm_path):
     """torchrun, two CPU processes: each runs vLLM inside the launcher's process group
     (external_launcher) on its share of the prompts and follows the shared weights; the run ends
