@@ -44,6 +44,15 @@ def record_image(
     return ctx.image_as_stated(image, record)
 
 
+def record_image_list(record: dict[str, Any], ctx: RecordContext, key: str, what: str) -> list[tuple[str, int, int]]:
+    """`record_image` of each image a record lists under `key` (a question's images, a video's
+    frames), in order; an empty or missing list is refused, saying `what` it should hold."""
+    paths = record.get(key) or []
+    if not paths:
+        raise ctx.error(f"'{key}' is empty: it holds {what}")
+    return [record_image({"image": path}, ctx) for path in paths]
+
+
 def row_sample(
     task: str, ctx: RecordContext, problem: str, solution: Any, images: Sequence[tuple[str, int, int]]
 ) -> list[Sample]:

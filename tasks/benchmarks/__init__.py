@@ -5,3 +5,8 @@ evaluator, `video_r1_<benchmark>`)."""
 
 # The lmms-eval the benchmarks follow: its commit, and the PyPI release holding the same task code.
 LMMS_EVAL = "lmms-eval 75571cf (0.7.3)"
+
+
+def lettered(options: list[str]) -> str:
+    """Options as lmms-eval's multiple-choice prompts write them: "A. first", a line each."""
+    return "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))

@@ -25,7 +25,7 @@ import pyarrow as pa
 from PIL import Image
 
 from rewards.text import compile_pattern, search
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import ComputeScored
 from tasks.records import record_image, row_sample
@@ -80,9 +80,8 @@ class AI2D(Benchmark):
             index = -1
         if not 0 <= index < len(options):
             raise ctx.error(f"answer must index one of the {len(options)} options, got {record['answer']!r}"[:200])
-        choices = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
         return row_sample(
-            self.name, ctx, self.prompt(question, choices), chr(ord("A") + index), [record_image(record, ctx)]
+            self.name, ctx, self.prompt(question, lettered(options)), chr(ord("A") + index), [record_image(record, ctx)]
         )
 
     def predict(self, completion: str, sample: Sample) -> str:

@@ -32,7 +32,7 @@ from PIL import Image
 
 from rewards.ocr import levenshtein
 from rewards.text import compile_pattern, findall
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import LETTERS, ComputeScored
 from tasks.records import record_image, row_sample
@@ -79,7 +79,7 @@ def mathvista_query(doc: dict[str, Any], shot_type: str) -> str:
     if not choices:
         choices_text = ""
     elif shot_type == "format-prompt":
-        choices_text = "\n".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(choices))
+        choices_text = lettered(choices)
     else:
         choices_text = "\n".join(["Choices:", *(f"({chr(65 + i)}) {c}" for i, c in enumerate(choices))])
     ending = "Solution: " if shot_type == "solution" else ""

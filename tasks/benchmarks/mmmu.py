@@ -49,7 +49,7 @@ import pyarrow as pa
 from PIL import Image
 
 from rewards.text import compile_pattern, findall, python_literal, search
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -108,14 +108,9 @@ def literal_options(text: str) -> list[str]:
     return options
 
 
-def options_text(options: list[str]) -> str:
-    """parse_options: "A. first" lines."""
-    return "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
-
-
 def construct_prompt(question: str, options: list[str], multiple_choice: bool, mc_prompt: str, open_prompt: str) -> str:
     if multiple_choice:
-        return f"{question}\n{options_text(options)}\n\n{mc_prompt}"
+        return f"{question}\n{lettered(options)}\n\n{mc_prompt}"
     return f"{question}\n\n{open_prompt}"
 
 
@@ -260,7 +255,7 @@ class MMMU(Benchmark):
             return construct_prompt(question, options, multiple_choice, self.mc_prompt, self.open_prompt)
         # mmmu_doc_to_text_qwen3vl: the options (none for an open question) and the tail
         tail = self.mc_prompt if multiple_choice else self.open_prompt
-        return f"Question: {question}\nOptions:\n{options_text(options)}\n{tail}"
+        return f"Question: {question}\nOptions:\n{lettered(options)}\n{tail}"
 
     def multiple_choice(self, record: dict[str, Any], ctx: RecordContext) -> bool:
         return ctx.get(record, "question_type", str, "multiple-choice or open") == "multiple-choice"
@@ -412,7 +407,7 @@ class MMMUProVision(MMMUPro):
             raise ctx.error(str(err)) from err
         prompt = self.mc_prompt
         if self.qwen3_vl_format:  # mmmu_doc_to_text_qwen3vl without a question
-            prompt = f"{self.vision_prompt}\nOptions:\n{options_text(options)}\n{self.mc_prompt}"
+            prompt = f"{self.vision_prompt}\nOptions:\n{lettered(options)}\n{self.mc_prompt}"
         truth = {"id": doc_id, "answer": ctx.get(record, "answer", str, "the answer"),
                  "subdomain": self.subject(record, ctx, doc_id), "multiple_choice": True, "options": options}  # fmt: skip
         return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])

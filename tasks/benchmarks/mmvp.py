@@ -25,7 +25,7 @@ import regex
 from PIL import Image
 
 from rewards.text import compile_pattern, findall, search
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -59,7 +59,7 @@ def answer_letter(response: str) -> str:
 def options_prompt(options: str | list[str]) -> str:
     """_parse_options (for text), then each option relettered "A. ...": mmvp_doc_to_text's lines."""
     parsed = [m.strip() for m in findall(OPTION, options)] if isinstance(options, str) else options
-    return "\n".join(f"{chr(65 + i)}. {option}" for i, option in enumerate(parsed))
+    return lettered(parsed)
 
 
 def target_letter(answer: str) -> str:

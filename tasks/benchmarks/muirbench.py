@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow as pa
 from PIL import Image, ImageOps
 
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.ai2d import leading_letter
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image, row_sample
+from tasks.records import record_image_list, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -38,8 +38,7 @@ SCHEMA = pa.schema(
 
 def muir_prompt(question: str, options: list[str]) -> str:
     """muir_doc_to_text with the default kwargs."""
-    lines = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
-    return f"{question}\n{lines}{POST_PROMPT}"
+    return f"{question}\n{lettered(options)}{POST_PROMPT}"
 
 
 class MuirBench(Benchmark):
@@ -52,10 +51,7 @@ class MuirBench(Benchmark):
     max_new_tokens = 16
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        paths = record["image_list"] or []
-        if not paths:
-            raise ctx.error("'image_list' is empty: each question shows its images")
-        images = [record_image({"image": path}, ctx) for path in paths]
+        images = record_image_list(record, ctx, "image_list", "the question's images")
         prompt = muir_prompt(
             ctx.get(record, "question", str, "the question"), ctx.get(record, "options", list, "options")
         )

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from PIL import Image
 
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -38,8 +38,7 @@ SCHEMA = pa.schema(
 def sqa_prompt(question: str, choices: list[str], hint: str) -> str:
     """sqa_doc_to_text, the default format."""
     context = f"Context: {hint}\n" if hint else ""
-    lines = "\n".join(f"{chr(ord('A') + i)}. {choice}" for i, choice in enumerate(choices))
-    return f"{context}{question}\n{lines}{POST_PROMPT}"
+    return f"{context}{question}\n{lettered(choices)}{POST_PROMPT}"
 
 
 def sqa_right(response: str, letter: str) -> bool:

@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from PIL import Image, ImageOps
 
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
-from tasks.records import record_image, row_sample
+from tasks.records import record_image, record_image_list, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
@@ -52,8 +52,7 @@ PLUS_SCHEMA = pa.schema(
 
 def seed_prompt(question: str, choices: list[str]) -> str:
     """seed_doc_to_text: the question, the lettered choices, the post prompt."""
-    lines = "\n".join(f"{letter}. {choice}" for letter, choice in zip(LETTERS, choices, strict=True))
-    return f"{question}\n{lines}{POST_PROMPT}"
+    return f"{question}\n{lettered(choices)}{POST_PROMPT}"
 
 
 def choice_text(choice: str) -> str:
@@ -102,10 +101,7 @@ class SEEDBench(Benchmark):
 
     def record_images(self, record: dict[str, Any], ctx: RecordContext) -> list[tuple[str, int, int]]:
         """seed_doc_to_visual: every image of the row's list."""
-        paths = record["image"] or []
-        if not paths:
-            raise ctx.error("'image' is empty: each question shows its image or a video's frames")
-        return [record_image({"image": path}, ctx) for path in paths]
+        return record_image_list(record, ctx, "image", "the question's image or a video's frames")
 
     def process(self, response: str, sample: Sample) -> dict[str, Any]:
         """seed_process_result: the first character, logged under the row's type and `all`."""
