@@ -858,12 +858,12 @@ def run_command(argv: list[str] | None) -> int:
     try:
         return args.func(args) or 0
     except Exception as err:
-        from vlrl.parallel.distributed import PeerFailed
-        from vlrl.trainer.checkpoint import CheckpointError  # torch: imported only when it may be needed
+        if not isinstance(err, (ConfigError, RecordError, Diverged, Unwritable, FileNotFoundError)):
+            from vlrl.parallel.distributed import PeerFailed  # torch: not for a configuration's error
+            from vlrl.trainer.checkpoint import CheckpointError
 
-        stops = (ConfigError, RecordError, CheckpointError, Diverged, Unwritable, PeerFailed, FileNotFoundError)
-        if not isinstance(err, stops):
-            raise
+            if not isinstance(err, (CheckpointError, PeerFailed)):
+                raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM outside a training loop (which stops cleanly by itself)

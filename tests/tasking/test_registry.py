@@ -52,22 +52,27 @@ def test_list_tasks_gives_the_training_tasks_then_the_benchmarks_each_by_name():
     assert ("detection", "built-in (alias: coco)") in [(name, origin) for name, origin, _ in rows]
 
 
-def test_listing_tasks_imports_neither_torch_nor_transformers():
-    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table. (`vlrl
-    config show` imports the engines and strategies it checks, about 2 s.)"""
+@pytest.mark.parametrize(
+    "command, status, printed",
+    [(["tasks", "list"], 0, "video_qa"), (["config", "show", "/no/such.yaml"], 2, "/no/such.yaml does not exist")],
+)
+def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers(command, status, printed):
+    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table, and a
+    mistyped config path 7 s to say so. (`vlrl config show` imports the engines and strategies it
+    checks, about 2 s.)"""
     root = Path(__file__).resolve().parents[2]
     script = (
         "import sys\n"
         "from vlrl.cli import main\n"
-        "assert main(['tasks', 'list']) == 0\n"
+        f"assert main({command!r}) == {status}\n"
         "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(root)}
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
     done = subprocess.run(
         [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert "video_qa" in done.stdout and "HEAVY []" in done.stdout
+    assert printed in done.stdout and "HEAVY []" in done.stdout
 
 
 def test_a_task_is_found_by_module_and_by_file_path():

@@ -1,16 +1,21 @@
 """How a run spreads its model over processes: the `Strategy` seam (base.py). Strategies are
 plugins of the entry point group `vlrl.strategies` (replicated, fsdp2: one module each), or
 `module:Class`, chosen by `trainer.parallel` (`sft.parallel`); a strategy's options are its
-`Options` dataclass, read from `trainer.<options_key>` (`trainer.fsdp`)."""
+`Options` dataclass, read from `trainer.<options_key>` (`trainer.fsdp`).
+
+Importing the package imports neither torch nor the models: a process of several imports
+`vlrl.parallel.distributed` to end (vlrl.cli.main), also after a usage error."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vlrl import plugins
 from vlrl.config import TrainerConfig
-from vlrl.parallel.base import Strategy
-from vlrl.parallel.distributed import Processes
+
+if TYPE_CHECKING:
+    from vlrl.parallel.base import Strategy
+    from vlrl.parallel.distributed import Processes
 
 
 def strategy_class(name: str, key: str) -> type:
@@ -31,4 +36,4 @@ def make_strategy(t: TrainerConfig, section: str, procs: Processes) -> Strategy:
     return cls(procs, t, options)
 
 
-__all__ = ["Strategy", "configured_strategy", "make_strategy", "strategy_class"]
+__all__ = ["configured_strategy", "make_strategy", "strategy_class"]
