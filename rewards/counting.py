@@ -46,7 +46,7 @@ from collections.abc import Sequence
 import numpy as np
 import regex
 
-from rewards.text import answer_text, compile_pattern, findall, fullmatch, python_literal, search
+from rewards.text import Pattern, answer_text, compile_pattern, findall, fullmatch, python_literal, search
 
 MAX_POINTS = 2000  # more points than this in one answer is not a count, it is noise
 MAX_COUNT = 10**9  # larger stated counts are treated as unparseable
@@ -152,7 +152,7 @@ def parse_count(text: str | None, mode: str = "strict", number_words: bool = Tru
     raise ValueError(f"unknown count parse mode {mode!r}; expected 'strict' or 'last_number'")
 
 
-def _finditer(pattern: regex.Pattern, text: str, limit: int = 100_000) -> list[regex.Match]:
+def _finditer(pattern: Pattern, text: str, limit: int = 100_000) -> list[regex.Match]:
     """Matches of `pattern` in `text` under the time limit; what was found before it ran out."""
     found: list[regex.Match] = []
     try:

@@ -40,7 +40,7 @@ from typing import Any
 
 import regex
 
-from rewards.text import compile_pattern
+from rewards.text import Pattern, compile_pattern
 
 BOXED = "\\boxed{"
 NO_BOX = "None"  # what extract_boxed_content returns without a closed box (a string, as there)
@@ -73,7 +73,7 @@ def boxed_content(text: str) -> str:
     return NO_BOX
 
 
-def _sub(pattern: regex.Pattern, repl: str, text: str) -> str:
+def _sub(pattern: Pattern, repl: str, text: str) -> str:
     return pattern.sub(repl, text, timeout=TIMEOUT_S)
 
 

@@ -20,7 +20,8 @@ import ast
 import re
 import sys
 import warnings
-from functools import cache
+from collections.abc import Callable
+from functools import cache, cached_property, partial
 from typing import Any
 
 import regex
@@ -28,7 +29,7 @@ import regex
 MATCH_TIMEOUT_S = 0.25
 
 _CLASS_ESCAPES = {"d": r"\d", "s": r"\s", "w": r"\w"}
-_COMPILED: list[tuple[regex.Pattern, str, int]] = []  # every compiled pattern, with the pattern and flags as written
+_COMPILED: list[tuple[Pattern, str, int]] = []  # every compiled pattern, with the pattern and flags as written
 
 
 @cache
@@ -90,14 +91,33 @@ def re_compatible(pattern: str, ignorecase: bool = False) -> str:
     Raises ValueError for what it cannot spell out exactly: \\b, \\B, negated classes inside a
     set, and under `ignorecase` inline flags, back-references and characters given by number.
     """
+    return _spelled(_compatible_pieces(pattern, ignorecase))
+
+
+# Text of a spelled-out pattern, or what computes it: a class body read off `re` takes tens of
+# milliseconds, so `compile_pattern` checks a pattern at once and spells it out at its first use.
+Piece = str | Callable[[], str]
+
+
+def _spelled(pieces: list[Piece]) -> str:
+    return "".join(piece if isinstance(piece, str) else piece() for piece in pieces)
+
+
+def _class(piece: str, flags: int = 0, negated: bool = False) -> list[Piece]:
+    """A set of what `re` matches with the one-character `piece`, read off `re` when it is spelled out."""
+    return ["[^" if negated else "[", partial(re_class_body, piece, flags), "]"]
+
+
+def _compatible_pieces(pattern: str, ignorecase: bool) -> list[Piece]:
+    """`re_compatible`'s result in pieces, its errors raised here."""
     flags = re.IGNORECASE if ignorecase else 0
-    out: list[str] = []
+    out: list[Piece] = []
     i = 0
     while i < len(pattern):
         char = pattern[i]
         if char == "[":
             end = _set_end(pattern, i)
-            out.append(f"[{re_class_body(pattern[i:end], flags)}]" if ignorecase else _set_compatible(pattern, i, end))
+            out += _class(pattern[i:end], flags) if ignorecase else _set_pieces(pattern, i, end)
             i = end
             continue
         if char == "(" and pattern.startswith("?", i + 1) and ignorecase:
@@ -109,30 +129,29 @@ def re_compatible(pattern: str, ignorecase: bool = False) -> str:
             name = pattern[i + 1]
             i += 2
             if name.lower() in _CLASS_ESCAPES:
-                body = re_class_body(_CLASS_ESCAPES[name.lower()])
-                out.append(f"[{'^' if name.isupper() else ''}{body}]")
+                out += _class(_CLASS_ESCAPES[name.lower()], negated=name.isupper())
             elif name in "bB" or (ignorecase and (name.isdigit() or name in "xuUN")):
                 raise ValueError(f"pattern {pattern!r}: \\{name} has no exact re equivalent here")
             elif ignorecase and not name.isalnum():
-                out.append(_literal(name))
+                out += _literal(name)
             else:
                 out.append("\\" + name)
             continue
-        out.append(_literal(char) if ignorecase and char not in ".^$*+?{}()|" else char)
+        out += _literal(char) if ignorecase and char not in ".^$*+?{}()|" else [char]
         i += 1
-    return "".join(out)
+    return out
 
 
-def _literal(char: str) -> str:
+def _literal(char: str) -> list[Piece]:
     """A literal character under IGNORECASE: itself when `re` folds nothing onto it, else its members."""
     if char.isascii() and not char.isalpha():
-        return regex.escape(char)
-    return f"[{re_class_body(re.escape(char), re.IGNORECASE)}]"
+        return [regex.escape(char)]
+    return _class(re.escape(char), re.IGNORECASE)
 
 
-def _set_compatible(pattern: str, start: int, end: int) -> str:
+def _set_pieces(pattern: str, start: int, end: int) -> list[Piece]:
     """The set pattern[start:end] with the class escapes inside it spelled out as `re` defines them."""
-    out = ["["]
+    out: list[Piece] = ["["]
     i = start + 1
     if pattern.startswith("^", i):
         out.append("^")
@@ -146,7 +165,7 @@ def _set_compatible(pattern: str, start: int, end: int) -> str:
             if name.lower() in _CLASS_ESCAPES:
                 if name.isupper():
                     raise ValueError(f"pattern {pattern!r}: \\{name} inside a set has no exact re equivalent here")
-                out.append(re_class_body(_CLASS_ESCAPES[name]))
+                out.append(partial(re_class_body, _CLASS_ESCAPES[name]))
             else:
                 out.append(pattern[i : i + 2])
             i += 2
@@ -154,44 +173,64 @@ def _set_compatible(pattern: str, start: int, end: int) -> str:
             out.append(pattern[i])
             i += 1
     out.append("]")
-    return "".join(out)
+    return out
 
 
-def compile_pattern(pattern: str, flags: int = 0) -> regex.Pattern:
-    """`pattern` compiled with the `regex` module, matching what Python's `re` matches."""
+class Pattern:
+    """A `regex` pattern spelled out and compiled on its first use, with every attribute of it
+    (search, sub, pattern, ...). The reward modules hold over a hundred patterns and a run uses
+    a few: spelling out and compiling them all took about 2 s at the import of any task, in
+    every process and every `vlrl` command. A pattern `re_compatible` refuses is refused at
+    once, at its module's import (`compile_pattern`)."""
+
+    def __init__(self, pieces: list[Piece], flags: int) -> None:
+        self.pieces, self.flags = pieces, flags
+
+    @cached_property
+    def compiled(self) -> regex.Pattern:
+        return regex.compile(_spelled(self.pieces), self.flags)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy's and pickle's probes of a bare instance
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
+
+def compile_pattern(pattern: str, flags: int = 0) -> Pattern:
+    """`pattern` for the `regex` module, matching what Python's `re` matches (compiled at its first use)."""
     ignorecase = bool(flags & regex.IGNORECASE)
-    compiled = regex.compile(re_compatible(pattern, ignorecase), (flags & ~regex.IGNORECASE) | regex.VERSION0)
+    compiled = Pattern(_compatible_pieces(pattern, ignorecase), (flags & ~regex.IGNORECASE) | regex.VERSION0)
     _COMPILED.append((compiled, pattern, flags))
     return compiled
 
 
-def compiled_patterns() -> list[tuple[regex.Pattern, str, int]]:
+def compiled_patterns() -> list[tuple[Pattern, str, int]]:
     """Every pattern `compile_pattern` has built, with its text and flags as written (to test against `re`)."""
     return list(_COMPILED)
 
 
-def search(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> regex.Match | None:
+def search(pattern: Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> regex.Match | None:
     try:
         return pattern.search(text, timeout=timeout)
     except TimeoutError:
         return None
 
 
-def fullmatch(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> regex.Match | None:
+def fullmatch(pattern: Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> regex.Match | None:
     try:
         return pattern.fullmatch(text, timeout=timeout)
     except TimeoutError:
         return None
 
 
-def findall(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> list:
+def findall(pattern: Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> list:
     try:
         return pattern.findall(text, timeout=timeout)
     except TimeoutError:
         return []
 
 
-def finditer(pattern: regex.Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> list[regex.Match]:
+def finditer(pattern: Pattern, text: str, timeout: float = MATCH_TIMEOUT_S) -> list[regex.Match]:
     """All matches (as a list), or none if matching runs out of time."""
     try:
         return list(pattern.finditer(text, timeout=timeout))

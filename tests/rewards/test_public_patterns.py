@@ -84,6 +84,15 @@ def test_what_cannot_be_spelled_out_case_insensitively_is_refused(pattern):
         re_compatible(pattern, ignorecase=True)
 
 
+def test_a_pattern_is_refused_when_written_and_spelled_out_only_when_first_used():
+    with pytest.raises(ValueError, match=r"\\b has no exact re equivalent"):  # at its module's import
+        compile_pattern(r"\bword")
+    pattern = compile_pattern(r"\w+ [A-Z]", regex.IGNORECASE)
+    assert "compiled" not in vars(pattern)  # no class body read off re yet: tens of ms each
+    assert pattern.search("-- ab\u0131 K").group() == "ab\u0131 K"
+    assert pattern.pattern == re_compatible(r"\w+ [A-Z]", ignorecase=True) and "compiled" in vars(pattern)
+
+
 def test_a_dotless_i_is_an_i_case_insensitively_as_in_re():
     # re folds "\u0131" onto "i"; the regex module's own IGNORECASE does not
     assert re.fullmatch("five", "f\u0131ve", re.IGNORECASE)
