@@ -92,7 +92,7 @@ def test_the_judge_refuses_a_sample_whose_image_cannot_be_read_naming_the_file(s
     ],
 )
 def test_a_thinking_scorer_that_is_not_there_names_algo_trust_scorer_before_the_policy_loads(
-    tmp_path, monkeypatch, capsys, spec, problem
+    tmp_path, monkeypatch, capsys, rec_data, spec, problem
 ):
     import re
 
@@ -103,7 +103,7 @@ def test_a_thinking_scorer_that_is_not_there_names_algo_trust_scorer_before_the_
 
     monkeypatch.setattr("vlrl.trainer.run.load_model", loaded)
     run = tmp_path / "run"
-    overrides = ["data.synthetic=true", f"data.train={tmp_path / 'train.json'}", "model.path=tiny:qwen2_5_vl"]
+    overrides = [f"data.train={rec_data}", "model.path=tiny:qwen2_5_vl"]
     assert (
         main(["train", "--task", "refcoco", *overrides, f"algo.trust.scorer={spec}", f"trainer.output_dir={run}"]) == 2
     )
