@@ -102,8 +102,13 @@ PACKING = f"{LOSSES}::test_the_update_packs_rows_longest_first_when_that_compute
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 MIN_P = "tests/models/test_policy.py::test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them"
 TOP = f"{OPTIONS}::test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every_time"
-SAMPLING = (
-    "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)"
+LIMITS = "n, length = limits.num_generations, limits.max_new_tokens"
+SAMPLING = "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty)"
+PENALTY = (
+    f"{OPTIONS}::test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_keeps_the_policys_logprobs"
+)
+PENALTY_REFUSED = (
+    f"{OPTIONS}::test_a_repetition_penalty_is_refused_for_an_engine_whose_logprobs_would_be_the_penalized_draws"
 )
 STAGES = "tests/trainer/test_stages.py::test_a_step_samples_scores_and_normalises_with_its_stages_limits"
 REPLAY = "tests/trainer/test_replay.py"
@@ -648,33 +653,47 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
     Mutation(
-        "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(8, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)",
+        "rollout.num_generations not passed to the engine", "vlrl/trainer/rl.py", LIMITS,
+        "n, length = 8, limits.max_new_tokens",
         (f"{OPTIONS}::test_a_step_draws_prompts_per_step_prompts_of_num_generations_completions",),
     ),
     Mutation(
-        "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, 1024, r.temperature, r.top_p, r.top_k, r.min_p)", (OVERLONG,),
+        "rollout.max_new_tokens not passed to the engine", "vlrl/trainer/rl.py", LIMITS,
+        "n, length = limits.num_generations, 1024", (OVERLONG,),
     ),
     Mutation(
         "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, 1.0, r.top_p, r.top_k, r.min_p)",
+        "return SamplingParams(n, length, 1.0, r.top_p, r.top_k, r.min_p, r.repetition_penalty)",
         (f"{MOVED}[temperature]",),
     ),
     Mutation(
         "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, 1.0, r.top_k, r.min_p)",
+        "return SamplingParams(n, length, r.temperature, 1.0, r.top_k, r.min_p, r.repetition_penalty)",
         (f"{TOP}[top_p]",),
     ),
     Mutation(
         "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, 0, r.min_p)",
+        "return SamplingParams(n, length, r.temperature, r.top_p, 0, r.min_p, r.repetition_penalty)",
         (f"{TOP}[top_k]",),
     ),
     Mutation(
         "rollout.min_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, 0.0)",
+        "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, 0.0, r.repetition_penalty)",
         (f"{TOP}[min_p]",),
+    ),
+    Mutation(
+        "rollout.repetition_penalty not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p)", (PENALTY,),
+    ),
+    Mutation(
+        "rollout.repetition_penalty allowed with an engine of its own", "vlrl/trainer/rl.py",
+        "if cfg.rollout.repetition_penalty != 1 and not engine.cls.shares_policy:", "if False:", (PENALTY_REFUSED,),
+    ),
+    Mutation(
+        "the HF engine's log-probs of the penalized draw", "vlrl/rollout/decoding.py",
+        "logits = drawn_from / temperature if scale else drawn_from",
+        "logits = drawn_from / temperature if scale else drawn_from; step_logp = torch.log_softmax(logits, dim=-1)",
+        (PENALTY,),
     ),
     Mutation(
         "min-p ignored by the HF engine", "vlrl/rollout/hf.py",

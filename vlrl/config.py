@@ -313,6 +313,11 @@ class RolloutConfig:
     # > 0: tokens less probable than min_p x the most probable one are not drawn (TRL's min_p):
     # after top-k / top-p in the HF engine, as transformers' generate; before them in vLLM, as vLLM.
     min_p: float = 0.0
+    # > 1: each completion's prompt and earlier tokens made less likely in the draw (TRL's
+    # repetition_penalty, transformers' rule: a positive logit divided by it, a negative one
+    # multiplied). The log-probs the update uses stay the policy's, as TRL's are. An engine that
+    # samples with the policy (hf) only: vLLM's log-probs would be those of the penalized draw.
+    repetition_penalty: float = 1.0
     # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
     # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.
     stages: list[RolloutStage] = field(default_factory=list)
@@ -320,7 +325,7 @@ class RolloutConfig:
     options: dict[str, dict[str, Any]] = plugin_sections()
 
     def validate(self, key: str) -> None:
-        require_positive(key, self, "num_generations", "max_new_tokens", "temperature")
+        require_positive(key, self, "num_generations", "max_new_tokens", "temperature", "repetition_penalty")
         require_nonnegative(key, self, "top_k")  # 0: off
         require_top_p(key, self)
         if not 0 <= self.min_p <= 1:

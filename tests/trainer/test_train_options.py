@@ -16,7 +16,9 @@ from safetensors.torch import load_file
 from tests.rollout.test_rollout_seam import make_trainer
 from tests.trainer.test_train import tiny_overrides
 from vlrl.algos.shaping import trust_bonus_code
-from vlrl.config import load_config
+from vlrl.config import ConfigError, load_config
+from vlrl.models.batch import collate
+from vlrl.models.policy import completion_logprobs
 from vlrl.rollout import SamplingParams
 from vlrl.trainer.rl import train
 
@@ -198,6 +200,45 @@ def test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every
         assert [c.token_ids for c in group.completions] == [best.completions[0].token_ids] * 4
     free = trainer.engine.generate(prompts, SamplingParams(n=4, max_new_tokens=10), torch.Generator().manual_seed(0))
     assert all(len({tuple(c.token_ids) for c in g.completions}) > 1 for g in free)
+
+
+def test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_keeps_the_policys_logprobs(
+    tmp_path, rec_data, tiny_qwen25
+):
+    """rollout.repetition_penalty reaches the engine: a step's completions are the ones the
+    engine samples with that penalty from the same generator state (and not the ones it samples
+    without), and their log-probs are the unpenalized policy's, as TRL's old log-probs are."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **{"rollout.repetition_penalty": 3.0})
+    source = trainer.sources[0]
+    state = trainer.run.generator.get_state()
+    groups, _ = trainer.generate_groups([(source.task, s) for s in source.train.samples[:2]], step=1)
+    prompts = [g.prompt for g in groups]
+
+    def sampled(penalty: float) -> list[list[list[int]]]:
+        trainer.run.generator.set_state(state)
+        params = SamplingParams(n=4, max_new_tokens=10, repetition_penalty=penalty)
+        return [
+            [c.token_ids for c in g.completions]
+            for g in trainer.engine.generate(prompts, params, trainer.run.generator)
+        ]
+
+    tokens = [[c.token_ids for c in g.completions] for g in groups]
+    assert tokens == sampled(3.0) and tokens != sampled(1.0)
+    (first, *_), model = groups[0].completions, trainer.run.model
+    ids, mask = torch.tensor([first.token_ids]), torch.ones(1, len(first.token_ids))
+    with torch.no_grad():
+        policy = completion_logprobs(
+            model, collate([groups[0].prompt], trainer.run.pad_id), torch.tensor([0]), ids, mask
+        )
+    torch.testing.assert_close(torch.tensor([first.logprobs]), policy.logp, rtol=1e-4, atol=1e-5)
+
+
+def test_a_repetition_penalty_is_refused_for_an_engine_whose_logprobs_would_be_the_penalized_draws(tmp_path, rec_data):
+    """An engine with its own copy of the policy (vLLM; here the seam's test engine) reports the
+    log-probs of what it drew from, penalty included, which the update does not recompute."""
+    with pytest.raises(ConfigError, match=r"rollout.repetition_penalty \(1.2\) needs an engine that samples with"):
+        make_trainer(tmp_path / "run", rec_data, **{"rollout.repetition_penalty": 1.2})
+    assert not (tmp_path / "run").exists()  # said before anything was written or loaded
 
 
 def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):
@@ -413,8 +454,6 @@ def test_trust_temporal_and_length_terms_join_each_completions_reward(mu, tempor
 
 
 def test_t_grpo_on_a_task_without_shuffled_videos_is_refused_before_the_model_loads(tmp_path, rec_data):
-    from vlrl.config import ConfigError
-
     cfg = load_config(None, tiny_overrides(tmp_path / "run", rec_data, **{"algo.temporal.enabled": True}))
     with pytest.raises(ConfigError, match="brief_grounding gives no shuffled variant"):
         train(cfg)

@@ -29,7 +29,8 @@ class SamplingParams:
     min_p: float = 0.0  # 0: off (RolloutConfig.min_p)
     # > 1: each row's prompt and completion tokens so far made less likely before the draw (a
     # positive logit divided by it, a negative one multiplied): transformers' and vLLM's
-    # repetition_penalty. Evaluation only (eval.repetition_penalty); log-probs stay the policy's.
+    # repetition_penalty (eval.repetition_penalty; rollout.repetition_penalty with an engine that
+    # `shares_policy`). The HF engine's log-probs stay the policy's; vLLM's are the penalized draw's.
     repetition_penalty: float = 1.0
 
 

@@ -20,7 +20,7 @@ from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.kl_control import KLController
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
-from vlrl.config import Config
+from vlrl.config import Config, ConfigError
 from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
@@ -52,6 +52,12 @@ class RLTrainer:
         self.cfg = cfg
         self.console = console
         engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
+        if cfg.rollout.repetition_penalty != 1 and not engine.cls.shares_policy:
+            raise ConfigError(
+                f"config: rollout.repetition_penalty ({cfg.rollout.repetition_penalty:g}) needs an engine that samples "
+                f"with the policy (rollout.engine=hf): rollout engine {cfg.rollout.engine!r} reports the log-probs of "
+                "the penalized draw, which the update does not recompute"
+            )
         base_model_path(cfg.model, cfg.trainer, "trainer")  # a model that is not there is said before any data
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
@@ -173,7 +179,8 @@ class RLTrainer:
     def sampling(self, step: int) -> SamplingParams:
         """What step `step` samples with: its stage's length and group size (rollout.stages)."""
         r, limits = self.cfg.rollout, self.cfg.rollout.limits(step)
-        return SamplingParams(limits.num_generations, limits.max_new_tokens, r.temperature, r.top_p, r.top_k, r.min_p)
+        n, length = limits.num_generations, limits.max_new_tokens
+        return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty)
 
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
