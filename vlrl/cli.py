@@ -122,23 +122,23 @@ def _print_run(result) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    _warn_other_loop("train", args.overrides)
+    cfg = _config(args, **{"task.name": args.task})  # a mistyped key is said before torch loads (~7 s)
     from vlrl.trainer.rl import train
     from vlrl.trainer.run import removed_if_unused
 
     _quiet_transformers()
-    _warn_other_loop("train", args.overrides)
-    cfg = _config(args, **{"task.name": args.task})
     with removed_if_unused(Path(cfg.trainer.output_dir)):
         return _print_run(train(cfg, console))
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
+    _warn_other_loop("sft", args.overrides)
+    cfg = _config(args, **{"task.name": args.task})  # a mistyped key is said before torch loads
     from vlrl.trainer.run import removed_if_unused
     from vlrl.trainer.sft import train_sft
 
     _quiet_transformers()
-    _warn_other_loop("sft", args.overrides)
-    cfg = _config(args, **{"task.name": args.task})
     with removed_if_unused(Path(cfg.sft.output_dir)):
         return _print_run(train_sft(cfg, console))
 

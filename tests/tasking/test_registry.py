@@ -54,12 +54,17 @@ def test_list_tasks_gives_the_training_tasks_then_the_benchmarks_each_by_name():
 
 @pytest.mark.parametrize(
     "command, status, printed",
-    [(["tasks", "list"], 0, "video_qa"), (["config", "show", "/no/such.yaml"], 2, "/no/such.yaml does not exist")],
+    [
+        (["tasks", "list"], 0, "video_qa"),
+        (["config", "show", "/no/such.yaml"], 2, "/no/such.yaml does not exist"),
+        (["train", "--config", "configs/demo/refcoco.yaml", "trainer.stepz=3"], 2, "unknown key 'trainer.stepz'"),
+        (["sft", "--config", "configs/demo/refcoco.yaml", "sft.stepz=3"], 2, "unknown key 'sft.stepz'"),
+    ],
 )
 def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers(command, status, printed):
-    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table, and a
-    mistyped config path 7 s to say so. (`vlrl config show` imports the engines and strategies it
-    checks, about 2 s.)"""
+    """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table, a
+    mistyped config path 7 s to say so, and `vlrl train` 8 s to name a mistyped key. (`vlrl
+    config show` imports the engines and strategies it checks, about 2 s.)"""
     root = Path(__file__).resolve().parents[2]
     script = (
         "import sys\n"
