@@ -342,11 +342,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
                 console.print(f"  {escape(line)}", highlight=False)
         console.print(table)
         return
-    from vlrl.eval.harness import run_eval
-    from vlrl.eval.layout import samples_path
-    from vlrl.models.loading import checkpoint_path
-
-    _quiet_transformers()
     if args.data and not args.task:
         raise ConfigError("vlrl eval --data needs --task: the task (or benchmark) whose data it is")
     if args.data:  # the data of every task not given its own (name=FILE)
@@ -379,6 +374,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
         raise ConfigError(MODEL_PATH_MISSING)
     specs = args.task or (run_task_specs(cfg, args.split or cfg.eval.split) if config else [])
     if not specs:
+        from vlrl.models.loading import checkpoint_path
+
         checkpoint_path(cfg.model)  # a run directory given as --model: it names the latest checkpoint
         raise ConfigError(
             "vlrl eval needs --task NAME[=DATAFILE] (or --config FILE, or --model RUN/checkpoints/step-N, whose run "
@@ -389,9 +386,14 @@ def cmd_eval(args: argparse.Namespace) -> None:
     out = Path(
         args.out or cfg.eval.output_dir or default_eval_dir([s.partition("=")[0] for s in specs], cfg.model.path)
     )
+    # torch and the models: imported once the command line and config are read (a mistake in
+    # them is said at once, not after ~7 s)
+    from vlrl.eval.harness import run_eval
+    from vlrl.eval.layout import samples_path
     from vlrl.parallel.distributed import Processes
     from vlrl.trainer.run import removed_if_unused
 
+    _quiet_transformers()
     procs = Processes.from_env()
     with removed_if_unused(out):
         with procs.main_first():  # process 0 makes it (and so removes it if the command fails)

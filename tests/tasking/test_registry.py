@@ -59,11 +59,12 @@ def test_list_tasks_gives_the_training_tasks_then_the_benchmarks_each_by_name():
         (["config", "show", "/no/such.yaml"], 2, "/no/such.yaml does not exist"),
         (["train", "--config", "configs/demo/refcoco.yaml", "trainer.stepz=3"], 2, "unknown key 'trainer.stepz'"),
         (["sft", "--config", "configs/demo/refcoco.yaml", "sft.stepz=3"], 2, "unknown key 'sft.stepz'"),
+        (["eval", "--task", "refcoco", "eval.limt=3"], 2, "unknown key 'eval.limt'"),
     ],
 )
 def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers(command, status, printed):
     """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table, a
-    mistyped config path 7 s to say so, and `vlrl train` 8 s to name a mistyped key. (`vlrl
+    mistyped config path 7 s to say so, and `vlrl train` or `vlrl eval` 8 s to name a mistyped key. (`vlrl
     config show` imports the engines and strategies it checks, about 2 s.)"""
     root = Path(__file__).resolve().parents[2]
     script = (
