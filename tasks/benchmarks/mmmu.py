@@ -262,17 +262,23 @@ class MMMU(Benchmark):
 
     def subject(self, record: dict[str, Any], ctx: RecordContext, doc_id: str) -> str:
         """The subject the accuracy is weighted by (MMMU's: the id's middle, extract_subset_name)."""
-        return subject_of(doc_id)
+        try:
+            return subject_of(doc_id)
+        except ValueError as err:
+            raise ctx.error(str(err)) from err
+
+    def read_options(self, record: dict[str, Any], ctx: RecordContext) -> list[str]:
+        """The options column, read as lmms-eval reads it (`literal_options`); what it refuses names the row."""
+        try:
+            return literal_options(ctx.get(record, "options", str, "a list of options"))
+        except ValueError as err:
+            raise ctx.error(str(err)) from err
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         doc_id = ctx.get(record, "id", str, "the question id")
         question = ctx.get(record, "question", str, "the question")
         multiple_choice = self.multiple_choice(record, ctx)
-        try:
-            options = literal_options(ctx.get(record, "options", str, "a list of options"))
-            subject = self.subject(record, ctx, doc_id)
-        except ValueError as err:
-            raise ctx.error(str(err)) from err
+        options, subject = self.read_options(record, ctx), self.subject(record, ctx, doc_id)
         if multiple_choice and not options:  # MMMU's random letter would be drawn from no letters
             raise ctx.error("a multiple-choice question has no options")
         images = []
@@ -401,10 +407,7 @@ class MMMUProVision(MMMUPro):
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         doc_id = ctx.get(record, "id", str, "the question id")
-        try:
-            options = literal_options(ctx.get(record, "options", str, "a list of options"))
-        except ValueError as err:
-            raise ctx.error(str(err)) from err
+        options = self.read_options(record, ctx)
         prompt = self.mc_prompt
         if self.qwen3_vl_format:  # mmmu_doc_to_text_qwen3vl without a question
             prompt = f"{self.vision_prompt}\nOptions:\n{lettered(options)}\n{self.mc_prompt}"

@@ -1284,10 +1284,11 @@ def test_mmmu_shows_the_images_its_markers_name_and_skips_rows_lmms_eval_would_s
     rows[2]["options"] = "__import__('os').system('true')"
     rows[3]["image_1"] = None
     rows.append(synthetic_row(*scenes[0]) | {"options": "[]"})  # multiple choice, no options
+    rows.append(synthetic_row(*scenes[0]) | {"id": "Art_Theory"})  # no subject: MMMU weighs accuracy by it
     task, split = _read_rows("mmmu_val", rows, MMMU_SCHEMA, "validation", tmp_path)
-    assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 3
+    assert [len(s.images) for s in split.samples] == [1, 2] and len(split.errors) == 4
     assert "not a Python list literal" in str(split.errors[0]) and "image_1 is empty" in str(split.errors[1])
-    assert "no options" in str(split.errors[2])
+    assert "no options" in str(split.errors[2]) and "'Art_Theory' names no subject" in str(split.errors[3])
     simple = task.for_model(lmms_eval_model_class("qwen2_5_vl", "simple"))
     assert simple.messages(split.samples[1])[-1]["content"][:2] == [{"type": "image"}, {"type": "image"}]
 
