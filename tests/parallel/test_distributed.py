@@ -317,6 +317,17 @@ def test_a_process_of_several_ends_after_its_exit_handlers_without_the_interpret
     assert done.stdout.endswith("exit handler\n") and "finalized" not in done.stdout, done.stdout[-500:]
 
 
+def test_a_process_of_several_imports_no_model_code_to_end():
+    """`vlrl` under a launcher imports vlrl.parallel.distributed to end, also after a usage error:
+    the package's __init__ imported the Strategy seam and with it vlrl.models and transformers
+    (6 s more for each process to say its error)."""
+    script = "import sys, vlrl.parallel.distributed; print('HEAVY', [m for m in ('vlrl.models', 'transformers') if m in sys.modules])"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "HEAVY []" in done.stdout, done.stderr[-2000:]
+
+
 EXIT_WORKER = textwrap.dedent(
     """
     import atexit, sys, time
