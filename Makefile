@@ -59,7 +59,8 @@ lint: $(STAMP)
 # (its last tests, subprocesses starting, waits), which the other half now fills. `make test`
 # warm took 283-303 s in five runs (328 s with torch's compile cache in /tmp cleared), against
 # 339-396 s one half after the other (2026-11-28/29, the 2-core CI machine); the suite has grown
-# since, to about 480 s warm (the main half's 3,580 tests 466 s, vLLM's 111 s, 2026-12-02). The main half runs
+# since, to 470-530 s warm (the main half's 3,580 tests 466 and 524 s in two runs, vLLM's 111 and
+# 161 s beside it, 2026-12-02). The main half runs
 # in two test processes of one thread each, ~60% of the time one process with two threads takes
 # (two torch processes of two threads each would slow each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
 # subprocess tests (torchrun, signals, every family), which a file at a time left one worker
