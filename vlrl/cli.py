@@ -855,17 +855,24 @@ def main(argv: list[str] | None = None) -> int:
     exit_process(status)
 
 
+# Errors told in one line whose modules import torch: one of them can only have been raised by a
+# command that imported its module, so the check never imports one (4 s before a traceback).
+HEAVY_ONE_LINE_ERRORS = (("vlrl.parallel.distributed", "PeerFailed"), ("vlrl.trainer.checkpoint", "CheckpointError"))
+
+
+def one_line_errors() -> tuple[type[Exception], ...]:
+    """The errors a command ends with as one line (status 2), not a traceback."""
+    heavy = tuple(getattr(sys.modules[module], name) for module, name in HEAVY_ONE_LINE_ERRORS if module in sys.modules)
+    return (ConfigError, RecordError, Diverged, Unwritable, FileNotFoundError, *heavy)
+
+
 def run_command(argv: list[str] | None) -> int:
     args = parse(argv)
     try:
         return args.func(args) or 0
     except Exception as err:
-        if not isinstance(err, (ConfigError, RecordError, Diverged, Unwritable, FileNotFoundError)):
-            from vlrl.parallel.distributed import PeerFailed  # torch: not for a configuration's error
-            from vlrl.trainer.checkpoint import CheckpointError
-
-            if not isinstance(err, (CheckpointError, PeerFailed)):
-                raise
+        if not isinstance(err, one_line_errors()):
+            raise
         console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False)
         return 2
     except KeyboardInterrupt as err:  # Ctrl-C or SIGTERM outside a training loop (which stops cleanly by itself)

@@ -81,6 +81,26 @@ def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers
     assert printed in done.stdout and "HEAVY []" in done.stdout
 
 
+def test_an_unexpected_error_of_a_light_command_is_raised_without_importing_torch():
+    """Its traceback, and nothing imported to tell it from the errors training tells in one line
+    (a checkpoint's, another process's): importing those took 4 s before the traceback."""
+    root = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys\n"
+        "import vlrl.cli\n"
+        "vlrl.cli.cmd_tasks = lambda args: 1 / 0\n"
+        "try:\n"
+        "    vlrl.cli.main(['tasks', 'list'])\n"
+        "except ZeroDivisionError:\n"
+        "    print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
 def test_a_task_is_found_by_module_and_by_file_path():
     assert task_class("tasks.refcoco:RefCOCO") is RefCOCO
     toy = task_class(f"{TOY}:BriefGrounding")
