@@ -52,6 +52,17 @@ def test_list_tasks_gives_the_training_tasks_then_the_benchmarks_each_by_name():
     assert ("detection", "built-in (alias: coco)") in [(name, origin) for name, origin, _ in rows]
 
 
+def heavy_modules_after(script: str) -> subprocess.CompletedProcess:
+    """`script` run in a fresh process from the checkout, which then prints `HEAVY [...]`: which of
+    torch and transformers it imported."""
+    root = Path(__file__).resolve().parents[2]
+    script += "import sys\nprint('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
 @pytest.mark.parametrize(
     "command, status, printed",
     [
@@ -66,17 +77,7 @@ def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers
     """`vlrl tasks list` took 9 s when it imported torch and transformers to print a table, a
     mistyped config path 7 s to say so, and `vlrl train` or `vlrl eval` 8 s to name a mistyped key. (`vlrl
     config show` imports the engines and strategies it checks, about 2 s.)"""
-    root = Path(__file__).resolve().parents[2]
-    script = (
-        "import sys\n"
-        "from vlrl.cli import main\n"
-        f"assert main({command!r}) == {status}\n"
-        "print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
-    )
+    done = heavy_modules_after(f"from vlrl.cli import main\nassert main({command!r}) == {status}\n")
     assert done.returncode == 0, done.stderr
     assert printed in done.stdout and "HEAVY []" in done.stdout
 
@@ -84,20 +85,11 @@ def test_listing_tasks_or_a_configs_error_imports_neither_torch_nor_transformers
 def test_an_unexpected_error_of_a_light_command_is_raised_without_importing_torch():
     """Its traceback, and nothing imported to tell it from the errors training tells in one line
     (a checkpoint's, another process's): importing those took 4 s before the traceback."""
-    root = Path(__file__).resolve().parents[2]
     script = (
-        "import sys\n"
-        "import vlrl.cli\n"
-        "vlrl.cli.cmd_tasks = lambda args: 1 / 0\n"
-        "try:\n"
-        "    vlrl.cli.main(['tasks', 'list'])\n"
-        "except ZeroDivisionError:\n"
-        "    print('HEAVY', [m for m in ('torch', 'transformers') if m in sys.modules])\n"
+        "import sys, vlrl.cli\nvlrl.cli.cmd_tasks = lambda args: 1 / 0\ntry:\n    vlrl.cli.main(['tasks', 'list'])\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, timeout=120
-    )
+    script += "except ZeroDivisionError:\n    pass\nelse:\n    sys.exit('the error was not raised')\n"
+    done = heavy_modules_after(script)
     assert done.returncode == 0 and "HEAVY []" in done.stdout, done.stdout + done.stderr
 
 
