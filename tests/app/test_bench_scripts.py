@@ -320,6 +320,7 @@ def test_each_side_of_the_step_bench_runs_prompts_of_different_lengths_as_at_the
     assert times[0] >= first_ends - first_fetch - 0.05  # the fetch (and its 0.2 s) is in the step
 
 
+@pytest.mark.slow  # ~22 s: a process of its own and the full vocabulary
 def test_update_memory_reports_the_peak_of_each_mode_and_budget(tiny_qwen25, capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     import update_memory
@@ -420,6 +421,7 @@ def test_demo_against_a_revision_runs_each_side_with_its_own_code_and_removes_th
     assert str(tmp_path) not in worktrees and "then" not in worktrees
 
 
+@pytest.mark.slow  # ~11 s: it pauses 2 s before each of three steps
 def test_pause_penalty_times_the_workload_after_each_pause_and_a_trainers_step_without_its_pause(monkeypatch, capsys):
     """The workload's median per pause and kind; a trainer's step is timed after the pause, which
     is not in it (a 2 s pause before every step: the tiny model's step takes ~0.4 s, and 1.05 s
@@ -459,6 +461,7 @@ def test_the_patch_embedding_bench_times_the_convolution_and_the_product_on_the_
     assert report["max_abs_difference"] < 1e-4  # the same function, summed in another order
 
 
+@pytest.mark.slow  # ~17 s from a cold compile cache (CI's)
 def test_the_linear_attention_bench_counts_the_eager_steps_passes_over_the_states_and_times_both_sides(capsys):
     """transformers' one-token fallback at 2 rows of 4 value heads: the state decayed, read for
     the key's memory, added to, read for the output and copied back (8 reads, 6 writes); the

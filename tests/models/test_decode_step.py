@@ -12,11 +12,12 @@ from unittest import mock
 import pytest
 import torch
 
+from tests.families import decoder_families
 from tests.models.test_policy import family_setup, six_completions, taken_grads
 from vlrl.models.base import ModelFamily
 from vlrl.models.batch import collate
 from vlrl.models.decode_step import DecodeStep, ModelStep, decode_step_refusal, lean_forward
-from vlrl.models.families import family_names, family_of_model
+from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model
 from vlrl.models.lora import MergedLoRA
 from vlrl.models.policy import SamplingFilter, completion_logprobs, prefill
@@ -26,7 +27,7 @@ from vlrl.rollout.hf import HFEngine, HFOptions
 STEPS = 3
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
+@pytest.fixture(scope="module", params=decoder_families())
 def setup(request, rec_data, video_qa_data):
     return family_setup(request.param, rec_data, video_qa_data)
 

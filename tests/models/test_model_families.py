@@ -21,6 +21,7 @@ from PIL import Image
 
 from tasks.refcoco import QWEN3_REC_TEMPLATE, VLM_R1_REC_TEMPLATE
 from tasks.video_qa import VideoQA
+from tests.families import decoder_families
 from vlrl import plugins
 from vlrl.config import ConfigError, ModelConfig, TaskConfig, VideoConfig
 from vlrl.data.stream import MixtureStream
@@ -358,7 +359,7 @@ def mixture_seed(tasks: int, draws: int) -> int:
     )
 
 
-@pytest.mark.parametrize("name", sorted(family_names()))
+@pytest.mark.parametrize("name", decoder_families())
 def test_every_family_takes_an_sft_step_an_rl_step_and_evaluates_every_task(name, task_data, tmp_path):
     from vlrl.cli import main
 

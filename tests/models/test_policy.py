@@ -13,10 +13,10 @@ import torch
 
 from tasks.refcoco import RefCOCO
 from tasks.video_qa import VideoQA
+from tests.families import decoder_families
 from vlrl.config import ModelConfig, VideoConfig
 from vlrl.data.records import load_split
 from vlrl.models.batch import collate
-from vlrl.models.families import family_names
 from vlrl.models.loading import core_model, family_of_model, frame_spec, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, TokenScorer, completion_logprobs, prefill
 from vlrl.models.prompting import render_prompt
@@ -43,7 +43,7 @@ def family_setup(family: str, rec_data, video_qa_data):
     return model, processor, prompts
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
+@pytest.fixture(scope="module", params=decoder_families())
 def setup(request, rec_data, video_qa_data):
     return family_setup(request.param, rec_data, video_qa_data)
 

@@ -14,11 +14,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Cache
 from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
+from tests.families import decoder_families
 from tests.models.test_policy import family_setup
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
 from vlrl.models.decode_step import ModelStep
-from vlrl.models.families import family_names, family_of_model
+from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model, load_model, load_processor
 from vlrl.models.policy import SamplingFilter, prefill
 from vlrl.plugins import plugin_options
@@ -38,7 +39,7 @@ from vlrl.rollout.static import (
 STOP_BIAS = 1.0  # added to the stop tokens' logits: sampled completions end after 1 to 14 tokens
 
 
-@pytest.fixture(scope="module", params=sorted(family_names()))
+@pytest.fixture(scope="module", params=decoder_families())
 def setup(request, rec_data, video_qa_data):
     model, processor, prompts = family_setup(request.param, rec_data, video_qa_data)
     # a tensor: indexing with a list would copy host data in at every step
@@ -632,7 +633,7 @@ def prefilled_cache(model, rows: int, prompt: int, device: torch.device) -> Cach
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean step", "model's forward"])
-@pytest.mark.parametrize("family", sorted(family_names()))
+@pytest.mark.parametrize("family", decoder_families())
 def test_the_static_step_keeps_every_tensor_on_the_models_device_without_a_gpu(family, lean, monkeypatch):
     """The static step (top-p draw, record, a smaller bucket) with the model and its buffers as
     fake CUDA tensors (no memory, no GPU; torch checks devices as on a GPU): a tensor it made
