@@ -93,6 +93,8 @@ ENTROPY_OLD = (
 )
 AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
 ENTROPY_BONUS = f"{UPDATE}::test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do"
+ROUTER_STEP = f"{UPDATE}::test_a_mixture_of_experts_load_balancing_loss_is_each_micro_batchs_averaged_over_the_step"
+ROUTER_TRL = f"{TRL}::test_a_mixture_of_experts_load_balancing_loss_and_gradient_equal_trls"
 CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
 THINKING = "tests/trainer/test_thinking.py"
 SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
@@ -503,6 +505,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the entropy term dropped", "vlrl/algos/losses.py",
         "per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * entropy",
         "per_token = per_token", (ENTROPY_BONUS,),
+    ),
+    Mutation(
+        "router_aux_loss_coef ignored", "vlrl/trainer/update.py",
+        "router = RouterLogits(run.model) if self.router_aux_coef else None", "router = None", (ROUTER_STEP,),
+    ),
+    Mutation(
+        "router_aux_loss_coef: the term not averaged over the micro-batches", "vlrl/trainer/update.py",
+        "self.router_aux_coef * balance / forwards", "self.router_aux_coef * balance",
+        (ROUTER_STEP,),
+    ),
+    Mutation(
+        "router_aux_loss_coef: a shared prompt counted once, not once per completion", "vlrl/models/policy.py",
+        "(batch.attention_mask * uses[:, None])", "(batch.attention_mask * 1)", (ROUTER_TRL,),
+    ),
+    Mutation(
+        "router_aux_loss_coef: null not the model's coefficient", "vlrl/models/routing.py",
+        'return float(getattr(text, "router_aux_loss_coef", 0.0)) if is_mixture(model) else 0.0', "return 0.0",
+        (ROUTER_TRL,),
     ),
     Mutation(
         "entropy_coef: no entropy computed", "vlrl/trainer/update.py",

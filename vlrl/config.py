@@ -571,6 +571,13 @@ class AlgoConfig:
     entropy_coef_min: float = 0.0
     entropy_coef_max: float = 1.0
     entropy_coef_delta: float = 0.005
+    # Mixture-of-experts models: the routers' load-balancing loss (Switch Transformer's, as
+    # transformers computes it over each micro-batch's prompt and completion tokens) times this,
+    # added to every micro-batch's loss and averaged over the optimizer step's micro-batches
+    # (TRL's router_aux_loss_coef). None: the model config's router_aux_loss_coef (0.001 for
+    # Qwen3-VL MoE and Qwen3.5 MoE), TRL 1.16's default; 0: none, as verl's and EasyR1's FSDP
+    # workers. A dense model refuses a coefficient above 0.
+    router_aux_loss_coef: float | None = 0.0
     # KL to the reference model.
     beta: float = 0.04  # 0 loads no reference model
     # k3_clamped: k3 of a log-ratio clamped to [-10, 10] (Video-R1); low_var: verl's clamped k3;
@@ -687,6 +694,10 @@ class AlgoConfig:
         if self.clip_cov_lb >= self.clip_cov_ub:
             raise ConfigError(
                 f"config: {key}.clip_cov_lb ({self.clip_cov_lb}) must be < clip_cov_ub ({self.clip_cov_ub})"
+            )
+        if self.router_aux_loss_coef is not None and self.router_aux_loss_coef < 0:
+            raise ConfigError(
+                f"config: {key}.router_aux_loss_coef must be >= 0 (or null: the model's), got {self.router_aux_loss_coef}"
             )
         if self.off_policy_mask is not None and self.off_policy_mask <= 0:
             raise ConfigError(f"config: {key}.off_policy_mask must be > 0 (or null: off), got {self.off_policy_mask}")

@@ -170,6 +170,66 @@ def test_loss_and_gradient_equal_trls_compute_loss(tiny_qwen25, loss_type, beta,
             torch.testing.assert_close(our_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
+@pytest.mark.parametrize("coef", [None, 0.5], ids=["the model's coefficient", "0.5"])
+@pytest.mark.parametrize("lean", [True, False], ids=["lean step", "model's forward"])
+@pytest.mark.parametrize("arch", ["qwen3_vl_moe", "qwen3_5_moe"])
+def test_a_mixture_of_experts_load_balancing_loss_and_gradient_equal_trls(arch, coef, lean):
+    """TRL 1.16 adds router_aux_loss_coef (None: the text config's, 0.001) x transformers'
+    load-balancing loss over each forward's prompt and completion tokens to a mixture of experts'
+    loss. vlrl's (algo.router_aux_loss_coef), over its prefixes shared per prompt, counts a
+    prompt once for each of its completions: the same loss, the same gradient, through the lean
+    step and the model's forward. Two prompts of four completions, one prompt left-padded."""
+    from vlrl.models.batch import Prompt, collate
+    from vlrl.models.build import TinySpec
+    from vlrl.models.policy import completion_logprobs
+    from vlrl.models.routing import RouterLogits, router_aux_coef
+    from vlrl.models.tiny import tiny_checkpoint
+
+    grpo_trainer = trainer(str(tiny_checkpoint(TinySpec(arch=arch))), "grpo", 0.0, 0.2, "token",
+                           (("router_aux_loss_coef", coef),))  # fmt: skip
+    model, pad_id = grpo_trainer.model, grpo_trainer.processing_class.pad_token_id
+    assert grpo_trainer.aux_loss_enabled
+    g = torch.Generator().manual_seed(0)
+    high = min(grpo_trainer.processing_class.all_special_ids)  # text tokens: no image placeholder
+    prompts = [torch.randint(0, high, (n,), generator=g) for n in (PROMPT_LENGTH, PROMPT_LENGTH - 2)]
+    batch = collate([Prompt(ids, torch.zeros_like(ids), {}, "") for ids in prompts], pad_id)
+    rows = torch.arange(ROWS) // (ROWS // 2)
+    completion_ids = torch.randint(0, high, (ROWS, MAX_COMPLETION_LENGTH), generator=g)
+    lengths = torch.randint(1, MAX_COMPLETION_LENGTH + 1, (ROWS,), generator=g)
+    mask = (torch.arange(MAX_COMPLETION_LENGTH)[None, :] < lengths[:, None]).long()
+    advantages = grpo(torch.rand(2, 4, generator=g).round()).view(-1)
+
+    def ours() -> tuple[torch.Tensor, torch.Tensor]:
+        router = RouterLogits(model)
+        scored = completion_logprobs(model, batch, rows, completion_ids, mask, lean=lean, router=router)
+        return scored.logp, router.loss()
+
+    with torch.no_grad():
+        base, _ = ours()
+    old_logp = base + 0.3 * torch.randn(base.shape, generator=g)
+    inputs = {
+        "prompt_ids": batch.input_ids[rows],
+        "prompt_mask": batch.attention_mask[rows],
+        "completion_ids": completion_ids,
+        "completion_mask": mask,
+        "advantages": advantages,
+        "old_per_token_logps": old_logp,
+        "num_items_in_batch": mask.sum(),
+    }
+    their_loss = grpo_trainer.compute_loss(model, inputs)  # eval mode: the term not divided by accumulation steps
+    their_grads = gradients(model, their_loss)
+    logp, aux = ours()
+    args = (advantages, mask.float(), "grpo", 0.0, 0.2, "token", {}, None)
+    our_loss = vlrl_loss(logp, old_logp, None, *args) + router_aux_coef(coef, model) * aux
+    our_grads = gradients(model, our_loss)
+    assert router_aux_coef(coef, model) == (0.001 if coef is None else coef)
+    assert float(aux.detach()) == pytest.approx(grpo_trainer._metrics["eval"]["aux_loss"][-1], rel=1e-5)
+    torch.testing.assert_close(our_loss, their_loss, rtol=1e-5, atol=1e-7)
+    assert their_grads.keys() == our_grads.keys()
+    for name, grad in their_grads.items():
+        torch.testing.assert_close(our_grads[name], grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
 def test_advantages_equal_trl_group_normalisation():
     rewards = torch.tensor([[1.0, 0.0, 0.5, 0.25], [2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 1.0, 1.0]])
     # TRL: mean and std (unbiased) per group, advantages = (r - mean) / (std + 1e-4)

@@ -239,6 +239,39 @@ def test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do(
     assert any(not torch.allclose(grads[n], without[n], rtol=1e-3, atol=1e-6) for n in grads)
 
 
+def test_a_mixture_of_experts_load_balancing_loss_is_each_micro_batchs_averaged_over_the_step(tmp_path, rec_data):
+    """algo.router_aux_loss_coef: the step's gradient is the hand-written loss's plus 0.5 x the
+    mean, over the micro-batches trainer.token_budget makes, of each one's load-balancing loss
+    (TRL's, per forward: tests/algos/test_trl_equivalence.py), and router_aux_loss logged is
+    that mean; a dense model refuses the option."""
+    from vlrl.config import ConfigError
+    from vlrl.models.routing import RouterLogits
+
+    options = {"model.path": "tiny:qwen3_vl_moe", "algo.router_aux_loss_coef": 0.5, "trainer.token_budget": 250}
+    trainer = make_trainer(tmp_path / "moe", rec_data, engine="hf", **options)
+    batch, advantages = rollout(trainer)
+    stats, ((rows, params, grads),) = recorded_update(trainer, batch, advantages)
+    current, _ = logprobs_at(trainer, batch, rows, params)
+    expected = hand_step(trainer, batch, advantages, rows, params, current)[0]
+    run, planned = trainer.run, trainer.updater.plan(batch, rows)
+    assert len(planned) >= 2
+    run.model.zero_grad()
+    router, balance = RouterLogits(run.model), []
+    for positions in planned:
+        micro = [rows[i] for i in positions]
+        rows_logprobs(run.model, batch, micro, trainer.cfg.rollout.temperature, run.pad_id, run.device, router=router)
+        balance.append(router.loss())
+    aux = torch.stack(balance)
+    (0.5 * aux.mean()).backward()
+    balancing = {n: p.grad for n, p in run.model.named_parameters() if p.grad is not None}  # none past the last router
+    assert_same_gradient(grads, {n: g + balancing.get(n, 0) for n, g in expected.items()})
+    assert stats["router_aux_loss"] == pytest.approx(float(aux.detach().mean()), rel=1e-5)
+    with pytest.raises(
+        ConfigError, match="algo.router_aux_loss_coef is 0.5, but Qwen2_5_VLForConditionalGeneration is not"
+    ):
+        make_trainer(tmp_path / "dense", rec_data, engine="hf", **{"algo.router_aux_loss_coef": 0.5})
+
+
 def test_the_adaptive_entropy_bonus_applies_the_controllers_coefficient_and_follows_each_steps_entropy(
     tmp_path, rec_data, tiny_qwen25
 ):

@@ -12,6 +12,7 @@ import torch
 from vlrl.data.sample import Sample
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.policy import SamplingFilter, TokenLogprobs, completion_logprobs
+from vlrl.models.routing import RouterLogits
 from vlrl.rollout import Completion
 from vlrl.rollout.base import completion_rows
 from vlrl.tasking.scoring import Scores
@@ -176,11 +177,13 @@ def rows_logprobs(
     with_entropy: bool = False,
     sampler: SamplingFilter | None = None,
     lean: bool = True,
+    router: RouterLogits | None = None,
 ) -> tuple[TokenLogprobs, int]:
     """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
     (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
     on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU);
-    `lean`: through the lean step where the model allows it (model.lean_forward)."""
+    `lean`: through the lean step where the model allows it (model.lean_forward); a `router`
+    records the routers over them (`completion_logprobs`)."""
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
     prompt_ids = sorted(set(owners))
@@ -189,4 +192,7 @@ def rows_logprobs(
     width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
-    return completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean), width
+    scored = completion_logprobs(
+        model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean, router=router
+    )
+    return scored, width

@@ -15,6 +15,7 @@ from vlrl.algos.losses import KL_ESTIMATORS, mismatch, rollout_importance_weight
 from vlrl.config import AlgoConfig, RolloutConfig
 from vlrl.models.loading import without_grad
 from vlrl.models.policy import SamplingFilter, TokenLogprobs
+from vlrl.models.routing import RouterLogits, router_aux_coef
 from vlrl.trainer.batch import (
     RolloutBatch,
     padded_tokens,
@@ -64,6 +65,7 @@ class Updater:
         self.entropy_control = EntropyController(
             a.entropy_coef, a.entropy_target, a.entropy_coef_min, a.entropy_coef_max, a.entropy_coef_delta
         )
+        self.router_aux_coef = router_aux_coef(a.router_aux_loss_coef, self.run.model)
 
     def follow_entropy(self, sums: defaultdict[str, float]) -> None:
         """After an optimizer step, the adaptive entropy coefficient follows the step's trained
@@ -194,7 +196,9 @@ class Updater:
         by the whole step's counts, so the split changes nothing); its loss. The engine's
         mismatch is measured on the `first` pass, where the policy is the one that sampled.
         `max_new_tokens` is the step's limit (its stage's, rollout.limits); `row_weights` (R,)
-        multiply each row's policy term (algo.difficulty)."""
+        multiply each row's policy term (algo.difficulty). A mixture of experts' load-balancing
+        loss (algo.router_aux_loss_coef) is each micro-batch's own, as TRL's, so unlike the policy
+        term it depends on the split: the step's is their mean over every process's micro-batches."""
         run, algo, device = self.run, self.algo, self.run.device
         rows_t = torch.tensor(rows, dtype=torch.long)
         weights = token_weights(
@@ -207,14 +211,17 @@ class Updater:
         if algo.entropy_target is not None:
             sums["entropy_coef"] += entropy_coef
         total = 0.0
-        for positions in self.plan(batch, rows, sums):
+        planned = self.plan(batch, rows, sums)
+        router = RouterLogits(run.model) if self.router_aux_coef else None
+        forwards = run.procs.mean(sum(1 for positions in planned if positions)) if router else 1.0
+        for positions in planned:
             if not positions:  # this process has fewer micro-batches than another (FSDP2)
                 run.strategy.idle_pass(run.model, run.pad_id, backward=True)
                 continue
             micro = rows_t[positions]
             current, width = rows_logprobs(
                 run.model, batch, micro.tolist(), self.rollout.temperature, run.pad_id, device, algo.has_entropy_bonus,
-                sampler=self.sampler if old.logp is None else None, lean=run.lean_forward,
+                sampler=self.sampler if old.logp is None else None, lean=run.lean_forward, router=router,
             )  # fmt: skip
             m = rows_of(mask, micro, width, device)
             old_logp = current.logp.detach() if old.logp is None else rows_of(old.logp, micro, width, device)
@@ -246,6 +253,11 @@ class Updater:
                 sums["window_entropy"] += float((current.entropy.detach() * m).sum())
                 sums["window_tokens"] += float(m.sum())
             loss = (terms.per_token * weights[positions, :width].to(device)).sum()
+            if router is not None:
+                balance = router.loss()
+                loss = loss + self.router_aux_coef * balance / forwards
+                sums["router_aux_loss"] += float(balance.detach())
+                sums["router_forwards"] += 1
             loss.backward()
             total += float(loss.detach())
             if terms.kl is not None:
@@ -295,6 +307,8 @@ def update_stats(
     }
     if with_kl:
         stats["kl"] = sums["kl"] / tokens
+    if sums.get("router_forwards"):  # TRL's aux_loss: the mean over the forwards, before the coefficient
+        stats["router_aux_loss"] = sums["router_aux_loss"] / sums["router_forwards"]
     if "entropy_coef" in sums:  # the adaptive one's, applied: its mean over the optimizer steps
         stats["entropy_coef"] = sums["entropy_coef"] / steps
     if (padding := padding_share(sums.get("computed_tokens", 0), sums.get("unpadded_tokens", 0))) is not None:
