@@ -60,9 +60,11 @@ lint: $(STAMP)
 # warm took 283-303 s in five runs (328 s with torch's compile cache in /tmp cleared), against
 # 339-396 s one half after the other (2026-11-28/29, the 2-core CI machine); the suite has grown
 # since, to 470-530 s warm (the main half's 3,580 tests 466 and 524 s in two runs, vLLM's 111 and
-# 161 s beside it, 2026-12-02), and was brought back to 319 s (3,431 tests in 318 s, vLLM's in 110 s)
-# by leaving three families' decoder sweeps and five tests of 11-37 s to `make test-slow` and by
-# loading each tiny checkpoint once per test process (tests/conftest.py). The main half runs
+# 161 s beside it, 2026-12-02), and was brought back to 254-319 s in two runs (the main half's 3,431
+# and 3,440 tests in 318 and 253 s, vLLM's in 110 and 67 s beside it; a fresh clone's CI 469 s) by
+# leaving three families' decoder sweeps and five tests of 11-37 s to `make test-slow` (its main
+# half: 166 tests in 809 s on two workers) and by loading each tiny checkpoint once per test
+# process (tests/conftest.py). The main half runs
 # in two test processes of one thread each, ~60% of the time one process with two threads takes
 # (two torch processes of two threads each would slow each other); its tests are stolen by whichever worker is idle (worksteal): a few files hold long
 # subprocess tests (torchrun, signals, every family), which a file at a time left one worker

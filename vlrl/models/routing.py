@@ -2,7 +2,8 @@
 what they routed: Switch Transformer's auxiliary loss, as transformers computes it for the model
 (each modeling module's `load_balancing_loss_func`). TRL's GRPO (trl/trainer/grpo_trainer.py,
 1.16) adds it to the loss by default for a model whose text config has `output_router_logits`,
-at the config's `router_aux_loss_coef`; vlrl's `algo.router_aux_loss_coef` follows it.
+at the config's `router_aux_loss_coef`; vlrl's `algo.router_aux_loss_coef` adds it the same way
+(off by default, as in verl's and EasyR1's FSDP workers).
 
 The routers are found as transformers finds them when asked for `output_router_logits`: the
 module class its `_can_record_outputs["router_logits"]` names, its output at that index (the
@@ -46,14 +47,14 @@ class RouterLogits:
     over them."""
 
     def __init__(self, model: torch.nn.Module) -> None:
+        core = core_model(model)
         recorders = (getattr(type(m), "_can_record_outputs", None) or {} for m in model.modules())
         recorder = next((r["router_logits"] for r in recorders if "router_logits" in r), None)
         if recorder is None:
-            raise ConfigError(f"{type(core_model(model)).__name__} records no router logits: it has no experts")
+            raise ConfigError(f"{type(core).__name__} records no router logits: it has no experts")
         self.index = recorder.index
         self.routers = [m for m in model.modules() if isinstance(m, recorder.target_class)]
         self.calls: dict[torch.nn.Module, list[torch.Tensor]] = {router: [] for router in self.routers}
-        core = core_model(model)
         text = core.config.get_text_config()
         self.experts, self.top_k = text.num_experts, text.num_experts_per_tok
         self.loss_func = sys.modules[type(core).__module__].load_balancing_loss_func
