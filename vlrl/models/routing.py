@@ -41,6 +41,17 @@ def router_aux_coef(option: float | None, model: torch.nn.Module) -> float:
     return float(option)
 
 
+def modeling_function(model: torch.nn.Module, name: str):
+    """`name` of the transformers modeling module that defines the model's class: the first in
+    its class's ancestry that has it (FSDP2's fully_shard makes the class a subclass of its own,
+    defined in torch's module)."""
+    for cls in type(model).__mro__:
+        found = getattr(sys.modules.get(cls.__module__), name, None)
+        if found is not None:
+            return found
+    raise ConfigError(f"{type(model).__name__}'s modeling module has no {name}")
+
+
 class RouterLogits:
     """Within `with`, every router's logits over the forwards run, each router's calls in order;
     the forwards' caller sets `token_weights`, then `loss()` is the model's load-balancing loss
@@ -57,7 +68,7 @@ class RouterLogits:
         self.calls: dict[torch.nn.Module, list[torch.Tensor]] = {router: [] for router in self.routers}
         text = core.config.get_text_config()
         self.experts, self.top_k = text.num_experts, text.num_experts_per_tok
-        self.loss_func = sys.modules[type(core).__module__].load_balancing_loss_func
+        self.loss_func = modeling_function(core, "load_balancing_loss_func")
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
         # flat, in the order the forwards ran the tokens: 0 leaves one out, 2 counts it twice (a
         # prompt shared by two completions is in each of their sequences under TRL)
