@@ -516,8 +516,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         (ROUTER_STEP,),
     ),
     Mutation(
-        "router_aux_loss_coef: a shared prompt counted once, not once per completion", "vlrl/models/policy.py",
-        "(batch.attention_mask * uses[:, None])", "(batch.attention_mask * 1)", (ROUTER_TRL,),
+        "router_aux_loss_coef: a shared prompt counted once, not once per completion", "vlrl/models/routing.py",
+        "(prompt_mask * uses[:, None])", "(prompt_mask * 1)", (ROUTER_TRL,),
     ),
     Mutation(
         "router_aux_loss_coef: null not the model's coefficient", "vlrl/models/routing.py",

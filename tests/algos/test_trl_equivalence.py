@@ -201,7 +201,8 @@ def test_a_mixture_of_experts_load_balancing_loss_and_gradient_equal_trls(arch, 
 
     def ours() -> tuple[torch.Tensor, torch.Tensor]:
         router = RouterLogits(model)
-        scored = completion_logprobs(model, batch, rows, completion_ids, mask, lean=lean, router=router)
+        with router.over(batch.attention_mask, rows, mask):
+            scored = completion_logprobs(model, batch, rows, completion_ids, mask, lean=lean)
         return scored.logp, router.loss()
 
     with torch.no_grad():

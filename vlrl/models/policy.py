@@ -27,7 +27,6 @@ from transformers import Cache
 from vlrl.models.batch import PromptBatch
 from vlrl.models.decode_step import lean_forward
 from vlrl.models.loading import core_model, family_of_model
-from vlrl.models.routing import RouterLogits
 
 CHUNK_TOKENS = 1024  # tokens whose logits are held at once in the update (0.6 GB of float32 at Qwen's vocabulary)
 
@@ -314,7 +313,6 @@ def completion_logprobs(
     sampler: SamplingFilter | None = None,
     chunk_tokens: int | None = None,
     lean: bool = True,
-    router: RouterLogits | None = None,
 ) -> TokenLogprobs:
     """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`
     (0 where `completion_mask` is: padding is not scored).
@@ -324,34 +322,8 @@ def completion_logprobs(
     (vLLM): the trainer's value to compare the engine's with. The vocabulary is held for
     `chunk_tokens` tokens at a time (None: `CHUNK_TOKENS`); 0 holds the logits of every token at
     once (the reference the tests compare with). `lean`: the completions through the lean step
-    where the model allows it (`completion_forward`). A `router` records the routers over
-    these forwards, and the weight of each token they routed for its load-balancing loss: a
-    prompt token once for each of its completions, a completion token once, padding not at all,
-    as in the rows of prompt and completion TRL's forward takes.
+    where the model allows it (`completion_forward`).
     """
-    with router if router is not None else contextlib.nullcontext():
-        out = scored_completions(model, batch, rows, completion_ids, completion_mask, temperature, with_entropy,
-                                 sampler, chunk_tokens, lean)  # fmt: skip
-    if router is not None:
-        uses = torch.bincount(rows, minlength=len(batch.attention_mask)).to(batch.attention_mask.device)
-        prompt_weights = (batch.attention_mask * uses[:, None]).flatten().float()
-        router.token_weights = torch.cat([prompt_weights, completion_mask.flatten().float()])
-    return out
-
-
-def scored_completions(
-    model: torch.nn.Module,
-    batch: PromptBatch,
-    rows: torch.Tensor,
-    completion_ids: torch.Tensor,
-    completion_mask: torch.Tensor,
-    temperature: float,
-    with_entropy: bool,
-    sampler: SamplingFilter | None,
-    chunk_tokens: int | None,
-    lean: bool,
-) -> TokenLogprobs:
-    """`completion_logprobs` but the routers' weights."""
     chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
     if chunk_tokens <= 0:  # the full logits, a row upcast at a time

@@ -53,9 +53,8 @@ def modeling_function(model: torch.nn.Module, name: str):
 
 
 class RouterLogits:
-    """Within `with`, every router's logits over the forwards run, each router's calls in order;
-    the forwards' caller sets `token_weights`, then `loss()` is the model's load-balancing loss
-    over them."""
+    """Within `with router.over(...)`, every router's logits over the forwards run, each router's
+    calls in order; then `loss()`, the model's load-balancing loss over them."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         core = core_model(model)
@@ -70,12 +69,18 @@ class RouterLogits:
         self.experts, self.top_k = text.num_experts, text.num_experts_per_tok
         self.loss_func = modeling_function(core, "load_balancing_loss_func")
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
-        # flat, in the order the forwards ran the tokens: 0 leaves one out, 2 counts it twice (a
-        # prompt shared by two completions is in each of their sequences under TRL)
-        self.token_weights: torch.Tensor | None = None
+        self.token_weights = torch.zeros(0)
+
+    def over(self, prompt_mask: torch.Tensor, rows: torch.Tensor, completion_mask: torch.Tensor) -> RouterLogits:
+        """For the forwards of `models.policy.completion_logprobs`: the prompts (B, P) once, then
+        the completions (R, T), row r continuing prompt `rows[r]`. Each token the routers see is
+        weighted as in the rows of prompt and completion TRL's forward takes: a prompt token once
+        for each of its completions, a completion token once, padding not at all."""
+        uses = torch.bincount(rows, minlength=len(prompt_mask)).to(prompt_mask.device)
+        self.token_weights = torch.cat([(prompt_mask * uses[:, None]).flatten(), completion_mask.flatten()]).float()
+        return self
 
     def __enter__(self) -> RouterLogits:
-        self.token_weights = None
         for router in self.routers:
             self.calls[router].clear()
             record = self.calls[router].append
@@ -90,10 +95,7 @@ class RouterLogits:
     def loss(self) -> torch.Tensor:
         """The load-balancing loss over the recorded tokens, each weighted by `token_weights`."""
         layers = tuple(torch.cat(self.calls[router]) for router in self.routers)
-        token_weights = self.token_weights
-        if token_weights is None:
-            raise RuntimeError("no token weights: the forwards' caller sets them")
-        if any(len(layer) != len(token_weights) for layer in layers):
+        if any(len(layer) != len(self.token_weights) for layer in layers):
             routed = sorted({len(layer) for layer in layers})
-            raise RuntimeError(f"the routers saw {routed} tokens, the weights are of {len(token_weights)}")
-        return self.loss_func(layers, self.experts, self.top_k, token_weights)
+            raise RuntimeError(f"the routers saw {routed} tokens, the weights are of {len(self.token_weights)}")
+        return self.loss_func(layers, self.experts, self.top_k, self.token_weights)

@@ -3,6 +3,7 @@ micro-batches of whole prompts, each prompt's prefix run once (`rows_logprobs`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -183,7 +184,7 @@ def rows_logprobs(
     (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
     on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU);
     `lean`: through the lean step where the model allows it (model.lean_forward); a `router`
-    records the routers over them (`completion_logprobs`)."""
+    records the routers over those forwards, for their load-balancing loss."""
     rows_t = torch.tensor(rows)
     owners = batch.prompt_index[rows_t].tolist()
     prompt_ids = sorted(set(owners))
@@ -192,7 +193,6 @@ def rows_logprobs(
     width = max(1, int(batch.completion_mask[rows_t].sum(dim=1).max()))
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
-    scored = completion_logprobs(
-        model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean, router=router
-    )
+    with router.over(prompts.attention_mask, local, mask) if router is not None else contextlib.nullcontext():
+        scored = completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean)
     return scored, width

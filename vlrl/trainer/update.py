@@ -213,7 +213,7 @@ class Updater:
         total = 0.0
         planned = self.plan(batch, rows, sums)
         router = RouterLogits(run.model) if self.router_aux_coef else None
-        forwards = run.procs.mean(sum(1 for positions in planned if positions)) if router else 1.0
+        forwards = run.procs.mean(sum(1 for positions in planned if positions)) if router is not None else 1.0
         for positions in planned:
             if not positions:  # this process has fewer micro-batches than another (FSDP2)
                 run.strategy.idle_pass(run.model, run.pad_id, backward=True)
