@@ -69,14 +69,14 @@ def tiny_checkpoints_load_once():
 
     def model_once(self, path, dtype, attn_implementation):
         key = (type(self), str(path), dtype, attn_implementation)
-        if not cached(path) or models.get(key, False) is None:
-            return load_model(self, path, dtype, attn_implementation)
-        if key in models:
-            return copy.deepcopy(models[key])
-        before = torch.random.get_rng_state()
-        model = load_model(self, path, dtype, attn_implementation)
-        models[key] = None if not torch.equal(before, torch.random.get_rng_state()) else copy.deepcopy(model)
-        return model
+        if cached(path) and key not in models:
+            before = torch.random.get_rng_state()
+            model = load_model(self, path, dtype, attn_implementation)
+            drew = not torch.equal(before, torch.random.get_rng_state())
+            models[key] = None if drew else copy.deepcopy(model)
+            return model
+        kept = models.get(key)
+        return load_model(self, path, dtype, attn_implementation) if kept is None else copy.deepcopy(kept)
 
     def processor_once(self, path):
         key = (type(self), str(path))

@@ -447,6 +447,7 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"loss": "cispo"}, "epsilon_high, which is unset"),
         ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
         ({"off_policy_mask": 0.0}, "off_policy_mask must be > 0"),
+        ({"router_aux_loss_coef": -0.001}, "router_aux_loss_coef must be >= 0"),
         ({"loss": "vespo", "ratio_level": "sequence"}, "takes each token.s ratio its own way"),
         ({"loss": "gmpo", "dual_clip": 3.0}, "bounds its own way"),
         ({"kl_target": 0.1}, "kl_target steers the coefficient of the KL in the reward"),
