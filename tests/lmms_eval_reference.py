@@ -7,7 +7,7 @@ countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
-mathverse/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
+mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
 aside); its evaluator.py runs the same per-document scoring on a thread pool.
@@ -1506,6 +1506,26 @@ class MathReimplementation:
         return cls._reasoning(
             [("" + "\n\n" + d["query_wo"]).strip() for d in docs], [d["answer"] for d in docs], responses
         )
+
+    @classmethod
+    def mathvision_reason_testmini_reasoning(cls, docs, responses):
+        def doc_to_text(doc, lmms_eval_specific_kwargs=None):  # mathvision/reasoning/utils.py, kwargs None
+            question, choices = doc["question"], doc["options"]
+            options = [chr(ord("A") + i) for i in range(len(choices))]
+            choices_str = "\n".join([f"{option}. {choice}" for option, choice in zip(options, choices, strict=True)])
+            mc_prompt = ""
+            if lmms_eval_specific_kwargs is not None:
+                mc_prompt = "\n" + lmms_eval_specific_kwargs["mc_prompt"]
+            query_prompt = 'Please solve the problem step by step and put your answer in one "\\boxed{}".'
+            if choices_str:
+                query_prompt += f"{question}\nChoices: {choices_str}" + mc_prompt
+            else:
+                query_prompt += question
+            return query_prompt
+
+        return cls._reasoning([doc_to_text(d).strip() for d in docs], [str(d["answer"]) for d in docs], responses)
+
+    mathvision_reason_test_reasoning = mathvision_reason_testmini_reasoning
 
     # -- ocrbench/reasoning/utils.py, chartqa/reasoning/utils.py (make_reasoning_doc_to_messages) -----
     @classmethod

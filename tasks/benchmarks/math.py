@@ -17,6 +17,11 @@ testmini and Geometry3K, where lmms-eval's scoring needs no judge model.
   `_task_utils/reasoning_utils.py`'s compute_score, fully rule-based (its judge is off unless
   USE_LLM_JUDGE=True): `acc_score` and `format_score`, means. They need math-verify (vlrl[math]).
   The other MathVerse tasks are judge-only (every sample scores 0 offline) and are not offered.
+- `mathvision_reason_testmini_reasoning` / `mathvision_reason_test_reasoning` (MathLLMs/MathVision,
+  mathvision/reasoning/utils.py): MathVision's boxed-answer query, the reasoning system prompt,
+  compute_score against the answer (an option letter, or the value). They need math-verify. The
+  standard `mathvision_testmini` / `_test` score with MATH-V's eval_utils, which `eval()`s
+  latex2sympy's output, and are not offered.
 - `geometry3k` (Yang130/geometry3k_4choices_mixed, geometry3k/utils.py): four choices, the
   letter read by four patterns in order (the last match of the first that matches), else the
   first choice whose text the response contains; `exact_match`, the mean.
@@ -267,6 +272,42 @@ class MathVerseReasoning(ComputeScored, _MathBenchmark):
                 "question_type": "free-form", "query_wo": query, "query_cot": query, "question_for_eval": query}  # fmt: skip
 
 
+MATHVISION_SCHEMA = pa.schema(
+    [("id", pa.string()), ("question", pa.string()), ("options", pa.list_(pa.string())), ("image", pa.string()),
+     ("decoded_image", IMAGE_TYPE), ("answer", pa.string()), ("solution", pa.string()), ("level", pa.int64()),
+     ("subject", pa.string())]
+)  # fmt: skip
+
+
+def mathvision_query(question: str, options: Sequence[str]) -> str:
+    """mathvision/reasoning/utils.py mathvision_doc_to_text with no lmms_eval_specific_kwargs (the
+    reasoning yaml names none, so no mc_prompt): the instruction and the question run together."""
+    query = 'Please solve the problem step by step and put your answer in one "\\boxed{}".'
+    choices = "\n".join(f"{chr(ord('A') + i)}. {option}" for i, option in enumerate(options))
+    return query + (f"{question}\nChoices: {choices}" if choices else question)
+
+
+class MathVisionReasoning(ComputeScored, _MathBenchmark):
+    """lmms_eval/tasks/mathvision/reasoning: the query (stripped by make_reasoning_doc_to_messages),
+    the reasoning system prompt, compute_score against `answer` as given (a letter where there
+    are options)."""
+
+    columns = (Column("question", "string"), Column("options", "list<string>"),
+               Column("decoded_image", "image"), Column("answer", "string"))  # fmt: skip
+    schema = MATHVISION_SCHEMA
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        prompt = mathvision_query(record["question"], record["options"] or []).strip()
+        return self._sample(record, ctx, prompt, record["answer"], "decoded_image")
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        options = [str(count + d) for d in (-1, 0, 1, 2)] if index % 2 == 0 else []
+        return {"id": str(index), "question": "<image1>\nHow many dots are there?", "options": options,
+                "image": f"images/{index}.jpg", "decoded_image": image_cell(image, f"{index}.jpg"),
+                "answer": "B" if options else str(count), "solution": None, "level": 1 + index % 5,
+                "subject": "counting"}  # fmt: skip
+
+
 class Geometry3K(_MathBenchmark):
     """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
 
@@ -314,6 +355,10 @@ BENCHMARKS |= variants(MathVistaReasoning, [
 BENCHMARKS |= variants(MathVerseReasoning, [
     {"name": "mathverse_testmini_reasoning", "split": "testmini", "dataset": "CaraJ/MathVerse-lmmseval",
      "description": "MathVerse testmini with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
+BENCHMARKS |= variants(MathVisionReasoning, [
+    {"name": f"mathvision_reason_{split}_reasoning", "split": split, "dataset": "MathLLMs/MathVision",
+     "description": f"MathVision {split} with lmms-eval's reasoning prompt and rule-based score (math-verify)"}
+    for split in ("testmini", "test")])  # fmt: skip
 BENCHMARKS |= variants(Geometry3K, [
     {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
      "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip
