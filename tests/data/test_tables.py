@@ -22,7 +22,9 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import (
     IMAGE_TYPE,
     Column,
+    ImageJoin,
     SchemaError,
+    hub_file,
     image_cell,
     is_table_spec,
     load_table_split,
@@ -563,3 +565,67 @@ def test_an_embedded_image_already_in_the_cache_is_not_decoded_again(tmp_path, m
     monkeypatch.setattr(tables, "open_image", no_decoding)
     assert cache.store(data, "y.parquet:row 5") == stored
     assert Path(stored).read_bytes() == data
+
+
+# -- images published as a config of their own (GQA) ----------------------------------------------------
+JOIN = ImageJoin(rows="questions", images="pictures", key="imageId")
+QUESTIONS = pa.schema([("id", pa.string()), ("imageId", pa.string()), ("answer", pa.list_(pa.string()))])
+PICTURES = pa.schema([("id", pa.string()), ("image", IMAGE_TYPE)])
+
+
+def _joined_dataset(root: Path, pictures: list[dict], image_ids: list[str]) -> Path:
+    write_parquet(hub_file(root, "testdev", "pictures"), pictures, PICTURES)
+    rows = [{"id": f"q{i}", "imageId": image_id, "answer": []} for i, image_id in enumerate(image_ids)]
+    write_parquet(hub_file(root, "testdev", "questions"), rows, QUESTIONS)
+    return root
+
+
+def _pictures(colors: list[str]) -> list[dict]:
+    return [
+        {"id": f"n{i}", "image": image_cell(Image.new("RGB", (16, 16), c), f"n{i}.jpg")} for i, c in enumerate(colors)
+    ]
+
+
+def test_images_of_another_config_are_joined_to_the_rows_by_id_not_by_place(tmp_path):
+    pictures = _pictures(["red", "green", "blue"])
+    root = _joined_dataset(tmp_path / "GQA", pictures[::-1], ["n1", "n0", "n1", "n2"])
+    for spec in (str(root), str(root / "questions"), f"{root}@testdev"):
+        split = load_table_split(
+            spec, _keep, SPEC, default_split="testdev", image_cache=tmp_path / "c", image_join=JOIN
+        )
+        assert not split.errors
+        colors = [Image.open(s.images[0]).getpixel((0, 0)) for s in split.samples]
+        assert colors == [(0, 128, 0), (255, 0, 0), (0, 128, 0), (0, 0, 255)], spec
+        assert [s.source for s in split.samples] == [
+            f"{root}/questions/testdev-00000-of-00001.parquet:row {i}" for i in range(4)
+        ]
+
+
+def test_a_row_whose_image_is_missing_or_does_not_decode_costs_that_row_only(tmp_path):
+    pictures = _pictures(["red", "green"])
+    pictures[1]["image"] = {"bytes": b"not an image", "path": "n1.jpg"}
+    root = _joined_dataset(tmp_path / "GQA", pictures, ["n0", "n1", "n9", "n0"])
+    split = load_table_split(
+        str(root), _keep, SPEC, default_split="testdev", image_cache=tmp_path / "c", image_join=JOIN
+    )
+    assert [s.id for s in split.samples] == ["q0", "q3"]
+    rows = f"{root}/questions/testdev-00000-of-00001.parquet"
+    assert [e.source for e in split.errors] == [f"{rows}:row 1", f"{rows}:row 2"]
+    assert "imageId 'n1': " in str(split.errors[0]) and "pictures/testdev-00000-of-00001.parquet:row 1 image" in str(
+        split.errors[0]
+    )
+    assert "embedded image does not decode" in str(split.errors[0])
+    assert f"imageId 'n9' names no image in {root}/pictures" in str(split.errors[1])
+
+
+def test_a_folder_without_the_joined_configs_is_refused_naming_them(tmp_path):
+    write_parquet(hub_file(tmp_path / "flat", "testdev"), [], QUESTIONS)
+    with pytest.raises(FileNotFoundError, match=r"not a dataset folder holding questions/ and pictures/"):
+        load_table_split(str(tmp_path / "flat"), _keep, SPEC, default_split="testdev", image_join=JOIN)
+    write_parquet(hub_file(tmp_path / "half", "testdev", "questions"), [], QUESTIONS)
+    with pytest.raises(FileNotFoundError, match=r"half/pictures, which does not exist"):
+        load_table_split(str(tmp_path / "half"), _keep, SPEC, default_split="testdev", image_join=JOIN)
+    _joined_dataset(tmp_path / "bad", [{"id": "n0", "image": None}], ["n0"])
+    pq.write_table(pa.table({"id": ["n0"], "picture": ["x"]}), hub_file(tmp_path / "bad", "testdev", "pictures"))
+    with pytest.raises(SchemaError, match=r"missing column 'image'"):
+        load_table_split(str(tmp_path / "bad"), _keep, SPEC, default_split="testdev", image_join=JOIN)

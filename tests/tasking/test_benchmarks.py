@@ -78,7 +78,9 @@ def _read_rows(name: str, rows: list[dict], schema: pa.Schema, split: str, tmp_p
 
 
 def _docs(task, path: Path):
-    return hub_docs(hub_file(path, task.split))
+    """The benchmark's rows as lmms-eval loads them (GQA's: its questions' config)."""
+    join = task.image_join
+    return hub_docs(hub_file(path, task.split, join.rows) if join else hub_file(path, task.split))
 
 
 def _rounds(variants_of, samples):
@@ -607,7 +609,7 @@ def _hostile(name: str, sample) -> list[str]:
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
              "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
-             "muirbench": _muir_responses}  # fmt: skip
+             "muirbench": _muir_responses, "gqa": _gqa_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1054,6 +1056,13 @@ def _ai2d_responses(sample):
             f"Z. {letter}"]  # fmt: skip
 
 
+def _gqa_responses(sample):
+    answer = sample.solution
+    return [answer, answer.upper(), f"{answer}.", f"'{answer}'", f" {answer} ", f"{answer}s", f"a {answer}",
+            f"{answer}\n", f"{answer}!?", f"{answer} {answer}", "", "no", f"<think>no</think>{answer}",
+            f"{answer}\u3000", f"{answer}-"]  # fmt: skip
+
+
 def _mme_responses(sample):
     return ["Yes", "no", "Y", "n.", "Nope", "not sure", "yes, it is", "No. Yes.", "x", "", "Yes\n", "I think yes",
             "<think>no</think>Yes", "NO!", "I no, yes", "a yes"]  # fmt: skip
@@ -1156,7 +1165,7 @@ def _pope_responses(sample):
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
-     ("muirbench", _muir_responses)],
+     ("muirbench", _muir_responses), ("gqa", _gqa_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)

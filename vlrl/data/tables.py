@@ -11,6 +11,11 @@ An image embedded as bytes (the `Image` feature, struct<bytes, path>) is decoded
 written to a content-addressed cache and replaced in the record by that file's path, so
 tasks read it like any image path; an image stored as a path stays a path.
 
+A benchmark whose images are published as another config of the dataset (GQA: rows in
+testdev_balanced_instructions/, images in testdev_balanced_images/, joined on `imageId`) names
+them with an ImageJoin: the image config is read first into the cache, and each row gets the
+path of the image its key names, as the reference's process_docs joins them.
+
 Bad input: a file whose schema lacks a column the task reads, or holds it in another type,
 fails naming the column and the expected schema (SchemaError); a row whose embedded image
 does not decode is skipped and reported at "file:row N" like a bad json record.
@@ -361,6 +366,65 @@ def _image_columns(schema: pa.Schema) -> dict[str, bool]:
     return out
 
 
+# -- images published as a config of their own -----------------------------------------------
+@dataclass(frozen=True)
+class ImageJoin:
+    """The rows are in config folder `rows`, their images in config folder `images` (columns
+    `id` and `image`), and a row's `key` names its image's id; the image's path goes under
+    `into` in the record."""
+
+    rows: str
+    images: str
+    key: str
+    into: str = "image"
+
+    def specs(self, spec: str) -> tuple[str, str]:
+        """(rows spec, images spec) of a spec naming the dataset folder or its rows' config folder."""
+        path, split = split_spec(spec)
+        base = Path(path)
+        if (base / self.rows).is_dir():
+            rows, images = base / self.rows, base / self.images
+        elif base.name == self.rows:
+            rows, images = base, base.parent / self.images
+        else:
+            raise FileNotFoundError(
+                f"data: {path} is not a dataset folder holding {self.rows}/ and {self.images}/ (its configs, as "
+                "`huggingface-cli download` writes them), nor its rows' folder"
+            )
+        if not images.is_dir():
+            raise FileNotFoundError(f"data: the images of {rows} are read from {images}, which does not exist")
+        at = f"@{split}" if split else ""
+        return f"{rows}{at}", f"{images}{at}"
+
+    def lookup(self, spec: str, default_split: str, cache: ImageCache, batch_rows: int) -> dict[str, str | RecordError]:
+        """Image id -> the path of its cached file, or the RecordError of an image that does not
+        decode (the rows naming it are skipped with it; the others are read)."""
+        columns = (Column("id", "string"), Column("image", "image"))
+        out: dict[str, str | RecordError] = {}
+        for path in table_files(spec, default_split):
+            schema, _ = _record_batches(path, None)
+            check_schema(path, schema, columns, {})
+            _, batches = _record_batches(path, ["id", "image"], batch_rows)
+            for part in batches:
+                if isinstance(part.read, RecordError):
+                    raise part.read  # the ids of the rows that do not read are unknown
+                for in_file, row in enumerate(part.read.to_pylist(), start=part.first):
+                    try:
+                        out[row["id"]] = cache.path_of(row["image"], f"{path}:row {in_file} image")
+                    except RecordError as err:
+                        out[row["id"]] = err
+        return out
+
+    def join(self, record: dict[str, Any], images: dict[str, str | RecordError], spec: str, source: str) -> None:
+        """The record's image path under `into`, in place."""
+        found = images.get(record.get(self.key))  # type: ignore[arg-type]
+        if found is None:
+            raise RecordError(source, f"{self.key} {record.get(self.key)!r} names no image in {spec}")
+        if isinstance(found, RecordError):
+            raise RecordError(source, f"{self.key} {record[self.key]!r}: {found}")
+        record[self.into] = found
+
+
 # -- reading --------------------------------------------------------------------------------
 Build = Callable[[dict[str, Any], RecordContext], list[Sample]]
 
@@ -380,15 +444,21 @@ def load_table_split(
     require_images: bool = True,
     media: MediaRules = MediaRules(),
     batch_rows: int = BATCH_ROWS,
+    image_join: ImageJoin | None = None,
 ) -> Split:
     """Rows of a table spec -> Samples. `columns` is the schema the task reads (checked on
-    every file); `rename` maps the task's record keys to the table's columns (data.columns)."""
+    every file); `rename` maps the task's record keys to the table's columns (data.columns);
+    `image_join`: the images are another config of the dataset the spec names."""
     rename = dict(rename or {})
     cache = ImageCache(image_cache, media.max_image_pixels)
     media = dataclasses.replace(media, written_here=(*media.written_here, cache.root.resolve()))
     split = Split(spec)
+    rows_spec, images_spec, joined = spec, "", {}
+    if image_join is not None:
+        rows_spec, images_spec = image_join.specs(spec)
+        joined = image_join.lookup(images_spec, default_split, cache, batch_rows)
     row_index = 0
-    for path in table_files(spec, default_split):
+    for path in table_files(rows_spec, default_split):
         wanted = [rename.get(c.name, c.name) for c in columns] + list(rename.values())
         schema, _ = _record_batches(path, None)
         check_schema(path, schema, columns, rename)
@@ -409,6 +479,8 @@ def load_table_split(
                 with split.reading(source, strict):
                     _materialize(row, images, cache, source)
                     record = {**row, **{key: row[column] for key, column in rename.items()}}
+                    if image_join is not None:
+                        image_join.join(record, joined, images_spec, source)
                     ctx = RecordContext(source, offset + in_file, root, frame_spec, require_images, media, float32)
                     split.samples.extend(build(record, ctx))
                 if limit and len(split.samples) >= limit:
@@ -434,6 +506,7 @@ def write_parquet(path: str | Path, rows: list[dict[str, Any]], schema: pa.Schem
     return path
 
 
-def hub_file(root: str | Path, split: str) -> Path:
-    """Where the hub puts a one-shard split: ROOT/data/SPLIT-00000-of-00001.parquet."""
-    return Path(root) / "data" / f"{split}-00000-of-00001.parquet"
+def hub_file(root: str | Path, split: str, config: str = "data") -> Path:
+    """Where the hub puts a one-shard split: ROOT/data/SPLIT-00000-of-00001.parquet, or
+    ROOT/CONFIG/... for a dataset of several configs kept in folders of their own."""
+    return Path(root) / config / f"{split}-00000-of-00001.parquet"

@@ -176,6 +176,7 @@ def read_split(
         limit=d.limit,
         require_images=require_images,
         media=media_rules(cfg),
+        image_join=task.image_join,
     )
 
 

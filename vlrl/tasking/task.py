@@ -21,7 +21,7 @@ from vlrl.data.sample import Sample
 from vlrl.tasking.config_rewards import ConfigReward, is_reward_spec, load_reward
 
 if TYPE_CHECKING:
-    from vlrl.data.tables import Column
+    from vlrl.data.tables import Column, ImageJoin
 
 # A reward component: completions and their samples in, one float per completion out.
 RewardFn = Callable[[Sequence[str], Sequence[Sample]], list[float]]
@@ -62,9 +62,11 @@ class Task:
     data_source: ClassVar[str] = ""
     eval_only: ClassVar[bool] = False  # a benchmark: no rewards, never trained on
     # Published tables (parquet / arrow, vlrl.data.tables): the columns the task reads, checked on
-    # every file, and the split it evaluates; empty: the task's data is its own format.
+    # every file, and the split it evaluates; empty: the task's data is its own format. Images
+    # published as a config of their own are joined to the rows by `image_join`.
     columns: ClassVar[tuple[Column, ...]] = ()
     split: ClassVar[str] = ""
+    image_join: ClassVar[ImageJoin | None] = None
     # The evaluation metric, a mean over samples, that says a completion is right (`correct`):
     # training logs its mean over the sampled completions as `accuracy`. "": none.
     accuracy_metric: ClassVar[str] = "accuracy"
