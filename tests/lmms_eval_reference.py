@@ -7,7 +7,7 @@ countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
-mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
+mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
 aside); its evaluator.py runs the same per-document scoring on a thread pool.
@@ -44,6 +44,7 @@ import re
 import statistics
 import string
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -1537,6 +1538,35 @@ class MathReimplementation:
         return cls._reasoning([doc_to_text(d).strip() for d in docs], [str(d["answer"]) for d in docs], responses)
 
     mathvision_reason_test_reasoning = mathvision_reason_testmini_reasoning
+
+    @classmethod
+    def logicvista_reasoning(cls, docs, responses):  # logicvista/reasoning/utils.py
+        return cls._reasoning([d["question"].strip() for d in docs], [str(d["answer"]) for d in docs], responses)
+
+    @classmethod
+    def dynamath_reasoning(cls, docs, responses):  # dynamath/reasoning/utils.py
+        results = []
+        for doc, pred in zip(docs, responses, strict=True):
+            acc, _ = cls.reasoning_score(pred.strip(), doc["ground_truth"])
+            results.append({"acc": acc, "question_id": doc["question_id"], "variant_id": doc["id"]})
+
+        def aggregate(metric_name):
+            variant_to_results = defaultdict(list)
+            for result in results:
+                variant_to_results[result["variant_id"]].append(result)
+            score = 0.0
+            for variant_results in variant_to_results.values():
+                if metric_name == "dynamath_average":
+                    score += sum([result["acc"] for result in variant_results]) / len(variant_results)
+                else:
+                    score += min([result["acc"] for result in variant_results])
+            return score / len(variant_to_results)
+
+        prompts = [d["question"].strip() for d in docs]
+        return prompts, {
+            "dynamath_average": aggregate("dynamath_average"),
+            "dynamath_worst": aggregate("dynamath_worst"),
+        }
 
     # -- ocrbench/reasoning/utils.py, chartqa/reasoning/utils.py (make_reasoning_doc_to_messages) -----
     @classmethod

@@ -1,5 +1,6 @@
-"""Math benchmarks as lmms-eval evaluates them (commit 75571cf): MathVista testmini, MathVerse
-testmini and Geometry3K, where lmms-eval's scoring needs no judge model.
+"""Math and logic benchmarks as lmms-eval evaluates them (commit 75571cf): MathVista testmini,
+MathVerse testmini, MathVision, DynaMath, LogicVista and Geometry3K, where lmms-eval's scoring
+needs no judge model.
 
 - `mathvista_testmini_cot` / `_solution` / `_format` (AI4Math/MathVista, lmms_eval/tasks/
   mathvista/utils.py and mathvista_evals.py): the step-by-step, solution and format-prompt
@@ -22,6 +23,12 @@ testmini and Geometry3K, where lmms-eval's scoring needs no judge model.
   compute_score against the answer (an option letter, or the value). They need math-verify. The
   standard `mathvision_testmini` / `_test` score with MATH-V's eval_utils, which `eval()`s
   latex2sympy's output, and are not offered.
+- `dynamath_reasoning` (kcz358/DynaMath, dynamath/reasoning/utils.py): the question, the
+  reasoning system prompt, compute_score against `ground_truth`; `dynamath_average` and
+  `dynamath_worst`: the rows grouped by their `id`, each group's mean (or minimum) accuracy,
+  averaged over the groups. They need math-verify.
+- `logicvista_reasoning` (lscpku/LogicVista, logicvista/reasoning/utils.py): the question, the
+  reasoning system prompt, compute_score against `answer`. It needs math-verify.
 - `geometry3k` (Yang130/geometry3k_4choices_mixed, geometry3k/utils.py): four choices, the
   letter read by four patterns in order (the last match of the first that matches), else the
   first choice whose text the response contains; `exact_match`, the mean.
@@ -39,7 +46,7 @@ from rewards.ocr import levenshtein
 from rewards.text import compile_pattern, findall
 from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
-from tasks.benchmarks.reasoning import LETTERS, ComputeScored
+from tasks.benchmarks.reasoning import LETTERS, ComputeScored, reasoning_score
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -308,6 +315,66 @@ class MathVisionReasoning(ComputeScored, _MathBenchmark):
                 "subject": "counting"}  # fmt: skip
 
 
+class DynaMathReasoning(ComputeScored, _MathBenchmark):
+    """lmms_eval/tasks/dynamath/reasoning: the question as written, compute_score against
+    `ground_truth`; process_results keeps the accuracy with the row's `id` for the grouped means."""
+
+    columns = (Column("id", "string|int"), Column("question", "string"), Column("decoded_image", "image"),
+               Column("ground_truth", "string"))  # fmt: skip
+    schema = pa.schema([("id", pa.int64()), ("question_id", pa.int64()), ("question", pa.string()),
+                        ("decoded_image", IMAGE_TYPE), ("ground_truth", pa.string())])  # fmt: skip
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        truth = {"answer": record["ground_truth"], "id": record["id"]}
+        return self._sample(record, ctx, record["question"].strip(), truth, "decoded_image")
+
+    def truth(self, sample: Sample) -> str:
+        return sample.solution["answer"]
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        acc, _ = reasoning_score(completion.strip(), self.truth(sample))
+        kept = {"acc": acc, "variant_id": sample.solution["id"]}
+        return {"dynamath_average": kept, "dynamath_worst": kept}
+
+    def aggregations(self):
+        return {
+            "dynamath_average": lambda items: _grouped(items, mean),
+            "dynamath_worst": lambda items: _grouped(items, min),
+        }
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        return {"id": index % 3, "question_id": index, "question": "How many dots are there?",
+                "decoded_image": image_cell(image, f"{index}.png"), "ground_truth": str(count)}  # fmt: skip
+
+
+def _grouped(items: Sequence[dict[str, Any]], within: Any) -> float:
+    """dynamath_aggregate_results: `within` (mean or min) of each `variant_id` group's
+    accuracies, the mean over the groups."""
+    groups: dict[Any, list[float]] = {}
+    for item in items:
+        groups.setdefault(item["variant_id"], []).append(item["acc"])
+    return sum(within(accs) for accs in groups.values()) / len(groups)
+
+
+class LogicVistaReasoning(ComputeScored, _MathBenchmark):
+    """lmms_eval/tasks/logicvista/reasoning: the question as written, compute_score against `answer`."""
+
+    columns = (Column("question", "string"), Column("image", "image"), Column("answer", "string"))
+    schema = pa.schema([("question", pa.string()), ("image", IMAGE_TYPE), ("answer", pa.string())])
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        return self._sample(record, ctx, record["question"].strip(), record["answer"], "image")
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        options = "\n".join(f"{letter}. {count + d}" for letter, d in zip("ABCD", (-1, 0, 1, 2), strict=True))
+        question = f"How many dots are there?\n{options}" if index % 2 else "How many dots are there?"
+        return {
+            "question": question,
+            "image": image_cell(image, f"{index}.png"),
+            "answer": "B" if index % 2 else str(count),
+        }
+
+
 class Geometry3K(_MathBenchmark):
     """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
 
@@ -359,6 +426,12 @@ BENCHMARKS |= variants(MathVisionReasoning, [
     {"name": f"mathvision_reason_{split}_reasoning", "split": split, "dataset": "MathLLMs/MathVision",
      "description": f"MathVision {split} with lmms-eval's reasoning prompt and rule-based score (math-verify)"}
     for split in ("testmini", "test")])  # fmt: skip
+BENCHMARKS |= variants(DynaMathReasoning, [
+    {"name": "dynamath_reasoning", "split": "test", "dataset": "kcz358/DynaMath",
+     "description": "DynaMath with lmms-eval's reasoning prompt and rule-based score: average and worst case (math-verify)"}])  # fmt: skip
+BENCHMARKS |= variants(LogicVistaReasoning, [
+    {"name": "logicvista_reasoning", "split": "test", "dataset": "lscpku/LogicVista",
+     "description": "LogicVista with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
 BENCHMARKS |= variants(Geometry3K, [
     {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
      "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip

@@ -1183,7 +1183,7 @@ def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "mathvision_reason_testmini_reasoning",
-     "ocrbench_reasoning", "chartqa_reasoning",
+     "dynamath_reasoning", "logicvista_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
      "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning", "vstar_bench_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
@@ -1196,7 +1196,7 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         prompts, expected = getattr(reference, name)(docs, reference.scored(responses))
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
-    # MathVista's, MathVerse's, MathVision's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
+    # MathVista's, MathVerse's, MathVision's, DynaMath's, LogicVista's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
     system = (
         DEFAULT_REASONING_SYSTEM_PROMPT
         if name.startswith(("ocrbench", "chartqa", "mmstar", "vstar"))
