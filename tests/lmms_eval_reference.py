@@ -7,7 +7,7 @@ countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
-mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
+mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
 aside); its evaluator.py runs the same per-document scoring on a thread pool.
@@ -51,6 +51,7 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import torch
 from datasets.table import InMemoryTable
@@ -668,6 +669,70 @@ def ai2d_doc_to_text(doc, kwargs):
 def ai2d_doc_to_target(doc):
     options = [chr(ord("A") + i) for i in range(len(doc["options"]))]
     return options[int(doc["answer"])]
+
+
+# -- wemath/wemath_utils.py, wemath/reasoning/utils.py wemath_aggregate_results (pandas) ------------------
+def wemath_process_steps_data(df, steps):
+    steps_data = {f"{steps}steps_{i}": df[df["key"] == f"{steps}steps_{i}"] for i in range(1, steps + 1)}
+    steps_data[f"{steps}steps_multi"] = df[df["key"] == f"{steps}steps_multi"]
+    for key, data in steps_data.items():
+        data.columns = [col + f"_{key.split('_')[-1]}" for col in data.columns]
+    merged_data = steps_data[f"{steps}steps_1"]
+    for i in range(2, steps + 1):
+        merged_data = pd.merge(
+            merged_data, steps_data[f"{steps}steps_{i}"], left_on="ID_1", right_on=f"ID_{i}", how="left"
+        )
+    return pd.merge(merged_data, steps_data[f"{steps}steps_multi"], left_on="ID_1", right_on="ID_multi", how="left")
+
+
+def wemath_calculate_metrics(m2, m3):  # `== True` there, pandas' elementwise eq (a missing value: neither)
+    metrics = {}
+    metrics["steps2_filtered_rows_1_loose"] = m2[
+        ((m2["joker_1"].eq(False)) & (m2["joker_2"].eq(False))) & (m2["joker_multi"].eq(True))
+    ]
+    metrics["steps2_filtered_rows_1_strict"] = m2[
+        ((m2["joker_1"].eq(False)) | (m2["joker_2"].eq(False))) & (m2["joker_multi"].eq(True))
+    ]
+    metrics["steps2_filtered_rows_2"] = m2[
+        ((m2["joker_1"].eq(True)) & (m2["joker_2"].eq(True))) & (m2["joker_multi"].eq(False))
+    ]
+    metrics["steps2_filtered_rows_3"] = m2[
+        ((m2["joker_1"].eq(False)) | (m2["joker_2"].eq(False))) & (m2["joker_multi"].eq(False))
+    ]
+    metrics["steps3_filtered_rows_1_loose"] = m3[
+        ((m3["joker_1"].eq(False)) & (m3["joker_2"].eq(False)) & (m3["joker_3"].eq(False)))
+        & (m3["joker_multi"].eq(True))
+    ]
+    metrics["steps3_filtered_rows_1_strict"] = m3[
+        ((m3["joker_1"].eq(False)) | (m3["joker_2"].eq(False)) | (m3["joker_3"].eq(False)))
+        & (m3["joker_multi"].eq(True))
+    ]
+    metrics["steps3_filtered_rows_2"] = m3[
+        ((m3["joker_1"].eq(True)) & (m3["joker_2"].eq(True)) & (m3["joker_3"].eq(True))) & (m3["joker_multi"].eq(False))
+    ]
+    metrics["steps3_filtered_rows_3"] = m3[
+        ((m3["joker_1"].eq(False)) | (m3["joker_2"].eq(False)) | (m3["joker_3"].eq(False)))
+        & (m3["joker_multi"].eq(False))
+    ]
+    return metrics  # the complete-mastery rows only feed the rates, left out (below)
+
+
+def wemath_aggregate_results(results):
+    """The score strings of update_main_results_df; compute_final_scores' rates are left out: they
+    divide by the count of mastered and memorized problems, zero on small synthetic sets."""
+    data = pd.DataFrame(results)
+    data["joker"] = data["acc_score"] == 1.0
+    merged_2steps = wemath_process_steps_data(data[data["key"].str.contains("2steps")], 2)
+    merged_3steps = wemath_process_steps_data(data[data["key"].str.contains("3steps")], 3)
+    metrics = wemath_calculate_metrics(merged_2steps, merged_3steps)
+    ig = len(metrics["steps2_filtered_rows_2"]) + len(metrics["steps3_filtered_rows_2"])
+    ik = len(metrics["steps2_filtered_rows_3"]) + len(metrics["steps3_filtered_rows_3"])
+    rm_loose = len(metrics["steps2_filtered_rows_1_loose"]) + len(metrics["steps3_filtered_rows_1_loose"])
+    rm_strict = len(metrics["steps2_filtered_rows_1_strict"]) + len(metrics["steps3_filtered_rows_1_strict"])
+    return {
+        "Score (Strict)": f"{(525 - 0.5 * ig - rm_strict - ik) / 525:.2%}",
+        "Score (Loose)": f"{(525 - 0.5 * ig - rm_loose - ik) / 525:.2%}",
+    }
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -1542,6 +1607,20 @@ class MathReimplementation:
     @classmethod
     def logicvista_reasoning(cls, docs, responses):  # logicvista/reasoning/utils.py
         return cls._reasoning([d["question"].strip() for d in docs], [str(d["answer"]) for d in docs], responses)
+
+    @classmethod
+    def wemath_testmini_reasoning(cls, docs, responses):  # wemath/reasoning/utils.py, wemath_utils.py
+        acc, fmt, data = [], [], []
+        for doc, pred in zip(docs, responses, strict=True):
+            acc_score, format_score = cls.reasoning_score(pred.strip(), doc["answer"])
+            acc.append(acc_score)
+            fmt.append(format_score)
+            data.append({"ID": doc["ID"], "key": doc["key"], "acc_score": acc_score})
+        prompts = [(d["question"] + "\n" + d["option"]).strip() for d in docs]
+        metrics = {"acc_score": _mean(acc), "format_score": _mean(fmt)}
+        for name, column in (("wemath_loose", "Score (Loose)"), ("wemath_strict", "Score (Strict)")):
+            metrics[name] = float(wemath_aggregate_results(data)[column].rstrip("%"))  # vlrl: the string's number
+        return prompts, metrics
 
     @classmethod
     def dynamath_reasoning(cls, docs, responses):  # dynamath/reasoning/utils.py

@@ -1,5 +1,5 @@
 """Math and logic benchmarks as lmms-eval evaluates them (commit 75571cf): MathVista testmini,
-MathVerse testmini, MathVision, DynaMath, LogicVista and Geometry3K, where lmms-eval's scoring
+MathVerse testmini, MathVision, DynaMath, LogicVista, WeMath and Geometry3K, where lmms-eval's scoring
 needs no judge model.
 
 - `mathvista_testmini_cot` / `_solution` / `_format` (AI4Math/MathVista, lmms_eval/tasks/
@@ -29,6 +29,10 @@ needs no judge model.
   averaged over the groups. They need math-verify.
 - `logicvista_reasoning` (lscpku/LogicVista, logicvista/reasoning/utils.py): the question, the
   reasoning system prompt, compute_score against `answer`. It needs math-verify.
+- `wemath_testmini_reasoning` (We-Math/We-Math, wemath/reasoning/utils.py and wemath_utils.py):
+  the question and its options, the reasoning system prompt, compute_score against `answer`;
+  `acc_score`, `format_score`, and WeMath's four-dimensional `wemath_loose` / `wemath_strict`
+  (`wemath_score`). It needs math-verify.
 - `geometry3k` (Yang130/geometry3k_4choices_mixed, geometry3k/utils.py): four choices, the
   letter read by four patterns in order (the last match of the first that matches), else the
   first choice whose text the response contains; `exact_match`, the mean.
@@ -36,6 +40,7 @@ needs no judge model.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -375,6 +380,77 @@ class LogicVistaReasoning(ComputeScored, _MathBenchmark):
         }
 
 
+WEMATH_PROBLEMS = 525  # compute_final_scores' total_count and update_main_results_df's constant
+
+
+def wemath_score(items: Sequence[dict[str, Any]], strict: bool) -> float:
+    """wemath_aggregate_results: each multi-step problem (rows keyed "2steps_1", "2steps_2",
+    "2steps_multi", or the three steps of "3steps_*", sharing an `ID`) as pandas' left merges
+    of process_steps_data pair them (every row of step 1 with every row of each later step of
+    its ID, a missing one neither right nor wrong); each pairing counted by calculate_metrics'
+    rules: insufficient knowledge (a step wrong, the whole wrong), inadequate generalization
+    (every step right, the whole wrong), rote memorization (loose: every step wrong, strict:
+    one step wrong, and the whole right). The score, update_main_results_df's: (525 - IG / 2 -
+    RM - IK) / 525 as a percent with two decimals ("{:.2%}"), returned as that number where
+    lmms-eval returns the string. lmms-eval's rates, which it computes first and divides by
+    zero when no problem is mastered or memorized, are not computed."""
+    penalty = 0.0
+    for steps in (2, 3):
+        keys = [f"{steps}steps_{i}" for i in range(1, steps + 1)] + [f"{steps}steps_multi"]
+        rows: dict[tuple[str, Any], list[bool]] = {}
+        for item in items:
+            rows.setdefault((item["key"], item["ID"]), []).append(item["acc_score"] == 1.0)
+        for key, problem in [k for k in rows if k[0] == keys[0]]:
+            for first in rows[(key, problem)]:
+                for rest in itertools.product(*(rows.get((k, problem), [None]) for k in keys[1:])):
+                    *later, whole = rest
+                    parts = [first, *later]
+                    every_right, some_wrong = all(p is True for p in parts), any(p is False for p in parts)
+                    memorized = some_wrong if strict else all(p is False for p in parts)
+                    penalty += (0.5 if every_right else 0.0) * (whole is False)
+                    penalty += (memorized and whole is True) + (some_wrong and whole is False)
+    return float(f"{(WEMATH_PROBLEMS - penalty) / WEMATH_PROBLEMS:.2%}"[:-1])
+
+
+class WeMathReasoning(ComputeScored, _MathBenchmark):
+    """lmms_eval/tasks/wemath/reasoning: the question, "\\n" and the options; compute_score
+    against `answer`; the per-row accuracy kept with the row's `ID` and `key` for `wemath_score`."""
+
+    columns = (Column("ID", "string"), Column("key", "string"), Column("question", "string"),
+               Column("option", "string"), Column("answer", "string"), Column("image_path", "image"))  # fmt: skip
+    schema = pa.schema([("ID", pa.string()), ("split", pa.string()), ("knowledge concept", pa.string()),
+                        ("question", pa.string()), ("option", pa.string()), ("answer", pa.string()),
+                        ("image_path", IMAGE_TYPE), ("key", pa.string()), ("question number", pa.int64()),
+                        ("knowledge concept description", pa.string())])  # fmt: skip
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        prompt = (record["question"] + "\n" + record["option"]).strip()
+        truth = {"answer": record["answer"], "ID": record["ID"], "key": record["key"]}
+        return self._sample(record, ctx, prompt, truth, "image_path")
+
+    def truth(self, sample: Sample) -> str:
+        return sample.solution["answer"]
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        values = super().process(completion, sample)
+        kept = {"ID": sample.solution["ID"], "key": sample.solution["key"], "acc_score": values["acc_score"]}
+        return {"wemath_loose": kept, "wemath_strict": kept, **values}
+
+    def aggregations(self):
+        return {"wemath_loose": lambda items: wemath_score(items, strict=False),
+                "wemath_strict": lambda items: wemath_score(items, strict=True), **super().aggregations()}  # fmt: skip
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        """Problems of two steps and a whole (three rows), of three steps and a whole (four), and one-step rows."""
+        keys = ["2steps_1", "2steps_2", "2steps_multi", "3steps_1", "3steps_2", "3steps_3", "3steps_multi", "1step"]
+        key = keys[index % len(keys)]
+        problem = f"{index // len(keys)}-{key[0]}"
+        options = "A. " + str(count - 1) + "; B. " + str(count) + "; C. " + str(count + 1)
+        return {"ID": problem, "split": "testmini", "knowledge concept": "counting", "question": "How many dots?",
+                "option": options, "answer": "B", "image_path": image_cell(image, f"{index}.png"), "key": key,
+                "question number": index, "knowledge concept description": "counting dots"}  # fmt: skip
+
+
 class Geometry3K(_MathBenchmark):
     """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
 
@@ -432,6 +508,9 @@ BENCHMARKS |= variants(DynaMathReasoning, [
 BENCHMARKS |= variants(LogicVistaReasoning, [
     {"name": "logicvista_reasoning", "split": "test", "dataset": "lscpku/LogicVista",
      "description": "LogicVista with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
+BENCHMARKS |= variants(WeMathReasoning, [
+    {"name": "wemath_testmini_reasoning", "split": "testmini", "dataset": "We-Math/We-Math",
+     "description": "WeMath testmini with lmms-eval's reasoning prompt, rule-based score and four-dimensional metric"}])  # fmt: skip
 BENCHMARKS |= variants(Geometry3K, [
     {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
      "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip

@@ -45,7 +45,6 @@ def test_recipe_benchmark_reports_its_timings(tiny_qwen25, capsys, monkeypatch):
     # the update's parts within it (one measured step: its own), each run (beta > 0: a reference)
     parts = report["update_parts_s"]
     assert list(parts) == ["reference", "forward_backward", "optimizer"] and min(parts.values()) > 0
-    assert parts["forward_backward"] > parts["reference"]  # a backward besides the forward: each part its own
     assert sum(parts.values()) <= report["median_update_s"] + 0.01
     rollout = report["rollout_parts_s"]
     assert min(rollout.values()) > 0 and sum(rollout.values()) <= report["median_rollout_s"] + 0.01

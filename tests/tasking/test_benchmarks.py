@@ -31,11 +31,13 @@ from lmms_eval_reference import (
     video_r1_extract_answer,
     video_r1_final_acc,
     video_r1_prompt,
+    wemath_aggregate_results,
 )
 from lmms_eval_reference import video_r1_reward as reference_video_r1_reward
 from PIL import Image
 
 from tasks.benchmarks.counting import dot_scenes
+from tasks.benchmarks.math import wemath_score
 from tasks.benchmarks.reasoning import last_boxed
 from tasks.benchmarks.refcoco import SCHEMA, rec_iou, synthetic_rows
 from tasks.benchmarks.video_r1 import video_r1_reward, vsi_score, vsi_task_scores
@@ -1183,7 +1185,7 @@ def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "mathvision_reason_testmini_reasoning",
-     "dynamath_reasoning", "logicvista_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
+     "dynamath_reasoning", "logicvista_reasoning", "wemath_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
      "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning", "vstar_bench_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
@@ -1196,13 +1198,36 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         prompts, expected = getattr(reference, name)(docs, reference.scored(responses))
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
-    # MathVista's, MathVerse's, MathVision's, DynaMath's, LogicVista's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
+    # MathVista's, MathVerse's, MathVision's, DynaMath's, LogicVista's, WeMath's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
     system = (
         DEFAULT_REASONING_SYSTEM_PROMPT
         if name.startswith(("ocrbench", "chartqa", "mmstar", "vstar"))
         else THINK_SYSTEM_PROMPT
     )
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}
+
+
+WEMATH_KEYS = ["2steps_1", "2steps_2", "2steps_multi", "3steps_1", "3steps_2", "3steps_3", "3steps_multi", "1step"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(WEMATH_KEYS), st.booleans()), min_size=1, max_size=30))
+@example([(0, "2steps_1", True), (0, "2steps_multi", True)])  # a step missing: neither right nor wrong
+@example(
+    [
+        (0, "3steps_1", False),
+        (0, "3steps_1", True),
+        (0, "3steps_2", False),
+        (0, "3steps_3", False),
+        (0, "3steps_multi", True),
+        (0, "3steps_multi", False),
+    ]
+)  # rows repeated: every pairing counts
+def test_wemath_scores_every_pairing_of_steps_as_its_pandas_merges_do(rows):
+    items = [{"ID": f"p{problem}", "key": key, "acc_score": 1.0 if right else 0.0} for problem, key, right in rows]
+    expected = wemath_aggregate_results(items)
+    assert wemath_score(items, strict=False) == float(expected["Score (Loose)"].rstrip("%"))
+    assert wemath_score(items, strict=True) == float(expected["Score (Strict)"].rstrip("%"))
 
 
 def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
