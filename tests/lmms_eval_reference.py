@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -733,6 +733,125 @@ def wemath_aggregate_results(results):
         "Score (Strict)": f"{(525 - 0.5 * ig - rm_strict - ik) / 525:.2%}",
         "Score (Loose)": f"{(525 - 0.5 * ig - rm_loose - ik) / 525:.2%}",
     }
+
+
+# -- mme_realworld/utils.py, mme_realworld/reasoning/utils.py ------------------------------------------------
+MME_RW_TASKS = ["Reasoning", "Perception"]
+MME_RW_SUBTASKS = [
+    "Monitoring",
+    "Autonomous_Driving",
+    "OCR with Complex Context",
+    "Diagram and Table",
+    "Remote Sensing",
+]
+
+
+def mme_realworld_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["question"]
+    option_prompt = "The choices are listed below:\n" + "\n".join(doc["multi-choice options"]) + "\n"
+    question += (
+        " "
+        + option_prompt
+        + "Select the best answer to the above multiple-choice question based on the image. Respond with only the letter (A, B, C, D, or E) of the correct option.\nThe best answer is: "
+    )
+    return question
+
+
+def mme_realworld_cn_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["question"]
+    option_prompt = "选项如下所示:\n" + "\n".join(doc["multi-choice options"]) + "\n"
+    question += (
+        " "
+        + option_prompt
+        + "根据图像选择上述多项选择题的最佳答案。只需回答正确选项的字母（A, B, C, D 或 E）。\n最佳答案为： "
+    )
+    return question
+
+
+def mme_realworld_reasoning_doc_to_text(doc, lmms_eval_specific_kwargs=None):  # reasoning/utils.py's
+    question = doc["question"]
+    option_prompt = "The choices are listed below:\n" + "\n".join(doc["multi-choice options"]) + "\n"
+    question += " " + option_prompt + "Select best answer to above multiple-choice question based on image."
+    return question
+
+
+def mme_realworld_cn_reasoning_doc_to_text(doc, lmms_eval_specific_kwargs=None):  # reasoning/utils.py's
+    question = doc["question"]
+    option_prompt = "选项如下所示:\n" + "\n".join(doc["multi-choice options"]) + "\n"
+    question += " " + option_prompt + "根据图像选择上述多项选择题的最佳答案。"
+    return question
+
+
+def mme_realworld_extract_characters_regex(s, choices=("(A)", "(B)", "(C)", "(D)", "(E)")):
+    if type(s) is dict:
+        s = ""
+    s = s.strip()
+    answer_prefixes = ["The best answer is", "The correct answer is", "The answer is", "The answer", "The best option is",
+                       "The correct option is", "Best answer:", "Best option:"]  # fmt: skip
+    for answer_prefix in answer_prefixes:
+        s = s.replace(answer_prefix, "")
+    if len(s.split()) > 10 and not re.search("[ABCDE]", s):
+        return ""
+    matches = re.search(r"[ABCDE]", s)
+    if matches is None:
+        for choice in choices:
+            if s.lower() in choice.lower():
+                return choice[1]
+        return ""
+    return matches[0]
+
+
+def mme_realworld_process_results(doc, results):
+    pred = results[0]
+    pred_ans = mme_realworld_extract_characters_regex(pred)
+    category = "Perception" if "perception" in doc["category"].lower() else "Reasoning"
+    sub_category = doc["category"].split("/")[-1]
+    task_category = doc["l2-category"]
+    data_dict = {"question_id": doc["index"], "category": category, "sub_category": sub_category,
+                 "task_category": task_category, "pred_answer": pred_ans, "answer": doc["answer"]}  # fmt: skip
+    return {"mme_realworld_score": data_dict}
+
+
+def mme_realworld_aggregate_results(results):  # the logging left out
+    metrics = {}
+    for task in MME_RW_TASKS:
+        metrics[f"{task}"] = {}
+        for subtask in MME_RW_SUBTASKS:
+            metrics[f"{task}"][f"{subtask}"] = {}
+    for i in range(len(results)):
+        result = results[i]
+        Task = result["category"]
+        Subtask = result["sub_category"]
+        Category = result["task_category"].lower()
+        if "attribute" in Category.lower():
+            Category = Category.split("/")[0] + "/attribute"
+        cnt = (
+            result["pred_answer"].lower() == result["answer"].lower()
+            or result["answer"].lower() in result["pred_answer"].lower()
+        )
+        if Category not in metrics[Task][Subtask]:
+            metrics[Task][Subtask][f"{Category}"] = {
+                "true": cnt,
+                "false": 1 - cnt,
+                "is_E": result["pred_answer"] == "E",
+            }
+        else:
+            metrics[Task][Subtask][f"{Category}"]["true"] += cnt
+            metrics[Task][Subtask][f"{Category}"]["false"] += 1 - cnt
+            metrics[Task][Subtask][f"{Category}"]["is_E"] += result["pred_answer"] == "E"
+    sum_all, succ_all = 0, 0
+    for tasks_values in metrics.values():
+        cnt_task, sum_task = 0, 0
+        for subtask_value in tasks_values.values():
+            cnt_subtask, sum_subtask = 0, 0
+            for category_dict in subtask_value.values():
+                cnt_subtask += category_dict["true"]
+                sum_subtask += category_dict["false"] + category_dict["true"]
+            cnt_task += cnt_subtask
+            sum_task += sum_subtask
+        succ_all += cnt_task
+        sum_all += sum_task
+    return succ_all / sum_all
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -1623,6 +1742,16 @@ class MathReimplementation:
         return prompts, metrics
 
     @classmethod
+    def mmerealworld_reasoning(cls, docs, responses):  # mme_realworld/reasoning (make_reasoning_doc_to_messages)
+        prompts = [mme_realworld_reasoning_doc_to_text(d).strip() for d in docs]
+        return cls._reasoning(prompts, [str(d["answer"]) for d in docs], responses)
+
+    @classmethod
+    def mmerealworld_cn_reasoning(cls, docs, responses):
+        prompts = [mme_realworld_cn_reasoning_doc_to_text(d).strip() for d in docs]
+        return cls._reasoning(prompts, [str(d["answer"]) for d in docs], responses)
+
+    @classmethod
     def dynamath_reasoning(cls, docs, responses):  # dynamath/reasoning/utils.py
         results = []
         for doc, pred in zip(docs, responses, strict=True):
@@ -2020,6 +2149,21 @@ class Reimplementation(MathReimplementation, _Harness):
             for d, r in zip(docs, responses, strict=True)
         ]
         return [ai2d_doc_to_text(d, AI2D_KWARGS) for d in docs], {"exact_match": _mean(scores)}
+
+    def _mmerealworld(self, docs, responses, reasoning_tags, doc_to_text):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [
+            mme_realworld_process_results(d, [r])["mme_realworld_score"] for d, r in zip(docs, responses, strict=True)
+        ]
+        return [doc_to_text(d) for d in docs], {"mme_realworld_score": mme_realworld_aggregate_results(items)}
+
+    def mmerealworld(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmerealworld(docs, responses, reasoning_tags, mme_realworld_doc_to_text)
+
+    mmerealworld_lite = mmerealworld
+
+    def mmerealworld_cn(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._mmerealworld(docs, responses, reasoning_tags, mme_realworld_cn_doc_to_text)
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -3,6 +3,7 @@ streaming, and training data read through a column mapping."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -629,3 +630,32 @@ def test_a_folder_without_the_joined_configs_is_refused_naming_them(tmp_path):
     pq.write_table(pa.table({"id": ["n0"], "picture": ["x"]}), hub_file(tmp_path / "bad", "testdev", "pictures"))
     with pytest.raises(SchemaError, match=r"missing column 'image'"):
         load_table_split(str(tmp_path / "bad"), _keep, SPEC, default_split="testdev", image_join=JOIN)
+
+
+# -- images in base64 strings (MME-RealWorld's `bytes`) ---------------------------------------------------
+ENCODED = pa.schema([("id", pa.string()), ("bytes", pa.string())])
+
+
+def _encoded(color: str) -> str:
+    return base64.b64encode(image_cell(Image.new("RGB", (12, 12), color))["bytes"]).decode()
+
+
+def _keep_encoded(record: dict, ctx) -> list[Sample]:
+    return [Sample(id=record["id"], task="t", problem="", solution=None, images=[record["bytes"]], source=ctx.source)]
+
+
+def test_a_base64_image_column_is_decoded_into_the_cache_and_a_bad_one_costs_its_row(tmp_path):
+    rows = [{"id": "0", "bytes": _encoded("red")}, {"id": "1", "bytes": "not base64!"},
+            {"id": "2", "bytes": base64.b64encode(b"no image").decode()}, {"id": "3", "bytes": _encoded("blue")}]  # fmt: skip
+    path = write_parquet(tmp_path / "x.parquet", rows, ENCODED)
+    columns = (Column("id", "string"), Column("bytes", "base64_image"))
+    split = load_table_split(str(path), _keep_encoded, SPEC, columns=columns, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0", "3"]
+    assert [Image.open(s.images[0]).getpixel((0, 0)) for s in split.samples] == [(255, 0, 0), (0, 0, 255)]
+    assert all(Path(s.images[0]).is_relative_to(tmp_path / "c") for s in split.samples)
+    assert [e.source for e in split.errors] == [f"{path}:row 1 bytes", f"{path}:row 2 bytes"]
+    assert "not an image in base64" in str(split.errors[0]) and "embedded image does not decode" in str(split.errors[1])
+    plain = load_table_split(
+        str(path), _keep_encoded, SPEC, columns=(Column("id", "string"), Column("bytes", "string"))
+    )
+    assert [s.images[0] for s in plain.samples] == [r["bytes"] for r in rows]  # a plain string column stays text

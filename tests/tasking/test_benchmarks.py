@@ -611,7 +611,8 @@ def _hostile(name: str, sample) -> list[str]:
              "seedbench": _seed_responses, "seedbench_lite": _seed_responses, "seedbench_2_plus": _seed_responses,
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
              "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
-             "muirbench": _muir_responses, "gqa": _gqa_responses}  # fmt: skip
+             "muirbench": _muir_responses, "gqa": _gqa_responses, "mmerealworld": _mme_rw_responses,
+             "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1065,6 +1066,16 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _mme_rw_responses(sample):
+    """Each way extract_characters_regex reads a letter, or reads the wrong one ("A" of "Answer"), or none."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [letter, f"({letter})", f"The best answer is {letter}", f"Answer: {letter}", "", f"({letter.lower()})", ")",
+            f"{letter.lower()}", "none of these choices is the right one for the picture shown here at all",
+            f"many words before the letter and after it to pass ten of them {letter}", f"{letter}. because",
+            f"<think>{other}</think>{letter}", f"The correct option is{other}", f"Best option: ({letter})", "xyz"]  # fmt: skip
+
+
 def _mme_responses(sample):
     return ["Yes", "no", "Y", "n.", "Nope", "not sure", "yes, it is", "No. Yes.", "x", "", "Yes\n", "I think yes",
             "<think>no</think>Yes", "NO!", "I no, yes", "a yes"]  # fmt: skip
@@ -1167,7 +1178,8 @@ def _pope_responses(sample):
      ("seedbench_2_plus", _seed_responses), ("vqav2_val", _vqa_responses), ("ok_vqa_val2014", _vqa_responses),
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
-     ("muirbench", _muir_responses), ("gqa", _gqa_responses)],
+     ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
+     ("mmerealworld_cn", _mme_rw_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1185,7 +1197,8 @@ def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
 @pytest.mark.parametrize(
     "name",
     ["mathvista_testmini_cot_reasoning", "mathverse_testmini_reasoning", "mathvision_reason_testmini_reasoning",
-     "dynamath_reasoning", "logicvista_reasoning", "wemath_testmini_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
+     "dynamath_reasoning", "logicvista_reasoning", "wemath_testmini_reasoning", "mmerealworld_reasoning",
+     "mmerealworld_cn_reasoning", "ocrbench_reasoning", "chartqa_reasoning",
      "mmstar_reasoning", "realworldqa_reasoning", "ai2d_reasoning", "vstar_bench_reasoning"],
 )  # fmt: skip
 def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
@@ -1198,10 +1211,11 @@ def test_reasoning_benchmarks_equal_lmms_eval(name, reference, tmp_path):
         prompts, expected = getattr(reference, name)(docs, reference.scored(responses))
         assert [s.problem for s in samples] == prompts
         assert task.metrics(samples, responses) == expected
-    # MathVista's, MathVerse's, MathVision's, DynaMath's, LogicVista's, WeMath's and RealWorldQA's name their own (<think>); the others get reasoning_utils' default
+    # MathVista's, MathVerse's, MathVision's, DynaMath's, LogicVista's, WeMath's and RealWorldQA's name their
+    # own (<think>); the others get reasoning_utils' default
     system = (
         DEFAULT_REASONING_SYSTEM_PROMPT
-        if name.startswith(("ocrbench", "chartqa", "mmstar", "vstar"))
+        if name.startswith(("ocrbench", "chartqa", "mmstar", "vstar", "mmerealworld"))
         else THINK_SYSTEM_PROMPT
     )
     assert task.messages(samples[0])[0] == {"role": "system", "content": [{"type": "text", "text": system}]}

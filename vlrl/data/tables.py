@@ -7,9 +7,10 @@ picks one split's files in a directory. vlrl never downloads: the files are loca
 
 Rows are read BATCH_ROWS at a time (parquet batches; arrow files are memory-mapped and
 sliced), so memory holds a batch, not the file.
-An image embedded as bytes (the `Image` feature, struct<bytes, path>) is decoded once,
-written to a content-addressed cache and replaced in the record by that file's path, so
-tasks read it like any image path; an image stored as a path stays a path.
+An image embedded as bytes (the `Image` feature, struct<bytes, path>, or a string column of
+base64 a task declares `base64_image`: MME-RealWorld's) is decoded once, written to a
+content-addressed cache and replaced in the record by that file's path, so tasks read it like
+any image path; an image stored as a path stays a path.
 
 A benchmark whose images are published as another config of the dataset (GQA: rows in
 testdev_balanced_instructions/, images in testdev_balanced_images/, joined on `imageId`) names
@@ -23,6 +24,8 @@ does not decode is skipped and reported at "file:row N" like a bad json record.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import getpass
 import glob
@@ -98,11 +101,12 @@ ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
     "list<string>": _list_of(_text),
     "list<number>": _list_of(_number),
     "image": _image,
+    "base64_image": _text,
     "list<image>": _list_of(_image),
     "list<struct>": _list_of(pa.types.is_struct),
 }
 ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images",
-              "list<struct>": "a list of records"}  # fmt: skip
+              "list<struct>": "a list of records", "base64_image": "an image's bytes in base64 (a string)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -334,6 +338,17 @@ class ImageCache:
         os.replace(partial, target)  # atomic: a reader never sees half a file
         return str(target)
 
+    def path_of_base64(self, text: str | None, where: str) -> str | None:
+        """A base64 string of an image's bytes (decoded as base64.b64decode does by default:
+        characters outside the alphabet skipped) -> the path of a file holding the image."""
+        if text is None:
+            return None
+        try:
+            data = base64.b64decode(text)
+        except (binascii.Error, ValueError) as err:
+            raise RecordError(where, f"not an image in base64 ({err})") from err
+        return self.store(data, where)
+
     def path_of(self, cell: Any, where: str) -> str | None:
         """A cell of the `Image` feature -> the path of a file holding the image."""
         if cell is None:
@@ -345,14 +360,20 @@ class ImageCache:
         raise RecordError(where, "image holds neither bytes nor a path")
 
 
-def _materialize(row: dict[str, Any], image_columns: dict[str, bool], cache: ImageCache, where: str) -> None:
-    """Embedded images (a column, or a list column of them) -> paths, in place."""
+def _materialize(
+    row: dict[str, Any], image_columns: dict[str, bool], encoded: Sequence[str], cache: ImageCache, where: str
+) -> None:
+    """Embedded images (a column, or a list column of them; base64 in the `encoded` columns) ->
+    paths, in place."""
     for name, listed in image_columns.items():
         value = row.get(name)
         if listed and value is not None:
             row[name] = [cache.path_of(cell, f"{where} {name}[{i}]") for i, cell in enumerate(value)]
         else:
             row[name] = cache.path_of(value, f"{where} {name}")
+    for name in encoded:
+        if name in row:
+            row[name] = cache.path_of_base64(row[name], f"{where} {name}")
 
 
 def _image_columns(schema: pa.Schema) -> dict[str, bool]:
@@ -465,6 +486,7 @@ def load_table_split(
         read = sorted({name for name in wanted if name in schema.names}) if columns else None
         _, batches = _record_batches(path, read, batch_rows)
         images = {k: v for k, v in _image_columns(schema).items() if read is None or k in read}
+        encoded = [rename.get(c.name, c.name) for c in columns if c.kind == "base64_image"]
         root = Path(image_root) if image_root else path.parent
         float32 = float32_keys(schema, rename)
         offset = row_index  # a row's index is its place in the spec's files, read or not
@@ -477,7 +499,7 @@ def load_table_split(
             for in_file, row in enumerate(part.read.to_pylist(), start=part.first):
                 source = f"{path}:row {in_file}"
                 with split.reading(source, strict):
-                    _materialize(row, images, cache, source)
+                    _materialize(row, images, encoded, cache, source)
                     record = {**row, **{key: row[column] for key, column in rename.items()}}
                     if image_join is not None:
                         image_join.join(record, joined, images_spec, source)
