@@ -746,40 +746,23 @@ MME_RW_SUBTASKS = [
 ]
 
 
-def mme_realworld_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+def _mme_realworld_text(doc, heading, instruction):
+    """The four doc_to_text functions of mme_realworld/utils.py and reasoning/utils.py, which
+    differ only in these two strings."""
     question = doc["question"]
-    option_prompt = "The choices are listed below:\n" + "\n".join(doc["multi-choice options"]) + "\n"
-    question += (
-        " "
-        + option_prompt
-        + "Select the best answer to the above multiple-choice question based on the image. Respond with only the letter (A, B, C, D, or E) of the correct option.\nThe best answer is: "
-    )
+    option_prompt = heading + "\n".join(doc["multi-choice options"]) + "\n"
+    question += " " + option_prompt + instruction
     return question
 
 
-def mme_realworld_cn_doc_to_text(doc, lmms_eval_specific_kwargs=None):
-    question = doc["question"]
-    option_prompt = "选项如下所示:\n" + "\n".join(doc["multi-choice options"]) + "\n"
-    question += (
-        " "
-        + option_prompt
-        + "根据图像选择上述多项选择题的最佳答案。只需回答正确选项的字母（A, B, C, D 或 E）。\n最佳答案为： "
-    )
-    return question
-
-
-def mme_realworld_reasoning_doc_to_text(doc, lmms_eval_specific_kwargs=None):  # reasoning/utils.py's
-    question = doc["question"]
-    option_prompt = "The choices are listed below:\n" + "\n".join(doc["multi-choice options"]) + "\n"
-    question += " " + option_prompt + "Select best answer to above multiple-choice question based on image."
-    return question
-
-
-def mme_realworld_cn_reasoning_doc_to_text(doc, lmms_eval_specific_kwargs=None):  # reasoning/utils.py's
-    question = doc["question"]
-    option_prompt = "选项如下所示:\n" + "\n".join(doc["multi-choice options"]) + "\n"
-    question += " " + option_prompt + "根据图像选择上述多项选择题的最佳答案。"
-    return question
+MME_RW_EN, MME_RW_CN = "The choices are listed below:\n", "选项如下所示:\n"
+MME_RW_EN_DIRECT = (
+    "Select the best answer to the above multiple-choice question based on the image. Respond with only the letter "
+    "(A, B, C, D, or E) of the correct option.\nThe best answer is: "
+)
+MME_RW_CN_DIRECT = "根据图像选择上述多项选择题的最佳答案。只需回答正确选项的字母（A, B, C, D 或 E）。\n最佳答案为： "
+MME_RW_EN_REASONING = "Select best answer to above multiple-choice question based on image."
+MME_RW_CN_REASONING = "根据图像选择上述多项选择题的最佳答案。"
 
 
 def mme_realworld_extract_characters_regex(s, choices=("(A)", "(B)", "(C)", "(D)", "(E)")):
@@ -1743,12 +1726,12 @@ class MathReimplementation:
 
     @classmethod
     def mmerealworld_reasoning(cls, docs, responses):  # mme_realworld/reasoning (make_reasoning_doc_to_messages)
-        prompts = [mme_realworld_reasoning_doc_to_text(d).strip() for d in docs]
+        prompts = [_mme_realworld_text(d, MME_RW_EN, MME_RW_EN_REASONING).strip() for d in docs]
         return cls._reasoning(prompts, [str(d["answer"]) for d in docs], responses)
 
     @classmethod
     def mmerealworld_cn_reasoning(cls, docs, responses):
-        prompts = [mme_realworld_cn_reasoning_doc_to_text(d).strip() for d in docs]
+        prompts = [_mme_realworld_text(d, MME_RW_CN, MME_RW_CN_REASONING).strip() for d in docs]
         return cls._reasoning(prompts, [str(d["answer"]) for d in docs], responses)
 
     @classmethod
@@ -2150,20 +2133,21 @@ class Reimplementation(MathReimplementation, _Harness):
         ]
         return [ai2d_doc_to_text(d, AI2D_KWARGS) for d in docs], {"exact_match": _mean(scores)}
 
-    def _mmerealworld(self, docs, responses, reasoning_tags, doc_to_text):
+    def _mmerealworld(self, docs, responses, reasoning_tags, heading, instruction):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [
             mme_realworld_process_results(d, [r])["mme_realworld_score"] for d, r in zip(docs, responses, strict=True)
         ]
-        return [doc_to_text(d) for d in docs], {"mme_realworld_score": mme_realworld_aggregate_results(items)}
+        prompts = [_mme_realworld_text(d, heading, instruction) for d in docs]
+        return prompts, {"mme_realworld_score": mme_realworld_aggregate_results(items)}
 
     def mmerealworld(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        return self._mmerealworld(docs, responses, reasoning_tags, mme_realworld_doc_to_text)
+        return self._mmerealworld(docs, responses, reasoning_tags, MME_RW_EN, MME_RW_EN_DIRECT)
 
     mmerealworld_lite = mmerealworld
 
     def mmerealworld_cn(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        return self._mmerealworld(docs, responses, reasoning_tags, mme_realworld_cn_doc_to_text)
+        return self._mmerealworld(docs, responses, reasoning_tags, MME_RW_CN, MME_RW_CN_DIRECT)
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
