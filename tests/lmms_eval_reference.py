@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -835,6 +835,93 @@ def mme_realworld_aggregate_results(results):  # the logging left out
         succ_all += cnt_task
         sum_all += sum_task
     return succ_all / sum_all
+
+
+# -- hrbench/utils.py, hrbench_evals.py (HRBenchEval's rules; its GPT judge unreachable) -----------------------
+def hrbench_doc_to_options(doc):
+    return {cand: doc[cand] for cand in string.ascii_uppercase if cand in doc and not pd.isna(doc[cand])}
+
+
+def hrbench_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["question"].strip()
+    options = hrbench_doc_to_options(doc)
+    options_prompt = ""
+    for key, item in options.items():
+        options_prompt += f"{key}. {item}\n"
+    prompt = ""
+    prompt += f"{question}\n{options_prompt}Answer the option letter directly."
+    return prompt
+
+
+def hrbench_can_infer_option(answer, choices):
+    verbose = 0  # os.environ.get("VERBOSE", 0), unset
+    if "Failed to obtain answer via API" in answer:
+        return False
+    reject_to_answer = ["Sorry, I can't help with images of people yet.", "I can't process this file.",
+                        "I'm sorry, but without the image provided", "Cannot determine the answer"]  # fmt: skip
+    for err in reject_to_answer:
+        if err in answer:
+            return "Z"
+
+    def count_choice(splits, choices, prefix="", suffix=""):
+        cnt = 0
+        for c in choices:
+            if prefix + c + suffix in splits:
+                cnt += 1
+        return cnt
+
+    answer_mod = copy.copy(answer)
+    chars = ".()[],:;!*#{}"
+    for c in chars:
+        answer_mod = answer_mod.replace(c, " ")
+    splits = [x.strip() for x in answer_mod.split()]
+    count = count_choice(splits, choices)
+    if count == 1:
+        for ch in choices:
+            if "A" in splits and len(splits) > 3 and verbose:
+                return False
+            if ch in splits:
+                return ch
+    elif count == 0 and count_choice(splits, {"Z", ""}) == 1:
+        return "Z"
+    return False
+
+
+def hrbench_can_infer_text(answer, choices):
+    answer = answer.lower()
+    for k in choices:
+        choices[k] = str(choices[k]).lower()
+    cands = []
+    for k in choices:
+        if choices[k] in answer:
+            cands.append(k)
+    if len(cands) == 1:
+        return cands[0]
+    return False
+
+
+def hrbench_process_results(doc, results):
+    pred = results[0].strip()
+    gt = doc["answer"]
+    options = hrbench_doc_to_options(doc)
+    answer = str(pred)
+    ret = hrbench_can_infer_option(answer, options) or hrbench_can_infer_text(answer, options)
+    # get_chat_response: `ret` when the rules read one; else the GPT judge, which offline leaves no
+    # prediction (lmms-eval then stops on a KeyError). vlrl's named deviation: the row is wrong.
+    gpt_prediction = ret if ret else None
+    gpt_score = 1 if gpt_prediction is not None and gt.lower() == gpt_prediction.lower() else 0
+    item = {"index": doc["index"], "cycle_category": doc["cycle_category"], "gpt_score": gpt_score}
+    return {doc["category"]: item, "average": item}
+
+
+def hrbench_aggregate_results(results):
+    cycle_category_scores = defaultdict(list)
+    for result in results:
+        cycle_category_scores[result["cycle_category"]].append(result["gpt_score"])
+    cycle_category_avg_score = {}
+    for cycle_category, scores in cycle_category_scores.items():
+        cycle_category_avg_score[cycle_category] = sum(scores) / len(scores)
+    return sum(cycle_category_avg_score.values()) / len(cycle_category_avg_score)
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2148,6 +2235,13 @@ class Reimplementation(MathReimplementation, _Harness):
 
     def mmerealworld_cn(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         return self._mmerealworld(docs, responses, reasoning_tags, MME_RW_CN, MME_RW_CN_DIRECT)
+
+    def hrbench4k(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([hrbench_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [hrbench_doc_to_text(d) for d in docs], {k: hrbench_aggregate_results(v) for k, v in items.items()}
+
+    hrbench8k = hrbench4k
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

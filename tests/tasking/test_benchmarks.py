@@ -612,7 +612,8 @@ def _hostile(name: str, sample) -> list[str]:
              "vqav2_val": _vqa_responses, "ok_vqa_val2014": _vqa_responses, "vizwiz_vqa_val": _vqa_responses,
              "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
              "muirbench": _muir_responses, "gqa": _gqa_responses, "mmerealworld": _mme_rw_responses,
-             "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses}  # fmt: skip
+             "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
+             "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1066,6 +1067,18 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _hrbench_responses(sample):
+    """Each of can_infer's rules: a letter as a word (among punctuation), two letters, "Z", a refusal, an option's
+    text, two options' texts, and what only a judge would read."""
+    letter, options = sample.solution["answer"], sample.solution["options"]
+    other = "A" if letter != "A" else "B"
+    return [letter, f"({letter}).", f"**{letter}**", f"{letter} or {other}", "Z", "Cannot determine the answer",
+            f"It is {options[letter]}.", f"{options[letter]} {options[other]}", "the second one", "",
+            f"Failed to obtain answer via API {letter}", f"Failed to obtain answer via API, {options[letter]}",
+            f"<think>{other}</think>{letter}", f"{letter.lower()}", f"[{letter}]",
+            f"Cannot determine the answer, maybe {letter}", f"Z: {options[letter]}"]  # fmt: skip
+
+
 def _mme_rw_responses(sample):
     """Each way extract_characters_regex reads a letter, or reads the wrong one ("A" of "Answer"), or none."""
     letter = sample.solution["answer"]
@@ -1179,7 +1192,7 @@ def _pope_responses(sample):
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
      ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
-     ("mmerealworld_cn", _mme_rw_responses)],
+     ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
