@@ -659,3 +659,20 @@ def test_a_base64_image_column_is_decoded_into_the_cache_and_a_bad_one_costs_its
         str(path), _keep_encoded, SPEC, columns=(Column("id", "string"), Column("bytes", "string"))
     )
     assert [s.images[0] for s in plain.samples] == [r["bytes"] for r in rows]  # a plain string column stays text
+
+
+def test_a_damaged_row_group_of_the_image_config_costs_the_rows_naming_its_images_only(tmp_path):
+    root = _joined_dataset(tmp_path / "GQA", _pictures(["red", "green", "blue", "white"]), ["n0", "n2", "n3", "n1"])
+    images = hub_file(root, "testdev", "pictures")
+    write_parquet(images, _pictures(["red", "green", "blue", "white"]), PICTURES, row_group_rows=2)
+    column = pq.ParquetFile(images).metadata.row_group(1).column(0)  # the ids of n2 and n3
+    data = bytearray(images.read_bytes())
+    start = column.dictionary_page_offset or column.data_page_offset
+    data[start : start + column.total_compressed_size] = b"A" * column.total_compressed_size
+    images.write_bytes(bytes(data))
+    split = load_table_split(
+        str(root), _keep, SPEC, default_split="testdev", image_cache=tmp_path / "c", image_join=JOIN
+    )
+    assert [s.id for s in split.samples] == ["q0", "q3"]
+    assert all("names no image" in str(e) and "rows 2-3 do not read" in str(e) for e in split.errors)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1", "row 2"]

@@ -417,33 +417,46 @@ class ImageJoin:
         at = f"@{split}" if split else ""
         return f"{rows}{at}", f"{images}{at}"
 
-    def lookup(self, spec: str, default_split: str, cache: ImageCache, batch_rows: int) -> dict[str, str | RecordError]:
-        """Image id -> the path of its cached file, or the RecordError of an image that does not
-        decode (the rows naming it are skipped with it; the others are read)."""
+    def lookup(self, spec: str, default_split: str, cache: ImageCache, batch_rows: int) -> JoinedImages:
+        """Every image of the image config, each decoded once into the cache. An image that does
+        not decode, or rows of the file that do not read, cost the rows naming them only."""
         columns = (Column("id", "string"), Column("image", "image"))
-        out: dict[str, str | RecordError] = {}
+        joined = JoinedImages(spec)
         for path in table_files(spec, default_split):
             schema, _ = _record_batches(path, None)
             check_schema(path, schema, columns, {})
             _, batches = _record_batches(path, ["id", "image"], batch_rows)
             for part in batches:
                 if isinstance(part.read, RecordError):
-                    raise part.read  # the ids of the rows that do not read are unknown
+                    joined.unread.append(part.read)  # whose ids they hold is unknown
+                    continue
                 for in_file, row in enumerate(part.read.to_pylist(), start=part.first):
                     try:
-                        out[row["id"]] = cache.path_of(row["image"], f"{path}:row {in_file} image")
+                        joined.paths[row["id"]] = cache.path_of(row["image"], f"{path}:row {in_file} image")
                     except RecordError as err:
-                        out[row["id"]] = err
-        return out
+                        joined.paths[row["id"]] = err
+        return joined
 
-    def join(self, record: dict[str, Any], images: dict[str, str | RecordError], spec: str, source: str) -> None:
+    def join(self, record: dict[str, Any], joined: JoinedImages, source: str) -> None:
         """The record's image path under `into`, in place."""
-        found = images.get(record.get(self.key))  # type: ignore[arg-type]
-        if found is None:
-            raise RecordError(source, f"{self.key} {record.get(self.key)!r} names no image in {spec}")
+        key = record.get(self.key)
+        found = joined.paths.get(key) if isinstance(key, str) else None
+        if isinstance(found, str):
+            record[self.into] = found
+            return
         if isinstance(found, RecordError):
-            raise RecordError(source, f"{self.key} {record[self.key]!r}: {found}")
-        record[self.into] = found
+            raise RecordError(source, f"{self.key} {key!r}: {found}")
+        unread = f" (some of its rows do not read: {joined.unread[0]})" if joined.unread else ""
+        raise RecordError(source, f"{self.key} {key!r} names no image in {joined.spec}{unread}")
+
+
+@dataclass
+class JoinedImages:
+    """An image config as read: id -> the cached image's path, or why it is not there."""
+
+    spec: str
+    paths: dict[str, str | RecordError] = dataclasses.field(default_factory=dict)
+    unread: list[RecordError] = dataclasses.field(default_factory=list)
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -474,7 +487,7 @@ def load_table_split(
     cache = ImageCache(image_cache, media.max_image_pixels)
     media = dataclasses.replace(media, written_here=(*media.written_here, cache.root.resolve()))
     split = Split(spec)
-    rows_spec, images_spec, joined = spec, "", {}
+    rows_spec, joined = spec, None
     if image_join is not None:
         rows_spec, images_spec = image_join.specs(spec)
         joined = image_join.lookup(images_spec, default_split, cache, batch_rows)
@@ -501,8 +514,8 @@ def load_table_split(
                 with split.reading(source, strict):
                     _materialize(row, images, encoded, cache, source)
                     record = {**row, **{key: row[column] for key, column in rename.items()}}
-                    if image_join is not None:
-                        image_join.join(record, joined, images_spec, source)
+                    if image_join is not None and joined is not None:
+                        image_join.join(record, joined, source)
                     ctx = RecordContext(source, offset + in_file, root, frame_spec, require_images, media, float32)
                     split.samples.extend(build(record, ctx))
                 if limit and len(split.samples) >= limit:
