@@ -41,7 +41,7 @@ needs no judge model.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -330,7 +330,7 @@ class DynaMathReasoning(ComputeScored, _MathBenchmark):
                         ("decoded_image", IMAGE_TYPE), ("ground_truth", pa.string())])  # fmt: skip
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        truth = {"answer": record["ground_truth"], "id": record["id"]}
+        truth = {"answer": ctx.get(record, "ground_truth", str, "the answer"), "id": record["id"]}
         return self._sample(record, ctx, record["question"].strip(), truth, "decoded_image")
 
     def truth(self, sample: Sample) -> str:
@@ -352,7 +352,7 @@ class DynaMathReasoning(ComputeScored, _MathBenchmark):
                 "decoded_image": image_cell(image, f"{index}.png"), "ground_truth": str(count)}  # fmt: skip
 
 
-def _grouped(items: Sequence[dict[str, Any]], within: Any) -> float:
+def _grouped(items: Sequence[dict[str, Any]], within: Callable[[list[float]], float]) -> float:
     """dynamath_aggregate_results: `within` (mean or min) of each `variant_id` group's
     accuracies, the mean over the groups."""
     groups: dict[Any, list[float]] = {}
@@ -394,12 +394,12 @@ def wemath_score(items: Sequence[dict[str, Any]], strict: bool) -> float:
     RM - IK) / 525 as a percent with two decimals ("{:.2%}"), returned as that number where
     lmms-eval returns the string. lmms-eval's rates, which it computes first and divides by
     zero when no problem is mastered or memorized, are not computed."""
+    rows: dict[tuple[str, Any], list[bool]] = {}  # (key, ID) -> whether each such row is right
+    for item in items:
+        rows.setdefault((item["key"], item["ID"]), []).append(item["acc_score"] == 1.0)
     penalty = 0.0
     for steps in (2, 3):
         keys = [f"{steps}steps_{i}" for i in range(1, steps + 1)] + [f"{steps}steps_multi"]
-        rows: dict[tuple[str, Any], list[bool]] = {}
-        for item in items:
-            rows.setdefault((item["key"], item["ID"]), []).append(item["acc_score"] == 1.0)
         for key, problem in [k for k in rows if k[0] == keys[0]]:
             for first in rows[(key, problem)]:
                 for rest in itertools.product(*(rows.get((k, problem), [None]) for k in keys[1:])):
@@ -425,7 +425,7 @@ class WeMathReasoning(ComputeScored, _MathBenchmark):
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         prompt = (record["question"] + "\n" + record["option"]).strip()
-        truth = {"answer": record["answer"], "ID": record["ID"], "key": record["key"]}
+        truth = {"answer": ctx.get(record, "answer", str, "the answer"), "ID": record["ID"], "key": record["key"]}
         return self._sample(record, ctx, prompt, truth, "image_path")
 
     def truth(self, sample: Sample) -> str:
