@@ -87,7 +87,8 @@ class HRBench(Benchmark):
         options = {letter: record[letter] for letter in LETTERS if not missing(record.get(letter))}
         lines = "".join(f"{letter}. {text}\n" for letter, text in options.items())
         prompt = f"{record['question'].strip()}\n{lines}Answer the option letter directly."
-        truth = {"answer": record["answer"], "options": options, "category": record["category"],
+        truth = {"answer": ctx.get(record, "answer", str, "the answer's letter"), "options": options,
+                 "category": ctx.get(record, "category", str, "the category"),
                  "index": record["index"], "cycle_category": record["cycle_category"]}  # fmt: skip
         return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
 

@@ -91,7 +91,7 @@ class MMERealWorld(Benchmark):
         heading, instruction = PROMPTS[(self.language, self.kind)]
         prompt = record["question"] + " " + heading + "\n".join(options) + "\n" + instruction
         category = record["category"]
-        truth = {"answer": record["answer"], "question_id": record["index"],
+        truth = {"answer": ctx.get(record, "answer", str, "the answer's letter"), "question_id": record["index"],
                  "category": "Perception" if "perception" in category.lower() else "Reasoning",
                  "sub_category": category.split("/")[-1], "task_category": record["l2-category"]}  # fmt: skip
         return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx, ("bytes",))])

@@ -1258,16 +1258,21 @@ def test_wemath_scores_every_pairing_of_steps_as_its_pandas_merges_do(rows):
 
 
 @pytest.mark.parametrize(
-    ("name", "key"), [("dynamath_reasoning", "ground_truth"), ("wemath_testmini_reasoning", "answer")]
-)
+    ("name", "key"),
+    [("dynamath_reasoning", "ground_truth"), ("wemath_testmini_reasoning", "answer"), ("mmerealworld", "answer"),
+     ("hrbench4k", "answer")],
+)  # fmt: skip
 def test_a_row_without_the_answer_its_scorer_reads_is_skipped_and_named(name, key, tmp_path):
-    pytest.importorskip("math_verify")
+    if name.endswith("_reasoning"):
+        pytest.importorskip("math_verify")
     task = make_task(TaskConfig(name=name))
     rows = list(task.synthetic_rows(3, 0))
     rows[1][key] = None
     _, split = _read_rows(name, rows, task.schema, task.split, tmp_path)
     assert len(split.samples) == 2 and len(split.errors) == 1
     assert split.errors[0].source.endswith(":row 1") and f"key '{key}' must be the answer" in str(split.errors[0])
+    metrics = task.metrics(split.samples, ["A", "B"])  # the others score
+    assert metrics and all(math.isfinite(value) for value in metrics.values())
 
 
 def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
