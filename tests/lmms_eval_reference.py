@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -922,6 +922,59 @@ def hrbench_aggregate_results(results):
     for cycle_category, scores in cycle_category_scores.items():
         cycle_category_avg_score[cycle_category] = sum(scores) / len(scores)
     return sum(cycle_category_avg_score.values()) / len(cycle_category_avg_score)
+
+
+# -- embspatial/utils.py (the default kwargs) ------------------------------------------------------------------
+EMBSPATIAL_KWARGS = {
+    "pre_prompt": "Note: You only need to respond with A, B, C, D without providing any additional information.\n",
+    "post_prompt": "",
+}
+EMBSPATIAL_SOURCES = ["ai2thor", "mp3d", "scannet"]
+
+
+def embspatial_extract_answer_letter(text):
+    text = text.strip()
+    match = re.match(r"[\(\s]*([A-Z])[\)\.\s]*", text, flags=re.IGNORECASE)
+    if match:
+        return match.group(1).upper()
+    return ""
+
+
+def embspatial_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if lmms_eval_specific_kwargs is None:
+        lmms_eval_specific_kwargs = {}
+    options = doc["answer_options"]
+    formatted_lines = []
+    for i, item in enumerate(options):
+        letter = chr(65 + i)
+        formatted_lines.append(f"{letter}) {item}")
+    options_string = "\n".join(formatted_lines)
+    return lmms_eval_specific_kwargs.get("pre_prompt", "") + doc["question"] + "\n" + options_string
+
+
+def embspatial_process_results(doc, results):
+    choices = ["A", "B", "C", "D"]
+    grounded_output = choices[doc["answer"]]
+    response = results[0]
+    pred_letter = embspatial_extract_answer_letter(response)
+    flag = pred_letter == grounded_output
+    data_source = doc.get("data_source", "unknown")
+    entry = {"id": doc["question_id"], "gt_content": grounded_output, "pred": response, "sub_task": doc["relation"],
+             "is_correct": flag, "data_source": data_source}  # fmt: skip
+    result = {"embspatial_acc": entry}
+    for src in EMBSPATIAL_SOURCES:
+        result[f"{src}_accuracy"] = entry
+    return result
+
+
+def embspatial_aggregate_results(results):
+    total_correct = sum(1 for sample in results if sample["is_correct"])
+    return total_correct / len(results) if len(results) > 0 else 0  # (the per-sub-task logging left out)
+
+
+def embspatial_aggregate_by_source(results, target_source):
+    scores = [1 if r["is_correct"] else 0 for r in results if r.get("data_source") == target_source]
+    return sum(scores) / len(scores) if scores else 0.0
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2242,6 +2295,14 @@ class Reimplementation(MathReimplementation, _Harness):
         return [hrbench_doc_to_text(d) for d in docs], {k: hrbench_aggregate_results(v) for k, v in items.items()}
 
     hrbench8k = hrbench4k
+
+    def embspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([embspatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {"embspatial_acc": embspatial_aggregate_results(items["embspatial_acc"])}
+        for source in EMBSPATIAL_SOURCES:
+            metrics[f"{source}_accuracy"] = embspatial_aggregate_by_source(items[f"{source}_accuracy"], source)
+        return [embspatial_doc_to_text(d, EMBSPATIAL_KWARGS) for d in docs], metrics
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -613,7 +613,7 @@ def _hostile(name: str, sample) -> list[str]:
              "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
              "muirbench": _muir_responses, "gqa": _gqa_responses, "mmerealworld": _mme_rw_responses,
              "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
-             "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses}  # fmt: skip
+             "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1067,6 +1067,13 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _embspatial_responses(sample):
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [letter, f"({letter.lower()})", f" {letter}) because", f"{letter}.", f"The answer is {letter}", "",
+            f"{other} or {letter}", f"<think>{other}</think>{letter}", "1", f"[{letter}]", f"Answer: {letter}"]  # fmt: skip
+
+
 def _hrbench_responses(sample):
     """Each of can_infer's rules: a letter as a word (among punctuation), two letters, "Z", a refusal, an option's
     text, two options' texts, and what only a judge would read."""
@@ -1192,7 +1199,8 @@ def _pope_responses(sample):
      ("vizwiz_vqa_val", _vqa_responses), ("mmbench_en_dev_static", _mmbench_responses),
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
      ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
-     ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses)],
+     ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
+     ("embspatial", _embspatial_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1273,6 +1281,16 @@ def test_a_row_without_the_answer_its_scorer_reads_is_skipped_and_named(name, ke
     assert split.errors[0].source.endswith(":row 1") and f"key '{key}' must be the answer" in str(split.errors[0])
     metrics = task.metrics(split.samples, ["A", "B"])  # the others score
     assert metrics and all(math.isfinite(value) for value in metrics.values())
+
+
+def test_embspatial_reports_a_source_without_rows_as_0_and_refuses_an_answer_past_its_four_letters(tmp_path):
+    task, samples, _ = _load("embspatial", tmp_path, size=2, seed=1)  # rows from ai2thor and mp3d only
+    got = task.metrics(samples, [s.solution["answer"] for s in samples])
+    assert got == {"embspatial_acc": 1.0, "ai2thor_accuracy": 1.0, "mp3d_accuracy": 1.0, "scannet_accuracy": 0.0}
+    rows = list(task.synthetic_rows(2, 0))
+    rows[0]["answer"] = 4
+    _, split = _read_rows("embspatial", rows, task.schema, task.split, tmp_path / "bad")
+    assert len(split.samples) == 1 and "answer 4 names none of the options A, B, C, D" in str(split.errors[0])
 
 
 def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
