@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -45,6 +45,7 @@ import statistics
 import string
 import tempfile
 from collections import defaultdict
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -975,6 +976,61 @@ def embspatial_aggregate_results(results):
 def embspatial_aggregate_by_source(results, target_source):
     scores = [1 if r["is_correct"] else 0 for r in results if r.get("data_source") == target_source]
     return sum(scores) / len(scores) if scores else 0.0
+
+
+# -- zerobench/utils.py (the default kwargs) -------------------------------------------------------------------
+ZEROBENCH_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with only the final answer."}
+
+
+def zerobench_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if lmms_eval_specific_kwargs is None:
+        lmms_eval_specific_kwargs = {}
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "\nAnswer with only the final answer.")
+    question = doc["question_text"].strip()
+    return f"{pre_prompt}{question}{post_prompt}"
+
+
+def _zerobench_normalize_text(text):
+    normalized = text.strip().lower().strip("\"'`")
+    normalized = re.sub(r"\s+", " ", normalized)
+    if normalized.endswith("."):
+        normalized = normalized[:-1].rstrip()
+    return normalized
+
+
+def _zerobench_to_decimal(text):
+    candidate = text.strip().replace(",", "")
+    if not re.fullmatch(r"-?(?:\d+\.\d+|\d+|\.\d+)", candidate):
+        return None
+    try:
+        return Decimal(candidate)
+    except InvalidOperation:
+        return None
+
+
+def _zerobench_is_exact_match(prediction, target):
+    normalized_prediction = _zerobench_normalize_text(prediction)
+    normalized_target = _zerobench_normalize_text(target)
+    prediction_decimal = _zerobench_to_decimal(normalized_prediction)
+    target_decimal = _zerobench_to_decimal(normalized_target)
+    if prediction_decimal is not None and target_decimal is not None:
+        return prediction_decimal == target_decimal
+    return normalized_prediction == normalized_target
+
+
+def zerobench_process_results(doc, results):
+    prediction = results[0].strip() if results else ""
+    target = str(doc["question_answer"]).strip()
+    score = 1.0 if _zerobench_is_exact_match(prediction, target) else 0.0
+    return {"zerobench_exact_match": {"question_id": doc.get("question_id", ""), "prediction": prediction,
+                                      "target": target, "score": score}}  # fmt: skip
+
+
+def zerobench_aggregate_results(results):
+    if not results:
+        return 0.0
+    return sum(result["score"] for result in results) / len(results)
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2303,6 +2359,14 @@ class Reimplementation(MathReimplementation, _Harness):
         for source in EMBSPATIAL_SOURCES:
             metrics[f"{source}_accuracy"] = embspatial_aggregate_by_source(items[f"{source}_accuracy"], source)
         return [embspatial_doc_to_text(d, EMBSPATIAL_KWARGS) for d in docs], metrics
+
+    def zerobench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [
+            zerobench_process_results(d, [r])["zerobench_exact_match"] for d, r in zip(docs, responses, strict=True)
+        ]
+        prompts = [zerobench_doc_to_text(d, ZEROBENCH_KWARGS) for d in docs]
+        return prompts, {"zerobench_exact_match": zerobench_aggregate_results(items)}
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

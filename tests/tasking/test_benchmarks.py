@@ -613,7 +613,8 @@ def _hostile(name: str, sample) -> list[str]:
              "mmbench_en_dev_static": _mmbench_responses, "mmmu_pro_standard": _mmmu_responses, "mmmu_pro_vision": _mmmu_responses,
              "muirbench": _muir_responses, "gqa": _gqa_responses, "mmerealworld": _mme_rw_responses,
              "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
-             "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses}  # fmt: skip
+             "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
+             "zerobench": _zerobench_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1067,6 +1068,15 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _zerobench_responses(sample):
+    """The answer as written, re-cased, quoted, spaced, with a final period, as another decimal of the same
+    value, with commas; and near misses."""
+    answer = sample.solution
+    return [answer, answer.upper(), f'"{answer}"', f"`{answer}`.", f"  {answer}  ", f"{answer}.", "6.00", "1,006",
+            "1006", "-0", "0.5", ".5", f"{answer} dots", f"the answer is {answer}", f"{answer}\n\n", "e5", "1e3",
+            f"'{answer}  dots'", f"<think>5</think>{answer}", "٣", answer.replace(",", ""), f"0,{answer}"]  # fmt: skip
+
+
 def _embspatial_responses(sample):
     letter = sample.solution["answer"]
     other = "A" if letter != "A" else "B"
@@ -1200,7 +1210,7 @@ def _pope_responses(sample):
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
      ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
-     ("embspatial", _embspatial_responses)],
+     ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
