@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -1031,6 +1031,80 @@ def zerobench_aggregate_results(results):
     if not results:
         return 0.0
     return sum(result["score"] for result in results) / len(results)
+
+
+# -- VisualPuzzles/utils.py (random.choice drawn from a generator seeded with the row's id, as vlrl draws it) --
+VISUALPUZZLES_PROMPTS = {
+    "MULTI_CHOICE_DIRECT_PROMPT": "Answer the question with the option's letter from the given choices directly.",
+    "COT_PROMPT": "Solve the multiple-choice question and then answer with the option letter from the given choices. The last line of your response should be of the following format: 'Answer: $LETTER' (without quotes) where LETTER is one of options. Think step by step before answering.",
+}
+
+
+def visualpuzzles_doc_to_text(doc, lmms_eval_specific_kwargs):
+    question = "Question: " + doc["question"].strip()
+    options = doc["options"]
+    if options != None:  # noqa: E711 (as written there)
+        question += (
+            "\nOptions:\n(A) " + options[0] + "\n(B) " + options[1] + "\n(C) " + options[2] + "\n(D) " + options[3]
+        )
+    else:
+        question += "\nOptions: Choose from (A) (B) (C) (D) in the image."
+    question += "\n" + VISUALPUZZLES_PROMPTS[lmms_eval_specific_kwargs["prompt"]]
+    return question
+
+
+def visualpuzzles_parse_response(response, all_choices, index2ans, rng):
+    for pattern in (r"Answer:\s*\(([A-Za-z])\)", r"(?<!Final )Answer:\s*([A-Za-z])", r"Answer:\s*([A-Za-z])",
+                    r"\s*\(([A-Za-z])\)"):  # fmt: skip
+        matches = re.findall(pattern, response)
+        if matches:
+            for match in matches[::-1]:
+                if match in all_choices or match.upper() in all_choices:
+                    return match
+    response = " " + response.strip()
+    for pattern in (r"\s*([A-Za-z])\)", r"\s*\{([A-Za-z])\}", r"\s*\$([A-Za-z])\$", r" ([A-Da-d])\."):
+        matches = re.findall(pattern, response)
+        if matches:
+            for match in matches[::-1]:
+                if match in all_choices or match.upper() in all_choices:
+                    return match
+    matches = re.findall(r" ([A-Da-d])", response)
+    if matches and len(response) <= 5:
+        for match in matches[::-1]:
+            if match in all_choices or match.upper() in all_choices:
+                return match
+    if index2ans != None:  # noqa: E711 (as written there)
+        for index in all_choices:
+            ans = index2ans[index]
+            if f"answer: {ans}" in response.lower():
+                return index
+            if f"answer:{ans}" in response.lower():
+                return index
+        last_found = None
+        last_index = -1
+        for index in all_choices:
+            ans = index2ans[index]
+            idx = response.rfind(ans)
+            if idx > last_index:
+                last_found = index
+                last_index = idx
+        if last_found:
+            return last_found
+    return rng.choice(all_choices)
+
+
+def visualpuzzles_process_result(doc, results):
+    pred = results[0].strip()
+    all_choices = ["A", "B", "C", "D"]
+    if doc["options"] == None:  # noqa: E711 (as written there)
+        index2ans = None
+    else:
+        index2ans = {all_choices[i]: doc["options"][i] for i in range(4)}
+    pred = visualpuzzles_parse_response(pred, all_choices, index2ans, random.Random(str(doc["id"])))
+    target = doc["answer"]
+    if pred.lower() == target.lower():
+        return {"exact_match": 1.0}
+    return {"exact_match": 0.0}
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2367,6 +2441,17 @@ class Reimplementation(MathReimplementation, _Harness):
         ]
         prompts = [zerobench_doc_to_text(d, ZEROBENCH_KWARGS) for d in docs]
         return prompts, {"zerobench_exact_match": zerobench_aggregate_results(items)}
+
+    def _visualpuzzles(self, docs, responses, reasoning_tags, prompt):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [visualpuzzles_process_result(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [visualpuzzles_doc_to_text(d, {"prompt": prompt}) for d in docs], {"exact_match": _mean(scores)}
+
+    def VisualPuzzles_direct(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._visualpuzzles(docs, responses, reasoning_tags, "MULTI_CHOICE_DIRECT_PROMPT")
+
+    def VisualPuzzles_cot(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._visualpuzzles(docs, responses, reasoning_tags, "COT_PROMPT")
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -614,7 +614,8 @@ def _hostile(name: str, sample) -> list[str]:
              "muirbench": _muir_responses, "gqa": _gqa_responses, "mmerealworld": _mme_rw_responses,
              "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
              "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
-             "zerobench": _zerobench_responses}  # fmt: skip
+             "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
+             "VisualPuzzles_cot": _puzzle_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1068,6 +1069,20 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _puzzle_responses(sample):
+    """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
+    one that leaves the random letter."""
+    letter, options = sample.solution["answer"], sample.solution["options"] or ["x", "y", "z", "w"]
+    other = "A" if letter != "A" else "B"
+    text, other_text = options["ABCD".index(letter)], options["ABCD".index(other)]
+    return [f"Answer: ({letter.lower()})", f"Final Answer: {other}. Answer: {letter}", f"Final Answer: {letter}",
+            f"Answer: {other}. Final Answer: {letter}", f"I pick ({letter}) not ({other}) but ({letter})",
+            f"{other}) or {letter})", f"{{{letter}}}", f"${letter}$", f"so it is {letter}. yes", f" {letter} ",
+            f"zz {letter}?", f"it is {letter} for sure", f"answer: {text.lower()}", f"answer: {text} but {other_text}",
+            f"{text} then {other_text} then {text}", "no idea", "", f"Answer: (E) then Answer: {letter}", "(e)",
+            f"{letter}"]  # fmt: skip
+
+
 def _zerobench_responses(sample):
     """The answer as written, re-cased, quoted, spaced, with a final period, as another decimal of the same
     value, with commas; and near misses."""
@@ -1210,7 +1225,8 @@ def _pope_responses(sample):
      ("mmmu_pro_standard", _mmmu_responses), ("mmmu_pro_vision", _mmmu_responses),
      ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
-     ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses)],
+     ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
+     ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1301,6 +1317,15 @@ def test_embspatial_reports_a_source_without_rows_as_0_and_refuses_an_answer_pas
     rows[0]["answer"] = 4
     _, split = _read_rows("embspatial", rows, task.schema, task.split, tmp_path / "bad")
     assert len(split.samples) == 1 and "answer 4 names none of the options A, B, C, D" in str(split.errors[0])
+
+
+def test_a_visualpuzzles_row_with_fewer_than_four_options_is_skipped_and_named(tmp_path):
+    task = make_task(TaskConfig(name="VisualPuzzles_direct"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["options"] = ["1 Dots", "2 Dots"]
+    _, split = _read_rows("VisualPuzzles_direct", rows, task.schema, task.split, tmp_path)
+    assert len(split.samples) == 2 and split.errors[0].source.endswith(":row 1")
+    assert "options holds 2 entries; the prompt shows four" in str(split.errors[0])
 
 
 def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
