@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -1105,6 +1105,94 @@ def visualpuzzles_process_result(doc, results):
     if pred.lower() == target.lower():
         return {"exact_match": 1.0}
     return {"exact_match": 0.0}
+
+
+# -- mmsi_bench/utils.py (the default kwargs) ------------------------------------------------------------------
+MMSI_KWARGS = {
+    "pre_prompt": "",
+    "post_prompt": "\nAnswer with the option's letter from the given choices directly. Enclose the option's letter within ``.",
+}
+MMSI_CATEGORY_ALIASES = {
+    "Positional Relationship (Obj.-Obj.)": "Positional Relationship (Obj.–Obj.)",
+    "Positional Relationship (Cam.-Obj.)": "Positional Relationship (Cam.–Obj.)",
+    "Positional Relationship (Cam.-Cam.)": "Positional Relationship (Cam.–Cam.)",
+    "Positional Relationship (Obj.-Reg.)": "Positional Relationship (Obj.–Reg.)",
+    "Positional Relationship (Cam.-Reg.)": "Positional Relationship (Cam.–Reg.)",
+    "Positional Relationship (Reg.-Reg.)": "Positional Relationship (Reg.–Reg.)",
+}
+MMSI_METRICS = [
+    *MMSI_CATEGORY_ALIASES.values(),
+    "Attribute (Meas.)",
+    "Attribute (Appr.)",
+    "Motion (Obj.)",
+    "Motion (Cam.)",
+    "MSR",
+    "average",
+]  # fmt: skip  (msr_bench.yaml's metric_list)
+
+
+def msr_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if not isinstance(lmms_eval_specific_kwargs, dict):
+        lmms_eval_specific_kwargs = {}
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "")
+    question = doc["question"].strip()
+    if pre_prompt != "":
+        question = f"{pre_prompt}{question}"
+    if post_prompt != "":
+        question = f"{question}{post_prompt}"
+    return question
+
+
+def extract_single_choice_with_word_boundary(pred, gt):
+    if pred is None:
+        return None
+    pred = str(pred)
+    match = re.search(r"``([^`]*)``", pred)
+    if match:
+        pred = match.group(1)
+    match = re.search(r"`([^`]*)`", pred)
+    if match:
+        pred = match.group(1)
+    match = re.search(r"\{([^}]*)\}", pred)
+    if match:
+        pred = match.group(1)
+    match = re.search(r"\b[A-F]\b(?!\s[a-zA-Z])", pred, flags=re.IGNORECASE)
+    if match:
+        pred = match.group().upper()
+    else:
+        return None
+    answer = gt.lower().replace("\n", " ").strip()
+    predict = pred.lower().replace("\n", " ").strip()
+    try:
+        if answer == predict[0]:  # noqa: SIM114 (as written there)
+            return 1.0
+        elif predict[0] == "(" and answer == predict[1]:  # noqa: SIM114
+            return 1.0
+        elif predict[0:7] == "option " and answer == predict[7]:  # noqa: SIM114
+            return 1.0
+        elif predict[0:14] == "the answer is " and answer == predict[14]:
+            return 1.0
+    except Exception:
+        return 0.0
+    return 0.0
+
+
+def msr_process_results(doc, results):
+    pred = results[0]
+    gt = doc["answer"]
+    score = extract_single_choice_with_word_boundary(pred, gt)
+    category = MMSI_CATEGORY_ALIASES.get(doc["question_type"], doc["question_type"])
+    item = {"question_id": doc["id"], "l2_category": category, "score": 0 if score is None else score}
+    return {category: item, "average": item}
+
+
+def msr_aggregate_results(results):
+    l2_category_scores = defaultdict(list)
+    for result in results:
+        l2_category_scores[result["l2_category"]].append(result["score"])
+    all_scores = [score for scores in l2_category_scores.values() for score in scores]
+    return sum(all_scores) / len(all_scores) if all_scores else 0.0
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2452,6 +2540,12 @@ class Reimplementation(MathReimplementation, _Harness):
 
     def VisualPuzzles_cot(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         return self._visualpuzzles(docs, responses, reasoning_tags, "COT_PROMPT")
+
+    def mmsi_bench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([msr_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {name: msr_aggregate_results(items[name]) for name in MMSI_METRICS if name in items}
+        return [msr_doc_to_text(d, MMSI_KWARGS) for d in docs], metrics
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -676,3 +676,25 @@ def test_a_damaged_row_group_of_the_image_config_costs_the_rows_naming_its_image
     assert [s.id for s in split.samples] == ["q0", "q3"]
     assert all("names no image" in str(e) and "rows 2-3 do not read" in str(e) for e in split.errors)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1", "row 2"]
+
+
+def test_a_list_of_plain_image_bytes_is_decoded_when_declared_and_an_image_list_reads_as_ever(tmp_path):
+    def png(color: str) -> bytes:
+        return image_cell(Image.new("RGB", (12, 12), color))["bytes"]
+
+    columns = (Column("id", "string"), Column("images", "list<image>|list<image_bytes>"))
+    plain = pa.schema([("id", pa.string()), ("images", pa.list_(pa.binary()))])
+    rows = [{"id": "0", "images": [png("red"), png("blue")]}, {"id": "1", "images": [png("red"), b"no image"]}]
+    path = write_parquet(tmp_path / "plain.parquet", rows, plain)
+    split = load_table_split(str(path), _keep_list, SPEC, columns=columns, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0"] and split.errors[0].source == f"{path}:row 1 images[1]"
+    assert [Image.open(p).getpixel((0, 0)) for p in split.samples[0].images] == [(255, 0, 0), (0, 0, 255)]
+    featured = pa.schema([("id", pa.string()), ("images", pa.list_(IMAGE_TYPE))])
+    cells = [{"id": "0", "images": [image_cell(Image.new("RGB", (12, 12), "green"))]}]
+    path = write_parquet(tmp_path / "featured.parquet", cells, featured)
+    split = load_table_split(str(path), _keep_list, SPEC, columns=columns, image_cache=tmp_path / "c")
+    assert [Image.open(p).getpixel((0, 0)) for p in split.samples[0].images] == [(0, 128, 0)]
+
+
+def _keep_list(record: dict, ctx) -> list[Sample]:
+    return [Sample(id=record["id"], task="t", problem="", solution=None, images=record["images"], source=ctx.source)]

@@ -615,7 +615,7 @@ def _hostile(name: str, sample) -> list[str]:
              "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
              "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
-             "VisualPuzzles_cot": _puzzle_responses}  # fmt: skip
+             "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1069,6 +1069,15 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _mmsi_responses(sample):
+    """Letters enclosed as asked, in braces, standalone, lower-case, followed by a word, and none."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [f"``{letter}``", f"`{letter}`", f"{{{letter}}}", letter, letter.lower(), f"{letter} is right",
+            f"{other} dots, so {letter}.", f"``{other}`` then `{letter}`", f"`{letter}` or ``{other}``", "no letter",
+            f"E{letter}", f"({letter})", f"option {letter}", f"the answer is {letter}", "", f"F, {letter}"]  # fmt: skip
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1226,7 +1235,8 @@ def _pope_responses(sample):
      ("muirbench", _muir_responses), ("gqa", _gqa_responses), ("mmerealworld", _mme_rw_responses),
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
-     ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses)],
+     ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
+     ("mmsi_bench", _mmsi_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)

@@ -7,10 +7,11 @@ picks one split's files in a directory. vlrl never downloads: the files are loca
 
 Rows are read BATCH_ROWS at a time (parquet batches; arrow files are memory-mapped and
 sliced), so memory holds a batch, not the file.
-An image embedded as bytes (the `Image` feature, struct<bytes, path>, or a string column of
-base64 a task declares `base64_image`: MME-RealWorld's) is decoded once, written to a
-content-addressed cache and replaced in the record by that file's path, so tasks read it like
-any image path; an image stored as a path stays a path.
+An image embedded as bytes (the `Image` feature, struct<bytes, path>; a string column of base64
+a task declares `base64_image`, MME-RealWorld's; or a list of plain binary cells a task declares
+`list<image_bytes>`, MMSI-Bench's) is decoded once, written to a content-addressed cache and
+replaced in the record by that file's path, so tasks read it like any image path; an image
+stored as a path stays a path.
 
 A benchmark whose images are published as another config of the dataset (GQA: rows in
 testdev_balanced_instructions/, images in testdev_balanced_images/, joined on `imageId`) names
@@ -69,6 +70,10 @@ def _number(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
+def _binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+
+
 def _list_of(item: Callable[[pa.DataType], bool]) -> Callable[[pa.DataType], bool]:
     def check(t: pa.DataType) -> bool:
         listed = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
@@ -102,11 +107,13 @@ ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
     "list<number>": _list_of(_number),
     "image": _image,
     "base64_image": _text,
+    "list<image_bytes>": _list_of(_binary),
     "list<image>": _list_of(_image),
     "list<struct>": _list_of(pa.types.is_struct),
 }
 ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images",
-              "list<struct>": "a list of records", "base64_image": "an image's bytes in base64 (a string)"}  # fmt: skip
+              "list<struct>": "a list of records", "base64_image": "an image's bytes in base64 (a string)",
+              "list<image_bytes>": "a list of images' bytes (binary)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -361,19 +368,38 @@ class ImageCache:
 
 
 def _materialize(
-    row: dict[str, Any], image_columns: dict[str, bool], encoded: Sequence[str], cache: ImageCache, where: str
+    row: dict[str, Any], image_columns: dict[str, bool], encoded: Mapping[str, str], cache: ImageCache, where: str
 ) -> None:
-    """Embedded images (a column, or a list column of them; base64 in the `encoded` columns) ->
-    paths, in place."""
+    """Embedded images (a column, or a list column of them; in the `encoded` columns, base64 or
+    lists of plain bytes, by their kind) -> paths, in place."""
     for name, listed in image_columns.items():
         value = row.get(name)
         if listed and value is not None:
             row[name] = [cache.path_of(cell, f"{where} {name}[{i}]") for i, cell in enumerate(value)]
         else:
             row[name] = cache.path_of(value, f"{where} {name}")
-    for name in encoded:
-        if name in row:
-            row[name] = cache.path_of_base64(row[name], f"{where} {name}")
+    for name, kind in encoded.items():
+        value = row.get(name)
+        if value is None:
+            continue
+        if kind == "base64_image":
+            row[name] = cache.path_of_base64(value, f"{where} {name}")
+        else:
+            row[name] = [cache.store(cell, f"{where} {name}[{i}]") for i, cell in enumerate(value)]
+
+
+def _encoded_images(schema: pa.Schema, columns: Sequence[Column], rename: Mapping[str, str]) -> dict[str, str]:
+    """The columns whose images come as the task declares, not as `Image` features: name -> the
+    kind the file holds (base64 strings, or lists of plain bytes)."""
+    out = {}
+    for column in columns:
+        name = rename.get(column.name, column.name)
+        if name not in schema.names:
+            continue
+        for kind in ("base64_image", "list<image_bytes>"):
+            if kind in column.kind.split("|") and ATOMS[kind](schema.field(name).type):
+                out[name] = kind
+    return out
 
 
 def _image_columns(schema: pa.Schema) -> dict[str, bool]:
@@ -499,7 +525,7 @@ def load_table_split(
         read = sorted({name for name in wanted if name in schema.names}) if columns else None
         _, batches = _record_batches(path, read, batch_rows)
         images = {k: v for k, v in _image_columns(schema).items() if read is None or k in read}
-        encoded = [rename.get(c.name, c.name) for c in columns if c.kind == "base64_image"]
+        encoded = _encoded_images(schema, columns, rename)
         root = Path(image_root) if image_root else path.parent
         float32 = float32_keys(schema, rename)
         offset = row_index  # a row's index is its place in the spec's files, read or not
