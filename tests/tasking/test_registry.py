@@ -10,6 +10,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tasks.refcoco import RefCOCO
 from vlrl import plugins
@@ -23,6 +24,19 @@ TOY = Path(__file__).parent.parent / "fixtures" / "toy_task.py"
 def test_tasks_list_shows_the_built_in_tasks(capsys):
     assert main(["tasks", "list"]) == 0
     assert "refcoco" in capsys.readouterr().out
+
+
+def test_every_task_entry_point_the_package_declares_loads_and_registers():
+    """The registry skips an entry point that fails to load (a third party's broken plugin must
+    not hide the others), so a built-in module that fails would vanish without an error."""
+    from vlrl.tasking.registry import registered_tasks
+
+    declared = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["entry-points"]
+    entries = declared["vlrl.tasks"]
+    registered = {r.entry_point.name for r in registered_tasks()}
+    for name, value in entries.items():
+        EntryPoint(name, value, "vlrl.tasks").load()  # raises where the module does not import
+    assert set(entries) <= registered
 
 
 def test_tasks_list_shows_every_name_whole_with_the_benchmarks_apart(capsys):
