@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -112,14 +112,19 @@ def hub_docs(path: Path, skip: tuple[int, ...] = ()) -> datasets.Dataset:
 _REC_PREPROCESSED: dict[str, list[dict]] = {}  # Reimplementation.rec_preprocessed's, by table fingerprint
 
 
-def ai2d_filter(resp):
+def ai2d_filter(resp, doc=None):
     """ai2d/utils.py MultiChoiceRegexFilter.apply (the "flexible-extract" filter of ai2d.yaml;
-    muirbench/utils.py's is the same code)."""
+    muirbench/utils.py's is the same code); it reads no doc."""
     match = re.compile(r"^\s*([A-Z])\.").match(resp)
     return match.group(1) if match else resp
 
 
-FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter}  # a task's filter_list; the others' is "none" (take_first)
+def sat_doc_filter(resp, doc):
+    return sat_filter([[resp]], [doc])[0]
+
+
+# a task's filter_list, of a response and its doc; the others' is "none" (take_first)
+FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter, "sat": sat_doc_filter}
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
 UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "mmbench_en_dev_static", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
 
@@ -147,7 +152,7 @@ class _Harness:
     """evaluator.py's steps between the model's responses and `process_results`."""
 
     def harness(
-        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
+        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = "", docs=None
     ) -> list[str]:
         """The answers (as a chat class returns them: `model_answer` gives another class's),
         through the task's filter (FILTERS; else the ensemble "none", take_first: a task without
@@ -155,19 +160,22 @@ class _Harness:
         `parse_reasoning_tags_config(cli_value=reasoning_tags)` gives tags, `strip_reasoning_tags`
         on each filtered str (75571cf evaluator.py lines 1181-1235; 0.7.3
         _process_document_results, lines 298-311)."""
-        responses = [FILTERS[task](r) for r in responses] if task in FILTERS else list(responses)
+        docs = [None] * len(responses) if docs is None else list(docs)
+        responses = (
+            [FILTERS[task](r, d) for r, d in zip(responses, docs, strict=True)] if task in FILTERS else list(responses)
+        )
         tags = self.parse_reasoning_tags_config(reasoning_tags)
         if tags is None:
             return responses
         return [self.strip_reasoning_tags(r, tags) if isinstance(r, str) else r for r in responses]
 
     def scored(
-        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = ""
+        self, responses: list[str], reasoning_tags: str | None = CLI_REASONING_TAGS, task: str = "", docs=None
     ) -> list[str]:
         """What `process_results` of the task's yaml then sees: api/task.py Task.process_results
         strips each generate_until response (None as "") before calling it (75571cf lines
         1586-1590; 0.7.3 the same)."""
-        return [r.strip() if r is not None else "" for r in self.harness(responses, reasoning_tags, task)]
+        return [r.strip() if r is not None else "" for r in self.harness(responses, reasoning_tags, task, docs)]
 
 
 def extract_boxed_answer(s):
@@ -1193,6 +1201,50 @@ def msr_aggregate_results(results):
         l2_category_scores[result["l2_category"]].append(result["score"])
     all_scores = [score for scores in l2_category_scores.values() for score in scores]
     return sum(all_scores) / len(all_scores) if all_scores else 0.0
+
+
+# -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
+def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = (
+        doc["question"].strip()
+        + "\n"
+        + "When multiple images are provided, You want to realize that when camera moves left, the objects in the image move right, and vice versa. And when you are asked about the movement of the same object captured in different images, you can compare the position of the object relative to other objects in the image to answer the question.\n"
+    )
+    candidates_str = ""
+    for i, candidate in enumerate(doc["answers"]):
+        option_letter = chr(ord("A") + i)
+        candidates_str += f"{option_letter}. {candidate}\n"
+    return question + "\n" + candidates_str + "\n" + "Only output the letter of the correct option and nothing else."
+
+
+def sat_doc_to_target(doc):
+    return chr(ord("A") + doc["correct_answer_idx"])
+
+
+def sat_filter(resps, docs):  # MultiChoiceRegexFilter.apply
+    filtered_resps = []
+    for r, doc in zip(resps, docs, strict=True):
+        fallback_regexes = []
+        choice_to_alpha = {}
+        next_alpha = "A"
+        multiple_choices_regex = re.compile(r"\b([A-Z])\.\s+([^\n]*)")
+        matches = multiple_choices_regex.findall(doc["question"])
+        for m in matches:
+            choice_text = m[1].strip()
+            fallback_regexes.append(f"{re.escape(choice_text)}")
+            choice_to_alpha[choice_text] = next_alpha
+            next_alpha = chr(ord(next_alpha) + 1)
+        fallback_regex = re.compile("|".join(fallback_regexes))
+        filtered = []
+        for resp in r:
+            cleaned_resp = re.sub(r"[^\w\s]", "", resp).strip()
+            match = fallback_regex.search(cleaned_resp)
+            if match and match.group() in choice_to_alpha:
+                filtered.append(choice_to_alpha[match.group()])
+            else:
+                filtered.append(cleaned_resp)
+        filtered_resps.append(filtered[0].split(" ")[0])
+    return filtered_resps
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2546,6 +2598,17 @@ class Reimplementation(MathReimplementation, _Harness):
         items = per_metric([msr_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         metrics = {name: msr_aggregate_results(items[name]) for name in MMSI_METRICS if name in items}
         return [msr_doc_to_text(d, MMSI_KWARGS) for d in docs], metrics
+
+    def sat(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs = list(docs)
+        scored = self.scored(responses, reasoning_tags, "sat", docs)
+        scores = [
+            exact_match_hf_evaluate([r], [sat_doc_to_target(d)], ignore_case=True, ignore_punctuation=True)[
+                "exact_match"
+            ]
+            for d, r in zip(docs, scored, strict=True)
+        ]
+        return [sat_doc_to_text(d) for d in docs], {"exact_match": _mean(scores)}
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

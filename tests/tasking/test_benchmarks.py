@@ -28,6 +28,7 @@ from lmms_eval_reference import (
     hub_docs,
     model_answer,
     references,
+    sat_filter,
     video_r1_extract_answer,
     video_r1_final_acc,
     video_r1_prompt,
@@ -615,7 +616,8 @@ def _hostile(name: str, sample) -> list[str]:
              "mmerealworld_lite": _mme_rw_responses, "mmerealworld_cn": _mme_rw_responses,
              "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
-             "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses}  # fmt: skip
+             "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
+             "sat": _sat_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -662,7 +664,7 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
                 scored = responses  # Video-R1's evaluator strips nothing
             else:
                 reference = next(r for r in reversed(REFERENCES) if hasattr(r, method))  # lmms-eval's own, if it has it
-                scored = reference.harness(responses, tags, method)  # logged as filtered_resps
+                scored = reference.harness(responses, tags, method, docs)  # logged as filtered_resps
                 if hasattr(MathReimplementation, method):  # process_results alone: the harness steps first
                     _, expected = getattr(reference, method)(docs, reference.scored(responses, tags, method))
                 else:
@@ -1069,6 +1071,19 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _sat_responses(sample):
+    """The letter, punctuated, an option's text (read as its letter where the question lists the options), two
+    texts (the leftmost wins), and reasoning whose tags the filter has taken apart."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    listed = sample.solution["question"]
+    text = listed.split(f"{letter}. ")[-1].split("\n")[0].strip() or "no listed text"
+    other_text = listed.split(f"{other}. ")[-1].split("\n")[0].strip() or "no other text"
+    return [letter, f"({letter}).", f"{letter} is it", f"{letter.lower()}!", f"I think {text}", f"{text} or dots",
+            f"{text}, not {other_text}", f"{other_text}, not {text}",
+            f"<think>{other}</think>{letter}", f"{other}\n{letter}", "", "   ", f"-{letter}-", f"{letter}{other}"]  # fmt: skip
+
+
 def _mmsi_responses(sample):
     """Letters enclosed as asked, in braces, standalone, lower-case, followed by a word, and none."""
     letter = sample.solution["answer"]
@@ -1236,7 +1251,7 @@ def _pope_responses(sample):
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
-     ("mmsi_bench", _mmsi_responses)],
+     ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1336,6 +1351,17 @@ def test_a_visualpuzzles_row_with_fewer_than_four_options_is_skipped_and_named(t
     _, split = _read_rows("VisualPuzzles_direct", rows, task.schema, task.split, tmp_path)
     assert len(split.samples) == 2 and split.errors[0].source.endswith(":row 1")
     assert "options holds 2 entries; the prompt shows four" in str(split.errors[0])
+
+
+@pytest.mark.parametrize(
+    "question, response",
+    [("Which?\nA. x\nB. x", "x"), ("Which?\nA. left\nB. left turn", "a left turn"), ("Which?\nA. \nB. y", "y"), ("Which?\nB. y\nA. ", "zzz"),
+     ("No options here.", "The answer: B"), ("Q\nC. up\nD. down", "down, up"), ("Q (A. x)", "x)")],
+)  # fmt: skip
+def test_sats_filter_reads_listed_options_as_lmms_evals_does(question, response):
+    from tasks.benchmarks.sat import listed_option
+
+    assert listed_option(response, question) == sat_filter([[response]], [{"question": question}])[0]
 
 
 def test_ocrbench_reads_hme100k_without_spaces_or_case_folding_and_divides_by_1000(tmp_path):
