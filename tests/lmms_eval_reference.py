@@ -6,7 +6,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
 _task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
-vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
+vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
 yaml files. PyPI lmms-eval 0.7.3 holds the same task utilities and reasoning strip (formatting
@@ -1245,6 +1245,51 @@ def sat_filter(resps, docs):  # MultiChoiceRegexFilter.apply
                 filtered.append(cleaned_resp)
         filtered_resps.append(filtered[0].split(" ")[0])
     return filtered_resps
+
+
+# -- mathkangaroo/utils.py (the default kwargs) -----------------------------------------------------------------
+MATHKANGAROO_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with the option letter (A, B, C, D, or E) only."}
+
+
+def mathkangaroo_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    kwargs = lmms_eval_specific_kwargs or {}
+    pre_prompt = kwargs.get("pre_prompt", "")
+    post_prompt = kwargs.get("post_prompt", "\nAnswer with the option letter (A, B, C, D, or E) only.")
+    question = str(doc.get("question", "")).strip()
+    return f"{pre_prompt}{question}{post_prompt}"
+
+
+def _mathkangaroo_normalize_targets(answer):
+    if answer is None:
+        return set()
+    return set(re.findall(r"[A-E]", str(answer).upper()))
+
+
+def _mathkangaroo_extract_prediction(response):
+    if not response:
+        return ""
+    text = str(response).strip()
+    direct_match = re.search(r"(?i)(?:final\s+answer|answer|option)\s*(?:is|:)?\s*\(?([A-E])\)?", text)
+    if direct_match:
+        return direct_match.group(1).upper()
+    for line in reversed(text.splitlines()):
+        line = line.strip().upper()
+        if not line:
+            continue
+        line_match = re.fullmatch(r"\(?([A-E])\)?[\.)]?", line)
+        if line_match:
+            return line_match.group(1)
+    candidates = re.findall(r"\b([A-E])\b", text.upper())
+    if candidates:
+        return candidates[-1]
+    return ""
+
+
+def mathkangaroo_process_results(doc, results):
+    prediction = _mathkangaroo_extract_prediction(results[0] if results else "")
+    targets = _mathkangaroo_normalize_targets(doc.get("ground_truth"))
+    score = 1.0 if prediction and prediction in targets else 0.0
+    return {"mathkangaroo_accuracy": score}
 
 
 # -- gqa/utils.py (gqa.yaml: the default kwargs, the generic exact_match of api/metrics.py) -------------
@@ -2609,6 +2654,15 @@ class Reimplementation(MathReimplementation, _Harness):
             for d, r in zip(docs, scored, strict=True)
         ]
         return [sat_doc_to_text(d) for d in docs], {"exact_match": _mean(scores)}
+
+    def mathkangaroo(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [
+            mathkangaroo_process_results(d, [r])["mathkangaroo_accuracy"] for d, r in zip(docs, responses, strict=True)
+        ]
+        return [mathkangaroo_doc_to_text(d, MATHKANGAROO_KWARGS) for d in docs], {
+            "mathkangaroo_accuracy": _mean(scores)
+        }
 
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -1,5 +1,5 @@
 """Math and logic benchmarks as lmms-eval evaluates them (commit 75571cf): MathVista testmini,
-MathVerse testmini, MathVision, DynaMath, LogicVista, WeMath and Geometry3K, where lmms-eval's scoring
+MathVerse testmini, MathVision, DynaMath, LogicVista, WeMath, Math Kangaroo and Geometry3K, where lmms-eval's scoring
 needs no judge model.
 
 - `mathvista_testmini_cot` / `_solution` / `_format` (AI4Math/MathVista, lmms_eval/tasks/
@@ -29,6 +29,11 @@ needs no judge model.
   averaged over the groups. They need math-verify.
 - `logicvista_reasoning` (lscpku/LogicVista, logicvista/reasoning/utils.py): the question, the
   reasoning system prompt, compute_score against `answer`. It needs math-verify.
+- `mathkangaroo` (dfkiuser/kangaroo_math_mc_questions, mathkangaroo/utils.py): Math Kangaroo's
+  five-option problems, the question stripped + "\nAnswer with the option letter (A, B, C, D, or
+  E) only."; the letter after "answer", "final answer" or "option" (any case), else the last line
+  that is only a letter, else the last standalone letter A-E; right when it is among the letters
+  of `ground_truth`. 64 new tokens.
 - `wemath_testmini_reasoning` (We-Math/We-Math, wemath/reasoning/utils.py and wemath_utils.py):
   the question and its options, the reasoning system prompt, compute_score against `answer`;
   `acc_score`, `format_score`, and WeMath's four-dimensional `wemath_loose` / `wemath_strict`
@@ -45,10 +50,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import regex
 from PIL import Image
 
 from rewards.ocr import levenshtein
-from rewards.text import compile_pattern, findall
+from rewards.text import compile_pattern, findall, fullmatch, search
 from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
 from tasks.benchmarks.reasoning import LETTERS, ComputeScored, reasoning_score
@@ -451,6 +457,55 @@ class WeMathReasoning(ComputeScored, _MathBenchmark):
                 "question number": index, "knowledge concept description": "counting dots"}  # fmt: skip
 
 
+KANGAROO_POST_PROMPT = "\nAnswer with the option letter (A, B, C, D, or E) only."
+KANGAROO_STATED = compile_pattern(r"(?:final\s+answer|answer|option)\s*(?:is|:)?\s*\(?([A-E])\)?", regex.IGNORECASE)
+KANGAROO_LINE = compile_pattern(r"\(?([A-E])\)?[\.)]?")
+# `\b([A-E])\b` there: a letter is a word character, so its boundaries are no word character beside it
+KANGAROO_STANDALONE = compile_pattern(r"(?<!\w)([A-E])(?!\w)")
+KANGAROO_LETTER = compile_pattern(r"[A-E]")
+
+
+def kangaroo_letter(response: str) -> str:
+    """mathkangaroo/utils.py _extract_prediction."""
+    text = response.strip()
+    if (stated := search(KANGAROO_STATED, text)) is not None:
+        return stated.group(1).upper()
+    for line in reversed(text.splitlines()):
+        line = line.strip().upper()
+        if line and (alone := fullmatch(KANGAROO_LINE, line)) is not None:
+            return alone.group(1)
+    candidates = findall(KANGAROO_STANDALONE, text.upper())
+    return candidates[-1] if candidates else ""
+
+
+class MathKangaroo(_MathBenchmark):
+    """lmms_eval/tasks/mathkangaroo/utils.py with the default kwargs."""
+
+    columns = (Column("question", "string", required=False), Column("image", "image", required=False),
+               Column("ground_truth", "string"))  # fmt: skip
+    schema = pa.schema([("question", pa.string()), ("image", IMAGE_TYPE), ("ground_truth", pa.string())])
+    max_new_tokens = 64
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        prompt = str(record.get("question", "")).strip() + KANGAROO_POST_PROMPT  # a null question reads "None", kept
+        images = [record_image(record, ctx)] if record.get("image") else []
+        truth = sorted(set(findall(KANGAROO_LETTER, str(record["ground_truth"] or "").upper())))
+        return row_sample(self.name, ctx, prompt, truth, images)
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        letter = kangaroo_letter(completion)
+        return {"mathkangaroo_accuracy": 1.0 if letter and letter in sample.solution else 0.0}
+
+    def aggregations(self):
+        return {"mathkangaroo_accuracy": mean}
+
+    def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
+        right = "ABCDE"[index % 5]
+        options = " ".join(f"({letter}) {count - 'ABCDE'.index(right) + k}" for k, letter in enumerate("ABCDE"))
+        return {"question": f" How many dots are there? {options} ", "image": image_cell(image, f"{index}.png") if index % 3 != 2 else None,
+                "ground_truth": right if index % 4 else f"{right}, {'ABCDE'[(index + 1) % 5]}"}  # fmt: skip
+
+
 class Geometry3K(_MathBenchmark):
     """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
 
@@ -511,6 +566,9 @@ BENCHMARKS |= variants(LogicVistaReasoning, [
 BENCHMARKS |= variants(WeMathReasoning, [
     {"name": "wemath_testmini_reasoning", "split": "testmini", "dataset": "We-Math/We-Math",
      "description": "WeMath testmini with lmms-eval's reasoning prompt, rule-based score and four-dimensional metric"}])  # fmt: skip
+BENCHMARKS |= variants(MathKangaroo, [
+    {"name": "mathkangaroo", "split": "train", "dataset": "dfkiuser/kangaroo_math_mc_questions",
+     "description": "Math Kangaroo (five options), lmms-eval's mathkangaroo: the option letter"}])  # fmt: skip
 BENCHMARKS |= variants(Geometry3K, [
     {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
      "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip

@@ -617,7 +617,7 @@ def _hostile(name: str, sample) -> list[str]:
              "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
-             "sat": _sat_responses}  # fmt: skip
+             "sat": _sat_responses, "mathkangaroo": _kangaroo_responses}  # fmt: skip
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1071,6 +1071,15 @@ def _gqa_responses(sample):
             f"{answer}\u3000", f"{answer}-"]  # fmt: skip
 
 
+def _kangaroo_responses(sample):
+    """Each of _extract_prediction's readings, and the words its first pattern reads a letter in."""
+    letter = sample.solution[0] if sample.solution else "A"
+    other = "A" if letter != "A" else "B"
+    return [f"Answer: {letter}", f"the final answer is ({letter.lower()})", f"option {letter}, not {other}", f"{other}\n({letter}).",
+            f"I think {letter} not", f"The answer is: {letter}", f"answered by {other}", f"{letter}\n\n", "", "none",
+            f"Options: {letter}", f"E.g. {letter}?", f"<think>{other}</think> {letter}", f"{letter}{other}"]  # fmt: skip
+
+
 def _sat_responses(sample):
     """The letter, punctuated, an option's text (read as its letter where the question lists the options), two
     texts (the leftmost wins), and reasoning whose tags the filter has taken apart."""
@@ -1251,7 +1260,7 @@ def _pope_responses(sample):
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
-     ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses)],
+     ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
