@@ -85,11 +85,8 @@ class MMERealWorld(Benchmark):
     kind: ClassVar[str] = "direct"
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        options = record["multi-choice options"]
-        if not options:
-            raise ctx.error("'multi-choice options' is empty: the prompt lists the options")
         heading, instruction = PROMPTS[(self.language, self.kind)]
-        prompt = record["question"] + " " + heading + "\n".join(options) + "\n" + instruction
+        prompt = record["question"] + " " + heading + "\n".join(record["multi-choice options"]) + "\n" + instruction
         category = record["category"]
         truth = {"answer": ctx.get(record, "answer", str, "the answer's letter"), "question_id": record["index"],
                  "category": "Perception" if "perception" in category.lower() else "Reasoning",
