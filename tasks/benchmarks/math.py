@@ -21,8 +21,8 @@ needs no judge model.
 - `mathvision_reason_testmini_reasoning` / `mathvision_reason_test_reasoning` (MathLLMs/MathVision,
   mathvision/reasoning/utils.py): MathVision's boxed-answer query, the reasoning system prompt,
   compute_score against the answer (an option letter, or the value). They need math-verify. The
-  standard `mathvision_testmini` / `_test` score with MATH-V's eval_utils, which `eval()`s
-  latex2sympy's output, and are not offered.
+  standard `mathvision_testmini` / `_test` score with MATH-V's eval_utils, which runs latex2sympy's
+  rendering of the response as Python code, and are not offered.
 - `dynamath_reasoning` (kcz358/DynaMath, dynamath/reasoning/utils.py): the question, the
   reasoning system prompt, compute_score against `ground_truth`; `dynamath_average` and
   `dynamath_worst`: the rows grouped by their `id`, each group's mean (or minimum) accuracy,
@@ -547,28 +547,25 @@ BENCHMARKS = variants(MathVista, [
     {"name": "mathvista_testmini_format", "split": "testmini", "dataset": MATHVISTA, "shot_type": "format-prompt",
      "description": "MathVista testmini, lmms-eval's format prompt, scored without its GPT judge"},
 ])  # fmt: skip
-BENCHMARKS |= variants(MathVistaReasoning, [
-    {"name": "mathvista_testmini_cot_reasoning", "split": "testmini", "dataset": MATHVISTA,
-     "description": "MathVista testmini with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
-BENCHMARKS |= variants(MathVerseReasoning, [
-    {"name": "mathverse_testmini_reasoning", "split": "testmini", "dataset": "CaraJ/MathVerse-lmmseval",
-     "description": "MathVerse testmini with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
-BENCHMARKS |= variants(MathVisionReasoning, [
-    {"name": f"mathvision_reason_{split}_reasoning", "split": split, "dataset": "MathLLMs/MathVision",
-     "description": f"MathVision {split} with lmms-eval's reasoning prompt and rule-based score (math-verify)"}
-    for split in ("testmini", "test")])  # fmt: skip
-BENCHMARKS |= variants(DynaMathReasoning, [
-    {"name": "dynamath_reasoning", "split": "test", "dataset": "kcz358/DynaMath",
-     "description": "DynaMath with lmms-eval's reasoning prompt and rule-based score: average and worst case (math-verify)"}])  # fmt: skip
-BENCHMARKS |= variants(LogicVistaReasoning, [
-    {"name": "logicvista_reasoning", "split": "test", "dataset": "lscpku/LogicVista",
-     "description": "LogicVista with lmms-eval's reasoning prompt and rule-based score (math-verify)"}])  # fmt: skip
-BENCHMARKS |= variants(WeMathReasoning, [
-    {"name": "wemath_testmini_reasoning", "split": "testmini", "dataset": "We-Math/We-Math",
-     "description": "WeMath testmini with lmms-eval's reasoning prompt, rule-based score and four-dimensional metric"}])  # fmt: skip
-BENCHMARKS |= variants(MathKangaroo, [
-    {"name": "mathkangaroo", "split": "train", "dataset": "dfkiuser/kangaroo_math_mc_questions",
-     "description": "Math Kangaroo (five options), lmms-eval's mathkangaroo: the option letter"}])  # fmt: skip
+RULE_BASED = "with lmms-eval's reasoning prompt and rule-based score (math-verify)"
+for family, rows in (
+    (MathVistaReasoning, [{"name": "mathvista_testmini_cot_reasoning", "split": "testmini", "dataset": MATHVISTA,
+                           "description": f"MathVista testmini {RULE_BASED}"}]),
+    (MathVerseReasoning, [{"name": "mathverse_testmini_reasoning", "split": "testmini",
+                           "dataset": "CaraJ/MathVerse-lmmseval", "description": f"MathVerse testmini {RULE_BASED}"}]),
+    (MathVisionReasoning, [{"name": f"mathvision_reason_{split}_reasoning", "split": split,
+                            "dataset": "MathLLMs/MathVision", "description": f"MathVision {split} {RULE_BASED}"}
+                           for split in ("testmini", "test")]),
+    (DynaMathReasoning, [{"name": "dynamath_reasoning", "split": "test", "dataset": "kcz358/DynaMath",
+                          "description": f"DynaMath {RULE_BASED}: average and worst case"}]),
+    (LogicVistaReasoning, [{"name": "logicvista_reasoning", "split": "test", "dataset": "lscpku/LogicVista",
+                            "description": f"LogicVista {RULE_BASED}"}]),
+    (WeMathReasoning, [{"name": "wemath_testmini_reasoning", "split": "testmini", "dataset": "We-Math/We-Math",
+                        "description": f"WeMath testmini {RULE_BASED} and four-dimensional metric"}]),
+    (MathKangaroo, [{"name": "mathkangaroo", "split": "train", "dataset": "dfkiuser/kangaroo_math_mc_questions",
+                     "description": "Math Kangaroo (five options), lmms-eval's mathkangaroo: the option letter"}]),
+):  # fmt: skip
+    BENCHMARKS |= variants(family, rows)
 BENCHMARKS |= variants(Geometry3K, [
     {"name": "geometry3k", "split": "test", "dataset": "Yang130/geometry3k_4choices_mixed",
      "description": "Geometry3K (four choices), lmms-eval's geometry3k: the option letter"}])  # fmt: skip
