@@ -3268,6 +3268,56 @@ class LmmsEvalPackage(_Harness):
         }
 
 
+# -- the samples file's `target`: each task's yaml doc_to_target (a column, a template, or a utils.py function)
+def countbench_doc_to_target(doc):  # countbench/utils.py (_normalize_count_answer)
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+             "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]  # fmt: skip
+    normalized = str(doc["number"]).strip().lower()
+    return ({w: str(i) for i, w in enumerate(words)} | {"none": "0"}).get(normalized, normalized)
+
+
+def sqa_doc_to_target(doc):  # scienceqa/utils.py
+    return [chr(ord("A") + i) for i in range(len(doc["choices"]))][doc["answer"]]
+
+
+DOC_TO_TARGET = {
+    "ai2d": ai2d_doc_to_target, "countbench": countbench_doc_to_target, "mmvp": mmvp_doc_to_target,
+    "muirbench": lambda doc: doc["answer"], "sat": sat_doc_to_target, "scienceqa": sqa_doc_to_target,
+    "scienceqa_img": sqa_doc_to_target, "countbenchqa": "number", "docvqa_val": "answers", "infovqa_val": "answers",
+    "dynamath_reasoning": "ground_truth", "mathkangaroo": "ground_truth", "geometry3k": "ground_truth",
+    "mmmu_pro_standard": "{{answer}}", "mmmu_pro_vision": "{{answer}}", "refcoco_rec": "bbox",
+    "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
+    "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
+}  # fmt: skip  # every other task's yaml: "answer"
+
+
+def lmms_eval_targets(task: str, docs) -> list[str]:
+    """What the samples file logs as each doc's `target`: str(Task.doc_to_target(doc))
+    (api/task.py ConfigurableTask.doc_to_target, lines 1444-1469; loggers/evaluation_tracker.py
+    line 284). A yaml string naming no feature of the dataset is a jinja template (utils.py
+    apply_template): "answer" renders as itself."""
+    import jinja2
+
+    rule = DOC_TO_TARGET.get(task, "answer")
+    features = docs.features
+    docs = Reimplementation.rec_preprocessed(docs) if task == "refcoco_rec" else docs
+    out = []
+    for doc in docs:
+        if callable(rule):
+            target = rule(doc)
+        elif rule in features:
+            target = doc[rule]
+        else:
+            target = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(rule).render(**doc)
+            if len(target) >= 2 and target[0] == "[" and target[-1] == "]":
+                try:
+                    target = ast.literal_eval(target)
+                except (SyntaxError, ValueError):
+                    pass
+        out.append(str(target))
+    return out
+
+
 def references() -> list[Any]:
     """The re-implementation, and lmms-eval itself where it is installed."""
     out: list[Any] = [Reimplementation()]

@@ -84,6 +84,9 @@ class AI2D(Benchmark):
             self.name, ctx, self.prompt(question, lettered(options)), chr(ord("A") + index), [record_image(record, ctx)]
         )
 
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return sample.solution  # ai2d_doc_to_target (mcq): the right option's letter
+
     def predict(self, completion: str, sample: Sample) -> str:
         return leading_letter(completion)
 
@@ -102,6 +105,9 @@ class AI2DReasoning(ComputeScored, AI2D):
 
     def prompt(self, question: str, choices: str) -> str:
         return f"{question}\n{choices}".strip()  # make_reasoning_doc_to_messages strips the text
+
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return Benchmark.doc_target(self, record, sample)  # ai2d_reasoning.yaml: the "answer" column
 
 
 def synthetic_row(image: Image.Image, count: int, index: int) -> dict[str, Any]:

@@ -89,6 +89,9 @@ class CountBench(_CountingBenchmark):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"acc": float(countbench_normalize(completion) == countbench_normalize(sample.solution))}
 
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return countbench_normalize(record["number"])  # countbench_doc_to_target
+
     def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
         return {"image": image_cell(image, f"{index}.png"), "text": f"A picture of {count} dots.",
                 "question": "How many dots are there in this image?", "number": count}  # fmt: skip
@@ -110,6 +113,9 @@ class CountBenchQA(CountBench):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         score = 1.0 if completion.strip() == str(sample.solution) else 0.0
         return {"acc": score, "exact_match": score}
+
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return record["number"]  # countbenchqa.yaml: the "number" column
 
 
 class PixmoCount(_CountingBenchmark):

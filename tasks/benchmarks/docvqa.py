@@ -50,6 +50,7 @@ class DocVQA(Benchmark):
     """lmms_eval/tasks/docvqa (and infovqa) with the default kwargs: the generic `anls` metric."""
 
     reference = LMMS_EVAL
+    doc_to_target = "answers"
     columns = (Column("question", "string"), Column("answers", "list<string>"), Column("image", "image"))
     schema = SCHEMA
     max_new_tokens = 32

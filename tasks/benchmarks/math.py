@@ -330,6 +330,7 @@ class DynaMathReasoning(ComputeScored, _MathBenchmark):
     """lmms_eval/tasks/dynamath/reasoning: the question as written, compute_score against
     `ground_truth`; process_results keeps the accuracy with the row's `id` for the grouped means."""
 
+    doc_to_target = "ground_truth"
     columns = (Column("id", "string|int"), Column("question", "string"), Column("decoded_image", "image"),
                Column("ground_truth", "string"))  # fmt: skip
     schema = pa.schema([("id", pa.int64()), ("question_id", pa.int64()), ("question", pa.string()),
@@ -481,6 +482,7 @@ def kangaroo_letter(response: str) -> str:
 class MathKangaroo(_MathBenchmark):
     """lmms_eval/tasks/mathkangaroo/utils.py with the default kwargs."""
 
+    doc_to_target = "ground_truth"
     columns = (Column("question", "string", required=False), Column("image", "image", required=False),
                Column("ground_truth", "string"))  # fmt: skip
     schema = pa.schema([("question", pa.string()), ("image", IMAGE_TYPE), ("ground_truth", pa.string())])
@@ -509,6 +511,7 @@ class MathKangaroo(_MathBenchmark):
 class Geometry3K(_MathBenchmark):
     """lmms_eval/tasks/geometry3k/utils.py (default post_prompt)."""
 
+    doc_to_target = "ground_truth"
     columns = (Column("images", "list<image>"), Column("problem", "string"), Column("choices", "list<string>"),
                Column("ground_truth", "string"))  # fmt: skip
     schema = pa.schema([("images", pa.list_(IMAGE_TYPE)), ("problem", pa.string()), ("choices", pa.list_(pa.string())),

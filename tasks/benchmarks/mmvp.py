@@ -100,6 +100,9 @@ class MMVP(Benchmark):
                  "index": index - 1 if index > 0 else index}  # fmt: skip
         return row_sample(self.name, ctx, problem, truth, [record_image(record, ctx)])
 
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return sample.solution["answer"]  # mmvp_doc_to_target: _normalize_answer of the answer
+
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         """mmvp_process_results: one item, logged under each metric."""
         letter = answer_letter(completion)

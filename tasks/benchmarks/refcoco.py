@@ -205,6 +205,7 @@ class _RefCOCOBenchmark(Benchmark):
     description = "RefCOCO-family grounding as lmms-eval evaluates it"
     reference = LMMS_EVAL
     schema = SCHEMA
+    doc_to_target = "bbox"
 
     def _row(self, record: dict[str, Any], ctx: RecordContext) -> tuple[str, int, int, list[float], str]:
         path, width, height = record_image(record, ctx)
@@ -250,6 +251,9 @@ class RefCOCOBboxRec(_RefCOCOBenchmark):
             )
             for k, answer in enumerate(_strings(record["answer"], ctx))
         ]
+
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return sample.solution  # "bbox" as refcoco_bbox_rec_preprocess_dataset leaves it: normalized
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         box = first_box(completion)

@@ -89,6 +89,9 @@ class SAT(Benchmark):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": exact_match(completion, sample.solution["answer"])}
 
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return sample.solution["answer"]  # sat_doc_to_target: the right option's letter
+
     def aggregations(self):
         return {"exact_match": mean}
 

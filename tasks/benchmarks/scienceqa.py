@@ -72,6 +72,9 @@ class ScienceQA(Benchmark):
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         return {"exact_match": 1.0 if sqa_right(completion, sample.solution) else 0.0}
 
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        return sample.solution  # sqa_doc_to_target: the right choice's letter
+
     def aggregations(self):
         return {"exact_match": mean}
 

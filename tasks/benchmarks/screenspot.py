@@ -157,6 +157,7 @@ def pro_size(value: Any) -> tuple[int, int] | None:
 class _ScreenSpot(Benchmark):
     Options = CoordsOptions
     reference = LMMS_EVAL
+    doc_to_target = "instruction"
     max_new_tokens = 128
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:

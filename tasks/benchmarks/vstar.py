@@ -81,6 +81,7 @@ class VStar(Benchmark):
     """lmms_eval/tasks/vstar_bench/utils.py with the default kwargs."""
 
     reference = LMMS_EVAL
+    doc_to_target = "label"
     columns = (Column("question_id", "int|string"), Column("text", "string"), Column("label", "string"),
                Column("category", "string", required=False), Column("image", "image"))  # fmt: skip
     schema = SCHEMA

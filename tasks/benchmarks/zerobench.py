@@ -66,6 +66,7 @@ class ZeroBench(Benchmark):
     """lmms_eval/tasks/zerobench/utils.py with the default kwargs."""
 
     reference = LMMS_EVAL
+    doc_to_target = "question_answer"
     columns = (Column("question_text", "string"), Column("question_answer", "string|number"),
                Column("question_images_decoded", "list<image>", required=False))  # fmt: skip
     schema = SCHEMA

@@ -26,6 +26,7 @@ from lmms_eval_reference import (
     Reimplementation,
     extract_boxed_answer,
     hub_docs,
+    lmms_eval_targets,
     model_answer,
     references,
     sat_filter,
@@ -672,6 +673,8 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
             assert {k: result.metrics[k] for k in expected} == expected, (r, responses)
             assert [line["filtered_resps"] for line in lines] == scored
             assert [line.get("resps", line["filtered_resps"]) for line in lines] == responses
+            if method is not None:  # lmms-eval's target; Video-R1's evaluator keeps the record's solution
+                assert [line["target"] for line in lines] == lmms_eval_targets(method, docs)
         stripped = method is not None and tags != "none"
         assert result.config["reasoning_tags"] == ([list(p) for p in LMMS_EVAL_REASONING_TAGS] if stripped else None)
 

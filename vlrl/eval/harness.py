@@ -172,7 +172,7 @@ def evaluate(
             "doc_id": i,
             "id": sample.id,
             "input": prompt_text(task, sample),
-            "target": jsonable(sample.solution),
+            "target": jsonable(task.logged_target(sample)),
             "resps": [text],
             "filtered_resps": [jsonable(response)],
             **jsonable(values),  # a benchmark's process_results, as lmms-eval logs them

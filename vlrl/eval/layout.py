@@ -8,7 +8,8 @@ coordinate convention its prompt used), `versions`, `n-shot`, `group_subtasks`, 
 `total_evaluation_time_seconds`, plus vlrl's own: the run's `config`, `environment`
 (package versions), `date`, `samples_per_second` and `skipped` (the first reasons records
 were skipped). `samples_<task>.jsonl` holds what lmms-eval's `<date>_samples_<task>.jsonl`
-holds, one line per sample: `doc_id`, `target` (as a string), `filtered_resps` (what was
+holds, one line per sample: `doc_id`, `target` (as a string: a benchmark's doc_to_target of the
+row, a task's solution), `filtered_resps` (what was
 scored: a benchmark's response with its reasoning and whitespace stripped, a task's parsed
 prediction), `resps` (the raw response, only when it differs, as lmms-eval drops it), `input`
 (the prompt text) and the sample's per-metric values (a benchmark's, by metric name), plus

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from vlrl.config import LMMS_EVAL_REASONING_TAGS, ConfigError
+from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import hub_file, write_parquet
 from vlrl.tasking.lmms_eval_model import ModelClass
@@ -52,6 +53,8 @@ CONVENTIONS = {
     "norm1000": "0-1000 normalized (Qwen2-VL, Qwen3-VL)",
     "original": "pixels of the original image",
 }
+
+DOC_TARGET = "doc_target"  # Sample.meta key: `doc_target` of its row
 
 
 @dataclass
@@ -104,6 +107,11 @@ class Benchmark(Task):
     # The yaml's lmms_eval_specific_kwargs under a `--model` name, as the class attributes they
     # replace (MMStar's qwen3_vl prompt): lmms-eval runs that model with them instead of its defaults.
     model_kwargs: ClassVar[dict[str, dict[str, Any]]] = {}
+    # The yaml's doc_to_target: the column whose value lmms-eval's samples file logs as a row's
+    # `target`. A name the table has no column of is logged as itself: Task.doc_to_target renders
+    # it as a template (TextVQA's, VQAv2's, OK-VQA's and VizWiz's "answer"). A yaml naming a
+    # utils.py function: the class overrides `doc_target`.
+    doc_to_target: ClassVar[str] = "answer"
 
     def for_model(self, model_class: ModelClass) -> Benchmark:
         """This benchmark run through `model_class`, with the kwargs of its name (a copy;
@@ -136,6 +144,22 @@ class Benchmark(Task):
             *({"role": "system", "content": [{"type": "text", "text": system}]} for system in systems),
             {"role": "user", "content": [*images, {"type": "text", "text": text}]},
         ]
+
+    def table_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        samples = self.build_samples(record, ctx)
+        for sample in samples:
+            sample.meta[DOC_TARGET] = self.doc_target(record, sample)
+        return samples
+
+    def doc_target(self, record: dict[str, Any], sample: Sample) -> Any:
+        """lmms-eval's Task.doc_to_target (api/task.py) of the row `sample` was read from: what
+        its samples file logs, as a string, for the sample's `target`."""
+        return record.get(self.doc_to_target, self.doc_to_target)
+
+    def logged_target(self, sample: Sample) -> Any:
+        """`doc_target` of the sample's row; a sample read from no table (Video-R1's JSON, one
+        built by hand): its solution."""
+        return sample.meta.get(DOC_TARGET, sample.solution)
 
     def target(self, sample: Sample) -> str:
         raise ConfigError(f"task {self.name!r} is an evaluation-only benchmark: it has no training targets")

@@ -165,7 +165,7 @@ def read_split(
         )
     return load_table_split(
         path,
-        task.build_samples,
+        task.table_samples,
         frame_spec(cfg.model),
         columns=task.columns,
         rename=columns,

@@ -135,6 +135,15 @@ class Task:
         """The samples one table row holds (one, unless a benchmark asks several questions a row)."""
         return [self.build_sample(record, ctx)]
 
+    def table_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        """The samples of a table row as a run reads them: `build_samples`' (a benchmark also
+        keeps what its reference logs of the row)."""
+        return self.build_samples(record, ctx)
+
+    def logged_target(self, sample: Sample) -> Any:
+        """What the evaluation's samples file logs as the sample's `target`: its solution."""
+        return sample.solution
+
     def load(
         self,
         path: str | Path,
