@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import random
 import re
@@ -1201,6 +1202,242 @@ def msr_aggregate_results(results):
         l2_category_scores[result["l2_category"]].append(result["score"])
     all_scores = [score for scores in l2_category_scores.values() for score in scores]
     return sum(all_scores) / len(all_scores) if all_scores else 0.0
+
+
+# -- erqa/utils.py -------------------------------------------------------------------------------------------
+def erqa_doc_to_text(doc):
+    return doc["question"]
+
+
+def erqa_process_results(doc, results):
+    grounded_output = doc["answer"]
+    response = results[0]
+    pred_letter = extract_mcq_answer(response, choices=["A", "B", "C", "D"])
+    flag = pred_letter == grounded_output
+    submission = {"id": doc["question_id"], "gt_content": grounded_output, "pred": response, "sub_task": doc["question_type"], "is_correct": flag}  # fmt: skip
+    return {"erqa_acc": submission}
+
+
+def erqa_aggregate_results(results):
+    total_correct = sum(1 for sample in results if sample["is_correct"])
+    return total_correct / len(results) if len(results) > 0 else 0
+
+
+# -- 3dsrbench/utils.py (the default kwargs) ----------------------------------------------------------------
+THREEDSR_CATEGORY_MAPPING = {
+    "height_higher": "height", "location_above": "location", "location_closer_to_camera": "location",
+    "location_next_to": "location", "orientation_in_front_of": "orientation", "orientation_on_the_left": "orientation",
+    "orientation_viewpoint": "orientation", "multi_object_closer_to": "multi_object",
+    "multi_object_facing": "multi_object", "multi_object_viewpoint_towards_object": "multi_object",
+    "multi_object_parallel": "multi_object", "multi_object_same_direction": "multi_object",
+}  # fmt: skip
+THREEDSR_MAIN = ["height", "location", "orientation", "multi_object"]
+
+
+def threedsr_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    lmms_eval_specific_kwargs = lmms_eval_specific_kwargs or {}
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get(
+        "post_prompt", "Please select the correct answer from the options above. \n"
+    )
+    question = doc["question"]
+    options = {}
+    for cand in string.ascii_uppercase[:4]:
+        if cand in doc and doc[cand] is not None:
+            val = doc[cand]
+            if isinstance(val, str) and val.lower() == "nan":
+                continue
+            if pd.isna(val):
+                continue
+            options[cand] = val
+    options_prompt = "Options:\n"
+    for key, item in options.items():
+        options_prompt += f"{key}. {item}\n"
+    prompt = ""
+    if pre_prompt:
+        prompt += pre_prompt
+    prompt += f"Question: {question}\n"
+    if options:
+        prompt += options_prompt
+    if post_prompt:
+        prompt += post_prompt
+    return prompt
+
+
+def threedsr_extract_answer(text):
+    if not text:
+        return None
+    text = text.strip()
+    patterns = [r"^([A-D])[\.\s\)]", r"^([A-D])$", r"[Aa]nswer[:\s]+([A-D])", r"[Tt]he answer is[:\s]+([A-D])",
+                r"[Mm]y answer is[:\s]+([A-D])", r"\(([A-D])\)", r"([A-D])\.", r"\b([A-D])\b"]  # fmt: skip
+    for pattern in patterns:
+        match = re.search(pattern, text)
+        if match:
+            return match.group(1).upper()
+    return None
+
+
+def threedsr_process_results(doc, results):
+    pred = results[0].strip()
+    score = 1.0 if threedsr_extract_answer(pred) == doc["answer"] else 0.0
+    category = doc.get("category", "unknown")
+    index = doc["index"]
+    entry = {"index": index, "qid": doc.get("qid", index), "score": score, "category": category,
+             "main_category": THREEDSR_CATEGORY_MAPPING.get(category, "other")}  # fmt: skip
+    out = {name: entry for name in ("vanilla_accuracy", "flip_accuracy", "circular_accuracy", "flip_circular_accuracy")}
+    out |= {f"{main}_accuracy": entry for main in THREEDSR_MAIN}
+    for cat_name in THREEDSR_CATEGORY_MAPPING:
+        out[f"{cat_name}_accuracy"] = entry
+    return out
+
+
+def threedsr_all_correct(results, key_of):
+    """aggregate_flip_accuracy / aggregate_circular_accuracy / aggregate_flip_circular_accuracy."""
+    if not results:
+        return 0.0
+    qid_groups = {}
+    for r in results:
+        qid_groups.setdefault(key_of(r["qid"]), []).append(r["score"])
+    correct = total = 0
+    for scores in qid_groups.values():
+        group_correct = 1.0
+        for s in scores:
+            group_correct *= s
+        if group_correct == 1.0:
+            correct += 1
+        total += 1
+    return correct / total if total > 0 else 0.0
+
+
+def threedsr_aggregations(circular):
+    def main(cat):
+        def agg(results):
+            if not results:
+                return 0.0
+            scores = [r["score"] for r in results if r.get("main_category") == cat]
+            if not scores:
+                return 0.0
+            return sum(scores) / len(scores)
+
+        return agg
+
+    def detailed(cat):
+        def agg(results):
+            scores = [r["score"] for r in results if r.get("category") == cat]
+            return sum(scores) / len(scores) if scores else 0.0
+
+        return agg
+
+    out = {"vanilla_accuracy": lambda results: sum(r["score"] for r in results) / len(results) if results else 0.0}
+    if circular:  # 3dsrbench_circular.yaml's metric_list
+        out["flip_accuracy"] = lambda results: threedsr_all_correct(results, lambda q: q.replace("-flip", ""))
+        out["circular_accuracy"] = lambda results: threedsr_all_correct(
+            results, lambda q: q[:13] if "-flip" in q else q[:8]
+        )
+        out["flip_circular_accuracy"] = lambda results: threedsr_all_correct(results, lambda q: q[:8])
+    out |= {f"{cat}_accuracy": main(cat) for cat in THREEDSR_MAIN}
+    if not circular:  # 3dsrbench.yaml's
+        out |= {f"{cat}_accuracy": detailed(cat) for cat in THREEDSR_CATEGORY_MAPPING}
+    return out
+
+
+# -- spatial457/utils.py (each level's yaml: its category kwarg) ---------------------------------------------
+SPATIAL457_TASK_INSTRUCTIONS = {
+    "L1_single": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "the objects, and then determine the answer to the question.\n"),
+    "L2_objects": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects, and then determine the answer to the question.\n"),
+    "L3_2d_spatial": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects and their spatial relationship from 2D projected " "camera view, and then determine the answer to the question.\n"),
+    "L4_occ": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects and their occlusion relationships, and then " "determine the answer to the question.\n"),
+    "L4_pose": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects and their facing direction in 3D space from the " "camera view, and then determine the answer to the question.\n"),
+    "L5_6d_spatial": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects and their spatial relationship from objects' " "perspective in 3D space, and then determine the answer to the " "question.\n"),
+    "L5_collision": ("You are an intelligent chatbot designed to answer questions based on " "an image. Your task is to analyze the images, identify attributes of " "multiple objects and their potential collision given the assumption " "of moving direction in 3D space, and then determine the answer to " "the question.\n"),
+}  # fmt: skip
+SPATIAL457_REASONING_INSTRUCTION = (
+    "First, you should identify the related objects referred in the questions, "
+    "including their shape, color, size; then add a brief reasoning process "
+    "about the questions. Each object in the image has a shape "
+    "(e.g., 'airliner'), a size (only can be 'small' or 'large'), a color "
+    "(e.g. 'blue'). The size of the object is either 'small' or 'large'. "
+    "The color of the object is one of the following: 'gray', 'blue', "
+    "'purple', 'brown', 'green', 'cyan', 'red', 'yellow'. The direction of "
+    "the object is one of the following: 'left', 'right', 'front', 'back'.\n\n"
+    "Second, give the answer based on the reasoning process. The answer should "
+    "only be (1) a phrase, or (2) an integer [0-10] when asked for 'How many' "
+    "or 'What is the number of', or (3) 'Yes' or 'No' when asked for "
+    "'Is there'. If you think there are no possible answers or the question "
+    "is not clear, choose the best answer that fits the question.\n\n"
+    "Write your response into this json template: "
+    "{'Reasoning': '<your reasons>', 'Answer': '<Your answer>'}"
+)
+SPATIAL457_LEVELS = ["L1_single", "L2_objects", "L3_2d_spatial", "L4_occ", "L4_pose", "L5_6d_spatial", "L5_collision"]
+
+
+def spatial457_get_category_from_doc(doc):
+    if "category" in doc:
+        return doc["category"]
+    question_index = doc.get("question_index", 0)
+    if question_index < 200000:
+        return "L1_single"
+    elif question_index < 300000:
+        return "L2_objects"
+    elif question_index < 400000:
+        return "L3_2d_spatial"
+    elif question_index < 450000:
+        return "L4_occ"
+    elif question_index < 500000:
+        return "L4_pose"
+    elif question_index < 550000:
+        return "L5_6d_spatial"
+    else:
+        return "L5_collision"
+
+
+def spatial457_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    lmms_eval_specific_kwargs = lmms_eval_specific_kwargs or {}
+    question = doc.get("question", "")
+    category = lmms_eval_specific_kwargs.get("category", spatial457_get_category_from_doc(doc))
+    prompt = SPATIAL457_TASK_INSTRUCTIONS.get(category, "") + question + "\n" + SPATIAL457_REASONING_INSTRUCTION
+    return lmms_eval_specific_kwargs.get("pre_prompt", "") + prompt + lmms_eval_specific_kwargs.get("post_prompt", "")
+
+
+def spatial457_extract_answer_from_response(text):
+    patterns = [r"['\"]?Answer['\"]?\s*[:=]\s*['\"]([^'\"]+)['\"]", r"Answer['\"]?\s*:\s*['\"]?(\w+)",
+                r"['\"]Answer['\"]:\s*(\d+)"]  # fmt: skip
+    for pattern in patterns:
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            return match.group(1).strip()
+    return text.strip()
+
+
+def spatial457_check_correctness(gt, pred):
+    gt_normalized, pred_normalized = gt.strip().lower(), pred.strip().lower()
+    if gt_normalized == pred_normalized:
+        return True
+    yes_variants, no_variants = {"yes", "true", "1"}, {"no", "false", "0"}
+    if gt_normalized in yes_variants and pred_normalized in yes_variants:
+        return True
+    if gt_normalized in no_variants and pred_normalized in no_variants:
+        return True
+    if gt_normalized.isdigit() and pred_normalized.isdigit():
+        return int(gt_normalized) == int(pred_normalized)
+    return False
+
+
+def spatial457_process_results(doc, results, lmms_eval_specific_kwargs=None):
+    lmms_eval_specific_kwargs = lmms_eval_specific_kwargs or {}
+    response = results[0] if results else ""
+    gt_answer = str(doc.get("answer", "")).strip()
+    category = lmms_eval_specific_kwargs.get("category", spatial457_get_category_from_doc(doc))
+    pred_answer = spatial457_extract_answer_from_response(response)
+    result_data = {"question_index": doc.get("question_index", 0), "category": category, "gt_answer": gt_answer,
+                   "pred_answer": pred_answer, "response": response,
+                   "is_correct": spatial457_check_correctness(gt_answer, pred_answer)}  # fmt: skip
+    return {"spatial457_accuracy": result_data}
+
+
+def spatial457_aggregate_results(results):
+    total_correct = sum(1 if result["is_correct"] else 0 for result in results)
+    return total_correct / len(results) if len(results) > 0 else 0.0
 
 
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
@@ -2664,6 +2901,26 @@ class Reimplementation(MathReimplementation, _Harness):
             "mathkangaroo_accuracy": _mean(scores)
         }
 
+    def erqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [erqa_process_results(d, [r])["erqa_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [erqa_doc_to_text(d) for d in docs], {"erqa_acc": erqa_aggregate_results(items)}
+
+    def _threedsr(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, circular=False):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([threedsr_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {name: fn(items[name]) for name, fn in threedsr_aggregations(circular).items()}
+        return [threedsr_doc_to_text(d) for d in docs], metrics
+
+    def _spatial457(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, category=""):
+        """Each level's yaml gives doc_to_text its category; process_results is called without kwargs."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [
+            spatial457_process_results(d, [r])["spatial457_accuracy"] for d, r in zip(docs, responses, strict=True)
+        ]
+        prompts = [spatial457_doc_to_text(d, {"pre_prompt": "", "post_prompt": "", "category": category}) for d in docs]
+        return prompts, {"spatial457_accuracy": spatial457_aggregate_results(items)}
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -3266,6 +3523,17 @@ class LmmsEvalPackage(_Harness):
             name: getattr(v, "vsibench_aggregate_" + ("overall" if name == "vsibench_overall" else name))(items)
             for name in VSI_NAMES
         }
+
+
+# Task names that are no Python identifiers, and one method per Spatial457 level (its category kwarg)
+setattr(Reimplementation, "3dsrbench", functools.partialmethod(Reimplementation._threedsr, circular=False))
+setattr(Reimplementation, "3dsrbench_circular", functools.partialmethod(Reimplementation._threedsr, circular=True))
+for _level in SPATIAL457_LEVELS:
+    setattr(
+        Reimplementation,
+        f"spatial457_{_level.lower()}",
+        functools.partialmethod(Reimplementation._spatial457, category=_level),
+    )
 
 
 # -- the samples file's `target`: each task's yaml doc_to_target (a column, a template, or a utils.py function)

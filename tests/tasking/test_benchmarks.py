@@ -618,7 +618,10 @@ def _hostile(name: str, sample) -> list[str]:
              "hrbench4k": _hrbench_responses, "hrbench8k": _hrbench_responses, "embspatial": _embspatial_responses,
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
-             "sat": _sat_responses, "mathkangaroo": _kangaroo_responses}  # fmt: skip
+             "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
+             "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses}  # fmt: skip
+    if method.startswith("spatial457_"):
+        return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
 
 
@@ -1105,6 +1108,34 @@ def _mmsi_responses(sample):
             f"E{letter}", f"({letter})", f"option {letter}", f"the answer is {letter}", "", f"F, {letter}"]  # fmt: skip
 
 
+def _erqa_responses(sample):
+    """extract_mcq_answer's formats over A-D: a letter alone, in parentheses, after a phrase, two letters, none."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [letter, f"({letter})", f"The answer is {letter}.", f"{other} or {letter}", "no letter", letter.lower(),
+            f"{letter}: yes", f"I doubt {other}. So {letter}", "", f"E{letter}", f"{letter} and {other}", f"E) no, {letter}"]  # fmt: skip
+
+
+def _threedsr_responses(sample):
+    """extract_answer's eight patterns in turn, and what none of them reads."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [f" {letter}. since", letter, f"Answer: {letter}", f"the answer is {letter}", f"My answer is  {letter}",
+            f"pick ({letter})", f"x{other}. then {letter}", f"so {letter} here", f"{other}{letter}", "",
+            letter.lower(), f"{other}) wait, {letter}", f"answer {letter}", f"Option {other}, not {letter}",
+            f"{letter}) or {other}.", f"{other}? Answer: {letter}", f"{other}? the answer is {letter}",
+            f"{other}? my answer is {letter}", f"{other}? pick ({letter})"]  # fmt: skip
+
+
+def _spatial457_responses(sample):
+    """Its JSON template answered as asked, unquoted, other spellings of yes and numbers, and no template."""
+    truth = sample.solution["answer"]
+    return [f"{{'Reasoning': 'x', 'Answer': '{truth}'}}", f"{{'Reasoning': 'x', 'Answer': {truth}}}",
+            f'"answer": "{truth.upper()}"', f"ANSWER = '{truth}'", f"Answer:'{truth} '", truth, f" {truth} ", "",
+            "Answer: true", "{'Answer': 'no'}", f"Answer: 0{truth}", "'Answer': 12", "Answer = maybe", "Answer: 1", "Answer: false",
+            f"the answer: {truth}"]  # fmt: skip
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1263,7 +1294,9 @@ def _pope_responses(sample):
      ("mmerealworld_cn", _mme_rw_responses), ("hrbench4k", _hrbench_responses),
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
-     ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses)],
+     ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
+     ("erqa", _erqa_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
+     ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1331,7 +1364,7 @@ def test_wemath_scores_every_pairing_of_steps_as_its_pandas_merges_do(rows):
 @pytest.mark.parametrize(
     ("name", "key"),
     [("dynamath_reasoning", "ground_truth"), ("wemath_testmini_reasoning", "answer"), ("mmerealworld", "answer"),
-     ("hrbench4k", "answer")],
+     ("hrbench4k", "answer"), ("erqa", "answer"), ("3dsrbench", "answer"), ("spatial457_l4_occ", "answer")],
 )  # fmt: skip
 def test_a_row_without_the_answer_its_scorer_reads_is_skipped_and_named(name, key, tmp_path):
     if name.endswith("_reasoning"):
@@ -1344,6 +1377,14 @@ def test_a_row_without_the_answer_its_scorer_reads_is_skipped_and_named(name, ke
     assert split.errors[0].source.endswith(":row 1") and f"key '{key}' must be the answer" in str(split.errors[0])
     metrics = task.metrics(split.samples, ["A", "B"])  # the others score
     assert metrics and all(math.isfinite(value) for value in metrics.values())
+
+
+def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
+    from tasks.benchmarks.spatial457 import is_right
+
+    assert "²".isdigit() and not is_right("2", "²") and is_right("02", "2") and is_right("No", "false")
+    with pytest.raises(ValueError):
+        int("²")  # what _check_correctness calls there
 
 
 def test_embspatial_reports_a_source_without_rows_as_0_and_refuses_an_answer_past_its_four_letters(tmp_path):
