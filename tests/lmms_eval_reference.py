@@ -1440,6 +1440,162 @@ def spatial457_aggregate_results(results):
     return total_correct / len(results) if len(results) > 0 else 0.0
 
 
+# -- chartqapro/utils.py, with the anls package (0.0.2) it imports --------------------------------------------
+def anls_normalized_levenshtein_distance(s1, s2):  # anls/metrics/dist.py
+    dist = levenshtein_distance(s1, s2)  # its levenshtein_distance is api/metrics.py's, line for line
+    length = max(len(s1.upper()), len(s2.upper()))
+    return 0.0 if length == 0 else dist / length
+
+
+def anls_package_score(prediction, gold_labels, threshold=0.5):  # anls/metrics/score.py anls_score
+    y_pred = " ".join(prediction.strip().lower().split())
+    anls_scores = []
+    for gold_label in gold_labels:
+        y_true = " ".join(gold_label.strip().lower().split())
+        nl_score = anls_normalized_levenshtein_distance(y_pred, y_true)
+        anls_scores.append(1 - nl_score if nl_score < threshold else 0.0)
+    return max(anls_scores)
+
+
+CHARTQAPRO_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question with a short phrase."}
+
+
+def chartqapro_format_conversation(questions, answers):
+    lines = []
+    n = len(questions)
+    for i in range(n - 1):
+        lines.append(f"Q{i + 1}: {questions[i].strip()}")
+        if i < len(answers):
+            lines.append(f"A{i + 1}: {str(answers[i]).strip()}")
+    lines.append(f"Q{n}: {questions[-1].strip()}")
+    return "\n".join(lines)
+
+
+def chartqapro_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    lmms_eval_specific_kwargs = lmms_eval_specific_kwargs or {}
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "")
+    questions = doc["Question"] if isinstance(doc["Question"], list) else [doc["Question"]]
+    answers = doc.get("Answer") or []
+    if not isinstance(answers, list):
+        answers = [answers]
+    qt = doc.get("Question Type", "")
+    if qt == "Conversational" and len(questions) > 1:
+        question = chartqapro_format_conversation(questions, answers)
+    else:
+        question = questions[-1].strip()
+    paragraph = (doc.get("Paragraph") or "").strip()
+    if paragraph:
+        question = f"Context: {paragraph}\n\n{question}"
+    return f"{pre_prompt}{question}{post_prompt}"
+
+
+def chartqapro_doc_to_target(doc):
+    answers = doc["Answer"] if isinstance(doc["Answer"], list) else [doc["Answer"]]
+    return str(answers[-1])
+
+
+def chartqapro_fix_list_format(item):
+    if not isinstance(item, str):
+        return item
+    match = re.match(r"^\[(.*)\]$", item.strip())
+    if not match:
+        return item
+    content = match.group(1)
+    corrected = re.sub(r"(?<!['\w])(\w[^,]*?)(?!['\w])", r"'\1'", content)
+    try:
+        return ast.literal_eval(f"[{corrected}]")
+    except (SyntaxError, ValueError):
+        return item
+
+
+def chartqapro_parse_to_list(text):
+    if not isinstance(text, str):
+        return None
+    try:
+        parsed = ast.literal_eval(text)
+    except Exception:
+        return None
+    if isinstance(parsed, list):
+        return [str(x).strip(" '") for x in parsed]
+    return None
+
+
+def chartqapro_to_float(text):
+    try:
+        return float(text.strip().strip("%"))
+    except (ValueError, AttributeError):
+        return None
+
+
+def chartqapro_evaluate_single_answer(target, prediction, max_relative_change=0.05):
+    t = target.strip().strip("%").strip()
+    p = prediction.strip().strip("%").strip()
+    t_f = chartqapro_to_float(t)
+    p_f = chartqapro_to_float(p)
+    if t_f is not None and p_f is not None:
+        if t_f == 0.0:
+            return 1.0 if p_f == 0.0 else 0.0
+        change = abs(p_f - t_f) / abs(t_f)
+        return 1.0 if change <= max_relative_change else 0.0
+    return float(anls_package_score(prediction=p.lower(), gold_labels=[t.lower()], threshold=0.5))
+
+
+def chartqapro_relaxed_correctness(
+    target, prediction, max_relative_change=0.05, year_flags=None, always_use_exact_match=False
+):
+    fixed_t = chartqapro_fix_list_format(target)
+    t_list = chartqapro_parse_to_list(str(fixed_t)) or [str(target)]
+    p_list = chartqapro_parse_to_list(str(prediction)) or [str(prediction)]
+    n = len(t_list)
+    if year_flags is None:
+        year_flags = ["NO"] * max(n, len(p_list))
+    elif len(year_flags) < n:
+        year_flags = list(year_flags) * n
+    scores = []
+    for idx in range(max(len(t_list), len(p_list))):
+        if idx >= len(t_list) or idx >= len(p_list):
+            scores.append(0.0)
+            continue
+        t_item, p_item = t_list[idx], p_list[idx]
+        flag = year_flags[idx] if idx < len(year_flags) else "NO"
+        flag_cond = isinstance(flag, str) and flag.upper() == "YES"
+        if flag_cond or always_use_exact_match:
+            try:
+                scores.append(1.0 if t_item.strip().lower() == p_item.strip().lower() else 0.0)
+            except (AttributeError, ValueError):
+                scores.append(0.0)
+        else:
+            scores.append(chartqapro_evaluate_single_answer(t_item, p_item, max_relative_change))
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+CHARTQAPRO_SPLIT_TO_METRIC = {"Factoid": "relaxed_factoid", "Conversational": "relaxed_conversational",
+                              "Hypothetical": "relaxed_hypothetical", "Fact Checking": "relaxed_fact_checking",
+                              "Multi Choice": "relaxed_multi_choice"}  # fmt: skip
+
+
+def chartqapro_process_results(doc, results):
+    pred = (results[0] or "").strip().strip(".").strip("\n")
+    answers = doc["Answer"] if isinstance(doc["Answer"], list) else [doc["Answer"]]
+    gt = str(answers[-1]).strip().strip(".").strip("\n")
+    qt = doc.get("Question Type", "")
+    year_flags = doc.get("Year") or []
+    if not isinstance(year_flags, list):
+        year_flags = [year_flags]
+    if qt == "Conversational" and year_flags:
+        year_flags = year_flags[-1:]
+    always_use_exact_match = qt in ("Fact Checking", "Multi Choice")
+    score = chartqapro_relaxed_correctness(
+        gt, pred, year_flags=year_flags, always_use_exact_match=always_use_exact_match
+    )
+    out = {"relaxed_overall": score}
+    metric = CHARTQAPRO_SPLIT_TO_METRIC.get(qt)
+    if metric is not None:
+        out[metric] = score
+    return out
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -2921,6 +3077,11 @@ class Reimplementation(MathReimplementation, _Harness):
         prompts = [spatial457_doc_to_text(d, {"pre_prompt": "", "post_prompt": "", "category": category}) for d in docs]
         return prompts, {"spatial457_accuracy": spatial457_aggregate_results(items)}
 
+    def chartqapro(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([chartqapro_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [chartqapro_doc_to_text(d, CHARTQAPRO_KWARGS) for d in docs], {k: _mean(v) for k, v in items.items()}
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -3556,6 +3717,7 @@ DOC_TO_TARGET = {
     "mmmu_pro_standard": "{{answer}}", "mmmu_pro_vision": "{{answer}}", "refcoco_rec": "bbox",
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
+    "chartqapro": chartqapro_doc_to_target,
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

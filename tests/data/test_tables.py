@@ -696,5 +696,19 @@ def test_a_list_of_plain_image_bytes_is_decoded_when_declared_and_an_image_list_
     assert [Image.open(p).getpixel((0, 0)) for p in split.samples[0].images] == [(0, 128, 0)]
 
 
+def test_one_image_as_plain_bytes_is_decoded_when_declared_and_a_broken_one_costs_its_row(tmp_path):
+    columns = (Column("id", "string"), Column("image", "image|image_bytes"))
+    plain = pa.schema([("id", pa.string()), ("image", pa.binary())])
+    rows = [{"id": "0", "image": image_cell(Image.new("RGB", (12, 12), "red"))["bytes"]}, {"id": "1", "image": b"no"}]
+    path = write_parquet(tmp_path / "plain.parquet", rows, plain)
+    split = load_table_split(str(path), _keep_one, SPEC, columns=columns, image_cache=tmp_path / "c")
+    assert [s.id for s in split.samples] == ["0"] and split.errors[0].source == f"{path}:row 1 image"
+    assert Image.open(split.samples[0].images[0]).getpixel((0, 0)) == (255, 0, 0)
+
+
+def _keep_one(record: dict, ctx) -> list[Sample]:
+    return [Sample(id=record["id"], task="t", problem="", solution=None, images=[record["image"]], source=ctx.source)]
+
+
 def _keep_list(record: dict, ctx) -> list[Sample]:
     return [Sample(id=record["id"], task="t", problem="", solution=None, images=record["images"], source=ctx.source)]

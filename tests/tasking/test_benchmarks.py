@@ -619,7 +619,8 @@ def _hostile(name: str, sample) -> list[str]:
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
-             "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses}  # fmt: skip
+             "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
+             "chartqapro": _chartqapro_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1136,6 +1137,19 @@ def _spatial457_responses(sample):
             f"the answer: {truth}"]  # fmt: skip
 
 
+def _chartqapro_responses(sample):
+    """The answer as written, near and far numbers, lists (quoted, bare, short, malformed), case, ANLS-near
+    texts, a text upper-casing lengthens, and what no parser reads."""
+    truth = sample.solution["answer"].strip().strip(".")
+    number = next((float(t) for t in truth.replace("%", " ").replace("[", " ").replace(",", " ").split()
+                   if t.replace(".", "").isdigit()), 3.0)  # fmt: skip
+    return [truth, f" {truth}.\n", f"{number * 1.04:g}", f"{number * 1.06:g}%", f"[{number:g}, 'dots']",
+            f"['{number:g}', 'dot']", f"[{number:g}]", f"[{number:g}, dots", truth.upper(), truth.lower() + "x",
+            "ßß", "", "nan", "inf", "1e999", "[[1], 2]", "(1, 2)", "True.", "b", "red", "redd", f"{number:g} dot",
+            f"{truth}ß", truth.replace(" ", "  "), f"{number + number / 20:g}", "0.0", f"[\"'{number:g}'\", 'dots']",
+            "['true']"]  # fmt: skip
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1296,7 +1310,8 @@ def _pope_responses(sample):
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
-     ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses)],
+     ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
+     ("chartqapro", _chartqapro_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
@@ -1377,6 +1392,15 @@ def test_a_row_without_the_answer_its_scorer_reads_is_skipped_and_named(name, ke
     assert split.errors[0].source.endswith(":row 1") and f"key '{key}' must be the answer" in str(split.errors[0])
     metrics = task.metrics(split.samples, ["A", "B"])  # the others score
     assert metrics and all(math.isfinite(value) for value in metrics.values())
+
+
+def test_a_chartqapro_row_without_an_answer_is_skipped_and_named_and_the_others_score(tmp_path):
+    task = make_task(TaskConfig(name="chartqapro"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["Answer"] = []
+    _, split = _read_rows("chartqapro", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'Answer'" in str(split.errors[0])
+    assert len(split.samples) == 2 and task.metrics(split.samples, ["x", "y"])["relaxed_overall"] == 0.0
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():

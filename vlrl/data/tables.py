@@ -8,8 +8,8 @@ picks one split's files in a directory. vlrl never downloads: the files are loca
 Rows are read BATCH_ROWS at a time (parquet batches; arrow files are memory-mapped and
 sliced), so memory holds a batch, not the file.
 An image embedded as bytes (the `Image` feature, struct<bytes, path>; a string column of base64
-a task declares `base64_image`, MME-RealWorld's; or a list of plain binary cells a task declares
-`list<image_bytes>`, MMSI-Bench's) is decoded once, written to a content-addressed cache and
+a task declares `base64_image`, MME-RealWorld's; a plain binary cell a task declares `image_bytes`,
+ChartQAPro's; or a list of them a task declares `list<image_bytes>`, MMSI-Bench's) is decoded once, written to a content-addressed cache and
 replaced in the record by that file's path, so tasks read it like any image path; an image
 stored as a path stays a path.
 
@@ -107,13 +107,14 @@ ATOMS: dict[str, Callable[[pa.DataType], bool]] = {
     "list<number>": _list_of(_number),
     "image": _image,
     "base64_image": _text,
+    "image_bytes": _binary,
     "list<image_bytes>": _list_of(_binary),
     "list<image>": _list_of(_image),
     "list<struct>": _list_of(pa.types.is_struct),
 }
 ATOM_WORDS = {"image": "image (struct<bytes, path> or a path string)", "list<image>": "a list of images",
               "list<struct>": "a list of records", "base64_image": "an image's bytes in base64 (a string)",
-              "list<image_bytes>": "a list of images' bytes (binary)"}  # fmt: skip
+              "image_bytes": "an image's bytes (binary)", "list<image_bytes>": "a list of images' bytes (binary)"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -384,19 +385,21 @@ def _materialize(
             continue
         if kind == "base64_image":
             row[name] = cache.path_of_base64(value, f"{where} {name}")
+        elif kind == "image_bytes":
+            row[name] = cache.store(value, f"{where} {name}")
         else:
             row[name] = [cache.store(cell, f"{where} {name}[{i}]") for i, cell in enumerate(value)]
 
 
 def _encoded_images(schema: pa.Schema, columns: Sequence[Column], rename: Mapping[str, str]) -> dict[str, str]:
     """The columns whose images come as the task declares, not as `Image` features: name -> the
-    kind the file holds (base64 strings, or lists of plain bytes)."""
+    kind the file holds (base64 strings, plain bytes, or lists of them)."""
     out = {}
     for column in columns:
         name = rename.get(column.name, column.name)
         if name not in schema.names:
             continue
-        for kind in ("base64_image", "list<image_bytes>"):
+        for kind in ("base64_image", "image_bytes", "list<image_bytes>"):
             if kind in column.kind.split("|") and ATOMS[kind](schema.field(name).type):
                 out[name] = kind
     return out
