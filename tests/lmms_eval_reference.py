@@ -1596,6 +1596,133 @@ def chartqapro_process_results(doc, results):
     return out
 
 
+# -- viewspatial/utils.py -------------------------------------------------------------------------------------
+VIEWSPATIAL_QUESTION_TYPES = {
+    "Camera perspective - Relative Direction": "camera_perspective_relative_direction",
+    "Camera perspective - Object View Orientation": "camera_perspective_object_view_orientation",
+    "Person perspective - Relative Direction": "person_perspective_relative_direction",
+    "Person perspective - Object View Orientation": "person_perspective_object_view_orientation",
+    "Person perspective - Scene Simulation Relative Direction": "person_perspective_scene_simulation_relative_direction",
+}
+
+
+def viewspatial_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["question"]
+    choices = doc["choices"]
+    question_text = f"Question: {question}\n"
+    choices_text = f"Choices: {choices}\n"
+    post_prompt = "Reply only to the corresponding option.\nAnswer:"
+    return question_text + choices_text + post_prompt
+
+
+def viewspatial_extract_option(text):
+    match = re.search(r"\b([A-D])\b", text, re.IGNORECASE)
+    return match.group(1).upper() if match else None
+
+
+def viewspatial_process_results(doc, results):
+    grounded_option = viewspatial_extract_option(doc["answer"])
+    pred = results[0]
+    pred = pred.split("\n")[-1]
+    score = 1.0 if viewspatial_extract_option(pred) == grounded_option else 0.0
+    question_type = doc.get("question_type", "unknown")
+    result = {"overall_accuracy": {"score": score}}
+    for qt_name, metric_key in VIEWSPATIAL_QUESTION_TYPES.items():
+        result[f"{metric_key}_accuracy"] = {"score": score, "question_type": question_type, "target_type": qt_name}
+    return result
+
+
+def viewspatial_aggregations():
+    def overall(results):
+        if not results:
+            return 0.0
+        return sum(res["score"] for res in results) / len(results)
+
+    def by_type(target_type):
+        def agg(results):
+            scores = [r["score"] for r in results if r.get("question_type") == target_type]
+            return sum(scores) / len(scores) if scores else 0.0
+
+        return agg
+
+    return {"overall_accuracy": overall} | {f"{k}_accuracy": by_type(t) for t, k in VIEWSPATIAL_QUESTION_TYPES.items()}
+
+
+# -- omni_spatial/utils.py (eval_type direct) -----------------------------------------------------------------
+OMNI_SPATIAL_SYSTEM_PROMPT = """\
+You are a spatial-reasoning assistant.
+
+Task
+-----
+You will receive
+1. **Image** - a single RGB frame depicting a scene.
+2. **Multi-View Image** - a RGB frame depicting a scene from 6 novel views.
+3. **Question** - a natural-language query about spatial relationships between objects in the image.
+4. **Options** - >=2 answer candidates, each tagged by a capital letter (A, B, C, D...).
+
+Based on the image and question, provide your answer.
+Always ground your answer in the visual evidence; do not hallucinate unseen objects.
+If uncertain, pick the most plausible option---never refuse or reply "insufficient information."
+"""
+OMNI_SPATIAL_DIRECT_FORMAT = (
+    "\nNote: You only need to respond with A, B, C, or D without providing any additional information.\n"
+)
+
+
+def omni_spatial_strip_think(text):
+    text = re.sub(r"^.*?</think>", "", text, flags=re.DOTALL)
+    text = re.sub(r"^.*?</thought>", "", text, flags=re.DOTALL)
+    m = re.search(r"<answer>(.*?)</answer>", text, flags=re.DOTALL | re.IGNORECASE)
+    if m:
+        return m.group(1).strip()
+    return text.strip()
+
+
+def omni_spatial_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    prompt = OMNI_SPATIAL_SYSTEM_PROMPT + OMNI_SPATIAL_DIRECT_FORMAT + "\n" + doc["question"]
+    for i, opt in enumerate(doc["options"]):
+        prompt += f"\n{chr(65 + i)}. {opt}"
+    return prompt
+
+
+def omni_spatial_doc_to_answer(doc):
+    return chr(65 + int(doc["answer"]))
+
+
+def omni_spatial_process_results(doc, results):
+    raw = results[0] if results else ""
+    response = omni_spatial_strip_think(raw)
+    pred_letter = response.strip().upper()[:1] if response else ""
+    score = int(pred_letter == chr(65 + int(doc["answer"])))
+    item = {
+        "score": score,
+        "task_type": str(doc.get("task_type", "")),
+        "sub_task_type": str(doc.get("sub_task_type", "")),
+    }
+    return {
+        name: item
+        for name in (
+            "omni_spatial_score",
+            "complex_logic",
+            "dynamic_reasoning",
+            "perspective_taking",
+            "spatial_interaction",
+        )
+    }
+
+
+def omni_spatial_aggregations():
+    def _mean(xs):
+        return sum(xs) / len(xs) if xs else 0.0
+
+    def by_task(target):
+        return lambda results: _mean([r["score"] for r in results if r["task_type"] == target])
+
+    return {"omni_spatial_score": lambda results: _mean([r["score"] for r in results]),
+            "complex_logic": by_task("Complex_Logic"), "dynamic_reasoning": by_task("Dynamic_Reasoning"),
+            "perspective_taking": by_task("Perspective_Taking"), "spatial_interaction": by_task("Spatial_Interaction")}  # fmt: skip
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -3082,6 +3209,18 @@ class Reimplementation(MathReimplementation, _Harness):
         items = per_metric([chartqapro_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
         return [chartqapro_doc_to_text(d, CHARTQAPRO_KWARGS) for d in docs], {k: _mean(v) for k, v in items.items()}
 
+    def viewspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([viewspatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {name: fn(items[name]) for name, fn in viewspatial_aggregations().items()}
+        return [viewspatial_doc_to_text(d) for d in docs], metrics
+
+    def omni_spatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([omni_spatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {name: fn(items[name]) for name, fn in omni_spatial_aggregations().items()}
+        return [omni_spatial_doc_to_text(d) for d in docs], metrics
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -3717,7 +3856,7 @@ DOC_TO_TARGET = {
     "mmmu_pro_standard": "{{answer}}", "mmmu_pro_vision": "{{answer}}", "refcoco_rec": "bbox",
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
-    "chartqapro": chartqapro_doc_to_target,
+    "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer,
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from rewards.text import compile_pattern, search
-from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks import LMMS_EVAL, share_where
 from tasks.benchmarks.counting import dot_scenes
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
@@ -88,12 +88,6 @@ def _all_right(items: list[dict[str, Any]], group: Callable[[str], str]) -> floa
     return mean([1.0 if right == 1.0 else 0.0 for right in groups.values()]) if groups else 0.0
 
 
-def _share(items: list[dict[str, Any]], key: str, value: str) -> float:
-    """The share right of the items whose `key` is `value`; 0 of none."""
-    scores = [item["score"] for item in items if item[key] == value]
-    return mean(scores) if scores else 0.0
-
-
 class ThreeDSRBench(Benchmark):
     """lmms_eval/tasks/3dsrbench/utils.py with the default kwargs."""
 
@@ -128,12 +122,6 @@ class ThreeDSRBench(Benchmark):
         return {f"{metric}_accuracy": entry for metric in metrics}
 
     def aggregations(self):
-        def of_main(category: str):
-            return lambda items: _share(items, "main_category", category)
-
-        def of_detailed(category: str):
-            return lambda items: _share(items, "category", category)
-
         out: dict[str, Callable[[list[Any]], float]] = {
             "vanilla_accuracy": lambda items: mean([item["score"] for item in items])
         }
@@ -145,9 +133,9 @@ class ThreeDSRBench(Benchmark):
                 ),
                 "flip_circular_accuracy": lambda items: _all_right(items, lambda qid: qid[:8]),
             }
-        out |= {f"{category}_accuracy": of_main(category) for category in MAIN_CATEGORIES}
+        out |= {f"{category}_accuracy": share_where("main_category", category) for category in MAIN_CATEGORIES}
         if not self.circular:
-            out |= {f"{category}_accuracy": of_detailed(category) for category in CATEGORIES}
+            out |= {f"{category}_accuracy": share_where("category", category) for category in CATEGORIES}
         return out
 
     def synthetic_rows(self, size: int, seed: int):

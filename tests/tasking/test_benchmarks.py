@@ -620,7 +620,8 @@ def _hostile(name: str, sample) -> list[str]:
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
-             "chartqapro": _chartqapro_responses}  # fmt: skip
+             "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
+             "omni_spatial": _omni_spatial_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1150,6 +1151,24 @@ def _chartqapro_responses(sample):
             "['true']"]  # fmt: skip
 
 
+def _viewspatial_responses(sample):
+    """Letters alone, in either case, inside words, on an earlier line, and none."""
+    letter = sample.solution["option"] or "C"
+    other = "A" if letter != "A" else "B"
+    return [letter, letter.lower(), f"{letter}. left", f"{other}\n{letter}", f"{letter}\nno option", "", "none",
+            f"X{letter} {other}", f"({other}) or {letter}", f"Answer: {letter}", f"{letter}\n"]  # fmt: skip
+
+
+def _omni_spatial_responses(sample):
+    """The first letter after thinking, answer tags in any case, lower case, and a leading word."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [letter, letter.lower(), f"{other}</think>{letter}", f"<think>{letter}</think> {other}",
+            f"{other}</thought>\n{letter}", f"<ANSWER> {letter} </answer>", f"<answer>{other}</answer>{letter}",
+            f"Answer: {letter}", "", f"  {letter}.", f"{letter}</think>{other}</think>{letter}",
+            f"<answer>x</answer><answer>{letter}</answer>", "ß", f"{other}\nmore</think>{letter}"]  # fmt: skip
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1311,7 +1330,8 @@ def _pope_responses(sample):
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
-     ("chartqapro", _chartqapro_responses)],
+     ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
+     ("omni_spatial", _omni_spatial_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
