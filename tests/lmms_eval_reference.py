@@ -1723,6 +1723,110 @@ def omni_spatial_aggregations():
             "perspective_taking": by_task("Perspective_Taking"), "spatial_interaction": by_task("Spatial_Interaction")}  # fmt: skip
 
 
+# -- mindcube/utils.py (the default kwargs) -------------------------------------------------------------------
+def mindcube_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    return doc["input_prompt"]
+
+
+def mindcube_interleaved_messages(prompt, images):
+    content = []
+    prompt_parts = prompt.split("<image>")
+    for idx, part in enumerate(prompt_parts):
+        text = part.strip()
+        if text:
+            content.append({"type": "text", "text": text})
+        if idx != len(prompt_parts) - 1 and idx < len(images):
+            content.append({"type": "image", "url": images[idx]})
+    return [{"role": "user", "content": content}]
+
+
+def mindcube_extract_answer(text):
+    if not text:
+        return None
+    simple_pattern_matches = list(re.finditer(r"([A-E])\.", text))
+    if simple_pattern_matches:
+        return simple_pattern_matches[-1].group(1)
+    answer_section_match = re.search(r"<Answer>(.*?)(?:<|$)", text, re.DOTALL)
+    if answer_section_match:
+        answer_section = answer_section_match.group(1)
+        for pattern in [
+            r"[Mm]y answer is ([A-E])",
+            r"[Mm]y answer is ([A-E])\.",
+            r"[Tt]he answer is ([A-E])",
+            r"(?:Answer: )?([A-E])\.",
+            r"\b([A-E])\b",
+        ]:
+            matches = list(re.finditer(pattern, answer_section))
+            if matches:
+                return matches[-1].group(1)
+    patterns = [
+        r'(?:Answer: )?([A-E])\. [A-Za-z0-9 \-\(\)\'",]+(?=(?:\n|$|\.|"))',
+        r'(?:Answer: )?([A-E])\. [A-Za-z0-9 \-\(\)\'"]+',
+        r"(?:^|\n)(?:Answer: )?([A-E])(?:\.|$|\s)",
+        r"[\*\"]([A-E])[\*\"]",
+        r"\bAnswer:?\s*([A-E])\b",
+        r"[Mm]y answer is ([A-E])",
+        r"[Mm]y answer is ([A-E])\.",
+        r"answer is ([A-E])",
+    ]
+    for pattern in patterns:
+        matches = list(re.finditer(pattern, text))
+        if matches:
+            return matches[-1].group(1)
+    lines = text.split("\n")
+    line_matches = []
+    for i, line in enumerate(lines):
+        match = re.search(r'([A-E])\. [A-Za-z0-9 \-\(\)\'",]+', line)
+        if match:
+            line_matches.append((i, match.group(1)))
+    if line_matches:
+        return line_matches[-1][1]
+    for i in reversed(range(len(lines))):
+        match = re.search(r"\b([A-E])\b", lines[i])
+        if match:
+            return match.group(1)
+    return None
+
+
+def mindcube_process_results(doc, results):
+    grounded_output = doc["gt_answer"]
+    pred = results[0].strip()
+    score = 1.0 if mindcube_extract_answer(pred) == grounded_output else 0.0
+    first = doc["id"].split("_", 1)[0]
+    if first == "among":
+        type = "among"
+    elif first == "rotation":
+        type = "rotation"
+    elif first in ("around", "aroundnew"):
+        type = "around"
+    else:
+        type = "other"
+    return {"overall_accuracy": {"score": score}, "around_accuracy": {"score": score, "type": type},
+            "among_accuracy": {"score": score, "type": type}, "rotation_accuracy": {"score": score, "type": type}}  # fmt: skip
+
+
+def mindcube_aggregations():
+    def overall(results):
+        total_score = 0.0
+        for res in results:
+            total_score += res["score"]
+        return total_score / len(results) if results else 0.0
+
+    def of_type(kind):
+        def agg(results):
+            total_score, count = 0.0, 0
+            for res in results:
+                if res["type"] == kind:
+                    total_score += res["score"]
+                    count += 1
+            return total_score / count if count > 0 else 0.0
+
+        return agg
+
+    return {"overall_accuracy": overall, "rotation_accuracy": of_type("rotation"), "among_accuracy": of_type("among"),
+            "around_accuracy": of_type("around")}  # fmt: skip
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -3221,6 +3325,12 @@ class Reimplementation(MathReimplementation, _Harness):
         metrics = {name: fn(items[name]) for name, fn in omni_spatial_aggregations().items()}
         return [omni_spatial_doc_to_text(d) for d in docs], metrics
 
+    def mindcube(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = per_metric([mindcube_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        metrics = {name: fn(items[name]) for name, fn in mindcube_aggregations().items()}
+        return [mindcube_doc_to_text(d) for d in docs], metrics
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -3856,7 +3966,7 @@ DOC_TO_TARGET = {
     "mmmu_pro_standard": "{{answer}}", "mmmu_pro_vision": "{{answer}}", "refcoco_rec": "bbox",
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
-    "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer,
+    "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

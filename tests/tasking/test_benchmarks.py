@@ -583,6 +583,8 @@ def _lmms_eval_method(name: str) -> str | None:
         return "refcoco_grounding"
     if name.startswith("blink_"):
         return "blink"
+    if name.startswith("mindcube_"):
+        return "mindcube"
     return name
 
 
@@ -621,7 +623,7 @@ def _hostile(name: str, sample) -> list[str]:
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
-             "omni_spatial": _omni_spatial_responses}  # fmt: skip
+             "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1169,6 +1171,42 @@ def _omni_spatial_responses(sample):
             f"<answer>x</answer><answer>{letter}</answer>", "ß", f"{other}\nmore</think>{letter}"]  # fmt: skip
 
 
+def _mindcube_responses(sample):
+    """extract_answer's stages in turn: "X.", an <Answer> section, the priority patterns, a line's letter."""
+    letter = sample.solution["answer"]
+    other = "A" if letter != "A" else "B"
+    return [f"{letter}.", f"{other}. no, {letter}. yes", f"<Answer> my answer is {letter}", f"<Answer>{other} or {letter}<x>",
+            f"<Answer>The answer is {letter} not {other}", f"{other} then\n{letter} yes", f'pick "{letter}" or *{other}*',
+            f"Answer:{letter}", f"so the answer is {letter}", f"{letter}\n{other}x", f"x {other} y\n no", "",
+            f"<Answer> {other}\n{letter}", f"Answer: {letter}\n", "E", f"My answer is {letter}",
+            f"<Answer>\nmy answer is {letter}\n{other}", f"<Answer>{other}<x> my answer is {letter}",
+            f'{letter} is it, not "{other}"', f"so {other}? Answer:{letter}", f"so {other}? the answer is {letter}",
+            f"so {other} here\nthen {letter} there"]  # fmt: skip
+
+
+def test_a_mindcube_prompt_is_interleaved_for_a_chat_class_as_lmms_eval_does(tmp_path):
+    from lmms_eval_reference import mindcube_interleaved_messages
+
+    from vlrl.tasking.lmms_eval_model import lmms_eval_model_class
+
+    task, samples, path = _load(
+        "mindcube_full", tmp_path, size=8, seed=2, model_class=lmms_eval_model_class("qwen2_5_vl", "auto")
+    )
+    docs = list(_docs(task, path))
+    for sample, doc in zip(samples, docs, strict=True):
+        expected = mindcube_interleaved_messages(doc["input_prompt"], doc["images"])[0]["content"]
+        assert task.messages(sample)[-1]["content"] == [
+            {k: v for k, v in part.items() if k != "url"} for part in expected
+        ]
+        assert len(sample.images) == sum(part["type"] == "image" for part in expected)
+    simple = make_task(TaskConfig(name="mindcube_full")).for_model(lmms_eval_model_class("qwen2_5_vl", "simple"))
+    _, samples, _ = _load(
+        "mindcube_full", tmp_path / "s", size=8, seed=2, model_class=lmms_eval_model_class("qwen2_5_vl", "simple")
+    )
+    assert [len(s.images) for s in samples] == [len(d["images"]) for d in docs]
+    assert simple.messages(samples[0])[-1]["content"][-1]["text"] == docs[0]["input_prompt"].replace("<image>", "")
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1331,7 +1369,8 @@ def _pope_responses(sample):
      ("erqa", _erqa_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
-     ("omni_spatial", _omni_spatial_responses)],
+     ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
+     ("mindcube_tiny_around", _mindcube_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
