@@ -1827,6 +1827,64 @@ def mindcube_aggregations():
             "around_accuracy": of_type("around")}  # fmt: skip
 
 
+# -- where2place/utils.py (prompt_suffix_type original) -------------------------------------------------------
+WHERE2PLACE_SUFFIX = "Your answer should be formatted as a list of tuples, i.e. [(x1, y1), (x2, y2), ...], where each tuple contains the x and y coordinates of a point satisfying the conditions above. The coordinates should be between 0 and 1, indicating the normalized pixel locations of the points in the image."
+WHERE2PLACE_FORMAT = "Return only list of tuples, don't add anything else."
+
+
+def where2place_doc_to_text(doc):
+    return f"{doc['question']} {WHERE2PLACE_SUFFIX} {WHERE2PLACE_FORMAT}"
+
+
+def where2place_text2pts(text, width=640, height=480, normalization_constant=1, is_absolute=False):
+    pattern = r"\(([-+]?\d+\.?\d*(?:,\s*[-+]?\d+\.?\d*)*?)\)"
+    matches = re.findall(pattern, text)
+    points = []
+    for match in matches:
+        vector = [float(num) if "." in num else int(num) for num in match.split(",")]
+        if len(vector) == 2:
+            x, y = vector
+            if not is_absolute:
+                x = int(x / normalization_constant * width)
+                y = int(y / normalization_constant * height)
+            points.append((x, y))
+    return np.array(points)
+
+
+def where2place_acc(mask, points):
+    acc = 0.0
+    if len(points) > 0:
+        in_range = (
+            (points[:, 0] >= 0) & (points[:, 0] < mask.shape[1]) & (points[:, 1] >= 0) & (points[:, 1] < mask.shape[0])
+        )
+        acc = np.concatenate(
+            [mask[points[in_range, 1], points[in_range, 0]], np.zeros(points.shape[0] - in_range.sum())]
+        ).mean()
+    return acc
+
+
+def where2place_process_results(doc, result):
+    mask = np.array(doc["mask"]) / 255.0
+    mask = np.round(mask, 0).astype(int)
+    if mask.ndim == 3:
+        mask = mask[:, :, 0]
+    response = result[0]
+    points = where2place_text2pts(response, mask.shape[1], mask.shape[0], 1)
+    acc = where2place_acc(mask, points)
+    return {
+        "where2place_acc": {
+            "id": doc["question_id"],
+            "pred": response,
+            "parsed_points": list(map(tuple, points)),
+            "accuracy": acc,
+        }
+    }
+
+
+def where2place_aggregate_results(results):
+    return float(np.mean([sample["accuracy"] for sample in results]))
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -3331,6 +3389,11 @@ class Reimplementation(MathReimplementation, _Harness):
         metrics = {name: fn(items[name]) for name, fn in mindcube_aggregations().items()}
         return [mindcube_doc_to_text(d) for d in docs], metrics
 
+    def where2place(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [where2place_process_results(d, [r])["where2place_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [where2place_doc_to_text(d) for d in docs], {"where2place_acc": where2place_aggregate_results(items)}
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -3967,6 +4030,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
+    "where2place": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

@@ -623,7 +623,8 @@ def _hostile(name: str, sample) -> list[str]:
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
-             "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses}  # fmt: skip
+             "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
+             "where2place": _where2place_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1207,6 +1208,26 @@ def test_a_mindcube_prompt_is_interleaved_for_a_chat_class_as_lmms_eval_does(tmp
     assert simple.messages(samples[0])[-1]["content"][-1]["text"] == docs[0]["input_prompt"].replace("<image>", "")
 
 
+def _where2place_responses(sample):
+    """Points inside and outside the mask's quarter, outside the image, negative, on the rounded pixel,
+    tuples of other lengths, integers, and none."""
+    return ["[(0.1, 0.1)]", "[(0.1, 0.1), (0.9, 0.9)]", "(0.25,0.2) (0.3, 0.8) (1.5, 0.1)", "[(-0.1, 0.1)]", "",
+            "(0, 0)", "(1, 0)", "(0.5, 0.0)", "(0.1, 0.1, 0.1)", "[(0.2, 0.3), (0.4)]", "no points", "(-0.001, 0.1)",
+            "(0.49, 0.49)", "(0.504, 0.001)", "(0.565, 0.001)"]  # fmt: skip
+
+
+def test_a_where2place_point_too_large_to_scale_is_outside_the_image_where_lmms_eval_fails():
+    from tasks.benchmarks.where2place import in_mask_share, points
+
+    mask = np.ones((4, 4), dtype=int)
+    huge = [f"(1{'0' * 400}.0, 0.1) (0.1, 0.1)", f"(3{'0' * 400}, 0.1) (0.1, 0.1)"]
+    for text in huge:
+        with pytest.raises(OverflowError):  # what _text2pts does with it
+            int(float(text[1:403]) / 1 * 4) if "." in text[:404] else int(int(text[1:402]) / 1 * 4)
+        found = points(text, 4, 4)
+        assert found == [None, (0, 0)] and in_mask_share(mask, found) == 0.5
+
+
 def _puzzle_responses(sample):
     """A response for each of parse_response's patterns in turn, one that only an option's text answers, and
     one that leaves the random letter."""
@@ -1370,7 +1391,7 @@ def _pope_responses(sample):
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
-     ("mindcube_tiny_around", _mindcube_responses)],
+     ("mindcube_tiny_around", _mindcube_responses), ("where2place", _where2place_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
