@@ -1885,6 +1885,16 @@ def where2place_aggregate_results(results):
     return float(np.mean([sample["accuracy"] for sample in results]))
 
 
+# -- refspatial/utils.py (prompt_suffix_type original; its _text2pts and _refspatial_acc are where2place's) ----
+def refspatial_doc_to_text(doc):
+    return f"{doc['prompt']} {doc['suffix']} {WHERE2PLACE_FORMAT}"
+
+
+def refspatial_process_results(doc, result):  # where2place_process_results' lines, its id from `id`
+    item = where2place_process_results({**doc, "question_id": doc["id"]}, result)["where2place_acc"]
+    return {"refspatial_acc": {**item, "query": refspatial_doc_to_text(doc)}}
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -3394,6 +3404,11 @@ class Reimplementation(MathReimplementation, _Harness):
         items = [where2place_process_results(d, [r])["where2place_acc"] for d, r in zip(docs, responses, strict=True)]
         return [where2place_doc_to_text(d) for d in docs], {"where2place_acc": where2place_aggregate_results(items)}
 
+    def refspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [refspatial_process_results(d, [r])["refspatial_acc"] for d, r in zip(docs, responses, strict=True)]
+        return [refspatial_doc_to_text(d) for d in docs], {"refspatial_acc": where2place_aggregate_results(items)}
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -4030,7 +4045,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "where2place": "",
+    "where2place": "", "refspatial": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

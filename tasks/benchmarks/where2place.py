@@ -16,7 +16,8 @@ scored by the share of the points that land in the row's mask.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -80,11 +81,15 @@ class Where2Place(Benchmark):
     schema = SCHEMA
     max_new_tokens = 1024
 
+    id_column: ClassVar[str] = "question_id"
+
+    def prompt(self, record: dict[str, Any], ctx: RecordContext) -> str:
+        return f"{ctx.get(record, 'question', str, 'the question')} {SUFFIX} {FORMAT}"
+
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        prompt = f"{ctx.get(record, 'question', str, 'the question')} {SUFFIX} {FORMAT}"
         mask_path, _, _ = record_image({"image": record["mask"]}, ctx)
-        truth = {"id": record["question_id"], "mask": mask_path}
-        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
+        truth = {"id": record[self.id_column], "mask": mask_path}
+        return row_sample(self.name, ctx, self.prompt(record, ctx), truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         mask = read_mask(sample.solution["mask"])
@@ -98,15 +103,22 @@ class Where2Place(Benchmark):
         return {"where2place_acc": lambda items: float(np.mean([item["accuracy"] for item in items]))}
 
     def synthetic_rows(self, size: int, seed: int):
-        for image, _, index in dot_scenes(size, seed, fill=(90, 160, 90)):
-            mask = Image.new("L" if index % 2 else "RGB", image.size, 0)
-            mask.paste(255 if index % 2 else (255, 255, 255), (0, 0, image.width // 2, image.height // 2))
-            if index % 3 == 2:
-                mask.putpixel((image.width // 2, 0), 128 if index % 2 else (128, 0, 0))  # rounds up to 1
-            # rounds down to 0, and only the first channel counts
-            mask.putpixel((image.width * 9 // 16, 0), 100 if index % 2 else (100, 255, 0))
+        for image, mask, index in synthetic_masks(size, seed):
             yield {"question_id": str(index), "question": "Point to the upper left quarter.",
                    "image": image_cell(image, f"{index}.png"), "mask": image_cell(mask, f"{index}-mask.png")}  # fmt: skip
+
+
+def synthetic_masks(size: int, seed: int) -> Iterator[tuple[Image.Image, Image.Image, int]]:
+    """Scenes with a mask of their upper left quarter (grey-scale or RGB in turn), a pixel beside
+    it that rounds up to 1 in every third, and one further right that rounds down (its other
+    channels set: only the first counts)."""
+    for image, _, index in dot_scenes(size, seed, fill=(90, 160, 90)):
+        mask = Image.new("L" if index % 2 else "RGB", image.size, 0)
+        mask.paste(255 if index % 2 else (255, 255, 255), (0, 0, image.width // 2, image.height // 2))
+        if index % 3 == 2:
+            mask.putpixel((image.width // 2, 0), 128 if index % 2 else (128, 0, 0))
+        mask.putpixel((image.width * 9 // 16, 0), 100 if index % 2 else (100, 255, 0))
+        yield image, mask, index
 
 
 BENCHMARKS = variants(Where2Place, [

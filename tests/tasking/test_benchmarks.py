@@ -585,6 +585,8 @@ def _lmms_eval_method(name: str) -> str | None:
         return "blink"
     if name.startswith("mindcube_"):
         return "mindcube"
+    if name.startswith("refspatial_"):
+        return "refspatial"
     return name
 
 
@@ -624,7 +626,7 @@ def _hostile(name: str, sample) -> list[str]:
              "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
-             "where2place": _where2place_responses}  # fmt: skip
+             "where2place": _where2place_responses, "refspatial": _where2place_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1391,7 +1393,8 @@ def _pope_responses(sample):
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
-     ("mindcube_tiny_around", _mindcube_responses), ("where2place", _where2place_responses)],
+     ("mindcube_tiny_around", _mindcube_responses), ("where2place", _where2place_responses),
+     ("refspatial_placement", _where2place_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
