@@ -1895,6 +1895,32 @@ def refspatial_process_results(doc, result):  # where2place_process_results' lin
     return {"refspatial_acc": {**item, "query": refspatial_doc_to_text(doc)}}
 
 
+# -- the pointing tasks' `_json` variants (where2place, refspatial): _task_utils/point_format.py -------------
+WHERE2PLACE_JSON_SUFFIX = "Your answer should be JSON format. The coordinates should be between 0 and 1000, indicating the normalized pixel locations of the points in the image."
+
+
+def parse_point2d(text, width, height):
+    pattern = r"[\[\(]\s*([-+]?\d+\.?\d*)\s*,\s*([-+]?\d+\.?\d*)\s*[\]\)]"
+    points = []
+    for xs, ys in re.findall(pattern, text):
+        xf, yf = float(xs), float(ys)
+        is_float = ("." in xs) or ("." in ys)
+        if is_float:
+            x, y = int(xf * width), int(yf * height)
+        else:
+            x, y = int(xf / 1000 * width), int(yf / 1000 * height)
+        points.append((x, y))
+    return np.array(points)
+
+
+def pointing_json_accuracy(doc, response):  # where2place_process_results_json / refspatial_process_results_json
+    mask = np.array(doc["mask"]) / 255.0
+    mask = np.round(mask, 0).astype(int)
+    if mask.ndim == 3:
+        mask = mask[:, :, 0]
+    return where2place_acc(mask, parse_point2d(response, mask.shape[1], mask.shape[0]))
+
+
 # -- sat/utils.py (sat.yaml: its MultiChoiceRegexFilter, then the generic exact_match) ------------------------
 def sat_doc_to_text(doc, lmms_eval_specific_kwargs=None):
     question = (
@@ -3409,6 +3435,18 @@ class Reimplementation(MathReimplementation, _Harness):
         items = [refspatial_process_results(d, [r])["refspatial_acc"] for d, r in zip(docs, responses, strict=True)]
         return [refspatial_doc_to_text(d) for d in docs], {"refspatial_acc": where2place_aggregate_results(items)}
 
+    def where2place_json(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [{"accuracy": pointing_json_accuracy(d, r)} for d, r in zip(docs, responses, strict=True)]
+        prompts = [f"{d['question']} {WHERE2PLACE_JSON_SUFFIX}" for d in docs]
+        return prompts, {"where2place_acc": where2place_aggregate_results(items)}
+
+    def refspatial_json(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [{"accuracy": pointing_json_accuracy(d, r)} for d, r in zip(docs, responses, strict=True)]
+        prompts = [f"Locate {d['object']} in this image and output the point coordinates in JSON format." for d in docs]
+        return prompts, {"refspatial_acc": where2place_aggregate_results(items)}
+
     def gqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [
@@ -4045,7 +4083,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "where2place": "", "refspatial": "",
+    "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

@@ -10,6 +10,8 @@ the row's mask.
 - Scored as Where2Place (RoboRefer's _text2pts and accuracy are RoboPoint's, line for line):
   tasks/benchmarks/where2place.py. `refspatial_acc`: the mean score (numpy's). lmms-eval's
   `refspatial` group reports the three splits' scores weighted by their sizes.
+- `refspatial_<split>_json`: "Locate <object> in this image and output the point coordinates in
+  JSON format." (RoboRefer's Qwen prompt), the points read as `where2place_json` reads them.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ class RefSpatial(Where2Place):
     """lmms_eval/tasks/refspatial/utils.py (prompt_suffix_type original)."""
 
     columns = (Column("id", "string|int"), Column("prompt", "string"), Column("suffix", "string"),
-               Column("image", "image"), Column("mask", "image"))  # fmt: skip
+               Column("object", "string", required=False), Column("image", "image"), Column("mask", "image"))  # fmt: skip
     schema = SCHEMA
     id_column = "id"
 
     def prompt(self, record: dict[str, Any], ctx: RecordContext) -> str:
+        if self.json:  # refspatial_doc_to_text_json: RoboRefer's Qwen prompt
+            return f"Locate {ctx.get(record, 'object', str, 'the object')} in this image and output the point coordinates in JSON format."
         text, suffix = ctx.get(record, "prompt", str, "the expression"), ctx.get(record, "suffix", str, "the format")
         return f"{text} {suffix} {FORMAT}"
 
@@ -58,7 +62,8 @@ class RefSpatial(Where2Place):
 
 
 BENCHMARKS = variants(RefSpatial, [
-    {"name": f"refspatial_{split}", "split": split, "dataset": "BAAI/RefSpatial-Bench",
-     "description": f"RefSpatial-Bench {split}, lmms-eval's refspatial_{split}: the share of the points inside the mask"}
-    for split in ("location", "placement", "unseen")
+    {"name": f"refspatial_{split}{suffix}", "split": split, "dataset": "BAAI/RefSpatial-Bench", "json": bool(suffix),
+     "description": f"RefSpatial-Bench {split}, lmms-eval's refspatial_{split}{suffix}: the share of the points "
+     "inside the mask" + (" (Qwen's point_2d JSON)" if suffix else "")}
+    for split in ("location", "placement", "unseen") for suffix in ("", "_json")
 ])  # fmt: skip

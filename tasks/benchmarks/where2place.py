@@ -11,6 +11,8 @@ scored by the share of the points that land in the row's mask.
 - The score (_where2place_acc): the mask decoded, divided by 255 and rounded (its first
   channel where it has several); the share of the points inside the image whose mask value is
   1, a point outside counting 0; no point: 0. `where2place_acc`: the mean score (numpy's).
+- `where2place_json`: the question, " ", a request for JSON on the 0-1000 grid; every "[x, y]" or
+  "(x, y)" pair read (parse_point2d: with a "." in [0, 1], integers on the 0-1000 grid).
 - A number too large to scale (lmms-eval fails there) is a point outside the image.
 """
 
@@ -36,7 +38,10 @@ SUFFIX = ("Your answer should be formatted as a list of tuples, i.e. [(x1, y1), 
           "contains the x and y coordinates of a point satisfying the conditions above. The coordinates should be "
           "between 0 and 1, indicating the normalized pixel locations of the points in the image.")  # fmt: skip
 FORMAT = "Return only list of tuples, don't add anything else."
+JSON_SUFFIX = ("Your answer should be JSON format. The coordinates should be between 0 and 1000, indicating the "
+               "normalized pixel locations of the points in the image.")  # fmt: skip
 TUPLE = compile_pattern(r"\(([-+]?\d+\.?\d*(?:,\s*[-+]?\d+\.?\d*)*?)\)")
+PAIR = compile_pattern(r"[\[\(]\s*([-+]?\d+\.?\d*)\s*,\s*([-+]?\d+\.?\d*)\s*[\]\)]")
 SCHEMA = pa.schema(
     [("question_id", pa.string()), ("question", pa.string()), ("image", IMAGE_TYPE), ("mask", IMAGE_TYPE)]
 )
@@ -62,6 +67,22 @@ def points(text: str, width: int, height: int) -> list[tuple[int, int] | None]:
     return out
 
 
+def json_points(text: str, width: int, height: int) -> list[tuple[int, int] | None]:
+    """_task_utils/point_format.py parse_point2d (Qwen's point_2d): every "[x, y]" or "(x, y)"; a pair
+    written with a "." is in [0, 1], one of integers on a 0-1000 grid; None as in `points`."""
+    out: list[tuple[int, int] | None] = []
+    for xs, ys in findall(PAIR, text):
+        x, y = float(xs), float(ys)
+        try:
+            if "." in xs or "." in ys:
+                out.append((int(x * width), int(y * height)))
+            else:
+                out.append((int(x / 1000 * width), int(y / 1000 * height)))
+        except OverflowError:
+            out.append(None)
+    return out
+
+
 def in_mask_share(mask: np.ndarray, found: list[tuple[int, int] | None]) -> float:
     """_where2place_acc."""
     if not found:
@@ -82,9 +103,11 @@ class Where2Place(Benchmark):
     max_new_tokens = 1024
 
     id_column: ClassVar[str] = "question_id"
+    json: ClassVar[bool] = False  # the `_json` variant: Qwen's point_2d JSON asked for and read
 
     def prompt(self, record: dict[str, Any], ctx: RecordContext) -> str:
-        return f"{ctx.get(record, 'question', str, 'the question')} {SUFFIX} {FORMAT}"
+        question = ctx.get(record, "question", str, "the question")
+        return f"{question} {JSON_SUFFIX}" if self.json else f"{question} {SUFFIX} {FORMAT}"
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         mask_path, _, _ = record_image({"image": record["mask"]}, ctx)
@@ -93,7 +116,7 @@ class Where2Place(Benchmark):
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         mask = read_mask(sample.solution["mask"])
-        found = points(completion, mask.shape[1], mask.shape[0])
+        found = (json_points if self.json else points)(completion, mask.shape[1], mask.shape[0])
         parsed = [point for point in found if point is not None]
         return {"where2place_acc": {"id": sample.solution["id"], "pred": completion, "parsed_points": parsed,
                                     "accuracy": in_mask_share(mask, found)}}  # fmt: skip
@@ -110,17 +133,21 @@ class Where2Place(Benchmark):
 
 def synthetic_masks(size: int, seed: int) -> Iterator[tuple[Image.Image, Image.Image, int]]:
     """Scenes with a mask of their upper left quarter (grey-scale or RGB in turn), a pixel beside
-    it that rounds up to 1 in every third, and one further right that rounds down (its other
-    channels set: only the first counts)."""
+    it that rounds up to 1 in every third, one further right that rounds down (its other channels
+    set: only the first counts), and the top right pixel."""
     for image, _, index in dot_scenes(size, seed, fill=(90, 160, 90)):
         mask = Image.new("L" if index % 2 else "RGB", image.size, 0)
         mask.paste(255 if index % 2 else (255, 255, 255), (0, 0, image.width // 2, image.height // 2))
         if index % 3 == 2:
             mask.putpixel((image.width // 2, 0), 128 if index % 2 else (128, 0, 0))
         mask.putpixel((image.width * 9 // 16, 0), 100 if index % 2 else (100, 255, 0))
+        mask.putpixel((image.width - 1, 0), 255 if index % 2 else (255, 255, 255))  # the last column's pixel
         yield image, mask, index
 
 
 BENCHMARKS = variants(Where2Place, [
     {"name": "where2place", "split": "test", "dataset": "FlagEval/Where2Place",
-     "description": "Where2Place, lmms-eval's where2place: the share of the answered points inside the mask"}])  # fmt: skip
+     "description": "Where2Place, lmms-eval's where2place: the share of the answered points inside the mask"},
+    {"name": "where2place_json", "split": "test", "dataset": "FlagEval/Where2Place", "json": True,
+     "description": "Where2Place asking for Qwen's point_2d JSON, lmms-eval's where2place_json"},
+])  # fmt: skip

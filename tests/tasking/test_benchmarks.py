@@ -586,7 +586,7 @@ def _lmms_eval_method(name: str) -> str | None:
     if name.startswith("mindcube_"):
         return "mindcube"
     if name.startswith("refspatial_"):
-        return "refspatial"
+        return "refspatial_json" if name.endswith("_json") else "refspatial"
     return name
 
 
@@ -626,7 +626,8 @@ def _hostile(name: str, sample) -> list[str]:
              "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
-             "where2place": _where2place_responses, "refspatial": _where2place_responses}  # fmt: skip
+             "where2place": _where2place_responses, "refspatial": _where2place_responses,
+             "where2place_json": _point2d_responses, "refspatial_json": _point2d_responses}  # fmt: skip
     if method.startswith("spatial457_"):
         return _spatial457_responses(sample)
     return kinds.get(method, _count_responses)(sample)
@@ -1218,6 +1219,13 @@ def _where2place_responses(sample):
             "(0.49, 0.49)", "(0.504, 0.001)", "(0.565, 0.001)"]  # fmt: skip
 
 
+def _point2d_responses(sample):
+    """Qwen's point_2d JSON on the 0-1000 grid, normalized floats, a float with an integer, tuples, bad pairs."""
+    return ['[{"point_2d": [100, 100], "label": "spot"}]', '[{"point_2d": [900, 900]}]', "[0.1, 0.1]", "(0.9, 0.1)",
+            "[100, 0.1]", "[ 10 , 20 ]", "[-5, 10]", "[1000, 0]", "[499, 10] [501, 10]", "", "[1, 2, 3]",
+            "(0.504, 0.001) (0.565, 0.001)", "[1,2]", "[.5, 1]", "[999, 0]", "[1000, 0]"]  # fmt: skip
+
+
 def test_a_where2place_point_too_large_to_scale_is_outside_the_image_where_lmms_eval_fails():
     from tasks.benchmarks.where2place import in_mask_share, points
 
@@ -1394,7 +1402,8 @@ def _pope_responses(sample):
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
      ("mindcube_tiny_around", _mindcube_responses), ("where2place", _where2place_responses),
-     ("refspatial_placement", _where2place_responses)],
+     ("refspatial_placement", _where2place_responses), ("where2place_json", _point2d_responses),
+     ("refspatial_unseen_json", _point2d_responses)],
 )  # fmt: skip
 def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     method = _lmms_eval_method(name)
