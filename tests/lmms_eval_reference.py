@@ -3387,11 +3387,16 @@ class Reimplementation(MathReimplementation, _Harness):
         items = [erqa_process_results(d, [r])["erqa_acc"] for d, r in zip(docs, responses, strict=True)]
         return [erqa_doc_to_text(d) for d in docs], {"erqa_acc": erqa_aggregate_results(items)}
 
-    def _threedsr(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, circular=False):
+    def _by_aggregation(self, docs, responses, reasoning_tags, doc_to_text, process_results, aggregations):
+        """The prompts, and each metric of the yaml's metric_list (`aggregations`: name -> its
+        aggregation function) over the values process_results returned for it."""
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
-        items = per_metric([threedsr_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
-        metrics = {name: fn(items[name]) for name, fn in threedsr_aggregations(circular).items()}
-        return [threedsr_doc_to_text(d) for d in docs], metrics
+        items = per_metric([process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
+        return [doc_to_text(d) for d in docs], {name: fn(items[name]) for name, fn in aggregations.items()}
+
+    def _threedsr(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, circular=False):
+        return self._by_aggregation(docs, responses, reasoning_tags, threedsr_doc_to_text, threedsr_process_results,
+                                    threedsr_aggregations(circular))  # fmt: skip
 
     def _spatial457(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS, category=""):
         """Each level's yaml gives doc_to_text its category; process_results is called without kwargs."""
@@ -3408,22 +3413,16 @@ class Reimplementation(MathReimplementation, _Harness):
         return [chartqapro_doc_to_text(d, CHARTQAPRO_KWARGS) for d in docs], {k: _mean(v) for k, v in items.items()}
 
     def viewspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.scored(responses, reasoning_tags)
-        items = per_metric([viewspatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
-        metrics = {name: fn(items[name]) for name, fn in viewspatial_aggregations().items()}
-        return [viewspatial_doc_to_text(d) for d in docs], metrics
+        return self._by_aggregation(docs, responses, reasoning_tags, viewspatial_doc_to_text,
+                                    viewspatial_process_results, viewspatial_aggregations())  # fmt: skip
 
     def omni_spatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.scored(responses, reasoning_tags)
-        items = per_metric([omni_spatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
-        metrics = {name: fn(items[name]) for name, fn in omni_spatial_aggregations().items()}
-        return [omni_spatial_doc_to_text(d) for d in docs], metrics
+        return self._by_aggregation(docs, responses, reasoning_tags, omni_spatial_doc_to_text,
+                                    omni_spatial_process_results, omni_spatial_aggregations())  # fmt: skip
 
     def mindcube(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
-        docs, responses = list(docs), self.scored(responses, reasoning_tags)
-        items = per_metric([mindcube_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)])
-        metrics = {name: fn(items[name]) for name, fn in mindcube_aggregations().items()}
-        return [mindcube_doc_to_text(d) for d in docs], metrics
+        return self._by_aggregation(docs, responses, reasoning_tags, mindcube_doc_to_text, mindcube_process_results,
+                                    mindcube_aggregations())  # fmt: skip
 
     def where2place(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

@@ -68,8 +68,8 @@ def prompt_text(questions: list[str], answers: list[Any], question_type: str, pa
         question = "\n".join([*lines, f"Q{len(questions)}: {questions[-1].strip()}"])
     else:
         question = questions[-1].strip()
-    if paragraph.strip():
-        question = f"Context: {paragraph.strip()}\n\n{question}"
+    if paragraph := paragraph.strip():
+        question = f"Context: {paragraph}\n\n{question}"
     return question + POST_PROMPT
 
 

@@ -8,10 +8,11 @@ picks one split's files in a directory. vlrl never downloads: the files are loca
 Rows are read BATCH_ROWS at a time (parquet batches; arrow files are memory-mapped and
 sliced), so memory holds a batch, not the file.
 An image embedded as bytes (the `Image` feature, struct<bytes, path>; a string column of base64
-a task declares `base64_image`, MME-RealWorld's; a plain binary cell a task declares `image_bytes`,
-ChartQAPro's; or a list of them a task declares `list<image_bytes>`, MMSI-Bench's) is decoded once, written to a content-addressed cache and
-replaced in the record by that file's path, so tasks read it like any image path; an image
-stored as a path stays a path.
+a task declares `base64_image`, MME-RealWorld's; a plain binary cell a task declares
+`image_bytes`, ChartQAPro's; or a list of them a task declares `list<image_bytes>`,
+MMSI-Bench's) is decoded once, written to a content-addressed cache and replaced in the record
+by that file's path, so tasks read it like any image path; an image stored as a path stays a
+path.
 
 A benchmark whose images are published as another config of the dataset (GQA: rows in
 testdev_balanced_instructions/, images in testdev_balanced_images/, joined on `imageId`) names
