@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1202,6 +1202,99 @@ def msr_aggregate_results(results):
         l2_category_scores[result["l2_category"]].append(result["score"])
     all_scores = [score for scores in l2_category_scores.values() for score in scores]
     return sum(all_scores) / len(all_scores) if all_scores else 0.0
+
+
+# -- screenspot/utils_rec.py (screenspot_rec_test) ----------------------------------------------------------
+def screenspot_rec_doc_to_text(doc):
+    return (
+        "Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, bottom-right y). All values are floating point numbers bounded between 0 and 1 with two decimal places of precision (e.g., 0.15). Please provide the bounding box coordinates of the region that corresponds to the command: "
+        + doc["instruction"]
+    )
+
+
+def screenspot_parse_float_sequence_within(input_str):
+    pattern = r"[\[\(]\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?),\s*(-?\d+(?:\.\d+)?)\s*[\]\)]"
+    match = re.search(pattern, input_str)
+    if match:
+        pred = [float(match.group(i)) for i in range(1, 5)]
+        if max(pred) > 1:
+            pred = [x / 1000 for x in pred]
+        return pred
+    return [0, 0, 0, 0]
+
+
+def screenspot_rec_process_result(doc, result):
+    pred = result[0] if len(result) > 0 else ""
+    pred = screenspot_parse_float_sequence_within(pred)
+    ann_id = doc["file_name"]
+    data_dict = {"instruction": doc["instruction"], "pred": pred, "ann_id": ann_id, "bbox": doc["bbox"], "data_type": doc["data_type"], "data_source": doc["data_source"]}  # fmt: skip
+    return {f"screenspot_{metric}": data_dict for metric in REC_NAMES}
+
+
+def screenspot_compute_iou(box1, box2):
+    x_left = max(box1[0], box2[0])
+    y_top = max(box1[1], box2[1])
+    x_right = min(box1[2], box2[2])
+    y_bottom = min(box1[3], box2[3])
+    intersection_area = max(0, x_right - x_left) * max(0, y_bottom - y_top)
+    box1_area = (box1[2] - box1[0]) * (box1[3] - box1[1])
+    box2_area = (box2[2] - box2[0]) * (box2[3] - box2[1])
+    union_area = box1_area + box2_area - intersection_area
+    iou = intersection_area / union_area
+    return iou
+
+
+def screenspot_compute_center_accuracy(box1, box2):
+    center_x = (box2[0] + box2[2]) / 2
+    center_y = (box2[1] + box2[3]) / 2
+    return box1[0] <= center_x <= box1[2] and box1[1] <= center_y <= box1[3]
+
+
+def screenspot_rec_aggregation_result(results, metric):
+    """The function with its printing returned: (the metric, every key it prints -> value)."""
+    scorers = {
+        "IoU": screenspot_compute_iou,
+        "ACC@0.1": lambda x, y: screenspot_compute_iou(x, y) >= 0.1,
+        "ACC@0.3": lambda x, y: screenspot_compute_iou(x, y) >= 0.3,
+        "ACC@0.5": lambda x, y: screenspot_compute_iou(x, y) >= 0.5,
+        "ACC@0.7": lambda x, y: screenspot_compute_iou(x, y) >= 0.7,
+        "ACC@0.9": lambda x, y: screenspot_compute_iou(x, y) >= 0.9,
+        "Center_ACC": screenspot_compute_center_accuracy,
+    }
+    results_dict = {
+        metric: [],
+        metric + "-mobile_text": [],
+        metric + "-mobile_icon": [],
+        metric + "-web_text": [],
+        metric + "-web_icon": [],
+        metric + "-desktop_text": [],
+        metric + "-desktop_icon": [],
+    }
+    for result in results:
+        gt = result["bbox"]
+        pred = result["pred"]
+        score = scorers[metric](gt, pred)
+        results_dict[metric].append(score)
+        if result["data_type"] == "text":
+            if "ios" in result["data_source"] or "android" in result["data_source"]:
+                results_dict[metric + "-mobile_text"].append(score)
+            elif "macos" in result["data_source"] or "windows" in result["data_source"]:
+                results_dict[metric + "-desktop_text"].append(score)
+            else:
+                results_dict[metric + "-web_text"].append(score)
+        else:
+            if "ios" in result["data_source"] or "android" in result["data_source"]:
+                results_dict[metric + "-mobile_icon"].append(score)
+            elif "macos" in result["data_source"] or "windows" in result["data_source"]:
+                results_dict[metric + "-desktop_icon"].append(score)
+            else:
+                results_dict[metric + "-web_icon"].append(score)
+    for key in results_dict:
+        if len(results_dict[key]) == 0:
+            results_dict[key] = 0
+        else:
+            results_dict[key] = sum(results_dict[key]) / len(results_dict[key])
+    return results_dict[metric], results_dict
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3382,6 +3475,19 @@ class Reimplementation(MathReimplementation, _Harness):
             "mathkangaroo_accuracy": _mean(scores)
         }
 
+    def screenspot_rec_test(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """screenspot_rec_test; beside its metrics, the per-bucket Center_ACC it prints."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [screenspot_rec_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {}
+        for name in REC_NAMES:
+            metrics[f"screenspot_{name}"], printed = screenspot_rec_aggregation_result(
+                [i[f"screenspot_{name}"] for i in items], name
+            )
+            if name == "Center_ACC":
+                metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
+        return [screenspot_rec_doc_to_text(d) for d in docs], metrics
+
     def erqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [erqa_process_results(d, [r])["erqa_acc"] for d, r in zip(docs, responses, strict=True)]
@@ -4079,7 +4185,7 @@ DOC_TO_TARGET = {
     "scienceqa_img": sqa_doc_to_target, "countbenchqa": "number", "docvqa_val": "answers", "infovqa_val": "answers",
     "dynamath_reasoning": "ground_truth", "mathkangaroo": "ground_truth", "geometry3k": "ground_truth",
     "mmmu_pro_standard": "{{answer}}", "mmmu_pro_vision": "{{answer}}", "refcoco_rec": "bbox",
-    "refcoco_grounding": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
+    "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
     "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",

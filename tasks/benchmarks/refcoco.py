@@ -50,6 +50,7 @@ from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
 from vlrl.tasking.benchmark import Benchmark, CoordsOptions, mean, variants
+from vlrl.vision.frames import Frame
 
 REC_METRICS = ("IoU", "ACC@0.1", "ACC@0.3", "ACC@0.5", "ACC@0.7", "ACC@0.9", "Center_ACC")
 REC_PROMPT = (
@@ -121,6 +122,20 @@ def scorers(iou) -> dict[str, Any]:
     for t in (0.1, 0.3, 0.5, 0.7, 0.9):
         out[f"ACC@{t}"] = lambda gt, pred, t=t, iou=iou: iou(gt, pred) >= t
     return out
+
+
+def rec_aggregations(prefix: str) -> dict[str, Any]:
+    """The strict REC metrics (utils_rec's aggregations): each score's mean over the samples."""
+    score = scorers(rec_iou)
+    return {
+        f"{prefix}{m}": lambda items, m=m: mean([score[m](i["bbox"], i["pred"]) for i in items]) for m in REC_METRICS
+    }
+
+
+def normalized_from_model(box: list[float], frame: Frame) -> list[float]:
+    """A box in the model's frame (coords=model) as the image's [0, 1] x1y1x2y2."""
+    x1, y1, x2, y2 = frame.box_to_original(box)
+    return [x1 / frame.width, y1 / frame.height, x2 / frame.width, y2 / frame.height]
 
 
 # -- parsing responses ---------------------------------------------------------------------------
@@ -260,18 +275,12 @@ class RefCOCOBboxRec(_RefCOCOBenchmark):
         if box is None:
             box = [0, 0, 0, 0]
         elif self.options.coords == "model":
-            f = sample.frame
-            x1, y1, x2, y2 = f.box_to_original(box)
-            box = [x1 / f.width, y1 / f.height, x2 / f.width, y2 / f.height]
+            box = normalized_from_model(box, sample.frame)
         data = {"answer": sample.meta["answer"], "pred": box, "ann_id": sample.meta["ann_id"], "bbox": sample.solution}
         return {f"refcoco_{metric}": data for metric in REC_METRICS}
 
     def aggregations(self):
-        score = scorers(rec_iou)
-        return {
-            f"refcoco_{m}": lambda items, m=m: mean([score[m](i["bbox"], i["pred"]) for i in items])
-            for m in REC_METRICS
-        }
+        return rec_aggregations("refcoco_")
 
 
 class RefCOCOGrounding(_RefCOCOBenchmark):

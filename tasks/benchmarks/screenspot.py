@@ -1,8 +1,9 @@
 """GUI grounding benchmarks as lmms-eval evaluates them (commit 75571cf, PyPI 0.7.3):
 `screenspot_v2` (HongxinLi/ScreenSpot_v2) and `screenspot_pro` (TIGER-Lab/ScreenSpot-Pro),
-lmms_eval/tasks/screenspot_{v2,pro}/utils.py.
+lmms_eval/tasks/screenspot_{v2,pro}/utils.py, and the original ScreenSpot's box task
+`screenspot_rec_test` (rootsautomation/ScreenSpot, lmms_eval/tasks/screenspot/utils_rec.py).
 
-Both ask for one click point "as [x, y] in normalized coordinates within [0, 1]" and read it
+v2 and pro ask for one click point "as [x, y] in normalized coordinates within [0, 1]" and read it
 the same way: a <bbox> tag's center, else the first bracketed pair, else "x: .., y: ..",
 else the center of four numbers when the response says "box", else the first two numbers;
 a number with "%" is divided by 100. A point beyond 1 on either axis is divided by the
@@ -22,8 +23,19 @@ Where they differ is in reading the ground truth, quirks kept:
   unless its x2 or y2 exceeds 1. The element type is `ui_type`, else `data_type`. Platform:
   `platform`.
 
-`task.options.coords=model` asks for the point in the model's frame (the prompt's coordinate
-clause replaced) and maps it to original pixels before the same reading.
+`screenspot_rec_test` (SeeClick's ScreenSpot, as RefCOCO's strict REC): the prompt asks for the
+element's box as floats in [0, 1] "with two decimal places"; the prediction is the first
+bracketed or parenthesized group of four numbers ([0, 0, 0, 0] without one), divided by 1000
+when any of them exceeds 1 (Qwen's 0-1000 grid); `bbox` is the normalized x1y1x2y2 truth.
+Metrics, means over samples: `screenspot_IoU` (areas unclipped; a zero union, which raises
+there, scores 0), `screenspot_ACC@t` (IoU >= t, t in 0.1 ... 0.9) and `screenspot_Center_ACC`
+(the box's center in the truth, edges count; the paper's metric). lmms-eval prints each metric
+per platform and element type (mobile: a `data_source` holding "ios" or "android"; desktop:
+"macos" or "windows"; else web; `data_type` "text", else icon; an empty bucket 0); vlrl reports
+Center_ACC's, as `screenspot_Center_ACC-mobile_text` ...
+
+`task.options.coords=model` asks for the point (the box) in the model's frame (the prompt's
+coordinate clause replaced) and maps it to original pixels before the same reading.
 """
 
 from __future__ import annotations
@@ -39,11 +51,12 @@ from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, findall, search
 from tasks.benchmarks import LMMS_EVAL
+from tasks.benchmarks.refcoco import REC_METRICS, REC_VALUES, normalized_from_model, rec_aggregations, rec_iou, scorers
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.data.tables import IMAGE_TYPE, Column, image_cell
-from vlrl.tasking.benchmark import Benchmark, CoordsOptions, variants
+from vlrl.tasking.benchmark import Benchmark, CoordsOptions, mean, variants
 
 PROMPT = (
     "Identify the UI element for the instruction and output exactly one click point as [x, y] in {coords}. "
@@ -63,6 +76,19 @@ XY = compile_pattern(
     rf"['\"]?x['\"]?\s*[:=]\s*({_TOKEN}).*?['\"]?y['\"]?\s*[:=]\s*({_TOKEN})", regex.IGNORECASE | regex.DOTALL
 )
 BOX_WORDS = ("bbox", "box", "rect", "rectangle")
+REC_PROMPT = (
+    "Bounding box coordinates are specified in the format (top-left x, top-left y, bottom-right x, bottom-right y). "
+    "{values} Please provide the bounding box coordinates of the region that corresponds to the command: {instruction}"
+)
+# The sentence that states the coordinate convention: screenspot_rec_doc_to_text's, or the model's frame's.
+REC_COORDS = REC_VALUES | {
+    "lmms_eval": "All values are floating point numbers bounded between 0 and 1 with two decimal places of precision "
+    "(e.g., 0.15)."
+}
+_REC_NUM = r"(-?\d+(?:\.\d+)?)"
+REC_BOX = compile_pattern(rf"[\[\(]\s*{_REC_NUM},\s*{_REC_NUM},\s*{_REC_NUM},\s*{_REC_NUM}\s*[\]\)]")
+# utils_rec.screenspot_rec_aggregation_result's buckets: (name, data_source holds one of, data_type is text)
+REC_PLATFORMS = (("mobile", ("ios", "android")), ("desktop", ("macos", "windows")))
 
 
 def _value(token: str) -> float:
@@ -89,6 +115,19 @@ def parse_point(text: str) -> tuple[float, float] | None:
     if len(numbers) >= 2:
         return _value(numbers[0]), _value(numbers[1])
     return None
+
+
+def rec_box(text: str) -> list[float] | None:
+    """utils_rec.parse_float_sequence_within before its 0-1000 step (None where it returns
+    [0, 0, 0, 0])."""
+    match = search(REC_BOX, text)
+    return [float(match.group(i)) for i in range(1, 5)] if match else None
+
+
+def rec_bucket(data_type: str, data_source: str) -> str:
+    """The platform_type bucket screenspot_rec_aggregation_result counts a sample in."""
+    platform = next((name for name, marks in REC_PLATFORMS if any(m in data_source for m in marks)), "web")
+    return f"{platform}_{'text' if data_type == 'text' else 'icon'}"
 
 
 def point_in_box(point: tuple[float, float], box: list[float]) -> bool:
@@ -263,6 +302,72 @@ class ScreenSpotPro(_ScreenSpot):
                 "application": "synthetic", "group": "Dev"}  # fmt: skip
 
 
+class ScreenSpotRec(Benchmark):
+    """lmms_eval/tasks/screenspot/utils_rec.py: the element's box, scored as RefCOCO's strict REC."""
+
+    Options = CoordsOptions
+    reference = LMMS_EVAL
+    doc_to_target = "bbox"
+    until = ("ASSISTANT:",)  # _default_template_rec_yaml
+    columns = (Column("image", "image"), Column("instruction", "string"), Column("bbox", "list<number>"),
+               Column("data_type", "string"), Column("data_source", "string"),
+               Column("file_name", "string", required=False))  # fmt: skip
+    schema = pa.schema([("file_name", pa.string()), ("bbox", pa.list_(pa.float64())), ("instruction", pa.string()),
+                        ("data_type", pa.string()), ("data_source", pa.string()), ("image", IMAGE_TYPE)])  # fmt: skip
+
+    def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
+        path, width, height = record_image(record, ctx)
+        bbox = record["bbox"]
+        if len(bbox) != 4:
+            raise ctx.error(f"bbox must be 4 numbers [x1, y1, x2, y2] in [0, 1], got {bbox!r}"[:200])
+        frame = ctx.frame_spec.frame(width, height)
+        values = REC_COORDS["lmms_eval" if self.options.coords == "lmms_eval" else frame.kind]
+        instruction = ctx.get(record, "instruction", str, "the command")
+        meta = {"instruction": instruction, "ann_id": record.get("file_name"), "data_type": record["data_type"],
+                "data_source": record["data_source"]}  # fmt: skip
+        return [Sample(id=str(ctx.index), task=self.name, problem=REC_PROMPT.format(values=values, instruction=instruction),
+                       solution=[float(v) for v in bbox], images=[path], frame=frame, meta=meta, source=ctx.source)]  # fmt: skip
+
+    def process(self, completion: str, sample: Sample) -> dict[str, Any]:
+        box = rec_box(completion)
+        if box is None:
+            box = [0, 0, 0, 0]
+        elif self.options.coords == "model":
+            box = normalized_from_model(box, sample.frame)
+        elif max(box) > 1:
+            box = [v / 1000 for v in box]
+        data = {"pred": box, "bbox": sample.solution} | sample.meta
+        return {f"screenspot_{metric}": data for metric in REC_METRICS}
+
+    def aggregations(self):
+        return rec_aggregations("screenspot_")
+
+    def aggregate(self, processed) -> dict[str, float]:
+        out = super().aggregate(processed)
+        center = scorers(rec_iou)["Center_ACC"]
+        buckets: dict[str, list[float]] = {
+            f"{p}_{t}": [] for p in ("mobile", "web", "desktop") for t in ("text", "icon")
+        }
+        for values in processed:
+            item = values["screenspot_Center_ACC"]
+            buckets[rec_bucket(item["data_type"], item["data_source"])].append(
+                float(center(item["bbox"], item["pred"]))
+            )
+        return out | {
+            f"screenspot_Center_ACC-{key}": mean(scores) if scores else 0.0 for key, scores in buckets.items()
+        }
+
+    def synthetic_rows(self, size: int, seed: int):
+        for image, (x1, y1, x2, y2), kind, platform, index in _screens(size, seed):
+            width, height = image.size
+            if index % 4 == 3:  # a region from the corner: the origin, where no box reads, lies in it
+                x1, y1 = 0, 0
+            yield {"file_name": f"{platform}_{index}.png", "bbox": [x1 / width, y1 / height, x2 / width, y2 / height],
+                   "instruction": f"open item {index}", "data_type": kind.title() if index % 5 == 4 else kind,
+                   "data_source": ("android", "macos", "shop")[index % 3] if platform == "web" else platform,
+                   "image": image_cell(image, f"{index}.png")}  # fmt: skip
+
+
 def _accuracy(items: list[dict]) -> float:
     """screenspot's _aggregate: the share of correct samples, 0 when there are none."""
     return sum(1 for item in items if item.get("correct")) / len(items) if items else 0.0
@@ -290,3 +395,5 @@ BENCHMARKS = variants(ScreenSpotV2, [{"name": "screenspot_v2", "split": "test", 
                                       "description": "ScreenSpot-v2, lmms-eval's screenspot_v2: normalized click point in the box"}])  # fmt: skip
 BENCHMARKS |= variants(ScreenSpotPro, [{"name": "screenspot_pro", "split": "test", "dataset": "TIGER-Lab/ScreenSpot-Pro",
                                         "description": "ScreenSpot-Pro, lmms-eval's screenspot_pro: normalized click point in the box"}])  # fmt: skip
+BENCHMARKS |= variants(ScreenSpotRec, [{"name": "screenspot_rec_test", "split": "test", "dataset": "rootsautomation/ScreenSpot",
+                                        "description": "ScreenSpot (SeeClick), lmms-eval's screenspot_rec_test: the element's box, IoU and center accuracy"}])  # fmt: skip

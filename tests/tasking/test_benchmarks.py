@@ -389,6 +389,11 @@ def test_coords_model_asks_and_reads_the_models_own_frame(frame, tmp_path):
     responses = [str(s.frame.point_to_model(c)) for s, c in zip(samples, centers, strict=True)]
     assert task.metrics(samples, responses)["screenspot_pro_action_acc"] == 1.0
     assert words.split()[-1] in samples[0].problem and "within [0, 1]" not in samples[0].problem
+    task, samples, _ = _load("screenspot_rec_test", tmp_path / "rec", size=4, seed=4, frame=frame, coords="model")
+    boxes = [s.frame.box_to_model([s.solution[0] * s.frame.width, s.solution[1] * s.frame.height,
+                                   s.solution[2] * s.frame.width, s.solution[3] * s.frame.height]) for s in samples]  # fmt: skip
+    assert task.metrics(samples, [str(list(box)) for box in boxes])["screenspot_ACC@0.5"] == 1.0
+    assert words in samples[0].problem and "two decimal places" not in samples[0].problem
 
 
 # -- counting ----------------------------------------------------------------------------------------
@@ -453,6 +458,40 @@ def _click_responses(sample):
         f"[{px:.0f}, {cy:.3f}]",  # one coordinate beyond 1: both are divided by the size
         *_reasoning(f"[{cx:.3f}, {cy:.3f}]", "[0.99, 0.01]"),
     ]
+
+
+def _screenspot_rec_responses(sample):
+    """Boxes as asked, in parentheses, on Qwen's 0-1000 grid, in pixels (read as 0-1000), with
+    mixed brackets, without commas, around the center only, none."""
+    x1, y1, x2, y2 = sample.solution
+    w, h = sample.frame.width, sample.frame.height
+    return [
+        f"[{x1:.2f}, {y1:.2f}, {x2:.2f}, {y2:.2f}]",
+        f"({x1:.3f}, {y1:.3f}, {x2:.3f}, {y2:.3f})",
+        f"[{x1 * 1000:.0f}, {y1 * 1000:.0f}, {x2 * 1000:.0f}, {y2 * 1000:.0f}]",  # any number > 1: all / 1000
+        f"[{x1 * w:.0f}, {y1 * h:.0f}, {x2 * w:.0f}, {y2 * h:.0f}]",  # pixels read as 0-1000: wrong
+        f"[{x1:.2f}, {y1:.2f}, {x2:.2f}, {y2:.2f})",  # mixed brackets still match
+        f"[{x1:.2f} {y1:.2f} {x2:.2f} {y2:.2f}]",  # no commas: [0, 0, 0, 0]
+        f"[{x1:.2f}, {y1:.2f}, {(x1 + x2) / 2:.3f}, {y2:.2f}]",  # IoU near 0.5
+        f"[{(x1 + x2) / 2 - 0.2:.3f}, {(y1 + y2) / 2 - 0.2:.3f}, {(x1 + x2) / 2 + 0.2:.3f}, {(y1 + y2) / 2 + 0.2:.3f}]",
+        "[0.0, 0.0, 2, 0.5]",  # one number > 1 shrinks the others too
+        "no box here",
+        *_reasoning(f"[{x1:.2f}, {y1:.2f}, {x2:.2f}, {y2:.2f}]", "[0.0, 0.0, 1.0, 1.0]"),
+    ]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
+def test_screenspot_rec_equals_lmms_eval_and_reports_what_it_prints_per_platform(reference, tmp_path):
+    task, samples, path = _load("screenspot_rec_test", tmp_path, size=12, seed=7)
+    docs = _docs(task, path)
+    for responses in _rounds(_screenspot_rec_responses, samples):
+        prompts, expected = reference.screenspot_rec_test(docs, responses)
+        assert [s.problem for s in samples] == prompts
+        assert task.metrics(samples, responses) == expected
+    assert {key.split("-")[-1] for key in expected if "-" in key} == {
+        f"{p}_{t}" for p in ("mobile", "web", "desktop") for t in ("text", "icon")
+    }
+    assert expected["screenspot_Center_ACC-desktop_text"] + expected["screenspot_Center_ACC-desktop_icon"] > 0
 
 
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
@@ -606,6 +645,7 @@ def _hostile(name: str, sample) -> list[str]:
         return _mathvista_responses(sample) + _reasoning(answer, f"{answer}1")
     kinds = {"refcoco_rec": _rec_responses, "refcoco_grounding": _grounding_responses,
              "screenspot_v2": _click_responses, "screenspot_pro": _click_responses, "ocrbench": _ocr_responses,
+             "screenspot_rec_test": _screenspot_rec_responses,
              "chartqa": _chart_responses, "mmstar": _mcq_responses, "mmstar_qwen": _mcq_responses,
              "mmmu_val": _mmmu_responses, "mmmu_val_qwen": _mmmu_responses, "realworldqa": _realworldqa_responses,
              "pope": _pope_responses, "pope_adv": _pope_responses, "pope_pop": _pope_responses,
