@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1295,6 +1295,117 @@ def screenspot_rec_aggregation_result(results, metric):
         else:
             results_dict[key] = sum(results_dict[key]) / len(results_dict[key])
     return results_dict[metric], results_dict
+
+
+# -- naturalbench/utils.py ----------------------------------------------------------------------------------
+NATURALBENCH_SUFFIX_FOR_VQA = {"yes_no": "Please answer Yes or No.", "multiple_choice": "Please output the letter corresponding to the correct option."}  # fmt: skip
+
+
+def naturalbench_get_scores(scores):
+    """get_scores, for its dict input."""
+    Q_Acc = 0.0
+    I_Acc = 0.0
+    Acc = 0.0
+    G_Acc = 0.0
+    num_samples = len(scores)
+
+    def calculate_image_score(result):
+        image_correct = 0
+        if result["q0_i0"] == 1.0 and result["q1_i0"] == 0.0:
+            image_correct += 1
+        if result["q1_i1"] == 1.0 and result["q0_i1"] == 0.0:
+            image_correct += 1
+        return image_correct
+
+    def calculate_question_score(result):
+        text_correct = 0
+        if result["q0_i0"] == 1.0 and result["q0_i1"] == 0.0:
+            text_correct += 1
+        if result["q1_i1"] == 1.0 and result["q1_i0"] == 0.0:
+            text_correct += 1
+        return text_correct
+
+    def calculate_binary_score(result):
+        binary_score_correct = 0
+        binary_score_correct += 1 if result["q0_i0"] == 1.0 else 0
+        binary_score_correct += 1 if result["q0_i1"] == 0.0 else 0
+        binary_score_correct += 1 if result["q1_i0"] == 0.0 else 0
+        binary_score_correct += 1 if result["q1_i1"] == 1.0 else 0
+        return binary_score_correct
+
+    def calculate_group_score(result):
+        group_correct = 0
+        if calculate_question_score(result) == 2 and calculate_image_score(result) == 2:
+            group_correct += 1
+        return group_correct
+
+    for _, result in scores.items():
+        Q_Acc += calculate_question_score(result)
+        I_Acc += calculate_image_score(result)
+        Acc += calculate_binary_score(result)
+        G_Acc += calculate_group_score(result)
+    return {"Q_Acc": Q_Acc / float(num_samples * 2), "I_Acc": I_Acc / float(num_samples * 2), "Acc": Acc / float(num_samples * 4), "G_Acc": G_Acc / num_samples}  # fmt: skip
+
+
+def naturalbench_extract_answer(output_string, task_type="yes_no"):
+    def find_word_position(string, word):
+        pattern = r"\b" + re.escape(word) + r"\b"
+        match = re.search(pattern, string, re.IGNORECASE)
+        if match:
+            return match.start()
+        return -1
+
+    if task_type not in ["yes_no", "multiple_choice"]:
+        raise ValueError("Task type not supported. Must be 'yes_no' or 'multiple_choice'.")
+    if task_type == "yes_no":
+        position_yes_and_a = find_word_position(output_string, "yes")
+        position_no_and_b = find_word_position(output_string, "no")
+    elif task_type == "multiple_choice":
+        position_yes_and_a = find_word_position(output_string, "A")
+        position_no_and_b = find_word_position(output_string, "B")
+    if position_yes_and_a == -1 and position_no_and_b == -1:
+        return -1
+    elif position_yes_and_a != -1 and position_no_and_b != -1:
+        return 1 if position_yes_and_a < position_no_and_b else 0
+    else:
+        return 0 if position_yes_and_a == -1 else 1
+
+
+def naturalbench_doc_to_text(doc):
+    question = doc["Question"]
+    if doc["Question_Type"] == "yes_no":
+        question = question + " " + NATURALBENCH_SUFFIX_FOR_VQA["yes_no"]
+    elif doc["Question_Type"] == "multiple_choice":
+        question = question + " " + NATURALBENCH_SUFFIX_FOR_VQA["multiple_choice"]
+    return question
+
+
+def naturalbench_process_results(doc, results):
+    pred = results[0]
+    type = doc["Question_Type"]
+    gt_ans = naturalbench_extract_answer(pred, task_type=type)
+    return {
+        "naturalbench_G_ACC": {"id": doc["Index"], "score": gt_ans},
+        "naturalbench_Q_ACC": {"id": doc["Index"], "score": gt_ans},
+        "naturalbench_I_ACC": {"id": doc["Index"], "score": gt_ans},
+        "naturalbench_Acc": {"id": doc["Index"], "score": gt_ans},
+    }
+
+
+def naturalbench_aggregate(results, key, rows=1900 * 4):
+    """The four naturalbench_aggregate_results_* (the same body, `key` of get_scores); `rows`
+    for 1900 * 4, the one count the published table has."""
+    assert len(results) == rows
+    answers = {}
+    number_answered_samples = len(results) // 4
+    for i in range(number_answered_samples):
+        assert int(results[i * 4]["id"]) == i * 4
+        assert int(results[i * 4 + 1]["id"]) == i * 4 + 1
+        assert int(results[i * 4 + 2]["id"]) == i * 4 + 2
+        assert int(results[i * 4 + 3]["id"]) == i * 4 + 3
+        answers[i] = {"q0_i0": results[i * 4]["score"], "q0_i1": results[i * 4 + 1]["score"], "q1_i0": results[i * 4 + 2]["score"], "q1_i1": results[i * 4 + 3]["score"]}  # fmt: skip
+    scores = naturalbench_get_scores(answers)
+    return scores[key]
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3487,6 +3598,17 @@ class Reimplementation(MathReimplementation, _Harness):
             if name == "Center_ACC":
                 metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
         return [screenspot_rec_doc_to_text(d) for d in docs], metrics
+
+    def naturalbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """The three metrics lmms-eval reports (process_results' naturalbench_Acc has no entry in
+        the yaml's metric_list, so the evaluator drops it), and naturalbench_Acc as its
+        naturalbench_aggregate_results_ACC would give it: vlrl reports it."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [naturalbench_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        keys = {"naturalbench_G_ACC": "G_Acc", "naturalbench_Q_ACC": "Q_Acc", "naturalbench_I_ACC": "I_Acc",
+                "naturalbench_Acc": "Acc"}  # fmt: skip
+        metrics = {m: naturalbench_aggregate([i[m] for i in items], key, len(docs)) for m, key in keys.items()}
+        return [naturalbench_doc_to_text(d) for d in docs], metrics
 
     def erqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

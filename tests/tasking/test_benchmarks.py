@@ -663,7 +663,7 @@ def _hostile(name: str, sample) -> list[str]:
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
-             "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
+             "naturalbench": _naturalbench_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
              "where2place": _where2place_responses, "refspatial": _where2place_responses,
@@ -684,7 +684,9 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
     from vlrl.eval.harness import EvalSettings, evaluate
     from vlrl.models.loading import load_processor
 
-    task, samples, path = _load(name, tmp_path, size=4 if name == "mme" else 3, seed=10)  # MME asks in pairs
+    task, samples, path = _load(
+        name, tmp_path, size=4 if name in ("mme", "naturalbench") else 3, seed=10
+    )  # in pairs, fours
     method = _lmms_eval_method(name)
     processed, process = [], task.process  # process_results runs once a sample, its values logged and aggregated
     task.process = lambda response, sample: processed.append(sample.id) or process(response, sample)
@@ -1156,6 +1158,17 @@ def _mmsi_responses(sample):
             f"E{letter}", f"({letter})", f"option {letter}", f"the answer is {letter}", "", f"F, {letter}"]  # fmt: skip
 
 
+def _naturalbench_responses(sample):
+    """The right word as asked, in other cases and among others; the wrong one; both (the first
+    counts); "a" as an article (A for a letter question); neither."""
+    yes = sample.solution["index"] % 4 in (0, 3)  # q0 on image 0 and q1 on image 1: yes / A
+    one, zero = ("Yes", "No") if sample.solution["type"] == "yes_no" else ("A", "B")
+    right, wrong = (one, zero) if yes else (zero, one)
+    return [right, f"{right}.", right.lower(), f"{right}, it is.", f"I think {right.upper()}",
+            wrong, f"{wrong} and {right}", f"{right} or {wrong}", "It is a square.", "Nope", "Bored", "",
+            f"({right})", f"yes{right}"]  # fmt: skip
+
+
 def _erqa_responses(sample):
     """extract_mcq_answer's formats over A-D: a letter alone, in parentheses, after a phrase, two letters, none."""
     letter = sample.solution["answer"]
@@ -1438,7 +1451,7 @@ def _pope_responses(sample):
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
-     ("erqa", _erqa_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
+     ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
@@ -1534,6 +1547,34 @@ def test_a_chartqapro_row_without_an_answer_is_skipped_and_named_and_the_others_
     _, split = _read_rows("chartqapro", rows, task.schema, task.split, tmp_path)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'Answer'" in str(split.errors[0])
     assert len(split.samples) == 2 and task.metrics(split.samples, ["x", "y"])["relaxed_overall"] == 0.0
+
+
+def test_naturalbench_scores_its_complete_groups_of_four_in_any_row_order_where_lmms_eval_asserts_all(tmp_path):
+    """lmms-eval asserts 7,600 rows in Index order; vlrl scores the complete groups (Index // 4),
+    in any order: the same numbers as lmms-eval's on those groups alone."""
+    task, samples, path = _load("naturalbench", tmp_path, size=11, seed=2)  # two groups and three rows
+    docs = _docs(task, path)
+    kinds = [_naturalbench_responses(s) for s in samples]
+    for r in range(len(kinds[0])):
+        responses = [k[(i + r) % len(k)] for i, k in enumerate(kinds)]
+        _, expected = Reimplementation().naturalbench(docs.select(range(8)), responses[:8])
+        assert task.metrics(samples, responses) == expected
+        assert task.metrics(samples[::-1], responses[::-1]) == expected
+    right = [k[0] for k in kinds]
+    assert task.metrics(samples, right)["naturalbench_G_ACC"] == 1.0
+    assert task.metrics(samples[:3], right[:3])["naturalbench_G_ACC"] == 0.0  # no complete group
+    wrong = [k[5] for k in kinds]
+    twice = task.metrics(samples[:8] + samples[:1], right[:4] + wrong[4:8] + right[:1])
+    assert twice["naturalbench_G_ACC"] == 0.0  # the first group, a row repeated, is left out: the second is wrong
+
+
+def test_a_naturalbench_row_of_another_question_type_is_skipped_and_named(tmp_path):
+    task = make_task(TaskConfig(name="naturalbench"))
+    rows = list(task.synthetic_rows(4, 0))
+    rows[2]["Question_Type"] = "open"
+    _, split = _read_rows("naturalbench", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 2"] and "'open'" in str(split.errors[0])
+    assert len(split.samples) == 3
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
