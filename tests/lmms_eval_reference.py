@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1406,6 +1406,84 @@ def naturalbench_aggregate(results, key, rows=1900 * 4):
         answers[i] = {"q0_i0": results[i * 4]["score"], "q0_i1": results[i * 4 + 1]["score"], "q1_i0": results[i * 4 + 2]["score"], "q1_i1": results[i * 4 + 3]["score"]}  # fmt: skip
     scores = naturalbench_get_scores(answers)
     return scores[key]
+
+
+# -- fsc147/utils.py ----------------------------------------------------------------------------------------
+FSC147_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer with only an integer."}
+_FSC147_COUNT_KEYS = ["annotated_pos_count", "pos_count", "count", "answer", "label", "gt_count", "gt_num"]
+_FSC147_CAPTION_KEYS = ["pos_caption", "caption", "question", "query", "prompt", "text"]
+
+
+def fsc147_to_int(value):
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(round(float(value)))  # noqa: RUF046 (as written there)
+    text = str(value).strip().replace(",", "")
+    if not text:
+        return None
+    match = re.search(r"-?\d+(?:\.\d+)?", text)
+    if not match:
+        return None
+    try:
+        return int(round(float(match.group(0))))  # noqa: RUF046 (as written there)
+    except ValueError:
+        return None
+
+
+def fsc147_extract_count(doc):
+    for key in _FSC147_COUNT_KEYS:
+        count = fsc147_to_int(doc.get(key))
+        if count is not None:
+            return count
+    return None
+
+
+def fsc147_extract_caption(doc):
+    for key in _FSC147_CAPTION_KEYS:
+        value = doc.get(key)
+        if isinstance(value, str) and value.strip():
+            text = value.strip()
+            text = re.sub(r"^[Tt]he\s+", "", text)
+            return text.rstrip(". ")
+    return "objects"
+
+
+def fsc147_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    kwargs = lmms_eval_specific_kwargs or {}
+    pre_prompt = kwargs.get("pre_prompt", "")
+    post_prompt = kwargs.get("post_prompt", "")
+    object_phrase = fsc147_extract_caption(doc)
+    question = f"How many {object_phrase} are there in the image?"
+    return f"{pre_prompt}{question}{post_prompt}"
+
+
+def fsc147_doc_to_target(doc):
+    target = fsc147_extract_count(doc)
+    if target is None:
+        return ""
+    return str(target)
+
+
+def fsc147_process_results(doc, results):
+    prediction = str(results[0]).strip() if results else ""
+    target_count = fsc147_extract_count(doc)
+    if target_count is None:
+        return {"fsc147_exact_match": 0.0, "fsc147_mae": 0.0}
+    pred_count = fsc147_to_int(prediction)
+    if pred_count is None:
+        return {"fsc147_exact_match": 0.0, "fsc147_mae": float(abs(target_count))}
+    return {
+        "fsc147_exact_match": float(pred_count == target_count),
+        "fsc147_mae": float(abs(pred_count - target_count)),
+    }
+
+
+def fsc147_aggregate(items):
+    """fsc147_aggregate_exact_match and fsc147_aggregate_mae (the same body)."""
+    if not items:
+        return 0.0
+    return sum(float(item) for item in items) / len(items)
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3599,6 +3677,12 @@ class Reimplementation(MathReimplementation, _Harness):
                 metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
         return [screenspot_rec_doc_to_text(d) for d in docs], metrics
 
+    def fsc147(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [fsc147_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {m: fsc147_aggregate([i[m] for i in items]) for m in ("fsc147_exact_match", "fsc147_mae")}
+        return [fsc147_doc_to_text(d, FSC147_KWARGS) for d in docs], metrics
+
     def naturalbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """The three metrics lmms-eval reports (process_results' naturalbench_Acc has no entry in
         the yaml's metric_list, so the evaluator drops it), and naturalbench_Acc as its
@@ -4310,7 +4394,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
+    "fsc147": fsc147_doc_to_target, "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

@@ -663,7 +663,7 @@ def _hostile(name: str, sample) -> list[str]:
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
-             "naturalbench": _naturalbench_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
+             "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
              "where2place": _where2place_responses, "refspatial": _where2place_responses,
@@ -1158,6 +1158,14 @@ def _mmsi_responses(sample):
             f"E{letter}", f"({letter})", f"option {letter}", f"the answer is {letter}", "", f"F, {letter}"]  # fmt: skip
 
 
+def _fsc147_responses(sample):
+    """Counts as lmms-eval's _to_int reads them: bare, in a sentence, with commas, halves (to
+    even), decimals, negative, in other digits, the first of two, none."""
+    n = 3 if sample.solution is None else sample.solution
+    return [f"{n}", f"There are {n} red dots.", f"{n + 1}", f"1,{n:03d}", f"{n}.5", f"{n - 1}.5", f"{n}.49",
+            f"-{n}", "\u0663", f"{n} or {n + 2}", "none", "", f"{n}e3"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1451,7 +1459,8 @@ def _pope_responses(sample):
      ("embspatial", _embspatial_responses), ("zerobench", _zerobench_responses),
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
-     ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
+     ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
+     ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
@@ -1575,6 +1584,28 @@ def test_a_naturalbench_row_of_another_question_type_is_skipped_and_named(tmp_pa
     _, split = _read_rows("naturalbench", rows, task.schema, task.split, tmp_path)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 2"] and "'open'" in str(split.errors[0])
     assert len(split.samples) == 3
+
+
+def test_an_fsc147_number_too_large_for_a_float_reads_as_none_where_lmms_eval_fails(tmp_path):
+    """_to_int's int(round(float("9" * 400))) raises OverflowError (its except catches
+    ValueError): a response is scored as one without a number, a row's count is an error."""
+    from lmms_eval_reference import fsc147_to_int
+
+    from tasks.benchmarks.counting import fsc147_int
+
+    with pytest.raises(OverflowError):
+        fsc147_to_int("9" * 400)
+    assert fsc147_int("9" * 400) is None and fsc147_int("1,234.5") == fsc147_to_int("1,234.5") == 1234
+    task = make_task(TaskConfig(name="fsc147"))
+    rows = [row | {"count": None} for row in task.synthetic_rows(3, 0)]
+    rows[2] |= {"annotated_pos_count": None, "pos_count": None, "count": "9" * 400}
+    schema = task.schema.append(pa.field("count", pa.string()))
+    _, split = _read_rows("fsc147", rows, schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 2"] and "'count'" in str(split.errors[0])
+    (truth,) = {s.solution for s in split.samples[:1]}
+    assert task.metrics(split.samples[:1], ["9" * 400]) == {"fsc147_exact_match": 0.0, "fsc147_mae": float(truth)}
+    split.samples[1].solution = -2  # a negative count: the distance to no number is its size, as there
+    assert task.metrics(split.samples[1:], ["none"])["fsc147_mae"] == 2.0
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
