@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1484,6 +1484,79 @@ def fsc147_aggregate(items):
     if not items:
         return 0.0
     return sum(float(item) for item in items) / len(items)
+
+
+# -- vlmsareblind/utils.py ---------------------------------------------------------------------------------
+VLMSAREBLIND_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer only in the required format."}
+VLMSAREBLIND_TASK_MAP = {
+    "counting grid - blank grids": "counting grid",
+    "counting grid - word grids": "counting grid",
+}
+
+
+def vlmsareblind_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if lmms_eval_specific_kwargs is None:
+        lmms_eval_specific_kwargs = {}
+    prompt = doc.get("prompt", "")
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "")
+    return f"{pre_prompt}{prompt}{post_prompt}"
+
+
+def vlmsareblind_parse_response(response, task):
+    response = response.strip().lower()
+    task = task.lower()
+    if task == "touching circles":
+        if response in ["yes", "no"]:
+            return response
+    if task in ["line plot intersections", "subway connections", "olympic counting - circles", "olympic counting - pentagons", "nested squares"]:  # fmt: skip
+        match = re.search(r"\{?(\d+)\}?", response)
+        if match:
+            return match.group(1)
+    if task == "circled letter":
+        match = re.search(r"\{?([a-z])\}?", response)
+        if match:
+            return match.group(1)
+    if task.startswith("counting grid"):
+        match = re.search(r"\{(\d+)\}\s*\{(\d+)\}", response)
+        if match:
+            return f"{match.group(1)},{match.group(2)}"
+        match = re.search(r"\((\d+)\s*,\s*(\d+)\)", response)
+        if match:
+            return f"{match.group(1)},{match.group(2)}"
+        match = re.search(r"rows=\{(\d+)\}\scolumns=\{(\d+)\}", response)
+        if match:
+            return f"{match.group(1)},{match.group(2)}"
+    return None
+
+
+def vlmsareblind_process_results(doc, results):
+    result = results[0]
+    task = doc.get("task", "")
+    target = doc.get("groundtruth", "")
+    normalized_target = target.strip().lower()
+    normalized_result = result.strip().lower()
+    prediction = vlmsareblind_parse_response(normalized_result, task)
+    if prediction is None:
+        is_correct = False
+    else:
+        is_correct = prediction.strip().lower() == normalized_target
+    return {"accuracy": float(is_correct), "accuracy_by_task": {"task": task, "is_correct": is_correct}}
+
+
+def vlmsareblind_aggregate_by_task(results):
+    task_correct = defaultdict(int)
+    task_total = defaultdict(int)
+    for result in results:
+        task = result["task"].lower()
+        task = VLMSAREBLIND_TASK_MAP.get(task, task)
+        is_correct = result["is_correct"]
+        task_total[task] += 1
+        if is_correct:
+            task_correct[task] += 1
+    task_accuracy = {task: task_correct[task] / task_total[task] for task in task_correct}
+    task_accuracy["task_mean"] = sum(task_accuracy.values()) / len(task_accuracy)
+    return task_accuracy
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3677,6 +3750,16 @@ class Reimplementation(MathReimplementation, _Harness):
                 metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
         return [screenspot_rec_doc_to_text(d) for d in docs], metrics
 
+    def vlmsareblind(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """`accuracy`, and `accuracy_by_task`'s dict, each entry as vlrl names it
+        (accuracy_by_task/<task>)."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [vlmsareblind_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        by_task = vlmsareblind_aggregate_by_task([i["accuracy_by_task"] for i in items])
+        metrics = {"accuracy": _mean([i["accuracy"] for i in items])}
+        metrics |= {f"accuracy_by_task/{task}": share for task, share in by_task.items()}
+        return [vlmsareblind_doc_to_text(d, VLMSAREBLIND_KWARGS) for d in docs], metrics
+
     def fsc147(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [fsc147_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
@@ -4394,7 +4477,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
+    "fsc147": fsc147_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

@@ -663,7 +663,8 @@ def _hostile(name: str, sample) -> list[str]:
              "zerobench": _zerobench_responses, "VisualPuzzles_direct": _puzzle_responses,
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
-             "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
+             "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
+             "vlmsareblind": _vlmsareblind_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
              "where2place": _where2place_responses, "refspatial": _where2place_responses,
@@ -1166,6 +1167,23 @@ def _fsc147_responses(sample):
             f"-{n}", "\u0663", f"{n} or {n + 2}", "none", "", f"{n}e3"]  # fmt: skip
 
 
+def _vlmsareblind_responses(sample):
+    """Each task's formats (braces, parentheses, rows=/columns=), the answer in a sentence (a
+    number still reads, a letter reads the sentence's first), other cases, wrong, none; right
+    and wrong in turn, so that no round of three answers is all wrong (lmms-eval's task_mean
+    then divides by zero)."""
+    answer, task = sample.solution["answer"], sample.solution["task"].lower()
+    if task.startswith("counting grid"):
+        r, c = answer.split(",")
+        return [f"{{{r}}}{{{c}}}", f"({c}, {r})", f"{{{r}}} {{{c}}}", f"{r},{c}", f"({r}, {c})",
+                f"rows={{{r}}}  columns={{{c}}}", f"({r} , {c})", "none", f"rows={{{r}}} columns={{{c}}}"]  # fmt: skip
+    if task == "touching circles":
+        other = "no" if answer.lower() == "yes" else "yes"
+        return [answer, other, answer.upper(), f"{answer}.", f" {answer.lower()} ", f"{answer}, they do", answer, ""]
+    return [f"{{{answer}}}", "{z9}", answer.upper(), "", f"{{{answer}}}.", f"The answer is {{{answer}}}", answer,
+            f"so: {answer}"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1460,7 +1478,7 @@ def _pope_responses(sample):
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
-     ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
+     ("vlmsareblind", _vlmsareblind_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
@@ -1606,6 +1624,16 @@ def test_an_fsc147_number_too_large_for_a_float_reads_as_none_where_lmms_eval_fa
     assert task.metrics(split.samples[:1], ["9" * 400]) == {"fsc147_exact_match": 0.0, "fsc147_mae": float(truth)}
     split.samples[1].solution = -2  # a negative count: the distance to no number is its size, as there
     assert task.metrics(split.samples[1:], ["none"])["fsc147_mae"] == 2.0
+
+
+def test_vlmsareblind_with_no_right_answer_reports_a_task_mean_of_0_where_lmms_eval_divides_by_zero(tmp_path):
+    from lmms_eval_reference import vlmsareblind_aggregate_by_task
+
+    task, samples, _ = _load("vlmsareblind", tmp_path, size=4, seed=0)
+    wrong = [{"task": s.solution["task"], "is_correct": False} for s in samples]
+    with pytest.raises(ZeroDivisionError):
+        vlmsareblind_aggregate_by_task(wrong)
+    assert task.metrics(samples, ["{z9}"] * 4) == {"accuracy": 0.0, "accuracy_by_task/task_mean": 0.0}
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
