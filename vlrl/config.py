@@ -185,6 +185,12 @@ class ModelConfig:
     # COCO-sized images Qwen2.5-VL's window layers make 4 calls each instead of 480); chunks:
     # transformers' forward, one call per chunk, the lengths read off the device in every layer.
     vision_attention: Literal["grouped", "chunks"] = "grouped"
+    # The output layer's product in float32, its logits float32 (TRL's cast_lm_head_to_fp32, as
+    # ScaleRL and MiniMax-M1 recommend against the bfloat16 logits' error in the policy's
+    # log-probs): in the model's forward, the rollout's decoding and the update. Its weight stays
+    # in model.dtype, trained through float32 copies as every weight (models/float32_head.py).
+    # No effect on a float32 model.
+    lm_head_fp32: bool = False
     # The update's forwards of completion tokens (reference, old policy, policy; SFT's) through
     # models/decode_step.py's lean step where the model allows it: its kernels, bit for bit,
     # without transformers' per-call machinery (up to a few percent of the update at the demo's

@@ -16,6 +16,7 @@ from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_i
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
 from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.models.float32_head import float32_head
 from vlrl.models.lora import merged_weight, targeted_parameters
 from vlrl.models.patch_embed import linear_patch_embedding
 from vlrl.models.tiny import resolve_tiny
@@ -140,6 +141,8 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
             linear_patch_embedding(model)
         if cfg.vision_attention == "grouped":
             grouped_vision_attention(model)
+        if cfg.lm_head_fp32:
+            float32_head(model)
         model.vlrl_family = family  # forward passes ask the model's family (family_of_model)
         return model
     from peft import PeftModel

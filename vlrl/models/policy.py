@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import torch
@@ -26,6 +26,7 @@ from transformers import Cache
 
 from vlrl.models.batch import PromptBatch
 from vlrl.models.decode_step import lean_forward
+from vlrl.models.float32_head import computes_in_float32
 from vlrl.models.loading import core_model, family_of_model
 
 CHUNK_TOKENS = 1024  # tokens whose logits are held at once in the update (0.6 GB of float32 at Qwen's vocabulary)
@@ -179,6 +180,10 @@ class TokenScorer:
     with_entropy: bool
     sampler: SamplingFilter | None
     chunk_tokens: int = CHUNK_TOKENS
+    float32_product: bool = False  # the output layer's product in float32 (models/float32_head.py)
+
+    def product_dtype(self, hidden: torch.Tensor) -> torch.dtype:
+        return torch.float32 if self.float32_product else hidden.dtype
 
     def scaled(self, logits: torch.Tensor) -> torch.Tensor:
         """The temperature-scaled logits in float32, the distribution the columns are of: upcast,
@@ -209,7 +214,8 @@ class TokenScorer:
     def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`,
         `chunk_tokens` tokens at a time (ScoredChunks)."""
-        logp, ent, others = ScoredChunks.apply(hidden, head.weight, head.bias, ids, self)
+        scorer = replace(self, float32_product=True) if computes_in_float32(head) else self
+        logp, ent, others = ScoredChunks.apply(hidden, head.weight, head.bias, ids, scorer)
         columns = [logp[:, None], ent[:, None], others] if self.with_entropy else [logp[:, None], others]
         return torch.cat(columns, dim=-1)
 
@@ -242,9 +248,11 @@ class ScoredChunks(torch.autograd.Function):
         logp = hidden.new_empty(len(ids), dtype=torch.float32)
         lse = torch.empty_like(logp)  # each token's log-normalizer: what the backward pass needs
         extras = []
+        dtype = scorer.product_dtype(hidden)
+        w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         for part in chunks(len(ids), scorer.chunk_tokens):
             lse[part], logp[part], extra = scorer.score(
-                scorer.scaled(torch.nn.functional.linear(hidden[part], weight, bias)), ids[part]
+                scorer.scaled(torch.nn.functional.linear(hidden[part].to(dtype), w, b)), ids[part]
             )
             if extra:
                 extras.append(torch.stack(extra, dim=-1))
@@ -261,14 +269,16 @@ class ScoredChunks(torch.autograd.Function):
         hidden, weight, bias, ids, lse, ent = ctx.saved_tensors
         scorer = ctx.scorer
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
+        dtype = scorer.product_dtype(hidden)  # what the product ran in, and its gradients sum in
+        w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         grad_hidden = torch.empty_like(hidden) if wants_hidden else None
-        grad_weight = torch.zeros_like(weight) if wants_weight else None
-        grad_bias = torch.zeros_like(bias) if wants_bias else None
+        grad_weight = torch.zeros_like(weight, dtype=dtype) if wants_weight else None
+        grad_bias = torch.zeros_like(bias, dtype=dtype) if wants_bias else None
         if grad_logp is None:
             grad_logp = torch.zeros_like(lse)
         for part in chunks(len(ids), scorer.chunk_tokens):
-            h, y, g = hidden[part], ids[part], grad_logp[part]
-            grad = scorer.scaled(torch.nn.functional.linear(h, weight, bias))
+            h, y, g = hidden[part].to(dtype), ids[part], grad_logp[part]
+            grad = scorer.scaled(torch.nn.functional.linear(h, w, b))
             grad.sub_(lse[part, None])  # log-softmax
             if grad_entropy is None:
                 grad.exp_().mul_(-g[:, None])  # logsumexp's gradient: -g softmax
@@ -278,13 +288,15 @@ class ScoredChunks(torch.autograd.Function):
             grad.scatter_add_(-1, y[:, None], g[:, None])  # gather's: g at the token
             if scorer.temperature != 1:  # through the scaling
                 grad.div_(scorer.temperature)
-            grad = grad.to(h.dtype)  # and .float()
+            grad = grad.to(dtype)  # and .float()
             if wants_hidden:
-                grad_hidden[part] = grad.mm(weight)
+                grad_hidden[part] = grad.mm(w)  # cast to the hidden states' dtype
             if wants_weight:
                 grad_weight.add_(grad.t().mm(h))
             if wants_bias:
                 grad_bias.add_(grad.sum(0))
+        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
+        grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
         return grad_hidden, grad_weight, grad_bias, None, None
 
 
