@@ -344,6 +344,10 @@ def test_a_shape_counts_what_the_optimizer_steps_and_in_which_precision():
     assert (lora.upcast, lora.trainable_bytes) == (0, 4)  # PEFT's adapters are fp32 already
     frozen = shape("model.dtype=float32", "model.freeze_vision=true")
     assert frozen.trainable == trained("model.dtype=float32", "model.freeze_vision=true") < frozen.params
+    # model.lm_head_fp32: each product of the output layer upcasts its weight (a float32 model's is)
+    head = load_model(load_config(None, ["model.path=tiny:qwen2_5_vl"]).model).get_output_embeddings().weight
+    assert shape("model.dtype=bfloat16", "model.lm_head_fp32=true").float32_head == head.numel() > 0
+    assert shape("model.dtype=float32", "model.lm_head_fp32=true").float32_head == bf16.float32_head == 0
 
 
 def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_most_tokens():
@@ -373,6 +377,14 @@ def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget(
     # each of the 2 x 5 completion tokens
     assert [logits_bytes(SHAPE, False), logits_bytes(SHAPE, True), logits_bytes(fp32, False), logits_bytes(fp32, True)] == [
         pytest.approx(0), pytest.approx(10 * 10), pytest.approx(0), pytest.approx(10 * 12)]  # fmt: skip
+    # a float32 output layer (model.lm_head_fp32): float32 logits, no copy, and its weight upcast
+    # (400 elements, 4 bytes each) for the moment of its products; the engine's steps as well
+    head = replace(SHAPE, float32_head=400)
+    assert [logits_bytes(head, False), logits_bytes(head, True)] == [pytest.approx(0), pytest.approx(10 * 8)]
+    args = (1, 10, 2, 5, 4)
+    upcast = activation_bytes(head, *args, False) - activation_bytes(replace(head, float32_head=0), *args, False)
+    assert upcast == pytest.approx(10 * SHAPE.vocab * (8 - 10) + 400 * 4)
+    assert HFEngine.memory(head, WORK, None)[0] == HFEngine.memory(SHAPE, WORK, None)[0] + 400 * 4
     # at most one chunk of tokens at once: 2 x 1000 completion tokens hold CHUNK_TOKENS' logits
     assert logits_bytes(SHAPE, True, width=1000) == pytest.approx(CHUNK_TOKENS * 10)
     # the entropy bonus (algo.entropy_coef): two float32 temporaries more, 8 bytes an entry, in the

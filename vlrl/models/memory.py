@@ -72,6 +72,7 @@ class ModelShape:
     root_unit: int  # FSDP2's root unit: parameters outside every other unit (the vision tower)
     largest_unit: int  # FSDP2's largest other unit (a decoder layer, the embeddings)
     adapted: int = 0  # base weights LoRA adapts: the HF engine decodes with a merged copy of each
+    float32_head: int = 0  # the output layer's weight, upcast for each of its products (model.lm_head_fp32)
 
     @property
     def kv_token_bytes(self) -> int:
@@ -164,6 +165,7 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         root_unit=params - sum(unit_params),
         largest_unit=max(unit_params),
         adapted=sum(m.weight.numel() for m in adapted),
+        float32_head=core.get_output_embeddings().weight.numel() if cfg.model.lm_head_fp32 and b < 4 else 0,
     )
 
 
@@ -308,10 +310,11 @@ def activation_bytes(
     # each token's float32 log-normalizer is kept; a chunk's logits, their float32 copy and a
     # float32 temporary (softmax's, or its gradient's) are held for a moment; the entropy bonus
     # adds two float32 ones (its log-softmax and probabilities in the forward, its gradient's
-    # term in the backward): counted from the code, not measured
-    per_entry = b + 8 + (8 if entropy else 0)
+    # term in the backward): counted from the code, not measured. A float32 output layer
+    # (model.lm_head_fp32) gives float32 logits, no copy of them, and holds its weight upcast.
+    per_entry = (8 if shape.float32_head else b + 8) + (8 if entropy else 0)
     logits = completion_tokens * 4 + (
-        min(completion_tokens, CHUNK_TOKENS) * shape.vocab * per_entry if transient else 0
+        min(completion_tokens, CHUNK_TOKENS) * shape.vocab * per_entry + shape.float32_head * 4 if transient else 0
     )
     layer, block = shape.layers.token_bytes(b), shape.vision.token_bytes(b)
     row_prompts = rows * prompt_length * shape.layers.hidden * b  # each row's prompt keys, repeated to every head

@@ -198,7 +198,7 @@ class HFEngine:
         (rollout.hf.merge_lora: freed when it sleeps); nothing during the update (it samples with
         the policy: whatever the strategy gathers for that is the strategy's)."""
         merged = shape.adapted * shape.dtype_bytes if (options or HFOptions()).merge_lora else 0
-        return kv_cache_bytes(shape, work) + merged, 0.0
+        return kv_cache_bytes(shape, work) + merged + shape.float32_head * 4, 0.0  # each step's upcast head
 
     @classmethod
     def create(cls, setup: EngineSetup, options: HFOptions | None) -> HFEngine:
