@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -125,7 +125,8 @@ def sat_doc_filter(resp, doc):
 
 
 # a task's filter_list, of a response and its doc; the others' is "none" (take_first)
-FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter, "sat": sat_doc_filter}
+FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter, "sat": sat_doc_filter,
+           "illusionvqa_comprehension": ai2d_filter, "illusionvqa_soft_localization": ai2d_filter}  # fmt: skip
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
 UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "mmbench_en_dev_static", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
 
@@ -679,6 +680,30 @@ def ai2d_doc_to_text(doc, kwargs):
 def ai2d_doc_to_target(doc):
     options = [chr(ord("A") + i) for i in range(len(doc["options"]))]
     return options[int(doc["answer"])]
+
+
+# -- illusionvqa/utils.py (adapted from ai2d's: its MultiChoiceRegexFilter is ai2d_filter) -------------------
+ILLUSIONVQA_KWARGS = {
+    "prompt_format": "mcq",
+    "pre_prompt": "You'll be given an image, an instruction and some options. You have to select the correct one. Do not explain your reasoning. Answer with only the letter which corresponds to the correct option. Do not repeat the entire answer.",
+    "post_prompt": "",
+}  # fmt: skip
+
+
+def illusionvqa_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question, choices = doc["question"], doc["options"]
+    len_choices = len(choices)
+    post_prompt = lmms_eval_specific_kwargs["post_prompt"]
+    pre_prompt = lmms_eval_specific_kwargs["pre_prompt"]
+    options = [chr(ord("A") + i) for i in range(len_choices)]
+    choices_str = "\n".join([f"{option}. {choice}" for option, choice in zip(options, choices)])  # noqa: B905 (as there)
+    return f"{pre_prompt}{question}\n{choices_str}{post_prompt}"
+
+
+def illusionvqa_doc_to_target(doc):
+    len_choices = len(doc["options"])
+    options = [chr(ord("A") + i) for i in range(len_choices)]
+    return options[doc["options"].index(doc["answer"])]
 
 
 # -- wemath/wemath_utils.py, wemath/reasoning/utils.py wemath_aggregate_results (pandas) ------------------
@@ -3661,6 +3686,22 @@ class Reimplementation(MathReimplementation, _Harness):
         ]
         return [ai2d_doc_to_text(d, AI2D_KWARGS) for d in docs], {"exact_match": _mean(scores)}
 
+    def _illusionvqa(self, docs, responses, reasoning_tags, task):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags, task)
+        scores = [
+            exact_match_hf_evaluate([r], [illusionvqa_doc_to_target(d)], ignore_case=True, ignore_punctuation=True)[
+                "exact_match"
+            ]
+            for d, r in zip(docs, responses, strict=True)
+        ]
+        return [illusionvqa_doc_to_text(d, ILLUSIONVQA_KWARGS) for d in docs], {"exact_match": _mean(scores)}
+
+    def illusionvqa_comprehension(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._illusionvqa(docs, responses, reasoning_tags, "illusionvqa_comprehension")
+
+    def illusionvqa_soft_localization(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        return self._illusionvqa(docs, responses, reasoning_tags, "illusionvqa_soft_localization")
+
     def _mmerealworld(self, docs, responses, reasoning_tags, heading, instruction):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [
@@ -4477,7 +4518,8 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
+    "fsc147": fsc147_doc_to_target, "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 
 

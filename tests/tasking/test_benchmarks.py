@@ -664,7 +664,8 @@ def _hostile(name: str, sample) -> list[str]:
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
-             "vlmsareblind": _vlmsareblind_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
+             "vlmsareblind": _vlmsareblind_responses,
+             "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
              "where2place": _where2place_responses, "refspatial": _where2place_responses,
@@ -1478,7 +1479,9 @@ def _pope_responses(sample):
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
-     ("vlmsareblind", _vlmsareblind_responses), ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
+     ("vlmsareblind", _vlmsareblind_responses),
+     ("illusionvqa_comprehension", _ai2d_responses), ("illusionvqa_soft_localization", _ai2d_responses),
+     ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
      ("chartqapro", _chartqapro_responses), ("viewspatial", _viewspatial_responses),
      ("omni_spatial", _omni_spatial_responses), ("mindcube_full", _mindcube_responses),
@@ -1634,6 +1637,19 @@ def test_vlmsareblind_with_no_right_answer_reports_a_task_mean_of_0_where_lmms_e
     with pytest.raises(ZeroDivisionError):
         vlmsareblind_aggregate_by_task(wrong)
     assert task.metrics(samples, ["{z9}"] * 4) == {"accuracy": 0.0, "accuracy_by_task/task_mean": 0.0}
+
+
+def test_an_illusionvqa_row_whose_answer_is_no_option_is_skipped_and_named_where_lmms_eval_raises(tmp_path):
+    from lmms_eval_reference import illusionvqa_doc_to_target
+
+    task = make_task(TaskConfig(name="illusionvqa_comprehension"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["answer"] = "none of them"
+    with pytest.raises(ValueError):
+        illusionvqa_doc_to_target(rows[1])
+    _, split = _read_rows("illusionvqa_comprehension", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'none of them'" in str(split.errors[0])
+    assert task.metrics(split.samples, [s.solution for s in split.samples]) == {"exact_match": 1.0}
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
