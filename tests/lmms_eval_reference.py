@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py, osworld_g/utils.py,
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1582,6 +1582,89 @@ def vlmsareblind_aggregate_by_task(results):
     task_accuracy = {task: task_correct[task] / task_total[task] for task in task_correct}
     task_accuracy["task_mean"] = sum(task_accuracy.values()) / len(task_accuracy)
     return task_accuracy
+
+
+# -- osworld_g/utils.py (its _parse_point is screenspot_v2's, Reimplementation._point) ------------------------
+def osworld_g_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    instruction = doc.get("instruction", "")
+    return (
+        "Identify the UI target for the instruction and output exactly one click point as [x, y]. "
+        "You may use either normalized coordinates in [0, 1] or absolute pixel coordinates. "
+        "If the target does not exist, output [-1, -1].\n"
+        f"Instruction: {instruction}"
+    )
+
+
+def osworld_g_to_absolute_point(point_xy, width, height):
+    x, y = point_xy
+    if 0 <= x <= 1 and 0 <= y <= 1:
+        return x * width, y * height
+    return x, y
+
+
+def osworld_g_point_in_bbox(point_xy, bbox_xywh):
+    x, y = point_xy
+    left, top, box_w, box_h = bbox_xywh
+    right = left + box_w
+    bottom = top + box_h
+    return left <= x <= right and top <= y <= bottom
+
+
+def osworld_g_point_in_polygon(point_xy, polygon):
+    x, y = point_xy
+    if len(polygon) == 4:
+        left, top, right, bottom = polygon
+        if left > right:
+            left, right = right, left
+        if top > bottom:
+            top, bottom = bottom, top
+        return left <= x <= right and top <= y <= bottom
+    if len(polygon) % 2 != 0:
+        return False
+    n = len(polygon) // 2
+    if n < 3:
+        return False
+    inside = False
+    j = n - 1
+    for i in range(n):
+        xi, yi = polygon[i * 2], polygon[i * 2 + 1]
+        xj, yj = polygon[j * 2], polygon[j * 2 + 1]
+        intersects = (yi > y) != (yj > y)
+        if intersects:
+            x_cross = (xj - xi) * (y - yi) / (yj - yi) + xi
+            if x < x_cross:
+                inside = not inside
+        j = i
+    return inside
+
+
+def osworld_g_process_results(doc, result, parse_point):
+    prediction = result[0] if result else ""
+    parsed = parse_point(prediction)
+    image_size = doc.get("image_size")
+    if isinstance(image_size, list) and len(image_size) == 2 and image_size[0] > 0 and image_size[1] > 0:
+        width, height = image_size[0], image_size[1]
+    else:
+        width, height = doc["image"].convert("RGB").size
+    box_type = str(doc.get("box_type", "")).lower()
+    is_correct = False
+    if parsed is not None:
+        point_abs = osworld_g_to_absolute_point(parsed, width, height)
+        if box_type == "bbox":
+            is_correct = osworld_g_point_in_bbox(point_abs, doc.get("box_coordinates", [0, 0, 0, 0]))
+        elif box_type == "polygon":
+            is_correct = osworld_g_point_in_polygon(point_abs, doc.get("box_coordinates", []))
+        elif box_type == "refusal":
+            is_correct = point_abs[0] < 0 and point_abs[1] < 0
+    record = {"correct": is_correct, "box_type": box_type}
+    return {"osworld_g_acc": record, "osworld_g_bbox_acc": record, "osworld_g_polygon_acc": record, "osworld_g_refusal_acc": record}  # fmt: skip
+
+
+def osworld_g_aggregate(results, target_type=None):
+    filtered = [r for r in results if target_type is None or r.get("box_type") == target_type]
+    if not filtered:
+        return 0.0
+    return sum(1 for r in filtered if r.get("correct")) / len(filtered)
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3791,6 +3874,14 @@ class Reimplementation(MathReimplementation, _Harness):
                 metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
         return [screenspot_rec_doc_to_text(d) for d in docs], metrics
 
+    def osworld_g(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [osworld_g_process_results(d, [r], self._point) for d, r in zip(docs, responses, strict=True)]
+        metrics = {"osworld_g_acc": osworld_g_aggregate([i["osworld_g_acc"] for i in items])}
+        for kind in ("bbox", "polygon", "refusal"):
+            metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
+        return [osworld_g_doc_to_text(d) for d in docs], metrics
+
     def vlmsareblind(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """`accuracy`, and `accuracy_by_task`'s dict, each entry as vlrl names it
         (accuracy_by_task/<task>)."""
@@ -4518,7 +4609,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "fsc147": fsc147_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
     "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 

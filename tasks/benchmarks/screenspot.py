@@ -247,7 +247,7 @@ class _ScreenSpot(Benchmark):
         return str(item.get(self._type_key, "")).lower()
 
     def synthetic_rows(self, size: int, seed: int):
-        return (self._synthetic_row(*screen) for screen in _screens(size, seed))
+        return (self._synthetic_row(*screen) for screen in synthetic_screens(size, seed))
 
 
 class ScreenSpotV2(_ScreenSpot):
@@ -358,7 +358,7 @@ class ScreenSpotRec(Benchmark):
         }
 
     def synthetic_rows(self, size: int, seed: int):
-        for image, (x1, y1, x2, y2), kind, platform, index in _screens(size, seed):
+        for image, (x1, y1, x2, y2), kind, platform, index in synthetic_screens(size, seed):
             width, height = image.size
             if index % 4 == 3:  # a region from the corner: the origin, where no box reads, lies in it
                 x1, y1 = 0, 0
@@ -373,7 +373,7 @@ def _accuracy(items: list[dict]) -> float:
     return sum(1 for item in items if item.get("correct")) / len(items) if items else 0.0
 
 
-def _screens(size: int, seed: int):
+def synthetic_screens(size: int, seed: int):
     """(screenshot, element box x1y1x2y2 in pixels, text | icon, platform, index)."""
     rng = np.random.default_rng(seed)
     for index in range(size):

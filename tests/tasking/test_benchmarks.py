@@ -389,6 +389,14 @@ def test_coords_model_asks_and_reads_the_models_own_frame(frame, tmp_path):
     responses = [str(s.frame.point_to_model(c)) for s, c in zip(samples, centers, strict=True)]
     assert task.metrics(samples, responses)["screenspot_pro_action_acc"] == 1.0
     assert words.split()[-1] in samples[0].problem and "within [0, 1]" not in samples[0].problem
+    task, samples, _ = _load("osworld_g", tmp_path / "osworld", size=5, seed=4, frame=frame, coords="model")
+    boxes = [s.solution["box"] if s.solution["type"] == "bbox" else [0, 0, 1, 1] for s in samples]
+    k = [s.solution["size"][0] / s.frame.width for s in samples]  # the boxes in image_size's pixels
+    centers = [[(b[0] + b[2] / 2) / f, (b[1] + b[3] / 2) / f] for b, f in zip(boxes, k, strict=True)]
+    responses = [str(s.frame.point_to_model(c)) for s, c in zip(samples, centers, strict=True)]
+    assert (
+        task.metrics(samples, responses)["osworld_g_bbox_acc"] == 1.0 and "You may use either" not in samples[0].problem
+    )
     task, samples, _ = _load("screenspot_rec_test", tmp_path / "rec", size=4, seed=4, frame=frame, coords="model")
     boxes = [s.frame.box_to_model([s.solution[0] * s.frame.width, s.solution[1] * s.frame.height,
                                    s.solution[2] * s.frame.width, s.solution[3] * s.frame.height]) for s in samples]  # fmt: skip
@@ -664,7 +672,7 @@ def _hostile(name: str, sample) -> list[str]:
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
-             "vlmsareblind": _vlmsareblind_responses,
+             "vlmsareblind": _vlmsareblind_responses, "osworld_g": _osworld_g_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
@@ -1185,6 +1193,24 @@ def _vlmsareblind_responses(sample):
             f"so: {answer}"]  # fmt: skip
 
 
+def _osworld_g_responses(sample):
+    """A point inside the target in pixels and normalized, on an edge, outside, the refusal, a
+    <bbox> tag, a box's four numbers, x=/y=, none."""
+    truth, (w, h) = sample.solution, sample.solution["size"]
+    box = truth["box"]
+    if truth["type"] == "bbox":
+        cx, cy = box[0] + box[2] / 2, box[1] + box[3] / 2
+    elif truth["type"] == "polygon" and len(box) == 4:
+        cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    elif truth["type"] == "polygon":
+        cx, cy = (box[0] + box[2] + box[4]) / 3, (box[1] + box[3] + box[5]) / 3  # the triangle's centroid
+    else:
+        cx, cy = w / 2, h / 2
+    return [f"[{cx:.0f}, {cy:.0f}]", f"[{cx / w:.4f}, {cy / h:.4f}]", "[-1, -1]", f"<bbox>{cx - 2:.0f} {cy - 2:.0f} {cx + 2:.0f} {cy + 2:.0f}</bbox>",
+            f"x={cx:.1f}, y={cy:.1f}", "[0.99, 0.01]", f"the box is {cx - 1:.0f} {cy - 1:.0f} {cx + 1:.0f} {cy + 1:.0f}",
+            "no target", f"[{box[0] if box else 0:.0f}, {box[1] if box else 0:.0f}]", "(-1, 5)", f"[{cx:.0f} {cy:.0f}]"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1479,7 +1505,7 @@ def _pope_responses(sample):
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
-     ("vlmsareblind", _vlmsareblind_responses),
+     ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
      ("illusionvqa_comprehension", _ai2d_responses), ("illusionvqa_soft_localization", _ai2d_responses),
      ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
@@ -1650,6 +1676,16 @@ def test_an_illusionvqa_row_whose_answer_is_no_option_is_skipped_and_named_where
     _, split = _read_rows("illusionvqa_comprehension", rows, task.schema, task.split, tmp_path)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'none of them'" in str(split.errors[0])
     assert task.metrics(split.samples, [s.solution for s in split.samples]) == {"exact_match": 1.0}
+
+
+def test_osworld_g_scales_a_normalized_point_by_the_rows_image_size_not_the_images(tmp_path):
+    task, samples, path = _load("osworld_g", tmp_path, size=5, seed=1)
+    doc, sample = _docs(task, path)[4], samples[4]  # a bbox row whose image_size is twice its image's
+    width, height = doc["image_size"]
+    assert doc["box_type"] == "bbox" and (width, height) == (2 * sample.frame.width, 2 * sample.frame.height)
+    x, y, w, h = doc["box_coordinates"]
+    response = f"[{(x + w / 2) / width:.4f}, {(y + h / 2) / height:.4f}]"
+    assert task.metrics([sample], [response])["osworld_g_acc"] == 1.0
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
