@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py, osworld_g/utils.py,
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1665,6 +1665,98 @@ def osworld_g_aggregate(results, target_type=None):
     if not filtered:
         return 0.0
     return sum(1 for r in filtered if r.get("correct")) / len(filtered)
+
+
+# -- visualwebbench/{prompts.py, utils.py} (the accuracy tasks) ------------------------------------------
+VISUALWEBBENCH_PROMPTS = {
+    "element_ground": """In this website screenshot, I have labeled IDs for some HTML elements as candicates. Tell me which one best matches the description: {element_desc}
+
+You should directly tell me your choice in a single uppercase letter, and do not output any explanation or any other contents.
+""",
+    "action_prediction": """You are given a screenshot of a webpage with a red rectangle bounding box. The [x1, y1, x2, y2] coordinates of the bounding box is {bbox_ratio}.
+Please select the best webpage description that matches the new webpage after clicking the selected element in the bounding box:
+{choices_text}
+
+You should directly tell me your choice in a single uppercase letter, and do not output any explanation or any other contents.
+""",
+    "action_ground": """In this website screenshot, I have labeled IDs for some HTML elements as candicates. Tell me which one I should click to complete the following task: {instruction}
+
+You should directly tell me your choice in a single uppercase letter, and do not output any explanation or any other contents.
+""",
+}
+
+
+def visualwebbench_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    prompt = VISUALWEBBENCH_PROMPTS[doc["task_type"]]
+    if doc["task_type"] == "element_ground":
+        cur_prompt = prompt.format(element_desc=doc["elem_desc"])
+    elif doc["task_type"] == "action_prediction":
+        cur_prompt = prompt.format(bbox_ratio=doc["bbox"], choices_text=doc["options"])
+    elif doc["task_type"] == "action_ground":
+        cur_prompt = prompt.format(instruction=doc["instruction"])
+    return cur_prompt
+
+
+def visualwebbench_doc_to_target(doc):
+    if "answer" in doc:
+        return doc["answer"]
+    elif "target" in doc:
+        return doc["target"]
+    else:
+        return ""
+
+
+def visualwebbench_parse_multi_choice_response(response, all_choices):
+    if len(response) == 1:
+        return response.upper()
+    elif not response:
+        return "a"
+    elif re.match(r"[A-Z]\.", response):
+        return response[0]
+    for char in [",", ".", "!", "?", ";", ":", "'", '"']:
+        response = response.replace(char, "")
+    response = " " + response + " "
+    ans_with_brack = False
+    candidates = []
+    for choice in all_choices:
+        if f"({choice})" in response:
+            candidates.append(choice)
+            ans_with_brack = True
+    if len(candidates) == 0:
+        for choice in all_choices:
+            if f" {choice} " in response:
+                candidates.append(choice)
+    if len(candidates) == 0:
+        pred_index = "z"
+    elif len(candidates) > 1:
+        start_indexes = []
+        if ans_with_brack:
+            for can in candidates:
+                index = response.rfind(f"({can})")
+                start_indexes.append(index)
+        else:
+            for can in candidates:
+                index = response.rfind(f" {can} ")
+                start_indexes.append(index)
+        pred_index = candidates[np.argmax(start_indexes)]
+    else:
+        pred_index = candidates[0]
+    return pred_index
+
+
+def visualwebbench_process_results_accuracy(doc, results):
+    pred = results[0] if len(results) > 0 else ""
+    gold = doc["answer"] if "answer" in doc else doc.get("target", 0)
+    cur_pred = visualwebbench_parse_multi_choice_response(pred, [chr(ord("A") + i) for i in range(8)])
+    try:
+        if ord("A") <= ord(cur_pred) <= ord("Z"):
+            cur_pred = ord(cur_pred) - ord("A")
+        else:
+            cur_pred = -1
+    except:  # noqa: E722 (as there)
+        cur_pred = -1
+    is_correct = cur_pred == gold
+    return {"accuracy": 100.0 if is_correct else 0.0}
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3874,6 +3966,13 @@ class Reimplementation(MathReimplementation, _Harness):
                 metrics |= {f"screenspot_{key}": value for key, value in printed.items() if key != name}
         return [screenspot_rec_doc_to_text(d) for d in docs], metrics
 
+    def visualwebbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [
+            visualwebbench_process_results_accuracy(d, [r])["accuracy"] for d, r in zip(docs, responses, strict=True)
+        ]
+        return [visualwebbench_doc_to_text(d) for d in docs], {"accuracy": sum(scores) / len(scores)}
+
     def osworld_g(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         items = [osworld_g_process_results(d, [r], self._point) for d, r in zip(docs, responses, strict=True)]
@@ -4609,7 +4708,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "fsc147": fsc147_doc_to_target, "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
     "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 

@@ -632,6 +632,8 @@ def _lmms_eval_method(name: str) -> str | None:
         return "blink"
     if name.startswith("mindcube_"):
         return "mindcube"
+    if name.startswith("visualwebbench_"):
+        return "visualwebbench"
     if name.startswith("refspatial_"):
         return "refspatial_json" if name.endswith("_json") else "refspatial"
     return name
@@ -673,6 +675,7 @@ def _hostile(name: str, sample) -> list[str]:
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
              "vlmsareblind": _vlmsareblind_responses, "osworld_g": _osworld_g_responses,
+             "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
              "omni_spatial": _omni_spatial_responses, "mindcube": _mindcube_responses,
@@ -1211,6 +1214,15 @@ def _osworld_g_responses(sample):
             "no target", f"[{box[0] if box else 0:.0f}, {box[1] if box else 0:.0f}]", "(-1, 5)", f"[{cx:.0f} {cy:.0f}]"]  # fmt: skip
 
 
+def _visualwebbench_responses(sample):
+    """parse_multi_choice_response's readings: a lone letter (any case), "X." first, "(X)" (the
+    last of several), " X " (the last), punctuation dropped, none (empty, "ß": -1), a letter past H."""
+    letter, other = "ABCDEFGH"[sample.solution], "B" if sample.solution != 1 else "C"
+    return [letter, letter.lower(), f"{letter}. yes", f"({other}) or ({letter})", f"so {other} then {letter}",
+            f"{letter}!", f"I pick {letter}.", "", "\u00df", f"({letter}) not ({other})", f"{letter}{other}",
+            "Z", f"{other} and {letter}, {other}", f"'{letter}'"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1506,6 +1518,9 @@ def _pope_responses(sample):
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
+     ("visualwebbench_element_ground", _visualwebbench_responses),
+     ("visualwebbench_action_prediction", _visualwebbench_responses),
+     ("visualwebbench_action_ground", _visualwebbench_responses),
      ("illusionvqa_comprehension", _ai2d_responses), ("illusionvqa_soft_localization", _ai2d_responses),
      ("3dsrbench", _threedsr_responses), ("3dsrbench_circular", _threedsr_responses),
      ("spatial457_l1_single", _spatial457_responses), ("spatial457_l5_collision", _spatial457_responses),
