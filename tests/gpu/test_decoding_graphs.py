@@ -3,7 +3,8 @@ the same step run eagerly samples, from the same seed, leaving the generator whe
 decoding leaves it; and a graph captured before an optimizer step, replayed after it, samples
 from the updated weights (the optimizer writes the parameters in place, and a graph reads them
 by address); for a LoRA policy decoding merged, from the re-merged weights; and the static
-step's lean forward (static.LeanStaticStep) samples what the model's forward does. At the mid-size
+step's lean forward (static.LeanStaticStep) samples what the model's forward does; so does a
+float32 output layer (model.lm_head_fp32) replayed from its graphs. At the mid-size
 shape in bf16: the graph replays the eager step's kernels, so the tokens must agree exactly and
 the log-probs to float32 rounding.
 
@@ -26,6 +27,7 @@ from tests.rollout.test_hf_engine import prompt_slots
 from vlrl.config import LoraConfig, ModelConfig
 from vlrl.data.records import load_split
 from vlrl.models.decode_step import ModelStep
+from vlrl.models.float32_head import Float32Head
 from vlrl.models.loading import core_model, frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import SamplingParams
@@ -149,6 +151,30 @@ def assert_graphs_sample_as_eager(setup, device, graphs_options: HFOptions = GRA
 
 def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     assert_graphs_sample_as_eager(setup, device)
+
+
+@pytest.fixture
+def float32_head(setup):
+    """The setup's model with its output layer computing in float32 (model.lm_head_fp32) for
+    one test, the layer's own class back after it."""
+    head = core_model(setup[0]).get_output_embeddings()
+    head.__class__ = Float32Head
+    yield setup
+    head.__class__ = torch.nn.Linear
+
+
+def test_a_float32_heads_product_is_captured_and_replays_what_the_eager_step_samples(float32_head, device):
+    """model.lm_head_fp32 under CUDA graphs: the upcast weight and the float32 product are inside
+    the capture, every decoding step draws from float32 logits, and the replays sample what the
+    step run eagerly samples."""
+    drawn_from: list[torch.dtype] = []
+    head = core_model(float32_head[0]).get_output_embeddings()
+    handle = head.register_forward_hook(lambda module, inputs, output: drawn_from.append(output.dtype))
+    try:
+        assert_graphs_sample_as_eager(float32_head, device)
+    finally:
+        handle.remove()
+    assert drawn_from and set(drawn_from) == {torch.float32}
 
 
 def test_each_window_of_the_cache_is_captured_and_replays_what_the_eager_step_samples(setup, device):
