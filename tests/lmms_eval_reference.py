@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1757,6 +1757,56 @@ def visualwebbench_process_results_accuracy(doc, results):
         cur_pred = -1
     is_correct = cur_pred == gold
     return {"accuracy": 100.0 if is_correct else 0.0}
+
+
+# -- vlms_are_biased/utils.py ------------------------------------------------------------------------------
+def vlms_are_biased_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if lmms_eval_specific_kwargs is None:
+        lmms_eval_specific_kwargs = {}
+    prompt = doc.get("prompt", "")
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "")
+    return f"{pre_prompt}{prompt}{post_prompt}"
+
+
+def vlms_are_biased_process_results(doc, results):
+    pred = results[0].strip()
+    ground_truth = str(doc["ground_truth"]).strip()
+    expected_bias = str(doc["expected_bias"]).strip()
+    topic = doc.get("topic", "unknown")
+    pred_normalized = pred.lower().strip("{}").strip()
+    gt_normalized = ground_truth.lower().strip("{}").strip()
+    bias_normalized = expected_bias.lower().strip("{}").strip()
+    is_correct = pred_normalized == gt_normalized
+    matches_bias = pred_normalized == bias_normalized
+    if not is_correct and not matches_bias:
+        pred_numbers = "".join(c for c in pred_normalized if c.isdigit())
+        gt_numbers = "".join(c for c in gt_normalized if c.isdigit())
+        bias_numbers = "".join(c for c in bias_normalized if c.isdigit())
+        if pred_numbers and gt_numbers:
+            is_correct = pred_numbers == gt_numbers
+        if pred_numbers and bias_numbers:
+            matches_bias = pred_numbers == bias_numbers
+    return {"accuracy": float(is_correct), "bias_ratio": float(matches_bias), "accuracy_by_topic": {"topic": topic, "correct": is_correct}}  # fmt: skip
+
+
+def vlms_are_biased_aggregate_by_topic(results):
+    topic_correct = defaultdict(int)
+    topic_total = defaultdict(int)
+    for result in results:
+        topic = result["topic"]
+        correct = result["correct"]
+        topic_total[topic] += 1
+        if correct:
+            topic_correct[topic] += 1
+    topic_accuracy = {}
+    for topic in topic_total:
+        accuracy = topic_correct[topic] / topic_total[topic]
+        topic_accuracy[topic] = accuracy
+    total_correct = sum(topic_correct.values())
+    total = sum(topic_total.values())
+    topic_accuracy["overall"] = total_correct / total if total > 0 else 0.0
+    return topic_accuracy
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -3981,6 +4031,15 @@ class Reimplementation(MathReimplementation, _Harness):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
 
+    def vlms_are_biased(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """`accuracy`, `bias_ratio`, and `accuracy_by_topic`'s dict, each entry as vlrl names it."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [vlms_are_biased_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {m: _mean([i[m] for i in items]) for m in ("accuracy", "bias_ratio")}
+        by_topic = vlms_are_biased_aggregate_by_topic([i["accuracy_by_topic"] for i in items])
+        metrics |= {f"accuracy_by_topic/{topic}": share for topic, share in by_topic.items()}
+        return [vlms_are_biased_doc_to_text(d) for d in docs], metrics
+
     def vlmsareblind(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """`accuracy`, and `accuracy_by_task`'s dict, each entry as vlrl names it
         (accuracy_by_task/<task>)."""
@@ -4708,7 +4767,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "fsc147": fsc147_doc_to_target, "vlms_are_biased": "ground_truth", "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
     "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 

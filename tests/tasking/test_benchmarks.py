@@ -674,7 +674,7 @@ def _hostile(name: str, sample) -> list[str]:
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
-             "vlmsareblind": _vlmsareblind_responses, "osworld_g": _osworld_g_responses,
+             "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses, "osworld_g": _osworld_g_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -1223,6 +1223,15 @@ def _visualwebbench_responses(sample):
             "Z", f"{other} and {letter}, {other}", f"'{letter}'"]  # fmt: skip
 
 
+def _vlms_are_biased_responses(sample):
+    """The truth in braces and cases, the bias, digits among words (either's), superscript digits
+    (str.isdigit), no digits, none."""
+    truth, bias = sample.solution["answer"], sample.solution["bias"]
+    return [f"{{{truth}}}", truth.upper(), f"{{{bias}}}", f"{{ {truth} }}", f"I count {truth} of them",
+            f"about {bias}", f"{{{{{truth}}}}}", "\u00b2", "many", "", f"{truth}{bias}", f" {{{truth}}}.",
+            f"{truth}\u00b2 of them"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1518,6 +1527,7 @@ def _pope_responses(sample):
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
+     ("vlms_are_biased", _vlms_are_biased_responses),
      ("visualwebbench_element_ground", _visualwebbench_responses),
      ("visualwebbench_action_prediction", _visualwebbench_responses),
      ("visualwebbench_action_ground", _visualwebbench_responses),
