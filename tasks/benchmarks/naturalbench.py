@@ -100,11 +100,12 @@ class NaturalBench(Benchmark):
         kind = ctx.get(record, "Question_Type", str, "yes_no or multiple_choice")
         if kind not in SUFFIX:
             raise ctx.error(f"Question_Type must be yes_no or multiple_choice, got {kind!r}"[:200])
-        if record["Index"] < 0:
-            raise ctx.error(f"Index must be >= 0 (rows 4g ... 4g + 3 form group g), got {record['Index']}")
+        index = ctx.get(record, "Index", int, "the row's place: rows 4g ... 4g + 3 form group g")
+        if index < 0:
+            raise ctx.error(f"Index must be >= 0 (rows 4g ... 4g + 3 form group g), got {index}")
         question = ctx.get(record, "Question", str, "the question") + " " + SUFFIX[kind]
         image = record_image({"image": record["Image"]}, ctx)
-        return row_sample(self.name, ctx, question, {"index": record["Index"], "type": kind}, [image])
+        return row_sample(self.name, ctx, question, {"index": index, "type": kind}, [image])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         truth = sample.solution

@@ -1649,13 +1649,14 @@ def test_naturalbench_scores_its_complete_groups_of_four_in_any_row_order_where_
     assert twice["naturalbench_G_ACC"] == 0.0  # the first group, a row repeated, is left out: the second is wrong
 
 
-def test_a_naturalbench_row_of_another_question_type_is_skipped_and_named(tmp_path):
+def test_a_naturalbench_row_of_another_question_type_or_without_an_index_is_skipped_and_named(tmp_path):
     task = make_task(TaskConfig(name="naturalbench"))
     rows = list(task.synthetic_rows(4, 0))
     rows[2]["Question_Type"] = "open"
+    rows[3]["Index"] = None
     _, split = _read_rows("naturalbench", rows, task.schema, task.split, tmp_path)
-    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 2"] and "'open'" in str(split.errors[0])
-    assert len(split.samples) == 3
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 2", "row 3"] and "'open'" in str(split.errors[0])
+    assert "'Index'" in str(split.errors[1]) and len(split.samples) == 2
 
 
 def test_an_fsc147_number_too_large_for_a_float_reads_as_none_where_lmms_eval_fails(tmp_path):
