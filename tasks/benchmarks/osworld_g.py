@@ -107,7 +107,7 @@ class OSWorldG(Benchmark):
         if (box is None and box_type in ("bbox", "polygon")) or (box_type == "bbox" and len(box) != 4):
             raise ctx.error(f"box_coordinates of a {box_type} must be {BOX_WORDS[box_type]}, got {box!r}"[:200])
         coords = LMMS_EVAL_COORDS if self.options.coords == "lmms_eval" else f"Use {COORDS[frame.kind]}."
-        prompt = PROMPT.format(coords=coords, instruction=record.get("instruction") or "")
+        prompt = PROMPT.format(coords=coords, instruction=record.get("instruction", ""))  # null: "None", as there
         truth = {"type": box_type, "box": list(box or []), "size": [width, height]}
         return [Sample(id=str(record.get("id", ctx.index)), task=self.name, problem=prompt, solution=truth,
                        images=[path], frame=frame, source=ctx.source)]  # fmt: skip

@@ -318,7 +318,7 @@ class ScreenSpotRec(Benchmark):
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         path, width, height = record_image(record, ctx)
         bbox = record["bbox"]
-        if len(bbox) != 4:
+        if not isinstance(bbox, list) or len(bbox) != 4 or None in bbox:
             raise ctx.error(f"bbox must be 4 numbers [x1, y1, x2, y2] in [0, 1], got {bbox!r}"[:200])
         frame = ctx.frame_spec.frame(width, height)
         values = REC_COORDS["lmms_eval" if self.options.coords == "lmms_eval" else frame.kind]

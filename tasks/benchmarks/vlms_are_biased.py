@@ -80,7 +80,8 @@ class VLMsAreBiased(Benchmark):
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         truth = {"answer": str(record["ground_truth"]), "bias": str(record["expected_bias"]),
                  "topic": record.get("topic", "unknown")}  # fmt: skip
-        return row_sample(self.name, ctx, record.get("prompt") or "", truth, [record_image(record, ctx)])
+        prompt = f"{record.get('prompt', '')}"  # a null prompt: "None", as there
+        return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
         truth = sample.solution

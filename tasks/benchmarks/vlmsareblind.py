@@ -96,7 +96,7 @@ class VLMsAreBlind(Benchmark):
             "answer": ctx.get(record, "groundtruth", str, "the answer"),
             "task": ctx.get(record, "task", str, "the task"),
         }
-        prompt = (record.get("prompt") or "") + POST_PROMPT
+        prompt = f"{record.get('prompt', '')}{POST_PROMPT}"  # a null prompt: "None", as there
         return row_sample(self.name, ctx, prompt, truth, [record_image(record, ctx)])
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:

@@ -1714,6 +1714,15 @@ def test_osworld_g_scales_a_normalized_point_by_the_rows_image_size_not_the_imag
     assert task.metrics([sample], [response])["osworld_g_acc"] == 1.0
 
 
+def test_a_screenspot_row_without_a_four_number_box_is_skipped_and_named(tmp_path):
+    task = make_task(TaskConfig(name="screenspot_rec_test"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[0]["bbox"], rows[2]["bbox"] = None, [0.1, 0.2, 0.3]
+    _, split = _read_rows("screenspot_rec_test", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 0", "row 2"] and len(split.samples) == 1
+    assert all("bbox must be 4 numbers" in str(e) for e in split.errors)
+
+
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
     from lmms_eval_reference import spatial457_check_correctness
 
