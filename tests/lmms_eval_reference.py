@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1807,6 +1807,100 @@ def vlms_are_biased_aggregate_by_topic(results):
     total = sum(topic_total.values())
     topic_accuracy["overall"] = total_correct / total if total > 0 else 0.0
     return topic_accuracy
+
+
+# -- vmcbench/utils.py --------------------------------------------------------------------------------------
+VMCBENCH_KWARGS = {
+    "pre_prompt": "",
+    "post_prompt": "Answer with the option's letter from the given choices directly.\n",
+}
+VMCBENCH_CATEGORY_MAP = {
+    "SEEDBench": "general", "MMStar": "general", "A-OKVQA": "general", "VizWiz": "general", "MMVet": "general",
+    "VQAv2": "general", "OKVQA": "general", "MMMU": "reason", "MathVista": "reason", "ScienceQA": "reason",
+    "RealWorldQA": "reason", "GQA": "reason", "MathVision": "reason", "TextVQA": "ocr", "OCRVQA": "ocr", "AI2D": "doc",
+    "ChartQA": "doc", "DocVQA": "doc", "InfoVQA": "doc", "TableVQABench": "doc",
+}  # fmt: skip
+
+
+def vmcbench_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    question = doc["question"]
+    options = {cand: doc[cand] for cand in "ABCD"}
+    options_prompt = "Options:\n"
+    for key, item in options.items():
+        options_prompt += f"{key}. {item}\n"
+    prompt = f"Question: {question}\n{options_prompt}"
+    if "pre_prompt" in lmms_eval_specific_kwargs and lmms_eval_specific_kwargs["pre_prompt"] != "":
+        prompt = f"{lmms_eval_specific_kwargs['pre_prompt']}{prompt}"
+    if "post_prompt" in lmms_eval_specific_kwargs and lmms_eval_specific_kwargs["post_prompt"] != "":
+        prompt = f"{prompt}{lmms_eval_specific_kwargs['post_prompt']}"
+    return prompt
+
+
+def vmcbench_parse_multi_choice_response(response, all_choices, index2ans, rng):
+    """parse_multi_choice_response, its random.choice drawn from `rng`."""
+    response = str(response)
+    for char in [",", ".", "!", "?", ";", ":", "'"]:
+        response = response.strip(char)
+    response = " " + response + " "
+    index_ans = True
+    ans_with_brack = False
+    candidates = []
+    for choice in all_choices:
+        if f"({choice})" in response or f"{choice}. " in response:
+            candidates.append(choice)
+            ans_with_brack = True
+    if len(candidates) == 0:
+        for choice in all_choices:
+            if f" {choice} " in response:
+                candidates.append(choice)
+    if len(candidates) == 0 and len(response.split()) > 5:
+        for index, ans in index2ans.items():
+            if ans.lower() in response.lower():
+                candidates.append(index)
+                index_ans = False
+    if len(candidates) == 0:
+        pred_index = rng.choice(all_choices)
+    elif len(candidates) > 1:
+        start_indexes = []
+        if index_ans:
+            if ans_with_brack:
+                for can in candidates:
+                    index = response.rfind(f"({can})")
+                    start_indexes.append(index)
+            else:
+                for can in candidates:
+                    index = response.rfind(f" {can} ")
+                    start_indexes.append(index)
+        else:
+            for can in candidates:
+                index = response.lower().rfind(index2ans[can].lower())
+                start_indexes.append(index)
+        pred_index = candidates[np.argmax(start_indexes)]
+    else:
+        pred_index = candidates[0]
+    return pred_index
+
+
+def vmcbench_process_results(doc, results):
+    response = results[0]
+    all_choices = []
+    for i in range(4):
+        all_choices.append(chr(65 + i))
+    index2ans = {index: doc[index] for index in all_choices}
+    pred_index = vmcbench_parse_multi_choice_response(response, all_choices, index2ans, random.Random(doc["index"]))
+    answer = doc["answer"]
+    score = int(pred_index == answer)
+    category = doc["category"]
+    main_category = VMCBENCH_CATEGORY_MAP[category]
+    return {
+        main_category: {"question_id": doc["index"], "category": category, "score": score},
+        "average": {"question_id": doc["index"], "category": category, "score": score},
+    }
+
+
+def vmcbench_aggregate_results(results):
+    scores = [result["score"] for result in results]
+    return sum(scores) / len(scores)
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -4030,6 +4124,16 @@ class Reimplementation(MathReimplementation, _Harness):
         for kind in ("bbox", "polygon", "refusal"):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
+
+    def vmcbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """Each metric of the yaml aggregated over the values process_results gave it (a group
+        no row gave one is not reported, as the evaluator aggregates only what it was given)."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [vmcbench_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        names = ("general", "reason", "doc", "ocr", "average")
+        given = {m: [i[m] for i in items if m in i] for m in names}
+        metrics = {m: vmcbench_aggregate_results(values) for m, values in given.items() if values}
+        return [vmcbench_doc_to_text(d, VMCBENCH_KWARGS) for d in docs], metrics
 
     def vlms_are_biased(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """`accuracy`, `bias_ratio`, and `accuracy_by_topic`'s dict, each entry as vlrl names it."""

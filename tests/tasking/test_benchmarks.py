@@ -674,7 +674,8 @@ def _hostile(name: str, sample) -> list[str]:
              "VisualPuzzles_cot": _puzzle_responses, "mmsi_bench": _mmsi_responses,
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
-             "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses, "osworld_g": _osworld_g_responses,
+             "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses,
+             "vmcbench": _vmcbench_responses, "osworld_g": _osworld_g_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -1232,6 +1233,16 @@ def _vlms_are_biased_responses(sample):
             f"{truth}\u00b2 of them"]  # fmt: skip
 
 
+def _vmcbench_responses(sample):
+    """The letter alone, "X.", "(X)", "X. text", two letters (the last bracketed, or the first of
+    "X. " ones), an option's text in a long answer, stripped punctuation, none (a seeded draw)."""
+    letter, options = sample.solution["answer"], sample.solution["options"]
+    other = "A" if letter != "A" else "B"
+    return [letter, f"{letter}.", f"({letter})", f"{letter}. {options[letter]}", f"({other}) no, ({letter})",
+            f"{other}. no, {letter}. yes", f"I think it is {options[letter]} in the end", "no idea", "",
+            f"'{letter}'!", f"{letter} or {other}", f"the answer is clearly {options[other]} here"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1527,7 +1538,7 @@ def _pope_responses(sample):
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
-     ("vlms_are_biased", _vlms_are_biased_responses),
+     ("vlms_are_biased", _vlms_are_biased_responses), ("vmcbench", _vmcbench_responses),
      ("visualwebbench_element_ground", _visualwebbench_responses),
      ("visualwebbench_action_prediction", _visualwebbench_responses),
      ("visualwebbench_action_ground", _visualwebbench_responses),
@@ -1721,6 +1732,19 @@ def test_a_screenspot_row_without_a_four_number_box_is_skipped_and_named(tmp_pat
     _, split = _read_rows("screenspot_rec_test", rows, task.schema, task.split, tmp_path)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 0", "row 2"] and len(split.samples) == 1
     assert all("bbox must be 4 numbers" in str(e) for e in split.errors)
+
+
+def test_a_vmcbench_row_of_an_unknown_source_is_skipped_and_named_where_lmms_eval_raises(tmp_path):
+    from lmms_eval_reference import vmcbench_process_results
+
+    task = make_task(TaskConfig(name="vmcbench"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["category"] = "NewBench"
+    with pytest.raises(KeyError):
+        vmcbench_process_results(rows[1], ["A"])
+    _, split = _read_rows("vmcbench", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'NewBench'" in str(split.errors[0])
+    assert task.metrics(split.samples, [s.solution["answer"] for s in split.samples])["average"] == 1.0
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
