@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1901,6 +1901,95 @@ def vmcbench_process_results(doc, results):
 def vmcbench_aggregate_results(results):
     scores = [result["score"] for result in results]
     return sum(scores) / len(scores)
+
+
+# -- mirb/utils.py (its extract_numbers, normalize_str, parse_open_response and eval_open are mmmu/utils.py's,
+# line for line: the mmmu_ transcriptions above) ---------------------------------------------------------------
+MIRB_KWARGS = {"pre_prompt": "", "post_prompt": ""}
+
+
+def mirb_get_task_instruction(dataset):
+    if dataset in ["analogy", "attribute", "plot_code", "visual_chain", "sightseeing"]:
+        instr = "Answer with a single word."
+    elif dataset in ["codeu", "food", "image_jigsaw"]:
+        instr = "Answer with the option symbol."
+    elif dataset in ["arxiv"]:
+        instr = "Answer with the paper title."
+    elif dataset in ["count"]:
+        instr = "Answer with a single number."
+    elif dataset in ["3d_scene"]:
+        instr = "The following images are different views of the same 3D scene. Answer with a single number."
+    return instr
+
+
+def mirb_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    subset, question = doc["subset"], doc["questions"]
+    task_instruction = mirb_get_task_instruction(subset)
+    post_prompt = lmms_eval_specific_kwargs["post_prompt"]
+    pre_prompt = lmms_eval_specific_kwargs["pre_prompt"]
+    return f"{pre_prompt}{task_instruction}{question}{post_prompt}"
+
+
+def mirb_parse_multi_choice_response(response):
+    filtered_resps = []
+    option_letter_regex = re.compile(r"^\s*([A-Z])\.")
+    match = option_letter_regex.match(response)
+    if match:
+        filtered_resps = match.group(1)
+    else:
+        filtered_resps = response
+    return filtered_resps
+
+
+def mirb_process_results(doc, results):
+    pred = results[0]
+    subset, answer = doc["subset"], doc["answers"]  # noqa: F841 (as there)
+    if answer in ["A", "B", "C", "D", "E"]:
+        parsed_pred = mirb_parse_multi_choice_response(pred)
+    else:
+        parsed_pred = mmmu_parse_open_response(pred)
+    task_type = doc["subset"]
+    data_dict = {"question_id": doc["question_id"], "subset": task_type, "pred_answer": parsed_pred, "answers": doc["answers"]}  # fmt: skip
+    return {"mirb_score": data_dict}
+
+
+def mirb_eval_multi_choice(gold_i, pred_i):
+    correct = False
+    if isinstance(gold_i, list):
+        for answer in gold_i:
+            if answer == pred_i:
+                correct = True
+                break
+    else:
+        if gold_i == pred_i:
+            correct = True
+    return correct
+
+
+def mirb_aggregation(results):
+    """mirb_aggregation, its printed shares returned too: (the score, per subset, per dimension);
+    a dimension missing a subset raises there, and is left out here."""
+    task_num = {}
+    score = 0
+    task_score = {}
+    for result in results:
+        if result["subset"] not in task_score:
+            task_score[result["subset"]] = 0
+            task_num[result["subset"]] = 0
+        if result["answers"] in ["A", "B", "C", "D", "E"]:
+            correct = mirb_eval_multi_choice(result["answers"], result["pred_answer"])
+            task_score[result["subset"]] += correct
+            score += correct
+        else:
+            correct = mmmu_eval_open(result["answers"], result["pred_answer"])
+            task_score[result["subset"]] += correct
+            score += correct
+        task_num[result["subset"]] += 1
+    avg_score = score / len(results)
+    task_score = {k: v / task_num[k] for k, v in task_score.items()}
+    groups = {"Knowledge": ["food", "sightseeing"], "Reasoning": ["codeu", "plot_code", "analogy", "3d_scene"], "Perception": ["image_jigsaw", "count", "attribute"], "Multi-Hop": ["visual_chain", "arxiv"]}  # fmt: skip
+    averages = {g: np.mean([task_score[f] for f in fs]) for g, fs in groups.items() if all(f in task_score for f in fs)}
+    return avg_score, task_score, averages
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -4125,6 +4214,14 @@ class Reimplementation(MathReimplementation, _Harness):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
 
+    def mirb(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        """`mirb_score`, and the shares it prints per subset and dimension, as vlrl names them."""
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [mirb_process_results(d, [r])["mirb_score"] for d, r in zip(docs, responses, strict=True)]
+        score, subsets, dimensions = mirb_aggregation(items)
+        metrics = {"mirb_score": score} | {f"mirb_score/{k}": float(v) for k, v in (subsets | dimensions).items()}
+        return [mirb_doc_to_text(d, MIRB_KWARGS) for d in docs], metrics
+
     def vmcbench(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """Each metric of the yaml aggregated over the values process_results gave it (a group
         no row gave one is not reported, as the evaluator aggregates only what it was given)."""
@@ -4871,7 +4968,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "vlms_are_biased": "ground_truth", "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "fsc147": fsc147_doc_to_target, "mirb": "answers", "vlms_are_biased": "ground_truth", "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
     "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 

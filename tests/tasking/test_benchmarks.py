@@ -675,7 +675,7 @@ def _hostile(name: str, sample) -> list[str]:
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
              "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses,
-             "vmcbench": _vmcbench_responses, "osworld_g": _osworld_g_responses,
+             "vmcbench": _vmcbench_responses, "mirb": _mirb_responses, "osworld_g": _osworld_g_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -1243,6 +1243,18 @@ def _vmcbench_responses(sample):
             f"'{letter}'!", f"{letter} or {other}", f"the answer is clearly {options[other]} here"]  # fmt: skip
 
 
+def _mirb_responses(sample):
+    """A letter alone, "X.", "(X)", lower-case; an open answer as a key phrase, a number with commas,
+    in a sentence, an equation, wrong, none."""
+    answer = sample.solution["answer"]
+    if answer in "ABCDE":
+        other = "A" if answer != "A" else "B"
+        return [answer, f"{answer}. dots", f"({answer})", answer.lower(), f"{other}. no", f"  {answer}.",
+                f"{answer} is right", "", f"{answer}{other}", f"Z. {answer}"]  # fmt: skip
+    return [answer, f"The answer is {answer}.", f"so it is {answer}", f"x = {answer}", "7", "", "I am not sure",
+            f"{answer.upper()}!", f"count: {answer.replace(',', '')}", f"Maybe {answer}. Or not"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1539,6 +1551,7 @@ def _pope_responses(sample):
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
      ("vlms_are_biased", _vlms_are_biased_responses), ("vmcbench", _vmcbench_responses),
+     ("mirb", _mirb_responses),
      ("visualwebbench_element_ground", _visualwebbench_responses),
      ("visualwebbench_action_prediction", _visualwebbench_responses),
      ("visualwebbench_action_ground", _visualwebbench_responses),
@@ -1745,6 +1758,19 @@ def test_a_vmcbench_row_of_an_unknown_source_is_skipped_and_named_where_lmms_eva
     _, split = _read_rows("vmcbench", rows, task.schema, task.split, tmp_path)
     assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'NewBench'" in str(split.errors[0])
     assert task.metrics(split.samples, [s.solution["answer"] for s in split.samples])["average"] == 1.0
+
+
+def test_a_mirb_row_of_an_unknown_subset_is_skipped_and_named_where_lmms_eval_fails(tmp_path):
+    from lmms_eval_reference import mirb_get_task_instruction
+
+    task = make_task(TaskConfig(name="mirb"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1]["subset"] = "puzzles"
+    with pytest.raises(UnboundLocalError):
+        mirb_get_task_instruction("puzzles")
+    _, split = _read_rows("mirb", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "'puzzles'" in str(split.errors[0])
+    assert len(split.samples) == 2
 
 
 def test_a_spatial457_digit_int_cannot_read_is_a_wrong_answer_where_lmms_eval_fails():
