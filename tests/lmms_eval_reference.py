@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, multihopspatial/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -1990,6 +1990,190 @@ def mirb_aggregation(results):
     groups = {"Knowledge": ["food", "sightseeing"], "Reasoning": ["codeu", "plot_code", "analogy", "3d_scene"], "Perception": ["image_jigsaw", "count", "attribute"], "Multi-Hop": ["visual_chain", "arxiv"]}  # fmt: skip
     averages = {g: np.mean([task_score[f] for f in fs]) for g, fs in groups.items() if all(f in task_score for f in fs)}
     return avg_score, task_score, averages
+
+
+# -- multihopspatial/utils.py (its private helpers prefixed multihopspatial_, docstrings left out) ----------------
+multihopspatial_TAG_RE = re.compile(r"</?(?:ATT|POS|REL)>")
+
+
+def multihopspatial_remove_tags(question: str) -> str:
+    cleaned = multihopspatial_TAG_RE.sub("", question)
+    return re.sub(r"\s+", " ", cleaned).strip()
+
+
+def multihopspatial_build_prompt(question: str) -> str:
+    clean_q = multihopspatial_remove_tags(question)
+    return (
+        f"{clean_q}\n\n"
+        "Please respond in the following format:\n"
+        'Answer: (your choice, e.g., "(a) object name")\n'
+        'Bounding Box: {"bbox_2d": [x1, y1, x2, y2]}\n\n'
+        "Important: Use NORMALIZED coordinates (0.0 to 1.0).\n"
+        'Example: {"bbox_2d": [0.25, 0.1, 0.75, 0.8]}'
+    )
+
+
+def multihopspatial_doc_to_visual(doc: dict[str, Any]) -> list[Any]:
+    image = doc["image"]
+    return [image.convert("RGB")]
+
+
+def multihopspatial_doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs=None) -> str:
+    return multihopspatial_build_prompt(doc["question"])
+
+
+def multihopspatial_parse_mcq_answer(text: str) -> str | None:
+    if not text:
+        return None
+    m = re.search(r"Answer:\s*(\([a-d]\)\s*[^\n]*)", text, re.IGNORECASE)
+    if m:
+        return m.group(1).strip()
+    m = re.search(r"Answer:\s*([a-d])\)\s*([^\n]*)", text, re.IGNORECASE)
+    if m:
+        letter, desc = m.group(1).lower(), m.group(2).strip()
+        return f"({letter}) {desc}" if desc else f"({letter})"
+    m = re.search(r"Answer:\s*([a-d])\s*$", text, re.IGNORECASE | re.MULTILINE)
+    if m:
+        return f"({m.group(1).lower()})"
+    m = re.search(r"(\([a-d]\)\s*[^\n,\[\]]*)", text, re.IGNORECASE)
+    if m:
+        return m.group(1).strip()
+    return None
+
+
+def multihopspatial_extract_choice_letter(text: str | None) -> str | None:
+    if text is None:
+        return None
+    m = re.search(r"\(([a-d])\)", text, re.IGNORECASE)
+    return m.group(1).lower() if m else None
+
+
+# A single coordinate: an unsigned number like "12", "0.5" or ".5". The pattern
+# only matches well-formed floats, so float() below can never raise on it.
+multihopspatial_NUM = r"(\d*\.?\d+)"
+multihopspatial_BBOX2D_RE = r'"bbox_2d"\s*:\s*\[\s*' + r"\s*,\s*".join([multihopspatial_NUM] * 4) + r"\s*\]"
+multihopspatial_BBOX_LINE_RE = r"Bounding Box:\s*\[\s*" + r"\s*,\s*".join([multihopspatial_NUM] * 4) + r"\s*\]"
+multihopspatial_BBOX_BARE_RE = r"\[\s*" + r"\s*,\s*".join([multihopspatial_NUM] * 4) + r"\s*\]"
+
+
+def multihopspatial_parse_bbox(response_text: str) -> list[float] | None:
+    groups = None
+    m = re.search(multihopspatial_BBOX2D_RE, response_text)
+    if m is None:
+        m = re.search(multihopspatial_BBOX_LINE_RE, response_text, re.IGNORECASE)
+    if m is not None:
+        groups = m.groups()
+    else:
+        found = re.findall(multihopspatial_BBOX_BARE_RE, response_text)
+        if found:
+            groups = found[0]
+
+    if groups is None:
+        return None
+    try:
+        bbox = [float(v) for v in groups]
+    except (TypeError, ValueError):
+        return None
+
+    if any(v > 1 for v in bbox):
+        bbox = [v / 1000.0 for v in bbox]
+    return bbox
+
+
+def multihopspatial_is_valid_norm_bbox(bbox: list[float] | None) -> bool:
+    if bbox is None or len(bbox) != 4:
+        return False
+    x1, y1, x2, y2 = bbox
+    if any(v < 0 or v > 1 for v in bbox):
+        return False
+    return x2 > x1 and y2 > y1
+
+
+def multihopspatial_image_dims(doc: dict[str, Any]) -> tuple[int, int]:
+    res = doc.get("image_resolution")
+    if isinstance(res, str) and "x" in res:
+        try:
+            w, h = res.lower().split("x")
+            return int(w), int(h)
+        except (ValueError, TypeError):
+            pass
+    image = doc["image"]
+    return image.size  # (width, height)
+
+
+def multihopspatial_calculate_iou(
+    bbox_gt_xywh: list[float], bbox_pred_norm: list[float], img_w: int, img_h: int
+) -> float | None:
+    if bbox_gt_xywh is None or bbox_pred_norm is None:
+        return None
+    if len(bbox_gt_xywh) != 4 or len(bbox_pred_norm) != 4:
+        return None
+    try:
+        gx, gy, gw, gh = bbox_gt_xywh
+        gt = [gx, gy, gx + gw, gy + gh]
+        pred = [
+            bbox_pred_norm[0] * img_w,
+            bbox_pred_norm[1] * img_h,
+            bbox_pred_norm[2] * img_w,
+            bbox_pred_norm[3] * img_h,
+        ]
+        ix1, iy1 = max(gt[0], pred[0]), max(gt[1], pred[1])
+        ix2, iy2 = min(gt[2], pred[2]), min(gt[3], pred[3])
+        if ix2 <= ix1 or iy2 <= iy1:
+            return 0.0
+        inter = (ix2 - ix1) * (iy2 - iy1)
+        area_gt = (gt[2] - gt[0]) * (gt[3] - gt[1])
+        area_pred = (pred[2] - pred[0]) * (pred[3] - pred[1])
+        union = area_gt + area_pred - inter
+        if union <= 0:
+            return 0.0
+        return round(inter / union, 4)
+    except (TypeError, ValueError):
+        return None
+
+
+def multihopspatial_process_results(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
+    prediction_text = results[0] if results else ""
+
+    prediction = multihopspatial_parse_mcq_answer(prediction_text)
+    pred_letter = multihopspatial_extract_choice_letter(prediction)
+    gt_letter = multihopspatial_extract_choice_letter(doc.get("answer"))
+    mcq_correct = pred_letter is not None and pred_letter == gt_letter
+
+    pred_bbox = multihopspatial_parse_bbox(prediction_text)
+    iou = None
+    if multihopspatial_is_valid_norm_bbox(pred_bbox):
+        img_w, img_h = multihopspatial_image_dims(doc)
+        iou = multihopspatial_calculate_iou(doc.get("bbox"), pred_bbox, img_w, img_h)
+
+    record = {
+        "mcq_correct": bool(mcq_correct),
+        "iou": iou,
+        "hop": doc.get("hop"),
+        "view": doc.get("view"),
+    }
+    return {"mcq_acc": record, "acc50iou": record, "avg_iou": record}
+
+
+def multihopspatial_aggregate_mcq_acc(results: list[dict[str, Any]]) -> float:
+    if not results:
+        return 0.0
+    correct = sum(1 for r in results if r["mcq_correct"])
+    return round(correct / len(results) * 100, 2)
+
+
+def multihopspatial_aggregate_acc50iou(results: list[dict[str, Any]]) -> float:
+    if not results:
+        return 0.0
+    hit = sum(1 for r in results if r["mcq_correct"] and r["iou"] is not None and r["iou"] >= 0.5)
+    return round(hit / len(results) * 100, 2)
+
+
+def multihopspatial_aggregate_avg_iou(results: list[dict[str, Any]]) -> float:
+    ious = [r["iou"] for r in results if r["mcq_correct"] and r["iou"] is not None]
+    if not ious:
+        return 0.0
+    return round(sum(ious) / len(ious) * 100, 2)
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -4213,6 +4397,16 @@ class Reimplementation(MathReimplementation, _Harness):
         for kind in ("bbox", "polygon", "refusal"):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
+
+    def multihopspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [multihopspatial_process_results(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {
+            "mcq_acc": multihopspatial_aggregate_mcq_acc([i["mcq_acc"] for i in items]),
+            "acc50iou": multihopspatial_aggregate_acc50iou([i["acc50iou"] for i in items]),
+            "avg_iou": multihopspatial_aggregate_avg_iou([i["avg_iou"] for i in items]),
+        }
+        return [multihopspatial_doc_to_text(d) for d in docs], metrics
 
     def mirb(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         """`mirb_score`, and the shares it prints per subset and dimension, as vlrl names them."""

@@ -675,7 +675,8 @@ def _hostile(name: str, sample) -> list[str]:
              "sat": _sat_responses, "mathkangaroo": _kangaroo_responses, "erqa": _erqa_responses,
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
              "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses,
-             "vmcbench": _vmcbench_responses, "mirb": _mirb_responses, "osworld_g": _osworld_g_responses,
+             "vmcbench": _vmcbench_responses, "mirb": _mirb_responses,
+             "multihopspatial": _multihopspatial_responses, "osworld_g": _osworld_g_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -1255,6 +1256,21 @@ def _mirb_responses(sample):
             f"{answer.upper()}!", f"count: {answer.replace(',', '')}", f"Maybe {answer}. Or not"]  # fmt: skip
 
 
+def _multihopspatial_responses(sample):
+    """Each answer form (in turn, the first that matches), with the box as bbox_2d, a "Bounding
+    Box:" line, a bare list, on the 0-1000 grid, inverted, outside [0, 1], or none."""
+    letter, other = sample.solution["letter"], "a" if sample.solution["letter"] != "a" else "b"
+    w, h = sample.solution["size"]
+    x1, y1, x2, y2 = 10 / w, 10 / h, 40 / w, 30 / h  # the truth box [10, 10, 30, 20] in pixels
+    good = f"[{x1:.3f}, {y1:.3f}, {x2:.3f}, {y2:.3f}]"
+    return [f'Answer: ({letter}) thing\nBounding Box: {{"bbox_2d": {good}}}', f"Answer: {letter}) thing\nBounding Box: {good}",
+            f"Answer: {letter.upper()}\n{good}", f"I pick ({letter}) there, ({other}) not. {good}",
+            f"Answer: ({letter})\n[{x1 * 1000:.0f}, {y1 * 1000:.0f}, {x2 * 1000:.0f}, {y2 * 1000:.0f}]",
+            f"Answer: ({letter})\n[{x2:.3f}, {y2:.3f}, {x1:.3f}, {y1:.3f}]", f"Answer: ({other}) x\n{good}",
+            f"Answer: ({letter}) [0.0, 0.0, 1.5, 0.5]", "no idea", "", f"answer: ({letter}) box [0.1, 0.1, 0.12, 0.12]",
+            f"Answer: ({letter}), the {letter}\n[-0.1, 0.2, 0.3, 0.4]"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1551,7 +1567,7 @@ def _pope_responses(sample):
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
      ("vlms_are_biased", _vlms_are_biased_responses), ("vmcbench", _vmcbench_responses),
-     ("mirb", _mirb_responses),
+     ("mirb", _mirb_responses), ("multihopspatial", _multihopspatial_responses),
      ("visualwebbench_element_ground", _visualwebbench_responses),
      ("visualwebbench_action_prediction", _visualwebbench_responses),
      ("visualwebbench_action_ground", _visualwebbench_responses),
