@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, multihopspatial/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, multihopspatial/utils.py, simplevqa/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -2174,6 +2174,27 @@ def multihopspatial_aggregate_avg_iou(results: list[dict[str, Any]]) -> float:
     if not ious:
         return 0.0
     return round(sum(ious) / len(ious) * 100, 2)
+
+
+# -- simplevqa/utils.py (EvalAIAnswerProcessor: the textvqa transcription below) --------------------------------
+SIMPLEVQA_KWARGS = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a short phrase."}
+
+
+def simplevqa_doc_to_text(doc, lmms_eval_specific_kwargs=None):
+    if lmms_eval_specific_kwargs is None:
+        lmms_eval_specific_kwargs = {}
+    pre_prompt = lmms_eval_specific_kwargs.get("pre_prompt", "")
+    post_prompt = lmms_eval_specific_kwargs.get("post_prompt", "")
+    question = doc["question"].strip()
+    return f"{pre_prompt}{question}{post_prompt}"
+
+
+def simplevqa_process_results(doc, result):
+    assert len(result) == 1, f"The result should be a list of length 1, but got {len(result)}."
+    processor = EvalAIAnswerProcessor()
+    prediction = processor(result[0])
+    reference = processor(doc["answer"])
+    return {"exact_match": float(prediction == reference)}
 
 
 # -- erqa/utils.py -------------------------------------------------------------------------------------------
@@ -4397,6 +4418,11 @@ class Reimplementation(MathReimplementation, _Harness):
         for kind in ("bbox", "polygon", "refusal"):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
+
+    def simplevqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        scores = [simplevqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
+        return [simplevqa_doc_to_text(d, SIMPLEVQA_KWARGS) for d in docs], {"exact_match": _mean(scores)}
 
     def multihopspatial(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)

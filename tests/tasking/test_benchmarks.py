@@ -676,7 +676,7 @@ def _hostile(name: str, sample) -> list[str]:
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
              "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses,
              "vmcbench": _vmcbench_responses, "mirb": _mirb_responses,
-             "multihopspatial": _multihopspatial_responses, "osworld_g": _osworld_g_responses,
+             "multihopspatial": _multihopspatial_responses, "simplevqa": _simplevqa_responses, "osworld_g": _osworld_g_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -1271,6 +1271,13 @@ def _multihopspatial_responses(sample):
             f"Answer: ({letter}), the {letter}\n[-0.1, 0.2, 0.3, 0.4]"]  # fmt: skip
 
 
+def _simplevqa_responses(sample):
+    """The answer in other cases, with articles, punctuation, number words, commas; wrong; none."""
+    answer = sample.solution
+    return [answer, answer.upper(), f"the {answer}.", f"{answer}!", f" {answer}\n", "three", "3", f"a {answer}?",
+            answer.replace(",", ""), "", "It is unknown", f"{answer}'s"]  # fmt: skip
+
+
 def _naturalbench_responses(sample):
     """The right word as asked, in other cases and among others; the wrong one; both (the first
     counts); "a" as an article (A for a letter question); neither."""
@@ -1568,6 +1575,7 @@ def _pope_responses(sample):
      ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
      ("vlms_are_biased", _vlms_are_biased_responses), ("vmcbench", _vmcbench_responses),
      ("mirb", _mirb_responses), ("multihopspatial", _multihopspatial_responses),
+     ("simplevqa", _simplevqa_responses),
      ("visualwebbench_element_ground", _visualwebbench_responses),
      ("visualwebbench_action_prediction", _visualwebbench_responses),
      ("visualwebbench_action_ground", _visualwebbench_responses),
@@ -2230,6 +2238,28 @@ def test_mmstar_run_with_qwen3_vl_takes_its_yamls_qwen3_vl_prompt_and_other_mode
         else:
             expected = [mmstar_doc_to_text(d, MMSTAR_KWARGS) for d in docs]
         assert [s.problem for s in samples] == expected, family
+
+
+def test_simplevqa_takes_its_qwen3_vl_prompt_for_qwen3_vl_and_reads_images_given_in_base64(tmp_path):
+    import base64
+    import io
+
+    from lmms_eval_reference import simplevqa_doc_to_text
+
+    for family in ("qwen3_vl", "qwen2_5_vl"):
+        task, samples, path = _load("simplevqa", tmp_path / family, size=4, model_class=lmms_eval_model_class(family))
+        kwargs = {"pre_prompt": "Question: ", "post_prompt": "\nAnswer with a short phrase only."}
+        if family != "qwen3_vl":
+            kwargs = {"pre_prompt": "", "post_prompt": "\nAnswer the question using a short phrase."}
+        assert [s.problem for s in samples] == [simplevqa_doc_to_text(d, kwargs) for d in _docs(task, path)], family
+    rows = list(task.synthetic_rows(2, 0))
+    for row in rows:  # the image as simplevqa_doc_to_visual's other form: its bytes in base64
+        buffer = io.BytesIO(row["image"]["bytes"])
+        row["image"] = base64.b64encode(buffer.getvalue()).decode()
+    schema = pa.schema([f if f.name != "image" else pa.field("image", pa.string()) for f in task.schema])
+    _, split = _read_rows("simplevqa", rows, schema, task.split, tmp_path / "b64")
+    sizes = [(s.frame.width, s.frame.height) for s in split.samples]
+    assert not split.errors and [Image.open(s.images[0]).size for s in split.samples] == sizes
 
 
 def test_seedbench_shows_every_frame_of_a_row_and_scores_each_type_apart(tmp_path):
