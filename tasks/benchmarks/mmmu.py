@@ -137,18 +137,26 @@ def subject_of(doc_id: str) -> str:
 
 
 # -- reading a response (MMMU's eval_utils.py) --------------------------------------------------------
-def parse_multi_choice(response: str, choices: list[str], index2ans: dict[str, str], rng: random.Random) -> str:
-    """parse_mmmu_multi_choice_response."""
+def parse_multi_choice(
+    response: str,
+    choices: list[str],
+    index2ans: dict[str, str],
+    rng: random.Random,
+    bracketed: tuple[str, ...] = ("({})",),
+    plain: tuple[str, ...] = ("{} ", "{}."),
+) -> str:
+    """parse_mmmu_multi_choice_response: the letters written as one of `bracketed`, else as the
+    first of `plain` any letter is written as, else (over five words) the options whose text it
+    holds; of several the last written ("(X)", or " X "), of none a random one. VMCBench's copy
+    reads "X. " as bracketed and " X " alone as plain."""
     for char in ",.!?;:'":
         response = response.strip(char)
     response = f" {response} "
     by_text = False
-    candidates = [c for c in choices if f"({c})" in response]
+    candidates = [c for c in choices if any(mark.format(c) in response for mark in bracketed)]
     with_brackets = bool(candidates)
-    if not candidates:
-        candidates = [c for c in choices if f"{c} " in response]
-    if not candidates:
-        candidates = [c for c in choices if f"{c}." in response]
+    for mark in plain:
+        candidates = candidates or [c for c in choices if mark.format(c) in response]
     if not candidates and len(response.split()) > 5:
         candidates = [index for index, answer in index2ans.items() if answer.lower() in response.lower()]
         by_text = bool(candidates)

@@ -24,11 +24,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from tasks.benchmarks import LMMS_EVAL, lettered
 from tasks.benchmarks.counting import dot_scenes
+from tasks.benchmarks.mmmu import parse_multi_choice
 from tasks.records import record_image, row_sample
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -51,26 +51,9 @@ SCHEMA = pa.schema(
 
 
 def choice_letter(response: str, options: dict[str, str], rng: random.Random) -> str:
-    """utils.parse_multi_choice_response, its random letter drawn from `rng`."""
-    for char in ",.!?;:'":
-        response = response.strip(char)
-    response = f" {response} "
-    candidates = [c for c in CHOICES if f"({c})" in response or f"{c}. " in response]
-    with_brackets, by_text = bool(candidates), False
-    if not candidates:
-        candidates = [c for c in CHOICES if f" {c} " in response]
-    if not candidates and len(response.split()) > 5:
-        candidates = [c for c, text in options.items() if text.lower() in response.lower()]
-        by_text = bool(candidates)
-    if not candidates:
-        return rng.choice(CHOICES)
-    if len(candidates) == 1:
-        return candidates[0]
-    if by_text:
-        starts = [response.lower().rfind(options[c].lower()) for c in candidates]
-    else:
-        starts = [response.rfind(f"({c})" if with_brackets else f" {c} ") for c in candidates]
-    return candidates[int(np.argmax(starts))]
+    """utils.parse_multi_choice_response, its random letter drawn from `rng`: MMMU's, "X. " read
+    with "(X)" and " X " alone after them."""
+    return parse_multi_choice(response, list(CHOICES), options, rng, bracketed=("({})", "{}. "), plain=(" {} ",))
 
 
 class VMCBench(Benchmark):

@@ -1112,11 +1112,12 @@ def _mmmu_responses(sample):
         right = truth["options"][1]
         return ["B", "(B)", "The answer is B.", f"B. {right}", "I think (A) but it is (B)", f"I would say it is {right} here",
                 "A or B", "", "no idea at all", "(E)", "b", f"Looking closely, {truth['options'][0]} is what I count",
-                f"it shows {right} dots here", "The answer: (A)", "B!", f"maybe {right} or {truth['options'][2]} it seems"]  # fmt: skip
+                f"it shows {right} dots here", "The answer: (A)", "B!", f"maybe {right} or {truth['options'][2]} it seems",
+                "A.B okay"]  # fmt: skip  # "B " is looked for before "A."
     n = truth["answer"]
     return [n, f"The answer is {n}.", f"there are {n} dots", f"{n}.0", "three", f"{n},000", f"x = {n}",
             f"so {n}\nfinal answer is {int(n) + 1}", "", f"{n} dots", "It could be 1e3", f"{int(n) + 1}",
-            f".{n}.", f"{n} is !", f"so {int(n) + 1}\nx = {n}", f"{n}.004"]  # fmt: skip
+            f".{n}.", f"{n} is !", f"so {int(n) + 1}\nx = {n}", f"{n}.004", f"it is {n}; so"]  # fmt: skip
 
 
 def _realworldqa_responses(sample):
@@ -1241,7 +1242,8 @@ def _vmcbench_responses(sample):
     other = "A" if letter != "A" else "B"
     return [letter, f"{letter}.", f"({letter})", f"{letter}. {options[letter]}", f"({other}) no, ({letter})",
             f"{other}. no, {letter}. yes", f"I think it is {options[letter]} in the end", "no idea", "",
-            f"'{letter}'!", f"{letter} or {other}", f"the answer is clearly {options[other]} here"]  # fmt: skip
+            f"'{letter}'!", f"{letter} or {other}", f"the answer is clearly {options[other]} here",
+            f"option{letter} fits"]  # fmt: skip  # " X " only: no letter read here
 
 
 def _mirb_responses(sample):
