@@ -221,7 +221,7 @@ class FSC147(_CountingBenchmark):
         return {"fsc147_exact_match": float(pred == truth), "fsc147_mae": float(abs(pred - truth))}
 
     def aggregations(self):
-        return {"fsc147_exact_match": lambda items: mean(items), "fsc147_mae": lambda items: mean(items)}
+        return {"fsc147_exact_match": mean, "fsc147_mae": mean}
 
     def _synthetic_row(self, image: Image.Image, count: int, index: int) -> dict[str, Any]:
         caption = ("The red dots.", "red dots", " the dots . ", "")[index % 4]

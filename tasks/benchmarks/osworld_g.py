@@ -30,7 +30,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.benchmarks import LMMS_EVAL
-from tasks.benchmarks.screenspot import COORDS, parse_point, synthetic_screens
+from tasks.benchmarks.screenspot import COORDS, parse_point, point_in_box, share_correct, synthetic_screens
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -52,28 +52,24 @@ SCHEMA = pa.schema(
 
 def accuracy(items: list[dict[str, Any]], box_type: str | None = None) -> float:
     """utils._aggregate: the share right of the rows of `box_type` (all: None), 0 of none."""
-    rows = [item for item in items if box_type is None or item["box_type"] == box_type]
-    return sum(1 for item in rows if item["correct"]) / len(rows) if rows else 0.0
+    return share_correct([item for item in items if box_type is None or item["box_type"] == box_type])
 
 
 def in_box(point: tuple[float, float], box: list[float]) -> bool:
     """utils._point_in_bbox: inside [x, y, w, h], edges included."""
-    x, y = point
     left, top, width, height = box
-    return left <= x <= left + width and top <= y <= top + height
+    return point_in_box(point, [left, top, left + width, top + height])
 
 
 def in_polygon(point: tuple[float, float], polygon: list[float]) -> bool:
-    """utils._point_in_polygon: four numbers are two corners (edges included); else ray casting
-    over (x, y) pairs, at least three."""
-    x, y = point
+    """utils._point_in_polygon: four numbers are two corners, either way round (edges included);
+    else ray casting over (x, y) pairs, at least three."""
     if len(polygon) == 4:
-        left, top, right, bottom = polygon
-        left, right = min(left, right), max(left, right)
-        top, bottom = min(top, bottom), max(top, bottom)
-        return left <= x <= right and top <= y <= bottom
+        x1, y1, x2, y2 = polygon
+        return point_in_box(point, [min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2)])
     if len(polygon) % 2 or len(polygon) < 6:
         return False
+    x, y = point
     inside, n = False, len(polygon) // 2
     j = n - 1
     for i in range(n):

@@ -51,7 +51,7 @@ from PIL import Image, ImageDraw
 
 from rewards.text import compile_pattern, findall, search
 from tasks.benchmarks import LMMS_EVAL
-from tasks.benchmarks.refcoco import REC_METRICS, REC_VALUES, normalized_from_model, rec_aggregations, rec_iou, scorers
+from tasks.benchmarks.refcoco import REC_METRICS, REC_VALUES, center_inside, normalized_from_model, rec_aggregations
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -226,9 +226,9 @@ class _ScreenSpot(Benchmark):
 
     def aggregations(self):
         return {
-            f"{self.name}_action_acc": lambda items: _accuracy(items),
-            f"{self.name}_text_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "text"]),
-            f"{self.name}_icon_acc": lambda items: _accuracy([i for i in items if self._type_of(i) == "icon"]),
+            f"{self.name}_action_acc": share_correct,
+            f"{self.name}_text_acc": lambda items: share_correct([i for i in items if self._type_of(i) == "text"]),
+            f"{self.name}_icon_acc": lambda items: share_correct([i for i in items if self._type_of(i) == "icon"]),
         }
 
     def aggregate(self, processed) -> dict[str, float]:
@@ -239,7 +239,7 @@ class _ScreenSpot(Benchmark):
             if item["platform"]:
                 groups[item["platform"]].append(item)
                 groups[f"{item['platform']}/{self._type_of(item)}"].append(item)
-        return out | {f"{self.name}_acc/{key}": _accuracy(items) for key, items in sorted(groups.items())}
+        return out | {f"{self.name}_acc/{key}": share_correct(items) for key, items in sorted(groups.items())}
 
     _type_key = "data_type"
 
@@ -344,14 +344,13 @@ class ScreenSpotRec(Benchmark):
 
     def aggregate(self, processed) -> dict[str, float]:
         out = super().aggregate(processed)
-        center = scorers(rec_iou)["Center_ACC"]
         buckets: dict[str, list[float]] = {
             f"{p}_{t}": [] for p in ("mobile", "web", "desktop") for t in ("text", "icon")
         }
         for values in processed:
             item = values["screenspot_Center_ACC"]
             buckets[rec_bucket(item["data_type"], item["data_source"])].append(
-                float(center(item["bbox"], item["pred"]))
+                float(center_inside(item["bbox"], item["pred"]))
             )
         return out | {
             f"screenspot_Center_ACC-{key}": mean(scores) if scores else 0.0 for key, scores in buckets.items()
@@ -368,8 +367,8 @@ class ScreenSpotRec(Benchmark):
                    "image": image_cell(image, f"{index}.png")}  # fmt: skip
 
 
-def _accuracy(items: list[dict]) -> float:
-    """screenspot's _aggregate: the share of correct samples, 0 when there are none."""
+def share_correct(items: list[dict]) -> float:
+    """screenspot's _aggregate (and OSWorld-G's): the share of correct samples, 0 when there are none."""
     return sum(1 for item in items if item.get("correct")) / len(items) if items else 0.0
 
 
