@@ -27,9 +27,8 @@ from vlrl.config import ConfigError
 
 class Float32Head(torch.nn.Linear):
     """A Linear output layer whose product runs in float32 (its instances are the model's own
-    layer, its class swapped: its parameters, hooks and name stay)."""
-
-    float32_logits = True  # models/policy.py's chunked scorer reads it off the layer
+    layer, its class swapped: its parameters, hooks and name stay; FSDP2's unit class derives
+    from it)."""
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         bias = None if self.bias is None else self.bias.float()
@@ -48,4 +47,5 @@ def float32_head(model: torch.nn.Module) -> None:
 
 
 def computes_in_float32(head: torch.nn.Module) -> bool:
-    return getattr(head, "float32_logits", False)
+    """Whether `head` is a float32 output layer (what models/policy.py's chunked scorer asks)."""
+    return isinstance(head, Float32Head)
