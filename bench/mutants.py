@@ -85,6 +85,7 @@ TEMPORAL = f"{OPTIONS}::test_t_grpo_samples_its_share_of_the_group_on_the_shuffl
 OVERLONG = f"{OPTIONS}::test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens"
 # The update against a hand-written GRPO loss, step by step (tests/trainer/test_update.py).
 UPDATE = "tests/trainer/test_update.py"
+OTB_STEP = f"{UPDATE}::test_optimal_token_baseline_takes_pi_and_its_squares_from_the_sampling_policy_as_verl"
 KL_ESTIMATOR = f"{UPDATE}::test_each_kl_estimator_enters_the_loss_and_its_gradient"
 MOVED = f"{UPDATE}::test_once_the_policy_moved_the_ratio_compares_with_the_rollouts_log_probs"
 RECOMPUTE_SHARED = f"{UPDATE}::test_recompute_takes_the_trainers_log_probs_for_an_engine_that_shares_the_policy"
@@ -981,6 +982,44 @@ MUTATIONS: tuple[Mutation, ...] = (
         "opo's baseline unweighted", "vlrl/algos/advantages.py",
         "return rewards - (weights * rewards).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True)",
         "return dr_grpo(rewards)", (ALGOS,),
+    ),
+    Mutation(
+        "optimal_token_baseline dispatched to dr_grpo", "vlrl/algos/advantages.py",
+        "adv = optimal_token_baseline(rewards, energy, lengths, penalty if cfg.kl_in == \"returns\" else None)",
+        "adv = dr_grpo(rewards)", (ALGOS, OTB_STEP),
+    ),
+    Mutation(
+        "optimal_token_baseline's energy not summed along the path", "vlrl/algos/advantages.py",
+        "cumulative = (energy * mask).cumsum(dim=-1) * mask", "cumulative = energy * mask", (ALGOS, OTB_STEP),
+    ),
+    Mutation(
+        "optimal_token_baseline's returns without the KL", "vlrl/algos/advantages.py",
+        "adv = optimal_token_baseline(rewards, energy, lengths, penalty if cfg.kl_in == \"returns\" else None)",
+        "adv = optimal_token_baseline(rewards, energy, lengths, None)", (ALGOS,),
+    ),
+    Mutation(
+        "optimal_token_baseline's importance weights not squared", "vlrl/algos/advantages.py",
+        "return energy if is_weights is None else energy * is_weights**2",
+        "return energy if is_weights is None else energy * is_weights", (ALGOS,),
+    ),
+    Mutation(
+        "optimal_token_baseline without the importance weights", "vlrl/trainer/update.py",
+        "        if self.corrects(batch):\n            expected", "        if False:\n            expected", (OTB_STEP,),
+    ),
+    Mutation(
+        "optimal_token_baseline's pi from the engine, not the forward", "vlrl/trainer/update.py",
+        "recompute = moves and (sum_pi_squared or (", "recompute = moves and ((", (OTB_STEP,),
+    ),
+    Mutation(
+        "the sum of squared probabilities is the exp-normalizer's", "vlrl/models/policy.py",
+        "out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))",
+        "out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - lse))", (POLICY, OTB_STEP),
+    ),
+    Mutation(
+        "the sum of squared probabilities under the sampler's distribution", "vlrl/models/policy.py",
+        "out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))",
+        "out.append(torch.exp(torch.logsumexp(2 * allowed, dim=-1) - 2 * torch.logsumexp(allowed, dim=-1)))",
+        (POLICY,),
     ),
     Mutation("gpg's alpha dropped", "vlrl/algos/advantages.py", "return alpha * dr_grpo(rewards)", "return dr_grpo(rewards)", (ALGOS,)),
     Mutation(

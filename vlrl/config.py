@@ -514,10 +514,13 @@ class AlgoConfig:
     # length-weighted group mean as baseline; gpg: r - mean times the batch's share of nonzero
     # rewards, inverted; passk: the best completion's lead over the second (Pass@k training);
     # remax: r less the reward of the prompt's greedy completion, decoded for it each step (ReMax:
-    # EasyR1's and verl's; scored by the task's rewards and the overlong penalty)
+    # EasyR1's and verl's; scored by the task's rewards and the overlong penalty);
+    # optimal_token_baseline: a baseline per token position, the group's returns weighted by each
+    # completion's realized energy so far (verl's OTB; one more no-gradient forward a step, for
+    # each token's sum of squared probabilities, unless the old log-probs are recomputed anyway)
     advantage: Literal[
         "grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo", "reinforce_plus_plus", "opo",
-        "gpg", "passk", "remax",
+        "gpg", "passk", "remax", "optimal_token_baseline",
     ] = "grpo"  # fmt: skip
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
@@ -774,10 +777,18 @@ class AlgoConfig:
                 f"config: {key}.advantage=remax scores its greedy baseline with the task's rewards and the overlong "
                 f"penalty only, and {key}.{terms[0]} adds a term to the sampled completions' rewards it would lack"
             )
-        if self.kl_in == "returns" and self.replay.mode != "off":
+        per_token = ("kl_in=returns", "kl_in=loss or reward") if self.kl_in == "returns" else None
+        if self.advantage == "optimal_token_baseline":
+            per_token = ("advantage=optimal_token_baseline", "replay.mode=off")
+            if self.kl_in == "reward":
+                raise ConfigError(
+                    f"config: {key}.advantage=optimal_token_baseline takes the KL per token, from each token on, as "
+                    f"verl's token-level rewards give it: {key}.kl_in=returns (or loss), not reward"
+                )
+        if per_token and self.replay.mode != "off":
             raise ConfigError(
-                f"config: {key}.replay stores one advantage a row, and {key}.kl_in=returns gives one a token: "
-                "kl_in=loss or reward"
+                f"config: {key}.replay stores one advantage a row, and {key}.{per_token[0]} gives one a token: "
+                f"{per_token[1]}"
             )
         self.rollout_correction.validate(f"{key}.rollout_correction")
         self.trust.validate(f"{key}.trust")

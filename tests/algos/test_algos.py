@@ -443,6 +443,8 @@ def test_the_kl_in_the_reward_is_verls_summed_token_penalty_before_grpos_normali
         ({"kl_in": "reward", "beta": 0.0}, "beta is 0"),
         ({"kl_in": "reward", "advantage": "sign"}, "sign reads only correctness"),
         ({"kl_in": "returns", "replay": ReplayConfig(mode="ssr")}, "one advantage a row"),
+        ({"advantage": "optimal_token_baseline", "replay": ReplayConfig(mode="ssr")}, "one advantage a row"),
+        ({"advantage": "optimal_token_baseline", "kl_in": "reward", "beta": 0.1}, "takes the KL per token"),
         ({"kl_in": "reward", "kl_bias_correction": True}, "one or the other"),
         ({"loss": "cispo"}, "epsilon_high, which is unset"),
         ({"loss": "sapo", "dual_clip": 3.0}, "bounds its own way"),
@@ -564,3 +566,71 @@ def test_remax_is_each_reward_less_its_prompts_greedy_reward_as_verl_computes_it
     theirs = returns - reward_baselines.unsqueeze(-1) * response_mask
     ours = advantages(rewards, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig(advantage="remax"), baseline=baseline)
     torch.testing.assert_close(ours.flatten()[:, None] * response_mask, theirs)
+
+
+def verl_optimal_token_baseline(token_level_rewards, response_mask, index, old_log_probs, sum_pi_squared, is_weights):
+    """verl at b178a3c (verl/trainer/ppo/core_algos.py: compute_optimal_token_baseline_advantage,
+    handle_zero_tail False as compute_advantage calls it, epsilon 1e-8), transcribed."""
+    from collections import defaultdict
+
+    batch_size, _ = token_level_rewards.shape
+    returns = (token_level_rewards * response_mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+    pi_t = torch.exp(old_log_probs)
+    w_per_timestep = 1 - 2 * pi_t + sum_pi_squared
+    if is_weights is not None:
+        w_per_timestep = w_per_timestep * (is_weights**2)
+    w_cumulative = (w_per_timestep * response_mask).cumsum(dim=-1)
+    prompt_groups = defaultdict(list)
+    for i in range(batch_size):
+        prompt_groups[index[i]].append(i)
+    baselines = torch.zeros_like(returns)
+    for _, trajectory_indices in prompt_groups.items():
+        if len(trajectory_indices) == 1:
+            continue
+        traj_idx = torch.tensor(trajectory_indices)
+        returns_group, w_cumulative_group, mask_group = (
+            returns[traj_idx],
+            w_cumulative[traj_idx],
+            response_mask[traj_idx],
+        )
+        numerator = (returns_group * w_cumulative_group * mask_group).sum(dim=0)
+        denominator = (w_cumulative_group * mask_group).sum(dim=0) + 1e-8
+        baselines[traj_idx] = (numerator / denominator).unsqueeze(0).expand(len(trajectory_indices), -1)
+    return (returns - baselines) * response_mask
+
+
+@pytest.mark.parametrize(("g", "kl_in", "corrected"), [(5, "loss", False), (5, "returns", True), (1, "loss", False)])
+def test_the_optimal_token_baseline_weighs_each_tokens_returns_by_the_realized_energy_as_verl(g, kl_in, corrected):
+    """algo.advantage=optimal_token_baseline against verl's code (transcribed above), on
+    completions of 1 to 9 tokens: the outcome on each one's last token (less beta times the KL on
+    every token with kl_in=returns, verl's use_kl_in_reward), rollout importance weights squared
+    into the energy, and a group of one keeping its returns."""
+    from vlrl.algos.advantages import realized_energy
+
+    gen = torch.Generator().manual_seed(8)
+    groups, t = 3, 9
+    rewards = torch.rand(groups, g, generator=gen).round(decimals=1)
+    lengths = torch.randint(1, t + 1, (groups, g), generator=gen)
+    mask = (torch.arange(t) < lengths[..., None]).float()
+    logits = torch.randn(groups, g, t, 6, generator=gen) * 2
+    logp = torch.log_softmax(logits, -1)[..., 0]  # of the token sampled (id 0)
+    squares = torch.softmax(logits, -1).pow(2).sum(-1)
+    kl = torch.randn(groups, g, t, generator=gen).abs()
+    weights = torch.rand(groups, g, t, generator=gen) * 2 if corrected else None
+    eos = (lengths - 1)[..., None]
+    scores = torch.zeros(groups, g, t).scatter_(-1, eos, rewards[..., None])
+    token_rewards = scores - 0.2 * kl * mask if kl_in == "returns" else scores
+    flat = lambda x: None if x is None else x.flatten(0, 1)  # noqa: E731
+    index = [i // g for i in range(groups * g)]
+    want = verl_optimal_token_baseline(
+        flat(token_rewards), flat(mask), index, flat(logp), flat(squares), flat(weights)
+    ).view(groups, g, t)
+    cfg = AlgoConfig(advantage="optimal_token_baseline", kl_in=kl_in, beta=0.2)
+    penalty = 0.2 * kl if kl_in == "returns" else None
+    energy = realized_energy(logp, squares, weights)
+    got = advantages(rewards, torch.zeros(groups, g, dtype=torch.bool), cfg, lengths, penalty, energy=energy)
+    torch.testing.assert_close(got, want)
+    if g > 1:  # not the group's mean: the energy weighs it, token by token
+        assert not torch.allclose(got, dr_grpo(rewards)[..., None] * mask, atol=1e-3)
+        flat_energy = realized_energy(logp, squares.flip(-1), weights)  # another energy, another baseline
+        assert not torch.allclose(got, advantages(rewards, rewards > 2, cfg, lengths, penalty, energy=flat_energy))

@@ -269,7 +269,9 @@ def through_both(model, prompts, pad_id: int, rows, ids, mask, weights) -> tuple
     for lean in (False, True):
         model.zero_grad()
         with mock.patch.object(DecodeStep, "hidden", autospec=True, side_effect=DecodeStep.hidden) as hidden:
-            scored = completion_logprobs(model, batch, rows, ids, mask, 0.7, True, sampler, lean=lean)
+            scored = completion_logprobs(
+                model, batch, rows, ids, mask, 0.7, True, sampler, lean=lean, with_sum_pi_squared=True
+            )
         assert [call.args[1].shape for call in hidden.call_args_list] == ([ids.shape] if lean else [])
         if weights is not None:
             (scored.logp * weights).sum().backward()

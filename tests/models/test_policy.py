@@ -322,7 +322,7 @@ def test_greedy_tokens_equal_transformers_generate(tiny_qwen25, rec_data):
 def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature):
     """The update's output layer scores 5 tokens at a time here (CHUNK_TOKENS in training),
     each chunk recomputed in the backward pass: the log-probs, entropies, the sampling
-    distribution's log-probs and every gradient, through the log-probs and the entropies (an
+    distribution's log-probs, the sums of squared probabilities and every gradient, through the log-probs and the entropies (an
     entropy bonus), are those of the full (R, T, V) logits (which are divided by the temperature
     even at 1, where the chunks skip the division); 0 at padding."""
     model, processor, prompts = setup
@@ -338,12 +338,16 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
     results, grads = {}, {}
     model.zero_grad()
     for chunk in (5, 1000, 0):  # chunks of 5 tokens; all tokens in one chunk; the full logits
-        stats = completion_logprobs(model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=chunk)
+        stats = completion_logprobs(
+            model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=chunk, with_sum_pi_squared=True
+        )
         ((stats.logp - 0.7 * stats.entropy) * weights).sum().backward()
         results[chunk] = stats
         grads[chunk] = taken_grads(model)
     with torch.no_grad():
-        no_grad = completion_logprobs(model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=5)
+        no_grad = completion_logprobs(
+            model, batch, rows, ids, mask, temperature, True, sampler, chunk_tokens=5, with_sum_pi_squared=True
+        )
 
     full = results[0]
     real = mask.bool()
@@ -398,6 +402,34 @@ def test_bfloat16_logits_are_upcast_before_the_temperature_divides_them_as_the_e
         assert torch.equal(got, want.detach())
         assert torch.equal(torch.autograd.grad(got.sum(), hidden)[0], want_grad)
     torch.testing.assert_close(scorer.of_logits(head(hidden), drawn)[:, 0].detach(), engine_logp, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("entropy_and_sampler", [True, False])
+def test_the_sum_of_squared_probabilities_is_each_steps_under_the_scaled_policy_beside_the_other_columns(
+    entropy_and_sampler,
+):
+    """Optimal Token Baseline's column: sum_v pi(v)^2 of the temperature-scaled policy over the
+    whole vocabulary (not the sampler's), from chunks of the output layer or the full logits,
+    named apart from the entropy and the sampling distribution's log-probs when they are asked
+    too, and without a gradient: the log-prob's is as without it."""
+    generator = torch.Generator().manual_seed(3)
+    head = torch.nn.Linear(16, 50)
+    hidden = torch.randn(7, 16, generator=generator, requires_grad=True)
+    ids = torch.randint(0, 50, (7,), generator=generator)
+    sampler = SamplingFilter(torch.zeros(50, dtype=torch.bool), top_p=0.5) if entropy_and_sampler else None
+    probs = torch.softmax(head(hidden).detach() / 0.7, dim=-1)
+    plain = TokenScorer(0.7, entropy_and_sampler, sampler, chunk_tokens=3)
+    asked = dataclasses.replace(plain, with_sum_pi_squared=True)
+    for columns in (asked.of_hidden(head, hidden, ids), asked.of_logits(head(hidden), ids)):
+        got, without = asked.split(columns), plain.split(plain.of_hidden(head, hidden, ids))
+        torch.testing.assert_close(got.sum_pi_squared, probs.pow(2).sum(-1))
+        for name in ("logp", "entropy", "sampled"):
+            want = getattr(without, name)
+            assert (getattr(got, name) is None) == (want is None)
+            if want is not None:
+                torch.testing.assert_close(getattr(got, name), want)
+        (grad,) = torch.autograd.grad((got.logp + got.sum_pi_squared).sum(), hidden)
+        torch.testing.assert_close(grad, torch.autograd.grad(without.logp.sum(), hidden)[0])
 
 
 def test_the_output_layer_runs_once_per_chunk_and_once_more_in_the_backward_pass(monkeypatch):

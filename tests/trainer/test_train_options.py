@@ -112,6 +112,7 @@ def test_dynamic_sampling_stops_after_max_sampling_rounds_and_trains_on_what_the
         {"algo.loss": "kl_cov", "algo.kl_cov_ratio": 0.01, "algo.advantage": "gpg"},
         {"algo.loss": "reinforce", "algo.kl_in": "returns", "algo.advantage": "reinforce_plus_plus"},
         {"algo.replay.mode": "ssr", "algo.kl_in": "reward", "algo.kl_estimator": "k1", "algo.mini_batches": 2},
+        {"algo.advantage": "optimal_token_baseline", "algo.kl_in": "returns", "algo.mini_batches": 2},
     ],
 )
 def test_loss_and_advantage_variants_train(tmp_path, rec_data, tiny_qwen25, options):
@@ -582,8 +583,8 @@ def spy_kl_in(monkeypatch) -> tuple[list, list]:
     seen, given = [], []
     real_kl, real_update = Updater.reward_kl, rl.RLTrainer.update
 
-    def reward_kl(self, batch):
-        sampled, kl = real_kl(self, batch)
+    def reward_kl(self, batch, **options):
+        sampled, kl = real_kl(self, batch, **options)
         seen.append((self, batch, sampled, kl))
         return sampled, kl
 
@@ -631,20 +632,25 @@ def test_the_kl_in_the_reward_is_the_sampling_policys_to_the_reference_and_leave
     assert abs(rows[0]["kl"]) < 1e-4 and abs(rows[1]["kl"]) > 1e-3  # the reference, then the policy moved (k1: +-)
 
 
+@pytest.mark.parametrize(
+    ("options", "forwards"),
+    [({"algo.kl_in": "reward"}, 2), ({"algo.advantage": "optimal_token_baseline", "algo.beta": 0.0}, 1)],
+)
 def test_the_kl_in_the_reward_shares_its_forward_of_the_sampling_policy_with_the_update(
-    tmp_path, rec_data, tiny_qwen25, monkeypatch
+    options, forwards, tmp_path, rec_data, tiny_qwen25, monkeypatch
 ):
     """With old log-probs recomputed and the policy moving within a step (two mini-batches), a
     step makes two no-gradient forwards, the sampling policy's and the reference's: the update
-    takes the old log-probs the KL was computed from instead of a third."""
+    takes the old log-probs the KL was computed from instead of a third. So does it those of the
+    forward that gave optimal_token_baseline its energy (and no reference: one forward)."""
     from vlrl.trainer.update import Updater
 
     calls = []
     real = Updater.logprobs_no_grad
     monkeypatch.setattr(Updater, "logprobs_no_grad", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
-    options = {"algo.kl_in": "reward", "algo.old_logprobs": "recompute", "algo.mini_batches": 2, "trainer.steps": 1}
+    options = {**options, "algo.old_logprobs": "recompute", "algo.mini_batches": 2, "trainer.steps": 1}
     run(tmp_path, rec_data, **options)
-    assert len(calls) == 2
+    assert len(calls) == forwards
 
 
 def test_gdpo_takes_each_reward_component_and_shaping_term_apart_at_its_weight(

@@ -488,3 +488,44 @@ def test_model_lean_forward_takes_the_update_through_the_lean_step_or_never_and_
     (lean_stats, ((_, _, lean_grads),)), (stats, ((_, _, grads),)) = updates[True], updates[False]
     assert lean_stats["loss"] == stats["loss"] and lean_stats["kl"] == stats["kl"]
     assert_same_gradient(lean_grads, grads)
+
+
+@pytest.mark.parametrize("engine", ["hf", SHIFTED])
+def test_optimal_token_baseline_takes_pi_and_its_squares_from_the_sampling_policy_as_verl(
+    engine, tmp_path, rec_data, tiny_qwen25
+):
+    """algo.advantage=optimal_token_baseline: a step's advantages are verl's OTB (transcribed in
+    tests/algos/test_algos.py) of its rewards, with each token's probability and sum of squared
+    probabilities from the full temperature-scaled logits of the policy that sampled, and with an
+    engine that is not the trainer (log-probs SHIFT and more too high, unequally by row), its
+    sequence importance weights squared into the energy (verl's rollout_is_weights)."""
+    from tests.algos.test_algos import verl_optimal_token_baseline
+    from vlrl.algos.losses import rollout_importance_weights
+    from vlrl.models.batch import collate
+    from vlrl.models.policy import completion_logits
+
+    options = {"algo.advantage": "optimal_token_baseline", "rollout.temperature": 0.7}
+    trainer = make_trainer(tmp_path, rec_data, engine=engine, **options)
+    batch, _ = rollout(trainer)
+    mask = batch.completion_mask
+    if engine == SHIFTED:  # rows reported apart by another shift each: weights that differ within a group
+        batch.rollout_logprobs = batch.rollout_logprobs + torch.linspace(0, 0.05, len(mask))[:, None] * mask
+    advantages, sampled, _ = trainer.step_advantages(batch.groups, batch)
+    with torch.no_grad():
+        prompts = collate([g.prompt for g in batch.groups], trainer.run.pad_id)
+        scaled = completion_logits(trainer.run.model, prompts, batch.prompt_index, batch.completion_ids, mask) / 0.7
+    logp = torch.log_softmax(scaled, -1).gather(-1, batch.completion_ids[..., None]).squeeze(-1) * mask
+    squares = torch.softmax(scaled, -1).pow(2).sum(-1) * mask
+    weights = None
+    if engine == SHIFTED:
+        allowed = trainer.updater.sampler.apply(scaled)
+        expected = torch.log_softmax(allowed, -1).gather(-1, batch.completion_ids[..., None]).squeeze(-1) * mask
+        weights = rollout_importance_weights(expected, batch.rollout_logprobs, mask, "sequence_mask", None, 3.0)
+        assert float(weights.max()) < 0.95 and float(weights.std()) > 0.01  # exp(-shift x length)
+    lengths = mask.sum(1).long()
+    rewards = torch.cat([g.reward for g in batch.groups])
+    token_rewards = torch.zeros_like(mask).scatter_(1, (lengths - 1)[:, None], rewards[:, None])
+    want = verl_optimal_token_baseline(token_rewards, mask, batch.prompt_index.tolist(), logp, squares, weights)
+    torch.testing.assert_close(sampled.logp, logp, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(advantages, want, rtol=1e-5, atol=1e-5)
+    assert float(want.abs().max()) > 0.05

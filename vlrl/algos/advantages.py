@@ -158,6 +158,39 @@ def cpgd(rewards: torch.Tensor, weighting: str, std_eps: float) -> torch.Tensor:
     return centered * (rewards.shape[0] / informative).clamp(max=CLIP_FILTER_MAX)
 
 
+OTB_EPS = 1e-8  # verl's epsilon in B_t's denominator
+
+
+def realized_energy(
+    logp: torch.Tensor, sum_pi_squared: torch.Tensor, is_weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Each token's ||s_t||^2 proxy of Optimal Token Baseline (verl's logit-gradient proxy): the
+    squared norm of log pi's gradient in the logits, 1 - 2 pi(token) + sum_v pi(v)^2, from the
+    old policy's forward (no backward). With rollout importance weights (truncated IS), times
+    their square, as verl scales it to keep the baseline's MSE minimal under the weights."""
+    energy = 1 - 2 * logp.exp() + sum_pi_squared
+    return energy if is_weights is None else energy * is_weights**2
+
+
+def optimal_token_baseline(
+    rewards: torch.Tensor, energy: torch.Tensor, lengths: torch.Tensor, penalty: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Optimal Token Baseline (verl's compute_optimal_token_baseline_advantage at b178a3c,
+    handle_zero_tail off as verl calls it): a baseline per token position, B_t = sum_i G_t W_t /
+    (sum_i W_t + 1e-8) over the group's completions that reach t, where G_t is the token's return
+    (the reward, less with `penalty` the KL from that token on: `kl_returns`) and W_t its
+    completion's `realized_energy` summed up to t; A_t = G_t - B_t. A completion whose path so
+    far was uncertain weighs more in the baseline. `energy` and `penalty` (groups, G, T); a
+    group of one keeps its returns, as verl's."""
+    mask = completion_mask(lengths, energy.shape[-1])
+    returns = rewards[..., None] * mask if penalty is None else kl_returns(rewards, penalty, lengths)
+    cumulative = (energy * mask).cumsum(dim=-1) * mask
+    baseline = (returns * cumulative).sum(dim=1, keepdim=True) / (cumulative.sum(dim=1, keepdim=True) + OTB_EPS)
+    if rewards.shape[1] == 1:
+        baseline = torch.zeros_like(baseline)
+    return (returns - baseline) * mask
+
+
 def remax(rewards: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
     """ReMax (arXiv 2310.10505; EasyR1's and verl's compute_remax_outcome_advantage): r less the
     reward of the prompt's greedy completion (`baseline`, (groups,)), a baseline that costs one
@@ -166,7 +199,8 @@ def remax(rewards: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
 
 
 WHITENED = ("reinforce_baseline", "reinforce_plus_plus")  # over the batch's tokens, the KL's returns first
-WEIGHING_TOKENS = ("opo", *WHITENED)  # estimators that take the completions' lengths
+OWN_RETURNS = (*WHITENED, "optimal_token_baseline")  # estimators that take the KL's returns themselves
+WEIGHING_TOKENS = ("opo", *OWN_RETURNS)  # estimators that take the completions' lengths
 
 
 def advantages(
@@ -176,8 +210,10 @@ def advantages(
     lengths: torch.Tensor | None = None,
     penalty: torch.Tensor | None = None,
     baseline: torch.Tensor | None = None,
+    energy: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns; for gdpo `rewards` are
+    """(groups, G) advantages, or (groups, G, T) with algo.kl_in=returns or per-token estimators
+    (optimal_token_baseline, `energy` (groups, G, T) its `realized_energy`); for gdpo `rewards` are
     each completion's `decoupled_sum` rather than its total; `baseline` (groups,), remax's greedy
     completions' rewards. `lengths` (groups, G), the
     completions' tokens, for reinforce_baseline and the returns; `penalty` (groups, G, T), each
@@ -194,6 +230,8 @@ def advantages(
         raise ValueError(f"{cfg.advantage} weighs tokens: give the completions' lengths")
     if cfg.advantage == "remax" and baseline is None:
         raise ValueError("remax takes each prompt's greedy completion's reward: give the baseline")
+    if cfg.advantage == "optimal_token_baseline" and energy is None:
+        raise ValueError("optimal_token_baseline weighs each token by its realized energy: give it")
     if cfg.kl_in == "reward":
         rewards = rewards - penalty.sum(dim=-1)
     if cfg.advantage == "grpo":
@@ -220,9 +258,11 @@ def advantages(
         adv = reinforce_plus_plus(rewards, lengths, penalty if cfg.kl_in == "returns" else None)
     elif cfg.advantage == "remax":
         adv = remax(rewards, baseline)
+    elif cfg.advantage == "optimal_token_baseline":
+        adv = optimal_token_baseline(rewards, energy, lengths, penalty if cfg.kl_in == "returns" else None)
     else:
         raise ValueError(f"unknown advantage estimator {cfg.advantage!r}")
-    if cfg.kl_in == "returns" and cfg.advantage not in WHITENED:  # there, before their whitening
+    if cfg.kl_in == "returns" and cfg.advantage not in OWN_RETURNS:  # there, before their whitening
         adv = kl_returns(adv, penalty, lengths)
     if cfg.positive_weight != 1.0 or cfg.negative_weight != 1.0:
         adv = torch.where(adv > 0, adv * cfg.positive_weight, adv * cfg.negative_weight)

@@ -168,19 +168,22 @@ class TokenLogprobs(NamedTuple):
     logp: torch.Tensor  # (R, T) under the temperature-scaled policy, over the whole vocabulary
     entropy: torch.Tensor | None  # (R, T) of each step's distribution, when asked (with gradient)
     sampled: torch.Tensor | None  # (R, T) under the distribution an engine draws from (SamplingFilter), no grad
+    sum_pi_squared: torch.Tensor | None = None  # (R, T) each step's sum of squared probabilities, when asked, no grad
 
 
 @dataclass(frozen=True)
 class TokenScorer:
     """What the update keeps of each token's logits, as columns: the token's log-prob under the
     temperature-scaled policy and each step's entropy when asked (both with gradient), then the
-    token's log-prob under the distribution an engine draws from, when asked (without)."""
+    token's log-prob under the distribution an engine draws from, and each step's sum of squared
+    probabilities (algo.advantage=optimal_token_baseline), when asked (without)."""
 
     temperature: float
     with_entropy: bool
     sampler: SamplingFilter | None
     chunk_tokens: int = CHUNK_TOKENS
     float32_product: bool = False  # the output layer's product in float32 (models/float32_head.py)
+    with_sum_pi_squared: bool = False
 
     def product_dtype(self, hidden: torch.Tensor) -> torch.dtype:
         return torch.float32 if self.float32_product else hidden.dtype
@@ -192,19 +195,21 @@ class TokenScorer:
         logits = logits.float()
         return logits if self.temperature == 1 else logits / self.temperature
 
-    def extras(self, scaled: torch.Tensor, ids: torch.Tensor) -> list[torch.Tensor]:
+    def extras(self, scaled: torch.Tensor, ids: torch.Tensor, lse: torch.Tensor) -> list[torch.Tensor]:
         out = [entropy(scaled)] if self.with_entropy else []
-        if self.sampler is not None:
-            with torch.no_grad():
+        with torch.no_grad():
+            if self.sampler is not None:
                 allowed = self.sampler.apply(scaled)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
+            if self.with_sum_pi_squared:  # verl's calculate_sum_pi_squared_from_logits, lse(2z) - 2 lse(z)
+                out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))
         return out
 
     def score(self, scaled: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """From scaled logits (N, V) of tokens `ids` (N,): each token's log-normalizer, its
         log-prob, and the extra columns."""
         lse = torch.logsumexp(scaled, dim=-1)
-        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids)
+        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids, lse)
 
     def of_logits(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """(N, columns) from logits (N, V) of tokens `ids` (N,)."""
@@ -220,8 +225,10 @@ class TokenScorer:
         return torch.cat(columns, dim=-1)
 
     def split(self, columns: torch.Tensor) -> TokenLogprobs:
-        entropy_column = columns[..., 1] if self.with_entropy else None
-        return TokenLogprobs(columns[..., 0], entropy_column, columns[..., -1] if self.sampler is not None else None)
+        """The columns by name, in `extras`' order after the log-prob's."""
+        asked = (self.with_entropy, self.sampler is not None, self.with_sum_pi_squared)
+        taken = iter(columns.unbind(-1)[1:])
+        return TokenLogprobs(columns[..., 0], *(next(taken) if on else None for on in asked))
 
 
 def chunks(n: int, size: int) -> list[slice]:
@@ -325,19 +332,21 @@ def completion_logprobs(
     sampler: SamplingFilter | None = None,
     chunk_tokens: int | None = None,
     lean: bool = True,
+    with_sum_pi_squared: bool = False,
 ) -> TokenLogprobs:
     """Log-probs (R, T) of `completion_ids` where row r continues prompt `rows[r]` of `batch`
     (0 where `completion_mask` is: padding is not scored).
 
     Logits are divided by the sampling temperature, as the distribution sampled from was. With
     a `sampler`, also the log-probs an engine that renormalizes over what it may draw reports
-    (vLLM): the trainer's value to compare the engine's with. The vocabulary is held for
+    (vLLM): the trainer's value to compare the engine's with; `with_sum_pi_squared`, each step's
+    sum of squared probabilities (Optimal Token Baseline's). The vocabulary is held for
     `chunk_tokens` tokens at a time (None: `CHUNK_TOKENS`); 0 holds the logits of every token at
     once (the reference the tests compare with). `lean`: the completions through the lean step
     where the model allows it (`completion_forward`).
     """
     chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
-    scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens)
+    scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens, with_sum_pi_squared=with_sum_pi_squared)
     if chunk_tokens <= 0:  # the full logits, a row upcast at a time
         logits = completion_logits(model, batch, rows, completion_ids, completion_mask, lean)
         columns = torch.stack([scorer.of_logits(row, ids) for row, ids in zip(logits, completion_ids, strict=True)])

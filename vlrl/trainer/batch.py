@@ -179,9 +179,11 @@ def rows_logprobs(
     sampler: SamplingFilter | None = None,
     lean: bool = True,
     router: RouterLogits | None = None,
+    with_sum_pi_squared: bool = False,
 ) -> tuple[TokenLogprobs, int]:
     """Log-probs (len(rows), width) of the given rows' completions, prefixes shared per prompt
-    (with each step's entropy, and the sampling distribution's log-probs, when asked), computed
+    (with each step's entropy, the sampling distribution's log-probs and each step's sum of
+    squared probabilities, when asked), computed
     on `device` (the run's: under FSDP2's CPU offload the parameters are stored on the CPU);
     `lean`: through the lean step where the model allows it (model.lean_forward); a `router`
     records the routers over those forwards, for their load-balancing loss."""
@@ -194,5 +196,8 @@ def rows_logprobs(
     ids = batch.completion_ids[rows_t, :width].to(device)
     mask = batch.completion_mask[rows_t, :width].to(device)
     with router.over(prompts.attention_mask, local, mask) if router is not None else contextlib.nullcontext():
-        scored = completion_logprobs(model, prompts, local, ids, mask, temperature, with_entropy, sampler, lean=lean)
+        scored = completion_logprobs(
+            model, prompts, local, ids, mask, temperature, with_entropy, sampler,
+            lean=lean, with_sum_pi_squared=with_sum_pi_squared,
+        )  # fmt: skip
     return scored, width

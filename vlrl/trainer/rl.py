@@ -338,13 +338,18 @@ class RLTrainer:
     def step_advantages(
         self, groups: list[Group], batch: RolloutBatch
     ) -> tuple[torch.Tensor, OldLogprobs | None, torch.Tensor | None]:
-        """The step's advantages, (R,) or (R, T) with algo.kl_in=returns; with the KL in the
-        reward also the policy that sampled (the update's old log-probs once it moves) and each
-        token's KL, after which the KL's coefficient follows the batch's KL (algo.kl_target)."""
+        """The step's advantages, (R,) or (R, T) with algo.kl_in=returns or
+        optimal_token_baseline; with the KL in the reward or that estimator also the policy that
+        sampled (the update's old log-probs once it moves), and with the KL each token's KL,
+        after which the KL's coefficient follows the batch's KL (algo.kl_target)."""
         algo = self.cfg.algo
-        sampled, kl = None, None
-        if algo.kl_in != "loss":  # on every process: the forwards are collectives under FSDP2
-            sampled, kl = self.updater.reward_kl(batch)
+        sampled, kl, energy = None, None, None
+        otb = algo.advantage == "optimal_token_baseline"
+        # on every process: the forwards are collectives under FSDP2
+        if algo.kl_in != "loss":
+            sampled, kl = self.updater.reward_kl(batch, sum_pi_squared=otb)
+        elif otb:
+            sampled = self.updater.old_logprobs(batch, moves=True, sum_pi_squared=True)
         advantages = torch.zeros(0)
         if groups:
             gdpo = algo.advantage == "gdpo"  # each completion's rewards normalised apart, then summed
@@ -353,7 +358,10 @@ class RLTrainer:
             lengths = torch.tensor([[len(c.token_ids) for c in g.completions] for g in groups])
             penalty = None if kl is None else self.kl_control.value * kl.view(*rewards.shape, -1)
             baseline = torch.tensor([g.baseline for g in groups]) if algo.advantage == "remax" else None
-            advantages = compute_advantages(rewards, correct, algo, lengths, penalty, baseline).flatten(0, 1)
+            if otb:
+                assert sampled is not None
+                energy = self.updater.energy(batch, sampled).view(*rewards.shape, -1)
+            advantages = compute_advantages(rewards, correct, algo, lengths, penalty, baseline, energy).flatten(0, 1)
         if kl is not None:  # on every process: the controller follows the whole batch's KL
             self.kl_control.update(*self.batch_kl(batch, kl))
         return advantages, sampled, kl
@@ -466,7 +474,7 @@ class RLTrainer:
         rewards = torch.stack([g.reward for g in groups])
         mask = batch.completion_mask
         lengths = mask.sum(dim=1)
-        per_token = advantages.dim() == 2  # algo.kl_in=returns: the mean over tokens
+        per_token = advantages.dim() == 2  # algo.kl_in=returns, optimal_token_baseline: the mean over tokens
         metrics = {
             "reward_std": float(rewards.std(dim=1).mean()),
             "frac_groups_zero_std": float(without_spread(rewards).float().mean()),
@@ -547,7 +555,7 @@ class RLTrainer:
                     groups, rounds, unusable = self.collect(step)
                 self.engine.sleep()  # its memory is the update's until the next rollout
                 t1 = time.perf_counter()
-                # 3. advantages, per group (per token with algo.kl_in=returns)
+                # 3. advantages, per group (per token with algo.kl_in=returns or optimal_token_baseline)
                 batch = RolloutBatch.from_groups(groups, run.pad_id)
                 run.check_sampled(step, batch.rollout_logprobs, batch.completion_mask)  # a diverged policy stops
                 kl_coef = self.kl_control.value  # this step's

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vlrl.algos.advantages import realized_energy
 from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.losses import KL_ESTIMATORS, mismatch, rollout_importance_weights, token_loss, token_weights
 from vlrl.config import AlgoConfig, RolloutConfig
@@ -37,6 +38,7 @@ class OldLogprobs:
     entropy: (
         torch.Tensor | None
     )  # of each step, from a trainer forward (when selecting tokens and the engine gave none)
+    sum_pi_squared: torch.Tensor | None = None  # of each step, from that forward (optimal_token_baseline)
 
 
 def rows_of(values: torch.Tensor, micro: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
@@ -88,26 +90,29 @@ class Updater:
         """Whether the policy moves within a step's update (before its last optimizer step)."""
         return self.algo.num_iterations > 1 or self.algo.mini_batches > 1
 
-    def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None) -> OldLogprobs:
+    def old_logprobs(self, batch: RolloutBatch, moves: bool | None = None, sum_pi_squared: bool = False) -> OldLogprobs:
         """While the policy has not moved since the rollout (one pass, one optimizer step) the
         old log-probs are the detached current ones. Once it moves: the rollout's, when the
         engine samples with the policy and gives them, else a trainer forward made before the
         first update (also with `algo.old_logprobs=recompute`). Top-entropy selection without
         the engine's entropies takes them from that forward too (one forward for both).
         `moves`: whether the policy will have moved when they are used (None: by the options;
-        replayed rows are used steps later)."""
+        replayed rows are used steps later). `sum_pi_squared` (Optimal Token Baseline's, with
+        `moves`): each step's sum of squared probabilities, from that forward, whose log-probs are
+        then the old ones (verl's old_log_prob, from which it takes both)."""
         algo = self.algo
         if moves is None:
             moves = self.moves
-        recompute = moves and (self.recomputes or batch.rollout_logprobs is None)
+        recompute = moves and (sum_pi_squared or (self.recomputes or batch.rollout_logprobs is None))
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         entropy = None
         if recompute or need_entropy:
             before = self.logprobs_no_grad(
-                self.run.model, batch, need_entropy, sampled=recompute and self.sampler is not None
-            )
+                self.run.model, batch, need_entropy, sampled=recompute and self.sampler is not None,
+                sum_pi_squared=sum_pi_squared,
+            )  # fmt: skip
             if recompute:
-                return OldLogprobs(before.logp, True, before.sampled, before.entropy)
+                return OldLogprobs(before.logp, True, before.sampled, before.entropy, before.sum_pi_squared)
             entropy = before.entropy
         if moves:
             return OldLogprobs(batch.rollout_logprobs, False, None, entropy)
@@ -119,12 +124,12 @@ class Updater:
         with self.run.model.disable_adapter():
             return self.logprobs_no_grad(self.run.model, batch).logp
 
-    def reward_kl(self, batch: RolloutBatch) -> tuple[OldLogprobs, torch.Tensor]:
+    def reward_kl(self, batch: RolloutBatch, sum_pi_squared: bool = False) -> tuple[OldLogprobs, torch.Tensor]:
         """For algo.kl_in reward or returns: the policy that sampled, as the trainer computes it
         (verl's old_log_prob, OpenRLHF's action_log_probs; the update's old log-probs once the
-        policy moves), and (R, T) each token's KL of it to the reference, 0 past a completion's
-        end."""
-        sampled = self.old_logprobs(batch, moves=True)
+        policy moves; with `sum_pi_squared`, `old_logprobs`'), and (R, T) each token's KL of it to
+        the reference, 0 past a completion's end."""
+        sampled = self.old_logprobs(batch, moves=True, sum_pi_squared=sum_pi_squared)
         assert sampled.logp is not None  # moves: the engine's, else a forward
         kl = KL_ESTIMATORS[self.algo.kl_estimator](sampled.logp, self.reference_logprobs(batch))
         return sampled, kl * batch.completion_mask
@@ -133,6 +138,24 @@ class Updater:
         """Importance weights correct a foreign engine's samples (algo.rollout_correction): its
         log-probs are not the trainer's, so neither, exactly, is the policy it sampled from."""
         return self.foreign and self.algo.rollout_correction.enabled and batch.rollout_logprobs is not None
+
+    def energy(self, batch: RolloutBatch, sampled: OldLogprobs) -> torch.Tensor:
+        """(R, T) Optimal Token Baseline's realized energy of each token at the policy that
+        sampled (`sampled`, from `old_logprobs` with sum_pi_squared), times the square of the
+        rollout importance weight where they correct the engine (verl's rollout_is_weights**2;
+        those the update applies, at that policy)."""
+        assert sampled.logp is not None and sampled.sum_pi_squared is not None
+        weights = None
+        if self.corrects(batch):
+            expected = sampled.logp if self.sampler is None else sampled.sampled
+            weights = self.importance_weights(expected, batch.rollout_logprobs, batch.completion_mask)
+        return realized_energy(sampled.logp, sampled.sum_pi_squared, weights)
+
+    def importance_weights(self, expected: torch.Tensor, engine_logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """algo.rollout_correction's weights of tokens the engine reported `engine_logp` for and
+        the trainer `expected`, at the policy that sampled."""
+        c = self.algo.rollout_correction
+        return rollout_importance_weights(expected, engine_logp, mask, c.mode, c.clip_min, c.clip_max)
 
     def plan(
         self, batch: RolloutBatch, rows: list[int], sums: defaultdict[str, float] | None = None
@@ -153,13 +176,20 @@ class Updater:
         return self.run.strategy.micro_batches(planned)
 
     def logprobs_no_grad(
-        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool = False, sampled: bool = False
+        self,
+        model: torch.nn.Module,
+        batch: RolloutBatch,
+        with_entropy: bool = False,
+        sampled: bool = False,
+        sum_pi_squared: bool = False,
     ) -> TokenLogprobs:
         """(R, T) log-probs of every row under `model` without gradient (reference, old policy),
-        with each step's entropy and the sampling distribution's log-probs when asked."""
+        with each step's entropy, the sampling distribution's log-probs and each step's sum of
+        squared probabilities when asked."""
         out = torch.zeros_like(batch.completion_mask)
         ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
         samp = torch.zeros_like(batch.completion_mask) if sampled else None
+        squares = torch.zeros_like(batch.completion_mask) if sum_pi_squared else None
         run = self.run
         with without_grad(model):
             for rows in self.plan(batch, list(range(len(batch.prompt_index)))):
@@ -168,15 +198,14 @@ class Updater:
                     continue
                 stats, width = rows_logprobs(
                     model, batch, rows, self.rollout.temperature, run.pad_id, run.device, with_entropy,
-                    self.sampler if sampled else None, run.lean_forward,
+                    self.sampler if sampled else None, run.lean_forward, with_sum_pi_squared=sum_pi_squared,
                 )  # fmt: skip
                 index = torch.tensor(rows)
-                out[index, :width] = stats.logp.float().cpu()
-                if ent is not None:
-                    ent[index, :width] = stats.entropy.float().cpu()
-                if samp is not None:
-                    samp[index, :width] = stats.sampled.float().cpu()
-        return TokenLogprobs(out, ent, samp)
+                for kept, column in ((out, stats.logp), (ent, stats.entropy), (samp, stats.sampled),
+                                     (squares, stats.sum_pi_squared)):  # fmt: skip
+                    if kept is not None:
+                        kept[index, :width] = column.float().cpu()
+        return TokenLogprobs(out, ent, samp, squares)
 
     def accumulate(
         self,
@@ -238,8 +267,7 @@ class Updater:
                 )
             is_weights = None
             if correct:
-                c = algo.rollout_correction
-                is_weights = rollout_importance_weights(expected, engine_logp, m, c.mode, c.clip_min, c.clip_max)
+                is_weights = self.importance_weights(expected, engine_logp, m)
                 sums["is_weight"] += float((is_weights.expand_as(m) * m).sum())
             adv = advantages[micro] if advantages.dim() == 1 else advantages[micro, :width]  # per row or token
             terms = token_loss(
