@@ -5,7 +5,7 @@ re-implementation of it (`Reimplementation`) written from lmms_eval/tasks/
 {refcoco,refcoco+,refcocog}/utils_rec.py, refcoco_grounding/utils.py, countbench/utils.py,
 countbenchqa/utils.py, pixmo_count/utils.py, ocrbench/{utils.py,reasoning/utils.py},
 chartqa/{utils.py,reasoning/utils.py}, mmstar/{utils.py,reasoning/utils.py}, _task_utils/mcq_extract.py, mmmu/utils.py,
-_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, multihopspatial/utils.py, simplevqa/utils.py, illusionvqa/utils.py, osworld_g/utils.py, visualwebbench/{prompts.py,utils.py},
+_task_utils/mmmu_mcq_utils.py, realworldqa/{utils.py,reasoning/utils.py}, pope/utils.py, ai2d/{utils.py,reasoning/utils.py}, mme/utils.py, cv_bench/utils.py, blink/utils.py, mmvp/utils.py, vstar_bench/{utils.py,reasoning/utils.py}, scienceqa/utils.py, seedbench/utils.py, seedbench_2_plus/utils.py, vqav2/utils.py, ok_vqa/utils.py, vizwiz_vqa/utils.py, mmbench/{en_utils.py,mmbench_evals.py}, mmmu_pro/utils.py, muirbench/utils.py, docvqa/, infovqa/ (api/metrics.py anls), textvqa/utils.py, _task_utils/vqa_eval_metric.py, api/metrics.py (exact_match), screenspot_v2/utils.py, screenspot_pro/utils.py, screenspot/utils_rec.py, naturalbench/utils.py, fsc147/utils.py, vlmsareblind/utils.py, vlms_are_biased/utils.py, vmcbench/utils.py, mirb/utils.py, multihopspatial/utils.py, simplevqa/utils.py, illusionvqa/utils.py, osworld_g/utils.py, groundingme/utils.py, visualwebbench/{prompts.py,utils.py},
 vsibench/utils.py, geometry3k/utils.py, gqa/utils.py, mme_realworld/{utils.py,reasoning/utils.py}, hrbench/{utils.py,hrbench_evals.py}, embspatial/utils.py, zerobench/utils.py, VisualPuzzles/utils.py, mmsi_bench/utils.py, sat/utils.py, mathkangaroo/utils.py, mathvista/{utils.py,mathvista_evals.py,reasoning/utils.py},
 mathverse/reasoning/utils.py, mathvision/reasoning/utils.py, dynamath/reasoning/utils.py, logicvista/reasoning/utils.py, wemath/{wemath_utils.py,reasoning/utils.py}, _task_utils/reasoning_utils.py and api/reasoning.py at EvolvingLMMs-Lab/lmms-eval commit
 75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3, with the prompts' keyword arguments of the tasks'
@@ -40,6 +40,7 @@ import ast
 import copy
 import functools
 import json
+import math
 import random
 import re
 import statistics
@@ -1665,6 +1666,219 @@ def osworld_g_aggregate(results, target_type=None):
     if not filtered:
         return 0.0
     return sum(1 for r in filtered if r.get("correct")) / len(filtered)
+
+
+# -- groundingme/{groundingme.yaml, utils.py} ----------------------------------------------------------------
+GROUNDINGME_PROMPT = "All spatial relationships are defined from the viewer's perspective, where 'front' means closer to the viewer and 'back' means farther from the viewer. Please provide the bounding box coordinate of the object the following statement describes:\n{description}\nEnsure that all details mentioned about the object are accurate. Provide at most one bounding box. If a matching object is found, provide its bounding box as a JSON in the format {{\"bbox_2d\": [x1, y1, x2, y2]}}. If no matching object is found, output {{\"bbox_2d\": null}}."
+# the yaml's metric_list: (metric without "groundingme_", the name its aggregation function passes on)
+GROUNDINGME_METRICS = [('IoU', 'IoU'), ('ACC@0.5', 'ACC@0.5'), ('ACC@0.75', 'ACC@0.75'), ('ACC@0.9', 'ACC@0.9'), ('Center_ACC', 'Center_ACC'), ('MACC', 'MACC'), ('Discriminative_ACC@0.5', 'Discriminative_ACC@0.5'), ('Discriminative_ACC@0.75', 'Discriminative_ACC@0.75'), ('Discriminative_ACC@0.9', 'Discriminative_ACC@0.9'), ('Discriminative_MACC', 'Discriminative_MACC'), ('Spatial_ACC@0.5', 'Spatial_ACC@0.5'), ('Spatial_ACC@0.75', 'Spatial_ACC@0.75'), ('Spatial_ACC@0.9', 'Spatial_ACC@0.9'), ('Spatial_MACC', 'Spatial_MACC'), ('Limited_ACC@0.5', 'Limited_ACC@0.5'), ('Limited_ACC@0.75', 'Limited_ACC@0.75'), ('Limited_ACC@0.9', 'Limited_ACC@0.9'), ('Limited_MACC', 'Limited_MACC'), ('Rejection_ACC', 'Rejection_ACC@0.5'), ('D_Appearance_ACC@0.5', 'D_Appearance_ACC@0.5'), ('D_Appearance_ACC@0.75', 'D_Appearance_ACC@0.75'), ('D_Appearance_ACC@0.9', 'D_Appearance_ACC@0.9'), ('D_Appearance_MACC', 'D_Appearance_MACC'), ('D_Component_ACC@0.5', 'D_Component_ACC@0.5'), ('D_Component_ACC@0.75', 'D_Component_ACC@0.75'), ('D_Component_ACC@0.9', 'D_Component_ACC@0.9'), ('D_Component_MACC', 'D_Component_MACC'), ('D_Text_ACC@0.5', 'D_Text_ACC@0.5'), ('D_Text_ACC@0.75', 'D_Text_ACC@0.75'), ('D_Text_ACC@0.9', 'D_Text_ACC@0.9'), ('D_Text_MACC', 'D_Text_MACC'), ('D_State_ACC@0.5', 'D_State_ACC@0.5'), ('D_State_ACC@0.75', 'D_State_ACC@0.75'), ('D_State_ACC@0.9', 'D_State_ACC@0.9'), ('D_State_MACC', 'D_State_MACC'), ('Relationship_ACC@0.5', 'Relationship_ACC@0.5'), ('Relationship_ACC@0.75', 'Relationship_ACC@0.75'), ('Relationship_ACC@0.9', 'Relationship_ACC@0.9'), ('Relationship_MACC', 'Relationship_MACC'), ('Counting_ACC@0.5', 'Counting_ACC@0.5'), ('Counting_ACC@0.75', 'Counting_ACC@0.75'), ('Counting_ACC@0.9', 'Counting_ACC@0.9'), ('Counting_MACC', 'Counting_MACC'), ('Occlusion_ACC@0.5', 'Occlusion_ACC@0.5'), ('Occlusion_ACC@0.75', 'Occlusion_ACC@0.75'), ('Occlusion_ACC@0.9', 'Occlusion_ACC@0.9'), ('Occlusion_MACC', 'Occlusion_MACC'), ('Small_ACC@0.5', 'Small_ACC@0.5'), ('Small_ACC@0.75', 'Small_ACC@0.75'), ('Small_ACC@0.9', 'Small_ACC@0.9'), ('Small_MACC', 'Small_MACC'), ('R_Appearance_ACC', 'R_Appearance_ACC@0.5'), ('R_Component_ACC', 'R_Component_ACC@0.5'), ('R_Text_ACC', 'R_Text_ACC@0.5'), ('R_State_ACC', 'R_State_ACC@0.5')]  # fmt: skip
+
+
+def groundingme_smart_resize_mimo(height, width, factor=28, min_pixels=28 * 28 * 8, max_pixels=28 * 28 * 4096):
+    if max(height, width) < 10:
+        raise ValueError(f"At least one dimension must be larger than 10 pixels, got height:{height}, width:{width}")
+    elif min(height, width) < factor:
+        if height < width:
+            height = factor
+            width = int(width * (factor / height))
+        else:
+            width = factor
+            height = int(height * (factor / width))
+    elif max(height, width) / min(height, width) > 200:
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = math.floor(height / beta / factor) * factor
+        w_bar = math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def groundingme_smart_resize_qwen(height, width, factor=28, min_pixels=4 * 28 * 28, max_pixels=16384 * 28 * 28):
+    if max(height, width) / min(height, width) > 200:
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than {200}, got {max(height, width) / min(height, width)}"
+        )
+    h_bar = max(factor, int(round(height / factor) * factor))
+    w_bar = max(factor, int(round(width / factor) * factor))
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, int(math.floor(height / beta / factor) * factor))
+        w_bar = max(factor, int(math.floor(width / beta / factor) * factor))
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = max(factor, int(math.ceil(height * beta / factor) * factor))
+        w_bar = max(factor, int(math.ceil(width * beta / factor) * factor))
+    return h_bar, w_bar
+
+
+def groundingme_normalize_bbox(bbox, width, height):
+    if all(coord <= 1 for coord in bbox):
+        return [bbox[0] * width, bbox[1] * height, bbox[2] * width, bbox[3] * height]
+    else:
+        return [bbox[0] / 999 * width, bbox[1] / 999 * height, bbox[2] / 999 * width, bbox[3] / 999 * height]
+
+
+def groundingme_convert_bbox_from_mimo(bbox, width, height):
+    mimo_width, mimo_height = groundingme_smart_resize_mimo(height, width)
+    return [
+        bbox[0] / mimo_width * width,
+        bbox[1] / mimo_height * height,
+        bbox[2] / mimo_width * width,
+        bbox[3] / mimo_height * height,
+    ]
+
+
+def groundingme_convert_bbox_from_qwen(bbox, width, height):
+    qwen_width, qwen_height = groundingme_smart_resize_qwen(height, width)
+    return [
+        bbox[0] / qwen_width * width,
+        bbox[1] / qwen_height * height,
+        bbox[2] / qwen_width * width,
+        bbox[3] / qwen_height * height,
+    ]
+
+
+def groundingme_doc_to_text(doc):
+    assert isinstance(doc["description"], str), "Answer must be a string"
+    return GROUNDINGME_PROMPT.format(description=doc["description"])
+
+
+def groundingme_parse_bbox(input_str):
+    try:
+        match = re.search(r'\{.*"bbox_2d".*\}', input_str, re.DOTALL)
+        if match:
+            json_str = match.group(0)
+            data = json.loads(json_str)
+            bbox = data["bbox_2d"]
+            if bbox is None:
+                return [0, 0, 0, 0]
+            if isinstance(bbox, list) and len(bbox) == 4:
+                return [float(coord) for coord in bbox]
+            else:
+                raise ValueError(f"Invalid bbox format: {bbox}")
+        else:
+            raise ValueError(f"No bbox found in input string: {input_str}")
+    except (ValueError, AttributeError, IndexError):
+        pattern1 = r"(-?\d+(?:\.\d+)?)[\s,]+(-?\d+(?:\.\d+)?)[\s,]+(-?\d+(?:\.\d+)?)[\s,]+(-?\d+(?:\.\d+)?)"
+        matches = re.findall(pattern1, input_str)
+        if matches:
+            last_match = matches[-1]
+            return [float(coord) for coord in last_match]
+        else:
+            return [0, 0, 0, 0]
+
+
+def groundingme_compute_iou(box1, box2):
+    if box1 == [0, 0, 0, 0]:
+        if box2 == [0, 0, 0, 0]:
+            return 1
+        else:
+            return 0
+    x_left = max(box1[0], box2[0])
+    y_top = max(box1[1], box2[1])
+    x_right = min(box1[2], box2[2])
+    y_bottom = min(box1[3], box2[3])
+    intersection_area = max(0, x_right - x_left) * max(0, y_bottom - y_top)
+    box1_area = (box1[2] - box1[0]) * (box1[3] - box1[1])
+    box2_area = (box2[2] - box2[0]) * (box2[3] - box2[1])
+    union_area = box1_area + box2_area - intersection_area
+    iou = intersection_area / union_area
+    return iou
+
+
+def groundingme_compute_center_accuracy(box1, box2):
+    center_x = (box2[0] + box2[2]) / 2
+    center_y = (box2[1] + box2[3]) / 2
+    return box1[0] <= center_x <= box1[2] and box1[1] <= center_y <= box1[3]
+
+
+def groundingme_process_result(doc, result):
+    pred_raw = groundingme_parse_bbox(result[0] if len(result) > 0 else "")
+    bbox = doc["bbox"] if doc["subtask_l1"] != "Rejection" else [0, 0, 0, 0]
+    height, width = doc["height"], doc["width"]
+    pred_candidates = [
+        pred_raw,
+        groundingme_normalize_bbox(pred_raw, width, height),
+        groundingme_convert_bbox_from_mimo(pred_raw, width, height),
+        groundingme_convert_bbox_from_qwen(pred_raw, width, height),
+    ]
+    ious = [groundingme_compute_iou(bbox, pred) for pred in pred_candidates]
+    best_idx = ious.index(max(ious))
+    pred_best, iou = pred_candidates[best_idx], ious[best_idx]
+    center_acc = groundingme_compute_center_accuracy(bbox, pred_best)
+    thresholds = [round(0.5 + x * 0.05, 2) for x in range(10)]
+    accs = [iou >= t for t in thresholds]
+    data_dict = {"subtask_l1": doc["subtask_l1"], "subtask_l2": doc["subtask_l2"], "description": doc["description"],
+                 "pred": pred_best, "ann_id": doc["id"], "bbox": bbox, "iou": iou, "center_acc": center_acc,
+                 "acc_5": accs[0], "acc_75": accs[5], "acc_9": accs[8], "macc": sum(accs) / len(accs)}  # fmt: skip
+    return {f"groundingme_{metric}": data_dict for metric, _ in GROUNDINGME_METRICS}
+
+
+def groundingme_aggregation_result(results, metric):
+    is_l1_metric, is_l2_metric, l1_name, l2_name = 0, 0, 0, 0
+    if "Discriminative" in metric or "Spatial" in metric or "Limited" in metric or "Rejection" in metric:
+        is_l1_metric = 1
+        l1_name = metric.split("_")[0]
+    elif "D_Appearance" in metric or "D_Component" in metric or "D_Text" in metric or "D_State" in metric:
+        is_l2_metric = 1
+        l1_name = "Discriminative"
+        l2_name = metric.split("_")[1]
+    elif "R_Appearance" in metric or "R_Component" in metric or "R_Text" in metric or "R_State" in metric:
+        is_l2_metric = 1
+        l1_name = "Rejection"
+        l2_name = metric.split("_")[1]
+    elif "Relationship" in metric or "Counting" in metric:
+        is_l2_metric = 1
+        l1_name = "Spatial"
+        l2_name = metric.split("_")[0]
+    elif "Occlusion" in metric or "Small" in metric:
+        is_l2_metric = 1
+        l1_name = "Limited"
+        l2_name = metric.split("_")[0]
+    if "ACC@0.5" in metric:
+        metric_type = "ACC@0.5"
+    elif "ACC@0.75" in metric:
+        metric_type = "ACC@0.75"
+    elif "ACC@0.9" in metric:
+        metric_type = "ACC@0.9"
+    elif "MACC" in metric:
+        metric_type = "MACC"
+    else:
+        metric_type = metric
+    results_dict = {metric: []}
+    for result in results:
+        if metric_type == "ACC@0.5":
+            score = result["acc_5"]
+        elif metric_type == "ACC@0.75":
+            score = result["acc_75"]
+        elif metric_type == "ACC@0.9":
+            score = result["acc_9"]
+        elif metric_type == "MACC":
+            score = result["macc"]
+        elif metric_type == "Center_ACC":
+            score = result["center_acc"]
+        elif metric_type == "IoU":
+            score = result["iou"]
+        if is_l1_metric == 1:
+            if result["subtask_l1"] == l1_name:
+                results_dict[metric].append(score)
+        elif is_l2_metric == 1:
+            if result["subtask_l1"] == l1_name and result["subtask_l2"] == l2_name:
+                results_dict[metric].append(score)
+        else:
+            results_dict[metric].append(score)
+    scores = results_dict[metric]
+    if not scores:
+        return float("nan")
+    return sum(scores) / len(scores)
 
 
 # -- visualwebbench/{prompts.py, utils.py} (the accuracy tasks) ------------------------------------------
@@ -4419,6 +4633,15 @@ class Reimplementation(MathReimplementation, _Harness):
             metrics[f"osworld_g_{kind}_acc"] = osworld_g_aggregate([i[f"osworld_g_{kind}_acc"] for i in items], kind)
         return [osworld_g_doc_to_text(d) for d in docs], metrics
 
+    def groundingme(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
+        docs, responses = list(docs), self.scored(responses, reasoning_tags)
+        items = [groundingme_process_result(d, [r]) for d, r in zip(docs, responses, strict=True)]
+        metrics = {
+            f"groundingme_{metric}": groundingme_aggregation_result([i[f"groundingme_{metric}"] for i in items], name)
+            for metric, name in GROUNDINGME_METRICS
+        }
+        return [groundingme_doc_to_text(d) for d in docs], metrics
+
     def simplevqa(self, docs, responses, reasoning_tags=CLI_REASONING_TAGS):
         docs, responses = list(docs), self.scored(responses, reasoning_tags)
         scores = [simplevqa_process_results(d, [r])["exact_match"] for d, r in zip(docs, responses, strict=True)]
@@ -5188,7 +5411,7 @@ DOC_TO_TARGET = {
     "refcoco_grounding": "bbox", "screenspot_rec_test": "bbox", "screenspot_v2": "instruction", "screenspot_pro": "instruction",
     "vstar_bench": "label", "vstar_bench_reasoning": "label", "zerobench": "question_answer",
     "chartqapro": chartqapro_doc_to_target, "omni_spatial": omni_spatial_doc_to_answer, "mindcube": "grounded_output",
-    "fsc147": fsc147_doc_to_target, "mirb": "answers", "vlms_are_biased": "ground_truth", "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "illusionvqa_comprehension": illusionvqa_doc_to_target,
+    "fsc147": fsc147_doc_to_target, "mirb": "answers", "vlms_are_biased": "ground_truth", "visualwebbench": visualwebbench_doc_to_target, "osworld_g": "instruction", "groundingme": "", "illusionvqa_comprehension": illusionvqa_doc_to_target,
     "illusionvqa_soft_localization": illusionvqa_doc_to_target, "vlmsareblind": "groundtruth", "where2place": "", "refspatial": "", "where2place_json": "", "refspatial_json": "",
 }  # fmt: skip  # every other task's yaml: "answer"
 

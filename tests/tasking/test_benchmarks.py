@@ -94,6 +94,12 @@ def _rounds(variants_of, samples):
     return [[kinds[i][(i + r) % k] for i in range(len(samples))] for r in range(k)]
 
 
+def _nan_named(metrics: dict[str, float]) -> dict[str, float | str]:
+    """The metrics with NaN (a category without rows, as lmms-eval reports it) as "nan", which
+    equals itself."""
+    return {k: "nan" if isinstance(v, float) and math.isnan(v) else v for k, v in metrics.items()}
+
+
 def _assert_same(task, samples, responses, expected: dict[str, float]) -> None:
     got = task.metrics(samples, responses)
     assert {k: got[k] for k in expected} == expected
@@ -676,7 +682,7 @@ def _hostile(name: str, sample) -> list[str]:
              "naturalbench": _naturalbench_responses, "fsc147": _fsc147_responses,
              "vlmsareblind": _vlmsareblind_responses, "vlms_are_biased": _vlms_are_biased_responses,
              "vmcbench": _vmcbench_responses, "mirb": _mirb_responses,
-             "multihopspatial": _multihopspatial_responses, "simplevqa": _simplevqa_responses, "osworld_g": _osworld_g_responses,
+             "multihopspatial": _multihopspatial_responses, "simplevqa": _simplevqa_responses, "osworld_g": _osworld_g_responses, "groundingme": _groundingme_responses,
              "visualwebbench": _visualwebbench_responses,
              "illusionvqa_comprehension": _ai2d_responses, "illusionvqa_soft_localization": _ai2d_responses, "3dsrbench": _threedsr_responses, "3dsrbench_circular": _threedsr_responses,
              "chartqapro": _chartqapro_responses, "viewspatial": _viewspatial_responses,
@@ -738,7 +744,7 @@ def test_every_benchmark_scores_what_its_reference_harness_scores(name, tmp_path
                     _, expected = getattr(reference, method)(docs, reference.scored(responses, tags, method))
                 else:
                     _, expected = getattr(reference, method)(docs, responses, tags)
-            assert {k: result.metrics[k] for k in expected} == expected, (r, responses)
+            assert _nan_named({k: result.metrics[k] for k in expected}) == _nan_named(expected), (r, responses)
             assert [line["filtered_resps"] for line in lines] == scored
             assert [line.get("resps", line["filtered_resps"]) for line in lines] == responses
             if method is not None:  # lmms-eval's target; Video-R1's evaluator keeps the record's solution
@@ -1199,6 +1205,25 @@ def _vlmsareblind_responses(sample):
             f"so: {answer}"]  # fmt: skip
 
 
+def _groundingme_responses(sample):
+    """The truth as JSON in pixels, [0, 1], 0-999 and Qwen's resized frame; a box shifted by
+    a fifth and by a half of its width (ACC@t at some t); null; bare numbers (the last four); a
+    fence followed by more braces (the greedy span then fails JSON); a null box holding another
+    (the span from the first brace); [0, 1] up to 1 itself; nothing."""
+    from tasks.benchmarks.groundingme import smart_resize_qwen
+
+    (w, h), truth = sample.meta["size"], sample.solution
+    x1, y1, x2, y2 = truth if sample.meta["l1"] != "Rejection" else [w / 4, h / 4, w / 2, h / 2]
+    qh, qw = smart_resize_qwen(h, w)
+    box = lambda b: '{"bbox_2d": [' + ", ".join(f"{v:.3f}" for v in b) + "]}"  # noqa: E731
+    shift = lambda k: box([x1 + k * (x2 - x1), y1, x2 + k * (x2 - x1), y2])  # noqa: E731
+    return [box([x1, y1, x2, y2]), box([x1 / w, y1 / h, x2 / w, y2 / h]),
+            box([round(v * 999) for v in (x1 / w, y1 / h, x2 / w, y2 / h)]),
+            box([x1 * qw / w, y1 * qh / h, x2 * qw / w, y2 * qh / h]), shift(0.2), shift(0.5), '{"bbox_2d": null}',
+            f"first 1 2 3 4, then {x1:.0f}, {y1:.0f} {x2:.0f},{y2:.0f}", f"```json\n{box([x1, y1, x2, y2])}\n``` {{\"note\": 1}}",
+            '{"bbox_2d": null, "alt": ' + box([x1, y1, x2, y2]) + "}", box([x1 / w, y1 / h, 1, 1]), ""]  # fmt: skip
+
+
 def _osworld_g_responses(sample):
     """A point inside the target in pixels and normalized, on an edge, outside, the refusal, a
     <bbox> tag, a box's four numbers, x=/y=, none."""
@@ -1574,7 +1599,7 @@ def _pope_responses(sample):
      ("VisualPuzzles_direct", _puzzle_responses), ("VisualPuzzles_cot", _puzzle_responses),
      ("mmsi_bench", _mmsi_responses), ("sat", _sat_responses), ("mathkangaroo", _kangaroo_responses),
      ("erqa", _erqa_responses), ("naturalbench", _naturalbench_responses), ("fsc147", _fsc147_responses),
-     ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses),
+     ("vlmsareblind", _vlmsareblind_responses), ("osworld_g", _osworld_g_responses), ("groundingme", _groundingme_responses),
      ("vlms_are_biased", _vlms_are_biased_responses), ("vmcbench", _vmcbench_responses),
      ("mirb", _mirb_responses), ("multihopspatial", _multihopspatial_responses),
      ("simplevqa", _simplevqa_responses),
@@ -1599,7 +1624,7 @@ def test_the_newer_benchmarks_equal_lmms_eval(name, kinds, reference, tmp_path):
     for responses in _rounds(kinds, samples):
         prompts, expected = getattr(reference, method)(docs, responses)
         assert [s.problem for s in samples] == prompts
-        assert task.metrics(samples, responses) == expected
+        assert _nan_named(task.metrics(samples, responses)) == _nan_named(expected)
 
 
 @pytest.mark.parametrize("reference", REFERENCES, ids=IDS)
@@ -2338,3 +2363,31 @@ def test_mmmu_pro_shows_its_images_before_the_text_in_every_class_and_takes_qwen
     assert samples[0].problem.startswith(
         "Question: analyze the image and answer the associated question.\nOptions:\nA. "
     )
+
+
+def test_groundingme_reads_json_lmms_eval_stops_on_as_a_failed_parse_and_skips_rows_it_cannot_resize(tmp_path):
+    """parse_bbox catches ValueError alone: a "bbox_2d" below the top level (KeyError) or a null
+    coordinate (TypeError) stops lmms-eval; vlrl falls back to the last four numbers as after a
+    ValueError. A row whose width and height MiMo's resize refuses (a side under 10 pixels) would
+    stop it on every response: it is skipped and named. coords=model reads the model's frame."""
+    from lmms_eval_reference import groundingme_process_result
+
+    task = make_task(TaskConfig(name="groundingme"))
+    rows = list(task.synthetic_rows(3, 0))
+    rows[1] |= {"image": image_cell(Image.new("RGB", (8, 6)), "tiny.png"), "width": 8, "height": 6}
+    _, split = _read_rows("groundingme", rows, task.schema, task.split, tmp_path)
+    assert [e.source.rsplit(":", 1)[1] for e in split.errors] == ["row 1"] and "8 x 6" in str(split.errors[0])
+    sample, doc = split.samples[0], rows[0]
+    truth = ", ".join(f"{v:g}" for v in sample.solution)
+    nested, null = f'{{"answer": {{"bbox_2d": [{truth}]}}}}', '{"bbox_2d": [null, 1, 2, 3]}'
+    for response, error, iou in ((nested, KeyError, 1.0), (null, TypeError, 0.0)):
+        with pytest.raises(error):
+            groundingme_process_result(doc, [response])
+        assert task.metrics([sample], [response])["groundingme_IoU"] == iou
+    task, samples, _ = _load("groundingme", tmp_path / "model", size=2, seed=1, coords="model")
+    f, (x1, y1, x2, y2) = samples[0].frame, samples[0].solution
+    in_frame = f.box_to_model([x1, y1, x2, y2], integer=False)
+    assert f.model_width != f.width and task.metrics(samples[:1], [str(in_frame)])["groundingme_IoU"] == pytest.approx(
+        1.0
+    )
+    assert task.metrics(samples[:1], [str([x1, y1, x2, y2])])["groundingme_IoU"] < 0.9  # pixels are not read there
