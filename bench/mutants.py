@@ -452,7 +452,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "no old log-probs taken when the engine gives none", "vlrl/trainer/update.py",
-        "(self.recomputes or batch.rollout_logprobs is None)", "self.recomputes", (ENTROPY_OLD,),
+        "or self.recomputes or batch.rollout_logprobs is None)", "or self.recomputes)", (ENTROPY_OLD,),
     ),
     Mutation(
         "the update packs its rows in order whatever the padding", "vlrl/trainer/batch.py",
@@ -1008,7 +1008,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "optimal_token_baseline's pi from the engine, not the forward", "vlrl/trainer/update.py",
-        "recompute = moves and (sum_pi_squared or (", "recompute = moves and ((", (OTB_STEP,),
+        "recompute = moves and (sum_pi_squared or ", "recompute = moves and (", (OTB_STEP,),
     ),
     Mutation(
         "the sum of squared probabilities is the exp-normalizer's", "vlrl/models/policy.py",

@@ -137,6 +137,9 @@ def smart_resize_qwen(height: int, width: int, factor: int = 28, min_pixels: int
     return h_bar, w_bar
 
 
+RESIZES = (smart_resize_mimo, smart_resize_qwen)  # the resized frames a box is read in
+
+
 def iou(truth: list[float], box: list[float]) -> float:
     """utils.compute_iou: a truth of [0, 0, 0, 0] (Rejection) is matched by [0, 0, 0, 0] alone."""
     if truth == NOTHING:
@@ -151,7 +154,7 @@ def readings(box: list[float], width: int, height: int) -> list[list[float]]:
     else:
         scaled = [box[0] / 999 * width, box[1] / 999 * height, box[2] / 999 * width, box[3] / 999 * height]
     out = [box, scaled]
-    for resize in (smart_resize_mimo, smart_resize_qwen):
+    for resize in RESIZES:
         # convert_bbox_from_*: (height, width) as it returns them, unpacked as (width, height)
         across, down = resize(height, width)
         out.append([box[0] / across * width, box[1] / down * height, box[2] / across * width, box[3] / down * height])
@@ -230,14 +233,13 @@ class GroundingME(Benchmark):
     schema = SCHEMA
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
-        path, image_width, image_height = record_image(record, ctx)
-        width, height, description = record["width"], record["height"], record["description"]
+        path, width, height = record_image(record, ctx)  # the row's width and height, checked against the image
+        description = record["description"]
         if not isinstance(description, str):
             raise ctx.error(f"description must be a string, got {description!r}"[:200])
-        if not (width > 0 and height > 0):
-            raise ctx.error(f"width and height must be positive, got {width} x {height}")
         try:
-            readings(list(NOTHING), width, height)
+            for resize in RESIZES:
+                resize(height, width)
         except ValueError as error:  # lmms-eval raises on every response of this row
             raise ctx.error(f"MiMo's or Qwen's resize refuses {width} x {height}: {error}") from None
         rejection = record["subtask_l1"] == "Rejection"
@@ -250,19 +252,14 @@ class GroundingME(Benchmark):
             raise ctx.error(f"bbox must be 4 finite numbers [x1, y1, x2, y2], got {box!r}"[:200])
         truth = list(NOTHING) if rejection else [float(v) for v in box]
         return [Sample(id=str(record.get("id", ctx.index)), task=self.name, problem=PROMPT.format(description=description),
-                       solution=truth, images=[path], frame=ctx.frame_spec.frame(image_width, image_height),
-                       meta={"l1": record["subtask_l1"], "l2": record["subtask_l2"], "size": [width, height],
+                       solution=truth, images=[path], frame=ctx.frame_spec.frame(width, height),
+                       meta={"l1": record["subtask_l1"], "l2": record["subtask_l2"],
                              "description": description, "id": record.get("id")},
                        source=ctx.source)]  # fmt: skip
 
     def process(self, completion: str, sample: Sample) -> dict[str, Any]:
-        truth, (width, height), raw = sample.solution, sample.meta["size"], parse_bbox(completion)
-        if self.options.coords == "model":
-            f = sample.frame
-            x1, y1, x2, y2 = f.box_to_original(raw)
-            candidates = [[x1 * width / f.width, y1 * height / f.height, x2 * width / f.width, y2 * height / f.height]]
-        else:
-            candidates = readings(raw, width, height)
+        truth, f, raw = sample.solution, sample.frame, parse_bbox(completion)
+        candidates = [f.box_to_original(raw)] if self.options.coords == "model" else readings(raw, f.width, f.height)
         ious = [iou(truth, box) for box in candidates]
         best = ious.index(max(ious))
         accs = [ious[best] >= t for t in THRESHOLDS]

@@ -1212,7 +1212,7 @@ def _groundingme_responses(sample):
     (the span from the first brace); [0, 1] up to 1 itself; nothing."""
     from tasks.benchmarks.groundingme import smart_resize_qwen
 
-    (w, h), truth = sample.meta["size"], sample.solution
+    (w, h), truth = (sample.frame.width, sample.frame.height), sample.solution
     x1, y1, x2, y2 = truth if sample.meta["l1"] != "Rejection" else [w / 4, h / 4, w / 2, h / 2]
     qh, qw = smart_resize_qwen(h, w)
     box = lambda b: '{"bbox_2d": [' + ", ".join(f"{v:.3f}" for v in b) + "]}"  # noqa: E731

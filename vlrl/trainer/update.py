@@ -103,7 +103,7 @@ class Updater:
         algo = self.algo
         if moves is None:
             moves = self.moves
-        recompute = moves and (sum_pi_squared or (self.recomputes or batch.rollout_logprobs is None))
+        recompute = moves and (sum_pi_squared or self.recomputes or batch.rollout_logprobs is None)
         need_entropy = algo.top_entropy_fraction < 1 and batch.entropy is None
         entropy = None
         if recompute or need_entropy:
