@@ -76,6 +76,7 @@ DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")  # a layer or param
 @dataclass
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
+    # PEFT's lora_alpha: each adapter's output is scaled by alpha / r
     alpha: int = 32
     # on the adapters' input in SFT (PEFT's lora_dropout); RL runs without, its first ratio exactly 1
     dropout: float = 0.0
@@ -117,10 +118,15 @@ class VideoConfig:
     """How video frames are sampled and sized: qwen-vl-utils' video keys; defaults are Video-R1's
     training and evaluation settings (fps 2, 4 to 16 frames, 128 x 28 x 28 pixels a frame)."""
 
+    # Frames sampled per second of video (qwen-vl-utils' fps), then held within min_frames..max_frames
     fps: float = 2.0
+    # Fewest frames sampled from a video, rounded up to an even number (two frames make a temporal patch)
     min_frames: int = 4
+    # Most frames sampled, rounded down to an even number; never more than the file has
     max_frames: int = 16
+    # A frame's fewest pixels after smart_resize; its pixel limit is never below 1.05 x this
     min_pixels: int = 128 * 28 * 28
+    # A frame's most pixels, as max_pixels_from reads it; a long video's frames get less (total_pixels)
     max_pixels: int = 128 * 28 * 28
     total_pixels: float = 128000 * 28 * 28 * 0.9  # qwen-vl-utils' MODEL_SEQ_LEN budget over all frames
     # What max_pixels is. video_r1: the VIDEO_MAX_PIXELS of Video-R1's vendored qwen-vl-utils, whose
@@ -168,13 +174,24 @@ class ModelConfig:
     # The model family (vlrl/models/): auto goes by the checkpoint's model_type; or a family's
     # name (qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, an entry point) or module:Class.
     family: str = "auto"
+    # The dtype the weights are loaded and computed in (policy, reference, rollout engine); auto: bfloat16 on a GPU
+    # that supports it, else float32 (models/loading.py). trainer.master_weights keeps fp32 copies to step.
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    # transformers' attention (from_pretrained's attn_implementation). The lean step (decoding and the update's
+    # forwards) and grouped vision attention need sdpa; the static step sdpa or eager.
+    # flash_attention_2 needs the flash-attn package.
     attn_implementation: Literal["sdpa", "eager", "flash_attention_2"] = "sdpa"
     # Frame the model reads and writes coordinates in; auto: the family's (absolute for Qwen2.5-VL,
     # norm1000 for Qwen2-VL, Qwen3-VL and Qwen3.5).
     coord_frame: Literal["auto", "absolute", "norm1000", "original"] = "auto"
+    # An image's fewest pixels: smaller ones are enlarged by smart_resize, as qwen-vl-utils, to sides that are
+    # multiples of the family's factor (28 or 32). Default: qwen-vl-utils' 4 x 28 x 28.
     min_pixels: int = 3136
+    # An image's most pixels: larger ones are shrunk (and a saved processor states this limit). Default:
+    # qwen-vl-utils' 16384 x 28 x 28. Videos are sized by model.video.
     max_pixels: int = 12845056
+    # The vision tower gets no gradient or optimizer state (full fine-tuning; LoRA adapts only the language
+    # model anyway). A resumed run refuses a change.
     freeze_vision: bool = False
     # The vision tower's patch embedding, a Conv3d whose windows tile its input: linear computes it
     # as the matrix product it is (models/patch_embed.py: on some GPUs and torch versions the
@@ -238,6 +255,8 @@ class DataConfig:
     # A file in the task's public format (json or jsonl), or a published table: a parquet /
     # arrow file, a glob, or a downloaded dataset directory, with @split (DIR@train).
     train: str = ""
+    # The held-out split, in the same forms as train: evaluated every eval.every steps and by `vlrl eval`
+    # (its default split). "": none
     eval: str = ""
     columns: dict[str, str] = field(default_factory=dict)  # tables: task record key -> table column
     image_cache: str = ""  # tables: where embedded images are written ("": the system temp dir)
@@ -252,8 +271,8 @@ class DataConfig:
     # stated where this key is set (the same config file, or the same command line): never at a
     # path given elsewhere, where a typo would fill a folder with synthetic scenes.
     synthetic: bool = False
-    synthetic_train_size: int = 512
-    synthetic_eval_size: int = 128
+    synthetic_train_size: int = 512  # records data.synthetic writes for a missing train file
+    synthetic_eval_size: int = 128  # records data.synthetic writes for a missing eval file
     synthetic_seed: int = 0  # the data's seed, apart from the training seed: seeds vary training, not data
 
     def validate(self, key: str) -> None:
@@ -268,6 +287,8 @@ class DataConfig:
 
 @dataclass
 class TaskConfig:
+    # The task: its records, prompt, rewards and metrics (docs/tasks.md): a registered name or alias,
+    # package.module:Class or path/to/file.py:Class
     name: str = "refcoco"
     # Component -> weight; empty: the task's defaults. A key FILE.py:FUNCTION or package.module:FUNCTION
     # is a reward function of yours (fn(completions, samples) -> list[float]), logged as reward/FUNCTION;
@@ -280,13 +301,14 @@ class TaskConfig:
 class MixtureEntry:
     """One task of a mixture: its data, its share of the prompts, its rewards and options."""
 
-    name: str = ""
+    name: str = ""  # the task, as task.name (required)
+    # Its share of the prompts: each prompt's task is drawn with probability weight / the weights' sum (> 0)
     weight: float = 1.0
-    train: str = ""
-    eval: str = ""
+    train: str = ""  # its training data, as data.train (required)
+    eval: str = ""  # its held-out data, as data.eval ("": not evaluated during training, said at the start)
     columns: dict[str, str] = field(default_factory=dict)  # as data.columns, for this task's tables
-    rewards: dict[str, float] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    rewards: dict[str, float] = field(default_factory=dict)  # as task.rewards, for this task
+    options: dict[str, Any] = field(default_factory=dict)  # as task.options: this task's variants
 
 
 @dataclass
@@ -311,10 +333,14 @@ class StageLimits:
 @dataclass
 class RolloutConfig:
     engine: str = "hf"  # a registered engine (hf, vllm: vlrl/rollout/), or module:Class of a RolloutEngine
+    # G: completions sampled per prompt, its group (TRL's num_generations); a stage may set its own
     num_generations: int = 8
+    # The longest completion, in tokens (TRL's max_completion_length); a stage may set its own. Also
+    # evaluation's, unless eval.max_new_tokens or the task sets one
     max_new_tokens: int = 1024
+    # Sampling temperature (> 0); the update's log-probs and entropies are of the logits divided by it, as drawn
     temperature: float = 1.0
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling: draw from the most probable tokens holding this much mass (1.0: off)
     top_k: int = 0  # 0: no top-k filtering
     # > 0: tokens less probable than min_p x the most probable one are not drawn (TRL's min_p):
     # after top-k / top-p in the HF engine, as transformers' generate; before them in vLLM, as vLLM.
@@ -378,9 +404,11 @@ class RolloutCorrectionConfig:
     [clip_min, clip_max] (mask), and multiplies the policy-gradient term."""
 
     enabled: bool = True  # TRL's vllm_importance_sampling_correction
+    # TRL's vllm_importance_sampling_mode: the ratio of each token or of the sequence (its tokens' product),
+    # clipped into [clip_min, clip_max] (truncate) or zeroed outside it (mask)
     mode: Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = "sequence_mask"
-    clip_min: float | None = None
-    clip_max: float | None = 3.0
+    clip_min: float | None = None  # the ratio's lower bound (TRL's vllm_importance_sampling_clip_min); None: none
+    clip_max: float | None = 3.0  # its upper bound (TRL's vllm_importance_sampling_clip_max); None: none
 
     def validate(self, key: str) -> None:
         if self.clip_min is not None and self.clip_max is not None and self.clip_min > self.clip_max:
@@ -400,10 +428,11 @@ class TrustConfig:
     scorer: str = ""  # "": off; "module:function" / "file.py:function"; "http(s)://..."; "judge:PATH" (local model)
     # code: SophiaVL-R1's released reward manager (it produced the published numbers); paper: the paper's rule.
     variant: Literal["code", "paper"] = "code"
+    # The thinking reward's weight: alpha x exp(-step / T) x its score is added (SophiaVL-R1's code: 0.3, fixed)
     alpha: float = 0.3
     decay_steps: float | None = None  # T in exp(-step / T); None: the variant's (code 12000, paper 1000)
     timeout_s: float = 60.0  # HTTP scorer timeout (SophiaVL-R1's request's); a failed call scores 0 and is counted
-    judge_max_new_tokens: int = 16
+    judge_max_new_tokens: int = 16  # a judge:PATH scorer's longest answer, in tokens (decoded greedily)
     # What an http(s):// or judge: scorer is asked. vlrl: http gets {"items": [...]} and returns
     # {"scores": [...]}; the judge rates the <think> block 0-10. sophiavl_r1: SophiaVL-R1's request to
     # its thinking reward model (trainer/sophiavl_r1.py), http to an OpenAI-style /v1/chat/completions.
@@ -434,6 +463,8 @@ class TrustConfig:
 class TemporalConfig:
     """T-GRPO (Video-R1): contrast each prompt with a shuffled-frame variant supplied by the task."""
 
+    # Each video prompt also samples shuffled_fraction x G completions on shuffled frames (the task's
+    # temporal_variant; image prompts have none); correct ordered ones earn alpha where order helped (mu)
     enabled: bool = False
     alpha: float = 0.3  # bonus added to correct completions of the ordered input
     mu: float = 0.8  # bonus when acc(ordered) >= mu * acc(shuffled) (0.8 in Video-R1's code, 1.0 in the paper)
@@ -449,9 +480,11 @@ class TemporalConfig:
 class LengthControlConfig:
     """Video-R1's len_control: a bonus for correct completions of a moderate length."""
 
-    enabled: bool = False
-    min_tokens: int = 320
-    max_tokens: int = 512
+    enabled: bool = False  # add the bonus to rewards (not with algo.advantage=remax)
+    min_tokens: int = 320  # the shortest completion earning it, in tokens, its end token counted (Video-R1: 320)
+    max_tokens: int = 512  # the longest completion earning it, inclusive (Video-R1: 512)
+    # Added to each correct completion of min_tokens to max_tokens when more than one of its group is correct
+    # (Video-R1: 0.2)
     bonus: float = 0.2
 
     def validate(self, key: str) -> None:
@@ -523,6 +556,8 @@ class AlgoConfig:
         "gpg", "passk", "remax", "optimal_token_baseline",
     ] = "grpo"  # fmt: skip
     advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
+    # advantage=cpgd's weight on r - the group's mean: equal (1), std (1 / (the group's std + std_eps)),
+    # clip_filter (MM-EUREKA's: groups / groups whose rewards differ, at most 3)
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
     std_eps: float = 1e-4  # A = (r - mean) / (std + std_eps), as TRL
     positive_weight: float = 1.0  # scales positive advantages (W-REINFORCE: 0.1)
@@ -542,12 +577,18 @@ class AlgoConfig:
     loss: Literal["clip", "cpgd", "cispo", "sapo", "vespo", "reinforce", "gmpo", "kl_cov", "clip_cov"] = "clip"
     # cispo's bounds on the weight: trl (above only, at epsilon_high) or verl ([1 - epsilon, 1 + epsilon_high])
     cispo_bounds: Literal["trl", "verl"] = "trl"
-    kl_cov_ratio: float = 0.0002  # verl's defaults
-    kl_cov_coef: float = 1.0
+    # kl_cov: the share of a micro-batch's tokens (at least one), those whose advantage and log-prob covary
+    # most, given the |log r| penalty (verl's default)
+    kl_cov_ratio: float = 0.0002
+    kl_cov_coef: float = 1.0  # kl_cov: the penalty's coefficient on |log r| (verl's ppo_kl_coef)
+    # clip_cov: the share of a micro-batch's tokens (at least one) drawn to lose their gradient, among the
+    # unclipped ones whose covariance is within (clip_cov_lb, clip_cov_ub) (verl's default)
     clip_cov_ratio: float = 0.0002
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
+    clip_cov_lb: float = 1.0  # clip_cov: the covariance above which a token may be drawn (verl's default)
+    clip_cov_ub: float = 5.0  # clip_cov: the covariance below which a token may be drawn (verl's default)
     ratio_level: Literal["token", "sequence"] = "token"  # sequence: GSPO's length-normalised sequence ratio
+    # The clip's lower side: the ratio clipped to [1 - epsilon, 1 + epsilon_high] (TRL's epsilon, verl's
+    # clip_ratio_low); gmpo clips log r at -epsilon, cpgd at log(1 - epsilon), cispo_bounds=verl at 1 - epsilon
     epsilon: float = 0.2
     epsilon_high: float | None = None  # clip-higher (DAPO: 0.28); None: same as epsilon
     dual_clip: float | None = None  # dual-clip PPO's c (e.g. 3.0): bounds the loss of negative advantages
@@ -558,7 +599,7 @@ class AlgoConfig:
     vespo_k_pos: float = 2.0  # VESPO's power of the ratio where A >= 0 (TRL's defaults)
     vespo_lambda_pos: float = 3.0  # its decay where A >= 0
     vespo_k_neg: float = 3.0  # and where A < 0
-    vespo_lambda_neg: float = 2.0
+    vespo_lambda_neg: float = 2.0  # and its decay where A < 0
     # seq_mean_token_sum: each row's token sum, averaged over the rows (verl's seq-mean-token-sum,
     # TRL's luspo: with ratio_level sequence, LUSPO)
     aggregation: Literal[
@@ -577,9 +618,9 @@ class AlgoConfig:
     # entropy_coef_max]; the bonus acts only while the last step's entropy was at most the target
     # (none before the first). None: entropy_coef fixed.
     entropy_target: float | None = None
-    entropy_coef_min: float = 0.0
-    entropy_coef_max: float = 1.0
-    entropy_coef_delta: float = 0.005
+    entropy_coef_min: float = 0.0  # the adaptive coefficient's floor (TRL's entropy_coef_min)
+    entropy_coef_max: float = 1.0  # its ceiling (TRL's entropy_coef_max)
+    entropy_coef_delta: float = 0.005  # its move after each optimizer step, up or down (TRL's entropy_coef_delta)
     # Mixture-of-experts models: the routers' load-balancing loss (Switch Transformer's, as
     # transformers computes it over each micro-batch's prompt and completion tokens) times this,
     # added to every micro-batch's loss and averaged over the optimizer step's micro-batches
@@ -608,6 +649,8 @@ class AlgoConfig:
     # then part of every checkpoint (as large as the model's). Needs a reference of its own:
     # beta > 0 and no LoRA (as TRL). 0: the reference stays the model the run started from.
     ref_sync_every: int = 0
+    # The policy's share in each sync's mix, in (0, 1] (TRL's ref_model_mixup_alpha); 1: the reference becomes
+    # the policy
     ref_sync_alpha: float = 0.6
     # The loss's KL times the ratio to the old policy, its gradient included (TRL 1.16's
     # use_bias_correction_kl, on there by default; DeepSeek-V3.2's unbiased reverse-KL gradient)
@@ -640,7 +683,7 @@ class AlgoConfig:
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal and refill the batch
     max_sampling_rounds: int = 4  # rollouts per step at most, when refilling
     overlong_buffer: int = 0  # L_cache: penalty ramps from 0 at L_max - L_cache to -overlong_penalty at L_max
-    overlong_penalty: float = 1.0
+    overlong_penalty: float = 1.0  # the most the ramp takes off a reward, at max_new_tokens (with overlong_buffer > 0)
     trust: TrustConfig = field(default_factory=TrustConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     length_control: LengthControlConfig = field(default_factory=LengthControlConfig)
@@ -808,9 +851,10 @@ class EvalConfig:
     split: str = "eval"  # "eval" (data.eval), "train" (data.train), or a data file
     limit: int = 0  # evaluate the first N samples (0: all)
     batch_size: int = 8  # prompts per generation batch
-    max_new_tokens: int = 0  # 0: rollout.max_new_tokens
+    # 0: the task's length, else a benchmark's lmms-eval model class's, else rollout.max_new_tokens
+    max_new_tokens: int = 0
     temperature: float = 0.0  # 0: greedy
-    top_p: float = 1.0
+    top_p: float = 1.0  # nucleus sampling at temperature > 0, as rollout.top_p (1.0: off)
     # > 1: each answer's prompt and earlier tokens made less likely (transformers' and vLLM's
     # repetition_penalty). null: the checkpoint's generation_config.json's (1.0 without one), as
     # transformers' generate takes it when its caller names none: lmms-eval's HF Qwen classes and
@@ -853,15 +897,22 @@ class EvalConfig:
 
 @dataclass
 class TrainerConfig:
+    # The run directory: config.yaml, metrics.jsonl, samples.jsonl, checkpoints/step-N (resume: auto goes on
+    # from its latest)
     output_dir: str = "runs/refcoco"
+    # Steps the run trains; a step samples and scores a batch, then takes algo.num_iterations x
+    # algo.mini_batches optimizer steps (SFT: one)
     steps: int = 1000
     prompts_per_step: int = 8  # B prompts per step (SFT: samples per step)
-    lr: float = 1e-6
+    lr: float = 1e-6  # AdamW's learning rate: warmup_steps rise to it, lr_schedule decays from it
+    # AdamW's decoupled weight decay, on every trained parameter (as verl's and EasyR1's; transformers' Trainer
+    # leaves out biases and norms)
     weight_decay: float = 0.0
     # AdamW's (beta1, beta2): torch's and the HF Trainer's defaults; OpenRLHF's (LMM-R1) [0.9, 0.95]
     adam_betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     # Over trainer.steps, with warmup_steps first (rising from 0, as transformers' and verl's do)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    # Schedule positions (lr_schedule_per's unit) over which the lr rises linearly from 0; 0: none
     warmup_steps: int = 0
     # What the schedule counts: step (one value per step, whatever its optimizer steps: verl,
     # EasyR1) or optimizer_step (transformers' Trainer, so TRL, and OpenRLHF, so LMM-R1: the
@@ -870,7 +921,7 @@ class TrainerConfig:
     lr_schedule_per: Literal["step", "optimizer_step"] = "step"
     # Where linear and cosine decay end, as a share of lr (OpenRLHF's cosine_with_min_lr: 0.1)
     lr_min_ratio: float = 0.0
-    max_grad_norm: float = 1.0
+    max_grad_norm: float = 1.0  # gradients are clipped to this global L2 norm before each optimizer step
     # The optimizer steps fp32 copies of bf16/fp16 weights (precision.py): without them, most
     # updates at lr 1e-6 round away. false saves 4 bytes per weight and trains in the model's dtype.
     master_weights: bool = True
@@ -884,16 +935,18 @@ class TrainerConfig:
     # keeping them: less memory at the token budget, about one more forward of compute.
     gradient_checkpointing: bool = False
     token_budget: int = 16384  # tokens per micro-batch in the update (prefix + completions)
+    # Seeds torch (new LoRA adapters), the prompt draws, the sampling generator (vLLM's request seeds too) and
+    # SFT's dropout; not the synthetic data (data.synthetic_seed). A resumed run refuses another
     seed: int = 42
-    save_every: int = 100
-    keep_last: int = 2
+    save_every: int = 100  # checkpoint every N steps, at the last step, and at the step a stop signal ends
+    keep_last: int = 2  # checkpoints kept in output_dir/checkpoints: older ones are deleted after each save
     resume: str = "auto"  # "auto": continue from the latest checkpoint in output_dir if any; "": fresh; or a path
     log_samples_every: int = 10  # completions to samples.jsonl and the trackers' tables every N steps
     # Where metrics go besides metrics.jsonl, which is always written: tensorboard, wandb, mlflow
     # (trackers.py; each needs its package: pip install 'vlrl[tensorboard]').
     report_to: list[Literal["jsonl", "tensorboard", "wandb", "mlflow"]] = field(default_factory=lambda: ["jsonl"])
     progress: bool = True  # a bar on a terminal; a plain line every log_every steps elsewhere (nohup, SLURM, files)
-    log_every: int = 10
+    log_every: int = 10  # off a terminal, a progress line every N steps (`vlrl eval`: batches)
     max_consecutive_nonfinite: int = 3  # steps in a row that skipped an update (non-finite loss or gradient) stop a run
 
     def validate(self, key: str) -> None:
@@ -917,9 +970,9 @@ class SFTConfig(TrainerConfig):
     # Defaults of a class, not of one instance: a section built from a file or the command line
     # starts from them, so setting one key keeps the others.
 
-    output_dir: str = "runs/sft"
-    lr: float = 1e-5
-    steps: int = 500
+    output_dir: str = "runs/sft"  # the SFT run's directory, as trainer.output_dir
+    lr: float = 1e-5  # AdamW's learning rate, as trainer.lr
+    steps: int = 500  # SFT steps, each of prompts_per_step samples and one optimizer step
 
 
 @dataclass

@@ -59,6 +59,8 @@ class VLLMOptions:
     sampling too and a resumed run draws the same seeds."""
 
     gpu_memory_utilization: float = 0.3  # share of the GPU for weights + KV cache (the rest trains)
+    # GPUs vLLM splits the model over (vLLM's tensor_parallel_size); `vlrl plan` divides its weights and
+    # keys and values by it
     tensor_parallel_size: int = 1
     # -1: vLLM's auto-fit (the model's context, or the longest its share holds); 0: the model's, which
     # vLLM refuses to start without room for (262,144 tokens for Qwen3-VL); N: N tokens
