@@ -101,6 +101,7 @@ THINKING = "tests/trainer/test_thinking.py"
 SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
+OOM = "tests/trainer/test_oom.py"
 PACKING = f"{LOSSES}::test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tokens"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 MIN_P = "tests/models/test_policy.py::test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them"
@@ -661,8 +662,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "c.mode, c.clip_min, c.clip_max", "c.mode, c.clip_min, 3.0", (CORRECTION,),
     ),
     Mutation(
-        "token_budget ignored", "vlrl/trainer/update.py", "(*shape, self.run.t.token_budget)", "(*shape, 16384)",
+        "token_budget ignored", "vlrl/trainer/update.py", "(*shape, self.run.budget.tokens)", "(*shape, 16384)",
         (f"{TRAIN}::test_micro_batch_size_does_not_change_the_gradient",),
+    ),
+    Mutation(
+        "halve_on_oom ignored", "vlrl/trainer/budget.py",
+        "if not (self.halve_on_oom and self.recoverable):", "if not self.recoverable:",
+        (f"{OOM}::test_with_halve_on_oom_off_running_out_of_memory_ends_the_update_at_the_budget_set",),
+    ),
+    Mutation(
+        "the failed pass's gradients kept", "vlrl/trainer/update.py",
+        "self.run.strategy.discard_pass(self.run.model)\n        sums.clear()", "sums.clear()",
+        (f"{OOM}::test_an_update_that_runs_out_of_memory_is_done_again_at_half_the_budget_as_a_run_at_that_budget",),
     ),
     Mutation(
         "the update scores at temperature 1", "vlrl/trainer/update.py",

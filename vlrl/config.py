@@ -935,6 +935,10 @@ class TrainerConfig:
     # keeping them: less memory at the token budget, about one more forward of compute.
     gradient_checkpointing: bool = False
     token_budget: int = 16384  # tokens per micro-batch in the update (prefix + completions)
+    # Where a micro-batch runs the GPU out of memory, the work since the optimizer step before is undone and
+    # done again at half token_budget, which the run keeps (logged as token_budget; trainer/budget.py); not
+    # under fsdp2 on several processes, whose forwards are collectives. false: the error ends the run.
+    halve_on_oom: bool = True
     # Seeds torch (new LoRA adapters), the prompt draws, the sampling generator (vLLM's request seeds too) and
     # SFT's dropout; not the synthetic data (data.synthetic_seed). A resumed run refuses another
     seed: int = 42

@@ -198,7 +198,7 @@ def test_micro_batch_size_does_not_change_the_gradient(tmp_path, rec_data, tiny_
     start = {n: p.detach().clone() for n, p in model.named_parameters()}
 
     def gradient_step(budget: int) -> tuple[dict, dict]:
-        cfg.trainer.token_budget = budget
+        trainer.run.budget.tokens = budget
         with torch.no_grad():
             for n, p in model.named_parameters():
                 p.copy_(start[n])

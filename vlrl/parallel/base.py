@@ -89,6 +89,18 @@ class Strategy(Protocol):
 
     def zero_grad(self) -> None: ...
 
+    def recovers(self) -> bool:
+        """Whether a forward or backward that raised (the GPU out of memory) can be discarded and the
+        update go on (trainer/budget.py): not where another process would wait inside the failed
+        pass's collectives, nor where the backend cannot reset what the pass left. After `wrap`."""
+        ...
+
+    def discard_pass(self, model: torch.nn.Module) -> None:
+        """After a forward or backward of `model` (the policy or the reference) raised: drop what it
+        left (gathered shards, pending reductions) and the policy's gradients since the last
+        optimizer step (none where a no-gradient pass runs, between optimizer steps)."""
+        ...
+
     def trainer_state(self) -> dict[str, Any]:
         """Entries of trainer_state.pt (tensors and plain values only: loaded with weights_only)."""
         ...

@@ -244,6 +244,26 @@ class FSDP2:
         for p in self.parameters:
             p.grad = None
 
+    def recovers(self) -> bool:
+        """On one process, with torch's reset of a failed pass (FSDPModule.reset_iter_state, torch
+        2.14; torch 2.11 has none): on several, every forward is a collective, and the others would
+        wait inside the one that failed."""
+        return self.procs.world == 1 and hasattr(self.model, "reset_iter_state")
+
+    def discard_pass(self, model: torch.nn.Module) -> None:
+        """torch's reset (every unit resharded, its pending reductions dropped), then the gradients
+        the failed backward left on the gathered parameters, then the sharded ones of the optimizer
+        step so far. torch 2.14's reset frees a gathered parameter's storage but keeps the parameter
+        and its gradient, which the next backward adds to (tests/trainer/test_oom.py)."""
+        model.reset_iter_state()
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                for group in module._get_fsdp_state()._fsdp_param_groups:
+                    for param in group.fsdp_params:
+                        if hasattr(param, "_unsharded_param"):  # gathered at least once
+                            param._unsharded_param.grad = None
+        self.zero_grad()
+
     # -- checkpoints ----------------------------------------------------------------------------
     def _state_options(self, full: bool = False) -> StateDictOptions:
         # Frozen weights (a LoRA base, a frozen vision tower) never change: the HF files hold them.

@@ -97,6 +97,12 @@ class Replicated:
     def zero_grad(self) -> None:
         self.weights.zero_grad()
 
+    def recovers(self) -> bool:
+        return True  # forwards are each process's own; gradients are averaged after the backwards
+
+    def discard_pass(self, model: torch.nn.Module) -> None:
+        self.zero_grad()  # a failed pass leaves nothing else: its tensors go with its traceback
+
     def trainer_state(self) -> dict[str, Any]:
         return {"optimizer": self.optimizer.state_dict(), "master_weights": self.weights.state_dict()}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import time
 from collections import Counter, defaultdict
@@ -416,9 +417,14 @@ class RLTrainer:
             for rows in mini_batch_rows(batch, algo.mini_batches, algo.mini_batch_shuffle, seed, step, iteration):
                 if self.run.procs.max(len(rows)) == 0:  # fewer groups than mini-batches everywhere: no step
                     continue
-                loss = self.updater.accumulate(
-                    batch, rows, mask, advantages, old, ref, selected, sums, first=iteration == 0,
-                    row_weights=row_weights, max_new_tokens=max_new_tokens,
+                # at half the token budget where a micro-batch ran the GPU out of memory (trainer/budget.py)
+                loss = self.run.budget.attempt(
+                    functools.partial(
+                        self.updater.accumulate, batch, rows, mask, advantages, old, ref, selected, sums,
+                        first=iteration == 0, row_weights=row_weights, max_new_tokens=max_new_tokens,
+                    ),
+                    functools.partial(self.updater.discard, sums, dict(sums)),
+                    functools.partial(self.updater.divisible, batch, rows),
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 if algo.ref_sync_every and self.run.optimizer_steps % algo.ref_sync_every == 0:

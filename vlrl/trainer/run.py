@@ -24,6 +24,7 @@ from vlrl.models.prompting import UnusableSample
 from vlrl.parallel import make_strategy
 from vlrl.parallel.distributed import Processes
 from vlrl.tasking.sources import Source
+from vlrl.trainer.budget import TokenBudget
 from vlrl.trainer.checkpoint import (
     STEP_DIR,
     CheckpointError,
@@ -287,6 +288,7 @@ class Run:
         # Dropout stays off: the first ratio of an update is exactly 1, and rollouts match updates.
         self.model = self.strategy.wrap(self._policy(cfg.model, resume_from).eval())
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.budget = TokenBudget.of_run(t, section, self.procs, self.strategy, console)
         self.optimizer = self.strategy.build_optimizer(t.lr, t.weight_decay)
         self._apply_betas()
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -578,7 +580,10 @@ class Run:
             yield
 
     def log_step(self, metrics: dict[str, Any], samples: list[dict] | None = None) -> None:
-        """The step's metrics.jsonl line (samples.jsonl, trackers, progress): every process calls it."""
+        """The step's metrics.jsonl line (samples.jsonl, trackers, progress): every process calls it.
+        Once the update ran out of memory, the token budget it went on with (trainer/budget.py)."""
+        if self.budget.tokens != self.t.token_budget:
+            metrics = {**metrics, "token_budget": self.budget.tokens}
         with self.writing_logs(int(metrics["step"])):
             self.logs.log(metrics, samples or ())
 

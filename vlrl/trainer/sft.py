@@ -81,6 +81,30 @@ def backward_targets(
     return total
 
 
+def step_backward(
+    run: Run,
+    dropout: int,
+    prompts: list[Prompt],
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor,
+    shape: tuple[list[int], list[int], list[int]],
+) -> tuple[list[list[int]], float]:
+    """`backward_targets` of a step's rows (`shape`: update_micro_batches') at the budget now,
+    undone and done again at half of it where a micro-batch ran out of memory (trainer/budget.py);
+    the micro-batches it ran and its value. `dropout` seeds the adapters' dropout of each attempt."""
+
+    def attempt() -> tuple[list[list[int]], float]:
+        plan = update_micro_batches(*shape, run.budget.tokens)
+        with adapters_dropping_out(run.model, dropout):
+            return plan, backward_targets(run, prompts, ids, mask, weights, shape[2], plan)
+
+    def divisible() -> bool:
+        return any(len(rows) > 1 for rows in update_micro_batches(*shape, run.budget.tokens))
+
+    return run.budget.attempt(attempt, lambda: run.strategy.discard_pass(run.model), divisible)
+
+
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     console = console or Console()
     t = cfg.sft
@@ -116,9 +140,9 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             lengths = [len(row) for row in targets]
             # one prompt a row: packed as the RL update's rows are, the fewer padded tokens of two orders
             shape = (list(range(len(items))), [len(p) for p in prompts], lengths)
-            plan = update_micro_batches(*shape, t.token_budget)
-            with adapters_dropping_out(run.model, dropout_seed(t.seed, step, run.procs.rank)):
-                loss_total = backward_targets(run, prompts, ids, mask, weights, lengths, plan)
+            plan, loss_total = step_backward(
+                run, dropout_seed(t.seed, step, run.procs.rank), prompts, ids, mask, weights, shape
+            )
             lr = run.optimizer.param_groups[0]["lr"]  # this step's, before the schedule moves (lr_schedule_per)
             grad_norm, applied = run.optimizer_step(math.isfinite(loss_total))
             metrics = {

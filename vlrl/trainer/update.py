@@ -169,11 +169,23 @@ class Updater:
             [len(p) for p in batch.prompts],
             [lengths[r] for r in rows],
         )
-        planned = update_micro_batches(*shape, self.run.t.token_budget)
+        planned = update_micro_batches(*shape, self.run.budget.tokens)
         if sums is not None:
             sums["computed_tokens"] += padded_tokens(planned, *shape)
             sums["unpadded_tokens"] += unpadded_tokens(planned, *shape)
         return self.run.strategy.micro_batches(planned)
+
+    def discard(self, sums: defaultdict[str, float], before: dict[str, float]) -> None:
+        """Undo an optimizer step's `accumulate` that raised (trainer/budget.py): its gradients
+        and whatever its failed pass left dropped, `sums` as they were `before` it."""
+        self.run.strategy.discard_pass(self.run.model)
+        sums.clear()
+        sums.update(before)
+
+    def divisible(self, batch: RolloutBatch, rows: list[int]) -> bool:
+        """Whether some micro-batch of `rows` holds more than one row at the budget now: a
+        smaller budget would split it (trainer/budget.py)."""
+        return any(len(micro) > 1 for micro in self.plan(batch, rows))
 
     def logprobs_no_grad(
         self,
@@ -185,7 +197,17 @@ class Updater:
     ) -> TokenLogprobs:
         """(R, T) log-probs of every row under `model` without gradient (reference, old policy),
         with each step's entropy, the sampling distribution's log-probs and each step's sum of
-        squared probabilities when asked."""
+        squared probabilities when asked; at half the budget where a micro-batch ran out of memory."""
+        rows = list(range(len(batch.prompt_index)))
+        return self.run.budget.attempt(
+            lambda: self._logprobs_no_grad(model, batch, with_entropy, sampled, sum_pi_squared),
+            undo=lambda: self.run.strategy.discard_pass(model),
+            divisible=lambda: self.divisible(batch, rows),
+        )
+
+    def _logprobs_no_grad(
+        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool, sampled: bool, sum_pi_squared: bool
+    ) -> TokenLogprobs:
         out = torch.zeros_like(batch.completion_mask)
         ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
         samp = torch.zeros_like(batch.completion_mask) if sampled else None
