@@ -6,7 +6,8 @@
 #   bash bench/gpu_session.sh first    # graphs, output layer, engine tests; the recipe's tokens/s
 #   bash bench/gpu_session.sh second   # LoRA rollout over full; the cache's window over all of it;
 #                                      # the update's memory by token budget; the patch embedding;
-#                                      # the vision tower's grouped attention
+#                                      # the vision tower's grouped attention; an update that
+#                                      # runs the GPU out of memory (trainer.halve_on_oom)
 #   bash bench/gpu_session.sh eager    # the recipe without CUDA graphs (when first's recipe failed)
 #   bash bench/gpu_session.sh tier     # the rest of the GPU tier (strategies, runs, plan)
 #   bash bench/gpu_session.sh recipe trainer.token_budget=16384   # the recipe with overrides
@@ -119,6 +120,8 @@ second)
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
     stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
     stage vision_attention 60 $python bench/vision_attention.py "${vision[@]}"
+    # trainer.halve_on_oom against a real CUDA out-of-memory (the mid-size model, three updates)
+    stage oom_test 60 $python -m pytest -q -m gpu tests/gpu/test_oom_on_gpu.py
     ;;
 recipe)
     # The recipe with config overrides (a setting's effect, after first's figures); the stage is

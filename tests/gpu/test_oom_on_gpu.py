@@ -1,0 +1,60 @@
+"""trainer.halve_on_oom against a real CUDA out-of-memory: the caching allocator capped between the
+peaks of one update at two budgets, so that the larger fails and the smaller fits. The update
+at the larger budget then goes on at the smaller one (tests/trainer/test_oom.py checks on the CPU
+that the step so redone equals one taken at that budget, with torch's error raised by hand)."""
+
+from __future__ import annotations
+
+import gc
+import math
+
+import pytest
+import torch
+from rich.console import Console
+
+from data_prep.refcoco import write_synthetic_rec
+from tests.gpu.runs import rl_overrides
+from vlrl.config import load_config
+from vlrl.trainer.batch import RolloutBatch, update_micro_batches
+from vlrl.trainer.rl import RLTrainer
+
+pytestmark = pytest.mark.gpu
+
+
+def test_an_update_that_runs_the_gpu_out_of_memory_goes_on_at_half_the_budget(device, mid_model, tmp_path):
+    if device.type != "cuda":
+        pytest.skip(
+            "a cap on memory is CUDA's caching allocator's (tests/trainer/test_oom.py runs the logic on the CPU)"
+        )
+    data = write_synthetic_rec(tmp_path / "rec.json", size=16, seed=2)
+    options = {"trainer.prompts_per_step": 8}
+    trainer = RLTrainer(load_config(None, rl_overrides(mid_model, data, tmp_path / "run", **options)), Console())
+    task, samples = trainer.sources[0].task, trainer.sources[0].train.samples[:8]
+    groups, _ = trainer.generate_groups([(task, s) for s in samples], step=1)
+    batch = RolloutBatch.from_groups(groups, trainer.run.pad_id)
+    advantages = torch.linspace(-1.0, 1.0, len(batch.prompt_index))
+    shape = (batch.prompt_index.tolist(), [len(p) for p in batch.prompts], batch.lengths())
+    whole = len(batch.prompts) * max(shape[1]) + len(shape[2]) * max(shape[2])  # the step in one micro-batch
+    assert len(update_micro_batches(*shape, whole)) == 1 and len(update_micro_batches(*shape, whole // 2)) > 1
+
+    def peak(budget: int) -> int:
+        """The most memory the update allocates at `budget` (weights, optimizer state, activations)."""
+        trainer.run.budget.tokens = budget
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        trainer.update(batch, advantages)
+        return torch.cuda.max_memory_allocated(device)
+
+    half, full = peak(whole // 2), peak(whole)
+    assert full - half > 2**28, f"the update's peak at {whole} tokens ({full:,} B) is not above its peak at half"
+    cap = (half + full) // 2
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(cap / torch.cuda.get_device_properties(device).total_memory, device)
+    try:
+        stats, skipped = trainer.update(batch, advantages)  # at `whole`, which the cap leaves no room for
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+    assert trainer.run.budget.tokens == whole // 2, f"peaks {half:,} and {full:,} B, capped at {cap:,}"
+    assert skipped == 0 and math.isfinite(stats["loss"])
