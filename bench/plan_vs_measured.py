@@ -59,6 +59,7 @@ def run_overrides(model: Path, dtype: str, workdir: Path, strategy: str) -> list
         "data.synthetic=true", "data.synthetic_train_size=32", "rollout.num_generations=4", "rollout.max_new_tokens=48",
         "algo.beta=0.04", "trainer.prompts_per_step=4", "trainer.token_budget=512", "trainer.steps=2", "trainer.progress=false",
         f"trainer.output_dir={workdir / 'run'}", "trainer.resume=", f"trainer.parallel={strategy}",
+        "trainer.halve_on_oom=false",  # the peak measured is the budget's, never a halved one's
     ]  # fmt: skip
 
 

@@ -202,6 +202,9 @@ def main(argv: list[str] | None = None) -> None:
             f"trainer.steps={args.steps}",
             f"trainer.output_dir={Path(tmp) / 'run'}",
             "trainer.progress=false",
+            # a budget that runs out of memory fails here, rather than going on at half of it
+            # while the figures name the budget asked for (trainer/budget.py)
+            "trainer.halve_on_oom=false",
             *ISSUE_25_CONDITIONS,
             *args.overrides,
         ]

@@ -237,12 +237,15 @@ def test_an_sft_step_that_runs_out_of_memory_is_done_again_at_half_the_budget_an
     tmp_path, rec_data, tiny_qwen25, monkeypatch, capsys
 ):
     """Step 1's second micro-batch fails in its backward; the run's weights then equal a run's at
-    half the budget from the start, and each step from then on logs the budget it went on with."""
+    half the budget from the start (LoRA adapters with dropout: the attempt done again draws the
+    step's masks anew, as that run does), and each step from then on logs the budget it went on
+    with."""
     runs = {}
     for name, budget, fails in (("half", 200, set()), ("oom", 400, {(True, 2)})):
         monkeypatch.undo()
         calls = failing(monkeypatch, sft_module, "completion_logprobs", fails, "backward")
-        overrides = {"sft.steps": 2, "sft.token_budget": budget, "sft.prompts_per_step": 4}
+        overrides = {"sft.steps": 2, "sft.token_budget": budget, "sft.prompts_per_step": 4, "sft.lr": 1e-2}
+        overrides |= {"model.lora.r": 4, "model.lora.dropout": 0.5}
         train_sft(load_config(None, sft_overrides(tmp_path / name, rec_data, **overrides)))
         rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
         runs[name] = rows, calls
