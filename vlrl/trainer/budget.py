@@ -14,7 +14,10 @@ micro-batch, docs/training.md).
 
 Where every forward is a collective on several processes (FSDP2's all-gathers), one process's
 failure leaves the others waiting inside one, so there the error ends the run, as before.
-Elsewhere the processes agree after each attempt whether any failed, and all redo it.
+Elsewhere the processes agree after each attempt whether any failed, and all redo it; so the
+work an attempt wraps must hold no collective after its first allocation that can fail (the
+update's counts across processes are agreed before its micro-batches), or a process that failed
+would skip one the others wait in.
 """
 
 from __future__ import annotations
