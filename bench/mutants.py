@@ -681,7 +681,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "old log-probs recomputed at temperature 1", "vlrl/trainer/update.py",
-        "model, batch, rows, self.rollout.temperature,", "model, batch, rows, 1.0,", (RECOMPUTE_SHARED,),
+        "model, batch, micro, self.rollout.temperature,", "model, batch, micro, 1.0,", (RECOMPUTE_SHARED,),
     ),
     # -- what the rollout and its rewards take of the options (rl.py, thinking.py) ----------------
     Mutation(

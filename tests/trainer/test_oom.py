@@ -164,7 +164,7 @@ class OneOfTwo:
 def test_when_another_process_runs_out_of_memory_every_process_undoes_its_work_and_halves(capsys):
     procs, done, undone = OneOfTwo(), [], []
     budget = TokenBudget(1000, True, True, procs, Console(), "trainer")  # type: ignore[arg-type]
-    result = budget.attempt(lambda: done.append(budget.tokens) or "step", lambda: undone.append(1), lambda: True)
+    result = budget.attempt(lambda: done.append(budget.tokens) or "step", lambda: undone.append(1), lambda: [[0, 1]])
     assert (result, done, undone, procs.agreed, budget.tokens) == ("step", [1000, 500], [1], [True, True], 500)
     assert "ran out of GPU memory (on another process)" in capsys.readouterr().out
 
@@ -183,16 +183,15 @@ def test_a_failed_pass_is_done_again_only_where_the_strategy_can_discard_it(stra
     from vlrl.parallel.fsdp2 import FSDP2
     from vlrl.parallel.replicated import Replicated
 
-    chosen = {"replicated": Replicated, "fsdp2": FSDP2}[strategy].__new__(
-        {"replicated": Replicated, "fsdp2": FSDP2}[strategy]
-    )
+    cls = {"replicated": Replicated, "fsdp2": FSDP2}[strategy]
+    chosen = cls.__new__(cls)
     procs = SimpleNamespace(world=processes, main=True, all_true=out_of_memory, max=out_of_memory)
     chosen.procs, chosen.model = procs, SimpleNamespace(**({"reset_iter_state": None} if reset else {}))
     budget = TokenBudget.of_run(TrainerConfig(), "trainer", procs, chosen, Console())  # type: ignore[arg-type]
     assert budget.recoverable == recovers
     if not recovers:
         with pytest.raises(torch.OutOfMemoryError, match="Tried to allocate"):
-            budget.attempt(out_of_memory, lambda: None, lambda: True)
+            budget.attempt(out_of_memory, lambda: None, lambda: [[0, 1]])
 
 
 def test_under_fsdp2_a_backward_that_failed_leaves_no_gradient_to_the_pass_done_again(tmp_path, rec_data, tiny_qwen25):

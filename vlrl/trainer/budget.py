@@ -60,10 +60,11 @@ class TokenBudget:
         """The budget of a run with trainer section `t` under `strategy`."""
         return cls(t.token_budget, t.halve_on_oom, strategy.recovers(), procs, console, section)
 
-    def attempt(self, work: Callable[[], T], undo: Callable[[], None], divisible: Callable[[], bool]) -> T:
+    def attempt(self, work: Callable[[], T], undo: Callable[[], None], plan: Callable[[], list[list[int]]]) -> T:
         """work(); where it ran out of GPU memory on any process, undo() on every process and
-        work() again at half the budget, as long as some micro-batch at the budget that failed
-        held more than one row (`divisible`, asked before halving); then the error ends the run."""
+        work() again at half the budget, as long as some micro-batch of the work's `plan` at the
+        budget that failed (asked before halving) held more than one row: a smaller budget splits
+        only those. Then the error ends the run."""
         if not (self.halve_on_oom and self.recoverable):
             return work()
         while True:
@@ -80,7 +81,7 @@ class TokenBudget:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()  # the failed forward's blocks back to the driver: fewer, larger ones to come
             said = f" ({failure})" if failure else " (on another process)"
-            if not self.procs.max(int(divisible())):
+            if not self.procs.max(int(any(len(rows) > 1 for rows in plan()))):
                 raise torch.OutOfMemoryError(
                     f"the GPU ran out of memory in the update with one row a micro-batch{said} "
                     f"({self.section}.token_budget now {self.tokens}): no smaller split is left. {ADVICE}"

@@ -424,7 +424,7 @@ class RLTrainer:
                         first=iteration == 0, row_weights=row_weights, max_new_tokens=max_new_tokens,
                     ),
                     functools.partial(self.updater.discard, sums, dict(sums)),
-                    functools.partial(self.updater.divisible, batch, rows),
+                    functools.partial(self.updater.plan, batch, rows),
                 )  # fmt: skip
                 grad_norm, applied = self.run.optimizer_step(math.isfinite(loss))
                 if algo.ref_sync_every and self.run.optimizer_steps % algo.ref_sync_every == 0:

@@ -94,15 +94,15 @@ def step_backward(
     undone and done again at half of it where a micro-batch ran out of memory (trainer/budget.py);
     the micro-batches it ran and its value. `dropout` seeds the adapters' dropout of each attempt."""
 
+    def plan() -> list[list[int]]:
+        return update_micro_batches(*shape, run.budget.tokens)
+
     def attempt() -> tuple[list[list[int]], float]:
-        plan = update_micro_batches(*shape, run.budget.tokens)
+        planned = plan()
         with adapters_dropping_out(run.model, dropout):
-            return plan, backward_targets(run, prompts, ids, mask, weights, shape[2], plan)
+            return planned, backward_targets(run, prompts, ids, mask, weights, shape[2], planned)
 
-    def divisible() -> bool:
-        return any(len(rows) > 1 for rows in update_micro_batches(*shape, run.budget.tokens))
-
-    return run.budget.attempt(attempt, lambda: run.strategy.discard_pass(run.model), divisible)
+    return run.budget.attempt(attempt, lambda: run.strategy.discard_pass(run.model), plan)
 
 
 def train_sft(cfg: Config, console: Console | None = None) -> RunResult:

@@ -182,11 +182,6 @@ class Updater:
         sums.clear()
         sums.update(before)
 
-    def divisible(self, batch: RolloutBatch, rows: list[int]) -> bool:
-        """Whether some micro-batch of `rows` holds more than one row at the budget now: a
-        smaller budget would split it (trainer/budget.py)."""
-        return any(len(micro) > 1 for micro in self.plan(batch, rows))
-
     def logprobs_no_grad(
         self,
         model: torch.nn.Module,
@@ -200,13 +195,19 @@ class Updater:
         squared probabilities when asked; at half the budget where a micro-batch ran out of memory."""
         rows = list(range(len(batch.prompt_index)))
         return self.run.budget.attempt(
-            lambda: self._logprobs_no_grad(model, batch, with_entropy, sampled, sum_pi_squared),
+            lambda: self._logprobs_no_grad(model, batch, rows, with_entropy, sampled, sum_pi_squared),
             undo=lambda: self.run.strategy.discard_pass(model),
-            divisible=lambda: self.divisible(batch, rows),
+            plan=lambda: self.plan(batch, rows),
         )
 
     def _logprobs_no_grad(
-        self, model: torch.nn.Module, batch: RolloutBatch, with_entropy: bool, sampled: bool, sum_pi_squared: bool
+        self,
+        model: torch.nn.Module,
+        batch: RolloutBatch,
+        rows: list[int],
+        with_entropy: bool,
+        sampled: bool,
+        sum_pi_squared: bool,
     ) -> TokenLogprobs:
         out = torch.zeros_like(batch.completion_mask)
         ent = torch.zeros_like(batch.completion_mask) if with_entropy else None
@@ -214,15 +215,15 @@ class Updater:
         squares = torch.zeros_like(batch.completion_mask) if sum_pi_squared else None
         run = self.run
         with without_grad(model):
-            for rows in self.plan(batch, list(range(len(batch.prompt_index)))):
-                if not rows:  # this process has fewer micro-batches than another (FSDP2)
+            for micro in self.plan(batch, rows):
+                if not micro:  # this process has fewer micro-batches than another (FSDP2)
                     run.strategy.idle_pass(model, run.pad_id, backward=False)
                     continue
                 stats, width = rows_logprobs(
-                    model, batch, rows, self.rollout.temperature, run.pad_id, run.device, with_entropy,
+                    model, batch, micro, self.rollout.temperature, run.pad_id, run.device, with_entropy,
                     self.sampler if sampled else None, run.lean_forward, with_sum_pi_squared=sum_pi_squared,
                 )  # fmt: skip
-                index = torch.tensor(rows)
+                index = torch.tensor(micro)
                 for kept, column in ((out, stats.logp), (ent, stats.entropy), (samp, stats.sampled),
                                      (squares, stats.sum_pi_squared)):  # fmt: skip
                     if kept is not None:
