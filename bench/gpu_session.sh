@@ -120,8 +120,8 @@ second)
     stage update_memory 100 $python bench/update_memory.py "${memory[@]}"
     stage patch_embed 30 $python bench/patch_embed.py "${patch[@]}"
     stage vision_attention 60 $python bench/vision_attention.py "${vision[@]}"
-    # trainer.halve_on_oom against a real CUDA out-of-memory (the mid-size model, three updates)
-    stage oom_test 60 $python -m pytest -q -m gpu tests/gpu/test_oom_on_gpu.py
+    # trainer.halve_on_oom against a real CUDA out-of-memory (the mid-size model: three updates, four rollouts)
+    stage oom_test 90 $python -m pytest -q -m gpu tests/gpu/test_oom_on_gpu.py
     ;;
 recipe)
     # The recipe with config overrides (a setting's effect, after first's figures); the stage is

@@ -102,6 +102,9 @@ SOPHIAVL = "tests/trainer/test_sophiavl_r1.py"
 VLLM_OPTIONS = "tests/rollout/test_vllm_options.py"
 TRAIN = "tests/trainer/test_train.py"
 OOM = "tests/trainer/test_oom.py"
+ROLLOUT_OOM = (
+    "test_a_rollout_that_runs_out_of_memory_is_sampled_again_one_group_a_call_as_a_run_sampling_so_from_the_start"
+)
 PACKING = f"{LOSSES}::test_the_update_packs_rows_longest_first_when_that_computes_fewer_padded_tokens"
 DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 MIN_P = "tests/models/test_policy.py::test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them"
@@ -674,6 +677,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the failed pass's gradients kept", "vlrl/trainer/update.py",
         "self.run.strategy.discard_pass(self.run.model)\n        sums.clear()", "sums.clear()",
         (f"{OOM}::test_an_update_that_runs_out_of_memory_is_done_again_at_half_the_budget_as_a_run_at_that_budget",),
+    ),
+    Mutation(
+        "the rollout's halve_on_oom ignored", "vlrl/trainer/rl.py",
+        "cfg.trainer.halve_on_oom and run.strategy.recovers(),", "run.strategy.recovers(),",
+        (f"{OOM}::test_with_halve_on_oom_off_a_rollout_that_runs_out_of_memory_ends_the_run",),
+    ),
+    Mutation(
+        "a failed rollout forward's state kept", "vlrl/trainer/rl.py",
+        "run.strategy.recovers(), self.discard_sampling", "run.strategy.recovers(), lambda: None",
+        (f"{OOM}::{ROLLOUT_OOM}[fsdp2]",),
+    ),
+    Mutation(
+        "a prompt's pieces not joined", "vlrl/rollout/parts.py", "if starts and starts[-1] == prompt:", "if False:",
+        ("tests/rollout/test_parts.py",),
     ),
     Mutation(
         "the update scores at temperature 1", "vlrl/trainer/update.py",

@@ -450,7 +450,9 @@ def _render(processor, jobs, model):
     ]
 
 
-def _scripted_eval(monkeypatch, said: list[str], procs=None, progress=None, task=None, truth=3, **eval_settings):
+def _scripted_eval(
+    monkeypatch, said: list[str], procs=None, progress=None, task=None, truth=3, engine=None, rows=None, **eval_settings
+):
     """countbenchqa (a benchmark: the stripped response must be the number; or `task`) on samples
     whose truth is `truth` and whose responses are `said` ('broken': the media fail; 'reject': the
     engine refuses); every prompt's chat template prefilled '<think>'."""
@@ -476,8 +478,42 @@ def _scripted_eval(monkeypatch, said: list[str], procs=None, progress=None, task
     ]
     settings = harness.EvalSettings(EvalConfig(batch_size=2, **eval_settings), ModelConfig(), 8, 0)
     return harness.evaluate(
-        _AnswerEngine(), None, task, samples, settings, "cb.parquet", progress, procs or Processes()
+        engine or _AnswerEngine(), None, task, samples, settings, "cb.parquet", progress, procs or Processes(), rows
     )
+
+
+class _OnePromptAtATime(_AnswerEngine):
+    """Runs the GPU out of memory in a call of more than one prompt."""
+
+    def generate(self, prompts, params, generator=None):
+        import torch
+
+        if len(prompts) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().generate(prompts, params, generator)
+
+    def sleep(self):
+        pass
+
+    def wake(self):
+        pass
+
+
+def test_an_evaluation_batch_that_runs_out_of_memory_is_answered_one_prompt_a_call_where_halve_on_oom_says(
+    monkeypatch,
+):
+    import torch
+
+    from vlrl.rollout.parts import RolloutRows
+
+    said = ["3", "4", "broken", "reject", "3"]
+    expected = _scripted_eval(monkeypatch, said)
+    warnings = []
+    got = _scripted_eval(monkeypatch, said, engine=_OnePromptAtATime(), rows=RolloutRows(True, warn=warnings.append))
+    assert (got.records, got.skipped, got.metrics) == (expected.records, expected.skipped, expected.metrics)
+    assert len(warnings) == 1 and "in parts of at most 1 rows" in warnings[0]
+    with pytest.raises(torch.OutOfMemoryError):  # by default (trainer.halve_on_oom=false) the error ends it
+        _scripted_eval(monkeypatch, said, engine=_OnePromptAtATime())
 
 
 def test_a_benchmarks_records_are_the_answered_samples_in_order_and_the_rest_are_skipped(monkeypatch):
@@ -656,7 +692,8 @@ def test_a_process_reports_progress_over_its_own_share_and_says_bad_records_befo
     from vlrl.parallel.distributed import Processes
     from vlrl.tasking.registry import make_task
 
-    def evaluate(engine, processor, task, samples, settings, split, progress, procs):
+    def evaluate(engine, processor, task, samples, settings, split, progress, procs, rows):
+        assert rows.halve_on_oom  # trainer.halve_on_oom's default
         share = harness.shard(len(samples), settings.eval.batch_size, procs)
         for start in range(share.start, share.stop, 2):
             progress(min(2, share.stop - start))

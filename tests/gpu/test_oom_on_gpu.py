@@ -1,7 +1,8 @@
 """trainer.halve_on_oom against a real CUDA out-of-memory: the caching allocator capped between the
 peaks of one update at two budgets, so that the larger fails and the smaller fits. The update
 at the larger budget then goes on at the smaller one (tests/trainer/test_oom.py checks on the CPU
-that the step so redone equals one taken at that budget, with torch's error raised by hand)."""
+that the step so redone equals one taken at that budget, with torch's error raised by hand).
+Likewise a rollout capped between its peaks in one call and in two goes on in two."""
 
 from __future__ import annotations
 
@@ -13,8 +14,15 @@ import torch
 from rich.console import Console
 
 from data_prep.refcoco import write_synthetic_rec
+from tasks.refcoco import RefCOCO
 from tests.gpu.runs import rl_overrides
-from vlrl.config import load_config
+from vlrl.config import ModelConfig, load_config
+from vlrl.data.records import load_split
+from vlrl.models.loading import frame_spec, load_model, load_processor
+from vlrl.models.prompting import render_prompt
+from vlrl.rollout import SamplingParams
+from vlrl.rollout.hf import HFEngine
+from vlrl.rollout.parts import RolloutRows
 from vlrl.trainer.batch import RolloutBatch, update_micro_batches
 from vlrl.trainer.rl import RLTrainer
 
@@ -65,3 +73,49 @@ def test_an_update_that_runs_the_gpu_out_of_memory_goes_on_at_half_the_budget(de
         torch.cuda.set_per_process_memory_fraction(1.0)
     assert trainer.run.budget.tokens == whole // 2, f"peaks {half:,} and {full:,} B, capped at {cap:,}"
     assert skipped == 0 and math.isfinite(stats["loss"])
+
+
+def test_a_rollout_that_runs_the_gpu_out_of_memory_goes_on_in_parts_of_half_its_rows(device, mid_model, tmp_path):
+    """The HF engine (static step in CUDA graphs) capped between the peaks of one rollout of 16
+    prompts x 16 completions in one call and in two: the call fails (wherever: prefill, a
+    bucket's capture, a decoding step) and is made again in parts of half its rows, each prompt
+    with its whole group (tests/rollout/test_parts.py checks on the CPU what the parts sample)."""
+    if device.type != "cuda":
+        pytest.skip("a cap on memory is CUDA's caching allocator's (tests/rollout/test_parts.py runs the logic)")
+    data = write_synthetic_rec(tmp_path / "rec.json", size=16, seed=2)
+    cfg = ModelConfig(path=str(mid_model), dtype="auto", max_pixels=200704)
+    processor = load_processor(cfg)
+    engine = HFEngine(load_model(cfg, device=device).eval(), processor.tokenizer, device)
+    task = RefCOCO()
+    prompts = [
+        render_prompt(processor, task.messages(s), s, cfg)
+        for s in load_split(data, task.build_sample, frame_spec(cfg)).samples
+    ]
+    params = SamplingParams(n=16, max_new_tokens=512)
+    rows = len(prompts) * params.n
+
+    def peak(limit: int | None) -> int:
+        """The most memory one rollout allocates at `limit` rows a call, its buffers made anew."""
+        engine.sleep()
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+        RolloutRows(rows=limit).generate(engine, prompts, params, torch.Generator(device).manual_seed(0))
+        return torch.cuda.max_memory_allocated(device)
+
+    peak(rows // 2)  # kernels and workspaces made
+    half, full = peak(rows // 2), peak(None)
+    assert full - half > 2**28, f"the rollout's peak in one call ({full:,} B) is not 256 MB above two calls' ({half:,})"
+    cap = half + 3 * (full - half) // 4
+    engine.sleep()
+    gc.collect()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    torch.cuda.set_per_process_memory_fraction(cap / total)
+    recovering = RolloutRows(halve_on_oom=True, warn=print)
+    try:
+        groups = recovering.generate(engine, prompts, params, torch.Generator(device).manual_seed(0))
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert recovering.rows == rows // 2, f"peaks {half:,} and {full:,} B, capped at {cap:,}"
+    assert [len(g.completions) for g in groups] == [params.n] * len(prompts)

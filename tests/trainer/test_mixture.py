@@ -197,6 +197,7 @@ def test_a_mixtures_held_out_metrics_go_under_each_task_and_its_eval_time_is_the
     from types import SimpleNamespace
 
     from vlrl.eval.layout import TaskResult
+    from vlrl.rollout.parts import RolloutRows
     from vlrl.trainer import rl
 
     cfg = load_config(
@@ -205,14 +206,15 @@ def test_a_mixtures_held_out_metrics_go_under_each_task_and_its_eval_time_is_the
     sources = [Source(make_task(TaskConfig(e.name)), None, e.eval, e.weight) for e in cfg.mixture]
     results = {"refcoco": ({"acc@0.5": 0.5}, 1.5, []), "counting": ({"accuracy": 0.25}, 2.25, ["d.json:3: bad image"])}
 
-    def evaluate(engine, processor, task, samples, settings, path):
+    def evaluate(engine, processor, task, samples, settings, path, rows):
+        assert rows is trainer.eval_rows  # the run's held-out limit, kept from one evaluation to the next
         metrics, seconds, skipped = results[task.name]
         return TaskResult(task.name, path, metrics, [{}] * len(samples), seconds, skipped=skipped)
 
     monkeypatch.setattr(rl, "evaluate", evaluate)
     trainer = rl.RLTrainer.__new__(rl.RLTrainer)
     trainer.cfg, trainer.sources, trainer.engine, trainer.run = cfg, sources, None, SimpleNamespace(processor=None)
-    trainer.console, trainer.headline_said = Console(quiet=True), set()
+    trainer.console, trainer.headline_said, trainer.eval_rows = Console(quiet=True), set(), RolloutRows()
     trainer.held_out = [(source.task, source.eval_path, []) for source in sources]
     assert trainer.evaluate_held_out(step=2) == {
         "eval/refcoco/acc@0.5": 0.5,

@@ -34,6 +34,7 @@ from vlrl.models.prompting import UnusableSample, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.progress import ProgressReport
 from vlrl.rollout import EngineSetup, RolloutEngine, SamplingParams, configured_engines
+from vlrl.rollout.parts import RolloutRows
 from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.registry import eval_task
 from vlrl.tasking.scoring import score, task_metrics
@@ -96,10 +97,13 @@ def generate(
     samples: Sequence[Sample],
     settings: EvalSettings,
     progress: Any = None,
+    rows: RolloutRows | None = None,
 ) -> tuple[list[Sample], list[str], list[UnusableSample]]:
-    """One completion per sample, in batches of eval.batch_size: the samples answered, their
+    """One completion per sample, in batches of eval.batch_size (each in parts of `rows` once a
+    batch ran the GPU out of memory: rollout/parts.py): the samples answered, their
     completions, and the samples left out because their media failed to decode or the engine
     refused their prompt."""
+    rows = rows or RolloutRows()  # by default the error ends the evaluation
     params = sampling_params(settings, task)
     generator = torch.Generator(device=engine.device).manual_seed(settings.seed)
     answered: list[Sample] = []
@@ -112,7 +116,7 @@ def generate(
             batch, render_prompts(processor, [(task.messages(s), s) for s in batch], settings.model)
         )
         unusable += failed
-        generations = engine.generate(prompts, params, generator) if kept else []
+        generations = rows.generate(engine, prompts, params, generator) if kept else []
         for sample, prompt, generation in zip(kept, prompts, generations, strict=True):
             if generation.rejected:
                 unusable.append(UnusableSample(sample.source, generation.rejected))
@@ -145,12 +149,15 @@ def evaluate(
     split: str,
     progress: Any = None,
     procs: Processes = Processes(),
+    rows: RolloutRows | None = None,
 ) -> TaskResult:
     """The task's metrics and per-sample records on `samples`. With several processes (`vlrl
     eval` under torchrun) each generates its `shard` and every process gets all the answers."""
     start = time.perf_counter()
     mine = shard(len(samples), settings.eval.batch_size, procs)
-    answered, texts, unusable = generate(engine, processor, task, samples[mine.start : mine.stop], settings, progress)
+    answered, texts, unusable = generate(
+        engine, processor, task, samples[mine.start : mine.stop], settings, progress, rows
+    )
     skipped = [str(err) for err in unusable]
     if procs.world > 1:
         position = {id(sample): i for i, sample in enumerate(samples)}
@@ -365,8 +372,11 @@ def evaluate_logged(
     records, then bad media."""
     every, enabled = t.log_every, t.progress
     total = len(shard(len(loaded.samples), settings.eval.batch_size, procs))
+    rows = RolloutRows(
+        t.halve_on_oom, warn=lambda message: console.print(f"[yellow]warning:[/yellow] {escape(message)}")
+    )
     with ProgressReport(console, f"eval {task.name}", total, every=every, unit="sample", enabled=enabled) as report:
-        result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance, procs)
+        result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance, procs, rows)
     result.skipped = [str(err) for err in loaded.errors] + result.skipped
     for problem in result.skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(problem)}", highlight=False)

@@ -32,6 +32,7 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts,
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import Completion, EngineSetup, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
+from vlrl.rollout.parts import RolloutRows
 from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
 from vlrl.tasking.sources import check_held_out, held_out, task_sources
@@ -95,6 +96,11 @@ class RLTrainer:
                 cfg.model, run.base_path, run.processor, cfg.trainer.seed, lambda: (run.model, run.device)
             )
             self.engine = engine.build(setup)
+            # A rollout call that runs the GPU out of memory is made again in parts (rollout/parts.py);
+            # held-out evaluation keeps its own rows, its calls are not the rollout's
+            recovers, undo = cfg.trainer.halve_on_oom and run.strategy.recovers(), self.discard_sampling
+            self.rollout_rows = RolloutRows(recovers, undo, self.warn)
+            self.eval_rows = RolloutRows(recovers, undo, self.warn)
             r = cfg.rollout
             policy = core_model(run.model)
             vocab = policy.config.get_text_config().vocab_size
@@ -163,6 +169,14 @@ class RLTrainer:
         if saved is None:
             self.console.print(f"[yellow]warning:[/yellow] {run.checkpoint} holds no {name} state: it starts afresh")
 
+    def warn(self, message: str) -> None:
+        self.console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+
+    def discard_sampling(self) -> None:
+        """What a rollout forward that raised left in the policy (an engine that samples with it)."""
+        if self.engine.shares_policy:
+            self.run.strategy.discard_pass(self.run.model)
+
     # -- 1-2. rollout and reward ---------------------------------------------------------------
     def sampling_weights(self) -> contextlib.AbstractContextManager[None]:
         """Where the engine samples: with the policy's weights gathered, if it samples with the
@@ -200,13 +214,15 @@ class RLTrainer:
         )
         if not items:
             return [], unusable
-        generations = self.engine.generate(prompts, params, self.run.generator)
+        generations = self.rollout_rows.generate(self.engine, prompts, params, self.run.generator)
         shuffled_accuracy = (
             self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
         )
         # ReMax: each prompt's greedy completion too (its reward is the group's baseline)
         greedy = (
-            self.engine.generate(prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator)
+            self.rollout_rows.generate(
+                self.engine, prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator
+            )
             if algo.advantage == "remax"
             else [None] * len(items)
         )
@@ -286,7 +302,7 @@ class RLTrainer:
         n = max(1, int(self.cfg.algo.temporal.shuffled_fraction * ordered.n))
         params = dataclasses.replace(ordered, n=n)
         prompts = [self.render(task, v, decoded) for _, task, v in present]
-        generations = self.engine.generate(prompts, params, self.run.generator)
+        generations = self.rollout_rows.generate(self.engine, prompts, params, self.run.generator)
         for (i, task, variant), prompt, generation in zip(present, prompts, generations, strict=True):
             if not generation.rejected:  # else no contrast for this prompt (its ordered group is reported if refused)
                 texts = [prompt.prefill + c.text for c in generation.completions]
@@ -514,7 +530,8 @@ class RLTrainer:
         metrics: dict[str, float] = {}
         reported: set[str] = set()
         for task, path, samples in self.held_out:
-            result = evaluate(self.engine, self.run.processor, task, samples, EvalSettings.of(self.cfg), path)
+            settings = EvalSettings.of(self.cfg)
+            result = evaluate(self.engine, self.run.processor, task, samples, settings, path, rows=self.eval_rows)
             reported |= result.metrics.keys()
             prefix = f"eval/{task.name}/" if len(self.sources) > 1 else "eval/"  # as a mixture's other metrics
             metrics.update({f"{prefix}{k}": v for k, v in result.metrics.items()})
@@ -606,6 +623,8 @@ class RLTrainer:
                     time_update=t2 - t1,
                     time_step=t2 - t0,
                 )
+                if self.rollout_rows.rows is not None:  # the rollout ran out of memory: its calls' rows since
+                    metrics["rollout_rows"] = self.rollout_rows.rows
                 if step == 1:
                     metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
                 if run.device.type == "cuda":
