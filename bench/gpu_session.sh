@@ -16,6 +16,8 @@
 #   bash bench/gpu_session.sh families # the static step against the dynamic loop, Qwen3.5 and
 #                                      # Qwen3-VL MoE built at the 3B shape's sizes (and
 #                                      # one linear-attention layer eager and compiled)
+#   bash bench/gpu_session.sh remax    # ReMax's greedy rows among the sampled ones against
+#                                      # decoded apart; the recipe with algo.advantage=remax
 #
 # Each part fits one device call (10 minutes). It runs from the checkout with .whl/ carried (make
 # gpu-wheels): the wheels go into .gpu-site/ beside the machine's own torch. Without a GPU it
@@ -23,7 +25,7 @@
 # or no nvidia-smi): a check of this script, never a GPU figure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?"which part: first, second, eager, tier, recipe, profile, compiled or families"}
+part=${1:?"which part: first, second, eager, tier, recipe, profile, compiled, families or remax"}
 shift
 OUT=${OUT:-$PWD/.gpu-session}
 mkdir -p "$OUT"
@@ -55,6 +57,7 @@ print(torch.__version__, torch.version.cuda, *(f'{p} {m.version(p)}' for p in ('
     lora=(--max-new-tokens 256 --rounds 2)
     windows=(--max-new-tokens 1024 --rounds 2)
     families=(--max-new-tokens 256 --rounds 2)
+    remax=(--max-new-tokens 1024 --rounds 2)
     memory=(--device cuda --budgets 4096 16384)
     patch=(--shape qwen2.5-vl-3b --device cuda --dtype bfloat16 --patches 16384 --rounds 3 --repeats 5)
     vision=(--device cuda --dtype bfloat16 --hidden 1280 --heads 16 --intermediate 3420 --rounds 2 --repeats 1)
@@ -69,6 +72,7 @@ else
     lora=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     windows=(--shape tiny --device cpu --rounds 1 --max-new-tokens 64)
     families=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
+    remax=(--shape tiny --device cpu --rounds 1 --max-new-tokens 16)
     memory=(--device cpu --budgets 1024 2048 --completion 32 --hidden 64)
     patch=(--rounds 1 --repeats 2)
     vision=(--depth 2 --images 2 --size 336x224 --rounds 1 --repeats 1)
@@ -150,12 +154,18 @@ families)
         stage static_vs_dynamic_$arch 150 $python bench/static_vs_dynamic.py "${families[@]}" --arch $arch
     done
     ;;
+remax)
+    # algo.advantage=remax: its greedy baselines as one more row of each group (one decoding
+    # loop a step) against decoded in a call of their own (two), then the recipe with it
+    stage remax_rollout 200 $python bench/remax_rollout.py "${remax[@]}"
+    stage ${name}_remax 300 $python bench/recipe_on_gpu.py "${recipe[@]}" "${lora_rank[@]}" algo.advantage=remax
+    ;;
 tier)
     stage strategies_tests 300 $python -m pytest -q -m gpu tests/gpu/test_strategies_on_gpu.py
     stage other_tests 280 $python -m pytest -q -m gpu tests/gpu/test_runs_on_gpu.py tests/gpu/test_plan_on_gpu.py
     ;;
 *)
-    echo "unknown part $part: first, second, eager, tier, recipe, profile, compiled or families" >&2
+    echo "unknown part $part: first, second, eager, tier, recipe, profile, compiled, families or remax" >&2
     exit 2
     ;;
 esac

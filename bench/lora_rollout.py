@@ -23,20 +23,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from tasks.refcoco import RefCOCO
 from vlrl.config import load_config
 from vlrl.data.records import load_split
+from vlrl.models.batch import Prompt
 from vlrl.models.build import TinySpec
 from vlrl.models.families import family_names
 from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.prompting import render_prompt
 from vlrl.models.tiny import SHAPES, tiny_checkpoint, write_tiny_checkpoint
-from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
+from vlrl.rollout import EngineSetup, Generation, SamplingParams, choose_engine
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# A variant's rollout: its engine, the prompts, the sampling parameters and the round's generator
+Rollout = Callable[[Any, list[Prompt], SamplingParams, torch.Generator], list[Generation]]
 
 # Each policy's config overrides: full fine-tuning's model, or LoRA adapters (of --rank) decoded
 # merged or unmerged. The two LoRA engines sample with one model.
@@ -90,12 +95,16 @@ class Rounds:
 
 
 def alternate(
-    args: argparse.Namespace, variants: dict[str, list[str]], check: Callable[[dict], None] = lambda engines: None
+    args: argparse.Namespace,
+    variants: dict[str, list[str]],
+    check: Callable[[dict], None] = lambda engines: None,
+    rollouts: dict[str, Rollout] | None = None,
 ) -> Rounds:
     """The HF engine of each variant (config overrides over configs/refcoco.yaml at --shape)
     samples the same prompts with the same seeds, the variants in turn within each round, after
     one warm-up round; `check` sees the engines before (and may stop the bench). Variants of one
-    LoRA rank share one model."""
+    LoRA rank share one model. A variant's rollout is its engine's `generate` unless `rollouts`
+    names another way."""
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         spec = TinySpec() if args.shape == "tiny" else SHAPES[args.shape]
@@ -145,7 +154,7 @@ def alternate(
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 start = time.perf_counter()
-                groups = engines[name].generate(prompts, params, generator)
+                groups = (rollouts or {}).get(name, generate)(engines[name], prompts, params, generator)
                 elapsed = time.perf_counter() - start  # generate ends looking at the tokens
                 ids = [c.token_ids for g in groups for c in g.completions]
                 sampled[name] += ids
@@ -163,6 +172,10 @@ def alternate(
         "overrides": args.overrides,
     }
     return Rounds(settings, measured, sampled)
+
+
+def generate(engine, prompts: list[Prompt], params: SamplingParams, generator: torch.Generator) -> list[Generation]:
+    return engine.generate(prompts, params, generator)
 
 
 def pair(

@@ -896,7 +896,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "eval.repetition_penalty ignored in the draw", "vlrl/rollout/decoding.py",
-        "        if self.params.repetition_penalty == 1:\n            return\n", "        return\n",
+        "        if params.repetition_penalty == 1:\n            return\n", "        return\n",
         ("tests/rollout/test_hf_engine.py::test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops",
          "tests/eval/test_eval.py::test_eval_decodes_with_eval_repetition_penalty_or_the_checkpoints"),
     ),
@@ -1082,6 +1082,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "remax's baseline a sampled completion's, not the greedy one's", "vlrl/trainer/rl.py",
         "dataclasses.replace(params, n=1, temperature=0.0)", "dataclasses.replace(params, n=1)", (REMAX,),
+    ),
+    Mutation(
+        "remax's greedy row sampled among the others", "vlrl/trainer/rl.py",
+        "dataclasses.replace(params, n=G + 1, greedy=1)", "dataclasses.replace(params, n=G + 1)", (REMAX,),
+    ),
+    Mutation(
+        "a greedy row drawn as a sampled one", "vlrl/rollout/decoding.py",
+        "choice = torch.where(self.greedy_rows[index], allowed.argmax(dim=-1), choice)", "pass",
+        (f"{HF_ENGINE}::test_greedy_rows_decode_as_a_greedy_call_and_the_sampled_rows_as_a_call_sampling_every_row",),
     ),
     Mutation(
         "remax's baseline scored without the overlong penalty", "vlrl/trainer/rl.py",

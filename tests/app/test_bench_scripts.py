@@ -543,3 +543,16 @@ def test_the_operator_bench_counts_a_static_steps_operators_per_layer_with_no_ma
     assert report["layers"] == 2 and 0 < report["per_layer"] <= 31 and report["around_layers"] > 0
     assert report["sdpa_boolean_masks_per_layer"] == 0
     assert report["at_36_layers"] == 36 * report["per_layer"] + report["around_layers"]
+
+
+def test_the_remax_rollout_bench_times_greedy_rows_mixed_in_and_decoded_apart_with_the_same_greedy_completions(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import remax_rollout
+
+    args = ["--shape", "tiny", "--device", "cpu", "--prompts", "2", "--max-new-tokens", "6", "--rounds", "1",
+            "rollout.num_generations=2", "model.max_pixels=12544"]  # fmt: skip
+    assert remax_rollout.main(args) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["same_greedy"] and 2 * 3 <= report["completion_tokens"] <= 2 * 3 * 6  # G + 1 rows a prompt
+    ratio = report["mixed_median_s"] / report["separate_median_s"]
+    assert abs(report["mixed_over_separate"] - ratio) < 2e-3 * (1 + ratio)

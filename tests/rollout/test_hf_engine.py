@@ -775,3 +775,25 @@ def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec
         prompts, replace(sampled, repetition_penalty=1.0), torch.Generator().manual_seed(5)
     )
     assert [c.token_ids for c in completions(plain)] != [c.token_ids for c in completions(drawn["dynamic"])]
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic loop", "static step"])
+@pytest.mark.parametrize("penalty", [1.0, 1.6])
+def test_greedy_rows_decode_as_a_greedy_call_and_the_sampled_rows_as_a_call_sampling_every_row(setup, static, penalty):
+    """SamplingParams.greedy (ReMax's baseline among the sampled rows, `mixes_greedy`): each
+    prompt's first row decodes what a greedy call of its own does, the others what the rows of
+    a call sampling all n do, tokens exactly, log-probs to float rounding (a row draws its own
+    uniform, whatever the others take); as rows stop and are compacted, with a repetition
+    penalty too."""
+    model, processor, prompts = setup
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=static, check_every=2))
+    params = SamplingParams(n=4, max_new_tokens=12, repetition_penalty=penalty)
+    mixed = engine.generate(prompts, replace(params, greedy=1), torch.Generator().manual_seed(5))
+    sampled = engine.generate(prompts, params, torch.Generator().manual_seed(5))
+    greedy = engine.generate(prompts, replace(params, n=1, temperature=0.0))
+    assert [g.completions[0].token_ids for g in mixed] == [g.completions[0].token_ids for g in greedy]
+    assert_same_completions(
+        [Generation(g.completions[1:]) for g in mixed], [Generation(g.completions[1:]) for g in sampled]
+    )
+    # the first rows were sampled otherwise: the greedy ones are not what those rows draw
+    assert [g.completions[0].token_ids for g in mixed] != [g.completions[0].token_ids for g in sampled]

@@ -24,7 +24,20 @@ CUDA_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a tota
         (3, 4, 12, [Part(0, 3, 4)]),
         (3, 4, 11, [Part(0, 2, 4), Part(2, 3, 4)]),  # whole groups while one fits
         (3, 4, 4, [Part(0, 1, 4), Part(1, 2, 4), Part(2, 3, 4)]),
-        (2, 5, 2, [Part(0, 1, 2), Part(0, 1, 2), Part(0, 1, 1), Part(1, 2, 2), Part(1, 2, 2), Part(1, 2, 1)]),
+        # a group in pieces, each naming the group's completion it starts at
+        (
+            2,
+            5,
+            2,
+            [
+                Part(0, 1, 2, 0),
+                Part(0, 1, 2, 2),
+                Part(0, 1, 1, 4),
+                Part(1, 2, 2, 0),
+                Part(1, 2, 2, 2),
+                Part(1, 2, 1, 4),
+            ],
+        ),
     ],
 )
 def test_a_calls_prompts_are_split_into_whole_groups_and_a_group_too_large_into_pieces(prompts, n, rows, expected):
@@ -41,11 +54,13 @@ class Engine:
     def __init__(self, fits: int, refused: frozenset[int] = frozenset()):
         self.fits, self.refused = fits, refused
         self.calls: list[tuple[int, int]] = []  # (prompts, n)
+        self.greedy: list[int] = []  # each call's SamplingParams.greedy
         self.events: list[str] = []
         self.given: dict[int, int] = {}
 
     def generate(self, prompts, params, generator=None):
         self.calls.append((len(prompts), params.n))
+        self.greedy.append(params.greedy)
         if len(prompts) * params.n > self.fits:
             raise torch.OutOfMemoryError(CUDA_MESSAGE)
         out = []
@@ -89,6 +104,15 @@ def test_a_group_larger_than_the_rows_left_is_sampled_in_pieces_joined_in_order_
     assert texts(got) == [[f"0.{k}" for k in range(5)], []]
     assert got[1].rejected == "prompt 1 too long"
     assert engine.calls[:4] == [(2, 5), (1, 5), (1, 2), (1, 2)]  # 10 rows, 5, then pieces of 2
+
+
+def test_a_groups_greedy_rows_are_its_first_ones_whether_it_is_sampled_whole_or_in_pieces():
+    """SamplingParams.greedy (ReMax's baseline rows): a call of whole groups keeps it, a group's
+    pieces ask for the greedy rows only where the group's first completions are."""
+    engine = Engine(fits=4)
+    RolloutRows(True).generate(engine, [0, 1], SamplingParams(n=5, greedy=3))
+    assert engine.calls == [(2, 5), (1, 5), (1, 2), (1, 2), (1, 1), (1, 2), (1, 2), (1, 1)]
+    assert engine.greedy == [3, 3, 2, 1, 0, 2, 1, 0]
 
 
 def test_with_halve_on_oom_off_running_out_of_memory_ends_the_rollout_at_the_first_call():

@@ -731,19 +731,28 @@ def test_the_adaptive_entropy_coefficient_resumes_where_it_was(tmp_path, rec_dat
     assert resumed[-1]["step"] == 3 and resumed[-1]["entropy_coef"] == pytest.approx(rows[2]["entropy_coef"])
 
 
+@pytest.mark.parametrize("mixed", [True, False], ids=["among the sampled rows", "in a call of their own"])
 def test_remax_takes_each_prompts_greedy_completions_reward_as_its_baseline(
-    tmp_path, rec_data, tiny_qwen25, monkeypatch
+    tmp_path, rec_data, tiny_qwen25, monkeypatch, mixed
 ):
     """algo.advantage=remax: each group's baseline is the reward of its prompt's greedy
     completion under the step's policy (decoded again here by a fresh engine from the starting
     model and scored by the task, overlong penalty included), and the advantages the update gets
-    are the rewards less it (EasyR1's and verl's ReMax)."""
+    are the rewards less it (EasyR1's and verl's ReMax). The engine decodes the greedy rows among
+    the sampled ones where it can (`mixes_greedy`), else in a call of their own."""
     import vlrl.trainer.rl as rl
     from vlrl.algos.shaping import overlong_penalty
     from vlrl.config import ModelConfig
     from vlrl.models.loading import load_model, load_processor
     from vlrl.rollout.hf import HFEngine
     from vlrl.tasking.scoring import score
+
+    calls = []
+    real_generate = HFEngine.generate
+    monkeypatch.setattr(HFEngine, "mixes_greedy", mixed)
+    monkeypatch.setattr(
+        HFEngine, "generate", lambda self, p, params, *a: calls.append(params) or real_generate(self, p, params, *a)
+    )
 
     seen, given = [], []
     real_advantages, real_update = rl.RLTrainer.step_advantages, rl.RLTrainer.update
@@ -760,6 +769,9 @@ def test_remax_takes_each_prompts_greedy_completions_reward_as_its_baseline(
     options = {"algo.advantage": "remax", "algo.overlong_buffer": 6, "algo.overlong_penalty": 0.5, "trainer.steps": 1}
     rows = run(tmp_path, rec_data, **options)
     (groups,) = seen
+    asked = [(p.n, p.greedy, p.temperature) for p in calls]
+    assert asked == ([(5, 1, 1.0)] if mixed else [(4, 0, 1.0), (1, 0, 0.0)])  # G = 4
+    assert [len(g.completions) for g in groups] == [4] * len(groups)  # the greedy rows are not the group's
     cfg = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=50176)
     processor = load_processor(cfg)
     engine = HFEngine(load_model(cfg).eval(), processor.tokenizer)

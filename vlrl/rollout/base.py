@@ -32,6 +32,11 @@ class SamplingParams:
     # repetition_penalty (eval.repetition_penalty; rollout.repetition_penalty with an engine that
     # `shares_policy`). The HF engine's log-probs stay the policy's; vLLM's are the penalized draw's.
     repetition_penalty: float = 1.0
+    # Of each prompt's n completions, the first `greedy` decoded greedily (argmax of the penalized,
+    # banned logits), the rest sampled: ReMax's baseline in the batch it samples, not in a decoding
+    # of its own. Their log-probs and entropies are at the temperature. Asked only of an engine
+    # that says `mixes_greedy`.
+    greedy: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,9 @@ class RolloutEngine(Protocol):
     implementation's: old log-probs are recomputed by the trainer when the policy moves, and
     the mismatch is corrected and logged (`algo.rollout_correction`, `rollout/logp_diff`).
 
-    Optional too: `memory_refusal(shape, work, options) -> str`, a staticmethod beside
+    Optional too: `mixes_greedy` (False if absent), whether it decodes `SamplingParams.greedy`
+    rows among the sampled ones (the HF engine; else the trainer asks for them in a call of
+    their own). And `memory_refusal(shape, work, options) -> str`, a staticmethod beside
     `memory` saying why the engine could not start on a GPU at all ("" or absent: it could),
     which `vlrl plan` prints and counts against every strategy (vLLM's share too small for its
     weights).

@@ -38,8 +38,9 @@ def sample_categorical(
 @dataclass
 class Draw:
     """One decoding step's sampling, for the rows decoded: the token each draws from the
-    temperature-scaled policy (bans, top-k, top-p applied), its log-prob and the entropy over
-    the whole vocabulary. A finished row (one not compacted away) takes the pad token."""
+    temperature-scaled policy (bans, top-k, top-p applied), or its argmax in a greedy row
+    (SamplingParams.greedy), its log-prob and the entropy over the whole vocabulary. A finished
+    row (one not compacted away) takes the pad token."""
 
     params: SamplingParams
     sampler: SamplingFilter
@@ -49,11 +50,18 @@ class Draw:
     # With a repetition penalty: (rows + 1, V) the tokens each row's prompt and completion hold
     # so far (the spare row a filler's), filled by `begin` in place, so a captured step reads it
     seen: torch.Tensor | None = field(default=None, init=False)
+    # With SamplingParams.greedy: (rows + 1,) the rows decoded greedily, the first of each
+    # prompt's n (the spare row not), made once, so a captured step reads it
+    greedy_rows: torch.Tensor | None = field(default=None, init=False)
 
     def begin(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> None:
         """A batch's start, (rows, width) each: with a repetition penalty, the tokens of each
         row's prompt (its real ones: the mask's) are the ones seen so far."""
-        if self.params.repetition_penalty == 1:
+        params, device = self.params, prompt_ids.device
+        if params.greedy and self.greedy_rows is None:
+            self.greedy_rows = torch.zeros(self.rows + 1, dtype=torch.bool, device=device)
+            self.greedy_rows[: self.rows] = torch.arange(self.rows, device=device) % params.n < params.greedy
+        if params.repetition_penalty == 1:
             return
         vocab = len(self.sampler.banned)
         if self.seen is None:  # made once: a captured step reads this tensor
@@ -88,6 +96,8 @@ class Draw:
             uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
             mine = uniforms[index.clamp(max=self.rows - 1)]  # a filler takes the last row's
             choice = sample_categorical(torch.softmax(allowed, dim=-1), uniforms=mine)
+            if self.greedy_rows is not None:  # their uniforms drawn and not used: the others' stay theirs
+                choice = torch.where(self.greedy_rows[index], allowed.argmax(dim=-1), choice)
         else:
             choice = allowed.argmax(dim=-1)
         if finished is not None:

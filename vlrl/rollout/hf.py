@@ -159,6 +159,7 @@ class HFEngine:
     name = "hf"
     shares_policy = True
     gives_entropy = True
+    mixes_greedy = True  # SamplingParams.greedy: rows of the batch like any other
     Options = HFOptions
     options_key = "hf"
 

@@ -37,11 +37,13 @@ ADVICE = (
 
 @dataclass(frozen=True)
 class Part:
-    """One engine call: prompts[start:stop], `n` completions each."""
+    """One engine call: prompts[start:stop], `n` completions each, the first of them a prompt's
+    completion number `first` (a piece of a group: its greedy rows are the group's first)."""
 
     start: int
     stop: int
     n: int
+    first: int = 0
 
     @property
     def rows(self) -> int:
@@ -57,7 +59,7 @@ def parts(prompts: int, n: int, rows: int | None) -> list[Part]:
     if rows >= n:
         per = rows // n
         return [Part(i, min(i + per, prompts), n) for i in range(0, prompts, per)]
-    return [Part(i, i + 1, min(rows, n - done)) for i in range(prompts) for done in range(0, n, rows)]
+    return [Part(i, i + 1, min(rows, n - done), done) for i in range(prompts) for done in range(0, n, rows)]
 
 
 @dataclass
@@ -123,7 +125,8 @@ def in_parts(
     out: list[Generation] = []
     starts: list[int] = []  # the prompt each generation of `out` is
     for part in plan:
-        call = params if part.n == params.n else dataclasses.replace(params, n=part.n)
+        greedy = min(max(params.greedy - part.first, 0), part.n)  # SamplingParams.greedy: the group's first rows
+        call = params if part.n == params.n else dataclasses.replace(params, n=part.n, greedy=greedy)
         for i, generation in enumerate(engine.generate(prompts[part.start : part.stop], call, generator)):
             prompt = part.start + i
             if starts and starts[-1] == prompt:  # another piece of the same prompt's group

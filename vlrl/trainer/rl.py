@@ -30,7 +30,7 @@ from vlrl.models.loading import checkpoint_layout, core_model
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
-from vlrl.rollout import Completion, EngineSetup, SamplingParams, configured_engines
+from vlrl.rollout import Completion, EngineSetup, Generation, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
 from vlrl.rollout.parts import RolloutRows
 from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
@@ -214,18 +214,24 @@ class RLTrainer:
         )
         if not items:
             return [], unusable
-        generations = self.rollout_rows.generate(self.engine, prompts, params, self.run.generator)
+        # ReMax: each prompt's greedy completion too, its reward the group's baseline: the first row
+        # of the group where the engine decodes greedy rows among the sampled ones, else decoded after
+        # them in a call of its own, as EasyR1 and verl decode it
+        remax = algo.advantage == "remax"
+        mixed = remax and getattr(self.engine, "mixes_greedy", False)
+        asked = dataclasses.replace(params, n=G + 1, greedy=1) if mixed else params
+        generations = self.rollout_rows.generate(self.engine, prompts, asked, self.run.generator)
+        greedy: list[Generation | None] = [None] * len(items)
+        if mixed:
+            greedy = [Generation(g.completions[:1], g.rejected) for g in generations]
+            generations = [Generation(g.completions[1:], g.rejected) for g in generations]
         shuffled_accuracy = (
             self.temporal_contrast(items, decoded, params) if algo.temporal.enabled else [None] * len(items)
         )
-        # ReMax: each prompt's greedy completion too (its reward is the group's baseline)
-        greedy = (
-            self.rollout_rows.generate(
+        if remax and not mixed:
+            greedy = self.rollout_rows.generate(
                 self.engine, prompts, dataclasses.replace(params, n=1, temperature=0.0), self.run.generator
             )
-            if algo.advantage == "remax"
-            else [None] * len(items)
-        )
         groups = []
         for (task, sample), prompt, generation, shuffled, baseline_generation in zip(
             items, prompts, generations, shuffled_accuracy, greedy, strict=True
