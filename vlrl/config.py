@@ -547,8 +547,8 @@ class AlgoConfig:
     # length-weighted group mean as baseline; gpg: r - mean times the batch's share of nonzero
     # rewards, inverted; passk: the best completion's lead over the second (Pass@k training);
     # remax: r less the reward of the prompt's greedy completion, decoded for it each step (ReMax:
-    # EasyR1's and verl's; scored by the task's rewards and the overlong penalty; the HF engine
-    # decodes it among the group's sampled rows, others in a call of its own);
+    # EasyR1's and verl's; scored by the task's rewards and the overlong penalty; decoded in the
+    # call that samples the group: a row of its batch (hf), a request beside the group's (vllm));
     # optimal_token_baseline: a baseline per token position, the group's returns weighted by each
     # completion's realized energy so far (verl's OTB; one more no-gradient forward a step, for
     # each token's sum of squared probabilities, unless the old log-probs are recomputed anyway)

@@ -142,6 +142,26 @@ def test_same_generator_state_same_samples(setup):
     assert all(len(set(map(tuple, group))) == 2 for group in ids(first))  # a prompt's completions differ
 
 
+def test_greedy_rows_are_a_greedy_requests_and_the_others_those_of_a_call_without_them(setup):
+    """SamplingParams.greedy (ReMax's baselines, `mixes_greedy`): each prompt's first
+    completion is what a greedy call decodes, the others what the same seeds sample without it;
+    a prompt vLLM refuses is refused whole."""
+    engine, _, _, prompts = setup
+    ids = lambda gens: [[c.token_ids for c in g.completions] for g in gens]  # noqa: E731
+    params = SamplingParams(n=3, max_new_tokens=8, temperature=1.0, greedy=1)
+    mixed = ids(engine.generate(prompts, params, torch.Generator().manual_seed(3)))
+    sampled = ids(
+        engine.generate(prompts, dataclasses.replace(params, n=2, greedy=0), torch.Generator().manual_seed(3))
+    )
+    greedy = ids(engine.generate(prompts, SamplingParams(n=1, max_new_tokens=8, temperature=0.0)))
+    assert [group[:1] for group in mixed] == greedy and [group[1:] for group in mixed] == sampled
+    longest = engine.llm.llm_engine.model_config.max_model_len
+    text = torch.full((longest,), int(prompts[1].input_ids[-1]))
+    too_long = dataclasses.replace(prompts[1], input_ids=torch.cat([prompts[1].input_ids, text]))
+    generations = engine.generate([prompts[0], too_long], params, torch.Generator().manual_seed(3))
+    assert ids(generations) == [mixed[0], []] and "vLLM refused" in generations[1].rejected
+
+
 def test_a_completion_cut_at_the_token_limit_is_marked_truncated_as_the_hf_engine_marks_it(setup):
     engine, model, processor, prompts = setup
     greedy = SamplingParams(n=1, max_new_tokens=5, temperature=0.0)

@@ -228,6 +228,7 @@ class VLLMEngine:
     shares_policy = False
     gives_entropy = False  # vLLM returns chosen tokens' log-probs, not whole distributions
     min_p_first = True  # its sampler: temperature, min-p (an argmax-invariant processor), top-k / top-p
+    mixes_greedy = True  # SamplingParams.greedy: a greedy request of the prompt's beside its sampled one
     Options = VLLMOptions
     options_key = "vllm"
 
@@ -377,24 +378,34 @@ class VLLMEngine:
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[Generation]:
+        """A prompt's requests: its greedy rows' (SamplingParams.greedy, first), then its sampled
+        ones', seeded by one draw a prompt from `generator` (as without greedy rows)."""
         seeds = torch.randint(0, SEED_RANGE, (len(prompts),), generator=generator).tolist()
-        generations: list[Generation | None] = [None] * len(prompts)
-        accepted: list[int] = []  # positions of the prompts vLLM took, in the order it took them
+        kinds = [replace(params, n=params.greedy, temperature=0.0)] if params.greedy else []
+        if params.n > params.greedy:
+            kinds.append(replace(params, n=params.n - params.greedy, greedy=0))
+        rejected: dict[int, str] = {}
+        accepted: list[int] = []  # the prompt of each request vLLM took, in the order it took them
         for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
-            try:
-                self.llm.enqueue([self.request(prompt)], [self.sampling(params, seed)], use_tqdm=False)
-            except Exception as err:  # refused when added (too long, too many images): this prompt only
-                generations[i] = Generation([], rejected=f"vLLM refused the prompt: {type(err).__name__}: {err}")
-            else:
+            for kind in kinds:
+                try:
+                    self.llm.enqueue([self.request(prompt)], [self.sampling(kind, seed)], use_tqdm=False)
+                except Exception as err:  # refused when added (too long, too many images): this prompt only
+                    rejected[i] = f"vLLM refused the prompt: {type(err).__name__}: {err}"
+                    break
                 accepted.append(i)
+        completions: list[list[Completion]] = [[] for _ in prompts]
         if accepted:  # an error while generating is the engine's, not a prompt's: it propagates
             # vLLM returns finished requests sorted by request id, that is in the order added
             outputs = self.llm.wait_for_completion(use_tqdm=False)
             for i, output in zip(accepted, outputs, strict=True):
-                generations[i] = self._generation(output)
-        return generations  # type: ignore[return-value]
+                completions[i] += self._completions(output)
+        return [
+            Generation([], rejected=rejected[i]) if i in rejected else Generation(completions[i])
+            for i in range(len(prompts))
+        ]
 
-    def _generation(self, output) -> Generation:
+    def _completions(self, output) -> list[Completion]:
         completions = []
         for sample in output.outputs:
             ids = list(sample.token_ids)
@@ -407,7 +418,7 @@ class VLLMEngine:
                     logprobs=logprobs,
                 )
             )
-        return Generation(completions)
+        return completions
 
     # -- weights and memory -----------------------------------------------------------------
     def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
