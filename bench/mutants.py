@@ -684,12 +684,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         (f"{OOM}::test_with_halve_on_oom_off_a_rollout_that_runs_out_of_memory_ends_the_run",),
     ),
     Mutation(
+        "the rollout recovers where the strategy cannot", "vlrl/trainer/rl.py",
+        "cfg.trainer.halve_on_oom and run.strategy.recovers(),", "cfg.trainer.halve_on_oom,",
+        (f"{OOM}::test_with_halve_on_oom_off_a_rollout_that_runs_out_of_memory_ends_the_run",),
+    ),
+    Mutation(
+        "a rollout's parts before the failed one made again", "vlrl/rollout/parts.py",
+        "            self.undo()\n", "            self.undo()\n            decoded = Decoded(params.n)\n",
+        ("tests/rollout/test_parts.py",),
+    ),
+    Mutation(
         "a failed rollout forward's state kept", "vlrl/trainer/rl.py",
         "run.strategy.recovers(), self.discard_sampling", "run.strategy.recovers(), lambda: None",
         (f"{OOM}::{ROLLOUT_OOM}[fsdp2]",),
     ),
     Mutation(
-        "a prompt's pieces not joined", "vlrl/rollout/parts.py", "if starts and starts[-1] == prompt:", "if False:",
+        "a prompt's pieces not joined", "vlrl/rollout/parts.py", "if part.first:  # another piece", "if False:  # another piece",
         ("tests/rollout/test_parts.py",),
     ),
     Mutation(

@@ -359,6 +359,9 @@ def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_mo
     )
     work = Workload.of(load_config(None, ["trainer.prompts_per_step=1", stages]), 1, 80, image_tokens=0)
     assert (work.rows, work.max_new_tokens, work.prompt_tokens) == (2, 136, 64)
+    # ReMax: each group's greedy completion decoded in the same call, one more row a prompt
+    remax = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "algo.advantage=remax"])
+    assert Workload.of(remax, 2, 80, image_tokens=0).rows == 4 * (4 + 1)
 
 
 def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget():

@@ -512,7 +512,7 @@ def test_an_evaluation_batch_that_runs_out_of_memory_is_answered_one_prompt_a_ca
     got = _scripted_eval(monkeypatch, said, engine=_OnePromptAtATime(), rows=RolloutRows(True, warn=warnings.append))
     assert (got.records, got.skipped, got.metrics) == (expected.records, expected.skipped, expected.metrics)
     assert len(warnings) == 1 and "in parts of at most 1 rows" in warnings[0]
-    with pytest.raises(torch.OutOfMemoryError):  # by default (trainer.halve_on_oom=false) the error ends it
+    with pytest.raises(torch.OutOfMemoryError):  # evaluate's default RolloutRows(): the error ends it
         _scripted_eval(monkeypatch, said, engine=_OnePromptAtATime())
 
 

@@ -359,6 +359,34 @@ def test_lora_target_modules_that_name_no_layer_of_the_model_are_refused_naming_
     assert adapted == {True}
 
 
+def test_a_merge_that_runs_out_of_memory_half_way_leaves_no_layer_computing_with_a_copy(monkeypatch):
+    """The rollout's retry after an out-of-memory (rollout/parts.py) frees the merged copies: no
+    layer merged before the failure still computes with (and holds) one."""
+    from peft import LoraConfig, get_peft_model
+
+    import vlrl.models.lora as lora
+
+    net = torch.nn.Sequential()
+    for name in ("a", "b", "c"):
+        net.add_module(name, torch.nn.Linear(4, 4))
+    model = get_peft_model(net, LoraConfig(r=2, target_modules=["a", "b", "c"]))
+    real, made = lora.merged_weight, []
+
+    def second_fails(module, weight):
+        if len(made) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        made.append(module)
+        return real(module, weight)
+
+    monkeypatch.setattr(lora, "merged_weight", second_fails)
+    merged = lora.MergedLoRA(model)
+    with pytest.raises(torch.OutOfMemoryError), merged.merged():
+        pass
+    assert [layer for layer in lora_linears(model) if "forward" in vars(layer)] == []
+    merged.release()
+    assert merged.copies == {}
+
+
 def test_adapters_switched_off_are_not_merged_in():
     from peft import LoraConfig, get_peft_model
 

@@ -45,14 +45,27 @@ def test_a_calls_prompts_are_split_into_whole_groups_and_a_group_too_large_into_
     assert all(part.rows <= (rows or prompts * n) for part in expected)
 
 
+@pytest.mark.parametrize(
+    "rows, start, first, expected",
+    [
+        (None, 1, 2, [Part(1, 2, 2, 2), Part(2, 3, 4)]),  # the rest of prompt 1's group, then the others at once
+        (4, 1, 2, [Part(1, 2, 2, 2), Part(2, 3, 4)]),
+        (1, 2, 3, [Part(2, 3, 1, 3)]),
+        (8, 3, 0, []),  # nothing left
+    ],
+)
+def test_the_rest_of_a_call_is_planned_from_the_part_that_failed(rows, start, first, expected):
+    assert parts(3, 4, rows, start, first) == expected
+
+
 class Engine:
     """Completions named by their prompt and their number among that prompt's; a call of more
     than `fits` rows runs out of memory."""
 
     device = torch.device("cpu")
 
-    def __init__(self, fits: int, refused: frozenset[int] = frozenset()):
-        self.fits, self.refused = fits, refused
+    def __init__(self, fits: int, refused: frozenset[int] = frozenset(), fails=lambda prompts, params: False):
+        self.fits, self.refused, self.fails = fits, refused, fails  # `fails`: also these calls run out
         self.calls: list[tuple[int, int]] = []  # (prompts, n)
         self.greedy: list[int] = []  # each call's SamplingParams.greedy
         self.events: list[str] = []
@@ -61,7 +74,7 @@ class Engine:
     def generate(self, prompts, params, generator=None):
         self.calls.append((len(prompts), params.n))
         self.greedy.append(params.greedy)
-        if len(prompts) * params.n > self.fits:
+        if len(prompts) * params.n > self.fits or self.fails(prompts, params):
             raise torch.OutOfMemoryError(CUDA_MESSAGE)
         out = []
         for p in prompts:
@@ -91,11 +104,36 @@ def test_a_call_that_runs_out_of_memory_is_made_again_in_halves_until_it_fits_an
     assert texts(got) == [[f"{p}.0", f"{p}.1"] for p in range(4)]
     # 8 rows failed, then 4 (two prompts) failed, then one prompt a call
     assert engine.calls == [(4, 2), (2, 2), (1, 2), (1, 2), (1, 2), (1, 2)]
-    assert rows.rows == 2 and len(warnings) == 2 and "out of memory" in warnings[0] and "at most 4 rows" in warnings[0]
+    assert (
+        rows.rows == 2 and len(warnings) == 2 and "out of memory" in warnings[0] and "of at most 4 rows" in warnings[0]
+    )
     assert engine.events == ["sleep", "wake"] * 2 and undone == [1, 1]  # the engine's buffers freed before each retry
     engine.calls.clear()
     rows.generate(engine, [0, 1], SamplingParams(n=2))  # the next call starts in parts
     assert engine.calls == [(1, 2), (1, 2)] and len(warnings) == 2
+
+
+def test_the_parts_decoded_before_the_one_that_failed_are_kept_and_the_rest_goes_on_from_it():
+    """Prompts 0-1 decode; the call of prompts 2-3 fails: prompt 0's and 1's completions are not
+    made again (the engine numbers each prompt's completions as it makes them), and the rest goes
+    on at half the failed part's rows. Likewise within a group: its first piece is kept."""
+    engine = Engine(fits=8, fails=lambda prompts, params: 3 in prompts and params.n * len(prompts) > 2)
+    rows = RolloutRows(True, rows=4)
+    assert texts(rows.generate(engine, [0, 1, 2, 3], SamplingParams(n=2))) == [[f"{p}.0", f"{p}.1"] for p in range(4)]
+    assert engine.calls == [(2, 2), (2, 2), (1, 2), (1, 2)] and rows.rows == 2
+    failed_once = []
+    engine = Engine(
+        fits=8, fails=lambda prompts, params: params.greedy == 1 and not failed_once and not failed_once.append(1)
+    )
+    got = RolloutRows(True, rows=2).generate(engine, [0], SamplingParams(n=5, greedy=3))
+    assert texts(got) == [[f"0.{k}" for k in range(5)]]
+    # pieces 0-1 (both greedy) kept; 2-3 failed; then 2, 3, 4 one a call, only 2 greedy
+    assert engine.calls == [(1, 2), (1, 2), (1, 1), (1, 1), (1, 1)] and engine.greedy == [2, 1, 1, 0, 0]
+
+
+def test_a_call_of_no_prompts_asks_the_engine_nothing():
+    engine = Engine(fits=0)
+    assert RolloutRows(True).generate(engine, [], SamplingParams(n=2)) == [] and engine.calls == []
 
 
 def test_a_group_larger_than_the_rows_left_is_sampled_in_pieces_joined_in_order_and_refused_if_a_piece_is():

@@ -314,13 +314,24 @@ def test_a_rollout_that_runs_out_of_memory_is_sampled_again_one_group_a_call_as_
         torch.testing.assert_close(weights[name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
+@pytest.mark.parametrize("off", ["halve_on_oom", "recovers"])
 def test_with_halve_on_oom_off_a_rollout_that_runs_out_of_memory_ends_the_run(
-    tmp_path, rec_data, tiny_qwen25, monkeypatch
+    tmp_path, rec_data, tiny_qwen25, monkeypatch, off
 ):
+    """trainer.halve_on_oom=false, or a strategy that cannot discard a failed forward
+    (`Strategy.recovers`: FSDP2 on several processes, where torch's reset reshards the gathered
+    weights and the forward done again would all-gather on that process alone): the error ends
+    the run at its first call, and no held-out evaluation recovers either."""
+    from vlrl.parallel.replicated import Replicated
     from vlrl.trainer.rl import RLTrainer
 
-    overrides = tiny_overrides(tmp_path, rec_data, **{"trainer.halve_on_oom": "false"})
+    if off == "recovers":
+        monkeypatch.setattr(Replicated, "recovers", lambda self: False)
+    overrides = tiny_overrides(
+        tmp_path, rec_data, **({"trainer.halve_on_oom": "false"} if off == "halve_on_oom" else {})
+    )
     trainer = RLTrainer(load_config(None, overrides), Console(quiet=True))
+    assert not trainer.eval_rows.halve_on_oom
     real, calls = trainer.engine.generate, []
 
     def first_fails(prompts, params, generator=None):

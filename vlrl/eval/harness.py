@@ -372,9 +372,11 @@ def evaluate_logged(
     records, then bad media."""
     every, enabled = t.log_every, t.progress
     total = len(shard(len(loaded.samples), settings.eval.batch_size, procs))
-    rows = RolloutRows(
-        t.halve_on_oom, warn=lambda message: console.print(f"[yellow]warning:[/yellow] {escape(message)}")
-    )
+
+    def warn(message: str) -> None:
+        console.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True)
+
+    rows = RolloutRows(t.halve_on_oom, warn=warn, what="evaluation")
     with ProgressReport(console, f"eval {task.name}", total, every=every, unit="sample", enabled=enabled) as report:
         result = evaluate(engine, processor, task, loaded.samples, settings, data_path, report.advance, procs, rows)
     result.skipped = [str(err) for err in loaded.errors] + result.skipped

@@ -74,21 +74,22 @@ class MergedLoRA:
 
     @contextlib.contextmanager
     def merged(self) -> Iterator[None]:
-        layers = lora_linears(self.model)
-        for layer in layers:
-            base = layer.get_base_layer()
-            with torch.no_grad():
-                weight = merged_weight(layer, base.weight)
-                copy = self.copies.get(layer)
-                if copy is None or copy.shape != weight.shape or copy.device != weight.device:
-                    copy = self.copies[layer] = weight
-                else:
-                    copy.copy_(weight)
-            layer.forward = _merged_forward(copy, base.bias)  # an instance attribute: the class's is back on delete
+        patched = []  # a merge that runs out of memory half-way unpatches those it patched
         try:
+            for layer in lora_linears(self.model):
+                base = layer.get_base_layer()
+                with torch.no_grad():
+                    weight = merged_weight(layer, base.weight)
+                    copy = self.copies.get(layer)
+                    if copy is None or copy.shape != weight.shape or copy.device != weight.device:
+                        copy = self.copies[layer] = weight
+                    else:
+                        copy.copy_(weight)
+                layer.forward = _merged_forward(copy, base.bias)  # an instance attribute: the class's is back on delete
+                patched.append(layer)
             yield
         finally:
-            for layer in layers:
+            for layer in patched:
                 del layer.forward
 
     def release(self) -> None:

@@ -252,7 +252,7 @@ class Workload:
     gpu_memory: float  # bytes
     token_budget: int
     image_tokens: int
-    rows: int  # completions sampled per GPU per step
+    rows: int  # completions a GPU decodes in a step's rollout call (ReMax's greedy ones among them)
     max_new_tokens: int
     beta: float
     lora: bool
@@ -261,8 +261,10 @@ class Workload:
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
         """The run's largest rollout: with rollout.stages, the stage whose completions hold the
-        most tokens (rows x (prompt + max_new_tokens)), the longer one of equals."""
+        most tokens (rows x (prompt + max_new_tokens)), the longer one of equals. ReMax's greedy
+        completion is one more row of each group (the engines decode it in the call that samples)."""
         prompts = max(1, cfg.trainer.prompts_per_step // gpus)
+        greedy = int(cfg.algo.advantage == "remax")
         stage = max(
             cfg.rollout.stage_limits(),
             key=lambda s: (
@@ -275,7 +277,7 @@ class Workload:
             gpu_memory=gpu_memory_gb * GB,
             token_budget=cfg.trainer.token_budget,
             image_tokens=image_tokens,
-            rows=prompts * stage.num_generations,
+            rows=prompts * (stage.num_generations + greedy),
             max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,

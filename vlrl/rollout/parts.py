@@ -50,28 +50,83 @@ class Part:
         return (self.stop - self.start) * self.n
 
 
-def parts(prompts: int, n: int, rows: int | None) -> list[Part]:
-    """The calls that decode `prompts` prompts' n completions each, at most `rows` rows a call
-    (None: one call): whole prompts, rows // n of them a call; where a group is larger than
-    `rows`, each prompt's n completions in pieces of `rows`."""
-    if rows is None or rows >= prompts * n:
-        return [Part(0, prompts, n)]
-    if rows >= n:
-        per = rows // n
-        return [Part(i, min(i + per, prompts), n) for i in range(0, prompts, per)]
-    return [Part(i, i + 1, min(rows, n - done), done) for i in range(prompts) for done in range(0, n, rows)]
+def parts(prompts: int, n: int, rows: int | None, start: int = 0, first: int = 0) -> list[Part]:
+    """The calls that decode prompts [start, prompts)' n completions each, prompt `start`'s
+    from its completion `first` on (those before are decoded), at most `rows` rows a call (None:
+    one call): whole prompts, rows // n of them a call; a group larger than `rows`, and the rest
+    of prompt `start`'s, in pieces of `rows`."""
+    if start >= prompts:
+        return []
+    limit = max(prompts * n, 1) if rows is None else rows
+    if first:
+        head = [Part(start, start + 1, min(limit, n - done), done) for done in range(first, n, limit)]
+        return head + parts(prompts, n, rows, start + 1)
+    if limit >= (prompts - start) * n:
+        return [Part(start, prompts, n)]
+    if limit >= n:
+        per = limit // n
+        return [Part(i, min(i + per, prompts), n) for i in range(start, prompts, per)]
+    return [Part(i, i + 1, min(limit, n - done), done) for i in range(start, prompts) for done in range(0, n, limit)]
+
+
+class Decoded:
+    """What a call's parts have given so far: each prompt's generation, a prompt's pieces
+    joined in order (refused if any piece was), and where the next part starts."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.generations: list[Generation] = []
+        self.next, self.first = 0, 0  # the next part's prompt, and its completion number
+
+    def add(self, part: Part, generations: list[Generation]) -> None:
+        for generation in generations:
+            if part.first:  # another piece of the last prompt's group
+                last = self.generations[-1]
+                rejected = last.rejected or generation.rejected
+                self.generations[-1] = Generation(
+                    [] if rejected else last.completions + generation.completions, rejected
+                )
+            else:
+                self.generations.append(generation)
+        done = part.first + part.n
+        self.next, self.first = (part.stop, 0) if done == self.n else (part.start, done)
+
+
+def call(engine: RolloutEngine, prompts: Sequence[Prompt], params: SamplingParams, part: Part, generator):
+    """`part`'s engine call: its prompts, its completions, the greedy rows among them
+    (SamplingParams.greedy: the group's first)."""
+    greedy = min(max(params.greedy - part.first, 0), part.n)
+    asked = params if part.n == params.n else dataclasses.replace(params, n=part.n, greedy=greedy)
+    return engine.generate(prompts[part.start : part.stop], asked, generator)
+
+
+def in_parts(
+    engine: RolloutEngine,
+    prompts: Sequence[Prompt],
+    params: SamplingParams,
+    generator: torch.Generator | None,
+    plan: list[Part],
+) -> list[Generation]:
+    """Each part's call in turn, each prompt's pieces joined into its generation."""
+    decoded = Decoded(params.n)
+    for part in plan:
+        decoded.add(part, call(engine, prompts, params, part, generator))
+    return decoded.generations
 
 
 @dataclass
 class RolloutRows:
-    """The rows one engine call may decode in a run: all of a call's until the rollout ran out
-    of memory, then half the part that failed, for the rest of the run."""
+    """The rows one engine call may decode: all of a call's until one ran out of memory, then
+    half the part that failed, from then on."""
 
     halve_on_oom: bool = False  # False: the error ends the run
     # After a call failed, before the engine's buffers are freed: what the failed forwards left in
     # the policy (the trainer's `Strategy.discard_pass`)
     undo: Callable[[], None] = lambda: None
     warn: Callable[[str], None] = lambda message: None  # told once a halving, on the process that halved
+    # What the warning calls the calls, and what it says fewer of from the start would save
+    what: str = "rollout"
+    advice: str = "fewer prompts a batch from the start (eval.batch_size) save the failed work"
     rows: int | None = None  # None: a call's prompts at once
 
     def generate(
@@ -81,12 +136,15 @@ class RolloutRows:
         params: SamplingParams,
         generator: torch.Generator | None = None,
     ) -> list[Generation]:
-        """engine.generate(prompts, params, generator), in parts of at most `rows` rows, halved
-        while one runs the GPU out of memory (a part of one row that does ends the run)."""
+        """engine.generate(prompts, params, generator), in parts of at most `rows` rows. A part
+        that runs the GPU out of memory is made again, and the rest after it, in parts of half
+        its rows (the parts before it are kept); one of a single row that does ends the run."""
+        decoded = Decoded(params.n)
         while True:
-            plan = parts(len(prompts), params.n, self.rows)
             try:
-                return in_parts(engine, prompts, params, generator, plan)
+                for part in parts(len(prompts), params.n, self.rows, decoded.next, decoded.first):
+                    decoded.add(part, call(engine, prompts, params, part, generator))
+                return decoded.generations
             except torch.OutOfMemoryError as error:
                 if not self.halve_on_oom:
                     raise
@@ -98,42 +156,15 @@ class RolloutRows:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             engine.wake()
-            largest = max(part.rows for part in plan)
-            if largest == 1:
+            failed = parts(len(prompts), params.n, self.rows, decoded.next, decoded.first)[0].rows
+            if failed <= 1:
                 raise torch.OutOfMemoryError(
-                    f"the GPU ran out of memory in the rollout decoding one row ({failure}): no smaller part is "
-                    f"left. {ADVICE}"
+                    f"the GPU ran out of memory in the {self.what} decoding one row ({failure}): no smaller part "
+                    f"is left. {ADVICE}"
                 )
-            self.rows = largest // 2
+            self.rows = failed // 2
             self.warn(
-                f"the rollout ran out of GPU memory ({failure}) in a call of {largest} rows (prompts x completions): "
-                f"it is made again in parts of at most {self.rows} rows, half of that, kept for the rest of the run "
-                f"(logged as rollout_rows); the draws are then not those of one call. Fewer rows from the start "
-                f"(data.batch_size, rollout.num_generations) or shorter completions save the failed work: `vlrl plan`"
+                f"the {self.what} ran out of GPU memory ({failure}) in a call of {failed} rows (prompts x "
+                f"completions): it goes on in parts of at most {self.rows} rows, half of that, from then on (the "
+                f"draws are then not those of one call); {self.advice}"
             )
-
-
-def in_parts(
-    engine: RolloutEngine,
-    prompts: Sequence[Prompt],
-    params: SamplingParams,
-    generator: torch.Generator | None,
-    plan: list[Part],
-) -> list[Generation]:
-    """Each part's call in turn, a prompt's pieces joined into its generation (refused if any
-    piece was)."""
-    out: list[Generation] = []
-    starts: list[int] = []  # the prompt each generation of `out` is
-    for part in plan:
-        greedy = min(max(params.greedy - part.first, 0), part.n)  # SamplingParams.greedy: the group's first rows
-        call = params if part.n == params.n else dataclasses.replace(params, n=part.n, greedy=greedy)
-        for i, generation in enumerate(engine.generate(prompts[part.start : part.stop], call, generator)):
-            prompt = part.start + i
-            if starts and starts[-1] == prompt:  # another piece of the same prompt's group
-                last = out[-1]
-                rejected = last.rejected or generation.rejected
-                out[-1] = Generation([] if rejected else last.completions + generation.completions, rejected)
-            else:
-                out.append(generation)
-                starts.append(prompt)
-    return out
