@@ -12,7 +12,7 @@ from tests.models.test_policy import family_setup
 from tests.rollout.test_hf_engine import assert_same_completions
 from vlrl.rollout import Completion, Generation, SamplingParams
 from vlrl.rollout.hf import HFEngine, HFOptions
-from vlrl.rollout.parts import Part, RolloutRows, in_parts, parts
+from vlrl.rollout.parts import Part, RolloutRows, parts
 
 CUDA_MESSAGE = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
 
@@ -207,6 +207,6 @@ def test_an_hf_rollout_that_runs_out_of_memory_decodes_in_parts_as_they_would_fr
     assert drawn == (fails_at > 1)  # a failure in a decoding step spent the draws before it
     fresh = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=static))
     from_there = torch.Generator().set_state(at_failure[0])
-    expected = in_parts(fresh, prompts, params, from_there, parts(len(prompts), params.n, 6))
+    expected = RolloutRows(rows=6).generate(fresh, prompts, params, from_there)  # one prompt a call
     assert [len(g.completions) for g in got] == [4, 4, 4]
     assert_same_completions(got, expected)

@@ -4,14 +4,15 @@ An engine call decodes all its prompts' rows (prompts x completions) at once: th
 KV cache, its prefill's activations and each step's logits grow with them, so a batch that fit
 can fail on a step whose prompts carry larger images, or be set too high for the card from the
 start. Ending the run there loses the steps since its last checkpoint. Instead the engine's own
-buffers are freed (`sleep`, `wake`) and the call is made again in parts of at most half the rows
-of the part that failed, which the run keeps: whole prompts while a part holds a group, else a
-prompt's completions in pieces, put back together in order.
+buffers are freed (`sleep`, `wake`) and the part that failed, and the rest of the call after
+it, go on in parts of at most half its rows, which the run keeps (the parts before it are
+kept): whole prompts while a part holds a group, else a prompt's completions in pieces, put
+back together in order.
 
 Every part's completions are samples of the same policy, so the step estimates what it did; only
 the draws differ (the HF engine draws one uniform per row of the batch a step, so a row's tokens
 depend on the batch it is decoded in): a run that split does not repeat the samples of one that
-did not. The draws the failed call made are spent: the parts continue the random stream.
+did not. The draws the failed part made are spent: the parts continue the random stream.
 
 The rollout holds no collective (`Strategy.gathered`: each forward of the policy is local while
 it samples), so each process recovers by itself, as its own batch needs.
@@ -92,26 +93,18 @@ class Decoded:
         self.next, self.first = (part.stop, 0) if done == self.n else (part.start, done)
 
 
-def call(engine: RolloutEngine, prompts: Sequence[Prompt], params: SamplingParams, part: Part, generator):
+def call(
+    engine: RolloutEngine,
+    prompts: Sequence[Prompt],
+    params: SamplingParams,
+    part: Part,
+    generator: torch.Generator | None,
+) -> list[Generation]:
     """`part`'s engine call: its prompts, its completions, the greedy rows among them
     (SamplingParams.greedy: the group's first)."""
     greedy = min(max(params.greedy - part.first, 0), part.n)
     asked = params if part.n == params.n else dataclasses.replace(params, n=part.n, greedy=greedy)
     return engine.generate(prompts[part.start : part.stop], asked, generator)
-
-
-def in_parts(
-    engine: RolloutEngine,
-    prompts: Sequence[Prompt],
-    params: SamplingParams,
-    generator: torch.Generator | None,
-    plan: list[Part],
-) -> list[Generation]:
-    """Each part's call in turn, each prompt's pieces joined into its generation."""
-    decoded = Decoded(params.n)
-    for part in plan:
-        decoded.add(part, call(engine, prompts, params, part, generator))
-    return decoded.generations
 
 
 @dataclass

@@ -99,13 +99,11 @@ class RLTrainer:
             # A rollout call that runs the GPU out of memory is made again in parts (rollout/parts.py);
             # held-out evaluation keeps its own rows, its calls are not the rollout's
             recovers, undo = cfg.trainer.halve_on_oom and run.strategy.recovers(), self.discard_sampling
-            fewer = "fewer rows a step from the start (trainer.prompts_per_step, rollout.num_generations) or shorter"
-            self.rollout_rows = RolloutRows(
-                recovers,
-                undo,
-                self.warn,
-                advice=f"logged as rollout_rows; {fewer} completions save the failed work: `vlrl plan`",
+            advice = (
+                "logged as rollout_rows; fewer rows a step from the start (trainer.prompts_per_step, "
+                "rollout.num_generations) or shorter completions save the failed work: `vlrl plan`"
             )
+            self.rollout_rows = RolloutRows(recovers, undo, self.warn, advice=advice)
             self.eval_rows = RolloutRows(recovers, undo, self.warn, what="held-out evaluation")
             r = cfg.rollout
             policy = core_model(run.model)
