@@ -114,8 +114,8 @@ SAMPLING = "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.
 PENALTY = (
     f"{OPTIONS}::test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_keeps_the_policys_logprobs"
 )
-PENALTY_REFUSED = (
-    f"{OPTIONS}::test_a_repetition_penalty_is_refused_for_an_engine_whose_logprobs_would_be_the_penalized_draws"
+PENALTY_DRAWN = (
+    f"{OPTIONS}::test_a_repetition_penalty_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own"
 )
 STAGES = "tests/trainer/test_stages.py::test_a_step_samples_scores_and_normalises_with_its_stages_limits"
 REPLAY = "tests/trainer/test_replay.py"
@@ -745,8 +745,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p)", (PENALTY,),
     ),
     Mutation(
-        "rollout.repetition_penalty allowed with an engine of its own", "vlrl/trainer/rl.py",
-        "if cfg.rollout.repetition_penalty != 1 and not engine.cls.shares_policy:", "if False:", (PENALTY_REFUSED,),
+        "rollout.repetition_penalty left out of a foreign engine's draw", "vlrl/trainer/rl.py",
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)",
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first)", (PENALTY_DRAWN,),
+    ),
+    Mutation(
+        "the draw's penalty ignored in the sampled column", "vlrl/models/policy.py",
+        "drawn_from = scaled if seen is None else penalized(scaled, seen, self.sampler.repetition_penalty)",
+        "drawn_from = scaled", (f"{POLICY}::test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens",),
     ),
     Mutation(
         "the HF engine's log-probs of the penalized draw", "vlrl/rollout/decoding.py",

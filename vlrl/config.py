@@ -347,8 +347,8 @@ class RolloutConfig:
     min_p: float = 0.0
     # > 1: each completion's prompt and earlier tokens made less likely in the draw (TRL's
     # repetition_penalty, transformers' rule: a positive logit divided by it, a negative one
-    # multiplied). The log-probs the update uses stay the policy's, as TRL's are. An engine that
-    # samples with the policy (hf) only: vLLM's log-probs would be those of the penalized draw.
+    # multiplied). The log-probs the update uses stay the policy's, as TRL's are; vLLM's, of the
+    # penalized draw, are compared with the trainer's own of that draw (rollout/logp_diff).
     repetition_penalty: float = 1.0
     # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
     # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.

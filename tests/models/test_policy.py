@@ -362,6 +362,42 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
             torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)
 
 
+@pytest.mark.parametrize("chunk", [5, 0], ids=["chunks", "full logits"])
+def test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens(setup, chunk):
+    """A foreign engine's draw with a repetition penalty (vLLM's, rollout.repetition_penalty)
+    makes less likely, at each step, the tokens the row's prompt and its completion so far hold,
+    before the temperature and the filters: the sampled column, from the chunks or the full
+    logits, is that distribution's, computed here token by token; the policy's own log-probs
+    are not penalized."""
+    from vlrl.models.policy import completion_logits
+
+    model, processor, prompts = setup
+    batch = collate(prompts, processor.tokenizer.pad_token_id)
+    rows, ids, mask, _ = six_completions(4, {1: 4, 3: 1})
+    ids[:, 5] = ids[:, 2]  # a token the completion held before
+    ids[:, 1] = batch.input_ids[rows, -3]  # one its prompt holds
+    banned = torch.zeros(model.config.get_text_config().vocab_size, dtype=torch.bool)
+    banned[:7] = True
+    plain = SamplingFilter(banned, top_p=0.9)
+    sampler = dataclasses.replace(plain, repetition_penalty=1.5)
+    with torch.no_grad():
+        got = completion_logprobs(model, batch, rows, ids, mask, 0.7, False, sampler, chunk_tokens=chunk)
+        unpenalized = completion_logprobs(model, batch, rows, ids, mask, 0.7, False, plain, chunk_tokens=chunk)
+        logits = completion_logits(model, batch, rows, ids, mask).float()
+    expected = torch.zeros_like(got.sampled)
+    for r, prompt in enumerate(rows.tolist()):
+        held = batch.input_ids[prompt][batch.attention_mask[prompt].bool()].tolist()
+        for t in range(int(mask[r].sum())):
+            seen = sorted(set(held) | set(ids[r, :t].tolist()))
+            raw = logits[r, t].clone()
+            raw[seen] = torch.where(raw[seen] < 0, raw[seen] * 1.5, raw[seen] / 1.5)
+            expected[r, t] = torch.log_softmax(plain.apply(raw / 0.7), -1)[ids[r, t]]
+    torch.testing.assert_close(got.sampled, expected, rtol=1e-5, atol=1e-5)
+    real = mask.bool()
+    assert not torch.allclose(got.sampled[real], unpenalized.sampled[real])  # the penalty moved them
+    torch.testing.assert_close(got.logp, unpenalized.logp, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_chunk_of_the_fused_output_layer_has_autograds_values_and_gradients_bit_for_bit(dtype):
     """ScoredChunks recomputes a chunk's logits in the backward pass and turns them into their

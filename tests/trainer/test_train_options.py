@@ -234,12 +234,15 @@ def test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_
     torch.testing.assert_close(torch.tensor([first.logprobs]), policy.logp, rtol=1e-4, atol=1e-5)
 
 
-def test_a_repetition_penalty_is_refused_for_an_engine_whose_logprobs_would_be_the_penalized_draws(tmp_path, rec_data):
+def test_a_repetition_penalty_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own(
+    tmp_path, rec_data, tiny_qwen25
+):
     """An engine with its own copy of the policy (vLLM; here the seam's test engine) reports the
-    log-probs of what it drew from, penalty included, which the update does not recompute."""
-    with pytest.raises(ConfigError, match=r"rollout.repetition_penalty \(1.2\) needs an engine that samples with"):
-        make_trainer(tmp_path / "run", rec_data, **{"rollout.repetition_penalty": 1.2})
-    assert not (tmp_path / "run").exists()  # said before anything was written or loaded
+    log-probs of what it drew from, penalty included: the trainer computes that draw, penalty
+    included (SamplingFilter.repetition_penalty: tests/models/test_policy.py by hand,
+    tests/vllm_engine against vLLM), to measure and correct the two's mismatch."""
+    trainer = make_trainer(tmp_path / "run", rec_data, **{"rollout.repetition_penalty": 1.2})
+    assert trainer.updater.sampler is not None and trainer.updater.sampler.repetition_penalty == 1.2
 
 
 def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):

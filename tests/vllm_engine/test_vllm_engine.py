@@ -131,6 +131,33 @@ def test_sampled_logprobs_under_top_p_and_min_p_are_of_vllms_order_min_p_first(s
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
 
 
+def test_sampled_logprobs_under_a_repetition_penalty_are_of_the_draw_the_trainer_computes(setup):
+    """rollout.repetition_penalty with vLLM: its log-probs are those of the penalized draw (the
+    prompt's tokens and the completion's so far made less likely), which the trainer computes
+    with the penalty in its SamplingFilter (completion_logprobs' sampled column), and not the
+    unpenalized draw's."""
+    from vlrl.models.batch import collate
+    from vlrl.models.policy import completion_logprobs
+    from vlrl.rollout.base import completion_rows
+
+    engine, model, processor, prompts = setup
+    params = SamplingParams(n=3, max_new_tokens=10, temperature=0.8, repetition_penalty=1.5)
+    generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
+    vocab = model.config.get_text_config().vocab_size
+    banned = torch.zeros(vocab, dtype=torch.bool)
+    banned[banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens)] = True
+    pad = processor.tokenizer.pad_token_id
+    r = completion_rows(generations, pad)
+    batch = collate(prompts, pad)
+    drawn = {}
+    for penalty in (1.5, 1.0):
+        sampler = SamplingFilter(banned, min_p_first=VLLMEngine.min_p_first, repetition_penalty=penalty)
+        with torch.no_grad():
+            drawn[penalty] = completion_logprobs(model, batch, r.rows, r.ids, r.mask, 0.8, sampler=sampler).sampled
+    torch.testing.assert_close(drawn[1.5] * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
+    assert (drawn[1.0] - r.logprobs).mul(r.mask).abs().max() > 1e-3
+
+
 def test_same_generator_state_same_samples(setup):
     engine, _, _, prompts = setup
     params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0)

@@ -149,19 +149,67 @@ def filter_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
 class SamplingFilter:
     """What a rollout engine removes from the policy's (temperature-scaled) distribution before
     it draws: banned ids (vision tokens, the padded vocabulary tail), then top-k / top-p and
-    min-p, in transformers' order (generate's warpers) or, `min_p_first`, in vLLM's."""
+    min-p, in transformers' order (generate's warpers) or, `min_p_first`, in vLLM's. Before
+    them, where `repetition_penalty` > 1, the logits of the tokens each row has seen (its prompt's
+    and its completion's so far: `SeenTokens`) made less likely, as vLLM's draw does (`apply`
+    leaves that to `penalized`)."""
 
     banned: torch.Tensor  # (V,) bool
     top_k: int = 0
     top_p: float = 1.0
     min_p: float = 0.0
     min_p_first: bool = False
+    repetition_penalty: float = 1.0
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
         if self.min_p_first:
             return filter_top_k_top_p(filter_min_p(allowed, self.min_p), self.top_k, self.top_p)
         return filter_min_p(filter_top_k_top_p(allowed, self.top_k, self.top_p), self.min_p)
+
+
+def penalized(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """`logits` (N, V) with each row's `seen` ids (N, S; V where a slot holds none) penalized by
+    transformers' and vLLM's rule: a positive logit divided by `penalty`, a negative one
+    multiplied. Temperature-scaled logits take it alike (it keeps the sign). A copy."""
+    out = torch.cat([logits, logits.new_zeros(len(logits), 1)], dim=1)  # column V: the empty slots'
+    taken = out.gather(1, seen)
+    out.scatter_(1, seen, torch.where(taken < 0, taken * penalty, taken / penalty))  # repeats write alike
+    return out[:, :-1]
+
+
+@dataclass(frozen=True)
+class SeenTokens:
+    """For a repetition penalty, what each scored token's row had seen before it: its prompt's
+    ids and its completion's before the token. Kept per row, each chunk's (N, S) ids made when
+    it is scored (per token they would hold a prompt's length for every token)."""
+
+    prompt: torch.Tensor  # (R, P) each row's prompt ids, -1 where padding
+    completion: torch.Tensor  # (R, T) its completion's ids
+    row: torch.Tensor  # (N,) each scored token's row
+    position: torch.Tensor  # (N,) and its position in the completion
+
+    @classmethod
+    def of(cls, batch: PromptBatch, rows: torch.Tensor, completion_ids: torch.Tensor) -> SeenTokens:
+        """Every token of `completion_ids` (R, T), row by row; row r continues prompt `rows[r]`."""
+        prompt = batch.input_ids[rows].masked_fill(batch.attention_mask[rows] == 0, -1)
+        R, T = completion_ids.shape
+        device = completion_ids.device
+        grid_rows = torch.arange(R, device=device)[:, None].expand(R, T)
+        grid_positions = torch.arange(T, device=device)[None].expand(R, T)
+        return cls(prompt.to(device), completion_ids, grid_rows.reshape(-1), grid_positions.reshape(-1))
+
+    def select(self, which: torch.Tensor) -> SeenTokens:
+        """The tokens `which` picks (a mask or index over the N), in its order."""
+        return SeenTokens(self.prompt, self.completion, self.row[which], self.position[which])
+
+    def ids(self, part: slice, vocab: int) -> torch.Tensor:
+        """(n, P + T) the ids the tokens of `part` had seen (the prompt's, the completion's before
+        each), `vocab` in the slots that hold none (`penalized`' spare column)."""
+        row, position = self.row[part], self.position[part]
+        before = torch.arange(self.completion.shape[1], device=row.device)[None] < position[:, None]
+        seen = torch.cat([self.prompt[row], self.completion[row].masked_fill(~before, -1)], dim=1)
+        return seen.masked_fill(seen < 0, vocab)
 
 
 class TokenLogprobs(NamedTuple):
@@ -195,32 +243,41 @@ class TokenScorer:
         logits = logits.float()
         return logits if self.temperature == 1 else logits / self.temperature
 
-    def extras(self, scaled: torch.Tensor, ids: torch.Tensor, lse: torch.Tensor) -> list[torch.Tensor]:
+    def extras(
+        self, scaled: torch.Tensor, ids: torch.Tensor, lse: torch.Tensor, seen: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
         out = [entropy(scaled)] if self.with_entropy else []
         with torch.no_grad():
             if self.sampler is not None:
-                allowed = self.sampler.apply(scaled)
+                drawn_from = scaled if seen is None else penalized(scaled, seen, self.sampler.repetition_penalty)
+                allowed = self.sampler.apply(drawn_from)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
             if self.with_sum_pi_squared:  # verl's calculate_sum_pi_squared_from_logits, lse(2z) - 2 lse(z)
                 out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))
         return out
 
-    def score(self, scaled: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    def score(
+        self, scaled: torch.Tensor, ids: torch.Tensor, seen: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """From scaled logits (N, V) of tokens `ids` (N,): each token's log-normalizer, its
-        log-prob, and the extra columns."""
+        log-prob, and the extra columns (the engine's draw penalizing the `seen` ids, (N, S), when
+        given: `SeenTokens.ids`)."""
         lse = torch.logsumexp(scaled, dim=-1)
-        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids, lse)
+        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids, lse, seen)
 
-    def of_logits(self, logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """(N, columns) from logits (N, V) of tokens `ids` (N,)."""
-        _, logp, extras = self.score(self.scaled(logits), ids)
+    def of_logits(self, logits: torch.Tensor, ids: torch.Tensor, seen: SeenTokens | None = None) -> torch.Tensor:
+        """(N, columns) from logits (N, V) of tokens `ids` (N,), which had seen `seen`'s."""
+        seen_ids = None if seen is None else seen.ids(slice(None), logits.shape[-1])
+        _, logp, extras = self.score(self.scaled(logits), ids, seen_ids)
         return torch.stack([logp, *extras], dim=-1)
 
-    def of_hidden(self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    def of_hidden(
+        self, head: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor, seen: SeenTokens | None = None
+    ) -> torch.Tensor:
         """(N, columns) from the last hidden states (N, H) through the output layer `head`,
         `chunk_tokens` tokens at a time (ScoredChunks)."""
         scorer = replace(self, float32_product=True) if computes_in_float32(head) else self
-        logp, ent, others = ScoredChunks.apply(hidden, head.weight, head.bias, ids, scorer)
+        logp, ent, others = ScoredChunks.apply(hidden, head.weight, head.bias, ids, scorer, seen)
         columns = [logp[:, None], ent[:, None], others] if self.with_entropy else [logp[:, None], others]
         return torch.cat(columns, dim=-1)
 
@@ -250,7 +307,7 @@ class ScoredChunks(torch.autograd.Function):
     the columns, and once more in the backward."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, ids, scorer: TokenScorer):
+    def forward(ctx, hidden, weight, bias, ids, scorer: TokenScorer, seen: SeenTokens | None = None):
         ctx.set_materialize_grads(False)  # an entropy no loss reads has no gradient to add
         logp = hidden.new_empty(len(ids), dtype=torch.float32)
         lse = torch.empty_like(logp)  # each token's log-normalizer: what the backward pass needs
@@ -258,9 +315,9 @@ class ScoredChunks(torch.autograd.Function):
         dtype = scorer.product_dtype(hidden)
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         for part in chunks(len(ids), scorer.chunk_tokens):
-            lse[part], logp[part], extra = scorer.score(
-                scorer.scaled(torch.nn.functional.linear(hidden[part].to(dtype), w, b)), ids[part]
-            )
+            scaled = scorer.scaled(torch.nn.functional.linear(hidden[part].to(dtype), w, b))
+            seen_ids = None if seen is None else seen.ids(part, scaled.shape[-1])
+            lse[part], logp[part], extra = scorer.score(scaled, ids[part], seen_ids)
             if extra:
                 extras.append(torch.stack(extra, dim=-1))
         columns = torch.cat(extras) if extras else logp.new_zeros(len(ids), 0)
@@ -304,7 +361,7 @@ class ScoredChunks(torch.autograd.Function):
                 grad_bias.add_(grad.sum(0))
         grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
         grad_bias = None if grad_bias is None else grad_bias.to(bias.dtype)
-        return grad_hidden, grad_weight, grad_bias, None, None
+        return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
 @contextlib.contextmanager
@@ -347,18 +404,27 @@ def completion_logprobs(
     """
     chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens, with_sum_pi_squared=with_sum_pi_squared)
+    penalty = sampler is not None and sampler.repetition_penalty != 1
+    seen = SeenTokens.of(batch, rows, completion_ids) if penalty else None  # row-major: (R, T) flattened
     if chunk_tokens <= 0:  # the full logits, a row upcast at a time
         logits = completion_logits(model, batch, rows, completion_ids, completion_mask, lean)
-        columns = torch.stack([scorer.of_logits(row, ids) for row, ids in zip(logits, completion_ids, strict=True)])
+        columns = torch.stack(
+            [
+                scorer.of_logits(row, ids, None if seen is None else seen.select(seen.row == r))
+                for r, (row, ids) in enumerate(zip(logits, completion_ids, strict=True))
+            ]
+        )
         return scorer.split(columns.masked_fill(~completion_mask.bool()[..., None], 0.0))
     real = completion_mask[:, 1:].bool()  # the tokens scored from the completion forward
+    later = None if seen is None else seen.select(torch.cat([torch.zeros_like(real[:, :1]), real], 1).reshape(-1))
 
     def score(head: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-        scored = scorer.of_hidden(head, hidden[:, :-1][real], completion_ids[:, 1:][real])
+        scored = scorer.of_hidden(head, hidden[:, :-1][real], completion_ids[:, 1:][real], later)
         out = scored.new_zeros(*real.shape, scored.shape[-1])
         out[real] = scored
         return out
 
     prefix, scored = completion_forward(model, batch, rows, completion_ids, completion_mask, score, lean)
-    first = scorer.of_logits(prefix.last_logits[rows], completion_ids[:, 0])  # (R, columns)
+    firsts = None if seen is None else seen.select(seen.position == 0)
+    first = scorer.of_logits(prefix.last_logits[rows], completion_ids[:, 0], firsts)  # (R, columns)
     return scorer.split(torch.cat([first[:, None], scored], dim=1))

@@ -29,8 +29,8 @@ class SamplingParams:
     min_p: float = 0.0  # 0: off (RolloutConfig.min_p)
     # > 1: each row's prompt and completion tokens so far made less likely before the draw (a
     # positive logit divided by it, a negative one multiplied): transformers' and vLLM's
-    # repetition_penalty (eval.repetition_penalty; rollout.repetition_penalty with an engine that
-    # `shares_policy`). The HF engine's log-probs stay the policy's; vLLM's are the penalized draw's.
+    # repetition_penalty (eval.repetition_penalty, rollout.repetition_penalty). The HF engine's
+    # log-probs stay the policy's; vLLM's are the penalized draw's (the trainer's SamplingFilter).
     repetition_penalty: float = 1.0
     # Of each prompt's n completions, the first `greedy` decoded greedily (argmax of the penalized,
     # banned logits), the rest sampled: ReMax's baseline in the batch it samples, not in a decoding

@@ -21,7 +21,7 @@ from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.kl_control import KLController
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
-from vlrl.config import Config, ConfigError
+from vlrl.config import Config
 from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
@@ -54,12 +54,6 @@ class RLTrainer:
         self.cfg = cfg
         self.console = console
         engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
-        if cfg.rollout.repetition_penalty != 1 and not engine.cls.shares_policy:
-            raise ConfigError(
-                f"config: rollout.repetition_penalty ({cfg.rollout.repetition_penalty:g}) needs an engine that samples "
-                f"with the policy (rollout.engine=hf): rollout engine {cfg.rollout.engine!r} reports the log-probs of "
-                "the penalized draw, which the update does not recompute"
-            )
         base_model_path(cfg.model, cfg.trainer, "trainer")  # a model that is not there is said before any data
         procs = Processes.from_env()
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
@@ -111,10 +105,13 @@ class RLTrainer:
             banned = torch.zeros(vocab, dtype=torch.bool)
             banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
             # What the engine draws from, as the trainer computes it: what an engine that holds its
-            # own copy of the policy reports log-probs of (an engine sampling with the policy
-            # reports the policy's, over the whole vocabulary).
+            # own copy of the policy reports log-probs of, a repetition penalty included (an engine
+            # sampling with the policy reports the policy's, over the whole vocabulary).
             first = getattr(self.engine, "min_p_first", False)
-            sampler = None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first)
+            penalty = r.repetition_penalty
+            sampler = (
+                None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)
+            )
             exact = logprobs_exact(self.engine)
             low_precision = policy.dtype != torch.float32
             self.updater = Updater(run, cfg.algo, r, reference, not exact, sampler, low_precision)
