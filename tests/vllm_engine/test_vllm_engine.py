@@ -182,6 +182,8 @@ def test_greedy_rows_are_a_greedy_requests_and_the_others_those_of_a_call_withou
     )
     greedy = ids(engine.generate(prompts, SamplingParams(n=1, max_new_tokens=8, temperature=0.0)))
     assert [group[:1] for group in mixed] == greedy and [group[1:] for group in mixed] == sampled
+    two = ids(engine.generate(prompts, dataclasses.replace(params, greedy=2), torch.Generator().manual_seed(3)))
+    assert [group[:2] for group in two] == [answer * 2 for answer in greedy]  # a greedy request for each
     longest = engine.llm.llm_engine.model_config.max_model_len
     text = torch.full((longest,), int(prompts[1].input_ids[-1]))
     too_long = dataclasses.replace(prompts[1], input_ids=torch.cat([prompts[1].input_ids, text]))

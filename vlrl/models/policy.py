@@ -169,22 +169,22 @@ class SamplingFilter:
 
 
 def penalized(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
-    """`logits` (N, V) with each row's `seen` ids (N, S; V where a slot holds none) penalized by
+    """`logits` (N, V) with each row's `seen` ids (N, S; an id may repeat) penalized by
     transformers' and vLLM's rule: a positive logit divided by `penalty`, a negative one
     multiplied. Temperature-scaled logits take it alike (it keeps the sign). A copy."""
-    out = torch.cat([logits, logits.new_zeros(len(logits), 1)], dim=1)  # column V: the empty slots'
+    out = logits.clone()
     taken = out.gather(1, seen)
     out.scatter_(1, seen, torch.where(taken < 0, taken * penalty, taken / penalty))  # repeats write alike
-    return out[:, :-1]
+    return out
 
 
 @dataclass(frozen=True)
 class SeenTokens:
     """For a repetition penalty, what each scored token's row had seen before it: its prompt's
-    ids and its completion's before the token. Kept per row, each chunk's (N, S) ids made when
-    it is scored (per token they would hold a prompt's length for every token)."""
+    ids and its completion's before the token. Kept per row (the prompt's distinct ids: its
+    image's thousand pads are one), each chunk's (n, S) ids made when it is scored."""
 
-    prompt: torch.Tensor  # (R, P) each row's prompt ids, -1 where padding
+    prompt: torch.Tensor  # (R, P) each row's prompt's distinct ids, first, then -1
     completion: torch.Tensor  # (R, T) its completion's ids
     row: torch.Tensor  # (N,) each scored token's row
     position: torch.Tensor  # (N,) and its position in the completion
@@ -192,7 +192,11 @@ class SeenTokens:
     @classmethod
     def of(cls, batch: PromptBatch, rows: torch.Tensor, completion_ids: torch.Tensor) -> SeenTokens:
         """Every token of `completion_ids` (R, T), row by row; row r continues prompt `rows[r]`."""
-        prompt = batch.input_ids[rows].masked_fill(batch.attention_mask[rows] == 0, -1)
+        held = batch.input_ids[rows].masked_fill(batch.attention_mask[rows] == 0, -1).sort(dim=1).values
+        repeat = torch.zeros_like(held, dtype=torch.bool)
+        repeat[:, 1:] = held[:, 1:] == held[:, :-1]
+        distinct = held.masked_fill(repeat, -1).sort(dim=1, descending=True).values  # ids first, then -1
+        prompt = distinct[:, : max(int((distinct >= 0).sum(1).max()), 1)]
         R, T = completion_ids.shape
         device = completion_ids.device
         grid_rows = torch.arange(R, device=device)[:, None].expand(R, T)
@@ -203,13 +207,14 @@ class SeenTokens:
         """The tokens `which` picks (a mask or index over the N), in its order."""
         return SeenTokens(self.prompt, self.completion, self.row[which], self.position[which])
 
-    def ids(self, part: slice, vocab: int) -> torch.Tensor:
+    def ids(self, part: slice) -> torch.Tensor:
         """(n, P + T) the ids the tokens of `part` had seen (the prompt's, the completion's before
-        each), `vocab` in the slots that hold none (`penalized`' spare column)."""
+        each); a slot that holds none repeats the prompt's first id."""
         row, position = self.row[part], self.position[part]
         before = torch.arange(self.completion.shape[1], device=row.device)[None] < position[:, None]
-        seen = torch.cat([self.prompt[row], self.completion[row].masked_fill(~before, -1)], dim=1)
-        return seen.masked_fill(seen < 0, vocab)
+        prompt = self.prompt[row]
+        seen = torch.cat([prompt, self.completion[row].masked_fill(~before, -1)], dim=1)
+        return torch.where(seen < 0, prompt[:, :1], seen)
 
 
 class TokenLogprobs(NamedTuple):
@@ -267,7 +272,7 @@ class TokenScorer:
 
     def of_logits(self, logits: torch.Tensor, ids: torch.Tensor, seen: SeenTokens | None = None) -> torch.Tensor:
         """(N, columns) from logits (N, V) of tokens `ids` (N,), which had seen `seen`'s."""
-        seen_ids = None if seen is None else seen.ids(slice(None), logits.shape[-1])
+        seen_ids = None if seen is None else seen.ids(slice(None))
         _, logp, extras = self.score(self.scaled(logits), ids, seen_ids)
         return torch.stack([logp, *extras], dim=-1)
 
@@ -316,7 +321,7 @@ class ScoredChunks(torch.autograd.Function):
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         for part in chunks(len(ids), scorer.chunk_tokens):
             scaled = scorer.scaled(torch.nn.functional.linear(hidden[part].to(dtype), w, b))
-            seen_ids = None if seen is None else seen.ids(part, scaled.shape[-1])
+            seen_ids = None if seen is None else seen.ids(part)
             lse[part], logp[part], extra = scorer.score(scaled, ids[part], seen_ids)
             if extra:
                 extras.append(torch.stack(extra, dim=-1))

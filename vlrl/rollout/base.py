@@ -34,8 +34,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     # Of each prompt's n completions, the first `greedy` decoded greedily (argmax of the penalized,
     # banned logits), the rest sampled: ReMax's baseline in the batch it samples, not in a decoding
-    # of its own. Their log-probs and entropies are at the temperature. Asked only of an engine
-    # that says `mixes_greedy`.
+    # of its own. Only their tokens are for use: their log-probs are the engine's (the HF engine's at
+    # the temperature, vLLM's at 1). Asked only of an engine that says `mixes_greedy`.
     greedy: int = 0
 
 
@@ -106,8 +106,8 @@ class RolloutEngine(Protocol):
     the mismatch is corrected and logged (`algo.rollout_correction`, `rollout/logp_diff`).
 
     Optional too: `mixes_greedy` (False if absent), whether it decodes `SamplingParams.greedy`
-    rows among the sampled ones (the HF engine; else the trainer asks for them in a call of
-    their own). And `memory_refusal(shape, work, options) -> str`, a staticmethod beside
+    rows among the sampled ones in one call (the HF engine, vLLM; else the trainer asks for them
+    in a call of their own). And `memory_refusal(shape, work, options) -> str`, a staticmethod beside
     `memory` saying why the engine could not start on a GPU at all ("" or absent: it could),
     which `vlrl plan` prints and counts against every strategy (vLLM's share too small for its
     weights).

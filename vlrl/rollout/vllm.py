@@ -378,10 +378,11 @@ class VLLMEngine:
     def generate(
         self, prompts: Sequence[Prompt], params: SamplingParams, generator: torch.Generator | None = None
     ) -> list[Generation]:
-        """A prompt's requests: its greedy rows' (SamplingParams.greedy, first), then its sampled
-        ones', seeded by one draw a prompt from `generator` (as without greedy rows)."""
+        """A prompt's requests: a greedy one for each of its greedy rows (SamplingParams.greedy,
+        first), then its sampled rows', seeded by one draw a prompt from `generator` (as without
+        greedy rows)."""
         seeds = torch.randint(0, SEED_RANGE, (len(prompts),), generator=generator).tolist()
-        kinds = [replace(params, n=params.greedy, temperature=0.0)] if params.greedy else []
+        kinds = [replace(params, n=1, greedy=0, temperature=0.0)] * params.greedy  # vLLM: one greedy row a request
         if params.n > params.greedy:
             kinds.append(replace(params, n=params.n - params.greedy, greedy=0))
         rejected: dict[int, str] = {}
