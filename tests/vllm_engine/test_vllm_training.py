@@ -60,6 +60,20 @@ def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
     assert (run / "checkpoints" / "step-0000003").is_dir()
 
 
+def test_train_with_vllm_under_remax_and_a_repetition_penalty(tmp_path, tiny_vllm_path):
+    """ReMax's greedy rows as requests beside each group's (one call a step) and a repetition
+    penalty: the trainer's view of vLLM's draw, penalty included, keeps the mismatch at float
+    noise (the penalty left out of it measures above 1e-3)."""
+    run = tmp_path / "run"
+    changes = {"rollout.max_new_tokens": 16, "trainer.steps": 2, "trainer.prompts_per_step": 2, "trainer.lr": 1e-3}
+    changes |= {"algo.advantage": "remax", "rollout.repetition_penalty": 1.5}
+    assert main(brief_demo(tmp_path, **changes)) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:
+        assert row["rollout/logp_diff"] < 1e-4 and "greedy_reward" in row
+
+
 def test_eval_with_vllm_equals_the_hf_backend_under_greedy_decoding(tmp_path, tiny_vllm_path, rec_data):
     """With eval.repetition_penalty, which moves the HF backend's answers: vLLM's own penalty
     answers as the HF engine's does (which tests/rollout/test_hf_engine.py holds to transformers'
