@@ -745,6 +745,15 @@ MUTATIONS: tuple[Mutation, ...] = (
         "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p)", (PENALTY,),
     ),
     Mutation(
+        "rollout.max_rows ignored", "vlrl/trainer/rl.py", "rows = cfg.rollout.max_rows or None", "rows = None",
+        (f"{OPTIONS}::test_rollout_max_rows_decodes_a_step_in_calls_of_at_most_that_many_rows",),
+    ),
+    Mutation(
+        "vlrl plan ignores rollout.max_rows", "vlrl/models/memory.py",
+        "rows=min(rows, cfg.rollout.max_rows) if cfg.rollout.max_rows else rows,", "rows=rows,",
+        ("tests/app/test_plan.py::test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_most_tokens",),
+    ),
+    Mutation(
         "rollout.repetition_penalty left out of a foreign engine's draw", "vlrl/trainer/rl.py",
         "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)",
         "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first)", (PENALTY_DRAWN,),

@@ -350,6 +350,11 @@ class RolloutConfig:
     # multiplied). The log-probs the update uses stay the policy's, as TRL's are; vLLM's, of the
     # penalized draw, are compared with the trainer's own of that draw (rollout/logp_diff).
     repetition_penalty: float = 1.0
+    # The rows (prompts x completions) one engine call decodes at most: a step's rollout in parts,
+    # whole groups while one fits (0: a step's in one call). The step's batch stays what it is: a
+    # smaller KV cache and logits for the HF engine, not fewer samples. Halved where one runs the
+    # GPU out of memory (trainer.halve_on_oom; rollout/parts.py).
+    max_rows: int = 0
     # A schedule over the run: [{steps: 100, max_new_tokens: 4096, num_generations: 16}, ...,
     # {max_new_tokens: 16384, num_generations: 4}]; each step samples with its stage's limits.
     stages: list[RolloutStage] = field(default_factory=list)
@@ -358,7 +363,7 @@ class RolloutConfig:
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_generations", "max_new_tokens", "temperature", "repetition_penalty")
-        require_nonnegative(key, self, "top_k")  # 0: off
+        require_nonnegative(key, self, "top_k", "max_rows")  # 0: off
         require_top_p(key, self)
         if not 0 <= self.min_p <= 1:
             raise ConfigError(f"config: {key}.min_p must be in [0, 1] (0: off), got {self.min_p}")

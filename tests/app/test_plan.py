@@ -362,6 +362,9 @@ def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_mo
     # ReMax: each group's greedy completion decoded in the same call, one more row a prompt
     remax = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "algo.advantage=remax"])
     assert Workload.of(remax, 2, 80, image_tokens=0).rows == 4 * (4 + 1)
+    # rollout.max_rows: a call decodes at most that many (its KV cache is a call's)
+    capped = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "rollout.max_rows=6"])
+    assert Workload.of(capped, 1, 80, image_tokens=0).rows == 6
 
 
 def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget():

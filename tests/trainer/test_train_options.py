@@ -203,6 +203,30 @@ def test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every
     assert all(len({tuple(c.token_ids) for c in g.completions}) > 1 for g in free)
 
 
+@pytest.mark.parametrize("advantage", ["grpo", "remax"])
+def test_rollout_max_rows_decodes_a_step_in_calls_of_at_most_that_many_rows(
+    tmp_path, rec_data, tiny_qwen25, monkeypatch, advantage
+):
+    """Two prompts of 4 completions at rollout.max_rows=4: one prompt a call, its group whole
+    (ReMax's 5 rows a prompt: in pieces of 4 and 1, its greedy row first); the step's groups are
+    the same size, and nothing is logged as halved."""
+    from vlrl.rollout.hf import HFEngine
+
+    calls = []
+    real = HFEngine.generate
+    monkeypatch.setattr(
+        HFEngine,
+        "generate",
+        lambda self, p, params, *a: calls.append((len(p), params.n, params.greedy)) or real(self, p, params, *a),
+    )
+    rows = run(tmp_path, rec_data, **{"rollout.max_rows": 4, "trainer.steps": 1, "algo.advantage": advantage})
+    each = [(1, 4, 0)] if advantage == "grpo" else [(1, 4, 1), (1, 1, 0)]
+    assert calls == each * 2 and "rollout_rows" not in rows[0]
+    assert rows[0]["completion_length"] > 0
+    with pytest.raises(ConfigError, match=r"rollout.max_rows must be >= 0, got -1"):
+        load_config(None, ["rollout.max_rows=-1"])
+
+
 def test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_keeps_the_policys_logprobs(
     tmp_path, rec_data, tiny_qwen25
 ):

@@ -252,7 +252,7 @@ class Workload:
     gpu_memory: float  # bytes
     token_budget: int
     image_tokens: int
-    rows: int  # completions a GPU decodes in a step's rollout call (ReMax's greedy ones among them)
+    rows: int  # completions a GPU decodes in one rollout call (ReMax's greedy ones among them)
     max_new_tokens: int
     beta: float
     lora: bool
@@ -262,9 +262,9 @@ class Workload:
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
         """The run's largest rollout: with rollout.stages, the stage whose completions hold the
         most tokens (rows x (prompt + max_new_tokens)), the longer one of equals. ReMax's greedy
-        completion is one more row of each group (the engines decode it in the call that samples)."""
+        completion is one more row of each group (the engines decode it in the call that samples);
+        rollout.max_rows caps a call's rows."""
         prompts = max(1, cfg.trainer.prompts_per_step // gpus)
-        greedy = int(cfg.algo.advantage == "remax")
         stage = max(
             cfg.rollout.stage_limits(),
             key=lambda s: (
@@ -272,12 +272,13 @@ class Workload:
                 s.max_new_tokens,
             ),
         )
+        rows = prompts * (stage.num_generations + int(cfg.algo.advantage == "remax"))
         return cls(
             gpus=gpus,
             gpu_memory=gpu_memory_gb * GB,
             token_budget=cfg.trainer.token_budget,
             image_tokens=image_tokens,
-            rows=prompts * (stage.num_generations + greedy),
+            rows=min(rows, cfg.rollout.max_rows) if cfg.rollout.max_rows else rows,
             max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,

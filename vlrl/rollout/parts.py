@@ -109,8 +109,8 @@ def call(
 
 @dataclass
 class RolloutRows:
-    """The rows one engine call may decode: all of a call's until one ran out of memory, then
-    half the part that failed, from then on."""
+    """The rows one engine call may decode: those set (rollout.max_rows; None: all of a call's)
+    until a part ran out of memory, then half the part that failed, from then on."""
 
     halve_on_oom: bool = False  # False: the error ends the run
     # After a call failed, before the engine's buffers are freed: what the failed forwards left in

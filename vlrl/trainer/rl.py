@@ -93,11 +93,9 @@ class RLTrainer:
             # A rollout call that runs the GPU out of memory is made again in parts (rollout/parts.py);
             # held-out evaluation keeps its own rows, its calls are not the rollout's
             recovers, undo = cfg.trainer.halve_on_oom and run.strategy.recovers(), self.discard_sampling
-            advice = (
-                "logged as rollout_rows; fewer rows a step from the start (trainer.prompts_per_step, "
-                "rollout.num_generations) or shorter completions save the failed work: `vlrl plan`"
-            )
-            self.rollout_rows = RolloutRows(recovers, undo, self.warn, advice=advice)
+            advice = "logged as rollout_rows; rollout.max_rows set so from the start saves the failed work: `vlrl plan`"
+            rows = cfg.rollout.max_rows or None
+            self.rollout_rows = RolloutRows(recovers, undo, self.warn, advice=advice, rows=rows)
             self.eval_rows = RolloutRows(recovers, undo, self.warn, what="held-out evaluation")
             r = cfg.rollout
             policy = core_model(run.model)
@@ -630,7 +628,7 @@ class RLTrainer:
                     time_update=t2 - t1,
                     time_step=t2 - t0,
                 )
-                if self.rollout_rows.rows is not None:  # the rollout ran out of memory: its calls' rows since
+                if self.rollout_rows.rows != (cfg.rollout.max_rows or None):  # halved: its calls' rows since
                     metrics["rollout_rows"] = self.rollout_rows.rows
                 if step == 1:
                     metrics["data_skipped_records"] = sum(len(s.train.errors) for s in self.sources)
