@@ -694,6 +694,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/rollout/test_parts.py",),
     ),
     Mutation(
+        "the thinking judge's halve_on_oom ignored", "vlrl/trainer/rl.py",
+        'cfg.trainer.halve_on_oom, warn=self.warn, what="thinking judge",', 'False, warn=self.warn, what="thinking judge",',
+        ("tests/trainer/test_thinking.py::test_the_trainer_hands_a_local_judge_its_halve_on_oom",),
+    ),
+    Mutation(
         "a failed rollout forward's state kept", "vlrl/trainer/rl.py",
         "run.strategy.recovers(), self.discard_sampling", "run.strategy.recovers(), lambda: None",
         (f"{OOM}::{ROLLOUT_OOM}[fsdp2]",),
@@ -803,7 +808,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "Trust-GRPO scorer ignored", "vlrl/trainer/rl.py",
-        "self.thinking = make_scorer(cfg.algo.trust, cfg.model)", "self.thinking = None", (SHAPING,),
+        "self.thinking = make_scorer(cfg.algo.trust, cfg.model, judge_rows)", "self.thinking = None", (SHAPING,),
     ),
     Mutation(
         "Trust-GRPO code: alpha ignored", "vlrl/algos/shaping.py",

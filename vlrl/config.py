@@ -944,9 +944,9 @@ class TrainerConfig:
     # Where a micro-batch runs the GPU out of memory, the work since the optimizer step before is undone and
     # done again at half token_budget, which the run keeps (logged as token_budget; trainer/budget.py); where
     # a rollout call does, it goes on from the part that failed in parts of half its rows, kept too (logged
-    # as rollout_rows; rollout/parts.py), and vlrl eval's batches alike. Not under fsdp2 on several
-    # processes (the update's forwards are collectives; a reset rollout forward reshards the gathered
-    # weights). false: the error ends the run.
+    # as rollout_rows; rollout/parts.py), a local thinking judge's calls and vlrl eval's batches alike. Not
+    # under fsdp2 on several processes (the update's forwards are collectives; a reset rollout forward
+    # reshards the gathered weights). false: the error ends the run.
     halve_on_oom: bool = True
     # Seeds torch (new LoRA adapters), the prompt draws, the sampling generator (vLLM's request seeds too) and
     # SFT's dropout; not the synthetic data (data.synthetic_seed). A resumed run refuses another

@@ -65,6 +65,47 @@ def test_the_judge_writes_at_most_judge_max_new_tokens(sample, tiny_qwen25, monk
     assert [limit for limit, _ in written] == [3, 3] and all(n <= 3 for _, n in written)
 
 
+def test_a_judge_call_that_runs_out_of_memory_goes_on_one_prompt_a_call_with_the_same_scores(
+    sample, tiny_qwen25, monkeypatch
+):
+    """trainer.halve_on_oom reaches a local judge (its own model): a call of two prompts that
+    runs the GPU out of memory is made again one at a time, and each prompt gets its score (the
+    tiny judge's answer replaced by a number its prompt decides); without recovery the call
+    fails (ThinkingScorer counts both, scores 0)."""
+    import torch
+
+    from vlrl.rollout.hf import HFEngine
+    from vlrl.rollout.parts import RolloutRows
+
+    model = ModelConfig(path="tiny:qwen2_5_vl", dtype="float32", max_pixels=12544)
+    trust = TrustConfig(scorer="judge:tiny:qwen2_5_vl", judge_max_new_tokens=3)
+    generate, calls, fails = HFEngine.generate, [], [True]  # the next call of two prompts fails
+
+    def answering(self, prompts, params, generator=None):
+        calls.append(len(prompts))
+        if len(prompts) > 1 and fails[0]:
+            fails[0] = False
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        generations = generate(self, prompts, params, generator)
+        for prompt, generation in zip(prompts, generations, strict=True):
+            generation.completions[0].text = str(int(prompt.input_ids.sum()) % 10)
+        return generations
+
+    monkeypatch.setattr(HFEngine, "generate", answering)
+    completions = ["<think>it is red</think>", "<think>no idea, none at all</think>"]
+    warnings = []
+    recovering = make_scorer(trust, model, RolloutRows(True, warn=warnings.append, what="thinking judge"))
+    scores = recovering([sample, sample], completions)
+    assert calls == [2, 1, 1] and recovering.failures == 0 and len(set(scores)) == 2
+    assert "thinking judge ran out of GPU memory" in warnings[0]
+    calls.clear()
+    assert make_scorer(trust, model)([sample, sample], completions) == scores and calls == [2]  # none fails
+    calls.clear()
+    fails[0] = True
+    failing = make_scorer(trust, model)
+    assert failing([sample, sample], completions) == [0.0, 0.0] and failing.failures == 2 and calls == [2]
+
+
 def test_the_judge_refuses_a_sample_whose_image_cannot_be_read_naming_the_file(sample, tiny_qwen25, tmp_path):
     """The judge renders with render_prompts, which returns an unreadable sample's error instead
     of raising it; the judge raises it (ThinkingScorer counts the call as failed) rather than
@@ -183,3 +224,18 @@ def test_the_judges_rating_is_its_first_number_over_ten(sample, tiny_qwen25, mon
     scorer = make_scorer(TrustConfig(scorer="judge:tiny:qwen2_5_vl"), model)
     assert scorer([sample, sample], ["<think>it is red</think>", "<think>?</think>"]) == [0.75, 0.0]
     assert scorer.failures == 1
+
+
+@pytest.mark.parametrize("halve", [True, False])
+def test_the_trainer_hands_a_local_judge_its_halve_on_oom(halve, tmp_path, rec_data, tiny_qwen25, monkeypatch):
+    from rich.console import Console
+
+    import vlrl.trainer.rl as rl
+    from tests.trainer.test_train import tiny_overrides
+    from vlrl.config import load_config
+
+    given = []
+    monkeypatch.setattr(rl, "make_scorer", lambda trust, model, rows: given.append(rows))
+    options = {"algo.trust.scorer": "judge:tiny:qwen2_5_vl", "trainer.halve_on_oom": str(halve).lower()}
+    rl.RLTrainer(load_config(None, tiny_overrides(tmp_path, rec_data, **options)), Console(quiet=True))
+    assert [(rows.halve_on_oom, rows.what) for rows in given] == [(halve, "thinking judge")]

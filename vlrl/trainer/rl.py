@@ -71,8 +71,12 @@ class RLTrainer:
                     "for it; name another metric in accuracy_metric, or override Task.correct",
                     highlight=False,
                 )
+        judge_rows = RolloutRows(  # a local judge's calls: its own model, apart from the policy's strategy
+            cfg.trainer.halve_on_oom, warn=self.warn, what="thinking judge",
+            advice="a shorter algo.trust.judge_max_new_tokens saves the failed work",
+        )  # fmt: skip
         # A thinking scorer that is not there (a missing file, judge model) is said before the model loads.
-        self.thinking = make_scorer(cfg.algo.trust, cfg.model)
+        self.thinking = make_scorer(cfg.algo.trust, cfg.model, judge_rows)
         updates = cfg.algo.num_iterations * cfg.algo.mini_batches
         self.run = run = Run(cfg, cfg.trainer, "trainer", self.sources, console, optimizer_steps_per_step=updates)
         with run.closed_on_error():  # what goes wrong from here on shows the tracked run as failed

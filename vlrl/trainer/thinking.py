@@ -23,6 +23,7 @@ from PIL import Image
 
 from vlrl.config import ConfigError, ModelConfig, TrustConfig
 from vlrl.data.sample import Sample
+from vlrl.rollout.parts import RolloutRows
 from vlrl.trainer import sophiavl_r1
 
 # Model output is searched with a time limit (the `regex` module's), as rewards/text.py searches
@@ -135,10 +136,11 @@ def sophiavl_http_scorer(url: str, model: str, timeout: float) -> Callable:
     return score
 
 
-def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Callable:
+def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int, rows: RolloutRows | None = None) -> Callable:
     """A local VLM asked to rate the reasoning given the same images and video: 0-10, its answer
     / 10; or, given what the policy was asked (protocol sophiavl_r1), SophiaVL-R1's request with
-    the first image, read by its extract_score."""
+    the first image, read by its extract_score. Its calls in parts of `rows` once one ran the
+    GPU out of memory (rollout/parts.py; by default the error fails the call: no scores)."""
     from vlrl.models.loading import load_model, load_processor
     from vlrl.models.prompting import UnusableSample, render_prompts
     from vlrl.rollout import SamplingParams
@@ -172,7 +174,7 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
         for prompt in prompts:
             if isinstance(prompt, UnusableSample):  # as render_prompt raised it (the rollout read the media)
                 raise prompt
-        answers = [g.completions[0].text for g in engine.generate(prompts, params)]
+        answers = [g.completions[0].text for g in (rows or RolloutRows()).generate(engine, prompts, params)]
         if asked is not None:
             return [sophiavl_r1.extract_score(answer) for answer in answers]
         matches = [search(NUMBER, answer) for answer in answers]
@@ -181,19 +183,20 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int) -> Call
     return score
 
 
-def make_scorer(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer | None:
-    """The thinking scorer algo.trust.scorer names (None: off); what is wrong with it names the key."""
+def make_scorer(cfg: TrustConfig, model_cfg: ModelConfig, rows: RolloutRows | None = None) -> ThinkingScorer | None:
+    """The thinking scorer algo.trust.scorer names (None: off); what is wrong with it names the
+    key. A local judge's calls go on in parts of `rows` once one ran the GPU out of memory."""
     if not cfg.scorer:
         return None
     try:
-        return scorer_of(cfg, model_cfg)
+        return scorer_of(cfg, model_cfg, rows)
     except ConfigError as err:
         if str(err).startswith("config: algo.trust.scorer"):
             raise
         raise ConfigError(f"config: algo.trust.scorer {cfg.scorer!r}: {str(err).removeprefix('config: ')}") from err
 
 
-def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer:
+def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig, rows: RolloutRows | None = None) -> ThinkingScorer:
     spec = cfg.scorer
     sophiavl = cfg.protocol == "sophiavl_r1"
     if spec.startswith(("http://", "https://")):
@@ -201,7 +204,7 @@ def scorer_of(cfg: TrustConfig, model_cfg: ModelConfig) -> ThinkingScorer:
             return ThinkingScorer(sophiavl_http_scorer(spec, cfg.judge_model, cfg.timeout_s), reads_prompt=True)
         return ThinkingScorer(http_scorer(spec, cfg.timeout_s))
     if spec.startswith("judge:"):
-        judge = judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens)
+        judge = judge_scorer(spec.split(":", 1)[1], model_cfg, cfg.judge_max_new_tokens, rows)
         return ThinkingScorer(judge, reads_prompt=sophiavl)
     if ":" in spec:
         from vlrl.plugins import call_refused, import_object
