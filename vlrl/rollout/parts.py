@@ -21,13 +21,13 @@ it samples), so each process recovers by itself, as its own batch needs.
 from __future__ import annotations
 
 import dataclasses
-import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from vlrl.models.batch import Prompt
+from vlrl.models.out_of_memory import first_line, release
 from vlrl.rollout.base import Generation, RolloutEngine, SamplingParams
 
 ADVICE = (
@@ -141,13 +141,11 @@ class RolloutRows:
             except torch.OutOfMemoryError as error:
                 if not self.halve_on_oom:
                     raise
-                failure = str(error).strip().splitlines()[0] if str(error).strip() else "out of memory"
+                failure = first_line(error)
             # Out of the except clause, the failed forward's tensors, which its traceback held, are free.
             self.undo()
             engine.sleep()  # its buffers of the failed shape (the HF engine's static step, merged LoRA)
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            release()
             engine.wake()
             failed = parts(len(prompts), params.n, self.rows, decoded.next, decoded.first)[0].rows
             if failed <= 1:

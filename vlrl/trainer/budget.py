@@ -22,7 +22,6 @@ would skip one the others wait in.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -32,6 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from vlrl.config import TrainerConfig
+from vlrl.models.out_of_memory import first_line, release
 from vlrl.parallel.base import Strategy
 from vlrl.parallel.distributed import Processes
 
@@ -72,14 +72,12 @@ class TokenBudget:
             try:
                 result = work()
             except torch.OutOfMemoryError as error:
-                failure = str(error).strip().splitlines()[0] if str(error).strip() else "out of memory"
+                failure = first_line(error)
             # Out of the except clause, the failed forward's tensors, which its traceback held, are free.
             if self.procs.all_true(not failure):
                 return result
             undo()
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()  # the failed forward's blocks back to the driver: fewer, larger ones to come
+            release()
             said = f" ({failure})" if failure else " (on another process)"
             if not self.procs.max(int(any(len(rows) > 1 for rows in plan()))):
                 raise torch.OutOfMemoryError(
