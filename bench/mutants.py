@@ -765,8 +765,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "the draw's penalty ignored in the sampled column", "vlrl/models/policy.py",
-        "drawn_from = scaled if seen is None else penalized(scaled, seen, self.sampler.repetition_penalty)",
-        "drawn_from = scaled", (f"{POLICY}::test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens",),
+        "allowed = self.sampler.apply(scaled, seen)", "allowed = self.sampler.apply(scaled)", (f"{POLICY}::test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens",),
     ),
     Mutation(
         "the HF engine's log-probs of the penalized draw", "vlrl/rollout/decoding.py",

@@ -362,6 +362,25 @@ def test_chunked_logprobs_and_gradients_equal_the_full_logits(setup, temperature
             torch.testing.assert_close(grads[chunk][name], want, rtol=1e-5, atol=2e-6, msg=name)
 
 
+def test_each_scored_tokens_seen_ids_are_its_prompts_and_its_completions_before_it_and_no_other():
+    """SeenTokens (what a repetition penalty makes less likely): a prompt's padding left out and
+    its repeated ids (an image's pads) kept once, the completion's ids before the token, and a
+    slot that holds none filled with an id already there (here 0, the padding, would be wrong)."""
+    from vlrl.models.policy import SeenTokens
+
+    ids = torch.tensor([[0, 0, 5, 7, 7, 7], [0, 9, 9, 3, 4, 4]])
+    batch = SimpleNamespace(input_ids=ids, attention_mask=(torch.arange(6) >= torch.tensor([[2], [1]])).long())
+    rows, completions = torch.tensor([0, 1, 1]), torch.tensor([[11, 12, 11], [13, 9, 14], [15, 15, 16]])
+    seen = SeenTokens.of(batch, rows, completions)
+    assert seen.prompt.shape == (3, 3)  # {5, 7} and {3, 4, 9}, each once
+    got = seen.ids(slice(None))
+    prompts = [{5, 7}, {3, 4, 9}]
+    for n, (r, t) in enumerate(zip(seen.row.tolist(), seen.position.tolist(), strict=True)):
+        assert set(got[n].tolist()) == prompts[int(rows[r])] | set(completions[r, :t].tolist()), (r, t)
+    later = seen.select(seen.position == 2)
+    assert set(later.ids(slice(1, 2))[0].tolist()) == {3, 4, 9, 13}  # row 1's third token
+
+
 @pytest.mark.parametrize("chunk", [5, 0], ids=["chunks", "full logits"])
 def test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens(setup, chunk):
     """A foreign engine's draw with a repetition penalty (vLLM's, rollout.repetition_penalty)

@@ -150,9 +150,10 @@ class SamplingFilter:
     """What a rollout engine removes from the policy's (temperature-scaled) distribution before
     it draws: banned ids (vision tokens, the padded vocabulary tail), then top-k / top-p and
     min-p, in transformers' order (generate's warpers) or, `min_p_first`, in vLLM's. Before
-    them, where `repetition_penalty` > 1, the logits of the tokens each row has seen (its prompt's
-    and its completion's so far: `SeenTokens`) made less likely, as vLLM's draw does (`apply`
-    leaves that to `penalized`)."""
+    them, given the ids each row has seen (its prompt's and its completion's so far:
+    `SeenTokens.ids`), their logits penalized by `repetition_penalty`, as vLLM's draw does. The
+    HF engine's draw penalizes before it scales by the temperature (`Draw`), so its filter
+    carries no penalty."""
 
     banned: torch.Tensor  # (V,) bool
     top_k: int = 0
@@ -161,20 +162,25 @@ class SamplingFilter:
     min_p_first: bool = False
     repetition_penalty: float = 1.0
 
-    def apply(self, logits: torch.Tensor) -> torch.Tensor:
+    def apply(self, logits: torch.Tensor, seen: torch.Tensor | None = None) -> torch.Tensor:
+        if seen is not None and self.repetition_penalty != 1:
+            logits = penalized(logits, seen, self.repetition_penalty)
         allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
         if self.min_p_first:
             return filter_top_k_top_p(filter_min_p(allowed, self.min_p), self.top_k, self.top_p)
         return filter_min_p(filter_top_k_top_p(allowed, self.top_k, self.top_p), self.min_p)
 
 
+def repetition_penalty(logits: torch.Tensor, penalty: float) -> torch.Tensor:
+    """transformers' and vLLM's rule for a seen token's logit: divided by `penalty` if positive,
+    multiplied if negative. It keeps the sign, so temperature-scaled logits take it alike."""
+    return torch.where(logits < 0, logits * penalty, logits / penalty)
+
+
 def penalized(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
-    """`logits` (N, V) with each row's `seen` ids (N, S; an id may repeat) penalized by
-    transformers' and vLLM's rule: a positive logit divided by `penalty`, a negative one
-    multiplied. Temperature-scaled logits take it alike (it keeps the sign). A copy."""
+    """`logits` (N, V) with each row's `seen` ids (N, S; an id may repeat) penalized. A copy."""
     out = logits.clone()
-    taken = out.gather(1, seen)
-    out.scatter_(1, seen, torch.where(taken < 0, taken * penalty, taken / penalty))  # repeats write alike
+    out.scatter_(1, seen, repetition_penalty(out.gather(1, seen), penalty))  # repeats write alike
     return out
 
 
@@ -254,8 +260,7 @@ class TokenScorer:
         out = [entropy(scaled)] if self.with_entropy else []
         with torch.no_grad():
             if self.sampler is not None:
-                drawn_from = scaled if seen is None else penalized(scaled, seen, self.sampler.repetition_penalty)
-                allowed = self.sampler.apply(drawn_from)
+                allowed = self.sampler.apply(scaled, seen)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
             if self.with_sum_pi_squared:  # verl's calculate_sum_pi_squared_from_logits, lse(2z) - 2 lse(z)
                 out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from vlrl.models.policy import SamplingFilter
+from vlrl.models.policy import SamplingFilter, repetition_penalty
 from vlrl.rollout.base import SamplingParams
 
 
@@ -72,8 +72,8 @@ class Draw:
 
     def penalized(self, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """transformers' RepetitionPenaltyLogitsProcessor on the raw logits of rows `index`."""
-        penalty, seen = self.params.repetition_penalty, self.seen[index]  # type: ignore[index]
-        return torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
+        seen = self.seen[index]  # type: ignore[index]
+        return torch.where(seen, repetition_penalty(logits, self.params.repetition_penalty), logits)
 
     def __call__(
         self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor | None
