@@ -751,7 +751,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rollout.max_rows ignored", "vlrl/trainer/rl.py", "rows = cfg.rollout.max_rows or None", "rows = None",
-        (f"{OPTIONS}::test_rollout_max_rows_decodes_a_step_in_calls_of_at_most_that_many_rows",),
+        (f"{OPTIONS}::test_rollout_max_rows_decodes_a_step_in_calls_of_at_most_that_many_rows", f"{OOM}::{ROLLOUT_OOM}[replicated]"),
     ),
     Mutation(
         "vlrl plan ignores rollout.max_rows", "vlrl/models/memory.py",
