@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 from tasks.refcoco import RefCOCO
+from tests.live_bytes import LiveBytes
 from tests.rollout.test_hf_engine import STATIC
 from vlrl.app.plan import memory
 from vlrl.cli import main
@@ -13,8 +16,8 @@ from vlrl.config import load_config
 from vlrl.data.records import load_split
 from vlrl.models.loading import frame_spec, load_model, load_processor
 from vlrl.models.lora import lora_linears
-from vlrl.models.memory import Block, ModelShape, Workload, activation_bytes, model_shape
-from vlrl.models.policy import CHUNK_TOKENS
+from vlrl.models.memory import Block, DrawFilter, ModelShape, Workload, activation_bytes, model_shape
+from vlrl.models.policy import CHUNK_TOKENS, SamplingFilter, TokenScorer
 from vlrl.models.prompting import render_prompt
 from vlrl.parallel.fsdp2 import FSDP2, FSDPOptions
 from vlrl.parallel.replicated import Replicated
@@ -415,6 +418,42 @@ def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget(
         work = replace(WORK, token_budget=budget, image_tokens=10, max_new_tokens=30)
         expected = activation_bytes(SHAPE, 1, 74, rows, width, 40, checkpointing=False)
         assert budget_activations(SHAPE, work, checkpointing=False) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("min_p_first", [False, True])
+def test_scoring_a_foreign_engines_draw_holds_per_logit_what_the_plan_counts(min_p_first):
+    # every combination of the four filters, measured on the CPU: the columns of the draw a
+    # chunk's tokens are scored under, from its float32 logits
+    tokens, vocab = 64, 20_000
+    logits, ids = torch.randn(tokens, vocab), torch.randint(0, vocab, (tokens,))
+    banned = torch.zeros(vocab, dtype=torch.bool)
+    for top_k, top_p, min_p, penalty in itertools.product((0, 50), (1.0, 0.9), (0.0, 0.1), (1.0, 1.2)):
+        sampler = SamplingFilter(banned, top_k, top_p, min_p, min_p_first, penalty)
+        seen = torch.randint(0, vocab, (tokens, 40)) if penalty != 1 else None
+        lse = torch.logsumexp(logits, dim=-1)
+        with LiveBytes(logits, ids, lse) as held:
+            TokenScorer(1.0, False, sampler).extras(logits, ids, lse, seen)
+        counted = DrawFilter(top_k, top_p, min_p, penalty).entry_bytes(min_p_first)
+        assert held.peak / (tokens * vocab) == pytest.approx(counted, abs=0.1), (top_k, top_p, min_p, penalty)
+
+
+def test_the_plan_counts_the_draw_of_an_engine_whose_log_probs_are_of_it():
+    from dataclasses import replace
+
+    work = replace(WORK, token_budget=64 + 12, draw=DrawFilter(top_p=0.9))  # a prompt, 2 rows of 6 tokens
+    args = (SHAPE, work, Replicated.memory(SHAPE, work, None))
+    hf, vllm = memory(*args, HF, False), memory(*args, VLLM, False)
+    # 2 rows of 6 tokens: the banned logits and top-p's temporaries (4 + 24 bytes a logit)
+    # beside the float32 logits, against the bf16 logits, their float32 copy and a temporary
+    assert vllm["activations"] - hf["activations"] == pytest.approx(12 * SHAPE.vocab * (4 + 28 - (2 + 8)))
+    unfiltered = replace(work, draw=DrawFilter())
+    assert (
+        hf["activations"]
+        == memory(SHAPE, unfiltered, Replicated.memory(SHAPE, unfiltered, None), HF, False)["activations"]
+    )
+    # the filters are the run's
+    cfg = load_config(None, ["rollout.top_k=20", "rollout.min_p=0.05", "rollout.repetition_penalty=1.1"])
+    assert Workload.of(cfg, 1, 80, image_tokens=0).draw == DrawFilter(20, 1.0, 0.05, 1.1)
 
 
 def test_plan_prints_a_table_per_strategy(capsys):

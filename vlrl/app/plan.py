@@ -10,8 +10,9 @@ config. A step has three phases, and the peak is the largest:
   vLLM's gpu_memory_utilization share, which it refuses to start in when its weights and one
   sequence's cache do not fit: `engine_refusal`);
 - update: the resting state plus gradients, one micro-batch's activations at
-  `token_budget` (with or without gradient checkpointing) and, under FSDP2, the units
-  gathered around the one being computed;
+  `token_budget` (with or without gradient checkpointing; with an engine whose log-probs are
+  of its filtered draw, vLLM's, the copies of a chunk's logits that scoring the draw makes)
+  and, under FSDP2, the units gathered around the one being computed;
 - optimizer step: the resting state plus fp32 gradients (AdamW steps with its fused kernel,
   in place: nothing of the parameters' size besides; its foreach kernels, before, held about
   one fp32 copy of what they stepped).
@@ -38,6 +39,9 @@ def memory(
     sampling, during_update = engine.cls.memory(shape, work, engine.options)
     if engine.cls.shares_policy:
         sampling += held.sampling_weights
+        draw = 0
+    else:  # its log-probs are of its draw: the update scores each token under it too
+        draw = work.draw.entry_bytes(getattr(engine.cls, "min_p_first", False))
     base = held.resting
     terms = {
         "weights": held.weights,
@@ -46,7 +50,7 @@ def memory(
         "reference": held.reference,
         "gradients": max(held.gradients_update, held.gradients_step),
         "gathered units": held.gathered,
-        "activations": budget_activations(shape, work, checkpointing),
+        "activations": budget_activations(shape, work, checkpointing, draw),
         "rollout engine": sampling,
     }
     phases = {

@@ -245,6 +245,39 @@ def shape_config(name: str):
 
 
 @dataclass(frozen=True)
+class DrawFilter:
+    """The rollout's filters (rollout.top_k, top_p, min_p, repetition_penalty). An engine that
+    draws from them and reports their log-probs (vLLM) has the update score each token under
+    its draw as well (policy.SamplingFilter, in the chunk's forward), which holds copies of the
+    chunk's float32 logits."""
+
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+
+    def entry_bytes(self, min_p_first: bool) -> int:
+        """Bytes per logit that SamplingFilter.apply and the log-prob of its result hold at
+        their peak (`min_p_first`: min-p before top-k and top-p, as vLLM applies it), counted
+        from the code and measured on the CPU (tests/app/test_plan.py). The banned logits'
+        float32 copy (and the penalized one it came from) are kept until it returns; each
+        filter holds its input (the banned logits, or the filter's before it, whose result
+        replaces it) and its temporaries: top-k its mask and result (1 + 4), top-p its sorted
+        logits, their int64 order, softmax, cumulative sum and each token's mass before it
+        (4 + 8 + 4 + 4 + 4), min-p its softmax, mask and result (4 + 1 + 4). CUDA's sort may
+        take a workspace besides, not counted."""
+        filters = [(self.top_k > 0, 5), (self.top_p < 1, 24)]
+        min_p = (self.min_p > 0, 9)
+        filters = [min_p, *filters] if min_p_first else [*filters, min_p]
+        held = 4 + 4 * (self.repetition_penalty != 1)
+        peak = result = 0  # the bytes of the filter's result before the one running
+        for on, temporaries in filters:
+            if on:
+                peak, result = max(peak, result + temporaries), 4
+        return held + peak
+
+
+@dataclass(frozen=True)
 class Workload:
     """What one micro-batch and one rollout hold, from the run's config."""
 
@@ -257,6 +290,7 @@ class Workload:
     beta: float
     lora: bool
     entropy_bonus: bool = False  # algo.entropy_coef: the output layer's chunks hold more
+    draw: DrawFilter = DrawFilter()  # rollout's filters: the update's view of a foreign engine's draw
 
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
@@ -273,6 +307,7 @@ class Workload:
             ),
         )
         rows = prompts * (stage.num_generations + int(cfg.algo.advantage == "remax"))
+        r = cfg.rollout
         return cls(
             gpus=gpus,
             gpu_memory=gpu_memory_gb * GB,
@@ -283,6 +318,7 @@ class Workload:
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
             entropy_bonus=cfg.algo.has_entropy_bonus,
+            draw=DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty),
         )
 
     @property
@@ -300,12 +336,14 @@ def activation_bytes(
     checkpointing: bool,
     transient: bool = True,
     entropy: bool = False,
+    draw: int = 0,
 ) -> float:
     """What one micro-batch keeps for its backward pass: `prompts` prompts padded to
     `prompt_length` tokens, `rows` completions of `width` tokens continuing them, `patches`
     vision patches. `transient`: with what the forward holds at its end besides (the logits in
     the compute dtype and their temperature-scaled copy), for the peak; `entropy`: with the
-    entropy bonus's chunk temporaries besides."""
+    entropy bonus's chunk temporaries besides; `draw`: bytes per logit of a foreign engine's
+    draw scored beside them (`DrawFilter.entry_bytes`, 0: none)."""
     b = shape.dtype_bytes
     prompt_tokens, completion_tokens = prompts * prompt_length, rows * width
     tokens = prompt_tokens + completion_tokens
@@ -315,7 +353,10 @@ def activation_bytes(
     # adds two float32 ones (its log-softmax and probabilities in the forward, its gradient's
     # term in the backward): counted from the code, not measured. A float32 output layer
     # (model.lm_head_fp32) gives float32 logits, no copy of them, and holds its weight upcast.
+    # A foreign engine's draw is scored after those, beside the chunk's float32 logits.
     per_entry = (8 if shape.float32_head else b + 8) + (8 if entropy else 0)
+    if draw:
+        per_entry = max(per_entry, 4 + draw)
     logits = completion_tokens * 4 + (
         min(completion_tokens, CHUNK_TOKENS) * shape.vocab * per_entry + shape.float32_head * 4 if transient else 0
     )
@@ -333,14 +374,17 @@ def activation_bytes(
     return kept + max(recomputed, patches * block) + pixels + logits
 
 
-def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool) -> float:
+def budget_activations(shape: ModelShape, work: Workload, checkpointing: bool, draw: int = 0) -> float:
     """One prompt and as many whole completions of max_new_tokens as fill the token budget
-    (the long completions of an untrained model, or of a thinking one)."""
+    (the long completions of an untrained model, or of a thinking one); `draw` as in
+    `activation_bytes`."""
     length = work.prompt_tokens
     rows = max(1, (work.token_budget - length) // work.max_new_tokens)
     width = min(work.max_new_tokens, max(1, work.token_budget - length))
     patches = work.image_tokens * shape.patches_per_token
-    return activation_bytes(shape, 1, length, rows, width, patches, checkpointing, entropy=work.entropy_bonus)
+    return activation_bytes(
+        shape, 1, length, rows, width, patches, checkpointing, entropy=work.entropy_bonus, draw=draw
+    )
 
 
 def kv_cache_bytes(shape: ModelShape, work: Workload) -> float:
