@@ -110,10 +110,12 @@ DIFFICULTY = "tests/trainer/test_difficulty_weighting.py"
 MIN_P = "tests/models/test_policy.py::test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them"
 TOP = f"{OPTIONS}::test_a_top_k_top_p_or_min_p_of_one_token_samples_the_greedy_completion_every_time"
 LIMITS = "n, length = limits.num_generations, limits.max_new_tokens"
-SAMPLING = "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty)"
+SAMPLING = "n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty, min_new_tokens=r.min_new_tokens"
 PENALTY = (
     f"{OPTIONS}::test_rollout_repetition_penalty_samples_what_the_engine_samples_with_it_and_keeps_the_policys_logprobs"
 )
+MIN_NEW = f"{OPTIONS}::test_rollout_min_new_tokens_keeps_every_completion_going_that_long"
+MIN_NEW_DRAWN = f"{OPTIONS}::test_min_new_tokens_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own"
 PENALTY_DRAWN = (
     f"{OPTIONS}::test_a_repetition_penalty_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own"
 )
@@ -727,27 +729,57 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rollout.temperature not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(n, length, 1.0, r.top_p, r.top_k, r.min_p, r.repetition_penalty)",
+        "n, length, 1.0, r.top_p, r.top_k, r.min_p, r.repetition_penalty, min_new_tokens=r.min_new_tokens",
         (f"{MOVED}[temperature]",),
     ),
     Mutation(
         "rollout.top_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(n, length, r.temperature, 1.0, r.top_k, r.min_p, r.repetition_penalty)",
+        "n, length, r.temperature, 1.0, r.top_k, r.min_p, r.repetition_penalty, min_new_tokens=r.min_new_tokens",
         (f"{TOP}[top_p]",),
     ),
     Mutation(
         "rollout.top_k not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(n, length, r.temperature, r.top_p, 0, r.min_p, r.repetition_penalty)",
+        "n, length, r.temperature, r.top_p, 0, r.min_p, r.repetition_penalty, min_new_tokens=r.min_new_tokens",
         (f"{TOP}[top_k]",),
     ),
     Mutation(
         "rollout.min_p not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, 0.0, r.repetition_penalty)",
+        "n, length, r.temperature, r.top_p, r.top_k, 0.0, r.repetition_penalty, min_new_tokens=r.min_new_tokens",
         (f"{TOP}[min_p]",),
     ),
     Mutation(
         "rollout.repetition_penalty not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
-        "return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p)", (PENALTY,),
+        "n, length, r.temperature, r.top_p, r.top_k, r.min_p, min_new_tokens=r.min_new_tokens", (PENALTY,),
+    ),
+    Mutation(
+        "rollout.min_new_tokens not passed to the engine", "vlrl/trainer/rl.py", SAMPLING,
+        "n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty", (f"{MIN_NEW}[3]",),
+    ),
+    Mutation(
+        "rollout.min_new_tokens left out of a foreign engine's draw", "vlrl/trainer/rl.py",
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty, r.min_new_tokens, stops)",
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)", (MIN_NEW_DRAWN,),
+    ),
+    Mutation(
+        "the draw's min_new_tokens ignored in the sampled column", "vlrl/models/policy.py",
+        "history = sampler is not None and sampler.reads_history",
+        "history = sampler is not None and sampler.repetition_penalty != 1",
+        (f"{POLICY}::test_before_min_new_tokens_the_sampled_column_is_the_draw_without_the_end_tokens",),
+    ),
+    Mutation(
+        "the HF engine bans the end tokens at every step, or never", "vlrl/rollout/decoding.py",
+        "allowed = self.sampler.apply(logits, position=self.drawn)", "allowed = self.sampler.apply(logits)",
+        (f"{HF_ENGINE}::test_no_completion_ends_before_min_new_tokens_and_its_log_probs_stay_the_policys",),
+    ),
+    Mutation(
+        "the HF engine's count of drawn tokens never advances", "vlrl/rollout/decoding.py",
+        "            self.drawn += 1", "            pass",
+        (f"{HF_ENGINE}::test_no_completion_ends_before_min_new_tokens_and_its_log_probs_stay_the_policys",),
+    ),
+    Mutation(
+        "the static step's count of drawn tokens not reset for a new batch", "vlrl/rollout/decoding.py",
+        "            self.drawn.zero_()", "            pass",
+        (f"{HF_ENGINE}::test_no_completion_ends_before_min_new_tokens_and_its_log_probs_stay_the_policys[static step]",),
     ),
     Mutation(
         "rollout.max_rows ignored", "vlrl/trainer/rl.py", "rows = cfg.rollout.max_rows or None", "rows = None",
@@ -760,12 +792,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "rollout.repetition_penalty left out of a foreign engine's draw", "vlrl/trainer/rl.py",
-        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)",
-        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first)", (PENALTY_DRAWN,),
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty, r.min_new_tokens, stops)",
+        "SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, 1.0, r.min_new_tokens, stops)", (PENALTY_DRAWN,),
     ),
     Mutation(
         "the draw's penalty ignored in the sampled column", "vlrl/models/policy.py",
-        "allowed = self.sampler.apply(scaled, seen)", "allowed = self.sampler.apply(scaled)", (f"{POLICY}::test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens",),
+        "allowed = self.sampler.apply(scaled, seen, position)", "allowed = self.sampler.apply(scaled, None, position)", (f"{POLICY}::test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalized_each_rows_seen_tokens",),
     ),
     Mutation(
         "the HF engine's log-probs of the penalized draw", "vlrl/rollout/decoding.py",

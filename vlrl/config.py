@@ -350,6 +350,10 @@ class RolloutConfig:
     # multiplied). The log-probs the update uses stay the policy's, as TRL's are; vLLM's, of the
     # penalized draw, are compared with the trainer's own of that draw (rollout/logp_diff).
     repetition_penalty: float = 1.0
+    # No end token is drawn before a completion holds this many tokens (transformers' min_new_tokens,
+    # vLLM's min_tokens; OpenRLHF's default 1, which LMM-R1 and MM-Eureka train with). The update's
+    # log-probs stay the policy's, as with the other bans; vLLM's are compared with the trainer's own.
+    min_new_tokens: int = 0
     # The rows (prompts x completions) one engine call decodes at most: a step's rollout in parts,
     # whole groups while one fits (0: a step's in one call). The step's batch stays what it is: a
     # smaller KV cache and logits for the HF engine, not fewer samples. Halved where one runs the
@@ -363,7 +367,7 @@ class RolloutConfig:
 
     def validate(self, key: str) -> None:
         require_positive(key, self, "num_generations", "max_new_tokens", "temperature", "repetition_penalty")
-        require_nonnegative(key, self, "top_k", "max_rows")  # 0: off
+        require_nonnegative(key, self, "top_k", "max_rows", "min_new_tokens")  # 0: off
         require_top_p(key, self)
         if not 0 <= self.min_p <= 1:
             raise ConfigError(f"config: {key}.min_p must be in [0, 1] (0: off), got {self.min_p}")

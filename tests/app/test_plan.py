@@ -427,14 +427,16 @@ def test_scoring_a_foreign_engines_draw_holds_per_logit_what_the_plan_counts(min
     tokens, vocab = 64, 20_000
     logits, ids = torch.randn(tokens, vocab), torch.randint(0, vocab, (tokens,))
     banned = torch.zeros(vocab, dtype=torch.bool)
-    for top_k, top_p, min_p, penalty in itertools.product((0, 50), (1.0, 0.9), (0.0, 0.1), (1.0, 1.2)):
-        sampler = SamplingFilter(banned, top_k, top_p, min_p, min_p_first, penalty)
+    stops, position = torch.rand(vocab) < 0.01, torch.randint(0, 4, (tokens,))
+    for filters in itertools.product((0, 50), (1.0, 0.9), (0.0, 0.1), (1.0, 1.2), (0, 2)):
+        top_k, top_p, min_p, penalty, min_new = filters
+        sampler = SamplingFilter(banned, top_k, top_p, min_p, min_p_first, penalty, min_new, stops)
         seen = torch.randint(0, vocab, (tokens, 40)) if penalty != 1 else None
         lse = torch.logsumexp(logits, dim=-1)
-        with LiveBytes(logits, ids, lse) as held:
-            TokenScorer(1.0, False, sampler).extras(logits, ids, lse, seen)
-        counted = DrawFilter(top_k, top_p, min_p, penalty).entry_bytes(min_p_first)
-        assert held.peak / (tokens * vocab) == pytest.approx(counted, abs=0.1), (top_k, top_p, min_p, penalty)
+        with LiveBytes(logits, ids, lse, position, stops) as held:
+            TokenScorer(1.0, False, sampler).extras(logits, ids, lse, seen, position)
+        counted = DrawFilter(*filters).entry_bytes(min_p_first)
+        assert held.peak / (tokens * vocab) == pytest.approx(counted, abs=0.1), filters
 
 
 def test_the_plan_counts_the_draw_of_an_engine_whose_log_probs_are_of_it():
@@ -452,8 +454,10 @@ def test_the_plan_counts_the_draw_of_an_engine_whose_log_probs_are_of_it():
         == memory(SHAPE, unfiltered, Replicated.memory(SHAPE, unfiltered, None), HF, False)["activations"]
     )
     # the filters are the run's
-    cfg = load_config(None, ["rollout.top_k=20", "rollout.min_p=0.05", "rollout.repetition_penalty=1.1"])
-    assert Workload.of(cfg, 1, 80, image_tokens=0).draw == DrawFilter(20, 1.0, 0.05, 1.1)
+    cfg = load_config(
+        None, ["rollout.top_k=20", "rollout.min_p=0.05", "rollout.repetition_penalty=1.1", "rollout.min_new_tokens=1"]
+    )
+    assert Workload.of(cfg, 1, 80, image_tokens=0).draw == DrawFilter(20, 1.0, 0.05, 1.1, 1)
 
 
 def test_plan_prints_a_table_per_strategy(capsys):

@@ -153,6 +153,20 @@ def test_graph_replays_sample_what_the_eager_step_samples(setup, device):
     assert_graphs_sample_as_eager(setup, device)
 
 
+def test_replays_count_the_drawn_tokens_and_ban_the_end_tokens_before_min_new_tokens(setup, device):
+    """SamplingParams.min_new_tokens (rollout.min_new_tokens) in CUDA graphs: each replay
+    advances the count of drawn tokens in place, so the end tokens are banned at the same steps
+    as in eager decoding: the same tokens, log-probs and stream, and none ends before it."""
+    _, _, prompts = setup
+    params = replace(PARAMS, min_new_tokens=6)
+    drawn = [
+        sample(engine(setup, device, options), prompts, torch.Generator(device=device), 11, params)
+        for options in (GRAPHS, replace(GRAPHS, cuda_graphs=False))
+    ]
+    assert_same(*drawn)
+    assert min(len(tokens) for tokens in drawn[0][0]) >= 7
+
+
 @pytest.fixture
 def float32_head(setup):
     """The setup's model with its output layer computing in float32 (model.lm_head_fp32) for

@@ -14,6 +14,7 @@ import torch
 from tasks.refcoco import RefCOCO
 from tasks.video_qa import VideoQA
 from tests.families import decoder_families
+from tests.raised_logits import raised_logits
 from vlrl.config import ModelConfig, VideoConfig
 from vlrl.data.records import load_split
 from vlrl.models.batch import collate
@@ -196,17 +197,9 @@ def test_vision_tokens_and_padded_vocabulary_are_never_sampled(setup):
     forbidden += list(range(len(tokenizer), vocab))
     assert len(tokenizer) < vocab  # the tiny vocabulary is padded, like Qwen's
 
-    def prefer_forbidden(module, inputs, output):
-        output = output.clone()
-        output[..., forbidden] += 1e4
-        return output
-
-    handle = model.lm_head.register_forward_hook(prefer_forbidden)
-    try:
+    with raised_logits(model, forbidden, 1e4):
         engine = HFEngine(model, tokenizer)
         groups = engine.generate(prompts, SamplingParams(n=4, max_new_tokens=8), torch.Generator().manual_seed(0))
-    finally:
-        handle.remove()
     sampled = {t for g in groups for c in g.completions for t in c.token_ids}
     assert sampled and not sampled & set(forbidden)
 
@@ -415,6 +408,42 @@ def test_under_a_repetition_penalty_the_sampled_column_is_the_draw_that_penalize
     real = mask.bool()
     assert not torch.allclose(got.sampled[real], unpenalized.sampled[real])  # the penalty moved them
     torch.testing.assert_close(got.logp, unpenalized.logp, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("chunk", [5, 0], ids=["chunks", "full logits"])
+def test_before_min_new_tokens_the_sampled_column_is_the_draw_without_the_end_tokens(setup, chunk):
+    """A foreign engine's draw with min_new_tokens (vLLM's min_tokens, rollout.min_new_tokens)
+    bans the end tokens at a completion's first positions only: the sampled column, from the
+    chunks and from the full logits, is that distribution's, computed here token by token (the
+    first token, scored from the prompt's last logits, among them); the policy's own log-probs
+    are not filtered."""
+    from vlrl.models.policy import completion_logits
+
+    model, processor, prompts = setup
+    batch = collate(prompts, processor.tokenizer.pad_token_id)
+    rows, ids, mask, _ = six_completions(4, {1: 4, 3: 1})
+    vocab = model.config.get_text_config().vocab_size
+    banned, stops = torch.zeros(vocab, dtype=torch.bool), torch.zeros(vocab, dtype=torch.bool)
+    banned[:7] = True
+    stops[300:340] = True  # the completions' ids are below 300
+    plain = SamplingFilter(banned, top_p=0.9)
+    sampler = dataclasses.replace(plain, min_new_tokens=3, stops=stops)
+    with torch.no_grad():
+        got = completion_logprobs(model, batch, rows, ids, mask, 0.7, False, sampler, chunk_tokens=chunk)
+        unfiltered = completion_logprobs(model, batch, rows, ids, mask, 0.7, False, plain, chunk_tokens=chunk)
+        logits = completion_logits(model, batch, rows, ids, mask).float()
+    expected = torch.zeros_like(got.sampled)
+    for r in range(len(rows)):
+        for t in range(int(mask[r].sum())):
+            raw = logits[r, t].clone()
+            if t < 3:
+                raw[stops] = float("-inf")
+            expected[r, t] = torch.log_softmax(plain.apply(raw / 0.7), -1)[ids[r, t]]
+    torch.testing.assert_close(got.sampled, expected, rtol=1e-5, atol=1e-5)
+    real, early = mask.bool(), torch.arange(9) < 3
+    assert not torch.allclose(got.sampled[:, early][real[:, early]], unfiltered.sampled[:, early][real[:, early]])
+    torch.testing.assert_close(got.sampled[:, ~early], unfiltered.sampled[:, ~early], rtol=0, atol=0)
+    torch.testing.assert_close(got.logp, unfiltered.logp, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

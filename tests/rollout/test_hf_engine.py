@@ -16,12 +16,13 @@ from transformers.cache_utils import LinearAttentionCacheLayerMixin
 
 from tests.families import decoder_families
 from tests.models.test_policy import family_setup
+from tests.raised_logits import raised_logits
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.batch import collate
 from vlrl.models.decode_step import ModelStep
 from vlrl.models.families import family_of_model
 from vlrl.models.loading import core_model, load_model, load_processor
-from vlrl.models.policy import SamplingFilter, prefill
+from vlrl.models.policy import SamplingFilter, completion_logits, prefill
 from vlrl.plugins import plugin_options
 from vlrl.rollout import Generation, SamplingParams
 from vlrl.rollout.decoding import Draw, Record, sample_categorical
@@ -44,15 +45,8 @@ def setup(request, rec_data, video_qa_data):
     model, processor, prompts = family_setup(request.param, rec_data, video_qa_data)
     # a tensor: indexing with a list would copy host data in at every step
     stops = torch.tensor(stop_token_ids(model.generation_config, processor.tokenizer))
-
-    def stop_sooner(module, inputs, output):
-        output = output.clone()
-        output[..., stops] += STOP_BIAS
-        return output
-
-    handle = model.lm_head.register_forward_hook(stop_sooner)
-    yield model, processor, prompts
-    handle.remove()
+    with raised_logits(model, stops, STOP_BIAS):
+        yield model, processor, prompts
 
 
 @torch.no_grad()
@@ -734,6 +728,20 @@ def test_cuda_graphs_are_refused_where_they_cannot_run(setup):
             plugin_options(HFEngine, {"hf": bad}, "rollout")
 
 
+def generated(engine: HFEngine, processor, prompt, **options) -> list[int]:
+    """transformers' greedy generate of one prompt with `options`, the engine's end tokens and
+    bans: the answer's ids."""
+    inputs = {"input_ids": prompt.input_ids[None], "attention_mask": torch.ones(1, len(prompt), dtype=torch.long),
+              "mm_token_type_ids": prompt.mm_token_type_ids[None], **prompt.vision}  # fmt: skip
+    with torch.no_grad():
+        out = engine.model.generate(
+            **inputs, do_sample=False, eos_token_id=engine.stop_ids.tolist(),
+            suppress_tokens=engine.banned.nonzero().flatten().tolist(), pad_token_id=processor.tokenizer.pad_token_id,
+            **options,
+        )  # fmt: skip
+    return out[0, len(prompt) :].tolist()
+
+
 def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec_data, video_qa_data):
     """SamplingParams.repetition_penalty (eval.repetition_penalty): greedy answers are
     model.generate's with the same penalty over each prompt's tokens and the answer's so far,
@@ -747,21 +755,14 @@ def test_a_repetition_penalty_decodes_as_transformers_generate_in_both_loops(rec
         "static": HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=True, check_every=2)),
     }
     engine = loops["dynamic"]
-    stops, banned = engine.stop_ids.tolist(), engine.banned.nonzero().flatten().tolist()
+    stops = engine.stop_ids.tolist()
     greedy = {}
     for penalty in (1.0, 1.6):
         params = SamplingParams(n=1, max_new_tokens=20, temperature=0.0, repetition_penalty=penalty)
         for name, loop in loops.items():
             greedy[name, penalty] = [g.completions[0].token_ids for g in loop.generate(prompts, params)]
         for prompt, got in zip(prompts, greedy["dynamic", penalty], strict=True):
-            inputs = {"input_ids": prompt.input_ids[None], "attention_mask": torch.ones(1, len(prompt), dtype=torch.long),
-                      "mm_token_type_ids": prompt.mm_token_type_ids[None], **prompt.vision}  # fmt: skip
-            with torch.no_grad():
-                out = model.generate(
-                    **inputs, max_new_tokens=20, do_sample=False, eos_token_id=stops, suppress_tokens=banned,
-                    repetition_penalty=penalty, pad_token_id=processor.tokenizer.pad_token_id,
-                )  # fmt: skip
-            expected = out[0, len(prompt) :].tolist()
+            expected = generated(engine, processor, prompt, max_new_tokens=20, repetition_penalty=penalty)
             assert got == expected[: next((i + 1 for i, t in enumerate(expected) if t in stops), len(expected))]
         assert greedy["static", penalty] == greedy["dynamic", penalty]
     assert greedy["dynamic", 1.6] != greedy["dynamic", 1.0]
@@ -797,3 +798,39 @@ def test_greedy_rows_decode_as_a_greedy_call_and_the_sampled_rows_as_a_call_samp
     )
     # the first rows were sampled otherwise: the greedy ones are not what those rows draw
     assert [g.completions[0].token_ids for g in mixed] != [g.completions[0].token_ids for g in sampled]
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic loop", "static step"])
+def test_no_completion_ends_before_min_new_tokens_and_its_log_probs_stay_the_policys(rec_data, video_qa_data, static):
+    """SamplingParams.min_new_tokens (rollout.min_new_tokens): the end tokens are not drawn
+    before it, greedy answers are model.generate's with the same min_new_tokens, sampled ones
+    end as soon as they may where the policy all but ends at once, in both loops (a second
+    batch of the kept static step too: its count starts again), and each token's log-prob is
+    the policy's over the whole vocabulary, not the draw's."""
+    model, processor, prompts = family_setup("qwen2_5_vl", rec_data, video_qa_data)
+    prompts = prompts[:2]  # the image prompts: generate takes them one at a time
+    engine = HFEngine(model, processor.tokenizer, options=HFOptions(static_cache=static, check_every=2))
+    stops = engine.stop_ids.tolist()
+    with raised_logits(model, stops, 30.0):
+        for min_new in (0, 3):
+            params = SamplingParams(n=1, max_new_tokens=8, temperature=0.0, min_new_tokens=min_new)
+            got = [g.completions[0].token_ids for g in engine.generate(prompts, params)]
+            assert [len(ids) for ids in got] == [min_new + 1] * 2
+            for prompt, ids in zip(prompts, got, strict=True):
+                expected = generated(engine, processor, prompt, max_new_tokens=8, min_new_tokens=min_new)
+                assert ids == expected[: min_new + 1]
+        sampled = SamplingParams(n=3, max_new_tokens=8, temperature=1.0, min_new_tokens=3)
+        kept = torch.Generator()
+        for _ in range(2):  # the static step keeps its buffers (and its count) for a second batch
+            groups = engine.generate(prompts, sampled, kept.manual_seed(5))
+            assert [len(c.token_ids) for c in completions(groups)] == [4] * 6
+        rows = torch.arange(2).repeat_interleave(3)
+        ids = torch.tensor([c.token_ids for c in completions(groups)])
+        with torch.no_grad():
+            logits = completion_logits(
+                model, collate(prompts, engine.pad_id), rows, ids, torch.ones_like(ids), lean=False
+            )
+        policy = torch.log_softmax(logits.float(), -1).gather(-1, ids[..., None]).squeeze(-1)
+        got = torch.tensor([c.logprobs for c in completions(groups)])
+        torch.testing.assert_close(got, policy, rtol=0, atol=1e-4)
+        assert bool((got[:, :3] < -20).all())  # the draw's, renormalized without the end tokens, would be near 0

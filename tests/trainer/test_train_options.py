@@ -13,6 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.raised_logits import raised_logits
 from tests.rollout.test_rollout_seam import make_trainer
 from tests.trainer.test_train import tiny_overrides
 from vlrl.algos.shaping import trust_bonus_code
@@ -267,6 +268,34 @@ def test_a_repetition_penalty_is_part_of_the_draw_the_trainer_computes_for_an_en
     tests/vllm_engine against vLLM), to measure and correct the two's mismatch."""
     trainer = make_trainer(tmp_path / "run", rec_data, **{"rollout.repetition_penalty": 1.2})
     assert trainer.updater.sampler is not None and trainer.updater.sampler.repetition_penalty == 1.2
+
+
+@pytest.mark.parametrize("min_new", [0, 3])
+def test_rollout_min_new_tokens_keeps_every_completion_going_that_long(tmp_path, rec_data, tiny_qwen25, min_new):
+    """rollout.min_new_tokens reaches the engine: where the policy all but ends at once, a
+    step's completions end at their first token, or at the first token after min_new_tokens."""
+    trainer = make_trainer(tmp_path, rec_data, engine="hf", **{"rollout.min_new_tokens": min_new})
+    source = trainer.sources[0]
+    with raised_logits(trainer.run.model, trainer.engine.stop_ids, 30.0):
+        groups, _ = trainer.generate_groups([(source.task, s) for s in source.train.samples[:2]], step=1)
+    assert [len(c.token_ids) for g in groups for c in g.completions] == [min_new + 1] * 8
+
+
+def test_min_new_tokens_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own(
+    tmp_path, rec_data, tiny_qwen25
+):
+    """An engine with its own copy of the policy (vLLM; here the seam's test engine) reports the
+    log-probs of what it drew from, end tokens banned before min_new_tokens: the trainer's draw
+    bans the same ids (the engines' end tokens) before the same length (SamplingFilter.stops:
+    tests/models/test_policy.py by hand, tests/vllm_engine against vLLM)."""
+    from vlrl.rollout.hf import stop_token_ids
+
+    trainer = make_trainer(tmp_path / "run", rec_data, **{"rollout.min_new_tokens": 2})
+    sampler, tokenizer = trainer.updater.sampler, trainer.run.processor.tokenizer
+    assert sampler is not None and sampler.min_new_tokens == 2
+    assert sampler.stops.nonzero().flatten().tolist() == stop_token_ids(trainer.run.model.generation_config, tokenizer)
+    with pytest.raises(ConfigError, match=r"rollout.min_new_tokens must be >= 0, got -1"):
+        load_config(None, ["rollout.min_new_tokens=-1"])
 
 
 def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):

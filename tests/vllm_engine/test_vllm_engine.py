@@ -131,31 +131,57 @@ def test_sampled_logprobs_under_top_p_and_min_p_are_of_vllms_order_min_p_first(s
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
 
 
-def test_sampled_logprobs_under_a_repetition_penalty_are_of_the_draw_the_trainer_computes(setup):
-    """rollout.repetition_penalty with vLLM: its log-probs are those of the penalized draw (the
-    prompt's tokens and the completion's so far made less likely), which the trainer computes
-    with the penalty in its SamplingFilter (completion_logprobs' sampled column), and not the
-    unpenalized draw's."""
+def drawn_logprobs(setup, params: SamplingParams, samplers: dict) -> tuple[dict, torch.Tensor, torch.Tensor]:
+    """vLLM's completions of the setup's prompts under `params`: the trainer's sampled column of
+    them under each of `samplers` (name -> keyword arguments of SamplingFilter, its bans
+    the engine's), vLLM's own log-probs and the completions' mask."""
     from vlrl.models.batch import collate
     from vlrl.models.policy import completion_logprobs
     from vlrl.rollout.base import completion_rows
 
     engine, model, processor, prompts = setup
-    params = SamplingParams(n=3, max_new_tokens=10, temperature=0.8, repetition_penalty=1.5)
     generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
     vocab = model.config.get_text_config().vocab_size
     banned = torch.zeros(vocab, dtype=torch.bool)
     banned[banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens)] = True
     pad = processor.tokenizer.pad_token_id
-    r = completion_rows(generations, pad)
-    batch = collate(prompts, pad)
+    r, batch = completion_rows(generations, pad), collate(prompts, pad)
     drawn = {}
-    for penalty in (1.5, 1.0):
-        sampler = SamplingFilter(banned, min_p_first=VLLMEngine.min_p_first, repetition_penalty=penalty)
+    for name, options in samplers.items():
+        sampler = SamplingFilter(banned, min_p_first=VLLMEngine.min_p_first, **options)
         with torch.no_grad():
-            drawn[penalty] = completion_logprobs(model, batch, r.rows, r.ids, r.mask, 0.8, sampler=sampler).sampled
-    torch.testing.assert_close(drawn[1.5] * r.mask, r.logprobs * r.mask, rtol=1e-5, atol=1e-5)
-    assert (drawn[1.0] - r.logprobs).mul(r.mask).abs().max() > 1e-3
+            scored = completion_logprobs(model, batch, r.rows, r.ids, r.mask, params.temperature, sampler=sampler)
+        drawn[name] = scored.sampled
+    return drawn, r.logprobs, r.mask
+
+
+def test_sampled_logprobs_under_a_repetition_penalty_are_of_the_draw_the_trainer_computes(setup):
+    """rollout.repetition_penalty with vLLM: its log-probs are those of the penalized draw (the
+    prompt's tokens and the completion's so far made less likely), which the trainer computes
+    with the penalty in its SamplingFilter (completion_logprobs' sampled column), and not the
+    unpenalized draw's."""
+    params = SamplingParams(n=3, max_new_tokens=10, temperature=0.8, repetition_penalty=1.5)
+    samplers = {penalty: {"repetition_penalty": penalty} for penalty in (1.5, 1.0)}
+    drawn, logprobs, mask = drawn_logprobs(setup, params, samplers)
+    torch.testing.assert_close(drawn[1.5] * mask, logprobs * mask, rtol=1e-5, atol=1e-5)
+    assert (drawn[1.0] - logprobs).mul(mask).abs().max() > 1e-3
+
+
+def test_sampled_logprobs_before_min_new_tokens_are_of_the_draw_without_the_end_tokens(setup):
+    """rollout.min_new_tokens with vLLM (its min_tokens): its log-probs at a completion's first
+    positions are those of the draw without the end tokens, and after them of the draw with
+    them, as the trainer computes them with min_new_tokens in its SamplingFilter; not the
+    unfiltered draw's (the tiny model's two end tokens hold about 2e-3 of the mass)."""
+    from vlrl.rollout.hf import stop_mask
+
+    engine, model = setup[:2]
+    stops = stop_mask(engine.stop_ids, model.config.get_text_config().vocab_size)
+    params = SamplingParams(n=3, max_new_tokens=10, temperature=0.8, min_new_tokens=4)
+    samplers = {min_new: {"min_new_tokens": min_new, "stops": stops} for min_new in (4, 0)}
+    drawn, logprobs, mask = drawn_logprobs(setup, params, samplers)
+    assert bool((mask.sum(1) >= 4).all())
+    torch.testing.assert_close(drawn[4] * mask, logprobs * mask, rtol=1e-5, atol=1e-5)
+    assert (drawn[0] - logprobs)[:, :4].mul(mask[:, :4]).abs().max() > 1e-3
 
 
 def test_same_generator_state_same_samples(setup):

@@ -60,13 +60,14 @@ def test_train_with_the_vllm_engine(tmp_path, tiny_vllm_path):
     assert (run / "checkpoints" / "step-0000003").is_dir()
 
 
-def test_train_with_vllm_under_remax_and_a_repetition_penalty(tmp_path, tiny_vllm_path):
-    """ReMax's greedy rows as requests beside each group's (one call a step) and a repetition
-    penalty: the trainer's view of vLLM's draw, penalty included, keeps the mismatch at float
-    noise (the penalty left out of it measures above 1e-3)."""
+def test_train_with_vllm_under_remax_a_repetition_penalty_and_min_new_tokens(tmp_path, tiny_vllm_path):
+    """ReMax's greedy rows as requests beside each group's (one call a step), a repetition
+    penalty and a shortest completion: the trainer's view of vLLM's draw, penalty and banned
+    end tokens included, keeps the mismatch at float noise (the penalty left out of it measures
+    above 1e-3, the end tokens' ban above 1e-4)."""
     run = tmp_path / "run"
     changes = {"rollout.max_new_tokens": 16, "trainer.steps": 2, "trainer.prompts_per_step": 2, "trainer.lr": 1e-3}
-    changes |= {"algo.advantage": "remax", "rollout.repetition_penalty": 1.5}
+    changes |= {"algo.advantage": "remax", "rollout.repetition_penalty": 1.5, "rollout.min_new_tokens": 3}
     assert main(brief_demo(tmp_path, **changes)) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]

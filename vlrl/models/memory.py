@@ -246,7 +246,7 @@ def shape_config(name: str):
 
 @dataclass(frozen=True)
 class DrawFilter:
-    """The rollout's filters (rollout.top_k, top_p, min_p, repetition_penalty). An engine that
+    """The rollout's filters (rollout.top_k, top_p, min_p, repetition_penalty, min_new_tokens). An engine that
     draws from them and reports their log-probs (vLLM) has the update score each token under
     its draw as well (policy.SamplingFilter, in the chunk's forward), which holds copies of the
     chunk's float32 logits."""
@@ -255,12 +255,14 @@ class DrawFilter:
     top_p: float = 1.0
     min_p: float = 0.0
     repetition_penalty: float = 1.0
+    min_new_tokens: int = 0
 
     def entry_bytes(self, min_p_first: bool) -> int:
         """Bytes per logit that SamplingFilter.apply and the log-prob of its result hold at
         their peak (`min_p_first`: min-p before top-k and top-p, as vLLM applies it), counted
         from the code and measured on the CPU (tests/app/test_plan.py). The banned logits'
-        float32 copy (and the penalized one it came from) are kept until it returns; each
+        float32 copy (and the penalized one it came from, and with min_new_tokens each row's
+        bans, a byte a logit) are kept until it returns; each
         filter holds its input (the banned logits, or the filter's before it, whose result
         replaces it) and its temporaries: top-k its mask and result (1 + 4), top-p its sorted
         logits, their int64 order, softmax, cumulative sum and each token's mass before it
@@ -269,7 +271,7 @@ class DrawFilter:
         filters = [(self.top_k > 0, 5), (self.top_p < 1, 24)]
         min_p = (self.min_p > 0, 9)
         filters = [min_p, *filters] if min_p_first else [*filters, min_p]
-        held = 4 + 4 * (self.repetition_penalty != 1)
+        held = 4 + 4 * (self.repetition_penalty != 1) + (self.min_new_tokens > 0)
         peak = result = 0  # the bytes of the filter's result before the one running
         for on, temporaries in filters:
             if on:
@@ -318,7 +320,7 @@ class Workload:
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
             entropy_bonus=cfg.algo.has_entropy_bonus,
-            draw=DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty),
+            draw=DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty, r.min_new_tokens),
         )
 
     @property

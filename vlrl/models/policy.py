@@ -153,7 +153,9 @@ class SamplingFilter:
     them, given the ids each row has seen (its prompt's and its completion's so far:
     `SeenTokens.ids`), their logits penalized by `repetition_penalty`, as vLLM's draw does. The
     HF engine's draw penalizes before it scales by the temperature (`Draw`), so its filter
-    carries no penalty."""
+    carries no penalty. Given each row's position in its completion, the `stops` are banned
+    before `min_new_tokens` tokens (transformers' MinNewTokensLengthLogitsProcessor, vLLM's
+    min_tokens), with the other bans."""
 
     banned: torch.Tensor  # (V,) bool
     top_k: int = 0
@@ -161,11 +163,25 @@ class SamplingFilter:
     min_p: float = 0.0
     min_p_first: bool = False
     repetition_penalty: float = 1.0
+    min_new_tokens: int = 0
+    stops: torch.Tensor | None = None  # (V,) bool: the ids that end a completion, with min_new_tokens
 
-    def apply(self, logits: torch.Tensor, seen: torch.Tensor | None = None) -> torch.Tensor:
+    @property
+    def reads_history(self) -> bool:
+        """Whether a row's draw depends on what it holds so far (`SeenTokens`)."""
+        return self.repetition_penalty != 1 or self.min_new_tokens > 0
+
+    def apply(
+        self, logits: torch.Tensor, seen: torch.Tensor | None = None, position: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`logits` (N, V) filtered; `seen` (N, S) the ids each row had seen, `position` (N,) or
+        () where each row is in its completion, when the filter reads them (`reads_history`)."""
         if seen is not None and self.repetition_penalty != 1:
             logits = penalized(logits, seen, self.repetition_penalty)
-        allowed = logits.masked_fill(self.banned.to(logits.device), float("-inf"))
+        banned = self.banned.to(logits.device)
+        if position is not None and self.min_new_tokens:
+            banned = banned | (self.stops.to(logits.device) & (position < self.min_new_tokens)[..., None])  # type: ignore[union-attr]
+        allowed = logits.masked_fill(banned, float("-inf"))
         if self.min_p_first:
             return filter_top_k_top_p(filter_min_p(allowed, self.min_p), self.top_k, self.top_p)
         return filter_min_p(filter_top_k_top_p(allowed, self.top_k, self.top_p), self.min_p)
@@ -186,9 +202,10 @@ def penalized(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch
 
 @dataclass(frozen=True)
 class SeenTokens:
-    """For a repetition penalty, what each scored token's row had seen before it: its prompt's
-    ids and its completion's before the token. Kept per row (the prompt's distinct ids: its
-    image's thousand pads are one), each chunk's (n, S) ids made when it is scored."""
+    """For a draw that reads a row's history (`SamplingFilter.reads_history`), what each scored
+    token's row had seen before it: its prompt's ids and its completion's before the token
+    (how many: its position). Kept per row (the prompt's distinct ids: its image's thousand
+    pads are one), each chunk's (n, S) ids made when it is scored."""
 
     prompt: torch.Tensor  # (R, P) each row's prompt's distinct ids, first, then -1
     completion: torch.Tensor  # (R, T) its completion's ids
@@ -212,6 +229,11 @@ class SeenTokens:
     def select(self, which: torch.Tensor) -> SeenTokens:
         """The tokens `which` picks (a mask or index over the N), in its order."""
         return SeenTokens(self.prompt, self.completion, self.row[which], self.position[which])
+
+    def part(self, part: slice, penalty: bool) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """The tokens of `part`: the ids they had seen (a repetition penalty reads them:
+        `penalty`, else None) and their positions."""
+        return self.ids(part) if penalty else None, self.position[part]
 
     def ids(self, part: slice) -> torch.Tensor:
         """(n, P + T) the ids the tokens of `part` had seen (the prompt's, the completion's before
@@ -255,30 +277,35 @@ class TokenScorer:
         return logits if self.temperature == 1 else logits / self.temperature
 
     def extras(
-        self, scaled: torch.Tensor, ids: torch.Tensor, lse: torch.Tensor, seen: torch.Tensor | None = None
+        self,
+        scaled: torch.Tensor,
+        ids: torch.Tensor,
+        lse: torch.Tensor,
+        seen: torch.Tensor | None = None,
+        position: torch.Tensor | None = None,
     ) -> list[torch.Tensor]:
         out = [entropy(scaled)] if self.with_entropy else []
         with torch.no_grad():
             if self.sampler is not None:
-                allowed = self.sampler.apply(scaled, seen)
+                allowed = self.sampler.apply(scaled, seen, position)
                 out.append(allowed.gather(-1, ids[:, None]).squeeze(-1) - torch.logsumexp(allowed, dim=-1))
             if self.with_sum_pi_squared:  # verl's calculate_sum_pi_squared_from_logits, lse(2z) - 2 lse(z)
                 out.append(torch.exp(torch.logsumexp(2 * scaled, dim=-1) - 2 * lse))
         return out
 
     def score(
-        self, scaled: torch.Tensor, ids: torch.Tensor, seen: torch.Tensor | None = None
+        self, scaled: torch.Tensor, ids: torch.Tensor, seen: SeenTokens | None = None, part: slice = slice(None)
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """From scaled logits (N, V) of tokens `ids` (N,): each token's log-normalizer, its
-        log-prob, and the extra columns (the engine's draw penalizing the `seen` ids, (N, S), when
-        given: `SeenTokens.ids`)."""
+        log-prob, and the extra columns (the engine's draw reading the history of the tokens
+        `part` of `seen` picks, when given)."""
         lse = torch.logsumexp(scaled, dim=-1)
-        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids, lse, seen)
+        history = (None, None) if seen is None else seen.part(part, self.sampler.repetition_penalty != 1)  # type: ignore[union-attr]
+        return lse, scaled.gather(-1, ids[:, None]).squeeze(-1) - lse, self.extras(scaled, ids, lse, *history)
 
     def of_logits(self, logits: torch.Tensor, ids: torch.Tensor, seen: SeenTokens | None = None) -> torch.Tensor:
         """(N, columns) from logits (N, V) of tokens `ids` (N,), which had seen `seen`'s."""
-        seen_ids = None if seen is None else seen.ids(slice(None))
-        _, logp, extras = self.score(self.scaled(logits), ids, seen_ids)
+        _, logp, extras = self.score(self.scaled(logits), ids, seen)
         return torch.stack([logp, *extras], dim=-1)
 
     def of_hidden(
@@ -326,8 +353,7 @@ class ScoredChunks(torch.autograd.Function):
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         for part in chunks(len(ids), scorer.chunk_tokens):
             scaled = scorer.scaled(torch.nn.functional.linear(hidden[part].to(dtype), w, b))
-            seen_ids = None if seen is None else seen.ids(part)
-            lse[part], logp[part], extra = scorer.score(scaled, ids[part], seen_ids)
+            lse[part], logp[part], extra = scorer.score(scaled, ids[part], seen, part)
             if extra:
                 extras.append(torch.stack(extra, dim=-1))
         columns = torch.cat(extras) if extras else logp.new_zeros(len(ids), 0)
@@ -414,8 +440,8 @@ def completion_logprobs(
     """
     chunk_tokens = CHUNK_TOKENS if chunk_tokens is None else chunk_tokens
     scorer = TokenScorer(temperature, with_entropy, sampler, chunk_tokens, with_sum_pi_squared=with_sum_pi_squared)
-    penalty = sampler is not None and sampler.repetition_penalty != 1
-    seen = SeenTokens.of(batch, rows, completion_ids) if penalty else None  # row-major: (R, T) flattened
+    history = sampler is not None and sampler.reads_history
+    seen = SeenTokens.of(batch, rows, completion_ids) if history else None  # row-major: (R, T) flattened
     if chunk_tokens <= 0:  # the full logits, a row upcast at a time
         logits = completion_logits(model, batch, rows, completion_ids, completion_mask, lean)
         columns = torch.stack(

@@ -37,6 +37,9 @@ class SamplingParams:
     # of its own. Only their tokens are for use: their log-probs are the engine's (the HF engine's at
     # the temperature, vLLM's at 1). Asked only of an engine that says `mixes_greedy`.
     greedy: int = 0
+    # No end token is drawn before a completion holds this many tokens (transformers' min_new_tokens,
+    # vLLM's min_tokens): banned with the vision tokens; the HF engine's log-probs stay the policy's.
+    min_new_tokens: int = 0
 
 
 @dataclass(frozen=True)

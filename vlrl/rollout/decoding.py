@@ -53,6 +53,9 @@ class Draw:
     # With SamplingParams.greedy: (rows + 1,) the rows decoded greedily, the first of each
     # prompt's n (the spare row not), made once, so a captured step reads it
     greedy_rows: torch.Tensor | None = field(default=None, init=False)
+    # With SamplingParams.min_new_tokens: () the tokens each row has drawn so far (the rows start
+    # together), advanced in place, so a captured step reads and counts it
+    drawn: torch.Tensor | None = field(default=None, init=False)
 
     def begin(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> None:
         """A batch's start, (rows, width) each: with a repetition penalty, the tokens of each
@@ -61,6 +64,10 @@ class Draw:
         if params.greedy and self.greedy_rows is None:
             self.greedy_rows = torch.zeros(self.rows + 1, dtype=torch.bool, device=device)
             self.greedy_rows[: self.rows] = torch.arange(self.rows, device=device) % params.n < params.greedy
+        if params.min_new_tokens:
+            if self.drawn is None:
+                self.drawn = torch.zeros((), dtype=torch.long, device=device)
+            self.drawn.zero_()
         if params.repetition_penalty == 1:
             return
         vocab = len(self.sampler.banned)
@@ -91,7 +98,7 @@ class Draw:
         if self.seen is not None:
             drawn_from = self.penalized(raw, index)
             logits = drawn_from / temperature if scale else drawn_from
-        allowed = self.sampler.apply(logits)
+        allowed = self.sampler.apply(logits, position=self.drawn)
         if temperature > 0:
             uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
             mine = uniforms[index.clamp(max=self.rows - 1)]  # a filler takes the last row's
@@ -104,6 +111,8 @@ class Draw:
             choice = choice.masked_fill(finished, self.pad_id)
         if self.seen is not None:
             self.seen[index, choice] = True
+        if self.drawn is not None:
+            self.drawn += 1
         logp = step_logp.gather(1, choice[:, None]).squeeze(1)
         return choice, logp, -(step_logp.exp() * step_logp).sum(dim=-1)
 

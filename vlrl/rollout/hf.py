@@ -105,6 +105,14 @@ def stop_token_ids(generation_config, tokenizer) -> list[int]:
     return sorted(s for s in stops if s is not None)
 
 
+def stop_mask(stop_ids: list[int], vocab: int) -> torch.Tensor:
+    """(vocab,) True at the ids that end a completion: what `SamplingFilter.stops` bans before
+    `min_new_tokens`."""
+    stops = torch.zeros(vocab, dtype=torch.bool)
+    stops[[i for i in stop_ids if i < vocab]] = True
+    return stops
+
+
 @dataclass
 class HFOptions:
     """rollout.hf: how the HF engine decodes."""
@@ -190,6 +198,7 @@ class HFEngine:
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
         vocab = core_model(model).config.get_text_config().vocab_size
+        self.stops = stop_mask(self.stop_ids.tolist(), vocab)
         self.banned = torch.zeros(vocab, dtype=torch.bool)
         self.banned[banned_token_ids(tokenizer, vocab, self.family.vision_tokens)] = True
 
@@ -282,7 +291,10 @@ class HFEngine:
         rows = len(prompts) * n
         greedy = params.temperature == 0
         sampler = SamplingFilter(
-            self.banned.to(device), *((0, 1.0, 0.0) if greedy else (params.top_k, params.top_p, params.min_p))
+            self.banned.to(device),
+            *((0, 1.0, 0.0) if greedy else (params.top_k, params.top_p, params.min_p)),
+            min_new_tokens=params.min_new_tokens,
+            stops=self.stops.to(device),
         )
         draw = Draw(params, sampler, self.pad_id, rows, generator)
         decode = self._decode_dynamic if self.static_plan is None else self._decode_static

@@ -368,6 +368,7 @@ class VLLMEngine:
             top_k=0 if greedy else params.top_k,
             min_p=0.0 if greedy else params.min_p,
             repetition_penalty=params.repetition_penalty,
+            min_tokens=params.min_new_tokens,
             seed=seed,
             logprobs=0,  # the sampled token's log-prob only
             stop_token_ids=self.stop_ids,

@@ -32,6 +32,7 @@ from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts,
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import Completion, EngineSetup, Generation, SamplingParams, configured_engines
 from vlrl.rollout.base import banned_token_ids, logprobs_exact
+from vlrl.rollout.hf import stop_mask, stop_token_ids
 from vlrl.rollout.parts import RolloutRows
 from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
@@ -111,8 +112,11 @@ class RLTrainer:
             # sampling with the policy reports the policy's, over the whole vocabulary).
             first = getattr(self.engine, "min_p_first", False)
             penalty = r.repetition_penalty
+            stops = stop_mask(stop_token_ids(policy.generation_config, run.processor.tokenizer), vocab)
             sampler = (
-                None if self.engine.shares_policy else SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty)
+                None
+                if self.engine.shares_policy
+                else SamplingFilter(banned, r.top_k, r.top_p, r.min_p, first, penalty, r.min_new_tokens, stops)
             )
             exact = logprobs_exact(self.engine)
             low_precision = policy.dtype != torch.float32
@@ -198,7 +202,9 @@ class RLTrainer:
         """What step `step` samples with: its stage's length and group size (rollout.stages)."""
         r, limits = self.cfg.rollout, self.cfg.rollout.limits(step)
         n, length = limits.num_generations, limits.max_new_tokens
-        return SamplingParams(n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty)
+        return SamplingParams(
+            n, length, r.temperature, r.top_p, r.top_k, r.min_p, r.repetition_penalty, min_new_tokens=r.min_new_tokens
+        )
 
     def accuracy(self, scores: Scores) -> torch.Tensor:
         """The reward that says how right each completion is: algo.accuracy_reward, or the total."""
