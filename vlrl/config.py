@@ -386,6 +386,13 @@ class RolloutConfig:
                 value = getattr(stage, name)
                 if value is not None and value <= 0:
                     raise ConfigError(f"config: {at}.{name} must be > 0, got {value}")
+        shortest = min(limits.max_new_tokens for limits in self.stage_limits())
+        if self.min_new_tokens >= shortest:
+            where = "a stage's max_new_tokens" if self.stages else "max_new_tokens"
+            raise ConfigError(
+                f"config: {key}.min_new_tokens ({self.min_new_tokens}) must be below {where} ({shortest}): "
+                "no completion could end"
+            )
 
     def stage_limits(self) -> list[StageLimits]:
         """Every stage's limits, in order (one, the section's own, without stages)."""

@@ -458,6 +458,10 @@ def test_the_plan_counts_the_draw_of_an_engine_whose_log_probs_are_of_it():
         None, ["rollout.top_k=20", "rollout.min_p=0.05", "rollout.repetition_penalty=1.1", "rollout.min_new_tokens=1"]
     )
     assert Workload.of(cfg, 1, 80, image_tokens=0).draw == DrawFilter(20, 1.0, 0.05, 1.1, 1)
+    # a policy that moves within the step (here two optimizer steps) takes old log-probs, and
+    # the draw's, from a forward without gradients: the update's forward scores no draw
+    moving = load_config(None, ["rollout.top_p=0.9", "algo.mini_batches=2"])
+    assert Workload.of(moving, 1, 80, image_tokens=0).draw == DrawFilter()
 
 
 def test_plan_prints_a_table_per_strategy(capsys):

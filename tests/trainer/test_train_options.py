@@ -13,8 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.fixtures.shifted_engine import SHIFT
 from tests.raised_logits import raised_logits
-from tests.rollout.test_rollout_seam import make_trainer
+from tests.rollout.test_rollout_seam import make_trainer, one_update
 from tests.trainer.test_train import tiny_overrides
 from vlrl.algos.shaping import trust_bonus_code
 from vlrl.config import ConfigError, load_config
@@ -284,18 +285,24 @@ def test_rollout_min_new_tokens_keeps_every_completion_going_that_long(tmp_path,
 def test_min_new_tokens_is_part_of_the_draw_the_trainer_computes_for_an_engine_of_its_own(
     tmp_path, rec_data, tiny_qwen25
 ):
-    """An engine with its own copy of the policy (vLLM; here the seam's test engine) reports the
-    log-probs of what it drew from, end tokens banned before min_new_tokens: the trainer's draw
-    bans the same ids (the engines' end tokens) before the same length (SamplingFilter.stops:
-    tests/models/test_policy.py by hand, tests/vllm_engine against vLLM)."""
-    from vlrl.rollout.hf import stop_token_ids
-
+    """An engine with its own copy of the policy (vLLM; here the seam's test engine, whose
+    log-probs are SHIFT above those of what it drew from) reports the log-probs of its draw,
+    end tokens banned before min_new_tokens: the trainer's draw bans the same ids (the engines'
+    end tokens) before the same length, so the mismatch it measures is the shift alone (the
+    tiny model's end tokens hold about 2e-3 of the mass: left out of the first two tokens'
+    draw, the mismatch moves by about 4e-4). SamplingFilter.stops: tests/models/test_policy.py
+    by hand, tests/vllm_engine against vLLM."""
     trainer = make_trainer(tmp_path / "run", rec_data, **{"rollout.min_new_tokens": 2})
-    sampler, tokenizer = trainer.updater.sampler, trainer.run.processor.tokenizer
-    assert sampler is not None and sampler.min_new_tokens == 2
-    assert sampler.stops.nonzero().flatten().tolist() == stop_token_ids(trainer.run.model.generation_config, tokenizer)
+    _, stats = one_update(trainer)
+    assert stats["rollout/logp_diff"] == pytest.approx(SHIFT, abs=1e-5)
     with pytest.raises(ConfigError, match=r"rollout.min_new_tokens must be >= 0, got -1"):
         load_config(None, ["rollout.min_new_tokens=-1"])
+    for limits, says in ((["rollout.max_new_tokens=8"], r"below max_new_tokens \(8\)"),
+                         (['rollout.stages=[{steps: 2, max_new_tokens: 4}, {}]'], r"below a stage's max_new_tokens \(4\)")):  # fmt: skip
+        with pytest.raises(
+            ConfigError, match=r"rollout.min_new_tokens \(8\) must be " + says + ": no completion could end"
+        ):
+            load_config(None, ["rollout.min_new_tokens=8", *limits])
 
 
 def test_the_overlong_penalty_ramps_over_the_last_overlong_buffer_tokens(tmp_path, rec_data, tiny_qwen25):

@@ -292,7 +292,10 @@ class Workload:
     beta: float
     lora: bool
     entropy_bonus: bool = False  # algo.entropy_coef: the output layer's chunks hold more
-    draw: DrawFilter = DrawFilter()  # rollout's filters: the update's view of a foreign engine's draw
+    # rollout's filters where the update's forward scores a foreign engine's draw (none once the
+    # policy moves within a step: old log-probs, and the draw's, then come from a forward without
+    # gradients, and the update's forward scores only the policy's)
+    draw: DrawFilter = DrawFilter()
 
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
@@ -309,7 +312,9 @@ class Workload:
             ),
         )
         rows = prompts * (stage.num_generations + int(cfg.algo.advantage == "remax"))
-        r = cfg.rollout
+        r, algo = cfg.rollout, cfg.algo
+        stays = algo.num_iterations == 1 and algo.mini_batches == 1  # not Updater.moves
+        draw = DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty, r.min_new_tokens) if stays else DrawFilter()
         return cls(
             gpus=gpus,
             gpu_memory=gpu_memory_gb * GB,
@@ -320,7 +325,7 @@ class Workload:
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
             entropy_bonus=cfg.algo.has_entropy_bonus,
-            draw=DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty, r.min_new_tokens),
+            draw=draw,
         )
 
     @property
