@@ -787,7 +787,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "vlrl plan ignores rollout.max_rows", "vlrl/models/memory.py",
-        "rows=min(rows, cfg.rollout.max_rows) if cfg.rollout.max_rows else rows,", "rows=rows,",
+        "return call_rows(prompts, stage.num_generations + greedy, cfg.rollout.max_rows)",
+        "return call_rows(prompts, stage.num_generations + greedy, 0)",
         ("tests/app/test_plan.py::test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_most_tokens",),
     ),
     Mutation(

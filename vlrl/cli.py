@@ -570,7 +570,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     console.print(
         f"{args.shape or cfg.model.path}: {shape.params / 1e9:.2f}B parameters, {shape.trainable / 1e9:.3f}B trained; "
         f"{args.gpus} GPU(s) of {args.gpu_memory:g} GB; a micro-batch of {work.token_budget} tokens (one prompt with "
-        f"{image_tokens} image tokens, --image-tokens), {work.rows} completions per GPU per step, engine {cfg.rollout.engine}",
+        f"{image_tokens} image tokens, --image-tokens), {work.rows} completions in a GPU's largest rollout call, "
+        f"engine {cfg.rollout.engine}",
         highlight=False,
     )
     columns = {  # header: term

@@ -365,9 +365,27 @@ def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_mo
     # ReMax: each group's greedy completion decoded in the same call, one more row a prompt
     remax = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "algo.advantage=remax"])
     assert Workload.of(remax, 2, 80, image_tokens=0).rows == 4 * (4 + 1)
-    # rollout.max_rows: a call decodes at most that many (its KV cache is a call's)
+    # rollout.max_rows: a call decodes at most that many, whole groups while one fits (its KV
+    # cache is a call's): of 6, one group of 4
     capped = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "rollout.max_rows=6"])
-    assert Workload.of(capped, 1, 80, image_tokens=0).rows == 6
+    assert Workload.of(capped, 1, 80, image_tokens=0).rows == 4
+    # the stage is the one whose call holds the most tokens, with the split and ReMax's row: 4
+    # rows of 1000 tokens (a call of the second stage) over 4 of 300 (a piece of the first's 16)
+    split = "rollout.stages=[{steps: 2, num_generations: 16, max_new_tokens: 300}, {num_generations: 4, max_new_tokens: 1000}]"
+    work = Workload.of(load_config(None, ["trainer.prompts_per_step=1", "rollout.max_rows=4", split]), 1, 80, 0)
+    assert (work.rows, work.max_new_tokens) == (4, 1000)
+    remax = "rollout.stages=[{steps: 2, num_generations: 2, max_new_tokens: 1000}, {num_generations: 6, max_new_tokens: 300}]"
+    work = Workload.of(load_config(None, ["trainer.prompts_per_step=1", "algo.advantage=remax", remax]), 1, 80, 0)
+    assert (work.rows, work.max_new_tokens) == (3, 1000)  # 3 x 1064 tokens over 7 x 364
+
+
+def test_the_plans_rows_of_a_call_are_the_largest_part_the_rollout_splits_a_step_into():
+    from vlrl.models.memory import call_rows
+    from vlrl.rollout.parts import parts
+
+    for prompts, n, max_rows in itertools.product(range(1, 6), range(1, 7), range(0, 13)):
+        largest = max(part.rows for part in parts(prompts, n, max_rows or None))
+        assert call_rows(prompts, n, max_rows) == largest, (prompts, n, max_rows)
 
 
 def test_activations_by_hand_of_the_logits_the_vision_peak_and_the_token_budget():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vlrl.config import Config, ConfigError
+from vlrl.config import Config, ConfigError, StageLimits
 from vlrl.models.blocks import unit_modules
 from vlrl.models.build import SPECIAL_TOKENS
 from vlrl.models.checkpoints import weights_root
@@ -287,7 +287,7 @@ class Workload:
     gpu_memory: float  # bytes
     token_budget: int
     image_tokens: int
-    rows: int  # completions a GPU decodes in one rollout call (ReMax's greedy ones among them)
+    rows: int  # completions a GPU decodes in its largest rollout call (ReMax's greedy ones among them)
     max_new_tokens: int
     beta: float
     lora: bool
@@ -299,19 +299,20 @@ class Workload:
 
     @classmethod
     def of(cls, cfg: Config, gpus: int, gpu_memory_gb: float, image_tokens: int) -> Workload:
-        """The run's largest rollout: with rollout.stages, the stage whose completions hold the
+        """The run's largest rollout call: with rollout.stages, the stage whose call holds the
         most tokens (rows x (prompt + max_new_tokens)), the longer one of equals. ReMax's greedy
         completion is one more row of each group (the engines decode it in the call that samples);
-        rollout.max_rows caps a call's rows."""
+        rollout.max_rows splits a step's rows into calls (`call_rows`)."""
         prompts = max(1, cfg.trainer.prompts_per_step // gpus)
+        greedy = int(cfg.algo.advantage == "remax")
+
+        def rows_of(stage: StageLimits) -> int:
+            return call_rows(prompts, stage.num_generations + greedy, cfg.rollout.max_rows)
+
         stage = max(
             cfg.rollout.stage_limits(),
-            key=lambda s: (
-                prompts * s.num_generations * (image_tokens + TEXT_TOKENS + s.max_new_tokens),
-                s.max_new_tokens,
-            ),
+            key=lambda s: (rows_of(s) * (image_tokens + TEXT_TOKENS + s.max_new_tokens), s.max_new_tokens),
         )
-        rows = prompts * (stage.num_generations + int(cfg.algo.advantage == "remax"))
         r, algo = cfg.rollout, cfg.algo
         stays = algo.num_iterations == 1 and algo.mini_batches == 1  # not Updater.moves
         draw = DrawFilter(r.top_k, r.top_p, r.min_p, r.repetition_penalty, r.min_new_tokens) if stays else DrawFilter()
@@ -320,7 +321,7 @@ class Workload:
             gpu_memory=gpu_memory_gb * GB,
             token_budget=cfg.trainer.token_budget,
             image_tokens=image_tokens,
-            rows=min(rows, cfg.rollout.max_rows) if cfg.rollout.max_rows else rows,
+            rows=rows_of(stage),
             max_new_tokens=stage.max_new_tokens,
             beta=cfg.algo.beta,
             lora=cfg.model.lora.r > 0,
@@ -331,6 +332,15 @@ class Workload:
     @property
     def prompt_tokens(self) -> int:
         return self.image_tokens + TEXT_TOKENS
+
+
+def call_rows(prompts: int, n: int, max_rows: int) -> int:
+    """The rows of the largest engine call of a step's `prompts` x `n`, split as
+    rollout/parts.py's `parts` splits it at most `max_rows` a call (0: one call): whole
+    prompts while a group fits, else a group in pieces of `max_rows`."""
+    if not max_rows or max_rows >= prompts * n:
+        return prompts * n
+    return max_rows // n * n if max_rows >= n else max_rows
 
 
 def activation_bytes(

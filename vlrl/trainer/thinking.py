@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import regex
+import torch
 from PIL import Image
 
 from vlrl.config import ConfigError, ModelConfig, TrustConfig
@@ -71,7 +72,9 @@ class Asked:
 
 class ThinkingScorer:
     """Scores completions; `failures` counts calls that produced no usable score. A scorer that
-    `reads_prompt` is also given what the policy was asked."""
+    `reads_prompt` is also given what the policy was asked. A GPU out of memory is not a failed
+    call but the run's (a local judge's calls halve where trainer.halve_on_oom lets them): it
+    ends the run, as the policy's rollout's does, rather than score 0 at every step."""
 
     def __init__(self, score_batch: Callable[..., list[Any]], reads_prompt: bool = False):
         self._score_batch = score_batch
@@ -86,6 +89,8 @@ class ThinkingScorer:
             raw = list(self._score_batch(*given))
             if len(raw) != len(completions):
                 raise ValueError(f"{len(raw)} scores for {len(completions)} completions")
+        except torch.OutOfMemoryError:
+            raise
         except Exception:
             raw = [None] * len(completions)
         scores = []
