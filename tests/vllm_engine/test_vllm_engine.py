@@ -184,6 +184,25 @@ def test_sampled_logprobs_before_min_new_tokens_are_of_the_draw_without_the_end_
     assert (drawn[0] - logprobs)[:, :4].mul(mask[:, :4]).abs().max() > 1e-3
 
 
+def test_a_call_that_fails_while_generating_leaves_none_of_its_requests_queued(setup, monkeypatch):
+    """An error while vLLM generates (out of memory: the rollout then calls again in parts)
+    aborts the call's requests, so the next call returns its own completions, those a call made
+    afresh returns (left queued, they came back with the next call's and broke its pairing)."""
+    engine, _, _, prompts = setup
+    params = SamplingParams(n=2, max_new_tokens=6, temperature=1.0)
+    ids = lambda gens: [[c.token_ids for c in g.completions] for g in gens]  # noqa: E731
+    expected = ids(engine.generate(prompts, params, torch.Generator().manual_seed(3)))
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(engine.llm, "wait_for_completion", out_of_memory)
+        with pytest.raises(torch.OutOfMemoryError):
+            engine.generate(prompts, params, torch.Generator().manual_seed(3))
+    assert ids(engine.generate(prompts, params, torch.Generator().manual_seed(3))) == expected
+
+
 def test_same_generator_state_same_samples(setup):
     engine, _, _, prompts = setup
     params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0)

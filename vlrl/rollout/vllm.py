@@ -388,18 +388,22 @@ class VLLMEngine:
             kinds.append(replace(params, n=params.n - params.greedy, greedy=0))
         rejected: dict[int, str] = {}
         accepted: list[int] = []  # the prompt of each request vLLM took, in the order it took them
+        requests: list[str] = []  # their ids
         for i, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
             for kind in kinds:
                 try:
-                    self.llm.enqueue([self.request(prompt)], [self.sampling(kind, seed)], use_tqdm=False)
+                    requests += self.llm.enqueue([self.request(prompt)], [self.sampling(kind, seed)], use_tqdm=False)
                 except Exception as err:  # refused when added (too long, too many images): this prompt only
                     rejected[i] = f"vLLM refused the prompt: {type(err).__name__}: {err}"
                     break
                 accepted.append(i)
         completions: list[list[Completion]] = [[] for _ in prompts]
         if accepted:  # an error while generating is the engine's, not a prompt's: it propagates
-            # vLLM returns finished requests sorted by request id, that is in the order added
-            outputs = self.llm.wait_for_completion(use_tqdm=False)
+            try:  # vLLM returns finished requests sorted by request id, that is in the order added
+                outputs = self.llm.wait_for_completion(use_tqdm=False)
+            except BaseException:  # none left queued for the next call (the rollout's parts call again)
+                self.llm.llm_engine.abort_request(requests, internal=True)  # as vLLM aborts what it added
+                raise
             for i, output in zip(accepted, outputs, strict=True):
                 completions[i] += self._completions(output)
         return [
