@@ -59,6 +59,20 @@ def test_a_reward_that_raises_scores_zero_and_is_counted(samples):
     assert scores.failures == {"fragile": 1}
 
 
+class Miscounting(RefCOCO):
+    def reward_functions(self):
+        return {**super().reward_functions(), "two": lambda completions, batch: [1.0, 0.0]}
+
+
+def test_a_reward_that_returns_two_values_for_one_completion_scores_zero_and_says_so(samples):
+    """Asked again about each completion alone (as one that gives too few values), a function
+    that still returns two values is counted as failing: neither value is taken."""
+    for n in (1, 3):
+        scores = score(Miscounting(rewards={"two": 1.0}), ["a"] * n, [samples[0]] * n)
+        assert scores.components["two"] == [0.0] * n and scores.failures == {"two": n}
+        assert scores.reasons["two"] == "ValueError: returned 2 values for 1 completion"
+
+
 class Unbounded(RefCOCO):
     def reward_functions(self):
         return {**super().reward_functions(), "unbounded": lambda completions, batch: [float(c) for c in completions]}

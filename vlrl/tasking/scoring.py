@@ -57,7 +57,10 @@ def failure_reason(err: BaseException) -> str:
 
 def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[list[float], int, str]:
     """`fn`'s value of each completion, 0 where it raised or gave no finite number; the number of
-    those, and why the first one failed (the exception or the value, said once)."""
+    those, and why the first one failed (the exception or the value, said once). A call that
+    raises, or returns another number of values than completions, is made again a completion at
+    a time (one completion's error costs that one; a function written for one completion
+    works), and each of those calls must return one value."""
     reason = ""
     try:
         values = list(fn(completions, samples))
@@ -67,7 +70,10 @@ def _safe_values(fn, completions: list[str], samples: list[Sample]) -> tuple[lis
         values = []
         for completion, sample in zip(completions, samples, strict=True):
             try:
-                values.append(fn([completion], [sample])[0])
+                one = list(fn([completion], [sample]))
+                if len(one) != 1:
+                    raise ValueError(f"returned {len(one)} values for 1 completion")
+                values.append(one[0])
             except Exception as err:
                 reason = reason or failure_reason(err)
                 values.append(float("nan"))
