@@ -241,7 +241,7 @@ def run_config(checkpoint: str | None) -> Path | None:
         return None
     path = Path(checkpoint)
     saved = path.parent.parent / "config.yaml"
-    return saved if path.parent.name == "checkpoints" and saved.is_file() else None
+    return saved if path.parent.name == "checkpoints" and saved.is_file() and path.is_dir() else None
 
 
 def settings_of_checkpoint(checkpoint: str, saved: Path, sections: tuple[str, ...] = ()) -> Restored | None:

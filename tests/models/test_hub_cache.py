@@ -76,6 +76,25 @@ def test_a_run_directory_given_as_the_model_names_its_latest_checkpoint(tmp_path
         checkpoint_path(ModelConfig(path=str(tmp_path / "run")))
 
 
+def test_a_checkpoint_the_run_no_longer_holds_is_said_so_with_the_ones_it_holds(tmp_path, capsys):
+    """trainer.keep_last deletes older checkpoints: evaluating one names those the run keeps,
+    and says nothing of the settings the run changed after it (nothing of it is loaded)."""
+    run = tmp_path / "run"
+    for step in ("step-0000020", "step-0000023"):
+        (run / "checkpoints" / step).mkdir(parents=True)
+    (run / "config.yaml").write_text("trainer:\n  lr: 0.001\n")
+    change = {"step": 15, "changes": {"trainer.lr": {"from": 0.01, "to": 0.001}}}
+    (run / "config_history.jsonl").write_text(json.dumps(change) + "\n")  # changed after step 10
+    gone = run / "checkpoints" / "step-0000010"
+    with pytest.raises(
+        ConfigError, match=r"the run holds no step-0000010 .* its checkpoints: step-0000020, step-0000023"
+    ):
+        checkpoint_path(ModelConfig(path=str(gone)))
+    assert main(["eval", "--task", "refcoco", "--model", str(gone), "--data", "x.json"]) == 2
+    out = capsys.readouterr().out
+    assert "the run holds no step-0000010" in out and "changed settings" not in out
+
+
 def test_an_adapters_hub_base_is_its_cached_snapshot_and_a_local_folder_wins_over_a_hub_id(
     hub_cache, tmp_path, monkeypatch
 ):

@@ -92,6 +92,13 @@ def require_attention(cfg: ModelConfig) -> None:
 
 def not_found(path: str) -> str:
     """Why model.path loads nothing, and how to get the model (vlrl never downloads)."""
+    gone = Path(path)
+    kept = sorted(p.name for p in gone.parent.glob("step-*") if p.is_dir()) if gone.parent.name == "checkpoints" else []
+    if kept and not gone.exists():  # a run's checkpoint deleted by trainer.keep_last, or a step never saved
+        return (
+            f"config: model.path {path!r}: the run holds no {gone.name} (it keeps its last trainer.keep_last "
+            f"checkpoints); its checkpoints: {', '.join(kept)}"
+        )
     if HUB_ID.fullmatch(path) and not Path(path).exists():
         return (
             f"config: model.path {path!r} is a Hugging Face hub id that is not in the local cache "
