@@ -161,6 +161,9 @@ def test_a_run_config_is_found_only_for_a_checkpoint_in_a_runs_checkpoints_folde
     from vlrl.cli import run_config
 
     (tmp_path / "config.yaml").write_text("task: {name: refcoco}\n")
+    assert run_config(str(tmp_path / "checkpoints" / "step-0000002")) is None  # not there (keep_last deleted it)
+    (tmp_path / "checkpoints" / "step-0000002").mkdir(parents=True)
+    (tmp_path / "exports" / "step-0000002").mkdir(parents=True)
     assert run_config(str(tmp_path / "checkpoints" / "step-0000002")) == tmp_path / "config.yaml"
     assert run_config(str(tmp_path / "exports" / "step-0000002")) is None
     assert run_config(None) is None

@@ -78,10 +78,14 @@ def test_resuming_after_records_were_added_or_removed_is_refused(tmp_path, finis
     assert out.startswith("error: cannot resume from") and "had 12 samples" in out and "this run has 11" in out
 
 
-def test_a_checkpoint_of_the_other_command_is_not_continued(tmp_path, finished_run, capsys):
+@pytest.mark.parametrize("steps", [10, 1], ids=["steps after it", "steps it already took"])
+def test_a_checkpoint_of_the_other_command_is_not_continued(tmp_path, finished_run, capsys, steps):
+    """Whatever sft.steps says (a step count the checkpoint reached is not "finished": it is
+    another command's run)."""
     checkpoint = finished_run[0] / "checkpoints" / "step-0000002"
     _, overrides = copy_run(finished_run, tmp_path / "run")
-    assert main(["sft", *overrides, f"sft.resume={checkpoint}", f"sft.output_dir={tmp_path / 'sft'}"]) == 2
+    resume = [f"sft.resume={checkpoint}", f"sft.output_dir={tmp_path / 'sft'}", f"sft.steps={steps}"]
+    assert main(["sft", *overrides, *resume]) == 2
     assert (
         f"was written by `vlrl train`, so sft.resume cannot continue it; start a new run from its weights with model.path={checkpoint}"
         in capsys.readouterr().out

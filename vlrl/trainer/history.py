@@ -106,15 +106,20 @@ def fixed_on_resume(key: str, section: str) -> str | None:
 IGNORED = ("output_dir", "resume", "progress")  # where and how a run is shown, not what it computes
 
 
-def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, checkpoint: Path) -> dict[str, dict]:
-    """The settings that differ from the checkpoint's, {key: {"from", "to"}}; raises ConfigError
-    naming the first one a resume cannot honour."""
+def check_command(saved: dict[str, Any], section: str, checkpoint: Path) -> None:
+    """Refuses a checkpoint the other command wrote (its config, `saved`, has no `section`)."""
     if section not in saved:
         other = "vlrl sft" if section == "trainer" else "vlrl train"
         raise ConfigError(
             f"config: {checkpoint} was written by `{other}`, so {section}.resume cannot continue it; "
             f"start a new run from its weights with model.path={checkpoint}"
         )
+
+
+def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, checkpoint: Path) -> dict[str, dict]:
+    """The settings that differ from the checkpoint's, {key: {"from", "to"}}; raises ConfigError
+    naming the first one a resume cannot honour."""
+    check_command(saved, section, checkpoint)
     before, after = flatten(saved), flatten(new)
     for one, other in ((before, after), (after, before)):  # [] on one side, entries on the other: 0 entries
         for key in [k for k, v in one.items() if v == [] and f"{k}.length" in other]:

@@ -42,6 +42,7 @@ from vlrl.trainer.checkpoint import (
 )
 from vlrl.trainer.history import (
     HISTORY_FILE,
+    check_command,
     data_changes,
     data_fingerprints,
     file_changes,
@@ -178,6 +179,7 @@ def finished_run(t: TrainerConfig, section: str, console: Console) -> RunResult 
     match = STEP_DIR.match(checkpoint.name) if checkpoint is not None else None
     if match is None or int(match.group(1)) < t.steps:
         return None
+    check_command(json.loads(load_trainer_state(checkpoint)["config"]), section, checkpoint)  # not "finished"
     step = int(match.group(1))
     main = int(os.environ.get("RANK", "0")) == 0
     if main:
