@@ -476,6 +476,11 @@ def cmd_data(args: argparse.Namespace) -> None:
     from vlrl.tasking.registry import make_task
     from vlrl.tasking.sources import write_synthetic
 
+    if Path(args.out).exists():  # a data file of one's own, say: its images would be left beside new ones
+        raise ConfigError(
+            f"{args.out} exists: vlrl data synth writes a new data file (its images beside it) and replaces none; "
+            "remove it or give another --out"
+        )
     task = make_task(TaskConfig(name=args.task))
     write_synthetic(task, args.out, args.size, args.seed)
     console.print(f"wrote {args.size} synthetic {task.name} records to {args.out}")

@@ -149,6 +149,14 @@ def test_data_synth_writes_the_format_its_file_name_says(name, suffix, tmp_path,
     assert len(split.samples) >= 1 and not split.errors  # what vlrl wrote, vlrl reads
 
 
+def test_data_synth_replaces_no_file_that_is_there(tmp_path, capsys):
+    mine = tmp_path / "my_rec.json"
+    mine.write_text("[]")
+    assert main(["data", "synth", "--task", "refcoco", "--out", str(mine), "--size", "2"]) == 2
+    assert f"{mine} exists: vlrl data synth writes a new data file" in capsys.readouterr().out
+    assert mine.read_text() == "[]" and list(tmp_path.iterdir()) == [mine]
+
+
 def test_data_synth_refuses_a_file_name_of_no_data_format(tmp_path, capsys):
     assert main(["data", "synth", "--task", "jigsaw", "--out", str(tmp_path / "d.txt"), "--size", "2"]) == 2
     assert f"{tmp_path / 'd.txt'}: a data file's name ends in .json or .jsonl" in capsys.readouterr().out
