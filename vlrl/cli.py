@@ -196,6 +196,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from vlrl.tasking.scoring import score_file
     from vlrl.tasking.sources import columns_for, load_task_split
 
+    if not (args.task or args.config or any(o.startswith(("task.name=", "mixture")) for o in args.overrides)):
+        raise ConfigError("name the task whose rewards score the completions: --task NAME (or a --config that sets it)")
     preset: dict[str, Any] = {"task.name": args.task}
     if args.config and args.task and args.task != read_config_file(args.config).get("task", {}).get("name"):
         preset = {"task": {"name": args.task}}  # the config's task options are another task's

@@ -267,3 +267,12 @@ def test_a_samples_line_that_dropped_resps_for_equalling_filtered_resps_is_score
     assert scored["id"] == 0 and scored["rewards"]["format"] == 1.0 and scored["rewards"]["iou"] > 0.9
     printed = " ".join(capsys.readouterr().out.split())
     assert f"{completions}:2: its 'completion' is int '5', expected a string" in printed
+
+
+def test_score_without_a_task_asks_for_one_rather_than_scoring_as_some_task(tmp_path, rec_data, capsys):
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text(json.dumps({"id": 0, "completion": "x"}) + "\n")
+    args = ["score", "--data", str(rec_data), "--completions", str(completions), "--out", str(tmp_path / "s.jsonl")]
+    assert main(args) == 2
+    assert "name the task whose rewards score the completions: --task NAME" in capsys.readouterr().out
+    assert main([*args, "task.name=refcoco"]) == 0  # an override names it as well
