@@ -778,3 +778,17 @@ def test_by_default_an_lmms_eval_benchmark_decodes_with_the_checkpoints_penalty_
             cfg = load_config(None, [f"model.path={named}", f"eval.repetition_penalty={setting}"], {"task.name": name})
             task = eval_task(cfg.tasks()[0], "qwen2_5_vl", cfg)
             assert EvalSettings.of(task_run_config(cfg, task)).repetition_penalty == penalty, (setting, name)
+
+
+def test_a_split_named_neither_eval_nor_train_nor_a_file_is_said_to_be_so():
+    from tasks.refcoco import RefCOCO
+    from vlrl.config import ConfigError, MixtureEntry
+    from vlrl.eval.harness import split_path
+
+    entry = MixtureEntry("refcoco", train="train.json", eval="val.json")
+    with pytest.raises(
+        ConfigError, match=r"--split\) is eval \(data.eval\), train \(data.train\) or a data file; 'test'"
+    ):
+        split_path(entry, "test", RefCOCO(), "data")
+    assert [split_path(entry, split, RefCOCO(), "data") for split in ("eval", "train", "x.json")] == [
+        "val.json", "train.json", "x.json"]  # fmt: skip

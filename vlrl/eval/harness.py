@@ -262,6 +262,12 @@ def split_path(entry: MixtureEntry, split: str, task: Task, key: str | None) -> 
         raise ConfigError(f"config: {named} is empty; give the evaluation data file (or --split PATH)")
     if split == "train":
         return entry.train
+    path = Path(split)
+    if not path.exists() and len(path.parts) == 1 and not path.suffix:  # a split's name, not a file's
+        raise ConfigError(
+            f"eval.split (--split) is eval (data.eval), train (data.train) or a data file; {split!r} is neither, "
+            "and no file of that name is here"
+        )
     return split
 
 
