@@ -24,6 +24,14 @@ class ConfigError(ValueError):
     """A configuration key or value is wrong; the message names the key."""
 
 
+class UnknownKey(ConfigError):
+    """A key no section has (`key`, dotted): load_config adds where it was set."""
+
+    def __init__(self, message: str, key: str):
+        super().__init__(message)
+        self.key = key
+
+
 def first_line(err: BaseException) -> str:
     """An exception quoted inside a one-line message: its message's first line, or its type's name."""
     lines = str(err).strip().splitlines()
@@ -1206,8 +1214,9 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     if unknown:
         allowed = ", ".join(n for n in names if n != sections)
         also = " (or the chosen plugin's option section)" if sections else ""
-        raise ConfigError(
-            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {allowed}{also}"
+        raise UnknownKey(
+            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {allowed}{also}",
+            f"{prefix}{unknown[0]}",
         )
     kwargs = {k: _coerce(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
     try:
@@ -1346,7 +1355,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        with path.open(encoding="utf-8") as stream:  # the YAML error's marks name the file
+            data = yaml.load(stream, Loader=UniqueKeyLoader) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path}: invalid YAML: {err}") from err
     except (OSError, UnicodeDecodeError) as err:
@@ -1439,6 +1449,10 @@ def load_config(
         _set_path(tree, parts, value)
         _set_path(given, parts, value)
     _record(origins, given, COMMAND_LINE)
-    cfg = build(Config, tree)
+    try:
+        cfg = build(Config, tree)
+    except UnknownKey as err:  # a file's key: say which file (of an `extends` chain, say)
+        where = next((o for k, o in origins.items() if k == err.key or k.startswith(f"{err.key}.")), COMMAND_LINE)
+        raise ConfigError(str(err) if where == COMMAND_LINE else f"{err} (set in {where})") from None
     cfg.origins = origins
     return cfg.validate()

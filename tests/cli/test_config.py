@@ -175,6 +175,19 @@ def test_a_key_given_twice_in_a_file_is_refused_with_its_lines(tmp_path):
     assert (cfg.sft.steps, cfg.sft.lr, cfg.trainer.lr) == (3, 0.1, 1e-5)
 
 
+def test_a_files_unknown_key_and_its_yaml_errors_name_the_file(tmp_path):
+    base, recipe = tmp_path / "base.yaml", tmp_path / "recipe.yaml"
+    base.write_text("trainer:\n  stpes: 3\n")
+    recipe.write_text("extends: base.yaml\nrollout: {top_k: 5}\n")
+    with pytest.raises(ConfigError, match=rf"unknown key 'trainer.stpes'; .* \(set in {base}\)$"):
+        load_config(recipe)  # the file of the chain that set it
+    with pytest.raises(ConfigError, match=r"unknown key 'trainer.stpes'; .*section\)$"):
+        load_config(None, ["trainer.stpes=3"])  # the command line's: nothing to add
+    base.write_text("trainer:\n  steps: [3\n")
+    with pytest.raises(ConfigError, match=rf'invalid YAML: .*\n  in "{base}", line 2'):
+        load_config(recipe)
+
+
 def test_a_config_file_that_is_not_text_is_reported(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_bytes(b"\x7fELF\xd0\xd1")
