@@ -717,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint to evaluate (sets model.path); a run's RUN/checkpoints/step-N brings RUN/config.yaml as the config",
     )
     evaluate.add_argument("--split", help="eval (data.eval), train (data.train), or a data file")
-    evaluate.add_argument("--limit", type=at_least(0), help="first N samples only")
+    evaluate.add_argument("--limit", type=at_least(0), help="first N samples only (0: all)")
     evaluate.add_argument("--batch-size", type=at_least(1), help="prompts per generation batch")
     evaluate.add_argument(
         "--backend", help="generation engine: hf (default), vllm, or module:Class (sets eval.backend)"

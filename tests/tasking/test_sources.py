@@ -240,7 +240,7 @@ def test_a_split_with_bad_records_names_the_first_five_and_counts_the_rest(tmp_p
     lines = out.getvalue().splitlines()
     assert lines[0] == f"skipped 7 bad record(s) in {path}; 1 sample(s) read"
     assert [line.split(": image not found")[0] for line in lines[1:6]] == [f"  {path}:{n}" for n in range(2, 7)]
-    assert lines[6:] == ["  ... and 2 more"]
+    assert lines[6:] == [f"  ... and 2 more: vlrl data validate --task refcoco {path} lists them all"]
 
 
 def test_a_split_without_one_usable_record_is_refused_naming_its_config_key(tmp_path):
@@ -263,3 +263,12 @@ def test_a_missing_held_out_file_points_at_the_converters_val_split(tmp_path):
     cfg = load_config(None, [f"data.eval={path}"])
     assert f"--split val --out {path}" in missing_data(RefCOCO(), cfg, path, "data.eval")
     assert f"--split train --out {path}" in missing_data(RefCOCO(), cfg, path, "data.train")
+
+
+def test_a_missing_benchmark_points_at_its_published_dataset_and_docs_benchmarks():
+    from vlrl.tasking.registry import task_class
+    from vlrl.tasking.sources import missing_data
+
+    chartqa = task_class("chartqa")()
+    said = missing_data(chartqa, load_config(None, []), "/data/ChartQA", None)
+    assert f"the benchmark {chartqa.dataset}, to download first (docs/benchmarks.md says what it reads)" in said

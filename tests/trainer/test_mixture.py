@@ -48,7 +48,10 @@ def test_a_stream_of_no_samples_is_refused_and_a_resume_names_a_changed_size_or_
 
     with pytest.raises(ValueError, match="^cannot stream from an empty dataset$"):
         IndexStream(0, seed=0)
-    with pytest.raises(ValueError, match="^checkpoint's data stream had 6 samples and seed 0; this run has 5 and 0: "):
+    with pytest.raises(
+        ValueError,
+        match="^checkpoint's data stream had 6 samples and seed 0; this run has 5 and 0: .*or start a new run in another output_dir$",
+    ):
         IndexStream(5, seed=0).load_state_dict(IndexStream(6, seed=0).state_dict())
     saved = MixtureStream([4, 4], [1.0, 1.0], seed=0).state_dict()
     with pytest.raises(ValueError, match="^checkpoint's run drew from 2 tasks; this run has 3$"):

@@ -44,7 +44,8 @@ class IndexStream:
         if (state["size"], state["seed"]) != (self.size, self.seed):
             raise ValueError(
                 f"checkpoint's data stream had {state['size']} samples and seed {state['seed']}; "
-                f"this run has {self.size} and {self.seed}: the data or seed changed since it was saved"
+                f"this run has {self.size} and {self.seed}: the data or seed changed since it was saved; resume with "
+                "the data and seed it was trained on, or start a new run in another output_dir"
             )
         self.epoch, self.position = state["epoch"], state["position"]
         self._order = self._permutation(self.epoch)

@@ -23,6 +23,7 @@ from vlrl.data.sample import Sample
 from vlrl.data.tables import is_table_spec, load_table_split, spec_exists
 from vlrl.models.families import model_family
 from vlrl.models.loading import frame_spec
+from vlrl.tasking.benchmark import Benchmark
 from vlrl.tasking.registry import entry_task
 from vlrl.tasking.task import Task
 
@@ -73,7 +74,11 @@ def load_task_split(
         for err in split.errors[:5]:
             console.print(f"  {err}", markup=False, highlight=False)
         if len(split.errors) > 5:
-            console.print(f"  ... and {len(split.errors) - 5} more")
+            console.print(
+                f"  ... and {len(split.errors) - 5} more: vlrl data validate --task {task.name} {path} lists them all",
+                markup=False,
+                highlight=False,
+            )
     if not split.samples:
         named = f"{key}: " if key else ""
         raise ConfigError(f"{named}no usable records in {path} ({len(split.errors)} skipped)")
@@ -119,7 +124,12 @@ def missing_data(task: Task, cfg: Config, path: str, key: str | None) -> str:
             f"data there on purpose: vlrl data synth --task {task.name} --out {path}"
         )
     split = "val" if key == "data.eval" else "train"
-    source = task.data_source.format(path=path, split=split) if task.data_source else "docs/tasks.md describes its data"
+    if task.data_source:
+        source = task.data_source.format(path=path, split=split)
+    elif isinstance(task, Benchmark):  # vlrl never downloads one
+        source = f"the benchmark {task.dataset}, to download first (docs/benchmarks.md says what it reads)"
+    else:
+        source = "docs/tasks.md describes its data"
     return f"{text}. Task {task.name}'s data: {source}; vlrl data synth --task {task.name} writes synthetic data"
 
 
