@@ -3,13 +3,14 @@ missing data pointing at its converter, a demo's synthetic held-out split never 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from vlrl.cli import main
-from vlrl.config import load_config
+from vlrl.config import ConfigError, load_config
 from vlrl.data.records import FrameSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,6 +242,32 @@ def test_a_split_with_bad_records_names_the_first_five_and_counts_the_rest(tmp_p
     assert lines[0] == f"skipped 7 bad record(s) in {path}; 1 sample(s) read"
     assert [line.split(": image not found")[0] for line in lines[1:6]] == [f"  {path}:{n}" for n in range(2, 7)]
     assert lines[6:] == [f"  ... and 2 more: vlrl data validate --task refcoco {path} lists them all"]
+
+
+def test_a_split_whose_every_record_failed_alike_says_what_to_try(tmp_path):
+    """Every image missing: where relative paths are read from; one key missing from every row of
+    a table: the column mapping that names it. Failures of several kinds: no guess."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.refcoco import RefCOCO
+    from vlrl.tasking.sources import load_task_split
+
+    record = {"image": "a.png", "problem": "find it", "solution": [10, 10, 50, 40], "width": 100, "height": 80}
+    images = tmp_path / "images.jsonl"
+    images.write_text("".join(json.dumps({**record, "image": f"m{i}.png"}) + "\n" for i in range(3)))
+    with pytest.raises(
+        ConfigError, match=r"\(3 skipped\); every image is missing: .* data.image_root \(--image-root\)"
+    ):
+        load_task_split(RefCOCO(), load_config(None, [f"data.train={images}"]), "train")
+    table = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"img": ["x"] * 3, "question": ["q"] * 3}), table)
+    with pytest.raises(ConfigError, match=r"every row lacks 'problem': .* data.columns.problem=COLUMN$"):
+        load_task_split(RefCOCO(), load_config(None, [f"data.train={table}"]), "train")
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(json.dumps({**record, "image": "m.png"}) + "\n" + json.dumps({"problem": "x"}) + "\n")
+    with pytest.raises(ConfigError, match=r"\(2 skipped\)$"):
+        load_task_split(RefCOCO(), load_config(None, [f"data.train={mixed}"]), "train")
 
 
 def test_a_split_without_one_usable_record_is_refused_naming_its_config_key(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,8 +82,29 @@ def load_task_split(
             )
     if not split.samples:
         named = f"{key}: " if key else ""
-        raise ConfigError(f"{named}no usable records in {path} ({len(split.errors)} skipped)")
+        cause = common_cause(split, path, columns_key)
+        raise ConfigError(f"{named}no usable records in {path} ({len(split.errors)} skipped){cause}")
     return split
+
+
+def common_cause(split: Split, path: str, columns_key: str) -> str:
+    """What to try when every record of a split failed alike ("": they did not): every image
+    missing, or one key missing from every record."""
+    messages = {err.message.split(":")[0] if err.message.startswith("image not found") else err.message
+                for err in split.errors}  # fmt: skip
+    if len(split.errors) < 2 or len(messages) != 1:
+        return ""
+    (message,) = messages
+    if message == "image not found":
+        return (
+            "; every image is missing: a record's relative path is read from the data file's folder, or from "
+            "data.image_root (--image-root) where set"
+        )
+    missing = re.match(r"missing key '([^']+)'", message)
+    if missing and is_table_spec(path):
+        key = missing.group(1)
+        return f"; every row lacks {key!r}: give the table's column that holds it with {columns_key}.{key}=COLUMN"
+    return ""
 
 
 def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
