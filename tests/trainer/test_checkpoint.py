@@ -117,6 +117,48 @@ def test_a_base_kept_from_another_runs_checkpoint_is_its_model_files_linked_and_
     assert sorted(p.name for p in kept.parent.iterdir()) == []  # nothing half-linked is left
 
 
+def test_a_kept_lora_checkpoint_keeps_its_runs_base_and_either_run_can_move_or_go(tmp_path):
+    """An RL run started from another run's LoRA checkpoint keeps the adapter and, inside it,
+    that run's kept base (an SFT checkpoint's full weights), so deleting the other runs stops
+    nothing; and a LoRA run moved elsewhere reads its adapters' base from its own RUN/base
+    (the adapters record it by absolute path). A base that is nowhere is said so."""
+    import json
+    import shutil
+
+    from vlrl.config import ConfigError
+    from vlrl.models.checkpoints import lora_base, weights_root
+    from vlrl.trainer.checkpoint import STATE_FILE
+
+    def adapter(directory, base):
+        directory.mkdir(parents=True)
+        (directory / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base)}))
+        (directory / "adapter_model.safetensors").write_bytes(b"an adapter")
+        (directory / STATE_FILE).write_bytes(b"the trainer's state: not a model file")
+        return directory
+
+    full = tmp_path / "sft" / "checkpoints" / "step-0000001"
+    full.mkdir(parents=True)
+    (full / "config.json").write_text("{}")
+    assert keep_base(full, tmp_path / "a" / "base") == ""  # run A, LoRA, from the SFT checkpoint
+    a = adapter(tmp_path / "a" / "checkpoints" / "step-0000002", tmp_path / "a" / "base")
+    kept = tmp_path / "b" / "base"
+    assert keep_base(a, kept) == ""  # run B from A's adapter: its base kept inside
+    assert sorted(p.name for p in kept.rglob("*")) == [
+        "adapter_config.json", "adapter_model.safetensors", "base", "config.json"]  # fmt: skip
+    assert os.path.samefile(kept / "base" / "config.json", full / "config.json")
+    assert lora_base(str(kept)) == str(tmp_path / "a" / "base")  # A's, while it is there
+    shutil.rmtree(tmp_path / "a")
+    shutil.rmtree(tmp_path / "sft")
+    assert lora_base(str(kept)) == str(kept / "base") and weights_root(str(kept)) == str(kept / "base")
+    b = adapter(tmp_path / "b" / "checkpoints" / "step-0000003", kept)  # B's adapter, on its RUN/base
+    (tmp_path / "b").rename(tmp_path / "moved")
+    moved = tmp_path / "moved" / "checkpoints" / b.name
+    assert weights_root(str(moved)) == str(tmp_path / "moved" / "base" / "base")
+    shutil.rmtree(tmp_path / "moved" / "base")
+    with pytest.raises(ConfigError, match=f"^{moved} is a LoRA checkpoint whose base model {kept} .* is not there"):
+        lora_base(str(moved))
+
+
 def test_a_flush_that_fails_at_the_commit_is_one_error_and_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     import vlrl.trainer.checkpoint as checkpoint
 

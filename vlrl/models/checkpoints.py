@@ -9,8 +9,13 @@ import os
 import re
 from pathlib import Path
 
+from vlrl.config import ConfigError
+
 ADAPTER_CONFIG = "adapter_config.json"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # org/name, as the hub names a model
+# RUN/base: a run's links to its base model when that is another run's checkpoint; a kept LoRA
+# checkpoint's own base is kept inside it under the same name (trainer/checkpoint.py keep_base)
+KEPT_BASE = "base"
 
 
 def hub_snapshot(name: str) -> str | None:
@@ -34,9 +39,27 @@ def local_path(path: str) -> str:
 
 def lora_base(path: str) -> str | None:
     """The base model a LoRA checkpoint's adapter was trained on (None: not a LoRA checkpoint);
-    a hub id there (as PEFT records one) is the cached snapshot."""
+    a hub id there (as PEFT records one) is the cached snapshot. The adapter records its base
+    by absolute path: a run's kept base (RUN/base) that is not there any more (the run was
+    moved, or the base was another run's, deleted since) is read where vlrl keeps it beside the
+    adapter: inside a kept checkpoint (`KEPT_BASE`), or in its run (RUN/checkpoints/step-N ->
+    RUN/base)."""
     adapter = Path(path) / ADAPTER_CONFIG
-    return local_path(json.loads(adapter.read_text())["base_model_name_or_path"]) if adapter.is_file() else None
+    if not adapter.is_file():
+        return None
+    recorded = json.loads(adapter.read_text())["base_model_name_or_path"]
+    base = local_path(recorded)
+    if Path(base).exists() or HUB_ID.fullmatch(recorded):
+        return base
+    if Path(recorded).name == KEPT_BASE:
+        here = Path(path)
+        for kept in (here / KEPT_BASE, here.parent.parent / KEPT_BASE if here.parent.name == "checkpoints" else None):
+            if kept is not None and kept.is_dir():
+                return str(kept)
+    raise ConfigError(
+        f"{path} is a LoRA checkpoint whose base model {recorded} (its {ADAPTER_CONFIG}) is not there: put the "
+        "base back there, or evaluate a checkpoint of a run that kept it"
+    )
 
 
 def weights_root(path: str) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from vlrl.config import first_line
+from vlrl.models.checkpoints import KEPT_BASE, lora_base
 from vlrl.parallel.base import Strategy
 from vlrl.parallel.distributed import Processes
 
@@ -202,16 +203,33 @@ def keep_base(checkpoint: Path, kept: Path) -> str:
     shutil.rmtree(kept, ignore_errors=True)  # a new run's: a stale one of an earlier start goes
     staging = kept.with_name(f".{kept.name}-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
     try:
-        for file in checkpoint.iterdir():
-            if file.is_file() and file.name not in (STATE_FILE, STATE_INFO) and "-process-" not in file.name:
-                os.link(file, staging / file.name)
+        link_model(checkpoint, staging)
     except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
         return err.strerror or str(err)
     os.rename(staging, kept)
     return ""
+
+
+def link_model(source: Path, into: Path) -> None:
+    """`source`'s model files hard-linked into `into`; a LoRA checkpoint's base too, into
+    `into`/KEPT_BASE, where that base is a run's (its checkpoint, or its RUN/base), which the run
+    may prune or delete: recursively, down an RL adapter on an SFT adapter to the full weights.
+    `lora_base` reads a kept adapter's base there once the recorded one is gone."""
+    into.mkdir(parents=True)
+    for file in source.iterdir():
+        if file.is_file() and file.name not in (STATE_FILE, STATE_INFO) and "-process-" not in file.name:
+            os.link(file, into / file.name)
+    base = lora_base(str(source))
+    if base is not None and runs_own(Path(base)):
+        link_model(Path(base), into / KEPT_BASE)
+
+
+def runs_own(path: Path) -> bool:
+    """Whether `path` belongs to a vlrl run, which may prune or delete it: a checkpoint, or a
+    run's kept base (RUN/base beside RUN/checkpoints)."""
+    return is_checkpoint(path) or (path.name == KEPT_BASE and (path.parent / "checkpoints").is_dir())
 
 
 def is_checkpoint(path: Path) -> bool:

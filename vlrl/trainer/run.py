@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from vlrl.config import Config, ConfigError, ModelConfig, TrainerConfig, dump_config, first_line
 from vlrl.data.stream import MixtureStream
+from vlrl.models.checkpoints import KEPT_BASE
 from vlrl.models.loading import checkpoint_path, load_model, load_processor
 from vlrl.models.prompting import UnusableSample
 from vlrl.parallel import make_strategy
@@ -59,7 +60,6 @@ from vlrl.trainer.trackers import JsonlLog, TrackedRun, check_trackers, drop_ste
 UNUSABLE_LOG = "skipped_samples.jsonl"  # samples whose media failed to decode during a step
 REWARD_FAILURES_LOG = "reward_failures.jsonl"  # each step's rewards that raised or gave no number, and why
 SAME_COMMAND = "run the same command again to resume"  # how a stopped run goes on, as a rule
-KEPT_BASE = "base"  # RUN/base: the run's links to its base model when that is another run's checkpoint
 
 
 @dataclass
