@@ -87,8 +87,8 @@ def test_a_checkpoint_of_the_other_command_is_not_continued(tmp_path, finished_r
     resume = [f"sft.resume={checkpoint}", f"sft.output_dir={tmp_path / 'sft'}", f"sft.steps={steps}"]
     assert main(["sft", *overrides, *resume]) == 2
     assert (
-        f"was written by `vlrl train`, so sft.resume cannot continue it; start a new run from its weights with model.path={checkpoint}"
-        in capsys.readouterr().out
+        f"was written by `vlrl train`, so sft.resume cannot continue it; start a new run from its weights in another "
+        f"sft.output_dir with model.path={checkpoint}" in capsys.readouterr().out
     )
 
 

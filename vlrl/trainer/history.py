@@ -112,7 +112,7 @@ def check_command(saved: dict[str, Any], section: str, checkpoint: Path) -> None
         other = "vlrl sft" if section == "trainer" else "vlrl train"
         raise ConfigError(
             f"config: {checkpoint} was written by `{other}`, so {section}.resume cannot continue it; "
-            f"start a new run from its weights with model.path={checkpoint}"
+            f"start a new run from its weights in another {section}.output_dir with model.path={checkpoint}"
         )
 
 
