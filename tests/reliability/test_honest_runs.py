@@ -324,6 +324,33 @@ def test_stages_added_on_resume_are_recorded_as_the_entries_they_are(tmp_path):
     assert back["rollout.stages.length"] == {"from": 2, "to": 0} and "rollout.stages" not in back
 
 
+def test_a_lora_setting_a_resume_cannot_change_is_refused_with_its_own_reason(tmp_path):
+    """Each LoRA setting's own reason (PEFT reads them from the checkpoint's adapter_config.json);
+    a dropout change is taken by RL, which runs without dropout, and refused by SFT."""
+    from vlrl.config import ConfigError
+    from vlrl.trainer.history import resume_changes
+
+    def resumed(section, lora_before, lora_after):
+        before = {
+            section: {"lr": 1.0, "parallel": "replicated"},
+            "model": {"lora": {"r": 4, "alpha": 32, "dropout": 0.0, **lora_before}},
+        }
+        after = {
+            section: {"lr": 1.0, "parallel": "replicated"},
+            "model": {"lora": {"r": 4, "alpha": 32, "dropout": 0.0, **lora_after}},
+        }
+        return resume_changes(after, before, section, tmp_path)
+
+    for change, reason in (({"r": 8}, "the rank is the checkpoint's"), ({"r": 0}, "its weights are full, or"),
+                           ({"alpha": 16}, "keep the scale \\(alpha / r\\)"),
+                           ({"target_modules": ["q_proj"]}, "on the layers it names")):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"resumed run cannot change it \\(.*{reason}"):
+            resumed("trainer", {}, change)
+    assert resumed("trainer", {}, {"dropout": 0.1}) == {"model.lora.dropout": {"from": 0.0, "to": 0.1}}
+    with pytest.raises(ConfigError, match="keep the dropout they were saved with"):
+        resumed("sft", {}, {"dropout": 0.1})
+
+
 def test_the_settings_a_checkpoint_was_trained_with_are_those_before_the_first_change_after_it(tmp_path):
     from vlrl.trainer.history import HISTORY_FILE, settings_at
 

@@ -84,12 +84,24 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: tree}
 
 
+# Why a resumed run keeps the checkpoint's LoRA settings: PEFT reads them from its adapter_config.json
+LORA_FIXED = {
+    "r": "its weights are full, or its adapters of that rank: the rank is the checkpoint's (0: no adapters)",
+    "alpha": "its adapters keep the scale (alpha / r) they were saved with",
+    "dropout": "its adapters keep the dropout they were saved with",
+    "target_modules": "its adapters are on the layers it names",
+    "target_parameters": "its adapters are on the parameters it names",
+}
+
+
 def fixed_on_resume(key: str, section: str) -> str | None:
     """Why a resumed run cannot take a new value for `key` (None: it can, from the next step)."""
     if key == "model.path":
         return "the weights come from the checkpoint"
+    if key == "model.lora.dropout" and section == "trainer":
+        return None  # RL runs the policy without dropout: the setting changes nothing there
     if key.startswith("model.lora."):
-        return "the checkpoint's adapters have the old shape"
+        return LORA_FIXED.get(key.removeprefix("model.lora."), "the checkpoint's adapters are as they were saved")
     if key == "model.freeze_vision":
         return "the optimizer's state holds the weights trained so far"
     if key == "task.name" or key == "mixture.length" or (key.startswith("mixture[") and key.endswith("].name")):
