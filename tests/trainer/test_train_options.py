@@ -568,6 +568,24 @@ def test_a_schedule_with_warmup_is_transformers_position_for_position(schedule, 
     assert got == pytest.approx([kinds[schedule](s) for s in range(length)], abs=1e-12)
 
 
+def test_a_resume_that_changes_the_steps_is_told_the_lr_it_resumes_with():
+    """The helper's case: linear over 4 steps, resumed at 4 with 8: step 5 trains at 0.5 x lr
+    (the new schedule's), where the old one had reached 0; a constant lr moves nothing."""
+    from vlrl.config import TrainerConfig
+    from vlrl.trainer.run import resumed_schedule_note
+
+    note = resumed_schedule_note(TrainerConfig(steps=8, lr_schedule="linear"), "trainer", 4, 4)
+    assert note == (
+        "trainer.steps changed from 4 to 8: the linear lr schedule now spans the new total, so step 5 trains at "
+        "0.5 x trainer.lr, where the old schedule was at 0 x"
+    )
+    assert resumed_schedule_note(TrainerConfig(steps=8), "trainer", 4, 4) is None
+    per_update = TrainerConfig(steps=8, lr_schedule="cosine", lr_schedule_per="optimizer_step")
+    assert "step 3 trains at 0.854 x sft.lr, where the old schedule was at 0.5 x" in resumed_schedule_note(
+        per_update, "sft", 4, 2, optimizer_steps_per_step=2
+    )
+
+
 def test_a_run_no_longer_than_its_warmup_is_told_the_lr_it_reaches():
     from vlrl.config import TrainerConfig
     from vlrl.trainer.run import schedule_note

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -112,6 +113,23 @@ def schedule_note(t: TrainerConfig, section: str, optimizer_steps_per_step: int 
     return (
         f"{section}.warmup_steps ({t.warmup_steps}) is not less than {counted}: the learning rate reaches "
         f"only {lr_factor(length - 1, t, optimizer_steps_per_step):.3g} x {section}.lr at the last {last}"
+    )
+
+
+def resumed_schedule_note(
+    t: TrainerConfig, section: str, old_steps: int, step: int, optimizer_steps_per_step: int = 1
+) -> str | None:
+    """What a resume that changed the run's steps (from `old_steps`, at `step`) should hear: the
+    lr schedule spans the new total, so the lr it resumes with is not the old schedule's (as
+    transformers' Trainer, which builds its scheduler over the new total)."""
+    position = step * (optimizer_steps_per_step if t.lr_schedule_per == "optimizer_step" else 1)
+    old = lr_factor(position, dataclasses.replace(t, steps=old_steps), optimizer_steps_per_step)
+    new = lr_factor(position, t, optimizer_steps_per_step)
+    if math.isclose(old, new):
+        return None
+    return (
+        f"{section}.steps changed from {old_steps} to {t.steps}: the {t.lr_schedule} lr schedule now spans the new "
+        f"total, so step {step + 1} trains at {new:.3g} x {section}.lr, where the old schedule was at {old:.3g} x"
     )
 
 
@@ -253,6 +271,10 @@ class Run:
         if given:  # model.path gone, its kept base read instead (base_model_path): the same setting
             config["model"]["path"] = given
         changes = resume_changes(config, saved, section, resume_from) if state else {}
+        if (steps := changes.get(f"{section}.steps")) and self.procs.main:
+            note = resumed_schedule_note(t, section, steps["from"], int(state["step"]), optimizer_steps_per_step)
+            if note:
+                console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
         # The files of the config's reward functions: a resumed run scores as its steps so far did.
         self.reward_files = data_fingerprints(
             sorted({r.file for s in sources for r in s.task.config_rewards.values() if r.file})
