@@ -17,7 +17,7 @@ from vlrl.models.loading import checkpoint_layout, family_of_model, full_weights
 from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import render_prompt
 from vlrl.rollout import EngineSetup, SamplingParams, choose_engine
-from vlrl.rollout.base import banned_token_ids
+from vlrl.rollout.base import banned_token_ids, vocab_mask
 from vlrl.rollout.hf import HFEngine
 from vlrl.rollout.vllm import VLLMEngine, collapse_runs
 
@@ -124,8 +124,7 @@ def test_sampled_logprobs_under_top_p_and_min_p_are_of_vllms_order_min_p_first(s
     params = SamplingParams(n=3, max_new_tokens=10, temperature=1.0, top_k=top_k, top_p=top_p, min_p=min_p)
     generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
     vocab = model.config.get_text_config().vocab_size
-    banned = torch.zeros(vocab, dtype=torch.bool)
-    banned[banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens)] = True
+    banned = vocab_mask(banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens), vocab)
     sampler = SamplingFilter(banned, top_k, top_p, min_p, min_p_first=VLLMEngine.min_p_first)
     reference, sampled = reference_logprobs(model, processor, prompts, generations, 1.0, sampler)
     torch.testing.assert_close(sampled, reference, rtol=1e-5, atol=1e-5)
@@ -142,8 +141,7 @@ def drawn_logprobs(setup, params: SamplingParams, samplers: dict) -> tuple[dict,
     engine, model, processor, prompts = setup
     generations = engine.generate(prompts, params, torch.Generator().manual_seed(0))
     vocab = model.config.get_text_config().vocab_size
-    banned = torch.zeros(vocab, dtype=torch.bool)
-    banned[banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens)] = True
+    banned = vocab_mask(banned_token_ids(processor.tokenizer, vocab, family_of_model(model).vision_tokens), vocab)
     pad = processor.tokenizer.pad_token_id
     r, batch = completion_rows(generations, pad), collate(prompts, pad)
     drawn = {}
@@ -172,10 +170,8 @@ def test_sampled_logprobs_before_min_new_tokens_are_of_the_draw_without_the_end_
     positions are those of the draw without the end tokens, and after them of the draw with
     them, as the trainer computes them with min_new_tokens in its SamplingFilter; not the
     unfiltered draw's (the tiny model's two end tokens hold about 2e-3 of the mass)."""
-    from vlrl.rollout.hf import stop_mask
-
     engine, model = setup[:2]
-    stops = stop_mask(engine.stop_ids, model.config.get_text_config().vocab_size)
+    stops = vocab_mask(engine.stop_ids, model.config.get_text_config().vocab_size)
     params = SamplingParams(n=3, max_new_tokens=10, temperature=0.8, min_new_tokens=4)
     samplers = {min_new: {"min_new_tokens": min_new, "stops": stops} for min_new in (4, 0)}
     drawn, logprobs, mask = drawn_logprobs(setup, params, samplers)

@@ -94,6 +94,14 @@ def banned_token_ids(tokenizer, vocab_size: int, vision_tokens: Sequence[str]) -
     return sorted(banned)
 
 
+def vocab_mask(ids: Sequence[int], vocab: int) -> torch.Tensor:
+    """(vocab,) True at `ids` (those past the vocabulary left out): a draw's bans and its end
+    tokens (`SamplingFilter.banned`, `.stops`)."""
+    mask = torch.zeros(vocab, dtype=torch.bool)
+    mask[[i for i in ids if i < vocab]] = True
+    return mask
+
+
 class RolloutEngine(Protocol):
     """Samples completions for rendered prompts; follows the policy's weights.
 

@@ -53,7 +53,7 @@ from vlrl.models.loading import core_model, family_of_model, fsdp_sharded, witho
 from vlrl.models.lora import MergedLoRA, lora_linears
 from vlrl.models.memory import ModelShape, Workload, kv_cache_bytes
 from vlrl.models.policy import Prefix, SamplingFilter, prefill
-from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
+from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids, vocab_mask
 from vlrl.rollout.decoding import DecodeStats, Draw, Record
 from vlrl.rollout.static import StaticDecoding, StaticPlan, cache_length, compiled_experts_refusal, static_refusal
 
@@ -103,14 +103,6 @@ def stop_token_ids(generation_config, tokenizer) -> list[int]:
     stops = set(generation_eos if isinstance(generation_eos, list) else [generation_eos])
     stops.add(tokenizer.eos_token_id)
     return sorted(s for s in stops if s is not None)
-
-
-def stop_mask(stop_ids: list[int], vocab: int) -> torch.Tensor:
-    """(vocab,) True at the ids that end a completion: what `SamplingFilter.stops` bans before
-    `min_new_tokens`."""
-    stops = torch.zeros(vocab, dtype=torch.bool)
-    stops[[i for i in stop_ids if i < vocab]] = True
-    return stops
 
 
 @dataclass
@@ -198,9 +190,8 @@ class HFEngine:
         self.stop_ids = torch.tensor(stop_token_ids(core_model(model).generation_config, tokenizer))
         self.pad_id = tokenizer.pad_token_id  # fills rows that already stopped
         vocab = core_model(model).config.get_text_config().vocab_size
-        self.stops = stop_mask(self.stop_ids.tolist(), vocab)
-        self.banned = torch.zeros(vocab, dtype=torch.bool)
-        self.banned[banned_token_ids(tokenizer, vocab, self.family.vision_tokens)] = True
+        self.stops = vocab_mask(self.stop_ids.tolist(), vocab)  # banned before min_new_tokens
+        self.banned = vocab_mask(banned_token_ids(tokenizer, vocab, self.family.vision_tokens), vocab)
 
     @staticmethod
     def memory(shape: ModelShape, work: Workload, options: HFOptions | None) -> tuple[float, float]:

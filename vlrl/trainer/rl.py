@@ -31,8 +31,8 @@ from vlrl.models.policy import SamplingFilter
 from vlrl.models.prompting import UnusableSample, render_prompt, render_prompts, render_usable
 from vlrl.parallel.distributed import Processes
 from vlrl.rollout import Completion, EngineSetup, Generation, SamplingParams, configured_engines
-from vlrl.rollout.base import banned_token_ids, logprobs_exact
-from vlrl.rollout.hf import stop_mask, stop_token_ids
+from vlrl.rollout.base import banned_token_ids, logprobs_exact, vocab_mask
+from vlrl.rollout.hf import stop_token_ids
 from vlrl.rollout.parts import RolloutRows
 from vlrl.tasking.registry import check_algo_tasks, trust_outcome_warnings
 from vlrl.tasking.scoring import Scores, correctness, judges, score
@@ -105,14 +105,15 @@ class RLTrainer:
             r = cfg.rollout
             policy = core_model(run.model)
             vocab = policy.config.get_text_config().vocab_size
-            banned = torch.zeros(vocab, dtype=torch.bool)
-            banned[banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens)] = True
+            banned = vocab_mask(
+                banned_token_ids(run.processor.tokenizer, vocab, family_of_model(run.model).vision_tokens), vocab
+            )
             # What the engine draws from, as the trainer computes it: what an engine that holds its
             # own copy of the policy reports log-probs of, a repetition penalty included (an engine
             # sampling with the policy reports the policy's, over the whole vocabulary).
             first = getattr(self.engine, "min_p_first", False)
             penalty = r.repetition_penalty
-            stops = stop_mask(stop_token_ids(policy.generation_config, run.processor.tokenizer), vocab)
+            stops = vocab_mask(stop_token_ids(policy.generation_config, run.processor.tokenizer), vocab)
             sampler = (
                 None
                 if self.engine.shares_policy

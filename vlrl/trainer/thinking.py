@@ -145,7 +145,8 @@ def judge_scorer(path: str, model_cfg: ModelConfig, max_new_tokens: int, rows: R
     """A local VLM asked to rate the reasoning given the same images and video: 0-10, its answer
     / 10; or, given what the policy was asked (protocol sophiavl_r1), SophiaVL-R1's request with
     the first image, read by its extract_score. Its calls in parts of `rows` once one ran the
-    GPU out of memory (rollout/parts.py; by default the error fails the call: no scores)."""
+    GPU out of memory (rollout/parts.py; by default the error propagates: ThinkingScorer ends the
+    run on it)."""
     from vlrl.models.loading import load_model, load_processor
     from vlrl.models.prompting import UnusableSample, render_prompts
     from vlrl.rollout import SamplingParams
