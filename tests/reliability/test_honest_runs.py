@@ -67,6 +67,16 @@ def test_resuming_after_the_data_changed_warns_and_records_it(tmp_path, finished
     assert history["step"] == 3 and str(data) in history["data_changed"] and "data.train" in history["changes"]
 
 
+def test_a_resume_to_more_steps_under_a_decaying_schedule_is_told_the_lr_it_resumes_with(
+    tmp_path, finished_run, capsys
+):
+    _, overrides = copy_run(finished_run, tmp_path / "run", **{"trainer.steps": 3, "trainer.lr_schedule": "linear"})
+    assert main(["train", *overrides]) == 0
+    assert "trainer.steps changed from 2 to 3: the linear lr schedule now spans the new total, so step 3" in (
+        capsys.readouterr().out
+    )
+
+
 def test_resuming_after_records_were_added_or_removed_is_refused(tmp_path, finished_run, capsys):
     source = Path(next(o.split("=", 1)[1] for o in finished_run[1] if o.startswith("data.train=")))
     data = tmp_path / "fewer.json"

@@ -569,20 +569,29 @@ def test_a_schedule_with_warmup_is_transformers_position_for_position(schedule, 
 
 
 def test_a_resume_that_changes_the_steps_is_told_the_lr_it_resumes_with():
-    """The helper's case: linear over 4 steps, resumed at 4 with 8: step 5 trains at 0.5 x lr
-    (the new schedule's), where the old one had reached 0; a constant lr moves nothing."""
+    """Linear over 4 steps, resumed at 4 with 8: step 5 trains at 0.5 x lr (the new schedule's),
+    where the checkpoint's had reached 0; a schedule changed too is the checkpoint's own before;
+    a constant lr moves nothing."""
     from vlrl.config import TrainerConfig
     from vlrl.trainer.run import resumed_schedule_note
 
-    note = resumed_schedule_note(TrainerConfig(steps=8, lr_schedule="linear"), "trainer", 4, 4)
+    def steps(old, new=8):
+        return {"trainer.steps": {"from": old, "to": new}}
+
+    note = resumed_schedule_note(TrainerConfig(steps=8, lr_schedule="linear"), "trainer", steps(4), 4)
     assert note == (
         "trainer.steps changed from 4 to 8: the linear lr schedule now spans the new total, so step 5 trains at "
-        "0.5 x trainer.lr, where the old schedule was at 0 x"
+        "0.5 x trainer.lr, where the checkpoint's schedule was at 0 x"
     )
-    assert resumed_schedule_note(TrainerConfig(steps=8), "trainer", 4, 4) is None
+    assert resumed_schedule_note(TrainerConfig(steps=8), "trainer", steps(4), 4) is None
+    assert resumed_schedule_note(TrainerConfig(steps=8, lr_schedule="linear"), "trainer", {}, 4) is None
+    was_constant = {**steps(4), "trainer.lr_schedule": {"from": "constant", "to": "linear"}}
+    assert "trains at 0.5 x trainer.lr, where the checkpoint's schedule was at 1 x" in resumed_schedule_note(
+        TrainerConfig(steps=8, lr_schedule="linear"), "trainer", was_constant, 4
+    )
     per_update = TrainerConfig(steps=8, lr_schedule="cosine", lr_schedule_per="optimizer_step")
-    assert "step 3 trains at 0.854 x sft.lr, where the old schedule was at 0.5 x" in resumed_schedule_note(
-        per_update, "sft", 4, 2, optimizer_steps_per_step=2
+    assert "step 3 trains at 0.854 x sft.lr, where the checkpoint's schedule was at 0.5 x" in resumed_schedule_note(
+        per_update, "sft", {"sft.steps": {"from": 4, "to": 8}}, 2, optimizer_steps_per_step=2
     )
 
 

@@ -116,20 +116,29 @@ def schedule_note(t: TrainerConfig, section: str, optimizer_steps_per_step: int 
     )
 
 
+SCHEDULE_KEYS = ("steps", "lr_schedule", "warmup_steps", "lr_min_ratio", "lr_schedule_per")  # what lr_factor reads
+
+
 def resumed_schedule_note(
-    t: TrainerConfig, section: str, old_steps: int, step: int, optimizer_steps_per_step: int = 1
+    t: TrainerConfig, section: str, changes: dict[str, dict], step: int, optimizer_steps_per_step: int = 1
 ) -> str | None:
-    """What a resume that changed the run's steps (from `old_steps`, at `step`) should hear: the
-    lr schedule spans the new total, so the lr it resumes with is not the old schedule's (as
-    transformers' Trainer, which builds its scheduler over the new total)."""
-    position = step * (optimizer_steps_per_step if t.lr_schedule_per == "optimizer_step" else 1)
-    old = lr_factor(position, dataclasses.replace(t, steps=old_steps), optimizer_steps_per_step)
-    new = lr_factor(position, t, optimizer_steps_per_step)
-    if math.isclose(old, new):
+    """What a resume at `step` whose `changes` (resume_changes') hold the run's steps should
+    hear: the lr schedule spans the new total, so the lr it resumes with is not the one the
+    checkpoint's settings gave (as transformers' Trainer, which builds its scheduler over the new
+    total)."""
+    if f"{section}.steps" not in changes:
+        return None
+    old = {key: changes[f"{section}.{key}"]["from"] for key in SCHEDULE_KEYS if f"{section}.{key}" in changes}
+    factors = [
+        lr_factor(step * (per if s.lr_schedule_per == "optimizer_step" else 1), s, per)
+        for s, per in ((dataclasses.replace(t, **old), optimizer_steps_per_step), (t, optimizer_steps_per_step))
+    ]
+    if math.isclose(*factors):
         return None
     return (
-        f"{section}.steps changed from {old_steps} to {t.steps}: the {t.lr_schedule} lr schedule now spans the new "
-        f"total, so step {step + 1} trains at {new:.3g} x {section}.lr, where the old schedule was at {old:.3g} x"
+        f"{section}.steps changed from {old['steps']} to {t.steps}: the {t.lr_schedule} lr schedule now spans the new "
+        f"total, so step {step + 1} trains at {factors[1]:.3g} x {section}.lr, where the checkpoint's schedule was at "
+        f"{factors[0]:.3g} x"
     )
 
 
@@ -271,9 +280,8 @@ class Run:
         if given:  # model.path gone, its kept base read instead (base_model_path): the same setting
             config["model"]["path"] = given
         changes = resume_changes(config, saved, section, resume_from) if state else {}
-        if (steps := changes.get(f"{section}.steps")) and self.procs.main:
-            note = resumed_schedule_note(t, section, steps["from"], int(state["step"]), optimizer_steps_per_step)
-            if note:
+        if state and self.procs.main:
+            if note := resumed_schedule_note(t, section, changes, int(state["step"]), optimizer_steps_per_step):
                 console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
         # The files of the config's reward functions: a resumed run scores as its steps so far did.
         self.reward_files = data_fingerprints(
