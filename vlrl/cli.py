@@ -356,7 +356,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         "eval.batch_size": args.batch_size,
         "eval.backend": args.backend,
     }
-    config, restored = args.config, None
+    config, restored, other_run = args.config, None, None
     if config is None and (saved := run_config(args.model)):
         config = saved
         if _main_process():
@@ -369,11 +369,17 @@ def cmd_eval(args: argparse.Namespace) -> None:
         if names and not any(name in trained for name in names):
             # that run's task options and data are its tasks', not these ones'
             preset |= {"task": {"name": preset.pop("task.name")}, "data": {}}
+            other_run = f"the run {saved.parent} trained {', '.join(map(str, trained))}"
         elif names:  # the run's tasks keep their settings, the others their defaults (Config.task_settings)
             preset.pop("task.name")
     cfg = load_config(config, args.overrides, {k: v for k, v in preset.items() if v is not None}, restored)
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)
+    if other_run and "=" not in args.task[0] and not cfg.data.eval:
+        raise ConfigError(
+            f"vlrl eval: {other_run}, so none of its data files is {names[0]}'s: give them with "
+            f"--task {names[0]}=FILE (or --data FILE)"
+        )
     specs = args.task or (run_task_specs(cfg, args.split or cfg.eval.split) if config else [])
     if not specs:
         from vlrl.models.loading import checkpoint_path

@@ -176,7 +176,11 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
     )
     capsys.readouterr()
     assert main(["eval", "--model", str(checkpoint), "--task", "counting", "--out", "d"]) == 2
-    assert "data.eval is empty" in capsys.readouterr().out  # not the refcoco run's held-out file
+    printed = " ".join(capsys.readouterr().out.split())  # not the refcoco run's held-out file:
+    assert (
+        f"the run {run} trained refcoco, so none of its data files is counting's: give them with --task counting=FILE"
+        in printed
+    )
 
 
 def test_default_eval_folders_have_no_colons_or_nested_paths():
