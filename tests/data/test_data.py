@@ -130,6 +130,31 @@ def test_synthetic_data_follows_data_synthetic_seed_not_the_training_seed(tmp_pa
     assert written("c", "trainer.seed=1", "data.synthetic_seed=5") != base
 
 
+def test_synthetic_data_already_written_at_another_size_is_read_and_said(tmp_path):
+    """data.synthetic writes only a missing file: one written at another size is read as it is,
+    and the console says so (a run asked for 8 records would otherwise train on 4 unaware)."""
+    from rich.console import Console
+
+    from vlrl.config import load_config
+    from vlrl.tasking.registry import make_task
+    from vlrl.tasking.sources import load_task_split
+
+    path = tmp_path / "train.json"
+
+    def read(size: int) -> tuple[int, str]:
+        cfg = load_config(None, [f"data.train={path}", "data.synthetic=true", f"data.synthetic_train_size={size}"])
+        console = Console(record=True, width=400)
+        split = load_task_split(make_task(cfg.task), cfg, "train", console)
+        return len(split.samples), console.export_text()
+
+    assert read(4) == (4, f"wrote synthetic refcoco train data: {path} (4 records)\n")
+    assert read(4) == (4, "")
+    assert read(8) == (
+        4,
+        f"{path} exists, so data.synthetic read it: 4 records, not data.synthetic_train_size=8 (delete it to write a new one)\n",
+    )
+
+
 @pytest.mark.parametrize("name", sorted(builtin_training_tasks()))
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])
 def test_data_synth_writes_the_format_its_file_name_says(name, suffix, tmp_path, capsys):

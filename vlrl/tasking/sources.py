@@ -60,14 +60,23 @@ def load_task_split(
             f"{cfg.data.image_root} (set {cfg.where('data.image_root')}), where its records would be looked for: "
             "set data.image_root= (empty) for synthetic data"
         )
-    if not spec_exists(path):
-        if key is None or not cfg.writes_synthetic(key):
+    size_key = f"data.synthetic_{which}_size"
+    size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
+    synthetic = key is not None and cfg.writes_synthetic(key)
+    existed = spec_exists(path)
+    if not existed:
+        if not synthetic:
             raise ConfigError(missing_data(task, cfg, path, key))
-        size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
         write_synthetic(task, path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
     split = read_split(task, path, cfg, require_images, cfg.data.columns if columns is None else columns, columns_key)
+    if synthetic and existed and console and (held := len(split.samples) + len(split.errors)) != size:
+        console.print(
+            f"[yellow]{escape(path)} exists, so data.synthetic read it: {held} records, not {size_key}={size} "
+            "(delete it to write a new one)[/yellow]",
+            highlight=False,
+        )
     if split.errors and console:
         console.print(
             f"[yellow]skipped {len(split.errors)} bad record(s) in {path}; {len(split.samples)} sample(s) read[/yellow]"
