@@ -398,6 +398,18 @@ def test_adapters_switched_off_are_not_merged_in():
         assert lora_linears(model) == []
 
 
+def test_adding_lora_adapters_warns_nothing_the_user_cannot_act_on(tiny_qwen25):
+    """PEFT 0.21 reads transformers 5's deprecated `is_gradient_checkpointing`: without vlrl's
+    filter every LoRA command printed its FutureWarning."""
+    import warnings
+
+    cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.lora.r=2"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_model(cfg.model)
+    assert [str(w.message) for w in caught if "is_gradient_checkpointing" in str(w.message)] == []
+
+
 def test_lora_targets_the_named_projections_of_the_language_model_and_none_of_the_vision_tower():
     """Qwen2.5-VL's two towers both have MLPs with an up_proj: the family's target pattern picks
     the language model's layers of the names given, and no vision layer."""

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -156,7 +157,7 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
 
     # PEFT froze the base to load the adapter: unfrozen again, as any from_pretrained model
     model = pretrained(cfg, base)
-    with reading_weights(path):
+    with reading_weights(path), peft_quiet():
         model = PeftModel.from_pretrained(model, path)
     return model.merge_and_unload().requires_grad_(True)
 
@@ -173,6 +174,15 @@ def reading_weights(path: str) -> Iterator[None]:
         raise ConfigError(
             f"{path}: its weights do not load ({first_line(err)}): a file is damaged or cut short"
         ) from err
+
+
+@contextlib.contextmanager
+def peft_quiet() -> Iterator[None]:
+    """PEFT 0.21 reads transformers 5's deprecated `is_gradient_checkpointing` when it wraps a
+    model: a FutureWarning on every LoRA command that only a PEFT release can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        yield
 
 
 def export_full_model(checkpoint: str, out: Path, trained: ModelConfig | None = None) -> tuple[Path, bool]:
@@ -219,7 +229,7 @@ def load_model(
     if base is not None:
         from peft import PeftModel
 
-        with reading_weights(model_path):
+        with reading_weights(model_path), peft_quiet():
             model = PeftModel.from_pretrained(model, model_path, is_trainable=cfg.lora.r > 0)
     elif cfg.lora.r > 0:
         from peft import LoraConfig, get_peft_model
@@ -240,7 +250,8 @@ def load_model(
             target_modules=target,
             target_parameters=cfg.lora.target_parameters or None,
         )
-        model = get_peft_model(model, lora)
+        with peft_quiet():
+            model = get_peft_model(model, lora)
         # what the adapter was added to, absolute: its checkpoint is read from any directory
         model.peft_config["default"].base_model_name_or_path = absolute_if_local(model_path)
     if own_memory and torch.device(device).type == "cpu":
