@@ -888,7 +888,7 @@ class EvalConfig:
     # checkpoint's for an lmms-eval benchmark, none (1.0) for Video-R1's (vLLM) and for any other task.
     repetition_penalty: float | Literal["reference"] | None = "reference"
     backend: str = "hf"  # rollout engine for `vlrl eval`: hf, vllm, or module:Class
-    every: int = 0  # during RL: evaluate on the eval split every N steps (0: never)
+    every: int = 0  # during RL: evaluate on the eval split every N steps and at the last (0: never)
     headline: list[str] = field(default_factory=list)  # metrics that summaries show first (empty: all)
     output_dir: str = ""  # `vlrl eval` writes results.json and samples_<task>.jsonl here (default: runs/eval/...)
     # [start, end] pairs of the reasoning blocks removed from a response before an lmms-eval benchmark

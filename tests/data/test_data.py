@@ -141,8 +141,10 @@ def test_synthetic_data_already_written_at_another_size_is_read_and_said(tmp_pat
 
     path = tmp_path / "train.json"
 
-    def read(size: int) -> tuple[int, str]:
-        cfg = load_config(None, [f"data.train={path}", "data.synthetic=true", f"data.synthetic_train_size={size}"])
+    def read(size: int, *extra: str) -> tuple[int, str]:
+        cfg = load_config(
+            None, [f"data.train={path}", "data.synthetic=true", f"data.synthetic_train_size={size}", *extra]
+        )
         console = Console(record=True, width=400)
         split = load_task_split(make_task(cfg.task), cfg, "train", console)
         return len(split.samples), console.export_text()
@@ -153,6 +155,8 @@ def test_synthetic_data_already_written_at_another_size_is_read_and_said(tmp_pat
         4,
         f"{path} exists, so data.synthetic read it: 4 records, not data.synthetic_train_size=8 (delete it to write a new one)\n",
     )
+    assert read(4, "data.limit=2") == (2, "")  # data.limit stopped reading: the file's size is not known
+    assert read(8, "data.limit=6")[1].startswith(f"{path} exists, so data.synthetic read it: 4 records")
 
 
 @pytest.mark.parametrize("name", sorted(builtin_training_tasks()))

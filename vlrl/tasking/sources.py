@@ -71,7 +71,8 @@ def load_task_split(
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
     split = read_split(task, path, cfg, require_images, cfg.data.columns if columns is None else columns, columns_key)
-    if synthetic and existed and console and (held := len(split.samples) + len(split.errors)) != size:
+    cut = cfg.data.limit and len(split.samples) >= cfg.data.limit  # data.limit stopped reading: its size unknown
+    if synthetic and existed and console and not cut and (held := len(split.samples) + len(split.errors)) != size:
         console.print(
             f"[yellow]{escape(path)} exists, so data.synthetic read it: {held} records, not {size_key}={size} "
             "(delete it to write a new one)[/yellow]",
