@@ -274,8 +274,12 @@ class Unreadable(ValueError):
 
 # Numbers as Python's tokenize module reads them: a float may start with zeros, an integer may
 # not ("0498" is the two numbers 0 and 498, which implicit multiplication then multiplies).
+# Blanks (space, tab, form feed) separate tokens; a line break (the answer is not stripped: a
+# model's "<answer>\n1.5\n</answer>") is tokenize's NL inside the brackets, which sympy's
+# implicit multiplication and application do not cross ("2\nx" is refused, "2\tx" is 2*x).
 TOKEN = compile_pattern(
-    r"(\d+\.\d*(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+|0+|[1-9]\d*)|([a-z_][a-z0-9_]*)|(\*\*|[-+*/()^])|(.)",
+    r"(\d+\.\d*(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+|0+|[1-9]\d*)|([a-z_][a-z0-9_]*)|(\*\*|[-+*/()^])"
+    r"|([ \t\f]+)|([\r\n])|(.)",
     regex.DOTALL,
 )
 # Python literals the parser does not read: 0x1f, 0o7, 0b1, 2j, 1_000.
@@ -320,9 +324,14 @@ class _Parser:
         if OTHER_LITERALS.search(text, timeout=TIMEOUT_S):
             raise Unreadable("a hex, octal, binary, imaginary or underscored literal")
         self.tokens: list[tuple[str, str]] = []
-        for number, name, op, other in TOKEN.findall(text.replace("^", "**"), timeout=TIMEOUT_S):
+        self.after_break: set[int] = set()  # the tokens a line break precedes: nothing implicit across it
+        for number, name, op, blank, line_break, other in TOKEN.findall(text.replace("^", "**"), timeout=TIMEOUT_S):
             if other:
                 raise Unreadable(f"character {other!r}")
+            if line_break:
+                self.after_break.add(len(self.tokens))
+            if blank or line_break:
+                continue
             self.tokens.append(("num", number) if number else ("name", name) if name else ("op", op))
             if len(self.tokens) > MAX_TOKENS:
                 raise Unreadable("too long")
@@ -360,8 +369,8 @@ class _Parser:
                 value = value * self.unary()
             elif self.take("/"):
                 value = value / self.unary()
-            elif self.peek()[0] in ("num", "name") or self.peek() == ("op", "("):  # implicit multiplication
-                value = value * self.power()
+            elif self.pos not in self.after_break and (self.peek()[0] in ("num", "name") or self.peek() == ("op", "(")):
+                value = value * self.power()  # implicit multiplication
             else:
                 return value
 
@@ -424,7 +433,7 @@ class _Parser:
     def name(self, text: str) -> Any:
         sympy = self.sympy
         if text == "sqrt":
-            if self.peek() != ("op", "("):
+            if self.peek() != ("op", "(") or self.pos in self.after_break:
                 raise Unreadable("sqrt without parentheses")
             return self.raise_to(self.atom(), sympy.Rational(1, 2))
         if text == "pi":

@@ -18,13 +18,14 @@ worst case is MAX_EDIT_SYMBOLS vectorized rows of MAX_EDIT_SYMBOLS + 1 cells.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from rewards.text import answer_text
+from rewards.text import MATCH_TIMEOUT_S, answer_text, compile_pattern
 
 MAX_EDIT_SYMBOLS = 8192
+WHITESPACE_RUN = compile_pattern(r"\s\s+")  # jiwer's RemoveMultipleSpaces
 
 
 def levenshtein(a: Sequence[Hashable], b: Sequence[Hashable], cap: int | None = MAX_EDIT_SYMBOLS) -> int:
@@ -68,9 +69,17 @@ def edit_distance_score(pred: str, gt: str) -> float:
     return 1.0 - normalized_edit_distance(pred, gt)
 
 
-def word_error_rate(reference: str, hypothesis: str) -> float:
-    """Video-R1's WER: word Levenshtein distance / max(1, reference words). Can exceed 1."""
-    ref, hyp = reference.split()[:MAX_EDIT_SYMBOLS], hypothesis.split()[:MAX_EDIT_SYMBOLS]
+def jiwer_words(text: str) -> list[str]:
+    """The words jiwer's default transform reads (RemoveMultipleSpaces, Strip,
+    ReduceToListOfListOfWords): a run of two or more whitespace characters is one space, and
+    words are split at spaces only, so a single newline or tab joins the words beside it."""
+    return [word for word in WHITESPACE_RUN.sub(" ", text, timeout=MATCH_TIMEOUT_S).strip().split(" ") if word]
+
+
+def word_error_rate(reference: str, hypothesis: str, words: Callable[[str], list[str]] = str.split) -> float:
+    """Word Levenshtein distance / max(1, reference words), words as `words` splits them (Video-R1's
+    `str.split`, or `jiwer_words`). Can exceed 1."""
+    ref, hyp = words(reference)[:MAX_EDIT_SYMBOLS], words(hypothesis)[:MAX_EDIT_SYMBOLS]
     return levenshtein(ref, hyp) / max(1, len(ref))
 
 

@@ -10,8 +10,8 @@ full (DOTALL). The answer is the first `<answer>...</answer>`'s content, not str
   there are as many pieces as the truth has characters and each piece occurs in the truth as
   a substring ("B" against "B" scores 1, "12" against "12" 0: two characters, one piece).
 - `math`: MathRuler's grade_answer(answer, truth) (rewards.mathruler, without its eval).
-- `ocr`: exp(-WER) with WER of the stripped texts, words split at whitespace (jiwer's default
-  transform; rewards.ocr.word_error_rate counts as jiwer does).
+- `ocr`: exp(-WER) with WER of the stripped texts, words as jiwer's default transform reads them
+  (rewards.ocr.jiwer_words: split at spaces, a run of whitespace one space, so "STOP\\nHERE" is one word).
 - `caption` (also `text`): the mean F-measure of ROUGE-1, ROUGE-2 and ROUGE-L (rouge_score,
   Porter stemmer) of the texts with newlines as spaces, stripped (rewards.video.free_form: an
   F-measure is the same either way round; the answer cut to MAX_ROUGE_CHARS).
@@ -27,7 +27,7 @@ import math
 import regex
 
 from rewards.mathruler import grade_answer
-from rewards.ocr import word_error_rate
+from rewards.ocr import jiwer_words, word_error_rate
 from rewards.text import ANSWER_TAG, compile_pattern, fullmatch, search
 from rewards.video import free_form
 
@@ -57,7 +57,7 @@ def math_answer(answer: str, truth: str) -> float:
 
 
 def ocr(answer: str, truth: str) -> float:
-    return math.exp(-word_error_rate(truth.strip(), answer.strip()))
+    return math.exp(-word_error_rate(truth.strip(), answer.strip(), jiwer_words))
 
 
 def caption(answer: str, truth: str) -> float:

@@ -34,6 +34,13 @@ GRADES = [
     ("(1)", "1", True),  # three characters already make a tuple: its one element is compared
     ("2/2", "1", False),  # an integer truth takes no sympy-equal non-integer
     ("1 and 2", "1, 2", True),  # " and " reads as a comma
+    # Blanks and line breaks stay in the answer (PRM800K removes spaces only): tokenize's
+    # whitespace inside the brackets, a line break its NL, which implicit products do not cross
+    ("\n1.5\n", r"\frac{3}{2}", True), ("\n1+x\n", "x+1", True), ("\n2x+2\n", "2(x+1)", True),
+    ("\t1.50", "3/2", True), ("2\tx", "x*2", True), ("x\ty", "y*x", True), ("2\x0cx", "x*2", True),
+    ("2\nx", "x*2", False), ("2\rx", "x*2", False), ("2\n(x+1)", "2x+2", False), ("\\sqrt\n(4)", "2", False),
+    ("sqrt\t(8)", "2sqrt(2)", True), ("sqrt\n(8)", "2sqrt(2)", False),
+    ("1\n\n2", "2", False), ("2\x0bx", "x*2", False),
 ]  # fmt: skip
 
 

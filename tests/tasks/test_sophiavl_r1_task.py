@@ -51,6 +51,13 @@ def record(**fields) -> dict:
         ("math", "<think>t</think><answer>3</answer>", "2", 0.0),
         ("ocr", "<think>t</think><answer> OPEN 24 </answer>", "OPEN 24 hours", math.exp(-1 / 3)),
         ("ocr", "<think>t</think><answer>OPEN 24 hours</answer>", "OPEN 24 hours", 1.0),
+        # jiwer splits at spaces, a run of whitespace read as one: one line break joins two words
+        ("ocr", "<think>t</think><answer>STOP\nHERE</answer>", "STOP HERE", math.exp(-1)),
+        ("ocr", "<think>t</think><answer>Line one\nLine two</answer>", "Line one Line two", math.exp(-1 / 2)),
+        ("ocr", "<think>t</think><answer>a\tb</answer>", "a b", math.exp(-1)),
+        ("ocr", "<think>t</think><answer>a \n b</answer>", "a b", 1.0),
+        ("ocr", "<think>t</think><answer>a\n\nb</answer>", "a b", 1.0),
+        ("math", "<think>t</think><answer>\n1.5\n</answer>", "\\frac{3}{2}", 1.0),  # the unstripped answer
         ("caption", "<think>t</think><answer>the cat\nsat</answer>", "the cat sat", 1.0),
         ("caption", "<think>t</think><answer>a dog</answer>", "the cat sat", 0.0),
     ],
