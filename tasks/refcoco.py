@@ -374,7 +374,10 @@ def _solution_boxes(record: dict[str, Any], ctx: RecordContext) -> list[list[flo
             raise ctx.error(
                 f"key 'solution' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got {given!r}"[:200]
             )
-    boxes = [[float(v) for v in box] for box in boxes]
+    try:
+        boxes = [[float(v) for v in box] for box in boxes]
+    except OverflowError:  # an integer past 1e308
+        raise ctx.error(f"key 'solution' has a coordinate no float holds: {given!r}"[:200]) from None
     if not all(math.isfinite(v) for box in boxes for v in box):
         raise ctx.error(f"key 'solution' has a non-finite coordinate: {boxes}"[:200])
     return boxes

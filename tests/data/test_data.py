@@ -44,6 +44,8 @@ def test_each_bad_record_is_reported_with_its_line_and_skipped(folder):
         json.dumps(_record(problem=7)),
         json.dumps(_record(width=99)),
         json.dumps([1, 2]),
+        json.dumps(_record(problem="the \ud800 square")),  # JSON's escape of half a UTF-16 pair
+        json.dumps(_record(solution=[10, 10, 10**400, 40])),
         json.dumps(_record(id="last")),
     ]
     path = folder / "data.jsonl"
@@ -51,7 +53,7 @@ def test_each_bad_record_is_reported_with_its_line_and_skipped(folder):
     split = _load(path)
     assert [s.id for s in split.samples] == ["0", "last"]  # ids: the record's id, else its position
     reasons = {err.source: err.message for err in split.errors}
-    assert len(split.errors) == 9
+    assert len(split.errors) == 11
     assert "image not found" in reasons[f"{path}:2"]
     assert "image unreadable" in reasons[f"{path}:3"]
     assert "outside the 100x80 image" in reasons[f"{path}:4"]
@@ -61,6 +63,8 @@ def test_each_bad_record_is_reported_with_its_line_and_skipped(folder):
     assert "key 'problem' must be the question text, got int" in reasons[f"{path}:8"]
     assert "key 'width' says 99" in reasons[f"{path}:9"]
     assert "must be a JSON object" in reasons[f"{path}:10"]
+    assert reasons[f"{path}:11"] == "key 'problem' holds '\\ud800', half of a UTF-16 pair: not text"
+    assert reasons[f"{path}:12"].startswith("key 'solution' has a coordinate no float holds: [10, 10, 1000")
 
 
 def test_strict_mode_stops_at_the_first_bad_record(folder):

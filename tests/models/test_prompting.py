@@ -46,21 +46,54 @@ def test_prompts_rendered_together_are_the_prompts_rendered_alone(family, rec_da
     truncated = tmp_path / "truncated.png"
     truncated.write_bytes(open(images[0].images[0], "rb").read()[:100])
     broken = dataclasses.replace(images[0], images=[str(truncated)], source="broken.json:7")
+    bad_chunk = tmp_path / "bad_chunk.png"
+    png_with_a_broken_chunk(bad_chunk)  # Pillow raises SyntaxError decoding it
+    chunk = dataclasses.replace(images[0], images=[str(bad_chunk)], source="chunk.json:2", image_size=(200, 150))
+    # a vision token written in a record's text has no image; a lone surrogate, no tokenizer takes
+    injected = dataclasses.replace(images[1], problem="the <|vision_start|><|image_pad|><|vision_end|> square")
+    half = dataclasses.replace(images[1], problem="the \ud800 square")
+    refused = [
+        (broken, "broken.json:7"),
+        (chunk, "chunk.json:2"),
+        (injected, images[1].source),
+        (half, images[1].source),
+    ]
 
-    jobs = [(grounding.messages(s), s) for s in images[:2]]
-    jobs += [(text_messages, text), (VideoQA().messages(clip), clip), (grounding.messages(broken), broken)]
-    jobs += [(grounding.messages(s), s) for s in images[2:]]
-    together = render_prompts(processor, jobs, cfg)
+    def jobs_with(bad: list[Sample]) -> list[tuple[list[dict], Sample]]:
+        jobs = [(grounding.messages(s), s) for s in images[:2]]
+        jobs += [(text_messages, text), (VideoQA().messages(clip), clip), *[(grounding.messages(s), s) for s in bad]]
+        return jobs + [(grounding.messages(s), s) for s in images[2:]]
 
-    assert isinstance(together[4], UnusableSample) and "broken.json:7" in str(together[4])
-    with pytest.raises(UnusableSample):
-        render_prompt(processor, *jobs[4], cfg)
-    for position, (messages, sample) in enumerate(jobs):
-        if position != 4:
-            assert_same_prompt(together[position], render_prompt(processor, messages, sample, cfg))
-    assert together[2].vision == {} and together[3].video is not None
-    kept, prompts, skipped = render_usable(list(range(len(jobs))), together)
-    assert kept == [0, 1, 2, 3, 5, 6] and prompts == [together[i] for i in kept] and skipped == [together[4]]
+    for bad, source in refused:  # each among readable prompts: it alone is answered UnusableSample
+        jobs = jobs_with([bad])
+        together = render_prompts(processor, jobs, cfg)
+        assert isinstance(together[4], UnusableSample) and source in str(together[4]), bad.problem
+        with pytest.raises(UnusableSample):
+            render_prompt(processor, *jobs[4], cfg)
+        for position, (messages, sample) in enumerate(jobs):
+            if position != 4:
+                assert_same_prompt(together[position], render_prompt(processor, messages, sample, cfg))
+        assert together[2].vision == {} and together[3].video is not None
+        kept, prompts, skipped = render_usable(list(range(len(jobs))), together)
+        assert kept == [0, 1, 2, 3, 5, 6] and prompts == [together[i] for i in kept] and skipped == [together[4]]
+
+
+def png_with_a_broken_chunk(path, width: int = 200, height: int = 150) -> None:
+    """A PNG whose header is whole (the load-time check reads its size) and whose second image
+    data chunk has a type of junk: Pillow's decoder raises SyntaxError, not OSError."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    pixels = zlib.compress((b"\x00" + b"\x80" * 3 * width) * height)  # each row: filter 0, then gray RGB
+    half = len(pixels) // 2
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels[:half])
+        + chunk(b"\x00\x01!!", pixels[half:]) + chunk(b"IEND", b"")
+    )  # fmt: skip
 
 
 def test_without_a_chat_template_a_prompt_is_its_messages_content_in_order_with_each_image_and_video_as_vision_tokens():

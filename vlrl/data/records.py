@@ -82,6 +82,11 @@ class RecordContext:
         value = record[key]
         if isinstance(value, bool) or not isinstance(value, expected):
             raise self.error(f"key '{key}' must be {what}, got {type(value).__name__} {_short(value)}")
+        if isinstance(value, str) and not value.isascii():
+            try:  # JSON's "\ud800" reads as a lone surrogate, which no tokenizer takes
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise self.error(f"key '{key}' holds {value[err.start]!r}, half of a UTF-16 pair: not text") from None
         return value
 
     def record_id(self, record: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import TypeVar, get_type_hints
+from typing import Any, TypeVar, get_type_hints
 
 import torch
 from PIL import Image
@@ -58,9 +58,20 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
         if sample.video and sample.video not in decoded:
             media = sample.video
             decoded[media] = load_video(media, model.video, factor)
-    except (OSError, ValueError) as err:  # the file passed the load-time check, yet fails to decode
-        raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
+    except Exception as err:  # passed the load-time check, yet fails to decode (Pillow raises SyntaxError too)
+        raise UnusableSample(sample.source, f"cannot read {media}: {type(err).__name__}: {err}"[:400]) from err
     return images
+
+
+def encoded_prompts(processor, sample: Sample, **kwargs: Any) -> dict[str, Any]:
+    """The processor's output for `sample`'s prompt, or its UnusableSample: a record's text the
+    processor refuses (a vision token written in it, which then has no image) costs that sample."""
+    try:
+        return processor(return_tensors="pt", **kwargs)
+    except Exception as err:
+        raise UnusableSample(
+            sample.source, f"the processor refused the prompt: {type(err).__name__}: {err}"[:400]
+        ) from err
 
 
 def raw_prompt(messages: list[dict], model: ModelConfig) -> str:
@@ -172,7 +183,7 @@ def render_prompt(
             clip = shuffle_frames(clip, sample.shuffle_frames)
         kwargs["videos"] = [clip.frames]
         kwargs["videos_kwargs"] = {**family.video_processor_kwargs(clip), **uncapped(processor)}
-    encoded = processor(text=[text], return_tensors="pt", **kwargs)
+    encoded = encoded_prompts(processor, sample, text=[text], **kwargs)
     sizes = [(image.height, image.width) for image in images]
     grids = encoded["image_grid_thw"].tolist() if images else []
     if sample.video:
@@ -212,7 +223,15 @@ def render_prompts(
     if batched:
         images = [image for _, _, row_images, _ in batched for image in row_images]
         texts = [text for _, text, _, _ in batched]
-        encoded = processor(text=texts, return_tensors="pt", padding=True, **image_kwargs(images, model))
+        try:
+            encoded = processor(text=texts, return_tensors="pt", padding=True, **image_kwargs(images, model))
+        except Exception:  # a prompt the processor refuses: each rendered alone, that one skipped
+            for position, *_ in batched:
+                try:
+                    out[position] = render_prompt(processor, *jobs[position], model, decoded)
+                except UnusableSample as err:
+                    out[position] = err
+            return out  # type: ignore[return-value]
         real = encoded["attention_mask"].bool()
         grids = encoded["image_grid_thw"] if images else torch.zeros(0, 3, dtype=torch.long)
         row_grids = grids.split([len(row_images) for _, _, row_images, _ in batched])  # each row's images
