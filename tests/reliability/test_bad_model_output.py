@@ -1,7 +1,10 @@
 """Bad model output, everywhere: every built-in task's reward functions, `predict` and `metrics`,
 called directly (no scorer to catch what they raise), take any text - huge numbers, NaN and
 infinities, deep nesting, megabyte strings, control characters - and give finite values in
-range, in bounded time, without raising."""
+range, in bounded time, without raising. One exception, by design: a math-verify reward
+(rewards/math.py) that gives no verdict in VERIFY_SECONDS (`"\\(" * 30000`, `$9^{9^{9^{9}}}$`)
+raises TimeoutError, which the scorer counts as a failure scoring 0
+(tests/rewards/test_math_rewards.py); its strings are not in FIXED, each costs those seconds."""
 
 from __future__ import annotations
 
