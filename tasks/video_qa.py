@@ -196,12 +196,17 @@ def _video_path(record: dict[str, Any], ctx: RecordContext) -> str:
         return str(path)
     if not path.is_file():
         raise ctx.error(f"video not found: {path}")
-    from vlrl.vision.video import probe  # imports torch: here, not when `vlrl tasks list` imports this module
+    from vlrl.vision.video import video_info  # imports torch: here, not when `vlrl tasks list` imports this module
 
     try:
-        frames, _ = probe(path)
+        info = video_info(path)
     except Exception as err:  # any decoder error is this record's problem
         raise ctx.error(f"video unreadable: {path} ({err})"[:300]) from err
-    if frames < 2:
-        raise ctx.error(f"video {path} has {frames} frame(s); at least 2 are needed")
+    if info.frames < 2:
+        raise ctx.error(f"video {path} has {info.frames} frame(s); at least 2 are needed")
+    if info.width * info.height > ctx.media.max_image_pixels:  # every sampled frame is decoded whole
+        raise ctx.error(
+            f"video {path} has frames of {info.width}x{info.height} = {info.width * info.height} pixels, over "
+            f"data.max_image_pixels ({ctx.media.max_image_pixels}), the limit an image's has"
+        )
     return str(path)

@@ -272,7 +272,7 @@ class DataConfig:
     # Records may name files only inside the data root (image_root, else the data file's folder):
     # true lets them name absolute paths and paths or links that lead elsewhere.
     allow_outside_root: bool = False
-    max_image_pixels: int = 89_478_485  # an image whose header states more is refused (PIL's default limit)
+    max_image_pixels: int = 89_478_485  # an image (a video's frame) whose header states more is refused (PIL's limit)
     strict: bool = False  # a bad record stops the run instead of being reported and skipped
     limit: int = 0  # use only the first N records (0: all)
     # Write the task's synthetic dataset at `train` / `eval` when missing, but only at the paths

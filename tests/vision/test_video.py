@@ -17,7 +17,7 @@ from rewards.ocr import video_r1_answer
 from rewards.video import accuracy
 from tasks.video_qa import VideoQA
 from vlrl.config import VideoConfig
-from vlrl.data.records import FrameSpec
+from vlrl.data.records import FrameSpec, MediaRules
 from vlrl.eval.layout import read_metrics
 from vlrl.vision.video import Video, frame_count, load_video, shuffle_frames
 
@@ -346,6 +346,15 @@ def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
     split = VideoQA().load(path, FrameSpec())  # relative to the data file: the broken file is found, and unreadable
     assert any("video unreadable" in str(e) for e in split.errors)
     assert any("still.mp4 has 1 frame(s); at least 2 are needed" in str(e) for e in split.errors)
+    # frames over data.max_image_pixels: each sampled one would be decoded whole (4096x4096: 5 GB)
+    clip(tmp_path / "videos" / "wide.mp4", 4, 64, 48, 2)
+    path.write_text(json.dumps([{**good, "path": "videos/wide.mp4", "data_type": "video"}]))
+    assert len(VideoQA().load(path, FrameSpec(), media=MediaRules(max_image_pixels=64 * 48)).samples) == 1
+    split = VideoQA().load(path, FrameSpec(), media=MediaRules(max_image_pixels=64 * 48 - 1))
+    assert [e.message for e in split.errors] == [
+        f"video {tmp_path / 'videos' / 'wide.mp4'} has frames of 64x48 = 3072 pixels, over data.max_image_pixels "
+        "(3071), the limit an image's has"
+    ]
 
 
 def test_a_video_prompt_renders_its_frames_and_t_grpo_shuffles_them(video_data, tiny_qwen25, monkeypatch):

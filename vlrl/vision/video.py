@@ -20,6 +20,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -83,14 +84,23 @@ def frame_pixel_limit(spec: VideoConfig, factor: int, share: float = math.inf) -
     return min(spec.max_pixels, max(min(VIDEO_MAX_TOKENS * factor * factor, share), floor))
 
 
-def probe(path: str | Path) -> tuple[int, float]:
-    """(frames, fps) of a video file as PyAV reads them, from its header where it says them."""
+class VideoInfo(NamedTuple):
+    frames: int
+    fps: float
+    width: int  # of a frame, as the stream's header states it
+    height: int
+
+
+def video_info(path: str | Path) -> VideoInfo:
+    """A video file's frames, fps and frame size as PyAV reads them, from its header where it
+    says them (the frames counted from its packets where it does not)."""
     import av
 
     try:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             fps = float(stream.average_rate or stream.guessed_rate or 0)
+            width, height = stream.codec_context.width, stream.codec_context.height
             total = stream.frames or sum(1 for packet in container.demux(stream) if packet.size)
     except av.error.FFmpegError as err:
         raise ValueError(f"video {path}: {err}") from err
@@ -98,7 +108,13 @@ def probe(path: str | Path) -> tuple[int, float]:
         raise ValueError(f"video {path} holds no video stream") from err
     if total <= 0 or fps <= 0:
         raise ValueError(f"video {path} reports {total} frames at {fps} fps")
-    return total, fps
+    return VideoInfo(total, fps, width, height)
+
+
+def probe(path: str | Path) -> tuple[int, float]:
+    """(frames, fps) of a video file as PyAV reads them (`video_info`)."""
+    info = video_info(path)
+    return info.frames, info.fps
 
 
 def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
