@@ -98,3 +98,24 @@ def test_a_checkpoint_that_ships_its_own_code_loads_without_running_it(tmp_path,
     # The code is live: allowed to, transformers runs it.
     AutoModelForImageTextToText.from_pretrained(checkpoint, trust_remote_code=True)
     assert marker.exists()
+
+
+def test_a_pickled_weights_file_with_a_payload_is_refused_in_one_line_without_running_it(
+    tmp_path, tiny_qwen25, rec_data, capsys
+):
+    """transformers loads a .bin with torch's weights_only: the payload does not run, and its error
+    (a traceback suggesting weights_only=False) is said as one line naming the checkpoint."""
+    from safetensors.torch import load_file
+
+    checkpoint, marker = tmp_path / "evil", tmp_path / "payload-ran"
+    shutil.copytree(tiny_qwen25, checkpoint)
+    (weights,) = checkpoint.glob("*.safetensors")
+    torch.save({**load_file(weights), "extra": Payload(marker)}, checkpoint / "pytorch_model.bin")
+    weights.unlink()
+    status = main(["eval", "--task", f"refcoco={rec_data}", "--model", str(checkpoint), "--out", str(tmp_path / "e")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert status == 2 and not marker.exists()
+    assert (
+        f"error: {checkpoint}: a pickled weights file (.bin) holds more than tensors, and vlrl does not unpickle it"
+        in out
+    )

@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import pickle
 import re
 import warnings
 from collections.abc import Iterable, Iterator
@@ -164,8 +165,10 @@ def pretrained(cfg: ModelConfig, path: str) -> torch.nn.Module:
 
 @contextlib.contextmanager
 def reading_weights(path: str) -> Iterator[None]:
-    """A weights file that does not load (cut short or damaged: safetensors' own error, which is no
-    OSError) said in one line naming the checkpoint, not as a traceback."""
+    """A weights file that does not load said in one line naming the checkpoint, not as a
+    traceback: cut short or damaged (safetensors' own error, which is no OSError), or a pickled
+    .bin holding more than tensors, which torch's weights_only load refuses to run (its message
+    suggests unpickling it whole: never, for a checkpoint from elsewhere)."""
     from safetensors import SafetensorError
 
     try:
@@ -173,6 +176,11 @@ def reading_weights(path: str) -> Iterator[None]:
     except SafetensorError as err:
         raise ConfigError(
             f"{path}: its weights do not load ({first_line(err)}): a file is damaged or cut short"
+        ) from err
+    except pickle.UnpicklingError as err:
+        raise ConfigError(
+            f"{path}: a pickled weights file (.bin) holds more than tensors, and vlrl does not unpickle it "
+            "(unpickling can run any code): use the checkpoint's safetensors, or a .bin of tensors alone"
         ) from err
 
 
