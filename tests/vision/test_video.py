@@ -610,6 +610,7 @@ class _Stream:
 
     def __init__(self, average_rate, guessed_rate, frames):
         self.average_rate, self.guessed_rate, self.frames = average_rate, guessed_rate, frames
+        self.width, self.height = 64, 48
 
 
 class _Container:

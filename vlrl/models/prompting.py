@@ -59,7 +59,7 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
             media = sample.video
             decoded[media] = load_video(media, model.video, factor)
     except Exception as err:  # passed the load-time check, yet fails to decode (Pillow raises SyntaxError too)
-        raise UnusableSample(sample.source, f"cannot read {media}: {type(err).__name__}: {err}"[:400]) from err
+        raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
     return images
 
 

@@ -100,7 +100,7 @@ def video_info(path: str | Path) -> VideoInfo:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             fps = float(stream.average_rate or stream.guessed_rate or 0)
-            width, height = stream.codec_context.width, stream.codec_context.height
+            width, height = stream.width, stream.height
             total = stream.frames or sum(1 for packet in container.demux(stream) if packet.size)
     except av.error.FFmpegError as err:
         raise ValueError(f"video {path}: {err}") from err
