@@ -102,7 +102,7 @@ def test_json_that_python_cannot_read_costs_only_its_record(root, bad, message, 
 @pytest.mark.parametrize(
     "changes,message",
     [
-        ({"solution": [10, 10, 10**400, 40]}, "OverflowError"),  # a number no float holds
+        ({"solution": [10, 10, 10**400, 40]}, "key 'solution' has a coordinate no float holds"),
         ({"solution": [10, 10, 50, "40"]}, "must be 4 numbers"),  # the task's own message, not wrapped again
         ({"solution": "abc"}, "got 'abc'"),  # what the record holds, not what was parsed of it
     ],
@@ -116,6 +116,23 @@ def test_a_value_the_task_code_cannot_convert_costs_only_its_record(root, change
     assert error.source == f"{path}:2" and message in error.message
     with pytest.raises(RecordError, match=message):
         load_split(path, RefCOCO().build_sample, SPEC, strict=True)
+
+
+def test_an_error_the_task_code_did_not_foresee_costs_only_its_record_named_by_its_type(root):
+    """A task's build_sample raising what it did not check for (a number no float holds, here)
+    is still that record's problem: reported with its place, the others read."""
+
+    def build_sample(item, ctx):
+        sample = RefCOCO().build_sample(item, ctx)
+        float(item["height"] * 10**400 if item["id"] == "r1" else 0)  # OverflowError on line 2
+        return sample
+
+    path = root / "train.jsonl"
+    path.write_text("\n".join(json.dumps(record(i)) for i in range(3)) + "\n")
+    split = load_split(path, build_sample, SPEC)
+    assert [s.id for s in split.samples] == ["r0", "r2"]
+    (error,) = split.errors
+    assert (error.source, error.message) == (f"{path}:2", "OverflowError: int too large to convert to float")
 
 
 @pytest.mark.parametrize(
