@@ -16,9 +16,9 @@ Where this differs from MathRuler: step 3 never evaluates text. MathRuler hands
 `(truth)-(given)` to sympy's `parse_expr` (Python's eval of a rewritten string) and then
 `sympy.simplify`, with no time limit (`9**9**9**9` passes its filters and hangs). Here a small
 parser (`_Parser`) reads the same text into sympy objects built directly: numbers, the
-letters of at most two unknowns (as `parse_expr` splits them: "xy" is x*y), `pi`, `sqrt(...)`,
+letters of at most two unknowns (as `parse_expr` splits them: "xy" is x*y), `pi`, `sqrt(...)`, `ln(...)`,
 `+ - * / ^ **`, parentheses and implicit multiplication, with Python's precedence. What it does
-not read (function names other than sqrt, factorials, `=`, commas, names with digits, numbers
+not read (function names other than sqrt and ln, factorials, `=`, commas, names with digits, numbers
 with leading zeros that Python refuses anyway, over MAX_TOKENS tokens, powers whose result
 would pass MAX_POWER_BITS, a root or fractional power of a number past MAX_ROOT_BITS, a float
 exponent past MAX_FLOAT_EXPONENT, or a symbolic base raised past MAX_SYMBOLIC_EXPONENT: numbers
@@ -432,10 +432,11 @@ class _Parser:
 
     def name(self, text: str) -> Any:
         sympy = self.sympy
-        if text == "sqrt":
+        if text in ("sqrt", "ln"):  # applied to what follows in parentheses, as parse_expr applies them
             if self.peek() != ("op", "(") or self.pos in self.after_break:
-                raise Unreadable("sqrt without parentheses")
-            return self.raise_to(self.atom(), sympy.Rational(1, 2))
+                raise Unreadable(f"{text} without parentheses")
+            argument = self.atom()
+            return self.raise_to(argument, sympy.Rational(1, 2)) if text == "sqrt" else sympy.log(argument)
         if text == "pi":
             return sympy.pi
         if text in _sympy_names():

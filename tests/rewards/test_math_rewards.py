@@ -40,6 +40,9 @@ GRADES = [
     ("\t1.50", "3/2", True), ("2\tx", "x*2", True), ("x\ty", "y*x", True), ("2\x0cx", "x*2", True),
     ("2\nx", "x*2", False), ("2\rx", "x*2", False), ("2\n(x+1)", "2x+2", False), ("\\sqrt\n(4)", "2", False),
     ("sqrt\t(8)", "2sqrt(2)", True), ("sqrt\n(8)", "2sqrt(2)", False),
+    # ln, sympy's log (the one other function name the two-letter filter lets through in answers)
+    ("ln(4)", "2ln(2)", True), ("2ln(3)", "ln(9)", True), ("ln(2)+ln(3)", "ln(6)", True), ("1/ln(4)", "1/(2ln(2))", True),
+    ("ln(ln(4))", "ln(2ln(2))", True), ("ln\n(4)", "2ln(2)", False), ("ln(x^2)", "2ln(x)", False), ("ln(1)", "0", False),
     ("1\n\n2", "2", False), ("2\x0bx", "x*2", False),
 ]  # fmt: skip
 
