@@ -293,6 +293,7 @@ def test_the_vision_r1_recipe_loads_its_ptst_schedule_and_strict_reward():
         1e-6, 0.01, "low_var", 512,
     )  # fmt: skip
     assert cfg.algo.std_eps == 1e-6  # EasyR1's compute_grpo_outcome_advantage
+    assert not cfg.algo.rollout_correction.enabled  # EasyR1 weighs nothing by vLLM's log-probs
     assert cfg.algo.entropy_coef == 1e-3  # its actor's entropy_coeff at @0618e5a
     assert (cfg.algo.aggregation, cfg.algo.micro_batch_rows) == ("micro_token_mean", 4)  # its dp_actor's loss
     # the released Vision-R1-7B is step 200: a checkpoint there, not yet pruned at the run's end
