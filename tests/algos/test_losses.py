@@ -16,8 +16,10 @@ from vlrl.algos.losses import (
     kl_k3,
     mismatch,
     rollout_importance_weights,
+    token_loss,
     token_weights,
 )
+from vlrl.config import AlgoConfig
 from vlrl.trainer.batch import longest_first, micro_batches, padded_tokens, unpadded_tokens, update_micro_batches
 
 
@@ -263,6 +265,20 @@ def test_high_entropy_selection_keeps_a_token_exactly_at_the_threshold():
     entropy = torch.tensor([[0.1, 0.2, 0.3], [0.4, 0.5, 9.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
     assert high_entropy_mask(entropy, mask, fraction=0.5).tolist() == [[False, False, True], [True, True, False]]
+
+
+def test_the_entropy_bonus_acts_on_the_selected_high_entropy_tokens_only_as_trls():
+    """TRL 1.16's effective_mask = mask * entropy_mask for its entropy bonus too: with 0.25 of four
+    tokens kept, only the highest-entropy one's entropy is in the loss (its gradient -coef there)."""
+    entropy = torch.tensor([[0.1, 0.2, 0.3, 2.0]], requires_grad=True)
+    mask = torch.ones(1, 4)
+    logp = torch.full((1, 4), -1.0)
+    cfg = AlgoConfig(aggregation="token_mean", entropy_coef=0.01, top_entropy_fraction=0.25)
+    selected = high_entropy_mask(entropy.detach(), mask, cfg.top_entropy_fraction)
+    per_token = token_loss(logp, logp, torch.ones(1), mask, cfg, selected=selected, entropy=entropy).per_token
+    per_token.sum().backward()
+    assert entropy.grad[0].tolist() == pytest.approx([0.0, 0.0, 0.0, -0.01])
+    assert per_token[0].tolist() == pytest.approx([0.0, 0.0, 0.0, -1.0 - 0.02])
 
 
 def test_high_entropy_selection_of_a_batch_without_real_tokens_selects_nothing():

@@ -351,7 +351,8 @@ def token_loss(
     times the selection of high-entropy tokens, times each row's weight (UniVG-R1's difficulty
     weight, (R,)), times the off-policy sequence mask (algo.off_policy_mask: on the log-probs of
     the engine that sampled, `sampling_logp`, else the old ones, as TRL); minus entropy_coef
-    times each step's `entropy` (verl's entropy bonus, on every token, as its entropy_loss);
+    times each step's `entropy` (verl's entropy bonus, as its entropy_loss; on the selected
+    high-entropy tokens only where some are, as TRL 1.16's effective_mask);
     plus beta times the KL to the reference (times the ratio
     to the old policy with algo.kl_bias_correction: DeepSeek-V3.2's unbiased estimate of the
     reverse KL's gradient from samples of the old policy)."""
@@ -367,7 +368,8 @@ def token_loss(
     if row_weights is not None:
         per_token = per_token * row_weights.unsqueeze(1)
     if entropy is not None:  # `entropy_coef`: the adaptive one's (algo.entropy_target), else cfg's
-        per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * entropy
+        bonus = entropy if selected is None else entropy * selected  # on the tokens trained, as TRL's
+        per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * bonus
     kl = None
     if ref_logp is not None:
         kl = KL_ESTIMATORS[cfg.kl_estimator](logp, ref_logp)
@@ -451,13 +453,15 @@ def token_weights(
 ) -> torch.Tensor:
     """Weights w with loss = sum(per_token_loss * w) over the whole batch.
 
-    token_mean: every token of the batch counts the same (DAPO, TRL's bnpo/dapo).
+    token_mean: every token of the batch counts the same (DAPO, TRL's dapo; its bnpo with one
+    micro-batch: bnpo takes each micro-batch's token mean, micro_token_mean).
     seq_mean_token_mean: mean over each sequence's tokens, then over sequences (GRPO, TRL's grpo).
     seq_mean_token_sum_norm: token sums divided by sequences x max length (Dr.GRPO).
     seq_mean_token_sum: token sums divided by sequences (verl's seq-mean-token-sum, TRL's luspo).
     micro_token_mean: the token mean of each `micro_rows` consecutive rows, averaged over those
     micro-batches (EasyR1's and verl's legacy worker: agg_loss's token-mean of a micro-batch over
-    the gradient accumulation steps, a micro-batch `micro_batch_size_per_device_for_update` rows).
+    the gradient accumulation steps, a micro-batch `micro_batch_size_per_device_for_update` rows;
+    TRL's bnpo, a micro-batch `per_device_train_batch_size` rows).
 
     `rows`, `tokens` and `micro_batches` are the batch's numbers of sequences, tokens and
     micro-batches to divide by; by default this mask's. Data-parallel training passes their
