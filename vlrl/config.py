@@ -1101,13 +1101,19 @@ class Config:
                     f"config: algo.overlong_buffer must be in [0, {at}max_new_tokens ({limits.max_new_tokens})), "
                     f"got {algo.overlong_buffer}"
                 )
-            if limits.num_generations < 2 and algo.advantage in ("grpo", "rloo", "cpgd", "dr_grpo"):
+            if limits.num_generations < 2 and algo.advantage in GROUP_BASELINES:
                 raise ConfigError(
                     f"config: algo.advantage {algo.advantage!r} needs {at}num_generations >= 2, got {limits.num_generations}"
+                    " (its baseline is the group's: alone, every advantage is 0)"
                 )
             if algo.temporal.enabled and int(algo.temporal.shuffled_fraction * limits.num_generations) < 1:
                 raise ConfigError(f"config: algo.temporal.shuffled_fraction x {at}num_generations must be >= 1")
         return self
+
+
+# The advantages measured against the prompt's group: a group of one learns nothing (verl's opo,
+# gpg and reinforce_plus_plus_baseline take a baseline of 0 there instead; refused here).
+GROUP_BASELINES = ("grpo", "rloo", "cpgd", "dr_grpo", "opo", "gpg", "reinforce_baseline", "passk", "gdpo")
 
 
 def _type_name(tp: Any) -> str:

@@ -135,6 +135,10 @@ def test_the_data_pixel_limit_defaults_to_pils_and_goes_up_to_pils_refusal_exact
             ["algo.advantage=dr_grpo", "rollout.num_generations=1"],
             "algo.advantage 'dr_grpo' needs rollout.num_generations >= 2",
         ),
+        *[  # a group baseline of one completion: every advantage 0, nothing learned
+            ([f"algo.advantage={name}", "rollout.num_generations=1"], f"algo.advantage {name!r} needs rollout.num")
+            for name in ("opo", "gpg", "reinforce_baseline", "passk", "gdpo")
+        ],
         (["trainer.lr=1", "trainer.lr.x=1"], "config override trainer.lr.x: trainer.lr is not a mapping"),
     ],
 )
