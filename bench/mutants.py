@@ -94,6 +94,7 @@ ENTROPY_OLD = (
 )
 AGGREGATION = f"{UPDATE}::test_each_aggregation_weighs_the_tokens_as_its_loss_type"
 ENTROPY_BONUS = f"{UPDATE}::test_the_entropy_bonus_is_subtracted_from_the_loss_as_verl_and_easyr1_do"
+SELECTED_BONUS = f"{LOSSES}::test_the_entropy_bonus_acts_on_the_selected_high_entropy_tokens_only_as_trls"
 ROUTER_STEP = f"{UPDATE}::test_a_mixture_of_experts_load_balancing_loss_is_each_micro_batchs_averaged_over_the_step"
 ROUTER_TRL = f"{TRL}::test_a_mixture_of_experts_load_balancing_loss_and_gradient_equal_trls"
 CORRECTION = f"{SEAM}::test_mismatch_is_measured_and_corrected_by_importance_weights"
@@ -510,8 +511,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "the entropy term dropped", "vlrl/algos/losses.py",
-        "per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * entropy",
+        "per_token = per_token - (cfg.entropy_coef if entropy_coef is None else entropy_coef) * bonus",
         "per_token = per_token", (ENTROPY_BONUS,),
+    ),
+    Mutation(
+        "the entropy bonus on every token, not the selected ones", "vlrl/algos/losses.py",
+        "bonus = entropy if selected is None else entropy * selected", "bonus = entropy", (SELECTED_BONUS,),
     ),
     Mutation(
         "router_aux_loss_coef ignored", "vlrl/trainer/update.py",
