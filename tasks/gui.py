@@ -71,6 +71,28 @@ GUI_R1_ACTION_TEMPLATE = (
     "[{'action': enum['type', 'open_app'], 'point': [-100, -100], 'input_text': 'shanghai shopping mall'}]\n"
     "[{'action': enum['scroll'], 'point': [-100, -100], 'input_text': enum['up', 'left', 'right', 'down']}]"
 )
+# GUI-R1's training prompt for action rows (task_type "high", verl/utils/dataset.py @d43eea2): its
+# own nine actions, of which complete, close/delete, select and enter have no AndroidControl step
+# (data_prep.gui skips such rows) and wait, long_press and open_app are not offered.
+GUI_R1_TRAINING_ACTION_TEMPLATE = (
+    "You are GUI-R1, a reasoning GUI Agent Assistant. In this UI screenshot <image>, I want you to continue "
+    "executing the command '{instruction}', with the action history being '{history}'.\n"
+    "Please provide the action to perform (enumerate from ['complete', 'close/delete', 'press_home', 'click', "
+    "'press_back', 'type', 'select', 'scroll', 'enter']), the point where the cursor is moved to (integer) if a "
+    "click is performed, and any input text required to complete the action.\n"
+    "Output the thinking process in <think> </think> tags, and the final answer in <answer> </answer> tags as "
+    "follows:\n"
+    "<think> ... </think> <answer>[{'action': enum['complete', 'close/delete', 'press_home', 'click', "
+    "'press_back', 'type', 'select', 'scroll', 'enter'], 'point': [x, y], 'input_text': 'no input text "
+    "[default]'}]</answer>\n"
+    "Note:\n specific input text (no default) is necessary for actions enum['type', 'select', 'scroll'] \n"
+    " Example:\n"
+    "[{'action': enum['complete', 'close/delete', 'press_home', 'press_back', 'enter'], 'point': [-100, -100], "
+    "'input_text': 'no input text'}]\n"
+    "[{'action': enum['click'], 'point': [123, 300], 'input_text': 'no input text'}]\n"
+    "[{'action': enum['type', 'select'], 'point': [-100, -100], 'input_text': 'shanghai shopping mall'}]\n"
+    "[{'action': enum['scroll'], 'point': [-100, -100], 'input_text': enum['up', 'left', 'right', 'down']}]"
+)
 # GUI-R1 grounding rows (task_type "low", verl/utils/dataset.py).
 GUI_R1_GROUNDING_TEMPLATE = (
     "You are GUI-R1, a reasoning GUI Agent Assistant. In this UI screenshot <image>, I want you to continue "
@@ -156,6 +178,9 @@ class GuiOptions:
 @dataclass
 class GuiActionOptions(GuiOptions):
     style: Literal["gui_r1", "ui_r1"] = "gui_r1"
+    # style gui_r1's prompt: its AndroidControl evaluation's (inference_vllm_android.py: the seven
+    # AndroidControl actions this task scores), or its training's (dataset.py: its own nine actions)
+    gui_r1_prompt: Literal["android_control", "training"] = "android_control"
     # Rewards, for a click whose ground truth is a point: GUI-R1's 140 px in the model's frame.
     click_distance: float = 140.0
     click_distance_unit: DistanceUnit = "model_px"
@@ -477,7 +502,9 @@ class GuiAction(_GuiTask):
 
     def _default_template(self) -> str:
         if self.options.style == "gui_r1":
-            return _without_thinking(GUI_R1_ACTION_TEMPLATE, "gui_r1", self.options.thinking)
+            training = self.options.gui_r1_prompt == "training"
+            template = GUI_R1_TRAINING_ACTION_TEMPLATE if training else GUI_R1_ACTION_TEMPLATE
+            return _without_thinking(template, "gui_r1", self.options.thinking)
         return _without_thinking(UI_R1_TEMPLATE, "ui_r1", self.options.thinking)
 
     def _reward_rule(self) -> PointRule:

@@ -273,6 +273,30 @@ def test_gui_r1_grounding_prompt_places_the_image_where_gui_r1_does(tmp_path):
     assert custom[1]["text"] == "Find click the send button {braces}"
 
 
+def test_gui_r1_actions_are_asked_with_its_android_control_prompt_or_with_its_training_prompt(tmp_path):
+    """GUI-R1 trains action rows on its own nine actions (verl/utils/dataset.py @d43eea2) and
+    evaluates AndroidControl with its seven (inference_vllm_android.py), the ones this task scores."""
+    sample = action_sample(tmp_path, {"action_type": "click", "x": 600, "y": 300})
+
+    def text(options: dict) -> str:
+        content = GuiAction(options).messages(sample)[0]["content"]
+        assert [c["type"] for c in content] == ["text", "image", "text"]
+        return content[0]["text"] + "<image>" + content[2]["text"]
+
+    android, training = text({}), text({"gui_r1_prompt": "training"})
+    assert "(enumerate from ['wait', 'long_press', 'click', 'press_back', 'type', 'open_app', 'scroll'])" in android
+    assert training.startswith("You are GUI-R1, a reasoning GUI Agent Assistant. In this UI screenshot <image>, I want")
+    assert (
+        "(enumerate from ['complete', 'close/delete', 'press_home', 'click', 'press_back', 'type', 'select', 'scroll', "
+        "'enter']), the point" in training
+    )
+    assert (
+        "necessary for actions enum['type', 'select', 'scroll'] \n Example:\n[{'action': enum['complete'," in training
+    )
+    assert training.endswith("'input_text': enum['up', 'left', 'right', 'down']}]")
+    assert "<think>" not in text({"gui_r1_prompt": "training", "thinking": False})
+
+
 def test_action_click_distance_units(tmp_path):
     gt = {"action_type": "click", "x": 600, "y": 300}  # model frame (300, 150)
     sample = action_sample(tmp_path, gt)
