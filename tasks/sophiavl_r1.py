@@ -34,8 +34,11 @@ from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
 
+# Its run_train.sh writes the text over two lines ("answer.\n The"), and passes it as
+# data.system_prompt=... to OmegaConf.from_cli, whose YAML reading of the value folds the line
+# break and the space into one space: the text the released run trained with (omegaconf 2.3).
 SYSTEM_PROMPT = (
-    "You FIRST think about the reasoning process as an internal monologue and then provide the final answer.\n"
+    "You FIRST think about the reasoning process as an internal monologue and then provide the final answer."
     " The reasoning process MUST BE enclosed within <think> </think> tagsdd. The final answer MUST BE enclosed "
     "within <answer> </answer> tags, for example <think>your_thinking_process</think><answer>your_final_answer"
     "</answer>. If you use formula, please use LaTeX format."
