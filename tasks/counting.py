@@ -22,7 +22,7 @@ Variants (task.options.variant):
 - `number`: R1-style, the answer is the count (R1-V's counting template, as Perception-R1's
   "r1v" question template writes it).
 - `perception_r1`: Perception-R1's own task: prompt "Output all the bounding boxes of the
-  {label}", answer `<|object_ref_start|>label<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)
+  {label}" after its system message (Qwen's default text with a trailing space), answer `<|object_ref_start|>label<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)
   <|box_end|>...<|im_end|>`, count = number of boxes, points = box centers, and `count_points`
   is 0 unless that format matches (pr1_counting_reward). Those are special tokens: the
   completions must be decoded with them kept (PR1 runs with skip_special_tokens=False); the
@@ -83,6 +83,9 @@ TEMPLATES = {
     "perception_r1": "Output all the bounding boxes of the {label}",
 }
 DEFAULT_LABEL = "objects"  # what CountBench records (which name no label) count, in prompts
+# Perception-R1 always sends a system message; its counting script's ("qwen", src/open_r1/
+# constants.py QWEN2_SYS at accb7cb) is Qwen's default text with a trailing space.
+PR1_SYSTEM = "You are a helpful assistant. "
 
 
 @dataclass
@@ -168,7 +171,10 @@ class Counting(Task):
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
         template = self.options.prompt_template or TEMPLATES[self.options.variant]
         text = template.format(Question=sample.problem, label=sample.meta["label"])
-        return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+        user = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}
+        if self.options.variant == "perception_r1":
+            return [{"role": "system", "content": PR1_SYSTEM}, user]
+        return [user]
 
     def target(self, sample: Sample) -> str:
         count, points = sample.solution["count"], sample.solution["points"]

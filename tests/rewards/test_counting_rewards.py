@@ -226,6 +226,20 @@ def test_point_reward_in_the_qwen25_absolute_frame(tmp_path):
     )
 
 
+def test_the_perception_r1_variant_asks_after_its_system_message_as_perception_r1_does(tmp_path):
+    """PR1's counting script sends system_prompt_template "qwen" (QWEN2_SYS, a trailing space) and
+    question_template "pr1_counting" (src/open_r1/constants.py at accb7cb); the other variants none."""
+    sample = _sample(tmp_path)
+    assert Counting({"variant": "perception_r1"}).messages(sample) == [
+        {"role": "system", "content": "You are a helpful assistant. "},
+        {
+            "role": "user",
+            "content": [{"type": "image"}, {"type": "text", "text": "Output all the bounding boxes of the dots"}],
+        },
+    ]
+    assert [m["role"] for m in Counting().messages(sample)] == ["user"]
+
+
 def test_point_reward_in_the_qwen2_norm1000_frame(tmp_path):
     sample = _sample(tmp_path, kind="norm1000")
     fns = Counting().reward_functions()
@@ -283,7 +297,7 @@ def test_target_count_offset_makes_the_sft_target_miscount_while_rewards_keep_th
 def test_perception_r1_variant_scores_its_own_format(tmp_path):
     task = Counting(options={"variant": "perception_r1"})
     sample = _sample(tmp_path, kind="norm1000")  # PR1 trains Qwen2-VL: 0-1000 coordinates
-    assert task.messages(sample)[0]["content"][1]["text"] == "Output all the bounding boxes of the dots"
+    assert task.messages(sample)[1]["content"][1]["text"] == "Output all the bounding boxes of the dots"
     fns = task.reward_functions()
     target = task.target(sample)
     assert target.startswith("<|object_ref_start|>dots<|object_ref_end|><|box_start|>(89,179),(89,179)<|box_end|>")
