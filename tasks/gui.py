@@ -188,6 +188,10 @@ class GuiActionOptions(GuiOptions):
     eval_click_distance: float = 0.14
     eval_click_distance_unit: DistanceUnit = "relative"
     text_f1_threshold: float = 0.5
+    # Metrics: count (every step in type_acc, grounding_acc and step_success) or drop (an action's
+    # steps leave a metric where none of them is right: GUI-R1's eval_omni.py, whose counts of an
+    # action are made on its first hit)
+    eval_hitless_actions: Literal["count", "drop"] = "count"
 
     def __post_init__(self) -> None:
         for key in ("click_distance", "eval_click_distance"):
@@ -552,26 +556,31 @@ class GuiAction(_GuiTask):
         truncate = self._eval_truncate()
         box_corner = o.style == "gui_r1"  # GUI-R1's evaluation measures from a box's corner
         counts: dict[str, list[bool]] = defaultdict(list)
+        by_action: dict[tuple[str, str], list[bool]] = defaultdict(list)  # (metric, action): its steps' hits
         for completion, sample in zip(completions, samples, strict=True):
             action = self.parse(completion)
             gt = sample.solution
             kind = gt["source_action"]
             type_ok = action is not None and action.action == gt["action"]
-            counts["type_acc"].append(type_ok)
+            by_action["type_acc", kind].append(type_ok)
             counts[f"type_acc/{gt['action']}"].append(type_ok)
             argument_ok = True
             if kind in POINT_ACTIONS:
                 argument_ok = self._hit(action, sample, rule, inclusive=True, truncate=truncate, box_corner=box_corner)
                 grounded = argument_ok and (type_ok or o.style == "gui_r1")
-                counts["grounding_acc"].append(grounded)
-                counts["step_success"].append(grounded)
+                by_action["grounding_acc", kind].append(grounded)
+                by_action["step_success", kind].append(grounded)
             elif kind in EVAL_TEXT_ACTIONS:
                 pred_text = action.input_text if action is not None else None
                 text_ok = R.input_text(pred_text, gt["text"], o.text_f1_threshold) == 1.0
-                counts["step_success"].append(text_ok)
+                by_action["step_success", kind].append(text_ok)
                 argument_ok = R.scroll_direction(pred_text, gt["text"]) == 1.0 if kind == "scroll" else text_ok
             counts["step_success_strict"].append(type_ok and argument_ok)
-        out = {key: sum(hits) / len(hits) for key, hits in counts.items()}
+        pooled: dict[str, list[bool]] = {}
+        for (metric, _), hits in by_action.items():
+            kept = o.eval_hitless_actions == "count" or any(hits)
+            pooled.setdefault(metric, []).extend(hits if kept else [])
+        out = {key: sum(hits) / len(hits) if hits else 0.0 for key, hits in {**pooled, **counts}.items()}
         return {**out, **self._rates(completions)}
 
 

@@ -387,6 +387,30 @@ def test_ui_r1_grounding_metric_needs_the_type(tmp_path):
     assert task.metrics([sample], [ui_r1("scroll", (300, 150))])["grounding_acc"] == 0.0
 
 
+def test_action_metrics_can_leave_out_actions_without_a_hit_as_gui_r1s_eval_omni_does(tmp_path):
+    """GUI-R1's eval_omni.py (d43eea2) makes an action's hit count on its first hit and sums over
+    those: an action none of whose steps is right leaves type, grounding and step success."""
+    click, press = ({"action_type": kind, "x": 600, "y": 300} for kind in ("click", "long_press"))
+    samples = [action_sample(tmp_path, gt) for gt in (click, click, press, {"action_type": "wait"})]
+    completions = [
+        gui_r1("click", (300, 150)),
+        gui_r1("click", (300, 150)),
+        gui_r1("click", (20, 20)),
+        gui_r1("press_back"),
+    ]
+    every = GuiAction().metrics(samples, completions)
+    assert (every["type_acc"], every["grounding_acc"], every["step_success"]) == (
+        0.5,
+        pytest.approx(2 / 3),
+        pytest.approx(2 / 3),
+    )
+    dropped = GuiAction({"eval_hitless_actions": "drop"}).metrics(samples, completions)
+    assert (dropped["type_acc"], dropped["grounding_acc"], dropped["step_success"]) == (1.0, 1.0, 1.0)
+    assert dropped["step_success_strict"] == every["step_success_strict"] == 0.5  # every step, either way
+    none = GuiAction({"eval_hitless_actions": "drop"}).metrics(samples[2:], completions[2:])
+    assert (none["type_acc"], none["grounding_acc"]) == (0.0, 0.0)  # eval_omni divides by zero there
+
+
 def test_grounding_metrics_split_by_platform_and_type(tmp_path):
     specs = [("mobile", "text", (100, 75)), ("mobile", "icon", (10, 10)), ("web", "text", (100, 75)),
              ("desktop", "icon", (150, 100))]  # fmt: skip
