@@ -31,7 +31,9 @@ def assert_same_prompt(got, want) -> None:
 
 
 @pytest.mark.parametrize("family", sorted(family_names()))
-def test_prompts_rendered_together_are_the_prompts_rendered_alone(family, rec_data, video_qa_data, tmp_path):
+def test_prompts_rendered_together_are_the_prompts_rendered_alone(
+    family, rec_data, video_qa_data, tmp_path, monkeypatch
+):
     cfg = ModelConfig(
         path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176,
         video=VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544),
@@ -64,9 +66,17 @@ def test_prompts_rendered_together_are_the_prompts_rendered_alone(family, rec_da
         jobs += [(text_messages, text), (VideoQA().messages(clip), clip), *[(grounding.messages(s), s) for s in bad]]
         return jobs + [(grounding.messages(s), s) for s in images[2:]]
 
+    from vlrl.models import prompting
+
+    reads = []
+    load_image = prompting.load_image
+    monkeypatch.setattr(prompting, "load_image", lambda path, *a: reads.append(path) or load_image(path, *a))
     for bad, source in refused:  # each among readable prompts: it alone is answered UnusableSample
         jobs = jobs_with([bad])
+        reads.clear()
         together = render_prompts(processor, jobs, cfg)
+        # each image read once, also where the batch falls back to one prompt at a time
+        assert sorted(reads) == sorted(path for _, sample in jobs for path in sample.images)
         assert isinstance(together[4], UnusableSample) and source in str(together[4]), bad.problem
         with pytest.raises(UnusableSample):
             render_prompt(processor, *jobs[4], cfg)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any, TypeVar, get_type_hints
+from typing import TypeVar, get_type_hints
 
 import torch
 from PIL import Image
@@ -61,17 +61,6 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     except Exception as err:  # passed the load-time check, yet fails to decode (Pillow raises SyntaxError too)
         raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
     return images
-
-
-def encoded_prompts(processor, sample: Sample, **kwargs: Any) -> dict[str, Any]:
-    """The processor's output for `sample`'s prompt, or its UnusableSample: a record's text the
-    processor refuses (a vision token written in it, which then has no image) costs that sample."""
-    try:
-        return processor(return_tensors="pt", **kwargs)
-    except Exception as err:
-        raise UnusableSample(
-            sample.source, f"the processor refused the prompt: {type(err).__name__}: {err}"[:400]
-        ) from err
 
 
 def raw_prompt(messages: list[dict], model: ModelConfig) -> str:
@@ -172,10 +161,18 @@ def render_prompt(
     pixel limits -> Prompt; checks that the processor kept our resize. `decoded` holds videos
     already decoded, by path, and receives the ones decoded here: T-GRPO renders each video
     twice a step, in order and shuffled, from one decode."""
-    family = model_family(model)
-    text = templated_text(processor, messages, model)
     decoded = {} if decoded is None else decoded
-    images = read_media(sample, model, decoded)
+    text = templated_text(processor, messages, model)
+    return prompt_of(processor, text, read_media(sample, model, decoded), sample, model, decoded)
+
+
+def prompt_of(
+    processor, text: str, images: list[Image.Image], sample: Sample, model: ModelConfig, decoded: dict[str, Video]
+) -> Prompt:
+    """`render_prompt`'s Prompt from its templated `text` and read `images` (the sample's video in
+    `decoded`). A text the processor refuses (a vision token written in a record, which then has
+    no image) costs that sample: UnusableSample."""
+    family = model_family(model)
     kwargs = image_kwargs(images, model)
     if sample.video:
         clip = decoded[sample.video]
@@ -183,7 +180,12 @@ def render_prompt(
             clip = shuffle_frames(clip, sample.shuffle_frames)
         kwargs["videos"] = [clip.frames]
         kwargs["videos_kwargs"] = {**family.video_processor_kwargs(clip), **uncapped(processor)}
-    encoded = encoded_prompts(processor, sample, text=[text], **kwargs)
+    try:
+        encoded = processor(text=[text], return_tensors="pt", **kwargs)
+    except Exception as err:
+        raise UnusableSample(
+            sample.source, f"the processor refused the prompt: {type(err).__name__}: {err}"[:400]
+        ) from err
     sizes = [(image.height, image.width) for image in images]
     grids = encoded["image_grid_thw"].tolist() if images else []
     if sample.video:
@@ -225,10 +227,10 @@ def render_prompts(
         texts = [text for _, text, _, _ in batched]
         try:
             encoded = processor(text=texts, return_tensors="pt", padding=True, **image_kwargs(images, model))
-        except Exception:  # a prompt the processor refuses: each rendered alone, that one skipped
-            for position, *_ in batched:
+        except Exception:  # a prompt the processor refuses: each encoded alone (media as read), that one skipped
+            for position, text, row_images, sample in batched:
                 try:
-                    out[position] = render_prompt(processor, *jobs[position], model, decoded)
+                    out[position] = prompt_of(processor, text, row_images, sample, model, decoded)
                 except UnusableSample as err:
                     out[position] = err
             return out  # type: ignore[return-value]
