@@ -60,7 +60,6 @@ def load_task_split(
             f"{cfg.data.image_root} (set {cfg.where('data.image_root')}), where its records would be looked for: "
             "set data.image_root= (empty) for synthetic data"
         )
-    size_key = f"data.synthetic_{which}_size"
     size = cfg.data.synthetic_train_size if which == "train" else cfg.data.synthetic_eval_size
     synthetic = key is not None and cfg.writes_synthetic(key)
     existed = spec_exists(path)
@@ -74,7 +73,7 @@ def load_task_split(
     cut = cfg.data.limit and len(split.samples) >= cfg.data.limit  # data.limit stopped reading: its size unknown
     if synthetic and existed and console and not cut and (held := len(split.samples) + len(split.errors)) != size:
         console.print(
-            f"[yellow]{escape(path)} exists, so data.synthetic read it: {held} records, not {size_key}={size} "
+            f"[yellow]{escape(path)} exists, so data.synthetic read it: {held} records, not data.synthetic_{which}_size={size} "
             "(delete it to write a new one)[/yellow]",
             highlight=False,
         )
