@@ -297,6 +297,25 @@ def regex_action(content: str, style: Style, thinking: bool = True) -> GuiAction
     return GuiAction(action, point, text_match.group(1) if text_match else None)
 
 
+def ui_r1_screenspot_point(completion: str) -> list[int] | None:
+    """The point UI-R1's ScreenSpot evaluation reads (lll6gg/UI-R1 2fe9bf0,
+    evaluation/test_screenspot.py `extract_coord`): the last [x, y] before a '}' on one line of
+    the first answer, as written; [0, 0, 0, 0] where the answer has none. None where the script
+    writes no result: without an <answer> its fallback pattern (unbalanced parentheses) raises,
+    and so does int() of a number over Python's 4,300 digits; the script catches both and
+    moves on."""
+    content = answer_text(completion)
+    if content is None:
+        return None
+    match = search(POINT_IN_BRACES, content)
+    if match is None:
+        return [0, 0, 0, 0]
+    try:
+        return [int(match.group(1)), int(match.group(2))]
+    except ValueError:
+        return None
+
+
 @lru_cache(maxsize=256)
 def extract_action(completion: str, style: Style = "gui_r1", thinking: bool = True,
                    parser: Parser = "structured") -> GuiAction | None:  # fmt: skip

@@ -33,6 +33,7 @@ format needs the `'point'` and `'input_text'` keys).
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -118,6 +119,17 @@ UI_R1_TEMPLATE = (
     "'input_text], 'coordinate': [x, y]}]</answer>\n"
     "Please strictly follow the format."
 )
+# UI-R1's ScreenSpot evaluation (evaluation/test_screenspot.py @2fe9bf0): a click/scroll question
+# sent after the image as "<image>\n" + the question, the literal "<image>" read as text.
+UI_R1_SCREENSPOT_TEMPLATE = (
+    "<image>\nIn this UI screenshot, I want to perform the command '{instruction}'.\n"
+    "Please provide the action to perform (enumerate in ['click', 'scroll']) and the coordinate where the cursor "
+    "is moved to(integer) if click is performed.\n"
+    "Output the thinking process in <think> </think> and final answer in <answer> </answer> tags."
+    "The output answer format should be as follows:\n"
+    "<think> ... </think> <answer>[{'action': enum['click', 'scroll'], 'coordinate': [x, y]}]</answer>\n"
+    "Please strictly follow the format."
+)
 # UI-R1-E, no thinking (grpo_json_action_coord-nothink.py).
 UI_R1_E_GROUNDING_TEMPLATE = (
     "In this UI screenshot, I want to perform the command '{instruction}'.\n"
@@ -173,6 +185,23 @@ class GuiOptions:
     parser: Literal["structured", "public_regex"] = "structured"  # public_regex: the public extractors only
     prompt_template: str = ""  # "" = the style's public prompt; {instruction} and {history} are filled in
     target_think: str = "{instruction}"  # reasoning text of the SFT target
+
+
+@dataclass
+class GuiGroundingOptions(GuiOptions):
+    # style ui_r1's prompt: its training's, or its ScreenSpot evaluation's (test_screenspot.py:
+    # click and scroll offered, the question after a literal "<image>\n")
+    ui_r1_prompt: Literal["training", "screenspot"] = "training"
+    # Metrics: vlrl (every sample; the first action's point, mapped to original pixels) or ui_r1
+    # (UI-R1's test_screenspot.py and eval_ss.py as they count: see GuiGrounding.metrics)
+    eval_protocol: Literal["vlrl", "ui_r1"] = "vlrl"
+
+    def __post_init__(self) -> None:
+        if self.ui_r1_prompt == "screenspot" and (self.style != "ui_r1" or not self.thinking):
+            raise ConfigError(
+                "config: task.options.ui_r1_prompt=screenspot is UI-R1's thinking prompt: it needs "
+                f"style=ui_r1 and thinking=true, got style={self.style}, thinking={self.thinking}"
+            )
 
 
 @dataclass
@@ -391,6 +420,7 @@ class GuiGrounding(_GuiTask):
         "UI-R1's grounding json, or ScreenSpot's files converted: "
         "python -m data_prep.gui screenspot screenspot_mobile.json {path}"
     )
+    Options = GuiGroundingOptions
     default_rewards = {"format": 1.0, "action_type": 1.0, "click": 1.0}  # UI-R1's three rewards
 
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
@@ -414,6 +444,12 @@ class GuiGrounding(_GuiTask):
             return _without_thinking(GUI_R1_GROUNDING_TEMPLATE, "gui_r1", self.options.thinking)
         return UI_R1_TEMPLATE if self.options.thinking else UI_R1_E_GROUNDING_TEMPLATE
 
+    def messages(self, sample: Sample) -> list[dict[str, Any]]:
+        if self.options.ui_r1_prompt == "screenspot" and not self.options.prompt_template:
+            text = self._fill(UI_R1_SCREENSPOT_TEMPLATE, sample)  # its "<image>" stays text, as there
+            return [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]
+        return super().messages(sample)
+
     def predict(self, completion: str, sample: Sample) -> list[float] | None:
         action = self.parse(completion)
         if action is None or action.point is None:
@@ -423,20 +459,52 @@ class GuiGrounding(_GuiTask):
     def metrics(self, samples: Sequence[Sample], completions: Sequence[str]) -> dict[str, float]:
         """ScreenSpot's accuracy (the point inside the box: edges count as UI-R1's
         test_screenspot.py counts them, strictly inside under `style=gui_r1` as GUI-R1's
-        eval_screenspot.py), overall and split by platform, element type (text / icon) and both."""
+        eval_screenspot.py), overall and split by platform, element type (text / icon) and both.
+        `eval_protocol=ui_r1` counts as UI-R1's scripts do (`_ui_r1_script_hits`)."""
         if not samples:
             return {}
-        groups: dict[str, list[bool]] = defaultdict(list)
-        inclusive, truncate = self.options.style != "gui_r1", self._eval_truncate()
-        for completion, sample in zip(completions, samples, strict=True):
-            hit = self._hit(self.parse(completion), sample, None, inclusive=inclusive, truncate=truncate)
+        if self.options.eval_protocol == "ui_r1":
+            judged = self._ui_r1_script_hits(samples, completions)
+        else:
+            inclusive, truncate = self.options.style != "gui_r1", self._eval_truncate()
+            judged = [
+                (s.meta.get("platform"), s.meta.get("data_type"),
+                 self._hit(self.parse(c), s, None, inclusive=inclusive, truncate=truncate))
+                for c, s in zip(completions, samples, strict=True)
+            ]  # fmt: skip
+        groups: dict[str, list[bool]] = {"accuracy": []}
+        for platform, kind, hit in judged:
             groups["accuracy"].append(hit)
-            platform, kind = sample.meta.get("platform"), sample.meta.get("data_type")
             for key in (platform, kind, f"{platform}/{kind}" if platform and kind else None):
                 if key:
-                    groups[f"acc/{key}"].append(hit)
-        out = {key: sum(hits) / len(hits) for key, hits in groups.items()}
+                    groups.setdefault(f"acc/{key}", []).append(hit)
+        out = {key: sum(hits) / len(hits) if hits else 0.0 for key, hits in groups.items()}
         return {**out, **self._rates(completions)}
+
+    @staticmethod
+    def _ui_r1_script_hits(samples: Sequence[Sample], completions: Sequence[str]) -> list[tuple[Any, Any, bool]]:
+        """(platform, element type, hit) as UI-R1's ScreenSpot scripts count them (2fe9bf0:
+        test_screenspot.py writes a line per sample, eval_ss.py counts the lines): the point is
+        `ui_r1_screenspot_point`'s, compared as written with the box in original pixels (the
+        rescaling is commented out there), edges counting; an output without <answer> writes no
+        line and is left out; a line holding "true" or "True" anywhere is a hit (its response
+        included); the element type is the one of the platform's last sample with that box (a
+        dict keyed by the box's text). The image's file name stands for `img_filename`. Nothing
+        left: accuracy 0, where eval_ss.py divides by zero."""
+        kinds = {(s.meta.get("platform"), tuple(s.solution["box"])): s.meta.get("data_type") for s in samples}
+        judged = []
+        for completion, sample in zip(completions, samples, strict=True):
+            point = R.ui_r1_screenspot_point(completion)
+            if point is None:
+                continue
+            box = sample.solution["box"]
+            line = json.dumps({
+                "image_id": Path(sample.images[0]).name, "gt_bbox": box, "pred_coord": point,
+                "response": completion, "pred_result": R.point_in_box(point[:2], box, inclusive=True),
+            })  # fmt: skip
+            platform = sample.meta.get("platform")
+            judged.append((platform, kinds[platform, tuple(box)], "true" in line or "True" in line))
+        return judged
 
 
 class GuiAction(_GuiTask):

@@ -836,3 +836,134 @@ def test_the_gui_r1_recipe_takes_its_easyr1_loss():
     algo = load_config(Path(__file__).resolve().parents[2] / "configs" / "gui_action.yaml").algo
     assert (algo.aggregation, algo.micro_batch_rows, algo.std_eps) == ("micro_token_mean", 4, 1e-6)
     assert (algo.beta, algo.kl_estimator, algo.mini_batches) == (0.01, "low_var", 4)
+
+
+# -- UI-R1's ScreenSpot scripts, as they count -----------------------------------------------------
+def ui_r1_screenspot_scripts(items: list[dict], responses: list[str]) -> tuple[dict, dict]:
+    """UI-R1's ScreenSpot numbers, transcribed from lll6gg/UI-R1 at 2fe9bf0: test_screenspot.py
+    (`extract_coord`, the unscaled comparison, one json line per sample, exceptions caught) and
+    eval_ss.py (hits and totals per `{platform}_{type}`, the type looked up by the box's text in
+    the platform's file). Returns (hits, totals)."""
+
+    def extract_coord(content):
+        answer_tag_pattern = r"<answer>(.*?)</answer>"
+        bbox_pattern = r"\{.*\[(\d+),\s*(\d+)]\s*.*\}"
+        content_answer_match = re.search(answer_tag_pattern, content, re.DOTALL)
+        if content_answer_match:
+            content_answer = content_answer_match.group(1).strip()
+            coord_match = re.search(bbox_pattern, content_answer)
+            if coord_match:
+                coord = [int(coord_match.group(1)), int(coord_match.group(2))]
+                return coord, True
+        else:
+            coord_pattern = r"\{.*\((\d+),\s*(\d+))\s*.*\}"
+            coord_match = re.search(coord_pattern, content)
+            if coord_match:
+                coord = [int(coord_match.group(1)), int(coord_match.group(2))]
+                return coord, True
+        return [0, 0, 0, 0], False
+
+    lines = {}
+    for item, response in zip(items, responses, strict=True):
+        try:
+            gt_bbox = item["bbox"]
+            pred_coord, _ = extract_coord(response)
+            success = gt_bbox[0] <= pred_coord[0] <= gt_bbox[2] and gt_bbox[1] <= pred_coord[1] <= gt_bbox[3]
+            new_pred_dict = {"image_id": item["img_filename"], "gt_bbox": gt_bbox, "pred_coord": pred_coord,
+                             "response": response, "pred_result": success}  # fmt: skip
+            lines.setdefault(item["platform"], []).append(json.dumps(new_pred_dict))
+        except Exception:
+            pass
+    result, total = {}, {}
+    for task in lines:
+        bbox_type = {}
+        for d in items:
+            if d["platform"] == task:
+                bbox_type[str(d["bbox"]).strip("[]")] = d["data_type"]
+        for line in lines[task]:
+            type = bbox_type[re.search(r'"gt_bbox": \[(.*?)\]', line).group(1)]
+            if "true" in line or "True" in line:
+                result[f"{task}_{type}"] = result.get(f"{task}_{type}", 0) + 1
+            total[f"{task}_{type}"] = total.get(f"{task}_{type}", 0) + 1
+    return result, total
+
+
+def screenspot_outputs(rng) -> str:
+    x, y = rng.choice([0, 50, 99, 100, 101, 150, 200, 299, 300, 301, 600]), rng.choice([0, 50, 100, 150, 200, 201])
+    think = rng.choice(["ok", "the true icon", "it is True", "tr\nue", ""])
+    answers = [
+        f"[{{'action': 'click', 'coordinate': [{x}, {y}]}}]",
+        f"[{{'action': 'click', 'coordinate': [{x}, {y}]}}, {{'action': 'click', 'coordinate': [{y}, {x}]}}]",
+        f"[{{'action': 'click',\n 'coordinate': [{x}, {y}]}}]",
+        f"[{{'action': 'click', 'coordinate': [{x}, {y}]}}]\n[{{'coordinate': [{y}, {x}]}}]",
+        f'[{{"action": "click", "coordinate": [{x}, {y}]}}]',
+        f"[{{'action': 'click', 'coordinate': [{x}.5, {y}]}}]",
+        f"[{x}, {y}]",
+        "{'action': 'scroll'}",
+        "[{'coordinate': [" + "9" * 5000 + ", 1]}]",
+    ]
+    answer = rng.choice(answers)
+    if rng.random() < 0.15:
+        return f"<think>{think}</think> {answer}"  # no <answer>: the script writes no line
+    return f"<think>{think}</think> <answer>{answer}</answer>" + rng.choice(["", " True", " <answer>[1, 1]</answer>"])
+
+
+def test_ui_r1_eval_protocol_counts_screenspot_as_ui_r1s_scripts_do(tmp_path):
+    """On generated outputs (several points, lines, "true" in the thinking, no answer, a
+    5000-digit number) and boxes shared across element types, every metric equals the
+    transcribed scripts' hits / totals. The model frame here is half the original: the scripts
+    compare the point unscaled, and so does this protocol."""
+    import random
+
+    rng = random.Random(0)
+    boxes = [(100, 100, 300, 200), (0, 0, 150, 100), (200, 150, 600, 300)]
+    items = []
+    for i in range(400):
+        b = rng.randrange(3)  # the first box is an icon, the last text, the middle one either: its last type counts
+        kind = ["icon", rng.choice(["text", "icon"]), "text"][b]
+        items.append({"img_filename": "screen.png", "bbox": list(boxes[b]), "instruction": "x",
+                      "platform": ["mobile", "web", "desktop"][i % 3], "data_type": kind})  # fmt: skip
+    responses = [screenspot_outputs(rng) for _ in items]
+    task = GuiGrounding({"eval_protocol": "ui_r1"})
+    samples = [task.build_sample(item, _ctx(tmp_path)) for item in items]
+    m = task.metrics(samples, responses)
+    result, total = ui_r1_screenspot_scripts(items, responses)
+    assert set(total) == {f"{p}_{t}" for p in ("mobile", "web", "desktop") for t in ("text", "icon")}
+    assert sum(total.values()) < len(items)  # outputs were left out
+    for key, count in total.items():
+        platform, kind = key.split("_")
+        assert m[f"acc/{platform}/{kind}"] == pytest.approx(result.get(key, 0) / count), key
+    assert m["accuracy"] == pytest.approx(sum(result.values()) / sum(total.values()))
+    assert m["accuracy"] != GuiGrounding().metrics(samples, responses)["accuracy"]
+
+
+def test_ui_r1_eval_protocol_on_hand_computed_cases(tmp_path):
+    sample = grounding_sample(tmp_path, platform="mobile", data_type="text")  # box (100, 100, 300, 200)
+    task = GuiGrounding({"eval_protocol": "ui_r1"})
+    unscaled = ui_r1("click", (200, 150))  # vlrl's frame maps it to (400, 300): outside
+    assert task.metrics([sample], [unscaled])["accuracy"] == 1.0
+    assert GuiGrounding().metrics([sample], [unscaled])["accuracy"] == 0.0
+    two = "<think>a</think> <answer>[{'action': 'click', 'coordinate': [1, 1]}, {'coordinate': [150, 150]}]</answer>"
+    assert task.metrics([sample], [two])["accuracy"] == 1.0  # the last point on the line
+    said_true = "<think>true</think> <answer>[{'action': 'click', 'coordinate': [1, 1]}]</answer>"
+    assert task.metrics([sample], [said_true])["accuracy"] == 1.0
+    no_answer = "<think>a</think> [{'action': 'click', 'coordinate': [150, 150]}]"
+    assert task.metrics([sample, sample], [no_answer, unscaled])["accuracy"] == 1.0  # left out
+    assert task.metrics([sample], [no_answer])["accuracy"] == 0.0
+
+
+def test_ui_r1s_screenspot_prompt_is_sent_as_its_evaluation_sends_it(tmp_path):
+    sample = grounding_sample(tmp_path)
+    task_prompt = sample.problem
+    question_template = (  # lll6gg/UI-R1 2fe9bf0, evaluation/test_screenspot.py
+        f"In this UI screenshot, I want to perform the command '{task_prompt}'.\n"
+        "Please provide the action to perform (enumerate in ['click', 'scroll']) and the coordinate where the cursor is moved to(integer) if click is performed.\n"
+        "Output the thinking process in <think> </think> and final answer in <answer> </answer> tags."
+        "The output answer format should be as follows:\n"
+        "<think> ... </think> <answer>[{'action': enum['click', 'scroll'], 'coordinate': [x, y]}]</answer>\n"
+        "Please strictly follow the format."
+    )
+    content = GuiGrounding({"ui_r1_prompt": "screenspot"}).messages(sample)[0]["content"]
+    assert content == [{"type": "image"}, {"type": "text", "text": "<image>\n" + question_template}]
+    with pytest.raises(Exception, match="ui_r1_prompt=screenspot"):
+        GuiGrounding({"ui_r1_prompt": "screenspot", "style": "gui_r1"})
