@@ -310,7 +310,9 @@ def _ground_truth(sample: Sample) -> GroundTruth:
 
 
 def coco_eval_stats(samples: Sequence[Sample], predictions: Sequence[list[dict[str, Any]] | None]) -> list[float]:
-    """COCOeval("bbox").stats over the samples (image i is samples[i]; predictions scored 1.0)."""
+    """COCOeval("bbox").stats over the samples, each under its COCO image id (positions where
+    the ids are missing or repeat); predictions scored 1.0. The ids matter: COCOeval sorts them,
+    and with equal scores that order breaks the ties of the precision-recall curve."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
@@ -320,8 +322,11 @@ def coco_eval_stats(samples: Sequence[Sample], predictions: Sequence[list[dict[s
             if name not in names:
                 names.append(name)
     category_id = {name: i + 1 for i, name in enumerate(names)}
+    ids = [sample.meta.get("image_id") for sample in samples]
+    if not all(isinstance(i, int) for i in ids) or len(set(ids)) < len(ids):
+        ids = list(range(1, len(samples) + 1))
     images, annotations = [], []
-    for i, sample in enumerate(samples, start=1):
+    for i, sample in zip(ids, samples, strict=True):
         images.append({"id": i, "width": sample.frame.width, "height": sample.frame.height})
         objects = [(o, 0) for o in sample.solution] + [(o, 1) for o in sample.meta.get("crowd", ())]
         for o, crowd in objects:
@@ -338,7 +343,7 @@ def coco_eval_stats(samples: Sequence[Sample], predictions: Sequence[list[dict[s
             )
     categories = [{"id": i, "name": name} for name, i in category_id.items()]
     results = []
-    for i, boxes in enumerate(predictions, start=1):
+    for i, boxes in zip(ids, predictions, strict=True):
         for o in boxes or ():
             if o["label"] in category_id:
                 x1, y1, x2, y2 = o["box"]

@@ -573,10 +573,17 @@ def test_rewards_map_predictions_back_from_the_model_frame(tmp_path):
     )
 
 
-def test_split_metrics_equal_pycocotools_on_the_file(tmp_path):
+@pytest.mark.parametrize("ids_out_of_order", [False, True])
+def test_split_metrics_equal_pycocotools_on_the_file(tmp_path, ids_out_of_order):
+    """Every box scores 1.0, so COCOeval breaks ties by image id (it sorts them), not by the
+    file's order: a file listing its images out of id order gives the same numbers."""
     task = Detection()
     path = tmp_path / "val.json"
     task.synthesize(path, size=12, seed=3)
+    if ids_out_of_order:
+        data = json.loads(path.read_text())
+        data["images"] = data["images"][5:] + data["images"][:5][::-1]
+        path.write_text(json.dumps(data))
     split = task.load(path, FrameSpec("original"))
     data = json.loads(path.read_text())
     completions, results = [], []
