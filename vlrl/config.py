@@ -32,6 +32,25 @@ class UnknownKey(ConfigError):
         self.key = key
 
 
+class ConfigProblems(ConfigError):
+    """Several refusals said at once (`errors`, each a ConfigError naming its key), so that a
+    config is fixed in one pass rather than one key per run."""
+
+    def __init__(self, errors: list[ConfigError]):
+        self.errors = errors
+        lines = [str(err).removeprefix("config: ") for err in errors]
+        super().__init__(f"config: {len(errors)} problems:\n" + "\n".join(f"  - {line}" for line in lines))
+
+
+def raise_all(errors: list[ConfigError]) -> None:
+    """Raise the one error as it is, or several together (ConfigProblems are flattened)."""
+    flat = [e for err in errors for e in (err.errors if isinstance(err, ConfigProblems) else [err])]
+    if len(flat) == 1:
+        raise flat[0]
+    if flat:
+        raise ConfigProblems(flat)
+
+
 def first_line(err: BaseException) -> str:
     """An exception quoted inside a one-line message: its message's first line, or its type's name."""
     lines = str(err).strip().splitlines()
@@ -1065,10 +1084,15 @@ class Config:
         return "mixture" if self.mixture else f"data.{which}"
 
     def validate(self) -> Config:
-        """Each section checks itself (types and allowed values were checked while building);
-        then what spans sections."""
+        """Each section checks itself (types and allowed values were checked while building),
+        every section's refusal said together; then what spans sections."""
+        errors: list[ConfigError] = []
         for name in ("model", "data", "rollout", "algo", "trainer", "eval", "sft"):
-            getattr(self, name).validate(name)
+            try:
+                getattr(self, name).validate(name)
+            except ConfigError as err:
+                errors.append(err)
+        raise_all(errors)
         names = [entry.name for entry in self.mixture]
         if any(not name for name in names):
             raise ConfigError("config: every mixture entry needs a task name (mixture[i].name)")
@@ -1216,15 +1240,23 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
         for key in [k for k in data if k not in names and isinstance(data[k], dict)]:
             plugins[key] = data.pop(key)
         data[sections] = plugins
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        allowed = ", ".join(n for n in names if n != sections)
-        also = " (or the chosen plugin's option section)" if sections else ""
-        raise UnknownKey(
-            f"config: unknown key '{prefix}{unknown[0]}'; allowed under '{prefix or '<top>'}': {allowed}{also}",
-            f"{prefix}{unknown[0]}",
+    allowed = ", ".join(n for n in names if n != sections)
+    also = " (or the chosen plugin's option section)" if sections else ""
+    errors: list[ConfigError] = [
+        UnknownKey(
+            f"config: unknown key '{prefix}{k}'; allowed under '{prefix or '<top>'}': {allowed}{also}", f"{prefix}{k}"
         )
-    kwargs = {k: _coerce(v, hints[k], f"{prefix}{k}") for k, v in data.items()}
+        for k in data
+        if k not in names
+    ]
+    kwargs = {}
+    for k, v in data.items():
+        if k in names:
+            try:
+                kwargs[k] = _coerce(v, hints[k], f"{prefix}{k}")
+            except ConfigError as err:
+                errors.append(err)
+    raise_all(errors)
     try:
         return cls(**kwargs)
     except ConfigError:
@@ -1457,8 +1489,16 @@ def load_config(
     _record(origins, given, COMMAND_LINE)
     try:
         cfg = build(Config, tree)
-    except UnknownKey as err:  # a file's key: say which file (of an `extends` chain, say)
-        where = next((o for k, o in origins.items() if k == err.key or k.startswith(f"{err.key}.")), COMMAND_LINE)
-        raise ConfigError(str(err) if where == COMMAND_LINE else f"{err} (set in {where})") from None
+    except ConfigError as err:
+        problems = err.errors if isinstance(err, ConfigProblems) else [err]
+        raise_all([_placed(problem, origins) for problem in problems])
     cfg.origins = origins
     return cfg.validate()
+
+
+def _placed(err: ConfigError, origins: dict[str, str]) -> ConfigError:
+    """An unknown key with the file that set it (of an `extends` chain, say)."""
+    if not isinstance(err, UnknownKey):
+        return err
+    where = next((o for k, o in origins.items() if k == err.key or k.startswith(f"{err.key}.")), COMMAND_LINE)
+    return ConfigError(str(err) if where == COMMAND_LINE else f"{err} (set in {where})")

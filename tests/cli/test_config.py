@@ -109,6 +109,30 @@ def test_bad_keys_and_values_are_named(override, message):
         load_config(None, [override])
 
 
+def test_every_sections_refusal_is_said_at_once_each_naming_its_key_and_file(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("trainer:\n  stpes: 3\nrollout: {top_p: 2.0}\n")
+    with pytest.raises(ConfigError) as built:  # building stops before validating: the top_p is not said yet
+        load_config(recipe, ["trainer.lr=fast", "trainer.lrr=1", "algo.advantage=best"])
+    lines = str(built.value).splitlines()
+    assert lines[0] == "config: 4 problems:" and len(lines) == 5
+    assert lines[1].startswith("  - unknown key 'trainer.stpes'; ") and lines[1].endswith(f"(set in {recipe})")
+    assert lines[2].startswith("  - unknown key 'trainer.lrr'; ") and "set in" not in lines[2]
+    assert lines[3] == "  - trainer.lr expects a number, got 'fast'"
+    assert lines[4].startswith("  - algo.advantage must be one of 'grpo'")
+    recipe.write_text("trainer:\n  steps: 3\nrollout: {top_p: 2.0}\n")
+    with pytest.raises(ConfigError) as validated:
+        load_config(recipe, ["algo.epsilon=-1", "eval.batch_size=0"])
+    assert str(validated.value).splitlines() == [
+        "config: 3 problems:",
+        "  - rollout.top_p must be in (0, 1], got 2.0",
+        "  - algo.epsilon must be in (0, 1), got -1.0",
+        "  - eval.batch_size must be > 0, got 0",
+    ]
+    with pytest.raises(ConfigError, match=r"^config: eval.batch_size must be > 0, got 0$"):  # one: as before
+        load_config(None, ["eval.batch_size=0"])
+
+
 def test_chat_template_kwargs_without_a_chat_template_are_refused():
     with pytest.raises(ConfigError, match="model.chat_template_kwargs are read by a chat template"):
         load_config(None, ["model.chat_template=none", "model.chat_template_kwargs.enable_thinking=false"])
