@@ -92,8 +92,8 @@ def load_refs(path: str | Path) -> list[dict[str, Any]]:
     else:
         try:
             refs = _decode(RefsUnpickler(io.BytesIO(data), encoding="bytes").load())
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as err:
-            raise ItemError(str(path), f"not a refs pickle: {err}") from err
+        except Exception as err:  # a damaged pickle raises almost anything (AttributeError, MemoryError ...)
+            raise ItemError(str(path), f"not a refs pickle: {type(err).__name__}: {err}") from err
     if not isinstance(refs, list):
         raise ItemError(str(path), f"expected a list of refs, got {type(refs).__name__}")
     return refs

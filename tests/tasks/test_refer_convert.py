@@ -251,6 +251,21 @@ def test_the_restricted_unpickler_refuses_pickles_that_name_code(tmp_path, monke
     assert load_refs(sets) == [{"tokens": {"a"}}]  # builtin containers are fine
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x80\x02}K\x01a.",  # APPEND onto a dict: AttributeError
+        b"\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\x7f.",  # a frame longer than any: OverflowError
+        b"\x80\x02cbuiltins\nset\n)\x81}b.",  # BUILD state onto a set: AttributeError
+    ],
+)
+def test_a_damaged_refs_pickle_is_named_whatever_the_unpickler_raises(tmp_path, payload):
+    path = tmp_path / "refs(unc).p"
+    path.write_bytes(payload)
+    with pytest.raises(ItemError, match=r"not a refs pickle: \w+"):
+        load_refs(path)
+
+
 # -- one unusable item each, on refs and instances written for the case ------------------------
 def convert_one(tmp_path, refs, annotations, images=None, **kwargs):
     """Convert hand-written refs against hand-written annotations (images: one 100x100 image, id 1)."""
