@@ -35,6 +35,18 @@ def finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def load_json_list(path: str | Path, what: str) -> list[Any]:
+    """A json file holding a list of `what` (named in the error when it holds something else)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ItemError(str(path), f"invalid JSON: {err}") from err
+    if not isinstance(data, list):
+        raise ItemError(str(path), f"expected a list of {what}, got {type(data).__name__}")
+    return data
+
+
 def load_coco_instances(path: str | Path, keys: tuple[str, ...] = ("images", "annotations")) -> dict[str, Any]:
     """A COCO instances file, which must hold a list under each of `keys`."""
     path = Path(path)

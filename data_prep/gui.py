@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from data_prep.fields import ItemError, finite_number, item_field
+from data_prep.fields import ItemError, finite_number, item_field, load_json_list
 from data_prep.files import write_records_atomic
 from data_prep.shapes import COLORS
 
@@ -324,9 +324,7 @@ def convert_screenspot(src: str | Path, dst: str | Path, platform: str | None = 
         if found is None:
             raise ValueError(f"{src}: cannot tell the platform from the file name; pass platform=")
         platform = found.group(1)
-    items = json.loads(src.read_text(encoding="utf-8"))
-    if not isinstance(items, list):
-        raise ItemError(str(src), f"expected a list of ScreenSpot items, got {type(items).__name__}")
+    items = load_json_list(src, "ScreenSpot items")
     write_records_atomic(Path(dst), screenspot_to_grounding(items, platform, str(src)))
     return Path(dst)
 
@@ -379,10 +377,12 @@ def gui_r1_to_action(
     pixels."""
     records, skipped = [], []
     for index, row in enumerate(rows):
-        kind = GUI_R1_TO_ANDROIDCONTROL.get(str(row.get("gt_action", "")).lower()) if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            skipped.append(f"row {index}: a row must be an object, got {type(row).__name__}")
+            continue
+        kind = GUI_R1_TO_ANDROIDCONTROL.get(str(row.get("gt_action", "")).lower())
         if kind is None:
-            what = row.get("gt_action") if isinstance(row, dict) else type(row).__name__
-            skipped.append(f"row {index}: action {what!r} has no AndroidControl equivalent")
+            skipped.append(f"row {index}: action {row.get('gt_action')!r} has no AndroidControl equivalent")
             continue
         try:
             records.append(_gui_r1_record(row, kind, index, src_dir, image_dir, bbox_unit))
@@ -417,32 +417,42 @@ def _gui_r1_record(
         gt["x"], gt["y"] = bbox[0], bbox[1]
     elif kind in ("input_text", "open_app", "scroll"):
         gt[{"input_text": "text", "open_app": "app_name", "scroll": "direction"}[kind]] = text
-    record = {"image": image, "instruction": instruction, "history": row.get("history") or "None", "gt": gt,
-              "width": width, "height": height}  # fmt: skip
-    if row.get("id") is not None:
-        record["id"] = row["id"]
+    history = row.get("history")  # as GUI-R1 formats it: an empty history stays '', a missing one 'None'
+    record = {"image": image, "instruction": instruction, "history": "None" if history is None else history,
+              "gt": gt, "width": width, "height": height}  # fmt: skip
+    for key in ("id", "task_type"):  # task_type decides GUI-R1's training prompt (high: actions, else grounding)
+        if row.get(key) is not None:
+            record[key] = row[key]
     return record
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a .parquet (needs pyarrow), .jsonl or .json file."""
+def read_rows(path: Path) -> tuple[list[Any], list[str]]:
+    """Rows of a .parquet (needs pyarrow), .jsonl or .json file, and the reasons lines of a
+    .jsonl were skipped (each names the file and line)."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq  # optional: only GUI-R1's parquet files need it
 
-        return pq.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text)
+        return pq.read_table(path).to_pylist(), []
+    if path.suffix != ".jsonl":
+        return load_json_list(path, "GUI-R1 rows"), []
+    rows, skipped = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                skipped.append(f"{path}:{number}: invalid JSON: {err}")
+    return rows, skipped
 
 
 def convert_gui_r1(src: str | Path, dst: str | Path, bbox_unit: BboxUnit = "relative") -> list[str]:
     """Convert a GUI-R1 file; its images (embedded or named) are placed under images/ beside `dst`.
     Returns the reasons rows were skipped."""
     src, dst = Path(src), Path(dst)
-    records, skipped = gui_r1_to_action(read_rows(src), src.parent, dst.parent / "images", bbox_unit)
+    rows, unread = read_rows(src)
+    records, skipped = gui_r1_to_action(rows, src.parent, dst.parent / "images", bbox_unit)
     write_records_atomic(dst, records)
-    return skipped
+    return unread + skipped
 
 
 def main(argv: list[str] | None = None) -> int:

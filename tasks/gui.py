@@ -8,7 +8,8 @@ Data:
 - gui_action: AndroidControl steps as UI-R1 ships them, `{"image", "task" | "instruction",
   "gt": {"action_type": "click", "x", "y"} | {"action_type": "input_text", "text"} |
   {"action_type": "open_app", "app_name"} | {"action_type": "scroll", "direction"} | ...,
-  "history"?}` (data_prep.gui converts GUI-R1's rows into it).
+  "history"?, "task_type"?}` (data_prep.gui converts GUI-R1's rows into it, keeping GUI-R1's
+  task_type, which picks its training prompt).
 
 The model answers one action in its own frame; rewards and metrics bring its point back to
 original pixels through the sample's Frame (GUI-R1's 140 px reward distance is measured in
@@ -208,7 +209,8 @@ class GuiGroundingOptions(GuiOptions):
 class GuiActionOptions(GuiOptions):
     style: Literal["gui_r1", "ui_r1"] = "gui_r1"
     # style gui_r1's prompt: its AndroidControl evaluation's (inference_vllm_android.py: the seven
-    # AndroidControl actions this task scores), or its training's (dataset.py: its own nine actions)
+    # AndroidControl actions this task scores), or its training's (dataset.py: its own nine actions
+    # for a record whose task_type is high or absent, its click-only grounding prompt for any other)
     gui_r1_prompt: Literal["android_control", "training"] = "android_control"
     # Rewards, for a click whose ground truth is a point: GUI-R1's 140 px in the model's frame.
     click_distance: float = 140.0
@@ -292,7 +294,7 @@ class _GuiTask(Task):
         )
 
     # -- prompting ------------------------------------------------------------------------
-    def _default_template(self) -> str:
+    def _default_template(self, sample: Sample) -> str:
         raise NotImplementedError
 
     def _fill(self, template: str, sample: Sample) -> str:
@@ -300,7 +302,7 @@ class _GuiTask(Task):
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
 
     def messages(self, sample: Sample) -> list[dict[str, Any]]:
-        text = self._fill(self.options.prompt_template or self._default_template(), sample)
+        text = self._fill(self.options.prompt_template or self._default_template(sample), sample)
         before, marker, after = text.partition("<image>")
         parts = [before, {"type": "image"}, after] if marker else [{"type": "image"}, text]
         content = [p if isinstance(p, dict) else {"type": "text", "text": p} for p in parts if p]
@@ -439,7 +441,7 @@ class GuiGrounding(_GuiTask):
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_synthetic_grounding(path, size, seed)
 
-    def _default_template(self) -> str:
+    def _default_template(self, sample: Sample) -> str:
         if self.options.style == "gui_r1":
             return _without_thinking(GUI_R1_GROUNDING_TEMPLATE, "gui_r1", self.options.thinking)
         return UI_R1_TEMPLATE if self.options.thinking else UI_R1_E_GROUNDING_TEMPLATE
@@ -533,6 +535,9 @@ class GuiAction(_GuiTask):
             history = "; ".join(history) if history else "None"
         if not isinstance(history, str):
             raise ctx.error(f"key 'history' must be a string or a list of strings, got {type(history).__name__}")
+        meta = {"history": history}
+        if record.get("task_type") is not None:
+            meta["task_type"] = ctx.get(record, "task_type", str, "GUI-R1's task type (high or low)")
         path, width, height = ctx.image_with_size(image, record)
         box = None
         if kind in POINT_ACTIONS and "bbox" in gt:
@@ -544,7 +549,7 @@ class GuiAction(_GuiTask):
             "box": box,
             "text": self._gt_text(gt, kind, ctx),
         }
-        return self._sample(ctx, record, instruction, solution, path, width, height, {"history": history})
+        return self._sample(ctx, record, instruction, solution, path, width, height, meta)
 
     def _gt_point(self, gt: dict, kind: str, width: int, height: int, ctx: RecordContext) -> list[float] | None:
         if kind not in POINT_ACTIONS:
@@ -572,10 +577,14 @@ class GuiAction(_GuiTask):
     def synthesize(self, path: str | Path, size: int, seed: int) -> None:
         write_synthetic_actions(path, size, seed)
 
-    def _default_template(self) -> str:
+    def _default_template(self, sample: Sample) -> str:
         if self.options.style == "gui_r1":
-            training = self.options.gui_r1_prompt == "training"
-            template = GUI_R1_TRAINING_ACTION_TEMPLATE if training else GUI_R1_ACTION_TEMPLATE
+            if self.options.gui_r1_prompt == "android_control":
+                template = GUI_R1_ACTION_TEMPLATE
+            elif sample.meta.get("task_type", "high") == "high":
+                template = GUI_R1_TRAINING_ACTION_TEMPLATE
+            else:  # GUI-R1's dataset.py asks every row but its "high" ones with its grounding prompt
+                template = GUI_R1_GROUNDING_TEMPLATE
             return _without_thinking(template, "gui_r1", self.options.thinking)
         return _without_thinking(UI_R1_TEMPLATE, "ui_r1", self.options.thinking)
 

@@ -297,6 +297,32 @@ def test_gui_r1_actions_are_asked_with_its_android_control_prompt_or_with_its_tr
     assert "<think>" not in text({"gui_r1_prompt": "training", "thinking": False})
 
 
+def test_gui_r1s_training_prompt_asks_rows_other_than_high_with_its_grounding_prompt(tmp_path):
+    """GUI-R1's dataset.py @d43eea2 asks a `task_type` "high" row with its nine actions and every
+    other row with its click-only prompt; a record without task_type is an action row here."""
+    record = {"image": "screen.png", "task": "tap ok", "history": "", "gt": {"action_type": "click", "x": 6, "y": 3}}
+    task = GuiAction({"gui_r1_prompt": "training"})
+
+    def text(**fields) -> str:
+        content = task.messages(task.build_sample({**record, **fields}, _ctx(tmp_path)))[0]["content"]
+        return content[0]["text"] + "<image>" + content[2]["text"]
+
+    text_, history = "tap ok", ""
+    grounding = (  # transcribed from verl/utils/dataset.py, its `else` branch
+        f"You are GUI-R1, a reasoning GUI Agent Assistant. In this UI screenshot <image>, I want you to continue executing the command '{text_}', with the action history being '{history}'.\n"
+        "Please provide the action to perform (enumerate from ['click']), the point where the cursor is moved to (integer) if a click is performed, and any input text required to complete the action.\n"
+        "Output the thinking process in <think> </think> tags, and the final answer in <answer> </answer> tags as follows:\n"
+        "<think> ... </think> <answer>[{'action': enum[ 'click'], 'point': [x, y], 'input_text': 'no input text'}]</answer>\n"
+        "Example:\n"
+        "[{'action': enum['click'], 'point': [123, 300], 'input_text': 'no input text'}]\n"
+    )
+    assert text(task_type="low") == grounding
+    assert "enumerate from ['complete', 'close/delete'," in text(task_type="high") == text()
+    assert "being ''" in text()
+    with pytest.raises(RecordError, match="task_type"):
+        task.build_sample({**record, "task_type": 1}, _ctx(tmp_path))
+
+
 def test_action_click_distance_units(tmp_path):
     gt = {"action_type": "click", "x": 600, "y": 300}  # model frame (300, 150)
     sample = action_sample(tmp_path, gt)
@@ -552,17 +578,19 @@ def test_gui_r1_rows_keep_ids_directions_and_any_case_of_action_name(tmp_path):
     Image.new("RGB", (400, 200)).save(tmp_path / "shot.png")
     rows = [
         {"image": {"bytes": jpeg.getvalue()}, "instruction": "see more", "gt_action": "SCROLL", "gt_bbox": [-1, -1],
-         "gt_input_text": "down", "history": "", "id": 7},
+         "gt_input_text": "down", "history": "", "id": 7, "task_type": "high"},
         {"image": "shot.png", "instruction": "go home", "gt_action": "press_home", "gt_bbox": [-1, -1],
          "gt_input_text": "no input text", "history": "step 1: open app"},
     ]  # fmt: skip
     (scroll, home), skipped = gui_r1_to_action(rows, tmp_path, tmp_path / "out" / "images")
     assert not skipped
-    assert scroll == {"image": "images/000000.jpeg", "instruction": "see more", "history": "None",
-                      "gt": {"action_type": "scroll", "direction": "down"}, "width": 60, "height": 40, "id": 7}  # fmt: skip
+    # GUI-R1 formats an empty history as '' (dataset.py, inference_vllm_android.py), a missing one as 'None'
+    assert scroll == {"image": "images/000000.jpeg", "instruction": "see more", "history": "",
+                      "gt": {"action_type": "scroll", "direction": "down"}, "width": 60, "height": 40, "id": 7,
+                      "task_type": "high"}  # fmt: skip
     assert (tmp_path / "out" / "images" / "000000.jpeg").read_bytes() == jpeg.getvalue()
     assert home["gt"] == {"action_type": "navigate_home"} and home["history"] == "step 1: open app"
-    assert "id" not in home
+    assert "id" not in home and "task_type" not in home
     src = tmp_path / "rows.jsonl"  # blank lines between rows, as hand-edited files have them
     src.write_text("\n\n".join(json.dumps(row) for row in [rows[1], rows[1]]) + "\n\n")
     assert convert_gui_r1(src, tmp_path / "j" / "train.json") == []
@@ -637,14 +665,28 @@ def test_a_gui_r1_row_that_cannot_be_read_is_skipped_with_its_reason_and_the_oth
         "row 5: gt_bbox must be a point [x, y] or a box [x1, y1, x2, y2], got [0.1, 0.2, 0.3]",
         "row 6: gt_bbox must be a point [x, y] or a box [x1, y1, x2, y2], got [0.1, 'x']",
         "row 7: missing key 'gt_bbox'",
-        "row 8: action 'str' has no AndroidControl equivalent",
+        "row 8: a row must be an object, got str",
     ]
     assert skipped[3].startswith("row 4: image cannot be read: cannot identify image file")
     src = tmp_path / "rows.jsonl"
-    src.write_text("\n".join(json.dumps(row) for row in rows))
+    lines = [json.dumps(row) for row in rows]
+    src.write_text("\n".join([*lines[:2], '{"image": "shot.png", "instruction": tap}', *lines[2:]]))
     assert main(["gui_r1", str(src), str(tmp_path / "j" / "out.json")]) == 0
-    assert f"skipped 8 row(s) of {src}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"skipped 9 row(s) of {src}" in out
+    assert f"{src}:3: invalid JSON: Expecting value: line 1 column 38" in out  # the file's line, and the rest read
     assert len(json.loads((tmp_path / "j" / "out.json").read_text())) == 2
+    for text, message in [
+        ("{]", "invalid JSON: Expecting property name"),
+        ('{"rows": []}', "expected a list of GUI-R1 rows, got dict"),
+    ]:
+        (tmp_path / "rows.json").write_text(text)
+        assert main(["gui_r1", str(tmp_path / "rows.json"), str(tmp_path / "k" / "out.json")]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'rows.json'}: {message}")
+        (tmp_path / "screenspot_web.json").write_text(text)
+        assert main(["screenspot", str(tmp_path / "screenspot_web.json"), str(tmp_path / "k" / "out.json")]) == 2
+        assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'screenspot_web.json'}: ")
+    assert not (tmp_path / "k").exists()
 
 
 def test_an_element_is_clicked_at_the_floor_of_its_boxs_center():
