@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -23,6 +24,7 @@ from vlrl.config import (
     ConfigError,
     MixtureEntry,
     Restored,
+    TrainerConfig,
     dump_config,
     load_config,
     read_config_file,
@@ -77,7 +79,8 @@ def _warn_other_loop(command: str, overrides: list[str]) -> None:
         if section in LOOP_SECTIONS[command] or section not in LOOP_SECTIONS[other]:
             continue
         twin = {"sft": "trainer", "trainer": "sft"}.get(section)
-        hint = f"; {twin}.{rest} is the key that applies here" if twin and rest else ""
+        shared = rest.partition(".")[0] in {f.name for f in dataclasses.fields(TrainerConfig)}  # sft.turn_end is not
+        hint = f"; {twin}.{rest} is the key that applies here" if twin and rest and shared else ""
         if command == "sft" and section in ("rollout", "eval"):  # history.USED_SECTIONS["sft"]
             hint = "; it is recorded in config.yaml, for `vlrl eval` of the run's checkpoints"
         console.print(

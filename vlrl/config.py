@@ -1024,6 +1024,10 @@ class SFTConfig(TrainerConfig):
     output_dir: str = "runs/sft"  # the SFT run's directory, as trainer.output_dir
     lr: float = 1e-5  # AdamW's learning rate, as trainer.lr
     steps: int = 500  # SFT steps, each of prompts_per_step samples and one optimizer step
+    # What ends a trained target. eos: the end-of-turn token, where generation stops. template: what
+    # the chat template writes after an answer (ChatML: <|im_end|> and a line break), as TRL's
+    # SFTTrainer trains a completion; the line break after the stop is never generated.
+    turn_end: Literal["eos", "template"] = "eos"
 
 
 @dataclass

@@ -116,13 +116,18 @@ def test_sft_warns_about_keys_of_the_rl_loop_and_runs_its_own(tmp_path, rec_data
 
 
 def test_train_warns_about_keys_of_the_sft_loop(capsys):
-    assert main(["train", "--task", "refcoco", "sft.lr=0.1", "trainer.lr=0.1", "algo.beta=-1"]) == 2
-    out = capsys.readouterr().out
+    assert (
+        main(["train", "--task", "refcoco", "sft.lr=0.1", "trainer.lr=0.1", "sft.turn_end=template", "algo.beta=-1"])
+        == 2
+    )
+    out = " ".join(capsys.readouterr().out.split())
     assert (
         "sft.lr is read by vlrl sft, not by vlrl train: it has no effect on training; trainer.lr is the key that applies"
         in out
     )
     assert "trainer.lr is read" not in out
+    assert "sft.turn_end is read by vlrl sft, not by vlrl train: it has no effect on training" in out
+    assert "trainer.turn_end" not in out  # the trainer has no such key
 
 
 def test_a_target_is_trained_to_end_with_one_end_of_turn_token(tiny_qwen2):
@@ -137,6 +142,46 @@ def test_a_target_is_trained_to_end_with_one_end_of_turn_token(tiny_qwen2):
     pr1 = "<|object_ref_start|>dog<|object_ref_end|><|box_start|>(1,2),(1,2)<|box_end|><|im_end|>"
     ids = target_ids(tokenizer, pr1)
     assert ids[-1] == eos and ids[-2] != eos and ids == tokenizer(pr1, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("arch", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_turn_end_template_trains_the_completion_as_trls_sft_trainer_renders_it(arch):
+    """TRL's completion-only loss trains what the chat template writes of the assistant's turn
+    after the prompt (trl/trainer/sft_trainer.py: prompt + completion rendered, the prompt's
+    tokens cut off): the target, `<|im_end|>` and the line break after it."""
+    from transformers import AutoProcessor
+
+    from vlrl.config import ModelConfig
+    from vlrl.models.build import TinySpec
+    from vlrl.models.tiny import tiny_checkpoint
+    from vlrl.trainer.sft import template_turn_end
+
+    processor = AutoProcessor.from_pretrained(tiny_checkpoint(TinySpec(arch=arch)))
+    tokenizer, model = processor.tokenizer, ModelConfig()
+    prompt = [{"role": "user", "content": [{"type": "text", "text": "How many?"}]}]
+    for target in ("<think>2</think>\n<answer>2</answer>", "<answer>(1,2),(3,4)</answer><|im_end|>"):
+        full = [
+            *prompt,
+            {"role": "assistant", "content": [{"type": "text", "text": target.removesuffix("<|im_end|>")}]},
+        ]
+        rendered = processor.apply_chat_template(full, tokenize=False)
+        head = processor.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        assert rendered.startswith(head)
+        completion = tokenizer(rendered, add_special_tokens=False)["input_ids"][len(tokenizer(head)["input_ids"]) :]
+        assert target_ids(tokenizer, target, template_turn_end(processor, model)) == completion
+        assert target_ids(tokenizer, target) == completion[:-1]  # eos: the line break after <|im_end|> left out
+    assert tokenizer.convert_ids_to_tokens(template_turn_end(processor, model)) == ["<|im_end|>", "Ċ"]
+    assert template_turn_end(processor, ModelConfig(chat_template="none")) == [tokenizer.eos_token_id]
+
+
+def test_an_sft_step_under_turn_end_template_trains_one_more_token_a_row(tmp_path, rec_data, tiny_qwen25):
+    rows = {}
+    for turn_end in ("eos", "template"):
+        overrides = {"sft.steps": 1, "sft.turn_end": turn_end}
+        train_sft(load_config(None, sft_overrides(tmp_path / turn_end, rec_data, **overrides)))
+        rows[turn_end] = json.loads((tmp_path / turn_end / "metrics.jsonl").read_text().splitlines()[0])
+    assert rows["template"]["target_tokens"] == rows["eos"]["target_tokens"] + 4  # sft.prompts_per_step rows
+    assert rows["template"]["loss"] != rows["eos"]["loss"]
 
 
 def test_the_dropout_seed_of_any_run_seed_is_one_torch_takes():

@@ -15,7 +15,7 @@ import torch
 from rich.console import Console
 
 from vlrl.algos.losses import token_weights
-from vlrl.config import Config
+from vlrl.config import Config, ModelConfig
 from vlrl.models.batch import Prompt, collate
 from vlrl.models.lora import adapters_dropping_out
 from vlrl.models.policy import completion_logprobs
@@ -26,11 +26,27 @@ from vlrl.trainer.batch import padded_tokens, padding_share, unpadded_tokens, up
 from vlrl.trainer.run import Run, RunResult, base_model_path, finished_run
 
 
-def target_ids(tokenizer, text: str) -> list[int]:
-    """The target's tokens followed by the end-of-turn token, so the model learns to stop; once,
-    where the target ends with it already (Perception-R1 counting's, which its format requires)."""
+def target_ids(tokenizer, text: str, end: list[int] | None = None) -> list[int]:
+    """The target's tokens followed by `end` (the end-of-turn token by default), so the model
+    learns to stop; that token once, where the target ends with it already (Perception-R1
+    counting's, which its format requires)."""
+    end = end or [tokenizer.eos_token_id]
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    return ids if ids and ids[-1] == tokenizer.eos_token_id else [*ids, tokenizer.eos_token_id]
+    return [*ids, *end[1:]] if ids and ids[-1] == end[0] else [*ids, *end]
+
+
+def template_turn_end(processor, model: ModelConfig) -> list[int]:
+    """The tokens the chat template writes after an assistant's answer (ChatML: `<|im_end|>`
+    and a line break), which TRL's SFTTrainer trains as the completion's end; the end-of-turn
+    token alone without a template (model.chat_template none)."""
+    tokenizer = processor.tokenizer
+    if model.chat_template == "none":
+        return [tokenizer.eos_token_id]
+    marker = "\x00answer\x00"
+    messages = [{"role": "user", "content": [{"type": "text", "text": "q"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": marker}]}]  # fmt: skip
+    text = processor.apply_chat_template(messages, tokenize=False, **model.chat_template_kwargs)
+    return tokenizer(text.rpartition(marker)[2], add_special_tokens=False)["input_ids"]
 
 
 def after_prefill(target: str, prefill: str) -> str:
@@ -117,6 +133,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
+    end = template_turn_end(run.processor, cfg.model) if t.turn_end == "template" else None
 
     with run.running("sft", ("loss",)):
         for step in range(run.step + 1, t.steps + 1):
@@ -126,7 +143,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
             # a sample whose media fail is left out
             items, prompts, unusable = render_usable(items, render_prompts(run.processor, jobs, cfg.model))
             targets = [
-                target_ids(tokenizer, after_prefill(task.target(s), p.prefill))
+                target_ids(tokenizer, after_prefill(task.target(s), p.prefill), end)
                 for (task, s), p in zip(items, prompts, strict=True)
             ]
             width = max((len(ids) for ids in targets), default=1)
