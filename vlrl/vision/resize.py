@@ -5,6 +5,12 @@ so training, scoring and evaluation must agree with it to the pixel. transformer
 processor has its own variant that differs on tiny images; vlrl resizes images with this
 function before the processor sees them, so the processor's resize is the identity. The factor
 is the model family's patch x merge size (28 for Qwen2/2.5-VL, 32 for Qwen3-VL and Qwen3.5).
+
+As qwen-vl-utils' pipeline (Video-R1's), and unlike one that hands the processor the original
+(VLM-R1, UI-R1): an image whose aspect ratio is just under transformers' limit of 200 can round
+past it here (29488 x 152 -> 29484 x 140, 210.6), and the processor then refuses the resized
+image, which costs the sample; and a side under one factor is rounded up to it (500 x 20 ->
+504 x 28) where UI-R1's trainer first scales the image up to a short side of 28 (700 x 28).
 """
 
 from __future__ import annotations
