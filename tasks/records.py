@@ -44,6 +44,20 @@ def record_image(
     return ctx.image_as_stated(image, record)
 
 
+def vlm_r1_conversation(record: dict[str, Any], ctx: RecordContext) -> tuple[str, Any]:
+    """(problem, answer) of a VLM-R1 grpo_jsonl record (om-ai-lab/VLM-R1 90052f4,
+    src/open-r1-multimodal/src/open_r1/grpo_jsonl.py): the first turn's value without
+    `<image>`, and the second's value (grpo_jsonl.py strips its `<answer>` tags; the task reads
+    the answer as it reads a `solution`, tags or not)."""
+    turns = ctx.get(record, "conversations", list, "a list of turns [{'from', 'value'}]")
+    if len(turns) < 2 or not all(isinstance(t, dict) and "value" in t for t in turns[:2]):
+        raise ctx.error("key 'conversations' must open with a question turn and an answer turn, each with a 'value'")
+    question, answer = turns[0]["value"], turns[1]["value"]
+    if not isinstance(question, str):
+        raise ctx.error(f"conversations[0].value must be the question text, got {type(question).__name__}")
+    return question.replace(IMAGE, ""), answer
+
+
 def record_image_list(record: dict[str, Any], ctx: RecordContext, key: str, what: str) -> list[tuple[str, int, int]]:
     """`record_image` of each image a record lists under `key` (a question's images, a video's
     frames), in order; an empty or missing list is refused, saying `what` it should hold."""

@@ -3,7 +3,8 @@ train and evaluate it.
 
 Data: VLM-R1's REC json (`image`, `problem`, `normal_caption`, `solution` box in original
 pixels, `height`, `width`), written from the original refer annotations by
-`data_prep.refer`. Two extensions: a `solution` that is a list of boxes (an expression that
+`data_prep.refer`, or VLM-R1's grpo_jsonl records (`image`, `conversations`: the question
+turn's text without `<image>`, the answer turn's box). Two extensions: a `solution` that is a list of boxes (an expression that
 names several objects), and a `segmentation` (COCO polygons in original pixels) that the
 `polygon_iou` reward and metrics score against. The model answers in its own frame;
 rewards and metrics map predictions back to original pixels before comparing.
@@ -37,7 +38,7 @@ from rewards.grounding import (
 )
 from rewards.polygon import box_geometry, coco_geometry, geometry_iou, parse_answer_shapes, polygon_geometry
 from rewards.text import answer_text, compile_pattern, findall
-from tasks.records import record_image
+from tasks.records import record_image, vlm_r1_conversation
 from vlrl.config import ConfigError, build
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -117,8 +118,15 @@ class RefCOCO(Task):
 
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
-        problem = ctx.get(record, "problem", str, "the question text")
-        boxes = _solution_boxes(record, ctx)
+        if "problem" not in record and "conversations" in record:
+            problem, solution = vlm_r1_conversation(record, ctx)
+            if not isinstance(solution, (list, str)):
+                raise ctx.error(f"conversations[1].value must be a box [x1, y1, x2, y2], got {solution!r}"[:200])
+            boxes = _solution_boxes(solution, "conversations[1].value", ctx)
+        else:
+            problem = ctx.get(record, "problem", str, "the question text")
+            solution = ctx.get(record, "solution", (list, str), "a box [x1, y1, x2, y2] in original pixels")
+            boxes = _solution_boxes(solution, "solution", ctx)
         path, width, height = record_image(record, ctx)
         for i, (x1, y1, x2, y2) in enumerate(boxes):
             # One pixel of slack: public annotations round box edges past the border.
@@ -357,10 +365,10 @@ def target_geometries(sample: Sample) -> list:
     ]
 
 
-def _solution_boxes(record: dict[str, Any], ctx: RecordContext) -> list[list[float]]:
-    """The ground-truth boxes: 4 numbers, a list of such boxes, or VLM-R1's
+def _solution_boxes(given: list | str, key: str, ctx: RecordContext) -> list[list[float]]:
+    """The ground-truth boxes (record key `key`): 4 numbers, a list of such boxes, or VLM-R1's
     "<answer>[x1,y1,x2,y2]</answer>" (several boxes: 4 numbers each)."""
-    given = value = ctx.get(record, "solution", (list, str), "a box [x1, y1, x2, y2] in original pixels")
+    value: Any = given
     if isinstance(value, str):
         inner = answer_text(value)
         value = [float(v) for v in findall(_NUMBER, inner if inner is not None else value)]
@@ -368,18 +376,18 @@ def _solution_boxes(record: dict[str, Any], ctx: RecordContext) -> list[list[flo
             value = [value[i : i + 4] for i in range(0, len(value), 4)]
     boxes = value if value and all(isinstance(v, list) for v in value) else [value]
     if len(boxes) > MAX_BOXES:
-        raise ctx.error(f"key 'solution' has {len(boxes)} boxes; at most {MAX_BOXES} are supported")
+        raise ctx.error(f"key '{key}' has {len(boxes)} boxes; at most {MAX_BOXES} are supported")
     for box in boxes:
         if len(box) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
             raise ctx.error(
-                f"key 'solution' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got {given!r}"[:200]
+                f"key '{key}' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got {given!r}"[:200]
             )
     try:
         boxes = [[float(v) for v in box] for box in boxes]
     except OverflowError:  # an integer past 1e308
-        raise ctx.error(f"key 'solution' has a coordinate no float holds: {given!r}"[:200]) from None
+        raise ctx.error(f"key '{key}' has a coordinate no float holds: {given!r}"[:200]) from None
     if not all(math.isfinite(v) for box in boxes for v in box):
-        raise ctx.error(f"key 'solution' has a non-finite coordinate: {boxes}"[:200])
+        raise ctx.error(f"key '{key}' has a non-finite coordinate: {boxes}"[:200])
     return boxes
 
 

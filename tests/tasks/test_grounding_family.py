@@ -196,6 +196,35 @@ def test_bad_multi_target_records_are_reported(tmp_path):
     assert sample.solution == [[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]
 
 
+def test_vlm_r1_grpo_jsonl_records_are_read_as_its_grpo_jsonl_reads_them(tmp_path):
+    """om-ai-lab/VLM-R1 90052f4 grpo_jsonl.py: problem = conversations[0].value without <image>,
+    solution = conversations[1].value without its <answer> tags; the question then goes through
+    its rec template, which is refcoco's."""
+    Image.new("RGB", (1120, 560), (128, 128, 128)).save(tmp_path / "im.png")
+    rows = [
+        {"id": 3, "image": "im.png", "conversations": [
+            {"from": "human", "value": "<image>Please provide the bounding box coordinate of the region this sentence describes: the red cup."},
+            {"from": "gpt", "value": "<answer>[100, 50, 300, 200]</answer>"}]},
+        {"image": "im.png", "conversations": [{"from": "human", "value": "<image>the cup"}]},
+        {"image": "im.png", "conversations": [{"from": "human", "value": "<image>x"}, {"from": "gpt", "value": "[1, 2, 3]"}]},
+    ]  # fmt: skip
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    split = RefCOCO().load(path, FrameSpec("original"))
+    (sample,) = split.samples
+    question = "Please provide the bounding box coordinate of the region this sentence describes: the red cup."
+    assert (sample.id, sample.problem, sample.solution) == ("3", question, [100.0, 50.0, 300.0, 200.0])
+    question_prompt = (  # VLM-R1's qwen_module.get_question_template("rec")
+        "{Question} First output the thinking process in <think> </think> tags and then output the final answer in "
+        "<answer> </answer> tags. Output the final answer in JSON format."
+    )
+    assert RefCOCO().messages(sample)[0]["content"][1]["text"] == question_prompt.format(Question=question)
+    assert [str(e).split(": ", 1)[1] for e in split.errors] == [
+        "key 'conversations' must open with a question turn and an answer turn, each with a 'value'",
+        "key 'conversations[1].value' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got '[1, 2, 3]'",
+    ]
+
+
 # -- polygon targets ----------------------------------------------------------------------
 
 TRIANGLE = [100, 100, 300, 100, 100, 300]  # right triangle, area 200 * 200 / 2 = 20000
