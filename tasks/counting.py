@@ -9,8 +9,11 @@ Records (json list or jsonl; data_prep/counting.py writes both kinds):
   [x, y]; when given, there must be `count` of them, all inside the image. An empty list
   with count > 0 means "no points" (PixMo-Count's eval splits have none).
 - CountBench / CountBenchQA: `image`, `question`, `number` (integer >= 0), optional `text`.
+- Perception-R1's evaluation jsonl (linkangheng/PR1 48d5558, eval/evaluate_counting.py):
+  `image_path`, `question` (what to count, its prompt's `{question}`: here the label),
+  `ground_truth` (integer >= 0).
 
-Exactly one of `count` / `number`, and a `label` or a `question`, must be present; optional
+Exactly one of `count` / `number` / `ground_truth`, and a `label` or a `question`, must be present; optional
 `width` / `height` must match the image. The ground truth is kept in original pixels:
 Sample.solution = {"count": n, "points": [[x, y], ...] or None}.
 
@@ -137,17 +140,20 @@ class Counting(Task):
     # -- data -----------------------------------------------------------------------------
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:
         image_key = "image_path" if "image" not in record and "image_path" in record else "image"
-        present = [k for k in ("count", "number") if k in record]
+        present = [k for k in ("count", "number", "ground_truth") if k in record]
         if len(present) != 1:
             raise ctx.error(
-                "needs exactly one of 'count' (PixMo-Count) or 'number' (CountBench), "
-                f"got {' and '.join(present) if present else 'neither'}"
+                "needs exactly one of 'count' (PixMo-Count), 'number' (CountBench) or 'ground_truth' "
+                f"(Perception-R1's evaluation), got {' and '.join(present) if present else 'none'}"
             )
         count = ctx.get(record, present[0], int, "a non-negative integer count")
         if count < 0:
             raise ctx.error(f"key '{present[0]}' must be >= 0, got {count}")
-        label = optional_text(record, ctx, "label", "the name of the objects to count")
-        question = optional_text(record, ctx, "question", "the counting question")
+        if present[0] == "ground_truth":  # Perception-R1's evaluate_counting.py: its `question` names the objects
+            label, question = ctx.get(record, "question", str, "the name of the objects to count"), None
+        else:
+            label = optional_text(record, ctx, "label", "the name of the objects to count")
+            question = optional_text(record, ctx, "question", "the counting question")
         if label is None and question is None:
             raise ctx.error("needs 'label' (PixMo-Count) or 'question' (CountBench) to say what to count")
         path, width, height = record_image(record, ctx, (image_key,))

@@ -347,6 +347,20 @@ def test_countbench_records_and_columnar_points(tmp_path):
     assert Counting().build_sample(unpointed, ctx).solution["points"] is None
 
 
+def test_perception_r1_evaluation_records_name_the_objects_in_their_question(tmp_path):
+    """linkangheng/PR1 48d5558 eval/evaluate_counting.py: `image_path`, `question` (the objects,
+    its QUESTION_TEMPLATE "Output all the bounding boxes of the {question}"), `ground_truth`."""
+    record = {"image_path": "im.png", "question": "dogs", "ground_truth": 3}
+    sample = Counting({"variant": "perception_r1"}).build_sample(record, _ctx(tmp_path))
+    assert sample.solution == {"count": 3, "points": None} and sample.meta["label"] == "dogs"
+    text = Counting({"variant": "perception_r1"}).messages(sample)[1]["content"][1]["text"]
+    assert text == "Output all the bounding boxes of the {question}".format(question=record["question"])
+    with pytest.raises(RecordError, match="exactly one of 'count'"):
+        Counting().build_sample({**record, "count": 3}, _ctx(tmp_path))
+    with pytest.raises(RecordError, match="'question'"):
+        Counting().build_sample({"image_path": "im.png", "ground_truth": 3}, _ctx(tmp_path))
+
+
 @pytest.mark.parametrize(
     "change,message",
     [
