@@ -217,6 +217,12 @@ class ModelConfig:
     # An image's most pixels: larger ones are shrunk (and a saved processor states this limit). Default:
     # qwen-vl-utils' 16384 x 28 x 28. Videos are sized by model.video.
     max_pixels: int = 12845056
+    # How an image is sized. smart_resize: once, within min_pixels..max_pixels (qwen-vl-utils, and the
+    # recipes of VLM-R1, Video-R1, UI-R1, ...). easyr1: as EasyR1, GUI-R1 and SophiaVL-R1 size it, scaled
+    # into min_pixels..max_pixels by truncated factors (its process_image), then smart-resized by the
+    # processor within the checkpoint's own limits (3136..12845056 for Qwen2/2.5-VL, 65536..16777216 for
+    # Qwen3-VL and Qwen3.5).
+    image_resize: Literal["smart_resize", "easyr1"] = "smart_resize"
     # The vision tower gets no gradient or optimizer state (full fine-tuning; LoRA adapts only the language
     # model anyway). A resumed run refuses a change.
     freeze_vision: bool = False

@@ -156,7 +156,7 @@ def test_vllm_keeps_images_vlrl_sized_within_a_budget_beyond_the_engines():
     started at 12,845,056: the processor's limits widen to hold them, so it resizes nothing."""
     from PIL import Image
 
-    from vlrl.rollout.vllm import covering
+    from vlrl.models.prompting import covering
 
     engine = {"shortest_edge": 3136, "longest_edge": 12845056}
     big, small = Image.new("RGB", (4096, 4096)), Image.new("RGB", (32, 64))

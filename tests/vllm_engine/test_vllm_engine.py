@@ -86,7 +86,7 @@ def engine_prompt_lengths(engine, prompts) -> list[int]:
 
 def test_an_image_sized_beyond_the_engines_limits_reaches_vllm_as_vlrl_sized_it(setup, vllm_config, rec_data):
     """A benchmark's lmms-eval pixel budget may lie beyond the limits the engine started with
-    (eval.image_pixels): vLLM's processor, its limits widened to hold the image (vllm.covering),
+    (eval.image_pixels): vLLM's processor, its limits widened to hold the image (prompting.covering),
     resizes nothing, and counts the prompt's tokens as the HF processor counted them."""
     engine, _, processor, _ = setup
     model_cfg = vllm_config(**{"model.min_pixels": MIN_PIXELS, "model.max_pixels": 4 * MAX_PIXELS}).model

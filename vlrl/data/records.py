@@ -42,9 +42,12 @@ class FrameSpec:
     min_pixels: int = 3136
     max_pixels: int = 12845056
     factor: int = 28
+    then_within: tuple[int, int] | None = None  # EasyR1's resize: its processor's limits (model.image_resize)
 
     def frame(self, width: int, height: int) -> Frame:
-        return Frame.for_image(self.kind, width, height, self.min_pixels, self.max_pixels, self.factor)
+        return Frame.for_image(
+            self.kind, width, height, self.min_pixels, self.max_pixels, self.factor, self.then_within
+        )
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class ModelFamily:
     patch_size: ClassVar[int] = 14
     merge_size: ClassVar[int] = 2  # spatial: merge_size x merge_size patches make one token
     temporal_patch_size: ClassVar[int] = 2  # frames merged into one temporal patch
+    # The pixel limits its released checkpoints give their image processor (preprocessor_config.json):
+    # what resizes an image handed to the processor as it is (model.image_resize=easyr1).
+    processor_pixels: ClassVar[tuple[int, int]] = (3136, 12845056)
     # Never sampled by any engine: a sampled <|image_pad|> breaks the training forward, which
     # expects one image feature per pad.
     vision_tokens: ClassVar[tuple[str, ...]] = (

@@ -34,7 +34,9 @@ def frame_kind(cfg: ModelConfig) -> FrameKind:
 
 
 def frame_spec(cfg: ModelConfig) -> FrameSpec:
-    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, model_family(cfg).factor)
+    family = model_family(cfg)
+    then_within = family.processor_pixels if cfg.image_resize == "easyr1" else None
+    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, family.factor, then_within)
 
 
 def torch_dtype(name: str) -> torch.dtype:

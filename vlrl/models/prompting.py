@@ -51,13 +51,16 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     """The sample's images, resized for the model, and its video decoded into `decoded` (unless
     there already). Raises UnusableSample when a file fails to decode."""
     images, media = [], ""
-    factor = model_family(model).factor
+    family = model_family(model)
+    then_within = family.processor_pixels if model.image_resize == "easyr1" else None
     try:
         for media in sample.images:
-            images.append(load_image(media, model.min_pixels, model.max_pixels, factor, sample.image_size))
+            images.append(
+                load_image(media, model.min_pixels, model.max_pixels, family.factor, sample.image_size, then_within)
+            )
         if sample.video and sample.video not in decoded:
             media = sample.video
-            decoded[media] = load_video(media, model.video, factor)
+            decoded[media] = load_video(media, model.video, family.factor)
     except Exception as err:  # passed the load-time check, yet fails to decode (Pillow raises SyntaxError too)
         raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
     return images
@@ -106,11 +109,22 @@ def answer_prefill(text: str, model: ModelConfig) -> str:
 
 
 def image_kwargs(images: list[Image.Image], model: ModelConfig) -> dict:
-    """The processor's image arguments: the images, already smart-resized, and the pixel limits
-    they were sized by."""
+    """The processor's image arguments: the images, already sized, and the pixel limits they
+    were sized by, widened to hold each (model.image_resize=easyr1 sizes within others)."""
     if not images:
         return {}
-    return {"images": images, "size": {"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}}
+    return {
+        "images": images,
+        "size": covering({"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}, images),
+    }
+
+
+def covering(size: dict[str, int], images: Sequence[Image.Image]) -> dict[str, int]:
+    """The processor's pixel limits for images vlrl has sized already: `size`, widened to hold
+    each image, so that its resize (smart_resize of sides already on the patch grid) keeps them
+    as they are (a benchmark's lmms-eval budget may lie beyond the engine's)."""
+    pixels = [image.width * image.height for image in images]
+    return {"shortest_edge": min(size["shortest_edge"], *pixels), "longest_edge": max(size["longest_edge"], *pixels)}
 
 
 def uncapped(processor) -> dict:

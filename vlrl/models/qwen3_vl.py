@@ -47,6 +47,7 @@ class Qwen3VL(ModelFamily):
     name_hints = ("qwen3-vl", "qwen3_vl")
     coord_frame = "norm1000"
     patch_size = 16
+    processor_pixels = (65536, 16777216)
     tiny_builds: ClassVar[dict] = {"qwen3_vl": QWEN3_TINY}
     chat_template = QWEN3_CHAT_TEMPLATE
 

@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from PIL import Image
 
 from vlrl.config import ConfigError, ModelConfig
 from vlrl.models.base import ModelFamily
@@ -43,6 +42,7 @@ from vlrl.models.checkpoints import weights_root
 from vlrl.models.families import model_family
 from vlrl.models.loading import torch_dtype
 from vlrl.models.memory import GB, ModelShape, Workload
+from vlrl.models.prompting import covering
 from vlrl.models.qwen3_vl import experts_saved_as_held
 from vlrl.rollout.base import Completion, EngineSetup, Generation, SamplingParams, banned_token_ids
 from vlrl.rollout.hf import stop_token_ids
@@ -213,14 +213,6 @@ def memory_refused(err: ValueError, cuda: bool) -> str:
         "context); "
         "`vlrl plan --config CFG rollout.engine=vllm` checks both on paper before a run"
     )
-
-
-def covering(size: dict[str, int], images: Sequence[Image.Image]) -> dict[str, int]:
-    """The processor's pixel limits for images vlrl has sized already: its own, widened to hold
-    each image, so that its resize (smart_resize of sides already on the patch grid) keeps them
-    as they are (a benchmark's lmms-eval budget may lie beyond the engine's)."""
-    pixels = [image.width * image.height for image in images]
-    return {"shortest_edge": min(size["shortest_edge"], *pixels), "longest_edge": max(size["longest_edge"], *pixels)}
 
 
 class VLLMEngine:

@@ -42,12 +42,14 @@ class Frame:
         min_pixels: int,
         max_pixels: int,
         factor: int | None = None,
+        then_within: tuple[int, int] | None = None,
     ) -> Frame:
-        """`factor` (smart_resize's) is needed by the absolute frame only."""
+        """`factor` (smart_resize's) is needed by the absolute frame only; `then_within`:
+        EasyR1's resize (`model_size`)."""
         if kind == "absolute":
             if factor is None:
                 raise ValueError("the absolute frame needs the model's resize factor")
-            resized_h, resized_w = model_size(height, width, factor, min_pixels, max_pixels)
+            resized_h, resized_w = model_size(height, width, factor, min_pixels, max_pixels, then_within)
             return cls(kind, width, height, resized_w, resized_h)
         if kind == "norm1000":
             return cls(kind, width, height, 1000, 1000)

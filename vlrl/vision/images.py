@@ -14,7 +14,7 @@ from typing import BinaryIO
 from PIL import Image
 
 from vlrl.config import PIL_REFUSES_ABOVE, DataConfig
-from vlrl.vision.resize import model_size
+from vlrl.vision.resize import easyr1_size, model_size
 
 # PIL's own Image.MAX_IMAGE_PIXELS. PIL only warns up to twice this and refuses above; vlrl
 # refuses above the configured limit (data.max_image_pixels), which may go up to PIL's refusal.
@@ -57,15 +57,24 @@ def to_rgb(image: Image.Image) -> Image.Image:
 
 
 def load_image(
-    path: str | Path, min_pixels: int, max_pixels: int, factor: int, squash_to: tuple[int, int] | None = None
-) -> Image.Image:
+    path: str | Path, min_pixels: int, max_pixels: int, factor: int, squash_to: tuple[int, int] | None = None,
+    then_within: tuple[int, int] | None = None,
+) -> Image.Image:  # fmt: skip
     """Open, convert to RGB, squash to `squash_to` (width, height; LANCZOS) where given, and
-    resize to the smart_resize size (bicubic, as qwen-vl-utils). The data's size limit was
-    checked when the record was read (RecordContext.image); here only PIL's own refusal applies."""
+    resize to the smart_resize size (bicubic, as qwen-vl-utils). With `then_within` (EasyR1's
+    pipeline, `model_size`): resized by EasyR1's `process_image` first (PIL's default filter,
+    as there), then smart-resized within those limits (bicubic, as its processor). The data's
+    size limit was checked when the record was read (RecordContext.image); here only PIL's own
+    refusal applies."""
     with open_image(path, PIL_REFUSES_ABOVE) as im:
         image = to_rgb(im)
     if squash_to is not None and image.size != squash_to:
         image = image.resize(squash_to, Image.Resampling.LANCZOS)
+    if then_within is not None:
+        first_h, first_w = easyr1_size(image.height, image.width, min_pixels, max_pixels)
+        if (first_w, first_h) != image.size:
+            image = image.resize((first_w, first_h))
+        min_pixels, max_pixels = then_within
     height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels)
     if (width, height) != image.size:
         image = image.resize((width, height), Image.Resampling.BICUBIC)

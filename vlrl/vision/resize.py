@@ -62,11 +62,33 @@ def smart_resize(
     return h_bar, w_bar
 
 
-def model_size(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+def easyr1_size(height: int, width: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """(height, width) after EasyR1's `process_image` (hiyouga/EasyR1 b44b311 and GUI-R1 d43eea2,
+    verl/utils/dataset.py): over max_pixels both sides are scaled by sqrt(max_pixels / pixels)
+    and truncated, then under min_pixels by sqrt(min_pixels / pixels), truncated. Its processor
+    then smart-resizes the result within its own limits."""
+    if width * height > max_pixels:
+        scale = math.sqrt(max_pixels / (width * height))
+        width, height = int(width * scale), int(height * scale)
+    if width * height < min_pixels:
+        scale = math.sqrt(min_pixels / (width * height))
+        width, height = int(width * scale), int(height * scale)
+    return height, width
+
+
+def model_size(
+    height: int, width: int, factor: int, min_pixels: int, max_pixels: int,
+    then_within: tuple[int, int] | None = None,
+) -> tuple[int, int]:  # fmt: skip
     """smart_resize's (height, width), refusing a side of 0: qwen-vl-utils returns one for an
     image too thin for max_pixels (5000x30 under 3136 pixels: 700x0), and PIL then refuses to
     resize to it; transformers' processor would make that side one factor. Here the record
-    reading the image, or the sample loading it, says why instead."""
+    reading the image, or the sample loading it, says why instead. `then_within`: EasyR1's
+    pipeline, `easyr1_size` within min..max_pixels first, then smart_resize within these (its
+    processor's) limits."""
+    if then_within is not None:
+        height, width = easyr1_size(height, width, min_pixels, max_pixels)
+        min_pixels, max_pixels = then_within
     resized_h, resized_w = smart_resize(height, width, factor, min_pixels, max_pixels)
     if not resized_h or not resized_w:
         raise ValueError(
