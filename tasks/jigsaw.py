@@ -121,6 +121,7 @@ def puzzle_question(meta: dict[str, Any]) -> str:
 
 class Jigsaw(Task):
     name = "jigsaw"
+    states_coordinates = False
     description = "Jigsaw puzzles (Jigsaw-R1): full / pair / multiple / single questions on a shuffled m x n grid"
     headline = ("accuracy", "partial", "format_rate")
     data_source = "puzzles cut from any folder of images by data_prep.jigsaw.write_jigsaw_dataset (docs/tasks.md)"

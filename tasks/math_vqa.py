@@ -117,6 +117,7 @@ class MathVQAOptions:
 
 class MathVQA(Task):
     name = "math_vqa"
+    states_coordinates = False
     description = "Math / reasoning VQA (Geometry3K, MMK12, LMM-R1 records): EasyR1, MM-Eureka, LMM-R1, VisualThinker"
     Options = MathVQAOptions
     default_rewards = REWARDS["easyr1"][2]

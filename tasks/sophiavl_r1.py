@@ -59,6 +59,7 @@ class SophiaVLR1Options:
 
 class SophiaVLR1(Task):
     name = "sophiavl_r1"
+    states_coordinates = False
     description = "Image reasoning QA in SophiaVL-R1-130k's format, with its prompt and format-gated scores"
     headline = ("accuracy", "format_rate")
     data_source = "SophiaVL-R1-130k's json files with their images (data.image_root: their folder)"

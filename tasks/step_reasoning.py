@@ -83,6 +83,7 @@ class StepReasoningOptions(AnswerCheck):
 
 class StepReasoning(Task):
     name = "step_reasoning"
+    states_coordinates = False
     description = "Reasoning VQA in R1-VL's format: StepGRPO's key-step (StepRAR) and validity (StepRVR) rewards"
     Options = StepReasoningOptions
     default_rewards = {"answer": 1.0, "key_steps": KEY_STEP_WEIGHT, "validity": 1.0}

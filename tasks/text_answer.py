@@ -13,6 +13,8 @@ from vlrl.tasking.task import Task
 class TextAnswerTask(Task):
     """Options must have `variant`, `prompt_template` ("" = the variant's) and `target_think`."""
 
+    states_coordinates = False
+
     templates: ClassVar[dict[str, str]] = {}  # variant -> prompt template with {Question}
     bare_variant: ClassVar[str] = ""  # the variant that answers without tags
     target_key: ClassVar[str] = "answer"  # name of the ground truth in options.target_think

@@ -69,6 +69,7 @@ class VideoQAOptions:
 
 class VideoQA(Task):
     name = "video_qa"
+    states_coordinates = False
     description = "Video and image QA in Video-R1's format: its five answer types, rewards and T-GRPO"
     headline = ("accuracy", "format_rate")
     data_source = (

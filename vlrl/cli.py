@@ -215,7 +215,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     writable(args.out, "--out")
     if not Path(args.completions).is_file():  # said before the data is read
         raise ConfigError(f"--completions {args.completions} is not a file: give the model outputs to score")
-    console.print(frame_note(cfg), markup=False, highlight=False)
+    if task.states_coordinates:
+        console.print(frame_note(cfg), markup=False, highlight=False)
     columns = columns_for(entry.columns, args.data) if entry else {}
     split = load_task_split(task, cfg, "eval", console, require_images=False, path=args.data, columns=columns)
     for flag, read in (("--completions", args.completions), ("data", split.path)):

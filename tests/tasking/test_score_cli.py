@@ -276,3 +276,21 @@ def test_score_without_a_task_asks_for_one_rather_than_scoring_as_some_task(tmp_
     assert main(args) == 2
     assert "name the task whose rewards score the completions: --task NAME" in capsys.readouterr().out
     assert main([*args, "task.name=refcoco"]) == 0  # an override names it as well
+
+
+def test_the_frame_note_is_said_only_where_completions_state_coordinates(tmp_path, capsys):
+    from tasks.math_vqa import MathVQA
+    from vlrl.config import MixtureEntry, load_config
+    from vlrl.tasking.registry import eval_task
+
+    data = tmp_path / "math.json"
+    MathVQA().synthesize(data, size=2, seed=0)
+    completions = tmp_path / "c.jsonl"
+    completions.write_text(json.dumps({"id": 0, "completion": "<think>t</think> \\boxed{3}"}) + "\n")
+    args = ["score", "--task", "math_vqa", "--data", str(data), "--completions", str(completions)]
+    assert main([*args, "--out", str(tmp_path / "s.jsonl")]) == 0
+    assert "coordinates read in" not in capsys.readouterr().out
+    cfg = load_config(None, [])
+    assert not eval_task(MixtureEntry("refcoco_bbox_rec_val"), "", cfg).states_coordinates  # its own 0-1 boxes
+    model_frame = MixtureEntry("refcoco_bbox_rec_val", options={"coords": "model"})
+    assert eval_task(model_frame, "", cfg).states_coordinates

@@ -113,6 +113,12 @@ class Benchmark(Task):
     # utils.py function: the class overrides `doc_target`.
     doc_to_target: ClassVar[str] = "answer"
 
+    @property
+    def states_coordinates(self) -> bool:  # type: ignore[override]
+        """Coordinates in the model's frame only under `coords: model`; the reference's prompt
+        asks for its own convention (normalized, 0-1000), whatever the model's frame."""
+        return getattr(self.options, "coords", None) == "model"
+
     def for_model(self, model_class: ModelClass) -> Benchmark:
         """This benchmark run through `model_class`, with the kwargs of its name (a copy;
         itself where the reference is not lmms-eval). Samples are built after: prompts follow."""

@@ -74,6 +74,9 @@ class Task:
     # empty: accuracy_metric. The mean reward follows.
     headline: ClassVar[tuple[str, ...]] = ()
     max_new_tokens: ClassVar[int] = 0  # the generation length its public evaluation uses (0: the config's)
+    # Its completions state coordinates in the model's frame (boxes, points): `vlrl score` says
+    # which frame it reads them in. False for tasks whose answers are text, numbers or choices.
+    states_coordinates: ClassVar[bool] = True
     # Option defaults by model family (vlrl/models/), where that family's recipe differs from
     # the task's defaults (a prompt that states the family's coordinates, say); task.options
     # given in the config override them.
