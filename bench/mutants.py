@@ -1119,8 +1119,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("gpg's alpha dropped", "vlrl/algos/advantages.py", "return alpha * dr_grpo(rewards)", "return dr_grpo(rewards)", (ALGOS,)),
     Mutation(
         "passk's lead not divided by the std", "vlrl/algos/advantages.py",
-        "lead = (top.values[:, 0] - top.values[:, 1]) / (rewards.std(dim=1) + std_eps)",
-        "lead = top.values[:, 0] - top.values[:, 1]", (ALGOS,),
+        "        lead = lead / (rewards.std(dim=1) + std_eps)",
+        "        lead = lead", (ALGOS,),
     ),
     Mutation(
         "reinforce_plus_plus takes a baseline", "vlrl/algos/advantages.py",
@@ -1166,6 +1166,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "advantage_std ignored", "vlrl/algos/advantages.py",
         "adv = grpo(rewards, cfg.std_eps, cfg.advantage_std)", "adv = grpo(rewards, cfg.std_eps)", (ALGOS,),
+    ),
+    Mutation(
+        "passk's advantage_std ignored", "vlrl/algos/advantages.py",
+        "adv = passk(rewards, cfg.std_eps, cfg.advantage_std)", "adv = passk(rewards, cfg.std_eps)", (ALGOS,),
     ),
     Mutation(
         "std_eps ignored", "vlrl/algos/advantages.py",

@@ -605,7 +605,9 @@ class AlgoConfig:
         "grpo", "dr_grpo", "rloo", "sign", "cpgd", "reinforce_baseline", "gdpo", "reinforce_plus_plus", "opo",
         "gpg", "passk", "remax", "optimal_token_baseline",
     ] = "grpo"  # fmt: skip
-    advantage_std: Literal["group", "batch"] = "group"  # grpo: divide by the group's std or the batch's (TRL "batch")
+    # grpo: divide by the group's std, the batch's (TRL scale_rewards "batch") or none (TRL "none":
+    # dr_grpo's r - mean); passk: by the group's std or none (verl's norm_adv_by_std_in_grpo false)
+    advantage_std: Literal["group", "batch", "none"] = "group"
     # advantage=cpgd's weight on r - the group's mean: equal (1), std (1 / (the group's std + std_eps)),
     # clip_filter (MM-EUREKA's: groups / groups whose rewards differ, at most 3)
     cpgd_weighting: Literal["equal", "std", "clip_filter"] = "std"
@@ -779,6 +781,12 @@ class AlgoConfig:
             "vespo_k_neg",
             "vespo_lambda_neg",
         )
+        reads_std = {"grpo": ("group", "batch", "none"), "passk": ("group", "none")}.get(self.advantage, ("group",))
+        if self.advantage_std not in reads_std:
+            raise ConfigError(
+                f"config: {key}.advantage_std={self.advantage_std} is not read by advantage {self.advantage!r} "
+                "(grpo reads group, batch or none; passk group or none)"
+            )
         # the ratio's clip range is [1 - epsilon, 1 + epsilon_high]; CPGD takes log(1 - epsilon)
         if not 0 < self.epsilon < 1:
             raise ConfigError(f"config: {key}.epsilon must be in (0, 1), got {self.epsilon}")

@@ -489,7 +489,9 @@ def test_gdpo_normalises_each_reward_in_its_group_then_their_sum_over_the_batch_
     assert not torch.allclose(got, advantages(total, torch.zeros(3, 4, dtype=torch.bool), AlgoConfig()))
 
 
-def verl_by_group(scores: torch.Tensor, lengths: torch.Tensor, estimator: str) -> torch.Tensor:
+def verl_by_group(
+    scores: torch.Tensor, lengths: torch.Tensor, estimator: str, norm_adv_by_std_in_grpo: bool = True
+) -> torch.Tensor:
     """verl at b178a3c (verl/trainer/ppo/core_algos.py), transcribed with its per-index loops:
     compute_opo_outcome_advantage, compute_gpg_outcome_advantage (f_norm 1),
     compute_grpo_passk_outcome_advantage (norm_adv_by_std_in_grpo, epsilon 1e-6)."""
@@ -508,8 +510,25 @@ def verl_by_group(scores: torch.Tensor, lengths: torch.Tensor, estimator: str) -
             out[members] = alpha * (r - r.mean()) / 1.0
         else:
             topk, topk_idx = torch.topk(r, 2)
-            out[members[topk_idx[0].item()]] = (topk[0] - topk[1]) / (torch.std(r) + 1e-6)
+            out[members[topk_idx[0].item()]] = topk[0] - topk[1]
+            if norm_adv_by_std_in_grpo:
+                out[members[topk_idx[0].item()]] /= torch.std(r) + 1e-6
     return out.view(groups, g)
+
+
+def test_pass_at_k_without_the_std_is_verls_without_norm_adv_by_std_and_grpo_without_it_dr_grpo():
+    g = torch.Generator().manual_seed(5)
+    rewards = (torch.rand(4, 5, generator=g) * 4).round() / 4
+    none = torch.zeros(4, 5, dtype=torch.bool)
+    got = advantages(rewards, none, AlgoConfig(advantage="passk", advantage_std="none"))
+    torch.testing.assert_close(got, verl_by_group(rewards, torch.ones(4, 5), "passk", norm_adv_by_std_in_grpo=False))
+    assert not torch.allclose(got, advantages(rewards, none, AlgoConfig(advantage="passk", std_eps=1e-6)))
+    grpo_none = advantages(rewards, none, AlgoConfig(advantage="grpo", advantage_std="none"))
+    torch.testing.assert_close(grpo_none, dr_grpo(rewards))  # TRL's scale_rewards="none"
+    with pytest.raises(ConfigError, match="advantage_std=batch is not read by advantage 'passk'"):
+        AlgoConfig(advantage="passk", advantage_std="batch").validate("algo")
+    with pytest.raises(ConfigError, match="advantage_std=none is not read by advantage 'rloo'"):
+        AlgoConfig(advantage="rloo", advantage_std="none").validate("algo")
 
 
 @pytest.mark.parametrize("estimator", ["opo", "gpg", "passk"])

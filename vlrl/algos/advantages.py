@@ -13,8 +13,10 @@ from vlrl.config import AlgoConfig
 
 def grpo(rewards: torch.Tensor, std_eps: float = 1e-4, std_scope: str = "group") -> torch.Tensor:
     """(r - mean_g) / (std + eps), std unbiased as TRL computes it: of the group, or of the whole batch
-    (TRL's scale_rewards="batch")."""
+    (TRL's scale_rewards="batch"); "none": r - mean_g (TRL's scale_rewards="none", Dr.GRPO's)."""
     centered = rewards - rewards.mean(dim=1, keepdim=True)
+    if std_scope == "none":
+        return centered
     std = rewards.std(dim=1, keepdim=True) if std_scope == "group" else rewards.std()
     return centered / (std + std_eps)
 
@@ -83,12 +85,15 @@ def gpg(rewards: torch.Tensor) -> torch.Tensor:
     return alpha * dr_grpo(rewards)
 
 
-def passk(rewards: torch.Tensor, std_eps: float) -> torch.Tensor:
+def passk(rewards: torch.Tensor, std_eps: float, std_scope: str = "group") -> torch.Tensor:
     """Pass@k training's advantage (arXiv 2503.19595; verl's compute_grpo_passk_outcome_advantage):
     only each group's best completion (the first of equal best) gets one, its lead over the
-    second best, divided by the group's std (unbiased) + std_eps; every other completion 0."""
+    second best, divided by the group's std (unbiased) + std_eps (`std_scope` "none": not
+    divided, verl's norm_adv_by_std_in_grpo=False); every other completion 0."""
     top = torch.topk(rewards, 2, dim=1)
-    lead = (top.values[:, 0] - top.values[:, 1]) / (rewards.std(dim=1) + std_eps)
+    lead = top.values[:, 0] - top.values[:, 1]
+    if std_scope != "none":
+        lead = lead / (rewards.std(dim=1) + std_eps)
     return torch.zeros_like(rewards).scatter_(1, top.indices[:, :1], lead[:, None])
 
 
@@ -249,7 +254,7 @@ def advantages(
     elif cfg.advantage == "gpg":
         adv = gpg(rewards)
     elif cfg.advantage == "passk":
-        adv = passk(rewards, cfg.std_eps)
+        adv = passk(rewards, cfg.std_eps, cfg.advantage_std)
     elif cfg.advantage == "opo":
         adv = opo(rewards, lengths)
     elif cfg.advantage == "reinforce_baseline":
