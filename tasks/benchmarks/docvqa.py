@@ -35,14 +35,19 @@ SCHEMA = pa.schema(
 
 
 def anls(answers: list[str], prediction: str, threshold: float = 0.5) -> float:
-    """api/metrics.py's anls of one response."""
+    """api/metrics.py's anls of one response. An answer whose length differs from the
+    response's by more than 1 - threshold of the longer is not compared: the distance is at
+    least that difference, so its score would fall under the threshold and never be the best
+    one kept (a 1 MB response is then scored at once, to the same value)."""
     det = " ".join(prediction.strip().lower().split())
     values = []
     for answer in answers:
         gt = " ".join(answer.strip().lower().split())
         length = max(len(answer.upper()), len(prediction.upper()))
+        if length and abs(len(gt) - len(det)) / length > 1 - threshold:
+            continue
         values.append(0.0 if length == 0 else levenshtein(gt, det, cap=None) / length)
-    score = 1 - min(values)
+    score = 1 - min(values, default=1.0)
     return 0.0 if score < threshold else score
 
 

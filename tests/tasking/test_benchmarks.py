@@ -2391,3 +2391,22 @@ def test_groundingme_reads_json_lmms_eval_stops_on_as_a_failed_parse_and_skips_r
         1.0
     )
     assert task.metrics(samples[:1], [str([x1, y1, x2, y2])])["groundingme_IoU"] < 0.9  # pixels are not read there
+
+
+def test_anls_skips_only_answers_whose_length_alone_puts_them_under_the_threshold():
+    """docvqa's `anls` leaves out an answer whose length differs from the response's by more
+    than half the longer; on random pairs (lengths far apart, near the bound and equal) it
+    equals lmms-eval's api/metrics.py anls, which compares every answer."""
+    import random
+
+    from tasks.benchmarks.docvqa import anls
+    from tests.lmms_eval_reference import anls as reference_anls
+
+    rng = random.Random(0)
+    alphabet = "abc AB\u00df\u0130 "
+    for _ in range(3000):
+        answers = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 3))]
+        prediction = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 3, 6, 12, 25, 60])))
+        assert anls(answers, prediction) == reference_anls(answers, [prediction])["anls"], (answers, prediction)
+    assert anls(["ab"], "abcd") == reference_anls(["ab"], ["abcd"])["anls"] == 0.5  # on the bound: compared
+    assert anls(["ab"], "a" * 1_000_000) == 0.0
