@@ -129,6 +129,21 @@ def test_a_record_it_cannot_ask_is_reported_and_skipped(fields, message, tmp_pat
     assert len(split.samples) == 1 and len(split.errors) == 1 and message in str(split.errors[0])
 
 
+def test_the_records_answer_is_its_first_answer_tags_content_unstripped_as_sophiavl_r1s_ground_truth(tmp_path):
+    """verl/workers/reward/custom.py @a818494: re.search(r"<answer>(.*?)</answer>", ground_truth,
+    re.DOTALL).group(1), else the whole text, '$' removed, never stripped: a choice answer " A"
+    has two characters, so "A" does not match it there or here."""
+    samples = load(tmp_path, [record(solution="<answer> A</answer>"), record(solution="\nA$")]).samples
+    assert [s.solution for s in samples] == [" A", "\nA$"]
+    task = SophiaVLR1({"scorer": "choice"})
+    scores = task.reward_functions()["accuracy"](["<think>r</think><answer>A</answer>"] * 2, samples)
+    assert scores == [0.0, 0.0]
+    math_sample = load(
+        tmp_path, [record(problem_type="free-form", solution="<answer>\nhello world\t</answer>")]
+    ).samples
+    assert outcome("<think>$</think><answer>Hello  world</answer>$", math_sample[0].solution, "math") == 0.0
+
+
 def test_the_recipe_trains_as_sophiavl_r1s_released_script():
     cfg = load_config(ROOT / "configs" / "sophiavl_r1.yaml")
     algo, t = cfg.algo, cfg.trainer
