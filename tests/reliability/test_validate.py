@@ -36,6 +36,7 @@ def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys)
         record(0, problem="another"),  # an id again
         record(5, problem="q0"),  # the same image and question as r0
         record(6, solution="nowhere"),  # a bad field
+        record(7, problem="q7 <|image_pad|>"),  # a vision token in the text: the processor refuses the prompt
     ]
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -51,9 +52,10 @@ def test_every_problem_is_reported_with_a_summary_and_status_1(tmp_path, capsys)
         (5, "id 'r0' repeats the record at"),
         (6, "same media and question as the record at"),
         (7, "key 'solution'"),
+        (8, "its prompt's text holds <|image_pad|>, which the processor refuses"),
     ]:
-        assert f"{data}:{line}: {what}" in out, (line, out)
-    assert f"{data}: 7 records, 3 usable; 6 problems" in out
+        assert f"{data}:{line}: {what}" in " ".join(out.split()), (line, out)
+    assert f"{data}: 8 records, 3 usable; 7 problems" in out
 
 
 def test_a_clean_dataset_passes(tmp_path, rec_data, capsys):

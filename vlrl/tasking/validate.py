@@ -1,7 +1,8 @@
 """`vlrl data validate`: every problem of a dataset, found before a run rather than during one.
 
 It reads the file as a run does (the task's parser, the data root and the image size limit),
-then does what a run does only when it draws a sample: decodes every image and video in full.
+then does what a run does only when it draws a sample: decodes every image and video in full,
+and looks for vision tokens written in a prompt's text, which the processor refuses.
 It adds what no run checks: ids that repeat, and records that ask the same question about the
 same media.
 """
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vlrl.config import Config
+from vlrl.models.families import model_family
 from vlrl.models.prompting import UnusableSample, read_media
 from vlrl.tasking.sources import read_split
 from vlrl.tasking.task import Task
@@ -51,6 +53,7 @@ def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int],
         report.add("bad records", str(err))
     first_of_id: dict[str, str] = {}
     first_of_prompt: dict[tuple, str] = {}
+    vision_tokens = model_family(cfg.model).vision_tokens
     for sample in split.samples:
         if sample.id in first_of_id:
             report.add(
@@ -64,11 +67,28 @@ def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int],
                 f"{sample.source}: same media and question as the record at {first_of_prompt[prompt]}",
             )
         first_of_prompt.setdefault(prompt, sample.source)
+        written = [token for token in vision_tokens if token in messages_text(task.messages(sample))]
+        if written:
+            report.add(
+                "vision tokens in the text",
+                f"{sample.source}: its prompt's text holds {', '.join(written)}, which the processor refuses "
+                "(a run leaves the sample out)",
+            )
         try:
             read_media(sample, cfg.model, {})
-            report.usable += 1
+            report.usable += not written
         except UnusableSample as err:
             report.add("undecodable media", str(err))
         if progress:
             progress(1)
     return report
+
+
+def messages_text(messages: list[dict]) -> str:
+    """Every text part of the messages, joined (a content is a string or a list of parts)."""
+    texts = []
+    for message in messages:
+        content = message["content"]
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        texts += [part["text"] for part in parts if part.get("type") == "text"]
+    return "\n".join(texts)
