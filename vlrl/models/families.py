@@ -77,6 +77,12 @@ def model_family(cfg: ModelConfig) -> ModelFamily:
     return _resolve(cfg.family, cfg.path)
 
 
+def processor_resize(cfg: ModelConfig) -> tuple[int, int] | None:
+    """The pixel limits of the processor's resize after EasyR1's (model.image_resize=easyr1):
+    the family's checkpoints' own; None where vlrl's one smart_resize is all (the default)."""
+    return model_family(cfg).processor_pixels if cfg.image_resize == "easyr1" else None
+
+
 def family_of_model(model) -> ModelFamily:
     """The family of a loaded model: the one it was loaded as (load_model records it), else the
     one claiming its config's model_type."""

@@ -17,7 +17,13 @@ import torch
 from vlrl.config import MODEL_PATH_MISSING, ConfigError, ModelConfig, absolute_if_local, first_line
 from vlrl.data.records import FrameSpec
 from vlrl.models.checkpoints import HUB_ID, local_path, lora_base, weights_root
-from vlrl.models.families import checkpoint_model_type, family_of_model, model_family, supported_model_types
+from vlrl.models.families import (
+    checkpoint_model_type,
+    family_of_model,
+    model_family,
+    processor_resize,
+    supported_model_types,
+)
 from vlrl.models.float32_head import float32_head
 from vlrl.models.lora import merged_weight, targeted_parameters
 from vlrl.models.patch_embed import linear_patch_embedding
@@ -34,9 +40,7 @@ def frame_kind(cfg: ModelConfig) -> FrameKind:
 
 
 def frame_spec(cfg: ModelConfig) -> FrameSpec:
-    family = model_family(cfg)
-    then_within = family.processor_pixels if cfg.image_resize == "easyr1" else None
-    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, family.factor, then_within)
+    return FrameSpec(frame_kind(cfg), cfg.min_pixels, cfg.max_pixels, model_family(cfg).factor, processor_resize(cfg))
 
 
 def torch_dtype(name: str) -> torch.dtype:

@@ -17,7 +17,7 @@ from vlrl.config import ModelConfig
 from vlrl.data.records import RecordError
 from vlrl.data.sample import Sample
 from vlrl.models.batch import Prompt
-from vlrl.models.families import model_family
+from vlrl.models.families import model_family, processor_resize
 from vlrl.vision.images import load_image
 from vlrl.vision.video import Video, load_video, shuffle_frames
 
@@ -51,16 +51,13 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     """The sample's images, resized for the model, and its video decoded into `decoded` (unless
     there already). Raises UnusableSample when a file fails to decode."""
     images, media = [], ""
-    family = model_family(model)
-    then_within = family.processor_pixels if model.image_resize == "easyr1" else None
+    factor, then_within = model_family(model).factor, processor_resize(model)
     try:
         for media in sample.images:
-            images.append(
-                load_image(media, model.min_pixels, model.max_pixels, family.factor, sample.image_size, then_within)
-            )
+            images.append(load_image(media, model.min_pixels, model.max_pixels, factor, sample.image_size, then_within))
         if sample.video and sample.video not in decoded:
             media = sample.video
-            decoded[media] = load_video(media, model.video, family.factor)
+            decoded[media] = load_video(media, model.video, factor)
     except Exception as err:  # passed the load-time check, yet fails to decode (Pillow raises SyntaxError too)
         raise UnusableSample(sample.source, f"cannot read {media}: {err}"[:400]) from err
     return images
