@@ -103,8 +103,9 @@ DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")  # a layer or param
 @dataclass
 class LoraConfig:
     r: int = 0  # 0 trains all weights; > 0 trains LoRA adapters of this rank
-    # PEFT's lora_alpha: each adapter's output is scaled by alpha / r
+    # PEFT's lora_alpha: each adapter's output is scaled by alpha / r (alpha / sqrt(r) with use_rslora)
     alpha: int = 32
+    use_rslora: bool = False  # rank-stabilized LoRA's scale, alpha / sqrt(r) (PEFT's and TRL's use_rslora)
     # on the adapters' input in SFT (PEFT's lora_dropout); RL runs without, its first ratio exactly 1
     dropout: float = 0.0
     # Names of the language model's linear layers to adapt (mlp.down_proj picks those under one

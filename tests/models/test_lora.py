@@ -241,9 +241,11 @@ def test_lora_decodes_merged_as_the_unmerged_policy_samples_and_its_weights_stay
     assert not merged_engine.lora.copies  # ...until the engine sleeps
 
 
-def test_merging_in_place_in_bf16_would_not_give_the_weights_back(rec_data, tiny_qwen25):
-    """Why vlrl merges out of place: PEFT's merge_adapter then unmerge_adapter rounds bf16 weights."""
-    model, _, _ = adapted_model(rec_data, "bfloat16")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_merging_in_place_would_not_give_the_weights_back(rec_data, tiny_qwen25, dtype):
+    """Why vlrl merges out of place: PEFT's merge_adapter then unmerge_adapter rounds the weights,
+    in float32 too."""
+    model, _, _ = adapted_model(rec_data, dtype)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if "base_layer" in n}
     model.merge_adapter()
     model.unmerge_adapter()
@@ -396,6 +398,27 @@ def test_adapters_switched_off_are_not_merged_in():
     assert len(lora_linears(model)) == 1
     with model.disable_adapter():  # the reference model's forwards: the base weights alone
         assert lora_linears(model) == []
+
+
+def test_use_rslora_scales_each_adapter_by_alpha_over_the_square_root_of_r_as_peft_does(tiny_qwen25):
+    """PEFT's use_rslora (TRL's ModelConfig.use_rslora): scaling alpha / sqrt(r), not alpha / r;
+    a layer's delta weight, and so a merged weight, follows it."""
+    from peft.tuners.lora import LoraLayer
+
+    from vlrl.models.lora import merged_weight
+
+    scales = {}
+    for rslora in (False, True):
+        cfg = load_config(None, ["model.path=tiny:qwen2_5_vl", "model.lora.r=4", "model.lora.alpha=8",
+                                 f"model.lora.use_rslora={str(rslora).lower()}"])  # fmt: skip
+        model = load_model(cfg.model)
+        layer = next(m for m in model.modules() if isinstance(m, LoraLayer))
+        scales[rslora] = layer.scaling["default"]
+        torch.nn.init.normal_(layer.lora_B["default"].weight, generator=torch.Generator().manual_seed(0))
+        base = layer.get_base_layer().weight
+        expected = base + scales[rslora] * (layer.lora_B["default"].weight @ layer.lora_A["default"].weight)
+        torch.testing.assert_close(merged_weight(layer, base), expected)
+    assert (scales[False], scales[True]) == (2.0, 4.0)  # 8 / 4 and 8 / sqrt(4)
 
 
 def test_adding_lora_adapters_warns_nothing_the_user_cannot_act_on(tiny_qwen25):

@@ -260,6 +260,7 @@ def load_model(
         lora = LoraConfig(
             r=cfg.lora.r,
             lora_alpha=cfg.lora.alpha,
+            use_rslora=cfg.lora.use_rslora,
             lora_dropout=cfg.lora.dropout,
             target_modules=target,
             target_parameters=cfg.lora.target_parameters or None,

@@ -1,7 +1,9 @@
 """LoRA adapters merged out of place: W + scale * B A computed into a copy of W.
 
-Merging in place (PEFT's merge_adapter / unmerge_adapter) rounds: in bf16, (W + d) - d is not W
-(tests/models/test_lora.py shows it), and the policy would drift a little at every rollout. Here
+Merging in place (PEFT's merge_adapter / unmerge_adapter, as TRL's GRPOTrainer does around each
+vLLM weight sync) rounds: (W + d) - d is not W, by up to about 0.01 in bf16 after one cycle and
+in the last bits in float32 (tests/models/test_lora.py shows it), and the policy would drift a
+little at every rollout. Here
 the base weights are never written. `merged_weight` is what `loading.transformers_weights` gives
 an engine that holds its own copy; `MergedLoRA` lets the HF engine decode with the merged
 weights: each adapted Linear computes x W'^T with its copy W' instead of x W^T + s (x A^T) B^T,
