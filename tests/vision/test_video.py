@@ -123,6 +123,37 @@ def test_decord_samples_the_frames_pyav_does_and_that_qwen_vl_utils_reads_with_i
         assert torch.equal(pyav.frames, video.frames)
 
 
+def rotated(path: Path, a: int, b: int, c: int, d: int) -> Path:
+    """`path` with its track header's display matrix set to [a b; c d] (16.16 fixed point), as a
+    phone writes a portrait video's rotation; the pixels stay as they were encoded."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b"tkhd") + 4
+    assert data[at] == 0  # version 0: the matrix 40 bytes past the version and flags
+    matrix = [a << 16, b << 16, 0, c << 16, d << 16, 0, 0, 0, 1 << 30]
+    data[at + 40 : at + 76] = b"".join(v.to_bytes(4, "big", signed=True) for v in matrix)
+    out = path.with_name(f"{path.stem}_{a}{b}{c}{d}.mp4")
+    out.write_bytes(bytes(data))
+    return out
+
+
+@pytest.mark.parametrize("matrix", [(0, 1, -1, 0), (-1, 0, 0, -1), (0, -1, 1, 0)])
+def test_a_rotated_video_is_read_upright_as_decord_reads_it(clips, matrix):
+    """Video-R1 reads with decord, which turns a frame by its display matrix's rotation; PyAV
+    hands the frame as encoded and vlrl turns it the same way."""
+    import dataclasses
+
+    spec = VideoConfig()
+    path = rotated(clips[1], *matrix)  # 160 x 96: a quarter turn swaps the sides
+    pyav = load_video(path, spec, 28)
+    decord = load_video(path, dataclasses.replace(spec, backend="decord"), 28)
+    assert torch.equal(pyav.frames, decord.frames) and pyav.indices == decord.indices
+    upright = load_video(clips[1], spec, 28)
+    quarter = matrix[0] == 0
+    assert (pyav.frames.shape[2] > pyav.frames.shape[3]) == quarter  # portrait after a quarter turn
+    if not quarter:  # a half turn: the frames upside down, sized as before
+        torch.testing.assert_close(pyav.frames, upright.frames.flip(2, 3), atol=1.0, rtol=0)
+
+
 def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, video_data):
     """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. The record is reported, the others stay."""
     import av

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from vlrl.config import VideoConfig
@@ -87,7 +88,7 @@ def frame_pixel_limit(spec: VideoConfig, factor: int, share: float = math.inf) -
 class VideoInfo(NamedTuple):
     frames: int
     fps: float
-    width: int  # of a frame, as the stream's header states it
+    width: int  # of a frame, as the stream's header states it (before any rotation)
     height: int
 
 
@@ -118,7 +119,9 @@ def probe(path: str | Path) -> tuple[int, float]:
 
 
 def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
-    """The frames at `indices` (sorted, distinct), uint8 (3, H, W), decoded in order."""
+    """The frames at `indices` (sorted, distinct), uint8 (3, H, W), decoded in order, each turned
+    upright by its display matrix's rotation (a phone's portrait video), as decord and FFmpeg's
+    autorotate turn it."""
     import av
 
     position = {index: i for i, index in enumerate(indices)}
@@ -127,7 +130,8 @@ def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
         with av.open(str(path)) as container:
             for number, frame in enumerate(container.decode(video=0)):
                 if number in position:
-                    frames[position[number]] = torch.from_numpy(frame.to_ndarray(format="rgb24")).permute(2, 0, 1)
+                    pixels = np.rot90(frame.to_ndarray(format="rgb24"), round(frame.rotation / 90) % 4)
+                    frames[position[number]] = torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
                 if number >= indices[-1]:
                     break
     except av.error.FFmpegError as err:
