@@ -334,6 +334,24 @@ def test_stages_added_on_resume_are_recorded_as_the_entries_they_are(tmp_path):
     assert back["rollout.stages.length"] == {"from": 2, "to": 0} and "rollout.stages" not in back
 
 
+def test_a_checkpoint_older_than_a_setting_resumes_as_if_it_had_the_settings_default(tmp_path):
+    """A key vlrl added after the checkpoint was written (model.lora.use_rslora, 2026-12-03) is
+    its default there: a resume keeping the default changes nothing, even where the key could
+    not change on resume, and one setting it records the change from the default."""
+    from vlrl.config import ConfigError, load_config
+    from vlrl.trainer.history import resume_changes, used_config
+
+    new = json.loads(json.dumps(used_config(load_config(None, []), "trainer"), default=str))
+    saved = json.loads(json.dumps(new))
+    del saved["model"]["lora"]["use_rslora"], saved["algo"]["advantage_std"]
+    assert resume_changes(new, saved, "trainer", tmp_path) == {}
+    new["algo"]["advantage_std"] = "none"
+    assert resume_changes(new, saved, "trainer", tmp_path) == {"algo.advantage_std": {"from": "group", "to": "none"}}
+    new["model"]["lora"]["use_rslora"] = True
+    with pytest.raises(ConfigError, match="model.lora.use_rslora is True, but .* was trained with False"):
+        resume_changes(new, saved, "trainer", tmp_path)
+
+
 def test_a_lora_setting_a_resume_cannot_change_is_refused_with_its_own_reason(tmp_path):
     """Each LoRA setting's own reason (PEFT reads them from the checkpoint's adapter_config.json);
     a dropout change is taken by RL, which runs without dropout, and refused by SFT."""

@@ -138,6 +138,12 @@ def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, che
             del one[key]
             one[f"{key}.length"] = 0
     before.setdefault(f"{section}.parallel", "replicated")  # checkpoints from before vlrl/parallel/
+    # A setting newer than the checkpoint: its steps ran as the setting's default runs (a new key
+    # keeps the old behaviour by default), so a resume keeping the default changes nothing.
+    defaults = flatten(json.loads(json.dumps(used_config(Config(), section), default=str)))
+    for key in after.keys() - before.keys():
+        if key in defaults:
+            before[key] = defaults[key]
     ignored = {f"{section}.{key}" for key in IGNORED}
     changes = {}
     for key in sorted(set(before) | set(after)):
