@@ -97,6 +97,15 @@ def write_trainer_state(directory: Path, step: int, trainer_state: dict[str, Any
     (directory / STATE_INFO).write_text(json.dumps({"step": step, "format": STATE_FORMAT}, indent=1) + "\n")
 
 
+def why_unwritten(err: Exception) -> str:
+    """A failed write's reason in one line: an OSError's own words, another error's first line
+    with its type (safetensors raises SafetensorError, tokenizers Exception, torch.save a
+    RuntimeError when the disk fills)."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return f"{type(err).__name__}: {first_line(err)}"
+
+
 def save_failed(checkpoints: Path, tmp: Path | None, step: int, reason: str) -> CheckpointError:
     """Give back the space a partial write took; the error says which checkpoint is intact."""
     if tmp is not None:
@@ -179,8 +188,8 @@ def write_checkpoint(
                 torch.save(rng_state(generator), rng_file(tmp, procs.rank))
             for name, part in (parts or {}).items():
                 torch.save(part, process_file(tmp, name, procs.rank))
-        except OSError as err:
-            failure = err.strerror or str(err)
+        except Exception as err:  # a full disk: OSError, or safetensors', tokenizers' and torch.save's own errors
+            failure = why_unwritten(err)
     failures = procs.gather([f"process {procs.rank}: {failure}" if procs.world > 1 else failure] if failure else [])
     if failures or not shared:  # every process stops if any could not write its part
         raise save_failed(checkpoints, tmp if main else None, step, "; ".join(failures))
