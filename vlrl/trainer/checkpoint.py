@@ -300,8 +300,10 @@ def load_trainer_state(checkpoint: Path) -> dict[str, Any]:
         raise CheckpointError(f"{checkpoint} is not a complete vlrl checkpoint (no {missing})")
     try:
         info = json.loads((checkpoint / STATE_INFO).read_text())
-    except (OSError, ValueError):
-        info = {}
+    except (OSError, ValueError) as err:
+        raise CheckpointError(
+            f"{checkpoint / STATE_INFO} is damaged ({first_line(err)}): resume from another checkpoint"
+        ) from err
     if not isinstance(info, dict) or info.get("format") != STATE_FORMAT:
         raise CheckpointError(
             f"{path} was written by an older vlrl as a Python pickle, which vlrl no longer loads (unpickling "
