@@ -325,14 +325,22 @@ def test_a_process_state_file_that_is_not_plain_data_is_refused_unread_naming_it
     assert load_process_state(tmp_path, "replay", 2) is None
 
 
-@pytest.mark.parametrize("info", ["[2]", '{"step": 5, "format": 1}'])
-def test_a_trainer_state_of_another_format_is_refused_as_an_older_vlrls(tmp_path, info):
-    from vlrl.trainer.checkpoint import STATE_FILE, load_trainer_state
+def described_checkpoint(tmp_path, info: str):
+    """A checkpoint folder whose trainer state is described by `info` (trainer_state.json)."""
+    from vlrl.trainer.checkpoint import STATE_FILE
 
     checkpoint = tmp_path / "step-0000005"
     checkpoint.mkdir()
     torch.save({"step": 5}, checkpoint / STATE_FILE)
     (checkpoint / "trainer_state.json").write_text(info)
+    return checkpoint
+
+
+@pytest.mark.parametrize("info", ["[2]", '{"step": 5, "format": 1}'])
+def test_a_trainer_state_of_another_format_is_refused_as_an_older_vlrls(tmp_path, info):
+    from vlrl.trainer.checkpoint import load_trainer_state
+
+    checkpoint = described_checkpoint(tmp_path, info)
     with pytest.raises(CheckpointError, match=f"older vlrl as a Python pickle.*model.path={checkpoint}$"):
         load_trainer_state(checkpoint)
 
@@ -341,12 +349,9 @@ def test_a_trainer_state_of_another_format_is_refused_as_an_older_vlrls(tmp_path
 def test_a_trainer_state_description_that_does_not_read_is_named_as_damaged(tmp_path, info):
     """Not an older format: the file that does not read is named (a fault-injection audit found
     the message blaming trainer_state.pt as an old pickle)."""
-    from vlrl.trainer.checkpoint import STATE_FILE, load_trainer_state
+    from vlrl.trainer.checkpoint import load_trainer_state
 
-    checkpoint = tmp_path / "step-0000005"
-    checkpoint.mkdir()
-    torch.save({"step": 5}, checkpoint / STATE_FILE)
-    (checkpoint / "trainer_state.json").write_text(info)
+    checkpoint = described_checkpoint(tmp_path, info)
     with pytest.raises(CheckpointError, match=f"^{checkpoint}/trainer_state.json is damaged .*another checkpoint$"):
         load_trainer_state(checkpoint)
 
