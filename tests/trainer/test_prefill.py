@@ -117,7 +117,9 @@ def test_sft_targets_go_on_from_the_opened_think_tag(tmp_path, rec_data, thinkin
     import vlrl.trainer.sft as sft
 
     trained, target_ids = [], sft.target_ids
-    monkeypatch.setattr(sft, "target_ids", lambda tokenizer, text: trained.append(text) or target_ids(tokenizer, text))
+    monkeypatch.setattr(
+        sft, "target_ids", lambda tokenizer, text, end=None: trained.append(text) or target_ids(tokenizer, text, end)
+    )
     train_sft(load_config(None, overrides(tmp_path / "sft", rec_data, thinking_model, "sft")))
     assert len(trained) == 2 and not any(text.startswith("<think>") for text in trained)
     assert all("</think>\n<answer>" in text for text in trained)
