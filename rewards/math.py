@@ -213,16 +213,17 @@ LMM_R1_FORMAT = compile_pattern(
 
 @isolated(lambda: VERIFY_SECONDS, imports=("math_verify",))
 def lmm_r1_accuracy(completion: str, answer: str) -> float:
-    """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`.
-    An empty response scores 0 (LMM-R1 then parses the whole query instead: not available here)."""
+    """verify_math(response, answer) with the answer `$`-wrapped unless it starts with `$`: 1 for
+    an answer that does not parse, whatever the response, as there. An empty response scores 0
+    (LMM-R1 then parses the whole query instead: not available here)."""
     mv = math_verify()
-    response = chatml_response(completion, LMM_R1_END_TOKENS)
-    if not response or len(response) > MAX_VERIFY_CHARS:
-        return 0.0
     answer = answer if answer.startswith("$") else f"${answer}$"
     gold = parse(answer, extraction_mode="first_match", extraction_config=[mv.LatexExtractionConfig()])
     if not gold:
         return 1.0  # "Failed to parse gold solution"
+    response = chatml_response(completion, LMM_R1_END_TOKENS)
+    if not response or len(response) > MAX_VERIFY_CHARS:
+        return 0.0
     normalization = mv.LatexNormalizationConfig(
         nits=False, malformed_operators=False, basic_latex=True, boxed="all", units=True
     )

@@ -16,9 +16,11 @@ Where this differs from MathRuler: step 3 never evaluates text. MathRuler hands
 `(truth)-(given)` to sympy's `parse_expr` (Python's eval of a rewritten string) and then
 `sympy.simplify`, with no time limit (`9**9**9**9` passes its filters and hangs). Here a small
 parser (`_Parser`) reads the same text into sympy objects built directly: numbers, the
-letters of at most two unknowns (as `parse_expr` splits them: "xy" is x*y), `pi`, `sqrt(...)`, `ln(...)`,
+letters of at most two unknowns (names as Python's tokenizer reads them, split as `parse_expr`
+splits them: "xy" is x*y, "a14" a*14, while a Greek letter or a subscripted name such as θ or
+a_1 stays one symbol), `pi`, `sqrt(...)`, `ln(...)`,
 `+ - * / ^ **`, parentheses and implicit multiplication, with Python's precedence. What it does
-not read (function names other than sqrt and ln, factorials, `=`, commas, names with digits, numbers
+not read (function names other than sqrt and ln, factorials, `=`, commas, Python keywords, numbers
 with leading zeros that Python refuses anyway, over MAX_TOKENS tokens, powers whose result
 would pass MAX_POWER_BITS, a root or fractional power of a number past MAX_ROOT_BITS, a float
 exponent past MAX_FLOAT_EXPONENT, or a symbolic base raised past MAX_SYMBOLIC_EXPONENT: numbers
@@ -29,6 +31,7 @@ in the main thread (a timer signal; none elsewhere), and an expired deadline is 
 
 from __future__ import annotations
 
+import keyword
 import math
 import signal
 import threading
@@ -278,14 +281,15 @@ class Unreadable(ValueError):
 # model's "<answer>\n1.5\n</answer>") is tokenize's NL inside the brackets, which sympy's
 # implicit multiplication and application do not cross ("2\nx" is refused, "2\tx" is 2*x).
 TOKEN = compile_pattern(
-    r"(\d+\.\d*(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+|0+|[1-9]\d*)|([a-z_][a-z0-9_]*)|(\*\*|[-+*/()^])"
+    r"(\d+\.\d*(?:e[+-]?\d+)?|\.\d+(?:e[+-]?\d+)?|\d+e[+-]?\d+|0+|[1-9]\d*)|((?!\d)\w+)|(\*\*|[-+*/()^])"
     r"|([ \t\f]+)|([\r\n])|(.)",
     regex.DOTALL,
 )
-# Python literals the parser does not read: 0x1f, 0o7, 0b1, 2j, 1_000.
-OTHER_LITERALS = compile_pattern(r"(?<![a-z0-9_.])0[xob]|\dj|\d_|_\d")
+# Python literals the parser does not read: 0x1f, 0o7, 0b1, 2j, 1.5j, 1_000 (a name such as a_1 or
+# a1_b is no literal: Python reads it as one name).
+OTHER_LITERALS = compile_pattern(r"(?<!\w)(?<!\.)(?:0[xob]|(?:\d[\d.]*|\.\d+)(?:e[+-]?\d+)?j|[\d.]*\d_)")
 BAD_SUBSTRINGS = ("^{", "^(")
-NAME_PARTS = compile_pattern(r"\d+|[a-z]")
+NAME_PARTS = compile_pattern(r"\d+|(?![\d_])\w")
 BAD_POWERS = (compile_pattern(r"\^[0-9]+\^"), compile_pattern(r"\^[0-9][0-9]+"))
 
 
@@ -441,10 +445,15 @@ class _Parser:
             return sympy.pi
         if text in _sympy_names():
             raise Unreadable(f"sympy's name {text!r}")
-        if _greek(text) or "_" in text:
+        if keyword.iskeyword(text) or not text.isidentifier():  # Python's syntax refuses it ("if", "in")
+            raise Unreadable(f"{text!r} is no Python name")
+        if _greek(text) or "_" in text:  # sympy's _token_splittable: kept whole (theta, a_1)
             return sympy.Symbol(text)
-        # parse_expr splits a longer name: "xy" is x*y, "a14" is a*14
+        # parse_expr splits a longer name: "xy" is x*y, "a14" is a*14, "αβ" is α*β; a digit run with a
+        # leading zero ("xy05") is a Number('05') Python cannot read
         parts = NAME_PARTS.findall(text, timeout=TIMEOUT_S)
+        if any(p.isdigit() and len(p) > 1 and p.startswith("0") for p in parts):
+            raise Unreadable(f"{text!r} splits into a number with a leading zero")
         return sympy.Mul(*(sympy.Integer(p) if p.isdigit() else sympy.Symbol(p) for p in parts))
 
 

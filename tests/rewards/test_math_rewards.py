@@ -44,6 +44,14 @@ GRADES = [
     ("ln(4)", "2ln(2)", True), ("2ln(3)", "ln(9)", True), ("ln(2)+ln(3)", "ln(6)", True), ("1/ln(4)", "1/(2ln(2))", True),
     ("ln(ln(4))", "ln(2ln(2))", True), ("ln\n(4)", "2ln(2)", False), ("ln(x^2)", "2ln(x)", False), ("ln(1)", "0", False),
     ("1\n\n2", "2", False), ("2\x0bx", "x*2", False),
+    # Names as Python's tokenizer reads them and parse_expr splits them (sympy's _token_splittable):
+    # Greek letters (pylatexenc writes \theta as θ) and subscripted names kept whole, other names split
+    # into letters and numbers; a keyword, or a split number with a leading zero, does not parse
+    (r"\theta \times 2", r"2\theta", True), (r"0.5\theta", r"\frac{\theta}{2}", True), (r"\beta+\beta", r"2\beta", True),
+    ("1+a_1", "a_{1}+1", True), ("x_2+x_1", "x_1+x_2", True), ("x_1_2", "x_1_2*1", True), ("a1_b+0", "a1_b", True),
+    ("0+π", "π", True), ("ℓ+1", "1+ℓ", True), ("αβ", "βα", True), ("αβ+0.5", "1.5", False), ("3ℓ", "ℓ+ℓ+ℓ", True), ("x_2", "2x", False),
+    ("θ2+0", "2θ", True), ("a2j", "2aj", True),
+    ("fi", "if", False), ("ni", "in", False), ("si", "is", False), ("(xy05)*1", "xy05", False), ("x²", "x^2", False),
 ]  # fmt: skip
 
 
@@ -181,6 +189,8 @@ def test_mm_eureka_rewards_equal_its_reward_function(completion, answer, acc, fm
 def test_mm_eureka_and_lmm_r1_give_1_when_the_answer_does_not_parse():
     assert rm.mm_eureka_accuracy("<think>r</think><answer>$7$</answer>", "") == 1.0
     assert rm.lmm_r1_accuracy("anything", "$$") == 1.0
+    assert rm.lmm_r1_accuracy("", "$$") == 1.0  # verify_math's 1 for the answer comes before the response is read
+    assert rm.lmm_r1_accuracy("", "$2$") == 0.0
 
 
 # LMM-R1: (response, answer, accuracy, format)
