@@ -585,7 +585,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     )
     work = Workload.of(cfg, args.gpus, args.gpu_memory, image_tokens)
     console.print(
-        f"{args.shape or cfg.model.path}: {shape.params / 1e9:.2f}B parameters, {shape.trainable / 1e9:.3f}B trained; "
+        f"{args.shape or cfg.model.path}: {shape.params / 1e9:.2f}B parameters in {shape.dtype_bytes * 8}-bit "
+        f"weights (model.dtype={cfg.model.dtype}), {shape.trainable / 1e9:.3f}B trained; "
         f"{args.gpus} GPU(s) of {args.gpu_memory:g} GB; a micro-batch of {work.token_budget} tokens (one prompt with "
         f"{image_tokens} image tokens, --image-tokens), {work.rows} completions in a GPU's largest rollout call, "
         f"engine {cfg.rollout.engine}",

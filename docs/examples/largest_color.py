@@ -39,6 +39,7 @@ class LargestColor(Task):
     option_templates = {"template": ("question",)}  # a misspelt {placeholder} is a config error
     default_rewards = {"format": 0.5, "color": 1.0}
     data_suffix = ".jsonl"
+    states_coordinates = False  # its answers are color words: `vlrl score` says nothing of coordinate frames
 
     # Data: one JSON object per line, {"image": "images/0.png", "answer": "red"}.
     def build_sample(self, record: dict[str, Any], ctx: RecordContext) -> Sample:

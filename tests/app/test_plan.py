@@ -554,6 +554,19 @@ def test_plan_says_its_workload_and_prints_every_strategys_terms_as_the_plan_com
     assert any("GB CPU" in row[-1] for row in rows)
 
 
+def test_a_plan_of_gpus_sizes_model_dtype_auto_as_a_gpus_bfloat16_whatever_the_host(capsys):
+    """model.dtype=auto is bfloat16 on a GPU: a plan made on a CPU-only host sized float32
+    weights and said nothing (a user audit); it says the width it sizes."""
+    assert main(["plan", "--shape", "qwen2-vl-2b"]) == 0
+    auto = capsys.readouterr().out
+    assert main(["plan", "--shape", "qwen2-vl-2b", "model.dtype=bfloat16"]) == 0
+    bf16 = capsys.readouterr().out
+    assert "16-bit weights (model.dtype=auto)" in " ".join(auto.split())
+    assert _printed_rows(auto) == _printed_rows(bf16)
+    assert main(["plan", "--shape", "qwen2-vl-2b", "model.dtype=float32"]) == 0
+    assert "32-bit weights (model.dtype=float32)" in " ".join(capsys.readouterr().out.split())
+
+
 def test_a_plan_larger_than_the_card_says_it_does_not_fit(capsys):
     assert main(["plan", "--shape", "qwen2-vl-2b", "--gpu-memory", "10"]) == 0
     rows = _printed_rows(capsys.readouterr().out)

@@ -284,12 +284,14 @@ def test_a_split_without_one_usable_record_is_refused_naming_its_config_key(tmp_
 
 def test_a_missing_held_out_file_points_at_the_converters_val_split(tmp_path):
     from tasks.refcoco import RefCOCO
-    from vlrl.tasking.sources import missing_data
+    from vlrl.tasking.sources import load_task_split, missing_data
 
     path = str(tmp_path / "val.json")
     cfg = load_config(None, [f"data.eval={path}"])
-    assert f"--split val --out {path}" in missing_data(RefCOCO(), cfg, path, "data.eval")
-    assert f"--split train --out {path}" in missing_data(RefCOCO(), cfg, path, "data.train")
+    assert f"--split val --out {path}" in missing_data(RefCOCO(), cfg, path, "data.eval", "eval")
+    assert f"--split train --out {path}" in missing_data(RefCOCO(), cfg, path, "data.train", "train")
+    with pytest.raises(ConfigError, match=f"--split val --out {path}"):  # vlrl score's --data: a held-out file
+        load_task_split(RefCOCO(), load_config(None, []), "eval", path=path)
 
 
 def test_a_missing_benchmark_points_at_its_published_dataset_and_docs_benchmarks():

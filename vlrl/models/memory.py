@@ -117,7 +117,8 @@ def model_shape(cfg: Config, shape: str | None = None) -> ModelShape:
         config = shape_config(shape)
     else:
         config = AutoConfig.from_pretrained(weights_root(checkpoint_path(cfg.model)))
-    dtype = torch_dtype(cfg.model.dtype)
+    # A plan is of GPUs, where model.dtype=auto is bfloat16, whatever the host planning it has.
+    dtype = torch.bfloat16 if cfg.model.dtype == "auto" else torch_dtype(cfg.model.dtype)
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(config, dtype=dtype)
     core = core_model(model)

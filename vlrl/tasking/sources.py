@@ -65,7 +65,7 @@ def load_task_split(
     existed = spec_exists(path)
     if not existed:
         if not synthetic:
-            raise ConfigError(missing_data(task, cfg, path, key))
+            raise ConfigError(missing_data(task, cfg, path, key, which))
         write_synthetic(task, path, size, cfg.data.synthetic_seed + SYNTHETIC_SEED_OFFSET[which])
         if console:
             console.print(f"wrote synthetic {task.name} {which} data: {path} ({size} records)")
@@ -144,9 +144,10 @@ def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
             os.replace(made, path)
 
 
-def missing_data(task: Task, cfg: Config, path: str, key: str | None) -> str:
+def missing_data(task: Task, cfg: Config, path: str, key: str | None, which: str = "train") -> str:
     """Why `path` is not there and how to make it: synthetic data refused at a path given apart
-    from data.synthetic (a typo must not fill a folder with scenes), else the task's converter."""
+    from data.synthetic (a typo must not fill a folder with scenes), else the task's converter
+    (of its held-out split for `which` "eval")."""
     text = f"config: {key}: {path} (set {cfg.where(key)}) does not exist" if key else f"{path} does not exist"
     if key and cfg.data.synthetic:
         return (
@@ -154,7 +155,7 @@ def missing_data(task: Task, cfg: Config, path: str, key: str | None) -> str:
             f"({cfg.where('data.synthetic')}), never at a path given elsewhere: check the path; to write synthetic "
             f"data there on purpose: vlrl data synth --task {task.name} --out {path}"
         )
-    split = "val" if key == "data.eval" else "train"
+    split = "val" if which == "eval" else "train"
     if task.data_source:
         source = task.data_source.format(path=path, split=split)
     elif isinstance(task, Benchmark):  # vlrl never downloads one
