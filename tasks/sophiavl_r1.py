@@ -27,9 +27,8 @@ from typing import Any, Literal
 
 from data_prep.video import write_synthetic_image_qa
 from rewards.sophiavl_r1 import answer_content, outcome
-from rewards.text import ANSWER_TAG, search
 from tasks.records import IMAGE, record_image, split_images
-from tasks.video_qa import QUESTION_TEMPLATE, accuracy_by_type, record_id
+from tasks.video_qa import QUESTION_TEMPLATE, accuracy_by_type, record_answer, record_id
 from tasks.video_qa import TYPE_TEMPLATE as VIDEO_R1_TYPES
 from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
@@ -76,12 +75,7 @@ class SophiaVLR1(Task):
         data_type = record.get("data_type", "image")
         if data_type == "video":
             raise ctx.error("data_type 'video': SophiaVL-R1 reads images only (the video_qa task reads videos)")
-        solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
-        # custom.py's ground truth: the first <answer>'s content, or the whole solution, unstripped
-        tagged = search(ANSWER_TAG, solution)
-        answer = tagged.group(1) if tagged else solution
-        if not answer.strip():
-            raise ctx.error("solution holds an empty answer")
+        answer = record_answer(record, ctx, stripped=False)  # custom.py's ground truth, as written
         if problem_type == "multiple choice":
             options = ctx.get(record, "options", list, 'the options, like ["A. red", "B. blue"]')
             if not all(isinstance(o, str) for o in options):

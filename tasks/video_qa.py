@@ -33,7 +33,7 @@ from typing import Any, Literal
 from data_prep.video import write_synthetic_video_qa
 from rewards.format import think_answer
 from rewards.ocr import video_r1_answer
-from rewards.text import answer_text
+from rewards.text import ANSWER_TAG, search
 from rewards.video import PROBLEM_TYPES, accuracy, to_number
 from tasks.records import record_image
 from vlrl.data.records import RecordContext
@@ -175,15 +175,16 @@ def video_r1_sample(record: dict[str, Any], ctx: RecordContext, task: str) -> Sa
     )
 
 
-def record_answer(record: dict[str, Any], ctx: RecordContext) -> str:
-    """A Video-R1-format record's answer: its solution's first <answer>, or the whole solution,
-    stripped; an empty one is refused."""
+def record_answer(record: dict[str, Any], ctx: RecordContext, stripped: bool = True) -> str:
+    """A Video-R1-format record's answer: its solution's first <answer>'s content, or the whole
+    solution, stripped (Video-R1's reading) or as written (SophiaVL-R1's custom.py); an empty one
+    is refused."""
     solution = ctx.get(record, "solution", str, 'the answer, as "<answer>...</answer>"')
-    answer = answer_text(solution)
-    answer = (solution if answer is None else answer).strip()
-    if not answer:
+    tagged = search(ANSWER_TAG, solution)
+    answer = tagged.group(1) if tagged else solution
+    if not answer.strip():
         raise ctx.error("solution holds an empty answer")
-    return answer
+    return answer.strip() if stripped else answer
 
 
 def record_id(record: dict[str, Any], ctx: RecordContext) -> str:

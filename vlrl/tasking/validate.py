@@ -67,7 +67,8 @@ def validate_split(task: Task, path: str, cfg: Config, progress: Callable[[int],
                 f"{sample.source}: same media and question as the record at {first_of_prompt[prompt]}",
             )
         first_of_prompt.setdefault(prompt, sample.source)
-        written = [token for token in vision_tokens if token in messages_text(task.messages(sample))]
+        text = messages_text(task.messages(sample))
+        written = [token for token in vision_tokens if token in text]
         if written:
             report.add(
                 "vision tokens in the text",

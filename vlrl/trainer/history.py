@@ -57,6 +57,11 @@ def used_config(cfg: Config, section: str) -> dict[str, Any]:
     return {key: tree[key] for key in USED_SECTIONS[section]}
 
 
+def recorded_config(cfg: Config, section: str) -> dict[str, Any]:
+    """`used_config` as a checkpoint records it (JSON values: paths and the like as text)."""
+    return json.loads(json.dumps(used_config(cfg, section), default=str))
+
+
 def same_setting(key: str, before: Any, after: Any) -> bool:
     """Whether a resumed run's value is the checkpoint's (model.path: the same directory however
     spelled, for a checkpoint that recorded it relative to where it started)."""
@@ -140,7 +145,7 @@ def resume_changes(new: dict[str, Any], saved: dict[str, Any], section: str, che
     before.setdefault(f"{section}.parallel", "replicated")  # checkpoints from before vlrl/parallel/
     # A setting newer than the checkpoint: its steps ran as the setting's default runs (a new key
     # keeps the old behaviour by default), so a resume keeping the default changes nothing.
-    defaults = flatten(json.loads(json.dumps(used_config(Config(), section), default=str)))
+    defaults = flatten(recorded_config(Config(), section))
     for key in after.keys() - before.keys():
         if key in defaults:
             before[key] = defaults[key]

@@ -49,10 +49,10 @@ from vlrl.trainer.history import (
     data_fingerprints,
     file_changes,
     model_fingerprint,
+    recorded_config,
     resume_changes,
     same_model,
     split_fingerprints,
-    used_config,
 )
 from vlrl.trainer.logs import RunLog
 from vlrl.trainer.stops import Diverged, StopSignals, Unwritable, os_failure
@@ -274,7 +274,7 @@ class Run:
         resume_from = resume_checkpoint(t, section)
         check_trackers(t.report_to, section)  # a missing tracker package stops the run before the model loads
         state = load_trainer_state(resume_from) if resume_from else None  # refuses what is not data
-        config = json.loads(json.dumps(used_config(cfg, section), default=str))
+        config = recorded_config(cfg, section)
         saved = json.loads(state["config"]) if state else {}
         given = saved.get("model", {}).get("path") if cfg.model.path == str(self.dir / KEPT_BASE) else None
         if given:  # model.path gone, its kept base read instead (base_model_path): the same setting

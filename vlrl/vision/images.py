@@ -70,12 +70,11 @@ def load_image(
         image = to_rgb(im)
     if squash_to is not None and image.size != squash_to:
         image = image.resize(squash_to, Image.Resampling.LANCZOS)
+    height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels, then_within)
     if then_within is not None:
         first_h, first_w = easyr1_size(image.height, image.width, min_pixels, max_pixels)
         if (first_w, first_h) != image.size:
             image = image.resize((first_w, first_h))
-        min_pixels, max_pixels = then_within
-    height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels)
     if (width, height) != image.size:
         image = image.resize((width, height), Image.Resampling.BICUBIC)
     return image
