@@ -278,16 +278,17 @@ def test_score_without_a_task_asks_for_one_rather_than_scoring_as_some_task(tmp_
     assert main([*args, "task.name=refcoco"]) == 0  # an override names it as well
 
 
-def test_the_frame_note_is_said_only_where_completions_state_coordinates(tmp_path, capsys):
-    from tasks.math_vqa import MathVQA
+@pytest.mark.parametrize("name", ["math_vqa", "classification"])  # classification: a TextAnswerTask
+def test_the_frame_note_is_said_only_where_completions_state_coordinates(tmp_path, capsys, name):
     from vlrl.config import MixtureEntry, load_config
-    from vlrl.tasking.registry import eval_task
+    from vlrl.tasking.registry import eval_task, make_task
 
-    data = tmp_path / "math.json"
-    MathVQA().synthesize(data, size=2, seed=0)
+    task = make_task(load_config(None, [f"task.name={name}"]).task)
+    data = tmp_path / f"data{task.data_suffix}"
+    task.synthesize(data, size=2, seed=0)
     completions = tmp_path / "c.jsonl"
     completions.write_text(json.dumps({"id": 0, "completion": "<think>t</think> \\boxed{3}"}) + "\n")
-    args = ["score", "--task", "math_vqa", "--data", str(data), "--completions", str(completions)]
+    args = ["score", "--task", name, "--data", str(data), "--completions", str(completions)]
     assert main([*args, "--out", str(tmp_path / "s.jsonl")]) == 0
     assert "coordinates read in" not in capsys.readouterr().out
     cfg = load_config(None, [])

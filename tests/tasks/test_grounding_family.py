@@ -207,6 +207,7 @@ def test_vlm_r1_grpo_jsonl_records_are_read_as_its_grpo_jsonl_reads_them(tmp_pat
             {"from": "gpt", "value": "<answer>[100, 50, 300, 200]</answer>"}]},
         {"image": "im.png", "conversations": [{"from": "human", "value": "<image>the cup"}]},
         {"image": "im.png", "conversations": [{"from": "human", "value": "<image>x"}, {"from": "gpt", "value": "[1, 2, 3]"}]},
+        {"image": "im.png", "conversations": [{"from": "human", "value": "<image>x"}, {"from": "gpt", "value": 5}]},
     ]  # fmt: skip
     path = tmp_path / "rec.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in rows))
@@ -222,6 +223,7 @@ def test_vlm_r1_grpo_jsonl_records_are_read_as_its_grpo_jsonl_reads_them(tmp_pat
     assert [str(e).split(": ", 1)[1] for e in split.errors] == [
         "key 'conversations' must open with a question turn and an answer turn, each with a 'value'",
         "key 'conversations[1].value' must be 4 numbers [x1, y1, x2, y2] (or a list of such boxes), got '[1, 2, 3]'",
+        "conversations[1].value must be a box [x1, y1, x2, y2], got 5",
     ]
 
 

@@ -346,6 +346,9 @@ def test_synthetic_records_are_video_r1_records_and_load(video_data):
     motion = next(s for s in split.samples if s.meta["problem_type"] == "multiple choice")
     assert motion.video and not motion.images and "Options:\nA. left\nB. right\nC. up\nD. down\n" in motion.problem
     assert motion.solution in "ABCD"
+    spaced = [{**records[0], "solution": "<answer> 4 \n</answer>"}]  # Video-R1's extract_answer strips it
+    (video_data.parent / "spaced.json").write_text(json.dumps(spaced))
+    assert VideoQA().load(video_data.parent / "spaced.json", FrameSpec()).samples[0].solution == "4"
 
 
 def test_bad_records_are_reported_with_their_place(tmp_path, video_data):
