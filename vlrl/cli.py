@@ -576,6 +576,11 @@ def cmd_plan(args: argparse.Namespace) -> None:
     from vlrl.rollout import configured_engines
 
     cfg = _config(args)
+    if not args.shape and not cfg.model.path:  # a plan of a real model needs no checkpoint: say so first
+        raise ConfigError(
+            f"vlrl plan needs a model: --shape NAME plans a real checkpoint's shape without its weights "
+            f"({', '.join(SHAPE_NAMES)}); or {MODEL_PATH_MISSING.removeprefix('config: ')}"
+        )
     engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)
     shape = model_shape(cfg, args.shape)
     image_tokens = (

@@ -501,6 +501,13 @@ def test_plan_prints_a_table_per_strategy(capsys):
         main(["plan", "--shape"])  # a missing value is argparse's error
 
 
+def test_a_plan_without_a_model_points_at_shape_before_a_checkpoint(capsys):
+    assert main(["plan"]) == 2
+    out = capsys.readouterr().out
+    assert out.startswith("error: vlrl plan needs a model: --shape NAME plans a real checkpoint's shape")
+    assert "qwen2.5-vl-3b" in out and "; or model.path is not set. Give a local checkpoint" in out
+
+
 def test_a_plan_fits_within_95_percent_of_the_card():
     from vlrl.app.plan import fits
 

@@ -27,6 +27,7 @@ def test_a_data_path_given_on_the_command_line_is_never_filled_with_synthetic_da
     assert out.startswith(f"error: config: data.train: {typo} (set on the command line) does not exist")
     assert f"Synthetic data is written only at the paths stated where data.synthetic is set (in {DEMO})" in out
     assert f"vlrl data synth --task refcoco --out {typo}" in out
+    assert "Task refcoco's data: VLM-R1's REC json (rec_jsons_processed) as downloaded" in out  # one's own data
     assert not (tmp_path / "mydata").exists() and not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
 
 

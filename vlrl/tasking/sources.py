@@ -145,16 +145,10 @@ def write_synthetic(task: Task, path: str | Path, size: int, seed: int) -> None:
 
 
 def missing_data(task: Task, cfg: Config, path: str, key: str | None, which: str = "train") -> str:
-    """Why `path` is not there and how to make it: synthetic data refused at a path given apart
-    from data.synthetic (a typo must not fill a folder with scenes), else the task's converter
-    (of its held-out split for `which` "eval")."""
+    """Why `path` is not there and how to make it: the task's converter (of its held-out split
+    for `which` "eval"); and where data.synthetic is set, that synthetic data is refused at a path
+    given apart from it (a typo must not fill a folder with scenes)."""
     text = f"config: {key}: {path} (set {cfg.where(key)}) does not exist" if key else f"{path} does not exist"
-    if key and cfg.data.synthetic:
-        return (
-            f"{text}. Synthetic data is written only at the paths stated where data.synthetic is set "
-            f"({cfg.where('data.synthetic')}), never at a path given elsewhere: check the path; to write synthetic "
-            f"data there on purpose: vlrl data synth --task {task.name} --out {path}"
-        )
     split = "val" if which == "eval" else "train"
     if task.data_source:
         source = task.data_source.format(path=path, split=split)
@@ -162,6 +156,12 @@ def missing_data(task: Task, cfg: Config, path: str, key: str | None, which: str
         source = f"the benchmark {task.dataset}, to download first (docs/benchmarks.md says what it reads)"
     else:
         source = "docs/tasks.md describes its data"
+    if key and cfg.data.synthetic:  # most likely a typo in the path to one's own data: both ways out
+        return (
+            f"{text}. Synthetic data is written only at the paths stated where data.synthetic is set "
+            f"({cfg.where('data.synthetic')}), never at a path given elsewhere: check the path. Task {task.name}'s "
+            f"data: {source}; to write synthetic data there on purpose: vlrl data synth --task {task.name} --out {path}"
+        )
     return f"{text}. Task {task.name}'s data: {source}; vlrl data synth --task {task.name} writes synthetic data"
 
 
