@@ -12,8 +12,9 @@ user's turn is QUESTION_TEMPLATE around the problem, a multiple-choice problem f
 directly by its options joined with "; ", then the problem type's TYPE_TEMPLATE; the image at
 the problem's `<image>`, or first when it has none.
 
-Reward: `accuracy`, SophiaVL-R1's score of the run's `task.options.scorer` (rewards/sophiavl_r1.py:
-choice, its released script's; math; ocr; caption), 0 unless the completion is in its format,
+Reward: `accuracy`, SophiaVL-R1's score (rewards/sophiavl_r1.py) chosen by the sample's problem
+type as its trainer chooses it (`task.options.scorer: by_problem_type`), or one for every sample
+(choice, math, ocr, caption, text), 0 unless the completion is in its format,
 which is why there is no separate format reward: Trust-GRPO (algo.trust) reads this score as
 its outcome. Metrics: `accuracy`, `accuracy/<problem type>`, `format_rate`.
 """
@@ -50,10 +51,19 @@ TYPE_TEMPLATE = {
 }
 
 
+# Its trainer scores each group with its problem type's compute_score (verl/trainer/main.py's
+# reward_fn_dict, chosen in ray_trainer.py's rank_dynamic_reward_fn); fullsets.yaml's
+# compute_score (choice) is read by no training code, its val_compute_score (math) by validation.
+PROBLEM_TYPE_SCORERS = {
+    "numerical": "math", "multiple choice": "choice", "OCR": "ocr", "free-form": "caption", "text": "text",
+}  # fmt: skip
+
+
 @dataclass
 class SophiaVLR1Options:
-    # SophiaVL-R1's compute_score: choice (its released fullsets.yaml), math, ocr, caption (= text)
-    scorer: Literal["choice", "math", "ocr", "caption", "text"] = "choice"
+    # by_problem_type: each sample's type's compute_score, as its trainer; or one for all samples:
+    # choice, math (its validation's val_compute_score), ocr, caption (= text)
+    scorer: Literal["by_problem_type", "choice", "math", "ocr", "caption", "text"] = "by_problem_type"
     synthetic_side: int = 112  # synthetic images: side in pixels
 
 
@@ -122,7 +132,10 @@ class SophiaVLR1(Task):
         }
 
     def _accuracy(self, completion: str, sample: Sample) -> float:
-        return outcome(completion, sample.solution, self.options.scorer)
+        scorer = self.options.scorer
+        if scorer == "by_problem_type":
+            scorer = PROBLEM_TYPE_SCORERS[sample.meta["problem_type"]]
+        return outcome(completion, sample.solution, scorer)
 
     def predict(self, completion: str, sample: Sample) -> str | None:
         return answer_content(completion)

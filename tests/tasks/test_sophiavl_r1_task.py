@@ -144,10 +144,30 @@ def test_the_records_answer_is_its_first_answer_tags_content_unstripped_as_sophi
     assert outcome("<think>$</think><answer>Hello  world</answer>$", math_sample[0].solution, "math") == 0.0
 
 
+def test_each_sample_is_scored_by_its_problem_types_score_as_sophiavl_r1s_trainer_chooses_it(tmp_path):
+    """verl/trainer/main.py @a818494 maps each problem type to its compute_score (reward_fn_dict)
+    and rank_dynamic_reward_fn scores a group with its type's: the values are its math.py's
+    (mathruler 0.1.0, jiwer 4.0.0) on these answers. One scorer for all (choice) scores the
+    same answers 0 but the multiple-choice one."""
+    cases = [  # problem type, record's solution, answer, its score
+        ("multiple choice", "<answer>B</answer>", "B", 1.0),
+        ("numerical", "<answer>1/2</answer>", "0.5", 1.0),
+        ("OCR", "<answer>STOP</answer>", "S", math.exp(-1)),
+        ("free-form", "<answer>a red car on the road</answer>", "a red car", 0.6349206349),
+        ("text", "<answer>a red car on the road</answer>", "a red car", 0.6349206349),
+    ]
+    records = [record(problem_type=kind, solution=solution, data_type="text") for kind, solution, _, _ in cases]
+    samples = load(tmp_path, records).samples
+    completions = [f"<think>t</think><answer>{answer}</answer>" for _, _, answer, _ in cases]
+    scores = SophiaVLR1({}).reward_functions()["accuracy"](completions, samples)
+    assert scores == pytest.approx([score for *_, score in cases])
+    assert SophiaVLR1({"scorer": "choice"}).reward_functions()["accuracy"](completions, samples) == [1.0, 0, 0, 0, 0]
+
+
 def test_the_recipe_trains_as_sophiavl_r1s_released_script():
     cfg = load_config(ROOT / "configs" / "sophiavl_r1.yaml")
     algo, t = cfg.algo, cfg.trainer
-    assert cfg.task.name == "sophiavl_r1" and cfg.task.options == {"scorer": "choice"}
+    assert cfg.task.name == "sophiavl_r1" and cfg.task.options == {"scorer": "by_problem_type"}
     assert (algo.std_eps, algo.beta, algo.kl_estimator, algo.entropy_coef) == (1e-6, 0.04, "k3_clamped", 1e-3)
     assert (algo.trust.protocol, algo.trust.variant, algo.trust.decay_steps, algo.trust.alpha) == (
         "sophiavl_r1", "code", 12000.0, 0.3,
