@@ -58,6 +58,11 @@ DECAY = f"{OPTIONS}::test_weight_decay_shrinks_the_weights_when_nothing_else_mov
 SHAPING = f"{OPTIONS}::test_trust_temporal_and_length_terms_join_each_completions_reward"
 ITERATIONS = f"{OPTIONS}::test_several_updates_per_rollout_with_rollout_or_recomputed_old_logprobs"
 DYNAMIC = f"{OPTIONS}::test_dynamic_sampling_drops_groups_without_spread_and_refills"
+ROUND_DRAWS = (
+    "tests/trainer/test_dynamic_sampling.py::"
+    "test_each_round_draws_a_whole_batch_until_enough_groups_are_kept_and_the_first_are_trained"
+)
+LONE_GROUP = "tests/trainer/test_dynamic_sampling.py::test_a_group_of_one_completion_is_kept_as_verl_keeps_it"
 SHUFFLE = (
     "tests/trainer/test_update.py::test_mini_batches_take_whole_groups_in_order_or_rows_shuffled_once_or_every_pass"
 )
@@ -373,10 +378,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         (DYNAMIC,),
     ),
     Mutation(
+        "dynamic_sampling drops a group of one completion", "vlrl/trainer/rl.py",
+        "if len(g.reward) == 1 or not bool(without_spread(g.reward))", "if not bool(without_spread(g.reward))",
+        (LONE_GROUP,),
+    ),
+    Mutation(
+        "dynamic_sampling trains every group kept, beyond the batch", "vlrl/trainer/rl.py",
+        "return groups[:B], rounds, unusable", "return groups, rounds, unusable",
+        (ROUND_DRAWS,),
+    ),
+    Mutation(
         "max_sampling_rounds exceeded", "vlrl/trainer/rl.py",
-        "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):",
-        "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1):",
+        "while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1)",
+        "while rounds < (algo.max_sampling_rounds + 2 if algo.dynamic_sampling else 1)",
         (DYNAMIC, ROUNDS),
+    ),
+    Mutation(
+        "sampling_batch ignored", "vlrl/trainer/rl.py",
+        "per_round = algo.sampling_batch or self.cfg.trainer.prompts_per_step", "per_round = self.cfg.trainer.prompts_per_step",
+        (ROUND_DRAWS,),
+    ),
+    Mutation(
+        "dynamic_sampling refills only the prompts missing", "vlrl/trainer/rl.py",
+        "            items = self.draw(per_round)\n", "            items = self.draw(B - len(groups))\n",
+        (ROUND_DRAWS,),
     ),
     Mutation(
         "rollout importance weights not applied", "vlrl/algos/losses.py",

@@ -735,6 +735,10 @@ class AlgoConfig:
     # DAPO.
     dynamic_sampling: bool = False  # drop groups whose rewards are all equal and refill the batch
     max_sampling_rounds: int = 4  # rollouts per step at most, when refilling
+    # Prompts each refilling round draws, over all processes (verl's data.gen_batch_size; DAPO's
+    # recipe: 3 x prompts_per_step). 0: trainer.prompts_per_step, verl's default. The groups kept
+    # beyond prompts_per_step are dropped, as verl cuts its batch.
+    sampling_batch: int = 0
     overlong_buffer: int = 0  # L_cache: penalty ramps from 0 at L_max - L_cache to -overlong_penalty at L_max
     overlong_penalty: float = 1.0  # the most the ramp takes off a reward, at max_new_tokens (with overlong_buffer > 0)
     trust: TrustConfig = field(default_factory=TrustConfig)
@@ -781,7 +785,10 @@ class AlgoConfig:
             "vespo_lambda_pos",
             "vespo_k_neg",
             "vespo_lambda_neg",
+            "sampling_batch",
         )
+        if self.sampling_batch and not self.dynamic_sampling:
+            raise ConfigError(f"config: {key}.sampling_batch is read only with {key}.dynamic_sampling=true")
         reads_std = {"grpo": ("group", "batch", "none"), "passk": ("group", "none")}.get(self.advantage, ("group",))
         if self.advantage_std not in reads_std:
             raise ConfigError(

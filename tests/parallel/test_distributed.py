@@ -253,6 +253,14 @@ RL_WORKER = textwrap.dedent(
 )
 
 
+class TwoProcesses(Processes):
+    """A run's processes as two, in this process: for the checks made before any collective."""
+
+    @classmethod
+    def from_env(cls) -> Processes:
+        return cls(rank=0, world=2)
+
+
 def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_qwen25, monkeypatch):
     """The run's processes as two, in this process: the check comes before the run's first
     collective (a launched pair of processes took 17 s to say the same). Only the run sees two:
@@ -260,11 +268,6 @@ def test_a_batch_that_does_not_split_evenly_is_refused(tmp_path, rec_data, tiny_
     from vlrl.config import ConfigError, load_config
     from vlrl.trainer import run
     from vlrl.trainer.sft import train_sft
-
-    class TwoProcesses(Processes):
-        @classmethod
-        def from_env(cls) -> Processes:
-            return cls(rank=0, world=2)
 
     monkeypatch.setattr(run, "Processes", TwoProcesses)
     overrides = ["model.path=tiny:qwen2_5_vl", f"data.train={rec_data}", "task.name=refcoco"]

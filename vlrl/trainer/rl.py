@@ -21,7 +21,7 @@ from vlrl.algos.entropy_control import EntropyController
 from vlrl.algos.kl_control import KLController
 from vlrl.algos.losses import high_entropy_mask
 from vlrl.algos.shaping import length_bonus, overlong_penalty, temporal_bonus, trust_bonus
-from vlrl.config import Config
+from vlrl.config import Config, ConfigError
 from vlrl.data.sample import Sample
 from vlrl.eval.harness import EvalSettings, evaluate, headline_line, headline_names, jsonable, prompt_text
 from vlrl.models.batch import Prompt
@@ -57,6 +57,11 @@ class RLTrainer:
         engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
         base_model_path(cfg.model, cfg.trainer, "trainer")  # a model that is not there is said before any data
         procs = Processes.from_env()
+        if cfg.algo.sampling_batch % procs.world:
+            raise ConfigError(
+                f"config: algo.sampling_batch ({cfg.algo.sampling_batch}) must divide evenly among the "
+                f"{procs.world} training processes"
+            )
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
         check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
@@ -342,30 +347,32 @@ class RLTrainer:
 
     def collect(self, step: int) -> tuple[list[Group], int, list[UnusableSample]]:
         """B scored groups, the sampling rounds taken and the samples left out. With DAPO's
-        dynamic sampling, groups whose rewards are all equal (zero advantage: nothing to learn)
-        are dropped and the batch is refilled with new prompts."""
+        dynamic sampling, as verl's DAPO trainer: groups whose rewards are all equal (zero
+        advantage: nothing to learn) are dropped, a group of one completion kept, and whole
+        rounds of `algo.sampling_batch` new prompts are drawn until B groups are kept, the first B
+        trained."""
         algo, procs = self.cfg.algo, self.run.procs
         B = self.cfg.trainer.prompts_per_step // procs.world  # this process's share
+        per_round = algo.sampling_batch or self.cfg.trainer.prompts_per_step  # over all processes
         groups: list[Group] = []
         unusable: list[UnusableSample] = []
         rounds = 0
-        while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1):
-            missing = B - len(groups)
-            # Every process draws what the neediest one misses, so their data streams stay in step.
-            most = procs.max(missing)
-            if most == 0:
-                break
+        # Every process draws its share of each round until the neediest one is full, so their
+        # data streams stay in step; one already full samples none of its share.
+        while rounds < (algo.max_sampling_rounds if algo.dynamic_sampling else 1) and procs.max(B - len(groups)) > 0:
             rounds += 1
-            items = self.draw(most * procs.world)[:missing]
+            items = self.draw(per_round)
+            if len(groups) >= B:
+                items = []  # its share drawn, to keep in step, and left unsampled
             new, left_out = self.generate_groups(items, step) if items else ([], [])
             unusable += left_out
             if algo.dynamic_sampling:
-                informative = [g for g in new if not bool(without_spread(g.reward))]
+                informative = [g for g in new if len(g.reward) == 1 or not bool(without_spread(g.reward))]
                 if not groups and not informative and rounds == algo.max_sampling_rounds:
                     informative = new  # nothing informative at all: train on what there is
                 new = informative
             groups.extend(new)
-        return groups, rounds, unusable
+        return groups[:B], rounds, unusable
 
     # -- 3. advantages ---------------------------------------------------------------------------
     def step_advantages(
