@@ -5,8 +5,9 @@ compares each headline metric's mean gain (after RL - SFT start) with its spread
                                [--no-run] [key.sub=value ...]
 
 The overrides go to every seed's demo; write them first or after another option than --seeds,
-which would take them for seeds. Each seed runs in its own process into
-runs/demo/<task>-seed<N> (`--no-run` only reads the demo_summary.json files already there).
+which would take them for seeds. Each seed runs in its own process, in the working directory
+(where the demo's synthetic data goes), into runs/demo/<task>-seed<N> there (`--root`;
+`--no-run` only reads the demo_summary.json files already there).
 `--jobs 2` runs two seeds side by side, one thread each: faster, but then `seconds` is not the demo's time alone. Prints one JSON line: per seed
 its before, after, seconds and `cpu`, the kernels torch used ("AVX2", "AVX512": they round
 otherwise, so the numbers differ; null in a summary older than that); per metric the gains'
@@ -28,11 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from vlrl.app.demo import default_config  # noqa: E402
 from vlrl.config import load_config  # noqa: E402
 
 
 def run_seed(config: str, seed: int, out: Path, overrides: list[str], threads: int | None) -> None:
-    env = dict(os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
+    # In the working directory, as the demo itself: its relative paths (the config, its data,
+    # --root) are the user's; this checkout's vlrl importable from there.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, **({"OMP_NUM_THREADS": str(threads)} if threads else {}))
     command = [
         sys.executable,
         "-m",
@@ -48,7 +53,7 @@ def run_seed(config: str, seed: int, out: Path, overrides: list[str], threads: i
     log = out.with_name(out.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as stream:
-        done = subprocess.run(command, cwd=ROOT, env=env, stdout=stream, stderr=subprocess.STDOUT)
+        done = subprocess.run(command, env=env, stdout=stream, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         raise SystemExit(f"seed {seed} failed (exit {done.returncode}); its output is in {log}")
 
@@ -71,7 +76,7 @@ def spread(summaries: list[dict]) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="configs/demo/refcoco.yaml")
+    parser.add_argument("--config", default=default_config())
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--no-run", action="store_true", help="only read the summaries already written")
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.seeds) < 2:
         parser.error("the spread over seeds needs at least 2 seeds")
     task = load_config(args.config, args.overrides).task.name
-    outs = {seed: (ROOT / args.root / f"{task}-seed{seed}") for seed in args.seeds}
+    outs = {seed: Path(args.root) / f"{task}-seed{seed}" for seed in args.seeds}
     if not args.no_run:
         threads = 1 if args.jobs > 1 else None
         with ThreadPoolExecutor(args.jobs) as pool:

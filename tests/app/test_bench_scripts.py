@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -120,6 +121,33 @@ def test_demo_seeds_reports_the_gain_against_its_spread_over_seeds(tmp_path, cap
     assert report["metrics"]["reward"]["gain_std"] == 0 and report["metrics"]["reward"]["gain_over_std"] is None
     with pytest.raises(SystemExit, match="seed 3"):
         demo_seeds.main(["--no-run", "--root", str(tmp_path / "runs"), "--seeds", "0", "3"])
+
+
+def test_demo_seeds_run_in_the_working_directory_with_its_relative_config_and_root(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import demo_seeds
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text(f"extends: {ROOT / 'configs' / 'demo' / 'counting.yaml'}\n")
+    calls = []
+    monkeypatch.setattr(
+        demo_seeds.subprocess, "run", lambda command, **kw: calls.append((command, kw)) or SimpleNamespace(returncode=0)
+    )
+    with pytest.raises(SystemExit, match="no demo summary"):
+        demo_seeds.main(["--config", "mine.yaml", "--root", "seeds", "--seeds", "0", "1"])
+    for seed, (command, kw) in enumerate(calls):
+        assert "cwd" not in kw and str(ROOT) in kw["env"]["PYTHONPATH"].split(os.pathsep)
+        assert command[command.index("--config") + 1] == "mine.yaml"
+        assert command[command.index("--out") + 1] == str(Path("seeds") / f"counting-seed{seed}")
+    assert (tmp_path / "seeds" / "counting-seed0.log").is_file()  # the seed's log, here
+
+
+def test_the_demo_reads_the_checkouts_config_from_any_folder(tmp_path, monkeypatch):
+    from vlrl.app.demo import DEFAULT_CONFIG, default_config
+
+    assert default_config() == DEFAULT_CONFIG  # the repository's root: as the README runs it
+    monkeypatch.chdir(tmp_path)
+    assert default_config() == str(ROOT / DEFAULT_CONFIG)
 
 
 def test_eval_throughput_reports_samples_per_second_per_backend_and_batch_size(tiny_qwen25, tmp_path, capsys):

@@ -28,6 +28,8 @@ from vlrl.eval.harness import run_eval
 from vlrl.trainer.rl import train
 from vlrl.trainer.sft import train_sft
 
+DEFAULT_CONFIG = "configs/demo/refcoco.yaml"
+
 
 def headline(metrics: dict[str, float], names: list[str]) -> dict[str, float]:
     return {name: metrics[name] for name in names if name in metrics} if names else dict(metrics)
@@ -110,11 +112,18 @@ def run_demo(config: str, seed: int, out: Path, console: Console, overrides: lis
     return path
 
 
+def default_config() -> str:
+    """configs/demo/refcoco.yaml of the working directory, else of the checkout vlrl runs from
+    (an editable install's): the demo runs from any folder, writing its data and runs there."""
+    checkout = Path(__file__).resolve().parents[2] / DEFAULT_CONFIG
+    return str(checkout) if not Path(DEFAULT_CONFIG).exists() and checkout.exists() else DEFAULT_CONFIG
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m vlrl.app.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--config", default="configs/demo/refcoco.yaml")
+    parser.add_argument("--config", default=default_config())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="run directory (default: runs/demo/<task>-seed<seed>)")
     parser.add_argument("overrides", nargs="*", help="dotted config overrides, e.g. trainer.steps=100")
