@@ -380,6 +380,9 @@ def cmd_eval(args: argparse.Namespace) -> None:
     if not cfg.model.path:
         raise ConfigError(MODEL_PATH_MISSING)
     if other_run and "=" not in args.task[0] and not cfg.data.eval:
+        from vlrl.tasking.registry import task_class
+
+        task_class(names[0])  # a misspelled name is said as such first
         raise ConfigError(
             f"vlrl eval: {other_run}, so none of its data files is {names[0]}'s: give them with "
             f"--task {names[0]}=FILE (or --data FILE)"

@@ -105,6 +105,18 @@ def test_plotting_a_run_with_no_step_logged_says_so(tmp_path, capsys):
     assert not (tmp_path / "plots").exists()
 
 
+def test_plotting_the_demos_folder_of_runs_names_each_run(tmp_path, capsys):
+    from vlrl.cli import main
+
+    for run in ("sft", "rl"):  # python -m vlrl.app.demo's run directory
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "metrics.jsonl").write_text("")
+    assert main(["plot", str(tmp_path)]) == 2
+    assert (
+        f"{tmp_path} holds runs, not one: plot each of {tmp_path / 'rl'}, {tmp_path / 'sft'}" in capsys.readouterr().out
+    )
+
+
 def test_a_moving_average_starts_over_the_steps_it_has_and_rates_are_shares_within_0_and_1():
     from vlrl.app.plots import is_rate, moving_average
 

@@ -181,6 +181,8 @@ def test_eval_of_a_run_checkpoint_reads_the_runs_config(tmp_path, rec_data, tiny
         f"the run {run} trained refcoco, so none of its data files is counting's: give them with --task counting=FILE"
         in printed
     )
+    assert main(["eval", "--model", str(checkpoint), "--task", "countng", "--out", "d"]) == 2
+    assert "task.name 'countng' is not a registered task; did you mean 'counting'" in capsys.readouterr().out
 
 
 def test_default_eval_folders_have_no_colons_or_nested_paths():
@@ -311,9 +313,9 @@ def test_eval_under_torchrun_shares_the_samples_and_writes_the_single_process_re
     )
 
 
-def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwen25):
+def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwen25, capsys):
     """A reward function that raises scores 0, as in training, and the results count it
-    (reward_failures/NAME), as a training step's metrics do."""
+    (reward_failures/NAME), as a training step's metrics do; the console says why."""
     (tmp_path / "fragile.py").write_text("def fragile(completions, samples):\n    raise ValueError('no')\n")
     out = tmp_path / "out"
     args = ["eval", "--task", f"refcoco={rec_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "3"]
@@ -321,6 +323,11 @@ def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwe
     assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4", fragile]) == 0
     metrics = read_metrics(out)["refcoco"]
     assert metrics["reward/fragile"] == 0.0 and metrics["reward_failures/fragile"] == 3.0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        "reward fragile on 3 of 3 completions: it raised or gave no finite number (the first: ValueError: no)"
+        in printed
+    )
     assert "oversized_completions" not in metrics  # four tokens: nothing too long to read
 
 

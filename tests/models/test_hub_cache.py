@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -74,6 +75,18 @@ def test_a_run_directory_given_as_the_model_names_its_latest_checkpoint(tmp_path
     latest = tmp_path / "run" / "checkpoints" / "step-0000020"
     with pytest.raises(ConfigError, match=f"is a run directory, not a checkpoint: .*\\({latest} is the latest\\)"):
         checkpoint_path(ModelConfig(path=str(tmp_path / "run")))
+
+
+def test_the_demos_folder_of_runs_given_as_the_model_names_each_runs_latest_checkpoint(tmp_path):
+    for run, step in (("sft", "step-0000100"), ("rl", "step-0000010"), ("rl", "step-0000500")):
+        (tmp_path / "demo" / run / "checkpoints" / step).mkdir(parents=True)
+    rl, sft = (tmp_path / "demo" / run / "checkpoints" for run in ("rl", "sft"))
+    latest = f"{rl / 'step-0000500'}, {sft / 'step-0000100'}"
+    with pytest.raises(
+        ConfigError,
+        match=re.escape(f"holds runs, not a checkpoint: give one of their checkpoints (the latest: {latest})"),
+    ):
+        checkpoint_path(ModelConfig(path=str(tmp_path / "demo")))
 
 
 def test_a_checkpoint_the_run_no_longer_holds_is_said_so_with_the_ones_it_holds(tmp_path, capsys):

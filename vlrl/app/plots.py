@@ -240,6 +240,9 @@ def plot_run(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     metrics_path = run_dir / "metrics.jsonl"
     if not metrics_path.is_file():
+        runs = sorted(str(m.parent) for m in run_dir.glob("*/metrics.jsonl"))
+        if runs:  # a folder of runs: the demo's (sft/, rl/)
+            raise FileNotFoundError(f"{run_dir} holds runs, not one: plot each of {', '.join(runs)}")
         raise FileNotFoundError(f"{metrics_path} not found: is {run_dir} a vlrl run directory?")
     rows = read_metrics(metrics_path)
     if not rows:  # stopped before its first step was logged

@@ -192,6 +192,7 @@ def evaluate(
         for name, values in scores.components.items():
             metrics[f"reward/{name}"] = sum(values) / len(values)
         metrics |= scores.zero_counts()
+        notes = [*notes, *scores.failure_notes()]
         for i, record in enumerate(records):
             record |= {"rewards": scores.row(i), "reward": scores.total[i]}
     return TaskResult(task.name, split, metrics, records, seconds, task_config(task, settings, split), skipped, notes)

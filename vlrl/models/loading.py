@@ -117,6 +117,9 @@ def not_found(path: str) -> str:
     steps = sorted(p for p in (Path(path) / "checkpoints").glob("step-*") if p.is_dir())
     if steps:  # a run directory
         return f"config: model.path {path!r} is a run directory, not a checkpoint: give one of its checkpoints ({steps[-1]} is the latest)"
+    latest = sorted(str(max(s)) for run in Path(path).glob("*/checkpoints") if (s := list(run.glob("step-*"))))
+    if latest:  # a folder of runs: the demo's (sft/, rl/)
+        return f"config: model.path {path!r} holds runs, not a checkpoint: give one of their checkpoints (the latest: {', '.join(latest)})"
     return (
         f"config: model.path {path!r} is not a local checkpoint (no config.json) nor a hub id in the local Hugging "
         "Face cache; vlrl never downloads: download the model first, or use tiny:qwen2_5_vl"

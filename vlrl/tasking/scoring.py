@@ -48,6 +48,15 @@ class Scores:
             out["oversized_completions"] = float(len(self.oversized))
         return out
 
+    def failure_notes(self) -> list[str]:
+        """Each failing reward's count and why its first value was replaced, for the user
+        (`vlrl score`, `vlrl eval`; training says it in its own words, by step)."""
+        return [
+            f"reward {name} on {n} of {len(self.total)} completions: it raised or gave no finite number "
+            f"(the first: {self.reasons[name]})"
+            for name, n in self.failures.items()
+        ]
+
 
 def failure_reason(err: BaseException) -> str:
     """An exception as one short line: its type and the first line of its message."""
@@ -271,11 +280,7 @@ def score_file(
         "metrics read it whole, as the reference's do)"
         for i in (scores.oversized if rewarded else ())
     ]
-    zeroed += [
-        f"reward {name} on {n} of {len(pairs)} completions: it raised or gave no finite number "
-        f"(the first: {scores.reasons[name]})"
-        for name, n in scores.failures.items()
-    ]
+    zeroed += scores.failure_notes()
     lines = [
         {"id": pair.id, **({"rewards": scores.row(i), "reward": scores.total[i]} if rewarded else {})}
         for i, pair in enumerate(pairs)
