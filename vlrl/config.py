@@ -7,6 +7,7 @@ type or outside the allowed set fails with the dotted key and what was expected.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import math
 import re
@@ -1266,11 +1267,13 @@ def build(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
         for key in [k for k in data if k not in names and isinstance(data[k], dict)]:
             plugins[key] = data.pop(key)
         data[sections] = plugins
-    allowed = ", ".join(n for n in names if n != sections)
+    allowed = ", ".join(n for n in names if n != sections) or "none (it takes no keys)"
     also = " (or the chosen plugin's option section)" if sections else ""
     errors: list[ConfigError] = [
         UnknownKey(
-            f"config: unknown key '{prefix}{k}'; allowed under '{prefix or '<top>'}': {allowed}{also}", f"{prefix}{k}"
+            f"config: unknown key '{prefix}{k}'; allowed under '{prefix or '<top>'}': {allowed}{also}"
+            + "".join(f"; did you mean '{prefix}{close}'?" for close in difflib.get_close_matches(k, names, 1, 0.75)),
+            f"{prefix}{k}",
         )
         for k in data
         if k not in names
@@ -1523,8 +1526,18 @@ def load_config(
 
 
 def _placed(err: ConfigError, origins: dict[str, str]) -> ConfigError:
-    """An unknown key with the file that set it (of an `extends` chain, say)."""
+    """An unknown key with the file that set it (of an `extends` chain, say), and the other
+    sections that have a key of its name (trainer.beta: algo.beta)."""
     if not isinstance(err, UnknownKey):
         return err
     where = next((o for k, o in origins.items() if k == err.key or k.startswith(f"{err.key}.")), COMMAND_LINE)
-    return ConfigError(str(err) if where == COMMAND_LINE else f"{err} (set in {where})")
+    section, _, name = err.key.rpartition(".")
+    elsewhere = [
+        f"'{f.name}.{name}'"
+        for f in dataclasses.fields(Config)
+        if f.name != section
+        and dataclasses.is_dataclass(f.default_factory)
+        and name in {g.name for g in dataclasses.fields(f.default_factory)}
+    ]
+    hint = f"; of another section: {' or '.join(elsewhere)}" if elsewhere else ""
+    return ConfigError(f"{err}{hint}" if where == COMMAND_LINE else f"{err}{hint} (set in {where})")

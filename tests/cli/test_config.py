@@ -203,13 +203,28 @@ def test_a_key_given_twice_in_a_file_is_refused_with_its_lines(tmp_path):
     assert (cfg.sft.steps, cfg.sft.lr, cfg.trainer.lr) == (3, 0.1, 1e-5)
 
 
+@pytest.mark.parametrize(
+    "override,hint",
+    [
+        ("trainer.beta=0.1", "(or the chosen plugin's option section); of another section: 'algo.beta'"),
+        ("data.max_pixels=1", "; did you mean 'data.max_image_pixels'?; of another section: 'model.max_pixels'"),
+        ("model.seed=1", "; of another section: 'trainer.seed' or 'sft.seed'"),
+        ("rollout.temprature=0.5", "(or the chosen plugin's option section); did you mean 'rollout.temperature'?"),
+    ],
+)
+def test_an_unknown_key_names_the_close_one_of_its_section_and_the_sections_that_have_it(override, hint):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    assert str(err.value).endswith(hint)
+
+
 def test_a_files_unknown_key_and_its_yaml_errors_name_the_file(tmp_path):
     base, recipe = tmp_path / "base.yaml", tmp_path / "recipe.yaml"
     base.write_text("trainer:\n  stpes: 3\n")
     recipe.write_text("extends: base.yaml\nrollout: {top_k: 5}\n")
     with pytest.raises(ConfigError, match=rf"unknown key 'trainer.stpes'; .* \(set in {base}\)$"):
         load_config(recipe)  # the file of the chain that set it
-    with pytest.raises(ConfigError, match=r"unknown key 'trainer.stpes'; .*section\)$"):
+    with pytest.raises(ConfigError, match=r"unknown key 'trainer.stpes'; .*section\); did you mean 'trainer.steps'\?$"):
         load_config(None, ["trainer.stpes=3"])  # the command line's: nothing to add
     base.write_text("trainer:\n  steps: [3\n")
     with pytest.raises(ConfigError, match=rf'invalid YAML: .*\n  in "{base}", line 2'):

@@ -302,3 +302,18 @@ def test_a_missing_benchmark_points_at_its_published_dataset_and_docs_benchmarks
     chartqa = task_class("chartqa")()
     said = missing_data(chartqa, load_config(None, []), "/data/ChartQA", None)
     assert f"the benchmark {chartqa.dataset}, to download first (docs/benchmarks.md says what it reads)" in said
+
+
+def test_options_of_a_demo_configs_task_under_another_task_name_are_said_to_be_set_apart(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config", DEMO, "task.name=countbench", f"trainer.output_dir={tmp_path / 'run'}"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "unknown key 'task.options.target_box_scale'; allowed under 'task.options.': none (it takes no keys)" in out
+    assert (
+        f"task.name countbench was set on the command line and its options in {DEMO}, perhaps for another task: "
+        "clear them with task.options='{}', or start from a config of countbench's"
+    ) in out
+    assert not (tmp_path / "data").exists() and not (tmp_path / "run").exists()
+    (tmp_path / "mine.yaml").write_text("task: {name: countbench, options: {nope: 1}}\n")  # set together: no hint
+    assert main(["train", "--config", "mine.yaml", *TINY]) == 2
+    assert "perhaps for another task" not in capsys.readouterr().out

@@ -119,9 +119,24 @@ def entry_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
     try:
         return make_task(TaskConfig(name=entry.name, rewards=entry.rewards, options=entry.options), family)
     except ConfigError as err:
-        if key == "task":
-            raise
-        raise ConfigError(TASK_KEYS.sub(rf"{key}.\1.", str(err))) from err
+        if key != "task":
+            raise ConfigError(TASK_KEYS.sub(rf"{key}.\1.", str(err))) from err
+        if "task.options." in str(err) and (hint := options_set_apart(cfg)):
+            raise ConfigError(f"{err}\n{hint}") from err
+        raise
+
+
+def options_set_apart(cfg: Config) -> str:
+    """The likely cause of options a task does not have: task.name set apart from them (a demo
+    config of another task, task.name=... on the command line). "" when they were set together."""
+    named = cfg.origin("task.name")
+    places = sorted({cfg.where(k) for k in cfg.origins if k.startswith("task.options.") and cfg.origin(k) != named})
+    if not places:
+        return ""
+    return (
+        f"task.name {cfg.task.name} was set {cfg.where('task.name')} and its options {', '.join(places)}, perhaps "
+        f"for another task: clear them with task.options='{{}}', or start from a config of {cfg.task.name}'s"
+    )
 
 
 def eval_task(entry: MixtureEntry, family: str, cfg: Config) -> Task:
