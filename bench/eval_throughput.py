@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from transformers.utils import logging as hf_logging
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [b for b in args.backends if b not in BACKENDS]
     if unknown:
         parser.error(f"unknown backend(s) {unknown}; known: {', '.join(BACKENDS)}")
+    hf_logging.disable_progress_bar()  # a model loads per backend and batch size: its bars drown the report
     with tempfile.TemporaryDirectory() as scratch:
         workdir = Path(args.workdir or scratch)
         data = synthetic_benchmark(args.task, args.samples, workdir)
