@@ -1,4 +1,4 @@
-"""Image classification as CLS-RL trains and evaluates it, with and without thinking.
+"""Image classification as CLS-RL (minglllli/CLS-RL at 0dc42e0) trains and evaluates it, with and without thinking.
 
 Records (CLS-RL's jsonl; data_prep/classification.py): `image`, the class name in `label`
 (or `solution`, optionally wrapped in <answer></answer>), the prompt text in `problem`
