@@ -295,6 +295,21 @@ def test_a_missing_held_out_file_points_at_the_converters_val_split(tmp_path):
         load_task_split(RefCOCO(), load_config(None, []), "eval", path=path)
 
 
+def test_a_run_that_evaluates_nothing_warns_that_its_held_out_file_is_missing(tmp_path, rec_data, tiny_qwen25, capsys):
+    """A recipe's data.eval is read only by held-out evaluation (eval.every > 0) or `vlrl eval`
+    of the checkpoints: a run that evaluates nothing says the file is missing at its start, with
+    the converter of the held-out split, not at the first evaluation after training."""
+    val = tmp_path / "val.json"
+    sft = [f"sft.output_dir={tmp_path / 'sft'}", "sft.steps=1", "sft.prompts_per_step=2", "sft.progress=false"]
+    args = [*TINY, "task.name=refcoco", f"data.train={rec_data}", f"data.eval={val}", *sft]
+    assert main(["sft", *args]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"warning: config: data.eval: {val} (set on the command line) does not exist." in out
+    assert f"--split val --out {val}" in out and "`vlrl eval` of its checkpoints does" in out
+    assert main(["sft", *args[:-4], f"data.eval={rec_data}", f"sft.output_dir={tmp_path / 'sft2'}", *sft[1:]]) == 0
+    assert "does not exist" not in capsys.readouterr().out
+
+
 def test_a_missing_benchmark_points_at_its_published_dataset_and_docs_benchmarks():
     from vlrl.tasking.registry import task_class
     from vlrl.tasking.sources import missing_data

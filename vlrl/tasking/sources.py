@@ -177,14 +177,25 @@ def held_out_inherited(cfg: Config) -> str | None:
     )
 
 
-def check_held_out(cfg: Config, console: Console, evaluates: bool) -> None:
+def check_held_out(cfg: Config, console: Console, evaluates: bool, tasks: list[Task]) -> None:
     """`held_out_inherited`, refused when the run evaluates on it (eval.every > 0), else warned
-    about (config.yaml keeps it: `vlrl eval --model RUN/checkpoints/...` would evaluate on it)."""
+    about (config.yaml keeps it: `vlrl eval --model RUN/checkpoints/...` would evaluate on it);
+    and a held-out file that is not there, which a run that does not evaluate never reads, said
+    now rather than at the first `vlrl eval` of its checkpoints."""
     problem = held_out_inherited(cfg)
     if problem and evaluates:
         raise ConfigError(f"config: {problem} (or eval.every=0)")
-    if problem:
-        console.print(f"[yellow]warning:[/yellow] {escape(problem)}", highlight=False)
+    problems = [problem] if problem else []
+    key = cfg.task_key("eval")
+    if not evaluates and not cfg.writes_synthetic(key):
+        problems += [
+            f"{missing_data(task, cfg, entry.eval, key, 'eval')}. This run does not read it (it evaluates nothing "
+            "during training); `vlrl eval` of its checkpoints does"
+            for task, entry in zip(tasks, cfg.tasks(), strict=True)
+            if entry.eval and not spec_exists(entry.eval)
+        ]
+    for text in problems:
+        console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
 
 
 def read_split(

@@ -64,7 +64,7 @@ class RLTrainer:
             )
         with procs.main_first():  # process 0 writes missing synthetic data, the others read it
             self.sources = task_sources(cfg, console)
-        check_held_out(cfg, console, evaluates=cfg.eval.every > 0)
+        check_held_out(cfg, console, cfg.eval.every > 0, [s.task for s in self.sources])
         check_algo_tasks(cfg, [s.task for s in self.sources])
         for warning in trust_outcome_warnings(cfg, [s.task for s in self.sources]):
             console.print(f"[yellow]warning:[/yellow] {escape(warning)}", highlight=False)

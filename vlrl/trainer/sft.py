@@ -129,7 +129,7 @@ def train_sft(cfg: Config, console: Console | None = None) -> RunResult:
     base_model_path(cfg.model, t, "sft")  # a model that is not there is said before any data is written or read
     with Processes.from_env().main_first():  # process 0 writes missing synthetic data
         sources = task_sources(cfg, console)
-    check_held_out(cfg, console, evaluates=False)
+    check_held_out(cfg, console, False, [s.task for s in sources])
     run = Run(cfg, t, "sft", sources, console)
     tokenizer = run.processor.tokenizer
     pad_id = run.pad_id
