@@ -130,18 +130,29 @@ FILTERS = {"ai2d": ai2d_filter, "muirbench": ai2d_filter, "sat": sat_doc_filter,
            "illusionvqa_comprehension": ai2d_filter, "illusionvqa_soft_localization": ai2d_filter}  # fmt: skip
 # A yaml's generation_kwargs.until (lmms-eval puts ["\n\n"] where a yaml names none: api/task.py).
 UNTIL = {task: ["ASSISTANT:"] for task in ("textvqa_val", "refcoco_rec", "mmbench_en_dev_static", "ok_vqa_val2014", "vizwiz_vqa_val", "seedbench", "seedbench_lite", "seedbench_2_plus")}  # fmt: skip
+UNTIL["mathvision_reason_testmini_reasoning"] = [
+    "</s>",
+    "Q:",
+    "<|im_end|>",
+]  # mathvision/reasoning/_default_template_yaml
 
 
 def model_answer(ans, model, task):
     """What an lmms-eval model class returns for a decoded answer (the evaluator's input).
     "chat" (models/chat/qwen2_5_vl.py, qwen3_vl.py): the answer. "simple" (models/simple/
     qwen2_5_vl.py, qwen3_vl.py): cut at each until term but "\n\n" (`ans.split(term)[0]`).
-    "simple_qwen2_vl" (models/simple/qwen2_vl.py): at every term, "\n\n" too. A "_qwen3_5"
-    suffix (Qwen3.5, enable_thinking): then `_strip_thinking`, the text after the first </think>."""
+    "simple_qwen2_vl" (models/simple/qwen2_vl.py, lines 450-454): at the first of every term,
+    "\n\n" too, then stripped. A "_qwen3_5" suffix (Qwen3.5, enable_thinking): then
+    `_strip_thinking`, the text after the first </think>."""
     until = UNTIL.get(task, ["\n\n"])
-    if model.startswith("simple"):
-        if not model.startswith("simple_qwen2_vl"):
-            until = [item for item in until if item != "\n\n"]
+    if model.startswith("simple_qwen2_vl"):
+        stop_pos = len(ans)
+        for term in until:
+            if term and term in ans:
+                stop_pos = min(stop_pos, ans.index(term))
+        ans = ans[:stop_pos].strip()
+    elif model.startswith("simple"):
+        until = [item for item in until if item != "\n\n"]
         for term in until:
             if len(term) > 0:
                 ans = ans.split(term)[0]

@@ -225,6 +225,10 @@ class ModelConfig:
     # processor within the checkpoint's own limits (3136..12845056 for Qwen2/2.5-VL, 65536..16777216 for
     # Qwen3-VL and Qwen3.5).
     image_resize: Literal["smart_resize", "easyr1"] = "smart_resize"
+    # 0: an image's own pixels. N: each image re-encoded as JPEG at quality N before it is sized, as
+    # lmms-eval's Qwen2-VL and Qwen2.5-VL simple classes send images (85): vlrl eval sets it for their
+    # benchmarks under eval.image_pixels=lmms_eval.
+    image_jpeg_quality: int = 0
     # The vision tower gets no gradient or optimizer state (full fine-tuning; LoRA adapts only the language
     # model anyway). A resumed run refuses a change.
     freeze_vision: bool = False
@@ -271,6 +275,8 @@ class ModelConfig:
             raise ConfigError(
                 f"config: {key}.max_pixels ({self.max_pixels}) must be >= {key}.min_pixels ({self.min_pixels})"
             )
+        if not 0 <= self.image_jpeg_quality <= 100:
+            raise ConfigError(f"config: {key}.image_jpeg_quality must be 0 (off) or a JPEG quality up to 100")
         if self.chat_template_kwargs and self.chat_template == "none":
             raise ConfigError(
                 f"config: {key}.chat_template_kwargs are read by a chat template, and {key}.chat_template is none: "
@@ -942,8 +948,9 @@ class EvalConfig:
     # Qwen2-VL's simple one). simple: its --force_simple (doc_to_text, answers cut at the yaml's until).
     lmms_eval_model: Literal["auto", "simple"] = "auto"
     # The pixel budget of an lmms-eval benchmark's images. lmms_eval: the one its model class sizes them
-    # by (Qwen2.5-VL's chat class 200,704 to 1,605,632; vlrl/tasking/lmms_eval_model.py); model: the
-    # config's model.min_pixels / model.max_pixels, as every other task is rendered.
+    # by (Qwen2.5-VL's chat class 200,704 to 1,605,632; vlrl/tasking/lmms_eval_model.py), and its JPEG
+    # encoding where it has one (model.image_jpeg_quality); model: the config's model.min_pixels /
+    # model.max_pixels and model.image_jpeg_quality, as every other task is rendered.
     image_pixels: Literal["lmms_eval", "model"] = "lmms_eval"
     # model.video.time_from when evaluating (vlrl eval, eval.every), whatever the run trained with:
     # sampled, as Video-R1's evaluator and lmms-eval place frames, though its trainer uses video_r1.

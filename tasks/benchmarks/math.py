@@ -308,11 +308,12 @@ def mathvision_query(question: str, options: Sequence[str]) -> str:
 class MathVisionReasoning(ComputeScored, _MathBenchmark):
     """lmms_eval/tasks/mathvision/reasoning: the query (stripped by make_reasoning_doc_to_messages),
     the reasoning system prompt, compute_score against `answer` as given (a letter where there
-    are options)."""
+    are options); a simple model class cuts answers at its yaml's `until`."""
 
     columns = (Column("question", "string"), Column("options", "list<string>"),
                Column("decoded_image", "image"), Column("answer", "string"))  # fmt: skip
     schema = MATHVISION_SCHEMA
+    until = ("</s>", "Q:", "<|im_end|>")  # reasoning/_default_template_yaml
 
     def build_samples(self, record: dict[str, Any], ctx: RecordContext) -> list[Sample]:
         prompt = mathvision_query(record["question"], record["options"] or []).strip()

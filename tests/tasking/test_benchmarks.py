@@ -228,6 +228,20 @@ def test_each_lmms_eval_model_class_hands_the_evaluator_what_it_returns_there(fa
             assert task.metrics(samples, responses) == expected, (name, shape)
 
 
+@pytest.mark.parametrize("family, which", list(MODEL_CLASSES))
+def test_each_class_cuts_mathvisions_reasoning_answers_at_its_yamls_until_and_qwen2_vls_strips_them(family, which):
+    from vlrl.tasking.registry import eval_task
+
+    model = MODEL_CLASSES[family, which]
+    name = "mathvision_reason_testmini_reasoning"
+    cfg = load_config(None, [f"eval.lmms_eval_model={which}"], {"task.name": name})
+    task = eval_task(cfg.tasks()[0], family, cfg)
+    responses = ["<think>Count.\n\nThree.</think>\n\nThe answer is \\boxed{B}", "Restated. Q: how many? \\boxed{B}",
+                 " B\n", "B<|im_end|>C", "B</s>"]  # fmt: skip
+    for response in responses:
+        assert task.model_class.answer(response, task.until) == model_answer(response, model, name), (model, response)
+
+
 def test_eval_runs_a_benchmark_through_the_class_its_config_and_family_name():
     from vlrl.tasking.registry import eval_task
 
@@ -256,6 +270,21 @@ def test_a_benchmark_is_evaluated_at_its_model_classs_image_budget_unless_asked_
         cfg = load_config(None, [*overrides, f"eval.image_pixels={which}"], {"task.name": name})
         run = task_run_config(cfg, eval_task(cfg.tasks()[0], "qwen3_vl", cfg))
         assert (run.model.min_pixels, run.model.max_pixels) == expected, (name, which)
+
+
+def test_qwen2_vl_and_qwen2_5_vl_simple_classes_images_are_jpeg_encoded_unless_the_models_budget_is_asked():
+    """Their `_encode_image_data_url` (lmms-eval @75571cf) sends each image as a JPEG of quality
+    85; the chat classes and Qwen3-VL's simple one send it as it is."""
+    from vlrl.eval.harness import task_run_config
+    from vlrl.tasking.registry import eval_task
+
+    encoded = {("qwen2_vl", "auto"): 85, ("qwen2_5_vl", "simple"): 85, ("qwen2_5_vl", "auto"): 0,
+               ("qwen3_vl", "simple"): 0, ("qwen3_5", "simple"): 0, ("someone_elses", "simple"): 0}  # fmt: skip
+    for (family, which), quality in encoded.items():
+        assert lmms_eval_model_class(family, which).jpeg_quality == quality, (family, which)
+    for name, which, expected in [("mmstar", "lmms_eval", 85), ("mmstar", "model", 0), ("refcoco", "lmms_eval", 0)]:
+        cfg = load_config(None, [f"eval.image_pixels={which}"], {"task.name": name})
+        assert task_run_config(cfg, eval_task(cfg.tasks()[0], "qwen2_vl", cfg)).model.image_jpeg_quality == expected
 
 
 def test_a_benchmark_whose_yaml_sets_no_length_generates_its_model_classs_default():

@@ -101,6 +101,44 @@ def test_transparent_pixels_are_put_over_white_as_qwen_vl_utils_does():
     assert list(to_rgb(image).getdata()) == list(reference_to_rgb(image).getdata()) == [(255, 255, 255), (0, 0, 255)]
 
 
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P"])
+def test_an_image_jpeg_encoded_is_what_lmms_evals_simple_classes_send_through_qwen_vl_utils(mode, tmp_path):
+    """lmms-eval @75571cf, models/simple/qwen2_vl.py and qwen2_5_vl.py: `_encode_image_data_url`
+    (media_encoder.py's encode_image_to_data_url: RGB where the image is not, JPEG at quality
+    85), then qwen-vl-utils' fetch_image of that data URL within the class's pixel limits."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+    from qwen_vl_utils.vision_process import fetch_image
+
+    from vlrl.vision.images import load_image
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (203, 317, 4), dtype=np.uint8)
+    image = Image.fromarray(pixels, "RGBA").convert(mode)
+    image.save(tmp_path / "a.png")
+    sent = image if image.mode == "RGB" else image.convert("RGB")  # encode_image_to_bytes, convert_rgb=True
+    buffer = io.BytesIO()
+    sent.save(buffer, format="JPEG", quality=85)
+    url = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+    expected = fetch_image({"image": url, "min_pixels": 3136, "max_pixels": 50176})
+    ours = load_image(tmp_path / "a.png", 3136, 50176, 28, jpeg_quality=85)
+    assert ours.size == expected.size and np.array_equal(np.asarray(ours), np.asarray(expected))
+    plain = load_image(tmp_path / "a.png", 3136, 50176, 28)
+    assert not np.array_equal(np.asarray(plain), np.asarray(expected))  # the encoding moves the pixels
+    from vlrl.config import ModelConfig
+    from vlrl.data.sample import Sample
+    from vlrl.models.prompting import read_media
+
+    model = ModelConfig(path="tiny:qwen2_5_vl", min_pixels=3136, max_pixels=50176, image_jpeg_quality=85)
+    (rendered,) = read_media(
+        Sample(id="a", task="t", problem="", solution="", images=[str(tmp_path / "a.png")]), model, {}
+    )
+    assert np.array_equal(np.asarray(rendered), np.asarray(expected))  # what a prompt is rendered from
+
+
 def test_an_image_of_exactly_the_pixel_limit_opens_and_one_pixel_more_is_refused(tmp_path):
     from PIL import Image
 

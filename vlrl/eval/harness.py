@@ -227,14 +227,17 @@ def task_config(task: Task, settings: EvalSettings, data: str) -> dict[str, Any]
 
 def task_run_config(cfg: Config, task: Task) -> Config:
     """The config `task` is evaluated with: an lmms-eval benchmark's as its model class runs it,
-    its images within the class's pixel budget (eval.image_pixels lmms_eval) and the checkpoint's
+    its images within the class's pixel budget and JPEG-encoded where it encodes them
+    (eval.image_pixels lmms_eval), and the checkpoint's
     repetition penalty (eval.repetition_penalty reference: the class leaves it to `generate`);
     the config itself for any other task."""
     if not (isinstance(task, Benchmark) and task.follows_lmms_eval_model):
         return cfg
-    model, evaluation, pixels = cfg.model, cfg.eval, task.model_class.image_pixels
-    if pixels is not None and evaluation.image_pixels == "lmms_eval":
-        model = replace(model, min_pixels=pixels[0], max_pixels=pixels[1])
+    model, evaluation, kind = cfg.model, cfg.eval, task.model_class
+    if kind.image_pixels is not None and evaluation.image_pixels == "lmms_eval":
+        model = replace(model, min_pixels=kind.image_pixels[0], max_pixels=kind.image_pixels[1])
+    if kind.jpeg_quality and evaluation.image_pixels == "lmms_eval":
+        model = replace(model, image_jpeg_quality=kind.jpeg_quality)
     if evaluation.repetition_penalty == "reference":
         evaluation = replace(evaluation, repetition_penalty=None)
     return replace(cfg, model=model, eval=evaluation)

@@ -54,7 +54,8 @@ def read_media(sample: Sample, model: ModelConfig, decoded: dict[str, Video]) ->
     factor, then_within = model_family(model).factor, processor_resize(model)
     try:
         for media in sample.images:
-            images.append(load_image(media, model.min_pixels, model.max_pixels, factor, sample.image_size, then_within))
+            size = (model.min_pixels, model.max_pixels, factor, sample.image_size, then_within)
+            images.append(load_image(media, *size, jpeg_quality=model.image_jpeg_quality))
         if sample.video and sample.video not in decoded:
             media = sample.video
             decoded[media] = load_video(media, model.video, factor)

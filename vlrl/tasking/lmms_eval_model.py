@@ -13,7 +13,7 @@ They differ before the task's own code sees anything:
 - simple classes render doc_to_text (any literal "<image>" deleted) under their system
   prompt, and cut the answer at the yaml's `until` strings. Qwen2.5-VL's and Qwen3-VL's drop the
   "\\n\\n" lmms-eval puts there when a yaml names none; Qwen2-VL's keeps it and cuts a
-  response at its first blank line.
+  response at its first blank line, and strips the answer it cut.
 - Qwen3.5's classes (enable_thinking on by default) return what follows the answer's first
   "</think>", stripped, and "" when it has none.
 
@@ -21,7 +21,9 @@ Lengths: where a task's yaml sets no max_new_tokens, the class's default holds (
 chat classes, 32,768 in Qwen2.5-VL's simple one, 1,024 in Qwen3.5's): `max_new_tokens`.
 
 Images: each class sizes them within its own pixel budget (`image_pixels`, below, read at
-75571cf and qwen-vl-utils 0.0.14 at the classes' default model_args). Qwen2.5-VL's chat class
+75571cf and qwen-vl-utils 0.0.14 at the classes' default model_args). Qwen2-VL's and Qwen2.5-VL's
+simple classes first send each image as a JPEG of quality 85 (their `_encode_image_data_url`),
+which qwen-vl-utils decodes before sizing it: `jpeg_quality`. Qwen2.5-VL's chat class
 resizes twice (qwen-vl-utils' 3,136 to 12,845,056, then its processor's 200,704 to 1,605,632);
 vlrl resizes once into the second: the sizes agree except where the second rounding moves a
 side by one patch.
@@ -62,9 +64,11 @@ class ModelClass:
     chat: bool = True  # models/chat/: the task's messages, the answer uncut
     system_first: bool = False  # chat: the class's system prompt before the task's messages
     keeps_blank_line_until: bool = False  # simple: "\n\n" (lmms-eval's default until) kept as a cut
+    strips_answer: bool = False  # simple: the cut answer stripped of surrounding whitespace (Qwen2-VL's)
     strips_thinking: bool = False  # the answer after its first "</think>" ("" without one)
     name: str = ""  # the `--model` name ("": a family lmms-eval has no class for), which picks task kwargs
     image_pixels: tuple[int, int] | None = None  # (min, max) pixels of its images; None: the model config's
+    jpeg_quality: int = 0  # its images re-encoded as JPEG at this quality before they are sized (0: not)
     max_new_tokens: int = 0  # its answer length where a yaml sets none (0: the config's)
     source: str = "models/chat/ (no class of the family's)"  # the class's file at 75571cf, for the results
 
@@ -80,6 +84,8 @@ class ModelClass:
         for term in self.until(yaml_until):
             if term:
                 decoded = decoded.split(term)[0]
+        if self.strips_answer:
+            decoded = decoded.strip()
         return decoded.partition("</think>")[2].strip() if self.strips_thinking else decoded
 
 
@@ -97,9 +103,11 @@ def lmms_eval_model_class(
         chat=not simple,
         system_first=not simple and name in ("qwen3_vl", "qwen3_5"),
         keeps_blank_line_until=name == "qwen2_vl",
+        strips_answer=name == "qwen2_vl",
         strips_thinking=name == "qwen3_5" and enable_thinking is not False,
         name=name,
         image_pixels=pixels,
+        jpeg_quality=85 if simple and name in ("qwen2_vl", "qwen2_5_vl") else 0,
         max_new_tokens=length,
         source=f"models/{kind}/{name}.py" if name else f"models/{kind}/ (no class of the family's)",
     )

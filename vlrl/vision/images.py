@@ -7,6 +7,7 @@ gigabytes).
 
 from __future__ import annotations
 
+import io
 import warnings
 from pathlib import Path
 from typing import BinaryIO
@@ -56,18 +57,28 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def jpeg_roundtrip(image: Image.Image, quality: int) -> Image.Image:
+    """The image as lmms-eval's Qwen2-VL and Qwen2.5-VL simple classes send it (models/
+    model_utils/media_encoder.py's encode_image_to_data_url @75571cf: converted to RGB where it is
+    not, saved as JPEG at `quality`) and qwen-vl-utils decodes it."""
+    buffer = io.BytesIO()
+    (image if image.mode == "RGB" else image.convert("RGB")).save(buffer, format="JPEG", quality=quality)
+    with Image.open(buffer) as decoded:
+        return to_rgb(decoded)
+
+
 def load_image(
     path: str | Path, min_pixels: int, max_pixels: int, factor: int, squash_to: tuple[int, int] | None = None,
-    then_within: tuple[int, int] | None = None,
+    then_within: tuple[int, int] | None = None, jpeg_quality: int = 0,
 ) -> Image.Image:  # fmt: skip
-    """Open, convert to RGB, squash to `squash_to` (width, height; LANCZOS) where given, and
-    resize to the smart_resize size (bicubic, as qwen-vl-utils). With `then_within` (EasyR1's
-    pipeline, `model_size`): resized by EasyR1's `process_image` first (PIL's default filter,
-    as there), then smart-resized within those limits (bicubic, as its processor). The data's
-    size limit was checked when the record was read (RecordContext.image); here only PIL's own
-    refusal applies."""
+    """Open, convert to RGB (with `jpeg_quality`, through `jpeg_roundtrip`), squash to
+    `squash_to` (width, height; LANCZOS) where given, and resize to the smart_resize size
+    (bicubic, as qwen-vl-utils). With `then_within` (EasyR1's pipeline, `model_size`): resized
+    by EasyR1's `process_image` first (PIL's default filter, as there), then smart-resized within
+    those limits (bicubic, as its processor). The data's size limit was checked when the record
+    was read (RecordContext.image); here only PIL's own refusal applies."""
     with open_image(path, PIL_REFUSES_ABOVE) as im:
-        image = to_rgb(im)
+        image = jpeg_roundtrip(im, jpeg_quality) if jpeg_quality else to_rgb(im)
     if squash_to is not None and image.size != squash_to:
         image = image.resize(squash_to, Image.Resampling.LANCZOS)
     height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels, then_within)
