@@ -270,7 +270,7 @@ def _question_fields(
 def write_jigsaw_dataset(
     out: str | Path,
     source_folder: str | Path | None,
-    size: int,
+    size: int | None,
     seed: int,
     grids: GridsArg = "2x2",
     question_types: str | Sequence[str] = ("full",),
@@ -284,7 +284,14 @@ def write_jigsaw_dataset(
 
     - source_folder: any folder of images (searched recursively, used in a seeded order, each
       once before any repeats); None: synthetic shape scenes.
-    - grids: one grid ("2x2"), a list, or grids with weights ({"2x1": 1, "3x1": 3}).
+    - size: None writes one puzzle per source image, as Jigsaw-R1's dataset holds one: its
+      `__getitem__` seeds Python's random with the image's index, so every epoch poses an image
+      the same puzzle (vlrl's puzzle for it is drawn by this function's generator, not that
+      stream), and a run longer than the file repeats them as there. A number of records
+      larger than the images instead gives each reuse of an image a new puzzle.
+    - grids: one grid ("2x2"), a list, or grids with weights ({"2x1": 1, "3x1": 3}). The default
+      2x2 is vlrl's; Jigsaw-R1's grpo.py defaults to 2x1 for its first 6,400 reads, then 3x1
+      (its README recipes name their grid, as configs/jigsaw.yaml does).
     - curriculum: "mix" draws each record's grid by weight; "stages" writes consecutive blocks
       in the listed order (Jigsaw-R1's schedule: e.g. [("3x1", 1), ("4x1", 1)] puts 3x1
       first). vlrl's trainer visits a split in a seeded random order, so to train stage by
@@ -299,7 +306,9 @@ def write_jigsaw_dataset(
     The output is a function of the arguments only: the same seed gives byte-identical files.
     """
     out = Path(out)
-    if size < 0:
+    if size is None and source_folder is None:
+        raise ValueError("size None writes one puzzle per source image; give source_folder, or a size")
+    if size is not None and size < 0:
         raise ValueError(f"size must be >= 0, got {size}")
     types = [question_types] if isinstance(question_types, str) else list(question_types)
     unknown = [t for t in types if t not in QUESTION_TYPES]
@@ -307,11 +316,13 @@ def write_jigsaw_dataset(
         raise ValueError(f"question_types must be a non-empty subset of {QUESTION_TYPES}, got {types}")
     if not 2 <= n_choices <= MAX_CHOICES:
         raise ValueError(f"n_choices must be in 2..{MAX_CHOICES}, got {n_choices}")
-    rng = np.random.default_rng(seed)
-    plan = _grid_plan(normalize_grids(grids), size, curriculum, rng)
     if source_list is not None and source_folder is None:
         raise ValueError("source_list names images relative to source_folder; give source_folder too")
     sources = list_images(source_folder, source_list) if source_folder is not None else None
+    if size is None:  # one puzzle per source image (a source folder is given: checked above)
+        size = len(sources or [])
+    rng = np.random.default_rng(seed)
+    plan = _grid_plan(normalize_grids(grids), size, curriculum, rng)
     order = rng.permutation(len(sources)) if sources else None
 
     image_dir = out.parent / "images"

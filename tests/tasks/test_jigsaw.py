@@ -380,6 +380,15 @@ def test_the_answer_restores_the_original_exactly(tmp_path):
     assert {r["source_image"] for r in records} == {"photo0.png", "photo1.png", "photo2.png"}  # each before repeats
 
 
+def test_one_puzzle_per_source_image_as_jigsaw_r1s_dataset_seeds_each_image_by_its_index(tmp_path):
+    photos = _photos(tmp_path / "photos")
+    out = write_jigsaw_dataset(tmp_path / "o" / "t.jsonl", photos, None, 0, grids="2x1")
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["source_image"] for r in records) == ["photo0.png", "photo1.png", "photo2.png"]
+    with pytest.raises(ValueError, match="one puzzle per source image; give source_folder"):
+        write_jigsaw_dataset(tmp_path / "x.jsonl", None, None, 0)
+
+
 def test_shuffle_places_original_patch_y_at_position_x():
     image = Image.new("RGB", (4, 2))
     image.putdata([(10 * i, 0, 0) for i in range(8)])  # 2x2 grid of 2x1 patches
