@@ -38,7 +38,7 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +50,7 @@ from vlrl.data.records import RecordContext
 from vlrl.data.sample import Sample
 from vlrl.tasking.task import RewardFn, Task
 from vlrl.vision.frames import Frame
+from vlrl.vision.resize import easyr1_size
 
 DistanceUnit = Literal["model_px", "original_px", "relative"]
 
@@ -186,6 +187,11 @@ class GuiOptions:
     parser: Literal["structured", "public_regex"] = "structured"  # public_regex: the public extractors only
     prompt_template: str = ""  # "" = the style's public prompt; {instruction} and {history} are filled in
     target_think: str = "{instruction}"  # reasoning text of the SFT target
+    # The frame an answer's coordinates are read in (and the SFT target's written in): model, the
+    # image the model sees; process_image, EasyR1's process_image output within model.min_pixels /
+    # model.max_pixels, as GUI-R1's training scales its relative ground truth by that size while
+    # the model sees the processor's smart-resized image, a few pixels apart (absolute frames only)
+    gt_frame: Literal["model", "process_image"] = "model"
 
 
 @dataclass
@@ -282,16 +288,28 @@ class _GuiTask(Task):
 
     def _sample(self, ctx: RecordContext, record: dict, problem: str, solution: dict, path: str,
                 width: int, height: int, meta: dict) -> Sample:  # fmt: skip
+        spec = ctx.frame_spec
+        if self.options.gt_frame == "process_image" and spec.kind == "absolute":
+            first_h, first_w = easyr1_size(height, width, spec.min_pixels, spec.max_pixels)
+            meta = {**meta, "gt_frame_size": [first_w, first_h]}
         return Sample(
             id=ctx.record_id(record),
             task=self.name,
             problem=problem,
             solution=solution,
             images=[path],
-            frame=ctx.frame_spec.frame(width, height),
+            frame=spec.frame(width, height),
             meta=meta,
             source=ctx.source,
         )
+
+    @staticmethod
+    def _training_frame(sample: Sample) -> Frame:
+        """The frame rewards and the SFT target read coordinates in: the model's, or under
+        gt_frame=process_image GUI-R1's training frame (`_sample`); its evaluation maps answers
+        from the model's frame (inference_vllm_android.py's image_grid_thw), as metrics do."""
+        size = sample.meta.get("gt_frame_size")
+        return sample.frame if size is None else replace(sample.frame, model_width=size[0], model_height=size[1])
 
     # -- prompting ------------------------------------------------------------------------
     def _default_template(self, sample: Sample) -> str:
@@ -314,7 +332,7 @@ class _GuiTask(Task):
         if gt["source_action"] in POINT_ACTIONS:
             box = gt["box"]
             center = gt["point"] if box is None else [(box[0] + box[2]) / 2, (box[1] + box[3]) / 2]
-            point = sample.frame.point_to_model(center)
+            point = self._training_frame(sample).point_to_model(center)
         if self.options.style == "gui_r1":
             action = {"action": gt["action"], "point": point or OFF_SCREEN, "input_text": gt["text"] or R.NO_INPUT_TEXT}
         else:
@@ -339,18 +357,19 @@ class _GuiTask(Task):
         return (0.0, 0.0)
 
     def _hit(self, action: R.GuiAction | None, sample: Sample, rule: PointRule | None, inclusive: bool,
-             truncate: bool, box_corner: bool = False) -> bool:  # fmt: skip
+             truncate: bool, box_corner: bool = False, frame: Frame | None = None) -> bool:  # fmt: skip
         """Does the predicted point click the ground truth (its box, or near its point)?
         `box_corner`: a box is its first corner, near which the point must be (GUI-R1's
-        eval_omni.py reads `gt_bbox[0], gt_bbox[1]` whatever the box)."""
+        eval_omni.py reads `gt_bbox[0], gt_bbox[1]` whatever the box). `frame`: the point's
+        (default the sample's: the model's)."""
         point = self._point_of(action)
         if point is None:
             return False
-        gt = sample.solution
+        gt, frame = sample.solution, frame or sample.frame
         if gt["box"] is None or box_corner:
             target = gt["point"] if gt["box"] is None else gt["box"][:2]
-            return rule is not None and rule.hit(point, target, sample.frame, truncate)
-        original = _original(point, sample.frame, truncate)
+            return rule is not None and rule.hit(point, target, frame, truncate)
+        original = _original(point, frame, truncate)
         return original is not None and R.point_in_box(original, gt["box"], inclusive)
 
     def _reward_rule(self) -> PointRule | None:
@@ -373,7 +392,8 @@ class _GuiTask(Task):
             return 0.0
         if sample.solution["source_action"] != "click":
             return 1.0
-        return 1.0 if self._hit(action, sample, self._reward_rule(), inclusive=True, truncate=True) else 0.0
+        hit = self._hit(action, sample, self._reward_rule(), True, truncate=True, frame=self._training_frame(sample))
+        return 1.0 if hit else 0.0
 
     def _accuracy(self, completion: str, sample: Sample) -> float:
         """GUI-R1's `r1gui_accuracy_reward`: the type matches (any case) and its argument does:
@@ -383,7 +403,8 @@ class _GuiTask(Task):
         if R.action_type(action.action if action else None, gt["action"], case_sensitive=False) == 0.0:
             return 0.0
         if gt["source_action"] == "click":
-            return 1.0 if self._hit(action, sample, self._reward_rule(), inclusive=False, truncate=False) else 0.0
+            frame = self._training_frame(sample)
+            return 1.0 if self._hit(action, sample, self._reward_rule(), False, False, frame=frame) else 0.0
         if gt["source_action"] in REWARD_TEXT_ACTIONS:
             return R.input_text(action.input_text, gt["text"], self._f1_threshold())
         return 1.0

@@ -346,6 +346,30 @@ def test_action_click_distance_units(tmp_path):
     )
 
 
+def test_gui_r1s_ground_truth_frame_is_process_images_output_when_asked(tmp_path):
+    """GUI-R1 @d43eea2 (verl/utils/dataset.py) scales a relative gt_bbox by the size of
+    process_image's output, 752 x 1672 for a 1080 x 2400 screenshot within its 262,144 to
+    1,258,291 pixels, while the model sees the processor's 756 x 1680: r1gui_accuracy_reward
+    then hits (46, 1234) against (0.0448, 0.8204), 137.9 px from (33.69, 1371.7); in the
+    model's frame the target is (33.87, 1378.3), 144.8 px away."""
+    Image.new("RGB", (1080, 2400)).save(tmp_path / "phone.png")
+    spec = FrameSpec("absolute", 262144, 1258291, 28, then_within=(3136, 12845056))
+    record = {
+        "image": "phone.png",
+        "task": "do it",
+        "gt": {"action_type": "click", "x": 0.0448 * 1080, "y": 0.8204 * 2400},
+    }
+    completion = gui_r1("click", (46, 1234))
+    for frame, hit in [("model", 0.0), ("process_image", 1.0)]:
+        task = GuiAction({"gt_frame": frame})
+        sample = task.build_sample(record, RecordContext("data.json:1", 0, tmp_path, spec))
+        assert (sample.frame.model_width, sample.frame.model_height) == (756, 1680)  # what the model sees
+        assert task.reward_functions()["accuracy"]([completion], [sample]) == [hit]
+        assert "[34, 1372]" in task.target(sample) if hit else "[34, 1378]" in task.target(sample)
+        # GUI-R1's evaluation maps the answer from the model's frame (image_grid_thw): so do metrics
+        assert task.predict(completion, sample)["point"] == pytest.approx([46 * 1080 / 756, 1234 * 2400 / 1680])
+
+
 def test_action_text_rewards(tmp_path):
     typed = action_sample(tmp_path, {"action_type": "input_text", "text": "shanghai shopping mall"})
     assert typed.solution["action"] == "type"  # GUI-R1's name for AndroidControl's input_text
@@ -875,9 +899,11 @@ def test_the_gui_r1_recipe_takes_its_easyr1_loss():
     (examples/config.yaml) over gradient accumulation, core_algos.py's GRPO epsilon 1e-6."""
     from vlrl.config import load_config
 
-    algo = load_config(Path(__file__).resolve().parents[2] / "configs" / "gui_action.yaml").algo
+    cfg = load_config(Path(__file__).resolve().parents[2] / "configs" / "gui_action.yaml")
+    algo = cfg.algo
     assert (algo.aggregation, algo.micro_batch_rows, algo.std_eps) == ("micro_token_mean", 4, 1e-6)
     assert (algo.beta, algo.kl_estimator, algo.mini_batches) == (0.01, "low_var", 4)
+    assert (cfg.model.image_resize, cfg.task.options["gt_frame"]) == ("easyr1", "process_image")  # its frames
 
 
 # -- UI-R1's ScreenSpot scripts, as they count -----------------------------------------------------
