@@ -70,7 +70,7 @@ def test_prompts_rendered_together_are_the_prompts_rendered_alone(
 
     reads = []
     load_image = prompting.load_image
-    monkeypatch.setattr(prompting, "load_image", lambda path, *a: reads.append(path) or load_image(path, *a))
+    monkeypatch.setattr(prompting, "load_image", lambda path, *a, **k: reads.append(path) or load_image(path, *a, **k))
     for bad, source in refused:  # each among readable prompts: it alone is answered UnusableSample
         jobs = jobs_with([bad])
         reads.clear()
@@ -86,6 +86,30 @@ def test_prompts_rendered_together_are_the_prompts_rendered_alone(
         assert together[2].vision == {} and together[3].video is not None
         kept, prompts, skipped = render_usable(list(range(len(jobs))), together)
         assert kept == [0, 1, 2, 3, 5, 6] and prompts == [together[i] for i in kept] and skipped == [together[4]]
+
+
+@pytest.mark.parametrize("family", sorted(family_names()))
+def test_a_prompt_with_an_image_and_a_video_holds_each_as_rendered_alone(family, rec_data, video_qa_data):
+    """Each modality's processor size goes in its own kwargs: transformers refuses a size given
+    at the top and in videos_kwargs, which left out every sample with an image and a video."""
+    cfg = ModelConfig(
+        path=f"tiny:{family}", dtype="float32", min_pixels=3136, max_pixels=50176,
+        video=VideoConfig(max_frames=4, min_pixels=3136, max_pixels=12544),
+    )  # fmt: skip
+    processor = load_processor(cfg)
+    image = load_split(rec_data, RefCOCO().build_sample, frame_spec(cfg)).samples[0]
+    clip = next(s for s in VideoQA().load(video_qa_data, frame_spec(cfg)).samples if s.video)
+    video_messages = VideoQA().messages(clip)
+    both = dataclasses.replace(clip, images=image.images, image_size=image.image_size)
+    content = [{"type": "image"}, *video_messages[-1]["content"]]
+    rendered = render_prompt(processor, [*video_messages[:-1], {"role": "user", "content": content}], both, cfg)
+    alone = render_prompt(processor, RefCOCO().messages(image), image, cfg)
+    video_alone = render_prompt(processor, video_messages, clip, cfg)
+    assert {1, 2} <= set(rendered.mm_token_type_ids.tolist())
+    for key in ("pixel_values", "image_grid_thw"):
+        assert torch.equal(rendered.vision[key], alone.vision[key]), key
+    for key in ("pixel_values_videos", "video_grid_thw"):
+        assert torch.equal(rendered.vision[key], video_alone.vision[key]), key
 
 
 def png_with_a_broken_chunk(path, width: int = 200, height: int = 150) -> None:

@@ -111,10 +111,10 @@ def image_kwargs(images: list[Image.Image], model: ModelConfig) -> dict:
     were sized by, widened to hold each (model.image_resize=easyr1 sizes within others)."""
     if not images:
         return {}
-    return {
-        "images": images,
-        "size": covering({"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}, images),
-    }
+    # The size as an images_kwargs entry: a video's own size goes in videos_kwargs, and transformers
+    # refuses a size given both at the top and in a modality's kwargs (a prompt with an image and a video)
+    size = covering({"shortest_edge": model.min_pixels, "longest_edge": model.max_pixels}, images)
+    return {"images": images, "images_kwargs": {"size": size}}
 
 
 def covering(size: dict[str, int], images: Sequence[Image.Image]) -> dict[str, int]:

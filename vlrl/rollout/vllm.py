@@ -335,7 +335,7 @@ class VLLMEngine:
         mm_kwargs: dict = {}
         if prompt.images:
             media["image"] = prompt.images
-            mm_kwargs["size"] = covering(self.image_size, prompt.images)
+            mm_kwargs["images_kwargs"] = {"size": covering(self.image_size, prompt.images)}  # as prompting.image_kwargs
         if prompt.video is not None:
             if self.on_vllm.video_refusal:
                 raise ValueError(self.on_vllm.video_refusal)
