@@ -1181,7 +1181,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "a greedy row drawn as a sampled one", "vlrl/rollout/decoding.py",
-        "choice = torch.where(self.greedy_rows[index], allowed.argmax(dim=-1), choice)", "pass",
+        "choice = torch.where(self.greedy_rows[index], self.greedy(drawn_from), choice)", "pass",
         (f"{HF_ENGINE}::test_greedy_rows_decode_as_a_greedy_call_and_the_sampled_rows_as_a_call_sampling_every_row",),
     ),
     Mutation(

@@ -217,20 +217,29 @@ def test_sampled_token_frequencies_follow_the_probabilities_and_skip_zeros():
 
 
 def test_top_k_and_top_p_keep_the_tokens_transformers_warpers_keep_ties_included():
-    """vLLM keeps the same set (its mask: probs_sum <= 1 - p); an exact tie at p is the smallest
-    set holding p of the mass, as both keep it."""
+    """The very tokens transformers' warpers keep (vLLM's apply_top_k_top_p takes the same
+    steps): which of tied tokens, and how many over a flat distribution of a large vocabulary,
+    where a sum from the top rounds otherwise."""
     from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
     from vlrl.models.policy import filter_top_k_top_p
 
     tie = torch.tensor([[0.0, 0.0, float("-inf")]])  # probabilities 0.5, 0.5, 0
-    assert torch.isfinite(filter_top_k_top_p(tie, 0, 0.5)).sum() == 1
-    assert torch.isfinite(TopPLogitsWarper(0.5)(None, tie)).sum() == 1
-    logits = torch.randn(64, 50, generator=torch.Generator().manual_seed(0)) * 3
-    for top_k, top_p in ((0, 0.3), (0, 0.9), (5, 1.0), (10, 0.7)):
-        want = logits if top_k == 0 else TopKLogitsWarper(top_k)(None, logits)
+    assert torch.equal(
+        torch.isfinite(filter_top_k_top_p(tie, 0, 0.5)), torch.isfinite(TopPLogitsWarper(0.5)(None, tie))
+    )
+    assert torch.isfinite(filter_top_k_top_p(tie, 0, 0.5)).tolist() == [[False, True, False]]  # the same one kept
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 50, generator=generator) * 3
+    ties = torch.randint(0, 3, (64, 2000), generator=generator).float()  # many tied at every value
+    flat = torch.randn(16, 151936, generator=generator)  # Qwen's vocabulary, a nucleus of ~100,000
+    cases = [(logits, 0, 0.3), (logits, 0, 0.9), (logits, 5, 1.0), (logits, 10, 0.7), (ties, 0, 0.1), (ties, 0, 0.5),
+             (ties, 3, 0.9), (flat, 0, 0.95), (flat, 0, 0.999), (flat.bfloat16().float(), 0, 0.99)]  # fmt: skip
+    for values, top_k, top_p in cases:
+        want = values if top_k == 0 else TopKLogitsWarper(top_k)(None, values)
         want = want if top_p == 1.0 else TopPLogitsWarper(top_p)(None, want)
-        assert torch.equal(torch.isfinite(filter_top_k_top_p(logits, top_k, top_p)), torch.isfinite(want))
+        got = filter_top_k_top_p(values, top_k, top_p)
+        assert torch.equal(torch.isfinite(got), torch.isfinite(want)), (values.shape, top_k, top_p)
 
 
 def test_min_p_keeps_what_transformers_keeps_after_top_k_top_p_and_vllm_before_them():

@@ -166,6 +166,32 @@ def test_a_finished_row_takes_the_pad_token_and_a_decoded_row_draws_its_batch_ro
     torch.testing.assert_close(logp, expected, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("temperature, greedy", [(0.0, 0), (1.3, 1)], ids=["greedy call", "greedy row"])
+def test_a_greedy_token_is_the_argmax_transformers_greedy_search_takes_at_ties_and_near_ties(temperature, greedy):
+    """transformers' greedy search takes the argmax of its processed logits (bans, a repetition
+    penalty), no warper: not after top-p, which may drop the first of tied maxima, nor after a
+    temperature, which may merge logits one ulp apart (6.528122 and its next float over 1.3)."""
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    vocab = 151936
+    logits = torch.full((2, vocab), -30.0)
+    logits[0, [11, 90000]] = 5.0  # a tie: the first is greedy's
+    logits[0, 500] = 4.5
+    near = torch.tensor(6.528122)
+    logits[1, 7], logits[1, 70000] = near, torch.nextafter(near, torch.tensor(7.0))  # the second is larger
+    assert (logits[1, 7] / 1.3 == logits[1, 70000] / 1.3) and logits[1, 70000] > logits[1, 7]
+    logits[1, 3] = 6.0  # seen: penalized below the others
+    banned = torch.zeros(vocab, dtype=torch.bool)
+    # greedy rows: n = 1, each prompt's first row greedy, so both rows here
+    params = SamplingParams(n=1, temperature=temperature, top_p=0.3, repetition_penalty=1.5, greedy=greedy)
+    draw = Draw(params, SamplingFilter(banned, 0, 0.3), pad_id=9, rows=2, generator=torch.Generator().manual_seed(0))
+    seen = torch.tensor([[3, 3], [3, 3]])
+    draw.begin(seen, torch.ones(2, 2, dtype=torch.long))
+    choice, _, _ = draw(logits.clone(), torch.tensor([0, 1]), None)
+    want = RepetitionPenaltyLogitsProcessor(1.5)(seen, logits.clone()).argmax(dim=-1)
+    assert choice.tolist() == want.tolist() == [11, 70000]
+
+
 def test_the_static_cache_holds_the_prompt_and_every_fed_token_rounded_up_to_128_slots():
     # (prompt, max_new_tokens): prompt + max_new_tokens - 1 slots (the last token is never fed)
     cases = {(134, 14): 256, (1, 128): 128, (2, 128): 256, (1, 1): 128, (128, 1): 128, (129, 1): 256, (384, 14): 512}

@@ -125,12 +125,14 @@ def filter_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the tokens before it already hold top_p of the mass (at an exact tie
-        # too, as transformers' TopPLogitsWarper and vLLM do).
-        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        # transformers' TopPLogitsWarper (and vLLM's apply_top_k_top_p) step for step: sorted
+        # ascending, the least probable tokens holding at most 1 - top_p of the mass dropped, the
+        # most probable kept. The same sort keeps the same one of tied tokens, and the sum from
+        # the bottom rounds as theirs does over a large vocabulary.
+        sorted_logits, order = torch.sort(logits, descending=False, dim=-1)
+        drop_sorted = sorted_logits.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
+        drop_sorted[..., -1:].fill_(False)  # in place: no tensor made of a Python value (a host copy)
+        drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
     return logits
 
@@ -178,13 +180,19 @@ class SamplingFilter:
         () where each row is in its completion, when the filter reads them (`reads_history`)."""
         if seen is not None and self.repetition_penalty != 1:
             logits = penalized(logits, seen, self.repetition_penalty)
-        banned = self.banned.to(logits.device)
-        if position is not None and self.min_new_tokens:
-            banned = banned | (self.stops.to(logits.device) & (position < self.min_new_tokens)[..., None])  # type: ignore[union-attr]
-        allowed = logits.masked_fill(banned, float("-inf"))
+        allowed = self.unbanned(logits, position)
         if self.min_p_first:
             return filter_top_k_top_p(filter_min_p(allowed, self.min_p), self.top_k, self.top_p)
         return filter_min_p(filter_top_k_top_p(allowed, self.top_k, self.top_p), self.min_p)
+
+    def unbanned(self, logits: torch.Tensor, position: torch.Tensor | None = None) -> torch.Tensor:
+        """`logits` with the banned ids, and before min_new_tokens the stops, at -inf: what a
+        greedy decode takes the argmax of (transformers' processors apply there, its warpers,
+        temperature, top-k, top-p and min-p, do not)."""
+        banned = self.banned.to(logits.device)
+        if position is not None and self.min_new_tokens:
+            banned = banned | (self.stops.to(logits.device) & (position < self.min_new_tokens)[..., None])  # type: ignore[union-attr]
+        return logits.masked_fill(banned, float("-inf"))
 
 
 def repetition_penalty(logits: torch.Tensor, penalty: float) -> torch.Tensor:

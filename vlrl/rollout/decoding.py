@@ -38,9 +38,10 @@ def sample_categorical(
 @dataclass
 class Draw:
     """One decoding step's sampling, for the rows decoded: the token each draws from the
-    temperature-scaled policy (bans, top-k, top-p applied), or its argmax in a greedy row
-    (SamplingParams.greedy), its log-prob and the entropy over the whole vocabulary. A finished
-    row (one not compacted away) takes the pad token."""
+    temperature-scaled policy (bans, top-k, top-p applied), or in a greedy call or row
+    (SamplingParams.greedy) the argmax of its logits with the bans alone (`greedy`), its
+    log-prob and the entropy over the whole vocabulary. A finished row (one not compacted away)
+    takes the pad token."""
 
     params: SamplingParams
     sampler: SamplingFilter
@@ -82,6 +83,12 @@ class Draw:
         seen = self.seen[index]  # type: ignore[index]
         return torch.where(seen, repetition_penalty(logits, self.params.repetition_penalty), logits)
 
+    def greedy(self, logits: torch.Tensor) -> torch.Tensor:
+        """A greedy decode's token from the (penalized) logits, unscaled and unfiltered but for
+        the bans, as transformers' greedy search takes it: a temperature could merge logits one
+        ulp apart, and top-p could drop the first of tied maxima."""
+        return self.sampler.unbanned(logits, position=self.drawn).argmax(dim=-1)
+
     def __call__(
         self, logits: torch.Tensor, index: torch.Tensor, finished: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -95,18 +102,17 @@ class Draw:
         scale = temperature > 0 and temperature != 1  # x / 1 is x
         logits = raw / temperature if scale else raw
         step_logp = torch.log_softmax(logits, dim=-1)
-        if self.seen is not None:
-            drawn_from = self.penalized(raw, index)
-            logits = drawn_from / temperature if scale else drawn_from
-        allowed = self.sampler.apply(logits, position=self.drawn)
+        drawn_from = raw if self.seen is None else self.penalized(raw, index)
         if temperature > 0:
+            logits = drawn_from / temperature if scale else drawn_from
+            allowed = self.sampler.apply(logits, position=self.drawn)
             uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
             mine = uniforms[index.clamp(max=self.rows - 1)]  # a filler takes the last row's
             choice = sample_categorical(torch.softmax(allowed, dim=-1), uniforms=mine)
             if self.greedy_rows is not None:  # their uniforms drawn and not used: the others' stay theirs
-                choice = torch.where(self.greedy_rows[index], allowed.argmax(dim=-1), choice)
+                choice = torch.where(self.greedy_rows[index], self.greedy(drawn_from), choice)
         else:
-            choice = allowed.argmax(dim=-1)
+            choice = self.greedy(drawn_from)
         if finished is not None:
             choice = choice.masked_fill(finished, self.pad_id)
         if self.seen is not None:
