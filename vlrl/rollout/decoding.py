@@ -104,7 +104,8 @@ class Draw:
         step_logp = torch.log_softmax(logits, dim=-1)
         drawn_from = raw if self.seen is None else self.penalized(raw, index)
         if temperature > 0:
-            logits = drawn_from / temperature if scale else drawn_from
+            if self.seen is not None:  # else `logits` are the scaled draw's already
+                logits = drawn_from / temperature if scale else drawn_from
             allowed = self.sampler.apply(logits, position=self.drawn)
             uniforms = torch.rand(self.rows, 1, generator=self.generator, device=logits.device)
             mine = uniforms[index.clamp(max=self.rows - 1)]  # a filler takes the last row's
