@@ -162,3 +162,15 @@ def test_vllm_keeps_images_vlrl_sized_within_a_budget_beyond_the_engines():
     big, small = Image.new("RGB", (4096, 4096)), Image.new("RGB", (32, 64))
     assert covering(engine, [Image.new("RGB", (280, 280))]) == engine
     assert covering(engine, [big, small]) == {"shortest_edge": 2048, "longest_edge": 16777216}
+
+
+def test_a_temperature_vllm_would_refuse_or_raise_is_the_calls_error_said_once():
+    """vLLM 0.32 refuses a temperature above 2 per request (every prompt then 'refused') and
+    raises one below 0.01 to 0.01, whose draws and log-probs are not the trainer's."""
+    from vlrl.rollout.vllm import temperature_refusal
+
+    for refused in (2.5, 0.005, 1e-9):
+        assert temperature_refusal(refused).startswith(
+            f"vLLM samples greedily (temperature 0) or at a temperature from 0.01 to 2, not {refused:g}"
+        )
+    assert [temperature_refusal(t) for t in (0.0, 0.01, 0.7, 1.0, 2.0)] == [""] * 5

@@ -98,6 +98,16 @@ def test_an_image_sized_beyond_the_engines_limits_reaches_vllm_as_vlrl_sized_it(
     assert engine_prompt_lengths(engine, prompts) == [len(p) for p in prompts]
 
 
+@pytest.mark.parametrize("temperature", [2.5, 0.005])
+def test_a_temperature_vllm_refuses_or_raises_ends_the_call_before_any_request(setup, temperature):
+    from vlrl.config import ConfigError
+
+    engine, _, _, prompts = setup
+    with pytest.raises(ConfigError, match=f"not {temperature:g}: set rollout.temperature"):
+        engine.generate(prompts[:1], SamplingParams(n=2, max_new_tokens=4, temperature=temperature))
+    assert engine.generate(prompts[:1], SamplingParams(n=2, max_new_tokens=4, temperature=2.0))[0].completions
+
+
 def test_pad_runs_collapse_to_one_token_each():
     assert collapse_runs([1, 7, 7, 7, 2, 7, 3, 8, 8, 7], {7, 8}) == [1, 7, 2, 7, 3, 8, 7]
 

@@ -49,6 +49,23 @@ from vlrl.rollout.hf import stop_token_ids
 from vlrl.vision.video import Video
 
 SEED_RANGE = 2**31 - 1
+VLLM_TEMPERATURES = (0.01, 2.0)  # vLLM 0.32's SamplingParams: refused above, raised to the least below
+
+
+def temperature_refusal(temperature: float) -> str:
+    """Why vLLM cannot sample at `temperature` as asked ("": it can). It refuses one above 2,
+    which its per-request error would make every prompt's refusal, and raises one below 0.01 to
+    0.01 with a warning vlrl hides: draws and log-probs of another distribution than the
+    trainer's. Either is the call's error, said once."""
+    low, high = VLLM_TEMPERATURES
+    if temperature > high or 0 < temperature < low:
+        return (
+            f"vLLM samples greedily (temperature 0) or at a temperature from {low:g} to {high:g}, not {temperature:g}: "
+            "set rollout.temperature (vlrl eval: eval.temperature) in that range, or use the hf engine"
+        )
+    return ""
+
+
 AUTO_FIT = -1  # rollout.vllm.max_model_len: the longest context vLLM's share holds, up to the model's
 
 
@@ -374,6 +391,8 @@ class VLLMEngine:
         """A prompt's requests: a greedy one for each of its greedy rows (SamplingParams.greedy,
         first), then its sampled rows', seeded by one draw a prompt from `generator` (as without
         greedy rows)."""
+        if refusal := temperature_refusal(params.temperature):
+            raise ConfigError(refusal)
         seeds = torch.randint(0, SEED_RANGE, (len(prompts),), generator=generator).tolist()
         kinds = [replace(params, n=1, greedy=0, temperature=0.0)] * params.greedy  # vLLM: one greedy row a request
         if params.n > params.greedy:
