@@ -365,6 +365,10 @@ def test_the_workload_is_one_gpus_share_of_the_prompts_and_the_stage_with_the_mo
     # ReMax: each group's greedy completion decoded in the same call, one more row a prompt
     remax = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "algo.advantage=remax"])
     assert Workload.of(remax, 2, 80, image_tokens=0).rows == 4 * (4 + 1)
+    # DAPO's rounds of algo.sampling_batch prompts (its recipe's 3 x the batch): each a call of them
+    dapo = ["trainer.prompts_per_step=8", "rollout.num_generations=4", "algo.dynamic_sampling=true"]
+    assert Workload.of(load_config(None, [*dapo, "algo.sampling_batch=24"]), 2, 80, image_tokens=0).rows == 12 * 4
+    assert Workload.of(load_config(None, dapo), 2, 80, image_tokens=0).rows == 4 * 4
     # rollout.max_rows: a call decodes at most that many, whole groups while one fits (its KV
     # cache is a call's): of 6, one group of 4
     capped = load_config(None, ["trainer.prompts_per_step=8", "rollout.num_generations=4", "rollout.max_rows=6"])

@@ -303,8 +303,9 @@ class Workload:
         """The run's largest rollout call: with rollout.stages, the stage whose call holds the
         most tokens (rows x (prompt + max_new_tokens)), the longer one of equals. ReMax's greedy
         completion is one more row of each group (the engines decode it in the call that samples);
-        rollout.max_rows splits a step's rows into calls (`call_rows`)."""
-        prompts = max(1, cfg.trainer.prompts_per_step // gpus)
+        rollout.max_rows splits a step's rows into calls (`call_rows`); a round of dynamic
+        sampling samples algo.sampling_batch prompts where set."""
+        prompts = max(1, (cfg.algo.sampling_batch or cfg.trainer.prompts_per_step) // gpus)
         greedy = int(cfg.algo.advantage == "remax")
 
         def rows_of(stage: StageLimits) -> int:
