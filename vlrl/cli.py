@@ -222,7 +222,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     for flag, read in (("--completions", args.completions), ("data", split.path)):
         if Path(read).is_file() and Path(read).resolve() == Path(args.out).resolve():
             raise ConfigError(f"--out {args.out} is the {flag} file this command reads; give another --out")
-    result = score_file(task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags)
+    result = score_file(
+        task, split.samples, args.completions, args.out, cfg.eval.reasoning_tags, in_order=not split.errors
+    )
     _print_first(result.problems, "skipped", "skipped completions")
     _print_first(result.zeroed, "scored 0:", "scored 0")
     _print_first(result.repeated, "repeated:", "ids with several completions (each scored: the metrics average them)")

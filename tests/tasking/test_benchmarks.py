@@ -814,6 +814,42 @@ def test_a_benchmarks_long_completion_is_read_whole_and_not_said_to_score_zero(t
     assert result.zeroed == [] and result.scored == 2 and result.metrics["acc"] == 1.0
 
 
+def test_lmms_evals_own_samples_file_is_scored_by_its_doc_ids_positions(tmp_path):
+    """lmms-eval 0.7's samples_<task>.jsonl names a document by `doc_id`, its position among the
+    documents after process_docs (RefCOCO's: one a referring expression, where vlrl's ids are
+    "<question_id>/<k>"), with no `id`: the sample at that position, as vlrl reads them in order."""
+    from vlrl.tasking.scoring import score_file
+
+    task, samples, _ = _load("refcoco_bbox_rec_val", tmp_path, size=3, seed=1)
+    assert len(samples) > 3 and all("/" in s.id for s in samples)  # exploded: positions are not ids
+    texts = [str(list(s.solution)) if i % 2 else "[0, 0, 0.1, 0.1]" for i, s in enumerate(samples)]
+    lmms_eval = [{"doc_id": i, "doc": {}, "target": "", "arguments": [], "resps": [[t]], "filtered_resps": [t],
+                  "doc_hash": "", "prompt_hash": "", "target_hash": "", "refcoco_IoU": 0.0}
+                 for i, t in reversed(list(enumerate(texts)))]  # fmt: skip
+    (tmp_path / "samples_refcoco.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lmms_eval))
+    ours = tmp_path / "ours.jsonl"
+    ours.write_text(
+        "".join(json.dumps({"id": s.id, "completion": t}) + "\n" for s, t in zip(samples, texts, strict=True))
+    )
+    by_doc_id = score_file(task, samples, str(tmp_path / "samples_refcoco.jsonl"), str(tmp_path / "a.jsonl"))
+    by_id = score_file(task, samples, str(ours), str(tmp_path / "b.jsonl"))
+    assert by_doc_id.scored == len(samples) and by_doc_id.problems == [] and by_doc_id.metrics == by_id.metrics
+    assert 0 < by_id.metrics["refcoco_ACC@0.5"] < 1
+    bad = [
+        {"doc_id": len(samples), "resps": [["x"]]},
+        {"doc_id": "0", "resps": [["x"]]},
+        {"doc_id": 0, "resps": [["x"]]},
+    ]
+    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(x) + "\n" for x in bad))
+    result = score_file(task, samples, str(tmp_path / "bad.jsonl"), str(tmp_path / "c.jsonl"))
+    assert result.scored == 1 and [p.split(": ", 1)[1] for p in result.problems] == [
+        f"doc_id {len(samples)!r} is not a position among the {len(samples)} documents (0 to {len(samples) - 1})",
+        f"doc_id '0' is not a position among the {len(samples)} documents (0 to {len(samples) - 1})",
+    ]
+    skipped = score_file(task, samples, str(tmp_path / "bad.jsonl"), str(tmp_path / "d.jsonl"), in_order=False)
+    assert skipped.scored == 0 and "records of the data were skipped: give ids" in skipped.problems[-1]
+
+
 def test_vlrl_score_on_a_benchmark_writes_and_prints_no_reward(tmp_path, capsys):
     """A benchmark has metrics only: its scored lines hold no rewards, and no mean reward is printed."""
     from vlrl.cli import main

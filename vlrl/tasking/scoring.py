@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from vlrl.config import LMMS_EVAL_REASONING_TAGS
 from vlrl.data.records import RecordError, read_records
@@ -231,15 +231,28 @@ def unscorable(record: dict) -> str:
     )
 
 
+def by_position(doc_id: Any, documents: int, in_order: bool) -> str:
+    """Why an lmms-eval `doc_id` names no sample ("": it does): it is a document's position
+    (lmms-eval's enumerate over the documents after process_docs, vlrl's samples in order)."""
+    if not in_order:
+        return f"doc_id {doc_id!r} is a position among the documents, and records of the data were skipped: give ids"
+    if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id < documents:
+        return f"doc_id {repr(doc_id)[:40]} is not a position among the {documents} documents (0 to {documents - 1})"
+    return ""
+
+
 def score_file(
     task: Task,
     samples: Sequence[Sample],
     completions_path: str,
     out_path: str,
     reasoning_tags: TagPairs | None = LMMS_EVAL_REASONING_TAGS,
+    in_order: bool = True,
 ) -> FileScore:
     """Score `{"id", "completion"}` lines against the samples with those ids; write one
-    `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A benchmark's
+    `{"id", "rewards", "reward"}` line per scored completion to `out_path`. A line of lmms-eval's
+    samples file names its document by position (`doc_id`, no `id`): the sample at that position,
+    where `samples` are the documents `in_order` (no record of the data left out). A benchmark's
     metrics are those of its harness: reasoning stripped with `reasoning_tags` (eval.reasoning_tags)."""
     by_id: dict[str, Sample] = {}
     held = Counter(s.id for s in samples)  # an id several records have answers none of them for sure
@@ -254,6 +267,13 @@ def score_file(
             problems.append(str(record))
             continue
         completion = completion_of(record)
+        if "id" not in record and "doc_id" in record and completion is not None:  # lmms-eval's layout
+            problem = by_position(record["doc_id"], len(samples), in_order)
+            if problem:
+                problems.append(f"{where}: {problem}")
+                continue
+            pairs.append(Matched(record["doc_id"], completion, samples[record["doc_id"]], where))
+            continue
         if "id" not in record or completion is None:
             problems.append(f"{where}: {unscorable(record)}")
             continue
