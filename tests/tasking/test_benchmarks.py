@@ -850,6 +850,17 @@ def test_lmms_evals_own_samples_file_is_scored_by_its_doc_ids_positions(tmp_path
     assert skipped.scored == 0 and "records of the data were skipped: give ids" in skipped.problems[-1]
 
 
+def test_a_benchmarks_table_given_as_a_json_file_is_said_to_be_no_table(tmp_path, capsys):
+    from vlrl.cli import main
+
+    (tmp_path / "val.json").write_text(json.dumps([{"id": 0, "question": "how many?"}]))
+    (tmp_path / "mine.jsonl").write_text(json.dumps({"id": 0, "completion": "3"}) + "\n")
+    args = ["score", "--task", "countbenchqa", "--data", str(tmp_path / "val.json"), "--completions"]
+    assert main([*args, str(tmp_path / "mine.jsonl"), "--out", str(tmp_path / "out.jsonl")]) == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "not a readable arrow table (" in printed and "a table is read from parquet or arrow files" in printed
+
+
 def test_vlrl_score_on_a_benchmark_writes_and_prints_no_reward(tmp_path, capsys):
     """A benchmark has metrics only: its scored lines hold no rewards, and no mean reward is printed."""
     from vlrl.cli import main

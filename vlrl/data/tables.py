@@ -271,7 +271,10 @@ def _record_batches(path: Path, columns: list[str] | None, rows: int = BATCH_ROW
             whole = (reader.get_batch(i) for i in range(reader.num_record_batches))
             return reader.schema, _arrow_rows(_sliced(whole, columns, rows), path)
     except (pa.ArrowInvalid, OSError) as err:
-        raise RecordError(str(path), f"not a readable {path.suffix[1:]} file ({err})") from err
+        kind = "parquet" if path.suffix == ".parquet" else "arrow"  # what it was read as
+        raise RecordError(
+            str(path), f"not a readable {kind} table ({err}); a table is read from parquet or arrow files"
+        ) from err
 
 
 def _row_groups(parquet: pq.ParquetFile, path: Path, columns: list[str] | None, rows: int) -> Iterator[Rows]:
