@@ -467,9 +467,9 @@ def test_the_plan_counts_the_draw_of_an_engine_whose_log_probs_are_of_it():
     work = replace(WORK, token_budget=64 + 12, draw=DrawFilter(top_p=0.9))  # a prompt, 2 rows of 6 tokens
     args = (SHAPE, work, Replicated.memory(SHAPE, work, None))
     hf, vllm = memory(*args, HF, False), memory(*args, VLLM, False)
-    # 2 rows of 6 tokens: the banned logits and top-p's temporaries (4 + 24 bytes a logit)
+    # 2 rows of 6 tokens: the banned logits and top-p's temporaries (4 + 20 bytes a logit)
     # beside the float32 logits, against the bf16 logits, their float32 copy and a temporary
-    assert vllm["activations"] - hf["activations"] == pytest.approx(12 * SHAPE.vocab * (4 + 28 - (2 + 8)))
+    assert vllm["activations"] - hf["activations"] == pytest.approx(12 * SHAPE.vocab * (4 + 24 - (2 + 8)))
     unfiltered = replace(work, draw=DrawFilter())
     assert (
         hf["activations"]

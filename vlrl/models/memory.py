@@ -262,22 +262,22 @@ class DrawFilter:
         """Bytes per logit that SamplingFilter.apply and the log-prob of its result hold at
         their peak (`min_p_first`: min-p before top-k and top-p, as vLLM applies it), counted
         from the code and measured on the CPU (tests/app/test_plan.py). The banned logits'
-        float32 copy (and the penalized one it came from, and with min_new_tokens each row's
-        bans, a byte a logit) are kept until it returns; each
+        float32 copy (and the penalized one it came from) are kept until it returns; with
+        min_new_tokens each row's bans, a byte a logit, while they are applied; each
         filter holds its input (the banned logits, or the filter's before it, whose result
         replaces it) and its temporaries: top-k its mask and result (1 + 4), top-p its sorted
-        logits, their int64 order, softmax, cumulative sum and each token's mass before it
-        (4 + 8 + 4 + 4 + 4), min-p its softmax, mask and result (4 + 1 + 4). CUDA's sort may
-        take a workspace besides, not counted."""
-        filters = [(self.top_k > 0, 5), (self.top_p < 1, 24)]
+        logits, their int64 order, softmax and cumulative sum (4 + 8 + 4 + 4), min-p its
+        softmax, mask and result (4 + 1 + 4). CUDA's sort may take a workspace besides, not
+        counted."""
+        filters = [(self.top_k > 0, 5), (self.top_p < 1, 20)]
         min_p = (self.min_p > 0, 9)
         filters = [min_p, *filters] if min_p_first else [*filters, min_p]
-        held = 4 + 4 * (self.repetition_penalty != 1) + (self.min_new_tokens > 0)
+        held = 4 + 4 * (self.repetition_penalty != 1)
         peak = result = 0  # the bytes of the filter's result before the one running
         for on, temporaries in filters:
             if on:
                 peak, result = max(peak, result + temporaries), 4
-        return held + peak
+        return held + max(peak, int(self.min_new_tokens > 0))
 
 
 @dataclass(frozen=True)
