@@ -235,7 +235,7 @@ def by_position(doc_id: Any, documents: int, in_order: bool) -> str:
     """Why an lmms-eval `doc_id` names no sample ("": it does): it is a document's position
     (lmms-eval's enumerate over the documents after process_docs, vlrl's samples in order)."""
     if not in_order:
-        return f"doc_id {doc_id!r} is a position among the documents, and records of the data were skipped: give ids"
+        return f"doc_id {repr(doc_id)[:40]} is a position among the documents, and records of the data were skipped: give ids"
     if isinstance(doc_id, bool) or not isinstance(doc_id, int) or not 0 <= doc_id < documents:
         return f"doc_id {repr(doc_id)[:40]} is not a position among the {documents} documents (0 to {documents - 1})"
     return ""
