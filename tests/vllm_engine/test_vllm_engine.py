@@ -89,13 +89,27 @@ def test_an_image_sized_beyond_the_engines_limits_reaches_vllm_as_vlrl_sized_it(
     (eval.image_pixels): vLLM's processor, its limits widened to hold the image (prompting.covering),
     resizes nothing, and counts the prompt's tokens as the HF processor counted them."""
     engine, _, processor, _ = setup
-    model_cfg = vllm_config(**{"model.min_pixels": MIN_PIXELS, "model.max_pixels": 16 * MAX_PIXELS}).model
+    model_cfg = vllm_config(**{"model.min_pixels": MIN_PIXELS, "model.max_pixels": 4 * MAX_PIXELS}).model
     task = RefCOCO()
-    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, 16 * MAX_PIXELS)).samples
+    samples = load_split(rec_data, task.build_sample, FrameSpec("absolute", MIN_PIXELS, 4 * MAX_PIXELS)).samples
     prompts = [render_prompt(processor, task.messages(s), s, model_cfg) for s in samples[:3]]
-    saved = processor.image_processor.size["longest_edge"]  # the checkpoint's limit, which vLLM's processor starts from
-    assert max(p.images[0].width * p.images[0].height for p in prompts) > max(saved, MAX_PIXELS)  # beyond both
+    assert max(p.images[0].width * p.images[0].height for p in prompts) > MAX_PIXELS  # beyond the engine's
     assert engine_prompt_lengths(engine, prompts) == [len(p) for p in prompts]
+
+
+def test_the_image_size_vlrl_passes_reaches_vllms_processor(setup, monkeypatch):
+    """The request's images_kwargs size is the one vLLM's processor resizes by: told a budget
+    smaller than the images, it shrinks them and the prompts come out shorter (the test above
+    cannot tell, the tiny checkpoint's own limits holding its images)."""
+    from vlrl.rollout import vllm as vllm_module
+
+    engine, _, _, prompts = setup
+    assert all(p.images[0].width * p.images[0].height > 4 * MIN_PIXELS for p in prompts)
+    monkeypatch.setattr(
+        vllm_module, "covering", lambda size, images: {"shortest_edge": MIN_PIXELS, "longest_edge": 4 * MIN_PIXELS}
+    )
+    shrunk = engine_prompt_lengths(engine, prompts)
+    assert all(n < len(p) for n, p in zip(shrunk, prompts, strict=True)), (shrunk, [len(p) for p in prompts])
 
 
 @pytest.mark.parametrize("temperature", [2.5, 0.005])
