@@ -394,8 +394,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         (DYNAMIC, ROUNDS),
     ),
     Mutation(
-        "sampling_batch ignored", "vlrl/trainer/rl.py",
-        "per_round = algo.sampling_batch or self.cfg.trainer.prompts_per_step", "per_round = self.cfg.trainer.prompts_per_step",
+        "sampling_batch ignored", "vlrl/config.py",
+        "return self.algo.sampling_batch or self.trainer.prompts_per_step", "return self.trainer.prompts_per_step",
         (ROUND_DRAWS,),
     ),
     Mutation(

@@ -392,7 +392,8 @@ class _GuiTask(Task):
             return 0.0
         if sample.solution["source_action"] != "click":
             return 1.0
-        hit = self._hit(action, sample, self._reward_rule(), True, truncate=True, frame=self._training_frame(sample))
+        frame = self._training_frame(sample)
+        hit = self._hit(action, sample, self._reward_rule(), inclusive=True, truncate=True, frame=frame)
         return 1.0 if hit else 0.0
 
     def _accuracy(self, completion: str, sample: Sample) -> float:
@@ -404,7 +405,8 @@ class _GuiTask(Task):
             return 0.0
         if gt["source_action"] == "click":
             frame = self._training_frame(sample)
-            return 1.0 if self._hit(action, sample, self._reward_rule(), False, False, frame=frame) else 0.0
+            hit = self._hit(action, sample, self._reward_rule(), inclusive=False, truncate=False, frame=frame)
+            return 1.0 if hit else 0.0
         if gt["source_action"] in REWARD_TEXT_ACTIONS:
             return R.input_text(action.input_text, gt["text"], self._f1_threshold())
         return 1.0

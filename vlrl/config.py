@@ -1113,6 +1113,12 @@ class Config:
         key = self.entry_key(name)
         return "data.columns" if key == "task" else f"{key}.columns"
 
+    @property
+    def prompts_per_round(self) -> int:
+        """Prompts a rollout round draws, over all processes: a step's, or with dynamic sampling
+        algo.sampling_batch where set (verl's gen_batch_size)."""
+        return self.algo.sampling_batch or self.trainer.prompts_per_step
+
     def task_key(self, which: Literal["train", "eval"]) -> str:
         """The config key that names the tasks' `which` files (a list is one key: its origin is the list's)."""
         return "mixture" if self.mixture else f"data.{which}"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.parallel.test_distributed import TwoProcesses
-from vlrl.config import AlgoConfig, ConfigError, load_config
+from vlrl.config import ConfigError, load_config
 from vlrl.parallel.distributed import Processes
 from vlrl.trainer.rl import RLTrainer
 
@@ -32,7 +32,9 @@ def collect(informative, prompts_per_step=4, group=8, **algo):
         return [SimpleNamespace(prompt=i, reward=r) for i, r in zip(items, rewards, strict=True)], []
 
     trainer = SimpleNamespace(
-        cfg=SimpleNamespace(algo=AlgoConfig(**algo), trainer=SimpleNamespace(prompts_per_step=prompts_per_step)),
+        cfg=load_config(
+            None, [f"trainer.prompts_per_step={prompts_per_step}", *(f"algo.{k}={v}" for k, v in algo.items())]
+        ),
         run=SimpleNamespace(procs=Processes()),
         draw=draw,
         generate_groups=generate_groups,

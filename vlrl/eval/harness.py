@@ -234,10 +234,11 @@ def task_run_config(cfg: Config, task: Task) -> Config:
     if not (isinstance(task, Benchmark) and task.follows_lmms_eval_model):
         return cfg
     model, evaluation, kind = cfg.model, cfg.eval, task.model_class
-    if kind.image_pixels is not None and evaluation.image_pixels == "lmms_eval":
-        model = replace(model, min_pixels=kind.image_pixels[0], max_pixels=kind.image_pixels[1])
-    if kind.jpeg_quality and evaluation.image_pixels == "lmms_eval":
-        model = replace(model, image_jpeg_quality=kind.jpeg_quality)
+    if evaluation.image_pixels == "lmms_eval":  # the class's images: their budget, their encoding
+        if kind.image_pixels is not None:
+            model = replace(model, min_pixels=kind.image_pixels[0], max_pixels=kind.image_pixels[1])
+        if kind.jpeg_quality:
+            model = replace(model, image_jpeg_quality=kind.jpeg_quality)
     if evaluation.repetition_penalty == "reference":
         evaluation = replace(evaluation, repetition_penalty=None)
     return replace(cfg, model=model, eval=evaluation)

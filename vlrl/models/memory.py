@@ -305,7 +305,7 @@ class Workload:
         completion is one more row of each group (the engines decode it in the call that samples);
         rollout.max_rows splits a step's rows into calls (`call_rows`); a round of dynamic
         sampling samples algo.sampling_batch prompts where set."""
-        prompts = max(1, (cfg.algo.sampling_batch or cfg.trainer.prompts_per_step) // gpus)
+        prompts = max(1, cfg.prompts_per_round // gpus)
         greedy = int(cfg.algo.advantage == "remax")
 
         def rows_of(stage: StageLimits) -> int:

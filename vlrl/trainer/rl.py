@@ -57,7 +57,7 @@ class RLTrainer:
         engine, _ = configured_engines(cfg.rollout, cfg.eval.backend)  # its options checked before any model loads
         base_model_path(cfg.model, cfg.trainer, "trainer")  # a model that is not there is said before any data
         procs = Processes.from_env()
-        if cfg.algo.sampling_batch % procs.world:
+        if cfg.prompts_per_round % procs.world:  # prompts_per_step's own is Run's
             raise ConfigError(
                 f"config: algo.sampling_batch ({cfg.algo.sampling_batch}) must divide evenly among the "
                 f"{procs.world} training processes"
@@ -353,7 +353,7 @@ class RLTrainer:
         trained."""
         algo, procs = self.cfg.algo, self.run.procs
         B = self.cfg.trainer.prompts_per_step // procs.world  # this process's share
-        per_round = algo.sampling_batch or self.cfg.trainer.prompts_per_step  # over all processes
+        per_round = self.cfg.prompts_per_round
         groups: list[Group] = []
         unusable: list[UnusableSample] = []
         rounds = 0
