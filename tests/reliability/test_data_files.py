@@ -495,7 +495,7 @@ def test_an_image_too_thin_for_the_models_pixel_limit_or_over_200_to_1_is_refuse
         ),
         (b"id,image,problem\n0,a.png,q\n", "found 'id,image,problem\\n0,a'\n"),  # a CSV: its start, no hint
         (b"", "the file is empty"),
-        (os.urandom(4096) + b"\0", "not a text file"),
+        (b"PAR1\0\x15\x04" + os.urandom(4096), "not a text file (it holds a NUL byte, byte 4 of the file)"),
         (b"[\xff\xfe]", "not UTF-8 text"),
     ],
 )
@@ -639,6 +639,27 @@ def test_a_byte_that_is_not_utf8_is_named_by_its_line_and_byte_offset(root):
     with pytest.raises(RecordError) as refused:
         read_data_text(path)
     assert str(refused.value) == f"{path}:2: not UTF-8 text (byte 4 of the file); expected JSON or JSON Lines"
+
+
+def test_a_json_lines_line_that_is_not_text_is_that_records_error_unless_most_lines_are(root):
+    path = root / "train.jsonl"
+    good = [json.dumps(record(i)).encode() for i in range(3)]
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join([good[0], b"\xff\xfe", good[1], b"", b"a\0", good[2]]) + b"\n")
+    read = [(source, item if isinstance(item, dict) else item.message) for source, _, item in read_records(path)]
+    assert read == [
+        (f"{path}:1", record(0)),
+        (f"{path}:2", "not UTF-8 text (byte 0 of the line); expected a JSON object"),
+        (f"{path}:3", record(1)),
+        (f"{path}:5", "not a text line (it holds a NUL byte, byte 1 of the line); expected a JSON object"),
+        (f"{path}:6", record(2)),
+    ]
+    path.write_bytes(b"\n".join([good[0], b"\xff", b"\x00"]))  # most lines are not text: a binary file
+    with pytest.raises(RecordError) as refused:
+        read_records(path)
+    assert (
+        str(refused.value)
+        == f"{path}:2: not UTF-8 text (byte {len(good[0]) + 1} of the file); expected JSON or JSON Lines"
+    )
 
 
 @pytest.mark.parametrize("suffix", [".json", ".jsonl"])

@@ -157,6 +157,19 @@ def test_several_completions_of_one_id_are_each_scored_and_said(tmp_path, rec_da
     assert "3 completions scored" in printed and len(out.read_text().splitlines()) == 3
 
 
+def test_a_completion_line_that_is_not_text_costs_that_line_alone(tmp_path, rec_data, capsys):
+    good = [json.dumps({"id": i, "completion": "c"}).encode() for i in range(3)]
+    completions = tmp_path / "completions.jsonl"  # a latin-1 line and one with a raw NUL among UTF-8 ones
+    completions.write_bytes(b"\n".join([good[0], b'{"id": 1, "completion": "caf\xe9"}', good[1], b"{\0}", good[2]]))
+    out = tmp_path / "scores.jsonl"
+    args = ["score", "--task", "refcoco", "--data", str(rec_data), "--completions", str(completions)]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"{completions}:2: not UTF-8 text (byte 28 of the line); expected a JSON object" in printed
+    assert f"{completions}:4: not a text line (it holds a NUL byte, byte 1 of the line)" in printed
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("out, message", [("{tmp}", "is a folder; give the file to write"),
                                           ("{data}/x.jsonl", "is not a folder this user may write in"),
                                           ("{completions}", "is the --completions file this command reads"),

@@ -151,42 +151,73 @@ def _short(value: Any, limit: int = 60) -> str:
 def read_data_text(path: str | Path) -> str:
     """A data file's text; a binary file (a NUL byte) or one that is not UTF-8 is refused by
     position, a byte-order mark dropped."""
+    data = _data_bytes(path)
+    problem = _not_text(data, "file")
+    if problem:
+        offset, message = problem
+        line = data.count(b"\n", 0, offset) + 1
+        raise RecordError(f"{path}:{line}", f"{message}; expected JSON or JSON Lines")
+    return data.decode("utf-8").removeprefix("\ufeff")
+
+
+def _data_bytes(path: str | Path) -> bytes:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}" + (" (it is a directory)" if path.is_dir() else ""))
-    data = path.read_bytes()
-    if b"\0" in data:
-        line = data.count(b"\n", 0, data.index(b"\0")) + 1
-        raise RecordError(f"{path}:{line}", "not a text file (it holds a NUL byte); expected JSON or JSON Lines")
+    return path.read_bytes()
+
+
+def _not_text(data: bytes, of: str) -> tuple[int, str] | None:
+    """Where and why bytes are not text, or None: the first NUL byte (binary) or byte that is
+    not UTF-8, whichever comes first; `of` says what they are in the message ("file", "line")."""
+    nul = data.find(b"\0")
     try:
-        text = data.decode("utf-8")
+        data[: nul if nul >= 0 else len(data)].decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise RecordError(
-            f"{path}:{line}", f"not UTF-8 text (byte {err.start} of the file); expected JSON or JSON Lines"
-        ) from err
-    return text.removeprefix("\ufeff")
+        return err.start, f"not UTF-8 text (byte {err.start} of the {of})"
+    if nul >= 0:
+        return nul, f"not a text {of} (it holds a NUL byte, byte {nul} of the {of})"
+    return None
 
 
 def read_records(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
     """(source, index, record-or-error) for each record of a .jsonl file or a .json list of
     records. A file that cannot hold records at all (binary, not UTF-8, empty, not a list) is
-    refused here, before any record is read."""
+    refused here, before any record is read. In JSON Lines a line that is not text costs only
+    itself (a completions file with one garbled model output, say), unless most lines are not:
+    such a file is binary, refused whole."""
     path = Path(path)
-    text = read_data_text(path)
     if path.suffix == ".jsonl":
-        return _json_lines(path, text)
+        return _json_lines(path, _text_lines(path))
+    text = read_data_text(path)
     return _json_list(path, text, _list_start(path, text))
 
 
-def _json_lines(path: Path, text: str) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
-    index = 0
-    # JSON Lines end at "\n" only: str.splitlines() also splits at characters that JSON
-    # allows raw inside strings (U+2028, U+2029, U+0085, \x1c-\x1e, \v, \f).
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
+def _text_lines(path: Path) -> list[tuple[int, str | RecordError]]:
+    """A JSON Lines file's non-blank lines by number, each decoded on its own (a line that is not
+    text is that line's RecordError). JSON Lines end at "\\n" only: str.splitlines() also
+    splits at characters that JSON allows raw inside strings (U+2028, U+2029, U+0085,
+    \\x1c-\\x1e, \\v, \\f); in UTF-8 the byte 0x0a is that character and nothing else."""
+    lines: list[tuple[int, str | RecordError]] = []
+    for lineno, raw in enumerate(_data_bytes(path).removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+        problem = _not_text(raw, "line")
+        if problem:
+            lines.append((lineno, RecordError(f"{path}:{lineno}", f"{problem[1]}; expected a JSON object")))
+        elif raw.strip():
+            lines.append((lineno, raw.decode("utf-8")))
+    if 2 * sum(isinstance(line, RecordError) for _, line in lines) > len(lines):
+        read_data_text(path)  # raises: the file's first byte that is not text, by line
+    return lines
+
+
+def _json_lines(
+    path: Path, lines: list[tuple[int, str | RecordError]]
+) -> Iterator[tuple[str, int, dict[str, Any] | RecordError]]:
+    for index, (lineno, line) in enumerate(lines):
         source = f"{path}:{lineno}"
+        if isinstance(line, RecordError):
+            yield source, index, line
+            continue
         try:
             record = json.loads(line)
         except JSON_FAULTS as err:
@@ -196,7 +227,6 @@ def _json_lines(path: Path, text: str) -> Iterator[tuple[str, int, dict[str, Any
                 yield source, index, record
             else:
                 yield source, index, RecordError(source, f"record must be a JSON object, got {type(record).__name__}")
-        index += 1
 
 
 def _list_start(path: Path, text: str) -> int:
