@@ -195,6 +195,7 @@ def writable(text: str, flag: str, folder: bool = False) -> Path:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from vlrl.eval.layout import samples_file_task
     from vlrl.tasking.registry import eval_task
     from vlrl.tasking.scoring import score_file
     from vlrl.tasking.sources import columns_for, load_task_split
@@ -228,6 +229,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     _print_first(result.problems, "skipped", "skipped completions")
     _print_first(result.zeroed, "scored 0:", "scored 0")
     _print_first(result.repeated, "repeated:", "ids with several completions (each scored: the metrics average them)")
+    _print_first(result.foreign, "another target:", "lines stating another target (each scored)")
+    named = samples_file_task(args.completions)
+    if named and named != task.name:
+        console.print(
+            f"[yellow]--completions {escape(args.completions)} is named as the samples of task {escape(named)}; "
+            f"scored as {task.name}[/yellow]",
+            highlight=False,
+        )
     if not result.scored:  # a file of no completions, or of none that name a record: nothing measured
         console.print(f"[red]no completion of {escape(args.completions)} was scored[/red]", highlight=False)
         return 1

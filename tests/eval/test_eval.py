@@ -331,6 +331,37 @@ def test_eval_reports_what_a_reward_failed_to_score(tmp_path, rec_data, tiny_qwe
     assert "oversized_completions" not in metrics  # four tokens: nothing too long to read
 
 
+def test_score_of_an_evaluations_samples_says_where_they_answer_other_data_or_another_task(
+    tmp_path, rec_data, tiny_qwen25, capsys
+):
+    """vlrl eval's samples file scored against its own data states each record's target; against
+    other data whose ids match (or named for another task) it is scored and said to be foreign."""
+    out = tmp_path / "out"
+    args = ["eval", "--task", f"refcoco={rec_data}", "--model", "tiny:qwen2_5_vl", "--out", str(out), "--limit", "3"]
+    assert main([*args, "model.max_pixels=12544", "eval.max_new_tokens=4"]) == 0
+    records = json.loads(rec_data.read_text())
+    for record in records:  # the same ids and images, other boxes
+        record["solution"] = [v + 1 for v in record["solution"]]
+    other = rec_data.parent / "other.json"
+    other.write_text(json.dumps(records))
+    renamed = tmp_path / "2026_samples_counting.jsonl"  # lmms-eval's name of another task's samples
+    renamed.write_bytes(samples_path(out, "refcoco").read_bytes())
+    capsys.readouterr()
+
+    def score(data: Path, completions: Path) -> str:
+        scored = ["score", "--task", "refcoco", "--data", str(data), "--completions", str(completions)]
+        assert main([*scored, "--out", str(tmp_path / "scored.jsonl")]) == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    assert "another target" not in score(rec_data, samples_path(out, "refcoco"))
+    printed = score(other, samples_path(out, "refcoco"))
+    assert [f"samples_refcoco.jsonl:{n}: its target" in printed for n in (1, 2, 3)] == [True] * 3
+    assert "is not that of the data record it names" in printed and "named as the samples" not in printed
+    printed = score(rec_data, renamed)
+    assert "another target" not in printed
+    assert f"--completions {renamed} is named as the samples of task counting; scored as refcoco" in printed
+
+
 @pytest.mark.parametrize(
     "text, message",
     [('{"results": {"refcoco": {"acc@0.5,none"', "is not readable JSON"), ("{}", "holds no 'results' mapping")],

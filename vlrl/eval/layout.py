@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -139,6 +140,13 @@ def _tasks_of(results_file: Path) -> list[str]:
 
 def samples_path(out_dir: Path, task: str) -> Path:
     return out_dir / f"samples_{task}.jsonl"
+
+
+def samples_file_task(path: str | Path) -> str | None:
+    """The task a samples file is named for: vlrl eval's samples_<task>.jsonl, lmms-eval's
+    <date>_samples_<task>.jsonl (evaluation_tracker.py); None for another name."""
+    named = re.search(r"(?:^|_)samples_(.+?)\.jsonl$", Path(path).name)
+    return named.group(1) if named else None
 
 
 def read_results(out_dir: Path) -> dict[str, Any]:

@@ -201,6 +201,8 @@ class FileScore:
     mean_reward: float
     zeroed: list[str]  # completions scored 0 unread (too long), rewards whose values were 0 (it raised)
     repeated: list[str]  # "file:line: id again (first at file:line)": several completions of a sample, each scored
+    # "file:line: ...": lines stating a `target` other than their record's (another task's or data's outputs), scored
+    foreign: list[str] = field(default_factory=list)
 
 
 def completion_of(record: dict) -> str | None:
@@ -241,6 +243,37 @@ def by_position(doc_id: Any, documents: int, in_order: bool) -> str:
     return ""
 
 
+def named_by_id(line_id: Any, sample: Sample | None, held: Counter) -> str:
+    """Why a line's `id` names no one sample ("": it names `sample`): no record has it, or
+    several do (`held` counts the records of each id), so which one it answers is unknown."""
+    if sample is None:
+        return f"no usable data record has id {line_id!r}"
+    if held[sample.id] > 1:
+        return (
+            f"id {line_id!r} is the id of {held[sample.id]} data records, so which one this completion answers "
+            "is unknown: give the records unique ids"
+        )
+    return ""
+
+
+def stated_target(task: Task, sample: Sample) -> str:
+    """The sample's `target` as an evaluation's samples file states it: vlrl eval's (the string
+    of its JSON value, `layout.samples_line`) and lmms-eval's (the string of doc_to_target)."""
+    return str(json.loads(json.dumps(task.logged_target(sample), default=str)))
+
+
+def foreign_target(record: dict, task: Task, sample: Sample) -> str:
+    """Why a samples line seems to answer another sample ("": it states no target, or the
+    sample's): its `target` is not the record's, so ids or positions matched the completions of
+    another task or data file. Said, not refused: the completion is scored all the same."""
+    if "target" not in record or str(record["target"]) == stated_target(task, sample):
+        return ""
+    return (
+        f"its target {str(record['target'])[:60]!r} is not that of the data record it names "
+        f"({stated_target(task, sample)[:60]!r}): completions of another task or data file?"
+    )
+
+
 def score_file(
     task: Task,
     samples: Sequence[Sample],
@@ -262,6 +295,7 @@ def score_file(
     problems: list[str] = []
     first_line: dict[str, str] = {}
     repeated: list[str] = []
+    foreign: list[str] = []
     for where, _, record in read_records(completions_path):
         if isinstance(record, RecordError):
             problems.append(str(record))
@@ -273,24 +307,22 @@ def score_file(
                 problems.append(f"{where}: {problem}")
                 continue
             pairs.append(Matched(record["doc_id"], completion, samples[record["doc_id"]], where))
-            continue
-        if "id" not in record or completion is None:
+        elif "id" not in record or completion is None:
             problems.append(f"{where}: {unscorable(record)}")
             continue
-        sample = by_id.get(str(record["id"]))
-        if sample is None:
-            problems.append(f"{where}: no usable data record has id {record['id']!r}")
-            continue
-        if held[sample.id] > 1:
-            problems.append(
-                f"{where}: id {record['id']!r} is the id of {held[sample.id]} data records, so which one this "
-                "completion answers is unknown: give the records unique ids"
-            )
-            continue
-        if sample.id in first_line:  # n samples of a prompt, or a line written twice: said, and scored
-            repeated.append(f"{where}: id {record['id']!r} again (first at {first_line[sample.id]})")
-        first_line.setdefault(sample.id, where)
-        pairs.append(Matched(record["id"], completion, sample, where))
+        else:
+            sample = by_id.get(str(record["id"]))
+            problem = named_by_id(record["id"], sample, held)
+            if problem:
+                problems.append(f"{where}: {problem}")
+                continue
+            if sample.id in first_line:  # n samples of a prompt, or a line written twice: said, and scored
+                repeated.append(f"{where}: id {record['id']!r} again (first at {first_line[sample.id]})")
+            first_line.setdefault(sample.id, where)
+            pairs.append(Matched(record["id"], completion, sample, where))
+        doubt = foreign_target(record, task, pairs[-1].sample)
+        if doubt:
+            foreign.append(f"{where}: {doubt}")
     texts = [pair.completion for pair in pairs]
     matched = [pair.sample for pair in pairs]
     scores = score(task, texts, matched)
@@ -318,4 +350,4 @@ def score_file(
         for line in lines:
             handle.write(json.dumps(line, default=str) + "\n")
     mean = sum(scores.total) / len(pairs) if pairs else 0.0
-    return FileScore(len(pairs), metrics, problems, mean, zeroed, repeated)
+    return FileScore(len(pairs), metrics, problems, mean, zeroed, repeated, foreign)
