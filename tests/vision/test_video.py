@@ -35,6 +35,22 @@ def clip(path: Path, n_frames: int, width: int, height: int, fps: int) -> Path:
     return path
 
 
+def gray_clip(path: Path, codec: str, n_frames: int, rate: int, step: int, options: dict | None = None) -> Path:
+    """A 64 x 48 clip in `codec` whose frame t is the gray step * t (container `options`)."""
+    import av
+
+    with av.open(str(path), "w", options=options or {}) as container:
+        stream = container.add_stream(codec, rate=rate)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for t in range(n_frames):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), step * t, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> list[Path]:
     root = tmp_path_factory.mktemp("clips")
@@ -164,15 +180,7 @@ def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, vid
     if "libsvtav1" not in av.codecs_available:
         pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
     (tmp_path / "videos").mkdir()
-    with av.open(str(tmp_path / "videos" / "av1.mp4"), "w") as container:
-        stream = container.add_stream("libsvtav1", rate=8)
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        for t in range(8):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 30 * t, np.uint8), format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
+    gray_clip(tmp_path / "videos" / "av1.mp4", "libsvtav1", 8, rate=8, step=30)
     records = [r for r in json.loads(video_data.read_text()) if r["data_type"] == "video"][:2]
     for record in records:
         (tmp_path / record["path"]).write_bytes((video_data.parent / record["path"]).read_bytes())
@@ -614,6 +622,30 @@ def test_frames_past_the_end_of_what_decodes_are_named(clips):
     assert len(_pyav_frames(clips[2], [0, 6])) == 2  # 7 frames
     with pytest.raises(ValueError, match=rf"^video {clips[2]}: frames \[7, 9\] could not be decoded$"):
         _pyav_frames(clips[2], [0, 6, 7, 9])
+
+
+def test_a_file_whose_header_counts_more_frames_than_it_holds_is_sampled_over_those_it_holds(tmp_path):
+    """An mp4 cut at a packet's end keeps its header's count (moov first: faststart). decord and
+    torchvision's reader count the frames there are, and PyAV samples over those too, the
+    same frames; before, the record was lost ("frames [...] could not be decoded")."""
+    import av
+
+    spec = VideoConfig()  # Video-R1's: 2 fps, 4 to 16 frames
+    whole = gray_clip(tmp_path / "whole.mp4", "mpeg4", 40, rate=10, step=6, options={"movflags": "faststart"})
+    with av.open(str(whole)) as container:
+        ends = [p.pos + p.size for p in container.demux(video=0) if p.size]
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: ends[24]])  # 25 frames kept
+    with av.open(str(cut)) as container:
+        assert container.streams.video[0].frames == 40
+    pyav = load_video(cut, spec, 28)
+    decord = load_video(cut, VideoConfig(backend="decord"), 28)
+    assert pyav.total_frames == decord.total_frames == 25 and pyav.indices == decord.indices == [0, 8, 16, 24]
+    assert torch.equal(pyav.frames, decord.frames)
+    one = tmp_path / "one.mp4"  # one frame is too few to sample at all
+    one.write_bytes(whole.read_bytes()[: ends[0]])
+    with pytest.raises(ValueError, match=r"frames \[6, 11, 17, 22, 28\] could not be decoded$"):
+        load_video(one, spec, 28)
 
 
 def test_a_frames_pixel_limit_under_a_message_max_pixels_scales_with_the_familys_factor():

@@ -8,7 +8,9 @@ n / total * video fps, and every frame is smart-resized with fetch_video's pixel
 
 Decoding (`model.video.backend`): PyAV (FFmpeg), frame by frame, keeping only the sampled
 frames in memory; or decord, qwen-vl-utils' and Video-R1's reader, which seeks to the sampled
-frames. Each backend reads the frame count and fps itself, as qwen-vl-utils does with decord.
+frames. Each backend reads the frame count and fps itself, as qwen-vl-utils does with decord;
+a stream PyAV finds ending before the frames its header counts is sampled again over the
+frames it has, as decord counts them (`StreamEndsEarly`).
 
 Where the frames are in time (`model.video.time_from`): where they were sampled from, or, as
 Video-R1 trains, as if consecutive frames of a 2-fps clip.
@@ -118,6 +120,16 @@ def probe(path: str | Path) -> tuple[int, float]:
     return info.frames, info.fps
 
 
+class StreamEndsEarly(ValueError):
+    """A stream that ends, without an error, before frames its header counts: the count stated
+    too high (a file cut at a packet's end), a start an edit list trims, an opening without a
+    keyframe. `decoded` frames are all it has."""
+
+    def __init__(self, path: str | Path, missing: list[int], decoded: int):
+        super().__init__(f"video {path}: frames {missing[:5]} could not be decoded")
+        self.decoded = decoded
+
+
 def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
     """The frames at `indices` (sorted, distinct), uint8 (3, H, W), decoded in order, each turned
     upright by its display matrix's rotation (a phone's portrait video), as decord and FFmpeg's
@@ -126,9 +138,11 @@ def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
 
     position = {index: i for i, index in enumerate(indices)}
     frames: list[torch.Tensor | None] = [None] * len(indices)
+    decoded = 0
     try:
         with av.open(str(path)) as container:
             for number, frame in enumerate(container.decode(video=0)):
+                decoded = number + 1
                 if number in position:
                     pixels = np.rot90(frame.to_ndarray(format="rgb24"), round(frame.rotation / 90) % 4)
                     frames[position[number]] = torch.from_numpy(np.ascontiguousarray(pixels)).permute(2, 0, 1)
@@ -138,7 +152,7 @@ def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
         raise ValueError(f"video {path}: {err}") from err
     missing = [indices[i] for i, f in enumerate(frames) if f is None]
     if missing:
-        raise ValueError(f"video {path}: frames {missing[:5]} could not be decoded")
+        raise StreamEndsEarly(path, missing, decoded)
     return frames  # type: ignore[return-value]
 
 
@@ -176,9 +190,15 @@ def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
     file that fails to decode raises ValueError (the backend's errors included) or OSError."""
     read_info, read_frames = BACKENDS[spec.backend]
     total, fps = read_info(path)
-    n = frame_count(total, fps, spec)
-    indices = frame_indices(total, n)  # distinct: n <= total
-    video = torch.stack(read_frames(path, indices))
+    try:
+        n, indices, video = _sampled(path, total, fps, spec, read_frames)
+    except StreamEndsEarly as short:
+        if short.decoded < FRAME_FACTOR:
+            raise
+        # sampled again over the frames the stream has, as decord and torchvision's reader
+        # (qwen-vl-utils' two) count them, rather than the record lost
+        total = short.decoded
+        n, indices, video = _sampled(path, total, fps, spec, read_frames)
     height, width = frame_size(video.shape[2], video.shape[3], n, spec, factor)
     if (height, width) != tuple(video.shape[2:]):
         from torchvision.transforms import InterpolationMode
@@ -189,6 +209,14 @@ def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
     if spec.time_from == "video_r1":  # consecutive frames of a 2-fps clip: a temporal patch a second
         return Video(video, VIDEO_R1_FPS, n, list(range(n)))
     return Video(video, fps, total, indices)
+
+
+def _sampled(path, total: int, fps: float, spec: VideoConfig, read_frames) -> tuple[int, list[int], torch.Tensor]:
+    """The frame count qwen-vl-utils samples of `total` frames at `fps`, their indices, and the
+    frames (T, 3, H, W) as `read_frames` decodes them."""
+    n = frame_count(total, fps, spec)
+    indices = frame_indices(total, n)  # distinct: n <= total
+    return n, indices, torch.stack(read_frames(path, indices))
 
 
 def shuffle_frames(video: Video, seed: int) -> Video:
