@@ -64,9 +64,12 @@ def clips(tmp_path_factory) -> list[Path]:
     ]
 
 
-def qwen_vl_utils_video(path: Path, spec: VideoConfig, monkeypatch) -> tuple[torch.Tensor, float]:
-    """qwen-vl-utils' fetch_video on the file, its torchvision reader fed by a plain PyAV decode
-    of every frame (torchvision no longer reads video; decord is not installed)."""
+def qwen_vl_utils_video(
+    path: Path, spec: VideoConfig, monkeypatch, backend: str = "torchvision"
+) -> tuple[torch.Tensor, float]:
+    """qwen-vl-utils' fetch_video on the file with its `backend` reader, its torchvision reader
+    (also where its decord reader fails) fed by a plain PyAV decode of every frame (torchvision
+    no longer reads video)."""
     import av
     import qwen_vl_utils.vision_process as vp
 
@@ -79,7 +82,7 @@ def qwen_vl_utils_video(path: Path, spec: VideoConfig, monkeypatch) -> tuple[tor
         return torch.stack(frames), None, {"video_fps": fps}
 
     monkeypatch.setattr(vp.io, "read_video", read_video, raising=False)
-    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: "torchvision")
+    monkeypatch.setattr(vp, "get_video_reader_backend", lambda: backend)
     return vp.fetch_video(qwen_vl_utils_element(path, spec, monkeypatch), return_video_sample_fps=True)
 
 
@@ -170,8 +173,10 @@ def test_a_rotated_video_is_read_upright_as_decord_reads_it(clips, matrix):
         torch.testing.assert_close(pyav.frames, upright.frames.flip(2, 3), atol=1.0, rtol=0)
 
 
-def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, video_data):
-    """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. The record is reported, the others stay."""
+def test_a_file_decord_cannot_read_is_read_with_pyav_as_qwen_vl_utils_falls_back(tmp_path, video_data, monkeypatch):
+    """decord 0.6.0 has no AV1 decoder; PyAV reads AV1. qwen-vl-utils' fetch_video reads a file
+    its decord reader fails on with torchvision's reader: the decord backend reads it with PyAV,
+    and the record is usable under both backends."""
     import av
 
     from vlrl.config import load_config
@@ -180,7 +185,15 @@ def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, vid
     if "libsvtav1" not in av.codecs_available:
         pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
     (tmp_path / "videos").mkdir()
-    gray_clip(tmp_path / "videos" / "av1.mp4", "libsvtav1", 8, rate=8, step=30)
+    av1 = gray_clip(tmp_path / "videos" / "av1.mp4", "libsvtav1", 8, rate=8, step=30)
+    import decord
+
+    with pytest.raises(decord.DECORDError):  # what the decord backend meets
+        decord.VideoReader(str(av1))
+    spec = VideoConfig(max_frames=4)
+    expected, expected_fps = qwen_vl_utils_video(av1, spec, monkeypatch, backend="decord")
+    video = load_video(av1, VideoConfig(max_frames=4, backend="decord"), 28)
+    assert torch.equal(video.frames, expected) and video.sampled_fps == pytest.approx(expected_fps)
     records = [r for r in json.loads(video_data.read_text()) if r["data_type"] == "video"][:2]
     for record in records:
         (tmp_path / record["path"]).write_bytes((video_data.parent / record["path"]).read_bytes())
@@ -188,12 +201,11 @@ def test_a_file_one_backend_cannot_read_is_reported_for_its_record(tmp_path, vid
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps(records))
     overrides = ["task.name=video_qa", "model.video.max_frames=4"]
-    with_pyav = validate_split(VideoQA(), str(path), load_config(None, overrides))
-    assert with_pyav.usable == 3 and not with_pyav.problems
-    with_decord = validate_split(VideoQA(), str(path), load_config(None, [*overrides, "model.video.backend=decord"]))
-    assert with_decord.usable == 2 and len(with_decord.problems) == 1
-    problem = with_decord.problems[0]
-    assert problem.startswith(f"{path}:") and "av1.mp4: video" in problem and "decord cannot read it" in problem
+    for backend in ("pyav", "decord"):
+        validation = validate_split(
+            VideoQA(), str(path), load_config(None, [*overrides, f"model.video.backend={backend}"])
+        )
+        assert validation.usable == 3 and not validation.problems
 
 
 def test_the_decord_backend_without_decord_is_refused_by_the_config(monkeypatch):

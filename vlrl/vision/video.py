@@ -10,7 +10,8 @@ Decoding (`model.video.backend`): PyAV (FFmpeg), frame by frame, keeping only th
 frames in memory; or decord, qwen-vl-utils' and Video-R1's reader, which seeks to the sampled
 frames. Each backend reads the frame count and fps itself, as qwen-vl-utils does with decord;
 a stream PyAV finds ending before the frames its header counts is sampled again over the
-frames it has, as decord counts them (`StreamEndsEarly`).
+frames it has, as decord counts them (`StreamEndsEarly`), and a file decord fails on is read
+with PyAV, as qwen-vl-utils falls back to torchvision's reader (`DecordFailed`).
 
 Where the frames are in time (`model.video.time_from`): where they were sampled from, or, as
 Video-R1 trains, as if consecutive frames of a 2-fps clip.
@@ -156,20 +157,24 @@ def _pyav_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
     return frames  # type: ignore[return-value]
 
 
+class DecordFailed(ValueError):
+    """decord cannot read a file, or not its frame count and fps, or not the frames sampled."""
+
+
 def _decord_reader(path: str | Path):
     import decord
 
     try:
         return decord.VideoReader(str(path), num_threads=1)
     except Exception as err:  # decord raises its own DECORDError (and RuntimeError) on unreadable files
-        raise ValueError(f"video {path}: decord cannot read it: {err}") from err
+        raise DecordFailed(f"video {path}: decord cannot read it: {err}") from err
 
 
 def _decord_probe(path: str | Path) -> tuple[int, float]:
     reader = _decord_reader(path)
     total, fps = len(reader), float(reader.get_avg_fps())
     if total <= 0 or fps <= 0:
-        raise ValueError(f"video {path} reports {total} frames at {fps} fps (decord)")
+        raise DecordFailed(f"video {path} reports {total} frames at {fps} fps (decord)")
     return total, fps
 
 
@@ -178,7 +183,7 @@ def _decord_frames(path: str | Path, indices: list[int]) -> list[torch.Tensor]:
     try:
         batch = reader.get_batch(indices).asnumpy()
     except Exception as err:
-        raise ValueError(f"video {path}: decord could not decode frames {indices[:5]}...: {err}") from err
+        raise DecordFailed(f"video {path}: decord could not decode frames {indices[:5]}...: {err}") from err
     return list(torch.from_numpy(batch).permute(0, 3, 1, 2))
 
 
@@ -187,18 +192,14 @@ BACKENDS = {"pyav": (probe, _pyav_frames), "decord": (_decord_probe, _decord_fra
 
 def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
     """Sample, decode and resize a video's frames for a model family with resize `factor`. A
+    file decord fails on is read with PyAV, as qwen-vl-utils' fetch_video reads it with
+    torchvision's reader (PyAV's frames, by their timestamps) where its decord reader raises. A
     file that fails to decode raises ValueError (the backend's errors included) or OSError."""
-    read_info, read_frames = BACKENDS[spec.backend]
-    total, fps = read_info(path)
     try:
-        n, indices, video = _sampled(path, total, fps, spec, read_frames)
-    except StreamEndsEarly as short:
-        if short.decoded < FRAME_FACTOR:
-            raise
-        # sampled again over the frames the stream has, as decord and torchvision's reader
-        # (qwen-vl-utils' two) count them, rather than the record lost
-        total = short.decoded
-        n, indices, video = _sampled(path, total, fps, spec, read_frames)
+        total, fps, indices, video = _decoded(path, spec, spec.backend)
+    except DecordFailed:
+        total, fps, indices, video = _decoded(path, spec, "pyav")
+    n = len(indices)
     height, width = frame_size(video.shape[2], video.shape[3], n, spec, factor)
     if (height, width) != tuple(video.shape[2:]):
         from torchvision.transforms import InterpolationMode
@@ -211,12 +212,21 @@ def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
     return Video(video, fps, total, indices)
 
 
-def _sampled(path, total: int, fps: float, spec: VideoConfig, read_frames) -> tuple[int, list[int], torch.Tensor]:
-    """The frame count qwen-vl-utils samples of `total` frames at `fps`, their indices, and the
-    frames (T, 3, H, W) as `read_frames` decodes them."""
-    n = frame_count(total, fps, spec)
-    indices = frame_indices(total, n)  # distinct: n <= total
-    return n, indices, torch.stack(read_frames(path, indices))
+def _decoded(path: str | Path, spec: VideoConfig, backend: str) -> tuple[int, float, list[int], torch.Tensor]:
+    """The file's frame count and fps as `backend` reads them, the indices qwen-vl-utils samples
+    of them, and those frames (T, 3, H, W) as it decodes them. A stream that ends before its
+    header's count is sampled again over the frames it has, as decord and torchvision's reader
+    (qwen-vl-utils' two) count them, rather than the record lost."""
+    read_info, read_frames = BACKENDS[backend]
+    total, fps = read_info(path)
+    try:
+        indices = frame_indices(total, frame_count(total, fps, spec))  # distinct: n <= total
+        return total, fps, indices, torch.stack(read_frames(path, indices))
+    except StreamEndsEarly as short:
+        if short.decoded < FRAME_FACTOR:
+            raise
+        indices = frame_indices(short.decoded, frame_count(short.decoded, fps, spec))
+        return short.decoded, fps, indices, torch.stack(read_frames(path, indices))
 
 
 def shuffle_frames(video: Video, seed: int) -> Video:
