@@ -40,6 +40,23 @@ def test_sigterm_during_a_step_checkpoints_that_step_and_a_rerun_resumes_after_i
     assert logged_steps(run_dir / "metrics.jsonl") == list(range(1, steps[-1] + 2))
 
 
+def test_sigterm_during_the_last_step_finds_the_run_finished_and_exits_0(tmp_path, rec_data, tiny_qwen25, vlrl_process):
+    """The step in flight is the last: checkpointed as every last step is, nothing left to resume,
+    so the run is not reported stopped (a scheduler that requeues on 143 would rerun it for nothing)."""
+    run_dir, hold = tmp_path / "run", tmp_path / "hold"
+    args = ["train", *tiny_run(run_dir, rec_data, **{"task.name": HELD_TASK, "trainer.steps": 1})]
+    hold.touch()
+    run = vlrl_process(args, env={"VLRL_TEST_HOLD": str(hold)})
+    run.wait_for(hold.with_suffix(".entered").exists)  # step 1, the last, is scoring its completions
+    run.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    hold.unlink()
+    status, out, err = run.finish()
+    assert status == 0, out + err
+    assert "stopped by" not in out and logged_steps(run_dir / "metrics.jsonl") == [1]
+    assert checkpoint_steps(run_dir) == [1]
+
+
 def test_ctrl_c_during_sft_stops_cleanly_with_status_130(tmp_path, rec_data, tiny_qwen25, vlrl_process):
     run_dir = tmp_path / "sft"
     run = vlrl_process(["sft", *tiny_run(run_dir, rec_data, "sft", **{"sft.steps": 1000})])

@@ -637,7 +637,7 @@ class Run:
     def end_step(self, step: int, skipped: int) -> bool:
         """Count skipped optimizer steps, stop after too many steps in a row had one, checkpoint
         on schedule. Returns True when a stop signal came (on any process): the step is then
-        checkpointed and the loop ends."""
+        checkpointed and the loop ends (the last step ends it anyway: no stop is reported)."""
         self.step = step
         if self.t.lr_schedule_per == "step":
             self._advance_schedule()
@@ -649,7 +649,9 @@ class Run:
                 f"or gradient (max_consecutive_nonfinite={self.t.max_consecutive_nonfinite}); no NaN weights were "
                 f"written; last good checkpoint: {self.checkpoint}"
             )
-        self.stopped_by = self.procs.max(self.stop_signals.received)  # every process stops after this step
+        # every process stops after this step; a stop during the last step finds the run finished
+        # (all its steps done and checkpointed: nothing to resume, exit 0)
+        self.stopped_by = self.procs.max(self.stop_signals.received) if step < self.t.steps else 0
         if step % self.t.save_every == 0 or step == self.t.steps or self.stopped_by:
             self.save(step)
         return bool(self.stopped_by)
