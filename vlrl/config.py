@@ -221,9 +221,10 @@ class ModelConfig:
     max_pixels: int = 12845056
     # How an image is sized. smart_resize: once, within min_pixels..max_pixels (qwen-vl-utils, and the
     # recipes of VLM-R1, Video-R1, UI-R1, ...). easyr1: as EasyR1, GUI-R1 and SophiaVL-R1 size it, scaled
-    # into min_pixels..max_pixels by truncated factors (its process_image), then smart-resized by the
-    # processor within the checkpoint's own limits (3136..12845056 for Qwen2/2.5-VL, 65536..16777216 for
-    # Qwen3-VL and Qwen3.5).
+    # into min_pixels..max_pixels by truncated factors (its process_image, in the file's own mode, then
+    # made RGB with any alpha dropped, not painted over white), then smart-resized by the processor
+    # within the checkpoint's own limits (3136..12845056 for Qwen2/2.5-VL, 65536..16777216 for Qwen3-VL
+    # and Qwen3.5).
     image_resize: Literal["smart_resize", "easyr1"] = "smart_resize"
     # 0: an image's own pixels. N: each image re-encoded as JPEG at quality N before it is sized, as
     # lmms-eval's Qwen2-VL and Qwen2.5-VL simple classes send images (85): vlrl eval sets it for their

@@ -84,6 +84,52 @@ def test_a_loaded_image_is_resized_twice_as_easyr1_resizes_it_and_lands_on_its_f
     assert (frame.model_width, frame.model_height) == loaded.size
 
 
+def easyr1_process_image(path, min_pixels, max_pixels):
+    """hiyouga/EasyR1 b44b311 verl/utils/dataset.py process_image, whole (GUI-R1 d43eea2's is the
+    same): the image resized in the file's own mode, then converted to RGB."""
+    image = Image.open(path)
+    image.load()  # avoid "Too many open files" errors
+    if max_pixels is not None and (image.width * image.height) > max_pixels:
+        resize_factor = math.sqrt(max_pixels / (image.width * image.height))
+        width, height = int(image.width * resize_factor), int(image.height * resize_factor)
+        image = image.resize((width, height))
+
+    if min_pixels is not None and (image.width * image.height) < min_pixels:
+        resize_factor = math.sqrt(min_pixels / (image.width * image.height))
+        width, height = int(image.width * resize_factor), int(image.height * resize_factor)
+        image = image.resize((width, height))
+
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+
+    return image
+
+
+def test_a_transparent_palette_or_gray_image_is_easyr1s_alpha_dropped_after_its_resize(tmp_path):
+    """EasyR1 resizes an image in its own mode and then converts it (the alpha dropped: a fully
+    transparent pixel keeps its color), where qwen-vl-utils paints transparency over white."""
+    rng = random.Random(2)
+    rgba = Image.new("RGBA", (300, 200))
+    rgba.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256), rng.choice((0, 90, 255)))
+                  for _ in range(300 * 200)])  # fmt: skip
+    images = {
+        "rgba.png": rgba,
+        "palette.png": rgba.convert("RGB").quantize(64),
+        "gray_alpha.png": rgba.convert("LA"),
+        "big_rgba.png": rgba.resize((1800, 1200)),  # over max_pixels: resized down first
+    }
+    for name, image in images.items():
+        image.save(tmp_path / name)
+        loaded = load_image(tmp_path / name, 262144, 1258291, 28, then_within=QWEN25_PROCESSOR)
+        first = easyr1_process_image(tmp_path / name, 262144, 1258291)
+        height, width = processor_smart_resize(first.height, first.width, 28, *QWEN25_PROCESSOR)
+        assert loaded.tobytes() == first.resize((width, height), Image.Resampling.BICUBIC).tobytes(), name
+    clear = tmp_path / "clear.png"
+    Image.new("RGBA", (560, 560), (10, 20, 30, 0)).save(clear)
+    assert load_image(clear, 262144, 1258291, 28, then_within=QWEN25_PROCESSOR).getpixel((5, 5)) == (10, 20, 30)
+    assert load_image(clear, 262144, 1258291, 28).getpixel((5, 5)) == (255, 255, 255)  # qwen-vl-utils' rule
+
+
 def test_a_prompt_keeps_the_easyr1_size_through_the_processor(tmp_path, tiny_qwen25):
     """The processor is handed limits that hold the image (`covering`): it keeps its size even
     where that lies outside model.min_pixels..max_pixels (check_sizes raises otherwise)."""

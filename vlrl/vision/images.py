@@ -74,11 +74,17 @@ def load_image(
     """Open, convert to RGB (with `jpeg_quality`, through `jpeg_roundtrip`), squash to
     `squash_to` (width, height; LANCZOS) where given, and resize to the smart_resize size
     (bicubic, as qwen-vl-utils). With `then_within` (EasyR1's pipeline, `model_size`): resized
-    by EasyR1's `process_image` first (PIL's default filter, as there), then smart-resized within
-    those limits (bicubic, as its processor). The data's size limit was checked when the record
-    was read (RecordContext.image); here only PIL's own refusal applies."""
+    by EasyR1's `process_image` first, in the file's own mode with PIL's default filter (nearest
+    for a palette image), and only then made RGB by PIL's convert, which drops an alpha channel
+    where qwen-vl-utils paints it over white (hiyouga/EasyR1 b44b311, GUI-R1 d43eea2
+    verl/utils/dataset.py); then smart-resized within those limits (bicubic, as its processor).
+    The data's size limit was checked when the record was read (RecordContext.image); here only
+    PIL's own refusal applies."""
     with open_image(path, PIL_REFUSES_ABOVE) as im:
-        image = jpeg_roundtrip(im, jpeg_quality) if jpeg_quality else to_rgb(im)
+        if jpeg_quality:
+            image = jpeg_roundtrip(im, jpeg_quality)
+        else:
+            image = to_rgb(im) if then_within is None else im.copy()
     if squash_to is not None and image.size != squash_to:
         image = image.resize(squash_to, Image.Resampling.LANCZOS)
     height, width = model_size(image.height, image.width, factor, min_pixels, max_pixels, then_within)
@@ -86,6 +92,7 @@ def load_image(
         first_h, first_w = easyr1_size(image.height, image.width, min_pixels, max_pixels)
         if (first_w, first_h) != image.size:
             image = image.resize((first_w, first_h))
+        image = image if image.mode == "RGB" else image.convert("RGB")
     if (width, height) != image.size:
         image = image.resize((width, height), Image.Resampling.BICUBIC)
     return image
