@@ -178,6 +178,7 @@ def test_a_file_decord_cannot_read_is_read_with_pyav_as_qwen_vl_utils_falls_back
     its decord reader fails on with torchvision's reader: the decord backend reads it with PyAV,
     and the record is usable under both backends."""
     import av
+    import decord
 
     from vlrl.config import load_config
     from vlrl.tasking.validate import validate_split
@@ -186,8 +187,6 @@ def test_a_file_decord_cannot_read_is_read_with_pyav_as_qwen_vl_utils_falls_back
         pytest.skip("this PyAV build has no AV1 encoder to write the test clip with")
     (tmp_path / "videos").mkdir()
     av1 = gray_clip(tmp_path / "videos" / "av1.mp4", "libsvtav1", 8, rate=8, step=30)
-    import decord
-
     with pytest.raises(decord.DECORDError):  # what the decord backend meets
         decord.VideoReader(str(av1))
     spec = VideoConfig(max_frames=4)

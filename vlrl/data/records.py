@@ -152,12 +152,17 @@ def read_data_text(path: str | Path) -> str:
     """A data file's text; a binary file (a NUL byte) or one that is not UTF-8 is refused by
     position, a byte-order mark dropped."""
     data = _data_bytes(path)
+    _refuse_unless_text(path, data)
+    return data.decode("utf-8").removeprefix("\ufeff")
+
+
+def _refuse_unless_text(path: str | Path, data: bytes) -> None:
+    """A RecordError at the file's first byte that is not text (`_not_text`), by line."""
     problem = _not_text(data, "file")
     if problem:
         offset, message = problem
         line = data.count(b"\n", 0, offset) + 1
         raise RecordError(f"{path}:{line}", f"{message}; expected JSON or JSON Lines")
-    return data.decode("utf-8").removeprefix("\ufeff")
 
 
 def _data_bytes(path: str | Path) -> bytes:
@@ -198,15 +203,16 @@ def _text_lines(path: Path) -> list[tuple[int, str | RecordError]]:
     text is that line's RecordError). JSON Lines end at "\\n" only: str.splitlines() also
     splits at characters that JSON allows raw inside strings (U+2028, U+2029, U+0085,
     \\x1c-\\x1e, \\v, \\f); in UTF-8 the byte 0x0a is that character and nothing else."""
+    data = _data_bytes(path)
     lines: list[tuple[int, str | RecordError]] = []
-    for lineno, raw in enumerate(_data_bytes(path).removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+    for lineno, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         problem = _not_text(raw, "line")
         if problem:
             lines.append((lineno, RecordError(f"{path}:{lineno}", f"{problem[1]}; expected a JSON object")))
         elif raw.strip():
             lines.append((lineno, raw.decode("utf-8")))
     if 2 * sum(isinstance(line, RecordError) for _, line in lines) > len(lines):
-        read_data_text(path)  # raises: the file's first byte that is not text, by line
+        _refuse_unless_text(path, data)  # most lines are not text: a binary file, refused whole
     return lines
 
 

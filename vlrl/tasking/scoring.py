@@ -266,11 +266,14 @@ def foreign_target(record: dict, task: Task, sample: Sample) -> str:
     """Why a samples line seems to answer another sample ("": it states no target, or the
     sample's): its `target` is not the record's, so ids or positions matched the completions of
     another task or data file. Said, not refused: the completion is scored all the same."""
-    if "target" not in record or str(record["target"]) == stated_target(task, sample):
+    if "target" not in record:
+        return ""
+    stated, expected = str(record["target"]), stated_target(task, sample)
+    if stated == expected:
         return ""
     return (
-        f"its target {str(record['target'])[:60]!r} is not that of the data record it names "
-        f"({stated_target(task, sample)[:60]!r}): completions of another task or data file?"
+        f"its target {stated[:60]!r} is not that of the data record it names ({expected[:60]!r}): "
+        "completions of another task or data file?"
     )
 
 

@@ -215,18 +215,22 @@ def load_video(path: str | Path, spec: VideoConfig, factor: int) -> Video:
 def _decoded(path: str | Path, spec: VideoConfig, backend: str) -> tuple[int, float, list[int], torch.Tensor]:
     """The file's frame count and fps as `backend` reads them, the indices qwen-vl-utils samples
     of them, and those frames (T, 3, H, W) as it decodes them. A stream that ends before its
-    header's count is sampled again over the frames it has, as decord and torchvision's reader
-    (qwen-vl-utils' two) count them, rather than the record lost."""
+    header's count is sampled again over the frames it has (decoded a second time: the rare
+    file), as decord and torchvision's reader (qwen-vl-utils' two) count them, rather than the
+    record lost."""
     read_info, read_frames = BACKENDS[backend]
     total, fps = read_info(path)
+
+    def sampled(frames: int) -> tuple[int, float, list[int], torch.Tensor]:
+        indices = frame_indices(frames, frame_count(frames, fps, spec))  # distinct: n <= frames
+        return frames, fps, indices, torch.stack(read_frames(path, indices))
+
     try:
-        indices = frame_indices(total, frame_count(total, fps, spec))  # distinct: n <= total
-        return total, fps, indices, torch.stack(read_frames(path, indices))
+        return sampled(total)
     except StreamEndsEarly as short:
         if short.decoded < FRAME_FACTOR:
             raise
-        indices = frame_indices(short.decoded, frame_count(short.decoded, fps, spec))
-        return short.decoded, fps, indices, torch.stack(read_frames(path, indices))
+        return sampled(short.decoded)
 
 
 def shuffle_frames(video: Video, seed: int) -> Video:
